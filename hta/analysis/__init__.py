@@ -1,0 +1,1 @@
+"""Analyses: pure functions from a loaded trace to pandas DataFrames."""

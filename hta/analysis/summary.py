@@ -1,0 +1,58 @@
+"""Per-rank overview: event counts, GPU work by kind, GPU busy and idle time.
+
+Definitions (all times in integer nanoseconds, shown in µs):
+
+* ``events``: complete events of the rank (instant, flow, counter and metadata events
+  are counted separately in ``other_events``).
+* ``gpu_events``: events that occupy a GPU engine (kernels, memcpy, memset); one count
+  column per kind (``computation``, ``communication``, ``memcpy_htod`` ...).
+* ``span``: last end minus first start over those GPU events.
+* ``busy``: length of the union of their intervals, over every device and stream of the
+  rank (two overlapping kernels count once).
+* ``idle``: ``span - busy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.intervals import union_length
+from hta.model.rules import GPU_WORK_KINDS, KINDS
+from hta.model.trace import EVENT_TABLES, Trace
+
+GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
+
+
+def rank_summary(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+    """One row per rank with the columns described in this module's docstring."""
+    rows = []
+    selected = trace.get_ranks() if ranks is None else sorted(set(ranks))
+    for rank in selected:
+        rt = trace.rank(rank)
+        ev = rt.events
+        gpu = ev[ev["kind"].isin(GPU_WORK_KINDS)]
+        counts = gpu["kind"].value_counts()
+        if len(gpu):
+            start = int(gpu["ts"].min())
+            span = int(gpu["end"].max()) - start
+            busy = union_length(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
+        else:
+            span = busy = 0
+        row = {
+            "rank": rank,
+            "events": len(ev),
+            "other_events": int(sum(len(rt.tables.get(t, ())) for t in EVENT_TABLES)),
+            "gpu_events": len(gpu),
+        }
+        row.update({k: int(counts.get(k, 0)) for k in GPU_WORK_ORDER})
+        row.update({
+            "gpu_span(us)": span / 1e3,
+            "gpu_busy(us)": busy / 1e3,
+            "gpu_idle(us)": (span - busy) / 1e3,
+            "gpu_idle_pctg": round(100.0 * (span - busy) / span, 2) if span else np.nan,
+        })
+        rows.append(row)
+    return pd.DataFrame(rows)

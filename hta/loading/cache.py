@@ -1,0 +1,136 @@
+"""Parquet cache of loaded ranks.
+
+A cached rank is a folder of Parquet files (the events table, the symbol table and each
+side table) plus ``meta.json``. Its name holds a fingerprint of the trace file's content
+(size plus sampled blocks, so it is cheap even for gigabyte files), the cache format
+version and the event-kind rules in force, so any change to one of them misses the
+cache. Nothing is ever pickled or unpickled.
+
+The cache lives in a ``.hta_cache`` folder beside the traces; when that folder cannot
+be written, in the user's cache folder (``$XDG_CACHE_HOME/hta`` or ``~/.cache/hta``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hta.model.rules import KINDS
+from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT_VERSION = 1
+_BLOCK = 1 << 16
+_SAMPLES = 16
+
+
+def fingerprint(path: Path, extra: str = "") -> str:
+    """A content fingerprint: size and 16 sampled 64 KiB blocks, hashed with BLAKE2b."""
+    size = path.stat().st_size
+    h = hashlib.blake2b(digest_size=12)
+    h.update(f"{CACHE_FORMAT_VERSION}|{size}|{extra}".encode())
+    with path.open("rb") as fh:
+        if size <= _BLOCK * (_SAMPLES + 1):
+            h.update(fh.read())
+        else:
+            for i in range(_SAMPLES + 1):
+                fh.seek((size - _BLOCK) * i // _SAMPLES)
+                h.update(fh.read(_BLOCK))
+    return h.hexdigest()
+
+
+def default_cache_root(trace_dir: Path) -> Path:
+    """``trace_dir/.hta_cache`` if writable, else the user cache folder."""
+    local = trace_dir / ".hta_cache"
+    try:
+        local.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=local, prefix=".probe"):
+            pass
+        return local
+    except OSError:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return base / "hta"
+
+
+def entry_path(root: Path, trace_file: Path, key: str) -> Path:
+    """The folder holding one cached rank."""
+    stem = trace_file.name.replace(".json.gz", "").replace(".json", "")
+    return root / f"{stem}.{key}"
+
+
+def write_entry(folder: Path, rank_trace: RankTrace) -> None:
+    """Write a rank atomically (to a temporary folder renamed into place)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp"))
+    try:
+        events = rank_trace.events.copy()
+        events["kind"] = events["kind"].cat.codes.astype(np.int8)
+        if len(rank_trace.unclassified) == len(events):
+            events["unclassified"] = rank_trace.unclassified
+        _write_table(events, tmp / "events.parquet")
+        _write_table(pd.DataFrame({"symbol": rank_trace.symbols}), tmp / "symbols.parquet")
+        for name, frame in rank_trace.tables.items():
+            _write_table(frame, tmp / f"{name}.parquet")
+        meta = dict(rank_trace.meta)
+        meta["cache_format_version"] = CACHE_FORMAT_VERSION
+        (tmp / "meta.json").write_text(json.dumps(meta, default=_json_default))
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_entry(folder: Path) -> RankTrace | None:
+    """Read a cached rank, or ``None`` when absent or unreadable (then reload the JSON)."""
+    meta_file = folder / "meta.json"
+    if not meta_file.exists():
+        return None
+    try:
+        meta: dict[str, Any] = json.loads(meta_file.read_text())
+        if meta.get("cache_format_version") != CACHE_FORMAT_VERSION:
+            return None
+        events = pd.read_parquet(folder / "events.parquet")
+        events["kind"] = pd.Categorical.from_codes(
+            events["kind"].to_numpy(dtype=np.int8), categories=list(KINDS)
+        )
+        symbols = pd.read_parquet(folder / "symbols.parquet")["symbol"].tolist()
+        tables = {
+            name: pd.read_parquet(folder / f"{name}.parquet")
+            for name in ARG_TABLES + EVENT_TABLES
+            if (folder / f"{name}.parquet").exists()
+        }
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
+        return None
+    unclassified = np.zeros(len(events), dtype=bool)
+    if "unclassified" in events:
+        unclassified = events.pop("unclassified").to_numpy(dtype=bool)
+    return RankTrace(rank=int(meta["rank"]), events=events, symbols=symbols, tables=tables,
+                     meta=meta, unclassified=unclassified)
+
+
+def _write_table(frame: pd.DataFrame, path: Path) -> None:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table, path, compression="zstd", compression_level=1)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    return str(value)

@@ -1,0 +1,696 @@
+"""Decode one Kineto trace file into columnar tables.
+
+The file is decompressed in one go, its top level split into raw JSON values, and
+``traceEvents`` decoded in chunks straight into typed structs (see ``structs.py``).
+Each chunk is turned into NumPy columns before the next one is decoded, so peak memory
+is the file's text plus one chunk of structs plus the compact columns.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import logging
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from hta.loading.errors import TraceLoadError
+from hta.loading.structs import CounterEvent, Event
+from hta.loading.timeparse import decimal_us_to_ns
+
+logger = logging.getLogger(__name__)
+
+CHUNK_EVENTS = 65_536
+INT64_MAX = np.iinfo(np.int64).max
+
+_event_list_decoder = msgspec.json.Decoder(list[Event])
+_counter_list_decoder = msgspec.json.Decoder(list[CounterEvent])
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+try:  # Intel ISA-L inflates gzip 2-3x faster than zlib when it is installed.
+    from isal import igzip as _fast_gzip
+except ImportError:  # pragma: no cover - optional dependency
+    _fast_gzip = None
+
+
+@dataclass
+class SymbolTable:
+    """Interns strings into dense integer ids."""
+
+    strings: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+
+    def ids(self, values: list[Any]) -> np.ndarray:
+        """Return the id of each value, adding unseen ones."""
+        index = self.index
+        strings = self.strings
+        for key in dict.fromkeys(values):
+            if key not in index:
+                text = key if isinstance(key, str) else ("" if key is None else str(key))
+                if text not in index:
+                    index[text] = len(strings)
+                    strings.append(text)
+                index[key] = index[text]
+        return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+
+    def id_of(self, value: str) -> int:
+        """Return the id of one string, adding it when unseen."""
+        return int(self.ids([value])[0])
+
+
+@dataclass
+class DecodedTrace:
+    """Everything read from one file, before the trace model links it together."""
+
+    path: str
+    symbols: SymbolTable
+    columns: dict[str, np.ndarray]
+    kernel_args: pd.DataFrame
+    memory_args: pd.DataFrame
+    collective_args: pd.DataFrame
+    op_args: pd.DataFrame
+    sync_args: pd.DataFrame
+    instants: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    metadata_events: pd.DataFrame
+    top_level: dict[str, Any]
+    uncompressed_bytes: int
+    warnings: list[str]
+    named_ids: dict[str, int]
+
+
+# ---------------------------------------------------------------------------------------
+# reading bytes
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a trace file, inflating gzip (detected by its magic bytes, not its name)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        if _fast_gzip is not None:
+            return _fast_gzip.decompress(data)
+        return gzip.decompress(data)
+    except (EOFError, zlib.error, OSError) as exc:
+        raise TraceLoadError(
+            path,
+            f"the gzip stream is truncated or corrupt ({exc})",
+            "the profiler may have been killed while writing; collect the trace again",
+        ) from exc
+
+
+_CONTROL = bytes(range(32))
+_CONTROL_TO_SPACE = bytes.maketrans(_CONTROL, b" " * 32)
+_BARE_NONFINITE = re.compile(rb"(?<=[:,\[\s])(-?Infinity|NaN)(?=[\s,\]}])")
+
+
+def _repairs(data: bytes) -> list[tuple[str, bytes]]:
+    """Cheap, safe rewrites of text that real writers produced but JSON forbids."""
+    out: list[tuple[str, bytes]] = []
+    text = data
+    if any(c in text for c in (b"\x00", b"\x01", b"\x1b", b"\x7f")) or re.search(
+        rb"[\x00-\x08\x0b\x0c\x0e-\x1f]", text
+    ):
+        text = text.translate(_CONTROL_TO_SPACE)
+        out.append(("control characters replaced by spaces", text))
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        text = text.decode("utf-8", errors="replace").encode("utf-8")
+        out.append(("invalid UTF-8 replaced by U+FFFD", text))
+    if _BARE_NONFINITE.search(text):
+        text = _BARE_NONFINITE.sub(b"null", text)
+        out.append(("NaN/Infinity literals replaced by null", text))
+    return out
+
+
+def _position(data: bytes, exc: Exception) -> str:
+    match = re.search(r"byte (\d+)", str(exc))
+    if not match:
+        return ""
+    offset = int(match.group(1))
+    line = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f" at line {line}, column {col}"
+
+
+def _split(data: bytes) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None]:
+    top = _top_decoder.decode(data)
+    events = top.get("traceEvents")
+    return top, (_raw_list_decoder.decode(events) if events is not None else None)
+
+
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+
+
+def parse_top_level(
+    path: Path, data: bytes
+) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None, list[str]]:
+    """Split the file into its top-level keys and its raw events.
+
+    Known writer bugs (control characters, invalid UTF-8, NaN literals) are repaired
+    and reported; anything else raises :class:`TraceLoadError` with the position.
+    """
+    if not data.strip():
+        raise TraceLoadError(path, "the file is empty")
+    try:
+        top, items = _split(data)
+        return top, items, []
+    except _DECODE_ERRORS as first:
+        error: Exception = first
+        notes: list[str] = []
+        data_for_pos = data
+        for what, repaired in _repairs(data):
+            notes.append(what)
+            data_for_pos = repaired
+            try:
+                top, items = _split(repaired)
+                return top, items, notes
+            except _DECODE_ERRORS as exc:
+                error = exc
+        if isinstance(error, msgspec.ValidationError):
+            raise TraceLoadError(
+                path,
+                "the file is JSON but not a Kineto trace (its top level is not an object "
+                "or 'traceEvents' is not a list)",
+            ) from error
+        truncated = not data.rstrip().endswith(b"}")
+        hint = (
+            "the file looks truncated; the profiler may have crashed while writing"
+            if truncated
+            else "a name may contain an unescaped quote, or the file was edited by hand"
+        )
+        raise TraceLoadError(
+            path, f"invalid JSON{_position(data_for_pos, error)}: {error}", hint
+        ) from error
+
+
+# ---------------------------------------------------------------------------------------
+# column helpers
+
+
+def int_column(values: list[Any], name: str, warnings: list[str]) -> np.ndarray:
+    """Integers (or numeric strings such as "0x1c") to int64; unusable values become -1."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.empty(len(values), dtype=np.int64)
+    bad = 0
+    for i, v in enumerate(values):
+        try:
+            if isinstance(v, str):
+                v = int(v.strip(), 0)
+            elif isinstance(v, float):
+                v = int(v) if math.isfinite(v) else -1
+            out[i] = v if -INT64_MAX <= v <= INT64_MAX else -1
+            if not -INT64_MAX <= v <= INT64_MAX:
+                bad += 1
+        except (TypeError, ValueError):
+            out[i] = -1
+            bad += 1
+    if bad:
+        warnings.append(f"{bad} value(s) of '{name}' were not integers in int64 range")
+    return out
+
+
+def float_column(values: list[Any]) -> np.ndarray:
+    """Numbers (or numeric strings) to float64; unusable values become NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            out[i] = np.nan
+    return out
+
+
+def raw_text(raws: list[msgspec.Raw]) -> list[str | None]:
+    """Raw JSON values to their text, ``None`` where absent."""
+    return [bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws]
+
+
+def _dims(values: list[tuple[int, ...]]) -> np.ndarray:
+    """``[x, y, z]`` arrays (grid, block) to an (n, 3) int64 array, -1 where absent."""
+    fixed = [v if len(v) == 3 else (tuple(v) + (-1, -1, -1))[:3] for v in values]
+    try:
+        return np.array(fixed, dtype=np.int64).reshape(len(values), 3)
+    except (TypeError, ValueError, OverflowError):
+        return np.full((len(values), 3), -1, dtype=np.int64)
+
+
+def timestamps_ns(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Raw ``ts`` values to int64 ns; returns (values, present mask)."""
+    out = np.zeros(len(raws), dtype=np.int64)
+    joined = b",".join(raws)
+    if raws and b",," not in joined and joined[:1] != b"," and joined[-1:] != b",":
+        present = np.ones(len(raws), dtype=bool)
+        chosen = raws
+    else:
+        present = np.fromiter((len(r) > 0 for r in raws), dtype=bool, count=len(raws))
+        chosen = [r for r, p in zip(raws, present) if p]
+        joined = b",".join(chosen)
+    if chosen:
+        try:
+            out[present] = decimal_us_to_ns(joined, len(chosen))
+        except ValueError:
+            vals = float_column([_safe_float(r) for r in chosen])
+            ok = np.isfinite(vals)
+            if not ok.all():
+                warnings.append(f"{int((~ok).sum())} timestamp(s) were not numbers")
+            present_idx = np.flatnonzero(present)
+            present[present_idx[~ok]] = False
+            out[present_idx[ok]] = np.rint(vals[ok] * 1000.0).astype(np.int64)
+    return out, present
+
+
+def _safe_float(raw: msgspec.Raw) -> float:
+    try:
+        value = msgspec.json.decode(raw)
+        return float(value.strip()) if isinstance(value, str) else float(value)
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return math.nan
+
+
+# ---------------------------------------------------------------------------------------
+# the per-chunk work
+
+
+class _Accumulator:
+    """Collects per-chunk columns and side-table rows, then concatenates them."""
+
+    def __init__(self) -> None:
+        self.symbols = SymbolTable()
+        self.warnings: list[str] = []
+        self.cols: dict[str, list[np.ndarray]] = {}
+        self.tables: dict[str, list[pd.DataFrame]] = {}
+        self.row_offset = 0
+        self.counter_count = 0
+        self.missing_dur = 0
+        self.negative_dur = 0
+        self.missing_ts = 0
+        self.other_phases: dict[str, int] = {}
+        self.named_ids: dict[str, int] = {}
+        self.kernel_cats = {"kernel", "Kernel"}
+        self.memory_cats = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
+        self.op_cats = {"cpu_op", "Operator", "user_annotation"}
+        self.sync_cats = {"cuda_sync"}
+
+    def ids_column(self, values: list[Any]) -> np.ndarray:
+        """pid/tid values to int64; names such as "Spans" get stable negative ids."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values):
+            if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX:
+                out[i] = v
+                continue
+            text = str(v).strip()
+            try:
+                out[i] = int(text, 0)
+                continue
+            except ValueError:
+                pass
+            sid = self.named_ids.get(text)
+            if sid is None:
+                sid = -2 - len(self.named_ids)
+                self.named_ids[text] = sid
+            out[i] = sid
+        return out
+
+    def add_col(self, name: str, values: np.ndarray) -> None:
+        self.cols.setdefault(name, []).append(values)
+
+    def add_table(self, name: str, frame: pd.DataFrame) -> None:
+        if len(frame):
+            self.tables.setdefault(name, []).append(frame)
+
+    def table(self, name: str, columns: list[str]) -> pd.DataFrame:
+        parts = self.tables.get(name)
+        if not parts:
+            return pd.DataFrame({c: [] for c in columns})
+        return pd.concat(parts, ignore_index=True)
+
+    def column(self, name: str, dtype: Any) -> np.ndarray:
+        parts = self.cols.get(name)
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(parts)
+
+    # -- complete events -------------------------------------------------------------
+    def complete(self, events: list[Event]) -> None:
+        warnings = self.warnings
+        ts, present = timestamps_ns([e.ts for e in events], warnings)
+        if not present.all():
+            self.missing_ts += int((~present).sum())
+            keep = np.flatnonzero(present)
+            events = [events[i] for i in keep]
+            ts = ts[keep]
+        n = len(events)
+        if n == 0:
+            return
+        dur_f = float_column([e.dur for e in events])
+        missing = np.isnan(dur_f)
+        if missing.any():
+            self.missing_dur += int(missing.sum())
+            dur_f[missing] = 0.0
+        dur = np.rint(dur_f * 1000.0).astype(np.int64)
+        negative = dur < 0
+        if negative.any():
+            self.negative_dur += int(negative.sum())
+            dur[negative] = 0
+        cat = self.symbols.ids([e.cat for e in events])
+        name = self.symbols.ids([e.name for e in events])
+        args = [e.args for e in events]
+        ext = int_column([a.external_id for a in args], "External id", warnings)
+        legacy = int_column([a.external_id_legacy for a in args], "external id", warnings)
+        ext = np.where(ext >= 0, ext, legacy)
+        self.add_col("ts", ts)
+        self.add_col("dur", dur)
+        self.add_col("cat", cat)
+        self.add_col("name", name)
+        self.add_col("pid", self.ids_column([e.pid for e in events]))
+        self.add_col("tid", self.ids_column([e.tid for e in events]))
+        self.add_col("correlation",
+                     int_column([a.correlation for a in args], "correlation", warnings))
+        self.add_col("external_id", ext)
+        self.add_col("stream", int_column([a.stream for a in args], "stream", warnings))
+        self.add_col("device", int_column([a.device for a in args], "device", warnings))
+        self.add_col("graph_id", int_column([a.graph_id for a in args], "graph id", warnings))
+        self._side_tables(events, args, cat, np.arange(n) + self.row_offset)
+        self.row_offset += n
+
+    def _rows_for(self, cats: set[str], cat_ids: np.ndarray) -> np.ndarray:
+        wanted = [self.symbols.index[c] for c in cats if c in self.symbols.index]
+        if not wanted:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(np.isin(cat_ids, wanted))
+
+    def _side_tables(
+        self, events: list[Event], args: list[Any], cat: np.ndarray, rows: np.ndarray
+    ) -> None:
+        warnings = self.warnings
+        sel = self._rows_for(self.kernel_cats, cat)
+        if sel.size:
+            a = [args[i] for i in sel]
+            grid = _dims([x.grid for x in a])
+            block = _dims([x.block for x in a])
+            self.add_table("kernel_args", pd.DataFrame({
+                "row": rows[sel],
+                "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
+                "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+                "registers_per_thread": float_column([x.registers_per_thread for x in a]),
+                "shared_memory_bytes": float_column([x.shared_memory for x in a]),
+                "blocks_per_sm": float_column([x.blocks_per_sm for x in a]),
+                "warps_per_sm": float_column([x.warps_per_sm for x in a]),
+                "est_achieved_occupancy_pct": float_column([x.occupancy_pct for x in a]),
+            }))
+        sel = self._rows_for(self.memory_cats, cat)
+        if sel.size:
+            a = [args[i] for i in sel]
+            self.add_table("memory_args", pd.DataFrame({
+                "row": rows[sel],
+                "bytes": float_column([x.nbytes for x in a]),
+                "bandwidth_gbps": float_column([x.bandwidth_gbps for x in a]),
+            }))
+        sel = np.flatnonzero([bool(x.collective_name) for x in args])
+        if sel.size:
+            a = [args[i] for i in sel]
+            self.add_table("collective_args", pd.DataFrame({
+                "row": rows[sel],
+                "collective_name": [str(x.collective_name) for x in a],
+                "dtype": [str(x.dtype) for x in a],
+                "in_msg_nelems": float_column([x.in_msg_nelems for x in a]),
+                "out_msg_nelems": float_column([x.out_msg_nelems for x in a]),
+                "group_size": float_column([x.group_size for x in a]),
+                "process_group_name": [str(x.pg_name) for x in a],
+                "process_group_desc": [str(x.pg_desc) for x in a],
+                "process_group_ranks": raw_text([x.pg_ranks for x in a]),
+                "seq": float_column([x.seq for x in a]),
+            }))
+        sel = self._rows_for(self.op_cats, cat)
+        if sel.size:
+            a = [args[i] for i in sel]
+            dims = [x.input_dims if len(x.input_dims) else x.input_dims_legacy for x in a]
+            has = np.fromiter(
+                (len(d) > 0 or x.sequence_number != -1 for d, x in zip(dims, a)),
+                dtype=bool, count=len(a),
+            )
+            if has.any():
+                keep = np.flatnonzero(has)
+                a = [a[i] for i in keep]
+                self.add_table("op_args", pd.DataFrame({
+                    "row": rows[sel[keep]],
+                    "input_dims": raw_text([dims[i] for i in keep]),
+                    "input_type": raw_text([x.input_type for x in a]),
+                    "sequence_number": int_column(
+                        [x.sequence_number for x in a], "Sequence number", warnings),
+                    "fwd_thread_id": int_column(
+                        [x.fwd_thread_id for x in a], "Fwd thread id", warnings),
+                }))
+        sel = self._rows_for(self.sync_cats, cat)
+        if sel.size:
+            a = [args[i] for i in sel]
+            self.add_table("sync_args", pd.DataFrame({
+                "row": rows[sel],
+                "wait_on_stream": int_column([x.wait_on_stream for x in a], "wait_on_stream",
+                                             warnings),
+                "wait_on_event_correlation": int_column(
+                    [x.wait_on_event_corr for x in a], "wait_on_cuda_event_record_corr_id",
+                    warnings),
+            }))
+
+    # -- other phases ----------------------------------------------------------------
+    def instants(self, events: list[Event]) -> None:
+        ts, present = timestamps_ns([e.ts for e in events], self.warnings)
+        args = [e.args for e in events]
+        w = self.warnings
+        self.add_table("instants", pd.DataFrame({
+            "ts": ts[present] if not present.all() else ts,
+            "name": [str(e.name) for e, p in zip(events, present) if p],
+            "cat": [str(e.cat) for e, p in zip(events, present) if p],
+            "pid": self.ids_column([e.pid for e in events])[present],
+            "tid": self.ids_column([e.tid for e in events])[present],
+            "scope": [e.s for e, p in zip(events, present) if p],
+            "addr": int_column([a.addr for a in args], "Addr", w)[present],
+            "bytes": float_column([a.mem_bytes for a in args])[present],
+            "total_allocated": float_column([a.total_allocated for a in args])[present],
+            "total_reserved": float_column([a.total_reserved for a in args])[present],
+            "device_type": int_column([a.device_type for a in args], "Device Type", w)[present],
+            "device_id": int_column([a.device_id for a in args], "Device Id", w)[present],
+        }))
+
+    def flows(self, events: list[Event]) -> None:
+        ts, present = timestamps_ns([e.ts for e in events], self.warnings)
+        w = self.warnings
+        self.add_table("flows", pd.DataFrame({
+            "ph": [e.ph for e in events],
+            "id": int_column([e.id for e in events], "id", w),
+            "ts": ts,
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "cat": [str(e.cat) for e in events],
+            "name": [str(e.name) for e in events],
+            "bp": [e.bp for e in events],
+        })[present])
+
+    def metadata(self, events: list[Event]) -> None:
+        w = self.warnings
+        self.add_table("metadata_events", pd.DataFrame({
+            "name": [str(e.name) for e in events],
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "value": [str(e.args.meta_name) for e in events],
+            "labels": [str(e.args.labels) for e in events],
+            "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
+        }))
+
+    def chunk(self, events: list[Event]) -> None:
+        by_phase: dict[str, list[Event]] = {}
+        complete = [e for e in events if e.ph == "X"]
+        if len(complete) != len(events):
+            for e in events:
+                if e.ph != "X":
+                    by_phase.setdefault(e.ph, []).append(e)
+        if complete:
+            self.complete(complete)
+        for ph, evs in by_phase.items():
+            if ph in ("i", "I"):
+                self.instants(evs)
+            elif ph in ("s", "f", "t"):
+                self.flows(evs)
+            elif ph == "M":
+                self.metadata(evs)
+            elif ph == "C":
+                self.counter_count += len(evs)
+            else:
+                self.other_phases[ph or "<none>"] = (
+                    self.other_phases.get(ph or "<none>", 0) + len(evs)
+                )
+
+
+def _counters(raw_events: msgspec.Raw, warnings: list[str]) -> pd.DataFrame:
+    """Second, targeted pass for ``C`` events: one row per (event, series)."""
+    items = _raw_list_decoder.decode(raw_events)
+    picked = [r for r in items if b'"C"' in bytes(r)]
+    if not picked:
+        return pd.DataFrame({c: [] for c in ("ts", "pid", "tid", "name", "series", "value")})
+    evs = [e for e in _counter_list_decoder.decode(b"[" + b",".join(picked) + b"]")]
+    ts, present = timestamps_ns([e.ts for e in evs], warnings)
+    rows: dict[str, list[Any]] = {k: [] for k in ("ts", "pid", "tid", "name", "series", "value")}
+    for e, t, ok in zip(evs, ts, present):
+        if not ok:
+            continue
+        for series, value in e.args.items():
+            try:
+                fval = float(value)
+            except (TypeError, ValueError):
+                continue
+            rows["ts"].append(int(t))
+            rows["pid"].append(e.pid)
+            rows["tid"].append(e.tid)
+            rows["name"].append(str(e.name))
+            rows["series"].append(str(series))
+            rows["value"].append(fval)
+    frame = pd.DataFrame(rows)
+    frame["pid"] = int_column(list(frame["pid"]), "pid", warnings)
+    frame["tid"] = int_column(list(frame["tid"]), "tid", warnings)
+    frame["ts"] = frame["ts"].astype(np.int64)
+    return frame
+
+
+def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in top.items():
+        if key == "traceEvents":
+            continue
+        try:
+            out[key] = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            logger.warning("%s: top-level key %r is not valid JSON; ignored", path, key)
+    return out
+
+
+def decode_trace(path: str | Path, chunk_events: int = CHUNK_EVENTS) -> DecodedTrace:
+    """Read one trace file into columns and side tables.
+
+    Raises :class:`TraceLoadError` naming the file when it cannot be read as a trace.
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
+    try:
+        return _decode_trace(Path(path), chunk_events)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _decode_trace(path: Path, chunk_events: int) -> DecodedTrace:
+    data = read_bytes(path)
+    uncompressed = len(data)
+    top, items, repairs = parse_top_level(path, data)
+    if items is None:
+        keys = ", ".join(sorted(top)[:6]) or "none"
+        raise TraceLoadError(
+            path,
+            f"the file is JSON but not a Kineto trace: no 'traceEvents' (top-level keys: {keys})",
+            "point hta at the profiler's .json or .json.gz output",
+        )
+    del data
+    acc = _Accumulator()
+    acc.warnings.extend(f"repaired: {r}" for r in repairs)
+    raw_events = top["traceEvents"]
+    total = len(items)
+    for start in range(0, total, chunk_events):
+        part = items[start:start + chunk_events]
+        try:
+            events = _event_list_decoder.decode(b"[" + b",".join(part) + b"]")
+        except msgspec.ValidationError as exc:
+            events = _decode_one_by_one(part, acc.warnings, exc)
+        acc.chunk(events)
+        del events
+    del items
+    counters = (
+        _counters(raw_events, acc.warnings)
+        if acc.counter_count
+        else pd.DataFrame({c: [] for c in ("ts", "pid", "tid", "name", "series", "value")})
+    )
+    if acc.missing_dur:
+        acc.warnings.append(f"{acc.missing_dur} complete event(s) had no 'dur'; taken as 0")
+    if acc.negative_dur:
+        acc.warnings.append(f"{acc.negative_dur} complete event(s) had a negative 'dur'; "
+                            "clamped to 0")
+    if acc.missing_ts:
+        acc.warnings.append(f"{acc.missing_ts} complete event(s) had no usable 'ts'; dropped")
+    if acc.other_phases:
+        acc.warnings.append(f"events of unsupported phases ignored: {acc.other_phases}")
+    for w in acc.warnings:
+        logger.warning("%s: %s", path, w)
+    columns = {
+        "ts": acc.column("ts", np.int64),
+        "dur": acc.column("dur", np.int64),
+        "cat": acc.column("cat", np.int32),
+        "name": acc.column("name", np.int32),
+        "pid": acc.column("pid", np.int64),
+        "tid": acc.column("tid", np.int64),
+        "correlation": acc.column("correlation", np.int64),
+        "external_id": acc.column("external_id", np.int64),
+        "stream": acc.column("stream", np.int64),
+        "device": acc.column("device", np.int64),
+        "graph_id": acc.column("graph_id", np.int64),
+    }
+    return DecodedTrace(
+        path=str(path),
+        symbols=acc.symbols,
+        columns=columns,
+        kernel_args=acc.table("kernel_args", ["row"]),
+        memory_args=acc.table("memory_args", ["row"]),
+        collective_args=acc.table("collective_args", ["row"]),
+        op_args=acc.table("op_args", ["row"]),
+        sync_args=acc.table("sync_args", ["row"]),
+        instants=acc.table("instants", ["ts", "name", "cat", "pid", "tid"]),
+        flows=acc.table("flows", ["ph", "id", "ts", "pid", "tid", "cat", "name", "bp"]),
+        counters=counters,
+        metadata_events=acc.table("metadata_events", ["name", "pid", "tid", "value"]),
+        top_level=_top_level_values(path, top),
+        uncompressed_bytes=uncompressed,
+        warnings=acc.warnings,
+        named_ids=acc.named_ids,
+    )
+
+
+def _decode_one_by_one(
+    part: list[msgspec.Raw], warnings: list[str], first_error: Exception
+) -> list[Event]:
+    """Slow path for a chunk holding an event of an unexpected shape: skip just that one."""
+    decoder = msgspec.json.Decoder(Event)
+    out: list[Event] = []
+    skipped = 0
+    for raw in part:
+        try:
+            out.append(decoder.decode(raw))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            skipped += 1
+    if skipped:
+        warnings.append(f"{skipped} event(s) of an unexpected shape skipped ({first_error})")
+    return out

@@ -1,0 +1,63 @@
+"""Find the trace files of a job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from hta.loading.errors import TraceDiscoveryError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def is_trace_name(path: Path) -> bool:
+    """``*.json`` or ``*.json.gz`` (``*.pt.trace.json.gz`` included), not hidden."""
+    name = path.name
+    return not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+
+
+def discover(
+    trace_dir: str | Path | None = None,
+    trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
+) -> tuple[list[Path], dict[Path, int]]:
+    """Trace files to load, and the ranks the caller fixed explicitly.
+
+    ``trace_files`` may be a mapping rank -> file (HTA's form; the rank is then given) or
+    a list of files; relative names are taken inside ``trace_dir``. Without it every
+    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken.
+    """
+    base = Path(trace_dir).expanduser() if trace_dir is not None else None
+    explicit: dict[Path, int] = {}
+    if trace_files is not None:
+        if isinstance(trace_files, Mapping):
+            pairs = [(int(r), Path(f)) for r, f in trace_files.items()]
+        else:
+            pairs = [(-1, Path(f)) for f in trace_files]
+        files: list[Path] = []
+        for rank, f in pairs:
+            path = f if f.is_absolute() or base is None else base / f
+            if not path.is_file():
+                raise TraceDiscoveryError(f"trace file not found: {path}")
+            files.append(path)
+            if rank >= 0:
+                explicit[path] = rank
+        if not files:
+            raise TraceDiscoveryError("trace_files is empty: give at least one trace file")
+        return files, explicit
+    if base is None:
+        raise TraceDiscoveryError("give trace_dir (a folder of traces) or trace_files")
+    if base.is_file():
+        return [base], {}
+    if not base.exists():
+        raise TraceDiscoveryError(f"trace folder not found: {base}")
+    if not base.is_dir():
+        raise TraceDiscoveryError(f"not a folder: {base}")
+    files = sorted(p for p in base.iterdir() if p.is_file() and is_trace_name(p))
+    if not files:
+        others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
+        seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
+        raise TraceDiscoveryError(
+            f"no trace files (*.json, *.json.gz) in {base}{seen}; "
+            "point at the folder the profiler wrote, or pass trace_files="
+        )
+    return files, explicit

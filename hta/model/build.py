@@ -1,0 +1,178 @@
+"""Turn a decoded file into a linked :class:`RankTrace`."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.loading.decode import DecodedTrace
+from hta.model import links
+from hta.model.rules import CPU_KINDS, GPU_KINDS, KIND_CODE, KINDS, RUNTIME_KINDS, RuleSet
+from hta.model.trace import ARG_TABLES, RankTrace
+
+logger = logging.getLogger(__name__)
+
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", re.IGNORECASE)
+
+
+def rank_from_filename(path: str | Path) -> int | None:
+    """The rank written in a file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``)."""
+    match = _RANK_IN_NAME.search(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def rank_from_metadata(top_level: dict[str, Any]) -> int | None:
+    """``distributedInfo.rank`` when present and an integer (possibly quoted)."""
+    info = top_level.get("distributedInfo")
+    if not isinstance(info, dict) or "rank" not in info:
+        return None
+    try:
+        return int(info["rank"])
+    except (TypeError, ValueError):
+        return None
+
+
+def time_origin_ns(decoded: DecodedTrace) -> int:
+    """What to add to the file's timestamps to make them absolute epoch nanoseconds.
+
+    Newer Kineto writes ``ts`` relative to ``baseTimeNanoseconds`` (a double cannot hold
+    an epoch in ns); older traces write absolute epoch microseconds and no base.
+    """
+    base = _int_or_none(decoded.top_level.get("baseTimeNanoseconds"))
+    ts = decoded.columns["ts"]
+    if not base or base <= 0:
+        return 0
+    if ts.size and int(ts.max()) >= base // 2:
+        return 0  # already absolute despite the base: do not add it twice
+    return base
+
+
+def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
+    return [KIND_CODE[k] for k in kinds]
+
+
+def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
+    """Sort, classify and link the events of one decoded file."""
+    cols = dict(decoded.columns)
+    base = time_origin_ns(decoded)
+    if base:
+        cols["ts"] = cols["ts"] + base
+    order = np.argsort(cols["ts"], kind="stable")
+    n = order.shape[0]
+    events = pd.DataFrame({name: values[order] for name, values in cols.items()})
+    events["end"] = events["ts"].to_numpy() + events["dur"].to_numpy()
+    events.insert(0, "index", np.arange(n, dtype=np.int64))
+    new_row = np.empty(n, dtype=np.int64)
+    new_row[order] = np.arange(n, dtype=np.int64)
+    tables: dict[str, pd.DataFrame] = {}
+    for name in ARG_TABLES:
+        frame = getattr(decoded, name).copy()
+        if "row" in frame:
+            frame.insert(0, "index", new_row[frame.pop("row").to_numpy(dtype=np.int64)])
+            frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
+        tables[name] = frame
+    for name in ("instants", "flows", "counters", "metadata_events"):
+        frame = getattr(decoded, name)
+        if base and "ts" in frame and len(frame):
+            frame = frame.assign(ts=frame["ts"].to_numpy(dtype=np.int64) + base)
+        tables[name] = frame
+    symbols = list(decoded.symbols.strings)
+    rank_trace = RankTrace(rank=rank, events=events, symbols=symbols, tables=tables, meta={})
+    rank_trace.classify(rules)
+    warnings = list(decoded.warnings)
+    add_links(rank_trace, warnings)
+    rank_trace.meta = build_metadata(decoded, rank, rank_trace, warnings)
+    return rank_trace
+
+
+def add_links(rt: RankTrace, warnings: list[str]) -> None:
+    """Add ``parent``, ``depth``, ``index_correlation``, ``op_index`` and ``iteration``."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts = ev["ts"].to_numpy()
+    end = ev["end"].to_numpy()
+    cpu = np.isin(codes, _codes(CPU_KINDS | {"other"})) & (ev["pid"].to_numpy() >= 0)
+    gpu = np.isin(codes, _codes(GPU_KINDS))
+    cpu &= ~gpu
+    parent, depth, partial = links.call_stacks(
+        ts, end, ev["pid"].to_numpy(), ev["tid"].to_numpy(), cpu
+    )
+    if partial:
+        warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it")
+    runtime = np.isin(codes, _codes(RUNTIME_KINDS))
+    corr = links.correlation_links(ev["correlation"].to_numpy(), runtime, gpu)
+    op_index = np.full(len(ev), links.NO_LINK, dtype=np.int64)
+    is_op = codes == KIND_CODE["cpu_op"]
+    rt_rows = np.flatnonzero(runtime)
+    op_index[rt_rows] = links.enclosing_ops(parent, is_op, rt_rows)
+    g_rows = np.flatnonzero(gpu & (corr >= 0))
+    op_index[g_rows] = op_index[corr[g_rows]]
+    # iterations
+    name = ev["name"].to_numpy()
+    step_candidates = np.isin(codes, _codes({"user_annotation", "cpu_op"}))
+    starts, ends, numbers = links.step_spans(rt.symbols, name, step_candidates, ts, end)
+    if starts.size == 0:
+        iteration = np.zeros(len(ev), dtype=np.int64)
+    else:
+        iteration = links.assign_iterations(ts, starts, ends, numbers)
+        linked = gpu & (corr >= 0)
+        iteration[linked] = iteration[corr[linked]]
+    ev["iteration"] = iteration
+    ev["parent"] = parent
+    ev["depth"] = depth
+    ev["index_correlation"] = corr
+    ev["op_index"] = op_index
+
+
+def build_metadata(
+    decoded: DecodedTrace, rank: int, rt: RankTrace, warnings: list[str]
+) -> dict[str, Any]:
+    """Rank-level facts: world size, devices, process groups, time origin, settings."""
+    top = decoded.top_level
+    info = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    pg_config = info.get("pg_config") or []
+    ev = rt.events
+    kinds = ev["kind"]
+    gpu = kinds.isin(GPU_KINDS).to_numpy()
+    settings = {
+        k: v for k, v in top.items()
+        if k not in ("traceEvents", "deviceProperties", "distributedInfo", "traceName")
+        and not isinstance(v, (list, dict))
+    }
+    return {
+        "rank": rank,
+        "source": decoded.path,
+        "file_bytes": Path(decoded.path).stat().st_size if Path(decoded.path).exists() else 0,
+        "uncompressed_bytes": decoded.uncompressed_bytes,
+        "world_size": _int_or_none(info.get("world_size")),
+        "backend": info.get("backend"),
+        "nccl_version": info.get("nccl_version"),
+        "process_groups": pg_config if isinstance(pg_config, list) else [],
+        "distributed_info": info,
+        "device_properties": top.get("deviceProperties") or [],
+        "schema_version": top.get("schemaVersion"),
+        "base_time_ns": _int_or_none(top.get("baseTimeNanoseconds")),
+        "trace_name": top.get("traceName"),
+        "settings": settings,
+        "trace_start_ns": int(ev["ts"].min()) if len(ev) else None,
+        "trace_end_ns": int(ev["end"].max()) if len(ev) else None,
+        "has_gpu_events": bool(gpu.any()),
+        "event_kinds": {k: int(v) for k, v in kinds.value_counts().items() if v},
+        "named_ids": dict(decoded.named_ids),
+        "warnings": warnings,
+    }
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["build_rank", "rank_from_filename", "rank_from_metadata", "KINDS"]

@@ -1,0 +1,243 @@
+"""Event kinds and the rule table that assigns them.
+
+Every complete event gets one *kind*. The assignment is data: an ordered list of
+:class:`Rule` objects, the first match wins, and users may put their own rules in front
+(``TraceAnalysis(trace_dir, kind_rules=[Rule(...)])``). Rules are evaluated once per
+distinct ``(category, name)`` pair, never per event, so they cost nothing at scale.
+
+Kinds (the categories of the ``kind`` column, in this order):
+
+=================  =====================================================================
+kind               what it is
+=================  =====================================================================
+cpu_op             a PyTorch operator on a CPU thread (``cpu_op``; legacy ``Operator``)
+user_annotation    ``record_function`` ranges, ``ProfilerStep#N``
+python_function    Python stack frames recorded with ``with_stack``
+runtime_launch     a CUDA/HIP/driver call that puts work on the GPU (kernel, graph,
+                   async memcpy/memset launches)
+runtime_sync       a runtime call that blocks the CPU on the GPU (synchronize, event wait)
+runtime_other      any other runtime or driver call
+computation        a GPU kernel that computes (the default for a kernel matching no rule)
+communication      a collective or peer-to-peer communication kernel (NCCL, RCCL,
+                   NVSHMEM, expert-parallel dispatch/combine, custom all-reduce, any
+                   kernel carrying collective args)
+memcpy_htod ...    GPU copies by direction: htod, dtoh, dtod, ptop, other
+memset             GPU memset
+gpu_sync           ``cuda_sync`` records on the GPU timeline (stream/event waits)
+gpu_annotation     ``gpu_user_annotation`` ranges
+other              anything else (profiler spans, overhead, counters ranges)
+=================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+RULES_VERSION = 1
+
+KINDS: tuple[str, ...] = (
+    "cpu_op",
+    "user_annotation",
+    "python_function",
+    "runtime_launch",
+    "runtime_sync",
+    "runtime_other",
+    "computation",
+    "communication",
+    "memcpy_htod",
+    "memcpy_dtoh",
+    "memcpy_dtod",
+    "memcpy_ptop",
+    "memcpy_other",
+    "memset",
+    "gpu_sync",
+    "gpu_annotation",
+    "other",
+)
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+#: Kinds that occupy a GPU engine (kernels, copies, memsets).
+GPU_WORK_KINDS: frozenset[str] = frozenset(
+    {"computation", "communication", "memcpy_htod", "memcpy_dtoh", "memcpy_dtod",
+     "memcpy_ptop", "memcpy_other", "memset"}
+)
+MEMORY_KINDS: frozenset[str] = frozenset(
+    {"memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_ptop", "memcpy_other", "memset"}
+)
+#: Kinds that live on the GPU timeline (pid = device, tid = stream).
+GPU_KINDS: frozenset[str] = GPU_WORK_KINDS | {"gpu_sync", "gpu_annotation"}
+RUNTIME_KINDS: frozenset[str] = frozenset({"runtime_launch", "runtime_sync", "runtime_other"})
+CPU_KINDS: frozenset[str] = frozenset(
+    {"cpu_op", "user_annotation", "python_function"}
+) | RUNTIME_KINDS
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Assign ``kind`` to events whose category and name match.
+
+    ``cat`` and ``name`` are regular expressions searched (``re.search``) in the
+    event's category and name; ``None`` matches anything. ``note`` says why the rule
+    exists; it appears in :func:`describe_rules`.
+    """
+
+    kind: str
+    cat: str | None = None
+    name: str | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KIND_CODE:
+            raise ValueError(f"unknown kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        for pattern in (self.cat, self.name):
+            if pattern is not None:
+                re.compile(pattern)
+
+    def matches(self, cat: str, name: str) -> bool:
+        """Whether this rule applies to an event of this category and name."""
+        if self.cat is not None and not re.search(self.cat, cat):
+            return False
+        return self.name is None or re.search(self.name, name) is not None
+
+
+KERNEL_CATS = r"^(kernel|Kernel|mtia_ccp_events|xpu_kernel|privateuse1_kernel)$"
+RUNTIME_CATS = r"^(cuda_runtime|cuda_driver|Runtime|mtia_runtime|xpu_runtime|privateuse1_runtime)$"
+MEMCPY_CATS = r"^(gpu_memcpy|Memcpy|xpu_memcpy)$"
+
+_LAUNCH_NAMES = (
+    r"^(cudaLaunchKernel(ExC)?(_ptsz|_v\d+)*|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
+    r"(MultiDevice)?|cuLaunchCooperativeKernel|cudaGraphLaunch(_v\d+)?|cuGraphLaunch"
+    r"|cudaMemcpy(2D|3D|Peer|ToSymbol|FromSymbol)?(Async)?(_ptsz|_v\d+)*"
+    r"|cuMemcpy\w*|cudaMemset(2D|3D)?(Async)?(_ptsz|_v\d+)*|cuMemset\w*"
+    r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
+    r"|hipLaunchCooperativeKernel|hipExtLaunchMultiKernelMultiDevice|hipGraphLaunch"
+    r"|hipMemcpy\w*|hipMemset\w*|hipHccModuleLaunchKernel)$"
+)
+_SYNC_NAMES = (
+    r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaStreamWaitEvent"
+    r"|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cuStreamWaitEvent"
+    r"|hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|hipStreamWaitEvent)$"
+)
+_COMM_KERNEL_NAMES = (
+    r"(?i)(^nccl|^rccl|ncclKernel|ncclDevKernel|nvshmem|"
+    r"ep::(internode|intranode)|deep_ep|notify_dispatch|"
+    r"cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel|multimem_all_reduce|"
+    r"one_shot_all_reduce|two_shot_all_reduce|allgather_kernel|reduce_scatter_kernel|"
+    r"all_to_all_kernel|alltoall_kernel|symm_mem)"
+)
+_COMPUTE_KERNEL_NAMES = (
+    r"(?i)(gemm|gemv|cutlass|cublas|cudnn|xmma|sm\d+_|ampere_|volta_|turing_|hopper_|"
+    r"^void at::|at::native|elementwise|reduce|softmax|triton_|^triton|flash|fmha|attention|"
+    r"conv|winograd|implicit_convolve|cijk_|ck_tile|ck::|hipblaslt|miopen|rocblas|"
+    r"layer_?norm|rms_?norm|batch_?norm|dropout|embedding|index_select|copy_kernel|fill_kernel|"
+    r"CatArray|sort|topk|adam|sgd)"
+)
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("cpu_op", cat=r"^(cpu_op|Operator)$"),
+    Rule("user_annotation", cat=r"^user_annotation$"),
+    Rule("python_function", cat=r"^(python_function|Python)$"),
+    Rule("runtime_launch", cat=RUNTIME_CATS, name=_LAUNCH_NAMES,
+         note="calls that enqueue GPU work, CUDA, driver and HIP"),
+    Rule("runtime_sync", cat=RUNTIME_CATS, name=_SYNC_NAMES,
+         note="calls that block the CPU until the GPU catches up"),
+    Rule("runtime_other", cat=RUNTIME_CATS),
+    Rule("communication", cat=KERNEL_CATS, name=_COMM_KERNEL_NAMES,
+         note="NCCL/RCCL, NVSHMEM, DeepEP dispatch/combine, custom all-reduce kernels"),
+    Rule("computation", cat=KERNEL_CATS, name=_COMPUTE_KERNEL_NAMES,
+         note="well-known compute kernel families"),
+    Rule("memcpy_htod", cat=MEMCPY_CATS, name=r"HtoD|Host ?-> ?Device"),
+    Rule("memcpy_dtoh", cat=MEMCPY_CATS, name=r"DtoH|Device ?-> ?(Host|Pageable|Pinned)"),
+    Rule("memcpy_ptop", cat=MEMCPY_CATS, name=r"PtoP|Peer"),
+    Rule("memcpy_dtod", cat=MEMCPY_CATS, name=r"DtoD|Device ?-> ?Device"),
+    Rule("memcpy_other", cat=MEMCPY_CATS),
+    Rule("memset", cat=r"^(gpu_memset|Memset|xpu_memset)$"),
+    Rule("gpu_sync", cat=r"^cuda_sync$"),
+    Rule("gpu_annotation", cat=r"^gpu_user_annotation$"),
+)
+
+#: The fallback for GPU kernels that match no rule; reported by ``unclassified``.
+KERNEL_FALLBACK = Rule("computation", cat=KERNEL_CATS, note="kernel matched no rule")
+OTHER_FALLBACK = Rule("other")
+
+
+@dataclass(frozen=True)
+class Classification:
+    """Kinds per symbol pair and which kernel names fell through to the fallback."""
+
+    codes: np.ndarray
+    unmatched_kernel_pairs: frozenset[int]
+
+
+class RuleSet:
+    """An ordered rule table: user rules first, then the defaults."""
+
+    def __init__(
+        self, user_rules: Iterable[Rule] = (), *, defaults: Sequence[Rule] = DEFAULT_RULES
+    ) -> None:
+        self.user_rules: tuple[Rule, ...] = tuple(user_rules)
+        self.rules: tuple[Rule, ...] = self.user_rules + tuple(defaults)
+
+    def kind_of(self, cat: str, name: str) -> tuple[str, bool]:
+        """Return (kind, matched) for one pair; ``matched`` is False for the fallbacks."""
+        for rule in self.rules:
+            if rule.matches(cat, name):
+                return rule.kind, True
+        if KERNEL_FALLBACK.matches(cat, name):
+            return KERNEL_FALLBACK.kind, False
+        return OTHER_FALLBACK.kind, True
+
+    def fingerprint(self) -> str:
+        """A short text that changes whenever the user's rules change."""
+        return f"v{RULES_VERSION}:" + repr(self.user_rules)
+
+    def describe(self) -> list[dict[str, str]]:
+        """The table as rows, for docs and for users checking what applies."""
+        return [
+            {"kind": r.kind, "cat": r.cat or "*", "name": r.name or "*", "note": r.note,
+             "source": "user" if i < len(self.user_rules) else "default"}
+            for i, r in enumerate(self.rules)
+        ]
+
+
+def classify(
+    symbols: Sequence[str],
+    cat_ids: np.ndarray,
+    name_ids: np.ndarray,
+    rules: RuleSet,
+    collective_rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kind code per event, and a bool mask of kernels that matched no rule.
+
+    Kernels that carry collective args (``Collective name``) are communication whatever
+    their name, because that is what the writer says they are.
+    """
+    n = len(cat_ids)
+    if n == 0:
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool)
+    width = np.int64(max(len(symbols), 1))
+    pair = cat_ids.astype(np.int64) * width + name_ids.astype(np.int64)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    codes = np.empty(len(uniq), dtype=np.int8)
+    unmatched = np.zeros(len(uniq), dtype=bool)
+    for i, key in enumerate(uniq.tolist()):
+        kind, matched = rules.kind_of(symbols[key // width], symbols[key % width])
+        codes[i] = KIND_CODE[kind]
+        unmatched[i] = not matched
+    kind_codes = codes[inverse]
+    unmatched_rows = unmatched[inverse]
+    if collective_rows is not None and len(collective_rows):
+        gpu_kernel = (kind_codes == KIND_CODE["computation"])
+        sel = collective_rows[gpu_kernel[collective_rows]]
+        kind_codes[sel] = KIND_CODE["communication"]
+        unmatched_rows[sel] = False
+    return kind_codes, unmatched_rows
+
+
+def kind_codes(kinds: Iterable[str]) -> list[int]:
+    """Codes of the given kind names (for filtering the ``kind`` column's codes)."""
+    return [KIND_CODE[k] for k in kinds]

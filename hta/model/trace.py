@@ -1,0 +1,153 @@
+"""The trace model: one :class:`RankTrace` per rank, gathered in a :class:`Trace`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.model.rules import GPU_WORK_KINDS, KINDS, RuleSet, classify
+
+logger = logging.getLogger(__name__)
+
+#: Side tables of a rank, each keyed by ``index`` (the row of the event it describes)
+#: or, for the events that are not complete events, holding its own rows.
+ARG_TABLES = ("kernel_args", "memory_args", "collective_args", "op_args", "sync_args")
+EVENT_TABLES = ("instants", "flows", "counters", "metadata_events")
+
+
+@dataclass
+class RankTrace:
+    """Everything known about one rank.
+
+    ``events`` holds one row per complete (``ph == "X"``) event, sorted by start time;
+    see :mod:`hta.model.schema` for its columns. ``symbols`` decodes the ``name`` and
+    ``cat`` ids. Arg tables (``kernel_args`` ...) hold typed args for the events that
+    have them, keyed by ``index``. ``meta`` holds the rank's metadata.
+    """
+
+    rank: int
+    events: pd.DataFrame
+    symbols: list[str]
+    tables: dict[str, pd.DataFrame]
+    meta: dict[str, Any]
+    unclassified: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    # -- convenience ------------------------------------------------------------------
+    def decoded(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """The events table with ``name`` and ``cat`` as strings instead of ids."""
+        df = self.events if columns is None else self.events[list(columns)]
+        df = df.copy()
+        sym = np.asarray(self.symbols, dtype=object)
+        for col in ("name", "cat"):
+            if col in df:
+                df[col] = sym[df[col].to_numpy()]
+        return df
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One side table (``kernel_args``, ``instants``, ``flows``, ...)."""
+        return self.tables[name]
+
+    def gpu_work(self) -> pd.DataFrame:
+        """Rows that occupy a GPU engine: kernels, copies and memsets."""
+        kind = self.events["kind"]
+        return self.events[kind.isin(GPU_WORK_KINDS)]
+
+    def classify(self, rules: RuleSet) -> None:
+        """(Re)compute the ``kind`` column from a rule table."""
+        coll = self.tables.get("collective_args")
+        rows = coll["index"].to_numpy() if coll is not None and len(coll) else None
+        codes, unmatched = classify(
+            self.symbols, self.events["cat"].to_numpy(), self.events["name"].to_numpy(), rules,
+            rows,
+        )
+        self.events["kind"] = pd.Categorical.from_codes(codes, categories=list(KINDS))
+        self.unclassified = unmatched
+
+    def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:
+        """Point ``name``/``cat`` ids at a shared symbol table."""
+        if len(self.events):
+            for col in ("name", "cat"):
+                self.events[col] = mapping[self.events[col].to_numpy()].astype(np.int32)
+        self.symbols = symbols
+
+
+class Trace:
+    """All loaded ranks of a job, sharing one symbol table (HTA's ``analyzer.t``)."""
+
+    def __init__(self, ranks: dict[int, RankTrace], *, trace_dir: str = "",
+                 skipped: dict[str, str] | None = None) -> None:
+        self.trace_dir = trace_dir
+        self.skipped: dict[str, str] = dict(skipped or {})
+        self.symbols: list[str] = []
+        self._symbol_index: dict[str, int] = {}
+        self.ranks: dict[int, RankTrace] = {}
+        for rank in sorted(ranks):
+            self.add(ranks[rank])
+
+    def add(self, rank_trace: RankTrace) -> None:
+        """Add a rank, moving its names into the shared symbol table."""
+        index = self._symbol_index
+        mapping = np.empty(len(rank_trace.symbols), dtype=np.int64)
+        for i, text in enumerate(rank_trace.symbols):
+            sid = index.get(text)
+            if sid is None:
+                sid = len(self.symbols)
+                index[text] = sid
+                self.symbols.append(text)
+            mapping[i] = sid
+        rank_trace.remap_symbols(mapping, self.symbols)
+        self.ranks[rank_trace.rank] = rank_trace
+
+    # -- HTA-compatible accessors -----------------------------------------------------
+    def get_trace(self, rank: int) -> pd.DataFrame:
+        """The events table of one rank (ids in ``name``/``cat``), as HTA's ``t.get_trace``."""
+        return self.rank(rank).events
+
+    def get_all_traces(self) -> dict[int, pd.DataFrame]:
+        """Events tables of all ranks."""
+        return {r: rt.events for r, rt in self.ranks.items()}
+
+    def get_ranks(self) -> list[int]:
+        """The loaded ranks, ascending."""
+        return sorted(self.ranks)
+
+    @property
+    def symbol_table(self) -> SymbolView:
+        """HTA-style view: ``sym_table`` (id -> name) and ``sym_index`` (name -> id)."""
+        return SymbolView(self.symbols, self._symbol_index)
+
+    def rank(self, rank: int) -> RankTrace:
+        """One rank's :class:`RankTrace`; a clear error names the ranks that exist."""
+        try:
+            return self.ranks[rank]
+        except KeyError:
+            raise KeyError(
+                f"rank {rank} is not loaded; loaded ranks: {self.get_ranks()}"
+            ) from None
+
+    def __iter__(self) -> Iterator[RankTrace]:
+        return iter(self.ranks[r] for r in self.get_ranks())
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+
+@dataclass(frozen=True)
+class SymbolView:
+    """Read-only symbol table with the attribute names HTA notebooks use."""
+
+    sym_table: list[str]
+    sym_index: dict[str, int]
+
+    def get_sym_id_map(self) -> dict[str, int]:
+        """Name -> id."""
+        return self.sym_index
+
+    def get_sym_table(self) -> list[str]:
+        """Id -> name."""
+        return self.sym_table
