@@ -20,6 +20,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.summary import rank_summary
+from hta.facade.breakdown import BreakdownMixin
+from hta.facade.counters import CountersMixin
+from hta.facade.critical_path import CriticalPathMixin
 from hta.loading.loader import load_trace
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
@@ -28,7 +31,7 @@ from hta.parallel import Executor
 logger = logging.getLogger(__name__)
 
 
-class TraceAnalysis:
+class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
     """Load a job's traces and analyse them.
 
     Args:
