@@ -1,0 +1,1 @@
+"""Writers of traces augmented with analysis results (counters, critical paths)."""
