@@ -101,19 +101,21 @@ def read_entry(folder: Path) -> RankTrace | None:
         return None
     try:
         meta: dict[str, Any] = json.loads(meta_file.read_text())
-        if meta.get("cache_format_version") != CACHE_FORMAT_VERSION:
+        if not isinstance(meta, dict) or "rank" not in meta:
+            raise ValueError("meta.json is not a cached rank's metadata")
+        if meta.pop("cache_format_version", None) != CACHE_FORMAT_VERSION:
             return None
         events = pd.read_parquet(folder / "events.parquet")
         events["kind"] = pd.Categorical.from_codes(
             events["kind"].to_numpy(dtype=np.int8), categories=list(KINDS)
         )
         symbols = pd.read_parquet(folder / "symbols.parquet")["symbol"].tolist()
+        # Every table is written for every rank: a missing one means a damaged entry.
         tables = {
             name: pd.read_parquet(folder / f"{name}.parquet")
             for name in ARG_TABLES + EVENT_TABLES
-            if (folder / f"{name}.parquet").exists()
         }
-    except (OSError, ValueError, pa.ArrowException) as exc:
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
         return None
     unclassified = np.zeros(len(events), dtype=bool)

@@ -13,6 +13,7 @@ import gzip
 import logging
 import math
 import re
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,9 +244,15 @@ def float_column(values: list[Any]) -> np.ndarray:
     return out
 
 
-def raw_text(raws: list[msgspec.Raw]) -> list[str | None]:
-    """Raw JSON values to their text, ``None`` where absent."""
-    return [bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws]
+def raw_text(raws: list[msgspec.Raw]) -> list[str]:
+    """Raw JSON values to their text ("" where absent), decoded in one C-level pass."""
+    if not raws:
+        return []
+    text = b"\x00".join(raws).decode("utf-8", "replace")
+    parts = text.split("\x00")
+    if len(parts) != len(raws):  # a NUL inside a value: fall back to one at a time
+        return [bytes(r).decode("utf-8", "replace") for r in raws]
+    return parts
 
 
 def _dims(values: list[tuple[int, ...]]) -> np.ndarray:
@@ -294,6 +301,10 @@ def _safe_float(raw: msgspec.Raw) -> float:
 # the per-chunk work
 
 
+#: Phases handled together, so each side table keeps the file's order.
+_PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
+
+
 class _Accumulator:
     """Collects per-chunk columns and side-table rows, then concatenates them."""
 
@@ -320,23 +331,22 @@ class _Accumulator:
             return np.array(values, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             pass
-        out = np.empty(len(values), dtype=np.int64)
-        for i, v in enumerate(values):
-            if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX:
-                out[i] = v
-                continue
-            text = str(v).strip()
-            try:
-                out[i] = int(text, 0)
-                continue
-            except ValueError:
-                pass
-            sid = self.named_ids.get(text)
-            if sid is None:
-                sid = -2 - len(self.named_ids)
-                self.named_ids[text] = sid
-            out[i] = sid
-        return out
+        mapping = {v: self._id_of(v) for v in dict.fromkeys(values)}
+        return np.fromiter(map(mapping.__getitem__, values), dtype=np.int64, count=len(values))
+
+    def _id_of(self, value: Any) -> int:
+        if isinstance(value, int) and -INT64_MAX <= value <= INT64_MAX:
+            return value
+        text = str(value).strip()
+        try:
+            return int(text, 0)
+        except ValueError:
+            pass
+        sid = self.named_ids.get(text)
+        if sid is None:
+            sid = -2 - len(self.named_ids)
+            self.named_ids[text] = sid
+        return sid
 
     def add_col(self, name: str, values: np.ndarray) -> None:
         self.cols.setdefault(name, []).append(values)
@@ -452,19 +462,18 @@ class _Accumulator:
         if sel.size:
             a = [args[i] for i in sel]
             dims = [x.input_dims if len(x.input_dims) else x.input_dims_legacy for x in a]
-            has = np.fromiter(
-                (len(d) > 0 or x.sequence_number != -1 for d, x in zip(dims, a)),
-                dtype=bool, count=len(a),
-            )
+            seq = int_column([x.sequence_number for x in a], "Sequence number", warnings)
+            has = (np.fromiter(map(len, dims), dtype=np.int64, count=len(dims)) > 0) | (seq >= 0)
             if has.any():
                 keep = np.flatnonzero(has)
-                a = [a[i] for i in keep]
+                if keep.size != len(a):
+                    a = [a[i] for i in keep]
+                    dims = [dims[i] for i in keep]
                 self.add_table("op_args", pd.DataFrame({
                     "row": rows[sel[keep]],
-                    "input_dims": raw_text([dims[i] for i in keep]),
+                    "input_dims": raw_text(dims),
                     "input_type": raw_text([x.input_type for x in a]),
-                    "sequence_number": int_column(
-                        [x.sequence_number for x in a], "Sequence number", warnings),
+                    "sequence_number": seq[keep],
                     "fwd_thread_id": int_column(
                         [x.fwd_thread_id for x in a], "Fwd thread id", warnings),
                 }))
@@ -486,32 +495,30 @@ class _Accumulator:
         args = [e.args for e in events]
         w = self.warnings
         self.add_table("instants", pd.DataFrame({
-            "ts": ts[present] if not present.all() else ts,
-            "name": [str(e.name) for e, p in zip(events, present) if p],
-            "cat": [str(e.cat) for e, p in zip(events, present) if p],
-            "pid": self.ids_column([e.pid for e in events])[present],
-            "tid": self.ids_column([e.tid for e in events])[present],
-            "scope": [e.s for e, p in zip(events, present) if p],
-            "addr": int_column([a.addr for a in args], "Addr", w)[present],
-            "bytes": float_column([a.mem_bytes for a in args])[present],
-            "total_allocated": float_column([a.total_allocated for a in args])[present],
-            "total_reserved": float_column([a.total_reserved for a in args])[present],
-            "device_type": int_column([a.device_type for a in args], "Device Type", w)[present],
-            "device_id": int_column([a.device_id for a in args], "Device Id", w)[present],
-        }))
+            "ts": ts,
+            "name": self.symbols.ids([e.name for e in events]),
+            "cat": self.symbols.ids([e.cat for e in events]),
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "scope": self.symbols.ids([e.s for e in events]),
+            "addr": int_column([a.addr for a in args], "Addr", w),
+            "bytes": float_column([a.mem_bytes for a in args]),
+            "total_allocated": float_column([a.total_allocated for a in args]),
+            "total_reserved": float_column([a.total_reserved for a in args]),
+            "device_type": int_column([a.device_type for a in args], "Device Type", w),
+            "device_id": int_column([a.device_id for a in args], "Device Id", w),
+        })[present])
 
     def flows(self, events: list[Event]) -> None:
         ts, present = timestamps_ns([e.ts for e in events], self.warnings)
-        w = self.warnings
         self.add_table("flows", pd.DataFrame({
-            "ph": [e.ph for e in events],
-            "id": int_column([e.id for e in events], "id", w),
+            "ph": self.symbols.ids([e.ph for e in events]),
+            "id": int_column([e.id for e in events], "id", self.warnings),
             "ts": ts,
             "pid": self.ids_column([e.pid for e in events]),
             "tid": self.ids_column([e.tid for e in events]),
-            "cat": [str(e.cat) for e in events],
-            "name": [str(e.name) for e in events],
-            "bp": [e.bp for e in events],
+            "cat": self.symbols.ids([e.cat for e in events]),
+            "name": self.symbols.ids([e.name for e in events]),
         })[present])
 
     def metadata(self, events: list[Event]) -> None:
@@ -529,15 +536,16 @@ class _Accumulator:
         by_phase: dict[str, list[Event]] = {}
         complete = [e for e in events if e.ph == "X"]
         if len(complete) != len(events):
+            group = _PHASE_GROUP.get
             for e in events:
                 if e.ph != "X":
-                    by_phase.setdefault(e.ph, []).append(e)
+                    by_phase.setdefault(group(e.ph, e.ph), []).append(e)
         if complete:
             self.complete(complete)
         for ph, evs in by_phase.items():
-            if ph in ("i", "I"):
+            if ph == "i":
                 self.instants(evs)
-            elif ph in ("s", "f", "t"):
+            elif ph == "s":
                 self.flows(evs)
             elif ph == "M":
                 self.metadata(evs)
@@ -591,21 +599,189 @@ def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]
     return out
 
 
-def decode_trace(path: str | Path, chunk_events: int = CHUNK_EVENTS) -> DecodedTrace:
+@dataclass
+class _Partial:
+    """Columns and tables decoded from a contiguous range of events."""
+
+    columns: dict[str, np.ndarray]
+    tables: dict[str, pd.DataFrame]
+    symbols: list[str]
+    named_ids: dict[str, int]
+    counter_count: int
+    stats: dict[str, Any]
+    warnings: list[str]
+
+
+_EVENT_COLUMNS = {
+    "ts": np.int64, "dur": np.int64, "cat": np.int32, "name": np.int32, "pid": np.int64,
+    "tid": np.int64, "correlation": np.int64, "external_id": np.int64, "stream": np.int64,
+    "device": np.int64, "graph_id": np.int64,
+}
+_TABLE_COLUMNS = {
+    "kernel_args": ["row"], "memory_args": ["row"], "collective_args": ["row"],
+    "op_args": ["row"], "sync_args": ["row"],
+    "instants": ["ts", "name", "cat", "pid", "tid"],
+    "flows": ["ph", "id", "ts", "pid", "tid", "cat", "name"],
+    "metadata_events": ["name", "pid", "tid", "value"],
+}
+#: Columns holding symbol ids, and columns holding pid/tid values, per table.
+_SYMBOL_COLUMNS = {"events": ("cat", "name"), "instants": ("name", "cat", "scope"),
+                   "flows": ("ph", "cat", "name")}
+_ID_COLUMNS = {"events": ("pid", "tid"), "instants": ("pid", "tid"), "flows": ("pid", "tid"),
+               "metadata_events": ("pid", "tid")}
+#: Below this many events a file is decoded in one process.
+PARALLEL_MIN_EVENTS = 300_000
+
+
+def _decode_items(items: list[msgspec.Raw], chunk_events: int) -> _Partial:
+    acc = _Accumulator()
+    for start in range(0, len(items), chunk_events):
+        part = items[start:start + chunk_events]
+        try:
+            events = _event_list_decoder.decode(b"[" + b",".join(part) + b"]")
+        except msgspec.ValidationError as exc:
+            events = _decode_one_by_one(part, acc.warnings, exc)
+        acc.chunk(events)
+        del events
+    return _Partial(
+        columns={k: acc.column(k, t) for k, t in _EVENT_COLUMNS.items()},
+        tables={k: acc.table(k, cols) for k, cols in _TABLE_COLUMNS.items()},
+        symbols=acc.symbols.strings,
+        named_ids=acc.named_ids,
+        counter_count=acc.counter_count,
+        stats={"missing_dur": acc.missing_dur, "negative_dur": acc.negative_dur,
+               "missing_ts": acc.missing_ts, "other_phases": acc.other_phases},
+        warnings=acc.warnings,
+    )
+
+
+#: Events of the file being decoded in parallel; forked workers inherit it.
+_FORK_ITEMS: list[msgspec.Raw] = []
+
+
+def _decode_inherited(lo: int, hi: int, chunk_events: int) -> _Partial:
+    """Worker side of a parallel decode: a range of the events inherited through fork."""
+    gc.disable()
+    return _decode_items(_FORK_ITEMS[lo:hi], chunk_events)
+
+
+def _remap(values: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+    return mapping[values].astype(values.dtype, copy=False)
+
+
+def _fix_ids(frame_cols: dict[str, np.ndarray], which: str, sym_map: np.ndarray,
+             id_map: dict[int, int]) -> None:
+    """Rewrite a partial's symbol ids and named pid/tid ids into the merged ones."""
+    for col in _SYMBOL_COLUMNS.get(which, ()):
+        if col in frame_cols and len(frame_cols[col]):
+            frame_cols[col] = _remap(np.asarray(frame_cols[col]), sym_map)
+    if id_map:
+        for col in _ID_COLUMNS.get(which, ()):
+            if col in frame_cols and len(frame_cols[col]):
+                vals = np.asarray(frame_cols[col]).copy()
+                for old, new in id_map.items():
+                    vals[vals == old] = new
+                frame_cols[col] = vals
+
+
+def _merge(parts: list[_Partial]) -> _Partial:
+    """Concatenate partial results, unifying their symbol ids and named pid/tid ids."""
+    if len(parts) == 1:
+        return parts[0]
+    symbols = SymbolTable()
+    named: dict[str, int] = {}
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in _EVENT_COLUMNS}
+    tables: dict[str, list[pd.DataFrame]] = {k: [] for k in _TABLE_COLUMNS}
+    stats: dict[str, Any] = {"missing_dur": 0, "negative_dur": 0, "missing_ts": 0,
+                             "other_phases": {}}
+    warnings: list[str] = []
+    counter_count = 0
+    row_offset = 0
+    for part in parts:
+        sym_map = symbols.ids(part.symbols).astype(np.int64)
+        id_map: dict[int, int] = {}
+        for text, old in part.named_ids.items():
+            if text not in named:
+                named[text] = -2 - len(named)
+            id_map[old] = named[text]
+
+        cols = dict(part.columns)
+        _fix_ids(cols, "events", sym_map, id_map)
+        for k in _EVENT_COLUMNS:
+            columns[k].append(cols[k])
+        for name, frame in part.tables.items():
+            if not len(frame):
+                continue
+            data = {c: frame[c].to_numpy() for c in frame.columns}
+            _fix_ids(data, name, sym_map, id_map)
+            if "row" in data:
+                data["row"] = data["row"] + row_offset
+            tables[name].append(pd.DataFrame(data))
+        row_offset += len(part.columns["ts"])
+        counter_count += part.counter_count
+        for key in ("missing_dur", "negative_dur", "missing_ts"):
+            stats[key] += part.stats[key]
+        for ph, n in part.stats["other_phases"].items():
+            stats["other_phases"][ph] = stats["other_phases"].get(ph, 0) + n
+        warnings.extend(w for w in part.warnings if w not in warnings)
+    return _Partial(
+        columns={k: np.concatenate(v) for k, v in columns.items()},
+        tables={k: (pd.concat(v, ignore_index=True) if v else
+                    pd.DataFrame({c: [] for c in _TABLE_COLUMNS[k]}))
+                for k, v in tables.items()},
+        symbols=symbols.strings, named_ids=named, counter_count=counter_count,
+        stats=stats, warnings=warnings,
+    )
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked (Linux): they then inherit the loaded
+    modules, and no ``if __name__ == "__main__"`` guard is needed in user scripts."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
+
+
+def _decode_parallel(items: list[msgspec.Raw], chunk_events: int, workers: int) -> _Partial:
+    """Split the events into ``workers`` contiguous ranges; decode all but the first in
+    worker processes while this process decodes the first."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    bounds = np.linspace(0, len(items), workers + 1).astype(int)
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    global _FORK_ITEMS
+    ctx = multiprocessing.get_context("fork")
+    _FORK_ITEMS = items
+    try:
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
+            futures = [pool.submit(_decode_inherited, int(lo), int(hi), chunk_events)
+                       for lo, hi in ranges[1:]]
+            first = _decode_items(items[ranges[0][0]:ranges[0][1]], chunk_events)
+            parts = [first] + [f.result() for f in futures]
+    finally:
+        _FORK_ITEMS = []
+    return _merge(parts)
+
+
+def decode_trace(
+    path: str | Path, chunk_events: int = CHUNK_EVENTS, workers: int = 1
+) -> DecodedTrace:
     """Read one trace file into columns and side tables.
 
+    With ``workers > 1`` a large file's events are decoded by that many processes.
     Raises :class:`TraceLoadError` naming the file when it cannot be read as a trace.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
     try:
-        return _decode_trace(Path(path), chunk_events)
+        return _decode_trace(Path(path), chunk_events, workers)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _decode_trace(path: Path, chunk_events: int) -> DecodedTrace:
+def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
     data = read_bytes(path)
     uncompressed = len(data)
     top, items, repairs = parse_top_level(path, data)
@@ -617,65 +793,50 @@ def _decode_trace(path: Path, chunk_events: int) -> DecodedTrace:
             "point hta at the profiler's .json or .json.gz output",
         )
     del data
-    acc = _Accumulator()
-    acc.warnings.extend(f"repaired: {r}" for r in repairs)
-    raw_events = top["traceEvents"]
-    total = len(items)
-    for start in range(0, total, chunk_events):
-        part = items[start:start + chunk_events]
-        try:
-            events = _event_list_decoder.decode(b"[" + b",".join(part) + b"]")
-        except msgspec.ValidationError as exc:
-            events = _decode_one_by_one(part, acc.warnings, exc)
-        acc.chunk(events)
-        del events
+    if workers > 1 and len(items) >= PARALLEL_MIN_EVENTS and can_fork():
+        part = _decode_parallel(items, chunk_events, workers)
+    else:
+        part = _decode_items(items, chunk_events)
     del items
+    warnings = [f"repaired: {r}" for r in repairs] + part.warnings
+    raw_events = top["traceEvents"]
     counters = (
-        _counters(raw_events, acc.warnings)
-        if acc.counter_count
+        _counters(raw_events, warnings)
+        if part.counter_count
         else pd.DataFrame({c: [] for c in ("ts", "pid", "tid", "name", "series", "value")})
     )
-    if acc.missing_dur:
-        acc.warnings.append(f"{acc.missing_dur} complete event(s) had no 'dur'; taken as 0")
-    if acc.negative_dur:
-        acc.warnings.append(f"{acc.negative_dur} complete event(s) had a negative 'dur'; "
-                            "clamped to 0")
-    if acc.missing_ts:
-        acc.warnings.append(f"{acc.missing_ts} complete event(s) had no usable 'ts'; dropped")
-    if acc.other_phases:
-        acc.warnings.append(f"events of unsupported phases ignored: {acc.other_phases}")
-    for w in acc.warnings:
+    stats = part.stats
+    if stats["missing_dur"]:
+        warnings.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")
+    if stats["negative_dur"]:
+        warnings.append(f"{stats['negative_dur']} complete event(s) had a negative 'dur'; "
+                        "clamped to 0")
+    if stats["missing_ts"]:
+        warnings.append(f"{stats['missing_ts']} complete event(s) had no usable 'ts'; dropped")
+    if stats["other_phases"]:
+        warnings.append(f"events of unsupported phases ignored: {stats['other_phases']}")
+    for w in warnings:
         logger.warning("%s: %s", path, w)
-    columns = {
-        "ts": acc.column("ts", np.int64),
-        "dur": acc.column("dur", np.int64),
-        "cat": acc.column("cat", np.int32),
-        "name": acc.column("name", np.int32),
-        "pid": acc.column("pid", np.int64),
-        "tid": acc.column("tid", np.int64),
-        "correlation": acc.column("correlation", np.int64),
-        "external_id": acc.column("external_id", np.int64),
-        "stream": acc.column("stream", np.int64),
-        "device": acc.column("device", np.int64),
-        "graph_id": acc.column("graph_id", np.int64),
-    }
+    symbols = SymbolTable()
+    symbols.ids(part.symbols)
+    tables = part.tables
     return DecodedTrace(
         path=str(path),
-        symbols=acc.symbols,
-        columns=columns,
-        kernel_args=acc.table("kernel_args", ["row"]),
-        memory_args=acc.table("memory_args", ["row"]),
-        collective_args=acc.table("collective_args", ["row"]),
-        op_args=acc.table("op_args", ["row"]),
-        sync_args=acc.table("sync_args", ["row"]),
-        instants=acc.table("instants", ["ts", "name", "cat", "pid", "tid"]),
-        flows=acc.table("flows", ["ph", "id", "ts", "pid", "tid", "cat", "name", "bp"]),
+        symbols=symbols,
+        columns=part.columns,
+        kernel_args=tables["kernel_args"],
+        memory_args=tables["memory_args"],
+        collective_args=tables["collective_args"],
+        op_args=tables["op_args"],
+        sync_args=tables["sync_args"],
+        instants=tables["instants"],
+        flows=tables["flows"],
         counters=counters,
-        metadata_events=acc.table("metadata_events", ["name", "pid", "tid", "value"]),
+        metadata_events=tables["metadata_events"],
         top_level=_top_level_values(path, top),
         uncompressed_bytes=uncompressed,
-        warnings=acc.warnings,
-        named_ids=acc.named_ids,
+        warnings=warnings,
+        named_ids=part.named_ids,
     )
 
 

@@ -23,6 +23,11 @@ class TraceLoadError(TraceError):
             text += f" ({hint})"
         super().__init__(text)
 
+    def __reduce__(self) -> tuple[type[TraceLoadError], tuple[str, str, str]]:
+        # Workers send errors back pickled; the default reduce would call __init__ with
+        # the message alone and fail, breaking the whole process pool.
+        return (type(self), (self.path, self.problem, self.hint))
+
 
 class TraceDiscoveryError(TraceError):
     """The trace folder or file list is unusable (missing, empty, clashing ranks)."""

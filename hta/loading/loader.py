@@ -16,7 +16,7 @@ from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
-from hta.parallel import Executor, resolve_executor
+from hta.parallel import Executor, available_cpus, resolve_executor
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +85,17 @@ def load_rank_file(task: LoadTask) -> LoadResult:
 
 
 def load_rank_in_process(task: LoadTask) -> RankTrace:
-    """Load one rank without the Parquet round trip (single-file, in-process loads)."""
+    """Load one rank without the Parquet round trip (single-file, in-process loads).
+
+    The file's events are decoded by as many processes as there are CPUs.
+    """
     rules = RuleSet(task.user_rules)
     if task.cache_dir is not None:
         folder = entry_path(Path(task.cache_dir), Path(task.path), task.key)
         cached = read_entry(folder)
         if cached is not None:
             return cached
-    decoded = decode_trace(task.path)
+    decoded = decode_trace(task.path, workers=available_cpus())
     rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
     rank_trace = build_rank(decoded, rank, rules)
     if task.cache_dir is not None:
