@@ -15,15 +15,17 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 NO_LINK = -1
 
 
-def _group_ids(*keys: np.ndarray) -> np.ndarray:
-    """Dense group id for each row of the given key columns."""
-    stacked = np.stack(keys, axis=1)
-    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+def _group_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Dense id of each (first, second) pair, by hashing (no sort)."""
+    a, a_uniq = pd.factorize(first)
+    b, b_uniq = pd.factorize(second)
+    combined, _ = pd.factorize(a.astype(np.int64) * max(len(b_uniq), 1) + b)
+    return combined.astype(np.int64)
 
 
 def call_stacks(
