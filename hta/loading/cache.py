@@ -31,7 +31,7 @@ from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2
 _BLOCK = 1 << 16
 _SAMPLES = 16
 
@@ -127,7 +127,7 @@ def read_entry(folder: Path) -> RankTrace | None:
 
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table, path, compression="zstd", compression_level=1)
+    pq.write_table(table, path, compression="lz4")
 
 
 def _json_default(value: Any) -> Any:
