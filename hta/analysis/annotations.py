@@ -1,0 +1,64 @@
+"""User annotation breakdown: time per ``record_function`` label (forward, backward, ...).
+
+With ``use_gpu_annotation=True`` (default) the ranges are the ``gpu_user_annotation``
+events (kind ``gpu_annotation``): the span each label covers on the GPU timeline, from the
+first to the last GPU work it encloses. Otherwise the CPU ``user_annotation`` ranges
+(kind ``user_annotation``, ``ProfilerStep#N`` included) are used.
+
+Per rank and label, over the individual ranges: ``sum (us)``, ``max (us)``, ``min (us)``,
+``stddev`` (µs), ``mean (us)``, ``count``. Nested ranges each count under their own label
+(a 10 µs ``forward`` containing a 4 µs ``attention`` gives 10 and 4). Labels beyond the
+top ones are folded into ``"others"`` (:mod:`hta.analysis.aggregate`); labels matching a
+regular expression of ``allowlist_patterns`` are never folded.
+
+A rank with no such ranges has no rows; when no selected rank has any, the table is empty
+and a warning names the kind that was looked for (HTA returns None instead).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.aggregate import folded_stats
+from hta.analysis.select import select_iterations, select_ranks
+from hta.model.trace import Trace
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank",
+           "count"]
+
+
+def user_annotation_breakdown(
+    trace: Trace, ranks: Iterable[int] | int | None = None,
+    iterations: Iterable[int] | int | None = None, use_gpu_annotation: bool = True,
+    duration_ratio: float = 0.8, num_kernels: int = 1000,
+    allowlist_patterns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Duration statistics per rank and annotation name (columns :data:`COLUMNS`),
+    sorted by ``rank`` then ``name``."""
+    kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        ev = select_iterations(rt.events, iterations)
+        ev = ev[(ev["kind"] == kind).to_numpy()]
+        frames.append(pd.DataFrame({"rank": rt.rank, "group": 0, "name": ev["name"].to_numpy(),
+                                    "dur": ev["dur"].to_numpy()}))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frame.empty:
+        logger.warning("no %s events in the selected ranks and iterations", kind)
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    stats = folded_stats(frame, trace.symbols, num_kernels, duration_ratio,
+                         keep=allowlist_patterns)
+    out = pd.DataFrame({
+        "name": stats["name"],
+        "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
+        "min (us)": stats["min"] / 1e3, "stddev": stats["std"] / 1e3,
+        "mean (us)": stats["mean"] / 1e3, "rank": stats["rank"].astype(np.int64),
+        "count": stats["count"].astype(np.int64),
+    })
+    return out.sort_values(["rank", "name"], ignore_index=True)

@@ -1,0 +1,106 @@
+"""The GPU work of one rank as plain numpy columns, shared by the breakdown analyses.
+
+*GPU work* is every event whose ``kind`` is in :data:`hta.model.rules.GPU_WORK_KINDS`:
+kernels, memory copies and memsets, whatever their stream, including those whose launch
+call is outside the trace (``index_correlation == -1``): the GPU was busy with them.
+``gpu_sync`` records and ``gpu_user_annotation`` ranges are not work.
+
+Each row gets a *class* from its kind (never from its name, so the user's kind rules
+apply): :data:`COMPUTE` (``computation``), :data:`COMM` (``communication``: NCCL, RCCL,
+NVSHMEM, DeepEP, custom all-reduce, anything with collective args) or :data:`MEMORY`
+(``memcpy_*``, ``memset``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hta.model.rules import KINDS, MEMORY_KINDS
+
+COMPUTE, COMM, MEMORY = 0, 1, 2
+#: Labels of the classes, as HTA names its kernel types.
+CLASS_NAMES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+
+_CLASS_OF_KIND = np.array(
+    [COMPUTE if k == "computation" else COMM if k == "communication"
+     else MEMORY if k in MEMORY_KINDS else -1 for k in KINDS],
+    dtype=np.int8,
+)
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """Columns of the selected GPU work rows of one rank, in trace (start time) order.
+
+    ``launch_ts`` / ``launch_end`` are the start and end of the runtime call that enqueued
+    the row (``-1`` when it has none in the trace).
+    """
+
+    rank: int
+    ts: np.ndarray
+    end: np.ndarray
+    cls: np.ndarray
+    name: np.ndarray
+    stream: np.ndarray
+    iteration: np.ndarray
+    launch_ts: np.ndarray
+    launch_end: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+
+def work_class(kind: pd.Series) -> np.ndarray:
+    """Class (:data:`COMPUTE`, :data:`COMM`, :data:`MEMORY`, or -1) of each row's kind."""
+    codes = kind.cat.codes.to_numpy()
+    return np.where(codes >= 0, _CLASS_OF_KIND[np.clip(codes, 0, None)], -1).astype(np.int8)
+
+
+def gpu_work(rank: int, events: pd.DataFrame,
+             iterations: Iterable[int] | int | None = None) -> GpuWork:
+    """The GPU work rows of ``events`` (optionally only those of the given iterations)."""
+    cls = work_class(events["kind"])
+    keep = cls >= 0
+    if iterations is not None:
+        wanted = [iterations] if isinstance(iterations, int) else list(iterations)
+        keep &= np.isin(events["iteration"].to_numpy(), wanted)
+    rows = np.flatnonzero(keep)
+    launch_ts, launch_end = _launch_times(events, rows)
+    return GpuWork(
+        rank=rank,
+        ts=events["ts"].to_numpy()[rows],
+        end=events["end"].to_numpy()[rows],
+        cls=cls[rows],
+        name=events["name"].to_numpy()[rows],
+        stream=events["stream"].to_numpy()[rows],
+        iteration=events["iteration"].to_numpy()[rows],
+        launch_ts=launch_ts,
+        launch_end=launch_end,
+    )
+
+
+def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of the launch call of each of ``rows`` (-1 where unlinked).
+
+    ``index_correlation`` holds the ``index`` value of the launch row, which is also its
+    position unless rows were dropped after loading; both cases are handled.
+    """
+    link = events["index_correlation"].to_numpy()[rows]
+    index = events["index"].to_numpy()
+    n = index.shape[0]
+    if n and index[0] == 0 and index[-1] == n - 1 and np.array_equal(index, np.arange(n)):
+        pos = link
+    else:
+        lookup = np.full(int(index.max()) + 1 if n else 0, -1, dtype=np.int64)
+        lookup[index] = np.arange(n)
+        inside = (link >= 0) & (link < lookup.shape[0])
+        pos = np.where(inside, lookup[np.clip(link, 0, max(lookup.shape[0] - 1, 0))], -1)
+    ok = pos >= 0
+    safe = np.clip(pos, 0, None)
+    ts = np.where(ok, events["ts"].to_numpy()[safe] if n else 0, -1)
+    end = np.where(ok, events["end"].to_numpy()[safe] if n else 0, -1)
+    return ts.astype(np.int64), end.astype(np.int64)

@@ -1,0 +1,177 @@
+"""Idle time breakdown: why is a GPU stream idle?
+
+Per rank and stream (the ``stream`` column of GPU work: kernels, memcpy, memset), the
+events are ordered by start. An *idle interval* is a gap between the end of everything
+that ran before on the stream and the start of the next event: ``gap = ts_next -
+max(end of every earlier event on the stream)``, counted when ``gap > 0`` (events that
+touch or overlap on a stream leave no gap). Each gap gets one category, from the event
+that ends it:
+
+* ``host_wait``: that event's launch call (its runtime row, through ``index_correlation``)
+  started after the stream went idle (``launch.ts > previous end``): the CPU had not even
+  begun to enqueue the work, so the GPU waited for the host;
+* ``kernel_wait``: otherwise, when ``gap < consecutive_kernel_delay_ns``: the work was
+  enqueued in time and the gap is the launch overhead of back-to-back work;
+* ``other``: every other gap (e.g. waiting for an event recorded on another stream, or
+  work whose launch call is not in the trace).
+
+Example (ns, threshold 1000): K1 ``[0, 100)``, K2 launched at 50, runs ``[150, 300)``:
+gap 50, launch at 50 <= 100, 50 < 1000: ``kernel_wait`` 50. K3 launched at 400, runs
+``[420, 500)``: gap 120, launch 400 > 300: ``host_wait`` 120. K4 launched at 410, runs
+``[2000, 2100)``: gap 1500 >= 1000: ``other`` 1500.
+
+The threshold is in nanoseconds, always. HTA documents its ``consecutive_kernel_delay``
+in ns but compares it with µs gaps; our default, 30 000 ns, is the 30 µs HTA applies in
+effect.
+
+Iterations: with a selection, only gaps between two consecutive GPU events of the same
+selected iteration on a stream count (gaps between steps belong to no step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.gpu_work import GpuWork, gpu_work
+from hta.analysis.select import select_ranks
+from hta.model.trace import Trace
+
+DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS = 30_000
+CATEGORIES = ("host_wait", "kernel_wait", "other")
+HOST_WAIT, KERNEL_WAIT, OTHER = 0, 1, 2
+INTERVAL_COLUMNS = ["rank", "stream", "iteration", "start", "end", "idle_time(ns)",
+                    "idle_category"]
+
+
+def idle_intervals(
+    trace: Trace, ranks: Iterable[int] | int | None = None,
+    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
+) -> pd.DataFrame:
+    """Every idle interval, one row each: ``rank``, ``stream``, ``iteration`` (of the event
+    ending the gap), ``start``/``end`` (absolute ns), ``idle_time(ns)`` and
+    ``idle_category`` (see the module docstring)."""
+    return _collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns)[0]
+
+
+def idle_time_breakdown(
+    trace: Trace, ranks: Iterable[int] | int | None = None,
+    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
+) -> pd.DataFrame:
+    """Idle time per rank, stream and category (HTA's first table).
+
+    Columns: ``rank``, ``stream``, ``idle_category`` (all three categories for every
+    stream), ``idle_time`` (µs, HTA's name: the sum of the category's gaps),
+    ``idle_time_ratio`` (``idle_time`` / the stream's total idle time; 0 for a stream that
+    is never idle), and ``idle_intervals`` (number of gaps). A stream with a single event
+    has no gaps and shows zeros.
+    """
+    return _totals(*_collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns))
+
+
+def idle_time_breakdown_and_stats(
+    trace: Trace, ranks: Iterable[int] | int | None = None,
+    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
+    show_idle_interval_stats: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """HTA's pair: (:func:`idle_time_breakdown`, :func:`idle_interval_stats` or None),
+    finding the gaps once."""
+    intervals, keys = _collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns)
+    stats = idle_interval_stats(intervals) if show_idle_interval_stats else None
+    return _totals(intervals, keys), stats
+
+
+def _totals(intervals: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+    grid = keys.merge(pd.DataFrame({"idle_category": list(CATEGORIES)}), how="cross")
+    sums = (intervals.groupby(["rank", "stream", "idle_category"], observed=True)
+            ["idle_time(ns)"].agg(["sum", "count"]).reset_index())
+    sums["idle_category"] = sums["idle_category"].astype(str)
+    out = grid.merge(sums, on=["rank", "stream", "idle_category"], how="left")
+    out[["sum", "count"]] = out[["sum", "count"]].fillna(0).astype(np.int64)
+    total = out.groupby(["rank", "stream"])["sum"].transform("sum")
+    out["idle_time"] = out["sum"] / 1e3
+    out["idle_time_ratio"] = np.where(total > 0, out["sum"] / total.where(total > 0, 1), 0.0)
+    out["idle_intervals"] = out["count"]
+    return out[["rank", "stream", "idle_category", "idle_time", "idle_time_ratio",
+                "idle_intervals"]]
+
+
+def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Statistics of the gaps of :func:`idle_intervals` (HTA's second table), in µs.
+
+    One row per (rank, stream, category) that has gaps: ``count``, ``mean``, ``std``
+    (sample, NaN for one gap), ``min``, ``25%``, ``50%``, ``75%``, ``max``.
+    """
+    us = intervals.assign(idle_time=intervals["idle_time(ns)"] / 1e3)
+    stats = (us.groupby(["rank", "stream", "idle_category"], observed=True)["idle_time"]
+             .describe().reset_index())
+    stats["idle_category"] = stats["idle_category"].astype(str)
+    return stats
+
+
+def _collect(trace: Trace, ranks: Iterable[int] | int | None,
+             streams: Iterable[int] | int | None, iterations: Iterable[int] | int | None,
+             delay_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(idle intervals, the sorted (rank, stream) pairs that have selected GPU work)."""
+    _check_threshold(delay_ns)
+    frames, pairs = [], []
+    for rt in select_ranks(trace, ranks):
+        w = gpu_work(rt.rank, rt.events, iterations)
+        keep = np.ones(len(w), dtype=bool) if streams is None else np.isin(
+            w.stream, _as_list(streams))
+        frames.append(_rank_intervals(w, keep, iterations is not None, delay_ns))
+        pairs.append(pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])}))
+    frames = [f for f in frames if len(f)]
+    intervals = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        {c: pd.Series(dtype=np.int64) for c in INTERVAL_COLUMNS[:-1]}
+        | {"idle_category": pd.Categorical([], categories=CATEGORIES)})
+    keys = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(
+        {"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64)})
+    return intervals, keys
+
+
+def _rank_intervals(w: GpuWork, keep: np.ndarray, by_iteration: bool,
+                    delay_ns: int) -> pd.DataFrame:
+    stream, it, ts, end = w.stream[keep], w.iteration[keep], w.ts[keep], w.end[keep]
+    launch = w.launch_ts[keep]
+    group = _pair_ids(stream, it) if by_iteration else stream
+    order = np.lexsort((ts, group))
+    stream, it, ts, end, launch, group = (a[order] for a in (stream, it, ts, end, launch,
+                                                             group))
+    running_end = pd.Series(end).groupby(group).cummax().to_numpy(dtype=np.int64)
+    prev_end = np.r_[np.int64(0), running_end[:-1]]
+    same = np.r_[False, group[1:] == group[:-1]]
+    gap = ts - prev_end
+    rows = np.flatnonzero(same & (gap > 0))
+    prev_end, gap, launch = prev_end[rows], gap[rows], launch[rows]
+    category = np.where((launch >= 0) & (launch > prev_end), HOST_WAIT,
+                        np.where(gap < delay_ns, KERNEL_WAIT, OTHER))
+    return pd.DataFrame({
+        "rank": w.rank, "stream": stream[rows], "iteration": it[rows],
+        "start": prev_end, "end": ts[rows], "idle_time(ns)": gap,
+        "idle_category": pd.Categorical.from_codes(category, categories=CATEGORIES),
+    })
+
+
+def _pair_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One int id per distinct (a, b) pair, ordered like the pairs."""
+    ua, ia = np.unique(a, return_inverse=True)
+    ub, ib = np.unique(b, return_inverse=True)
+    return ia.reshape(-1).astype(np.int64) * max(ub.size, 1) + ib.reshape(-1)
+
+
+def _as_list(values: Iterable[int] | int) -> list[int]:
+    return [values] if isinstance(values, int) else [int(v) for v in values]
+
+
+def _check_threshold(delay_ns: int) -> None:
+    if not isinstance(delay_ns, (int, np.integer)) or delay_ns < 0:
+        raise ValueError(
+            f"consecutive_kernel_delay_ns must be a non-negative integer number of "
+            f"nanoseconds, got {delay_ns!r}; e.g. 30_000 for 30 µs."
+        )
