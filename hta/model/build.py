@@ -64,7 +64,13 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
         cols["ts"] = cols["ts"] + base
     order = np.argsort(cols["ts"], kind="stable")
     n = order.shape[0]
-    events = pd.DataFrame({name: values[order] for name, values in cols.items()})
+    # Reorder column by column, dropping each decoded column as soon as it is copied, so
+    # peak memory holds one extra column rather than a second table.
+    sorted_cols: dict[str, np.ndarray] = {}
+    for name in list(cols):
+        sorted_cols[name] = cols.pop(name)[order]
+        decoded.columns.pop(name, None)
+    events = pd.DataFrame(sorted_cols, copy=False)
     events["end"] = events["ts"].to_numpy() + events["dur"].to_numpy()
     events.insert(0, "index", np.arange(n, dtype=np.int64))
     new_row = np.empty(n, dtype=np.int64)
