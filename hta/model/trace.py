@@ -151,3 +151,18 @@ class SymbolView:
     def get_sym_table(self) -> list[str]:
         """Id -> name."""
         return self.sym_table
+
+    def get_sym_index(self) -> dict[str, int]:
+        """Name -> id (HTA's spelling)."""
+        return self.sym_index
+
+    def find_matched_symbols(self, patterns: list[str]) -> list[str]:
+        """Symbols containing any of the given substrings."""
+        return [s for s in self.sym_table if any(p in s for p in patterns)]
+
+    def add_symbols_to_trace_df(self, trace_df: pd.DataFrame, col: str) -> None:
+        """Replace the ids in ``trace_df[col]`` by their text, in place (as HTA does)."""
+        table = np.asarray(self.sym_table + [""], dtype=object)
+        ids = trace_df[col].to_numpy(dtype=np.int64)
+        ids = np.where((ids >= 0) & (ids < len(self.sym_table)), ids, len(self.sym_table))
+        trace_df[col] = table[ids]
