@@ -1,0 +1,677 @@
+"""The critical path graph of one rank: a DAG over the start and end points of events.
+
+Nodes
+    Every selected event gets two nodes, its start and its end: CPU operators, user
+    annotations, Python functions and runtime calls on their threads, and GPU work
+    (kernels, copies, memsets) on their streams. A node's time is the event's ``ts`` or
+    ``end`` (int64 ns).
+
+Node numbering
+    Nodes are numbered in one total order: by time, then by a tie rank that puts, at
+    equal time, ends of events with a duration first (GPU ends before CPU ends, inner
+    events before outer ones), then zero-duration events (start before end), then
+    starts (CPU starts before GPU starts, outer events before inner ones). Every edge
+    must go forward in this order, so the numbering is a topological order and the
+    graph is a DAG by construction. An edge that would go backwards (a kernel that
+    starts before its launch call, clocks that disagree, equal times in an order no
+    schedule allows) is dropped and counted in :attr:`CriticalPathGraph.dropped`.
+
+Edges (the ``type`` of each)
+    ``cpu``         consecutive points (starts and ends, in node order) of one CPU thread:
+                    operator nesting and ordering on the thread;
+    ``gpu``         start -> end of a GPU event (its execution);
+    ``launch``      runtime call start -> start of each GPU event it enqueued (found by
+                    ``index_correlation``: kernel launches, memcpy/memset, CUDA-graph and
+                    HIP launches alike, whatever the rule table calls a launch);
+    ``stream``      end of a GPU event -> start of the next GPU event on the same
+                    (device, stream), in start order;
+    ``sync``        end of GPU work -> end of the CPU call that waited for it: device,
+                    stream and event synchronize (``runtime_sync`` calls, resolved with
+                    their ``cuda_sync`` record when the trace has one) and blocking
+                    memcpy;
+    ``event_wait``  end of the GPU work a ``cudaStreamWaitEvent`` waits for -> start of
+                    the first GPU work enqueued on the waiting stream after the call.
+
+Node weights
+    All edges into a node ``v`` carry the same weight ``w(v) = ts(v) - R(v)``, where
+    ``R(v)`` is the time of the latest of ``v``'s predecessors (and of work outside the
+    analysed window that ``v`` waited for, see below). ``w(v)`` is the time ``v`` took
+    after its last dependency was satisfied; the time between an earlier predecessor
+    and ``R(v)`` is that predecessor's slack. Example: a kernel launched at 100 ns on a
+    stream whose previous kernel ends at 300 ns and that starts at 310 ns has
+    ``R = 300`` and ``w = 10`` on both its launch and its stream edge. A path's length
+    is therefore the time from its first to its last node minus the slack along it, at
+    most the window's span, and exactly the span when a slack-free path joins the first
+    and the last node.
+
+Work outside the window
+    When a window is analysed (one ``ProfilerStep``), GPU work launched before it can
+    still delay events inside it (the previous step's kernels on the same stream, a
+    synchronize that waits for them). Such work is not a node, but its end time counts
+    in ``R(v)``: the wait is slack, not time on the window's critical path.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, RUNTIME_KINDS
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+EDGE_TYPES: tuple[str, ...] = ("cpu", "gpu", "launch", "stream", "sync", "event_wait")
+EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
+
+#: Event kinds that become nodes on CPU threads.
+CPU_NODE_KINDS: frozenset[str] = frozenset(
+    {"cpu_op", "user_annotation", "python_function"}
+) | RUNTIME_KINDS
+#: Kinds an ``annotation`` may name (GPU-side copies of annotations are never windows).
+WINDOW_KINDS: frozenset[str] = frozenset({"user_annotation", "cpu_op", "python_function"})
+
+#: Scope of ``runtime_sync`` calls that have no ``cuda_sync`` record in the trace. The rule
+#: table says a call synchronizes; which streams it waits for is this table's job.
+DEVICE_SYNC_CALLS = re.compile(
+    r"^(cudaDeviceSynchronize|cuCtxSynchronize|hipDeviceSynchronize)$")
+STREAM_SYNC_CALLS = re.compile(
+    r"^(cudaStreamSynchronize|cuStreamSynchronize|hipStreamSynchronize)$")
+#: Memcpy calls that return only when the copy is done (CUDA's "synchronous" memcpy API;
+#: HtoD from pageable memory excepted, which returns once the data is staged).
+BLOCKING_MEMCPY_CALLS = re.compile(
+    r"^(cudaMemcpy(2D|3D|Peer|ToSymbol|FromSymbol)?(_v\d+)?|cuMemcpy(HtoD|DtoH|DtoD|Peer)?(_v\d+)?"
+    r"|hipMemcpy(2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD)?|hipMemcpyWithStream)$"
+)
+#: An asynchronous DtoH copy into pageable memory blocks the calling thread too.
+PAGEABLE = re.compile(r"Pageable", re.IGNORECASE)
+
+
+@dataclass
+class CriticalPathGraph:
+    """The DAG of one rank's window and its longest path.
+
+    Arrays are indexed by node id (``node_*``, length ``num_nodes``) or by edge id
+    (``edge_*``, edges sorted by destination node). Event numbers are rows of the rank's
+    events table (its ``index`` column).
+
+    Attributes:
+        rank: the rank analysed.
+        window_start_ns, window_end_ns: the window's bounds (absolute ns).
+        annotation: the annotation that chose the window ("" for the whole trace).
+        events: rows of the selected events.
+        node_event, node_is_start, node_ts: the event, start/end flag and time of a node.
+        edge_src, edge_dst, edge_type: edges (``edge_type`` indexes :data:`EDGE_TYPES`).
+        node_weight: ``w(v)`` (ns), the weight of every edge into ``v``.
+        external_ready: per node, the end (ns) of the latest work outside the window it
+            waited for, or -1.
+        dist: the longest path length (ns) ending at each node.
+        pred: the predecessor of each node on its longest path (-1 for sources).
+        path_nodes: node ids of the critical path, in order.
+        path_edges: edge ids of the critical path, in order.
+        dropped: edges dropped to keep the graph a DAG, and synchronizations that could
+            not be resolved, by reason.
+    """
+
+    rank: int
+    window_start_ns: int
+    window_end_ns: int
+    annotation: str
+    events: np.ndarray
+    node_event: np.ndarray
+    node_is_start: np.ndarray
+    node_ts: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_type: np.ndarray
+    node_weight: np.ndarray
+    external_ready: np.ndarray
+    dist: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    path_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    path_edges: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    dropped: dict[str, int] = field(default_factory=dict)
+    trace: RankTrace | None = field(default=None, repr=False)
+
+    # -- sizes and totals -----------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes (two per selected event)."""
+        return int(self.node_ts.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges kept."""
+        return int(self.edge_src.shape[0])
+
+    @property
+    def edge_weight(self) -> np.ndarray:
+        """Weight (ns) of every edge: the node weight of its destination."""
+        return self.node_weight[self.edge_dst]
+
+    @property
+    def span_ns(self) -> int:
+        """Time from the earliest to the latest node (ns): the most a path can be."""
+        if self.num_nodes == 0:
+            return 0
+        return int(self.node_ts.max() - self.node_ts.min())
+
+    @property
+    def path_length_ns(self) -> int:
+        """Length of the critical path (ns): the sum of its edges' weights."""
+        return int(self.dist[self.path_nodes[-1]]) if self.path_nodes.size else 0
+
+    @property
+    def critical_path_nodes(self) -> list[int]:
+        """Node ids on the critical path (HTA's attribute name)."""
+        return self.path_nodes.tolist()
+
+    @property
+    def critical_path_events_set(self) -> set[int]:
+        """Rows of the events with a node on the critical path (HTA's attribute name)."""
+        return set(np.unique(self.node_event[self.path_nodes]).tolist())
+
+    def edges_frame(self) -> pd.DataFrame:
+        """Every edge as a row: src/dst node, type, weight (ns) and whether it is critical."""
+        critical = np.zeros(self.num_edges, dtype=bool)
+        critical[self.path_edges] = True
+        return pd.DataFrame({
+            "src_node": self.edge_src,
+            "dst_node": self.edge_dst,
+            "src_event": self.node_event[self.edge_src],
+            "dst_event": self.node_event[self.edge_dst],
+            "type": pd.Categorical.from_codes(self.edge_type, categories=list(EDGE_TYPES)),
+            "weight(ns)": self.edge_weight,
+            "critical": critical,
+        })
+
+    # -- HTA-compatible helpers ------------------------------------------------------------
+    def get_critical_path_breakdown(self, data_load_events: list[str] | None = None
+                                    ) -> pd.DataFrame:
+        """One row per critical path edge; see :func:`.attribution.path_frame`."""
+        from hta.analysis.critical_path.attribution import path_frame
+
+        return path_frame(self, data_load_events)
+
+    def summary(self) -> pd.Series:
+        """Percent of the critical path's length per bound type (HTA's ``summary()``)."""
+        from hta.analysis.critical_path.attribution import bound_summary, path_frame
+
+        table = bound_summary(path_frame(self))
+        return table.set_index("bound_by")["duration_pctg"]
+
+
+# ---------------------------------------------------------------------------------------
+# choosing the window
+
+
+def select_window(
+    rt: RankTrace, annotation: str | None, instance_id: int | tuple[int, int] | None
+) -> tuple[int, int, str]:
+    """The ``[start, end]`` (ns) analysed and a label for it.
+
+    ``annotation`` None or "" means the whole trace. Otherwise the CPU events (user
+    annotations, operators, Python functions) whose name contains ``annotation`` are its
+    instances, in start order; ``instance_id`` picks one (0-based; None = the first) or an
+    inclusive range ``(first, last)``, and the window runs from the earliest start to the
+    latest end of the picked instances.
+    """
+    ev = rt.events
+    if not annotation:
+        if len(ev) == 0:
+            raise ValueError(f"rank {rt.rank} has no events to analyse")
+        return int(ev["ts"].min()), int(ev["end"].max()), ""
+    ids = [i for i, s in enumerate(rt.symbols) if annotation in s]
+    codes = ev["kind"].cat.codes.to_numpy()
+    mask = np.isin(codes, [KIND_CODE[k] for k in WINDOW_KINDS])
+    mask &= np.isin(ev["name"].to_numpy(), ids) if ids else False
+    rows = np.flatnonzero(mask)
+    if rows.size == 0:
+        raise ValueError(
+            f"rank {rt.rank}: no CPU event's name contains {annotation!r}; pass another "
+            "annotation, or annotation='' to analyse the whole trace"
+        )
+    if instance_id is None:
+        first = last = 0
+    elif isinstance(instance_id, tuple):
+        first, last = int(instance_id[0]), int(instance_id[1])
+    else:
+        first = last = int(instance_id)
+    if not (0 <= first <= last < rows.size):
+        raise ValueError(
+            f"rank {rt.rank}: instance_id {instance_id!r} is out of range; {annotation!r} "
+            f"has {rows.size} instance(s), numbered 0 to {rows.size - 1}"
+        )
+    picked = rows[first:last + 1]
+    start = int(ev["ts"].to_numpy()[picked].min())
+    end = int(ev["end"].to_numpy()[picked].max())
+    label = annotation if first == last else f"{annotation}[{first}:{last}]"
+    return start, end, label
+
+
+# ---------------------------------------------------------------------------------------
+# building the graph
+
+
+@dataclass
+class _Cols:
+    """The event columns the builder needs, as NumPy arrays."""
+
+    ts: np.ndarray
+    end: np.ndarray
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    stream: np.ndarray
+    corr: np.ndarray
+    ic: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    codes: np.ndarray
+    name: np.ndarray
+
+    @classmethod
+    def of(cls, ev: pd.DataFrame) -> _Cols:
+        return cls(
+            ts=ev["ts"].to_numpy(np.int64), end=ev["end"].to_numpy(np.int64),
+            dur=ev["dur"].to_numpy(np.int64), pid=ev["pid"].to_numpy(np.int64),
+            tid=ev["tid"].to_numpy(np.int64), stream=_stream_ids(ev["stream"].to_numpy()),
+            corr=ev["correlation"].to_numpy(np.int64),
+            ic=ev["index_correlation"].to_numpy(np.int64),
+            parent=ev["parent"].to_numpy(np.int64), depth=ev["depth"].to_numpy(np.int64),
+            codes=ev["kind"].cat.codes.to_numpy().astype(np.int16),
+            name=ev["name"].to_numpy(np.int64),
+        )
+
+
+def _stream_ids(values: np.ndarray) -> np.ndarray:
+    """Stream ids with "no stream" as -1 (old traces write it as 4294967295, a uint32 -1)."""
+    values = np.asarray(values, dtype=np.int64)
+    return np.where((values < 0) | (values >= 2**31 - 1), -1, values)
+
+
+def _kind_mask(codes: np.ndarray, kinds: frozenset[str] | set[str]) -> np.ndarray:
+    return np.isin(codes, [KIND_CODE[k] for k in kinds])
+
+
+def _names_matching(symbols: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+    return np.asarray([i for i, s in enumerate(symbols) if pattern.search(s)], dtype=np.int64)
+
+
+class _Streams:
+    """GPU work of the whole rank per (device, stream), for dependency look-ups.
+
+    ``enqueued`` is when work was put on its stream: its launch call's start, or its own
+    start when no launch is known.
+    """
+
+    def __init__(self, c: _Cols, gpu_rows: np.ndarray) -> None:
+        self.c = c
+        stream = np.where(c.stream[gpu_rows] >= 0, c.stream[gpu_rows], c.tid[gpu_rows])
+        device = c.pid[gpu_rows]
+        ic = c.ic[gpu_rows]
+        enq = np.where(ic >= 0, c.ts[np.clip(ic, 0, None)], c.ts[gpu_rows])
+        self.groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if gpu_rows.size == 0:
+            return
+        order = np.lexsort((c.ts[gpu_rows], enq, stream, device))
+        rows, device, stream, enq = gpu_rows[order], device[order], stream[order], enq[order]
+        cut = np.flatnonzero((np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
+        for part in np.split(np.arange(rows.size), cut):
+            r = rows[part]
+            ends = c.end[r]
+            # running arg-max of the end: the work that finishes last among the first k
+            best = np.maximum.accumulate(np.where(ends == np.maximum.accumulate(ends),
+                                                  np.arange(r.size), 0))
+            self.groups[(int(device[part[0]]), int(stream[part[0]]))] = (enq[part], r, r[best])
+        self.devices = sorted({d for d, _ in self.groups})
+
+    def streams_of(self, device: int) -> list[int]:
+        """Streams of a device that carry GPU work."""
+        return [s for d, s in self.groups if d == device]
+
+    def last_enqueued_before(self, device: int, stream: int, times: np.ndarray) -> np.ndarray:
+        """Per time ``T``: the work on the stream enqueued before ``T`` that ends last, or -1.
+
+        A synchronization on a stream (or on an event recorded on it at ``T``) waits for
+        all work enqueued before ``T``; the latest-ending of it is the one it waits for.
+        """
+        group = self.groups.get((device, stream))
+        out = np.full(times.shape[0], -1, dtype=np.int64)
+        if group is None:
+            return out
+        enq, _, best = group
+        pos = np.searchsorted(enq, times, side="left") - 1
+        ok = pos >= 0
+        out[ok] = best[pos[ok]]
+        return out
+
+    def first_enqueued_from(self, device: int, stream: int, times: np.ndarray) -> np.ndarray:
+        """Per time ``T``: the first work enqueued on the stream at or after ``T``, or -1."""
+        group = self.groups.get((device, stream))
+        out = np.full(times.shape[0], -1, dtype=np.int64)
+        if group is None:
+            return out
+        enq, rows, _ = group
+        pos = np.searchsorted(enq, times, side="left")
+        ok = pos < rows.size
+        out[ok] = rows[pos[ok]]
+        return out
+
+
+class _EdgeList:
+    """Edges between events' start/end points, collected by type."""
+
+    def __init__(self) -> None:
+        self.src: list[np.ndarray] = []
+        self.dst: list[np.ndarray] = []
+        self.type: list[np.ndarray] = []
+
+    def add(self, src: np.ndarray, dst: np.ndarray, kind: str) -> None:
+        if src.size:
+            self.src.append(src.astype(np.int64))
+            self.dst.append(dst.astype(np.int64))
+            self.type.append(np.full(src.size, EDGE_CODE[kind], dtype=np.int8))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.src:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z.copy(), np.zeros(0, dtype=np.int8)
+        return np.concatenate(self.src), np.concatenate(self.dst), np.concatenate(self.type)
+
+
+def build_graph(
+    rt: RankTrace,
+    annotation: str | None = "ProfilerStep",
+    instance_id: int | tuple[int, int] | None = None,
+) -> CriticalPathGraph:
+    """Build the critical path DAG of one rank's window (longest path not yet computed).
+
+    CPU events (operators, annotations, Python functions, runtime calls) are selected
+    when they start inside the window; GPU work when the call that launched it is
+    selected, or, for GPU work with no known launch, when it starts inside the window.
+    See the module docstring for the nodes, edges and weights.
+    """
+    start_ns, end_ns, label = select_window(rt, annotation, instance_id)
+    c = _Cols.of(rt.events)
+    n_ev = c.ts.shape[0]
+    cpu = _kind_mask(c.codes, CPU_NODE_KINDS)
+    gpu = _kind_mask(c.codes, GPU_WORK_KINDS)
+    in_window = (c.ts >= start_ns) & (c.ts <= end_ns)
+    sel_cpu = cpu & in_window
+    launched = c.ic >= 0
+    sel_gpu = gpu & np.where(launched, sel_cpu[np.clip(c.ic, 0, None)], in_window)
+    rows = np.flatnonzero(sel_cpu | sel_gpu)
+    local = np.full(n_ev, -1, dtype=np.int64)
+    local[rows] = np.arange(rows.size)
+    dropped: dict[str, int] = {}
+
+    # -- nodes, numbered in (time, tie rank) order ---------------------------------------
+    m = rows.size
+    is_gpu = gpu[rows]
+    ts, end, dur = c.ts[rows], c.end[rows], c.dur[rows]
+    depth = np.where(is_gpu, 0, c.depth[rows])
+    k2 = np.r_[np.arange(m), np.arange(m)]
+    is_end = np.r_[np.zeros(m, dtype=bool), np.ones(m, dtype=bool)]
+    t = np.r_[ts, end]
+    g2 = np.r_[is_gpu, is_gpu]
+    zero = np.r_[dur == 0, dur == 0]
+    group = np.where(zero, 1, np.where(is_end, 0, 2))
+    lane = np.where(group == 0, ~g2, g2).astype(np.int8)
+    tb1 = np.where(group == 0, -np.r_[ts, ts], np.where(group == 2, -np.r_[end, end], k2))
+    tb2 = np.where(group == 0, -np.r_[depth, depth],
+                   np.where(group == 2, np.r_[depth, depth], is_end))
+    order = np.lexsort((is_end, k2, tb2, tb1, lane, group, t))
+    node_event = rows[k2[order]]
+    node_is_start = ~is_end[order]
+    node_ts = t[order]
+    position = np.empty(2 * m, dtype=np.int64)
+    position[order] = np.arange(2 * m)
+    start_node, end_node = position[:m], position[m:]
+
+    edges = _EdgeList()
+    # -- gpu: execution of each GPU event ------------------------------------------------
+    gl = np.flatnonzero(is_gpu)
+    edges.add(start_node[gl], end_node[gl], "gpu")
+
+    # -- cpu: consecutive points of each thread --------------------------------------------
+    cpu_nodes = np.flatnonzero(~is_gpu[k2[order]])
+    if cpu_nodes.size:
+        ev_rows = node_event[cpu_nodes]
+        thread = _dense(c.pid[ev_rows], c.tid[ev_rows])
+        o = np.lexsort((cpu_nodes, thread))
+        seq, th = cpu_nodes[o], thread[o]
+        same = th[1:] == th[:-1]
+        edges.add(seq[:-1][same], seq[1:][same], "cpu")
+
+    # -- launch: runtime call start -> GPU event start -------------------------------------
+    launch_local = local[np.clip(c.ic[rows[gl]], 0, None)]
+    has = (c.ic[rows[gl]] >= 0) & (launch_local >= 0)
+    edges.add(start_node[launch_local[has]], start_node[gl[has]], "launch")
+
+    external = np.full(2 * m, -1, dtype=np.int64)
+
+    def wait_on(src_rows: np.ndarray, dst_nodes: np.ndarray, src_is_end: bool, kind: str,
+                reason: str) -> None:
+        """Edges from GPU work (rows) to nodes; work outside the window becomes external."""
+        ok = src_rows >= 0
+        src_rows, dst_nodes = src_rows[ok], dst_nodes[ok]
+        src_t = c.end[src_rows] if src_is_end else c.ts[src_rows]
+        backwards = src_t > node_ts[dst_nodes]
+        if backwards.any():
+            dropped[reason] = dropped.get(reason, 0) + int(backwards.sum())
+        src_rows, dst_nodes, src_t = src_rows[~backwards], dst_nodes[~backwards], src_t[~backwards]
+        inside = local[src_rows] >= 0
+        edges.add(end_node[local[src_rows[inside]]], dst_nodes[inside], kind)
+        out = ~inside
+        np.maximum.at(external, dst_nodes[out], src_t[out])
+
+    # -- stream: previous GPU event on the same stream -> next ---------------------------
+    all_gpu = np.flatnonzero(gpu)
+    streams = _Streams(c, all_gpu)
+    if all_gpu.size:
+        s_key = np.where(c.stream[all_gpu] >= 0, c.stream[all_gpu], c.tid[all_gpu])
+        o = np.lexsort((c.end[all_gpu], c.ts[all_gpu], s_key, c.pid[all_gpu]))
+        seq = all_gpu[o]
+        same = (s_key[o][1:] == s_key[o][:-1]) & (c.pid[seq][1:] == c.pid[seq][:-1])
+        prev, nxt = seq[:-1][same], seq[1:][same]
+        keep = local[nxt] >= 0
+        wait_on(prev[keep], start_node[local[nxt[keep]]], True, "stream",
+                "stream order: GPU events overlapping on their stream")
+
+    # -- sync and event_wait ---------------------------------------------------------------
+    _sync_edges(rt, c, rows, local, end_node, start_node, streams, wait_on, dropped)
+
+    src, dst, typ = edges.arrays()
+    src, dst, typ = _enforce_order(src, dst, typ, node_ts, dropped)
+    weight, external = _node_weights(2 * m, src, dst, node_ts, external, dropped)
+    if dropped:
+        logger.warning("rank %d critical path graph: %s", rt.rank,
+                       "; ".join(f"{v} {k}" for k, v in sorted(dropped.items())))
+    return CriticalPathGraph(
+        rank=rt.rank, window_start_ns=start_ns, window_end_ns=end_ns, annotation=label,
+        events=rows, node_event=node_event, node_is_start=node_is_start, node_ts=node_ts,
+        edge_src=src, edge_dst=dst, edge_type=typ, node_weight=weight,
+        external_ready=external, dropped=dropped, trace=rt,
+    )
+
+
+def _dense(*keys: np.ndarray) -> np.ndarray:
+    """Dense group ids of the rows of the key columns."""
+    _, inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _sync_edges(rt: RankTrace, c: _Cols, rows: np.ndarray, local: np.ndarray,
+                end_node: np.ndarray, start_node: np.ndarray, streams: _Streams,
+                wait_on: Any, dropped: dict[str, int]) -> None:
+    """``sync`` edges into CPU call ends and ``event_wait`` edges between streams.
+
+    ``cuda_sync`` records are classified by their fields, not their names: a record on a
+    stream that names a stream to wait on is a GPU-side wait (``Stream Wait Event``); a
+    record on no stream that names a stream or an event is an event synchronize; a record
+    on a stream alone is a stream synchronize; a record with neither is a device
+    synchronize when its call is a device synchronize by name (an unresolved one
+    otherwise). An event wait waits for the work enqueued on ``wait_on_stream`` before
+    the ``cudaEventRecord`` call named by ``wait_on_cuda_event_record_corr_id``; older
+    traces leave that id out, and then the waiting call's own start stands in for the
+    record's time (the event was recorded before it).
+    """
+    sync_code = KIND_CODE["runtime_sync"]
+    launch_code = KIND_CODE["runtime_launch"]
+    n = c.ts.shape[0]
+    records = np.flatnonzero((c.codes == KIND_CODE["gpu_sync"]) & (c.ic >= 0))
+    args = rt.tables.get("sync_args")
+    wait_stream = np.full(n, -1, dtype=np.int64)
+    wait_corr = np.full(n, -1, dtype=np.int64)
+    if args is not None and len(args):
+        idx = args["index"].to_numpy(np.int64)
+        wait_stream[idx] = _stream_ids(args["wait_on_stream"].to_numpy())
+        wait_corr[idx] = args["wait_on_event_correlation"].to_numpy(np.int64)
+    # the time of the cudaEventRecord call with a given correlation id
+    runtime_rows = np.flatnonzero(_kind_mask(c.codes, RUNTIME_KINDS) & (c.corr >= 0))
+    r_order = np.argsort(c.corr[runtime_rows], kind="stable")
+    r_corr = c.corr[runtime_rows][r_order]
+    r_rows = runtime_rows[r_order]
+
+    def recorded_at(recs: np.ndarray) -> np.ndarray:
+        """When the event a record waits for was recorded (-1: unknown)."""
+        corrs = wait_corr[recs]
+        out = np.full(recs.shape[0], -1, dtype=np.int64)
+        if r_corr.size:
+            pos = np.clip(np.searchsorted(r_corr, corrs), 0, r_corr.size - 1)
+            hit = (r_corr[pos] == corrs) & (corrs >= 0)
+            out[hit] = c.ts[r_rows[pos[hit]]]
+        no_id = corrs < 0
+        out[no_id] = c.ts[c.ic[recs[no_id]]]  # older traces: the waiting call's start
+        return out
+
+    rec_stream = c.stream[records]
+    on_stream = rec_stream >= 0
+    names_stream = wait_stream[records] >= 0
+    names_event = wait_corr[records] >= 0
+    unresolved = 0
+    # GPU -> GPU: a stream waits for work on another stream (cudaStreamWaitEvent)
+    gg = records[on_stream & names_stream]
+    for dev, stream_w, stream_y in set(zip(c.pid[gg].tolist(), c.stream[gg].tolist(),
+                                           wait_stream[gg].tolist())):
+        part = gg[(c.pid[gg] == dev) & (c.stream[gg] == stream_w) & (wait_stream[gg] == stream_y)]
+        t_rec = recorded_at(part)
+        src = np.where(t_rec >= 0, streams.last_enqueued_before(dev, stream_y, t_rec), -1)
+        unresolved += int((t_rec < 0).sum())
+        dst = streams.first_enqueued_from(dev, stream_w, c.ts[c.ic[part]])
+        ok = (dst >= 0) & (local[np.clip(dst, 0, None)] >= 0)
+        wait_on(src[ok], start_node[local[dst[ok]]], True, "event_wait",
+                "event waits ending after the waiting GPU event starts")
+    # GPU -> CPU, with a record: event, stream and device synchronize
+    calls = c.ic[records]
+    call_ok = (c.codes[calls] == sync_code) & (local[calls] >= 0)
+    pairs_src: list[np.ndarray] = []
+    pairs_call: list[np.ndarray] = []
+    ev_sync = records[call_ok & ~on_stream & (names_stream | names_event)]
+    for dev, stream_y in set(zip(c.pid[ev_sync].tolist(), wait_stream[ev_sync].tolist())):
+        part = ev_sync[(c.pid[ev_sync] == dev) & (wait_stream[ev_sync] == stream_y)]
+        t_rec = recorded_at(part)
+        if stream_y < 0:  # the event's stream is unknown
+            unresolved += part.size
+            continue
+        src = np.where(t_rec >= 0, streams.last_enqueued_before(dev, stream_y, t_rec), -1)
+        unresolved += int((t_rec < 0).sum())
+        pairs_src.append(src)
+        pairs_call.append(c.ic[part])
+    st_sync = records[call_ok & on_stream & ~names_stream]
+    for dev, stream_s in set(zip(c.pid[st_sync].tolist(), c.stream[st_sync].tolist())):
+        part = st_sync[(c.pid[st_sync] == dev) & (c.stream[st_sync] == stream_s)]
+        pairs_src.append(streams.last_enqueued_before(dev, stream_s, c.ts[c.ic[part]]))
+        pairs_call.append(c.ic[part])
+    bare_record = call_ok & ~on_stream & ~names_stream & ~names_event
+    device_call = np.isin(c.name[calls], _names_matching(rt.symbols, DEVICE_SYNC_CALLS))
+    unresolved += int((bare_record & ~device_call).sum())
+    dev_sync = records[bare_record & device_call]
+    for dev in set(c.pid[dev_sync].tolist()):
+        part = dev_sync[c.pid[dev_sync] == dev]
+        for s in streams.streams_of(dev):
+            pairs_src.append(streams.last_enqueued_before(dev, s, c.ts[c.ic[part]]))
+            pairs_call.append(c.ic[part])
+    # GPU -> CPU, without a record: the scope comes from the call's name
+    with_record = np.zeros(n, dtype=bool)
+    with_record[calls] = True
+    bare = rows[(c.codes[rows] == sync_code) & ~with_record[rows]]
+    if bare.size:
+        is_dev = np.isin(c.name[bare], _names_matching(rt.symbols, DEVICE_SYNC_CALLS))
+        is_st = np.isin(c.name[bare], _names_matching(rt.symbols, STREAM_SYNC_CALLS))
+        is_st &= c.stream[bare] >= 0
+        for dev in streams.devices:
+            for s in streams.streams_of(dev):
+                part = bare[is_dev | (is_st & (c.stream[bare] == s))]
+                pairs_src.append(streams.last_enqueued_before(dev, s, c.ts[part]))
+                pairs_call.append(part)
+        unresolved += int((~is_dev & ~is_st).sum())
+    # GPU -> CPU: blocking memcpy
+    copies = rows[_kind_mask(c.codes[rows], {k for k in KINDS if k.startswith("memcpy")})]
+    copies = copies[c.ic[copies] >= 0]
+    launcher = c.ic[copies]
+    by_launch = c.codes[launcher] == launch_code
+    copies, launcher = copies[by_launch], launcher[by_launch]
+    if copies.size:
+        sync_call = np.isin(c.name[launcher], _names_matching(rt.symbols, BLOCKING_MEMCPY_CALLS))
+        pageable = np.isin(c.name[copies], _names_matching(rt.symbols, PAGEABLE))
+        htod = c.codes[copies] == KIND_CODE["memcpy_htod"]
+        dtoh = c.codes[copies] == KIND_CODE["memcpy_dtoh"]
+        blocking = (sync_call & ~(htod & pageable)) | (dtoh & pageable)
+        pairs_src.append(copies[blocking])
+        pairs_call.append(launcher[blocking])
+    if unresolved:
+        dropped["synchronizations that could not be resolved"] = unresolved
+    if pairs_src:
+        src = np.concatenate(pairs_src)
+        call = np.concatenate(pairs_call)
+        ok = (src >= 0) & (local[call] >= 0)
+        wait_on(src[ok], end_node[local[call[ok]]], True, "sync",
+                "synchronizations ending before the GPU work they wait for")
+
+
+def _enforce_order(src: np.ndarray, dst: np.ndarray, typ: np.ndarray, node_ts: np.ndarray,
+                   dropped: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep edges that go forward in node order, once each, sorted by destination."""
+    forward = src < dst
+    if not forward.all():
+        back_in_time = node_ts[src] > node_ts[dst]
+        n_time = int((~forward & back_in_time).sum())
+        n_tie = int((~forward & ~back_in_time).sum())
+        if n_time:
+            dropped["edges going backwards in time"] = n_time
+        if n_tie:
+            dropped["edges between equal times that would close a cycle"] = n_tie
+        src, dst, typ = src[forward], dst[forward], typ[forward]
+    # one edge per (src, dst) pair; the first type added wins
+    order = np.lexsort((np.arange(src.size), src, dst))
+    src, dst, typ = src[order], dst[order], typ[order]
+    if src.size:
+        first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
+        src, dst, typ = src[first], dst[first], typ[first]
+    return src, dst, typ
+
+
+def _node_weights(n: int, src: np.ndarray, dst: np.ndarray, node_ts: np.ndarray,
+                  external: np.ndarray, dropped: dict[str, int]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``w(v) = ts(v) - R(v)`` with ``R(v)`` the latest predecessor or external wait."""
+    ready = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    if dst.size:  # edges are sorted by dst
+        starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+        ready[dst[starts]] = np.maximum.reduceat(node_ts[src], starts)
+    has_pred = ready > np.iinfo(np.int64).min
+    ext_ok = (external >= 0) & has_pred
+    late = ext_ok & (external > node_ts)
+    if late.any():  # cannot happen: wait_on drops them; kept as a guard
+        dropped["external waits after the node"] = int(late.sum())
+    ready = np.where(ext_ok & ~late, np.maximum(ready, external), ready)
+    weight = np.where(has_pred, node_ts - ready, 0).astype(np.int64)
+    external = np.where(ext_ok & ~late, external, -1)
+    return weight, external
