@@ -1,0 +1,110 @@
+"""Idle time breakdown on hand-built traces: exact ns per stream and category."""
+
+from __future__ import annotations
+
+import pytest
+from breakdown_cases import idle_case, load
+
+from hta.analysis.idle import (
+    idle_interval_stats,
+    idle_intervals,
+    idle_time_breakdown,
+    idle_time_breakdown_and_stats,
+)
+
+DELAY = 1_000  # ns
+
+
+def _table(df):
+    return {(r.stream, r.idle_category): (round(r.idle_time * 1000), r.idle_intervals)
+            for r in df.itertuples()}
+
+
+def test_categories_per_stream(tmp_path):
+    a = load(tmp_path, idle_case())
+    got = _table(idle_time_breakdown(a.t, consecutive_kernel_delay_ns=DELAY))
+    assert got == {
+        (7, "host_wait"): (33_500, 2), (7, "kernel_wait"): (1_200, 3), (7, "other"): (14_000, 2),
+        (9, "host_wait"): (0, 0), (9, "kernel_wait"): (500, 1), (9, "other"): (0, 0),
+        (24, "host_wait"): (0, 0), (24, "kernel_wait"): (0, 0), (24, "other"): (0, 0),
+    }
+
+
+def test_ratios(tmp_path):
+    a = load(tmp_path, idle_case())
+    df = idle_time_breakdown(a.t, consecutive_kernel_delay_ns=DELAY).set_index(
+        ["stream", "idle_category"])
+    assert df.loc[(7, "host_wait"), "idle_time_ratio"] == 33_500 / 48_700
+    assert df.loc[(9, "kernel_wait"), "idle_time_ratio"] == 1.0
+    assert df.loc[(24, "other"), "idle_time_ratio"] == 0.0  # never idle: 0, not NaN
+
+
+def test_each_gap_with_its_bounds(tmp_path):
+    a = load(tmp_path, idle_case())
+    iv = idle_intervals(a.t, streams=7, consecutive_kernel_delay_ns=DELAY)
+    got = [(r.start, r.end, r.idle_category, r.iteration) for r in iv.itertuples()]
+    assert got == [
+        (10_000, 10_400, "kernel_wait", 1), (12_000, 21_000, "host_wait", 1),
+        (25_000, 30_000, "other", 1), (31_000, 55_500, "host_wait", 2),
+        (60_500, 60_700, "kernel_wait", 2), (61_000, 70_000, "other", 2),
+        (71_000, 71_600, "kernel_wait", 2),
+    ]
+    assert iv["idle_time(ns)"].tolist() == [400, 9_000, 5_000, 24_500, 200, 9_000, 600]
+
+
+def test_threshold_is_strict_and_in_ns(tmp_path):
+    a = load(tmp_path, idle_case())
+    got = _table(idle_time_breakdown(a.t, streams=[7], consecutive_kernel_delay_ns=400))
+    # gap 400 is not < 400 -> other; 200 stays kernel wait; 600 becomes other
+    assert got[(7, "kernel_wait")] == (200, 1)
+    assert got[(7, "other")] == (14_000 + 400 + 600, 4)
+    # the default threshold is 30 µs = 30_000 ns: every non-host gap below it is kernel wait
+    default = _table(idle_time_breakdown(a.t, streams=[7]))
+    assert default[(7, "kernel_wait")] == (1_200 + 5_000 + 9_000, 5)
+
+
+def test_iterations_exclude_gaps_between_steps(tmp_path):
+    a = load(tmp_path, idle_case())
+    step2 = _table(idle_time_breakdown(a.t, streams=7, iterations=[2],
+                                       consecutive_kernel_delay_ns=DELAY))
+    assert step2 == {(7, "host_wait"): (0, 0), (7, "kernel_wait"): (800, 2),
+                     (7, "other"): (9_000, 1)}
+    both = _table(idle_time_breakdown(a.t, streams=7, iterations=[1, 2],
+                                      consecutive_kernel_delay_ns=DELAY))
+    assert both[(7, "host_wait")] == (9_000, 1)  # the 24_500 between the steps is left out
+
+
+def test_interval_stats(tmp_path):
+    a = load(tmp_path, idle_case())
+    df, stats = idle_time_breakdown_and_stats(a.t, streams=7, consecutive_kernel_delay_ns=DELAY,
+                                              show_idle_interval_stats=True)
+    s = stats.set_index("idle_category")
+    assert s.loc["kernel_wait", "count"] == 3
+    assert s.loc["kernel_wait", "mean"] == pytest.approx(0.4)  # µs
+    assert s.loc["kernel_wait", "min"] == 0.2
+    assert s.loc["kernel_wait", "max"] == 0.6
+    assert s.loc["host_wait", "50%"] == pytest.approx((9.0 + 24.5) / 2)
+    assert len(df) == 3
+    none = idle_time_breakdown_and_stats(a.t, consecutive_kernel_delay_ns=DELAY)[1]
+    assert none is None
+    assert idle_interval_stats(idle_intervals(a.t, streams=9)).shape[0] == 1
+
+
+def test_bad_threshold_is_a_clear_error(tmp_path):
+    a = load(tmp_path, idle_case())
+    with pytest.raises(ValueError, match="nanoseconds"):
+        idle_time_breakdown(a.t, consecutive_kernel_delay_ns=-1)
+    with pytest.raises(ValueError, match="nanoseconds"):
+        idle_time_breakdown(a.t, consecutive_kernel_delay_ns=1.5)
+
+
+def test_rows_dropped_after_loading_keep_launch_links(tmp_path):
+    # index_correlation holds ``index`` values, which are positions only until rows are
+    # dropped: drop the first row (ProfilerStep#1, iteration already assigned) so every
+    # position shifts by one; host waits must still find their launch calls
+    a = load(tmp_path, idle_case())
+    rt = a.t.rank(0)
+    rt.events = rt.events.iloc[1:].reset_index(drop=True)
+    got = _table(idle_time_breakdown(a.t, streams=7, consecutive_kernel_delay_ns=DELAY))
+    assert got == {(7, "host_wait"): (33_500, 2), (7, "kernel_wait"): (1_200, 3),
+                   (7, "other"): (14_000, 2)}
