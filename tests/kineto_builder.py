@@ -115,6 +115,19 @@ class TraceBuilder:
                            cpu_dur=cpu_dur, gpu_ts=gpu_ts, gpu_dur=gpu_dur,
                            launcher="cudaMemcpyAsync", bytes=nbytes, **kw)
 
+    def graph_launch(self, kernels: list[tuple[str, int, int, int]], *, cpu_ts: int,
+                     cpu_dur: int, launcher: str = "cudaGraphLaunch", tid: Any = CPU_TID,
+                     graph_id: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One graph launch and its kernels ``(name, gpu_ts, gpu_dur, stream)``, all sharing
+        the launch's fresh correlation id, as Kineto writes CUDA graph replays."""
+        corr = self._next_corr
+        self._next_corr += 1
+        rt = self.runtime(launcher, cpu_ts, cpu_dur, correlation=corr, tid=tid)
+        gpu = [self.kernel(name, ts, dur, stream=stream, correlation=corr,
+                           **{"graph id": graph_id, "graph node id": node})
+               for node, (name, ts, dur, stream) in enumerate(kernels)]
+        return rt, gpu
+
     # -- other phases ---------------------------------------------------------------
     def instant(self, name: str, ts: int, **args: Any) -> dict[str, Any]:
         """An ``i`` event (``[memory]`` events use cat ``cpu_instant_event``)."""

@@ -1,0 +1,202 @@
+"""Kernel launch statistics: how long each launch call took, how long its GPU work ran,
+and how long the work waited between the end of the call and its start on the GPU.
+
+Pairs
+-----
+A *launch* is an event whose ``kind`` is ``runtime_launch`` (the rule table in
+:mod:`hta.model.rules` decides which runtime and driver calls that covers: CUDA
+``cudaLaunchKernel``/``cudaLaunchKernelExC``/cooperative launches, driver ``cuLaunchKernel``,
+``cudaGraphLaunch``, async memcpy/memset calls, and their HIP equivalents). A *GPU event*
+is an event whose kind is in :data:`~hta.model.rules.GPU_WORK_KINDS` (kernels, memcpy,
+memset). A GPU event is *paired* when its ``index_correlation`` names a launch. A graph
+launch enqueues many kernels under one correlation id: each of them is paired with the
+same launch, so a graph launch gives one row per kernel.
+
+*Unpaired launches* (no GPU event in the trace, e.g. the kernel ran after the profiler
+stopped) and *unpaired GPU events* (no launch in the trace, or linked to a runtime call the
+rule table does not call a launch) are counted by :func:`launch_pairing_summary` and left
+out of the statistics.
+
+Columns of :func:`cuda_kernel_launch_stats` (times in µs, computed from integer ns):
+
+* ``cpu_duration(us)``: duration of the launch call;
+* ``gpu_duration(us)``: duration of the GPU event;
+* ``launch_delay(us)``: GPU event start minus launch call end. It is negative when the GPU
+  starts the work before the call returns, which happens; it is kept as is.
+* ``short_kernel``: ``gpu_duration < cpu_duration`` and ``cpu_duration <= runtime_cutoff``
+  (the GPU finished the work faster than the CPU took to issue it);
+* ``runtime_outlier``: ``cpu_duration > runtime_cutoff``;
+* ``launch_delay_outlier``: ``launch_delay > launch_delay_cutoff``.
+
+Example: ``cudaLaunchKernel`` at 100 ns lasting 4000 ns, its kernel at 5000 ns lasting
+2000 ns: ``cpu_duration`` 4.0, ``gpu_duration`` 2.0, ``launch_delay`` 0.9 µs
+(5000 - 4100 ns); with the default cutoffs it is a short kernel and no outlier.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.rowmap import RowMap
+from hta.analysis.select import select_ranks
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
+from hta.model.trace import RankTrace, Trace
+
+logger = logging.getLogger(__name__)
+
+#: HTA's defaults, in µs.
+RUNTIME_CUTOFF_US = 50
+LAUNCH_DELAY_CUTOFF_US = 100
+
+LAUNCH_STATS_COLUMNS = [
+    "rank", "correlation", "launch_index", "gpu_index", "launch_name", "name", "kind",
+    "stream", "cpu_duration(us)", "gpu_duration(us)", "launch_delay(us)", "short_kernel",
+    "runtime_outlier", "launch_delay_outlier",
+]
+PAIRING_COLUMNS = [
+    "rank", "launches", "paired_launches", "unpaired_launches", "gpu_events",
+    "paired_gpu_events", "unpaired_gpu_events", "gpu_before_launch",
+]
+
+_GPU_WORK_CODES = kind_codes(GPU_WORK_KINDS)
+_MEMORY_CODES = kind_codes(MEMORY_KINDS)
+_LAUNCH_CODE = KIND_CODE["runtime_launch"]
+
+
+@dataclass(frozen=True)
+class LaunchPairs:
+    """Row positions of the paired (launch, GPU event) rows of one events table.
+
+    ``launch[i]`` enqueued ``gpu[i]``; a graph launch appears once per kernel. The
+    unpaired rows are listed apart.
+    """
+
+    launch: np.ndarray
+    gpu: np.ndarray
+    unpaired_launches: np.ndarray
+    unpaired_gpu: np.ndarray
+
+
+def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
+    """Pair GPU work rows with their ``runtime_launch`` rows (see the module docstring)."""
+    codes = events["kind"].cat.codes.to_numpy()
+    is_launch = codes == _LAUNCH_CODE
+    gpu_rows = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
+    partner = RowMap(events).positions(events["index_correlation"].to_numpy()[gpu_rows])
+    ok = partner >= 0
+    ok[ok] = is_launch[partner[ok]]
+    launch = partner[ok]
+    paired_launch = np.zeros(len(codes), dtype=bool)
+    paired_launch[launch] = True
+    return LaunchPairs(
+        launch=launch,
+        gpu=gpu_rows[ok],
+        unpaired_launches=np.flatnonzero(is_launch & ~paired_launch),
+        unpaired_gpu=gpu_rows[~ok],
+    )
+
+
+def launch_pairing_summary(trace: Trace, ranks: Iterable[int] | int | None = None
+                           ) -> pd.DataFrame:
+    """Per rank, how many launches and GPU events were paired (columns :data:`PAIRING_COLUMNS`).
+
+    ``launches``: rows of kind ``runtime_launch``; ``paired_launches``: those with at
+    least one GPU event; ``gpu_events``: GPU work rows; ``paired_gpu_events``: those with
+    a launch (a graph launch pairs with all its kernels, so this can exceed
+    ``paired_launches``); ``gpu_before_launch``: paired GPU events that start before their
+    launch call starts (clock skew between the CPU and GPU timelines).
+    """
+    rows = []
+    for rt in select_ranks(trace, ranks):
+        ev = rt.events
+        pairs = launch_pairs(ev)
+        ts = ev["ts"].to_numpy()
+        n_launch = int(np.count_nonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH_CODE))
+        rows.append({
+            "rank": rt.rank,
+            "launches": n_launch,
+            "paired_launches": n_launch - len(pairs.unpaired_launches),
+            "unpaired_launches": len(pairs.unpaired_launches),
+            "gpu_events": len(pairs.gpu) + len(pairs.unpaired_gpu),
+            "paired_gpu_events": len(pairs.gpu),
+            "unpaired_gpu_events": len(pairs.unpaired_gpu),
+            "gpu_before_launch": int(np.count_nonzero(ts[pairs.gpu] < ts[pairs.launch])),
+        })
+    return pd.DataFrame(rows, columns=PAIRING_COLUMNS)
+
+
+def cuda_kernel_launch_stats(
+    trace: Trace,
+    ranks: Iterable[int] | int | None = None,
+    runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
+    include_memory_events: bool = True,
+) -> pd.DataFrame:
+    """One row per paired (launch, GPU event), columns :data:`LAUNCH_STATS_COLUMNS`.
+
+    Definitions in this module's docstring. ``runtime_cutoff`` and ``launch_delay_cutoff``
+    are in µs and only set the three flag columns. ``include_memory_events=False`` leaves
+    out GPU events of memory kinds (memcpy, memset). Rows are in launch order (launch start,
+    then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
+    """
+    frames = [_rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff,
+                                 include_memory_events)
+              for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return _empty(LAUNCH_STATS_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
+                       include_memory_events: bool) -> pd.DataFrame:
+    ev = rt.events
+    pairs = launch_pairs(ev)
+    launch, gpu = pairs.launch, pairs.gpu
+    codes = ev["kind"].cat.codes.to_numpy()
+    if not include_memory_events:
+        keep = ~np.isin(codes[gpu], _MEMORY_CODES)
+        launch, gpu = launch[keep], gpu[keep]
+    if pairs.unpaired_launches.size or pairs.unpaired_gpu.size:
+        logger.info("rank %d: %d launch(es) without GPU event and %d GPU event(s) without "
+                    "launch left out of the launch statistics", rt.rank,
+                    pairs.unpaired_launches.size, pairs.unpaired_gpu.size)
+    ts = ev["ts"].to_numpy()
+    dur = ev["dur"].to_numpy()
+    end = ev["end"].to_numpy()
+    order = np.lexsort((ts[gpu], ts[launch]))
+    launch, gpu = launch[order], gpu[order]
+    cpu_dur = dur[launch]
+    gpu_dur = dur[gpu]
+    delay = ts[gpu] - end[launch]
+    runtime_ns = runtime_cutoff * 1000.0
+    symbols = np.asarray(rt.symbols, dtype=object)
+    names = ev["name"].to_numpy()
+    stream = ev["stream"].to_numpy()[gpu]
+    stream = np.where(stream >= 0, stream, ev["tid"].to_numpy()[gpu])
+    index = ev["index"].to_numpy()
+    return pd.DataFrame({
+        "rank": rt.rank,
+        "correlation": ev["correlation"].to_numpy()[launch],
+        "launch_index": index[launch],
+        "gpu_index": index[gpu],
+        "launch_name": symbols[names[launch]],
+        "name": symbols[names[gpu]],
+        "kind": pd.Categorical.from_codes(codes[gpu], categories=list(KINDS)),
+        "stream": stream,
+        "cpu_duration(us)": cpu_dur / 1e3,
+        "gpu_duration(us)": gpu_dur / 1e3,
+        "launch_delay(us)": delay / 1e3,
+        "short_kernel": (gpu_dur < cpu_dur) & (cpu_dur <= runtime_ns),
+        "runtime_outlier": cpu_dur > runtime_ns,
+        "launch_delay_outlier": delay > launch_delay_cutoff * 1000.0,
+    }, columns=LAUNCH_STATS_COLUMNS)
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: [] for c in columns})

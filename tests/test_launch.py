@@ -1,0 +1,121 @@
+"""Kernel launch statistics: exact values on a hand-built trace, and on the ROCm sample."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from conftest import shared_trace
+from counters_cases import launch_case, load
+
+from hta.analysis.launch import cuda_kernel_launch_stats, launch_pairing_summary
+from hta.trace_analysis import TraceAnalysis
+
+EXPECTED = [  # launch name, GPU name, cpu ns, gpu ns, delay ns, stream
+    ("cudaLaunchKernel", "k_short", 4_000, 2_000, 100, 7),
+    ("cudaLaunchKernelExC", "k_exc", 60_000, 1_000, 130_000, 7),
+    ("cuLaunchKernel", "k_driver", 2_000, 5_000, -1_000, 7),
+    ("hipLaunchKernel", "k_hip", 3_000, 500, 7_000, 0),
+    ("cudaLaunchCooperativeKernel", "k_coop", 1_000, 1_000, 4_000, 7),
+    ("cudaGraphLaunch", "g2", 10_000, 500, 5_000, 8),
+    ("cudaGraphLaunch", "g0", 10_000, 1_000, 10_000, 7),
+    ("cudaGraphLaunch", "g1", 10_000, 2_000, 11_000, 7),
+    ("cudaMemcpyAsync", "Memcpy HtoD", 2_000, 1_000, 1_000, 24),
+]
+
+
+def _rows(df):
+    ns = {c: [round(x * 1000) for x in df[f"{c}(us)"]]
+          for c in ("cpu_duration", "gpu_duration", "launch_delay")}
+    return list(zip(df["launch_name"], df["name"], ns["cpu_duration"], ns["gpu_duration"],
+                    ns["launch_delay"], df["stream"]))
+
+
+def test_every_launch_family_is_paired_with_exact_times(tmp_path):
+    a = load(tmp_path, launch_case())
+    df = cuda_kernel_launch_stats(a.t)
+    assert _rows(df) == EXPECTED
+    assert df["cpu_duration(us)"].iloc[0] == 4.0
+    assert df["launch_delay(us)"].iloc[0] == 0.1
+
+
+def test_graph_launch_pairs_with_all_its_kernels(tmp_path):
+    a = load(tmp_path, launch_case())
+    df = cuda_kernel_launch_stats(a.t)
+    graph = df[df["launch_name"] == "cudaGraphLaunch"]
+    assert graph["launch_index"].nunique() == 1
+    assert graph["correlation"].nunique() == 1
+    assert sorted(graph["name"]) == ["g0", "g1", "g2"]
+
+
+def test_flags_follow_the_cutoffs(tmp_path):
+    a = load(tmp_path, launch_case())
+    df = cuda_kernel_launch_stats(a.t).set_index("name")
+    # short: gpu < cpu and cpu <= 50 us
+    assert set(df.index[df["short_kernel"]]) == {
+        "k_short", "k_hip", "g0", "g1", "g2", "Memcpy HtoD"}
+    assert set(df.index[df["runtime_outlier"]]) == {"k_exc"}
+    assert set(df.index[df["launch_delay_outlier"]]) == {"k_exc"}
+    tight = cuda_kernel_launch_stats(a.t, runtime_cutoff=2, launch_delay_cutoff=5)
+    tight = tight.set_index("name")
+    assert set(tight.index[tight["runtime_outlier"]]) == {
+        "k_short", "k_exc", "k_hip", "g0", "g1", "g2"}
+    assert set(tight.index[tight["launch_delay_outlier"]]) == {"k_exc", "k_hip", "g0", "g1"}
+
+
+def test_memory_events_can_be_left_out(tmp_path):
+    a = load(tmp_path, launch_case())
+    df = cuda_kernel_launch_stats(a.t, include_memory_events=False)
+    assert "Memcpy HtoD" not in set(df["name"])
+    assert len(df) == len(EXPECTED) - 1
+
+
+def test_pairing_summary_counts_unpaired_events(tmp_path):
+    a = load(tmp_path, launch_case())
+    row = launch_pairing_summary(a.t).iloc[0]
+    assert row.to_dict() == {
+        "rank": 0, "launches": 8, "paired_launches": 7, "unpaired_launches": 1,
+        "gpu_events": 10, "paired_gpu_events": 9, "unpaired_gpu_events": 1,
+        "gpu_before_launch": 0,
+    }
+
+
+def test_rows_dropped_after_loading_keep_links_right(tmp_path):
+    a = load(tmp_path, launch_case())
+    rt = a.t.rank(0)
+    full = cuda_kernel_launch_stats(a.t)
+    first_launch = rt.events["index"][rt.decoded()["name"] == "cudaLaunchKernel"].iloc[0]
+    rt.events = rt.events[rt.events["index"] != first_launch].reset_index(drop=True)
+    df = cuda_kernel_launch_stats(a.t)
+    assert _rows(df) == _rows(full)[1:]
+
+
+def test_facade_returns_the_table(tmp_path):
+    a = load(tmp_path, launch_case())
+    df = a.get_cuda_kernel_launch_stats(visualize=False)
+    assert len(df) == len(EXPECTED)
+    with pytest.raises(TypeError, match="visualize"):
+        a.get_cuda_kernel_launch_stats(False)
+
+
+def test_launch_stats_on_the_rocm_sample():
+    folder = shared_trace("amd_trace")
+    path = next(folder.glob("*.json.gz"))
+    a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    df = cuda_kernel_launch_stats(a.t)
+    assert len(df) > 0
+    # independently: pair GPU work with cuda_runtime calls by correlation in the JSON
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    runtime = {e["args"]["correlation"]: e for e in events
+               if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    pairs = [(runtime[g["args"]["correlation"]], g) for g in gpu
+             if g["args"].get("correlation") in runtime]
+    assert len(df) == len(pairs)
+    expected = sorted(round(float(r["dur"]) * 1000) for r, _ in pairs)
+    assert sorted(np.rint(df["cpu_duration(us)"] * 1000).astype(int)) == expected
+    assert set(df["launch_name"]) <= {"hipLaunchKernel", "hipExtModuleLaunchKernel",
+                                      "hipMemcpyWithStream"}
+    assert {"hipLaunchKernel", "hipExtModuleLaunchKernel"} <= set(df["launch_name"])
