@@ -1,0 +1,258 @@
+"""Launch queue length per GPU stream: how much work the CPU has enqueued ahead of the GPU.
+
+Definition
+----------
+For each rank and GPU stream (``pid`` = device, ``stream``), every paired GPU event (see
+:mod:`hta.analysis.launch`: kernels, memcpy, memset with a ``runtime_launch`` partner)
+adds +1 to the queue when its launch call starts and -1 when it starts on the GPU. A graph
+launch adds one per kernel, each on the kernel's own stream.
+
+* Ties: at one timestamp, increments count before decrements, so a kernel that starts the
+  very nanosecond it is launched never makes the queue negative.
+* Clock skew: a GPU event that starts before its launch call is enqueued at its own start
+  (increment time = min(launch start, GPU start)); such events are counted in
+  :func:`hta.analysis.launch.launch_pairing_summary` (``gpu_before_launch``).
+* Unpaired launches (no GPU event: no stream, no decrement) and unpaired GPU events (no
+  launch: no increment) are left out and counted in ``launch_pairing_summary``; the
+  summary also gives ``unpaired_gpu_events`` per stream.
+
+With these rules the length is never negative and always ends at 0.
+
+:func:`queue_length_time_series` is a step function: one row per distinct timestamp at
+which the length changes, holding the length after every change at that instant; the
+value holds until the next row. Example (one stream): launches at 0 and 10 ns, their
+kernels start at 10 and 30 ns: rows ``(0, 1)``, ``(30, 0)``; at 10 ns one kernel is enqueued
+and one starts, so the length stays 1 and no row is written.
+
+:func:`queue_length_summary` statistics are time-weighted over the stream's *window*, from
+its first row to its last (when the queue is back to 0): ``mean`` and ``std`` (population)
+weight each value by how long it holds; ``min``, ``25%``, ``50%``, ``75%``, ``90%``
+are the smallest values the queue is at or below for that fraction of the window; ``max``
+is the largest value reached. On the example: window 30 ns at length 1, so mean 1, min 1,
+max 1.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.launch import launch_pairs
+from hta.analysis.select import select_ranks
+from hta.model.trace import RankTrace, Trace
+
+logger = logging.getLogger(__name__)
+
+#: CUDA's launch queue holds 1024 pending operations per stream.
+CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
+
+SERIES_COLUMNS = ["rank", "pid", "tid", "stream", "ts", "queue_length"]
+QUANTILES = (0.25, 0.5, 0.75, 0.9)
+SUMMARY_COLUMNS = [
+    "rank", "pid", "stream", "count", "mean", "std", "min", "25%", "50%", "75%", "90%", "max",
+    "duration(us)", "unpaired_gpu_events",
+]
+BLOCKED_COLUMNS = [
+    "rank", "pid", "stream", "duration_at_max_queue_length(us)",
+    "relative_duration_at_max_queue_length",
+]
+
+
+def queue_length_time_series(trace: Trace, ranks: Iterable[int] | int | None = None
+                             ) -> pd.DataFrame:
+    """Queue length per rank and stream as a step function (columns :data:`SERIES_COLUMNS`).
+
+    ``ts`` is in integer ns (absolute epoch), ``tid`` equals the GPU events' tid (the
+    stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
+    """
+    frames = [_rank_series(rt) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in SERIES_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    stream = events["stream"].to_numpy()[rows]
+    return np.where(stream >= 0, stream, events["tid"].to_numpy()[rows])
+
+
+def _rank_series(rt: RankTrace) -> pd.DataFrame:
+    ev = rt.events
+    pairs = launch_pairs(ev)
+    gpu, launch = pairs.gpu, pairs.launch
+    if gpu.size == 0:
+        return pd.DataFrame(columns=SERIES_COLUMNS)
+    ts = ev["ts"].to_numpy()
+    pid = ev["pid"].to_numpy()[gpu]
+    tid = ev["tid"].to_numpy()[gpu]
+    stream = _stream_of(ev, gpu)
+    keys = np.stack([pid, stream], axis=1)
+    uniq, key = np.unique(keys, axis=0, return_inverse=True)
+    key = key.reshape(-1)
+    start = ts[gpu]
+    enqueue = np.minimum(ts[launch], start)
+    n = gpu.size
+    all_key = np.concatenate([key, key])
+    all_ts = np.concatenate([enqueue, start])
+    step = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    # increments (+1) sort before decrements (-1) at equal (stream, ts)
+    order = np.lexsort((-step, all_ts, all_key))
+    all_key, all_ts, step = all_key[order], all_ts[order], step[order]
+    # every stream nets to zero, so a global running sum restarts at 0 on each stream
+    length = np.cumsum(step)
+    last_at_ts = np.r_[(all_key[1:] != all_key[:-1]) | (all_ts[1:] != all_ts[:-1]), True]
+    all_key, all_ts, length = all_key[last_at_ts], all_ts[last_at_ts], length[last_at_ts]
+    first_of_stream = np.r_[True, all_key[1:] != all_key[:-1]]
+    changed = first_of_stream | np.r_[True, length[1:] != length[:-1]]
+    all_key, all_ts, length = all_key[changed], all_ts[changed], length[changed]
+    tid_of_key = np.zeros(len(uniq), dtype=np.int64)
+    tid_of_key[key] = tid
+    return pd.DataFrame({
+        "rank": rt.rank,
+        "pid": uniq[all_key, 0],
+        "tid": tid_of_key[all_key],
+        "stream": uniq[all_key, 1],
+        "ts": all_ts,
+        "queue_length": length,
+    }, columns=SERIES_COLUMNS)
+
+
+def queue_length_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
+                         series: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Time-weighted queue length statistics per rank and stream (:data:`SUMMARY_COLUMNS`).
+
+    ``count`` is the number of GPU events queued on the stream, ``duration(us)`` the
+    window, ``unpaired_gpu_events`` the GPU events of the stream that had no launch (left
+    out). Pass ``series`` (from :func:`queue_length_time_series`) to reuse it.
+    """
+    if series is None:
+        series = queue_length_time_series(trace, ranks)
+    if len(series) == 0:
+        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    key, hold = _keys_and_hold(series)
+    value = series["queue_length"].to_numpy()
+    n_keys = int(key.max()) + 1
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    total = np.bincount(key, weights=hold, minlength=n_keys)
+    safe = np.where(total > 0, total, 1.0)
+    mean = np.bincount(key, weights=hold * value, minlength=n_keys) / safe
+    var = np.bincount(key, weights=hold * (value - mean[key]) ** 2, minlength=n_keys) / safe
+    out = pd.DataFrame({
+        "rank": series["rank"].to_numpy()[first],
+        "pid": series["pid"].to_numpy()[first],
+        "stream": series["stream"].to_numpy()[first],
+        "mean": mean,
+        "std": np.sqrt(var),
+    })
+    quant = _weighted_quantiles(key, value, hold, n_keys, (0.0, *QUANTILES))
+    out["min"] = quant[0.0]
+    for q in QUANTILES:
+        out[f"{q:.0%}"] = quant[q]
+    out["max"] = pd.Series(value).groupby(key).max().to_numpy()
+    out["duration(us)"] = total / 1e3
+    counts = _per_stream_counts(trace, out)
+    out["count"] = counts["paired"]
+    out["unpaired_gpu_events"] = counts["unpaired"]
+    return out[SUMMARY_COLUMNS]
+
+
+def _keys_and_hold(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Dense (rank, pid, stream) id per row and how long each row's value holds (ns)."""
+    rank = series["rank"].to_numpy()
+    pid = series["pid"].to_numpy()
+    stream = series["stream"].to_numpy()
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1])
+                | (stream[1:] != stream[:-1])]
+    key = np.cumsum(new) - 1
+    ts = series["ts"].to_numpy()
+    hold = np.r_[ts[1:] - ts[:-1], 0].astype(np.float64)
+    hold[np.r_[new[1:], True]] = 0.0  # the last row of a stream holds until nothing
+    return key, hold
+
+
+def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_keys: int,
+                        quantiles: tuple[float, ...]) -> dict[float, np.ndarray]:
+    """Per key, the smallest value held at or below for at least fraction q of the time."""
+    order = np.lexsort((value, key))
+    k, v, w = key[order], value[order], hold[order]
+    cum = np.cumsum(w)
+    total = np.bincount(k, weights=w, minlength=n_keys)
+    start = np.r_[0.0, cum][np.searchsorted(k, np.arange(n_keys))]
+    frac = (cum - start[k]) / np.where(total > 0, total, 1.0)[k]
+    result: dict[float, np.ndarray] = {}
+    for q in quantiles:
+        reached = (frac >= q - 1e-12) & (w > 0) if q > 0 else (w > 0)
+        first = pd.Series(v[reached]).groupby(k[reached]).first()
+        arr = np.full(n_keys, np.nan)
+        arr[first.index.to_numpy()] = first.to_numpy()
+        result[q] = arr
+    return result
+
+
+def _per_stream_counts(trace: Trace, summary: pd.DataFrame) -> pd.DataFrame:
+    """Paired and unpaired GPU events per row (rank, pid, stream) of ``summary``."""
+    frames = []
+    for rank in pd.unique(summary["rank"]):
+        ev = trace.rank(int(rank)).events
+        pairs = launch_pairs(ev)
+        rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
+        frames.append(pd.DataFrame({
+            "rank": rank,
+            "pid": ev["pid"].to_numpy()[rows],
+            "stream": _stream_of(ev, rows),
+            "paired": np.r_[np.ones(pairs.gpu.size, np.int64),
+                            np.zeros(pairs.unpaired_gpu.size, np.int64)],
+            "unpaired": np.r_[np.zeros(pairs.gpu.size, np.int64),
+                              np.ones(pairs.unpaired_gpu.size, np.int64)],
+        }))
+    counts = pd.concat(frames).groupby(["rank", "pid", "stream"], sort=False).sum()
+    keys = summary[["rank", "pid", "stream"]]
+    return keys.join(counts, on=["rank", "pid", "stream"]).fillna(0).astype(
+        {"paired": np.int64, "unpaired": np.int64})
+
+
+def time_spent_blocked_on_full_queue(
+    trace: Trace,
+    queue_length_threshold: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
+    ranks: Iterable[int] | int | None = None,
+    series: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Time each stream's queue spends at or above ``queue_length_threshold``.
+
+    One row per rank and stream that has queue data (:data:`BLOCKED_COLUMNS`), 0 when the
+    threshold is never reached. ``duration_at_max_queue_length(us)`` sums the time the
+    step function holds a value ``>= queue_length_threshold``;
+    ``relative_duration_at_max_queue_length`` divides it by the rank's trace duration (last
+    event end minus first event start, every complete event). Example: threshold 2, queue
+    at 2 from 100 to 250 ns and at 3 from 250 to 300 ns, trace 0..1000 ns: 0.2 µs, 0.2.
+    """
+    if series is None:
+        series = queue_length_time_series(trace, ranks)
+    if len(series) == 0:
+        return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
+    key, hold = _keys_and_hold(series)
+    n_keys = int(key.max()) + 1
+    full = series["queue_length"].to_numpy() >= queue_length_threshold
+    blocked = np.bincount(key, weights=np.where(full, hold, 0.0), minlength=n_keys)
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    rank = series["rank"].to_numpy()[first]
+    span = np.array([_trace_duration(trace.rank(int(r))) for r in rank], dtype=np.float64)
+    return pd.DataFrame({
+        "rank": rank,
+        "pid": series["pid"].to_numpy()[first],
+        "stream": series["stream"].to_numpy()[first],
+        "duration_at_max_queue_length(us)": blocked / 1e3,
+        "relative_duration_at_max_queue_length": np.where(span > 0, blocked / np.where(
+            span > 0, span, 1.0), np.nan),
+    }, columns=BLOCKED_COLUMNS)
+
+
+def _trace_duration(rt: RankTrace) -> int:
+    ev = rt.events
+    if len(ev) == 0:
+        return 0
+    return int(ev["end"].max()) - int(ev["ts"].min())

@@ -1,0 +1,137 @@
+"""Launch queue length: exact step functions, statistics and full-queue time."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+
+import pytest
+from conftest import SHARED_TRACES, shared_trace
+from counters_cases import (
+    FULL_QUEUE,
+    full_queue_case,
+    load,
+    queue_case,
+)
+
+from hta.analysis.launch import launch_pairing_summary
+from hta.analysis.queue import (
+    queue_length_summary,
+    queue_length_time_series,
+    time_spent_blocked_on_full_queue,
+)
+from hta.trace_analysis import TraceAnalysis
+
+
+def _steps(series, stream):
+    part = series[series["stream"] == stream]
+    return list(zip(part["ts"].tolist(), part["queue_length"].tolist()))
+
+
+def test_step_function_per_stream(tmp_path):
+    s = queue_length_time_series(load(tmp_path, queue_case()).t)
+    assert _steps(s, 7) == [(0, 2), (50, 1), (100, 2), (200, 1), (300, 0)]
+    assert _steps(s, 8) == [(1_000, 2), (2_000, 1), (3_000, 0)]  # graph kernels
+    assert _steps(s, 9) == [(1_000, 1), (2_500, 0)]
+    assert _steps(s, 0) == [(10_000, 1), (10_100, 0)]  # HIP launch
+    assert (s["queue_length"] >= 0).all()
+    assert list(s.columns) == ["rank", "pid", "tid", "stream", "ts", "queue_length"]
+    assert (s["tid"] == s["stream"]).all() and (s["pid"] == 0).all()
+
+
+def test_summary_is_time_weighted(tmp_path):
+    a = load(tmp_path, queue_case())
+    summary = queue_length_summary(a.t).set_index("stream")
+    s7 = summary.loc[7]
+    # window [0, 300): 2 for 150 ns, 1 for 150 ns
+    assert s7["count"] == 5  # K1..K5; K4 and K5 never change the length
+    assert s7["mean"] == 1.5 and s7["std"] == 0.5
+    assert (s7["min"], s7["25%"], s7["50%"], s7["75%"], s7["90%"], s7["max"]) == (
+        1, 1, 1, 2, 2, 2)
+    assert s7["duration(us)"] == 0.3
+    assert s7["unpaired_gpu_events"] == 1
+    s8 = summary.loc[8]
+    assert (s8["count"], s8["mean"], s8["max"], s8["unpaired_gpu_events"]) == (2, 1.5, 2, 0)
+    assert summary.loc[0, "count"] == 1 and summary.loc[0, "mean"] == 1.0
+
+
+def test_unpaired_and_skewed_events_are_counted(tmp_path):
+    row = launch_pairing_summary(load(tmp_path, queue_case()).t).iloc[0]
+    assert row["unpaired_launches"] == 1
+    assert row["unpaired_gpu_events"] == 1
+    assert row["gpu_before_launch"] == 1
+
+
+def test_queue_fills_to_1024_and_blocks(tmp_path):
+    a = load(tmp_path, full_queue_case())
+    s = queue_length_time_series(a.t)
+    assert s["queue_length"].max() == FULL_QUEUE
+    full = s[s["queue_length"] == FULL_QUEUE]
+    assert full["ts"].tolist() == [10_230]  # reached once, then held
+    after = s[s["ts"] > 10_230].iloc[0]
+    assert (after["ts"], after["queue_length"]) == (176_000, FULL_QUEUE - 1)
+    blocked = time_spent_blocked_on_full_queue(a.t, FULL_QUEUE).iloc[0]
+    assert round(blocked["duration_at_max_queue_length(us)"] * 1000) == 165_770
+    assert blocked["relative_duration_at_max_queue_length"] == 165_770 / 1_200_000
+    none = time_spent_blocked_on_full_queue(a.t, FULL_QUEUE + 1).iloc[0]
+    assert none["duration_at_max_queue_length(us)"] == 0
+
+
+def test_facade_accepts_hta_call_form(tmp_path):
+    a = load(tmp_path, full_queue_case())
+    series = a.get_queue_length_time_series()
+    hta_form = a.get_time_spent_blocked_on_full_queue(series, max_queue_length=FULL_QUEUE)
+    ours = a.get_time_spent_blocked_on_full_queue(queue_length_threshold=FULL_QUEUE)
+    assert hta_form.equals(ours)
+    summary = a.get_queue_length_summary()
+    assert summary.loc[0, "max"] == FULL_QUEUE and summary.loc[0, "count"] == 1_100
+
+
+def _gpu_trace_dirs():
+    if not SHARED_TRACES.exists():
+        return []
+    return sorted({p.parent for p in SHARED_TRACES.rglob("*.json*")})
+
+
+@pytest.mark.parametrize("folder", _gpu_trace_dirs(), ids=lambda p: p.name)
+def test_never_negative_on_real_traces(folder):
+    a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    s = queue_length_time_series(a.t)
+    if len(s) == 0:
+        pytest.skip(f"{folder.name}: no launched GPU work")
+    assert (s["queue_length"] >= 0).all()
+    last = s.groupby(["rank", "pid", "stream"])["queue_length"].last()
+    assert (last == 0).all()
+
+
+def test_matches_an_independent_count_on_trace_filter():
+    path = shared_trace("trace_filter", "sampled_rank-0.json.gz")
+    a = TraceAnalysis(trace_files={0: path}, cache=False, progress=False)
+    ours = queue_length_time_series(a.t)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    changes = defaultdict(list)  # stream -> [(ts_us, order, delta)]
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        launch = launches.get(e["args"].get("correlation"))
+        if launch is None:
+            continue
+        start = float(e["ts"])
+        changes[e["args"]["stream"]] += [(min(float(launch["ts"]), start), 0, 1),
+                                         (start, 1, -1)]
+    for stream, items in changes.items():
+        items.sort()
+        expected, length = {}, 0
+        for ts, _, delta in items:
+            length += delta
+            expected[round(ts)] = length
+        steps, previous = [], None
+        for ts, value in expected.items():
+            if value != previous:
+                steps.append((ts, value))
+            previous = value
+        got = ours[ours["stream"] == stream]
+        assert list(zip((round(t / 1000) for t in got["ts"]), got["queue_length"])) == steps
