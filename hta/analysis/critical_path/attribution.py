@@ -74,7 +74,7 @@ def path_frame(graph: CriticalPathGraph,
     ``type`` (edge type), ``ts``/``end`` (int64 ns: the interval the weight covers,
     ``end`` = the destination node's time, ``ts = end - duration``),
     ``duration(ns)`` (the edge's weight), ``event_idx`` (attributed event row, -1 for
-    untraced CPU time), ``name``, ``kind``, ``pid``, ``tid``, ``stream`` (of the
+    untraced CPU time), ``name`` and ``kind`` (categoricals), ``pid``, ``tid``, ``stream`` (of the
     attributed event; the thread's for untraced time), ``bound_by`` (one of
     :data:`BOUND_TYPES`) and ``data_load`` (the attributed event, or for GPU-side edges
     the call that launched the GPU event, is or runs inside an event whose name matches
@@ -106,9 +106,15 @@ def path_frame(graph: CriticalPathGraph,
     has = attributed >= 0
     safe = np.where(has, attributed, src_ev)
     kind_code = np.where(has, codes[safe], -1)
-    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[safe]]
-    names = np.where(has, names, UNTRACED)
-    kinds = np.asarray(list(KINDS) + [""], dtype=object)[kind_code]
+    symbols = list(rt.symbols)
+    untraced = len(symbols)
+    name_code = np.where(has, ev["name"].to_numpy()[safe], untraced)
+    used, name_code = np.unique(name_code, return_inverse=True)
+    labels = [symbols[i] if i < untraced else UNTRACED for i in used.tolist()]
+    names = pd.Categorical.from_codes(name_code.reshape(-1), categories=pd.Index(labels,
+                                                                                 dtype=object))
+    kinds = pd.Categorical.from_codes(np.where(has, kind_code, len(KINDS)),
+                                      categories=list(KINDS) + [""])
     bound = np.empty(edges.size, dtype=object)
     bound[cpu | (typ == EDGE_CODE["sync"])] = "cpu_bound"
     is_gpu = typ == EDGE_CODE["gpu"]
@@ -226,14 +232,16 @@ def event_summary(path: pd.DataFrame) -> pd.DataFrame:
     if len(path) == 0:
         return pd.DataFrame({c: [] for c in cols})
     frame = pd.DataFrame({
-        "bound_by": path["bound_by"].astype(str),
-        "name": path["name"].astype(str),
-        "kind": path["kind"].astype(str),
+        "bound_by": path["bound_by"],
+        "name": path["name"],
+        "kind": path["kind"],
         "duration(ns)": path["duration(ns)"].astype(np.int64),
     })
-    grouped = frame.groupby(["bound_by", "name", "kind"], sort=False)["duration(ns)"]
-    out = grouped.agg(["count", "sum"]).reset_index()
+    grouped = frame.groupby(["bound_by", "name", "kind"], sort=False, observed=True)
+    out = grouped["duration(ns)"].agg(["count", "sum"]).reset_index()
     out = out.rename(columns={"sum": "duration(ns)"})
+    for col in ("bound_by", "name", "kind"):
+        out[col] = out[col].astype(object).astype(str)
     total = int(frame["duration(ns)"].sum())
     out["duration(us)"] = out["duration(ns)"] / 1e3
     out["duration_pctg"] = 100.0 * out["duration(ns)"] / total if total else 0.0

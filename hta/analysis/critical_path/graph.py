@@ -82,6 +82,8 @@ DEVICE_SYNC_CALLS = re.compile(
     r"^(cudaDeviceSynchronize|cuCtxSynchronize|hipDeviceSynchronize)$")
 STREAM_SYNC_CALLS = re.compile(
     r"^(cudaStreamSynchronize|cuStreamSynchronize|hipStreamSynchronize)$")
+#: (A stream synchronize with no recorded stream waits on its thread's current stream:
+#: the stream of the thread's previous launch.)
 #: Memcpy calls that return only when the copy is done (CUDA's "synchronous" memcpy API;
 #: HtoD from pageable memory excepted, which returns once the data is staged).
 BLOCKING_MEMCPY_CALLS = re.compile(
@@ -397,6 +399,13 @@ def build_graph(
     selected, or, for GPU work with no known launch, when it starts inside the window.
     See the module docstring for the nodes, edges and weights.
     """
+    index = rt.events["index"].to_numpy()
+    if index.size and not (index == np.arange(index.size)).all():
+        raise ValueError(
+            f"rank {rt.rank}: the events table was filtered after loading (its 'index' column "
+            "no longer numbers the rows), so its links point to the wrong rows; run the "
+            "critical path on the trace as loaded"
+        )
     start_ns, end_ns, label = select_window(rt, annotation, instance_id)
     c = _Cols.of(rt.events)
     n_ev = c.ts.shape[0]
@@ -502,9 +511,12 @@ def build_graph(
 
 
 def _dense(*keys: np.ndarray) -> np.ndarray:
-    """Dense group ids of the rows of the key columns."""
-    _, inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+    """Dense group ids of the rows of the key columns (hash-based, linear time)."""
+    code = np.zeros(keys[0].shape[0], dtype=np.int64)
+    for key in keys:
+        ids, uniques = pd.factorize(key)
+        code = code * np.int64(len(uniques)) + ids
+    return pd.factorize(code)[0].astype(np.int64)
 
 
 def _sync_edges(rt: RankTrace, c: _Cols, rows: np.ndarray, local: np.ndarray,
@@ -605,10 +617,14 @@ def _sync_edges(rt: RankTrace, c: _Cols, rows: np.ndarray, local: np.ndarray,
     if bare.size:
         is_dev = np.isin(c.name[bare], _names_matching(rt.symbols, DEVICE_SYNC_CALLS))
         is_st = np.isin(c.name[bare], _names_matching(rt.symbols, STREAM_SYNC_CALLS))
-        is_st &= c.stream[bare] >= 0
+        st_dev, st_stream = _current_stream(c, bare)
+        known = c.stream[bare] >= 0
+        st_stream = np.where(known, c.stream[bare], st_stream)
+        is_st &= st_stream >= 0
         for dev in streams.devices:
             for s in streams.streams_of(dev):
-                part = bare[is_dev | (is_st & (c.stream[bare] == s))]
+                on_s = is_st & (st_stream == s) & (known | (st_dev == dev))
+                part = bare[is_dev | on_s]
                 pairs_src.append(streams.last_enqueued_before(dev, s, c.ts[part]))
                 pairs_call.append(part)
         unresolved += int((~is_dev & ~is_st).sum())
@@ -634,6 +650,30 @@ def _sync_edges(rt: RankTrace, c: _Cols, rows: np.ndarray, local: np.ndarray,
         ok = (src >= 0) & (local[call] >= 0)
         wait_on(src[ok], end_node[local[call[ok]]], True, "sync",
                 "synchronizations ending before the GPU work they wait for")
+
+
+def _current_stream(c: _Cols, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(device, stream) of the last GPU work each call's thread launched before it, or -1.
+
+    A stream synchronize whose stream the trace does not record is taken to wait on the
+    thread's current stream: the one its previous launch went to.
+    """
+    dev = np.full(calls.shape[0], -1, dtype=np.int64)
+    stream = np.full(calls.shape[0], -1, dtype=np.int64)
+    launches = np.flatnonzero((c.codes == KIND_CODE["runtime_launch"]) & (c.ic >= 0))
+    if launches.size == 0 or calls.size == 0:
+        return dev, stream
+    for pid, tid in set(zip(c.pid[calls].tolist(), c.tid[calls].tolist())):
+        mine = launches[(c.pid[launches] == pid) & (c.tid[launches] == tid)]
+        which = np.flatnonzero((c.pid[calls] == pid) & (c.tid[calls] == tid))
+        if mine.size == 0:
+            continue
+        pos = np.searchsorted(c.ts[mine], c.ts[calls[which]], side="left") - 1
+        ok = pos >= 0
+        work = c.ic[mine[pos[ok]]]
+        dev[which[ok]] = c.pid[work]
+        stream[which[ok]] = np.where(c.stream[work] >= 0, c.stream[work], c.tid[work])
+    return dev, stream
 
 
 def _enforce_order(src: np.ndarray, dst: np.ndarray, typ: np.ndarray, node_ts: np.ndarray,
