@@ -197,9 +197,27 @@ def _orjson_default(obj: Any) -> orjson.Fragment:
     raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
 
 
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_orjson_default)
+
+
+def _events_body(events: list[dict[str, Any]]) -> bytes:
+    """Events in Kineto's layout: one compact event per line, each line "  {...}"."""
+    return b",".join([b"\n  " + _dumps(event) for event in events])
+
+
 def dumps_trace(trace: dict[str, Any]) -> bytes:
-    """Serialize a trace dict to compact JSON bytes, writing every time with three decimals."""
-    return orjson.dumps(trace, default=_orjson_default)
+    """Serialize a trace dict to JSON bytes, writing every time with three decimals.
+
+    ``traceEvents`` is laid out as Kineto writes it, one event per line starting with
+    ``"\n  {"``; everything else is compact.
+    """
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        return _dumps(trace)
+    before, after = _dumps({**trace, "traceEvents": []}).split(b'"traceEvents":[]', 1)
+    tail = b"\n]" if events else b"]"
+    return before + b'"traceEvents":[' + _events_body(events) + tail + after
 
 
 @contextlib.contextmanager
@@ -1341,10 +1359,10 @@ def _write_stream(
         for chunk in chunks:
             if not chunk:
                 continue
-            body = dumps_trace(chunk)  # b"[...]"
-            sink.write(body[1:-1] if first else b"," + body[1:-1])
+            body = _events_body(chunk)
+            sink.write(body if first else b"," + body)
             first = False
-        sink.write(b"]" + after)
+        sink.write((b"]" if first else b"\n]") + after)
     finally:
         sink.close()
     os.replace(tmp, path)

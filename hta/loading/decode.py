@@ -29,7 +29,7 @@ from hta.loading.timeparse import decimal_us_to_ns
 
 logger = logging.getLogger(__name__)
 
-CHUNK_EVENTS = 65_536
+CHUNK_EVENTS = 16_384
 INT64_MAX = np.iinfo(np.int64).max
 
 _event_list_decoder = msgspec.json.Decoder(list[Event])
@@ -39,8 +39,10 @@ _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 try:  # Intel ISA-L inflates gzip 2-3x faster than zlib when it is installed.
     from isal import igzip as _fast_gzip
+    from isal import isal_zlib as _fast_gzip_zlib
 except ImportError:  # pragma: no cover - optional dependency
     _fast_gzip = None
+    _fast_gzip_zlib = None
 
 
 @dataclass
@@ -94,7 +96,7 @@ class DecodedTrace:
 # reading bytes
 
 
-def read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes | bytearray:
     """Read a trace file, inflating gzip (detected by its magic bytes, not its name)."""
     try:
         data = path.read_bytes()
@@ -103,15 +105,48 @@ def read_bytes(path: Path) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
     try:
-        if _fast_gzip is not None:
-            return _fast_gzip.decompress(data)
-        return gzip.decompress(data)
-    except (EOFError, zlib.error, OSError) as exc:
+        return _inflate(data)
+    except (EOFError, zlib.error, OSError, ValueError) as exc:
         raise TraceLoadError(
             path,
             f"the gzip stream is truncated or corrupt ({exc})",
             "the profiler may have been killed while writing; collect the trace again",
         ) from exc
+
+
+_INFLATE_STEP = 1 << 24
+
+
+def _inflate(data: bytes) -> bytes | bytearray:
+    """Inflate gzip into a buffer sized from the trailer, so the text is held once.
+
+    Growing an output buffer while inflating costs about twice the text's size at its
+    peak; the gzip trailer (ISIZE) gives the size up front for single-member files
+    under 4 GiB. Anything else falls back to the library's one-shot inflate.
+    """
+    size = int.from_bytes(data[-4:], "little")
+    zlib_mod = _fast_gzip_zlib if _fast_gzip_zlib is not None else zlib
+    out = bytearray(size)
+    view = memoryview(out)
+    inflater = zlib_mod.decompressobj(31)
+    pos = 0
+    pending = data
+    while True:
+        chunk = inflater.decompress(pending, _INFLATE_STEP)
+        if pos + len(chunk) > size:
+            break  # larger than the trailer says (over 4 GiB or several members)
+        view[pos:pos + len(chunk)] = chunk
+        pos += len(chunk)
+        pending = inflater.unconsumed_tail
+        if inflater.eof or (not chunk and not pending):
+            break
+    view.release()
+    if inflater.eof and pos == size and not inflater.unused_data:
+        return out
+    if not inflater.eof and pos < size and not pending:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+    del out
+    return _fast_gzip.decompress(data) if _fast_gzip is not None else gzip.decompress(data)
 
 
 _CONTROL = bytes(range(32))

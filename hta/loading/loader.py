@@ -31,6 +31,7 @@ class LoadTask:
     user_rules: tuple[Rule, ...]
     cache_dir: str | None  # None: no cache; the worker hands back a temporary entry
     key: str
+    decode_workers: int = 1  # processes decoding this one file
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def load_rank_in_process(task: LoadTask) -> RankTrace:
         cached = read_entry(folder)
         if cached is not None:
             return cached
-    decoded = decode_trace(task.path, workers=available_cpus())
+    decoded = decode_trace(task.path, workers=task.decode_workers)
     rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
     rank_trace = build_rank(decoded, rank, rules)
     if task.cache_dir is not None:
@@ -136,6 +137,7 @@ def load_trace(
             path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
             user_rules=user_rules, cache_dir=str(root) if root else None,
             key=fingerprint(f, rule_key) if root else "",
+            decode_workers=(max_workers or available_cpus()) if len(files) == 1 else 1,
         )
         for f in files
     ]
