@@ -1,0 +1,271 @@
+"""Write a rank's trace back with its critical path marked, for Perfetto / chrome://tracing.
+
+The output is the original file, event for event and byte for byte, except that:
+
+* every event with a node on the critical path gets ``"critical": 1`` in its ``args``;
+* flow events (``ph`` ``s``/``f``, ``cat`` ``critical_path``, ``name`` the edge type,
+  ``args`` ``{"weight(ns)", "critical", "type"}``) draw the path where it moves between a
+  CPU thread and a GPU stream or between streams (its ``launch``, ``sync`` and
+  ``event_wait`` edges) as arrows: ``s`` at the source point, ``f`` (``bp: "e"``) at the
+  destination;
+* with ``only_show_critical_events`` the complete (``X``) events that are neither
+  critical nor annotations/Python functions are left out (other phases are kept);
+* with ``show_all_edges`` (ignored when only critical events are shown) every graph edge
+  between different events is drawn, critical or not.
+
+Times of the added flow events are written in the file's own units: microseconds with
+three decimals, relative to ``baseTimeNanoseconds`` when the file's times are. A flow at
+an event's end is placed ``min(dur / 2, 1 µs)`` before it, so the viewer binds it to that
+event rather than the next one. The events of our table are matched to the file's by
+(start, duration, name) and order of appearance, with the loader's exact ns conversion.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from hta.analysis.critical_path.graph import EDGE_TYPES, CriticalPathGraph
+from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+#: Complete events kept by ``only_show_critical_events`` whatever they are (context).
+KEPT_CATEGORIES = frozenset({"user_annotation", "python_function", "gpu_user_annotation"})
+FLOW_CATEGORY = "critical_path"
+END_NUDGE_NS = 1_000
+#: Edge types drawn by default: where the path jumps between a thread and a stream or
+#: between streams (along one track the ``critical`` marks show it).
+CROSS_TRACK = ("launch", "sync", "event_wait")
+
+
+class _Head(msgspec.Struct, gc=False):
+    """The fields of an event needed to match it with the events table."""
+
+    ph: str = ""
+    cat: Any = ""
+    name: Any = ""
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: Any = None
+    id: Any = None
+
+
+_heads = msgspec.json.Decoder(list[_Head])
+_fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def write_critical_path_overlay(
+    rt: RankTrace,
+    graph: CriticalPathGraph,
+    output_dir: str | Path,
+    only_show_critical_events: bool = True,
+    show_all_edges: bool = False,
+) -> str:
+    """Write ``overlaid_critical_path_<trace file name>`` into ``output_dir``; return its path.
+
+    See the module docstring for what changes in the file. The output is gzipped when
+    the original file's name ends in ``.gz``.
+    """
+    if graph.rank != rt.rank:
+        raise ValueError(f"the graph is of rank {graph.rank}, not of rank {rt.rank}")
+    source = Path(str(rt.meta.get("source") or ""))
+    if not source.is_file():
+        raise FileNotFoundError(
+            f"rank {rt.rank}: the trace file {str(source)!r} is gone; the overlay is a copy of "
+            "it with the path marked, so it needs the original file"
+        )
+    out_dir = Path(output_dir).expanduser()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} is not a folder; pass a folder as output_dir")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if only_show_critical_events:
+        show_all_edges = False
+
+    top, items, _ = parse_top_level(source, read_bytes(source))
+    if items is None:
+        raise ValueError(f"{source}: no 'traceEvents'; is this the file the rank was loaded from?")
+    heads = _heads.decode(b"[" + b",".join(items) + b"]")
+    origin = _origin(top, heads)
+    raw_of_row = _match_rows(rt, heads, origin, source)
+
+    critical_rows = np.asarray(sorted(graph.critical_path_events_set), dtype=np.int64)
+    critical_raw = set(raw_of_row[critical_rows].tolist())
+    if -1 in critical_raw:
+        raise ValueError(f"{source}: critical events could not be matched to the file's events")
+    keep = _kept(heads, critical_raw, only_show_critical_events)
+    out_items: list[bytes] = []
+    for i, raw in enumerate(items):
+        if not keep[i]:
+            continue
+        out_items.append(_mark_critical(raw) if i in critical_raw else bytes(raw))
+    out_items.extend(_flows(rt, graph, items, heads, raw_of_row, origin, show_all_edges))
+    path = out_dir / f"overlaid_critical_path_{source.name}"
+    body = _assemble(top, out_items)
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(body, compresslevel=6))
+    else:
+        path.write_bytes(body)
+    logger.info("Wrote %s", path)
+    return str(path)
+
+
+def _origin(top: dict[str, msgspec.Raw], heads: list[_Head]) -> int:
+    """What the loader added to the file's times (``baseTimeNanoseconds`` or 0)."""
+    try:
+        base = int(msgspec.json.decode(top.get("baseTimeNanoseconds", b"0") or b"0"))
+    except (msgspec.DecodeError, TypeError, ValueError):
+        base = 0
+    if base <= 0:
+        return 0
+    ts, present = timestamps_ns([h.ts for h in heads if h.ph == "X"], [])
+    if present.any() and int(ts[present].max()) >= base // 2:
+        return 0
+    return base
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "" if value is None else str(value)
+
+
+def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: Path) -> np.ndarray:
+    """Raw position of each row of the events table (-1 where no file event matches)."""
+    x = [i for i, h in enumerate(heads) if h.ph == "X"]
+    ts, present = timestamps_ns([heads[i].ts for i in x], [])
+    dur = np.empty(len(x), dtype=np.int64)
+    for j, i in enumerate(x):
+        try:
+            d = float(heads[i].dur) if heads[i].dur is not None else 0.0
+        except (TypeError, ValueError):
+            d = 0.0
+        dur[j] = max(int(np.rint(d * 1000.0)), 0) if np.isfinite(d) else 0
+    raw = pd.DataFrame({
+        "ts": ts + origin, "dur": dur, "name": [_text(heads[i].name) for i in x],
+        "pos": np.asarray(x, dtype=np.int64),
+    })[present]
+    raw["occ"] = raw.groupby(["ts", "dur", "name"], sort=False).cumcount()
+    ev = rt.events
+    ours = pd.DataFrame({
+        "ts": ev["ts"].to_numpy(), "dur": ev["dur"].to_numpy(),
+        "name": np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()],
+        "row": np.arange(len(ev), dtype=np.int64),
+    })
+    ours["occ"] = ours.groupby(["ts", "dur", "name"], sort=False).cumcount()
+    merged = ours.merge(raw, on=["ts", "dur", "name", "occ"], how="left")
+    pos = merged.sort_values("row")["pos"].to_numpy()
+    out = np.where(pd.isna(pos), -1, pos).astype(np.int64)
+    missing = int((out < 0).sum())
+    if missing:
+        logger.warning("%s: %d event(s) of the table have no match in the file", source, missing)
+    return out
+
+
+def _kept(heads: list[_Head], critical: set[int], only_critical: bool) -> np.ndarray:
+    keep = np.ones(len(heads), dtype=bool)
+    if only_critical:
+        for i, h in enumerate(heads):
+            if h.ph == "X" and i not in critical and _text(h.cat) not in KEPT_CATEGORIES:
+                keep[i] = False
+    return keep
+
+
+def _mark_critical(raw: msgspec.Raw) -> bytes:
+    """The event with ``"critical": 1`` added to its args, every other byte unchanged."""
+    fields = _fields.decode(raw)
+    args_raw = fields.get("args")
+    args = msgspec.json.decode(args_raw) if args_raw is not None else {}
+    if not isinstance(args, dict):
+        args = {"args": args}
+    args["critical"] = 1
+    fields["args"] = msgspec.Raw(msgspec.json.encode(args))
+    return msgspec.json.encode(fields)
+
+
+def _us_text(ns: int) -> bytes:
+    """Integer ns as a µs JSON number with exactly three decimals (no float rounding)."""
+    sign = "-" if ns < 0 else ""
+    a = abs(int(ns))
+    return f"{sign}{a // 1000}.{a % 1000:03d}".encode()
+
+
+def _flows(rt: RankTrace, graph: CriticalPathGraph, items: list[msgspec.Raw],
+           heads: list[_Head], raw_of_row: np.ndarray, origin: int,
+           show_all_edges: bool) -> list[bytes]:
+    """``s``/``f`` pairs for the path's cross-track edges (or all edges between events)."""
+    critical = np.zeros(graph.num_edges, dtype=bool)
+    critical[graph.path_edges] = True
+    if show_all_edges:
+        chosen = np.arange(graph.num_edges)
+        src, dst = graph.edge_src[chosen], graph.edge_dst[chosen]
+        differ = graph.node_event[src] != graph.node_event[dst]
+    else:
+        chosen = graph.path_edges
+        src, dst = graph.edge_src[chosen], graph.edge_dst[chosen]
+        differ = np.isin(graph.edge_type[chosen], [EDGE_TYPES.index(t) for t in CROSS_TRACK])
+    chosen, src, dst = chosen[differ], src[differ], dst[differ]
+    if chosen.size == 0:
+        return []
+    ev = rt.events
+    dur = ev["dur"].to_numpy()
+    first_id = _next_flow_id(heads)
+    pid_tid: dict[int, tuple[msgspec.Raw, msgspec.Raw]] = {}
+
+    def where(node: int) -> tuple[msgspec.Raw, msgspec.Raw, bytes]:
+        row = int(graph.node_event[node])
+        pos = int(raw_of_row[row])
+        if pos < 0:
+            raise ValueError(f"event row {row} has no match in the trace file")
+        if pos not in pid_tid:
+            fields = _fields.decode(items[pos])
+            pid_tid[pos] = (fields.get("pid", msgspec.Raw(b"0")),
+                            fields.get("tid", msgspec.Raw(b"0")))
+        t = int(graph.node_ts[node])
+        if not graph.node_is_start[node]:
+            t -= min(int(dur[row]) // 2, END_NUDGE_NS)
+        return pid_tid[pos][0], pid_tid[pos][1], _us_text(t - origin)
+
+    weight = graph.edge_weight
+    out: list[bytes] = []
+    encode = msgspec.json.encode
+    for k, (e, u, v) in enumerate(zip(chosen.tolist(), src.tolist(), dst.tolist())):
+        args = {"weight(ns)": int(weight[e]), "critical": int(critical[e]),
+                "type": EDGE_TYPES[int(graph.edge_type[e])]}
+        name = EDGE_TYPES[int(graph.edge_type[e])]
+        for ph, node in (("s", u), ("f", v)):
+            pid, tid, ts = where(node)
+            event: dict[str, Any] = {"ph": ph, "id": first_id + k, "pid": pid, "tid": tid,
+                                     "ts": msgspec.Raw(ts), "cat": FLOW_CATEGORY, "name": name,
+                                     "args": args}
+            if ph == "f":
+                event["bp"] = "e"
+            out.append(encode(event))
+    return out
+
+
+def _next_flow_id(heads: list[_Head]) -> int:
+    """An id above every numeric flow id in the file, so new flows never join old ones."""
+    top = 0
+    for h in heads:
+        if h.ph in ("s", "f", "t") and h.id is not None:
+            try:
+                top = max(top, int(h.id, 0) if isinstance(h.id, str) else int(h.id))
+            except (TypeError, ValueError):
+                continue
+    return top + 1
+
+
+def _assemble(top: dict[str, msgspec.Raw], events: list[bytes]) -> bytes:
+    """The top-level object with its keys in their original order and the new events."""
+    parts = []
+    for key, value in top.items():
+        body = b"[" + b",".join(events) + b"]" if key == "traceEvents" else bytes(value)
+        parts.append(msgspec.json.encode(key) + b":" + body)
+    return b"{" + b",".join(parts) + b"}"
