@@ -1,0 +1,178 @@
+"""Reading a rank's original trace file again and writing an amended copy of it.
+
+The copy keeps every original byte of every value: the file's top level is split into raw
+JSON values (``msgspec.Raw``), events are added or replaced as JSON text, and the top
+level is written back in its original key order. Nothing is parsed into Python objects
+and dumped again, so numbers (19-digit ids, µs decimals), key order and unusual fields
+survive exactly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+try:  # ISA-L compresses gzip several times faster than zlib when installed
+    from isal import igzip as _fast_gzip
+except ImportError:  # pragma: no cover - optional dependency
+    _fast_gzip = None
+
+_TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9][0-9.eE+-]*)')
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_dumps = msgspec.json.Encoder().encode
+
+
+@dataclass
+class RawTrace:
+    """A trace file split into its raw top-level values."""
+
+    path: Path
+    gzipped: bool
+    top: dict[str, msgspec.Raw]
+    events_text: bytes = b"[]"
+
+    def __post_init__(self) -> None:
+        self.events_text = bytes(self.top["traceEvents"])
+
+
+def source_of(rt: RankTrace) -> Path:
+    """The rank's trace file, or a clear error when it cannot be read again."""
+    source = rt.meta.get("source")
+    path = Path(str(source)) if source else None
+    if path is None or not path.is_file():
+        raise FileNotFoundError(
+            f"rank {rt.rank}: the original trace file {source!r} is not a readable local "
+            "file; the augmented trace is a copy of it, so it must still exist")
+    return path
+
+
+def read_raw(path: Path) -> RawTrace:
+    """Split a trace file (JSON or gzip, repaired like the loader does) into raw values."""
+    data = read_bytes(path)
+    with path.open("rb") as fh:
+        gzipped = fh.read(2) == b"\x1f\x8b"
+    try:
+        top = _top_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        top, _, repairs = parse_top_level(path, data)
+        logger.warning("%s: rewritten with the loader's repairs: %s", path, ", ".join(repairs))
+    if "traceEvents" not in top:
+        raise ValueError(f"{path}: no 'traceEvents' key; not a Kineto trace")
+    del data
+    return RawTrace(path=path, gzipped=gzipped, top=top)
+
+
+def event_items(raw: RawTrace) -> list[msgspec.Raw]:
+    """The raw text of each element of ``traceEvents``, in file order."""
+    return msgspec.json.decode(raw.events_text, type=list[msgspec.Raw])
+
+
+class _PhTs(msgspec.Struct, gc=False):
+    ph: str = ""
+    ts: msgspec.Raw = msgspec.Raw()
+
+
+def complete_event_items(items: list[msgspec.Raw], n_rows: int) -> np.ndarray:
+    """Positions in ``items`` of the loader's event rows: entry ``i`` is row ``index == i``.
+
+    The loader keeps the ``X`` events that have a usable ``ts``, in file order, then sorts
+    them by ``ts`` (stable); this repeats that. Raises ``ValueError`` if fewer than
+    ``n_rows`` are found (the file changed after loading).
+    """
+    heads = msgspec.json.decode(b"[" + b",".join(items) + b"]", type=list[_PhTs])
+    complete = np.flatnonzero(np.fromiter((h.ph == "X" for h in heads), dtype=bool,
+                                          count=len(heads)))
+    ts, present = timestamps_ns([heads[i].ts for i in complete], [])
+    complete, ts = complete[present], ts[present]
+    if complete.size < n_rows:
+        raise ValueError(f"the file holds {complete.size} complete events but {n_rows} were "
+                         "loaded from it; was it changed after loading?")
+    return complete[np.argsort(ts, kind="stable")]
+
+
+def time_origin_ns(raw: RawTrace, sample: int = 1000) -> int:
+    """What the loader added to the file's ``ts`` (``baseTimeNanoseconds`` or 0).
+
+    Mirrors :func:`hta.model.build.time_origin_ns`: the base applies when the file's
+    timestamps are relative to it (far below it), judged on the first ``sample``
+    timestamps of the file.
+    """
+    try:
+        base = int(msgspec.json.decode(bytes(raw.top.get("baseTimeNanoseconds", b"0"))))
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return 0
+    if base <= 0:
+        return 0
+    values = []
+    for match in _TS.finditer(raw.events_text):
+        values.append(float(match.group(1)))
+        if len(values) >= sample:
+            break
+    if values and max(values) * 1000.0 >= base // 2:
+        return 0
+    return base
+
+
+def write_raw(raw: RawTrace, events_text: bytes, out: Path, *, gzipped: bool) -> Path:
+    """Write ``raw``'s top level with ``traceEvents`` replaced by ``events_text``."""
+    parts = [b"{"]
+    for i, (key, value) in enumerate(raw.top.items()):
+        if i:
+            parts.append(b",")
+        parts.append(_dumps(key))
+        parts.append(b":")
+        parts.append(events_text if key == "traceEvents" else bytes(value))
+    parts.append(b"}")
+    data = b"".join(parts)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    if gzipped:
+        data = _fast_gzip.compress(data) if _fast_gzip is not None else gzip.compress(
+            data, compresslevel=6)
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    return out
+
+
+def append_events(events_text: bytes, extra: Iterable[bytes]) -> bytes:
+    """The ``traceEvents`` array text with the given event texts appended."""
+    extra = list(extra)
+    if not extra:
+        return events_text
+    body = events_text.rstrip()
+    if not body.endswith(b"]"):
+        raise ValueError("traceEvents is not a JSON array")
+    body = body[:-1].rstrip()
+    sep = b"" if body.endswith(b"[") else b","
+    return body + sep + b",".join(extra) + b"]"
+
+
+def output_path(source: Path, *, suffix: str = "", prefix: str = "",
+                output_dir: str | Path | None = None) -> Path:
+    """``<prefix><stem><suffix>.json[.gz]`` beside ``source`` or in ``output_dir``.
+
+    The suffix goes before the first ``.json`` of the name (``rank-0.pt.trace.json.gz``
+    -> ``rank-0.pt.trace<suffix>.json.gz``); a name without ``.json`` gets ``.json``.
+    Raises ``ValueError`` when the result would be ``source`` itself.
+    """
+    name = source.name
+    at = name.find(".json")
+    stem, ext = (name[:at], name[at:]) if at >= 0 else (name, ".json")
+    folder = Path(output_dir) if output_dir is not None else source.parent
+    out = folder / f"{prefix}{stem}{suffix}{ext}"
+    if out.resolve() == source.resolve():
+        raise ValueError(f"refusing to overwrite the input trace {source}; give a non-empty "
+                         "suffix/prefix or another output_dir")
+    return out

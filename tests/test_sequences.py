@@ -1,0 +1,115 @@
+"""Frequent kernel sequences and the overlaid trace that marks them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import shared_trace
+from counters_cases import load, sequences_case
+
+from hta.analysis.sequences import frequent_cuda_kernel_sequences
+from hta.export.patterns_trace import with_arg, write_overlaid_trace
+from hta.trace_analysis import TraceAnalysis
+
+TWICE = "aten::linear|gemm|bias"
+NESTED = "my_linear_layer|gemm|bias|relu_k"
+
+
+def test_patterns_counts_and_durations(tmp_path):
+    a = load(tmp_path, sequences_case())
+    df = frequent_cuda_kernel_sequences(a.t, "linear", min_pattern_len=2)
+    assert df["pattern"].tolist() == [TWICE, NESTED]
+    assert df["count"].tolist() == [2, 1]
+    assert df["kernels"].tolist() == [2, 3]
+    assert df["GPU kernel duration (us)"].tolist() == [0.4, 0.3]
+    assert df["CPU op duration (us)"].tolist() == [2.0, 2.0]
+
+
+def test_min_pattern_len_and_roots(tmp_path):
+    a = load(tmp_path, sequences_case())
+    assert frequent_cuda_kernel_sequences(a.t, "linear")["pattern"].tolist() == [NESTED]
+    one = frequent_cuda_kernel_sequences(a.t, "aten::linear", min_pattern_len=1)
+    # the aten::linear inside my_linear_layer is a root when the annotation does not match
+    assert dict(zip(one["pattern"], one["count"])) == {
+        TWICE: 2, "aten::linear|gemm": 1, "aten::linear|gemm|bias|relu_k": 1}
+
+
+def test_event_indices_cover_each_occurrence(tmp_path):
+    a = load(tmp_path, sequences_case())
+    ev = a.t.rank(0).decoded()
+    df = frequent_cuda_kernel_sequences(a.t, "linear", min_pattern_len=2)
+    first = ev[ev["index"].isin(df.loc[0, "event_indices"])]
+    assert sorted(first["name"]) == sorted(
+        ["aten::linear", "aten::addmm", "cudaLaunchKernel", "cudaLaunchKernel", "gemm",
+         "bias"] * 2)
+    nested = ev[ev["index"].isin(df.loc[1, "event_indices"])]
+    assert sorted(nested["name"]) == sorted(
+        ["my_linear_layer", "aten::linear"] + ["cudaLaunchKernel"] * 3
+        + ["gemm", "bias", "relu_k"])
+
+
+def test_errors_are_clear(tmp_path):
+    a = load(tmp_path, sequences_case())
+    with pytest.raises(ValueError, match="no operator name contains 'conv'"):
+        frequent_cuda_kernel_sequences(a.t, "conv")
+    with pytest.raises(ValueError, match="operator_name is empty"):
+        frequent_cuda_kernel_sequences(a.t, "")
+
+
+def test_with_arg_keeps_other_values_as_text():
+    text = b'{"ph":"X","ts":1712195495519689.047,"id":123456789012345678901,"args":{"a":1}}'
+    out = json.loads(with_arg(text, "Patterns", {"p": 2}))
+    assert out["args"] == {"a": 1, "Patterns": {"p": 2}}
+    assert b"1712195495519689.047" in with_arg(text, "x", 1)
+    assert json.loads(with_arg(b'{"ph":"X"}', "k", [1]))["args"] == {"k": [1]}
+
+
+def test_overlaid_trace_marks_exactly_the_occurrences(tmp_path):
+    a = load(tmp_path, sequences_case())
+    df = frequent_cuda_kernel_sequences(a.t, "linear", min_pattern_len=2)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    path = write_overlaid_trace(a.t.rank(0), df, out_dir)
+    assert path == out_dir / "overlaid_rank-0.json"
+    source = a.t.rank(0).meta["source"]
+    original = json.loads(Path(source).read_bytes())["traceEvents"]
+    overlaid = json.loads(path.read_bytes())["traceEvents"]
+    assert len(overlaid) == len(original)
+    marked = [e for e in overlaid if "Patterns" in e.get("args", {})]
+    assert len(marked) == 12 + 8
+    assert sum(e["args"]["Patterns"] == {TWICE: 2} for e in marked) == 12
+    assert sum(e["args"]["Patterns"] == {NESTED: 1} for e in marked) == 8
+    for before, after in zip(original, overlaid):
+        args = dict(after.get("args", {}))
+        args.pop("Patterns", None)
+        assert {**after, "args": args} == {**before, "args": before.get("args", {})}
+
+
+def test_facade_writes_top_k(tmp_path):
+    a = load(tmp_path, sequences_case())
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    df = a.get_frequent_cuda_kernel_sequences("linear", out_dir, min_pattern_len=2, top_k=1,
+                                              compress_other_kernels=False)
+    assert "event_indices" not in df.columns and len(df) == 2
+    overlaid = json.loads((out_dir / "overlaid_rank-0.json").read_bytes())["traceEvents"]
+    assert sum("Patterns" in e.get("args", {}) for e in overlaid) == 12
+    with pytest.raises(NotADirectoryError):
+        a.get_frequent_cuda_kernel_sequences("linear", tmp_path / "missing")
+
+
+def test_real_trace_overlay_loads_back(tmp_path):
+    folder = shared_trace("trace_filter")
+    a = TraceAnalysis(trace_files={0: folder / "sampled_rank-0.json.gz"}, cache=False,
+                      progress=False)
+    df = frequent_cuda_kernel_sequences(a.t, "aten::linear", min_pattern_len=2)
+    assert df["count"].sum() >= 1
+    path = write_overlaid_trace(a.t.rank(0), df, tmp_path)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    marked = sum("Patterns" in e.get("args", {}) for e in events)
+    assert marked == sum(len(x) for x in df["event_indices"])
+    b = TraceAnalysis(trace_files={0: path}, cache=False, progress=False)
+    assert len(b.t.rank(0).events) == len(a.t.rank(0).events)
