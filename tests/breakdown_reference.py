@@ -100,8 +100,14 @@ def temporal(events: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def idle_gaps(events: list[dict[str, Any]], delay_ns: int) -> dict[tuple[int, str], int]:
-    """Sum of idle gaps (ns) per (stream, category), as documented in hta.analysis.idle."""
+def idle_gaps(events: list[dict[str, Any]], delay_ns: int,
+              hta_semantics: bool = False) -> dict[tuple[int, str], int]:
+    """Sum of idle gaps (ns) per (stream, category), as documented in hta.analysis.idle.
+
+    ``hta_semantics``: HTA 0.5's version instead: the gap is measured from the end of the
+    previous event only (not of everything before), and negative gaps (overlapping events)
+    are summed too, as ``kernel_wait`` or ``other``.
+    """
     launch_ts = {}
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
@@ -115,7 +121,7 @@ def idle_gaps(events: list[dict[str, Any]], delay_ns: int) -> dict[tuple[int, st
         evs.sort(key=lambda x: x["ts_ns"])
         running = None
         for e in evs:
-            if running is not None and e["ts_ns"] > running:
+            if running is not None and (e["ts_ns"] > running or hta_semantics):
                 gap = e["ts_ns"] - running
                 launch = launch_ts.get(e["args"].get("correlation"))
                 if launch is not None and launch > running:
@@ -125,7 +131,8 @@ def idle_gaps(events: list[dict[str, Any]], delay_ns: int) -> dict[tuple[int, st
                 else:
                     cat = "other"
                 out[(stream, cat)] += gap
-            running = e["end_ns"] if running is None else max(running, e["end_ns"])
+            keep_max = running is not None and not hta_semantics
+            running = max(running, e["end_ns"]) if keep_max else e["end_ns"]
     return dict(out)
 
 
@@ -137,3 +144,28 @@ def duration_sums(events: list[dict[str, Any]], cat: str) -> dict[str, tuple[int
             out[e["name"]][0] += e["end_ns"] - e["ts_ns"]
             out[e["name"]][1] += 1
     return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def hta_view(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as HTA 0.5 analyses them (with ``include_last_profiler_step=True``):
+
+    * GPU work whose launch call is not in the trace (no runtime event with its
+      correlation), or starts after the end of the last ``ProfilerStep``, is dropped;
+    * times are cut to whole µs inward: start rounded up, end rounded down
+      (``round_down_time_stamps``), so a sub-µs event can end before it starts.
+    """
+    launch = {e["args"]["correlation"]: e["ts_ns"] for e in events
+              if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    step_ends = [e["end_ns"] for e in events if e["name"].startswith("ProfilerStep#")]
+    last_end = max(step_ends) if len(step_ends) > 1 else None
+    out = []
+    for e in events:
+        if work_class(e):
+            ts = launch.get(e["args"].get("correlation"))
+            if ts is None or (last_end is not None and ts > last_end):
+                continue
+        start = -(-e["ts_ns"] // 1000) * 1000
+        end = e["end_ns"] // 1000 * 1000
+        out.append({**e, "ts_ns": start, "end_ns": end})
+    return out
