@@ -1,7 +1,83 @@
-"""Critical path analysis on ``TraceAnalysis``."""
+"""Critical path analysis on ``TraceAnalysis``.
+
+The methods call :mod:`hta.analysis.critical_path` (definitions in its docstrings and in
+``docs/critical_path.md``), :mod:`hta.export.critical_path_overlay` and
+:mod:`hta.plots.critical_path`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from hta.analysis import critical_path as cp
+from hta.facade.display import show
+from hta.plots.critical_path import critical_path_figure
+
+if TYPE_CHECKING:
+    from hta.model.trace import Trace
+
+Instance = int | tuple[int, int] | None
 
 
 class CriticalPathMixin:
     """Methods added by the critical path analysis."""
+
+    t: Trace
+
+    def critical_path_analysis(
+        self, rank: int, annotation: str | None = "ProfilerStep", instance_id: Instance = None,
+        data_load_events: Iterable[str] | None = None,
+    ) -> tuple[cp.CriticalPathGraph, pd.DataFrame]:
+        """Critical path of one rank's window: ``(graph, path table)``.
+
+        ``annotation=""`` (or None) analyses the whole trace. HTA returns
+        ``(graph, success)``; here failures raise, and the second value is the path's
+        edges, one row each. See :func:`hta.analysis.critical_path.critical_path_analysis`.
+        """
+        return cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
+                                         data_load_events)
+
+    def overlay_critical_path_analysis(
+        self, rank: int, critical_path_graph: cp.CriticalPathGraph, output_dir: str | Path,
+        only_show_critical_events: bool = True, show_all_edges: bool = False,
+    ) -> str:
+        """Write the rank's trace with the critical path marked; return the file's path.
+
+        See :func:`hta.export.critical_path_overlay.write_critical_path_overlay`.
+        """
+        from hta.export.critical_path_overlay import write_critical_path_overlay
+
+        return write_critical_path_overlay(self.t.rank(rank), critical_path_graph, output_dir,
+                                           only_show_critical_events, show_all_edges)
+
+    def get_critical_path_summary(
+        self, rank: int, annotation: str | None = "ProfilerStep", instance_id: Instance = None,
+        data_load_events: Iterable[str] | None = None,
+        critical_path_graph: cp.CriticalPathGraph | None = None, top_k: int = 15,
+        visualize: bool = True,
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Time on the critical path per bound type and per event: ``(bounds, events)``.
+
+        Reuses ``critical_path_graph`` when given, else runs the analysis. See
+        :func:`hta.analysis.critical_path.attribution.bound_summary` and
+        :func:`~hta.analysis.critical_path.attribution.event_summary`; the figure shows
+        the ``top_k`` events.
+        """
+        if critical_path_graph is None:
+            critical_path_graph, path = self.critical_path_analysis(
+                rank, annotation, instance_id, data_load_events)
+        else:
+            path = cp.path_frame(critical_path_graph, data_load_events)
+        bounds, events = cp.critical_path_summary(path)
+        if visualize:
+            g = critical_path_graph
+            where = g.annotation or "whole trace"
+            show(critical_path_figure(
+                bounds, events, top_k,
+                title=f"Critical path of rank {g.rank}, {where}: "
+                      f"{g.path_length_ns / 1e3:,.3f} µs of a {g.span_ns / 1e3:,.3f} µs span"))
+        return bounds, events

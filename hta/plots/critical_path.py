@@ -1,0 +1,61 @@
+"""Figure of the critical path summary: time per bound type and the top events on the path."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from hta.plots._common import short
+
+COLORS = {
+    "cpu_bound": "#1f77b4",
+    "gpu_compute_bound": "#2ca02c",
+    "gpu_communication_bound": "#ff7f0e",
+    "launch_overhead": "#9467bd",
+    "kernel_kernel_overhead": "#8c564b",
+}
+
+
+def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int = 15,
+                         title: str = "Critical path") -> go.Figure:
+    """Two panels: the path's time per bound type, and its ``top_k`` longest events.
+
+    Takes the tables of :func:`hta.analysis.critical_path.attribution.bound_summary`
+    (``bound_by``, ``duration(us)``, ``duration_pctg``) and
+    :func:`~hta.analysis.critical_path.attribution.event_summary` (``bound_by``,
+    ``name``, ``kind``, ``count``, ``duration(us)``, ``duration_pctg``); bars are coloured
+    by bound type.
+    """
+    top = events.head(top_k).iloc[::-1]
+    fig = make_subplots(
+        rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.3, 0.7],
+        subplot_titles=["time on the critical path per bound type",
+                        f"top {min(top_k, len(events))} events on the critical path"],
+    )
+    order = bounds.iloc[::-1]
+    fig.add_trace(go.Bar(
+        y=order["bound_by"], x=order["duration(us)"], orientation="h", showlegend=False,
+        marker_color=[COLORS.get(b, "#7f7f7f") for b in order["bound_by"]],
+        customdata=order[["duration_pctg"]],
+        hovertemplate="%{y}<br>%{x:,.3f} µs (%{customdata[0]:.2f}% of the path)<extra></extra>",
+    ), row=1, col=1)
+    for bound in dict.fromkeys(top["bound_by"]):
+        part = top[top["bound_by"] == bound]
+        fig.add_trace(go.Bar(
+            y=[f"{i}. {short(n, 60)}" for i, n in zip(part.index + 1, part["name"])],
+            x=part["duration(us)"], orientation="h", name=bound,
+            marker_color=COLORS.get(bound, "#7f7f7f"),
+            customdata=part[["name", "kind", "count", "duration_pctg"]],
+            hovertemplate="%{customdata[0]}<br>kind %{customdata[1]}, %{customdata[2]} edge(s)"
+                          "<br>%{x:,.3f} µs (%{customdata[3]:.2f}% of the path)<extra></extra>",
+        ), row=2, col=1)
+    fig.update_yaxes(type="category", row=2, col=1,
+                     categoryorder="array",
+                     categoryarray=[f"{i}. {short(n, 60)}" for i, n in
+                                    zip(top.index + 1, top["name"])])
+    fig.update_xaxes(title_text="time on the critical path (µs)", row=1, col=1)
+    fig.update_xaxes(title_text="time on the critical path (µs)", row=2, col=1)
+    fig.update_layout(title_text=title, height=320 + 28 * max(len(top), 1),
+                      legend_title_text="bound type", barmode="overlay")
+    return fig
