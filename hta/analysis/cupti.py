@@ -1,0 +1,190 @@
+"""CUPTI range-profiler counters per kernel, with the operators that launched the kernel.
+
+When the PyTorch profiler runs in CUPTI profiler mode (``experimental_config=
+_ExperimentalConfig(profiler_metrics=[...], profiler_measure_per_kernel=True)``), Kineto
+writes one complete event of category ``cuda_profiler_range`` per kernel, named after the
+kernel, whose ``args`` are the requested metrics (e.g.
+``smsp__sass_thread_inst_executed_op_ffma_pred_on.sum``). These events carry no
+correlation id and their timestamps are synthetic (one fixed-length slot per kernel), so
+they are matched to the launches by order, as HTA does: the i-th range (by start time) is
+the kernel of the i-th kernel launch (by start time).
+
+*Kernel launches* are the events of kind ``runtime_launch`` minus the memory ones: calls
+whose name says memcpy or memset (:data:`MEMORY_LAUNCH`, applied to the distinct names the
+rule table calls launches) enqueue copies, which the range profiler does not measure.
+
+Columns: ``rank``, ``index`` (the range event), ``name`` (kernel name), ``launch_index``,
+``launch_name``, ``op_stack`` (names of the ``cpu_op`` events around the launch,
+outermost first), ``top_level_op`` and ``bottom_level_op`` (first and last of the stack,
+``""`` when empty), then one float column per metric, in the order the trace first names
+them (NaN where a range lacks a metric).
+
+The metric values are not in the loaded model, so the rank's trace file is read again
+(``meta['source']``); only the ``cuda_profiler_range`` events are decoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from hta.analysis.rowmap import RowMap
+from hta.analysis.select import select_ranks
+from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.model.rules import KIND_CODE
+from hta.model.trace import RankTrace, Trace
+
+logger = logging.getLogger(__name__)
+
+PROFILER_CATEGORY = "cuda_profiler_range"
+#: Launch calls that enqueue copies or memsets rather than kernels.
+MEMORY_LAUNCH = re.compile(r"(?i)mem(cpy|set)")
+BASE_COLUMNS = ["rank", "index", "name", "launch_index", "launch_name", "op_stack",
+                "top_level_op", "bottom_level_op"]
+NO_COUNTERS = (
+    "no CUPTI range-profiler events (category 'cuda_profiler_range') in the trace of "
+    "rank(s) {ranks}; collect the trace with the PyTorch profiler's CUPTI profiler mode "
+    "(torch.profiler._ExperimentalConfig(profiler_metrics=[...], "
+    "profiler_measure_per_kernel=True)) to get per-kernel counters"
+)
+
+
+class _Range(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: Any = ""
+    name: Any = ""
+    ts: msgspec.Raw = msgspec.Raw()
+    args: dict = msgspec.field(default_factory=dict)
+
+
+_range_list = msgspec.json.Decoder(list[_Range])
+
+
+def cupti_counter_data_with_operators(trace: Trace,
+                                      ranks: Iterable[int] | int | None = None
+                                      ) -> pd.DataFrame:
+    """Counters per kernel with the operator stack of its launch (see module docstring).
+
+    Ranks without range-profiler events are skipped with a warning; ``ValueError`` when no
+    selected rank has any, or when a rank's ranges and kernel launches do not pair up.
+    """
+    selected = select_ranks(trace, ranks)
+    with_ranges = [rt for rt in selected if _range_rows(rt).size]
+    missing = [rt.rank for rt in selected if rt not in with_ranges]
+    if not with_ranges:
+        raise ValueError(NO_COUNTERS.format(ranks=", ".join(map(str, missing))))
+    if missing:
+        logger.warning(NO_COUNTERS.format(ranks=", ".join(map(str, missing))))
+    frames = [_rank_counters(rt) for rt in with_ranges]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _range_rows(rt: RankTrace) -> np.ndarray:
+    try:
+        cat_id = rt.symbols.index(PROFILER_CATEGORY)
+    except ValueError:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(rt.events["cat"].to_numpy() == cat_id)
+
+
+def kernel_launch_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the kernel launches of a rank (``runtime_launch`` minus memory)."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    launch = codes == KIND_CODE["runtime_launch"]
+    names = ev["name"].to_numpy()
+    launch_names = np.unique(names[launch])
+    memory = [n for n in launch_names.tolist() if MEMORY_LAUNCH.search(rt.symbols[n])]
+    return np.flatnonzero(launch & ~np.isin(names, memory))
+
+
+def _rank_counters(rt: RankTrace) -> pd.DataFrame:
+    ev = rt.events
+    ranges = _range_rows(rt)
+    ts = ev["ts"].to_numpy()
+    ranges = ranges[np.argsort(ts[ranges], kind="stable")]
+    launches = kernel_launch_rows(rt)
+    launches = launches[np.argsort(ts[launches], kind="stable")]
+    if launches.size != ranges.size:
+        raise ValueError(
+            f"rank {rt.rank}: {ranges.size} CUPTI range(s) but {launches.size} kernel "
+            "launch(es); they pair by order only when every launched kernel was measured. "
+            "Profile a window without kernels that the range profiler skips, or check "
+            "that the trace is complete")
+    metrics = _read_metrics(rt, ranges)
+    symbols = np.asarray(rt.symbols, dtype=object)
+    names = ev["name"].to_numpy()
+    stacks = _op_stacks(rt, launches)
+    index = ev["index"].to_numpy()
+    frame = pd.DataFrame({
+        "rank": rt.rank,
+        "index": index[ranges],
+        "name": symbols[names[ranges]],
+        "launch_index": index[launches],
+        "launch_name": symbols[names[launches]],
+        "op_stack": stacks,
+        "top_level_op": [s[0] if s else "" for s in stacks],
+        "bottom_level_op": [s[-1] if s else "" for s in stacks],
+    }, columns=BASE_COLUMNS)
+    return pd.concat([frame, metrics], axis=1)
+
+
+def _op_stacks(rt: RankTrace, launches: np.ndarray) -> list[list[str]]:
+    """Names of the cpu_op ancestors of each launch, outermost first."""
+    ev = rt.events
+    parent = RowMap(ev).column(ev, "parent")
+    is_op = ev["kind"].cat.codes.to_numpy() == KIND_CODE["cpu_op"]
+    names = ev["name"].to_numpy()
+    levels: list[np.ndarray] = []
+    cur = parent[launches]
+    while (cur >= 0).any():
+        levels.append(np.where(cur >= 0, cur, -1))
+        cur = np.where(cur >= 0, parent[np.clip(cur, 0, None)], -1)
+    symbols = rt.symbols
+    stacks: list[list[str]] = [[] for _ in range(launches.size)]
+    for level in reversed(levels):  # outermost ancestors are found last
+        for i in np.flatnonzero((level >= 0) & is_op[np.clip(level, 0, None)]).tolist():
+            stacks[i].append(symbols[names[level[i]]])
+    return stacks
+
+
+def _read_metrics(rt: RankTrace, ranges: np.ndarray) -> pd.DataFrame:
+    """Metric values of the rank's ranges, in the order of ``ranges`` (sorted by start)."""
+    source = Path(str(rt.meta.get("source", "")))
+    if not source.is_file():
+        raise ValueError(f"rank {rt.rank}: the trace file {source} is not readable any more; "
+                         "the CUPTI counters are read from it")
+    _, items, _ = parse_top_level(source, read_bytes(source))
+    picked = [r for r in items or [] if b"cuda_profiler_range" in bytes(r)]
+    decoded = [e for e in _range_list.decode(b"[" + b",".join(picked) + b"]")
+               if e.ph == "X" and e.cat == PROFILER_CATEGORY]
+    warnings: list[str] = []
+    raw_ts, present = timestamps_ns([e.ts for e in decoded], warnings)
+    decoded = [e for e, ok in zip(decoded, present) if ok]
+    raw_ts = raw_ts[present]
+    order = np.argsort(raw_ts, kind="stable")
+    decoded = [decoded[i] for i in order]
+    if len(decoded) != ranges.size:
+        raise ValueError(f"rank {rt.rank}: {source} holds {len(decoded)} CUPTI range(s) but "
+                         f"{ranges.size} were loaded; was the file changed after loading?")
+    ev_names = np.asarray(rt.symbols, dtype=object)[rt.events["name"].to_numpy()[ranges]]
+    if any(str(e.name) != n for e, n in zip(decoded, ev_names)):
+        raise ValueError(f"rank {rt.rank}: the CUPTI ranges in {source} do not match the "
+                         "loaded ones; was the file changed after loading?")
+    columns: dict[str, np.ndarray] = {}
+    for i, event in enumerate(decoded):
+        for key, value in event.args.items():
+            col = columns.get(key)
+            if col is None:
+                col = columns[key] = np.full(len(decoded), np.nan)
+            with contextlib.suppress(TypeError, ValueError):
+                col[i] = float(value)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(decoded)))
