@@ -87,3 +87,16 @@ def test_real_trace_matches_the_json():
     assert (series["memory_bw_gbps"] >= 0).all()
     last = series.groupby(["rank", "pid", "name"])["memory_bw_gbps"].last()
     assert (last == 0).all()
+
+
+def test_figures(tmp_path):
+    from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
+
+    a = load(tmp_path, bandwidth_case())
+    fig = memory_bw_figure(memory_bw_time_series(a.t))
+    assert len(fig.data) == 5
+    htod = next(t for t in fig.data if "HtoD" in t.name)
+    assert list(htod.y) == [10.0, 40.0, 30.0, 0.0]
+    summary = memory_bw_summary(a.t)
+    bars = memory_bw_summary_figure(summary)
+    assert sorted(t.name for t in bars.data) == sorted(summary["name"])

@@ -119,3 +119,28 @@ def test_launch_stats_on_the_rocm_sample():
     assert set(df["launch_name"]) <= {"hipLaunchKernel", "hipExtModuleLaunchKernel",
                                       "hipMemcpyWithStream"}
     assert {"hipLaunchKernel", "hipExtModuleLaunchKernel"} <= set(df["launch_name"])
+
+
+def test_figure_shows_the_flagged_rows(tmp_path):
+    from hta.plots.launch import launch_stats_figure
+
+    df = cuda_kernel_launch_stats(load(tmp_path, launch_case()).t)
+    fig = launch_stats_figure(df, 50, 100)
+    short, runtime, delay = (list(t.x) for t in fig.data)
+    assert sorted(short) == sorted(df.loc[df["short_kernel"], "cpu_duration(us)"])
+    assert runtime == [60.0] and delay == [130.0]
+    assert "> 50 µs" in fig.layout.annotations[1].text
+
+
+def test_facade_visualize_shows_the_figures(tmp_path, monkeypatch):
+    import hta.facade.counters as facade
+
+    shown = []
+    monkeypatch.setattr(facade, "show", shown.append)
+    a = load(tmp_path, launch_case())
+    a.get_cuda_kernel_launch_stats(visualize=True)
+    a.get_queue_length_time_series(visualize=True)
+    a.get_memory_bw_time_series(visualize=True)
+    a.get_memory_bw_summary(visualize=True)
+    a.get_operator_breakdown(visualize=True)
+    assert len(shown) == 5 and all(hasattr(f, "to_dict") for f in shown)

@@ -109,3 +109,12 @@ def test_top_level_gpu_time_within_busy_time_on_real_traces(folder):
         breakdown = operator_breakdown(a.t, rank)
         assert (breakdown["gpu_time(us)"] <= breakdown["gpu_union_time(us)"] + 1e-9).all()
         assert (breakdown["cpu_self_time(us)"] <= breakdown["cpu_total_time(us)"]).all()
+
+
+def test_figure(tmp_path):
+    from hta.plots.operators import operator_breakdown_figure
+
+    df = operator_breakdown(load(tmp_path, operators_case()).t)
+    fig = operator_breakdown_figure(df, max_rows=2)
+    assert [t.name for t in fig.data] == ["GPU time", "CPU self time", "CPU total time"]
+    assert list(fig.data[0].x) == [0.085, 0.05]

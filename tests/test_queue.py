@@ -135,3 +135,13 @@ def test_matches_an_independent_count_on_trace_filter():
             previous = value
         got = ours[ours["stream"] == stream]
         assert list(zip((round(t / 1000) for t in got["ts"]), got["queue_length"])) == steps
+
+
+def test_figure_has_one_step_line_per_stream(tmp_path):
+    from hta.plots.queue import queue_length_figure
+
+    s = queue_length_time_series(load(tmp_path, queue_case()).t)
+    fig = queue_length_figure(s, threshold=1024)
+    assert len(fig.data) == 4
+    assert all(t.line.shape == "hv" for t in fig.data)
+    assert [list(t.y) for t in fig.data][1] == [2, 1, 2, 1, 0]  # stream 7

@@ -113,3 +113,13 @@ def test_real_trace_overlay_loads_back(tmp_path):
     assert marked == sum(len(x) for x in df["event_indices"])
     b = TraceAnalysis(trace_files={0: path}, cache=False, progress=False)
     assert len(b.t.rank(0).events) == len(a.t.rank(0).events)
+
+
+def test_figure(tmp_path):
+    from hta.plots.operators import frequent_sequences_figure
+
+    df = frequent_cuda_kernel_sequences(load(tmp_path, sequences_case()).t, "linear",
+                                        min_pattern_len=2)
+    fig = frequent_sequences_figure(df, 0)
+    assert list(fig.data[0].y) == [2, 1]
+    assert fig.data[0].customdata[0] == TWICE.replace("|", "<br>")
