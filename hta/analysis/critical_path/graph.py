@@ -319,6 +319,7 @@ class _Streams:
         ic = c.ic[gpu_rows]
         enq = np.where(ic >= 0, c.ts[np.clip(ic, 0, None)], c.ts[gpu_rows])
         self.groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.devices: list[int] = []
         if gpu_rows.size == 0:
             return
         order = np.lexsort((c.ts[gpu_rows], enq, stream, device))
