@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hta.loading.errors import TraceLoadError
+from hta.loading.stream import NotStreamable, iter_event_chunks
 from hta.loading.structs import CounterEvent, Event
 from hta.loading.timeparse import decimal_us_to_ns
 
@@ -96,6 +97,11 @@ class DecodedTrace:
 # reading bytes
 
 
+INFLATE_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error) + (
+    (_fast_gzip_zlib.error,) if _fast_gzip_zlib is not None else ()
+)
+
+
 def read_bytes(path: Path) -> bytes | bytearray:
     """Read a trace file, inflating gzip (detected by its magic bytes, not its name)."""
     try:
@@ -106,7 +112,7 @@ def read_bytes(path: Path) -> bytes | bytearray:
         return data
     try:
         return _inflate(data)
-    except (EOFError, zlib.error, OSError, ValueError) as exc:
+    except (*INFLATE_ERRORS, ValueError) as exc:
         raise TraceLoadError(
             path,
             f"the gzip stream is truncated or corrupt ({exc})",
@@ -567,6 +573,25 @@ class _Accumulator:
             "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
         }))
 
+    def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None
+                     ) -> None:
+        """Decode a JSON array of events and add them (``items``: the same, pre-split)."""
+        try:
+            events = _event_list_decoder.decode(text)
+        except msgspec.ValidationError as exc:
+            if items is None:
+                items = _raw_list_decoder.decode(text)
+            events = _decode_one_by_one(items, self.warnings, exc)
+        before = self.counter_count
+        self.chunk(events)
+        del events
+        if self.counter_count > before:
+            _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+
+    def partial(self) -> _Partial:
+        """Everything accumulated so far."""
+        return _accumulator_partial(self)
+
     def chunk(self, events: list[Event]) -> None:
         by_phase: dict[str, list[Event]] = {}
         complete = [e for e in events if e.ph == "X"]
@@ -592,16 +617,19 @@ class _Accumulator:
                 )
 
 
-def _counters(raw_events: msgspec.Raw, warnings: list[str]) -> pd.DataFrame:
-    """Second, targeted pass for ``C`` events: one row per (event, series)."""
-    items = _raw_list_decoder.decode(raw_events)
+COUNTER_COLUMNS = ("ts", "pid", "tid", "name", "series", "value")
+
+
+def _counter_rows(acc: _Accumulator, items: list[msgspec.Raw]) -> None:
+    """``C`` events of ``items`` into the counters table: one row per (event, series)."""
     picked = [r for r in items if b'"C"' in bytes(r)]
     if not picked:
-        return pd.DataFrame({c: [] for c in ("ts", "pid", "tid", "name", "series", "value")})
-    evs = [e for e in _counter_list_decoder.decode(b"[" + b",".join(picked) + b"]")]
-    ts, present = timestamps_ns([e.ts for e in evs], warnings)
-    rows: dict[str, list[Any]] = {k: [] for k in ("ts", "pid", "tid", "name", "series", "value")}
-    for e, t, ok in zip(evs, ts, present):
+        return
+    evs = [e for e in _counter_list_decoder.decode(b"[" + b",".join(picked) + b"]")
+           if e.ph == "C"]
+    ts, present = timestamps_ns([e.ts for e in evs], acc.warnings)
+    rows: dict[str, list[Any]] = {k: [] for k in COUNTER_COLUMNS}
+    for e, t, ok in zip(evs, ts.tolist(), present.tolist()):
         if not ok:
             continue
         for series, value in e.args.items():
@@ -609,17 +637,20 @@ def _counters(raw_events: msgspec.Raw, warnings: list[str]) -> pd.DataFrame:
                 fval = float(value)
             except (TypeError, ValueError):
                 continue
-            rows["ts"].append(int(t))
+            rows["ts"].append(t)
             rows["pid"].append(e.pid)
             rows["tid"].append(e.tid)
             rows["name"].append(str(e.name))
             rows["series"].append(str(series))
             rows["value"].append(fval)
-    frame = pd.DataFrame(rows)
-    frame["pid"] = int_column(list(frame["pid"]), "pid", warnings)
-    frame["tid"] = int_column(list(frame["tid"]), "tid", warnings)
-    frame["ts"] = frame["ts"].astype(np.int64)
-    return frame
+    acc.add_table("counters", pd.DataFrame({
+        "ts": np.asarray(rows["ts"], dtype=np.int64),
+        "pid": acc.ids_column(rows["pid"]),
+        "tid": acc.ids_column(rows["tid"]),
+        "name": rows["name"],
+        "series": rows["series"],
+        "value": np.asarray(rows["value"], dtype=np.float64),
+    }))
 
 
 def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -658,26 +689,38 @@ _TABLE_COLUMNS = {
     "instants": ["ts", "name", "cat", "pid", "tid"],
     "flows": ["ph", "id", "ts", "pid", "tid", "cat", "name"],
     "metadata_events": ["name", "pid", "tid", "value"],
+    "counters": list(COUNTER_COLUMNS),
 }
 #: Columns holding symbol ids, and columns holding pid/tid values, per table.
 _SYMBOL_COLUMNS = {"events": ("cat", "name"), "instants": ("name", "cat", "scope"),
                    "flows": ("ph", "cat", "name")}
 _ID_COLUMNS = {"events": ("pid", "tid"), "instants": ("pid", "tid"), "flows": ("pid", "tid"),
-               "metadata_events": ("pid", "tid")}
-#: Below this many events a file is decoded in one process.
-PARALLEL_MIN_EVENTS = 300_000
+               "metadata_events": ("pid", "tid"), "counters": ("pid", "tid")}
+#: Below this much JSON text a file is decoded in one process.
+PARALLEL_MIN_TEXT_BYTES = 32 << 20
 
 
-def _decode_items(items: list[msgspec.Raw], chunk_events: int) -> _Partial:
-    acc = _Accumulator()
+def text_size(path: Path) -> int:
+    """Bytes of JSON text in a file: its size, or for gzip the size in its trailer."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        if fh.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        fh.seek(-4, 2)
+        return int.from_bytes(fh.read(4), "little")
+
+
+def _decode_items(items: list[msgspec.Raw], chunk_events: int,
+                  acc: _Accumulator | None = None) -> _Partial:
+    acc = acc or _Accumulator()
     for start in range(0, len(items), chunk_events):
         part = items[start:start + chunk_events]
-        try:
-            events = _event_list_decoder.decode(b"[" + b",".join(part) + b"]")
-        except msgspec.ValidationError as exc:
-            events = _decode_one_by_one(part, acc.warnings, exc)
-        acc.chunk(events)
-        del events
+        acc.decode_chunk(b"[" + b",".join(part) + b"]", part)
+    return acc.partial()
+
+
+def _accumulator_partial(acc: _Accumulator) -> _Partial:
+    """The accumulated columns and tables as a :class:`_Partial`."""
     return _Partial(
         columns={k: acc.column(k, t) for k, t in _EVENT_COLUMNS.items()},
         tables={k: acc.table(k, cols) for k, cols in _TABLE_COLUMNS.items()},
@@ -690,14 +733,12 @@ def _decode_items(items: list[msgspec.Raw], chunk_events: int) -> _Partial:
     )
 
 
-#: Events of the file being decoded in parallel; forked workers inherit it.
-_FORK_ITEMS: list[msgspec.Raw] = []
-
-
-def _decode_inherited(lo: int, hi: int, chunk_events: int) -> _Partial:
-    """Worker side of a parallel decode: a range of the events inherited through fork."""
+def _decode_text(text: bytes) -> _Partial:
+    """Worker side of a parallel decode: one JSON array of whole events."""
     gc.disable()
-    return _decode_items(_FORK_ITEMS[lo:hi], chunk_events)
+    acc = _Accumulator()
+    acc.decode_chunk(text)
+    return acc.partial()
 
 
 def _remap(values: np.ndarray, mapping: np.ndarray) -> np.ndarray:
@@ -777,26 +818,37 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
 
 
-def _decode_parallel(items: list[msgspec.Raw], chunk_events: int, workers: int) -> _Partial:
-    """Split the events into ``workers`` contiguous ranges; decode all but the first in
-    worker processes while this process decodes the first."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
+    """Decode a file in Kineto's layout piece by piece (see :mod:`hta.loading.stream`).
 
-    bounds = np.linspace(0, len(items), workers + 1).astype(int)
-    ranges = list(zip(bounds[:-1], bounds[1:]))
-    global _FORK_ITEMS
+    With ``workers > 1`` the pieces are decoded by that many forked processes while this
+    one inflates and splits the file; at most ``2 * workers`` pieces are in flight.
+    """
+    pieces = iter_event_chunks(path)
+    if workers <= 1 or not can_fork():
+        acc = _Accumulator()
+        for kind, payload in pieces:
+            if kind == "events":
+                acc.decode_chunk(payload)
+            else:
+                top, size = payload
+        return acc.partial(), top, size
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     ctx = multiprocessing.get_context("fork")
-    _FORK_ITEMS = items
-    try:
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
-            futures = [pool.submit(_decode_inherited, int(lo), int(hi), chunk_events)
-                       for lo, hi in ranges[1:]]
-            first = _decode_items(items[ranges[0][0]:ranges[0][1]], chunk_events)
-            parts = [first] + [f.result() for f in futures]
-    finally:
-        _FORK_ITEMS = []
-    return _merge(parts)
+    futures: list[Future] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        for kind, payload in pieces:
+            if kind == "events":
+                pending = [f for f in futures if not f.done()]
+                if len(pending) >= 2 * workers:
+                    pending[0].result()
+                futures.append(pool.submit(_decode_text, payload))
+            else:
+                top, size = payload
+        parts = [f.result() for f in futures]
+    return _merge(parts), top, size
 
 
 def decode_trace(
@@ -816,7 +868,9 @@ def decode_trace(
             gc.enable()
 
 
-def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
+def _decode_whole(path: Path, chunk_events: int
+                  ) -> tuple[_Partial, dict[str, msgspec.Raw], int, list[str]]:
+    """Decode a file held in memory at once (any JSON layout; repairs known bugs)."""
     data = read_bytes(path)
     uncompressed = len(data)
     top, items, repairs = parse_top_level(path, data)
@@ -828,18 +882,30 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
             "point hta at the profiler's .json or .json.gz output",
         )
     del data
-    if workers > 1 and len(items) >= PARALLEL_MIN_EVENTS and can_fork():
-        part = _decode_parallel(items, chunk_events, workers)
-    else:
-        part = _decode_items(items, chunk_events)
-    del items
+    part = _decode_items(items, chunk_events)
+    return part, top, uncompressed, repairs
+
+
+def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
+    repairs: list[str] = []
+    try:
+        streaming_workers = workers if text_size(path) >= PARALLEL_MIN_TEXT_BYTES else 1
+        part, top, uncompressed = _decode_streaming(path, streaming_workers)
+    except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
+            KeyError):
+        part, top, uncompressed, repairs = _decode_whole(path, chunk_events)
+    except FileNotFoundError as exc:
+        raise TraceLoadError(path, "the file does not exist (was it moved?)") from exc
+    except PermissionError as exc:
+        raise TraceLoadError(path, "permission denied: the file cannot be read") from exc
+    except INFLATE_ERRORS as exc:
+        raise TraceLoadError(
+            path,
+            f"the gzip stream is truncated or corrupt ({exc})",
+            "the profiler may have been killed while writing; collect the trace again",
+        ) from exc
     warnings = [f"repaired: {r}" for r in repairs] + part.warnings
-    raw_events = top["traceEvents"]
-    counters = (
-        _counters(raw_events, warnings)
-        if part.counter_count
-        else pd.DataFrame({c: [] for c in ("ts", "pid", "tid", "name", "series", "value")})
-    )
+    counters = part.tables["counters"]
     stats = part.stats
     if stats["missing_dur"]:
         warnings.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")

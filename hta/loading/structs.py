@@ -96,6 +96,7 @@ class Event(msgspec.Struct, gc=False):
 class CounterEvent(msgspec.Struct, gc=False):
     """A ``C`` (counter) event, whose ``args`` are free-form series."""
 
+    ph: str = ""
     name: NameLike = ""
     cat: NameLike = ""
     pid: IntLike = -1
