@@ -77,7 +77,7 @@ class LocalExecutor(Executor):
         if workers <= 1:
             return SerialExecutor().map(fn, items, progress=progress, description=description)
         results: list[Outcome] = [Outcome() for _ in items]
-        with ProcessPoolExecutor(max_workers=workers) as pool, progress_bar(
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool, progress_bar(
             len(items), description, enabled=progress
         ) as bar:
             futures: dict[Future, int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
@@ -89,6 +89,17 @@ class LocalExecutor(Executor):
                     results[i] = Outcome(error=exc)
                 bar.update(1)
         return results
+
+
+def _context() -> Any:
+    """Fork on Linux: workers inherit loaded modules and user scripts need no
+    ``if __name__ == "__main__"`` guard; the platform default elsewhere."""
+    import multiprocessing
+    import sys
+
+    if sys.platform == "linux":
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
 
 
 def available_cpus() -> int:
