@@ -23,6 +23,7 @@ def progress_bar(total: int, description: str = "", *, enabled: bool = True) -> 
         return
     from tqdm.auto import tqdm
 
+    tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked meanwhile
     bar = tqdm(total=total, desc=description, unit="rank", leave=False)
     try:
         yield bar
