@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -61,3 +63,25 @@ def discover(
             "point at the folder the profiler wrote, or pass trace_files="
         )
     return files, explicit
+
+
+_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
+_HEAD_BYTES = 1 << 18
+
+
+def peek_rank(path: Path) -> int | None:
+    """``distributedInfo.rank`` if it appears in the first 256 KiB of the file's text.
+
+    Kineto writes ``distributedInfo`` near the top, so ranks are known before a file is
+    decoded: unwanted ranks are never loaded and clashing ranks fail fast. ``None``
+    when the head holds no rank (the full load then looks at the whole file).
+    """
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(_HEAD_BYTES)
+        if raw[:2] == b"\x1f\x8b":
+            raw = zlib.decompressobj(31).decompress(raw, _HEAD_BYTES)
+    except (OSError, zlib.error):
+        return None
+    match = _RANK_IN_HEAD.search(raw)
+    return int(match.group(1)) if match else None

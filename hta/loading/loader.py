@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hta.loading.cache import default_cache_root, entry_path, fingerprint, read_entry, write_entry
 from hta.loading.decode import decode_trace
-from hta.loading.discovery import discover
+from hta.loading.discovery import discover, peek_rank
 from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
@@ -142,9 +142,17 @@ def load_trace(
         for f in files
     ]
     wanted = set(ranks) if ranks is not None else None
+    known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(Path(t.path)))
+             for t in tasks}
+    _check_unique_ranks(known)
     if wanted is not None:
         # Skip files whose rank is known up front and not wanted.
-        tasks = [t for t in tasks if not (t.rank_hint >= 0 and t.rank_hint not in wanted)]
+        tasks = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
+        if not tasks:
+            raise TraceDiscoveryError(
+                f"none of the ranks {sorted(wanted)} is in {trace_dir or 'the given files'}; "
+                f"found ranks {sorted({r for r in known.values() if r is not None})}"
+            )
     loaded: dict[int, RankTrace] = {}
     sources: dict[int, str] = {}
     skipped: dict[str, str] = {}
@@ -181,6 +189,19 @@ def load_trace(
         raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
                                   else "no rank matched the requested ranks")
     return Trace(loaded, trace_dir=str(trace_dir or files[0].parent), skipped=skipped)
+
+
+def _check_unique_ranks(known: dict[str, int | None]) -> None:
+    seen: dict[int, str] = {}
+    for path, rank in known.items():
+        if rank is None:
+            continue
+        if rank in seen:
+            raise TraceDiscoveryError(
+                f"two files claim rank {rank}: {seen[rank]} and {path}; "
+                "remove one or pass trace_files={rank: path}"
+            )
+        seen[rank] = path
 
 
 def _collect(result: LoadResult) -> RankTrace:
