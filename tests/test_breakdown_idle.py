@@ -108,3 +108,17 @@ def test_rows_dropped_after_loading_keep_launch_links(tmp_path):
     got = _table(idle_time_breakdown(a.t, streams=7, consecutive_kernel_delay_ns=DELAY))
     assert got == {(7, "host_wait"): (33_500, 2), (7, "kernel_wait"): (1_200, 3),
                    (7, "other"): (14_000, 2)}
+
+
+def test_docs_example(tmp_path):
+    # docs/breakdowns.md (ns, threshold 1_000): K2 kernel wait 50, K3 host wait 120,
+    # K4 other 1_500
+    from breakdown_cases import GEMM
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for launch, ts, dur in [(0, 0, 100), (50, 150, 150), (400, 420, 80), (410, 2_000, 100)]:
+        b.launch_kernel(GEMM, cpu_ts=launch, cpu_dur=5, gpu_ts=ts, gpu_dur=dur)
+    iv = idle_intervals(load(tmp_path, b).t, consecutive_kernel_delay_ns=1_000)
+    assert list(zip(iv["idle_time(ns)"], iv["idle_category"])) == [
+        (50, "kernel_wait"), (120, "host_wait"), (1_500, "other")]

@@ -127,3 +127,14 @@ def test_bad_arguments(tmp_path):
         kernel_breakdown(a.t, duration_ratio=80)
     with pytest.raises(ValueError, match="num_kernels"):
         kernel_breakdown(a.t, num_kernels=0)
+
+
+def test_docs_example(tmp_path):
+    # docs/breakdowns.md: compute [0,10) µs and NCCL [6,12): 6 / 4 / 2 µs
+    from breakdown_cases import overlap_rank
+
+    a = load(tmp_path, overlap_rank(0, comm=[(6_000, 6_000)], compute=[(0, 10_000)]))
+    df = kernel_type_breakdown(a.t)
+    assert _sums(df) == {"COMPUTATION": 6_000, "COMPUTATION overlapping COMMUNICATION": 4_000,
+                         "COMMUNICATION": 2_000}
+    assert df["percentage"].round(1).tolist() == [50.0, 33.3, 16.7]

@@ -107,3 +107,18 @@ def test_ranks_selection_and_unknown_rank(tmp_path):
     assert temporal_breakdown(a.t)["rank"].tolist() == [0, 1]
     with pytest.raises(KeyError, match="rank 5 is not loaded"):
         temporal_breakdown(a.t, ranks=[5])
+
+
+def test_docs_example(tmp_path):
+    # docs/breakdowns.md: compute [0,10) and [30,40) µs, NCCL [5,20), memcpy [18,25)
+    from breakdown_cases import NCCL, overlap_rank
+
+    b = overlap_rank(0, comm=[(5_000, 15_000)], compute=[(0, 10_000), (30_000, 10_000)],
+                     comm_name=NCCL)
+    b.memcpy("HtoD (Pinned -> Device)", cpu_ts=0, cpu_dur=10, gpu_ts=18_000, gpu_dur=7_000,
+             stream=24)
+    row = temporal_breakdown_detail(load(tmp_path, b).t).iloc[0]
+    got = [row[c] for c in ("kernel_time(us)", "idle_time(us)", "compute_time(us)",
+                            "non_compute_time(us)", "exposed_comm_time(us)",
+                            "exposed_memory_time(us)", "comm_time(us)", "memory_time(us)")]
+    assert got == [40.0, 5.0, 20.0, 15.0, 10.0, 5.0, 15.0, 7.0]
