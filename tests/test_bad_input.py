@@ -199,6 +199,47 @@ def test_nan_literal_in_ts_drops_only_that_event(tmp_path: Path) -> None:
     assert "1 complete event(s) had no usable 'ts'; dropped" in rt.meta["warnings"]
 
 
+def kineto_layout(events: list[dict[str, Any]]) -> str:
+    """Text in the layout Kineto writes: one event per line, each after a newline and
+    two spaces (large files in this layout are decoded piece by piece)."""
+    head = ('{\n  "schemaVersion": 1,\n  "distributedInfo": {"backend": "nccl", "rank": 0, '
+            '"world_size": 2},\n  "traceEvents": [')
+    body = ",".join("\n  " + json.dumps(e) for e in events)
+    return head + body + '\n],\n  "traceName": "built"\n}'
+
+
+KINETO_EVENTS = [op(f"op{i}", ts=1000 + i, dur=0.5) for i in range(50)]
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gzip"])
+def test_kineto_layout_truncated_mid_events(tmp_path: Path, gz: bool) -> None:
+    text = kineto_layout(KINETO_EVENTS).encode()
+    cut = text[: len(text) // 2]  # ends inside traceEvents, on an event boundary or not
+    path = tmp_path / ("rank-0.json.gz" if gz else "rank-0.json")
+    path.write_bytes(gzip.compress(cut) if gz else cut)
+    err = load_error(path)  # never a silently shortened trace
+    assert "invalid JSON" in err.problem and "looks truncated" in str(err)
+
+
+def test_kineto_layout_repairs_and_errors(tmp_path: Path) -> None:
+    text = kineto_layout(KINETO_EVENTS)
+    good = tmp_path / "good.json"
+    good.write_text(text)
+    assert len(load_file(good, strict=True).t.rank(0).events) == 50
+    ctrl = tmp_path / "ctrl.json"
+    ctrl.write_text(text.replace('"op3"', '"op\x013"'))
+    rt = load_file(ctrl, strict=True).t.rank(0)
+    assert len(rt.events) == 50 and "op 3" in set(rt.decoded()["name"])
+    assert "repaired: control characters replaced by spaces" in rt.meta["warnings"]
+    quote = tmp_path / "quote.json"
+    quote.write_text(text.replace('"op3"', '"op"3"'))
+    err = load_error(quote)
+    at = text.index('"op3"') + 4  # where the parser stops: just after the stray quote
+    line = text.count("\n", 0, at) + 1
+    column = at - text.rfind("\n", 0, at)
+    assert f"invalid JSON at line {line}, column {column}" in err.problem
+
+
 # --------------------------------------------------------------------------------------------
 # odd but valid content
 # --------------------------------------------------------------------------------------------
