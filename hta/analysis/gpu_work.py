@@ -66,8 +66,7 @@ def gpu_work(rank: int, events: pd.DataFrame,
     cls = work_class(events["kind"])
     keep = cls >= 0
     if iterations is not None:
-        wanted = [iterations] if isinstance(iterations, int) else list(iterations)
-        keep &= np.isin(events["iteration"].to_numpy(), wanted)
+        keep &= np.isin(events["iteration"].to_numpy(), as_list(iterations))
     rows = np.flatnonzero(keep)
     launch_ts, launch_end = _launch_times(events, rows)
     return GpuWork(
@@ -83,6 +82,11 @@ def gpu_work(rank: int, events: pd.DataFrame,
     )
 
 
+def as_list(values: Iterable[int] | int) -> list[int]:
+    """An int or an iterable of ints as a list."""
+    return [int(values)] if isinstance(values, (int, np.integer)) else [int(v) for v in values]
+
+
 def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of the launch call of each of ``rows`` (-1 where unlinked).
 
@@ -92,15 +96,15 @@ def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, n
     link = events["index_correlation"].to_numpy()[rows]
     index = events["index"].to_numpy()
     n = index.shape[0]
-    if n and index[0] == 0 and index[-1] == n - 1 and np.array_equal(index, np.arange(n)):
-        pos = link
+    if n == 0 or (index[0] == 0 and index[-1] == n - 1 and np.array_equal(index, np.arange(n))):
+        pos = np.where(link < n, link, -1)
     else:
-        lookup = np.full(int(index.max()) + 1 if n else 0, -1, dtype=np.int64)
+        lookup = np.full(int(index.max()) + 1, -1, dtype=np.int64)
         lookup[index] = np.arange(n)
         inside = (link >= 0) & (link < lookup.shape[0])
-        pos = np.where(inside, lookup[np.clip(link, 0, max(lookup.shape[0] - 1, 0))], -1)
+        pos = np.where(inside, lookup[np.where(inside, link, 0)], -1)
     ok = pos >= 0
-    safe = np.clip(pos, 0, None)
-    ts = np.where(ok, events["ts"].to_numpy()[safe] if n else 0, -1)
-    end = np.where(ok, events["end"].to_numpy()[safe] if n else 0, -1)
+    safe = np.where(ok, pos, 0)
+    ts = np.where(ok, events["ts"].to_numpy()[safe], -1) if n else np.full(rows.size, -1)
+    end = np.where(ok, events["end"].to_numpy()[safe], -1) if n else np.full(rows.size, -1)
     return ts.astype(np.int64), end.astype(np.int64)

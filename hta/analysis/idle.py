@@ -35,7 +35,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import GpuWork, gpu_work
+from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.analysis.select import select_ranks
 from hta.model.trace import Trace
 
@@ -123,7 +123,7 @@ def _collect(trace: Trace, ranks: Iterable[int] | int | None,
     for rt in select_ranks(trace, ranks):
         w = gpu_work(rt.rank, rt.events, iterations)
         keep = np.ones(len(w), dtype=bool) if streams is None else np.isin(
-            w.stream, _as_list(streams))
+            w.stream, as_list(streams))
         frames.append(_rank_intervals(w, keep, iterations is not None, delay_ns))
         pairs.append(pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])}))
     frames = [f for f in frames if len(f)]
@@ -163,10 +163,6 @@ def _pair_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ua, ia = np.unique(a, return_inverse=True)
     ub, ib = np.unique(b, return_inverse=True)
     return ia.reshape(-1).astype(np.int64) * max(ub.size, 1) + ib.reshape(-1)
-
-
-def _as_list(values: Iterable[int] | int) -> list[int]:
-    return [values] if isinstance(values, int) else [int(v) for v in values]
 
 
 def _check_threshold(delay_ns: int) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
+from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.trace import Trace
@@ -84,7 +84,7 @@ def _rank_rows(rank: int, events: pd.DataFrame, iterations: Iterable[int] | int 
                per_iteration: bool) -> pd.DataFrame:
     w = gpu_work(rank, events, iterations)
     if per_iteration or iterations is not None:
-        wanted = [] if iterations is None else _as_list(iterations)
+        wanted = [] if iterations is None else as_list(iterations)
         labels = np.unique(np.concatenate([w.iteration, np.asarray(wanted, dtype=np.int64)]))
         labels = labels if labels.size else np.array([-1], dtype=np.int64)
         groups = np.searchsorted(labels, w.iteration)
@@ -103,10 +103,6 @@ def _rank_rows(rank: int, events: pd.DataFrame, iterations: Iterable[int] | int 
     if (counts == 0).any():
         logger.warning("rank %d: %s", rank, NO_GPU_WORK)
     return frame
-
-
-def _as_list(values: Iterable[int] | int) -> list[int]:
-    return [values] if isinstance(values, int) else [int(v) for v in values]
 
 
 def _columns(table: np.ndarray) -> pd.DataFrame:
