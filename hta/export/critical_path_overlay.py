@@ -23,7 +23,10 @@ event rather than the next one. The events of our table are matched to the file'
 from __future__ import annotations
 
 import gzip
+import itertools
 import logging
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,11 @@ from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
+
+try:  # Intel ISA-L compresses gzip several times faster than zlib when installed
+    from isal import igzip as _fast_gzip
+except ImportError:  # pragma: no cover - optional dependency
+    _fast_gzip = None
 
 #: Complete events kept by ``only_show_critical_events`` whatever they are (context).
 KEPT_CATEGORIES = frozenset({"user_annotation", "python_function", "gpu_user_annotation"})
@@ -55,6 +63,8 @@ class _Head(msgspec.Struct, gc=False):
     ts: msgspec.Raw = msgspec.Raw()
     dur: Any = None
     id: Any = None
+    pid: msgspec.Raw = msgspec.Raw(b"0")
+    tid: msgspec.Raw = msgspec.Raw(b"0")
 
 
 _heads = msgspec.json.Decoder(list[_Head])
@@ -91,27 +101,21 @@ def write_critical_path_overlay(
     top, items, _ = parse_top_level(source, read_bytes(source))
     if items is None:
         raise ValueError(f"{source}: no 'traceEvents'; is this the file the rank was loaded from?")
-    heads = _heads.decode(b"[" + b",".join(items) + b"]")
+    heads = _heads.decode(top["traceEvents"])
     origin = _origin(top, heads)
     raw_of_row = _match_rows(rt, heads, origin, source)
 
     critical_rows = np.asarray(sorted(graph.critical_path_events_set), dtype=np.int64)
-    critical_raw = set(raw_of_row[critical_rows].tolist())
-    if -1 in critical_raw:
+    critical_pos = raw_of_row[critical_rows]
+    if (critical_pos < 0).any():
         raise ValueError(f"{source}: critical events could not be matched to the file's events")
-    keep = _kept(heads, critical_raw, only_show_critical_events)
-    out_items: list[bytes] = []
-    for i, raw in enumerate(items):
-        if not keep[i]:
-            continue
-        out_items.append(_mark_critical(raw) if i in critical_raw else bytes(raw))
-    out_items.extend(_flows(rt, graph, items, heads, raw_of_row, origin, show_all_edges))
+    marked = {int(i): _mark_critical(items[i]) for i in critical_pos.tolist()}
+    keep = _kept(heads, marked, only_show_critical_events)
+    events = (marked.get(i, raw) for i, raw in enumerate(items) if keep[i])
+    flows = _flows(rt, graph, heads, raw_of_row, origin, show_all_edges)
     path = out_dir / f"overlaid_critical_path_{source.name}"
-    body = _assemble(top, out_items)
-    if path.name.endswith(".gz"):
-        path.write_bytes(gzip.compress(body, compresslevel=6))
-    else:
-        path.write_bytes(body)
+    with _open_output(path) as f:
+        _write(f, top, itertools.chain(events, flows))
     logger.info("Wrote %s", path)
     return str(path)
 
@@ -137,30 +141,35 @@ def _text(value: Any) -> str:
 
 
 def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: Path) -> np.ndarray:
-    """Raw position of each row of the events table (-1 where no file event matches)."""
-    x = [i for i, h in enumerate(heads) if h.ph == "X"]
-    ts, present = timestamps_ns([heads[i].ts for i in x], [])
-    dur = np.empty(len(x), dtype=np.int64)
-    for j, i in enumerate(x):
-        try:
-            d = float(heads[i].dur) if heads[i].dur is not None else 0.0
-        except (TypeError, ValueError):
-            d = 0.0
-        dur[j] = max(int(np.rint(d * 1000.0)), 0) if np.isfinite(d) else 0
-    raw = pd.DataFrame({
-        "ts": ts + origin, "dur": dur, "name": [_text(heads[i].name) for i in x],
-        "pos": np.asarray(x, dtype=np.int64),
-    })[present]
-    raw["occ"] = raw.groupby(["ts", "dur", "name"], sort=False).cumcount()
+    """Raw position of each row of the events table (-1 where no file event matches).
+
+    Rows and the file's ``X`` events are matched on (start ns, duration ns, name) and, for
+    equal keys, order of appearance (the loader's sort is stable).
+    """
+    x = np.asarray([i for i, h in enumerate(heads) if h.ph == "X"], dtype=np.int64)
+    ts, present = timestamps_ns([heads[i].ts for i in x.tolist()], [])
+    dur = _durations_ns([heads[i].dur for i in x.tolist()])
+    index = {text: i for i, text in enumerate(rt.symbols)}
+    name = np.fromiter((index.get(_text(heads[i].name), -1) for i in x.tolist()),
+                       dtype=np.int64, count=x.size)
+    x, ts, dur, name = x[present], ts[present] + origin, dur[present], name[present]
     ev = rt.events
-    ours = pd.DataFrame({
-        "ts": ev["ts"].to_numpy(), "dur": ev["dur"].to_numpy(),
-        "name": np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()],
-        "row": np.arange(len(ev), dtype=np.int64),
-    })
+    o_ts = ev["ts"].to_numpy(np.int64)
+    o_dur = ev["dur"].to_numpy(np.int64)
+    o_name = ev["name"].to_numpy().astype(np.int64)
+    out = np.full(o_ts.size, -1, dtype=np.int64)
+    mine = np.lexsort((np.arange(o_ts.size), o_name, o_dur, o_ts))
+    theirs = np.lexsort((x, name, dur, ts))
+    if mine.size == theirs.size and (o_ts[mine] == ts[theirs]).all() and (
+            o_dur[mine] == dur[theirs]).all() and (o_name[mine] == name[theirs]).all():
+        out[mine] = x[theirs]
+        return out
+    # the file and the table differ (events the loader skipped): join on key and occurrence
+    raw = pd.DataFrame({"ts": ts, "dur": dur, "name": name, "pos": x})
+    raw["occ"] = raw.groupby(["ts", "dur", "name"], sort=False).cumcount()
+    ours = pd.DataFrame({"ts": o_ts, "dur": o_dur, "name": o_name})
     ours["occ"] = ours.groupby(["ts", "dur", "name"], sort=False).cumcount()
-    merged = ours.merge(raw, on=["ts", "dur", "name", "occ"], how="left")
-    pos = merged.sort_values("row")["pos"].to_numpy()
+    pos = ours.merge(raw, on=["ts", "dur", "name", "occ"], how="left")["pos"].to_numpy()
     out = np.where(pd.isna(pos), -1, pos).astype(np.int64)
     missing = int((out < 0).sum())
     if missing:
@@ -168,18 +177,46 @@ def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: Path) ->
     return out
 
 
-def _kept(heads: list[_Head], critical: set[int], only_critical: bool) -> np.ndarray:
-    keep = np.ones(len(heads), dtype=bool)
-    if only_critical:
-        for i, h in enumerate(heads):
-            if h.ph == "X" and i not in critical and _text(h.cat) not in KEPT_CATEGORIES:
-                keep[i] = False
-    return keep
+def _durations_ns(values: list[Any]) -> np.ndarray:
+    """``dur`` values (µs) to int64 ns the way the loader does: missing or negative -> 0."""
+    try:
+        f = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        f = np.asarray([_float(v) for v in values], dtype=np.float64)
+    f = np.where(np.isfinite(f), f, 0.0)
+    return np.maximum(np.rint(f * 1000.0), 0).astype(np.int64)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _kept(heads: list[_Head], critical: dict[int, bytes], only_critical: bool) -> list[bool]:
+    if not only_critical:
+        return [True] * len(heads)
+    return [h.ph != "X" or i in critical or _text(h.cat) in KEPT_CATEGORIES
+            for i, h in enumerate(heads)]
+
+
+_ARGS = re.compile(rb'"args"\s*:\s*\{\s*(\}?)')
 
 
 def _mark_critical(raw: msgspec.Raw) -> bytes:
     """The event with ``"critical": 1`` added to its args, every other byte unchanged."""
-    fields = _fields.decode(raw)
+    text = bytes(raw)
+    if b'"critical"' not in text:
+        match = _ARGS.search(text)
+        if match is not None:  # insert right after the args object's opening brace
+            sep = b"" if match.group(1) else b","
+            at = match.start(1)
+            return text[:at] + b'"critical":1' + sep + text[at:]
+        if b'"args"' not in text:
+            end = text.rstrip().rfind(b"}")
+            return text[:end] + b',"args":{"critical":1}' + text[end:]
+    fields = _fields.decode(text)  # unusual shapes: decode, set, encode
     args_raw = fields.get("args")
     args = msgspec.json.decode(args_raw) if args_raw is not None else {}
     if not isinstance(args, dict):
@@ -196,9 +233,8 @@ def _us_text(ns: int) -> bytes:
     return f"{sign}{a // 1000}.{a % 1000:03d}".encode()
 
 
-def _flows(rt: RankTrace, graph: CriticalPathGraph, items: list[msgspec.Raw],
-           heads: list[_Head], raw_of_row: np.ndarray, origin: int,
-           show_all_edges: bool) -> list[bytes]:
+def _flows(rt: RankTrace, graph: CriticalPathGraph, heads: list[_Head],
+           raw_of_row: np.ndarray, origin: int, show_all_edges: bool) -> list[bytes]:
     """``s``/``f`` pairs for the path's cross-track edges (or all edges between events)."""
     critical = np.zeros(graph.num_edges, dtype=bool)
     critical[graph.path_edges] = True
@@ -216,21 +252,16 @@ def _flows(rt: RankTrace, graph: CriticalPathGraph, items: list[msgspec.Raw],
     ev = rt.events
     dur = ev["dur"].to_numpy()
     first_id = _next_flow_id(heads)
-    pid_tid: dict[int, tuple[msgspec.Raw, msgspec.Raw]] = {}
 
     def where(node: int) -> tuple[msgspec.Raw, msgspec.Raw, bytes]:
         row = int(graph.node_event[node])
         pos = int(raw_of_row[row])
         if pos < 0:
             raise ValueError(f"event row {row} has no match in the trace file")
-        if pos not in pid_tid:
-            fields = _fields.decode(items[pos])
-            pid_tid[pos] = (fields.get("pid", msgspec.Raw(b"0")),
-                            fields.get("tid", msgspec.Raw(b"0")))
         t = int(graph.node_ts[node])
         if not graph.node_is_start[node]:
             t -= min(int(dur[row]) // 2, END_NUDGE_NS)
-        return pid_tid[pos][0], pid_tid[pos][1], _us_text(t - origin)
+        return heads[pos].pid, heads[pos].tid, _us_text(t - origin)
 
     weight = graph.edge_weight
     out: list[bytes] = []
@@ -262,10 +293,32 @@ def _next_flow_id(heads: list[_Head]) -> int:
     return top + 1
 
 
-def _assemble(top: dict[str, msgspec.Raw], events: list[bytes]) -> bytes:
-    """The top-level object with its keys in their original order and the new events."""
-    parts = []
-    for key, value in top.items():
-        body = b"[" + b",".join(events) + b"]" if key == "traceEvents" else bytes(value)
-        parts.append(msgspec.json.encode(key) + b":" + body)
-    return b"{" + b",".join(parts) + b"}"
+def _open_output(path: Path) -> Any:
+    """A binary file for the output; gzip (fast level) when the name ends in ``.gz``."""
+    if path.name.endswith(".gz"):
+        if _fast_gzip is not None:
+            return _fast_gzip.open(path, "wb", compresslevel=1)
+        return gzip.open(path, "wb", compresslevel=1)
+    return open(path, "wb")  # noqa: SIM115 - closed by the caller's with block
+
+
+def _write(f: Any, top: dict[str, msgspec.Raw], events: Iterable[Any],
+           chunk: int = 8_192) -> None:
+    """The top-level object, keys in their original order, ``traceEvents`` streamed."""
+    f.write(b"{")
+    for k, (key, value) in enumerate(top.items()):
+        f.write((b"," if k else b"") + msgspec.json.encode(key) + b":")
+        if key != "traceEvents":
+            f.write(value)
+            continue
+        f.write(b"[")
+        first = True
+        it = iter(events)
+        while True:
+            part = list(itertools.islice(it, chunk))
+            if not part:
+                break
+            f.write((b"" if first else b",") + b",".join(part))
+            first = False
+        f.write(b"]")
+    f.write(b"}")
