@@ -135,3 +135,28 @@ def test_errors_say_what_is_wrong(tmp_path):
     (tmp_path / "in" / "rank-0.json").unlink()
     with pytest.raises(FileNotFoundError, match="needs the original file"):
         a.overlay_critical_path_analysis(0, g, tmp_path / "out")
+
+
+@pytest.mark.parametrize("raw,expected", [
+    (b'{"ph":"X","args":{"a":1}}', {"ph": "X", "args": {"critical": 1, "a": 1}}),
+    (b'{"ph":"X","args":{}}', {"ph": "X", "args": {"critical": 1}}),
+    (b'{"ph":"X", "args" : { } }', {"ph": "X", "args": {"critical": 1}}),
+    (b'{"ph":"X","name":"x"}', {"ph": "X", "name": "x", "args": {"critical": 1}}),
+    (b'{"ph":"X","args":{"critical":0}}', {"ph": "X", "args": {"critical": 1}}),
+    (b'{"ph":"X","args":null}', {"ph": "X", "args": {"args": None, "critical": 1}}),
+])
+def test_marking_keeps_the_event_valid(raw, expected):
+    import msgspec
+
+    from hta.export.critical_path_overlay import _mark_critical
+
+    assert json.loads(_mark_critical(msgspec.Raw(raw))) == expected
+
+
+def test_events_the_loader_skipped_do_not_shift_the_marks(tmp_path):
+    """An X event without ``ts`` is dropped by the loader; matching falls back to keys."""
+    b = gpu_bound(None)
+    b.events.insert(3, {"ph": "X", "cat": "cpu_op", "name": "broken", "pid": CPU_PID,
+                        "tid": CPU_TID, "dur": 1})
+    events = overlay(tmp_path, b, only_show_critical_events=False)
+    assert critical_names(events) == ON_PATH
