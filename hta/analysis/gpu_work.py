@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.rowmap import RowMap
 from hta.model.rules import KINDS, MEMORY_KINDS
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
@@ -90,21 +91,14 @@ def as_list(values: Iterable[int] | int) -> list[int]:
 def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of the launch call of each of ``rows`` (-1 where unlinked).
 
-    ``index_correlation`` holds the ``index`` value of the launch row, which is also its
-    position unless rows were dropped after loading; both cases are handled.
+    ``index_correlation`` holds ``index`` values, which :class:`RowMap` turns into
+    positions (they differ once rows were dropped after loading).
     """
-    link = events["index_correlation"].to_numpy()[rows]
-    index = events["index"].to_numpy()
-    n = index.shape[0]
-    if n == 0 or (index[0] == 0 and index[-1] == n - 1 and np.array_equal(index, np.arange(n))):
-        pos = np.where(link < n, link, -1)
-    else:
-        lookup = np.full(int(index.max()) + 1, -1, dtype=np.int64)
-        lookup[index] = np.arange(n)
-        inside = (link >= 0) & (link < lookup.shape[0])
-        pos = np.where(inside, lookup[np.where(inside, link, 0)], -1)
+    pos = RowMap(events).positions(events["index_correlation"].to_numpy()[rows])
     ok = pos >= 0
     safe = np.where(ok, pos, 0)
-    ts = np.where(ok, events["ts"].to_numpy()[safe], -1) if n else np.full(rows.size, -1)
-    end = np.where(ok, events["end"].to_numpy()[safe], -1) if n else np.full(rows.size, -1)
+    if len(events) == 0:
+        return np.full(rows.size, -1, np.int64), np.full(rows.size, -1, np.int64)
+    ts = np.where(ok, events["ts"].to_numpy()[safe], -1)
+    end = np.where(ok, events["end"].to_numpy()[safe], -1)
     return ts.astype(np.int64), end.astype(np.int64)
