@@ -93,9 +93,9 @@ def _loader_tolerance(a: TraceAnalysis, case: str, rank: int) -> int:
     """0 when our loader read every timestamp exactly; otherwise a bound on the error of a
     union length: 2 x (largest endpoint error) x (GPU work events + 1).
 
-    (Integer epoch-µs traces currently lose up to 128 ns per timestamp in the loader:
-    ``decimal_us_to_ns`` multiplies them as floats. Reported; the bound keeps these checks
-    meaningful until then, and they become exact by themselves once it is fixed.)
+    (Integer epoch-µs traces lost up to 128 ns per timestamp while ``decimal_us_to_ns``
+    scaled them as floats; should such an error come back, these checks stay meaningful
+    within the bound and the per-category idle check turns into an xfail naming it.)
     """
     ev = a.t.rank(rank).events
     ref = _events(case, rank)
