@@ -1,0 +1,140 @@
+"""``hta diff CONTROL_DIR TEST_DIR``: what changed between two jobs, per step.
+
+Prints the verdict (``step time 12.3 ms -> 10.1 ms (-17.9%)``), the side-by-side summary
+and the kernels and operators whose GPU time per step grew or shrank most. Definitions in
+:func:`hta.analysis.diff.job_diff`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import pandas as pd
+
+from hta.commands.common import dumps, finite, parse_ranks
+
+EXIT_OK = 0
+NAME_WIDTH = 90
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "diff", help="compare two jobs: step time, GPU time breakdowns, top changes",
+        description="Load the traces in CONTROL_DIR and TEST_DIR and compare them per step: "
+                    "step time, GPU time (compute, exposed communication and memory, idle), "
+                    "kernel types, overlap, idle causes, and the kernels and operators whose "
+                    "GPU time per step changed most.",
+    )
+    p.add_argument("control_dir", metavar="CONTROL_DIR", help="folder of the control traces")
+    p.add_argument("test_dir", metavar="TEST_DIR", help="folder of the test traces")
+    p.add_argument("--ranks", help="ranks to load and compare on both sides, e.g. 0,1 or 0-7")
+    p.add_argument("--top", type=_positive, default=10, metavar="N",
+                   help="regressions and improvements to list (default 10)")
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="relative change in GPU time per step below which a name counts as "
+                        "unchanged (default 5)")
+    p.add_argument("--short-names", action="store_true",
+                   help="match kernels by short name (no template arguments, no parameters)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on the first unreadable file instead of skipping it")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load both jobs, compare them, print the result."""
+    from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, job_diff
+    from hta.trace_analysis import TraceAnalysis
+
+    ranks = parse_ranks(args.ranks)
+    loaded = [
+        TraceAnalysis(trace_dir=d, ranks=ranks, cache=not args.no_cache, strict=args.strict,
+                      progress=not args.quiet and sys.stderr.isatty())
+        for d in (args.control_dir, args.test_dir)
+    ]
+    threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
+    job = job_diff(loaded[0].t, loaded[1].t, use_short_name=args.short_names,
+                   threshold_pct=threshold)
+    if args.json:
+        payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
+                   "control_ranks": loaded[0].ranks, "test_ranks": loaded[1].ranks,
+                   "skipped": {"control": loaded[0].skipped, "test": loaded[1].skipped}}
+        payload.update(finite(job.to_dict(top=args.top)))
+        print(dumps(payload))
+        return EXIT_OK
+    side = {"control": (args.control_dir, loaded[0]), "test": (args.test_dir, loaded[1])}
+    for label, (path, analyzer) in side.items():
+        steps = job.steps[job.steps["side"] == label]
+        print(f"{label + ':':9}{path}  ranks: {len(analyzer.ranks)}  steps: "
+              f"{steps['iteration'].nunique() if len(steps) else 'none'}")
+    print(job.verdict)
+    for note in job.notes:
+        print(f"note: {note}")
+    print()
+    print(format_summary(job.summary))
+    for by in ("kernel", "operator"):
+        for title, table in (("regressions", job.regressions(by, args.top)),
+                             ("improvements", job.improvements(by, args.top))):
+            print(f"\nTop {args.top} {title} by {by} (GPU time per step):")
+            print(format_changes(table) if len(table) else "  none")
+    for analyzer in loaded:
+        for path, reason in analyzer.skipped.items():
+            print(f"skipped {path}: {reason}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _number(value: float, pct: bool = False, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    sign = "+" if signed else ""
+    return f"{value:{sign},.1f}" + ("%" if pct else "")
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """The summary table: one metric per line under its section; times in µs per step."""
+    width = max([len(clean(m)) for m in summary["metric"]] + [6]) + 2
+    lines = [f"{'metric':<{width + 2}}{'control':>16}{'test':>16}{'delta':>16}{'change':>10}"]
+    for section, part in summary.groupby("section", sort=False):
+        lines.append(f"{section}")
+        for row in part.to_dict("records"):
+            pct = row["metric"].endswith("_pctg")
+            lines.append(
+                f"  {clean(row['metric']):<{width}}{_number(row['control']):>16}"
+                f"{_number(row['test']):>16}{_number(row['delta'], signed=True):>16}"
+                f"{'' if pct else _number(row['delta_pctg'], pct=True, signed=True):>10}")
+    return "\n".join(lines)
+
+
+def format_changes(table: pd.DataFrame) -> str:
+    """One line per name: delta, relative change, control -> test, status, name."""
+    lines = []
+    for row in table.to_dict("records"):
+        name = clean(row["name"])
+        if len(name) > NAME_WIDTH:
+            name = name[: NAME_WIDTH - 1] + "…"
+        lines.append(
+            f"  {_number(row['delta_time(us)'], signed=True):>14} µs "
+            f"{_number(row['delta_pctg'], pct=True, signed=True):>9}  "
+            f"{_number(row['control_time(us)']):>12} -> {_number(row['test_time(us)']):<12} "
+            f"{row['status']:<9} {name}")
+    return "\n".join(lines)
+
+
+def clean(text: object) -> str:
+    """A name safe to print on a terminal: control characters shown as escapes."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
+
+
+__all__ = ["add_parser", "format_changes", "format_summary", "run"]
