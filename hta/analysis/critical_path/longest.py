@@ -81,26 +81,35 @@ def longest_path(num_nodes: int, src: np.ndarray, dst: np.ndarray,
     anchor_dist = np.zeros(n, dtype=np.int64)
     multi = np.flatnonzero(indeg >= 2)
     if multi.size:
-        anchor_l = jump.tolist()
-        acc_l = acc.tolist()
-        src_l = src.tolist()
-        ptr_l = indptr.tolist()
-        w_l = weight.tolist()
-        ad = [0] * n
-        chosen = []
-        for a in multi.tolist():
+        # the edges into multi-predecessor nodes, grouped by destination (src is dst-sorted)
+        counts = indeg[multi]
+        offsets = np.zeros(multi.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        edge = np.repeat(indptr[multi] - offsets[:-1], counts) + np.arange(offsets[-1])
+        u = src[edge]
+        compact = np.full(n, -1, dtype=np.int64)
+        compact[multi] = np.arange(multi.size)
+        # dist(u) = dist(anchor(u)) + acc(u); a source anchor has dist 0
+        u_anchor = compact[jump[u]].tolist()
+        u_acc = acc[u].tolist()
+        u_id = u.tolist()
+        off = offsets.tolist()
+        w_multi = weight[multi].tolist()
+        ad = [0] * multi.size
+        chosen = [0] * multi.size
+        for k in range(multi.size):
             best = -1
             best_u = -1
-            for k in range(ptr_l[a], ptr_l[a + 1]):
-                u = src_l[k]
-                d = ad[anchor_l[u]] + acc_l[u]
-                if d > best or (d == best and u > best_u):
+            for j in range(off[k], off[k + 1]):
+                ca = u_anchor[j]
+                d = (ad[ca] if ca >= 0 else 0) + u_acc[j]
+                if d > best or (d == best and u_id[j] > best_u):
                     best = d
-                    best_u = u
-            ad[a] = best + w_l[a]
-            chosen.append(best_u)
-        anchor_dist = np.asarray(ad, dtype=np.int64)
-        pred[multi] = np.asarray(chosen, dtype=np.int64)
+                    best_u = u_id[j]
+            ad[k] = best + w_multi[k]
+            chosen[k] = best_u
+        anchor_dist[multi] = ad
+        pred[multi] = chosen
     dist = anchor_dist[jump] + acc
 
     end = int(np.flatnonzero(dist == dist.max())[-1])
