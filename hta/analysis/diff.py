@@ -430,6 +430,12 @@ def job_diff(
     * ``overlap``: from :func:`hta.analysis.overlap.comm_comp_overlap`:
       ``comm_time(us)``, ``overlap_time(us)``, ``comp_comm_overlap_pctg`` (100 x overlap /
       comm, NaN without communication);
+
+      these two sections take the union of the GPU work of all selected steps together,
+      whereas ``gpu_time`` sums per-step windows: when work launched in one step still
+      runs while the next step's work does, that moment counts once in the kernel types
+      and once per step in ``gpu_time``, so the kernel-type times can add up to less than
+      ``busy_time(us)``;
     * ``idle``: from :func:`hta.analysis.idle.idle_time_breakdown`, summed over streams:
       ``host_wait(us)``, ``kernel_wait(us)``, ``other(us)``, ``total(us)`` and each
       category's ``*_pctg`` share of the total.
