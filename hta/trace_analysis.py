@@ -141,13 +141,11 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
 
 def _drop_last_step(rt: RankTrace) -> None:
     """Remove the events of the rank's last ProfilerStep (HTA's default behaviour)."""
-    iteration = rt.events["iteration"]
-    if (iteration < 0).all() or iteration.max() <= 0 and (iteration == 0).all():
+    steps = rt.events["iteration"]
+    if not (steps > 0).any():
         return
-    last = int(iteration.max())
-    keep = (iteration != last).to_numpy()
-    if keep.all():
-        return
-    rt.events = rt.events[keep].reset_index(drop=True)
+    last = int(steps.max())
+    keep = (steps != last).to_numpy()
+    rt.filter_rows(keep)
     logger.info("rank %d: dropped %d events of ProfilerStep#%d", rt.rank, int((~keep).sum()),
                 last)

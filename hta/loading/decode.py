@@ -25,7 +25,7 @@ import pandas as pd
 
 from hta.loading.errors import TraceLoadError
 from hta.loading.stream import NotStreamable, iter_event_chunks
-from hta.loading.structs import CounterEvent, Event
+from hta.loading.structs import EMPTY_ARGS, Args, CounterEvent, Event
 from hta.loading.timeparse import decimal_us_to_ns
 
 logger = logging.getLogger(__name__)
@@ -254,6 +254,9 @@ def int_column(values: list[Any], name: str, warnings: list[str]) -> np.ndarray:
     out = np.empty(len(values), dtype=np.int64)
     bad = 0
     for i, v in enumerate(values):
+        if v is None:
+            out[i] = -1
+            continue
         try:
             if isinstance(v, str):
                 v = int(v.strip(), 0)
@@ -296,13 +299,29 @@ def raw_text(raws: list[msgspec.Raw]) -> list[str]:
     return parts
 
 
-def _dims(values: list[tuple[int, ...]]) -> np.ndarray:
+def _dims(values: list[tuple[Any, ...] | str]) -> np.ndarray:
     """``[x, y, z]`` arrays (grid, block) to an (n, 3) int64 array, -1 where absent."""
-    fixed = [v if len(v) == 3 else (tuple(v) + (-1, -1, -1))[:3] for v in values]
+    fixed = [v if len(v) == 3 and not isinstance(v, str) else _dims3(v) for v in values]
     try:
         return np.array(fixed, dtype=np.int64).reshape(len(values), 3)
     except (TypeError, ValueError, OverflowError):
-        return np.full((len(values), 3), -1, dtype=np.int64)
+        return np.array([_dims3_int(v) for v in fixed], dtype=np.int64).reshape(len(values), 3)
+
+
+def _dims3(value: tuple[Any, ...] | str) -> tuple[Any, ...]:
+    if isinstance(value, str):
+        return (-1, -1, -1)
+    return (tuple(value) + (-1, -1, -1))[:3]
+
+
+def _dims3_int(value: tuple[Any, ...]) -> tuple[int, int, int]:
+    out = []
+    for v in value:
+        try:
+            out.append(int(v, 0) if isinstance(v, str) else int(v))
+        except (TypeError, ValueError):
+            out.append(-1)
+    return out[0], out[1], out[2]
 
 
 def timestamps_ns(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -870,10 +889,36 @@ def decode_trace(
 
 def _decode_whole(path: Path, chunk_events: int
                   ) -> tuple[_Partial, dict[str, msgspec.Raw], int, list[str]]:
-    """Decode a file held in memory at once (any JSON layout; repairs known bugs)."""
+    """Decode a file held in memory at once (any JSON layout; repairs known bugs).
+
+    Repairs are tried only when decoding fails, so a clean file is read once.
+    """
     data = read_bytes(path)
     uncompressed = len(data)
-    top, items, repairs = parse_top_level(path, data)
+    try:
+        top, items, repairs = parse_top_level(path, data)
+        _require_events(path, top, items)
+        del data
+        return _decode_items(items, chunk_events), top, uncompressed, repairs
+    except _DECODE_ERRORS as first:
+        error: Exception = first
+    data = read_bytes(path)
+    notes: list[str] = []
+    for what, repaired in _repairs(data):
+        notes.append(what)
+        try:
+            top, items, _ = parse_top_level(path, repaired)
+            _require_events(path, top, items)
+            return _decode_items(items, chunk_events), top, uncompressed, list(notes)
+        except _DECODE_ERRORS as exc:
+            error = exc
+    raise TraceLoadError(path, f"invalid JSON inside traceEvents: {error}",
+                         "a name may contain an unescaped quote, or the file was edited by hand"
+                         ) from error
+
+
+def _require_events(path: Path, top: dict[str, msgspec.Raw],
+                    items: list[msgspec.Raw] | None) -> None:
     if items is None:
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceLoadError(
@@ -881,9 +926,6 @@ def _decode_whole(path: Path, chunk_events: int
             f"the file is JSON but not a Kineto trace: no 'traceEvents' (top-level keys: {keys})",
             "point hta at the profiler's .json or .json.gz output",
         )
-    del data
-    part = _decode_items(items, chunk_events)
-    return part, top, uncompressed, repairs
 
 
 def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
@@ -944,15 +986,65 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
 def _decode_one_by_one(
     part: list[msgspec.Raw], warnings: list[str], first_error: Exception
 ) -> list[Event]:
-    """Slow path for a chunk holding an event of an unexpected shape: skip just that one."""
+    """Slow path for a chunk holding an event of an unexpected shape.
+
+    Each event is decoded on its own; one that does not fit :class:`Event` is decoded
+    loosely and keeps its core fields (its args too when they fit), so one odd value
+    never costs the event.
+    """
     decoder = msgspec.json.Decoder(Event)
     out: list[Event] = []
+    loose = 0
     skipped = 0
     for raw in part:
         try:
             out.append(decoder.decode(raw))
+            continue
         except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        event = _loose_event(raw)
+        if event is None:
             skipped += 1
+        else:
+            loose += 1
+            out.append(event)
+    if loose:
+        warnings.append(f"{loose} event(s) had a field of an unexpected type; read loosely "
+                        f"({first_error})")
     if skipped:
-        warnings.append(f"{skipped} event(s) of an unexpected shape skipped ({first_error})")
+        warnings.append(f"{skipped} event(s) that are not JSON objects skipped")
     return out
+
+
+_args_decoder = msgspec.json.Decoder(Args)
+
+
+def _loose_event(raw: msgspec.Raw) -> Event | None:
+    """An event whose fields have unexpected types, keeping what can be kept."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(value, dict):
+        return None
+
+    def pick(key: str, kinds: tuple[type, ...], default: Any) -> Any:
+        v = value.get(key, default)
+        return v if isinstance(v, kinds) and not isinstance(v, bool) else default
+
+    args = EMPTY_ARGS
+    if isinstance(value.get("args"), dict):
+        try:
+            args = _args_decoder.decode(msgspec.json.encode(value["args"]))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            args = EMPTY_ARGS
+    ts = value.get("ts")
+    ts_raw = msgspec.Raw(msgspec.json.encode(ts)) if isinstance(ts, (int, float)) \
+        and not isinstance(ts, bool) else msgspec.Raw()
+    return Event(
+        ph=pick("ph", (str,), ""), cat=pick("cat", (str,), ""),
+        name=pick("name", (str, int, float), ""), pid=pick("pid", (int, str), -1),
+        tid=pick("tid", (int, str), -1), ts=ts_raw, dur=pick("dur", (int, float, str), None),
+        id=pick("id", (int, str), -1), bp=pick("bp", (str,), ""), s=pick("s", (str,), ""),
+        args=args,
+    )

@@ -77,11 +77,15 @@ def load_rank_file(task: LoadTask) -> LoadResult:
     del decoded
     if task.cache_dir is not None:
         folder = entry_path(Path(task.cache_dir), Path(task.path), task.key)
-        temporary = False
-    else:
-        folder = Path(tempfile.mkdtemp(prefix="hta-load-")) / "rank"
-        temporary = True
+        try:
+            write_entry(folder, rank_trace)
+            return LoadResult(task.path, rank, str(folder), False, False)
+        except OSError as exc:
+            logger.warning("could not write the cache for %s (%s); continuing without it",
+                           task.path, exc)
+    folder = Path(tempfile.mkdtemp(prefix="hta-load-")) / "rank"
     write_entry(folder, rank_trace)
+    temporary = True
     return LoadResult(task.path, rank, str(folder), False, temporary)
 
 
@@ -142,10 +146,9 @@ def load_trace(
         for f in files
     ]
     wanted = set(ranks) if ranks is not None else None
-    known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(Path(t.path)))
-             for t in tasks}
-    _check_unique_ranks(known)
     if wanted is not None:
+        known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(Path(t.path)))
+                 for t in tasks}
         # Skip files whose rank is known up front and not wanted.
         tasks = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
         if not tasks:
@@ -189,19 +192,6 @@ def load_trace(
         raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
                                   else "no rank matched the requested ranks")
     return Trace(loaded, trace_dir=str(trace_dir or files[0].parent), skipped=skipped)
-
-
-def _check_unique_ranks(known: dict[str, int | None]) -> None:
-    seen: dict[int, str] = {}
-    for path, rank in known.items():
-        if rank is None:
-            continue
-        if rank in seen:
-            raise TraceDiscoveryError(
-                f"two files claim rank {rank}: {seen[rank]} and {path}; "
-                "remove one or pass trace_files={rank: path}"
-            )
-        seen[rank] = path
 
 
 def _collect(result: LoadResult) -> RankTrace:

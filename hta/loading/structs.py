@@ -13,8 +13,8 @@ import msgspec
 NAN = float("nan")
 
 # ROCm writes some integers as strings ("0x0"); a few writers quote numbers.
-IntLike = int | str
-NumLike = int | float | str
+IntLike = int | str | None
+NumLike = int | float | str | None
 NameLike = str | int | float | None
 
 
@@ -30,8 +30,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     cid: IntLike = -1
     graph_id: IntLike = msgspec.field(default=-1, name="graph id")
     # kernels
-    grid: tuple[IntLike, ...] = ()
-    block: tuple[IntLike, ...] = ()
+    grid: tuple[IntLike, ...] | str = ()
+    block: tuple[IntLike, ...] | str = ()
     registers_per_thread: NumLike = msgspec.field(default=NAN, name="registers per thread")
     shared_memory: NumLike = msgspec.field(default=NAN, name="shared memory")
     blocks_per_sm: NumLike = msgspec.field(default=NAN, name="blocks per SM")

@@ -35,7 +35,8 @@ def decimal_us_to_ns(joined: bytes, count: int) -> np.ndarray:
     if values.shape[0] != count:
         raise ValueError(f"expected {count} timestamps, parsed {values.shape[0]}")
     if b"." not in joined:
-        return np.rint(values * 1000.0).astype(np.int64)
+        # whole microseconds: exact as float64 below 2**53 µs, so scale as integers
+        return np.rint(values).astype(np.int64) * 1000
     buf = np.frombuffer(joined, dtype=np.uint8)
     dots = np.flatnonzero(buf == _DOT)
     seps = np.flatnonzero(buf == _SEP)

@@ -18,6 +18,10 @@ logger = logging.getLogger(__name__)
 #: or, for the events that are not complete events, holding its own rows.
 ARG_TABLES = ("kernel_args", "memory_args", "collective_args", "op_args", "sync_args")
 EVENT_TABLES = ("instants", "flows", "counters", "metadata_events")
+#: Side-table columns holding ids into the symbol table.
+SYMBOL_TABLE_COLUMNS = {"instants": ("name", "cat", "scope"), "flows": ("ph", "cat", "name")}
+#: Event columns holding row numbers of other events (-1: no link).
+LINK_COLUMNS = ("parent", "index_correlation", "op_index")
 
 
 @dataclass
@@ -69,11 +73,46 @@ class RankTrace:
         self.unclassified = unmatched
 
     def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:
-        """Point ``name``/``cat`` ids at a shared symbol table."""
+        """Point every symbol-id column (events and side tables) at a shared table."""
         if len(self.events):
             for col in ("name", "cat"):
                 self.events[col] = mapping[self.events[col].to_numpy()].astype(np.int32)
+        for table, cols in SYMBOL_TABLE_COLUMNS.items():
+            frame = self.tables.get(table)
+            if frame is None or not len(frame):
+                continue
+            frame = frame.copy()
+            for col in cols:
+                if col in frame:
+                    frame[col] = mapping[frame[col].to_numpy(dtype=np.int64)].astype(np.int32)
+            self.tables[table] = frame
         self.symbols = symbols
+
+    def filter_rows(self, keep: np.ndarray) -> None:
+        """Keep only the events where ``keep`` is true, renumbering ``index`` and every
+        link (``parent``, ``index_correlation``, ``op_index``; a link to a dropped row
+        becomes -1) and the ``index`` of the arg tables."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.all():
+            return
+        new_index = np.full(len(keep) + 1, -1, dtype=np.int64)  # last slot: -1 stays -1
+        new_index[np.flatnonzero(keep)] = np.arange(int(keep.sum()), dtype=np.int64)
+        events = self.events[keep].reset_index(drop=True)
+        events["index"] = np.arange(len(events), dtype=np.int64)
+        for col in LINK_COLUMNS:
+            if col in events:
+                events[col] = new_index[events[col].to_numpy()]
+        for name in ARG_TABLES:
+            frame = self.tables.get(name)
+            if frame is None or "index" not in frame or not len(frame):
+                continue
+            mapped = new_index[frame["index"].to_numpy(dtype=np.int64)]
+            frame = frame[mapped >= 0].copy()
+            frame["index"] = mapped[mapped >= 0]
+            self.tables[name] = frame.reset_index(drop=True)
+        if len(self.unclassified) == len(keep):
+            self.unclassified = self.unclassified[keep]
+        self.events = events
 
 
 class Trace:
