@@ -123,3 +123,35 @@ def test_figure(tmp_path):
     fig = frequent_sequences_figure(df, 0)
     assert list(fig.data[0].y) == [2, 1]
     assert fig.data[0].customdata[0] == TWICE.replace("|", "<br>")
+
+
+def test_long_patterns_get_a_label_and_are_listed_once(tmp_path, monkeypatch):
+    import hta.export.patterns_trace as overlay
+
+    monkeypatch.setattr(overlay, "MAX_LABEL", 25)
+    a = load(tmp_path, sequences_case())
+    df = frequent_cuda_kernel_sequences(a.t, "linear", min_pattern_len=2)
+    path = write_overlaid_trace(a.t.rank(0), df, tmp_path)
+    trace = json.loads(path.read_bytes())
+    label = "pattern 1: my_linear_layer|gemm|bias|relu_k... (3 GPU events)"
+    assert trace["frequentKernelSequences"] == [
+        {"label": TWICE, "pattern": TWICE, "count": 2, "kernels": 2},
+        {"label": label, "pattern": NESTED, "count": 1, "kernels": 3},
+    ]
+    marked = [e["args"]["Patterns"] for e in trace["traceEvents"]
+              if "Patterns" in e.get("args", {})]
+    assert marked.count({label: 1}) == 8 and marked.count({TWICE: 2}) == 12
+
+
+@pytest.mark.parametrize("text", [
+    b'{"ph":"X","name":"a","args":{"x":1}}',
+    b'{"ph": "X", "args" : { } , "name": "a"}',
+    b'{"ph":"X","name":"a"}',
+    b'{}',
+    b'{"ph":"X","args":{"Patterns":{"old":1},"y":[1,{"args":{}}]}}',
+    b'{"ph":"X","args":{"in":{"args":{}}}}',
+])
+def test_with_arg_fast_and_slow_paths_agree(text):
+    expected = json.loads(text)
+    expected.setdefault("args", {})["Patterns"] = {"p": 1}
+    assert json.loads(with_arg(text, "Patterns", {"p": 1})) == expected

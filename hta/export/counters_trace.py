@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import msgspec
@@ -91,40 +91,62 @@ def us_text(ns: np.ndarray) -> list[str]:
     return [f"{'-' if s else ''}{w}.{f:03d}" for s, w, f in zip(sign.tolist(), whole, frac)]
 
 
-def _pid_texts(pids: np.ndarray, named_ids: dict[str, int]) -> list[str]:
-    """JSON text of each pid: the original name for the loader's negative name ids."""
-    names = {v: k for k, v in named_ids.items()}
-    uniq = {int(p) for p in np.unique(pids).tolist()}
-    text = {p: (msgspec.json.encode(names[p]).decode() if p in names else str(p))
-            for p in uniq}
-    return [text[p] for p in pids.tolist()]
+def _pid_text(pid: int, names: dict[int, str]) -> str:
+    """JSON text of a pid: the original name for the loader's negative name ids."""
+    return msgspec.json.encode(names[pid]).decode() if pid in names else str(pid)
+
+
+def _rows(keys: pd.DataFrame, template: Callable[..., tuple[str, str, str]],
+          ts_ns: np.ndarray, values: list[str]) -> list[str]:
+    """One JSON object per row: ``head + ts + middle + value + tail``, where
+    ``template(*key)`` gives ``(head, middle, tail)`` once per distinct key, so each row
+    costs one string operation."""
+    cols = list(keys.columns)
+    codes = keys.groupby(cols, sort=False).ngroup().to_numpy()
+    uniq = keys.drop_duplicates().itertuples(index=False, name=None)
+    templates = [template(*key) for key in uniq]
+    parts = [templates[c] for c in codes.tolist()]
+    ts = us_text(ts_ns) if (ts_ns < 0).any() else None
+    if ts is not None:
+        return [f"{h}{t}{m}{v}{e}" for (h, m, e), t, v in zip(parts, ts, values)]
+    whole = (ts_ns // 1000).tolist()
+    frac = (ts_ns % 1000).tolist()
+    return [f"{h}{w}.{f:03d}{m}{v}{e}"
+            for (h, m, e), w, f, v in zip(parts, whole, frac, values)]
+
+
+def _queue_template(names: dict[int, str]) -> Callable[..., tuple[str, str, str]]:
+    def template(stream: int, pid: int, tid: int) -> tuple[str, str, str]:
+        return (f'{{"ph":"C","name":"{QUEUE_LENGTH_COUNTER}","id":{stream},'
+                f'"pid":{_pid_text(pid, names)},"tid":{tid},"ts":',
+                f',"args":{{"{QUEUE_LENGTH_COUNTER}":', "}}")
+    return template
+
+
+def _bandwidth_template(names: dict[int, str]) -> Callable[..., tuple[str, str, str]]:
+    def template(direction: str, pid: int) -> tuple[str, str, str]:
+        text = msgspec.json.encode(direction).decode()
+        return (f'{{"ph":"C","name":"{MEMCPY_BW_COUNTER}","id":{text},'
+                f'"pid":{_pid_text(pid, names)},"tid":0,"ts":', f',"args":{{{text}:', "}}")
+    return template
 
 
 def counter_events(queue: pd.DataFrame, bandwidth: pd.DataFrame, origin_ns: int,
-                   named_ids: dict[str, int] | None = None) -> list[bytes]:
-    """JSON text of the counter events of one rank (queue rows first, then bandwidth)."""
-    named_ids = named_ids or {}
-    out: list[bytes] = []
+                   named_ids: dict[str, int] | None = None) -> bytes:
+    """JSON text of the counter events of one rank, comma-separated (queue rows first)."""
+    names = {v: k for k, v in (named_ids or {}).items()}
+    parts: list[str] = []
     if len(queue):
-        ts = us_text(queue["ts"].to_numpy(dtype=np.int64) - origin_ns)
-        pid = _pid_texts(queue["pid"].to_numpy(dtype=np.int64), named_ids)
-        stream = queue["stream"].to_numpy(dtype=np.int64).tolist()
-        tid = queue["tid"].to_numpy(dtype=np.int64).tolist()
-        value = queue["queue_length"].to_numpy(dtype=np.int64).tolist()
-        out.extend(
-            (f'{{"ph":"C","name":"{QUEUE_LENGTH_COUNTER}","id":{s},"pid":{p},"tid":{t},'
-             f'"ts":{x},"args":{{"{QUEUE_LENGTH_COUNTER}":{v}}}}}').encode()
-            for s, p, t, x, v in zip(stream, pid, tid, ts, value))
+        parts += _rows(
+            queue[["stream", "pid", "tid"]].astype(np.int64), _queue_template(names),
+            queue["ts"].to_numpy(dtype=np.int64) - origin_ns,
+            [str(v) for v in queue["queue_length"].astype(np.int64).tolist()])
     if len(bandwidth):
-        ts = us_text(bandwidth["ts"].to_numpy(dtype=np.int64) - origin_ns)
-        pid = _pid_texts(bandwidth["pid"].to_numpy(dtype=np.int64), named_ids)
-        name = [msgspec.json.encode(n).decode() for n in bandwidth["name"].tolist()]
-        value = [repr(float(v)) for v in bandwidth["memory_bw_gbps"].tolist()]
-        out.extend(
-            (f'{{"ph":"C","name":"{MEMCPY_BW_COUNTER}","id":{n},"pid":{p},"tid":0,'
-             f'"ts":{x},"args":{{{n}:{v}}}}}').encode()
-            for n, p, x, v in zip(name, pid, ts, value))
-    return out
+        parts += _rows(
+            pd.DataFrame({"name": bandwidth["name"], "pid": bandwidth["pid"].astype(np.int64)}),
+            _bandwidth_template(names), bandwidth["ts"].to_numpy(dtype=np.int64) - origin_ns,
+            [repr(float(v)) for v in bandwidth["memory_bw_gbps"].tolist()])
+    return ",".join(parts).encode()
 
 
 def write_trace_with_counters(rt: RankTrace, queue: pd.DataFrame, bandwidth: pd.DataFrame,
@@ -138,7 +160,7 @@ def write_trace_with_counters(rt: RankTrace, queue: pd.DataFrame, bandwidth: pd.
     origin = time_origin_ns(raw)
     extra = counter_events(queue, bandwidth, origin, rt.meta.get("named_ids") or {})
     write_raw(raw, append_events(raw.events_text, extra), out, gzipped=raw.gzipped)
-    logger.info("Wrote %s (%d counter events added)", out, len(extra))
+    logger.info("Wrote %s (%d counter events added)", out, len(queue) + len(bandwidth))
     return out
 
 

@@ -2,10 +2,13 @@
 
 Every event of an occurrence of one of the given patterns (see
 :mod:`hta.analysis.sequences`: the root operator, the CPU events between it and the
-launches, the launches and the GPU events) gets ``args["Patterns"] = {pattern: count}``
+launches, the launches and the GPU events) gets ``args["Patterns"] = {label: count}``
 for each pattern it belongs to; search for ``Patterns`` in Perfetto or chrome://tracing to
-highlight them. Every other event is kept byte for byte (HTA instead strips the args and
-names of the other events to save space).
+highlight them. The label is the pattern itself (``root|kernel|kernel...``) when it is at
+most :data:`MAX_LABEL` characters, else ``pattern <i>: <its start>... (<n> GPU events)``;
+the full patterns are listed once in the top-level key ``frequentKernelSequences``, so a
+pattern of thousands of kernels is not copied onto each of its events. Every other event
+is kept byte for byte (HTA instead strips the args and names of the other events).
 
 Output: ``overlaid_<name>`` in ``output_dir`` (gzip when the input is gzip); the input is
 never overwritten.
@@ -14,6 +17,7 @@ never overwritten.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,18 @@ from hta.model.trace import RankTrace
 logger = logging.getLogger(__name__)
 
 _encode = msgspec.json.Encoder().encode
+_ARGS = re.compile(rb'"args"\s*:\s*\{')
+#: Marked events whose name is compared with the loaded one (a cheap consistency check).
+NAME_CHECKS = 1000
+MAX_LABEL = 1000
+TOP_LEVEL_KEY = "frequentKernelSequences"
+
+
+def pattern_label(position: int, pattern: str, kernels: int) -> str:
+    """The key that marks a pattern on its events (see the module docstring)."""
+    if len(pattern) <= MAX_LABEL:
+        return pattern
+    return f"pattern {position}: {pattern[:100]}... ({kernels} GPU events)"
 
 
 def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str | Path
@@ -50,30 +66,65 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     items = event_items(raw)
     item_of_index = complete_event_items(items, _loaded_rows(rt))
     symbols = rt.symbols
-    name_of_index = dict(zip(rt.events["index"].tolist(), rt.events["name"].tolist()))
-    marks: dict[int, dict[str, int]] = {}
-    for pattern, count, indices in zip(patterns["pattern"], patterns["count"],
-                                       patterns["event_indices"]):
+    name_of_index = pd.Series(rt.events["name"].to_numpy(), index=rt.events["index"])
+    listing = [
+        {"label": pattern_label(i, str(p), int(k)), "pattern": str(p), "count": int(c),
+         "kernels": int(k)}
+        for i, (p, c, k) in enumerate(zip(patterns["pattern"], patterns["count"],
+                                          patterns["kernels"]))]
+    marks: dict[int, list[int]] = {}
+    checked = 0
+    for position, indices in enumerate(patterns["event_indices"]):
         indices = np.asarray(indices, dtype=np.int64)
         for index, item in zip(indices.tolist(), item_of_index[indices].tolist()):
-            marks.setdefault(item, {})[str(pattern)] = int(count)
-            _check_name(items[item], symbols[name_of_index[index]], source)
-    for item, active in marks.items():
-        items[item] = msgspec.Raw(with_arg(items[item], "Patterns", active))
+            marks.setdefault(item, []).append(position)
+            if checked < NAME_CHECKS:
+                _check_name(items[item], symbols[name_of_index[index]], source)
+                checked += 1
+    encoded: dict[tuple[int, ...], msgspec.Raw] = {}
+    for item, positions in marks.items():
+        key = tuple(positions)
+        value = encoded.get(key)
+        if value is None:
+            value = encoded[key] = msgspec.Raw(_encode(
+                {listing[p]["label"]: listing[p]["count"] for p in positions}))
+        items[item] = msgspec.Raw(with_arg(items[item], "Patterns", value))
     out = output_path(source, prefix="overlaid_", output_dir=folder)
-    write_raw(raw, b"[" + b",".join(items) + b"]", out, gzipped=raw.gzipped)
+    write_raw(raw, [b"[", b",".join(items), b"]"], out, gzipped=raw.gzipped,
+              extra_top={TOP_LEVEL_KEY: _encode(listing)})
     logger.info("Wrote %s (%d events marked); search for 'Patterns' in the trace viewer",
                 out, len(marks))
     return out
 
 
 def with_arg(event: bytes | msgspec.Raw, key: str, value: Any) -> bytes:
-    """An event's JSON text with ``args[key] = value``; every other value kept as text."""
-    fields = msgspec.json.decode(event, type=dict[str, msgspec.Raw])
+    """An event's JSON text with ``args[key] = value``; every other value kept as text.
+
+    ``value`` is any JSON-encodable value, or a ``msgspec.Raw`` holding JSON text. The
+    common case (one ``"args": {`` and no ``key`` yet) is a text insertion; anything else
+    decodes the event's keys and rebuilds it.
+    """
+    text = bytes(event)
+    key_text = _encode(key)
+    value_text = bytes(value) if isinstance(value, msgspec.Raw) else _encode(value)
+    if key_text not in text:
+        found = _ARGS.findall(text, 0)
+        if len(found) == 1:
+            at = _ARGS.search(text).end()
+            rest = text[at:].lstrip()
+            comma = b"" if rest[:1] == b"}" else b","
+            return text[:at] + key_text + b":" + value_text + comma + text[at:]
+        if not found and b'"args"' not in text:
+            close = text.rstrip().rfind(b"}")
+            inner = text[:close].rstrip()
+            comma = b"" if inner.endswith(b"{") else b","
+            return (inner + comma + b'"args":{' + key_text + b":" + value_text + b"}"
+                    + text[close:])
+    fields = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
     args_raw = fields.get("args")
     args = (msgspec.json.decode(args_raw, type=dict[str, msgspec.Raw])
             if args_raw is not None and bytes(args_raw).lstrip()[:1] == b"{" else {})
-    args[key] = msgspec.Raw(_encode(value))
+    args[key] = msgspec.Raw(value_text)
     fields["args"] = msgspec.Raw(_object(args))
     return _object(fields)
 

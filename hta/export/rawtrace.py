@@ -12,9 +12,10 @@ from __future__ import annotations
 import gzip
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -30,6 +31,10 @@ except ImportError:  # pragma: no cover - optional dependency
     _fast_gzip = None
 
 _TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9][0-9.eE+-]*)')
+#: Fast enough to write a 1 GB trace in about a second, about the profiler's own ratio.
+GZIP_LEVEL_ISAL = 2
+GZIP_LEVEL_ZLIB = 6
+Buffer = Union[bytes, memoryview]  # noqa: UP007 (a runtime alias, Python 3.10 friendly)
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _dumps = msgspec.json.Encoder().encode
 
@@ -41,10 +46,11 @@ class RawTrace:
     path: Path
     gzipped: bool
     top: dict[str, msgspec.Raw]
-    events_text: bytes = b"[]"
 
-    def __post_init__(self) -> None:
-        self.events_text = bytes(self.top["traceEvents"])
+    @property
+    def events_text(self) -> memoryview:
+        """The ``traceEvents`` array's text (a view into the file's bytes, no copy)."""
+        return memoryview(self.top["traceEvents"])
 
 
 def source_of(rt: RankTrace) -> Path:
@@ -125,38 +131,61 @@ def time_origin_ns(raw: RawTrace, sample: int = 1000) -> int:
     return base
 
 
-def write_raw(raw: RawTrace, events_text: bytes, out: Path, *, gzipped: bool) -> Path:
-    """Write ``raw``'s top level with ``traceEvents`` replaced by ``events_text``."""
-    parts = [b"{"]
-    for i, (key, value) in enumerate(raw.top.items()):
-        if i:
-            parts.append(b",")
-        parts.append(_dumps(key))
-        parts.append(b":")
-        parts.append(events_text if key == "traceEvents" else bytes(value))
-    parts.append(b"}")
-    data = b"".join(parts)
+def write_raw(raw: RawTrace, events_parts: Sequence[Buffer], out: Path, *,
+              gzipped: bool, extra_top: dict[str, bytes] | None = None) -> Path:
+    """Write ``raw``'s top level with ``traceEvents`` replaced by the concatenation of
+    ``events_parts`` (streamed to the file: nothing is joined in memory), and the keys of
+    ``extra_top`` (JSON texts) added after the original keys."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    if gzipped:
-        data = _fast_gzip.compress(data) if _fast_gzip is not None else gzip.compress(
-            data, compresslevel=6)
-    tmp.write_bytes(data)
+    with _open_for_writing(tmp, gzipped) as fh:
+        fh.write(b"{")
+        for i, (key, value) in enumerate(raw.top.items()):
+            fh.write((b"," if i else b"") + _dumps(key) + b":")
+            if key == "traceEvents":
+                for part in events_parts:
+                    fh.write(part)
+            else:
+                fh.write(value)
+        for key, text in (extra_top or {}).items():
+            if key not in raw.top:
+                fh.write(b"," + _dumps(key) + b":" + text)
+        fh.write(b"}")
     tmp.replace(out)
     return out
 
 
-def append_events(events_text: bytes, extra: Iterable[bytes]) -> bytes:
-    """The ``traceEvents`` array text with the given event texts appended."""
-    extra = list(extra)
+def _open_for_writing(path: Path, gzipped: bool) -> Any:
+    if not gzipped:
+        return path.open("wb")
+    if _fast_gzip is not None:
+        return _fast_gzip.open(path, "wb", compresslevel=GZIP_LEVEL_ISAL)
+    return gzip.open(path, "wb", compresslevel=GZIP_LEVEL_ZLIB)
+
+
+def append_events(events_text: Buffer, extra: bytes) -> list[Buffer]:
+    """Parts whose concatenation is the ``traceEvents`` array with ``extra`` (event
+    objects separated by commas) appended.
+
+    The original text is not copied: the parts are a view of it up to its closing bracket,
+    the new events and the bracket.
+    """
+    view = memoryview(events_text)
     if not extra:
-        return events_text
-    body = events_text.rstrip()
-    if not body.endswith(b"]"):
+        return [view]
+    end = _last_non_space(view, len(view))
+    if end < 0 or view[end] != ord("]"):
         raise ValueError("traceEvents is not a JSON array")
-    body = body[:-1].rstrip()
-    sep = b"" if body.endswith(b"[") else b","
-    return body + sep + b",".join(extra) + b"]"
+    before = _last_non_space(view, end)
+    sep = b"" if before >= 0 and view[before] == ord("[") else b","
+    return [view[:before + 1], sep, extra, b"]"]
+
+
+def _last_non_space(view: memoryview, stop: int) -> int:
+    i = stop - 1
+    while i >= 0 and view[i] in b" \t\r\n":
+        i -= 1
+    return i
 
 
 def output_path(source: Path, *, suffix: str = "", prefix: str = "",
