@@ -395,6 +395,8 @@ def test_data_load_events_are_flagged(tmp_path):
     ]
     b_sum, _ = critical_path_summary(df)
     assert b_sum.set_index("bound_by").loc["cpu_bound", "data_load(us)"] == 0.5
+    _, again = critical_path_analysis(rt, data_load_events="DataLoader")  # one pattern
+    assert again["data_load"].tolist() == df["data_load"].tolist()
     _, df = critical_path_analysis(rt)
     assert not df["data_load"].any()
 

@@ -168,6 +168,8 @@ def _in_data_load(rt, attributed: np.ndarray, typ: np.ndarray,
                   patterns: Iterable[str] | None) -> np.ndarray:
     """Whether each edge's event (or, for GPU events, its launch) is inside a data-load event."""
     out = np.zeros(attributed.shape[0], dtype=bool)
+    if isinstance(patterns, str):  # one pattern, not its characters
+        patterns = [patterns]
     pats = [re.compile(p) for p in (patterns or [])]
     if not pats:
         return out
