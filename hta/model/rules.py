@@ -15,7 +15,9 @@ user_annotation    ``record_function`` ranges, ``ProfilerStep#N``
 python_function    Python stack frames recorded with ``with_stack``
 runtime_launch     a CUDA/HIP/driver call that puts work on the GPU (kernel, graph,
                    async memcpy/memset launches)
-runtime_sync       a runtime call that blocks the CPU on the GPU (synchronize, event wait)
+runtime_sync       a synchronizing runtime call: one that blocks the CPU until the GPU
+                   catches up (device/stream/event synchronize), or that makes a stream
+                   wait on an event (``cudaStreamWaitEvent``, which does not block the CPU)
 runtime_other      any other runtime or driver call
 computation        a GPU kernel that computes (the default for a kernel matching no rule)
 communication      a collective or peer-to-peer communication kernel (NCCL, RCCL,
