@@ -155,3 +155,22 @@ def test_with_arg_fast_and_slow_paths_agree(text):
     expected = json.loads(text)
     expected.setdefault("args", {})["Patterns"] = {"p": 1}
     assert json.loads(with_arg(text, "Patterns", {"p": 1})) == expected
+
+
+def test_overlay_after_the_last_step_was_dropped(tmp_path):
+    b = sequences_case()
+    b.annotation("ProfilerStep#1", 0, 4_500)
+    b.annotation("ProfilerStep#2", 4_500, 6_000)
+    folder = tmp_path / "trace"
+    b.write(folder / "rank-0.json")
+    a = TraceAnalysis(trace_dir=folder, cache=False, progress=False,
+                      include_last_profiler_step=False)
+    df = frequent_cuda_kernel_sequences(a.t, "linear", min_pattern_len=2)
+    assert df["pattern"].tolist() == [TWICE]
+    path = write_overlaid_trace(a.t.rank(0), df, tmp_path)
+    events = json.loads(path.read_bytes())["traceEvents"]
+    marked = [e for e in events if "Patterns" in e.get("args", {})]
+    assert sorted(e["name"] for e in marked) == sorted(
+        ["aten::linear", "aten::addmm", "cudaLaunchKernel", "cudaLaunchKernel", "gemm",
+         "bias"] * 2)
+    assert all(e["ts"] < 6.0 for e in marked)  # µs: none from the dropped step

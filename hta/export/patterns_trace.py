@@ -25,12 +25,14 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from hta.analysis.rowmap import RowMap
 from hta.export.rawtrace import (
-    complete_event_items,
     event_items,
     output_path,
     read_raw,
+    row_items,
     source_of,
+    time_origin_ns,
     write_raw,
 )
 from hta.model.trace import RankTrace
@@ -64,7 +66,8 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     source = source_of(rt)
     raw = read_raw(source)
     items = event_items(raw)
-    item_of_index = complete_event_items(items, _loaded_rows(rt))
+    item_of_row = row_items(items, rt, time_origin_ns(raw))
+    positions_of = RowMap(rt.events).positions
     symbols = rt.symbols
     name_of_index = pd.Series(rt.events["name"].to_numpy(), index=rt.events["index"])
     listing = [
@@ -76,7 +79,11 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     checked = 0
     for position, indices in enumerate(patterns["event_indices"]):
         indices = np.asarray(indices, dtype=np.int64)
-        for index, item in zip(indices.tolist(), item_of_index[indices].tolist()):
+        rows = positions_of(indices)
+        if (rows < 0).any():
+            raise ValueError(f"rank {rt.rank}: pattern {position} names events that are not "
+                             "loaded; compute the patterns on this trace")
+        for index, item in zip(indices.tolist(), item_of_row[rows].tolist()):
             marks.setdefault(item, []).append(position)
             if checked < NAME_CHECKS:
                 _check_name(items[item], symbols[name_of_index[index]], source)
@@ -142,10 +149,3 @@ def _check_name(item: msgspec.Raw, expected: str, source: Path) -> None:
     if str(found) != expected:
         raise ValueError(f"{source}: event {found!r} found where {expected!r} was loaded; was "
                          "the file changed after loading?")
-
-
-def _loaded_rows(rt: RankTrace) -> int:
-    """At least how many complete events the loader read: one past the largest ``index``
-    (rows may have been dropped since, e.g. the last profiler step)."""
-    index = rt.events["index"]
-    return int(index.max()) + 1 if len(index) else 0

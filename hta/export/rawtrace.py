@@ -19,6 +19,7 @@ from typing import Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
 from hta.model.trace import RankTrace
@@ -85,27 +86,46 @@ def event_items(raw: RawTrace) -> list[msgspec.Raw]:
     return msgspec.json.decode(raw.events_text, type=list[msgspec.Raw])
 
 
-class _PhTs(msgspec.Struct, gc=False):
+class _Head(msgspec.Struct, gc=False):
     ph: str = ""
     ts: msgspec.Raw = msgspec.Raw()
+    name: Any = ""
 
 
-def complete_event_items(items: list[msgspec.Raw], n_rows: int) -> np.ndarray:
-    """Positions in ``items`` of the loader's event rows: entry ``i`` is row ``index == i``.
+def row_items(items: list[msgspec.Raw], rt: RankTrace, origin_ns: int) -> np.ndarray:
+    """Position in ``items`` of each row of ``rt.events`` (row order).
 
-    The loader keeps the ``X`` events that have a usable ``ts``, in file order, then sorts
-    them by ``ts`` (stable); this repeats that. Raises ``ValueError`` if fewer than
-    ``n_rows`` are found (the file changed after loading).
+    The loader keeps the ``X`` events that have a usable ``ts``, in file order, and sorts
+    them by ``ts`` (stable); this repeats that and checks that the timestamps agree. When
+    rows were dropped after loading (e.g. the last profiler step), rows are matched on
+    (ts, name, occurrence). Raises ``ValueError`` when the file no longer matches.
     """
-    heads = msgspec.json.decode(b"[" + b",".join(items) + b"]", type=list[_PhTs])
+    heads = msgspec.json.decode(b"[" + b",".join(items) + b"]", type=list[_Head])
     complete = np.flatnonzero(np.fromiter((h.ph == "X" for h in heads), dtype=bool,
                                           count=len(heads)))
     ts, present = timestamps_ns([heads[i].ts for i in complete], [])
-    complete, ts = complete[present], ts[present]
-    if complete.size < n_rows:
-        raise ValueError(f"the file holds {complete.size} complete events but {n_rows} were "
-                         "loaded from it; was it changed after loading?")
-    return complete[np.argsort(ts, kind="stable")]
+    complete, ts = complete[present], ts[present] + origin_ns
+    order = np.argsort(ts, kind="stable")
+    complete, ts = complete[order], ts[order]
+    ev = rt.events
+    loaded_ts = ev["ts"].to_numpy()
+    if complete.size == len(ev) and np.array_equal(ts, loaded_ts):
+        return complete
+    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()]
+    raw = pd.DataFrame({"ts": ts, "name": [_text(heads[i].name) for i in complete],
+                        "item": complete})
+    loaded = pd.DataFrame({"ts": loaded_ts, "name": names})
+    for frame in (raw, loaded):
+        frame["occurrence"] = frame.groupby(["ts", "name"], sort=False).cumcount()
+    merged = loaded.merge(raw, on=["ts", "name", "occurrence"], how="left")
+    if merged["item"].isna().any():
+        raise ValueError(f"rank {rt.rank}: {int(merged['item'].isna().sum())} loaded event(s) "
+                         f"are not in {rt.meta.get('source')}; was it changed after loading?")
+    return merged["item"].to_numpy(dtype=np.int64)
+
+
+def _text(name: Any) -> str:
+    return name if isinstance(name, str) else ("" if name is None else str(name))
 
 
 def time_origin_ns(raw: RawTrace, sample: int = 1000) -> int:
