@@ -373,7 +373,8 @@ def test_job_to_dict_and_figure(tmp_path, shown):
                                            "exposed memory", "idle"]
     assert list(stacked[3].base) == [1500.0, 2200.0]  # idle sits on top of compute
     changes = fig.data[-1]
-    assert list(changes.x) == [-1000.0, 200.0, 1500.0]
+    assert list(changes.x) == [-1000.0, 200.0, 1500.0]  # bottom to top
+    assert list(changes.y) == [GEMM_F, NEW, GEMM_H]
     payload = json.loads(dumps(job.to_dict(top=1)))
     assert payload["verdict"] == job.verdict
     assert [r["name"] for r in payload["regressions"]["kernels"]] == [GEMM_H]

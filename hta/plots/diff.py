@@ -158,17 +158,20 @@ def _idle_panel(fig: go.Figure, summary: pd.DataFrame) -> None:
 
 def _changes_panel(fig: go.Figure, regressions: pd.DataFrame,
                    improvements: pd.DataFrame) -> None:
-    rows = pd.concat([improvements.iloc[::-1], regressions.iloc[::-1]], ignore_index=True)
+    # bottom to top: largest saving ... largest growth
+    rows = pd.concat([improvements, regressions.iloc[::-1]], ignore_index=True)
     if not len(rows):
         fig.add_annotation(text="no kernel changed", showarrow=False, row=2, col=2,
                            x=0, y=0)
         return
+    names = [str(n) for n in rows["name"]]
     colors = [SLOWER_COLOR if d > 0 else FASTER_COLOR for d in rows["delta_time(us)"]]
     fig.add_trace(go.Bar(
-        y=[f"{i}: {short(n, 50)}" for i, n in enumerate(rows["name"])],
-        x=rows["delta_time(us)"], orientation="h", marker_color=colors, showlegend=False,
-        customdata=rows[["name", "control_time(us)", "test_time(us)", "status"]],
-        hovertemplate="%{customdata[0]}<br>%{customdata[1]:,.1f} -> %{customdata[2]:,.1f} "
-                      "µs per step (%{x:+,.1f})<br>%{customdata[3]}<extra></extra>",
+        y=names, x=rows["delta_time(us)"], orientation="h", marker_color=colors,
+        name="change", showlegend=False,
+        customdata=rows[["control_time(us)", "test_time(us)", "status"]],
+        hovertemplate="%{y}<br>%{customdata[0]:,.1f} -> %{customdata[1]:,.1f} "
+                      "µs per step (%{x:+,.1f})<br>%{customdata[2]}<extra></extra>",
     ), row=2, col=2)
-    fig.update_yaxes(type="category", automargin=True, row=2, col=2)
+    fig.update_yaxes(type="category", automargin=True, tickvals=names,
+                     ticktext=[short(n, 50) for n in names], row=2, col=2)
