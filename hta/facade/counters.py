@@ -144,13 +144,14 @@ class CountersMixin:
 
     def get_frequent_cuda_kernel_sequences(
         self, operator_name: str, output_dir: str | Path, min_pattern_len: int = 3,
-        top_k: int = 5, rank: int = 0, visualize: bool = False, **hta_options: Any,
+        rank: int = 0, top_k: int = 5, visualize: bool = False, **hta_options: Any,
     ) -> pd.DataFrame:
         """The GPU kernel sequences most often launched under operators named like
         ``operator_name``; writes ``overlaid_<trace>`` with the ``top_k`` marked into
         ``output_dir``.
 
-        See :func:`hta.analysis.sequences.frequent_cuda_kernel_sequences` and
+        Parameters in HTA's order (``rank`` before ``top_k``). See
+        :func:`hta.analysis.sequences.frequent_cuda_kernel_sequences` and
         :func:`hta.export.patterns_trace.write_overlaid_trace`. HTA's
         ``compress_other_kernels`` is accepted and ignored: other events are kept as they
         are.
