@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.summary import rank_summary
+from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
 from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin

@@ -31,7 +31,7 @@ from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 2
+CACHE_FORMAT_VERSION = 3
 _BLOCK = 1 << 16
 _SAMPLES = 16
 

@@ -80,6 +80,7 @@ class DecodedTrace:
     columns: dict[str, np.ndarray]
     kernel_args: pd.DataFrame
     memory_args: pd.DataFrame
+    copy_sizes: pd.DataFrame
     collective_args: pd.DataFrame
     op_args: pd.DataFrame
     sync_args: pd.DataFrame
@@ -495,6 +496,11 @@ class _Accumulator:
                 "warps_per_sm": float_column([x.warps_per_sm for x in a]),
                 "est_achieved_occupancy_pct": float_column([x.occupancy_pct for x in a]),
             }))
+        sizes = float_column([x.size for x in args])
+        has_size = np.flatnonzero(~np.isnan(sizes))
+        if has_size.size:
+            self.add_table("copy_sizes", pd.DataFrame({"row": rows[has_size],
+                                                       "size": sizes[has_size]}))
         sel = self._rows_for(self.memory_cats, cat)
         if sel.size:
             a = [args[i] for i in sel]
@@ -704,6 +710,7 @@ _EVENT_COLUMNS = {
 }
 _TABLE_COLUMNS = {
     "kernel_args": ["row"], "memory_args": ["row"], "collective_args": ["row"],
+    "copy_sizes": ["row", "size"],
     "op_args": ["row"], "sync_args": ["row"],
     "instants": ["ts", "name", "cat", "pid", "tid"],
     "flows": ["ph", "id", "ts", "pid", "tid", "cat", "name"],
@@ -969,6 +976,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         columns=part.columns,
         kernel_args=tables["kernel_args"],
         memory_args=tables["memory_args"],
+        copy_sizes=tables["copy_sizes"],
         collective_args=tables["collective_args"],
         op_args=tables["op_args"],
         sync_args=tables["sync_args"],

@@ -39,6 +39,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     occupancy_pct: NumLike = msgspec.field(default=NAN, name="est. achieved occupancy %")
     # memcpy / memset
     nbytes: NumLike = msgspec.field(default=NAN, name="bytes")
+    size: NumLike = NAN  # copy size on ROCm runtime calls and MTIA DMA requests
     bandwidth_gbps: NumLike = msgspec.field(default=NAN, name="memory bandwidth (GB/s)")
     # collectives (record_param_comms ops and the NCCL kernels that copy their args)
     collective_name: NameLike = msgspec.field(default="", name="Collective name")

@@ -12,7 +12,15 @@ import pandas as pd
 
 from hta.loading.decode import DecodedTrace
 from hta.model import links
-from hta.model.rules import CPU_KINDS, GPU_KINDS, KIND_CODE, KINDS, RUNTIME_KINDS, RuleSet
+from hta.model.rules import (
+    CPU_KINDS,
+    GPU_KINDS,
+    KIND_CODE,
+    KINDS,
+    MEMORY_KINDS,
+    RUNTIME_KINDS,
+    RuleSet,
+)
 from hta.model.trace import ARG_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -92,7 +100,12 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     rank_trace.classify(rules)
     warnings = list(decoded.warnings)
     add_links(rank_trace, warnings)
+    sizes = decoded.copy_sizes
+    if len(sizes):
+        fill_copy_bytes(rank_trace, new_row[sizes["row"].to_numpy(dtype=np.int64)],
+                        sizes["size"].to_numpy(dtype=np.float64))
     rank_trace.meta = build_metadata(decoded, rank, rank_trace, warnings)
+    rank_trace.meta["time_origin_ns"] = base
     return rank_trace
 
 
@@ -133,6 +146,45 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
     ev["depth"] = depth
     ev["index_correlation"] = corr
     ev["op_index"] = op_index
+
+
+def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> None:
+    """Give copies without a ``bytes`` arg the ``size`` arg of their own event (MTIA DMA
+    requests) or of the runtime call that launched them (ROCm ``hipMemcpy*``)."""
+    ev = rt.events
+    memory = np.flatnonzero(ev["kind"].isin(MEMORY_KINDS).to_numpy())
+    if memory.size == 0:
+        return
+    size_of = np.full(len(ev), np.nan)
+    size_of[size_rows] = sizes
+    table = rt.tables["memory_args"]
+    known = np.zeros(len(ev), dtype=bool)
+    if len(table):
+        idx = table["index"].to_numpy(dtype=np.int64)
+        known[idx[~np.isnan(table["bytes"].to_numpy(dtype=np.float64))]] = True
+    need = memory[~known[memory]]
+    if need.size == 0:
+        return
+    launch = ev["index_correlation"].to_numpy()[need]
+    value = size_of[need]
+    via_launch = np.where(launch >= 0, size_of[np.clip(launch, 0, None)], np.nan)
+    value = np.where(np.isnan(value), via_launch, value)
+    ok = ~np.isnan(value)
+    if not ok.any():
+        return
+    filled = pd.Series(value[ok], index=need[ok])
+    if len(table):
+        table = table.copy()
+        existing = table["index"].isin(filled.index)
+        table.loc[existing, "bytes"] = filled.reindex(table.loc[existing, "index"]).to_numpy()
+        fresh = filled[~filled.index.isin(table["index"])]
+    else:
+        fresh = filled
+    extra = pd.DataFrame({"index": fresh.index.to_numpy(dtype=np.int64),
+                          "bytes": fresh.to_numpy(), "bandwidth_gbps": np.nan})
+    rt.tables["memory_args"] = pd.concat(
+        [t for t in (table, extra) if len(t)], ignore_index=True
+    ).sort_values("index", kind="stable").reset_index(drop=True)
 
 
 def build_metadata(

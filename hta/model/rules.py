@@ -117,12 +117,14 @@ _LAUNCH_NAMES = (
     r"|cuMemcpy\w*|cudaMemset(2D|3D)?(Async)?(_ptsz|_v\d+)*|cuMemset\w*"
     r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
     r"|hipLaunchCooperativeKernel|hipExtLaunchMultiKernelMultiDevice|hipGraphLaunch"
-    r"|hipMemcpy\w*|hipMemset\w*|hipHccModuleLaunchKernel)$"
+    r"|hipMemcpy\w*|hipMemset\w*|hipHccModuleLaunchKernel"
+    r"|runFunction.*|enqueueCommand memcpy\w*)$"  # MTIA
 )
 _SYNC_NAMES = (
     r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaStreamWaitEvent"
     r"|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cuStreamWaitEvent"
-    r"|hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|hipStreamWaitEvent)$"
+    r"|hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|hipStreamWaitEvent"
+    r"|synchronize|synchronizeStream|enqueueCommand waitOnEvent)$"  # MTIA
 )
 _COMM_KERNEL_NAMES = (
     r"(?i)(^nccl|^rccl|ncclKernel|ncclDevKernel|nvshmem|"
@@ -148,6 +150,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("runtime_sync", cat=RUNTIME_CATS, name=_SYNC_NAMES,
          note="calls that block the CPU until the GPU catches up"),
     Rule("runtime_other", cat=RUNTIME_CATS),
+    Rule("memcpy_other", cat=r"^mtia_ccp_events$", name=r"^dma_request$",
+         note="MTIA DMA transfers (direction only in args)"),
+    Rule("gpu_sync", cat=r"^mtia_ccp_events$", name=r"^event_(record|wait)$"),
     Rule("communication", cat=KERNEL_CATS, name=_COMM_KERNEL_NAMES,
          note="NCCL/RCCL, NVSHMEM, DeepEP dispatch/combine, custom all-reduce kernels"),
     Rule("computation", cat=KERNEL_CATS, name=_COMPUTE_KERNEL_NAMES,
