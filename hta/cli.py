@@ -2,7 +2,9 @@
 
 Each subcommand lives in :mod:`hta.commands` (``add_parser`` + ``run(args) -> int``).
 Errors about the user's input end as one line on stderr and a non-zero exit code, never
-a traceback (``--verbose`` shows details).
+a traceback (``--verbose`` shows details). Exit codes: 0 done, 1 any other error (an
+output that exists without ``--force`` ...), 2 usage (bad options), 3 a trace that cannot
+be read, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ from collections.abc import Sequence
 
 from hta import __version__
 from hta.commands import COMMANDS
+from hta.commands.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TRACE_ERROR,
+    EXIT_USAGE,
+    CommandError,
+)
 from hta.loading.errors import TraceError
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TRACE_ERROR = 3
-EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TRACE_ERROR", "EXIT_USAGE",
+           "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"hta.commands.{name}").add_parser(sub)
+    for subparser in sub.choices.values():
+        # also accepted after the subcommand; SUPPRESS keeps the main option's value
+        subparser.add_argument("-v", "--verbose", action="store_true",
+                               default=argparse.SUPPRESS, help="show details and tracebacks")
     return parser
 
 
@@ -49,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args))
+    except CommandError as exc:
+        if args.verbose:
+            raise
+        print(f"hta: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except TraceError as exc:
         if args.verbose:
             raise
@@ -62,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"hta: error: {type(exc).__name__}: {exc} (run with --verbose for details)",
               file=sys.stderr)
-        return 1
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

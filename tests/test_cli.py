@@ -1,9 +1,12 @@
 """The ``hta`` command, run as a real subprocess.
 
-``python -m hta.cli`` always, and the ``hta`` console script when it is on PATH. Figures
-printed by ``hta summary`` (text and ``--json``) are checked against
-``TraceAnalysis.get_rank_summary()``; errors end as one line on stderr with exit code 3.
-Shared traces are always read with ``--no-cache`` so nothing is written beside them.
+``python -m hta.cli`` always, and the ``hta`` console script when it is on PATH. What
+``hta summary`` prints (plain text when piped, ``--json``) is checked against
+:func:`hta.report.overview.job_overview` (whose figures ``test_overview.py`` checks by
+construction) and against counts taken here from the trace JSON; ``report``, ``counters``
+and ``export`` outputs are read back. Errors end as one line on stderr with a non-zero
+exit code. Shared traces are always read with ``--no-cache`` so nothing is written beside
+them.
 """
 
 from __future__ import annotations
@@ -12,132 +15,353 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import plotly.offline
 import pytest
 from conftest import ROOT, SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
+from overview_cases import write_job
 
+from hta.report.overview import job_overview
 from hta.trace_analysis import TraceAnalysis
 
-EXIT_TRACE_ERROR = 3
+EXIT_ERROR, EXIT_USAGE, EXIT_TRACE_ERROR = 1, 2, 3
+SYNTHETIC = SAMPLE_TRACES / "synthetic_4rank"
+SUBCOMMANDS = ("summary", "report", "diff", "counters", "export")
 
 ENTRY_POINTS = [pytest.param([sys.executable, "-m", "hta.cli"], id="python-m")]
 if shutil.which("hta"):
     ENTRY_POINTS.append(pytest.param([shutil.which("hta")], id="console-script"))
+PY = [sys.executable, "-m", "hta.cli"]
 
 
-def run(cmd: list[str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def run(cmd: list[str], *args: str, cwd: Path | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for key in ("FORCE_COLOR", "NO_COLOR", "COLUMNS"):
+        full_env.pop(key, None)
+    full_env.update(env or {})
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd or ROOT, env=env)
+                          cwd=cwd or ROOT, env=full_env)
 
 
-def parse_table(stdout: str) -> dict[str, list[float]]:
-    """The summary table (one figure per line, one column per rank) as numbers."""
-    rows: dict[str, list[float]] = {}
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and not line.startswith(("Job:", " ")) and parts[0] != "rank":
-            cells = parts[1:]
-            if all(c == "-" or c.replace(",", "").replace(".", "").isdigit() for c in cells):
-                rows[parts[0]] = [math.nan if c == "-" else float(c.replace(",", ""))
-                                  for c in cells]
+def load(folder: Path) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+
+
+def json_event_counts(folder: Path) -> dict[int, int]:
+    """Complete events per rank, counted in the JSON with the standard library."""
+    out = {}
+    for path in sorted(folder.glob("*.json*")):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as fh:
+            doc = json.load(fh)
+        out[int(doc["distributedInfo"]["rank"])] = sum(
+            1 for e in doc["traceEvents"] if e.get("ph") == "X")
+    return out
+
+
+def text_table(stdout: str, title: str) -> list[list[str]]:
+    """The rows (cells split on 2+ spaces) of the plain-text table under ``title``."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
     return rows
 
 
-def check_text_against(summary: pd.DataFrame, stdout: str) -> None:
-    header = next(line for line in stdout.splitlines() if line.strip().startswith("rank "))
-    assert header.split() == [x for r in summary["rank"] for x in ("rank", str(r))]
-    table = parse_table(stdout)
-    assert set(table) == set(summary.columns) - {"rank"}
-    for col, shown in table.items():
-        for value, cell in zip(summary[col].tolist(), shown, strict=True):
-            if isinstance(value, float) and math.isnan(value):
-                assert math.isnan(cell), col
-            elif pd.api.types.is_integer_dtype(summary[col]):
-                assert cell == value, col
-            else:
-                assert abs(cell - value) <= 0.05 + 1e-9, col  # shown with one decimal
-
-
-def check_json_against(summary: pd.DataFrame, stdout: str) -> dict:
-    payload = json.loads(stdout)
-    rows = payload["ranks"]
-    assert [r["rank"] for r in rows] == summary["rank"].tolist()
-    for row, (_, expected) in zip(rows, summary.iterrows(), strict=True):
-        assert set(row) == set(summary.columns)
-        for col in summary.columns:
-            value = expected[col]
-            if isinstance(value, float) and math.isnan(value):
-                assert row[col] is None, col
-            else:
-                assert row[col] == value, col
-    return payload
+def close(cell: str, value: float, digits: int) -> bool:
+    if cell == "-":
+        return value is None or (isinstance(value, float) and math.isnan(value))
+    return abs(float(cell.replace(",", "")) - value) <= 0.5 * 10 ** -digits + 1e-9
 
 
 # --------------------------------------------------------------------------------------------
-# summary on real traces
+# summary
 # --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", ENTRY_POINTS)
+def test_summary_text_on_the_sample(cmd: list[str]) -> None:
+    expected = job_overview(load(SYNTHETIC).t)
+    proc = run(cmd, "summary", str(SYNTHETIC), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "\x1b[" not in proc.stdout  # piped: plain text, no colour codes
+    assert proc.stdout.startswith(
+        f"Job: {SYNTHETIC}  ranks: 4 of world size 4  device: NVIDIA A100-SXM4-80GB  "
+        f"events: {sum(json_event_counts(SYNTHETIC).values()):,}\n")
+    gpu = text_table(proc.stdout, "GPU time per rank")
+    assert len(gpu) == 4
+    for cells, r in zip(gpu, expected.ranks.to_dict("records"), strict=True):
+        assert cells[0] == str(r["rank"]) and cells[1] == str(r["steps"])
+        assert close(cells[2], r["step_time_mean(us)"] / 1e3, 3)
+        assert close(cells[3], r["kernel_time(us)"] / 1e3, 3)
+        for cell, key in zip(cells[4:9], ["compute_time_pctg", "exposed_comm_time_pctg",
+                                          "exposed_memory_time_pctg", "idle_time_pctg",
+                                          "comp_comm_overlap_pctg"]):
+            assert close(cell, r[key], 1), key
+    idle = text_table(proc.stdout, "Idle time by cause")
+    for cells, r in zip(idle, expected.ranks.to_dict("records"), strict=True):
+        assert close(cells[1], r["host_wait(us)"] / 1e3, 3)
+        assert close(cells[2], r["kernel_wait(us)"] / 1e3, 3)
+        assert close(cells[3], r["other_idle(us)"] / 1e3, 3)
+        assert close(cells[5], r["queue_length_max"], 0)
+        assert cells[6] == str(r["memcpy_count"]) and cells[8] == str(r["memset_count"])
+    kernels = text_table(proc.stdout, "Top 10 kernels")
+    assert [c[-1] for c in kernels] == [n if len(n) <= 70 else n[:69] + "…"
+                                        for n in expected.top_kernels["name"]]
+    spread = text_table(proc.stdout, "Spread across ranks")
+    assert [c[0] for c in spread] == ["mean step time", "GPU span", "GPU busy", "compute",
+                                      "exposed communication", "GPU idle"]
+    job = expected.job
+    assert f"Slowest rank: {job['slowest_rank']} (compute " in proc.stdout
+
+
+@pytest.mark.parametrize("cmd", ENTRY_POINTS)
+def test_summary_json_on_the_sample(cmd: list[str]) -> None:
+    analyzer = load(SYNTHETIC)
+    expected = job_overview(analyzer.t)
+    proc = run(cmd, "summary", str(SYNTHETIC), "--no-cache", "--json")
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["trace_dir"] == str(SYNTHETIC)
+    assert payload["iterations"] is None
+    assert payload["skipped"] == {} and payload["unclassified_kernels"] == 0
+    counts = json_event_counts(SYNTHETIC)
+    assert [r["rank"] for r in payload["ranks"]] == [0, 1, 2, 3]
+    for got, want in zip(payload["ranks"], expected.ranks.to_dict("records"), strict=True):
+        assert got["events"] == counts[got["rank"]]
+        assert set(got) == set(want)
+        for key, value in want.items():
+            if isinstance(value, float) and math.isnan(value):
+                assert got[key] is None, key
+            else:
+                assert got[key] == value, key
+    assert [k["name"] for k in payload["top_kernels"]] == expected.top_kernels["name"].tolist()
+    assert payload["job"]["slowest_rank"] == expected.job["slowest_rank"]
+    assert [s["metric"] for s in payload["spread"]] == expected.spread["metric"].tolist()
+    summary = analyzer.get_rank_summary()
+    assert [r["gpu_events"] for r in payload["rank_summary"]] == summary["gpu_events"].tolist()
+
+
+def test_summary_json_on_a_hand_built_job(tmp_path: Path) -> None:
+    """Exact figures of overview_cases.py, through the command line."""
+    folder = write_job(tmp_path)
+    payload = json.loads(run(PY, "summary", str(folder), "--no-cache", "--json").stdout)
+    r0, r1 = payload["ranks"]
+    assert (r0["compute_time(us)"], r1["compute_time(us)"]) == (46.0, 66.0)
+    assert (r0["host_wait(us)"], r0["kernel_wait(us)"], r0["other_idle(us)"]) == (
+        214.0, 2.0, 74.0)
+    assert (r0["comp_comm_overlap_pctg"], r1["comp_comm_overlap_pctg"]) == (60.0, 100.0)
+    assert payload["job"]["slowest_rank"] == 1
+    assert payload["top_kernels"][0]["total(us)"] == 100.0
+    one = json.loads(run(PY, "summary", str(folder), "--no-cache", "--json",
+                         "--iterations", "2", "--ranks", "0", "--top", "1").stdout)
+    assert one["iterations"] == [2]
+    assert [r["rank"] for r in one["ranks"]] == [0]
+    assert one["ranks"][0]["kernel_time(us)"] == 61.0
+    assert len(one["top_kernels"]) == 1 and one["top_kernels"][0]["total(us)"] == 20.0
 
 
 @pytest.mark.parametrize("cmd", ENTRY_POINTS)
 def test_summary_on_shared_trace_filter(cmd: list[str]) -> None:
     folder = shared_trace("trace_filter")
-    summary = TraceAnalysis(trace_dir=folder, cache=False, progress=False).get_rank_summary()
-    assert summary["gpu_events"].min() > 0  # a real GPU job: the figures are not all zero
+    counts = {0: None, 1: None}
+    for path in sorted(folder.glob("*.json.gz")):
+        with gzip.open(path, "rt") as fh:
+            doc = json.load(fh)
+        counts[int(path.name.split("-")[1].split(".")[0])] = sum(
+            1 for e in doc["traceEvents"] if e.get("ph") == "X")
     text = run(cmd, "summary", str(folder), "--no-cache")
     assert text.returncode == 0, text.stderr
     assert text.stderr == ""
-    assert text.stdout.startswith(f"Job: {folder}  ranks: 2 of world size 128\n")
-    check_text_against(summary, text.stdout)
+    assert text.stdout.startswith(f"Job: {folder}  ranks: 2 of world size 128  events: "
+                                  f"{sum(counts.values()):,}\n")
     as_json = run(cmd, "summary", str(folder), "--no-cache", "--json")
     assert as_json.returncode == 0, as_json.stderr
-    payload = check_json_against(summary, as_json.stdout)
-    assert payload["trace_dir"] == str(folder)
+    payload = json.loads(as_json.stdout)
+    assert {r["rank"]: r["events"] for r in payload["ranks"]} == counts
+    assert all(r["gpu_events"] > 0 for r in payload["ranks"])
     assert payload["skipped"] == {}
-    analyzer = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    analyzer = load(folder)
     assert payload["unclassified_kernels"] == analyzer.get_unclassified_kernels()["name"].nunique()
     assert not (folder / ".hta_cache").exists()
 
 
-def test_summary_ranks_option() -> None:
+def test_summary_ranks_and_iterations_options() -> None:
     folder = shared_trace("trace_filter")
-    proc = run([sys.executable, "-m", "hta.cli"], "summary", str(folder), "--no-cache",
-               "--json", "--ranks", "1")
+    proc = run(PY, "summary", str(folder), "--no-cache", "--json", "--ranks", "1",
+               "--iterations", "552")
     assert proc.returncode == 0, proc.stderr
-    assert [r["rank"] for r in json.loads(proc.stdout)["ranks"]] == [1]
+    payload = json.loads(proc.stdout)
+    assert [r["rank"] for r in payload["ranks"]] == [1]
+    assert payload["iterations"] == [552] and payload["ranks"][0]["steps"] == 1
 
 
 @pytest.mark.parametrize("cmd", ENTRY_POINTS)
-def test_summary_on_cpu_training_sample(cmd: list[str], tmp_path: Path) -> None:
+def test_summary_on_cpu_training_sample_and_cache(cmd: list[str], tmp_path: Path) -> None:
     sample = SAMPLE_TRACES / "cpu_training"
-    summary = TraceAnalysis(trace_dir=sample, cache=False, progress=False).get_rank_summary()
-    assert summary["events"].iloc[0] > 1000
+    expected = job_overview(load(sample).t).ranks.iloc[0]
     text = run(cmd, "summary", str(sample), "--no-cache")
     assert text.returncode == 0, text.stderr
-    check_text_against(summary, text.stdout)
+    gpu = text_table(text.stdout, "GPU time per rank")
+    assert gpu == [["0", "3", f"{expected['step_time_mean(us)'] / 1e3:,.3f}", "0.000", "-",
+                    "-", "-", "-", "no communication"]]
+    assert "Top " not in text.stdout  # no GPU kernels
     # default options on a copy: the cache is written beside it and reused
     copy = tmp_path / "cpu_training"
     shutil.copytree(sample, copy, ignore=shutil.ignore_patterns(".hta_cache"))
     for _ in range(2):
         as_json = run(cmd, "summary", str(copy), "--json", cwd=tmp_path)
         assert as_json.returncode == 0, as_json.stderr
-        check_json_against(summary, as_json.stdout)
+        assert json.loads(as_json.stdout)["ranks"][0]["events"] == expected["events"]
     assert len(list((copy / ".hta_cache").iterdir())) == 1
 
 
+def test_summary_on_a_terminal_escapes_markup(tmp_path: Path) -> None:
+    """Rich tables with colour when forced to a terminal; a kernel named like rich markup
+    prints as written and styles nothing."""
+    weird = "[bold red]boom[/bold red] <script>alert(1)</script>"
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.annotation("ProfilerStep#1", 0, 100_000)
+        b.cpu_op("aten::[link=x]op[/link]", 1_000, 5_000)
+        b.launch_kernel(weird, cpu_ts=2_000, cpu_dur=500, gpu_ts=10_000,
+                        gpu_dur=20_000 + 1_000 * rank)
+        b.write(tmp_path / f"rank-{rank}.json")
+    proc = run(PY, "summary", str(tmp_path), "--no-cache",
+               env={"FORCE_COLOR": "1", "COLUMNS": "200", "TERM": "xterm-256color"})
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" in proc.stdout and "┃" in proc.stdout
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
+    assert weird in plain
+    assert "\x1b[1;31mboom" not in proc.stdout
+    assert "Slowest rank: 1" in plain
+
+
 # --------------------------------------------------------------------------------------------
-# errors: exit code 3 and one line on stderr
+# report, counters, export
 # --------------------------------------------------------------------------------------------
 
 
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == EXIT_TRACE_ERROR, (proc.returncode, proc.stderr)
+@pytest.mark.parametrize("cmd", ENTRY_POINTS)
+def test_report_writes_once_and_refuses_to_overwrite(cmd: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    proc = run(cmd, "report", str(SYNTHETIC), "--no-cache", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"Wrote {out}\n"
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    plotly_js = plotly.offline.get_plotlyjs()
+    assert html.count(plotly_js) == 1  # embedded once
+    page = html.replace(plotly_js, "")
+    assert re.findall(r"<script\b[^>]*>", page) == [
+        '<script type="application/json" id="hta-figures">', "<script>", "<script>",
+        "<script>"]  # nothing loaded from elsewhere: works offline
+    assert "http://" not in page and "https://" not in page
+    for sid in ("overview", "temporal", "idle", "kernels", "overlap", "annotations", "launch",
+                "queue", "bandwidth", "operators", "critical-path", "unclassified"):
+        assert f'<section id="{sid}">' in html
+    assert "failed on this trace" not in html
+    again = run(cmd, "report", str(SYNTHETIC), "--no-cache", "-o", str(out))
+    assert again.returncode == EXIT_ERROR
+    assert again.stderr == (f"hta: error: {out} already exists; pass --force to overwrite, "
+                            "or choose another output with -o\n")
+    assert again.stdout == ""
+    forced = run(cmd, "report", str(SYNTHETIC), "--no-cache", "-o", str(out), "--force",
+                 "--iterations", "2", "--title", "step two")
+    assert forced.returncode == 0, forced.stderr
+    assert "<title>step two</title>" in out.read_text()
+
+
+def test_report_on_shared_trace_filter(tmp_path: Path) -> None:
+    folder = shared_trace("trace_filter")
+    out = tmp_path / "r.html"
+    proc = run(PY, "report", str(folder), "--no-cache", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert "of world size 128" in html
+    assert "failed on this trace" not in html
+    assert not (folder / ".hta_cache").exists()
+
+
+@pytest.mark.parametrize("folder", ["synthetic_4rank", "trace_filter"])
+def test_counters_writes_traces_that_load_back(folder: str, tmp_path: Path) -> None:
+    source = SYNTHETIC if folder == "synthetic_4rank" else shared_trace(folder)
+    out = tmp_path / "augmented"
+    proc = run(PY, "counters", str(source), "--no-cache", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    original = load(source)
+    written = sorted(out.iterdir())
+    assert len(written) == len(original.ranks)
+    assert proc.stdout.splitlines() == [
+        f"Wrote {p} (rank {original.t.rank(r).rank})"
+        for r, p in zip(original.ranks, sorted(written, key=lambda p: p.name))]
+    again = load(out)
+    for rank in original.ranks:
+        before, after = original.t.rank(rank), again.t.rank(rank)
+        assert len(after.events) == len(before.events)
+        assert len(before.tables["counters"]) == 0
+        names = set(after.tables["counters"]["name"].astype(str))
+        assert {"Queue Length", "Memcpy BW"} <= names or "Queue Length" in names
+    refused = run(PY, "counters", str(source), "--no-cache", "-o", str(out))
+    assert refused.returncode == EXIT_ERROR
+    assert refused.stderr.startswith(f"hta: error: {written[0]} and ")
+    only_queue = run(PY, "counters", str(source), "--no-cache", "-o", str(tmp_path / "q"),
+                     "--series", "queue_length", "--suffix", "_q")
+    assert only_queue.returncode == 0, only_queue.stderr
+    assert all(p.name.count("_q.json") == 1 for p in (tmp_path / "q").iterdir())
+
+
+@pytest.mark.parametrize("folder", ["synthetic_4rank", "trace_filter"])
+def test_export_writes_decoded_parquet(folder: str, tmp_path: Path) -> None:
+    source = SYNTHETIC if folder == "synthetic_4rank" else shared_trace(folder)
+    out = tmp_path / "parquet"
+    proc = run(PY, "export", str(source), "--no-cache", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    analyzer = load(source)
+    counts = json_event_counts(source) if folder == "synthetic_4rank" else None
+    for rank in analyzer.ranks:
+        rt = analyzer.t.rank(rank)
+        events = pd.read_parquet(out / f"rank-{rank}" / "events.parquet")
+        decoded = rt.decoded()
+        assert len(events) == len(rt.events)
+        if counts:
+            assert len(events) == counts[rank]
+        assert events["name"].tolist() == decoded["name"].tolist()
+        assert events["cat"].tolist() == decoded["cat"].tolist()
+        assert events["ts"].dtype == "int64" and events["ts"].tolist() == rt.events["ts"].tolist()
+        assert events["kind"].astype(str).tolist() == rt.events["kind"].astype(str).tolist()
+        for table, frame in rt.tables.items():
+            back = pd.read_parquet(out / f"rank-{rank}" / f"{table}.parquet")
+            assert len(back) == len(frame), table
+        instants = pd.read_parquet(out / f"rank-{rank}" / "instants.parquet")
+        if len(instants):
+            assert instants["name"].map(type).eq(str).all()
+        meta = json.loads((out / f"rank-{rank}" / "meta.json").read_text())
+        assert meta["rank"] == rank
+    assert proc.stdout.splitlines()[0].startswith(f"Wrote {out / 'rank-0'}/ (events.parquet: ")
+    refused = run(PY, "export", str(source), "--no-cache", "-o", str(out))
+    assert refused.returncode == EXIT_ERROR and "--force" in refused.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# errors: one line on stderr and a non-zero exit code
+# --------------------------------------------------------------------------------------------
+
+
+def one_line_error(proc: subprocess.CompletedProcess, code: int = EXIT_TRACE_ERROR) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
@@ -146,18 +370,29 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("cmd", ENTRY_POINTS)
-def test_missing_folder(cmd: list[str], tmp_path: Path) -> None:
+def command_line(sub: str, folder: Path, tmp_path: Path) -> list[str]:
+    if sub == "diff":
+        return [sub, str(folder), str(folder), "--no-cache"]
+    if sub == "summary":
+        return [sub, str(folder), "--no-cache"]
+    return [sub, str(folder), "--no-cache", "-o", str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_missing_folder(sub: str, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    line = one_line_error(run(cmd, "summary", str(missing), "--no-cache"))
+    line = one_line_error(run(PY, *command_line(sub, missing, tmp_path)))
     assert line == f"hta: error: trace folder not found: {missing}"
 
 
-@pytest.mark.parametrize("cmd", ENTRY_POINTS)
-def test_empty_folder(cmd: list[str], tmp_path: Path) -> None:
-    line = one_line_error(run(cmd, "summary", str(tmp_path), "--no-cache"))
-    assert f"no trace files (*.json, *.json.gz) in {tmp_path} (the folder is empty)" in line
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_empty_folder(sub: str, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = one_line_error(run(PY, *command_line(sub, empty, tmp_path)))
+    assert f"no trace files (*.json, *.json.gz) in {empty} (the folder is empty)" in line
     assert "pass trace_files=" in line
+    assert not (tmp_path / "out").exists()
 
 
 def write_job_with_corrupt_file(folder: Path) -> Path:
@@ -173,33 +408,62 @@ def write_job_with_corrupt_file(folder: Path) -> Path:
 
 @pytest.mark.parametrize("cmd", ENTRY_POINTS)
 def test_corrupt_file_is_skipped_and_reported(cmd: list[str], tmp_path: Path) -> None:
-    bad = write_job_with_corrupt_file(tmp_path)
-    proc = run(cmd, "summary", str(tmp_path), "--no-cache", "--json")
+    job = tmp_path / "job"
+    job.mkdir()
+    bad = write_job_with_corrupt_file(job)
+    proc = run(cmd, "summary", str(job), "--no-cache", "--json")
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert [r["rank"] for r in payload["ranks"]] == [0, 1]
     assert list(payload["skipped"]) == [str(bad)]
     assert "gzip stream is truncated or corrupt" in payload["skipped"][str(bad)]
-    text = run(cmd, "summary", str(tmp_path), "--no-cache")
-    assert text.returncode == 0
-    lines = text.stderr.splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith(f"skipped {bad}: the gzip stream is truncated or corrupt")
+    for sub in SUBCOMMANDS:
+        if sub == "diff":
+            continue
+        proc = run(cmd, *command_line(sub, job, tmp_path / sub))
+        assert proc.returncode == 0, (sub, proc.stderr)
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1, (sub, proc.stderr)
+        assert lines[0].startswith(f"skipped {bad}: the gzip stream is truncated or corrupt")
 
 
-@pytest.mark.parametrize("cmd", ENTRY_POINTS)
-def test_corrupt_file_with_strict(cmd: list[str], tmp_path: Path) -> None:
-    bad = write_job_with_corrupt_file(tmp_path)
-    line = one_line_error(run(cmd, "summary", str(tmp_path), "--no-cache", "--strict"))
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_corrupt_file_with_strict(sub: str, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    bad = write_job_with_corrupt_file(job)
+    line = one_line_error(run(PY, *command_line(sub, job, tmp_path), "--strict"))
     assert line.startswith(f"hta: error: {bad}: the gzip stream is truncated or corrupt")
     assert "collect the trace again" in line
 
 
 def test_only_corrupt_files(tmp_path: Path) -> None:
     (tmp_path / "rank-0.json").write_text('{"traceEvents": [')
-    line = one_line_error(run([sys.executable, "-m", "hta.cli"], "summary", str(tmp_path),
-                              "--no-cache"))
+    line = one_line_error(run(PY, "summary", str(tmp_path), "--no-cache"))
     assert line.startswith("hta: error: no rank could be loaded (rank-0.json: invalid JSON")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ranks", "x"], "hta: error: --ranks 'x': expected numbers and ranges such as 0,2,4-7"),
+    (["--ranks", "3-1"], "hta: error: --ranks '3-1': expected numbers and ranges such as "
+                         "0,2,4-7"),
+    (["--iterations", "9"], "hta: error: --iterations 9: no such ProfilerStep in "
+                            f"{SYNTHETIC}; its steps are 1-3"),
+])
+def test_bad_option_values_are_usage_errors(args: list[str], message: str) -> None:
+    line = one_line_error(run(PY, "summary", str(SYNTHETIC), "--no-cache", *args), EXIT_USAGE)
+    assert line == message
+
+
+def test_unknown_rank(tmp_path: Path) -> None:
+    line = one_line_error(run(PY, "summary", str(SYNTHETIC), "--no-cache", "--ranks", "7"))
+    assert line == f"hta: error: none of the ranks [7] is in {SYNTHETIC}; found ranks [0, 1, 2, 3]"
+
+
+def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
+    proc = run(PY, "summary", str(tmp_path / "nowhere"), "--no-cache", "--verbose")
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr and "trace folder not found" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,20 +476,39 @@ def test_help(cmd: list[str]) -> None:
     proc = run(cmd, "--help")
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: hta")
-    assert "summary" in proc.stdout
-    sub = run(cmd, "summary", "--help")
-    assert sub.returncode == 0
-    for option in ("--json", "--no-cache", "--strict", "--ranks", "DIR"):
-        assert option in sub.stdout
+    for sub in SUBCOMMANDS:
+        assert sub in proc.stdout
+
+
+@pytest.mark.parametrize("sub, options", [
+    ("summary", ["DIR", "--json", "--ranks", "--iterations", "--top", "--no-cache", "--strict"]),
+    ("report", ["DIR", "--output", "--force", "--iterations", "--title", "--ranks"]),
+    ("diff", ["CONTROL_DIR", "TEST_DIR", "--json"]),
+    ("counters", ["DIR", "--output", "--series", "--suffix", "--force"]),
+    ("export", ["DIR", "--output", "--force", "--ranks"]),
+])
+def test_subcommand_help(sub: str, options: list[str]) -> None:
+    proc = run(PY, sub, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: hta {sub}")
+    for option in options + ["--verbose"]:
+        assert option in proc.stdout, option
 
 
 def test_no_command_prints_help_and_exits_2() -> None:
-    proc = run([sys.executable, "-m", "hta.cli"])
-    assert proc.returncode == 2
+    proc = run(PY)
+    assert proc.returncode == EXIT_USAGE
     assert proc.stdout.startswith("usage: hta")
 
 
 def test_unknown_option_is_a_usage_error() -> None:
-    proc = run([sys.executable, "-m", "hta.cli"], "summary", "--frobnicate", "x")
-    assert proc.returncode == 2
+    proc = run(PY, "summary", "--frobnicate", "x")
+    assert proc.returncode == EXIT_USAGE
     assert "unrecognized arguments: --frobnicate" in proc.stderr
+
+
+def test_output_is_required_for_counters_and_export() -> None:
+    for sub in ("counters", "export"):
+        proc = run(PY, sub, str(SYNTHETIC))
+        assert proc.returncode == EXIT_USAGE
+        assert "the following arguments are required: -o/--output" in proc.stderr

@@ -4,4 +4,4 @@ Each module has ``add_parser(subparsers)`` (which sets ``func``) and a ``run(arg
 """
 
 #: Subcommand modules, in the order ``hta --help`` lists them.
-COMMANDS = ("summary", "diff")
+COMMANDS = ("summary", "report", "diff", "counters", "export")

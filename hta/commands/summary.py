@@ -1,74 +1,219 @@
-"""``hta summary DIR``: per-rank overview of a job."""
+"""``hta summary DIR``: the job at a glance, one line per rank.
+
+Prints, for the selected ranks and steps: GPU time per rank (step time, GPU span, compute,
+exposed communication and memory, idle, communication overlapped by computation), idle
+time by cause, launch queue length and copies per rank, the top kernels with their spread
+across ranks, the spread of the main figures across ranks and the slowest rank. Every
+number is defined in :mod:`hta.report.overview`. Tables and colour on a terminal, aligned
+plain text when piped, ``--json`` for machines.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import Any
 
-import pandas as pd
+from hta.commands.common import (
+    EXIT_OK,
+    Column,
+    Printer,
+    UsageError,
+    add_load_options,
+    dumps,
+    finite,
+    load,
+    number,
+    parse_ranks,
+    printable,
+    records,
+    report_skipped,
+)
 
-from hta.commands.common import dumps, parse_ranks, records
-
-EXIT_OK = 0
+NAME_WIDTH = 70
+HIGH_IDLE_PCTG = 25.0
+HIGH_SPREAD_PCTG = 10.0
+SPREAD_LABELS = {"step_time_mean(us)": "mean step time", "kernel_time(us)": "GPU span",
+                 "busy_time(us)": "GPU busy", "compute_time(us)": "compute",
+                 "exposed_comm_time(us)": "exposed communication", "idle_time(us)": "GPU idle"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         "summary", help="per-rank overview of a job's traces",
-        description="Load every rank in DIR and print, per rank: events, GPU work by kind, "
-                    "GPU busy and idle time.",
+        description="Load every rank in DIR and print, per rank: step time, GPU time "
+                    "(compute, exposed communication and memory, idle), communication "
+                    "overlapped by computation, idle time by cause, launch queue length and "
+                    "copies; then the top kernels, the spread across ranks and the slowest "
+                    "rank. Times in ms (µs in --json).",
     )
     p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
-    p.add_argument("--ranks", help="ranks to load, e.g. 0,1 or 0-7")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    p.add_argument("--strict", action="store_true",
-                   help="fail on the first unreadable file instead of skipping it")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--iterations", metavar="LIST",
+                   help="ProfilerStep numbers to analyse, e.g. 2-4 (default: the whole trace)")
+    p.add_argument("--top", type=_count, default=10, metavar="N",
+                   help="kernels to list (default 10; 0 for none)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_load_options(p)
     p.set_defaults(func=run)
 
 
-def format_ranks_table(table: pd.DataFrame) -> str:
-    """Ranks as columns, one figure per line: integers plain, times with one decimal."""
-    shown = table.set_index("rank")
-    text = pd.DataFrame(index=shown.columns, columns=[f"rank {r}" for r in shown.index])
-    for col in shown.columns:
-        values = shown[col]
-        if pd.api.types.is_integer_dtype(values):
-            cells = [f"{int(v):,}" for v in values]
-        else:
-            cells = ["-" if pd.isna(v) else f"{float(v):,.1f}" for v in values]
-        text.loc[col] = cells
-    return text.to_string()
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def selected_iterations(analyzer: Any, text: str | None) -> list[int] | None:
+    """``--iterations`` as a list, checked against the steps of the loaded ranks."""
+    from hta.analysis.diff import step_table
+
+    wanted = parse_ranks(text, "--iterations")
+    if wanted is None:
+        return None
+    steps = sorted(step_table(analyzer.t)["iteration"].unique().tolist())
+    if not set(wanted) & set(steps):
+        have = f"its steps are {_ranges(steps)}" if steps else "it has no ProfilerStep"
+        raise UsageError(f"--iterations {text}: no such ProfilerStep in {analyzer.trace_dir}; "
+                         f"{have}")
+    return wanted
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the job and print the summary."""
-    from hta.trace_analysis import TraceAnalysis
+    """Load the job and print the overview."""
+    from hta.report.overview import job_overview
 
-    analyzer = TraceAnalysis(
-        trace_dir=args.trace_dir, ranks=parse_ranks(args.ranks), cache=not args.no_cache,
-        strict=args.strict, progress=not args.quiet and sys.stderr.isatty(),
-    )
-    table = analyzer.get_rank_summary()
+    analyzer = load(args)
+    iterations = selected_iterations(analyzer, args.iterations)
+    overview = job_overview(analyzer.t, iterations=iterations, top=args.top)
     unclassified = analyzer.get_unclassified_kernels()
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
     if args.json:
-        print(dumps({
-            "trace_dir": args.trace_dir,
-            "ranks": records(table),
-            "skipped": analyzer.skipped,
-            "unclassified_kernels": n_unclassified,
-        }))
+        payload = {"trace_dir": args.trace_dir, "iterations": iterations}
+        payload.update(finite(overview.to_dict()))
+        payload["rank_summary"] = records(analyzer.get_rank_summary())
+        payload["skipped"] = analyzer.skipped
+        payload["unclassified_kernels"] = n_unclassified
+        print(dumps(payload))
         return EXIT_OK
-    meta = analyzer.metadata()
-    print(f"Job: {args.trace_dir}  ranks: {len(analyzer.ranks)}"
-          + (f" of world size {meta['world_size']}" if meta.get("world_size") else ""))
-    print(format_ranks_table(table))
+    out = Printer()
+    print_overview(out, analyzer, overview, args.trace_dir, iterations)
     if n_unclassified:
-        print(f"\n{n_unclassified} kernel name(s) matched no kind rule and count as "
-              "computation; list them with TraceAnalysis.get_unclassified_kernels().")
-    for path, reason in analyzer.skipped.items():
-        print(f"skipped {path}: {reason}", file=sys.stderr)
+        out.line(f"{n_unclassified} kernel name(s) matched no kind rule and count as "
+                 "computation; list them with TraceAnalysis.get_unclassified_kernels().",
+                 style="yellow")
+    report_skipped(analyzer)
     return EXIT_OK
+
+
+def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
+                   iterations: list[int] | None) -> None:
+    """The header line and the four tables."""
+    meta = analyzer.metadata()
+    ranks = overview.ranks
+    head = f"Job: {trace_dir}  ranks: {len(ranks)}"
+    if meta.get("world_size"):
+        head += f" of world size {meta['world_size']}"
+    devices = (meta.get("device_properties") or [{}])
+    if devices and isinstance(devices[0], dict) and devices[0].get("name"):
+        head += f"  device: {devices[0]['name']}"
+    head += f"  events: {int(ranks['events'].sum()):,}"
+    if iterations is not None:
+        head += f"  steps: {_ranges(iterations)}"
+    out.line(head, style="bold")
+    out.line()
+    rows = ranks.to_dict("records")
+    slowest = overview.job.get("slowest_rank")
+
+    def mark(row: dict[str, Any]) -> str | None:
+        return "bold" if row["rank"] == slowest and len(rows) > 1 else None
+
+    def idle_style(row: dict[str, Any]) -> str | None:
+        v = row["idle_time_pctg"]
+        return "yellow" if isinstance(v, float) and v >= HIGH_IDLE_PCTG else None
+
+    out.table("GPU time per rank (ms; % of the GPU span)", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("steps", lambda r: str(r["steps"])),
+        Column("step (ms)", lambda r: number(r["step_time_mean(us)"] / 1e3, 3)),
+        Column("GPU span (ms)", lambda r: number(r["kernel_time(us)"] / 1e3, 3)),
+        Column("compute %", lambda r: number(r["compute_time_pctg"])),
+        Column("exposed comm %", lambda r: number(r["exposed_comm_time_pctg"])),
+        Column("exposed memory %", lambda r: number(r["exposed_memory_time_pctg"])),
+        Column("idle %", lambda r: number(r["idle_time_pctg"]), style=idle_style),
+        Column("comm overlapped %", lambda r: number(r["comp_comm_overlap_pctg"])
+               if r["overlap_note"] == "" else r["overlap_note"]),
+    ], rows, mark)
+    out.table("Idle time by cause (ms, summed over streams), launch queue, copies", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("host wait", lambda r: number(r["host_wait(us)"] / 1e3, 3)),
+        Column("kernel wait", lambda r: number(r["kernel_wait(us)"] / 1e3, 3)),
+        Column("other idle", lambda r: number(r["other_idle(us)"] / 1e3, 3)),
+        Column("queue mean", lambda r: number(r["queue_length_mean"])),
+        Column("queue max", lambda r: number(r["queue_length_max"], 0)),
+        Column("copies", lambda r: f"{r['memcpy_count']:,}"),
+        Column("copied (MB)", lambda r: number(r["memcpy_bytes"] / 1e6)),
+        Column("memsets", lambda r: f"{r['memset_count']:,}"),
+    ], rows, mark)
+    kernels = overview.top_kernels.to_dict("records")
+    if kernels:
+        out.table(f"Top {len(kernels)} kernels (all selected ranks)", [
+            Column("#", lambda r: str(r["_i"])),
+            Column("total (ms)", lambda r: number(r["total(us)"] / 1e3, 3)),
+            Column("share %", lambda r: number(r["share_pctg"])),
+            Column("count", lambda r: f"{r['count']:,}"),
+            Column("mean (µs)", lambda r: number(r["mean(us)"])),
+            Column("rank means (µs)", lambda r: f"{number(r['rank_mean_min(us)'])}"
+                   f"–{number(r['rank_mean_max(us)'])}"),
+            Column("slowest rank", lambda r: str(r["slowest_rank"])),
+            Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
+            Column("type", lambda r: r["kernel_type"].lower(), numeric=False),
+            Column("name", lambda r: printable(r["name"], NAME_WIDTH), numeric=False),
+        ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
+    if len(rows) > 1 and len(overview.spread):
+        out.table("Spread across ranks (ms)", [
+            Column("metric", lambda r: SPREAD_LABELS.get(r["metric"], r["metric"]),
+                   numeric=False),
+            Column("min", lambda r: number(r["min"] / 1e3, 3)),
+            Column("rank", lambda r: str(r["min_rank"])),
+            Column("max", lambda r: number(r["max"] / 1e3, 3)),
+            Column("rank", lambda r: str(r["max_rank"])),
+            Column("mean", lambda r: number(r["mean"] / 1e3, 3)),
+            Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
+        ], overview.spread.to_dict("records"))
+    job = overview.job
+    if slowest is not None and len(rows) > 1:
+        by = SPREAD_LABELS.get(job["slowest_rank_by"], job["slowest_rank_by"])
+        lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
+        more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
+        out.line(f"Slowest rank: {slowest} ({by} {hi / 1e3:,.3f} ms; fastest rank "
+                 f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
+        if "longest_step_rank" in job:
+            out.line(f"Longest mean step: rank {job['longest_step_rank']}")
+
+
+def _spread_style(row: dict[str, Any]) -> str | None:
+    v = row["spread_pctg"]
+    return "red" if isinstance(v, float) and v >= HIGH_SPREAD_PCTG else None
+
+
+def _ranges(values: list[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3,5"``."""
+    out: list[str] = []
+    values = sorted(set(values))
+    start = prev = None
+    for v in values + [None]:
+        if start is None:
+            start = prev = v
+        elif v is not None and v == prev + 1:
+            prev = v
+        else:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = prev = v
+    return ",".join(out)
+
+
+__all__ = ["add_parser", "print_overview", "run", "selected_iterations"]

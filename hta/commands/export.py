@@ -1,0 +1,112 @@
+"""``hta export DIR -o OUT``: the loaded tables as Parquet files, names as text.
+
+For each rank, a folder ``OUT/rank-<r>/`` with:
+
+* ``events.parquet``: the events table (one row per complete event, every column of
+  :class:`hta.model.trace.RankTrace` ``events``) with ``name`` and ``cat`` as text and
+  ``kind`` as a dictionary-encoded string; timestamps stay int64 ns;
+* one ``<table>.parquet`` per side table (``kernel_args``, ``memory_args``,
+  ``collective_args``, ``op_args``, ``sync_args``, ``instants``, ``flows``, ``counters``,
+  ``metadata_events``), symbol-id columns decoded as text; ``index`` is the row of the
+  event in ``events.parquet``;
+* ``meta.json``: the rank's metadata (device properties, process groups, ...).
+
+Read them back with ``pandas.read_parquet`` (or any Parquet reader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.commands.common import (
+    EXIT_OK,
+    CommandError,
+    add_load_options,
+    check_writable,
+    finite,
+    load,
+    report_skipped,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "export", help="write the events and side tables as Parquet, names decoded",
+        description="Load every rank in DIR and write, per rank, OUT/rank-<r>/events.parquet "
+                    "(names as text, times in int64 ns), one Parquet file per side table "
+                    "(kernel args, memory args, collectives, operator args, instants, flows, "
+                    "counters ...) and meta.json.",
+    )
+    p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
+    p.add_argument("-o", "--output", metavar="OUT", required=True,
+                   help="folder to write into (created if missing)")
+    p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
+    add_load_options(p)
+    p.set_defaults(func=run)
+
+
+def decoded_tables(rt: Any) -> dict[str, pd.DataFrame]:
+    """The rank's events and side tables with symbol ids replaced by their text."""
+    from hta.model.trace import SYMBOL_TABLE_COLUMNS
+
+    sym = np.asarray(list(rt.symbols) + [""], dtype=object)
+
+    def text(ids: pd.Series) -> np.ndarray:
+        values = ids.to_numpy(dtype=np.int64)
+        values = np.where((values >= 0) & (values < len(sym) - 1), values, len(sym) - 1)
+        return sym[values]
+
+    events = rt.events.copy()
+    for col in ("name", "cat"):
+        events[col] = text(events[col])
+    events["kind"] = events["kind"].astype(str).astype("category")
+    out = {"events": events}
+    for name, frame in rt.tables.items():
+        frame = frame.copy()
+        for col in SYMBOL_TABLE_COLUMNS.get(name, ()):
+            if col in frame and len(frame):
+                frame[col] = text(frame[col])
+        out[name] = frame
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the job and write the Parquet files."""
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"{out} is a file; -o takes a folder")
+    analyzer = load(args)
+    planned = {rt.rank: out / f"rank-{rt.rank}" for rt in analyzer.t}
+    existing = [p / "events.parquet" for p in planned.values()]
+    check_writable(existing, args.force)
+    for rt in analyzer.t:
+        folder = planned[rt.rank]
+        folder.mkdir(parents=True, exist_ok=True)
+        tables = decoded_tables(rt)
+        for name, frame in tables.items():
+            frame.to_parquet(folder / f"{name}.parquet", index=False)
+        meta = {k: v for k, v in rt.meta.items()}
+        (folder / "meta.json").write_text(
+            json.dumps(finite(meta), indent=1, default=_json_value) + "\n", encoding="utf-8")
+        print(f"Wrote {folder}/ (events.parquet: {len(tables['events']):,} rows, "
+              f"{len(tables) - 1} side tables, meta.json)")
+    report_skipped(analyzer)
+    return EXIT_OK
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+__all__ = ["add_parser", "decoded_tables", "run"]

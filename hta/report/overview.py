@@ -1,0 +1,258 @@
+"""The job at a glance: one row per rank, the top kernels, and the spread across ranks.
+
+Everything here is gathered from the analyses of :mod:`hta.analysis` (whose docstrings
+hold the exact definitions); this module only puts their per-rank figures side by side
+and picks extremes. Times are µs (integer-ns sums divided by 1000).
+
+**Per rank** (:attr:`JobOverview.ranks`, one row per rank, columns :data:`RANK_COLUMNS`):
+
+* ``events``, ``gpu_events``: complete events and GPU work events (kernels, memcpy,
+  memset) of the rank in the selection (:func:`hta.analysis.summary.rank_summary`);
+* ``steps``, ``step_time_mean(us)``: number of ``ProfilerStep#N`` spans selected and their
+  mean duration (:func:`hta.analysis.diff.step_table`; NaN without steps);
+* ``kernel_time(us)`` (GPU span), ``compute_time(us)``, ``exposed_comm_time(us)``,
+  ``exposed_memory_time(us)``, ``idle_time(us)``, ``memory_time(us)`` and the four
+  ``*_pctg`` of the span: :func:`hta.analysis.temporal.temporal_breakdown_detail`;
+  ``busy_time(us)`` = ``kernel_time(us) - idle_time(us)``;
+* ``comp_comm_overlap_pctg`` and ``overlap_note``: :func:`hta.analysis.overlap.comm_comp_overlap`
+  (NaN, with the note, on a rank without communication);
+* ``host_wait(us)``, ``kernel_wait(us)``, ``other_idle(us)``: the rank's stream idle time
+  by cause, summed over its streams (:func:`hta.analysis.idle.idle_time_breakdown`, default
+  30 000 ns threshold). Streams run in parallel, so these can exceed ``idle_time(us)``;
+* ``queue_length_mean``, ``queue_length_max``: over the rank's streams, the largest
+  time-weighted mean and the largest maximum of the launch queue length
+  (:func:`hta.analysis.queue.queue_length_summary`; NaN without launches);
+* ``memcpy_count``, ``memcpy_bytes``, ``memset_count``: copies of every direction, the
+  bytes they moved, and memsets (:func:`hta.analysis.bandwidth.memory_bw_summary`).
+
+**Top kernels** (:attr:`JobOverview.top_kernels`): the ``top`` GPU kernels (memcpy and
+memset included) with the largest total duration over the selected ranks. ``total(us)``:
+sum of their durations; ``share_pctg``: 100 x ``total(us)`` / the summed durations of all
+GPU work of the selection; ``count``; ``mean(us)`` = total / count; ``rank_mean_min(us)``
+and ``rank_mean_max(us)``: the smallest and largest per-rank mean duration;
+``slowest_rank``: the rank with the largest mean; ``spread_pctg``: 100 x (max - min) / min
+of the per-rank means (0 on one rank). Per-rank statistics come from
+:func:`hta.analysis.kernels.kernel_breakdown`.
+
+**Spread across ranks** (:attr:`JobOverview.spread`): for each of ``step_time_mean(us)``,
+``kernel_time(us)``, ``busy_time(us)``, ``compute_time(us)``, ``exposed_comm_time(us)``
+and ``idle_time(us)``: ``min`` and ``max`` over ranks, the ranks holding them (lowest rank
+on ties), ``mean``, and ``spread_pctg`` = 100 x (max - min) / min (NaN when min is 0).
+
+**Slowest rank** (``job["slowest_rank"]``): the rank whose GPU computes longest (largest
+``compute_time(us)``): in a synchronous job the other ranks wait for it in their
+collectives, which shows as their larger exposed communication. Without compute on any
+rank, the rank with the longest mean step, else none.
+
+Example: two ranks with compute 8 and 10 ms and mean steps of 12.0 ms each: slowest rank
+1, compute spread 25 %, step time spread 0 %.
+
+Iterations: with ``iterations``, the temporal, overlap, idle and kernel figures use those
+analyses' own ``iterations`` selection; event counts, queue length and copies are taken on
+a copy of the trace restricted to the events of those steps
+(:func:`restrict_to_iterations`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
+from hta.analysis.aggregate import OTHERS
+from hta.analysis.diff import step_table
+from hta.analysis.select import select_ranks
+from hta.analysis.summary import rank_summary
+from hta.model.trace import RankTrace, Trace
+
+RANK_COLUMNS = [
+    "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
+    "busy_time(us)", "compute_time(us)", "exposed_comm_time(us)", "exposed_memory_time(us)",
+    "idle_time(us)", "memory_time(us)", "compute_time_pctg", "exposed_comm_time_pctg",
+    "exposed_memory_time_pctg", "idle_time_pctg", "comp_comm_overlap_pctg", "overlap_note",
+    "host_wait(us)", "kernel_wait(us)", "other_idle(us)", "queue_length_mean",
+    "queue_length_max", "memcpy_count", "memcpy_bytes", "memset_count",
+]
+TOP_KERNEL_COLUMNS = [
+    "name", "kernel_type", "total(us)", "share_pctg", "count", "mean(us)",
+    "rank_mean_min(us)", "rank_mean_max(us)", "slowest_rank", "spread_pctg",
+]
+SPREAD_METRICS = ["step_time_mean(us)", "kernel_time(us)", "busy_time(us)",
+                  "compute_time(us)", "exposed_comm_time(us)", "idle_time(us)"]
+SPREAD_COLUMNS = ["metric", "min", "min_rank", "max", "max_rank", "mean", "spread_pctg"]
+_IDLE_COLUMN = {"host_wait": "host_wait(us)", "kernel_wait": "kernel_wait(us)",
+                "other": "other_idle(us)"}
+
+
+@dataclass
+class JobOverview:
+    """Result of :func:`job_overview` (definitions in this module's docstring)."""
+
+    ranks: pd.DataFrame
+    top_kernels: pd.DataFrame
+    spread: pd.DataFrame
+    job: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready content (NaN stays NaN: :func:`hta.commands.common.finite` nulls it)."""
+        return {
+            "job": dict(self.job),
+            "ranks": self.ranks.to_dict(orient="records"),
+            "top_kernels": self.top_kernels.to_dict(orient="records"),
+            "spread": self.spread.to_dict(orient="records"),
+        }
+
+
+def restrict_to_iterations(trace: Trace, iterations: Iterable[int] | None) -> Trace:
+    """A copy of ``trace`` keeping only the events of the given ``ProfilerStep`` numbers
+    (``iteration`` column; GPU events count in their launch's step). ``None``: ``trace``."""
+    if iterations is None:
+        return trace
+    wanted = sorted({int(i) for i in iterations})
+    ranks = {}
+    for rt in trace:
+        copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
+                         tables=dict(rt.tables), meta=rt.meta, unclassified=rt.unclassified)
+        copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
+        ranks[rt.rank] = copy
+    return Trace(ranks, trace_dir=trace.trace_dir, skipped=trace.skipped)
+
+
+def job_overview(trace: Trace, ranks: Iterable[int] | None = None,
+                 iterations: Iterable[int] | None = None, top: int = 10) -> JobOverview:
+    """Per-rank figures, top kernels and spread across ranks of the selected ranks and
+    iterations (see the module docstring for every column)."""
+    selected = [rt.rank for rt in select_ranks(trace, None if ranks is None else list(ranks))]
+    iters = None if iterations is None else sorted({int(i) for i in iterations})
+    restricted = restrict_to_iterations(trace, iters)
+    table = _rank_table(trace, restricted, selected, iters)
+    top_table = top_kernels(trace, selected, iters, top)
+    spread = spread_across_ranks(table)
+    return JobOverview(table, top_table, spread, _job(trace, table, selected, iters))
+
+
+def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
+                iterations: list[int] | None) -> pd.DataFrame:
+    base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
+    steps = step_table(trace, ranks)
+    if iterations is not None:
+        steps = steps[steps["iteration"].isin(iterations)]
+    step_stats = steps.groupby("rank")["step_time(ns)"].agg(["count", "mean"])
+    base["steps"] = base["rank"].map(step_stats["count"]).fillna(0).astype(np.int64)
+    base["step_time_mean(us)"] = base["rank"].map(step_stats["mean"] / 1e3).astype(float)
+
+    detail = temporal.temporal_breakdown_detail(trace, ranks, iterations).set_index("rank")
+    for col in ("kernel_time(us)", "compute_time(us)", "exposed_comm_time(us)",
+                "exposed_memory_time(us)", "idle_time(us)", "memory_time(us)",
+                "compute_time_pctg", "exposed_comm_time_pctg", "exposed_memory_time_pctg",
+                "idle_time_pctg"):
+        base[col] = base["rank"].map(detail[col]).astype(float)
+    base["busy_time(us)"] = base["kernel_time(us)"] - base["idle_time(us)"]
+
+    ov = overlap.comm_comp_overlap(trace, ranks, iterations).set_index("rank")
+    base["comp_comm_overlap_pctg"] = base["rank"].map(ov["comp_comm_overlap_pctg"]).astype(
+        float)
+    base["overlap_note"] = base["rank"].map(ov["note"]).fillna("").astype(str)
+
+    gaps = idle.idle_time_breakdown(trace, ranks, None, iterations)
+    by_cause = gaps.groupby(["rank", "idle_category"])["idle_time"].sum()
+    for category, col in _IDLE_COLUMN.items():
+        values = {r: float(by_cause.get((r, category), 0.0)) for r in ranks}
+        base[col] = base["rank"].map(values).astype(float)
+
+    q = queue.queue_length_summary(restricted, ranks)
+    q_stats = q.groupby("rank").agg(mean=("mean", "max"), max=("max", "max"))
+    base["queue_length_mean"] = base["rank"].map(q_stats["mean"]).astype(float)
+    base["queue_length_max"] = base["rank"].map(q_stats["max"]).astype(float)
+
+    bw = bandwidth.memory_bw_summary(restricted, ranks)
+    is_set = bw["name"] == "Memset"
+    copies = bw[~is_set].groupby("rank").agg(count=("count", "sum"), nbytes=("total_bytes", "sum"))
+    sets = bw[is_set].groupby("rank")["count"].sum()
+    base["memcpy_count"] = base["rank"].map(copies["count"]).fillna(0).astype(np.int64)
+    base["memcpy_bytes"] = base["rank"].map(copies["nbytes"]).fillna(0.0).astype(float)
+    base["memset_count"] = base["rank"].map(sets).fillna(0).astype(np.int64)
+    return base[RANK_COLUMNS].reset_index(drop=True)
+
+
+def top_kernels(trace: Trace, ranks: list[int], iterations: list[int] | None,
+                top: int = 10) -> pd.DataFrame:
+    """The ``top`` GPU kernels by total duration over ``ranks`` (see the module docstring)."""
+    if top < 1:
+        return pd.DataFrame({c: [] for c in TOP_KERNEL_COLUMNS})
+    stats = kernels.kernel_breakdown(trace, ranks, iterations, duration_ratio=1.0,
+                                     num_kernels=top, include_memory_kernels=True)
+    everything = float(stats["sum (us)"].sum())
+    named = stats[stats["name"] != OTHERS]
+    if named.empty:
+        return pd.DataFrame({c: [] for c in TOP_KERNEL_COLUMNS})
+    rows = []
+    for (kind, name), part in named.groupby(["kernel_type", "name"], sort=False):
+        total, count = float(part["sum (us)"].sum()), int(part["count"].sum())
+        means = part.set_index("rank")["mean (us)"].sort_index()
+        lo, hi = float(means.min()), float(means.max())
+        rows.append({
+            "name": name, "kernel_type": kind, "total(us)": total,
+            "share_pctg": 100.0 * total / everything if everything > 0 else math.nan,
+            "count": count, "mean(us)": total / count if count else math.nan,
+            "rank_mean_min(us)": lo, "rank_mean_max(us)": hi,
+            "slowest_rank": int(means.idxmax()),
+            "spread_pctg": 100.0 * (hi - lo) / lo if lo > 0 else (0.0 if hi == lo else math.nan),
+        })
+    out = pd.DataFrame(rows, columns=TOP_KERNEL_COLUMNS)
+    out = out.sort_values(["total(us)", "name"], ascending=[False, True], kind="stable")
+    return out.head(top).reset_index(drop=True)
+
+
+def spread_across_ranks(table: pd.DataFrame) -> pd.DataFrame:
+    """Min, max (with their ranks), mean and relative spread of :data:`SPREAD_METRICS` over
+    the rows of a per-rank table (ranks without a value are left out)."""
+    rows = []
+    for metric in SPREAD_METRICS:
+        values = table.set_index("rank")[metric].astype(float).dropna().sort_index()
+        if values.empty:
+            continue
+        lo, hi = float(values.min()), float(values.max())
+        rows.append({
+            "metric": metric, "min": lo, "min_rank": int(values.idxmin()), "max": hi,
+            "max_rank": int(values.idxmax()), "mean": float(values.mean()),
+            "spread_pctg": 100.0 * (hi - lo) / lo if lo > 0 else (0.0 if hi == lo else math.nan),
+        })
+    return pd.DataFrame(rows, columns=SPREAD_COLUMNS)
+
+
+def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
+         iterations: list[int] | None) -> dict[str, Any]:
+    first = trace.rank(ranks[0]).meta if ranks else {}
+    job: dict[str, Any] = {
+        "trace_dir": trace.trace_dir,
+        "ranks": ranks,
+        "world_size": first.get("world_size"),
+        "iterations": iterations,
+        "slowest_rank": None,
+        "slowest_rank_by": None,
+    }
+    by_metric = [("compute_time(us)", lambda s: s > 0), ("step_time_mean(us)", lambda s: s > 0)]
+    for metric, usable in by_metric:
+        values = table.set_index("rank")[metric].astype(float).dropna()
+        if len(values) and usable(values).any():
+            job["slowest_rank"] = int(values.idxmax())
+            job["slowest_rank_by"] = metric
+            job["slowest_rank_value"] = float(values.max())
+            job["fastest_rank"] = int(values.idxmin())
+            job["fastest_rank_value"] = float(values.min())
+            break
+    steps = table.set_index("rank")["step_time_mean(us)"].dropna()
+    if len(steps):
+        job["longest_step_rank"] = int(steps.idxmax())
+        job["step_time_mean(us)"] = float(steps.mean())
+    return job
+
+
+__all__ = ["JobOverview", "job_overview", "restrict_to_iterations", "spread_across_ranks",
+           "top_kernels"]
