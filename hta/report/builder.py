@@ -263,10 +263,16 @@ def _launch(ctx: _Context, s: Section) -> None:
     df = launch.cuda_kernel_launch_stats(ctx.restricted, ctx.ranks)
     pairing = launch.launch_pairing_summary(ctx.restricted, ctx.ranks)
     if len(df):
-        s.figures.append(ctx.figure(launch_stats_figure(df, launch.RUNTIME_CUTOFF_US,
-                                                        launch.LAUNCH_DELAY_CUTOFF_US)))
-        flags = df.groupby("rank")[["short_kernel", "runtime_outlier",
-                                    "launch_delay_outlier"]].sum().reset_index()
+        columns = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
+        flags = df.groupby("rank")[columns].sum().reset_index()
+        if flags[columns].to_numpy().any():
+            s.figures.append(ctx.figure(launch_stats_figure(
+                df, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
+        else:
+            s.notes.append(
+                f"No launch is flagged: no GPU work shorter than its launch call, no launch "
+                f"call over {launch.RUNTIME_CUTOFF_US} µs, no launch delay over "
+                f"{launch.LAUNCH_DELAY_CUTOFF_US} µs.")
         s.tables.append(table_of(flags, "Flagged launches per rank (counts)"))
     else:
         s.notes.append("No launch call was paired with GPU work in the selection.")

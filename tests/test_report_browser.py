@@ -1,0 +1,185 @@
+"""The HTML report in a real headless browser (Debian's chromium driven by Playwright).
+
+Two reports are built once for the module: the bundled 4-rank sample, and a job whose
+kernel, operator and annotation names are HTML and script injections. Each must load
+with no JavaScript error and no request leaving the file (it works offline), draw every
+figure, and show the hostile names as text without running anything. Skips, with the
+reason, when chromium or the playwright package is missing (``.ci/run`` installs both).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SAMPLE_TRACES
+from kineto_builder import TraceBuilder
+
+from hta.report.builder import SECTIONS, write_report
+from hta.trace_analysis import TraceAnalysis
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+SCRIPT = '<script>window.__pwned = "script"; alert("k")</script>'
+IMG = "<img src=x onerror=\"window.__pwned='img'; alert('i')\">"
+CLOSE = "</script><script>window.__pwned = 'close'</script>"
+QUOTES = "aten::\"quoted\" 'op' & <b>bold</b>"
+HOSTILE = [SCRIPT, IMG, CLOSE, QUOTES]
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the playwright package is not installed (pip install -e '.[test]')")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install chromium)",
+                allow_module_level=True)
+
+
+def hostile_job(folder: Path) -> Path:
+    """Two ranks; every kernel, operator and annotation name is one of :data:`HOSTILE`."""
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for s in (1, 2):
+            o = (s - 1) * 100_000
+            b.annotation(f"ProfilerStep#{s}", o, 100_000)
+            for i, name in enumerate(HOSTILE):
+                at = o + 1_000 + 10_000 * i
+                b.annotation(name, at, 9_000)
+                b.cpu_op(name, at + 100, 8_000)
+                b.launch_kernel(name, cpu_ts=at + 200, cpu_dur=500,
+                                gpu_ts=at + 5_000, gpu_dur=3_000 + 500 * rank)
+                b.gpu(name, "gpu_user_annotation", at + 5_000, 3_000 + 500 * rank)
+        b.launch_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", cpu_ts=95_000,
+                        cpu_dur=500, gpu_ts=96_000, gpu_dur=2_000, stream=20)
+        b.memcpy("HtoD", cpu_ts=96_000, cpu_dur=500, gpu_ts=97_000, gpu_dur=1_000, stream=24)
+        b.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reports")
+    out = {}
+    for name, folder in (("sample", SAMPLE_TRACES / "synthetic_4rank"),
+                         ("hostile", hostile_job(root / "hostile_job"))):
+        analyzer = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+        out[name] = write_report(analyzer, root / f"{name}.html")
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Visit:
+    """A page opened on a report, recording errors, dialogs and outside requests."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900})
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
+                     if m.type == "error" else None)
+        self.page.on("dialog", self._dialog)
+        self.page.route("**/*", self._route)
+        self.page.goto(path.as_uri(), wait_until="load")
+        self.page.wait_for_function(
+            "Array.from(document.querySelectorAll('div[data-figure]'))"
+            ".every(d => d.querySelector('.main-svg'))", timeout=60_000)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("file://", "data:", "blob:")):
+            route.continue_()
+        else:
+            self.requests.append(url)
+            route.abort()
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Per figure div: traces in its data, SVG layers, drawn marks."""
+        return self.page.evaluate("""() => Array.from(
+            document.querySelectorAll('div[data-figure]')).map(d => ({
+              id: d.id,
+              traces: (d.data || []).length,
+              svgs: d.querySelectorAll('.plot-container .main-svg').length,
+              marks: d.querySelectorAll(
+                'g.trace path, g.slice path, g.point path, g.trace .point').length
+                + d.querySelectorAll('canvas').length,
+              width: d.getBoundingClientRect().width,
+              height: d.getBoundingClientRect().height,
+            }))""")
+
+
+@pytest.fixture(scope="module")
+def sample_page(browser: Any, reports: dict[str, Path]) -> Visit:
+    return Visit(browser, reports["sample"])
+
+
+@pytest.fixture(scope="module")
+def hostile_page(browser: Any, reports: dict[str, Path]) -> Visit:
+    return Visit(browser, reports["hostile"])
+
+
+def test_loads_without_errors_and_offline(sample_page: Visit) -> None:
+    assert sample_page.errors == []
+    assert sample_page.dialogs == []
+    assert sample_page.requests == []
+
+
+def test_every_figure_draws(sample_page: Visit) -> None:
+    figures = sample_page.figures()
+    assert len(figures) >= 15
+    for fig in figures:
+        assert fig["traces"] > 0, fig
+        assert fig["svgs"] >= 1, fig
+        assert fig["marks"] > 0, fig
+        assert fig["width"] > 500 and fig["height"] > 250, fig
+
+
+def test_table_of_contents_and_header(sample_page: Visit, tmp_path: Path) -> None:
+    page = sample_page.page
+    links = page.eval_on_selector_all("nav#toc a", "as => as.map(a => a.getAttribute('href'))")
+    assert links == ["#job"] + [f"#{sid}" for sid, *_ in SECTIONS]
+    for href in links:
+        assert page.locator(href).count() == 1
+    header = page.inner_text("header#job")
+    assert "ranks\t4 (0-3) of world size 4" in header
+    assert "NVIDIA A100-SXM4-80GB" in header
+    page.click("nav#toc a[href='#queue']")
+    page.wait_for_timeout(300)
+    assert page.evaluate("document.querySelector('#queue').getBoundingClientRect().top") < 100
+    page.screenshot(path=str(tmp_path / "report.png"))
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_hostile_names_are_text_and_run_nothing(hostile_page: Visit) -> None:
+    page = hostile_page.page
+    assert hostile_page.errors == []
+    assert hostile_page.dialogs == []
+    assert hostile_page.requests == []
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.querySelectorAll('main b').length") == 0
+    # one <script> block per kind: figure data, config, plotly.js, ours
+    assert page.evaluate("document.scripts.length") == 4
+    text = page.inner_text("main")
+    for name in HOSTILE:
+        assert name in text, name
+    overview_kernels = page.inner_text("#overview")
+    for name in HOSTILE:
+        assert name in overview_kernels
+    for fig in hostile_page.figures():
+        assert fig["traces"] > 0 and fig["marks"] > 0, fig
