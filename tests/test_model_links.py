@@ -151,9 +151,6 @@ def test_include_last_profiler_step(tmp_path: Path) -> None:
     assert len(dropped) == len(kept_all) - 5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hta/trace_analysis.py _drop_last_step removes rows without renumbering 'index' or the "
-    "row links (parent, index_correlation, op_index) nor filtering the side tables"))
 def test_links_stay_valid_after_dropping_the_last_step(tmp_path: Path) -> None:
     b = _two_step_trace()
     b.cpu_op("after_parent", ts=T0 + 30_000, dur=1_000)
@@ -169,10 +166,6 @@ def test_links_stay_valid_after_dropping_the_last_step(tmp_path: Path) -> None:
         np.flatnonzero(dec["cat"].to_numpy() == "kernel"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hta/trace_analysis.py _drop_last_step does not filter RankTrace.unclassified, so "
-    "get_unclassified_kernels() silently returns nothing after include_last_profiler_step="
-    "False"))
 def test_unclassified_kernels_after_dropping_the_last_step(tmp_path: Path) -> None:
     b = _two_step_trace()
     b.launch_kernel("mystery_kernel_in_step1", cpu_ts=T0 + 300, cpu_dur=50, gpu_ts=T0 + 400,
