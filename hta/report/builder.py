@@ -186,6 +186,10 @@ def _temporal(ctx: _Context, s: Section) -> None:
 
     s.definitions, s.source = _doc(temporal), "hta.analysis.temporal.temporal_breakdown_detail"
     df = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations)
+    if not (df["kernel_time(us)"] > 0).any():
+        s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
+        s.tables.append(table_of(df, "Per rank"))
+        return
     s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
     s.tables.append(table_of(df, "Per rank"))
     per_step = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations,
@@ -199,14 +203,19 @@ def _idle(ctx: _Context, s: Section) -> None:
     from hta.analysis import idle
     from hta.plots.idle import idle_time_breakdown_figure
 
-    s.definitions, s.source = _doc(idle), "hta.analysis.idle.idle_time_breakdown_and_stats"
-    df, stats = idle.idle_time_breakdown_and_stats(ctx.trace, ctx.ranks, None, ctx.iterations,
-                                                   show_idle_interval_stats=True)
+    s.definitions, s.source = _doc(idle), "hta.analysis.idle.idle_time_breakdown"
+    df = idle.idle_time_breakdown(ctx.trace, ctx.ranks, None, ctx.iterations)
+    if df.empty or df["idle_intervals"].sum() == 0:
+        s.notes.append("No GPU stream in the selection has a gap between two GPU events.")
+        if len(df):
+            s.tables.append(table_of(df, "Idle time per rank, stream and cause"))
+        return
     s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=True)))
     s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=False)))
     s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
-    if stats is not None and len(stats):
-        s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
+    stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.ranks, None,
+                                                         ctx.iterations))
+    s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
 
 
 def _kernels(ctx: _Context, s: Section) -> None:
@@ -216,8 +225,10 @@ def _kernels(ctx: _Context, s: Section) -> None:
     s.definitions, s.source = _doc(kernels), "hta.analysis.kernels.gpu_kernel_breakdown"
     types = kernels.kernel_type_breakdown(ctx.trace, ctx.ranks, ctx.iterations, by_rank=True)
     table = kernels.kernel_breakdown(ctx.trace, ctx.ranks, ctx.iterations)
-    if len(types):
-        s.figures.append(ctx.figure(kernel_type_figure(types)))
+    if types.empty:
+        s.notes.append("No GPU kernels, copies or memsets in the selection.")
+        return
+    s.figures.append(ctx.figure(kernel_type_figure(types)))
     for kind in table["kernel_type"].unique():
         s.figures.append(ctx.figure(kernel_pies_figure(table, kind)))
         s.figures.append(ctx.figure(kernel_duration_figure(table, kind)))
@@ -232,7 +243,10 @@ def _overlap(ctx: _Context, s: Section) -> None:
 
     s.definitions, s.source = _doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
     df = overlap.comm_comp_overlap(ctx.trace, ctx.ranks, ctx.iterations)
-    s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
+    if df["comm_time(us)"].gt(0).any():
+        s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
+    else:
+        s.notes.append("No rank has communication in the selection: nothing to overlap.")
     s.tables.append(table_of(df, "Per rank"))
 
 
