@@ -92,7 +92,7 @@ def test_unescaped_quote_in_a_name_gives_line_and_column(tmp_path: Path) -> None
 def test_zero_byte_file(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.json"
     path.write_bytes(b"")
-    assert load_error(path).problem == "the file is empty"
+    assert load_error(path).problem == "the file is empty (0 bytes)"
 
 
 @pytest.mark.parametrize(("text", "problem"), [

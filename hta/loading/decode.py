@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hta.loading.errors import TraceLoadError
+from hta.loading.files import RemotePath, trace_location
 from hta.loading.stream import NotStreamable, iter_event_chunks
 from hta.loading.structs import EMPTY_ARGS, Args, CounterEvent, Event
 from hta.loading.timeparse import decimal_us_to_ns
@@ -209,7 +210,8 @@ def parse_top_level(
     and reported; anything else raises :class:`TraceLoadError` with the position.
     """
     if not data.strip():
-        raise TraceLoadError(path, "the file is empty")
+        raise TraceLoadError(path, "the file is empty (0 bytes)",
+                             "the profiler may have failed before writing; collect it again")
     try:
         top, items = _split(data)
         return top, items, []
@@ -878,17 +880,19 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
 
 
 def decode_trace(
-    path: str | Path, chunk_events: int = CHUNK_EVENTS, workers: int = 1
+    path: str | Path | RemotePath, chunk_events: int = CHUNK_EVENTS, workers: int = 1
 ) -> DecodedTrace:
     """Read one trace file into columns and side tables.
 
-    With ``workers > 1`` a large file's events are decoded by that many processes.
-    Raises :class:`TraceLoadError` naming the file when it cannot be read as a trace.
+    ``path`` may be an fsspec URL or a :class:`~hta.loading.files.RemotePath` (read
+    through fsspec); local paths are read as plain files. With ``workers > 1`` a large
+    file's events are decoded by that many processes. Raises :class:`TraceLoadError`
+    naming the file when it cannot be read as a trace.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
     try:
-        return _decode_trace(Path(path), chunk_events, workers)
+        return _decode_trace(trace_location(path), chunk_events, workers)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -1030,29 +1034,32 @@ _args_decoder = msgspec.json.Decoder(Args)
 def _loose_event(raw: msgspec.Raw) -> Event | None:
     """An event whose fields have unexpected types, keeping what can be kept."""
     try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(value, dict):
+        fields = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 
     def pick(key: str, kinds: tuple[type, ...], default: Any) -> Any:
-        v = value.get(key, default)
+        if key not in fields:
+            return default
+        try:
+            v = msgspec.json.decode(fields[key])
+        except msgspec.DecodeError:
+            return default
         return v if isinstance(v, kinds) and not isinstance(v, bool) else default
 
     args = EMPTY_ARGS
-    if isinstance(value.get("args"), dict):
+    if "args" in fields:
         try:
-            args = _args_decoder.decode(msgspec.json.encode(value["args"]))
+            args = _args_decoder.decode(fields["args"])
         except (msgspec.ValidationError, msgspec.DecodeError):
             args = EMPTY_ARGS
-    ts = value.get("ts")
-    ts_raw = msgspec.Raw(msgspec.json.encode(ts)) if isinstance(ts, (int, float)) \
-        and not isinstance(ts, bool) else msgspec.Raw()
+    ts = fields.get("ts", msgspec.Raw())
+    if not isinstance(pick("ts", (int, float), None), (int, float)):
+        ts = msgspec.Raw()  # keep the exact text of a numeric ts, drop anything else
     return Event(
         ph=pick("ph", (str,), ""), cat=pick("cat", (str,), ""),
         name=pick("name", (str, int, float), ""), pid=pick("pid", (int, str), -1),
-        tid=pick("tid", (int, str), -1), ts=ts_raw, dur=pick("dur", (int, float, str), None),
+        tid=pick("tid", (int, str), -1), ts=ts, dur=pick("dur", (int, float, str), None),
         id=pick("id", (int, str), -1), bp=pick("bp", (str,), ""), s=pick("s", (str,), ""),
         args=args,
     )

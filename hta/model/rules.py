@@ -129,9 +129,8 @@ _SYNC_NAMES = (
 _COMM_KERNEL_NAMES = (
     r"(?i)(^nccl|^rccl|ncclKernel|ncclDevKernel|nvshmem|"
     r"ep::(internode|intranode)|deep_ep|notify_dispatch|"
-    r"cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel|multimem_all_reduce|"
-    r"one_shot_all_reduce|two_shot_all_reduce|allgather_kernel|reduce_scatter_kernel|"
-    r"all_to_all_kernel|alltoall_kernel|symm_mem)"
+    r"cross_device_reduce|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|"
+    r"multimem_all_reduce|symm_mem)"
 )
 _COMPUTE_KERNEL_NAMES = (
     r"(?i)(gemm|gemv|cutlass|cublas|cudnn|xmma|sm\d+_|ampere_|volta_|turing_|hopper_|"
