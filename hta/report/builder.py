@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
 #: Points kept per time-series figure line before the report thins it (every k-th row).
-MAX_SERIES_POINTS = 20_000
+MAX_SERIES_POINTS = 200_000
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
                  0x2028: "\\u2028", 0x2029: "\\u2029"}
