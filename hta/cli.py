@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
+        return code
     except CommandError as exc:
         if args.verbose:
             raise
@@ -71,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"hta: error: {exc}", file=sys.stderr)
         return EXIT_TRACE_ERROR
+    except BrokenPipeError:
+        # the reader went away (``hta summary DIR | head``): stop quietly, as Python's docs
+        # recommend, so the interpreter's final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("hta: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

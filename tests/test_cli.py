@@ -512,3 +512,16 @@ def test_output_is_required_for_counters_and_export() -> None:
         proc = run(PY, sub, str(SYNTHETIC))
         assert proc.returncode == EXIT_USAGE
         assert "the following arguments are required: -o/--output" in proc.stderr
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """``hta summary DIR | head``, with the reader gone before anything is printed: no
+    traceback, no error line, exit code 1."""
+    proc = subprocess.Popen([*PY, "summary", str(SYNTHETIC), "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc.stdout.close()  # closed while the command still loads: its first write fails
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert stderr == ""
+    assert proc.returncode == EXIT_ERROR
