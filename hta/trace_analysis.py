@@ -21,10 +21,11 @@ import pandas as pd
 
 from hta.analysis.summary import rank_summary
 from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
-from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
-from hta.loading.loader import load_trace
+from hta.facade.per_rank import PerRankMixin
+from hta.loading.lazy import LazyTrace, map_ranks
+from hta.loading.loader import drop_last_step, load_trace
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
 from hta.parallel import Executor
@@ -32,7 +33,7 @@ from hta.parallel import Executor
 logger = logging.getLogger(__name__)
 
 
-class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
+class TraceAnalysis(PerRankMixin, CountersMixin, CriticalPathMixin):
     """Load a job's traces and analyse them.
 
     Args:
@@ -50,6 +51,12 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
             defaults, to classify kernels and runtime calls.
         executor: run per-rank work on this executor instead of local processes.
         max_workers: worker processes for the local executor (default: CPUs).
+        client: a ``distributed.Client``: the Dask cluster's workers load the ranks, keep
+            them, and run the per-rank analyses next to them (``pip install 'hta[dask]'``).
+        in_memory: ``True`` reads every rank into this process; ``False`` keeps them
+            where they were loaded (Parquet entries, or Dask workers) and reads one rank
+            at a time; ``None`` decides (see :func:`hta.loading.loader.load_trace`).
+        storage_options: options for fsspec when ``trace_dir`` is a URL (``s3://``...).
     """
 
     def __init__(
@@ -66,17 +73,30 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
         kind_rules: Iterable[Rule] = (),
         executor: Executor | None = None,
         max_workers: int | None = None,
+        client: Any = None,
+        in_memory: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
         self.rules = RuleSet(kind_rules)
         self.t: Trace = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,
             cache_dir=cache_dir, strict=strict, progress=progress, executor=executor,
-            max_workers=max_workers,
+            max_workers=max_workers, client=client, in_memory=in_memory,
+            storage_options=storage_options,
         )
         if not include_last_profiler_step:
-            for rt in self.t:
-                _drop_last_step(rt)
+            if isinstance(self.t, LazyTrace):
+                self.t.add_transform(drop_last_step)
+            else:
+                for rt in self.t:
+                    drop_last_step(rt)
+
+    def close(self) -> None:
+        """Free what the loaded ranks hold outside this process (temporary Parquet
+        entries, Dask workers' memory); nothing to do for an in-memory trace."""
+        if isinstance(self.t, LazyTrace):
+            self.t.close()
 
     # -- the loaded job --------------------------------------------------------------
     @property
@@ -105,32 +125,19 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
         Check it for communication kernels the default rules do not know, then add a
         ``Rule("communication", name=...)`` through ``kind_rules``.
         """
-        frames = []
-        for rt in self._selected(ranks):
-            mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
-            if mask is None or not mask.any():
-                continue
-            ev = rt.events[mask]
-            grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"])
-            grouped = grouped.reset_index()
-            frames.append(pd.DataFrame({
-                "rank": rt.rank,
-                "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
-                "count": grouped["count"].to_numpy(),
-                "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
-            }))
-        if not frames:
-            return pd.DataFrame(columns=["rank", "name", "count", "total_duration(us)"])
-        out = pd.concat(frames, ignore_index=True)
+        out = map_ranks(self.t, unclassified_kernels, ranks, description="Unclassified kernels")
+        if not len(out):
+            return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
         return out.sort_values(["rank", "total_duration(us)"], ascending=[True, False],
                                ignore_index=True)
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
 
-        See :mod:`hta.analysis.summary` for the definitions.
+        See :mod:`hta.analysis.summary` for the definitions. On a lazy trace (Dask
+        workers, or ranks kept on disk) each rank's row is computed where the rank is.
         """
-        return rank_summary(self.t, ranks)
+        return map_ranks(self.t, rank_summary, ranks, description="Rank summary")
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""
@@ -140,13 +147,33 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
         return [self.t.rank(r) for r in (self.ranks if ranks is None else ranks)]
 
 
+UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
+
+
+def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+    """Per (rank, kernel name) that matched no kind rule: ``count`` and
+    ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
+    frames = []
+    for rank in trace.get_ranks() if ranks is None else sorted(set(ranks)):
+        rt = trace.rank(rank)
+        mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
+        if mask is None or not mask.any():
+            continue
+        ev = rt.events[mask]
+        grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"])
+        grouped = grouped.reset_index()
+        frames.append(pd.DataFrame({
+            "rank": rt.rank,
+            "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
+            "count": grouped["count"].to_numpy(),
+            "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
+        }))
+    if not frames:
+        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
 def _drop_last_step(rt: RankTrace) -> None:
-    """Remove the events of the rank's last ProfilerStep (HTA's default behaviour)."""
-    steps = rt.events["iteration"]
-    if not (steps > 0).any():
-        return
-    last = int(steps.max())
-    keep = (steps != last).to_numpy()
-    rt.filter_rows(keep)
-    logger.info("rank %d: dropped %d events of ProfilerStep#%d", rt.rank, int((~keep).sum()),
-                last)
+    """Remove the events of the rank's last ProfilerStep (kept for older imports; see
+    :func:`hta.loading.loader.drop_last_step`)."""
+    drop_last_step(rt)

@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hta.loading.files import RemotePath
 from hta.model.rules import KINDS
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
@@ -36,7 +37,7 @@ _BLOCK = 1 << 16
 _SAMPLES = 16
 
 
-def fingerprint(path: Path, extra: str = "") -> str:
+def fingerprint(path: Path | RemotePath, extra: str = "") -> str:
     """A content fingerprint: size and 16 sampled 64 KiB blocks, hashed with BLAKE2b."""
     size = path.stat().st_size
     h = hashlib.blake2b(digest_size=12)
@@ -51,8 +52,14 @@ def fingerprint(path: Path, extra: str = "") -> str:
     return h.hexdigest()
 
 
-def default_cache_root(trace_dir: Path) -> Path:
-    """``trace_dir/.hta_cache`` if writable, else the user cache folder."""
+def default_cache_root(trace_dir: Path | RemotePath) -> Path:
+    """``trace_dir/.hta_cache`` if writable, else the user cache folder.
+
+    Traces behind a URL (remote storage) are cached in the user cache folder of the
+    machine that loads them.
+    """
+    if not isinstance(trace_dir, Path):
+        return user_cache_root()
     local = trace_dir / ".hta_cache"
     try:
         local.mkdir(exist_ok=True)
@@ -60,11 +67,16 @@ def default_cache_root(trace_dir: Path) -> Path:
             pass
         return local
     except OSError:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return base / "hta"
+        return user_cache_root()
 
 
-def entry_path(root: Path, trace_file: Path, key: str) -> Path:
+def user_cache_root() -> Path:
+    """``$XDG_CACHE_HOME/hta``, else ``~/.cache/hta``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "hta"
+
+
+def entry_path(root: Path, trace_file: Path | RemotePath, key: str) -> Path:
     """The folder holding one cached rank."""
     stem = trace_file.name.replace(".json.gz", "").replace(".json", "")
     return root / f"{stem}.{key}"
@@ -128,6 +140,12 @@ def read_entry(folder: Path) -> RankTrace | None:
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
     table = pa.Table.from_pandas(frame, preserve_index=False)
     pq.write_table(table, path, compression="lz4")
+
+
+def stored_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` as a cache entry gives it back (a JSON round trip: tuples become lists,
+    numpy numbers plain numbers, other objects their text)."""
+    return json.loads(json.dumps(meta, default=_json_default))
 
 
 def _json_default(value: Any) -> Any:

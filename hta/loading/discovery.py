@@ -8,11 +8,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from hta.loading.errors import TraceDiscoveryError
+from hta.loading.files import RemotePath, is_url, trace_location
+
+TracePath = Path | RemotePath
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-def is_trace_name(path: Path) -> bool:
+def is_trace_name(path: TracePath) -> bool:
     """``*.json`` or ``*.json.gz`` (``*.pt.trace.json.gz`` included), not hidden."""
     name = path.name
     return not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
@@ -21,23 +24,27 @@ def is_trace_name(path: Path) -> bool:
 def discover(
     trace_dir: str | Path | None = None,
     trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
-) -> tuple[list[Path], dict[Path, int]]:
+    storage_options: dict | None = None,
+) -> tuple[list[TracePath], dict[TracePath, int]]:
     """Trace files to load, and the ranks the caller fixed explicitly.
 
     ``trace_files`` may be a mapping rank -> file (HTA's form; the rank is then given) or
     a list of files; relative names are taken inside ``trace_dir``. Without it every
-    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken.
+    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken. Folders and files
+    may be fsspec URLs (``s3://...``, ``memory://...``; see :mod:`hta.loading.files`).
     """
-    base = Path(trace_dir).expanduser() if trace_dir is not None else None
-    explicit: dict[Path, int] = {}
+    base = trace_location(trace_dir, storage_options) if trace_dir is not None else None
+    explicit: dict[TracePath, int] = {}
     if trace_files is not None:
         if isinstance(trace_files, Mapping):
-            pairs = [(int(r), Path(f)) for r, f in trace_files.items()]
+            pairs = [(int(r), f) for r, f in trace_files.items()]
         else:
-            pairs = [(-1, Path(f)) for f in trace_files]
-        files: list[Path] = []
-        for rank, f in pairs:
-            path = f if f.is_absolute() or base is None else base / f
+            pairs = [(-1, f) for f in trace_files]
+        files: list[TracePath] = []
+        for rank, name in pairs:
+            f = trace_location(name, storage_options)
+            relative = isinstance(f, Path) and not f.is_absolute() and not is_url(name)
+            path = base / str(name) if relative and base is not None else f
             if not path.is_file():
                 raise TraceDiscoveryError(f"trace file not found: {path}")
             files.append(path)
@@ -54,7 +61,8 @@ def discover(
         raise TraceDiscoveryError(f"trace folder not found: {base}")
     if not base.is_dir():
         raise TraceDiscoveryError(f"not a folder: {base}")
-    files = sorted(p for p in base.iterdir() if p.is_file() and is_trace_name(p))
+    found = [p for p in base.iterdir() if is_trace_name(p)]
+    files = sorted(p for p in found if p.is_file())
     if not files:
         others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
         seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
@@ -69,7 +77,7 @@ _RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\
 _HEAD_BYTES = 1 << 18
 
 
-def peek_rank(path: Path) -> int | None:
+def peek_rank(path: TracePath) -> int | None:
     """``distributedInfo.rank`` if it appears in the first 256 KiB of the file's text.
 
     Kineto writes ``distributedInfo`` near the top, so ranks are known before a file is

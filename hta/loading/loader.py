@@ -1,48 +1,79 @@
-"""Load a job: every rank's file, in parallel, through the Parquet cache."""
+"""Load a job: every rank's file, in parallel, through the Parquet cache.
+
+Workers (local processes, or Dask workers when a ``distributed.Client`` is given) decode
+their files and leave each rank as a Parquet folder: the cache entry, or a temporary one.
+Then either every rank is read back into this process (a plain :class:`Trace`), or the
+ranks stay where they are and a :class:`~hta.loading.lazy.LazyTrace` holds handles to
+them, reading one rank at a time when asked (see :func:`load_trace`, ``in_memory``).
+"""
 
 from __future__ import annotations
 
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from hta.loading.cache import default_cache_root, entry_path, fingerprint, read_entry, write_entry
+from hta.loading.cache import (
+    default_cache_root,
+    entry_path,
+    fingerprint,
+    read_entry,
+    stored_meta,
+    user_cache_root,
+    write_entry,
+)
 from hta.loading.decode import decode_trace
 from hta.loading.discovery import discover, peek_rank
 from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
+from hta.loading.files import trace_location
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
-from hta.parallel import Executor, available_cpus, resolve_executor
+from hta.parallel import Executor, available_cpus, available_memory, resolve_executor
 
 logger = logging.getLogger(__name__)
+
+#: ``LoadTask.cache_dir`` meaning "the user cache folder of the machine that loads it".
+USER_CACHE = "@user-cache"
+#: With ``in_memory=None``, ranks are read into this process when their in-memory size
+#: (as measured by the workers) is at most this fraction of the available memory.
+IN_MEMORY_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
 class LoadTask:
     """What a worker needs to load one file (small, so it travels cheaply)."""
 
-    path: str
+    path: str  # local path or fsspec URL
     rank_hint: int  # -1 when the rank must be found in the file
     lone_file: bool
     user_rules: tuple[Rule, ...]
-    cache_dir: str | None  # None: no cache; the worker hands back a temporary entry
-    key: str
+    cache_dir: str | None  # None: no cache; USER_CACHE: the loading machine's user cache
+    key: str = ""  # cache key; the worker computes it when empty
     decode_workers: int = 1  # processes decoding this one file
+    rule_key: str = ""  # fingerprint of the user rules, part of the cache key
+    storage_options: dict[str, Any] | None = field(default=None, compare=False)
+    temp_dir: str | None = None  # where a temporary entry goes (None: the system's temp)
 
 
 @dataclass(frozen=True)
 class LoadResult:
-    """Where the worker left the loaded rank (a Parquet folder) and whether it was cached."""
+    """Where the worker left the loaded rank (a Parquet folder), and what it holds."""
 
     path: str
     rank: int
     entry: str
     from_cache: bool
     temporary: bool
+    events: int = 0
+    nbytes: int = 0  # in-memory size of the loaded rank (bytes)
+    symbols: list[str] = field(default_factory=list, compare=False, repr=False)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    worker: str = ""  # Dask worker address holding it ("": this machine)
 
 
 def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
@@ -63,30 +94,66 @@ def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
     )
 
 
-def load_rank_file(task: LoadTask) -> LoadResult:
-    """Decode, build and store one rank as a Parquet folder (runs in a worker)."""
-    rules = RuleSet(task.user_rules)
-    if task.cache_dir is not None:
-        folder = entry_path(Path(task.cache_dir), Path(task.path), task.key)
+def _cache_folder(task: LoadTask) -> Path | None:
+    """The cache entry of the task's file, or None without a cache."""
+    if task.cache_dir is None:
+        return None
+    root = user_cache_root() if task.cache_dir == USER_CACHE else Path(task.cache_dir)
+    location = trace_location(task.path, task.storage_options)
+    try:
+        key = task.key or fingerprint(location, task.rule_key)
+    except FileNotFoundError as exc:
+        raise TraceLoadError(task.path, "the file does not exist (was it moved?)") from exc
+    except OSError as exc:
+        raise TraceLoadError(task.path, f"cannot read the file: {exc}") from exc
+    return entry_path(root, location, key)
+
+
+def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
+    decoded = decode_trace(trace_location(task.path, task.storage_options), workers=workers)
+    rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
+    rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
+    del decoded
+    return rank_trace
+
+
+def load_rank(task: LoadTask) -> tuple[RankTrace, LoadResult]:
+    """Decode, build and store one rank as a Parquet folder; the rank and where it is."""
+    folder = _cache_folder(task)
+    if folder is not None:
         cached = read_entry(folder)
         if cached is not None:
-            return LoadResult(task.path, cached.rank, str(folder), True, False)
-    decoded = decode_trace(task.path)
-    rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
-    rank_trace = build_rank(decoded, rank, rules)
-    del decoded
-    if task.cache_dir is not None:
-        folder = entry_path(Path(task.cache_dir), Path(task.path), task.key)
+            return cached, _result(task, cached, folder, True, False)
+    rank_trace = _decode_and_build(task)
+    written = False
+    if folder is not None:
         try:
             write_entry(folder, rank_trace)
-            return LoadResult(task.path, rank, str(folder), False, False)
+            written = True
         except OSError as exc:
             logger.warning("could not write the cache for %s (%s); continuing without it",
                            task.path, exc)
-    folder = Path(tempfile.mkdtemp(prefix="hta-load-")) / "rank"
-    write_entry(folder, rank_trace)
-    temporary = True
-    return LoadResult(task.path, rank, str(folder), False, temporary)
+    if not written:
+        folder = Path(tempfile.mkdtemp(prefix="hta-load-", dir=task.temp_dir)) / "rank"
+        write_entry(folder, rank_trace)
+    rank_trace.meta = stored_meta(rank_trace.meta)  # as every later read of the entry has it
+    return rank_trace, _result(task, rank_trace, folder, False, not written)
+
+
+def _result(task: LoadTask, rank_trace: RankTrace, folder: Path, from_cache: bool,
+            temporary: bool) -> LoadResult:
+    from hta.loading.lazy import rank_nbytes
+
+    return LoadResult(
+        path=task.path, rank=rank_trace.rank, entry=str(folder), from_cache=from_cache,
+        temporary=temporary, events=len(rank_trace.events), nbytes=rank_nbytes(rank_trace),
+        symbols=list(rank_trace.symbols), meta=dict(rank_trace.meta),
+    )
+
+
+def load_rank_file(task: LoadTask) -> LoadResult:
+    """Decode, build and store one rank as a Parquet folder (runs in a worker)."""
+    return load_rank(task)[1]
 
 
 def load_rank_in_process(task: LoadTask) -> RankTrace:
@@ -94,21 +161,30 @@ def load_rank_in_process(task: LoadTask) -> RankTrace:
 
     The file's events are decoded by as many processes as there are CPUs.
     """
-    rules = RuleSet(task.user_rules)
-    if task.cache_dir is not None:
-        folder = entry_path(Path(task.cache_dir), Path(task.path), task.key)
+    folder = _cache_folder(task)
+    if folder is not None:
         cached = read_entry(folder)
         if cached is not None:
             return cached
-    decoded = decode_trace(task.path, workers=task.decode_workers)
-    rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
-    rank_trace = build_rank(decoded, rank, rules)
-    if task.cache_dir is not None:
+    rank_trace = _decode_and_build(task, workers=task.decode_workers)
+    if folder is not None:
         try:
-            write_entry(entry_path(Path(task.cache_dir), Path(task.path), task.key), rank_trace)
+            write_entry(folder, rank_trace)
         except OSError as exc:
             logger.warning("could not write the cache for %s: %s", task.path, exc)
     return rank_trace
+
+
+def drop_last_step(rt: RankTrace) -> None:
+    """Remove the events of the rank's last ProfilerStep (HTA's default behaviour)."""
+    steps = rt.events["iteration"]
+    if not (steps > 0).any():
+        return
+    last = int(steps.max())
+    keep = (steps != last).to_numpy()
+    rt.filter_rows(keep)
+    logger.info("rank %d: dropped %d events of ProfilerStep#%d", rt.rank, int((~keep).sum()),
+                last)
 
 
 def load_trace(
@@ -123,49 +199,60 @@ def load_trace(
     progress: bool = True,
     executor: Executor | None = None,
     max_workers: int | None = None,
+    client: Any = None,
+    in_memory: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Trace:
     """Load every rank of a job into a :class:`Trace`.
 
     A file that fails to load is skipped and reported (``trace.skipped`` maps its path
     to the reason, and a warning is logged) unless ``strict=True``, which raises the
     first failure. Two files claiming the same rank are always an error.
+
+    Where the work runs: ``client`` (a ``distributed.Client``) loads on the Dask cluster's
+    workers, which read the files themselves; ``executor`` runs it on any
+    :class:`~hta.parallel.Executor`; by default, local processes (``max_workers``).
+    ``trace_dir`` and ``trace_files`` may be fsspec URLs (``s3://``, ``gs://``,
+    ``memory://``, ``file://``), with ``storage_options`` passed to fsspec.
+
+    Where the ranks stay (``in_memory``): ``True`` reads every rank into this process (a
+    plain :class:`Trace`); ``False`` leaves them as Parquet folders, or on the Dask
+    workers, and returns a :class:`~hta.loading.lazy.LazyTrace` that reads one rank at a
+    time when asked and runs per-rank analyses next to the data
+    (:func:`~hta.loading.lazy.map_ranks`); ``None`` (default) keeps them on the Dask
+    workers when there is a client, and otherwise reads them into memory when they take
+    at most half the available memory, else stays lazy.
     """
-    files, explicit = discover(trace_dir, trace_files)
+    files, explicit = discover(trace_dir, trace_files, storage_options)
     user_rules = tuple(rules)
     rule_key = RuleSet(user_rules).fingerprint()
-    root: Path | None = None
-    if cache:
-        root = Path(cache_dir).expanduser() if cache_dir else default_cache_root(files[0].parent)
+    runner = resolve_executor(executor, client, max_workers)
+    root = _cache_root(files[0].parent, cache_dir) if cache else None
     tasks = [
         LoadTask(
             path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
-            user_rules=user_rules, cache_dir=str(root) if root else None,
-            key=fingerprint(f, rule_key) if root else "",
+            user_rules=user_rules, cache_dir=root, rule_key=rule_key,
             decode_workers=(max_workers or available_cpus()) if len(files) == 1 else 1,
+            storage_options=storage_options,
         )
         for f in files
     ]
     wanted = set(ranks) if ranks is not None else None
     if wanted is not None:
-        known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(Path(t.path)))
-                 for t in tasks}
-        # Skip files whose rank is known up front and not wanted.
-        tasks = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
-        if not tasks:
-            raise TraceDiscoveryError(
-                f"none of the ranks {sorted(wanted)} is in {trace_dir or 'the given files'}; "
-                f"found ranks {sorted({r for r in known.values() if r is not None})}"
-            )
-    loaded: dict[int, RankTrace] = {}
-    sources: dict[int, str] = {}
-    skipped: dict[str, str] = {}
-    runner = resolve_executor(executor, max_workers=max_workers)
-    if len(tasks) == 1:
-        outcomes = runner.map(load_rank_in_process, tasks, progress=progress,
-                              description="Loading traces")
+        tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
+    in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
+    if in_process:
+        worker_fn: Callable[[LoadTask], Any] = load_rank_in_process
+    elif runner.remote:
+        from hta.loading.lazy import load_rank_on_worker
+
+        worker_fn = load_rank_on_worker
     else:
-        outcomes = runner.map(load_rank_file, tasks, progress=progress,
-                              description="Loading traces")
+        worker_fn = load_rank_file
+    outcomes = runner.map(worker_fn, tasks, progress=progress, description="Loading traces",
+                          labels=[trace_location(t.path).name for t in tasks])
+    loaded: dict[int, tuple[LoadTask, RankTrace | LoadResult]] = {}
+    skipped: dict[str, str] = {}
     for task, outcome in zip(tasks, outcomes):
         if not outcome.ok:
             err = outcome.error
@@ -176,22 +263,82 @@ def load_trace(
             logger.warning("skipped %s: %s", task.path, reason)
             continue
         value = outcome.value
-        rank_trace = value if isinstance(value, RankTrace) else _collect(value)
-        rank = rank_trace.rank
+        rank = value.rank
         if wanted is not None and rank not in wanted:
+            _discard(value)
             continue
         if rank in loaded:
             raise TraceDiscoveryError(
-                f"two files claim rank {rank}: {sources[rank]} and {task.path}; "
+                f"two files claim rank {rank}: {loaded[rank][0].path} and {task.path}; "
                 "remove one or pass trace_files={rank: path}"
             )
-        loaded[rank] = rank_trace
-        sources[rank] = task.path
+        loaded[rank] = (task, value)
     if not loaded:
-        detail = "; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items())
+        detail = "; ".join(f"{trace_location(p).name}: {r}" for p, r in skipped.items())
         raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
                                   else "no rank matched the requested ranks")
-    return Trace(loaded, trace_dir=str(trace_dir or files[0].parent), skipped=skipped)
+    where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
+    if in_process:
+        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
+    results = {r: v for r, (_, v) in loaded.items()}
+    if _keep_out_of_memory(results, runner, in_memory):
+        from hta.loading.lazy import LazyTrace
+
+        return LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
+                                      trace_dir=where, skipped=skipped, progress=progress)
+    if runner.remote:
+        from hta.loading.lazy import LazyTrace
+
+        lazy = LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
+                                      trace_dir=where, skipped=skipped, progress=progress)
+        try:
+            return lazy.to_memory()
+        finally:
+            lazy.close()
+    return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where, skipped=skipped)
+
+
+def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:
+    if cache_dir:
+        return str(Path(cache_dir).expanduser())
+    root = default_cache_root(parent)
+    return USER_CACHE if root == user_cache_root() else str(root)
+
+
+def _wanted_tasks(tasks: list[LoadTask], wanted: set[int], files: list[Any],
+                  trace_dir: Any) -> list[LoadTask]:
+    """Skip files whose rank is known up front (given, or peeked) and not wanted."""
+    by_path = {str(f): f for f in files}
+    known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(by_path[t.path]))
+             for t in tasks}
+    kept = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
+    if not kept:
+        raise TraceDiscoveryError(
+            f"none of the ranks {sorted(wanted)} is in {trace_dir or 'the given files'}; "
+            f"found ranks {sorted({r for r in known.values() if r is not None})}"
+        )
+    return kept
+
+
+def _keep_out_of_memory(results: Mapping[int, LoadResult], runner: Executor,
+                        in_memory: bool | None) -> bool:
+    if in_memory is not None:
+        return not in_memory
+    if runner.remote:
+        return True
+    total = sum(r.nbytes for r in results.values())
+    budget = int(IN_MEMORY_FRACTION * available_memory())
+    if total > budget:
+        logger.info("the loaded ranks take %.1f GB, more than %.0f%% of the available memory: "
+                    "keeping them as Parquet entries, read one rank at a time", total / 1e9,
+                    100 * IN_MEMORY_FRACTION)
+        return True
+    return False
+
+
+def _discard(value: RankTrace | LoadResult) -> None:
+    if isinstance(value, LoadResult) and value.temporary and not value.worker:
+        shutil.rmtree(Path(value.entry).parent, ignore_errors=True)
 
 
 def _collect(result: LoadResult) -> RankTrace:

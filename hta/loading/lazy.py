@@ -1,0 +1,513 @@
+"""Ranks kept where they were loaded, and per-rank work run next to them.
+
+A :class:`LazyTrace` is a :class:`~hta.model.trace.Trace` whose ranks are not held in
+this process. Each rank is a :class:`RankHandle`: a Parquet folder (the cache entry, or a
+temporary one) on the disk of the machine that loaded it, and, on a Dask cluster, the
+address of the worker that loaded it, which also keeps the rank in its memory while it
+has room (:data:`WORKER_RESIDENT_FRACTION` of the worker's memory limit).
+
+Two ways to use the ranks:
+
+* :func:`map_ranks` (the way analyses should use it): run a per-rank function next to the
+  data, in the Dask worker that holds the rank or in a local worker process that reads
+  the rank's Parquet folder, and bring back only its result (a small DataFrame). The same
+  call on an in-memory :class:`~hta.model.trace.Trace` just calls the function.
+* The ordinary :class:`~hta.model.trace.Trace` interface (``trace.rank(r).events``,
+  ``get_trace(r)``, iterating): every analysis works unchanged. A rank is read into
+  this process when one of its tables is first used, and kept in a small LRU of
+  recently used ranks (:data:`RESIDENT_FRACTION` of the available memory, at least one
+  rank), so going over the ranks one after the other never holds more than that.
+
+What needs all of one rank's events in memory: loading it (decode and build), and every
+analysis of that rank; about ``bytes_per_event`` x events (see docs/scaling.md). No step
+needs every rank at once unless the analysis itself gathers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.loading.cache import read_entry
+from hta.loading.errors import TraceLoadError
+from hta.loading.files import trace_location
+from hta.loading.loader import LoadResult, LoadTask, load_rank
+from hta.model.trace import RankTrace, Trace
+from hta.parallel import Executor, WorkerDiedError, available_memory
+
+logger = logging.getLogger(__name__)
+
+#: Client-side LRU of ranks read into this process: this fraction of the available memory.
+RESIDENT_FRACTION = 0.25
+#: A Dask worker keeps the ranks it loaded in memory up to this fraction of its limit.
+WORKER_RESIDENT_FRACTION = 0.3
+
+Transform = Callable[[RankTrace], None]
+
+
+@dataclass(frozen=True)
+class RankHandle:
+    """Where one loaded rank is, and how to load it again if it is gone."""
+
+    rank: int
+    source: str  # the trace file (path or fsspec URL)
+    entry: str  # Parquet folder of the loaded rank, on the machine that loaded it
+    worker: str  # Dask worker address holding the rank ("" = this machine)
+    temporary: bool  # the entry is a temporary folder (not the cache)
+    events: int
+    nbytes: int  # in-memory size of the rank (bytes)
+    task: LoadTask = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        """The trace file's name."""
+        return trace_location(self.source).name
+
+
+@dataclass(frozen=True)
+class RankCall:
+    """One per-rank call: ``fn(one_rank_trace, [rank], *args, **kwargs)``."""
+
+    handle: RankHandle
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    transforms: tuple[Transform, ...] = ()
+
+
+def rank_nbytes(rt: RankTrace) -> int:
+    """Bytes a loaded rank takes in memory: events, side tables (strings included) and
+    the symbol table."""
+    total = int(rt.events.memory_usage(index=False, deep=False).sum())
+    for frame in rt.tables.values():
+        total += int(frame.memory_usage(index=False, deep=True).sum())
+    total += sum(len(s) + 49 for s in rt.symbols) + 8 * len(rt.symbols)
+    return total + int(getattr(rt.unclassified, "nbytes", 0))
+
+
+class _Resident:
+    """A thread-safe LRU of ranks bounded by their total size (at least one is kept)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._items: OrderedDict[Any, tuple[RankTrace, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> RankTrace | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Any, rt: RankTrace, nbytes: int) -> None:
+        with self._lock:
+            self._items[key] = (rt, nbytes)
+            self._items.move_to_end(key)
+            total = sum(n for _, n in self._items.values())
+            while len(self._items) > 1 and total > self.budget:
+                _, (_, n) = self._items.popitem(last=False)
+                total -= n
+
+    def pop(self, key: Any) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def keys(self) -> list[Any]:
+        with self._lock:
+            return list(self._items)
+
+
+# -- worker side ------------------------------------------------------------------------
+
+_WORKER_RESIDENT: _Resident | None = None
+
+
+def _worker_resident() -> _Resident:
+    """This Dask worker's LRU of loaded ranks (created on first use)."""
+    global _WORKER_RESIDENT
+    if _WORKER_RESIDENT is None:
+        limit = 0
+        try:
+            from distributed import get_worker
+
+            limit = int(get_worker().memory_manager.memory_limit or 0)
+        except (ImportError, ValueError, AttributeError):
+            limit = 0
+        limit = limit or available_memory()
+        _WORKER_RESIDENT = _Resident(int(WORKER_RESIDENT_FRACTION * limit))
+    return _WORKER_RESIDENT
+
+
+def _worker_dir() -> str:
+    from distributed import get_worker
+
+    folder = Path(get_worker().local_directory) / "hta"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+def load_rank_on_worker(task: LoadTask) -> LoadResult:
+    """Dask side of loading: load the rank, keep it in this worker's memory (while it has
+    room) and its Parquet folder on this worker's disk (temporary entries go in the
+    worker's local directory, removed with the worker)."""
+    from distributed import get_worker
+
+    rank_trace, result = load_rank(replace(task, temp_dir=_worker_dir()))
+    _worker_resident().put(result.entry, rank_trace, result.nbytes)
+    return replace(result, worker=get_worker().address)
+
+
+def open_rank(handle: RankHandle) -> RankTrace:
+    """The rank of ``handle``, in the process running this: from the worker's memory, its
+    Parquet folder, or (when the folder is gone: a dead worker's scratch space, another
+    machine) loaded again from the trace file. The result must not be modified."""
+    resident = _WORKER_RESIDENT if handle.worker else None
+    if resident is not None:
+        rt = resident.get(handle.entry)
+        if rt is not None:
+            return rt
+    rt = read_entry(Path(handle.entry)) if handle.entry else None
+    if rt is None:
+        logger.warning("rank %d: its loaded copy %s is gone; loading %s again", handle.rank,
+                       handle.entry, handle.source)
+        temp_dir = _worker_dir() if handle.worker else None
+        rt, result = load_rank(replace(handle.task, temp_dir=temp_dir))
+        if result.temporary and not handle.worker:
+            shutil.rmtree(Path(result.entry).parent, ignore_errors=True)
+    if handle.worker:
+        _worker_resident().put(handle.entry, rt, handle.nbytes)
+    return rt
+
+
+def _private_copy(rt: RankTrace) -> RankTrace:
+    """A copy whose tables may be replaced without touching ``rt`` (data is shared)."""
+    return RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=list(rt.symbols),
+                     tables=dict(rt.tables), meta=dict(rt.meta), unclassified=rt.unclassified)
+
+
+def fetch_rank(call: RankCall) -> RankTrace:
+    """A rank with the call's transforms applied (to send it to the client)."""
+    rt = _private_copy(open_rank(call.handle))
+    for transform in call.transforms:
+        transform(rt)
+    return rt
+
+
+def run_on_rank(call: RankCall) -> Any:
+    """Worker side of :func:`map_ranks`: the call on a one-rank trace."""
+    rt = fetch_rank(call)
+    return call.fn(Trace({rt.rank: rt}), [rt.rank], *call.args, **call.kwargs)
+
+
+def _forget(entries: Sequence[str], temporary: Sequence[str]) -> int:
+    """Drop ranks from this worker's memory and delete its temporary entries."""
+    resident = _WORKER_RESIDENT
+    if resident is not None:
+        for entry in entries:
+            resident.pop(entry)
+    removed = 0
+    for entry in temporary:
+        folder = Path(entry)
+        if folder.exists():
+            shutil.rmtree(folder.parent, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+# -- client side ------------------------------------------------------------------------
+
+
+class LazyRankTrace(RankTrace):
+    """A rank of a :class:`LazyTrace`: ``rank`` and ``meta`` are here; ``events``,
+    ``tables`` and ``unclassified`` are read (and cached) when first used."""
+
+    def __init__(self, owner: LazyTrace, rank: int, meta: dict[str, Any]) -> None:  # noqa: D107
+        # RankTrace's fields are properties here: its __init__ is deliberately not run.
+        self._owner = owner
+        self.rank = rank
+        self.meta = meta
+
+    def _loaded(self) -> RankTrace:
+        return self._owner.materialize(self.rank)
+
+    @property  # type: ignore[override]
+    def events(self) -> pd.DataFrame:
+        """The events table (read on first use)."""
+        return self._loaded().events
+
+    @property  # type: ignore[override]
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The side tables (read on first use)."""
+        return self._loaded().tables
+
+    @property  # type: ignore[override]
+    def unclassified(self) -> np.ndarray:
+        """Rows whose kind matched no rule (read on first use)."""
+        return self._loaded().unclassified
+
+    @property  # type: ignore[override]
+    def symbols(self) -> list[str]:
+        """The job's shared symbol table."""
+        return self._owner.symbols
+
+    def _read_only(self, what: str) -> None:
+        raise TypeError(
+            f"rank {self.rank} is kept out of memory (lazy loading), so it cannot be changed "
+            f"in place ({what}); load with in_memory=True to modify ranks, or use "
+            "LazyTrace.add_transform"
+        )
+
+    def filter_rows(self, keep: np.ndarray) -> None:  # noqa: D102
+        self._read_only("filter_rows")
+
+    def classify(self, rules: Any) -> None:  # noqa: D102
+        self._read_only("classify")
+
+    def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:  # noqa: D102
+        self._read_only("remap_symbols")
+
+    def __repr__(self) -> str:
+        return f"LazyRankTrace(rank={self.rank})"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+class _LazyEvents(Mapping[int, pd.DataFrame]):
+    """``get_all_traces()`` of a lazy trace: each rank's events read when looked up."""
+
+    def __init__(self, trace: LazyTrace) -> None:
+        self._trace = trace
+
+    def __getitem__(self, rank: int) -> pd.DataFrame:
+        return self._trace.rank(rank).events
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._trace.get_ranks())
+
+    def __len__(self) -> int:
+        return len(self._trace)
+
+
+class LazyTrace(Trace):
+    """A job whose ranks stay where they were loaded (see the module docstring).
+
+    ``handles`` maps each rank to its :class:`RankHandle`; ``executor`` runs per-rank work
+    (:meth:`map_ranks`) and fetches ranks. ``transforms`` are applied to every rank when it
+    is read (``include_last_profiler_step=False`` adds one). ``close()`` (also run when the
+    trace is garbage-collected) deletes temporary entries and frees worker memory.
+    """
+
+    def __init__(self, handles: Mapping[int, RankHandle], executor: Executor, *,
+                 symbols: Mapping[int, list[str]], meta: Mapping[int, dict[str, Any]],
+                 trace_dir: str = "", skipped: Mapping[str, str] | None = None,
+                 progress: bool = True, resident_bytes: int | None = None) -> None:
+        # Trace's __init__ would add in-memory ranks; this one interns the symbol tables.
+        self.trace_dir = trace_dir
+        self.skipped: dict[str, str] = dict(skipped or {})
+        self.executor = executor
+        self.progress = progress
+        self.handles: dict[int, RankHandle] = {r: handles[r] for r in sorted(handles)}
+        self.transforms: list[Transform] = []
+        self.symbols: list[str] = []
+        self._symbol_index: dict[str, int] = {}
+        for rank in self.handles:
+            self._intern(symbols[rank])
+        self.ranks: dict[int, RankTrace] = {
+            r: LazyRankTrace(self, r, dict(meta[r])) for r in self.handles}
+        biggest = max((h.nbytes for h in self.handles.values()), default=0)
+        budget = resident_bytes if resident_bytes is not None else max(
+            biggest, int(RESIDENT_FRACTION * available_memory()))
+        self._resident = _Resident(budget)
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _release, executor,
+                                           list(self.handles.values()))
+
+    @classmethod
+    def from_results(cls, results: Mapping[int, LoadResult], tasks: Mapping[int, LoadTask],
+                     executor: Executor, **kwargs: Any) -> LazyTrace:
+        """A lazy trace from what the loading workers reported."""
+        handles = {
+            r: RankHandle(rank=r, source=res.path, entry=res.entry, worker=res.worker,
+                          temporary=res.temporary, events=res.events, nbytes=res.nbytes,
+                          task=tasks[r])
+            for r, res in results.items()
+        }
+        return cls(handles, executor, symbols={r: res.symbols for r, res in results.items()},
+                   meta={r: res.meta for r, res in results.items()}, **kwargs)
+
+    # -- symbols ------------------------------------------------------------------------
+    def _intern(self, symbols: Sequence[str]) -> np.ndarray:
+        index = self._symbol_index
+        mapping = np.empty(len(symbols), dtype=np.int64)
+        for i, text in enumerate(symbols):
+            sid = index.get(text)
+            if sid is None:
+                sid = len(self.symbols)
+                index[text] = sid
+                self.symbols.append(text)
+            mapping[i] = sid
+        return mapping
+
+    # -- reading ranks ------------------------------------------------------------------
+    def materialize(self, rank: int) -> RankTrace:
+        """Rank ``rank`` in this process, its ids in the shared symbol table, transforms
+        applied (kept in the LRU of recently used ranks)."""
+        self.rank(rank)  # a clear error for an unknown rank
+        with self._lock:
+            rt = self._resident.get(rank)
+            if rt is not None:
+                return rt
+            handle = self.handles[rank]
+            call = RankCall(handle, fetch_rank, transforms=tuple(self.transforms))
+            if self.executor.remote:
+                outcome = self.executor.map(fetch_rank, [call], progress=False,
+                                            labels=[handle.name], workers=[handle.worker])[0]
+                if not outcome.ok:
+                    raise outcome.error  # type: ignore[misc]
+                rt = outcome.value
+            else:
+                rt = fetch_rank(call)
+            rt.remap_symbols(self._intern(rt.symbols), self.symbols)
+            self._resident.put(rank, rt, handle.nbytes)
+            return rt
+
+    def resident_ranks(self) -> list[int]:
+        """Ranks now held in this process (most recently used last)."""
+        return self._resident.keys()
+
+    def add_transform(self, transform: Transform) -> None:
+        """Apply ``transform`` (a module-level function changing a rank in place) to every
+        rank when it is read, here or in a worker."""
+        self.transforms.append(transform)
+        self._resident.clear()
+
+    def to_memory(self) -> Trace:
+        """Every rank read into an ordinary in-memory :class:`Trace`."""
+        ranks = {}
+        for rank in self.get_ranks():
+            rt = self.materialize(rank)
+            ranks[rank] = _private_copy(rt)
+            self._resident.pop(rank)
+        return Trace(ranks, trace_dir=self.trace_dir, skipped=self.skipped)
+
+    # -- Trace interface ----------------------------------------------------------------
+    def add(self, rank_trace: RankTrace) -> None:  # noqa: D102
+        raise TypeError("a lazy trace's ranks come from loading; build a Trace to combine "
+                        "ranks in memory (LazyTrace.to_memory())")
+
+    def get_all_traces(self) -> Mapping[int, pd.DataFrame]:  # type: ignore[override]
+        """Events tables of all ranks, each read when looked up."""
+        return _LazyEvents(self)
+
+    # -- per-rank work next to the data ----------------------------------------------
+    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+                  args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+                  description: str = "", strict: bool = False) -> list[Any]:
+        """``fn(one_rank_trace, [rank], *args, **kwargs)`` for each selected rank, run
+        where the rank is; the results in rank order.
+
+        A rank whose worker dies (twice) or whose data cannot be read again is left out,
+        reported in ``skipped`` under its file, and logged, unless ``strict``. Any other
+        exception raised by ``fn`` is raised here.
+        """
+        selected = _selected_ranks(self, ranks)
+        what = description or getattr(fn, "__name__", "per-rank work")
+        calls = [RankCall(self.handles[r], fn, tuple(args), dict(kwargs or {}),
+                          tuple(self.transforms)) for r in selected]
+        outcomes = self.executor.map(
+            run_on_rank, calls, progress=self.progress, description=what,
+            labels=[self.handles[r].name for r in selected],
+            workers=[self.handles[r].worker or None for r in selected])
+        values = []
+        for rank, outcome in zip(selected, outcomes):
+            if outcome.ok:
+                values.append(outcome.value)
+                continue
+            error = outcome.error
+            if strict or not isinstance(error, (WorkerDiedError, TraceLoadError)):
+                raise error  # type: ignore[misc]
+            source = self.handles[rank].source
+            self.skipped[source] = f"rank {rank} left out of {what}: {error}"
+            logger.warning("rank %d left out of %s: %s", rank, what, error)
+        return values
+
+    def close(self) -> None:
+        """Delete temporary entries and drop the ranks held by workers and this process."""
+        self._resident.clear()
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        where = "Dask workers" if self.executor.remote else "local Parquet entries"
+        return f"LazyTrace(ranks={self.get_ranks()}, on {where})"
+
+
+def _release(executor: Executor, handles: list[RankHandle]) -> None:
+    """Free what the loaded ranks hold outside this process (best effort)."""
+    temporary = [h.entry for h in handles if h.temporary]
+    if executor.remote:
+        client = getattr(executor, "client", None)
+        try:
+            if client is not None and client.status == "running":
+                client.run(_forget, [h.entry for h in handles], temporary)
+        except Exception as exc:  # noqa: BLE001 - cleanup must never raise
+            logger.debug("could not release worker-held ranks: %s", exc)
+        return
+    for entry in temporary:
+        shutil.rmtree(Path(entry).parent, ignore_errors=True)
+
+
+def _selected_ranks(trace: Trace, ranks: Iterable[int] | int | None) -> list[int]:
+    if ranks is None:
+        return trace.get_ranks()
+    if isinstance(ranks, (int, np.integer)):
+        ranks = [int(ranks)]
+    selected = sorted({int(r) for r in ranks})
+    for r in selected:
+        trace.rank(r)  # a clear error naming the loaded ranks
+    return selected
+
+
+def map_ranks(trace: Trace, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+              args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+              description: str = "") -> pd.DataFrame:
+    """Run a per-rank analysis next to the data; only its result travels.
+
+    ``fn(trace, ranks, *args, **kwargs) -> DataFrame`` must be per rank: its answer for
+    several ranks is the concatenation of its answers for each rank alone, in rank
+    order, and it must not return symbol ids (a worker sees one rank's own symbol
+    table). ``rank_summary``, ``temporal_breakdown``, ``comm_comp_overlap`` are such
+    functions.
+
+    On an in-memory :class:`Trace` this is ``fn(trace, ranks, *args, **kwargs)``. On a
+    :class:`LazyTrace`, ``fn`` runs once per rank where the rank is (a Dask worker, or a
+    local worker process reading its Parquet folder) and the per-rank DataFrames are
+    concatenated; ranks lost to a dead worker are reported in ``trace.skipped``.
+    """
+    if not isinstance(trace, LazyTrace):
+        return fn(trace, ranks, *args, **dict(kwargs or {}))
+    frames = trace.map_ranks(fn, ranks, args, kwargs, description=description)
+    if not frames:
+        return fn(Trace({}), [], *args, **dict(kwargs or {}))
+    filled = [f for f in frames if len(f)]
+    if not filled:
+        return frames[0]
+    return pd.concat(filled, ignore_index=True)
