@@ -107,6 +107,11 @@ def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
     One row per (rank, stream, category) that has gaps: ``count``, ``mean``, ``std``
     (sample, NaN for one gap), ``min``, ``25%``, ``50%``, ``75%``, ``max``.
     """
+    columns = ["rank", "stream", "idle_category", "count", "mean", "std", "min", "25%", "50%",
+               "75%", "max"]
+    if not len(intervals):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "idle_category" else float)
+                             for c in columns})
     us = intervals.assign(idle_time=intervals["idle_time(ns)"] / 1e3)
     stats = (us.groupby(["rank", "stream", "idle_category"], observed=True)["idle_time"]
              .describe().reset_index())

@@ -68,3 +68,35 @@ def duration_bars(df: pd.DataFrame, names: Sequence[str], title: str,
         fig.update_xaxes(title_text="rank", type="category", row=i + 1, col=1)
     fig.update_layout(title_text=title, height=max(400, 260 * n))
     return fig
+
+
+_PSEUDO_HTML = str.maketrans({"<": "&lt;", ">": "&gt;"})
+_TEXT_FIELDS = ("x", "y", "labels", "text", "hovertext", "customdata", "ids")
+
+
+def plain_text_names(fig: go.Figure) -> go.Figure:
+    """Make Plotly show ``<`` and ``>`` in names literally.
+
+    Plotly renders a subset of HTML (``<b>``, ``<br>``, ``<a href>``) inside labels and
+    hover text; kernel and operator names are untrusted and full of ``<...>`` templates.
+    Every string in the traces' data and names is escaped in place; templates such as
+    ``hovertemplate`` (our own markup) are left alone. Returns the figure.
+    """
+    for trace in fig.data:
+        for field in _TEXT_FIELDS:
+            value = getattr(trace, field, None)
+            if value is not None:
+                trace[field] = _escape(value)
+        if isinstance(getattr(trace, "name", None), str):
+            trace.name = trace.name.translate(_PSEUDO_HTML)
+    return fig
+
+
+def _escape(value: object) -> object:
+    if isinstance(value, str):
+        return value.translate(_PSEUDO_HTML)
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        items = value.tolist() if hasattr(value, "tolist") else list(value)
+        if any(isinstance(v, (str, list, tuple)) for v in items):
+            return [_escape(v) for v in items]
+    return value

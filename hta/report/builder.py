@@ -37,6 +37,7 @@ import plotly.io as pio
 import plotly.offline
 
 from hta import __version__
+from hta.plots._common import plain_text_names
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class _Context:
     def figure(self, fig: Any) -> Figure:
         self._n += 1
         title = fig.layout.title.text or f"figure {self._n}"
-        return Figure(f"fig-{self._n}", str(title), figure_json(fig))
+        return Figure(f"fig-{self._n}", str(title), figure_json(plain_text_names(fig)))
 
 
 def _overview(ctx: _Context, s: Section) -> None:
