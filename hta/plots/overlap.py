@@ -29,6 +29,6 @@ def comm_comp_overlap_figure(df: pd.DataFrame) -> go.Figure:
     fig.update_layout(title_text="Communication overlapped by computation, per rank")
     fig.update_xaxes(title_text="rank", type="category", categoryorder="array",
                      categoryarray=x)
-    fig.update_yaxes(title_text="communication time overlapped by computation (%)",
+    fig.update_yaxes(title_text="comm. overlapped (%)",
                      range=[0, 100])
     return fig
