@@ -364,6 +364,40 @@ def _safe_float(raw: msgspec.Raw) -> float:
 # the per-chunk work
 
 
+#: A side table while decoding: column name -> NumPy array or list (same length).
+Table = dict[str, Any]
+
+
+def _table_len(table: Table) -> int:
+    return len(next(iter(table.values()))) if table else 0
+
+
+def _mask(table: Table, keep: np.ndarray) -> Table:
+    if keep.all():
+        return table
+    idx = np.flatnonzero(keep)
+    return {c: (v[idx] if isinstance(v, np.ndarray) else [v[i] for i in idx])
+            for c, v in table.items()}
+
+
+def _concat_tables(parts: list[Table], columns: list[str]) -> Table:
+    if not parts:
+        return {c: [] for c in columns}
+    out: Table = {}
+    for col in parts[0]:
+        values = [p[col] for p in parts]
+        if isinstance(values[0], np.ndarray):
+            out[col] = np.concatenate(values)
+        else:
+            out[col] = [x for v in values for x in v]
+    return out
+
+
+def _frame(table: Table) -> pd.DataFrame:
+    """A finished side table as a DataFrame."""
+    return pd.DataFrame(table)
+
+
 #: Phases handled together, so each side table keeps the file's order.
 _PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
 
@@ -375,7 +409,7 @@ class _Accumulator:
         self.symbols = SymbolTable()
         self.warnings: list[str] = []
         self.cols: dict[str, list[np.ndarray]] = {}
-        self.tables: dict[str, list[pd.DataFrame]] = {}
+        self.tables: dict[str, list[Table]] = {}
         self.row_offset = 0
         self.counter_count = 0
         self.missing_dur = 0
@@ -414,15 +448,16 @@ class _Accumulator:
     def add_col(self, name: str, values: np.ndarray) -> None:
         self.cols.setdefault(name, []).append(values)
 
-    def add_table(self, name: str, frame: pd.DataFrame) -> None:
-        if len(frame):
-            self.tables.setdefault(name, []).append(frame)
+    def add_table(self, name: str, table: Table, keep: np.ndarray | None = None) -> None:
+        """Add rows to a side table (columns as arrays or lists), optionally masked."""
+        if keep is not None:
+            table = _mask(table, keep)
+        if _table_len(table):
+            self.tables.setdefault(name, []).append(table)
 
-    def table(self, name: str, columns: list[str]) -> pd.DataFrame:
-        parts = self.tables.get(name)
-        if not parts:
-            return pd.DataFrame({c: [] for c in columns})
-        return pd.concat(parts, ignore_index=True)
+    def table(self, name: str, columns: list[str]) -> Table:
+        """One side table's rows so far, as columns."""
+        return _concat_tables(self.tables.get(name, []), columns)
 
     def column(self, name: str, dtype: Any) -> np.ndarray:
         parts = self.cols.get(name)
@@ -488,7 +523,7 @@ class _Accumulator:
             a = [args[i] for i in sel]
             grid = _dims([x.grid for x in a])
             block = _dims([x.block for x in a])
-            self.add_table("kernel_args", pd.DataFrame({
+            self.add_table("kernel_args", {
                 "row": rows[sel],
                 "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
                 "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
@@ -497,24 +532,23 @@ class _Accumulator:
                 "blocks_per_sm": float_column([x.blocks_per_sm for x in a]),
                 "warps_per_sm": float_column([x.warps_per_sm for x in a]),
                 "est_achieved_occupancy_pct": float_column([x.occupancy_pct for x in a]),
-            }))
+            })
         sizes = float_column([x.size for x in args])
         has_size = np.flatnonzero(~np.isnan(sizes))
         if has_size.size:
-            self.add_table("copy_sizes", pd.DataFrame({"row": rows[has_size],
-                                                       "size": sizes[has_size]}))
+            self.add_table("copy_sizes", {"row": rows[has_size], "size": sizes[has_size]})
         sel = self._rows_for(self.memory_cats, cat)
         if sel.size:
             a = [args[i] for i in sel]
-            self.add_table("memory_args", pd.DataFrame({
+            self.add_table("memory_args", {
                 "row": rows[sel],
                 "bytes": float_column([x.nbytes for x in a]),
                 "bandwidth_gbps": float_column([x.bandwidth_gbps for x in a]),
-            }))
+            })
         sel = np.flatnonzero([bool(x.collective_name) for x in args])
         if sel.size:
             a = [args[i] for i in sel]
-            self.add_table("collective_args", pd.DataFrame({
+            self.add_table("collective_args", {
                 "row": rows[sel],
                 "collective_name": [str(x.collective_name) for x in a],
                 "dtype": [str(x.dtype) for x in a],
@@ -525,7 +559,7 @@ class _Accumulator:
                 "process_group_desc": [str(x.pg_desc) for x in a],
                 "process_group_ranks": raw_text([x.pg_ranks for x in a]),
                 "seq": float_column([x.seq for x in a]),
-            }))
+            })
         sel = self._rows_for(self.op_cats, cat)
         if sel.size:
             a = [args[i] for i in sel]
@@ -537,32 +571,32 @@ class _Accumulator:
                 if keep.size != len(a):
                     a = [a[i] for i in keep]
                     dims = [dims[i] for i in keep]
-                self.add_table("op_args", pd.DataFrame({
+                self.add_table("op_args", {
                     "row": rows[sel[keep]],
                     "input_dims": raw_text(dims),
                     "input_type": raw_text([x.input_type for x in a]),
                     "sequence_number": seq[keep],
                     "fwd_thread_id": int_column(
                         [x.fwd_thread_id for x in a], "Fwd thread id", warnings),
-                }))
+                })
         sel = self._rows_for(self.sync_cats, cat)
         if sel.size:
             a = [args[i] for i in sel]
-            self.add_table("sync_args", pd.DataFrame({
+            self.add_table("sync_args", {
                 "row": rows[sel],
                 "wait_on_stream": int_column([x.wait_on_stream for x in a], "wait_on_stream",
                                              warnings),
                 "wait_on_event_correlation": int_column(
                     [x.wait_on_event_corr for x in a], "wait_on_cuda_event_record_corr_id",
                     warnings),
-            }))
+            })
 
     # -- other phases ----------------------------------------------------------------
     def instants(self, events: list[Event]) -> None:
         ts, present = timestamps_ns([e.ts for e in events], self.warnings)
         args = [e.args for e in events]
         w = self.warnings
-        self.add_table("instants", pd.DataFrame({
+        self.add_table("instants", {
             "ts": ts,
             "name": self.symbols.ids([e.name for e in events]),
             "cat": self.symbols.ids([e.cat for e in events]),
@@ -575,11 +609,11 @@ class _Accumulator:
             "total_reserved": float_column([a.total_reserved for a in args]),
             "device_type": int_column([a.device_type for a in args], "Device Type", w),
             "device_id": int_column([a.device_id for a in args], "Device Id", w),
-        })[present])
+        }, present)
 
     def flows(self, events: list[Event]) -> None:
         ts, present = timestamps_ns([e.ts for e in events], self.warnings)
-        self.add_table("flows", pd.DataFrame({
+        self.add_table("flows", {
             "ph": self.symbols.ids([e.ph for e in events]),
             "id": int_column([e.id for e in events], "id", self.warnings),
             "ts": ts,
@@ -587,18 +621,18 @@ class _Accumulator:
             "tid": self.ids_column([e.tid for e in events]),
             "cat": self.symbols.ids([e.cat for e in events]),
             "name": self.symbols.ids([e.name for e in events]),
-        })[present])
+        }, present)
 
     def metadata(self, events: list[Event]) -> None:
         w = self.warnings
-        self.add_table("metadata_events", pd.DataFrame({
+        self.add_table("metadata_events", {
             "name": [str(e.name) for e in events],
             "pid": self.ids_column([e.pid for e in events]),
             "tid": self.ids_column([e.tid for e in events]),
             "value": [str(e.args.meta_name) for e in events],
             "labels": [str(e.args.labels) for e in events],
             "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
-        }))
+        })
 
     def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None
                      ) -> None:
@@ -670,14 +704,14 @@ def _counter_rows(acc: _Accumulator, items: list[msgspec.Raw]) -> None:
             rows["name"].append(str(e.name))
             rows["series"].append(str(series))
             rows["value"].append(fval)
-    acc.add_table("counters", pd.DataFrame({
+    acc.add_table("counters", {
         "ts": np.asarray(rows["ts"], dtype=np.int64),
         "pid": acc.ids_column(rows["pid"]),
         "tid": acc.ids_column(rows["tid"]),
         "name": rows["name"],
         "series": rows["series"],
         "value": np.asarray(rows["value"], dtype=np.float64),
-    }))
+    })
 
 
 def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -694,10 +728,14 @@ def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]
 
 @dataclass
 class _Partial:
-    """Columns and tables decoded from a contiguous range of events."""
+    """Columns and tables decoded from a contiguous range of events.
+
+    Tables are plain columns (arrays or lists), not DataFrames: partials travel back from
+    worker processes and are merged, and DataFrames are built once at the end.
+    """
 
     columns: dict[str, np.ndarray]
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, Table]
     symbols: list[str]
     named_ids: dict[str, int]
     counter_count: int
@@ -795,7 +833,7 @@ def _merge(parts: list[_Partial]) -> _Partial:
     symbols = SymbolTable()
     named: dict[str, int] = {}
     columns: dict[str, list[np.ndarray]] = {k: [] for k in _EVENT_COLUMNS}
-    tables: dict[str, list[pd.DataFrame]] = {k: [] for k in _TABLE_COLUMNS}
+    tables: dict[str, list[Table]] = {k: [] for k in _TABLE_COLUMNS}
     stats: dict[str, Any] = {"missing_dur": 0, "negative_dur": 0, "missing_ts": 0,
                              "other_phases": {}}
     warnings: list[str] = []
@@ -813,14 +851,14 @@ def _merge(parts: list[_Partial]) -> _Partial:
         _fix_ids(cols, "events", sym_map, id_map)
         for k in _EVENT_COLUMNS:
             columns[k].append(cols[k])
-        for name, frame in part.tables.items():
-            if not len(frame):
+        for name, table in part.tables.items():
+            if not _table_len(table):
                 continue
-            data = {c: frame[c].to_numpy() for c in frame.columns}
+            data = dict(table)
             _fix_ids(data, name, sym_map, id_map)
             if "row" in data:
-                data["row"] = data["row"] + row_offset
-            tables[name].append(pd.DataFrame(data))
+                data["row"] = np.asarray(data["row"]) + row_offset
+            tables[name].append(data)
         row_offset += len(part.columns["ts"])
         counter_count += part.counter_count
         for key in ("missing_dur", "negative_dur", "missing_ts"):
@@ -830,9 +868,7 @@ def _merge(parts: list[_Partial]) -> _Partial:
         warnings.extend(w for w in part.warnings if w not in warnings)
     return _Partial(
         columns={k: np.concatenate(v) for k, v in columns.items()},
-        tables={k: (pd.concat(v, ignore_index=True) if v else
-                    pd.DataFrame({c: [] for c in _TABLE_COLUMNS[k]}))
-                for k, v in tables.items()},
+        tables={k: _concat_tables(v, _TABLE_COLUMNS[k]) for k, v in tables.items()},
         symbols=symbols.strings, named_ids=named, counter_count=counter_count,
         stats=stats, warnings=warnings,
     )
@@ -958,7 +994,6 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
             "the profiler may have been killed while writing; collect the trace again",
         ) from exc
     warnings = [f"repaired: {r}" for r in repairs] + part.warnings
-    counters = part.tables["counters"]
     stats = part.stats
     if stats["missing_dur"]:
         warnings.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")
@@ -973,7 +1008,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         logger.warning("%s: %s", path, w)
     symbols = SymbolTable()
     symbols.ids(part.symbols)
-    tables = part.tables
+    tables = {name: _frame(table) for name, table in part.tables.items()}
     return DecodedTrace(
         path=str(path),
         symbols=symbols,
@@ -986,7 +1021,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         sync_args=tables["sync_args"],
         instants=tables["instants"],
         flows=tables["flows"],
-        counters=counters,
+        counters=tables["counters"],
         metadata_events=tables["metadata_events"],
         top_level=_top_level_values(path, top),
         uncompressed_bytes=uncompressed,
