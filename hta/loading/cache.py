@@ -87,11 +87,14 @@ def write_entry(folder: Path, rank_trace: RankTrace) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp"))
     try:
-        events = rank_trace.events.copy()
-        events["kind"] = events["kind"].cat.codes.astype(np.int8)
+        # Column by column, without copying the table: kinds as their int8 codes.
+        events = rank_trace.events
+        columns = {c: (events[c].cat.codes.to_numpy().astype(np.int8) if c == "kind"
+                       else events[c].to_numpy()) for c in events.columns}
         if len(rank_trace.unclassified) == len(events):
-            events["unclassified"] = rank_trace.unclassified
-        _write_table(events, tmp / "events.parquet")
+            columns["unclassified"] = rank_trace.unclassified
+        pq.write_table(pa.table(columns), tmp / "events.parquet", compression="lz4")
+        del columns
         _write_table(pd.DataFrame({"symbol": rank_trace.symbols}), tmp / "symbols.parquet")
         for name, frame in rank_trace.tables.items():
             _write_table(frame, tmp / f"{name}.parquet")
@@ -104,6 +107,8 @@ def write_entry(folder: Path, rank_trace: RankTrace) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        _release_arrow_memory()
 
 
 def read_entry(folder: Path) -> RankTrace | None:
@@ -130,11 +135,18 @@ def read_entry(folder: Path) -> RankTrace | None:
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
         return None
+    _release_arrow_memory()
     unclassified = np.zeros(len(events), dtype=bool)
     if "unclassified" in events:
         unclassified = events.pop("unclassified").to_numpy(dtype=bool)
     return RankTrace(rank=int(meta["rank"]), events=events, symbols=symbols, tables=tables,
                      meta=meta, unclassified=unclassified)
+
+
+def _release_arrow_memory() -> None:
+    """Give Arrow's freed buffers back to the system: its allocator keeps them otherwise,
+    and a reloaded rank would hold about twice its size."""
+    pa.default_memory_pool().release_unused()
 
 
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
