@@ -763,7 +763,7 @@ _SYMBOL_COLUMNS = {"events": ("cat", "name"), "instants": ("name", "cat", "scope
 _ID_COLUMNS = {"events": ("pid", "tid"), "instants": ("pid", "tid"), "flows": ("pid", "tid"),
                "metadata_events": ("pid", "tid"), "counters": ("pid", "tid")}
 #: Below this much JSON text a file is decoded in one process.
-PARALLEL_MIN_TEXT_BYTES = 32 << 20
+PARALLEL_MIN_TEXT_BYTES = 96 << 20
 
 
 def text_size(path: Path) -> int:
@@ -885,8 +885,9 @@ def can_fork() -> bool:
 def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
     """Decode a file in Kineto's layout piece by piece (see :mod:`hta.loading.stream`).
 
-    With ``workers > 1`` the pieces are decoded by that many forked processes while this
-    one inflates and splits the file; at most ``2 * workers`` pieces are in flight.
+    With ``workers > 1``, ``workers - 1`` forked processes decode pieces while this one
+    inflates and splits the file and decodes every ``workers``-th piece itself (rather
+    than wait); at most ``2 * workers`` pieces are in flight.
     """
     pieces = iter_event_chunks(path)
     if workers <= 1 or not can_fork():
@@ -901,17 +902,19 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
     from concurrent.futures import Future, ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork")
-    futures: list[Future] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for kind, payload in pieces:
-            if kind == "events":
-                pending = [f for f in futures if not f.done()]
+    results: list[Future | _Partial] = []
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
+        for i, (kind, payload) in enumerate(pieces):
+            if kind != "events":
+                top, size = payload
+            elif i % workers == workers - 1:
+                results.append(_decode_text(payload))
+            else:
+                pending = [f for f in results if isinstance(f, Future) and not f.done()]
                 if len(pending) >= 2 * workers:
                     pending[0].result()
-                futures.append(pool.submit(_decode_text, payload))
-            else:
-                top, size = payload
-        parts = [f.result() for f in futures]
+                results.append(pool.submit(_decode_text, payload))
+        parts = [r.result() if isinstance(r, Future) else r for r in results]
     return _merge(parts), top, size
 
 
