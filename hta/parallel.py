@@ -8,8 +8,9 @@ never sinks the others.
 * :class:`LocalExecutor` (the default): forked local worker processes, in-process for a
   single item. No set-up.
 * :class:`DaskExecutor`: the workers of a ``distributed.Client`` (``pip install
-  'hta[dask]'``). ``map(..., workers=[address, ...])`` asks for each item to run on the
-  worker that holds its data (other workers may take it when that one is gone).
+  'hta[dask]'``). :meth:`Executor.map_keep` leaves each result in the worker that
+  computed it (a Dask future), and ``map(..., data=futures)`` runs each item where its
+  data is; when that worker is gone, Dask computes the data again on another one.
 * :class:`SerialExecutor`: everything in the calling process.
 
 Worker death. A process that dies while running an item (killed by the kernel's OOM
@@ -75,8 +76,8 @@ class WorkerDiedError(TraceError):
         return (type(self), (self.label, self.detail))
 
 
-def run_item(fn: Callable[[T], R], item: T, label: str) -> R:
-    """Run ``fn(item)`` in a worker; the test hook ``HTA_FAULT_EXIT_ON`` lives here.
+def run_item(fn: Callable[..., R], item: Any, label: str, *data: Any) -> R:
+    """Run ``fn(*data, item)`` in a worker; the test hook ``HTA_FAULT_EXIT_ON`` lives here.
 
     When that variable is set and its value occurs in ``label``, the process exits at
     once with status 70, as a worker killed by the OOM killer would vanish.
@@ -84,7 +85,7 @@ def run_item(fn: Callable[[T], R], item: T, label: str) -> R:
     trigger = os.environ.get(FAULT_ENV)
     if trigger and trigger in label:
         os._exit(FAULT_EXIT_CODE)
-    return fn(item)
+    return fn(*data, item)
 
 
 class Executor:
@@ -95,17 +96,38 @@ class Executor:
     remote = False
 
     def map(
-        self, fn: Callable[[T], R], items: Sequence[T], *, progress: bool = True,
+        self, fn: Callable[..., R], items: Sequence[T], *, progress: bool = True,
         description: str = "", labels: Sequence[str] | None = None,
-        workers: Sequence[str | None] | None = None,
+        data: Sequence[Any] | None = None,
     ) -> list[Outcome[R]]:
-        """Apply ``fn`` to every item; never raises for an item's own failure.
+        """``fn(item)`` for every item, or ``fn(data[i], item)`` when ``data`` is given;
+        never raises for an item's own failure.
 
-        ``labels`` name the items in errors (default: their position); ``workers`` is a
-        placement hint per item (a Dask worker address), ignored by local executors.
-        ``fn`` must be a module-level function (it is sent to other processes by reference).
+        ``data[i]`` is what item ``i`` works on: a reference returned by :meth:`map_keep`
+        (on Dask a future: the item runs in the worker holding it and gets its value).
+        ``labels`` name the items in errors (default: their position). ``fn`` must be a
+        module-level function (it is sent to other processes by reference).
         """
         raise NotImplementedError
+
+    def map_keep(
+        self, fn: Callable[[T], Any], items: Sequence[T], summary: Callable[[Any], R], *,
+        progress: bool = True, description: str = "", labels: Sequence[str] | None = None,
+    ) -> list[Outcome[tuple[Any, R]]]:
+        """``fn(item)`` for every item, its result kept where it was computed; per item
+        ``(reference, summary(result))``. Pass the references as ``data`` to :meth:`map`
+        and to :meth:`release`.
+
+        Local executors keep nothing: the reference is the result itself (so ``fn`` should
+        return something small, such as where it stored its work).
+        """
+        outcomes = self.map(fn, items, progress=progress, description=description,
+                            labels=labels)
+        return [Outcome(value=(o.value, summary(o.value))) if o.ok else Outcome(error=o.error)
+                for o in outcomes]
+
+    def release(self, references: Sequence[Any]) -> None:
+        """Free what :meth:`map_keep` kept (nothing for local executors)."""
 
 
 def _labels(items: Sequence[Any], labels: Sequence[str] | None) -> list[str]:
@@ -116,13 +138,13 @@ class SerialExecutor(Executor):
     """Everything in the calling process, one item after the other."""
 
     def map(self, fn, items, *, progress=True, description="", labels=None,  # noqa: D102
-            workers=None):
+            data=None):
         names = _labels(items, labels)
         out: list[Outcome] = []
         with progress_bar(len(items), description, enabled=progress) as bar:
-            for item, label in zip(items, names):
+            for i, (item, label) in enumerate(zip(items, names)):
                 try:
-                    out.append(Outcome(value=run_item(fn, item, label)))
+                    out.append(Outcome(value=run_item(fn, item, label, *_data(data, i))))
                 except Exception as exc:  # noqa: BLE001 - reported per item
                     out.append(Outcome(error=exc))
                 bar.update(1)
@@ -141,18 +163,19 @@ class LocalExecutor(Executor):
         self.max_workers = max_workers or available_cpus()
 
     def map(self, fn, items, *, progress=True, description="", labels=None,  # noqa: D102
-            workers=None):
+            data=None):
         n_workers = min(self.max_workers, len(items))
         if n_workers <= 1:
             return SerialExecutor().map(fn, items, progress=progress, description=description,
-                                        labels=labels)
+                                        labels=labels, data=data)
         names = _labels(items, labels)
         results: list[Outcome] = [Outcome() for _ in items]
         unfinished: list[int] = []
         with progress_bar(len(items), description, enabled=progress) as bar:
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=_context()) as pool:
                 futures: dict[Future, int] = {
-                    pool.submit(run_item, fn, item, names[i]): i for i, item in enumerate(items)
+                    pool.submit(run_item, fn, item, names[i], *_data(data, i)): i
+                    for i, item in enumerate(items)
                 }
                 for future in as_completed(futures):
                     i = futures[future]
@@ -168,7 +191,8 @@ class LocalExecutor(Executor):
                 logger.warning("a worker process died; running %d unfinished item(s) again, "
                                "each in its own process", len(unfinished))
                 with ThreadPoolExecutor(max_workers=n_workers) as threads:
-                    retried = {threads.submit(_run_isolated, fn, items[i], names[i]): i
+                    retried = {threads.submit(_run_isolated, fn, items[i], names[i],
+                                              _data(data, i)): i
                                for i in sorted(unfinished)}
                     for future in as_completed(retried):
                         results[retried[future]] = future.result()
@@ -176,11 +200,16 @@ class LocalExecutor(Executor):
         return results
 
 
-def _run_isolated(fn: Callable[[T], R], item: T, label: str) -> Outcome[R]:
+def _data(data: Sequence[Any] | None, i: int) -> tuple[Any, ...]:
+    return () if data is None else (data[i],)
+
+
+def _run_isolated(fn: Callable[..., R], item: Any, label: str,
+                  data: tuple[Any, ...]) -> Outcome[R]:
     """One item in a process of its own: its death costs nothing else."""
     with ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
         try:
-            return Outcome(value=pool.submit(run_item, fn, item, label).result())
+            return Outcome(value=pool.submit(run_item, fn, item, label, *data).result())
         except BrokenProcessPool:
             error = WorkerDiedError(label)
             logger.warning("%s", error)
@@ -196,6 +225,9 @@ class DaskExecutor(Executor):
     scheduler's ``distributed.scheduler.allowed-failures``); a task that still ends in
     ``KilledWorker`` is run once more on its own, so that tasks which merely shared the
     dying worker succeed, and reported as :class:`WorkerDiedError` if it fails again.
+    Kept results (:meth:`map_keep`) are Dask futures: the data stays in the worker's
+    memory (managed, and spilled to its disk, by Dask), and an item given one as ``data``
+    runs in that worker; if the worker is lost, Dask computes the data again elsewhere.
     """
 
     remote = True
@@ -204,16 +236,55 @@ class DaskExecutor(Executor):
         self.client = client
 
     def map(self, fn, items, *, progress=True, description="", labels=None,  # noqa: D102
-            workers=None):
+            data=None):
         names = _labels(items, labels)
-        results: list[Outcome] = [Outcome() for _ in items]
-        died: list[int] = []
+        what = description or getattr(fn, "__name__", "task")
+
+        def submit(i: int) -> Any:
+            return self._submit(run_item, (fn, items[i], names[i], *_data(data, i)),
+                                what, names[i])
+
+        return self._run(len(items), submit, names, progress, description)
+
+    def map_keep(self, fn, items, summary, *, progress=True,  # noqa: D102
+                 description="", labels=None):
+        names = _labels(items, labels)
+        what = description or getattr(fn, "__name__", "task")
+        kept: dict[int, Any] = {}
+
+        def submit(i: int) -> Any:
+            kept[i] = self._submit(run_item, (fn, items[i], names[i]), what, names[i])
+            return self._submit(summary, (kept[i],), f"{what} summary", names[i])
+
+        outcomes = self._run(len(items), submit, names, progress, description)
+        out: list[Outcome] = []
+        for i, outcome in enumerate(outcomes):
+            if outcome.ok:
+                out.append(Outcome(value=(kept[i], outcome.value)))
+            else:
+                kept[i].release()
+                out.append(outcome)
+        return out
+
+    def release(self, references: Sequence[Any]) -> None:  # noqa: D102
+        for future in references:
+            if hasattr(future, "release"):
+                future.release()
+
+    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], what: str,
+                label: str) -> Any:
+        key = f"hta-{_slug(what)}-{_slug(label)}-{uuid.uuid4().hex[:12]}"
+        return self.client.submit(fn, *args, key=key, pure=False)
+
+    def _run(self, n: int, submit: Callable[[int], Any], names: list[str], progress: bool,
+             description: str) -> list[Outcome]:
+        """Submit ``n`` items, gather their outcomes, run died ones again alone."""
         from distributed import as_completed as dask_completed
 
-        with progress_bar(len(items), description, enabled=progress) as bar:
-            futures = {self._submit(fn, item, names[i], description,
-                                    workers[i] if workers else None): i
-                       for i, item in enumerate(items)}
+        results: list[Outcome] = [Outcome() for _ in range(n)]
+        died: list[int] = []
+        with progress_bar(n, description, enabled=progress) as bar:
+            futures = {submit(i): i for i in range(n)}
             for future in dask_completed(list(futures)):
                 i = futures[future]
                 outcome = _dask_outcome(future)
@@ -225,22 +296,13 @@ class DaskExecutor(Executor):
                 bar.update(1)
             for i in sorted(died):
                 logger.warning("%s: its worker died; running it again on its own", names[i])
-                future = self._submit(fn, items[i], names[i], description, None)
-                from distributed import wait
-
-                wait([future])
+                future = submit(i)
                 outcome = _dask_outcome(future)
                 future.release()
                 results[i] = outcome if outcome is not None else Outcome(
-                    error=WorkerDiedError(names[i], "Dask reported KilledWorker twice"))
+                    error=WorkerDiedError(names[i], "Dask lost its task twice"))
                 bar.update(1)
         return results
-
-    def _submit(self, fn: Callable[[T], R], item: T, label: str, description: str,
-                worker: str | None) -> Any:
-        placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
-        key = f"hta-{_slug(description or fn.__name__)}-{_slug(label)}-{uuid.uuid4().hex[:12]}"
-        return self.client.submit(run_item, fn, item, label, key=key, pure=False, **placement)
 
     def worker_addresses(self) -> list[str]:
         """Addresses of the workers now connected."""
@@ -248,17 +310,18 @@ class DaskExecutor(Executor):
 
 
 def _dask_outcome(future: Any) -> Outcome | None:
-    """The outcome of a finished Dask future; ``None`` when its worker died."""
+    """The outcome of a Dask future (waiting for it if it is being computed again);
+    ``None`` when its worker died or it was cancelled."""
+    from concurrent.futures import CancelledError
+
     from distributed.scheduler import KilledWorker
 
-    if future.status == "finished":
+    try:
         return Outcome(value=future.result())
-    if future.status == "cancelled":
+    except (KilledWorker, CancelledError):
         return None
-    error = future.exception()
-    if isinstance(error, KilledWorker):
-        return None
-    return Outcome(error=error)
+    except Exception as exc:  # noqa: BLE001 - reported per item
+        return Outcome(error=exc)
 
 
 def _slug(text: str) -> str:

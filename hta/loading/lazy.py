@@ -1,10 +1,13 @@
 """Ranks kept where they were loaded, and per-rank work run next to them.
 
 A :class:`LazyTrace` is a :class:`~hta.model.trace.Trace` whose ranks are not held in
-this process. Each rank is a :class:`RankHandle`: a Parquet folder (the cache entry, or a
-temporary one) on the disk of the machine that loaded it, and, on a Dask cluster, the
-address of the worker that loaded it, which also keeps the rank in its memory while it
-has room (:data:`WORKER_RESIDENT_FRACTION` of the worker's memory limit).
+this process. Each rank is a :class:`RankHandle`:
+
+* with local processes, a Parquet folder (the cache entry, or a temporary one) that a
+  worker process wrote;
+* on a Dask cluster, a Dask future of the rank held in the memory of the worker that
+  loaded it (Dask manages that memory, spills it to the worker's disk under pressure,
+  and loads the rank again on another worker if its worker is lost).
 
 Two ways to use the ranks:
 
@@ -49,8 +52,6 @@ logger = logging.getLogger(__name__)
 
 #: Client-side LRU of ranks read into this process: this fraction of the available memory.
 RESIDENT_FRACTION = 0.25
-#: A Dask worker keeps the ranks it loaded in memory up to this fraction of its limit.
-WORKER_RESIDENT_FRACTION = 0.3
 
 Transform = Callable[[RankTrace], None]
 
@@ -61,12 +62,13 @@ class RankHandle:
 
     rank: int
     source: str  # the trace file (path or fsspec URL)
-    entry: str  # Parquet folder of the loaded rank, on the machine that loaded it
-    worker: str  # Dask worker address holding the rank ("" = this machine)
+    entry: str  # Parquet folder of the loaded rank ("" when none was written)
+    worker: str  # Dask worker address that loaded it ("" = this machine)
     temporary: bool  # the entry is a temporary folder (not the cache)
     events: int
     nbytes: int  # in-memory size of the rank (bytes)
     task: LoadTask = field(repr=False)
+    ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
 
     @property
     def name(self) -> str:
@@ -76,13 +78,26 @@ class RankHandle:
 
 @dataclass(frozen=True)
 class RankCall:
-    """One per-rank call: ``fn(one_rank_trace, [rank], *args, **kwargs)``."""
+    """One per-rank call: ``fn(one_rank_trace, [rank], *args, **kwargs)`` after the
+    ``transforms`` were applied to (a copy of) the rank."""
 
-    handle: RankHandle
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     transforms: tuple[Transform, ...] = ()
+
+
+@dataclass
+class KeptRank:
+    """A rank held by a Dask worker, with what its loading reported."""
+
+    rank_trace: RankTrace
+    result: LoadResult
+
+    def __sizeof__(self) -> int:
+        # Dask sizes data with sys.getsizeof: report the rank's real size, so its memory
+        # manager and scheduler weigh it (spilling, keeping work next to it).
+        return self.result.nbytes + 1024
 
 
 def rank_nbytes(rt: RankTrace) -> int:
@@ -135,64 +150,38 @@ class _Resident:
 
 # -- worker side ------------------------------------------------------------------------
 
-_WORKER_RESIDENT: _Resident | None = None
+
+def load_rank_kept(task: LoadTask) -> KeptRank:
+    """Dask side of loading: the rank stays in this worker's memory (and in the cache
+    when there is one; no temporary folder is written)."""
+    rank_trace, result = load_rank(task, store=False)
+    return KeptRank(rank_trace, result)
 
 
-def _worker_resident() -> _Resident:
-    """This Dask worker's LRU of loaded ranks (created on first use)."""
-    global _WORKER_RESIDENT
-    if _WORKER_RESIDENT is None:
-        limit = 0
-        try:
-            from distributed import get_worker
-
-            limit = int(get_worker().memory_manager.memory_limit or 0)
-        except (ImportError, ValueError, AttributeError):
-            limit = 0
-        limit = limit or available_memory()
-        _WORKER_RESIDENT = _Resident(int(WORKER_RESIDENT_FRACTION * limit))
-    return _WORKER_RESIDENT
-
-
-def _worker_dir() -> str:
+def kept_summary(kept: KeptRank) -> LoadResult:
+    """What the client needs to know of a kept rank (runs in the worker holding it)."""
     from distributed import get_worker
 
-    folder = Path(get_worker().local_directory) / "hta"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(folder)
-
-
-def load_rank_on_worker(task: LoadTask) -> LoadResult:
-    """Dask side of loading: load the rank, keep it in this worker's memory (while it has
-    room) and its Parquet folder on this worker's disk (temporary entries go in the
-    worker's local directory, removed with the worker)."""
-    from distributed import get_worker
-
-    rank_trace, result = load_rank(replace(task, temp_dir=_worker_dir()))
-    _worker_resident().put(result.entry, rank_trace, result.nbytes)
-    return replace(result, worker=get_worker().address)
+    return replace(kept.result, worker=get_worker().address)
 
 
 def open_rank(handle: RankHandle) -> RankTrace:
-    """The rank of ``handle``, in the process running this: from the worker's memory, its
-    Parquet folder, or (when the folder is gone: a dead worker's scratch space, another
-    machine) loaded again from the trace file. The result must not be modified."""
-    resident = _WORKER_RESIDENT if handle.worker else None
-    if resident is not None:
-        rt = resident.get(handle.entry)
-        if rt is not None:
-            return rt
+    """The rank of ``handle``, read in this process from its Parquet folder, or, when the
+    folder is gone, loaded again from the trace file. The result must not be modified."""
     rt = read_entry(Path(handle.entry)) if handle.entry else None
     if rt is None:
         logger.warning("rank %d: its loaded copy %s is gone; loading %s again", handle.rank,
-                       handle.entry, handle.source)
-        temp_dir = _worker_dir() if handle.worker else None
-        rt, result = load_rank(replace(handle.task, temp_dir=temp_dir))
-        if result.temporary and not handle.worker:
-            shutil.rmtree(Path(result.entry).parent, ignore_errors=True)
-    if handle.worker:
-        _worker_resident().put(handle.entry, rt, handle.nbytes)
+                       handle.entry or "(none)", handle.source)
+        rt, result = load_rank(handle.task, store=False)
     return rt
+
+
+def _rank_of(data: RankHandle | KeptRank | RankTrace) -> RankTrace:
+    if isinstance(data, KeptRank):
+        return data.rank_trace
+    if isinstance(data, RankHandle):
+        return open_rank(data)
+    return data
 
 
 def _private_copy(rt: RankTrace) -> RankTrace:
@@ -201,33 +190,18 @@ def _private_copy(rt: RankTrace) -> RankTrace:
                      tables=dict(rt.tables), meta=dict(rt.meta), unclassified=rt.unclassified)
 
 
-def fetch_rank(call: RankCall) -> RankTrace:
-    """A rank with the call's transforms applied (to send it to the client)."""
-    rt = _private_copy(open_rank(call.handle))
+def fetch_rank(data: RankHandle | KeptRank, call: RankCall) -> RankTrace:
+    """The rank (from a handle, or as a Dask worker holds it), transforms applied."""
+    rt = _private_copy(_rank_of(data))
     for transform in call.transforms:
         transform(rt)
     return rt
 
 
-def run_on_rank(call: RankCall) -> Any:
+def run_on_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
     """Worker side of :func:`map_ranks`: the call on a one-rank trace."""
-    rt = fetch_rank(call)
+    rt = fetch_rank(data, call)
     return call.fn(Trace({rt.rank: rt}), [rt.rank], *call.args, **call.kwargs)
-
-
-def _forget(entries: Sequence[str], temporary: Sequence[str]) -> int:
-    """Drop ranks from this worker's memory and delete its temporary entries."""
-    resident = _WORKER_RESIDENT
-    if resident is not None:
-        for entry in entries:
-            resident.pop(entry)
-    removed = 0
-    for entry in temporary:
-        folder = Path(entry)
-        if folder.exists():
-            shutil.rmtree(folder.parent, ignore_errors=True)
-            removed += 1
-    return removed
 
 
 # -- client side ------------------------------------------------------------------------
@@ -348,7 +322,7 @@ class LazyTrace(Trace):
         handles = {
             r: RankHandle(rank=r, source=res.path, entry=res.entry, worker=res.worker,
                           temporary=res.temporary, events=res.events, nbytes=res.nbytes,
-                          task=tasks[r])
+                          task=tasks[r], ref=res.ref)
             for r, res in results.items()
         }
         return cls(handles, executor, symbols={r: res.symbols for r, res in results.items()},
@@ -377,15 +351,17 @@ class LazyTrace(Trace):
             if rt is not None:
                 return rt
             handle = self.handles[rank]
-            call = RankCall(handle, fetch_rank, transforms=tuple(self.transforms))
+            call = RankCall(fetch_rank, transforms=tuple(self.transforms))
             if self.executor.remote:
-                outcome = self.executor.map(fetch_rank, [call], progress=False,
-                                            labels=[handle.name], workers=[handle.worker])[0]
+                outcome = self._map(fetch_rank, call, [rank], "", False)[0]
+                if isinstance(outcome.error, WorkerDiedError):
+                    self._reload([rank])
+                    outcome = self._map(fetch_rank, call, [rank], "", False)[0]
                 if not outcome.ok:
                     raise outcome.error  # type: ignore[misc]
                 rt = outcome.value
             else:
-                rt = fetch_rank(call)
+                rt = fetch_rank(handle, call)
             rt.remap_symbols(self._intern(rt.symbols), self.symbols)
             self._resident.put(rank, rt, handle.nbytes)
             return rt
@@ -431,12 +407,15 @@ class LazyTrace(Trace):
         """
         selected = _selected_ranks(self, ranks)
         what = description or getattr(fn, "__name__", "per-rank work")
-        calls = [RankCall(self.handles[r], fn, tuple(args), dict(kwargs or {}),
-                          tuple(self.transforms)) for r in selected]
-        outcomes = self.executor.map(
-            run_on_rank, calls, progress=self.progress, description=what,
-            labels=[self.handles[r].name for r in selected],
-            workers=[self.handles[r].worker or None for r in selected])
+        call = RankCall(fn, tuple(args), dict(kwargs or {}), tuple(self.transforms))
+        outcomes = self._map(run_on_rank, call, selected, what, self.progress)
+        lost = [i for i, o in enumerate(outcomes) if isinstance(o.error, WorkerDiedError)]
+        if lost and self.executor.remote:
+            # The rank held by a worker may be what was lost: load it again, then retry.
+            again = [selected[i] for i in lost]
+            self._reload(again)
+            for i, outcome in zip(lost, self._map(run_on_rank, call, again, what, False)):
+                outcomes[i] = outcome
         values = []
         for rank, outcome in zip(selected, outcomes):
             if outcome.ok:
@@ -450,6 +429,31 @@ class LazyTrace(Trace):
             logger.warning("rank %d left out of %s: %s", rank, what, error)
         return values
 
+    def _map(self, fn: Callable[..., Any], call: RankCall, ranks: list[int], what: str,
+             progress: bool) -> list[Any]:
+        handles = [self.handles[r] for r in ranks]
+        return self.executor.map(
+            fn, [call] * len(ranks), progress=progress, description=what,
+            labels=[h.name for h in handles],
+            data=[h.ref if self.executor.remote else h for h in handles])
+
+    def _reload(self, ranks: list[int]) -> None:
+        """Load ranks again on the cluster (their worker-held copy was lost)."""
+        handles = [self.handles[r] for r in ranks]
+        logger.warning("loading rank(s) %s again on the cluster", ranks)
+        outcomes = self.executor.map_keep(load_rank_kept, [h.task for h in handles],
+                                          kept_summary, progress=False,
+                                          description="Loading traces again",
+                                          labels=[h.name for h in handles])
+        for handle, outcome in zip(handles, outcomes):
+            if outcome.ok:
+                ref, info = outcome.value
+                self.executor.release([handle.ref])
+                self.handles[handle.rank] = replace(handle, ref=ref, worker=info.worker)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _release, self.executor,
+                                           list(self.handles.values()))
+
     def close(self) -> None:
         """Delete temporary entries and drop the ranks held by workers and this process."""
         self._resident.clear()
@@ -462,17 +466,13 @@ class LazyTrace(Trace):
 
 def _release(executor: Executor, handles: list[RankHandle]) -> None:
     """Free what the loaded ranks hold outside this process (best effort)."""
-    temporary = [h.entry for h in handles if h.temporary]
-    if executor.remote:
-        client = getattr(executor, "client", None)
-        try:
-            if client is not None and client.status == "running":
-                client.run(_forget, [h.entry for h in handles], temporary)
-        except Exception as exc:  # noqa: BLE001 - cleanup must never raise
-            logger.debug("could not release worker-held ranks: %s", exc)
-        return
-    for entry in temporary:
-        shutil.rmtree(Path(entry).parent, ignore_errors=True)
+    try:
+        executor.release([h.ref for h in handles if h.ref is not None])
+    except Exception as exc:  # noqa: BLE001 - cleanup must never raise
+        logger.debug("could not release worker-held ranks: %s", exc)
+    for h in handles:
+        if h.temporary and h.entry:
+            shutil.rmtree(Path(h.entry).parent, ignore_errors=True)
 
 
 def _selected_ranks(trace: Trace, ranks: Iterable[int] | int | None) -> list[int]:

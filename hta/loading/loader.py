@@ -13,7 +13,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ from hta.loading.files import trace_location
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
-from hta.parallel import Executor, available_cpus, available_memory, resolve_executor
+from hta.parallel import (
+    Executor,
+    Outcome,
+    available_cpus,
+    available_memory,
+    resolve_executor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +79,8 @@ class LoadResult:
     nbytes: int = 0  # in-memory size of the loaded rank (bytes)
     symbols: list[str] = field(default_factory=list, compare=False, repr=False)
     meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    worker: str = ""  # Dask worker address holding it ("": this machine)
+    worker: str = ""  # Dask worker address that loaded it ("": this machine)
+    ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
 
 
 def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
@@ -117,8 +124,9 @@ def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
     return rank_trace
 
 
-def load_rank(task: LoadTask) -> tuple[RankTrace, LoadResult]:
-    """Decode, build and store one rank as a Parquet folder; the rank and where it is."""
+def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult]:
+    """Decode, build and store one rank as a Parquet folder (the cache entry, else a
+    temporary folder unless ``store`` is false); the rank and where it is."""
     folder = _cache_folder(task)
     if folder is not None:
         cached = read_entry(folder)
@@ -133,19 +141,21 @@ def load_rank(task: LoadTask) -> tuple[RankTrace, LoadResult]:
         except OSError as exc:
             logger.warning("could not write the cache for %s (%s); continuing without it",
                            task.path, exc)
-    if not written:
+    if not written and store:
         folder = Path(tempfile.mkdtemp(prefix="hta-load-", dir=task.temp_dir)) / "rank"
         write_entry(folder, rank_trace)
     rank_trace.meta = stored_meta(rank_trace.meta)  # as every later read of the entry has it
-    return rank_trace, _result(task, rank_trace, folder, False, not written)
+    return rank_trace, _result(task, rank_trace, folder if written or store else None, False,
+                               not written and store)
 
 
-def _result(task: LoadTask, rank_trace: RankTrace, folder: Path, from_cache: bool,
+def _result(task: LoadTask, rank_trace: RankTrace, folder: Path | None, from_cache: bool,
             temporary: bool) -> LoadResult:
     from hta.loading.lazy import rank_nbytes
 
     return LoadResult(
-        path=task.path, rank=rank_trace.rank, entry=str(folder), from_cache=from_cache,
+        path=task.path, rank=rank_trace.rank, entry=str(folder) if folder else "",
+        from_cache=from_cache,
         temporary=temporary, events=len(rank_trace.events), nbytes=rank_nbytes(rank_trace),
         symbols=list(rank_trace.symbols), meta=dict(rank_trace.meta),
     )
@@ -241,16 +251,19 @@ def load_trace(
     if wanted is not None:
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
     in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
-    if in_process:
-        worker_fn: Callable[[LoadTask], Any] = load_rank_in_process
-    elif runner.remote:
-        from hta.loading.lazy import load_rank_on_worker
+    labels = [trace_location(t.path).name for t in tasks]
+    if runner.remote:
+        from hta.loading.lazy import kept_summary, load_rank_kept
 
-        worker_fn = load_rank_on_worker
+        kept = runner.map_keep(load_rank_kept, tasks, kept_summary, progress=progress,
+                               description="Loading traces", labels=labels)
+        outcomes = [Outcome(value=replace(o.value[1], ref=o.value[0])) if o.ok else o
+                    for o in kept]
     else:
-        worker_fn = load_rank_file
-    outcomes = runner.map(worker_fn, tasks, progress=progress, description="Loading traces",
-                          labels=[trace_location(t.path).name for t in tasks])
+        worker_fn: Callable[[LoadTask], Any] = (load_rank_in_process if in_process
+                                                else load_rank_file)
+        outcomes = runner.map(worker_fn, tasks, progress=progress,
+                              description="Loading traces", labels=labels)
     loaded: dict[int, tuple[LoadTask, RankTrace | LoadResult]] = {}
     skipped: dict[str, str] = {}
     for task, outcome in zip(tasks, outcomes):
@@ -281,21 +294,20 @@ def load_trace(
     if in_process:
         return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
     results = {r: v for r, (_, v) in loaded.items()}
-    if _keep_out_of_memory(results, runner, in_memory):
-        from hta.loading.lazy import LazyTrace
+    keep_out = _keep_out_of_memory(results, runner, in_memory)
+    if not keep_out and not runner.remote:
+        return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
+                     skipped=skipped)
+    from hta.loading.lazy import LazyTrace
 
-        return LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
-                                      trace_dir=where, skipped=skipped, progress=progress)
-    if runner.remote:
-        from hta.loading.lazy import LazyTrace
-
-        lazy = LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
-                                      trace_dir=where, skipped=skipped, progress=progress)
-        try:
-            return lazy.to_memory()
-        finally:
-            lazy.close()
-    return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where, skipped=skipped)
+    lazy = LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
+                                  trace_dir=where, skipped=skipped, progress=progress)
+    if keep_out:
+        return lazy
+    try:  # in_memory=True on a cluster: bring every rank here, then free the workers
+        return lazy.to_memory()
+    finally:
+        lazy.close()
 
 
 def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:
@@ -337,7 +349,11 @@ def _keep_out_of_memory(results: Mapping[int, LoadResult], runner: Executor,
 
 
 def _discard(value: RankTrace | LoadResult) -> None:
-    if isinstance(value, LoadResult) and value.temporary and not value.worker:
+    if not isinstance(value, LoadResult):
+        return
+    if value.ref is not None:
+        value.ref.release()
+    elif value.temporary:
         shutil.rmtree(Path(value.entry).parent, ignore_errors=True)
 
 
