@@ -29,7 +29,7 @@ from hta.loading.cache import (
 from hta.loading.decode import decode_trace
 from hta.loading.discovery import discover, peek_rank
 from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
-from hta.loading.files import trace_location
+from hta.loading.files import RemotePath, trace_location
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
@@ -117,10 +117,13 @@ def _cache_folder(task: LoadTask) -> Path | None:
 
 
 def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
-    decoded = decode_trace(trace_location(task.path, task.storage_options), workers=workers)
+    location = trace_location(task.path, task.storage_options)
+    decoded = decode_trace(location, workers=workers)
     rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
     rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
     del decoded
+    if isinstance(location, RemotePath):  # build_rank sizes local files only
+        rank_trace.meta["file_bytes"] = location.stat().st_size
     return rank_trace
 
 
