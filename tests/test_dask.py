@@ -180,3 +180,37 @@ def test_a_rank_lost_for_good_is_loaded_again(client: object, job: Path,
     client.cancel([remote.t.handles[2].ref])  # type: ignore[attr-defined]
     pd.testing.assert_frame_equal(remote.t.get_trace(2), local_job.t.get_trace(2))
     remote.close()
+
+
+def test_summary_command_on_the_cluster(client: object, job: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from hta.cli import main
+    from hta.commands import cluster as cluster_command
+
+    args = ["summary", str(job), "--json", "--no-cache", "-q"]
+    assert main(args) == 0
+    local = json.loads(capsys.readouterr().out)
+    address = client.scheduler.address  # type: ignore[attr-defined]
+    assert main([*args, "--scheduler", address]) == 0
+    assert json.loads(capsys.readouterr().out) == local
+    scheduler_file = tmp_path / "scheduler.json"
+    # what `dask scheduler --scheduler-file` writes (Client.write_scheduler_file trips over
+    # tuple keys in this Dask's scheduler info)
+    scheduler_file.write_text(json.dumps({"type": "Scheduler", "address": address}))
+    assert main([*args, "--scheduler-file", str(scheduler_file)]) == 0
+    assert json.loads(capsys.readouterr().out) == local
+    cluster_command.close_clients()
+
+
+def test_unreachable_scheduler_is_one_clear_line(job: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from hta.cli import main
+    from hta.commands import cluster as cluster_command
+
+    monkeypatch.setattr(cluster_command, "CONNECT_TIMEOUT_S", 1)
+    assert main(["summary", str(job), "--scheduler", "tcp://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hta: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert "dask scheduler" in err and "Traceback" not in err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hta.commands.cluster import add_cluster_options, load
 from hta.commands.common import (
     EXIT_OK,
     Column,
@@ -21,7 +22,6 @@ from hta.commands.common import (
     add_load_options,
     dumps,
     finite,
-    load,
     number,
     parse_ranks,
     printable,
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="kernels to list (default 10; 0 for none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_load_options(p)
+    add_cluster_options(p)
     p.set_defaults(func=run)
 
 
