@@ -214,3 +214,31 @@ def test_unreachable_scheduler_is_one_clear_line(job: Path, monkeypatch: pytest.
     err = capsys.readouterr().err
     assert err.startswith("hta: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
     assert "dask scheduler" in err and "Traceback" not in err
+
+
+def test_progress_bar_ticks_once_per_rank_on_the_cluster(
+    client: object, job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import contextmanager
+
+    import hta.parallel as parallel_module
+
+    bars: list[tuple[str, int, list[int]]] = []
+
+    class Bar:
+        def __init__(self, description: str, total: int) -> None:
+            self.ticks: list[int] = []
+            bars.append((description, total, self.ticks))
+
+        def update(self, n: int = 1) -> None:
+            self.ticks.append(n)
+
+    @contextmanager
+    def recording_bar(total: int, description: str = "", *, enabled: bool = True) -> Iterator:
+        yield Bar(description, total) if enabled else Bar("(off)", total)
+
+    monkeypatch.setattr(parallel_module, "progress_bar", recording_bar)
+    remote = TraceAnalysis(trace_dir=job, cache=False, client=client)
+    remote.get_rank_summary()
+    assert bars == [("Loading traces", 8, [1] * 8), ("Rank summary", 8, [1] * 8)]
+    remote.close()
