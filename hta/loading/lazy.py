@@ -51,7 +51,7 @@ from hta.parallel import Executor, WorkerDiedError, available_memory
 logger = logging.getLogger(__name__)
 
 #: Client-side LRU of ranks read into this process: this fraction of the available memory.
-RESIDENT_FRACTION = 0.25
+RESIDENT_FRACTION = 0.1
 
 Transform = Callable[[RankTrace], None]
 
@@ -172,7 +172,7 @@ def open_rank(handle: RankHandle) -> RankTrace:
     if rt is None:
         logger.warning("rank %d: its loaded copy %s is gone; loading %s again", handle.rank,
                        handle.entry or "(none)", handle.source)
-        rt, result = load_rank(handle.task, store=False)
+        rt, _ = load_rank(handle.task, store=False)
     return rt
 
 
