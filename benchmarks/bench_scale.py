@@ -3,7 +3,7 @@
 
 A benchmark, not a test: it reports figures and asserts nothing. Every measurement runs
 in a fresh child process; the parent samples the memory of the child and all its
-descendants (worker processes included) from ``/proc/PID/smaps_rollup`` every 0.1 s and
+descendants (worker processes included) from ``/proc/PID/smaps_rollup`` every 0.2 s and
 reports the peak of the sum of their PSS ("peak tree PSS": resident memory with pages
 shared by forked workers counted once), and the wall time of the child's work.
 
@@ -61,18 +61,24 @@ from hta.loading.lazy import LazyTrace
 trace_dir, mode = sys.argv[1], sys.argv[2]
 in_memory = {"lazy": False, "memory": True, "auto": None}[mode]
 times = {"import_s": time.perf_counter() - t0}
+def phase(name):
+    print("@@PHASE@@" + name, flush=True)
+phase("load")
 t = time.perf_counter()
 a = TraceAnalysis(trace_dir=trace_dir, cache=False, progress=False, in_memory=in_memory)
 times["load_s"] = time.perf_counter() - t
+phase("mapped breakdowns")
 t = time.perf_counter()
 a.get_rank_summary()
 a.get_temporal_breakdown(visualize=False)
 a.get_comm_comp_overlap(visualize=False)
 times["mapped_breakdowns_s"] = time.perf_counter() - t
+phase("other breakdowns")
 t = time.perf_counter()
 a.get_idle_time_breakdown(visualize=False)
 a.get_gpu_kernel_breakdown(visualize=False)
 times["other_breakdowns_s"] = time.perf_counter() - t
+phase("end")
 events = int(a.get_rank_summary()["events"].sum())
 lazy = isinstance(a.t, LazyTrace)
 a.close()
@@ -81,17 +87,26 @@ print("@@BENCH_SCALE@@" + json.dumps({**times, "ranks": len(a.ranks), "events": 
 """
 
 HTA_CODE = r"""
-import json, sys, time
+import json, os, re, sys, time
 t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 times = {"import_s": time.perf_counter() - t0}
+def phase(name):
+    print("@@PHASE@@" + name, flush=True)
+folder = sys.argv[1]
+# HTA finds a rank only as '"rank": N' with a space; give it the ranks from the names.
+files = {int(re.search(r"rank-(\d+)", f).group(1)): os.path.join(folder, f)
+         for f in sorted(os.listdir(folder)) if re.search(r"rank-(\d+)\.json", f)}
+phase("load")
 t = time.perf_counter()
-a = TraceAnalysis(trace_dir=sys.argv[1])
+a = TraceAnalysis(trace_files=files, trace_dir=folder)
 times["load_s"] = time.perf_counter() - t
+phase("mapped breakdowns")
 t = time.perf_counter()
 a.get_temporal_breakdown(visualize=False)
 a.get_comm_comp_overlap(visualize=False)
 times["mapped_breakdowns_s"] = time.perf_counter() - t
+phase("other breakdowns")
 t = time.perf_counter()
 a.get_idle_time_breakdown(ranks=list(a.t.get_ranks()), visualize=False)
 a.get_gpu_kernel_breakdown(visualize=False)
@@ -143,14 +158,26 @@ def measure(cmd: list[str], *, cwd: str | None = None, env: dict[str, str] | Non
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     peak = 0
     stopped = ""
+    phase = ["start"]
+    phase_peaks: dict[str, int] = {}
     out: list[str] = []
     err: list[str] = []
-    readers = [threading.Thread(target=lambda s=s, b=b: b.extend(s), daemon=True)
-               for s, b in ((proc.stdout, out), (proc.stderr, err))]
+
+    def read_out() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if line.startswith("@@PHASE@@"):
+                phase[0] = line[len("@@PHASE@@"):].strip()
+            out.append(line)
+
+    readers = [threading.Thread(target=read_out, daemon=True),
+               threading.Thread(target=lambda: err.extend(proc.stderr),  # type: ignore[arg-type]
+                                daemon=True)]
     for r in readers:
         r.start()
     while proc.poll() is None:
-        peak = max(peak, tree_pss(proc.pid))
+        now = tree_pss(proc.pid)
+        peak = max(peak, now)
+        phase_peaks[phase[0]] = max(phase_peaks.get(phase[0], 0), now)
         if rss_cap is not None and peak > rss_cap:
             stopped = f"stopped at {peak / GB:.1f} GB in memory (cap {rss_cap / GB:.1f} GB)"
             os.killpg(proc.pid, signal.SIGKILL)
@@ -159,13 +186,15 @@ def measure(cmd: list[str], *, cwd: str | None = None, env: dict[str, str] | Non
             stopped = f"stopped after {timeout:.0f} s"
             os.killpg(proc.pid, signal.SIGKILL)
             break
-        time.sleep(0.1)
+        time.sleep(0.2)
     proc.wait()
     for r in readers:
         r.join(timeout=5)
     wall = time.perf_counter() - start
     result: dict[str, Any] = {"wall_s": round(wall, 2), "peak_tree_pss_gb": round(peak / GB, 3),
-                              "returncode": proc.returncode}
+                              "returncode": proc.returncode,
+                              "peak_gb_by_phase": {k: round(v / GB, 2)
+                                                   for k, v in phase_peaks.items()}}
     lines = [line for line in "".join(out).splitlines() if line.startswith(SENTINEL)]
     if lines:
         result.update(json.loads(lines[-1][len(SENTINEL):]))
@@ -178,6 +207,7 @@ def measure(cmd: list[str], *, cwd: str | None = None, env: dict[str, str] | Non
 
 
 def ours(trace_dir: Path, mode: str) -> dict[str, Any]:
+    """Our loader and breakdowns in a child process (see OURS_CODE)."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     return measure([sys.executable, "-c", OURS_CODE, str(trace_dir), mode], env=env)
 

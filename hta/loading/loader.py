@@ -135,7 +135,7 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
         cached = read_entry(folder)
         if cached is not None:
             return cached, _result(task, cached, folder, True, False)
-    rank_trace = _decode_and_build(task)
+    rank_trace = _decode_and_build(task, workers=task.decode_workers)
     written = False
     if folder is not None:
         try:
@@ -245,7 +245,8 @@ def load_trace(
         LoadTask(
             path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
             user_rules=user_rules, cache_dir=root, rule_key=rule_key,
-            decode_workers=(max_workers or available_cpus()) if len(files) == 1 else 1,
+            decode_workers=(max_workers or available_cpus())
+            if len(files) == 1 and not runner.remote else 1,
             storage_options=storage_options,
         )
         for f in files
