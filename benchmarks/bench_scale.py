@@ -24,7 +24,8 @@ cache=False, in_memory=...)``, then ``get_rank_summary``, ``get_temporal_breakdo
 (no figures). Modes: ``lazy`` (``in_memory=False``: ranks stay as Parquet entries, read
 one at a time; the per-rank breakdowns run in worker processes), ``memory``
 (``in_memory=True``), ``auto`` (the default rule: in memory when the ranks take at most
-half the available memory).
+half the available memory), ``dask`` (a ``distributed.LocalCluster`` of two worker
+processes started in the child: the workers load and keep the ranks).
 
 HTA (``--hta``): the same analyses with Holistic Trace Analysis 0.5.0 from its own
 virtual environment (``--hta-python``, run from ``/tmp`` so this repository's ``hta``
@@ -59,13 +60,23 @@ t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 from hta.loading.lazy import LazyTrace
 trace_dir, mode = sys.argv[1], sys.argv[2]
-in_memory = {"lazy": False, "memory": True, "auto": None}[mode]
+in_memory = {"lazy": False, "memory": True, "auto": None, "dask": None}[mode]
 times = {"import_s": time.perf_counter() - t0}
+client = None
+if mode == "dask":  # a local two-process cluster, as a user would start one
+    import logging
+    from distributed import Client, LocalCluster
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    t = time.perf_counter()
+    client = Client(LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                 dashboard_address=None, silence_logs=logging.ERROR))
+    times["cluster_start_s"] = time.perf_counter() - t
 def phase(name):
     print("@@PHASE@@" + name, flush=True)
 phase("load")
 t = time.perf_counter()
-a = TraceAnalysis(trace_dir=trace_dir, cache=False, progress=False, in_memory=in_memory)
+a = TraceAnalysis(trace_dir=trace_dir, cache=False, progress=False, in_memory=in_memory,
+                  client=client)
 times["load_s"] = time.perf_counter() - t
 phase("mapped breakdowns")
 t = time.perf_counter()
@@ -334,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     big = sub.add_parser("big", help="one big job, ours (and HTA)")
     big.add_argument("trace_dir")
-    big.add_argument("--modes", default="lazy,auto", help="lazy, memory, auto (comma list)")
+    big.add_argument("--modes", default="lazy,auto",
+                     help="lazy, memory, auto, dask (comma list)")
     big.add_argument("--hta", action="store_true", help="also run HTA 0.5.0")
     big.add_argument("--hta-python", default=str(HTA_PYTHON))
     big.add_argument("--hta-rss-cap-gb", type=float,
