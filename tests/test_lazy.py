@@ -91,6 +91,10 @@ def test_lazy_drops_the_last_step_like_in_memory(job: Path) -> None:
     lazy.close()
 
 
+def _describe(rt: RankTrace) -> tuple[str, int, int]:
+    return type(rt).__name__, rt.rank, len(rt.events)
+
+
 def test_lazy_ranks_cannot_be_changed_in_place(job: Path) -> None:
     lazy = _lazy(job)
     with pytest.raises(TypeError, match="rank 0 is kept out of memory.*in_memory=True"):
@@ -99,6 +103,10 @@ def test_lazy_ranks_cannot_be_changed_in_place(job: Path) -> None:
         lazy.t.add(lazy.t.rank(0))
     with pytest.raises(KeyError, match="rank 42 is not loaded"):
         lazy.t.get_trace(42)
+    # sent to a process pool, a lazy rank arrives as the plain rank
+    sent = LocalExecutor(2).map(_describe, [lazy.t.rank(3), lazy.t.rank(4)], progress=False)
+    assert [o.value for o in sent] == [("RankTrace", 3, len(lazy.t.get_trace(3))),
+                                       ("RankTrace", 4, len(lazy.t.get_trace(4)))]
     in_memory = lazy.t.to_memory()
     assert type(in_memory) is Trace and in_memory.get_ranks() == lazy.ranks
     pd.testing.assert_frame_equal(in_memory.get_trace(5), lazy.t.get_trace(5))

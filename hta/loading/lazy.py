@@ -259,6 +259,12 @@ class LazyRankTrace(RankTrace):
     def __repr__(self) -> str:
         return f"LazyRankTrace(rank={self.rank})"
 
+    def __reduce__(self) -> tuple[type[RankTrace], tuple[Any, ...]]:
+        # Sent to another process (a worker pool), a lazy rank travels as the plain rank.
+        rt = self._loaded()
+        return (RankTrace, (self.rank, rt.events, rt.symbols, rt.tables, self.meta,
+                            rt.unclassified))
+
     def __eq__(self, other: object) -> bool:
         return self is other
 
