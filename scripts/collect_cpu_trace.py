@@ -68,21 +68,21 @@ def trace_path(out_dir: Path, rank: int) -> Path:
     return out_dir / f"rank-{rank}.pt.trace.json.gz"
 
 
-def make_trace_handler(cfg: Config, rank: int) -> Callable[[profile], None]:
+def make_trace_handler(out_dir: Path, handler: str, rank: int) -> Callable[[profile], None]:
     """Return the ``on_trace_ready`` callback for ``rank``.
 
     ``export`` (default) writes ``rank-<r>.pt.trace.json.gz`` (a stable name);
     ``tensorboard`` uses ``torch.profiler.tensorboard_trace_handler``, whose file names
     are ``rank-<r>.<time_ns>.pt.trace.json.gz`` (a new name on every run).
     """
-    if cfg.handler == "tensorboard":
+    if handler == "tensorboard":
         return torch.profiler.tensorboard_trace_handler(
-            str(cfg.out_dir), worker_name=f"rank-{rank}", use_gzip=True
+            str(out_dir), worker_name=f"rank-{rank}", use_gzip=True
         )
 
     def _export(prof: profile) -> None:
         # export_chrome_trace gzips the output when the path ends with ".gz".
-        prof.export_chrome_trace(str(trace_path(cfg.out_dir, rank)))
+        prof.export_chrome_trace(str(trace_path(out_dir, rank)))
 
     return _export
 
@@ -103,7 +103,7 @@ def train_and_profile(rank: int, cfg: Config) -> None:
         profile_memory=True,
         with_stack=cfg.with_stack,
         schedule=schedule(wait=WAIT_STEPS, warmup=WARMUP_STEPS, active=ACTIVE_STEPS),
-        on_trace_ready=make_trace_handler(cfg, rank),
+        on_trace_ready=make_trace_handler(cfg.out_dir, cfg.handler, rank),
     ) as prof:
         for _ in range(total_steps):
             with record_function("data"):

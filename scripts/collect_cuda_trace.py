@@ -29,12 +29,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+# Run as a script, this folder is on sys.path: reuse the CPU script's trace handler.
+from collect_cpu_trace import make_trace_handler  # noqa: E402
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -78,25 +80,6 @@ def build_model(cfg: Config) -> nn.Module:
         nn.ReLU(),
         nn.Linear(cfg.hidden, cfg.classes),
     )
-
-
-def trace_path(out_dir: Path, rank: int) -> Path:
-    """Path of the gzipped trace written for ``rank`` with the default handler."""
-    return out_dir / f"rank-{rank}.pt.trace.json.gz"
-
-
-def make_trace_handler(cfg: Config, rank: int) -> Callable[[profile], None]:
-    """Return the ``on_trace_ready`` callback for ``rank`` (see ``--handler``)."""
-    if cfg.handler == "tensorboard":
-        return torch.profiler.tensorboard_trace_handler(
-            str(cfg.out_dir), worker_name=f"rank-{rank}", use_gzip=True
-        )
-
-    def _export(prof: profile) -> None:
-        # export_chrome_trace gzips the output when the path ends with ".gz".
-        prof.export_chrome_trace(str(trace_path(cfg.out_dir, rank)))
-
-    return _export
 
 
 def setup(backend: str = "nccl") -> DistContext:
@@ -151,7 +134,7 @@ def train_and_profile(
         profile_memory=True,
         with_stack=cfg.with_stack,
         schedule=schedule(wait=WAIT_STEPS, warmup=WARMUP_STEPS, active=ACTIVE_STEPS),
-        on_trace_ready=make_trace_handler(cfg, ctx.rank),
+        on_trace_ready=make_trace_handler(cfg.out_dir, cfg.handler, ctx.rank),
     ) as prof:
         for _ in range(total_steps):
             with record_function("data"):
