@@ -21,9 +21,9 @@ import pandas as pd
 
 from hta.analysis.summary import rank_summary
 from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
+from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
-from hta.facade.per_rank import PerRankMixin
 from hta.loading.lazy import LazyTrace, map_ranks
 from hta.loading.loader import drop_last_step, load_trace
 from hta.model.rules import Rule, RuleSet
@@ -33,7 +33,7 @@ from hta.parallel import Executor
 logger = logging.getLogger(__name__)
 
 
-class TraceAnalysis(PerRankMixin, CountersMixin, CriticalPathMixin):
+class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
     """Load a job's traces and analyse them.
 
     Args:

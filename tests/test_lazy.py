@@ -327,16 +327,3 @@ def test_resolve_executor_checks_its_arguments() -> None:
     with pytest.raises(TypeError, match="must be a distributed.Client, got object"):
         resolve_executor(client=object())
     assert DaskExecutor.remote and not LocalExecutor.remote
-
-
-
-def test_per_rank_methods_keep_the_breakdown_signatures() -> None:
-    import inspect
-
-    from hta.facade.breakdown import BreakdownMixin
-    from hta.facade.per_rank import PerRankMixin
-
-    for name in ("get_temporal_breakdown", "get_temporal_breakdown_detail",
-                 "get_comm_comp_overlap"):
-        assert inspect.signature(getattr(PerRankMixin, name)) == \
-            inspect.signature(getattr(BreakdownMixin, name)), name

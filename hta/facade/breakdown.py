@@ -3,7 +3,9 @@
 Each method calls one function of :mod:`hta.analysis` (whose docstring holds the exact
 definitions), shows the figures of :mod:`hta.plots` when ``visualize`` is true, and returns
 the DataFrame(s). ``ranks=None`` means every loaded rank; ``iterations=None`` the whole
-trace, a list of ``ProfilerStep`` numbers otherwise.
+trace, a list of ``ProfilerStep`` numbers otherwise. The per-rank analyses go through
+:func:`~hta.loading.lazy.map_ranks`, so on ranks kept out of memory or on Dask workers
+they run next to the data and only their rows travel.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pandas as pd
 
 from hta.analysis import annotations, idle, kernels, overlap, temporal
 from hta.facade.display import show
+from hta.loading.lazy import map_ranks
 from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
 from hta.plots.idle import idle_time_breakdown_figure
 from hta.plots.kernels import kernel_duration_figure, kernel_pies_figure, kernel_type_figure
@@ -43,7 +46,8 @@ class BreakdownMixin:
         See :func:`hta.analysis.temporal.temporal_breakdown` for the definitions.
         """
         _not_bool("ranks", ranks)
-        df = temporal.temporal_breakdown(self.t, ranks, iterations)
+        df = map_ranks(self.t, temporal.temporal_breakdown, ranks, (iterations,),
+                       description="Temporal breakdown")
         _show(visualize, [temporal_breakdown_figure(df)])
         return df
 
@@ -53,7 +57,8 @@ class BreakdownMixin:
         """The temporal breakdown with exposed communication and memory, per rank or per
         (rank, iteration). See :func:`hta.analysis.temporal.temporal_breakdown_detail`."""
         _not_bool("ranks", ranks)
-        df = temporal.temporal_breakdown_detail(self.t, ranks, iterations, per_iteration)
+        df = map_ranks(self.t, temporal.temporal_breakdown_detail, ranks,
+                       (iterations, per_iteration), description="Temporal breakdown")
         _show(visualize, [temporal_breakdown_figure(df)])
         return df
 
@@ -103,7 +108,8 @@ class BreakdownMixin:
         """Per rank, % of communication time overlapped by computation; a rank without
         communication says so in ``note``. See :mod:`hta.analysis.overlap`."""
         _not_bool("ranks", ranks)
-        df = overlap.comm_comp_overlap(self.t, ranks, iterations)
+        df = map_ranks(self.t, overlap.comm_comp_overlap, ranks, (iterations,),
+                       description="Comm/compute overlap")
         _show(visualize, [comm_comp_overlap_figure(df)])
         return df
 
