@@ -24,6 +24,7 @@ from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's impo
 from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
+from hta.facade.findings import FindingsMixin
 from hta.loading.lazy import LazyTrace, map_ranks
 from hta.loading.loader import drop_last_step, load_trace
 from hta.model.rules import Rule, RuleSet
@@ -33,7 +34,7 @@ from hta.parallel import Executor
 logger = logging.getLogger(__name__)
 
 
-class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin):
+class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin):
     """Load a job's traces and analyse them.
 
     Args:
