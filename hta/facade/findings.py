@@ -25,7 +25,8 @@ class FindingsMixin:
         """What slows the job down, why, and what to try, largest estimated saving first.
 
         Columns ``rule, severity, ranks, steps, evidence, est_saving(us), advice`` (then
-        ``title``, ``section``: the report section holding the evidence, and
+        ``title``, ``subject``: what a rule firing several times is about,
+        ``section``: the report section holding the evidence, and
         ``share_pctg``: the saving as a share of the analysed time). Each rule and how
         its saving is estimated: :meth:`describe_findings_rules` and the documentation
         page *Findings*. ``min_share`` drops findings smaller than that share of the

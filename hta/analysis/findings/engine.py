@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 
 #: The columns of :func:`find`'s table, the issue's seven first.
 COLUMNS = ["rule", "severity", "ranks", "steps", "evidence", "est_saving(us)", "advice",
-           "title", "section", "share_pctg"]
+           "title", "subject", "section", "share_pctg"]
 #: Columns of the per-rank table that :func:`rank_findings` returns (one row a finding).
 RAW_COLUMNS = ["rule", "rank", "ranks", "steps", "evidence", "est_saving_ns", "window_ns",
                "subject", "advice"]
@@ -225,6 +225,7 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
             "est_saving(us)": saving / 1e3,
             "advice": str(worst["advice"]) or rule.advice,
             "title": rule.title,
+            "subject": str(worst["subject"]),
             "section": rule.section,
             "share_pctg": round(100.0 * share, 2),
         })
