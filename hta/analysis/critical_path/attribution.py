@@ -42,12 +42,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from hta.analysis.critical_path.graph import EDGE_CODE, EDGE_TYPES, CriticalPathGraph
+from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES
 from hta.model.rules import KIND_CODE, KINDS
+
+if TYPE_CHECKING:  # the graph module imports this one
+    from hta.analysis.critical_path.graph import CriticalPathGraph
 
 BOUND_TYPES: tuple[str, ...] = (
     "cpu_bound",

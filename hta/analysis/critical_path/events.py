@@ -14,6 +14,10 @@ import pandas as pd
 
 from hta.model.rules import KIND_CODE
 
+#: Edge types of the critical path graph; ``EDGE_CODE`` gives each its number.
+EDGE_TYPES: tuple[str, ...] = ("cpu", "gpu", "launch", "stream", "sync", "event_wait")
+EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
+
 
 @dataclass
 class Cols:

@@ -59,15 +59,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hta.analysis.critical_path.events import Cols, Streams, kind_mask
+from hta.analysis.critical_path.attribution import bound_summary, path_frame
+from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams, kind_mask
 from hta.analysis.critical_path.sync import sync_edges
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
-
-EDGE_TYPES: tuple[str, ...] = ("cpu", "gpu", "launch", "stream", "sync", "event_wait")
-EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
 
 #: Event kinds that become nodes on CPU threads.
 CPU_NODE_KINDS: frozenset[str] = frozenset(
@@ -179,14 +177,10 @@ class CriticalPathGraph:
     def get_critical_path_breakdown(self, data_load_events: list[str] | None = None
                                     ) -> pd.DataFrame:
         """One row per critical path edge; see :func:`.attribution.path_frame`."""
-        from hta.analysis.critical_path.attribution import path_frame
-
         return path_frame(self, data_load_events)
 
     def summary(self) -> pd.Series:
         """Percent of the critical path's length per bound type (HTA's ``summary()``)."""
-        from hta.analysis.critical_path.attribution import bound_summary, path_frame
-
         table = bound_summary(path_frame(self))
         return table.set_index("bound_by")["duration_pctg"]
 
