@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hta import synthetic
 from hta.analysis.names import short_name
+from hta.synthetic import catalog as synthetic
 
 CASES = [
     # the example: template arguments, parameters and return type go

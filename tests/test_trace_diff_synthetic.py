@@ -24,15 +24,16 @@ import pytest
 
 from hta import synthetic
 from hta.synthetic import Microseconds
+from hta.synthetic.catalog import _K_ADD, _K_GEMM_FWD
 from hta.trace_analysis import TraceAnalysis
 from hta.trace_diff import TraceDiff
 
 RANKS = 2
 KERNELS_PER_STEP = 40
-SLOW = synthetic._K_GEMM_FWD.name
+SLOW = _K_GEMM_FWD.name
 SLOW_OP = "aten::addmm"
 REMOVED_OP = "aten::add"
-REMOVED_KERNEL = synthetic._K_ADD.name
+REMOVED_KERNEL = _K_ADD.name
 ADDED_OP = "aten::gelu"
 ADDED_KERNEL = "void gelu_kernel<float>(float*, int)"
 ADDED_STREAM = 40

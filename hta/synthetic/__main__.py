@@ -1,0 +1,7 @@
+"""``python -m hta.synthetic``."""
+
+import sys
+
+from hta.synthetic.cli import main
+
+sys.exit(main())
