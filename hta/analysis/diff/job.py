@@ -1,0 +1,307 @@
+"""Job-level comparison: every figure per step, so traces of different lengths compare."""
+
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.diff.common import (
+    _WORK_CODES,
+    DEFAULT_THRESHOLD_PCT,
+    NO_OPERATOR,
+    Iterations,
+    Ranks,
+)
+from hta.analysis.diff.metrics import (
+    _idle_metrics,
+    _kernel_type_metrics,
+    _overlap_metrics,
+    _step_metrics,
+    _summary_frame,
+    _temporal_metrics,
+)
+from hta.analysis.diff.per_name import _group_names, _text
+from hta.analysis.diff.sides import _Side, _side, _steps_rows
+from hta.analysis.gpu_work import CLASS_NAMES, work_class
+from hta.analysis.names import short_name
+from hta.analysis.rowmap import RowMap
+from hta.model.trace import Trace
+
+
+# -- job-level comparison -------------------------------------------------------------------
+@dataclass
+class JobDiff:
+    """Result of :func:`job_diff`. Every time is µs per step (see :func:`job_diff`)."""
+
+    #: One row per (side, rank, iteration): ``side``, ``rank``, ``iteration``,
+    #: ``step_time(us)``.
+    steps: pd.DataFrame
+    #: ``section``, ``metric``, ``control``, ``test``, ``delta`` (test - control),
+    #: ``delta_pctg`` (100 * delta / control; NaN for ``*_pctg`` metrics and control 0).
+    summary: pd.DataFrame
+    #: GPU time per kernel name (see :func:`job_diff`).
+    kernels: pd.DataFrame
+    #: GPU time per launching operator name.
+    operators: pd.DataFrame
+    verdict: str
+    notes: list[str] = field(default_factory=list)
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+
+    def regressions(self, by: str = "kernel", top: int | None = 10) -> pd.DataFrame:
+        """Names whose GPU time per step grew, largest absolute growth first."""
+        table = self._table(by)
+        out = table[table["delta_time(us)"] > 0].sort_values(
+            ["delta_time(us)", "name"], ascending=[False, True], kind="stable")
+        return out.head(top).reset_index(drop=True) if top is not None else out.reset_index(
+            drop=True)
+
+    def improvements(self, by: str = "kernel", top: int | None = 10) -> pd.DataFrame:
+        """Names whose GPU time per step shrank, largest absolute saving first."""
+        table = self._table(by)
+        out = table[table["delta_time(us)"] < 0].sort_values(
+            ["delta_time(us)", "name"], ascending=[True, True], kind="stable")
+        return out.head(top).reset_index(drop=True) if top is not None else out.reset_index(
+            drop=True)
+
+    def metric(self, metric: str, section: str | None = None) -> pd.Series:
+        """One row of ``summary`` (``control``, ``test``, ``delta``, ``delta_pctg``)."""
+        rows = self.summary[self.summary["metric"] == metric]
+        if section is not None:
+            rows = rows[rows["section"] == section]
+        if len(rows) != 1:
+            raise KeyError(f"metric {metric!r} (section {section!r}) matches {len(rows)} rows "
+                           "of the summary; see JobDiff.summary for the names.")
+        return rows.iloc[0]
+
+    def _table(self, by: str) -> pd.DataFrame:
+        if by in ("kernel", "kernels"):
+            return self.kernels
+        if by in ("op", "ops", "operator", "operators"):
+            return self.operators
+        raise ValueError(f"by={by!r}: use \"kernel\" or \"operator\".")
+
+    def to_dict(self, top: int | None = 10) -> dict[str, Any]:
+        """JSON-ready content (NaN stays NaN: the CLI turns it into null)."""
+        def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return df.to_dict(orient="records")
+        return {
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+            "threshold_pct": self.threshold_pct,
+            "summary": rec(self.summary),
+            "steps": rec(self.steps),
+            "regressions": {"kernels": rec(self.regressions("kernel", top)),
+                            "operators": rec(self.regressions("operator", top))},
+            "improvements": {"kernels": rec(self.improvements("kernel", top)),
+                             "operators": rec(self.improvements("operator", top))},
+        }
+
+
+
+
+def job_diff(
+    control: Trace, test: Trace, *, control_ranks: Ranks = None, test_ranks: Ranks = None,
+    control_iterations: Iterations = None, test_iterations: Iterations = None,
+    use_short_name: bool = False, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+) -> JobDiff:
+    """Compare two jobs: step time, GPU time breakdowns, GPU time per kernel and operator.
+
+    **Selection.** Each side uses its selected ranks (default all) and ``ProfilerStep``
+    iterations (default all its steps). Only events of the selected steps count (events
+    outside every step, such as a final synchronize, do not). A trace without
+    ``ProfilerStep`` counts as one step holding every event.
+
+    **Per step.** Every time is normalised per step so that traces with different numbers
+    of steps compare: for a rank with ``n_r`` selected steps and a total ``x_r`` over them,
+    the job's figure is ``mean over ranks of x_r / n_r`` (µs). Percentages are recomputed
+    from those per-step times.
+
+    **summary** rows (``section``: metrics):
+
+    * ``steps``: ``ranks``, ``steps_per_rank`` (mean), ``step_time_mean(us)``,
+      ``step_time_median(us)``, ``step_time_max(us)``: the mean, median and maximum over
+      ranks of each rank's mean ``ProfilerStep`` duration (``step_table``);
+    * ``gpu_time``: from :func:`hta.analysis.temporal.temporal_breakdown_detail` (each
+      step its own window): ``kernel_time(us)`` (GPU span), ``busy_time(us)``
+      (span - idle), ``compute_time(us)``, ``exposed_comm_time(us)``,
+      ``exposed_memory_time(us)``, ``idle_time(us)``, ``comm_time(us)``,
+      ``memory_time(us)``, and ``compute_time_pctg``, ``exposed_comm_time_pctg``,
+      ``exposed_memory_time_pctg``, ``idle_time_pctg`` (100 x part / span);
+    * ``kernel_types``: from :func:`hta.analysis.kernels.kernel_type_breakdown` (memory
+      included): ``<type>(us)`` and ``<type>_pctg`` (share of GPU busy time) per class
+      (``COMPUTATION``, ``COMPUTATION overlapping COMMUNICATION`` ...);
+    * ``overlap``: from :func:`hta.analysis.overlap.comm_comp_overlap`:
+      ``comm_time(us)``, ``overlap_time(us)``, ``comp_comm_overlap_pctg`` (100 x overlap /
+      comm, NaN without communication);
+
+      these two sections take the union of the GPU work of all selected steps together,
+      whereas ``gpu_time`` sums per-step windows: when work launched in one step still
+      runs while the next step's work does, that moment counts once in the kernel types
+      and once per step in ``gpu_time``, so the kernel-type times can add up to less than
+      ``busy_time(us)``;
+    * ``idle``: from :func:`hta.analysis.idle.idle_time_breakdown`, summed over streams:
+      ``host_wait(us)``, ``kernel_wait(us)``, ``other(us)``, ``total(us)`` and each
+      category's ``*_pctg`` share of the total.
+
+    ``delta`` = test - control; ``delta_pctg`` = 100 x delta / control (NaN for ``*_pctg``
+    rows, whose ``delta`` is in percentage points, and when control is 0).
+
+    **kernels** (GPU work: kernels, memcpy, memset) and **operators** (the same GPU work
+    grouped by the innermost ``cpu_op`` around its launch, :data:`NO_OPERATOR` when none),
+    one row per name: ``control_count``, ``test_count`` (events per step),
+    ``control_time(us)``, ``test_time(us)`` (sum of durations per step),
+    ``delta_time(us)``, ``delta_pctg``, and ``status``: ``added`` (control count 0),
+    ``removed`` (test count 0), ``slower``/``faster`` (``|delta_pctg| >= threshold_pct``),
+    else ``unchanged``. Kernels also carry ``kernel_type``. Sorted by ``delta_time(us)``,
+    largest growth first.
+
+    **verdict**: ``"step time 12.3 ms -> 10.1 ms (-17.9%)"`` from ``step_time_mean(us)``;
+    without steps on a side, ``"GPU busy time ... per trace"`` from ``busy_time(us)``.
+
+    Example: control 2 steps of 10 ms on one rank, kernel ``k`` 4 x 1 ms; test 4 steps of
+    8 ms, ``k`` 8 x 1.5 ms: step time 10 ms -> 8 ms (-20.0%); ``k`` 2 per step both sides,
+    2000 -> 3000 µs per step, +1000 µs (+50%), ``slower``.
+    """
+    if threshold_pct < 0 or not math.isfinite(threshold_pct):
+        raise ValueError(f"threshold_pct must be a non-negative percentage, got "
+                         f"{threshold_pct!r}.")
+    c = _side(control, control_ranks, control_iterations)
+    t = _side(test, test_ranks, test_iterations)
+    notes = _notes(c, t)
+    steps = pd.concat([_steps_rows("control", c), _steps_rows("test", t)], ignore_index=True)
+    rows: list[tuple[str, str, float, float]] = []
+    rows += _step_metrics(c, t)
+    rows += _temporal_metrics(c, t)
+    rows += _kernel_type_metrics(c, t)
+    rows += _overlap_metrics(c, t)
+    rows += _idle_metrics(c, t)
+    summary = _summary_frame(rows)
+    kernels = _name_diff(_per_name(c, "kernel", use_short_name),
+                         _per_name(t, "kernel", use_short_name), threshold_pct, True)
+    operators = _name_diff(_per_name(c, "operator", use_short_name),
+                           _per_name(t, "operator", use_short_name), threshold_pct, False)
+    verdict = _verdict(summary, c, t)
+    return JobDiff(steps, summary, kernels, operators, verdict, notes, threshold_pct)
+
+
+def _notes(c: _Side, t: _Side) -> list[str]:
+    notes = []
+    for label, side in (("control", c), ("test", t)):
+        if not side.has_steps:
+            notes.append(f"{label} has no ProfilerStep: the whole trace counts as one step")
+    if c.has_steps and t.has_steps:
+        nc = np.mean(list(c.n_steps.values()))
+        nt = np.mean(list(t.n_steps.values()))
+        if nc != nt:
+            notes.append(f"steps per rank differ ({nc:g} vs {nt:g}): every time is per step")
+    if len(c.ranks) != len(t.ranks):
+        notes.append(f"ranks differ ({len(c.ranks)} vs {len(t.ranks)}): every time is a "
+                     "mean over ranks")
+    return notes
+
+
+
+
+def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
+    """Per name: events per step, time (µs) per step and (kernels) the kernel type."""
+    n_sym = len(side.trace.symbols)
+    no_op = n_sym  # id standing for NO_OPERATOR
+    size = n_sym + 1
+    count = np.zeros(size, dtype=float)
+    time = np.zeros(size, dtype=float)
+    kind = np.full(size, -1, dtype=np.int64)
+    for rank in side.ranks:
+        ev = side.trace.rank(rank).events
+        keep = np.isin(ev["kind"].cat.codes.to_numpy(), _WORK_CODES)
+        if side.iterations is not None:
+            keep &= np.isin(ev["iteration"].to_numpy(), side.iterations)
+        rows = np.flatnonzero(keep)
+        if by == "kernel":
+            ids = ev["name"].to_numpy()[rows].astype(np.int64)
+            cls = work_class(ev["kind"].iloc[rows])
+            kind[ids] = np.where(kind[ids] >= 0, kind[ids], cls)
+        else:
+            op = RowMap(ev).column(ev, "op_index")[rows]
+            names = ev["name"].to_numpy()
+            ids = np.where(op >= 0, names[np.clip(op, 0, None)] if len(ev) else 0, no_op)
+            ids = ids.astype(np.int64)
+        weight = 1.0 / side.n_steps[rank]
+        count += np.bincount(ids, minlength=size) * weight
+        time += np.bincount(ids, weights=ev["dur"].to_numpy()[rows], minlength=size) * weight
+    n = len(side.ranks)
+    ids = np.flatnonzero(count)
+    values: dict[str, np.ndarray] = {"count": count[ids] / n, "time(us)": time[ids] / n / 1e3}
+    frame = _group_names(side.trace.symbols, ids, values, use_short_name, {no_op: NO_OPERATOR})
+    if by == "kernel":
+        labels = np.asarray(CLASS_NAMES + ("",), dtype=object)
+        types = pd.DataFrame({"name": [_text(side.trace.symbols, i, None) for i in ids],
+                              "kernel_type": labels[kind[ids]]})
+        if use_short_name:
+            types["name"] = [short_name(x) for x in types["name"]]
+        first = types.groupby("name", sort=True)["kernel_type"].first()
+        frame["kernel_type"] = frame["name"].map(first).to_numpy()
+    return frame
+
+
+def _name_diff(c: pd.DataFrame, t: pd.DataFrame, threshold_pct: float,
+               with_type: bool) -> pd.DataFrame:
+    cols = ["count", "time(us)"]
+    merged = pd.merge(c, t, on="name", how="outer", suffixes=("_c", "_t"), sort=True)
+    for col in cols:
+        merged[[f"{col}_c", f"{col}_t"]] = merged[[f"{col}_c", f"{col}_t"]].fillna(0.0)
+    out = pd.DataFrame({
+        "name": merged["name"].astype(object),
+        "control_count": merged["count_c"].to_numpy(dtype=float),
+        "test_count": merged["count_t"].to_numpy(dtype=float),
+        "control_time(us)": merged["time(us)_c"].to_numpy(dtype=float),
+        "test_time(us)": merged["time(us)_t"].to_numpy(dtype=float),
+    })
+    if with_type:
+        kt = merged["kernel_type_c"].where(merged["kernel_type_c"].notna(),
+                                           merged["kernel_type_t"]) if len(merged) else []
+        out.insert(1, "kernel_type", pd.Series(kt, dtype=object).fillna("").to_numpy())
+    out["delta_time(us)"] = out["test_time(us)"] - out["control_time(us)"]
+    ctrl = out["control_time(us)"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["delta_pctg"] = np.where(ctrl > 0, 100.0 * out["delta_time(us)"] / ctrl, np.nan)
+    out["status"] = _status(out, threshold_pct)
+    out = out.sort_values(["delta_time(us)", "name"], ascending=[False, True], kind="stable")
+    return out.reset_index(drop=True)
+
+
+def _status(out: pd.DataFrame, threshold_pct: float) -> np.ndarray:
+    cc, tc = out["control_count"].to_numpy(), out["test_count"].to_numpy()
+    pct = out["delta_pctg"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        slower = np.isfinite(pct) & (pct > 0) & (pct >= threshold_pct)
+        faster = np.isfinite(pct) & (pct < 0) & (-pct >= threshold_pct)
+    return np.select([(cc == 0) & (tc > 0), (cc > 0) & (tc == 0), slower, faster],
+                     ["added", "removed", "slower", "faster"], "unchanged").astype(object)
+
+
+def format_time_pair(control_us: float, test_us: float) -> tuple[str, str]:
+    """Two µs values in one unit (µs, ms or s, by the larger), one decimal."""
+    biggest = max(abs(control_us), abs(test_us))
+    scale, unit = (1e6, "s") if biggest >= 1e6 else (1e3, "ms") if biggest >= 1e3 else (
+        1.0, "µs")
+    return f"{control_us / scale:,.1f} {unit}", f"{test_us / scale:,.1f} {unit}"
+
+
+def _verdict(summary: pd.DataFrame, c: _Side, t: _Side) -> str:
+    def row(metric: str) -> pd.Series:
+        return summary[summary["metric"] == metric].iloc[0]
+
+    if c.has_steps and t.has_steps:
+        r, what, tail = row("step_time_mean(us)"), "step time", ""
+    else:
+        r, what, tail = row("busy_time(us)"), "GPU busy time", " per trace" if not (
+            c.has_steps or t.has_steps) else " per step (a trace without steps counts as one)"
+    a, b = format_time_pair(float(r["control"]), float(r["test"]))
+    pct = r["delta_pctg"]
+    change = f"{pct:+.1f}%" if pd.notna(pct) else "n/a"
+    return f"{what} {a} -> {b} ({change}){tail}"

@@ -1,0 +1,148 @@
+"""Per-name comparison of two traces (HTA's ``compare_traces`` and ``ops_diff``)."""
+
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.diff.common import (
+    _GPU_CODES,
+    Iterations,
+    Ranks,
+    _first_rank,
+    device_type_name,
+    resolve_iterations,
+)
+from hta.analysis.names import short_name
+from hta.analysis.select import select_ranks
+from hta.model.trace import Trace
+
+
+# -- per-name comparison (HTA's compare_traces) ----------------------------------------------
+def name_totals(trace: Trace, ranks: Ranks = None, iterations: Iterable[int] | None = None,
+                device_type: Any = "ALL", use_short_name: bool = False) -> pd.DataFrame:
+    """Per name (or short name): ``counts`` and ``total_duration(ns)`` over the selected
+    ranks, iterations (``None``: every event) and device type. Sorted by name."""
+    device = device_type_name(device_type)
+    n_sym = len(trace.symbols)
+    counts = np.zeros(n_sym, dtype=np.int64)
+    total = np.zeros(n_sym, dtype=np.int64)
+    for rt in select_ranks(trace, ranks):
+        ev = rt.events
+        keep = np.ones(len(ev), dtype=bool)
+        if device != "ALL":
+            on_gpu = np.isin(ev["kind"].cat.codes.to_numpy(), _GPU_CODES)
+            keep &= on_gpu if device == "GPU" else ~on_gpu
+        if iterations is not None:
+            keep &= np.isin(ev["iteration"].to_numpy(), list(iterations))
+        names = ev["name"].to_numpy()[keep]
+        counts += np.bincount(names, minlength=n_sym)
+        total += np.bincount(names, weights=ev["dur"].to_numpy()[keep],
+                             minlength=n_sym).astype(np.int64)
+    ids = np.flatnonzero(counts)
+    return _group_names(trace.symbols, ids, {"counts": counts[ids],
+                                             "total_duration(ns)": total[ids]}, use_short_name)
+
+
+def _group_names(symbols: list[str], ids: np.ndarray, values: dict[str, np.ndarray],
+                 use_short_name: bool, extra_names: dict[int, str] | None = None
+                 ) -> pd.DataFrame:
+    """Sum ``values`` (one entry per id) by the name text of the ids (or its short form)."""
+    text = [_text(symbols, i, extra_names) for i in ids.tolist()]
+    if use_short_name:
+        text = [short_name(t) for t in text]
+    frame = pd.DataFrame({"name": pd.Series(text, dtype=object), **values})
+    frame = frame.groupby("name", sort=True).sum().reset_index()
+    return frame
+
+
+def _text(symbols: list[str], sid: int, extra: dict[int, str] | None) -> str:
+    if extra and sid in extra:
+        return extra[sid]
+    return symbols[sid]
+
+
+def compare_name_totals(control: pd.DataFrame, test: pd.DataFrame,
+                        control_label: str = "Control", test_label: str = "Test",
+                        key: str = "name") -> pd.DataFrame:
+    """HTA's comparison table from two :func:`name_totals` tables (see the module docstring).
+
+    Counts are int64; durations are µs (float).
+    """
+    if control_label == test_label:
+        raise ValueError(f"control and test labels are both {control_label!r}; the "
+                         "columns would clash. Give them different labels.")
+    c = control.set_index("name")
+    t = test.set_index("name")
+    names = sorted(set(c.index) | set(t.index))
+    c = c.reindex(names, fill_value=0)
+    t = t.reindex(names, fill_value=0)
+    out = pd.DataFrame(index=pd.Index(names, name=key, dtype=object))
+    out[f"{control_label}_counts"] = c["counts"].to_numpy(dtype=np.int64)
+    out[f"{control_label}_total_duration"] = c["total_duration(ns)"].to_numpy() / 1e3
+    out[f"{test_label}_counts"] = t["counts"].to_numpy(dtype=np.int64)
+    out[f"{test_label}_total_duration"] = t["total_duration(ns)"].to_numpy() / 1e3
+    diff_ns = t["total_duration(ns)"].to_numpy() - c["total_duration(ns)"].to_numpy()
+    out["diff_counts"] = out[f"{test_label}_counts"] - out[f"{control_label}_counts"]
+    out["diff_duration"] = diff_ns / 1e3
+    out["counts_change_categories"] = np.where(
+        out["diff_counts"] > 0, "+", np.where(out["diff_counts"] < 0, "-", "="))
+    out["counts_change_categories"] = out["counts_change_categories"].astype(object)
+    return out
+
+
+def compare_traces(
+    control: Trace, test: Trace, control_rank: Ranks = None, test_rank: Ranks = None,
+    control_iteration: Iterations = None, test_iteration: Iterations = None,
+    device_type: Any = "ALL", use_short_name: bool = False,
+    control_label: str = "Control", test_label: str = "Test",
+) -> pd.DataFrame:
+    """Counts and total durations per name in two traces, and their differences.
+
+    ``control_rank``/``test_rank``: a rank or a list (their events are pooled); ``None`` is
+    the first loaded rank. Iterations, device types and the columns are defined in the module
+    docstring; the index is ``name``, or ``short_name`` with ``use_short_name``.
+    """
+    sides = []
+    for trace, rank, iteration in ((control, control_rank, control_iteration),
+                                   (test, test_rank, test_iteration)):
+        ranks = _first_rank(trace, rank)
+        iterations = resolve_iterations(trace, ranks, iteration)
+        sides.append(name_totals(trace, ranks, iterations, device_type, use_short_name))
+    return compare_name_totals(sides[0], sides[1], control_label, test_label,
+                               "short_name" if use_short_name else "name")
+
+
+def labels_of(table: pd.DataFrame) -> tuple[str, str]:
+    """(control label, test label) of a :func:`compare_traces` table, from its columns."""
+    labels = [c[: -len("_total_duration")] for c in table.columns
+              if str(c).endswith("_total_duration")]
+    if len(labels) != 2:
+        raise ValueError("expected the table of TraceDiff.compare_traces (two "
+                         "'<label>_total_duration' columns); got columns "
+                         f"{list(table.columns)}.")
+    return labels[0], labels[1]
+
+
+def ops_diff(table: pd.DataFrame) -> dict[str, list[str]]:
+    """Names of a :func:`compare_traces` table sorted into HTA's five groups:
+
+    ``added`` (control 0, test > 0), ``deleted`` (control > 0, test 0), ``increased`` and
+    ``decreased`` (both > 0, more or fewer in test), ``unchanged`` (both > 0, equal counts).
+    """
+    cl, tl = labels_of(table)
+    c = table[f"{cl}_counts"].to_numpy()
+    t = table[f"{tl}_counts"].to_numpy()
+    names = np.asarray(table.index, dtype=object)
+    groups = {
+        "added": (c == 0) & (t > 0),
+        "deleted": (c > 0) & (t == 0),
+        "increased": (c > 0) & (t > c),
+        "decreased": (t > 0) & (t < c),
+        "unchanged": (c > 0) & (t == c),
+    }
+    return {k: names[mask].tolist() for k, mask in groups.items()}
