@@ -1,0 +1,116 @@
+"""The GPU timeline on ``TraceAnalysis``: ``plot_timeline`` and HTA's
+``plot_timeline_gpu_kernels``.
+
+Both draw :func:`hta.plots.timeline.timeline_figure` of
+:func:`hta.analysis.timeline.timeline_segments`, run per rank through
+:func:`~hta.loading.lazy.map_ranks` (so lazy and Dask-held ranks send back only their
+segments). The segment budget is for the whole figure: each selected rank gets an equal
+share, so a figure never holds more than ``max_segments`` bars.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from hta.analysis.timeline import DEFAULT_PIXELS, timeline_segments
+from hta.facade.display import show
+from hta.loading.lazy import map_ranks
+from hta.plots.timeline import timeline_figure
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from hta.model.trace import Trace
+
+logger = logging.getLogger(__name__)
+
+Ranks = Iterable[int] | int | None
+#: Bars in one figure, shared by its ranks: what a browser still pans and hovers smoothly.
+DEFAULT_FIGURE_SEGMENTS = 20_000
+
+
+class TimelineMixin:
+    """Methods that draw the GPU timeline."""
+
+    t: Trace
+
+    def get_timeline_segments(
+        self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
+        streams: Iterable[int] | int | None = None,
+        max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
+        pixels: int = DEFAULT_PIXELS,
+    ) -> pd.DataFrame:
+        """The segments :meth:`plot_timeline` draws: one row per run of GPU work per rank
+        and stream (see :mod:`hta.analysis.timeline` for the columns and the merge rule).
+        ``max_segments`` is for all selected ranks together."""
+        per_rank = _per_rank_budget(self.t, ranks, max_segments)
+        return map_ranks(self.t, timeline_segments, ranks,
+                         (iterations, streams, per_rank, resolution_ns, pixels),
+                         description="GPU timeline")
+
+    def plot_timeline(
+        self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
+        streams: Iterable[int] | int | None = None, *,
+        max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
+        title: str | None = None, visualize: bool = False,
+    ) -> go.Figure:
+        """A Plotly figure of the GPU work per rank and stream, coloured by kind.
+
+        ``ranks=None`` draws every rank, ``iterations``/``streams`` keep those
+        ``ProfilerStep`` numbers and stream ids. When a rank has more events than its share
+        of ``max_segments``, events closer than about a pixel merge into one bar (the
+        figure says so; hover gives each bar's event count): pass fewer iterations or
+        streams, or ``resolution_ns=0`` for every event, to see more detail. Returns the
+        figure (Jupyter shows it); ``visualize=True`` also shows it at once.
+        """
+        segments = self.get_timeline_segments(ranks, iterations, streams,
+                                               max_segments=max_segments,
+                                               resolution_ns=resolution_ns)
+        fig = timeline_figure(segments, title=title or _title(segments, iterations))
+        if visualize:
+            show(fig)
+        return fig
+
+    def plot_timeline_gpu_kernels(
+        self, title: str = "GPU kernels", ranks: list[int] | None = None,
+        iterations: list[int] | None = None, streams: list[int] | None = None,
+        duration_threshold: int = 1000, **kwargs: Any,
+    ) -> None:
+        """HTA's GPU kernel timeline: shows the figure of :meth:`plot_timeline`, returns
+        None as HTA does.
+
+        HTA stretched every kernel shorter than ``duration_threshold`` (µs) to that length
+        so it stays visible, which draws kernels over each other and over idle time; here
+        kernels keep their real times and what is too small to see merges into counted
+        bars, so ``duration_threshold`` is accepted and not used. Other keywords go to
+        :meth:`plot_timeline`.
+        """
+        if duration_threshold != 1000:
+            logger.info("duration_threshold=%s is not used: kernels keep their real "
+                        "durations (see plot_timeline)", duration_threshold)
+        kwargs.pop("visualize", None)
+        self.plot_timeline(ranks, iterations, streams, title=title, visualize=True,
+                           **kwargs)
+
+
+def _per_rank_budget(trace: Trace, ranks: Ranks, total: int) -> int:
+    if ranks is None:
+        n = len(trace.get_ranks())
+    elif isinstance(ranks, int):
+        n = 1
+    else:
+        n = len(set(ranks))
+    return max(1, int(total) // max(1, n))
+
+
+def _title(segments: pd.DataFrame, iterations: Iterable[int] | int | None) -> str:
+    ranks = segments["rank"].nunique() if len(segments) else 0
+    text = f"GPU timeline: {ranks} rank(s)"
+    if iterations is not None:
+        its = [iterations] if isinstance(iterations, int) else list(iterations)
+        text += ", iteration(s) " + ", ".join(str(i) for i in its)
+    return text
