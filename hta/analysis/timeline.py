@@ -32,13 +32,15 @@ the segment of the one before it unless
    their neighbours); or
 3. its iteration differs from the previous event's.
 
-``resolution_ns=0`` asks for every event, whatever their number. Otherwise ``r`` starts
-at ``resolution_ns`` when given, else at the rank's selected time span
-divided by ``pixels`` (about one pixel of a figure ``pixels`` wide), and doubles until
-the rank has at most ``max_segments`` segments. Past the span, rule 3 is dropped, so the
-result always fits (at worst one segment per stream). The union of the segments' events
-is the stream's busy time, unchanged: ``busy_ns`` summed per stream equals the length of
-the union of the stream's events whatever ``r`` is.
+``resolution_ns=0`` asks for every event, whatever their number. Otherwise ``r`` is the
+finest ``resolution_ns * 2**k`` ns (``resolution_ns`` is 1 when not given; ``k >= 0``) for
+which the rank has at most ``max_segments`` segments: the budget the browser can draw is spent on
+detail, so a zoomed-in figure still shows structure, and ``r`` is never coarser than it
+must be. Rule 3 is dropped when even ``r`` past the rank's span is too fine (more
+iterations times streams than ``max_segments``), so the result always fits (at worst one
+segment per stream). The union of the segments' events is the stream's busy time,
+unchanged: ``busy_ns`` summed per stream equals the length of the union of the stream's
+events whatever ``r`` is.
 """
 
 from __future__ import annotations
@@ -58,8 +60,6 @@ logger = logging.getLogger(__name__)
 
 #: Segments per rank above which events are merged.
 DEFAULT_MAX_SEGMENTS = 20_000
-#: Width (in pixels) that the first resolution assumes: span / pixels ~ one pixel.
-DEFAULT_PIXELS = 2_000
 COLUMNS = ["rank", "stream", "kind", "start_ns", "end_ns", "busy_ns", "count", "kind_count",
            "kinds", "name", "iteration", "resolution_ns"]
 
@@ -67,7 +67,6 @@ COLUMNS = ["rank", "stream", "kind", "start_ns", "end_ns", "busy_ns", "count", "
 WORK_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k in GPU_WORK_KINDS)
 _LOCAL_CODE = np.array([WORK_KINDS.index(k) if k in GPU_WORK_KINDS else -1 for k in KINDS],
                        dtype=np.int64)
-_MAX_DOUBLINGS = 80
 
 
 def timeline_segments(
@@ -77,7 +76,6 @@ def timeline_segments(
     streams: Iterable[int] | int | None = None,
     max_segments: int = DEFAULT_MAX_SEGMENTS,
     resolution_ns: int | None = None,
-    pixels: int = DEFAULT_PIXELS,
 ) -> pd.DataFrame:
     """Segments of GPU work per rank and stream, at most ``max_segments`` per rank.
 
@@ -90,8 +88,7 @@ def timeline_segments(
         raise ValueError(f"max_segments must be at least 1, got {max_segments}")
     if resolution_ns is not None and resolution_ns < 0:
         raise ValueError(f"resolution_ns must be >= 0, got {resolution_ns}")
-    frames = [_rank_segments(rt, iterations, streams, max_segments, resolution_ns,
-                             max(1, int(pixels)))
+    frames = [_rank_segments(rt, iterations, streams, max_segments, resolution_ns)
               for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -108,7 +105,7 @@ def _empty() -> pd.DataFrame:
 
 def _rank_segments(rt: RankTrace, iterations: Iterable[int] | int | None,
                    streams: Iterable[int] | int | None, max_segments: int,
-                   resolution_ns: int | None, pixels: int) -> pd.DataFrame:
+                   resolution_ns: int | None) -> pd.DataFrame:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     local = np.where(codes >= 0, _LOCAL_CODE[np.clip(codes, 0, None)], -1)
@@ -135,13 +132,8 @@ def _rank_segments(rt: RankTrace, iterations: Iterable[int] | int | None,
     if resolution_ns == 0 or (resolution_ns is None and rows.size <= max_segments):
         res, new = 0, np.ones(rows.size, dtype=bool)
     else:
-        res = int(resolution_ns) if resolution_ns else max(1, span // pixels)
-        for _ in range(_MAX_DOUBLINGS):
-            by_step = res <= span
-            new = _breaks(ts, dur, kind, iteration, prev_end, first_of_stream, res, by_step)
-            if int(new.sum()) <= max_segments or not by_step:
-                break
-            res *= 2
+        res, new = _coarsest_needed(ts, end - ts, kind, iteration, prev_end, first_of_stream,
+                                    span, max_segments, max(1, int(resolution_ns or 1)))
         logger.info("rank %d: %d GPU events drawn as %d segments (resolution %d ns)",
                     rt.rank, rows.size, int(new.sum()), res)
     names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[rows]]
@@ -157,6 +149,33 @@ def _previous_running_end(ts: np.ndarray, end: np.ndarray, first_of_stream: np.n
     running = np.maximum.accumulate(key) - group * (span + 1) + t0
     prev = np.r_[ts[:1], running[:-1]]
     return np.where(first_of_stream, ts, prev)
+
+
+def _coarsest_needed(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray,
+                     iteration: np.ndarray, prev_end: np.ndarray, first_of_stream: np.ndarray,
+                     span: int, max_segments: int, floor: int) -> tuple[int, np.ndarray]:
+    """The finest resolution ``floor * 2**k`` whose segments fit ``max_segments``, and
+    its segment starts. The number of segments does not grow with the resolution (fewer
+    gaps and fewer long events break), so a binary search over ``k`` finds it."""
+    def starts(res: int) -> np.ndarray:
+        return _breaks(ts, dur, kind, iteration, prev_end, first_of_stream, res, True)
+
+    top = 0
+    while floor << top <= span:
+        top += 1
+    best = starts(floor << top)
+    if int(best.sum()) > max_segments:  # too many iterations x streams: drop rule 3
+        return floor << top, _breaks(ts, dur, kind, iteration, prev_end, first_of_stream,
+                                     floor << top, False)
+    lo, hi = 0, top  # hi fits; find the smallest k that fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        cand = starts(floor << mid)
+        if int(cand.sum()) <= max_segments:
+            hi, best = mid, cand
+        else:
+            lo = mid + 1
+    return floor << hi, best
 
 
 def _breaks(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, iteration: np.ndarray,

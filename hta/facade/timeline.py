@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis.timeline import DEFAULT_PIXELS, timeline_segments
+from hta.analysis.timeline import timeline_segments
 from hta.facade.display import show
 from hta.loading.lazy import map_ranks
 from hta.plots.timeline import timeline_figure
@@ -42,14 +42,13 @@ class TimelineMixin:
         self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
         streams: Iterable[int] | int | None = None,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
-        pixels: int = DEFAULT_PIXELS,
     ) -> pd.DataFrame:
         """The segments :meth:`plot_timeline` draws: one row per run of GPU work per rank
         and stream (see :mod:`hta.analysis.timeline` for the columns and the merge rule).
         ``max_segments`` is for all selected ranks together."""
         per_rank = _per_rank_budget(self.t, ranks, max_segments)
         return map_ranks(self.t, timeline_segments, ranks,
-                         (iterations, streams, per_rank, resolution_ns, pixels),
+                         (iterations, streams, per_rank, resolution_ns),
                          description="GPU timeline")
 
     def plot_timeline(

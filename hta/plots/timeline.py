@@ -23,6 +23,9 @@ KIND_COLORS = {
 MIN_WIDTH_FRACTION = 1 / 2_000
 HOVER_NAME_WIDTH = 100
 ROW_HEIGHT_PX = 26
+MIN_HEIGHT_PX = 380
+MARGIN_T, MARGIN_B = 110, 70
+HOVER_DISTANCE_PX = 30
 
 
 def row_label(rank: object, stream: object) -> str:
@@ -33,13 +36,16 @@ def row_label(rank: object, stream: object) -> str:
 def timeline_figure(segments_df: pd.DataFrame, title: str = "GPU timeline") -> go.Figure:
     """Horizontal bars of :func:`hta.analysis.timeline.timeline_segments`'s table.
 
-    One row per (rank, stream), in rank then stream order; one bar trace per kind, so the
-    legend toggles kinds and the browser draws a few traces of many bars. The x axis is
-    milliseconds since the earliest drawn start. Bars narrower than
-    :data:`MIN_WIDTH_FRACTION` of the span are drawn that wide so they stay visible; the
-    hover gives the real start, duration, busy time, event count and kinds. When events
-    were merged (``resolution_ns > 0``), a note under the title says how many events the
-    bars stand for and the merge threshold. Names are escaped (``plain_text_names``).
+    One row per (rank, stream), rank 0's first stream at the top; bars coloured by kind
+    (the legend toggles kinds). The x axis is milliseconds since the earliest drawn start.
+    Bars are WebGL line pieces (one ``Scattergl`` trace per kind, pieces separated by
+    gaps), which stays smooth with tens of thousands of bars where SVG bars do not (see
+    ``docs/analyses/timeline.md``). Hovering the middle of a bar gives its name, real
+    start, duration, busy time, event count and kinds. Bars narrower than
+    :data:`MIN_WIDTH_FRACTION` of the span are drawn that wide so they stay visible. When
+    events were merged (``resolution_ns > 0``), a note under the title says how many
+    events the bars stand for and the merge threshold. Names are escaped
+    (``plain_text_names``).
     """
     fig = go.Figure()
     df = segments_df
@@ -51,11 +57,24 @@ def timeline_figure(segments_df: pd.DataFrame, title: str = "GPU timeline") -> g
     t0 = int(df["start_ns"].min())
     span_ms = max(int(df["end_ns"].max()) - t0, 1) / 1e6
     rows = df[["rank", "stream"]].drop_duplicates().sort_values(["rank", "stream"])
-    categories = [row_label(r, s) for r, s in zip(rows["rank"], rows["stream"])]
+    n_rows = len(rows)
+    # row i of the sorted (rank, stream) pairs is drawn at y = n_rows - 1 - i (top down)
+    row_y = pd.Series(np.arange(n_rows - 1, -1, -1),
+                      index=pd.MultiIndex.from_frame(rows.reset_index(drop=True)))
+    height = max(MIN_HEIGHT_PX, MARGIN_T + MARGIN_B + ROW_HEIGHT_PX * n_rows)
+    line_px = max(1.0, 0.7 * (height - MARGIN_T - MARGIN_B) / n_rows)
     for kind in _kinds_in_order(df["kind"]):
         part = df[df["kind"] == kind]
+        y = row_y.reindex(pd.MultiIndex.from_frame(part[["rank", "stream"]])).to_numpy()
         start_ms = (part["start_ns"].to_numpy() - t0) / 1e6
         dur_ms = (part["end_ns"].to_numpy() - part["start_ns"].to_numpy()) / 1e6
+        drawn_end = start_ms + np.maximum(dur_ms, span_ms * MIN_WIDTH_FRACTION)
+        color = KIND_COLORS.get(kind, "#7f7f7f")
+        fig.add_trace(go.Scattergl(
+            x=_pieces(start_ms, drawn_end), y=_pieces(y, y), mode="lines", name=kind,
+            legendgroup=kind, line={"color": color, "width": line_px}, hoverinfo="skip",
+            connectgaps=False,
+        ))
         custom = np.empty((len(part), 7), dtype=object)
         custom[:, 0] = [short(n, HOVER_NAME_WIDTH) for n in part["name"]]
         custom[:, 1] = np.round(dur_ms * 1e3, 3)
@@ -63,34 +82,43 @@ def timeline_figure(segments_df: pd.DataFrame, title: str = "GPU timeline") -> g
         custom[:, 3] = part["count"].to_numpy()
         custom[:, 4] = [f"({k})" if k else "" for k in part["kinds"]]
         custom[:, 5] = part["iteration"].to_numpy()
-        custom[:, 6] = np.round(start_ms, 6)
-        fig.add_trace(go.Bar(
-            orientation="h", name=kind, base=np.round(start_ms, 6),
-            x=np.round(np.maximum(dur_ms, span_ms * MIN_WIDTH_FRACTION), 6),
-            y=[row_label(r, s) for r, s in zip(part["rank"], part["stream"])],
-            marker={"color": KIND_COLORS.get(kind, "#7f7f7f"), "line": {"width": 0}},
+        custom[:, 6] = [row_label(r, s) for r, s in zip(part["rank"], part["stream"])]
+        fig.add_trace(go.Scattergl(
+            x=np.round((start_ms + drawn_end) / 2, 6), y=y, mode="markers", name=kind,
+            legendgroup=kind, showlegend=False,
+            marker={"color": color, "size": line_px, "opacity": 0},
             customdata=custom,
-            hovertemplate="%{y}<br><b>%{customdata[0]}</b><br>" + kind
-                          + "<br>start %{customdata[6]:,.3f} ms<br>duration "
-                          "%{customdata[1]:,.3f} µs<br>busy %{customdata[2]:,.3f} µs"
+            hovertemplate="%{customdata[6]}<br><b>%{customdata[0]}</b><br>" + kind
+                          + "<br>duration %{customdata[1]:,.3f} µs"
+                          "<br>busy %{customdata[2]:,.3f} µs"
                           "<br>events %{customdata[3]} %{customdata[4]}"
                           "<br>iteration %{customdata[5]}<extra></extra>",
         ))
     fig.update_layout(
-        title_text=title, barmode="overlay", bargap=0.25, hovermode="closest",
-        height=160 + ROW_HEIGHT_PX * len(categories), legend_title_text="kind",
-        margin={"t": 110},
+        title_text=title, hovermode="closest", height=height, legend_title_text="kind",
+        margin={"t": MARGIN_T, "b": MARGIN_B}, hoverdistance=HOVER_DISTANCE_PX,
     )
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=categories[::-1],
-                     title_text=None)
+    labels = [row_label(r, s) for r, s in zip(rows["rank"], rows["stream"])]
+    fig.update_yaxes(tickmode="array", tickvals=list(range(n_rows - 1, -1, -1)), ticksuffix=" ",
+                     ticktext=labels, range=[-0.5, n_rows - 0.5], showgrid=False,
+                     zeroline=False, title_text=None)
     fig.update_xaxes(title_text="time since the first drawn GPU event (ms)",
-                     range=[0, span_ms * 1.01])
+                     range=[0, span_ms * 1.01], zeroline=False)
     note = aggregation_note(df)
     if note:
         fig.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0,
                            y=1.0, yanchor="bottom", xanchor="left", align="left",
                            font={"color": "#7f7f7f", "size": 12})
     return plain_text_names(fig)
+
+
+def _pieces(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``[a0, b0, None, a1, b1, None, ...]``: separate line pieces in one trace."""
+    out = np.empty(3 * len(a), dtype=object)
+    out[0::3] = np.round(a, 6) if a.dtype.kind == "f" else a
+    out[1::3] = np.round(b, 6) if b.dtype.kind == "f" else b
+    out[2::3] = None
+    return out
 
 
 def aggregation_note(df: pd.DataFrame) -> str:
