@@ -12,12 +12,15 @@ loop runs per event.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
 import pandas as pd
 
 NO_LINK = -1
+
+logger = logging.getLogger(__name__)
 
 
 def _group_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -37,7 +40,8 @@ def call_stacks(
     stack after popping every event that ended at or before their start. The event left
     on top is the parent. When an event outlives its parent (the two overlap without
     nesting, which real traces do by a few ns) it still counts as the parent's child;
-    such events are counted and returned as the third value.
+    such events are counted and returned as the third value. The walk itself is
+    computed with whole-column operations (:func:`stack_positions`).
     """
     n = ts.shape[0]
     parent = np.full(n, NO_LINK, dtype=np.int64)
@@ -46,25 +50,162 @@ def call_stacks(
     if rows.shape[0] == 0:
         return parent, depth, 0
     thread = _group_ids(pid[rows], tid[rows])
-    order = np.lexsort((-end[rows], ts[rows], thread))
+    r_ts, r_end = ts[rows], end[rows]
+    order = _thread_order(thread, r_ts, r_end)
     rows, thread = rows[order], thread[order]
-    local_parent, local_depth = _stack_pass(
-        ts[rows].tolist(), end[rows].tolist(),
-        np.r_[True, thread[1:] != thread[:-1]].tolist(),
-    )
-    lp = np.asarray(local_parent, dtype=np.int64)
+    r_ts, r_end = r_ts[order], r_end[order]
+    lp, ld = stack_positions(r_ts, r_end, np.r_[True, thread[1:] != thread[:-1]])
     has = lp >= 0
-    parent[rows] = np.where(has, rows[np.clip(lp, 0, None)], NO_LINK)
-    depth[rows] = np.asarray(local_depth, dtype=np.int32)
-    ends = end[rows]
-    partial = int(np.count_nonzero(has & (ends[np.clip(lp, 0, None)] < ends)))
+    safe = np.where(has, lp, 0)
+    parent[rows] = np.where(has, rows[safe], NO_LINK)
+    depth[rows] = ld
+    partial = int(np.count_nonzero(has & (r_end[safe] < r_end)))
     return parent, depth, partial
+
+
+def _thread_order(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The order by (thread, start, -end). Rows already sorted by start (as a rank's events
+    are) only need a stable sort by thread and the ties on start put longest first."""
+    if ts.shape[0] < 2 or not bool(np.all(ts[1:] >= ts[:-1])):
+        return np.lexsort((-end, ts, thread))
+    small = np.int16 if int(thread.max()) < 2**15 else np.int64
+    order = np.argsort(thread.astype(small), kind="stable")
+    s_thread, s_ts, s_end = thread[order], ts[order], end[order]
+    tie = (s_thread[1:] == s_thread[:-1]) & (s_ts[1:] == s_ts[:-1])
+    unsorted = tie & (s_end[1:] > s_end[:-1])
+    if not unsorted.any():
+        return order
+    # Only the runs of equal (thread, start) need their ends ordered.
+    in_run = np.zeros(order.shape[0], dtype=bool)
+    in_run[1:] |= tie
+    in_run[:-1] |= tie
+    at = np.flatnonzero(in_run)
+    run = np.cumsum(np.r_[True, ~tie])[at]
+    order[at] = order[at][np.lexsort((-s_end[at], run))]
+    return order
+
+
+#: Rounds of closing crossing intervals before giving up on the vectorised walk (then the
+#: per-event walk runs); real traces need one or two.
+MAX_CLOSURE_ROUNDS = 32
+
+
+def stack_positions(
+    ts: np.ndarray, end: np.ndarray, new_thread: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The stack walk of :func:`_stack_pass` (same results), over whole columns.
+
+    Events are sorted by (thread, start, -end); ``new_thread`` marks the first event of
+    each thread. Event ``j`` leaves the stack at the first position ``p > j`` of its
+    thread whose start is at or after its end (its *close slot*), unless an event pushed
+    above it is still there: then it leaves when that one does. So the slots, once every
+    slot is raised to the largest slot of the events inside its span (a fixpoint that
+    only events overlapping without nesting change), form a nesting of intervals, and
+    the walk's depth is the number of open intervals and its parent the last event one
+    level up.
+    """
+    m = ts.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    pos = np.arange(m, dtype=np.int64)
+    first = np.flatnonzero(new_thread)
+    block = np.cumsum(new_thread, dtype=np.int64) - 1
+    block_end = np.r_[first[1:], m][block]
+    close = _close_slots(ts, end, block, pos, block_end)
+    depth, parent = _nesting(close, pos)
+    if not _is_nesting(close, parent, pos):
+        closed = _close_crossings(close, pos)
+        if closed is None:
+            logger.info("call stacks: crossing events did not settle; walking them one by one")
+            lp, ld = _stack_pass(ts.tolist(), end.tolist(), list(map(bool, new_thread)))
+            return np.asarray(lp, dtype=np.int64), np.asarray(ld, dtype=np.int32)
+        depth, parent = _nesting(closed, pos)
+    return parent, depth.astype(np.int32)
+
+
+def _close_slots(ts: np.ndarray, end: np.ndarray, block: np.ndarray, pos: np.ndarray,
+                 block_end: np.ndarray) -> np.ndarray:
+    """First position after each event, in its thread, starting at or after its end."""
+    lo = int(ts.min())
+    span = max(int(end.max()), int(ts.max())) - lo + 1
+    nblocks = int(block[-1]) + 1
+    if span > 0 and nblocks <= (2**62) // span:
+        offset = block * span - lo
+        slot = np.searchsorted(ts + offset, end + offset, side="left")
+    else:  # keys would overflow: search thread by thread
+        slot = np.empty(ts.shape[0], dtype=np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(block)) + 1, ts.shape[0]]
+        for a, b in zip(starts[:-1], starts[1:]):
+            slot[a:b] = a + np.searchsorted(ts[a:b], end[a:b], side="left")
+    np.maximum(slot, pos + 1, out=slot)
+    np.minimum(slot, block_end, out=slot)
+    return slot
+
+
+def _nesting(close: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth (open intervals at each start) and the last earlier event one level up."""
+    m = pos.shape[0]
+    closed_by = np.cumsum(np.bincount(close, minlength=m + 1)[:m])
+    depth = pos - closed_by
+    dtype = np.int16 if int(depth.max()) < 2**15 else np.int64
+    by_depth = np.argsort(depth.astype(dtype), kind="stable")
+    keys = depth[by_depth] * (m + 1) + by_depth
+    # Searching in key order (sorted needles) keeps the binary searches in cache.
+    first_inner = int(np.searchsorted(keys, m + 1, side="left"))
+    at = np.searchsorted(keys, keys[first_inner:] - (m + 1), side="left") - 1
+    parent = np.full(m, NO_LINK, dtype=np.int64)
+    parent[by_depth[first_inner:]] = by_depth[at]
+    return depth, parent
+
+
+def _is_nesting(close: np.ndarray, parent: np.ndarray, pos: np.ndarray) -> bool:
+    """Whether every event's parent is open at its start and closes no earlier than it
+    (then the intervals nest, and the parents are the walk's)."""
+    inner = parent >= 0
+    up = close[parent[inner]]
+    return bool(np.all(up > pos[inner]) and np.all(close[inner] <= up))
+
+
+def _close_crossings(close: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+    """Raise each close slot to the largest slot inside its span, until nothing moves."""
+    current = close
+    for _ in range(MAX_CLOSURE_ROUNDS):
+        raised = np.maximum(close, _range_max(current, pos + 1, current - 1))
+        if np.array_equal(raised, current):
+            return current
+        current = raised
+    return None
+
+
+def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """max(values[lo:hi + 1]) for each pair (a sparse table); -1 where the range is empty."""
+    m = values.shape[0]
+    dtype = np.int32 if m < 2**31 else np.int64
+    levels = [values.astype(dtype)]
+    width = 1
+    while 2 * width <= m:
+        prev = levels[-1]
+        levels.append(np.maximum(prev[:-width], prev[width:]))
+        width *= 2
+    out = np.full(lo.shape[0], -1, dtype=np.int64)
+    ok = np.flatnonzero(hi >= lo)
+    if ok.size == 0:
+        return out
+    a, b = lo[ok], hi[ok]
+    k = np.floor(np.log2((b - a + 1).astype(np.float64))).astype(np.int64)
+    for level in np.unique(k):
+        sel = k == level
+        table = levels[int(level)]
+        aa, bb = a[sel], b[sel]
+        out[ok[sel]] = np.maximum(table[aa], table[bb - (1 << int(level)) + 1])
+    return out
 
 
 def _stack_pass(
     ts: list[int], end: list[int], new_thread: list[bool]
 ) -> tuple[list[int], list[int]]:
-    """The stack walk over events sorted by (thread, start, -end); positions in, out."""
+    """The per-event stack walk over events sorted by (thread, start, -end); positions in,
+    out. The definition :func:`stack_positions` computes, and its fallback."""
     m = len(ts)
     parent = [-1] * m
     depth = [0] * m
