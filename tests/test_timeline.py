@@ -121,7 +121,7 @@ def test_budget_picks_the_finest_resolution_that_fits(job):
     df = timeline_segments(job.t, ranks=0, max_segments=5)
     assert len(df) <= 5
     res = int(df["resolution_ns"].iloc[0])
-    assert res > 0 and res & (res - 1) == 0  # a power of two
+    assert res > 0
     finer = timeline_segments(job.t, ranks=0, resolution_ns=res // 2, max_segments=10**6)
     assert len(finer) > 5
     # one segment per stream at worst, even when iterations x streams exceed the budget

@@ -33,14 +33,14 @@ the segment of the one before it unless
 3. its iteration differs from the previous event's.
 
 ``resolution_ns=0`` asks for every event, whatever their number. Otherwise ``r`` is the
-finest ``resolution_ns * 2**k`` ns (``resolution_ns`` is 1 when not given; ``k >= 0``) for
-which the rank has at most ``max_segments`` segments: the budget the browser can draw is spent on
-detail, so a zoomed-in figure still shows structure, and ``r`` is never coarser than it
-must be. Rule 3 is dropped when even ``r`` past the rank's span is too fine (more
-iterations times streams than ``max_segments``), so the result always fits (at worst one
-segment per stream). The union of the segments' events is the stream's busy time,
-unchanged: ``busy_ns`` summed per stream equals the length of the union of the stream's
-events whatever ``r`` is.
+finest resolution of at least ``resolution_ns`` (1 ns when not given) for which the rank
+has at most ``max_segments`` segments, found to 1/16 of a factor of two: the budget the
+browser can draw is spent on detail, so a zoomed-in figure still shows structure, and
+``r`` is never much coarser than it must be. Rule 3 is dropped when even ``r`` past the
+rank's span is too fine (more iterations times streams than ``max_segments``), so the
+result always fits (at worst one segment per stream). The union of the segments' events
+is the stream's busy time, unchanged: ``busy_ns`` summed per stream equals the length of
+the union of the stream's events whatever ``r`` is.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 #: Segments per rank above which events are merged.
 DEFAULT_MAX_SEGMENTS = 20_000
+_REFINE_STEPS = 4
 COLUMNS = ["rank", "stream", "kind", "start_ns", "end_ns", "busy_ns", "count", "kind_count",
            "kinds", "name", "iteration", "resolution_ns"]
 
@@ -154,9 +155,10 @@ def _previous_running_end(ts: np.ndarray, end: np.ndarray, first_of_stream: np.n
 def _coarsest_needed(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray,
                      iteration: np.ndarray, prev_end: np.ndarray, first_of_stream: np.ndarray,
                      span: int, max_segments: int, floor: int) -> tuple[int, np.ndarray]:
-    """The finest resolution ``floor * 2**k`` whose segments fit ``max_segments``, and
-    its segment starts. The number of segments does not grow with the resolution (fewer
-    gaps and fewer long events break), so a binary search over ``k`` finds it."""
+    """The finest resolution (to 1/16 of an octave above ``floor``) whose segments fit
+    ``max_segments``, and its segment starts. The number of segments does not grow with
+    the resolution (fewer gaps and fewer long events break), so a binary search over
+    ``floor * 2**k`` and then a bisection inside the octave find it."""
     def starts(res: int) -> np.ndarray:
         return _breaks(ts, dur, kind, iteration, prev_end, first_of_stream, res, True)
 
@@ -175,7 +177,20 @@ def _coarsest_needed(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray,
             hi, best = mid, cand
         else:
             lo = mid + 1
-    return floor << hi, best
+    good = floor << hi
+    if hi == 0:
+        return good, best
+    bad = good >> 1  # too fine; bisect the octave a few times to spend the budget
+    for _ in range(_REFINE_STEPS):
+        if good - bad <= 1:
+            break
+        mid = (good + bad) // 2
+        cand = starts(mid)
+        if int(cand.sum()) <= max_segments:
+            good, best = mid, cand
+        else:
+            bad = mid
+    return good, best
 
 
 def _breaks(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, iteration: np.ndarray,
