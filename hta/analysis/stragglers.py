@@ -1,0 +1,270 @@
+"""Stragglers: which rank arrives late at the collectives, and how long the others wait.
+
+A collective (all-reduce, all-gather, send/recv ...) cannot finish before every rank of
+its process group has started it, so a rank that starts late holds the others up. We
+read this from the communication kernels of every rank (every event of kind
+``communication``: NCCL, RCCL, NVSHMEM ... see :mod:`hta.analysis.gpu_work`).
+
+**Matching.** The kernels of one *collective instance* on the ranks are found by key:
+
+* by **sequence number** when the kernel carries the collective args that Kineto copies
+  onto NCCL kernels with a ``Seq``: key ``(process group, seq, k)``, where ``k`` numbers
+  the kernels of one rank sharing that ``(process group, seq)`` in start order
+  (coalesced collectives launch several);
+* else by **order**: key ``(process group, kernel name, iteration, k)``, ``k`` numbering
+  a rank's kernels of that name in that ``ProfilerStep`` (the iteration its launch
+  belongs to) and process group in start order.
+
+The *process group* is the ``Process Group Name`` of the kernel's collective args, or
+``"stream S"`` (the kernel's stream) when it has none. A key found on a single rank is
+an instance with one participant: it has no lag and causes no wait.
+
+**Per instance and rank** (integer ns; times are kernel starts and ends on the rank's
+clock, which Kineto aligns to wall-clock time, so clock skew between hosts shows as lag):
+
+* ``arrival_lag_ns``: this rank's start minus the earliest start of the instance;
+* ``last``: true for the rank(s) with the latest start, when that start is later than
+  the earliest (nobody is last when all start together);
+* ``waited_ns``: for a rank that is not last, the part of its kernel spent waiting for
+  the last one: ``min(latest start - its start, its duration - the last rank's
+  duration)``, at least 0 (the last rank's kernel never waits, so it is the transfer
+  alone; a rank that arrived earlier spends the difference waiting; capping by the
+  lag keeps a longer transfer from counting as wait). 0 for the last rank(s). When
+  several ranks tie for last, the shortest of their durations is used;
+* ``wait_caused_ns``: for the last rank, the sum of ``waited_ns`` over the other ranks
+  of the instance; shared equally (integer division) when several ranks tie for last;
+  0 for every other rank;
+* ``excess_lag_ns``: for a rank that alone was last, the smallest ``waited_ns`` among
+  the others: the time by which *every* other rank was held up, so how much sooner the
+  collective would have ended everywhere had this rank arrived with the rest; 0 for the
+  others and for ties (no single rank could have saved it).
+
+Example: ranks 0, 1, 2, 3 start an all-reduce at 100, 100, 130, 400 µs and all end at
+450 µs (durations 350, 350, 320, 50). Lags: 0, 0, 30, 300 µs. Rank 3 is last; the others
+waited min(300, 300) = 300, 300 and min(270, 270) = 270 µs, so rank 3 caused 870 µs of
+wait and its excess lag is 270 µs.
+
+**Per rank** (:func:`straggler_summary`), over instances with two or more participants:
+``collectives``, ``late_count`` (instances where it was last), ``mean_lag(us)``,
+``total_lag(us)``, ``total_waited(us)`` (what it waited for others),
+``total_wait_caused(us)``, ``total_excess_lag(us)`` and ``score``: the rank's share of
+all the wait caused in the selection (its ``total_wait_caused`` over the sum over all
+ranks; 0 when nobody waited). Ranks are weighed by the time they cost the others, over
+every collective, not by one kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.gpu_work import COMM, as_list, work_class
+from hta.analysis.rowmap import RowMap
+from hta.analysis.select import select_ranks
+from hta.loading.lazy import map_ranks
+from hta.model.trace import RankTrace, Trace
+
+logger = logging.getLogger(__name__)
+
+#: Columns of :func:`rank_collectives` (one row per communication kernel of a rank).
+KERNEL_COLUMNS = ["rank", "process_group", "process_group_desc", "group_ranks", "seq",
+                  "name", "kernel", "stream", "iteration", "start_ns", "end_ns",
+                  "in_msg_nelems"]
+#: Columns of :func:`collective_arrivals`.
+ARRIVAL_COLUMNS = ["collective", "process_group", "seq", "name", "rank", "stream",
+                   "iteration", "start_ns", "end_ns", "arrival_lag_ns", "waited_ns",
+                   "wait_caused_ns",
+                   "excess_lag_ns", "last", "participants", "matched_by", "kernel",
+                   "process_group_desc", "in_msg_nelems"]
+#: Columns of :func:`straggler_summary`.
+SUMMARY_COLUMNS = ["rank", "collectives", "late_count", "mean_lag(us)", "total_lag(us)",
+                   "total_waited(us)", "total_wait_caused(us)", "total_excess_lag(us)",
+                   "score"]
+NO_SEQ = -1
+
+
+# -- one rank -------------------------------------------------------------------------------
+def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
+                     iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """The communication kernels of each rank with their collective args
+    (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
+    :func:`~hta.loading.lazy.map_ranks`. ``seq`` is -1 where the kernel has none;
+    ``group_ranks`` is the ``Process Group Ranks`` text ("" when absent)."""
+    frames = [_one_rank(rt, iterations) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return _empty(KERNEL_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _one_rank(rt: RankTrace, iterations: Iterable[int] | int | None) -> pd.DataFrame:
+    ev = rt.events
+    if not len(ev):
+        return _empty(KERNEL_COLUMNS)
+    keep = work_class(ev["kind"]) == COMM
+    if iterations is not None:
+        keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
+    rows = np.flatnonzero(keep)
+    n = rows.size
+    sym = np.asarray(rt.symbols, dtype=object)
+    kernel = sym[ev["name"].to_numpy()[rows]] if n else np.zeros(0, dtype=object)
+    stream = ev["stream"].to_numpy()[rows]
+    pg = np.array([f"stream {s}" for s in stream], dtype=object)
+    desc = np.full(n, "", dtype=object)
+    granks = np.full(n, "", dtype=object)
+    name = kernel.copy()
+    seq = np.full(n, NO_SEQ, dtype=np.int64)
+    nelems = np.full(n, np.nan)
+    coll = rt.tables.get("collective_args")
+    if n and coll is not None and len(coll):
+        pos = RowMap(ev).positions(coll["index"].to_numpy())
+        where = np.full(len(ev), -1, dtype=np.int64)
+        ok = pos >= 0
+        where[pos[ok]] = np.flatnonzero(ok)
+        arg = where[rows]
+        has = arg >= 0
+        a = coll.iloc[arg[has]]
+        pg_name = a["process_group_name"].astype(str).to_numpy()
+        named = pg_name != ""
+        idx = np.flatnonzero(has)
+        pg[idx[named]] = pg_name[named]
+        desc[idx] = a["process_group_desc"].astype(str).to_numpy()
+        granks[idx] = [_ranks_text(x) for x in a["process_group_ranks"]]
+        cname = a["collective_name"].astype(str).to_numpy()
+        name[idx[cname != ""]] = cname[cname != ""]
+        s = a["seq"].to_numpy(dtype=float)
+        fin = np.isfinite(s)
+        seq[idx[fin]] = s[fin].astype(np.int64)
+        nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
+    return pd.DataFrame({
+        "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
+        "process_group_desc": desc, "group_ranks": granks, "seq": seq, "name": name,
+        "kernel": kernel, "stream": stream.astype(np.int64),
+        "iteration": ev["iteration"].to_numpy()[rows].astype(np.int64),
+        "start_ns": ev["ts"].to_numpy()[rows].astype(np.int64),
+        "end_ns": ev["end"].to_numpy()[rows].astype(np.int64), "in_msg_nelems": nelems,
+    }, columns=KERNEL_COLUMNS)
+
+
+def _ranks_text(raw: object) -> str:
+    """``Process Group Ranks`` as plain text: Kineto writes a JSON string of a list."""
+    text = "" if raw is None else str(raw)
+    try:
+        value = json.loads(text) if text else ""
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+# -- matching across ranks ----------------------------------------------------------------
+def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Match the kernels of :func:`rank_collectives` (several ranks) into instances and
+    compute the per-rank numbers; returns :data:`ARRIVAL_COLUMNS` (module docstring)."""
+    if not len(kernels):
+        return _empty(ARRIVAL_COLUMNS)
+    k = kernels.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    by_seq = k["seq"].to_numpy() != NO_SEQ
+    k["matched_by"] = np.where(by_seq, "seq", "order")
+    # the k-th kernel of a rank with that key, in start order
+    seq_key = k["process_group"] + "\x00" + k["seq"].astype(str)
+    order_key = (k["process_group"] + "\x00" + k["kernel"].astype(str) + "\x00"
+                 + k["iteration"].astype(str))
+    key = np.where(by_seq, "s\x00" + seq_key, "o\x00" + order_key)
+    k["_key"] = key
+    k["_k"] = k.groupby(["rank", "_key"], sort=False).cumcount()
+    k["_key"] = k["_key"] + "\x00" + k["_k"].astype(str)
+    grp = k.groupby("_key", sort=False)
+    first = grp["start_ns"].transform("min").to_numpy(np.int64)
+    latest = grp["start_ns"].transform("max").to_numpy(np.int64)
+    participants = grp["rank"].transform("size").to_numpy()
+    start = k["start_ns"].to_numpy(np.int64)
+    dur = k["end_ns"].to_numpy(np.int64) - start
+    is_last = (start == latest) & (latest > first)
+    k["_last"] = is_last
+    big = np.iinfo(np.int64).max
+    k["_last_dur"] = np.where(is_last, dur, big)
+    last_dur = grp["_last_dur"].transform("min").to_numpy(np.int64)
+    # waited: the part of a rank's kernel spent waiting for the last arriver
+    waited = np.where(is_last | (latest == first), 0,
+                      np.clip(np.minimum(latest - start, dur - last_dur), 0, None))
+    k["_waited"] = waited
+    k["_min_wait"] = np.where(is_last, big, waited)
+    wait_total = grp["_waited"].transform("sum").to_numpy(np.int64)
+    min_wait = grp["_min_wait"].transform("min").to_numpy(np.int64)
+    n_last = grp["_last"].transform("sum").to_numpy(np.int64)
+    # ids in order of the instance's earliest start
+    firsts = grp["start_ns"].min().sort_values(kind="stable")
+    ids = pd.Series(np.arange(len(firsts), dtype=np.int64), index=firsts.index)
+    out = pd.DataFrame({
+        "collective": ids.reindex(k["_key"]).to_numpy(),
+        "process_group": k["process_group"], "seq": k["seq"], "name": k["name"],
+        "rank": k["rank"], "stream": k["stream"], "iteration": k["iteration"],
+        "start_ns": start, "end_ns": k["end_ns"].to_numpy(np.int64),
+        "arrival_lag_ns": start - first, "waited_ns": waited,
+        "wait_caused_ns": np.where(is_last, wait_total // np.maximum(n_last, 1), 0),
+        "excess_lag_ns": np.where(is_last & (n_last == 1), min_wait, 0),
+        "last": is_last, "participants": participants.astype(np.int64),
+        "matched_by": k["matched_by"], "kernel": k["kernel"],
+        "process_group_desc": k["process_group_desc"], "in_msg_nelems": k["in_msg_nelems"],
+    }, columns=ARRIVAL_COLUMNS)
+    return out.sort_values(["collective", "rank"], kind="stable", ignore_index=True)
+
+
+def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
+                        iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """One row per (collective instance, rank): :data:`ARRIVAL_COLUMNS`.
+
+    ``ranks`` limits the ranks compared (a collective's lag is then measured among those
+    ranks only); ``iterations`` the ``ProfilerStep`` numbers. Each rank's kernels are
+    read next to the data (:func:`~hta.loading.lazy.map_ranks`) and matched here.
+    Definitions: the module docstring.
+    """
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    iters = None if iterations is None else as_list(iterations)
+    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
+                        description="Collectives")
+    return match_collectives(kernels)
+
+
+def straggler_summary(arrivals: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: :data:`SUMMARY_COLUMNS` from :func:`collective_arrivals`'s table.
+
+    Only instances with two or more participants count. Sorted by ``score``, highest
+    first (then by rank).
+    """
+    a = arrivals[arrivals["participants"] >= 2] if len(arrivals) else arrivals
+    if not len(a):
+        return _empty(SUMMARY_COLUMNS)
+    g = a.groupby("rank", sort=True)
+    out = pd.DataFrame({
+        "collectives": g.size(),
+        "late_count": g["last"].sum().astype(np.int64),
+        "mean_lag(us)": g["arrival_lag_ns"].mean() / 1e3,
+        "total_lag(us)": g["arrival_lag_ns"].sum() / 1e3,
+        "total_waited(us)": g["waited_ns"].sum() / 1e3,
+        "total_wait_caused(us)": g["wait_caused_ns"].sum() / 1e3,
+        "total_excess_lag(us)": g["excess_lag_ns"].sum() / 1e3,
+    })
+    total = float(g["wait_caused_ns"].sum().sum())
+    out["score"] = g["wait_caused_ns"].sum() / total if total > 0 else 0.0
+    out = out.reset_index()
+    out = out.sort_values(["score", "rank"], ascending=[False, True], kind="stable",
+                          ignore_index=True)
+    return out[SUMMARY_COLUMNS]
+
+
+def potential_stragglers(summary: pd.DataFrame, num_candidates: int = 2) -> list[int]:
+    """The ``num_candidates`` ranks with the highest ``score`` among those that made
+    others wait at all (``score > 0``); fewer, or none, when fewer ranks did."""
+    if not len(summary):
+        return []
+    hit = summary[summary["score"] > 0]
+    return [int(r) for r in hit["rank"].head(max(1, int(num_candidates)))]
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
