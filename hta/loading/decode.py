@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from hta.loading import native
 from hta.loading.errors import TraceLoadError
 from hta.loading.files import RemotePath, trace_location
 from hta.loading.stream import NotStreamable, iter_event_chunks
@@ -637,6 +638,13 @@ class _Accumulator:
     def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None
                      ) -> None:
         """Decode a JSON array of events and add them (``items``: the same, pre-split)."""
+        if native.available() and (scanned := native.scan(text)) is not None:
+            before = self.counter_count
+            native.Builder(self, scanned).add()
+            del scanned
+            if self.counter_count > before:
+                _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+            return
         try:
             events = _event_list_decoder.decode(text)
         except msgspec.ValidationError as exc:
