@@ -25,6 +25,7 @@ from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
+from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.loading.lazy import LazyTrace, map_ranks
 from hta.loading.loader import drop_last_step, load_trace
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin):
+                    TimelineMixin, StragglersMixin):
     """Load a job's traces and analyse them.
 
     Args:
