@@ -69,11 +69,8 @@ class Chunk:
         self.cols["ts_present"] = np.frombuffer(ts_present, dtype=np.bool_)
         self.cols["grid"] = np.frombuffer(dims[0], dtype=np.int64).reshape(n, 3)
         self.cols["block"] = np.frombuffer(dims[1], dtype=np.int64).reshape(n, 3)
-        self.raws: dict[str, np.ndarray] = {}
-        for name, values in zip(RAW, raws):
-            arr = np.empty(n, dtype=object)
-            arr[:] = values
-            self.raws[name] = arr
+        #: raw JSON text of the Raw fields, one entry per event (None where absent)
+        self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
 
 
 def scan(text: bytes | bytearray | memoryview) -> Chunk | None:
@@ -132,8 +129,8 @@ class Builder:
         return values
 
     def raw_text(self, field: str, rows: np.ndarray) -> list[str]:
-        values = self.chunk.raws[field][rows]
-        return ["" if v is None else v for v in values.tolist()]
+        values = self.chunk.raws[field]
+        return [values[i] or "" for i in rows.tolist()]
 
     def col(self, field: str, rows: np.ndarray) -> np.ndarray:
         return self.chunk.cols[field][rows]
@@ -257,18 +254,17 @@ class Builder:
         sel = acc._rows_for(acc.op_cats, cat)
         if sel.size:
             e = ev[sel]
-            dims = self.chunk.raws["input_dims"][e]
-            legacy = self.chunk.raws["input_dims_legacy"][e]
-            no_dims = dims == None  # noqa: E711 - elementwise on an object array
-            dims = np.where(no_dims, legacy, dims)
+            raw_dims = self.chunk.raws["input_dims"]
+            raw_legacy = self.chunk.raws["input_dims_legacy"]
+            dims = [raw_dims[i] or raw_legacy[i] for i in e.tolist()]
             seq = self.col("sequence_number", e)
-            has = (dims != None) | (seq >= 0)  # noqa: E711
+            has = np.fromiter(map(bool, dims), dtype=bool, count=len(dims)) | (seq >= 0)
             if has.any():
                 keep = np.flatnonzero(has)
                 e = e[keep]
                 acc.add_table("op_args", {
                     "row": rows[sel[keep]],
-                    "input_dims": ["" if v is None else v for v in dims[keep].tolist()],
+                    "input_dims": [dims[i] or "" for i in keep.tolist()],
                     "input_type": self.raw_text("input_type", e),
                     "sequence_number": seq[keep],
                     "fwd_thread_id": self.col("fwd_thread_id", e),
