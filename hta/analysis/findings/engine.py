@@ -61,7 +61,10 @@ MEDIUM_SHARE = 0.03
 DEFAULT_MIN_SHARE = 0.005
 
 #: Modules holding the default rules, each with a ``RULES`` list, in report order.
-RULE_MODULES: tuple[str, ...] = ()
+RULE_MODULES: tuple[str, ...] = (
+    "hta.analysis.findings.host",
+    "hta.analysis.findings.launch_bound",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,163 @@
+"""Generated traces for the host and copy findings rules, with the saving known by
+construction. Every builder returns ``(trace, expected_saving_ns)``; the expected value is
+computed from the construction parameters, never by the code under test.
+
+All times in ns; step ``k`` (1-based) starts at ``(k - 1) * STEP_NS``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kineto_builder import COMPUTE_STREAM, TraceBuilder
+
+from hta.loading.loader import load_trace
+from hta.model.trace import Trace
+
+STEP_NS = 200_000
+STEPS = 4
+COPY_STREAM = 24
+DATA_LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _load(b: TraceBuilder, tmp_path: Path) -> Trace:
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def host_sync(tmp_path: Path, with_sync: bool = True, sync: str = "cudaStreamSynchronize",
+              steps: int = STEPS) -> tuple[Trace, int]:
+    """Each step: kernel A (20 µs on the GPU), then ``loss.item()``: the host blocks in
+    ``sync`` until 1 µs after A ends, then takes 4 µs to launch kernel B, which starts 5 µs
+    after A ended: a 5 µs bubble a step. Without the sync the host launches B at once and
+    B runs right after A."""
+    b = TraceBuilder(rank=0)
+    bubble = 5_000
+    for k in range(1, steps + 1):
+        t = (k - 1) * STEP_NS
+        with b.step(k, ts=t, dur=STEP_NS - 1_000):
+            b.annotation("forward", ts=t + 500, dur=60_000)
+            b.cpu_op("aten::mm", ts=t + 900, dur=700)
+            b.launch_kernel("sgemm_a", cpu_ts=t + 1_000, cpu_dur=500, gpu_ts=t + 2_000,
+                            gpu_dur=20_000)
+            a_end = t + 22_000
+            if with_sync:
+                b.cpu_op("aten::item", ts=t + 2_800, dur=20_500)
+                b.cpu_op("aten::_local_scalar_dense", ts=t + 2_900, dur=20_300)
+                b.runtime(sync, ts=t + 3_000, dur=a_end + 1_000 - (t + 3_000))
+                b.cpu_op("aten::add", ts=a_end + 3_000, dur=2_500)
+                b.launch_kernel("elementwise_b", cpu_ts=a_end + 3_500, cpu_dur=1_000,
+                                gpu_ts=a_end + bubble, gpu_dur=10_000)
+            else:
+                # the stream wait does not block the host: it must not count
+                b.runtime("cudaStreamWaitEvent", ts=t + 1_600, dur=300)
+                b.cpu_op("aten::add", ts=t + 2_000, dur=2_500)
+                b.launch_kernel("elementwise_b", cpu_ts=t + 2_500, cpu_dur=1_000,
+                                gpu_ts=a_end, gpu_dur=10_000)
+    return _load(b, tmp_path), (steps * bubble if with_sync else 0)
+
+
+def idle_gpu_sync(tmp_path: Path, steps: int = STEPS) -> tuple[Trace, int]:
+    """A 2 µs ``cudaDeviceSynchronize`` when the GPU is already idle, then 50 µs of host
+    work before the next kernel: the GPU is idle 52 µs after the call started, but
+    removing the call saves only the 2 µs the host was blocked."""
+    b = TraceBuilder(rank=0)
+    for k in range(1, steps + 1):
+        t = (k - 1) * STEP_NS
+        with b.step(k, ts=t, dur=STEP_NS - 1_000):
+            b.launch_kernel("sgemm_a", cpu_ts=t + 1_000, cpu_dur=500, gpu_ts=t + 2_000,
+                            gpu_dur=20_000)
+            b.runtime("cudaDeviceSynchronize", ts=t + 40_000, dur=2_000)
+            b.launch_kernel("sgemm_b", cpu_ts=t + 92_000, cpu_dur=500, gpu_ts=t + 94_000,
+                            gpu_dur=20_000)
+    return _load(b, tmp_path), steps * 2_000
+
+
+def data_loading(tmp_path: Path, stall: bool = True, steps: int = STEPS
+                 ) -> tuple[Trace, int]:
+    """Each step: a 30 µs data-loader span from 1 µs into the step. With a stall the step's
+    kernel starts after the span and runs 7 µs into the next step, i.e. 6 µs into its span:
+    the GPU is idle 30 µs of the span in step 1 and 24 µs in the others. Without a stall
+    the host ran ahead: the step's kernel runs from 1 µs into the step and covers it."""
+    b = TraceBuilder(rank=0)
+    span, overlap = 30_000, 6_000
+    for k in range(1, steps + 1):
+        t = (k - 1) * STEP_NS
+        with b.step(k, ts=t, dur=STEP_NS):
+            b.annotation(DATA_LOADER, ts=t + 1_000, dur=span)
+            if stall:
+                b.launch_kernel("sgemm", cpu_ts=t + span + 1_500, cpu_dur=500,
+                                gpu_ts=t + span + 2_000,
+                                gpu_dur=STEP_NS - span - 2_000 + 1_000 + overlap)
+            else:
+                b.launch_kernel("sgemm", cpu_ts=t + 200, cpu_dur=500, gpu_ts=t + 1_000,
+                                gpu_dur=STEP_NS)
+    expected = span + (steps - 1) * (span - overlap) if stall else 0
+    return _load(b, tmp_path), expected
+
+
+def launch_bound(tmp_path: Path, bound: bool = True, steps: int = STEPS,
+                 kernels: int = 30) -> tuple[Trace, int]:
+    """Each step: ``kernels`` kernels of 2 µs. Launch-bound: calls of 6 µs back to back,
+    each kernel starting 1 µs after its call returns: a 4 µs gap between kernels. Not
+    launch-bound: the same kernels launched ahead of the GPU, 0.5 µs apart. Steps are
+    150 µs longer than their kernels, so the gap between steps is no launch gap."""
+    b = TraceBuilder(rank=0)
+    call, kernel, latency = 6_000, 2_000, 1_000
+    step = (kernels + 3) * call + 150_000  # > 100 µs between steps: not a launch gap
+    for k in range(1, steps + 1):
+        t = (k - 1) * step
+        with b.step(k, ts=t, dur=step - 1_000):
+            for i in range(kernels):
+                cpu_ts = t + 1_000 + i * call
+                if bound:
+                    gpu_ts = cpu_ts + call + latency
+                else:
+                    gpu_ts = t + 1_000 + kernels * call + i * (kernel + 500)
+                b.launch_kernel(f"elementwise_{i % 3}", cpu_ts=cpu_ts, cpu_dur=call,
+                                gpu_ts=gpu_ts, gpu_dur=kernel)
+    gap = call - kernel
+    return _load(b, tmp_path), (steps * (kernels - 1) * gap if bound else 0)
+
+
+def pageable_copies(tmp_path: Path, pageable: bool = True, steps: int = STEPS,
+                    nbytes: int = 8 << 20, copy_ns: int = 1_600_000,
+                    pinned_ns: int = 400_000) -> tuple[Trace, int]:
+    """Each step: one ``nbytes`` HtoD copy taking ``copy_ns`` (pageable) and one pinned
+    HtoD copy of the same size taking ``pinned_ns``, which sets the reference bandwidth.
+    Without the problem both copies are pinned and take ``pinned_ns``."""
+    b = TraceBuilder(rank=0)
+    step = 4_000_000
+    for k in range(1, steps + 1):
+        t = (k - 1) * step
+        with b.step(k, ts=t, dur=step - 1_000):
+            src = "Pageable" if pageable else "Pinned"
+            dur = copy_ns if pageable else pinned_ns
+            b.memcpy(f"HtoD ({src} -> Device)", cpu_ts=t + 1_000, cpu_dur=dur + 5_000,
+                     gpu_ts=t + 3_000, gpu_dur=dur, nbytes=nbytes, stream=COPY_STREAM)
+            b.memcpy("HtoD (Pinned -> Device)", cpu_ts=t + dur + 10_000, cpu_dur=3_000,
+                     gpu_ts=t + dur + 20_000, gpu_dur=pinned_ns, nbytes=nbytes,
+                     stream=COPY_STREAM)
+            b.launch_kernel("sgemm", cpu_ts=t + dur + 15_000, cpu_dur=500,
+                            gpu_ts=t + dur + 20_000 + pinned_ns + 1_000, gpu_dur=100_000)
+    return _load(b, tmp_path), (steps * (copy_ns - pinned_ns) if pageable else 0)
+
+
+def copies_on_compute(tmp_path: Path, same_stream: bool = True, steps: int = STEPS
+                      ) -> tuple[Trace, int]:
+    """Each step: a 300 µs HtoD copy (pinned) launched at t + 1 µs, running from t + 2 µs;
+    the next compute kernel is launched at t + 52 µs (call returns at t + 52.5 µs). On the
+    compute stream it waits for the copy, from t + 52.5 µs to its end at t + 302 µs:
+    249.5 µs a step. On a side stream it starts at t + 53 µs."""
+    b = TraceBuilder(rank=0)
+    step = 1_000_000
+    for k in range(1, steps + 1):
+        t = (k - 1) * step
+        with b.step(k, ts=t, dur=step - 1_000):
+            stream = COMPUTE_STREAM if same_stream else COPY_STREAM
+            b.memcpy("HtoD (Pinned -> Device)", cpu_ts=t + 1_000, cpu_dur=500,
+                     gpu_ts=t + 2_000, gpu_dur=300_000, nbytes=64 << 20, stream=stream)
+            gpu_ts = t + 302_000 if same_stream else t + 53_000
+            b.launch_kernel("sgemm", cpu_ts=t + 52_000, cpu_dur=500, gpu_ts=gpu_ts,
+                            gpu_dur=400_000)
+    return _load(b, tmp_path), (steps * (302_000 - 52_500) if same_stream else 0)
