@@ -250,6 +250,12 @@ def _kinds_text(count_by_kind: np.ndarray, count: np.ndarray) -> np.ndarray:
     return out
 
 
+def segments_per_rank(total: int, n_ranks: int) -> int:
+    """Each rank's share of a figure's ``total`` segments (pass it as ``max_segments``
+    when drawing ``n_ranks`` ranks, so the whole figure holds at most ``total`` bars)."""
+    return max(1, int(total) // max(1, int(n_ranks)))
+
+
 def aggregated(segments: pd.DataFrame) -> bool:
     """Whether any rank of ``segments`` was drawn with merged events."""
     return bool(len(segments)) and bool((segments["resolution_ns"] > 0).any())

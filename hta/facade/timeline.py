@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis.timeline import timeline_segments
+from hta.analysis.timeline import segments_per_rank, timeline_segments
 from hta.facade.display import show
 from hta.loading.lazy import map_ranks
 from hta.plots.timeline import timeline_figure
@@ -103,7 +103,7 @@ def _per_rank_budget(trace: Trace, ranks: Ranks, total: int) -> int:
         n = 1
     else:
         n = len(set(ranks))
-    return max(1, int(total) // max(1, n))
+    return segments_per_rank(total, n)
 
 
 def _title(segments: pd.DataFrame, iterations: Iterable[int] | int | None) -> str:
