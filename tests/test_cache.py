@@ -1,4 +1,4 @@
-"""The Parquet cache of loaded ranks.
+"""The Arrow cache of loaded ranks.
 
 A reload from the cache gives back exactly what a fresh load gives (events, every side
 table, symbols, metadata, unclassified kernels); the cache sits in ``.hta_cache`` beside
@@ -30,8 +30,9 @@ from hta.model.rules import Rule, RuleSet
 from hta.model.trace import ARG_TABLES, EVENT_TABLES
 from hta.trace_analysis import TraceAnalysis
 
-ENTRY_FILES = {"events.parquet", "symbols.parquet", "meta.json"} | {
-    f"{t}.parquet" for t in ARG_TABLES + EVENT_TABLES}
+ENTRY_FILES = {"events.arrow", "symbols.arrow", "meta.json"} | {
+    f"{t}.arrow" for t in ARG_TABLES + EVENT_TABLES}
+ARROW_MAGIC = b"ARROW1"
 
 
 def rich_trace(rank: int = 0, op_name: str = "aten::mm") -> TraceBuilder:
@@ -260,8 +261,8 @@ def test_kind_rules_are_part_of_the_key(tmp_path: Path) -> None:
 
 
 def damage_truncate_events(entry: Path) -> None:
-    data = (entry / "events.parquet").read_bytes()
-    (entry / "events.parquet").write_bytes(data[: len(data) // 2])
+    data = (entry / "events.arrow").read_bytes()
+    (entry / "events.arrow").write_bytes(data[: len(data) // 2])
 
 
 def damage_garbage_meta(entry: Path) -> None:
@@ -273,7 +274,7 @@ def damage_meta_not_a_dict(entry: Path) -> None:
 
 
 def damage_missing_table(entry: Path) -> None:
-    (entry / "kernel_args.parquet").unlink()
+    (entry / "kernel_args.arrow").unlink()
 
 
 def damage_old_version(entry: Path) -> None:
@@ -283,7 +284,7 @@ def damage_old_version(entry: Path) -> None:
 
 
 def damage_events_not_parquet(entry: Path) -> None:
-    (entry / "events.parquet").write_bytes(b"\x80\x04K\x01.")  # a pickle: must never load
+    (entry / "events.arrow").write_bytes(b"\x80\x04K\x01.")  # a pickle: must never load
 
 
 @pytest.mark.parametrize("damage", [
@@ -310,9 +311,9 @@ def test_damaged_entry_is_ignored_and_rebuilt(tmp_path: Path, damage: Any, ranks
     if damage is not damage_old_version:
         assert any("ignoring unreadable cache entry" in rec.getMessage()
                    and str(entry) in rec.getMessage() for rec in caplog.records)
-    # rebuilt in place, as a complete Parquet entry
+    # rebuilt in place, as a complete Arrow entry
     assert {p.name for p in entry.iterdir()} == ENTRY_FILES
-    assert (entry / "events.parquet").read_bytes()[:4] == b"PAR1"
+    assert (entry / "events.arrow").read_bytes()[:6] == ARROW_MAGIC
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,8 +333,8 @@ def test_nothing_in_the_cache_is_a_pickle(tmp_path: Path) -> None:
     for path in files:
         data = path.read_bytes()
         assert not data.startswith(b"\x80"), f"{path} looks like a pickle"
-        if path.suffix == ".parquet":
-            assert data[:4] == b"PAR1" and data[-4:] == b"PAR1", path
+        if path.suffix == ".arrow":
+            assert data[:6] == ARROW_MAGIC and data[-6:] == ARROW_MAGIC, path
         else:
             assert path.name == "meta.json"
             meta = json.loads(data)

@@ -1,10 +1,15 @@
-"""Parquet cache of loaded ranks.
+"""Arrow cache of loaded ranks.
 
-A cached rank is a folder of Parquet files (the events table, the symbol table and each
-side table) plus ``meta.json``. Its name holds a fingerprint of the trace file's content
-(size plus sampled blocks, so it is cheap even for gigabyte files), the cache format
-version and the event-kind rules in force, so any change to one of them misses the
-cache. Nothing is ever pickled or unpickled.
+A cached rank is a folder of uncompressed Arrow IPC files (Feather v2: the events table,
+the symbol table and each side table) plus ``meta.json``. Reading one back memory-maps
+the files, so a reopen costs one copy of the columns into pandas and no decoding; writing
+one is a plain copy of the columns to disk (see docs/performance.md, "Linking and the
+cache", for the measurements behind this choice over compressed Parquet).
+
+The entry's name holds a fingerprint of the trace file's content (size plus sampled
+blocks, so it is cheap even for gigabyte files), the cache format version and the
+event-kind rules in force, so any change to one of them misses the cache. Nothing is
+ever pickled or unpickled: Arrow IPC, like Parquet, holds typed columns only.
 
 The cache lives in a ``.hta_cache`` folder beside the traces; when that folder cannot
 be written, in the user's cache folder (``$XDG_CACHE_HOME/hta`` or ``~/.cache/hta``).
@@ -24,15 +29,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from hta.loading.arrow_files import map_columns, read_column, read_frame, write_table
 from hta.loading.files import RemotePath
 from hta.model.rules import KINDS
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 3
+CACHE_FORMAT_VERSION = 4
+#: File name suffix of every table of an entry (Arrow IPC file format).
+SUFFIX = ".arrow"
 _BLOCK = 1 << 16
 _SAMPLES = 16
 
@@ -91,13 +98,15 @@ def write_entry(folder: Path, rank_trace: RankTrace) -> None:
         events = rank_trace.events
         columns = {c: (events[c].cat.codes.to_numpy().astype(np.int8) if c == "kind"
                        else events[c].to_numpy()) for c in events.columns}
-        if len(rank_trace.unclassified) == len(events):
-            columns["unclassified"] = rank_trace.unclassified
-        pq.write_table(pa.table(columns), tmp / "events.parquet", compression="lz4")
+        if len(rank_trace.unclassified) == len(events):  # as bytes, read back as a view
+            columns["unclassified"] = np.asarray(rank_trace.unclassified, bool).view(np.uint8)
+        write_table(pa.table(columns), tmp / f"events{SUFFIX}")
         del columns
-        _write_table(pd.DataFrame({"symbol": rank_trace.symbols}), tmp / "symbols.parquet")
+        write_table(pa.table({"symbol": pa.array(rank_trace.symbols, type=pa.string())}),
+                    tmp / f"symbols{SUFFIX}")
         for name, frame in rank_trace.tables.items():
-            _write_table(frame, tmp / f"{name}.parquet")
+            write_table(pa.Table.from_pandas(frame, preserve_index=False),
+                        tmp / f"{name}{SUFFIX}")
         meta = dict(rank_trace.meta)
         meta["cache_format_version"] = CACHE_FORMAT_VERSION
         (tmp / "meta.json").write_text(json.dumps(meta, default=_json_default))
@@ -122,23 +131,20 @@ def read_entry(folder: Path) -> RankTrace | None:
             raise ValueError("meta.json is not a cached rank's metadata")
         if meta.pop("cache_format_version", None) != CACHE_FORMAT_VERSION:
             return None
-        events = pd.read_parquet(folder / "events.parquet")
-        events["kind"] = pd.Categorical.from_codes(
-            events["kind"].to_numpy(dtype=np.int8), categories=list(KINDS)
-        )
-        symbols = pd.read_parquet(folder / "symbols.parquet")["symbol"].tolist()
+        columns = map_columns(folder / f"events{SUFFIX}")
+        n = len(columns["index"])
+        unclassified = columns.pop("unclassified", np.zeros(n, dtype=np.uint8)).view(bool)
+        columns["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8, copy=False),
+                                                    categories=list(KINDS))
+        events = pd.DataFrame(columns, copy=False)
+        symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.
-        tables = {
-            name: pd.read_parquet(folder / f"{name}.parquet")
-            for name in ARG_TABLES + EVENT_TABLES
-        }
+        tables = {name: read_frame(folder / f"{name}{SUFFIX}")
+                  for name in ARG_TABLES + EVENT_TABLES}
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
         return None
     _release_arrow_memory()
-    unclassified = np.zeros(len(events), dtype=bool)
-    if "unclassified" in events:
-        unclassified = events.pop("unclassified").to_numpy(dtype=bool)
     return RankTrace(rank=int(meta["rank"]), events=events, symbols=symbols, tables=tables,
                      meta=meta, unclassified=unclassified)
 
@@ -147,11 +153,6 @@ def _release_arrow_memory() -> None:
     """Give Arrow's freed buffers back to the system: its allocator keeps them otherwise,
     and a reloaded rank would hold about twice its size."""
     pa.default_memory_pool().release_unused()
-
-
-def _write_table(frame: pd.DataFrame, path: Path) -> None:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table, path, compression="lz4")
 
 
 def stored_meta(meta: dict[str, Any]) -> dict[str, Any]:

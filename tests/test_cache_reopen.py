@@ -1,0 +1,118 @@
+"""Reopening a cached rank: memory-mapped, writable, and independent of the file.
+
+The events table of a cache entry comes back as views of a copy-on-write mapping of its
+Arrow file (``hta/loading/arrow_files.py``): nothing is copied when it opens, a change
+made to a reopened rank lands in private pages (never in the file, never in another
+reopen), the rank survives its entry being deleted, and past ``MAX_MAPPED`` live
+mappings the columns are copied instead, with the same values.
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from test_cache import assert_same_rank, entries, rich_trace
+
+from hta.loading import arrow_files
+from hta.loading.cache import read_entry
+from hta.trace_analysis import TraceAnalysis
+
+
+def _mapped(array: np.ndarray) -> bool:
+    base: object = array
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    return isinstance(base, mmap.mmap)
+
+
+@pytest.fixture
+def cached(tmp_path: Path) -> tuple[Path, Path, TraceAnalysis]:
+    folder = tmp_path / "job"
+    rich_trace(0).write(folder / "rank-0.json")
+    cache = tmp_path / "cache"
+    first = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    return folder, cache, first
+
+
+def test_reopened_numeric_columns_are_views_of_the_file(cached: tuple) -> None:
+    folder, cache, first = cached
+    rt = read_entry(entries(cache)[0])
+    assert rt is not None
+    ev = rt.events
+    for column in ("ts", "dur", "end", "pid", "tid", "name", "parent", "correlation"):
+        assert _mapped(ev[column].to_numpy()), column
+    assert_same_rank(first.t.rank(0), rt)
+    assert rt.unclassified.dtype == bool and rt.unclassified.any()
+
+
+def test_changes_to_a_reopened_rank_stay_in_memory(cached: tuple) -> None:
+    folder, cache, first = cached
+    entry = entries(cache)[0]
+    before = (entry / "events.arrow").read_bytes()
+    a = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    ev = a.t.rank(0).events
+    ts0 = int(ev["ts"].iat[0])
+    ev.loc[0, "ts"] = ts0 + 12345          # in place, as a notebook would
+    ev.iloc[1, ev.columns.get_loc("dur")] = 7
+    assert int(ev["ts"].iat[0]) == ts0 + 12345
+    assert (entry / "events.arrow").read_bytes() == before
+    again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    assert int(again.t.rank(0).events["ts"].iat[0]) == ts0
+    assert_same_rank(first.t.rank(0), again.t.rank(0))
+
+
+def test_a_reopened_rank_outlives_its_entry(cached: tuple) -> None:
+    folder, cache, first = cached
+    a = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    for entry in entries(cache):
+        for path in entry.iterdir():
+            path.unlink()
+        entry.rmdir()
+    expected = first.get_temporal_breakdown(visualize=False)
+    pd.testing.assert_frame_equal(a.get_temporal_breakdown(visualize=False), expected)
+    assert_same_rank(first.t.rank(0), a.t.rank(0))
+
+
+def test_past_the_mapping_limit_columns_are_copied(cached: tuple,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, cache, first = cached
+    monkeypatch.setattr(arrow_files, "MAX_MAPPED", 0)
+    rt = read_entry(entries(cache)[0])
+    assert rt is not None
+    assert not any(_mapped(rt.events[c].to_numpy()) for c in rt.events.columns
+                   if c != "kind")
+    assert_same_rank(first.t.rank(0), rt)
+
+
+def test_map_columns_converts_what_it_cannot_view(tmp_path: Path) -> None:
+    table = pa.table({
+        "i64": pa.array([1, 2, 3], pa.int64()),
+        "f64": pa.array([0.5, None, 2.0], pa.float64()),   # nulls: converted (NaN)
+        "flag": pa.array([True, False, True]),              # bits: converted
+        "i8": pa.array([-1, 0, 1], pa.int8()),
+        "empty_ok": pa.array([4, 5, 6], pa.int32()),
+    })
+    path = tmp_path / "t.arrow"
+    arrow_files.write_table(table, path)
+    cols = arrow_files.map_columns(path)
+    assert cols["i64"].tolist() == [1, 2, 3] and _mapped(cols["i64"])
+    assert cols["i8"].dtype == np.int8 and _mapped(cols["i8"])
+    assert np.isnan(cols["f64"][1]) and not _mapped(cols["f64"])
+    assert cols["flag"].tolist() == [True, False, True] and not _mapped(cols["flag"])
+    cols["i64"][0] = 99                                     # writable, private
+    assert arrow_files.map_columns(path)["i64"].tolist() == [1, 2, 3]
+    empty = tmp_path / "empty.arrow"
+    arrow_files.write_table(pa.table({"x": pa.array([], pa.int64())}), empty)
+    assert arrow_files.map_columns(empty)["x"].tolist() == []
+
+
+def test_an_empty_file_is_an_unreadable_entry(tmp_path: Path) -> None:
+    path = tmp_path / "events.arrow"
+    path.write_bytes(b"")
+    with pytest.raises(pa.ArrowInvalid):
+        arrow_files.map_columns(path)
