@@ -64,6 +64,7 @@ DEFAULT_MIN_SHARE = 0.005
 RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.host",
     "hta.analysis.findings.launch_bound",
+    "hta.analysis.findings.copies",
 )
 
 

@@ -1,0 +1,216 @@
+"""Findings about host-device copies: pageable host memory, copies on the compute stream.
+
+``pageable_copies``
+    A *pageable copy* is a GPU copy (``memcpy_*`` kind) whose name says ``Pageable``
+    (Kineto names them ``Memcpy HtoD (Pageable -> Device)``, ``Memcpy DtoH (Device ->
+    Pageable)``). The driver stages such data through a pinned buffer in chunks, so the
+    copy runs slower than from pinned memory (and its launch call blocks the host, which
+    ``host_sync`` counts). Per direction the *reference bandwidth* is the achieved
+    bandwidth (bytes / time) of the rank's pinned copies (``Pinned`` in the name) of that
+    direction of at least :data:`MIN_REFERENCE_BYTES` (64 KiB, so latency does not
+    dominate), when there are any; otherwise :data:`PINNED_REFERENCE_GBPS` (12 GB/s, a
+    conservative figure for pinned copies over PCIe 3.0 x16; Gen4 and Gen5 links do 2 and
+    4 times that, so the saving is then an underestimate). A copy of ``b`` bytes would take
+    ``max(MIN_COPY_NS, b / reference)`` pinned (:data:`MIN_COPY_NS`, 2 µs: the latency of
+    any copy); its saving is what it took beyond that. ``est_saving`` sums the copies of
+    one direction (the subject) in the analysed steps; copies without a ``bytes`` arg are
+    counted but save nothing.
+
+``copies_on_compute_stream``
+    A *compute stream* is a stream that runs at least one ``computation`` kernel in the
+    window. Host transfers (``memcpy_htod``, ``memcpy_dtoh``) on a compute stream hold up
+    the kernels queued behind them. For such a copy ``[c0, c1)``, *K* is the first
+    computation kernel after it on the same stream and *L* the end of K's launch call.
+    When ``L < c1``, K was enqueued while the copy still ran and waited behind it; the
+    copy *blocked* it for ``min(c1, K.start) - max(c0, L)``. ``est_saving`` sums that time
+    over the copies of one direction (the subject) in the analysed steps: on a side copy
+    stream K could have started at L. It is an upper bound: it assumes K does not need the
+    copy's data, which holds when the copy prefetches the next batch. Device-to-device
+    copies and memsets are left out: they are device work, not transfers a copy stream
+    would overlap.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.bandwidth import DIRECTION
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
+from hta.analysis.findings.host import (
+    fmt_steps,
+    fmt_time,
+    in_selection,
+    name_matches,
+    step_tuple,
+)
+from hta.analysis.rowmap import RowMap
+from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
+from hta.model.trace import RankTrace
+
+PAGEABLE = re.compile(r"Pageable")
+PINNED = re.compile(r"Pinned")
+#: Reference bandwidth of pinned copies when the rank has none to measure (GB/s).
+PINNED_REFERENCE_GBPS = 12.0
+#: Smallest pinned copy whose bandwidth is taken as the reference (bytes).
+MIN_REFERENCE_BYTES = 64 << 10
+#: A copy of any size takes at least this long (ns).
+MIN_COPY_NS = 2_000
+
+_COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
+_TRANSFER_CODES = kind_codes(["memcpy_htod", "memcpy_dtoh"])
+_COMPUTE = KIND_CODE["computation"]
+
+
+def fmt_bytes(n: float) -> str:
+    """``512 B``, ``12.3 KB``, ``4.5 MB``, ``1.2 GB`` (powers of 1000)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def copy_bytes(rt: RankTrace) -> np.ndarray:
+    """Bytes of each row from the ``memory_args`` table (NaN where unknown)."""
+    ev = rt.events
+    out = np.full(len(ev), np.nan)
+    table = rt.tables.get("memory_args")
+    if table is not None and len(table):
+        pos = RowMap(ev).positions(table["index"].to_numpy(dtype=np.int64))
+        ok = pos >= 0
+        out[pos[ok]] = table["bytes"].to_numpy(dtype=np.float64)[ok]
+    return out
+
+
+def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``pageable_copies`` findings of one rank, one per direction."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    copies = np.flatnonzero(np.isin(codes, _COPY_CODES))
+    pageable = copies[name_matches(rt, copies, PAGEABLE)]
+    if pageable.size == 0:
+        return []
+    window = analysis_window(rt, iterations)
+    pageable = pageable[in_selection(rt, pageable, iterations, window)]
+    pinned = copies[name_matches(rt, copies, PINNED)]
+    nbytes = copy_bytes(rt)
+    dur = ev["dur"].to_numpy()
+    steps = ev["iteration"].to_numpy()
+    findings = []
+    for code in np.unique(codes[pageable]).tolist():
+        rows = pageable[codes[pageable] == code]
+        ref_rows = pinned[(codes[pinned] == code) & (nbytes[pinned] >= MIN_REFERENCE_BYTES)
+                          & (dur[pinned] > 0)]
+        if ref_rows.size:
+            ref = float(nbytes[ref_rows].sum() / dur[ref_rows].sum())  # bytes/ns = GB/s
+            source = f"{ref_rows.size} pinned copies of this direction on the rank"
+        else:
+            ref, source = PINNED_REFERENCE_GBPS, "the reference for pinned copies"
+        b = nbytes[rows]
+        known = ~np.isnan(b)
+        pinned_ns = np.maximum(MIN_COPY_NS, np.where(known, b, 0.0) / ref)
+        saving = np.where(known, np.maximum(dur[rows] - pinned_ns, 0.0), 0.0)
+        total = int(round(float(saving.sum())))
+        if total <= 0:
+            continue
+        direction = DIRECTION[KINDS[code]]
+        names = ev["name"].to_numpy()[rows]
+        top = rt.symbols[int(pd.Series(dur[rows]).groupby(names).sum().idxmax())]
+        moved = float(b[known].sum())
+        took = int(dur[rows][known].sum())
+        slow = saving > 0
+        evidence = (
+            f"{rows.size} {direction} copies from pageable memory ({top}) in "
+            f"{fmt_steps(steps[rows])} moved {fmt_bytes(moved)} in {fmt_time(took)} "
+            f"({moved / max(took, 1):.2f} GB/s); at the {ref:.1f} GB/s of {source} (and at "
+            f"least {MIN_COPY_NS // 1000} µs a copy), {int(slow.sum())} of them took "
+            f"{fmt_time(total)} longer than they would from pinned memory (memory bandwidth "
+            f"table, {direction}; copy names on the GPU timeline)."
+        )
+        findings.append(Finding((rt.rank,), step_tuple(steps[rows][saving > 0]), evidence,
+                                total, window[1] - window[0], subject=direction))
+    return findings
+
+
+def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``copies_on_compute_stream`` findings of one rank, one per direction."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    window = analysis_window(rt, iterations)
+    stream = ev["stream"].to_numpy()
+    kernels = np.flatnonzero(codes == _COMPUTE)
+    kernels = kernels[in_selection(rt, kernels, None, window)]
+    compute_streams = np.unique(stream[kernels])
+    transfers = np.flatnonzero(np.isin(codes, _TRANSFER_CODES))
+    transfers = transfers[np.isin(stream[transfers], compute_streams)]
+    transfers = transfers[in_selection(rt, transfers, iterations, window)]
+    if transfers.size == 0:
+        return []
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    launch = RowMap(ev).positions(ev["index_correlation"].to_numpy())
+    all_kernels = np.flatnonzero(codes == _COMPUTE)
+    blocked = np.zeros(transfers.size, dtype=np.int64)
+    for s in np.unique(stream[transfers]).tolist():
+        mine = np.flatnonzero(stream[transfers] == s)
+        ks = all_kernels[stream[all_kernels] == s]
+        ks = ks[np.argsort(ts[ks], kind="stable")]
+        at = np.searchsorted(ts[ks], ts[transfers[mine]], side="right")
+        has = at < ks.size
+        k = ks[np.minimum(at, ks.size - 1)]
+        lk = launch[k]
+        has &= lk >= 0
+        l_end = np.where(lk >= 0, end[np.maximum(lk, 0)], np.iinfo(np.int64).max)
+        c0, c1 = ts[transfers[mine]], end[transfers[mine]]
+        wait = np.minimum(c1, ts[k]) - np.maximum(c0, l_end)
+        blocked[mine] = np.where(has & (l_end < c1), np.maximum(wait, 0), 0)
+    steps = ev["iteration"].to_numpy()
+    findings = []
+    for code in np.unique(codes[transfers]).tolist():
+        sel = codes[transfers] == code
+        total = int(blocked[sel].sum())
+        if total <= 0:
+            continue
+        rows, hit = transfers[sel], transfers[sel & (blocked > 0)]
+        direction = DIRECTION[KINDS[code]]
+        streams = ", ".join(str(int(x)) for x in np.unique(stream[hit]))
+        evidence = (
+            f"{rows.size} {direction} copies ran on compute stream(s) {streams} in "
+            f"{fmt_steps(steps[rows])}; {hit.size} of them held up a compute kernel already "
+            f"launched behind them for {fmt_time(total)} in all (GPU timeline; the launch "
+            f"delay of those kernels in the kernel launch statistics)."
+        )
+        findings.append(Finding((rt.rank,), step_tuple(steps[hit]), evidence, total,
+                                window[1] - window[0], subject=direction))
+    return findings
+
+
+RULES: list[FindingRule] = [
+    FindingRule(
+        id="pageable_copies",
+        title="Copies from pageable host memory",
+        section="bandwidth",
+        advice=("Use pinned host memory: tensor.pin_memory() (or DataLoader(pin_memory=True)) "
+                "and .to(device, non_blocking=True); allocate host buffers for results "
+                "with torch.empty(..., pin_memory=True)."),
+        saving=("Per copy named Pageable: its duration beyond max(2 µs, bytes / reference), "
+                "the reference being the achieved bandwidth of the rank's pinned copies of "
+                "that direction (64 KiB or more), else 12 GB/s; summed per direction."),
+        check=check_pageable,
+    ),
+    FindingRule(
+        id="copies_on_compute_stream",
+        title="Host transfers on the compute stream hold up kernels queued behind them",
+        section="bandwidth",
+        advice=("Move host transfers to a side stream (torch.cuda.Stream) with "
+                "non_blocking=True from pinned memory, and prefetch the next batch while "
+                "this one computes; make the compute stream wait on an event, not on the "
+                "copy itself."),
+        saving=("Per HtoD/DtoH copy on a stream that runs compute kernels: the time the next "
+                "compute kernel on that stream, already launched, waited behind it "
+                "(from max(copy start, launch call end) to min(copy end, kernel start)); "
+                "summed per direction."),
+        check=check_copies_on_compute,
+    ),
+]
