@@ -24,8 +24,8 @@ from hta.plots.stragglers import straggler_figure
 from hta.trace_analysis import TraceAnalysis
 
 COMM_STREAM = 20
-STEP_NS = 1_000_000
-COMPUTE_NS = 300_000
+STEP_NS = 2_000_000
+COMPUTE_NS = 450_000  # longer than the 4 collectives of a step, so it can hide them
 TRANSFER_NS = 40_000
 GAP_NS = 100_000  # between the collectives of one step
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -49,8 +49,9 @@ def straggler_job(folder: Path, *, late: dict[int, int] | None = None, steps: in
     """A ``world``-rank job: per step one compute kernel then ``per_step`` all-reduces on
     the NCCL stream. Rank r's collectives start ``late[r]`` ns after the nominal time;
     every kernel of a collective ends when the last rank's has run ``TRANSFER_NS``, as
-    NCCL does (the early ranks' kernels wait inside). With ``overlap`` the compute kernel
-    runs under the collectives instead of before them."""
+    NCCL does (the early ranks' kernels wait inside). The compute kernel runs before the
+    collectives, or with ``overlap`` under them (it covers them all when no rank is more
+    than 110 us late)."""
     late = late or {}
     worst = max(late.values(), default=0)
     for rank in range(world):

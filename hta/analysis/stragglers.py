@@ -94,14 +94,15 @@ def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
     :func:`~hta.loading.lazy.map_ranks`. ``seq`` is -1 where the kernel has none;
     ``group_ranks`` is the ``Process Group Ranks`` text ("" when absent)."""
-    frames = [_one_rank(rt, iterations) for rt in select_ranks(trace, ranks)]
+    frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return _empty(KERNEL_COLUMNS)
     return pd.concat(frames, ignore_index=True)
 
 
-def _one_rank(rt: RankTrace, iterations: Iterable[int] | int | None) -> pd.DataFrame:
+def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """One rank's communication kernels, :data:`KERNEL_COLUMNS` (see :func:`rank_collectives`)."""
     ev = rt.events
     if not len(ev):
         return _empty(KERNEL_COLUMNS)

@@ -65,6 +65,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.host",
     "hta.analysis.findings.launch_bound",
     "hta.analysis.findings.copies",
+    "hta.analysis.findings.communication",
 )
 
 

@@ -1,0 +1,155 @@
+"""Findings rules on communication: exposed collectives per process group, stragglers.
+
+Each rule has a pair of tests on the generated job of ``test_stragglers``: with the
+problem, the finding's saving is within 5% of the one known by construction; without
+it, the rule reports nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_TRACES, shared_trace
+from kineto_builder import TraceBuilder
+from test_stragglers import COMM_STREAM, NCCL, TRANSFER_NS, straggler_job
+
+from hta.analysis.findings import find
+from hta.analysis.findings.communication import RULES, exposed_by_group
+from hta.analysis.overlap import comm_comp_overlap
+from hta.analysis.stragglers import collective_arrivals, straggler_summary
+from hta.loading.loader import load_trace
+from hta.trace_analysis import TraceAnalysis
+
+STEPS, PER_STEP = 3, 4
+
+
+def load(folder: Path):
+    return load_trace(folder, progress=False, cache=False)
+
+
+def rows(findings, rule: str):
+    return findings[findings["rule"] == rule]
+
+
+# -- comm_exposed ---------------------------------------------------------------------------
+def test_exposed_communication_is_found(tmp_path: Path) -> None:
+    # collectives after the compute kernel: every one of them exposed
+    trace = load(straggler_job(tmp_path, steps=STEPS, per_step=PER_STEP))
+    out = rows(find(trace, rules=RULES), "comm_exposed")
+    assert len(out) == 1
+    row = out.iloc[0]
+    expected_us = STEPS * PER_STEP * TRANSFER_NS / 1e3  # 480 us per rank
+    assert row["est_saving(us)"] == pytest.approx(expected_us, rel=0.05)
+    assert row["subject"] == "process group 0 (default_pg)"
+    assert row["ranks"] == [0, 1, 2, 3] and row["steps"] == [1, 2, 3]
+    assert row["section"] == "overlap"
+    # the evidence quotes the overlap table
+    table = comm_comp_overlap(trace, 0)
+    assert f"comm_time {table['comm_time(us)'].iloc[0]:,.1f} µs" in row["evidence"]
+    assert "12 communication kernels" in row["evidence"]
+
+
+def test_overlapped_communication_is_not_found(tmp_path: Path) -> None:
+    trace = load(straggler_job(tmp_path, steps=STEPS, per_step=PER_STEP, overlap=True))
+    assert comm_comp_overlap(trace)["comp_comm_overlap_pctg"].tolist() == [100.0] * 4
+    assert not len(rows(find(trace, rules=RULES), "comm_exposed"))
+
+
+def test_exposed_time_is_per_process_group(tmp_path: Path) -> None:
+    """Two groups on one rank: one hidden under compute, one exposed."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000_000):
+        b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=100_000, gpu_dur=200_000)
+        pg = {"Collective name": "allreduce", "Process Group Description": "dp"}
+        b.launch_kernel(NCCL, cpu_ts=2_000, cpu_dur=500, gpu_ts=150_000, gpu_dur=50_000,
+                        stream=COMM_STREAM, **pg, **{"Process Group Name": "1", "Seq": 1})
+        b.launch_kernel(NCCL, cpu_ts=3_000, cpu_dur=500, gpu_ts=400_000, gpu_dur=30_000,
+                        stream=COMM_STREAM + 1, **{"Process Group Name": "2", "Seq": 1,
+                                                  "Collective name": "allgather"})
+    rt = load(b.write(tmp_path / "rank-0.json")).rank(0)
+    groups = exposed_by_group(rt).set_index("process_group")
+    assert groups.loc["1 (dp)", "exposed_ns"] == 0 and groups.loc["1 (dp)", "comm_ns"] == 50_000
+    assert groups.loc["2", "exposed_ns"] == 30_000
+    assert groups["free_compute_ns"].tolist() == [150_000, 150_000]
+    found = RULES[0].check(rt, None)
+    assert [f.subject for f in found] == ["process group 2"]
+    assert found[0].est_saving_ns == 30_000
+
+
+def test_exposed_saving_is_capped_by_free_compute(tmp_path: Path) -> None:
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000_000):
+        b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=10_000, gpu_dur=20_000)
+        b.launch_kernel(NCCL, cpu_ts=2_000, cpu_dur=500, gpu_ts=100_000, gpu_dur=300_000,
+                        stream=COMM_STREAM)
+    rt = load(b.write(tmp_path / "rank-0.json")).rank(0)
+    (f,) = RULES[0].check(rt, None)
+    assert f.subject == f"stream {COMM_STREAM}"
+    assert f.est_saving_ns == 20_000  # only 20 us of compute to hide 300 us under
+
+
+# -- stragglers ------------------------------------------------------------------------------
+def test_straggler_is_found(tmp_path: Path) -> None:
+    delay = 70_000
+    trace = load(straggler_job(tmp_path, late={2: delay}, steps=STEPS, per_step=PER_STEP,
+                               overlap=True))
+    out = find(trace, rules=RULES)
+    assert not len(rows(out, "comm_exposed"))  # the waits still run under compute
+    (row,) = rows(out, "stragglers").to_dict("records")
+    expected_us = STEPS * PER_STEP * delay / 1e3
+    assert row["est_saving(us)"] == pytest.approx(expected_us, rel=0.05)
+    assert row["ranks"] == [2] and row["subject"] == "rank 2" and row["steps"] == [1, 2, 3]
+    assert row["section"] == "stragglers"
+    summary = straggler_summary(collective_arrivals(trace)).set_index("rank")
+    assert "started last at 12 of 12 collectives" in row["evidence"]
+    waited = summary.loc[2, "total_wait_caused(us)"] * 1e3
+    assert f"waited {waited / 1e6:,.3f} ms for it" in row["evidence"]
+
+
+def test_no_straggler_is_not_found(tmp_path: Path) -> None:
+    trace = load(straggler_job(tmp_path, steps=STEPS, per_step=PER_STEP, overlap=True))
+    out = find(trace, rules=RULES)
+    assert not len(rows(out, "stragglers")) and not len(out)
+
+
+def test_get_findings_has_the_straggler(tmp_path: Path) -> None:
+    straggler_job(tmp_path, late={1: 50_000}, steps=STEPS, per_step=PER_STEP, overlap=True)
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    out = analyzer.get_findings()
+    (row,) = rows(out, "stragglers").to_dict("records")
+    assert row["ranks"] == [1]
+    assert row["est_saving(us)"] == pytest.approx(STEPS * PER_STEP * 50.0, rel=0.05)
+
+
+def test_sample_job_has_no_straggler_finding() -> None:
+    trace = load(SAMPLE_TRACES / "synthetic_4rank")
+    out = find(trace, rules=RULES)
+    assert not len(rows(out, "stragglers"))
+    # the sample's all-reduces are 75% exposed (overlap table): that finding is real
+    (row,) = rows(out, "comm_exposed").to_dict("records")
+    overlap = comm_comp_overlap(trace).set_index("rank")
+    worst = int(re.match(r"rank (\d+)", row["evidence"]).group(1))
+    comm, both = overlap.loc[worst, ["comm_time(us)", "overlap_time(us)"]]
+    assert f"{(comm - both) / 1e3:,.3f} ms of it with no computation" in row["evidence"]
+
+
+# -- real traces -----------------------------------------------------------------------------
+@pytest.mark.parametrize("parts", [("trace_filter",), ("nccl_parser_config",)])
+def test_real_traces(parts: tuple[str, ...]) -> None:
+    trace = load(shared_trace(*parts))
+    out = find(trace, rules=RULES, min_share=0.0)
+    assert (out["share_pctg"] <= 100).all()
+    overlap = comm_comp_overlap(trace).set_index("rank")
+    arrivals = collective_arrivals(trace)
+    for row in out.to_dict("records"):
+        if row["rule"] == "comm_exposed":
+            m = re.search(r"comm_time ([\d,.]+) µs, overlap_time ([\d,.]+) µs", row["evidence"])
+            assert m is not None
+            comm = float(m.group(1).replace(",", ""))
+            assert any(abs(comm - c) < 0.1 for c in overlap["comm_time(us)"])
+        else:
+            rank = row["ranks"][0]
+            mine = arrivals[arrivals["rank"] == rank]
+            assert row["est_saving(us)"] == pytest.approx(mine["excess_lag_ns"].sum() / 1e3)
