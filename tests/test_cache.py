@@ -24,7 +24,7 @@ import pytest
 from conftest import shared_trace
 from kineto_builder import TraceBuilder
 
-import hta.loading.loader as loader_module
+import hta.loading.rank_load as rank_load_module
 from hta.loading.cache import CACHE_FORMAT_VERSION, fingerprint
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import ARG_TABLES, EVENT_TABLES
@@ -102,7 +102,7 @@ def test_single_file_reload_from_cache_is_identical(
     fresh = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     first = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
     assert len(entries(cache)) == 1
-    monkeypatch.setattr(loader_module, "decode_trace", _no_decode)
+    monkeypatch.setattr(rank_load_module, "decode_trace", _no_decode)
     again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
     for loaded in (first, again):
         assert_same_rank(fresh.t.rank(0), loaded.t.rank(0))
@@ -126,7 +126,7 @@ def test_multi_rank_real_trace_reload_from_cache_is_identical(
     fresh = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False, max_workers=1)
     assert len(entries(cache)) == 2
-    monkeypatch.setattr(loader_module, "decode_trace", _no_decode)
+    monkeypatch.setattr(rank_load_module, "decode_trace", _no_decode)
     again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False, max_workers=1)
     assert again.ranks == fresh.ranks == [0, 1]
     assert again.t.symbols == fresh.t.symbols

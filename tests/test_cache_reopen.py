@@ -116,3 +116,18 @@ def test_an_empty_file_is_an_unreadable_entry(tmp_path: Path) -> None:
     path.write_bytes(b"")
     with pytest.raises(pa.ArrowInvalid):
         arrow_files.map_columns(path)
+
+
+def test_loading_modules_import_no_circle() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "hta" / "loading"
+
+    def deps(module: str) -> set[str]:
+        tree = ast.parse((root / f"{module}.py").read_text())
+        return {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module
+                and node.module.startswith("hta.loading.")}
+
+    assert "loader" not in deps("lazy") and "loader" not in deps("rank_load")
+    assert "lazy" not in deps("rank_load") and "lazy" in deps("loader")

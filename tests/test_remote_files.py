@@ -14,7 +14,7 @@ import pytest
 from conftest import shared_trace
 from scale_cases import assert_same_answers, make_job
 
-import hta.loading.loader as loader_module
+import hta.loading.rank_load as rank_load_module
 from hta.loading.decode import decode_trace
 from hta.loading.discovery import discover, peek_rank
 from hta.loading.errors import TraceDiscoveryError
@@ -91,7 +91,7 @@ def test_memory_url_cache_is_written_and_read(memory_job: str, on_disk: TraceAna
     def no_decode(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("decoded again instead of read from the cache")
 
-    monkeypatch.setattr(loader_module, "decode_trace", no_decode)
+    monkeypatch.setattr(rank_load_module, "decode_trace", no_decode)
     again = TraceAnalysis(trace_dir=memory_job, cache_dir=tmp_path, progress=False,
                           max_workers=1)
     assert_same_answers(on_disk, again, ranks=[0])

@@ -3,7 +3,7 @@
 A :class:`LazyTrace` is a :class:`~hta.model.trace.Trace` whose ranks are not held in
 this process. Each rank is a :class:`RankHandle`:
 
-* with local processes, a Parquet folder (the cache entry, or a temporary one) that a
+* with local processes, a Arrow folder (the cache entry, or a temporary one) that a
   worker process wrote;
 * on a Dask cluster, a Dask future of the rank held in the memory of the worker that
   loaded it (Dask manages that memory, spills it to the worker's disk under pressure,
@@ -13,7 +13,7 @@ Two ways to use the ranks:
 
 * :func:`map_ranks` (the way analyses should use it): run a per-rank function next to the
   data, in the Dask worker that holds the rank or in a local worker process that reads
-  the rank's Parquet folder, and bring back only its result (a small DataFrame). The same
+  the rank's Arrow folder, and bring back only its result (a small DataFrame). The same
   call on an in-memory :class:`~hta.model.trace.Trace` just calls the function.
 * The ordinary :class:`~hta.model.trace.Trace` interface (``trace.rank(r).events``,
   ``get_trace(r)``, iterating): every analysis works unchanged. A rank is read into
@@ -44,7 +44,15 @@ import pandas as pd
 from hta.loading.cache import read_entry
 from hta.loading.errors import TraceLoadError
 from hta.loading.files import trace_location
-from hta.loading.loader import LoadResult, LoadTask, load_rank
+from hta.loading.rank_load import (  # noqa: F401 - KeptRank... are re-exported
+    KeptRank,
+    LoadResult,
+    LoadTask,
+    kept_summary,
+    load_rank,
+    load_rank_kept,
+    rank_nbytes,
+)
 from hta.model.trace import RankTrace, Trace
 from hta.parallel import Executor, WorkerDiedError, available_memory
 
@@ -62,7 +70,7 @@ class RankHandle:
 
     rank: int
     source: str  # the trace file (path or fsspec URL)
-    entry: str  # Parquet folder of the loaded rank ("" when none was written)
+    entry: str  # Arrow folder of the loaded rank ("" when none was written)
     worker: str  # Dask worker address that loaded it ("" = this machine)
     temporary: bool  # the entry is a temporary folder (not the cache)
     events: int
@@ -85,29 +93,6 @@ class RankCall:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     transforms: tuple[Transform, ...] = ()
-
-
-@dataclass
-class KeptRank:
-    """A rank held by a Dask worker, with what its loading reported."""
-
-    rank_trace: RankTrace
-    result: LoadResult
-
-    def __sizeof__(self) -> int:
-        # Dask sizes data with sys.getsizeof: report the rank's real size, so its memory
-        # manager and scheduler weigh it (spilling, keeping work next to it).
-        return self.result.nbytes + 1024
-
-
-def rank_nbytes(rt: RankTrace) -> int:
-    """Bytes a loaded rank takes in memory: events, side tables (strings included) and
-    the symbol table."""
-    total = int(rt.events.memory_usage(index=False, deep=False).sum())
-    for frame in rt.tables.values():
-        total += int(frame.memory_usage(index=False, deep=True).sum())
-    total += sum(len(s) + 49 for s in rt.symbols) + 8 * len(rt.symbols)
-    return total + int(getattr(rt.unclassified, "nbytes", 0))
 
 
 class _Resident:
@@ -151,22 +136,8 @@ class _Resident:
 # -- worker side ------------------------------------------------------------------------
 
 
-def load_rank_kept(task: LoadTask) -> KeptRank:
-    """Dask side of loading: the rank stays in this worker's memory (and in the cache
-    when there is one; no temporary folder is written)."""
-    rank_trace, result = load_rank(task, store=False)
-    return KeptRank(rank_trace, result)
-
-
-def kept_summary(kept: KeptRank) -> LoadResult:
-    """What the client needs to know of a kept rank (runs in the worker holding it)."""
-    from distributed import get_worker
-
-    return replace(kept.result, worker=get_worker().address)
-
-
 def open_rank(handle: RankHandle) -> RankTrace:
-    """The rank of ``handle``, read in this process from its Parquet folder, or, when the
+    """The rank of ``handle``, read in this process from its Arrow folder, or, when the
     folder is gone, loaded again from the trace file. The result must not be modified."""
     rt = read_entry(Path(handle.entry)) if handle.entry else None
     if rt is None:
@@ -466,7 +437,7 @@ class LazyTrace(Trace):
         self._finalizer()
 
     def __repr__(self) -> str:
-        where = "Dask workers" if self.executor.remote else "local Parquet entries"
+        where = "Dask workers" if self.executor.remote else "local Arrow entries"
         return f"LazyTrace(ranks={self.get_ranks()}, on {where})"
 
 
@@ -505,7 +476,7 @@ def map_ranks(trace: Trace, fn: Callable[..., Any], ranks: Iterable[int] | int |
 
     On an in-memory :class:`Trace` this is ``fn(trace, ranks, *args, **kwargs)``. On a
     :class:`LazyTrace`, ``fn`` runs once per rank where the rank is (a Dask worker, or a
-    local worker process reading its Parquet folder) and the per-rank DataFrames are
+    local worker process reading its Arrow folder) and the per-rank DataFrames are
     concatenated; ranks lost to a dead worker are reported in ``trace.skipped``.
     """
     if not isinstance(trace, LazyTrace):
