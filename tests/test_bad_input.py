@@ -19,8 +19,18 @@ import pytest
 from conftest import ROOT
 from kineto_builder import TraceBuilder
 
+from hta.loading import native
 from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
 from hta.trace_analysis import TraceAnalysis
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run each test on the native column builder and on the pure-Python decoder."""
+    if request.param == "native" and not native.built():
+        pytest.skip("the native scanner (hta.loading._scan) is not built")
+    monkeypatch.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
+    return request.param
 
 
 def trace_text(events: list[dict[str, Any]], **top: Any) -> str:

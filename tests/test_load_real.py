@@ -25,10 +25,20 @@ import pytest
 from conftest import ROOT, shared_trace
 from kineto_builder import TraceBuilder
 
+from hta.loading import native
 from hta.loading.errors import TraceDiscoveryError, TraceLoadError
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, MEMORY_KINDS, RUNTIME_KINDS
 from hta.model.trace import RankTrace
 from hta.trace_analysis import TraceAnalysis
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run each test on the native column builder and on the pure-Python decoder."""
+    if request.param == "native" and not native.built():
+        pytest.skip("the native scanner (hta.loading._scan) is not built")
+    monkeypatch.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
+    return request.param
 
 # Folders holding Kineto traces, and the ranks each must load as.
 KINETO_FOLDERS: dict[str, list[int]] = {

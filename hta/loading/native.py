@@ -42,6 +42,11 @@ RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
 _PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
 
 
+def built() -> bool:
+    """Whether the native scanner was compiled at install time."""
+    return _scan is not None
+
+
 def available() -> bool:
     """Whether the native scanner is built and not switched off (``HTA_NATIVE=0``)."""
     return _scan is not None and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false")
