@@ -153,6 +153,10 @@ def test_sample_job():
     assert "launch_bound" not in set(out["rule"])
     row = out[out["rule"] == "data_loading"].iloc[0]
     assert row["ranks"] == [0, 1, 2, 3]
+    # no GPU work overlaps the loader spans there: the saving is their whole length
+    ev = trace.rank(0).decoded(["name", "dur"])
+    spans = ev[ev["name"].str.startswith("enumerate(DataLoader)")]
+    assert row["est_saving(us)"] * 1e3 == spans["dur"].sum()
     sync = out[out["rule"] == "host_sync"]
     assert (sync["share_pctg"] < 1.0).all()
 
@@ -225,3 +229,39 @@ def test_get_findings_on_trace_analysis(tmp_path):
     without = TraceAnalysis(trace_dir=str(tmp_path / "without"), cache=False,
                             progress=False).get_findings()
     assert "host_sync" not in set(without["rule"])
+
+
+def test_real_launch_bound_by_hand():
+    """ns_resolution_trace: recount the launch-bound gaps with a plain loop over the
+    kernels of each stream, and read the medians off the kernel launch statistics."""
+    from hta.analysis.launch import cuda_kernel_launch_stats
+    from hta.model.rules import GPU_WORK_KINDS
+
+    trace = load_trace(shared_trace("ns_resolution_trace"), progress=False, cache=False)
+    rt = trace.rank(0)
+    ev = rt.events
+    by_index = ev.set_index("index")
+    gpu = ev[ev["kind"].isin(GPU_WORK_KINDS)].sort_values(["stream", "ts"], kind="stable")
+    start, end = analysis_window(rt)
+    gaps, kernels = [], []
+    for _, rows in gpu.groupby("stream"):
+        prev_end, prev_dur = None, None
+        for r in rows.itertuples():
+            if prev_end is not None and r.ts > prev_end and r.index_correlation >= 0:
+                call_end = by_index.loc[r.index_correlation, "end"]
+                if (call_end > prev_end and r.dur < 10_000 and prev_dur < 10_000
+                        and r.ts - prev_end <= 100_000 and start <= r.ts < end):
+                    gaps.append((prev_end, r.ts))
+                    kernels.append(r.index)
+            prev_end = r.end if prev_end is None else max(prev_end, r.end)
+            prev_dur = r.dur
+    busy = Cover(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
+    merged = Cover(np.array([g[0] for g in gaps]), np.array([g[1] for g in gaps]))
+    idle = int((merged.e - merged.s).sum() - busy.within(merged.s, merged.e).sum())
+    row = _findings(trace, "launch_bound", min_share=0.0).iloc[0]
+    assert f"{len(gaps)} gaps" in row["evidence"]
+    assert row["est_saving(us)"] * 1e3 == pytest.approx(idle, abs=1)  # no sync, no loader
+    stats = cuda_kernel_launch_stats(trace, 0)
+    stats = stats[stats["gpu_index"].isin(kernels)]
+    assert f"median {stats['gpu_duration(us)'].median():.1f} µs on the GPU" in row["evidence"]
+    assert f"against {stats['cpu_duration(us)'].median():.1f} µs" in row["evidence"]
