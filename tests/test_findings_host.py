@@ -265,3 +265,15 @@ def test_real_launch_bound_by_hand():
     stats = stats[stats["gpu_index"].isin(kernels)]
     assert f"median {stats['gpu_duration(us)'].median():.1f} µs on the GPU" in row["evidence"]
     assert f"against {stats['cpu_duration(us)'].median():.1f} µs" in row["evidence"]
+
+
+def test_blocking_call_names():
+    blocking, wait = host.BLOCKING_COPY, host.STREAM_WAIT
+    for name in ("cudaMemcpy", "cudaMemcpy2D", "cuMemcpyDtoH_v2", "hipMemcpy",
+                 "hipMemcpyWithStream", "hipMemcpyDtoH"):
+        assert blocking.search(name), name
+    for name in ("cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", "hipMemcpyAsync",
+                 "cudaMemsetAsync", "enqueueCommand memcpyDtoHAsync"):
+        assert not blocking.search(name), name
+    assert wait.search("cudaStreamWaitEvent") and wait.search("enqueueCommand waitOnEvent")
+    assert not wait.search("cudaEventSynchronize")
