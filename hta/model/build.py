@@ -64,6 +64,13 @@ def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
     return [KIND_CODE[k] for k in kinds]
 
 
+def _of_kind(codes: np.ndarray, kinds: frozenset[str] | set[str]) -> np.ndarray:
+    """Rows whose kind code is one of ``kinds`` (a table lookup: one gather per row)."""
+    table = np.zeros(len(KINDS), dtype=bool)
+    table[_codes(kinds)] = True
+    return table[codes]
+
+
 def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     """Sort, classify and link the events of one decoded file."""
     cols = dict(decoded.columns)
@@ -115,15 +122,15 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
     codes = ev["kind"].cat.codes.to_numpy()
     ts = ev["ts"].to_numpy()
     end = ev["end"].to_numpy()
-    cpu = np.isin(codes, _codes(CPU_KINDS | {"other"})) & (ev["pid"].to_numpy() >= 0)
-    gpu = np.isin(codes, _codes(GPU_KINDS))
+    cpu = _of_kind(codes, CPU_KINDS | {"other"}) & (ev["pid"].to_numpy() >= 0)
+    gpu = _of_kind(codes, GPU_KINDS)
     cpu &= ~gpu
     parent, depth, partial = links.call_stacks(
         ts, end, ev["pid"].to_numpy(), ev["tid"].to_numpy(), cpu
     )
     if partial:
         warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it")
-    runtime = np.isin(codes, _codes(RUNTIME_KINDS))
+    runtime = _of_kind(codes, RUNTIME_KINDS)
     corr = links.correlation_links(ev["correlation"].to_numpy(), runtime, gpu)
     op_index = np.full(len(ev), links.NO_LINK, dtype=np.int64)
     is_op = codes == KIND_CODE["cpu_op"]
@@ -133,7 +140,7 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
     op_index[g_rows] = op_index[corr[g_rows]]
     # iterations
     name = ev["name"].to_numpy()
-    step_candidates = np.isin(codes, _codes({"user_annotation", "cpu_op"}))
+    step_candidates = _of_kind(codes, {"user_annotation", "cpu_op"})
     starts, ends, numbers = links.step_spans(rt.symbols, name, step_candidates, ts, end)
     if starts.size == 0:
         iteration = np.zeros(len(ev), dtype=np.int64)

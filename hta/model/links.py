@@ -25,6 +25,13 @@ logger = logging.getLogger(__name__)
 
 def _group_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Dense id of each (first, second) pair, by hashing (no sort)."""
+    if first.size and second.size:
+        lo1, hi1 = int(first.min()), int(first.max())
+        lo2, hi2 = int(second.min()), int(second.max())
+        width = hi2 - lo2 + 1
+        if (hi1 - lo1 + 1) * width < 2**62:  # one hash pass over a combined key
+            key = (first.astype(np.int64) - lo1) * width + (second.astype(np.int64) - lo2)
+            return pd.factorize(key)[0].astype(np.int64)
     a, a_uniq = pd.factorize(first)
     b, b_uniq = pd.factorize(second)
     combined, _ = pd.factorize(a.astype(np.int64) * max(len(b_uniq), 1) + b)
