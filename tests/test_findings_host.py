@@ -277,3 +277,23 @@ def test_blocking_call_names():
         assert not blocking.search(name), name
     assert wait.search("cudaStreamWaitEvent") and wait.search("enqueueCommand waitOnEvent")
     assert not wait.search("cudaEventSynchronize")
+
+
+def test_data_loading_nested_frames_count_once(tmp_path):
+    """A Python frame of the loader inside its annotation: one span, no double time."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for k in (1, 2):
+        t = (k - 1) * 100_000
+        with b.step(k, ts=t, dur=99_000):
+            b.annotation(cases.DATA_LOADER, ts=t + 1_000, dur=20_000)
+            b.complete("torch/utils/data/dataloader.py(631): __next__", "python_function",
+                       ts=t + 2_000, dur=18_000)
+            b.launch_kernel("sgemm", cpu_ts=t + 22_000, cpu_dur=500, gpu_ts=t + 23_000,
+                            gpu_dur=50_000)
+    b.write(tmp_path / "rank-0.json")
+    trace = load_trace(tmp_path, progress=False, cache=False)
+    row = _findings(trace, "data_loading").iloc[0]
+    assert row["est_saving(us)"] == pytest.approx(40.0)
+    assert row["evidence"].startswith("rank 0: 2 data-loader span(s)")

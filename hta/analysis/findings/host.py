@@ -337,8 +337,10 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
     hit_steps = steps[idle[np.clip(pieces, 0, None)] > 0]
     names = ev["name"].to_numpy()[rows]
     top = rt.symbols[int(pd.Series(end - start).groupby(names).sum().idxmax())]
+    parent = RowMap(ev).column(ev, "parent")[rows]
+    outer = int(np.count_nonzero(~np.isin(parent, rows)))  # nested frames count once
     evidence = (
-        f"{rows.size} data-loader span(s) ({top}) in {fmt_steps(steps)} ran "
+        f"{outer} data-loader span(s) ({top}) in {fmt_steps(steps)} ran "
         f"{fmt_time(int((me - ms).sum()))} on the CPU, {fmt_time(total)} of it with the GPU "
         f"idle: no kernel, copy or memset on any stream (GPU timeline; host wait in the "
         f"idle time table)."
