@@ -170,14 +170,15 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     k = kernels.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     by_seq = k["seq"].to_numpy() != NO_SEQ
     k["matched_by"] = np.where(by_seq, "seq", "order")
-    # the k-th kernel of a rank with that key, in start order
-    seq_key = k["process_group"] + "\x00" + k["seq"].astype(str)
-    order_key = (k["process_group"] + "\x00" + k["kernel"].astype(str) + "\x00"
-                 + k["iteration"].astype(str))
-    key = np.where(by_seq, "s\x00" + seq_key, "o\x00" + order_key)
-    k["_key"] = key
-    k["_k"] = k.groupby(["rank", "_key"], sort=False).cumcount()
-    k["_key"] = k["_key"] + "\x00" + k["_k"].astype(str)
+    # the key without k: seq rows ignore name and step, order rows ignore seq
+    k["_by"] = by_seq
+    k["_name"] = np.where(by_seq, "", k["kernel"].astype(str))
+    k["_step"] = np.where(by_seq, 0, k["iteration"].to_numpy(np.int64))
+    base = ["_by", "process_group", "seq", "_name", "_step"]
+    k["_base"] = k.groupby(base, sort=False).ngroup()
+    # k: the k-th kernel of a rank with that key, in start order
+    k["_k"] = k.groupby(["rank", "_base"], sort=False).cumcount()
+    k["_key"] = k.groupby(["_base", "_k"], sort=False).ngroup()
     grp = k.groupby("_key", sort=False)
     first = grp["start_ns"].transform("min").to_numpy(np.int64)
     latest = grp["start_ns"].transform("max").to_numpy(np.int64)
@@ -199,9 +200,10 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     n_last = grp["_last"].transform("sum").to_numpy(np.int64)
     # ids in order of the instance's earliest start
     firsts = grp["start_ns"].min().sort_values(kind="stable")
-    ids = pd.Series(np.arange(len(firsts), dtype=np.int64), index=firsts.index)
+    ids = np.empty(len(firsts), dtype=np.int64)
+    ids[firsts.index.to_numpy()] = np.arange(len(firsts), dtype=np.int64)
     out = pd.DataFrame({
-        "collective": ids.reindex(k["_key"]).to_numpy(),
+        "collective": ids[k["_key"].to_numpy()],
         "process_group": k["process_group"], "seq": k["seq"], "name": k["name"],
         "rank": k["rank"], "stream": k["stream"], "iteration": k["iteration"],
         "start_ns": start, "end_ns": k["end_ns"].to_numpy(np.int64),
