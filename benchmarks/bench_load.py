@@ -101,13 +101,19 @@ except BaseException as exc:
     emit({"ok": False, "stage": "load", "error": f"{type(exc).__name__}: {exc}",
           "traceback": traceback.format_exc()[-4000:], "kwargs": sorted(kwargs)})
     sys.exit(4)
+answer_s = None
+try:
+    ta.get_temporal_breakdown(visualize=False)
+    answer_s = time.perf_counter() - t2
+except BaseException:
+    pass
 rows = None
 try:
     traces = ta.t.traces
     rows = {str(rank): int(len(df)) for rank, df in traces.items()}
 except Exception:
     pass
-emit({"ok": True, "load_s": t3 - t2, "import_s": t1 - t0, "rows": rows,
+emit({"ok": True, "load_s": t3 - t2, "answer_s": answer_s, "import_s": t1 - t0, "rows": rows,
       "kwargs": sorted(kwargs), "module": getattr(hta, "__file__", None),
       "version": getattr(hta, "__version__", None), "python": sys.version.split()[0]})
 """
@@ -148,6 +154,7 @@ class RunResult:
 
     ok: bool
     load_s: float | None = None
+    answer_s: float | None = None  # load + first temporal breakdown
     import_s: float | None = None
     process_s: float | None = None
     peak_rss_mib: float | None = None
@@ -183,7 +190,9 @@ class CaseSummary:
         pss = [r.peak_tree_pss_mib for r in ok if r.peak_tree_pss_mib is not None]
         imports = [r.import_s for r in ok if r.import_s is not None]
         procs = [r.process_s for r in ok if r.process_s is not None]
+        answers = [r.answer_s for r in ok if r.answer_s is not None]
         return {
+            "median_answer_s": statistics.median(answers) if answers else None,
             "n": len(ok),
             "median_load_s": med,
             "min_load_s": min(loads),
@@ -290,6 +299,35 @@ def relabel_rank(src: Path, dst: Path, rank: int) -> None:
             out.write(data)
     else:
         dst.write_bytes(data)
+
+
+_SHIFTED = re.compile(rb'("(?:ts|correlation|External id|external id|id)": )(-?\d+)')
+
+
+def replicate_trace(src: Path, dst: Path, times: int) -> None:
+    """Write ``src``'s events ``times`` times over into ``dst`` (gzip), each copy shifted
+    after the previous one in time, with its correlation, External id and flow ids offset,
+    so the result is one plausible rank ``times`` as long. Kineto's layout is kept."""
+    with open_trace(src) as fh:
+        data = fh.read()
+    start = re.search(rb'"traceEvents"\s*:\s*\[', data).end()
+    end = data.rindex(b"]", start, data.rindex(b"}"))
+    events = data[start:end].rstrip().rstrip(b",")
+    stamps = [int(m) for m in re.findall(rb'"ts": (\d+)', events)]
+    span_us = max(stamps) - min(stamps) + 1000 if stamps else 0
+    id_step = 10 ** (len(str(max(map(int, re.findall(rb'"correlation": (\d+)', events)),
+                                 default=0))) + 1)
+    with gzip.open(dst, "wb", compresslevel=1) as out:
+        out.write(data[:start])
+        for k in range(times):
+            def shift(m: re.Match, k: int = k) -> bytes:
+                step = span_us if m.group(1) == b'"ts": ' else id_step
+                value = int(m.group(2))
+                return m.group(1) + str(value + k * step if value > 0 else value).encode()
+            if k:
+                out.write(b",")
+            out.write(_SHIFTED.sub(shift, events) if k else events)
+        out.write(data[end:])
 
 
 def read_rank(path: Path) -> int:
@@ -413,6 +451,7 @@ def run_child(case: Case, timeout: float, sample_interval: float, workdir: Path)
         return result
     result.ok = True
     result.load_s = payload["load_s"]
+    result.answer_s = payload.get("answer_s")
     result.import_s = payload["import_s"]
     result.rows = payload.get("rows")
     result.info = {k: payload.get(k) for k in ("module", "version", "python", "kwargs")}
@@ -503,6 +542,7 @@ def print_table(summaries: Sequence[CaseSummary]) -> None:
         "median s",
         "min s",
         "max s",
+        "1st answer s",
         "MB/s",
         "peak RSS MiB",
         "tree PSS MiB",
@@ -522,6 +562,7 @@ def print_table(summaries: Sequence[CaseSummary]) -> None:
                 fmt(fig.get("median_load_s"), ".3f"),
                 fmt(fig.get("min_load_s"), ".3f"),
                 fmt(fig.get("max_load_s"), ".3f"),
+                fmt(fig.get("median_answer_s"), ".3f"),
                 fmt(fig.get("mb_per_s"), ".1f"),
                 fmt(fig.get("peak_rss_mib"), ".0f"),
                 fmt(fig.get("peak_tree_pss_mib"), ".0f"),
@@ -545,6 +586,26 @@ def print_table(summaries: Sequence[CaseSummary]) -> None:
         errors = sorted({r.error for r in summary.runs if r.error})
         for error in errors:
             print(f"error [{summary.name} / {summary.trace_label}]: {error}")
+
+
+def print_ratios(summaries: Sequence[CaseSummary]) -> None:
+    """HTA / ours per trace (time to the first breakdown, peak RSS) and cached reopen."""
+    by_key = {(s.name, s.trace_label): s.figures() for s in summaries}
+    print("\nratios (median time to the first temporal breakdown; peak RSS of the process tree):")
+    for label in dict.fromkeys(s.trace_label for s in summaries):
+        hta, ours = by_key.get(("HTA", label), {}), by_key.get(("ours", label), {})
+        if hta.get("median_answer_s") and ours.get("median_answer_s"):
+            print(f"  {label}: ours is {hta['median_answer_s'] / ours['median_answer_s']:.1f}x "
+                  f"faster ({hta['median_answer_s']:.2f} s -> {ours['median_answer_s']:.2f} s), "
+                  f"peak RSS {ours['peak_rss_mib'] / hta['peak_rss_mib']:.0%} of HTA's "
+                  f"({hta['peak_rss_mib']:.0f} -> {ours['peak_rss_mib']:.0f} MiB)")
+        first = by_key.get(("ours cached: 1st load", label), {})
+        reload = by_key.get(("ours cached: reload", label), {})
+        if ours.get("median_load_s") and reload.get("median_load_s"):
+            print(f"  {label}: cached reopen {reload['median_load_s']:.3f} s is "
+                  f"{ours['median_load_s'] / reload['median_load_s']:.1f}x faster than a first "
+                  f"load without cache ({ours['median_load_s']:.3f} s); first load writing the "
+                  f"cache {first.get('median_load_s') or 0:.3f} s")
 
 
 def print_scaling(summaries: Sequence[CaseSummary]) -> None:
@@ -601,6 +662,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--kernels-per-step", type=int, default=200, help="with --generate-events: kernels per step"
     )
     parser.add_argument("--seed", type=int, default=0, help="with --generate-events")
+    parser.add_argument(
+        "--replicate",
+        type=int,
+        metavar="K",
+        default=0,
+        help="also benchmark the first trace file's events written K times over "
+        "(shifted in time, ids offset) as one rank",
+    )
     parser.add_argument(
         "--ranks-parallel",
         action="store_true",
@@ -699,6 +768,14 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
         trace_sets = [measure_traces(one, "1 rank"), measure_traces(two, "2 ranks")]
     else:
         trace_sets = [measure_traces(source, source_label)]
+    if args.replicate > 1:
+        first = trace_files(source)[0]
+        folder = tmp / f"x{args.replicate}"
+        folder.mkdir()
+        name = first.name if first.name.endswith(".gz") else first.name + ".gz"
+        print(f"writing {first.name} {args.replicate} times over ...", flush=True)
+        replicate_trace(first, folder / name, args.replicate)
+        trace_sets.append(measure_traces(folder, f"{source_label} x{args.replicate}"))
 
     # ---- interpreters
     hta_python = resolve_hta_python(args.hta_python)
@@ -836,6 +913,7 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
         print(f"note: our loader was not benchmarked (import failed: {ours_problem})")
     if args.ranks_parallel:
         print_scaling(ordered)
+    print_ratios(ordered)
 
     if args.json is not None:
         report = {

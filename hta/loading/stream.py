@@ -68,7 +68,7 @@ def _text_blocks(path: Path) -> Iterator[bytes]:
 _SPACE = frozenset(b" \t\r\n")
 
 
-def _take_events(buf: bytearray, cut: int) -> bytearray:
+def _take_events(buf: bytearray, cut: int) -> bytes:
     """``buf[:cut]`` (whole events, a trailing comma) as a JSON array, removed from buf.
 
     Copies the text once: a piece is a few MiB and every copy shows in the load time.
@@ -78,11 +78,8 @@ def _take_events(buf: bytearray, cut: int) -> bytearray:
         end -= 1
     if end > 0 and buf[end - 1] == ord(","):
         end -= 1
-    piece = bytearray(end + 2)
-    piece[0] = ord("[")
-    piece[-1] = ord("]")
     with memoryview(buf) as view:
-        piece[1:end + 1] = view[:end]
+        piece = b"".join((b"[", view[:end], b"]"))
     del buf[:cut]
     return piece
 
