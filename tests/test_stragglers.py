@@ -297,3 +297,26 @@ def test_real_single_rank_nccl_trace() -> None:
     assert (arr["matched_by"] == "order").sum() == 21  # these kernels carry no Seq
     assert set(arr["process_group"]) == {"0"}
     assert len(straggler_summary(arr)) == 0
+
+
+# -- against HTA main -----------------------------------------------------------------------
+# Produced once with HTA main's source (/work/hta-main-src) on HTA 0.5.0's venv:
+#   cd /tmp && /work/venv-hta/bin/python -I -c "import sys; sys.path.insert(0,
+#   '/work/hta-main-src'); from hta.trace_analysis import TraceAnalysis as T;
+#   a = T(trace_dir=DIR); print([a.get_potential_stragglers(num_candidates=k) for k in (1, 2)])"
+# trace_filter: [[1], [0, 1]]; straggler_job(late={2: 70_000}, steps=4) with kernels named
+# ncclKernel_AllReduce_RING_LL_Sum_float(...): [[2], [0, 1]] (its ties flag every rank);
+# the same job with nobody late: [[0], [0, 1]]; with ncclDevKernel_* names HTA raises.
+HTA_MAIN_TRACE_FILTER = [1]
+HTA_MAIN_LATE_RANK = [2]
+
+
+def test_agrees_with_hta_main_on_num_candidates_1(tmp_path: Path) -> None:
+    real = TraceAnalysis(trace_dir=shared_trace("trace_filter"), cache=False, progress=False,
+                         include_last_profiler_step=False)  # HTA's default
+    assert real.get_potential_stragglers(num_candidates=1) == HTA_MAIN_TRACE_FILTER
+    straggler_job(tmp_path, late={2: 70_000}, steps=4)
+    job = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False,
+                        include_last_profiler_step=False)
+    assert job.get_potential_stragglers(num_candidates=1) == HTA_MAIN_LATE_RANK
+    assert job.get_potential_stragglers(num_candidates=2) == [2]  # HTA main: [0, 1]
