@@ -131,3 +131,31 @@ def test_loading_modules_import_no_circle() -> None:
 
     assert "loader" not in deps("lazy") and "loader" not in deps("rank_load")
     assert "lazy" not in deps("rank_load") and "lazy" in deps("loader")
+
+
+def test_side_tables_are_converted_on_first_use_and_act_as_a_dict(cached: tuple) -> None:
+    import pickle
+
+    folder, cache, first = cached
+    rt = read_entry(entries(cache)[0])
+    assert rt is not None
+    tables = rt.tables
+    assert isinstance(tables, arrow_files.ArrowTables)
+    assert tables._frames == {}                       # nothing converted on opening
+    expected = first.t.rank(0).tables
+    assert list(tables) == list(expected) and len(tables) == len(expected)
+    kernel_args = tables["kernel_args"]
+    assert list(tables._frames) == ["kernel_args"]
+    assert tables["kernel_args"] is kernel_args       # converted once
+    copy = tables.copy()
+    copy["kernel_args"] = kernel_args.iloc[:0]
+    assert len(tables["kernel_args"]) == len(expected["kernel_args"]) > 0
+    del copy["flows"]
+    assert "flows" not in copy and "flows" in tables
+    with pytest.raises(KeyError):
+        tables["no_such_table"]
+    plain = pickle.loads(pickle.dumps(tables))        # a process pool gets a plain dict
+    assert type(plain) is dict and list(plain) == list(expected)
+    for name in expected:
+        pd.testing.assert_frame_equal(plain[name], expected[name], check_exact=True)
+    assert dict(tables).keys() == expected.keys()

@@ -7,14 +7,17 @@ the arrays stay writable (a write lands in a private copy of its page; the file 
 changes). Each mapping holds one file descriptor until its arrays are freed; past
 :data:`MAX_MAPPED` live mappings in one process, columns are copied instead.
 
-:func:`read_frame` copies a (small, possibly string-holding) table into pandas through
-Arrow's pandas conversion, which restores the dtypes recorded when it was written.
+:class:`ArrowTables` holds a rank's (small, possibly string-holding) side tables as
+Arrow tables and converts each to pandas on first use, through Arrow's pandas
+conversion, which restores the dtypes recorded when it was written.
 """
 
 from __future__ import annotations
 
 import mmap
+import threading
 import weakref
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +35,6 @@ def write_table(table: pa.Table, path: Path) -> None:
     """Write ``table`` as one uncompressed Arrow IPC file (one record batch per chunk)."""
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-
-
-def read_frame(path: Path) -> pd.DataFrame:
-    """A table written by :func:`write_table` (from pandas), copied into a DataFrame."""
-    with pa.memory_map(str(path)) as source:
-        table = pa.ipc.open_file(source).read_all()
-        frame = table.to_pandas()
-        del table
-    return frame
 
 
 def read_column(path: Path, name: str) -> list[object]:
@@ -92,3 +86,72 @@ def _view(mapped: mmap.mmap, buffer: pa.Buffer, column: pa.ChunkedArray) -> np.n
     if offset < 0 or offset + len(array) * dtype.itemsize > buffer.size:
         return None
     return np.frombuffer(mapped, dtype=dtype, count=len(array), offset=offset)
+
+
+def read_table_bytes(path: Path) -> pa.Table:
+    """A whole file read into memory as an Arrow table (no file stays open)."""
+    return pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+
+
+class ArrowTables(MutableMapping[str, pd.DataFrame]):
+    """Side tables of a reopened rank: held as Arrow tables, each converted to a pandas
+    DataFrame (with the dtypes it was written with) the first time it is looked up.
+
+    Behaves as the plain ``dict`` of DataFrames it stands for; pickled, it becomes one.
+    """
+
+    def __init__(self, raw: Mapping[str, pa.Table],
+                 frames: Mapping[str, pd.DataFrame] | None = None) -> None:
+        self._order = list(raw) + [k for k in (frames or {}) if k not in raw]
+        self._raw = dict(raw)
+        self._frames = dict(frames or {})
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        frame = self._frames.get(name)
+        if frame is not None:
+            return frame
+        with self._lock:
+            if name not in self._frames:
+                raw = self._raw.get(name)
+                if raw is None:
+                    raise KeyError(name)
+                self._frames[name] = raw.to_pandas()
+                del self._raw[name]
+            return self._frames[name]
+
+    def __setitem__(self, name: str, frame: pd.DataFrame) -> None:
+        with self._lock:
+            self._raw.pop(name, None)
+            self._frames[name] = frame
+            if name not in self._order:
+                self._order.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        with self._lock:
+            if name not in self._order:
+                raise KeyError(name)
+            self._raw.pop(name, None)
+            self._frames.pop(name, None)
+            self._order.remove(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._order))
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._order
+
+    def copy(self) -> ArrowTables:
+        """A mapping that may be changed without touching this one (tables are shared)."""
+        with self._lock:
+            return ArrowTables({k: self._raw[k] for k in self._order if k in self._raw},
+                               {k: self._frames[k] for k in self._order if k in self._frames})
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, pd.DataFrame]]]:
+        return (dict, (dict(self.items()),))
+
+    def __repr__(self) -> str:
+        return f"ArrowTables({self._order})"

@@ -30,7 +30,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hta.loading.arrow_files import map_columns, read_column, read_frame, write_table
+from hta.loading.arrow_files import (
+    ArrowTables,
+    map_columns,
+    read_column,
+    read_table_bytes,
+    write_table,
+)
 from hta.loading.files import RemotePath
 from hta.model.rules import KINDS
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
@@ -105,7 +111,7 @@ def write_entry(folder: Path, rank_trace: RankTrace) -> None:
         write_table(pa.table({"symbol": pa.array(rank_trace.symbols, type=pa.string())}),
                     tmp / f"symbols{SUFFIX}")
         for name, frame in rank_trace.tables.items():
-            write_table(pa.Table.from_pandas(frame, preserve_index=False),
+            write_table(pa.Table.from_pandas(frame, preserve_index=False, nthreads=1),
                         tmp / f"{name}{SUFFIX}")
         meta = dict(rank_trace.meta)
         meta["cache_format_version"] = CACHE_FORMAT_VERSION
@@ -139,8 +145,8 @@ def read_entry(folder: Path) -> RankTrace | None:
         events = pd.DataFrame(columns, copy=False)
         symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.
-        tables = {name: read_frame(folder / f"{name}{SUFFIX}")
-                  for name in ARG_TABLES + EVENT_TABLES}
+        tables = ArrowTables({name: read_table_bytes(folder / f"{name}{SUFFIX}")
+                              for name in ARG_TABLES + EVENT_TABLES})
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
         return None

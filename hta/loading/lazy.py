@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hta.loading.arrow_files import ArrowTables
 from hta.loading.cache import read_entry
 from hta.loading.errors import TraceLoadError
 from hta.loading.files import trace_location
@@ -158,7 +159,13 @@ def _rank_of(data: RankHandle | KeptRank | RankTrace) -> RankTrace:
 def _private_copy(rt: RankTrace) -> RankTrace:
     """A copy whose tables may be replaced without touching ``rt`` (data is shared)."""
     return RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=list(rt.symbols),
-                     tables=dict(rt.tables), meta=dict(rt.meta), unclassified=rt.unclassified)
+                     tables=_copy_tables(rt.tables), meta=dict(rt.meta),
+                     unclassified=rt.unclassified)
+
+
+def _copy_tables(tables: Any) -> Any:
+    """A shallow copy of a rank's side tables (tables not yet converted stay so)."""
+    return tables.copy() if isinstance(tables, ArrowTables) else dict(tables)
 
 
 def fetch_rank(data: RankHandle | KeptRank, call: RankCall) -> RankTrace:
