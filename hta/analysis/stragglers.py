@@ -269,5 +269,16 @@ def potential_stragglers(summary: pd.DataFrame, num_candidates: int = 2) -> list
     return [int(r) for r in hit["rank"].head(max(1, int(num_candidates)))]
 
 
+_TEXT = {"process_group", "process_group_desc", "group_ranks", "name", "kernel",
+         "matched_by"}
+
+
 def _empty(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
+    """A table with no rows and the columns' usual dtypes."""
+    def dtype(c: str) -> str:
+        if c in _TEXT:
+            return "object"
+        if c == "last":
+            return "bool"
+        return "float64" if "(us)" in c or c in ("score", "in_msg_nelems") else "int64"
+    return pd.DataFrame({c: pd.Series([], dtype=dtype(c)) for c in columns})
