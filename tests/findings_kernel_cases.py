@@ -124,17 +124,18 @@ TENSOR_CORE_NAMES = (
 )
 
 
-def fp32_gemm(tmp_path: Path, fp32: bool = True) -> tuple[Trace, int]:
+def fp32_gemm(tmp_path: Path, fp32: bool = True, late: bool = False) -> tuple[Trace, int]:
     """Each step: one 200 µs GEMM of each of four names, fp32 ones (:data:`FP32_NAMES`)
     or, without the problem, tensor-core ones (:data:`TENSOR_CORE_NAMES`), plus an
-    elementwise kernel of 50 µs. Expected saving: half the fp32 GEMM time, 400 µs a step."""
+    elementwise kernel of 50 µs. Expected saving: half the fp32 GEMM time, 400 µs a step.
+    With ``late`` the GPU runs the last step's kernels after that step's span ended."""
     b = TraceBuilder(rank=0)
     dur = 200_000
     names = FP32_NAMES if fp32 else TENSOR_CORE_NAMES
     for k in range(1, STEPS + 1):
         t = (k - 1) * STEP_NS
         with b.step(k, ts=t, dur=STEP_NS - 1_000):
-            g = t + 50_000
+            g = t + (STEP_NS + 100_000 if late and k == STEPS else 50_000)
             for name in (*names, ADD):
                 b.launch_kernel(name, cpu_ts=t + 1_000, cpu_dur=500, gpu_ts=g,
                                 gpu_dur=50_000 if name == ADD else dur)

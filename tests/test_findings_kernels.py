@@ -117,6 +117,13 @@ def test_fp32_gemm_reports_half_their_time(tmp_path):
     assert "set_float32_matmul_precision" in rows.iloc[0]["advice"]
 
 
+def test_kernels_belong_to_the_step_that_launched_them(tmp_path):
+    trace, expected = fp32_gemm(tmp_path, late=True)
+    rows = _only(trace, "fp32_gemm")
+    assert _saving_ns(rows) == expected and rows.iloc[0]["steps"] == [1, 2]
+    assert _saving_ns(_only(trace, "fp32_gemm", iterations=[2])) == expected // 2
+
+
 def test_fp32_gemm_quiet_with_tensor_core_kernels(tmp_path):
     trace, expected = fp32_gemm(tmp_path, fp32=False)
     assert expected == 0
@@ -127,7 +134,9 @@ def test_fp32_gemm_quiet_with_tensor_core_kernels(tmp_path):
                                   "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true>(x)",
                                   "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize128x128x8_"
                                   "stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel",
-                                  "maxwell_sgemm_128x64_nn", "sgemm_32x32x32_NN_vec"])
+                                  "maxwell_sgemm_128x64_nn", "sgemm_32x32x32_NN_vec",
+                                  "void sgemm_largek_lds64<true, true, 6, 3, 4, 5, 2, 66>(x)",
+                                  "void magma_sgemmEx_kernel<float, float, float, true>(x)"])
 def test_fp32_names(name):
     assert kernel_rules.FP32_GEMM.search(name)
 

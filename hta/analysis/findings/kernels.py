@@ -2,7 +2,8 @@
 
 All three look at *compute kernels*: GPU work of kind ``computation`` (so the user's kind
 rules apply; NCCL and other communication kernels, copies and memsets are left out) that
-starts inside the analysed window and, with ``iterations``, belongs to a selected step.
+belongs to the analysis (:func:`in_steps`): launched in a selected step (any step without
+``iterations``), or, without ``iterations``, starting inside the analysed window.
 Each rule gives at most one finding per rank (no subject: merged over ranks by the
 engine); the evidence names the kernels (short names, :func:`hta.analysis.names.short_name`)
 that contribute most.
@@ -41,9 +42,10 @@ that contribute most.
 
 ``fp32_gemm``
     GEMMs computed in plain fp32 where tensor cores (NVIDIA) or faster matrix-core formats
-    (AMD) would apply, found by kernel name (:data:`FP32_GEMM`: cuBLAS ``*_sgemm_*`` and
-    ``gemmSN_*<float``, cuBLASLt ``xmma_gemm_*_ffma_*``, CUTLASS ``simt_sgemm``, AMD
-    Tensile ``Cijk_<A>_<B>_S[B]_``; the tensor-core families ``h884``, ``s1688``,
+    (AMD) would apply, found by kernel name (:data:`FP32_GEMM`: cuBLAS ``*_sgemm_*``,
+    ``sgemm_largek``, ``magma_sgemmEx`` and ``gemmSN_*<float``, cuBLASLt
+    ``xmma_gemm_*_ffma_*``, CUTLASS ``simt_sgemm``, AMD Tensile ``Cijk_<A>_<B>_S[B]_``;
+    the tensor-core families ``h884``, ``s1688``,
     ``s16816``, ``tf32``, ``tensorop``, ``wmma``, ``bf16``/``f16`` are not matched).
     Convolutions (``scudnn``: cuDNN picks them by heuristics even with TF32 allowed) and
     GEMV-like kernels (memory bound) are left out. The saving is half their time: a
@@ -58,9 +60,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
-from hta.analysis.gpu_work import COMPUTE, GpuWork, gpu_work
+from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE
@@ -88,7 +90,8 @@ FP32_SAVING = 0.5
 #: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
 FP32_GEMM = re.compile(
     r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
-    r"|(^|[^a-z])sgemm_\d+x\d+"                    # older cuBLAS sgemm_128x128_...
+    r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
+    r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
     r"|simt_sgemm"                                 # CUTLASS cutlass_80_simt_sgemm_...
     r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
     r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
@@ -100,12 +103,16 @@ _PRE_AMPERE = re.compile(r"maxwell|pascal|volta|turing")
 _COMPUTATION = KIND_CODE["computation"]
 
 
-def _selected(w: GpuWork, iterations: Sequence[int] | None,
-              window: tuple[int, int]) -> np.ndarray:
-    keep = (w.ts >= window[0]) & (w.ts < window[1])
+def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
+             iterations: Sequence[int] | None, window: tuple[int, int]) -> np.ndarray:
+    """GPU rows that belong to the analysis: with ``iterations``, those of the selected
+    steps; without, those of any step plus those starting in the window. Rows are picked by
+    the step of their launch (the ``iteration`` column), as the kernel tables do, so the
+    kernels a step launched count even when the GPU runs them after the step's span."""
     if iterations is not None:
-        keep &= np.isin(w.iteration, list(iterations))
-    return keep
+        return np.isin(iteration, list(iterations))
+    steps = step_table(rt)["step"].to_numpy()
+    return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
 
 
 def _top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
@@ -133,7 +140,7 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     ``name`` and ``step`` of ``b``; plus ``small`` (ids of every small kernel in the
     selection) and ``n_compute`` (how many compute kernels it has)."""
     w = gpu_work(rt.rank, rt.events)
-    sel = _selected(w, iterations, window)
+    sel = in_steps(rt, w.iteration, w.ts, iterations, window)
     dur = w.end - w.ts
     compute = w.cls == COMPUTE
     small = compute & (dur < SMALL_NS)
@@ -147,7 +154,7 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     rows = np.flatnonzero(pair)
     prev_end = s_end[rows - 1]
     counted = (s_ts[rows] > prev_end) & (s_launch[rows] <= prev_end)
-    lo = np.maximum(prev_end, window[0])
+    lo = prev_end
     hi = np.where(counted, s_ts[rows], lo)
     hi = np.maximum(hi, lo)
     others = Cover(w.ts, w.end)
@@ -202,10 +209,8 @@ def occupancy_table(rt: RankTrace, iterations: Sequence[int] | None,
     occ = np.where(occ > 0, occ, np.nan)
     kind = ev["kind"].cat.codes.to_numpy()[pos]
     ts = ev["ts"].to_numpy()[pos]
-    keep = (kind == _COMPUTATION) & (ts >= window[0]) & (ts < window[1])
-    keep &= ~(np.isnan(occ) & np.isnan(bpsm))
-    if iterations is not None:
-        keep &= np.isin(ev["iteration"].to_numpy()[pos], list(iterations))
+    keep = (kind == _COMPUTATION) & ~(np.isnan(occ) & np.isnan(bpsm))
+    keep &= in_steps(rt, ev["iteration"].to_numpy()[pos], ts, iterations, window)
     rows = pos[keep]
     return {"name": ev["name"].to_numpy()[rows], "dur": ev["dur"].to_numpy()[rows],
             "step": ev["iteration"].to_numpy()[rows], "occupancy": occ[keep],
@@ -248,7 +253,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     """The ``fp32_gemm`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
     w = gpu_work(rt.rank, rt.events)
-    sel = _selected(w, iterations, window) & (w.cls == COMPUTE)
+    sel = in_steps(rt, w.iteration, w.ts, iterations, window) & (w.cls == COMPUTE)
     ids = w.name[sel]
     if ids.size == 0:
         return []

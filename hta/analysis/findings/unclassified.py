@@ -8,17 +8,17 @@ findings built on it (exposed communication, overlap).
 
 ``unclassified_kernels``
     *Unclassified time* is the union of the intervals of the unclassified kernels that
-    start in the analysed window (and, with ``iterations``, belong to a selected step),
-    clipped to the window; *GPU busy time* is the union of all GPU work (kernels, copies,
-    memsets) on the rank, clipped the same way. The rule fires when the unclassified time
-    is at least :data:`MIN_SHARE` (20%) of the GPU busy time.
+    belong to the analysis (launched in the selected steps, or starting in the window:
+    :func:`hta.analysis.findings.kernels.in_steps`); *GPU busy time* is the union of all
+    GPU work (kernels, copies, memsets) on the rank selected the same way. The rule fires
+    when the unclassified time is at least :data:`MIN_SHARE` (20%) of the GPU busy time.
 
     The estimated saving is the *exposed* part of the unclassified time: the time when
     unclassified kernels run and no classified kernel, copy or memset runs on any stream.
     It is what the step would lose if those kernels were communication that could be
     fully overlapped with compute, the best case of classifying them and acting on the
     overlap findings; if they are genuine compute it is time whose kind is merely unknown,
-    which the evidence says.
+    which the evidence says. It is capped at the window's length.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.kernels import in_steps
 from hta.analysis.intervals import merge
 from hta.analysis.names import short_name
 from hta.model.rules import GPU_WORK_KINDS, kind_codes
@@ -47,25 +48,19 @@ def check_unclassified(rt: RankTrace, iterations: list[int] | None) -> list[Find
     window = analysis_window(rt, iterations)
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     gpu = np.isin(ev["kind"].cat.codes.to_numpy(), _GPU_CODES)
-    sel = gpu & (ts >= window[0]) & (ts < window[1])
-    if iterations is not None:
-        sel &= np.isin(ev["iteration"].to_numpy(), iterations)
+    sel = gpu & in_steps(rt, ev["iteration"].to_numpy(), ts, iterations, window)
     unknown = sel & mask
     if not unknown.any():
         return []
-    lo, hi = window
-
-    def clipped(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return merge(np.clip(ts[rows], lo, hi), np.clip(end[rows], lo, hi))
-
-    us, ue = clipped(unknown)
-    busy_s, busy_e = clipped(sel)
+    us, ue = merge(ts[unknown], end[unknown])
+    busy_s, busy_e = merge(ts[sel], end[sel])
     unknown_ns = int((ue - us).sum())
     busy_ns = int((busy_e - busy_s).sum())
     if busy_ns <= 0 or unknown_ns < MIN_SHARE * busy_ns:
         return []
     classified = Cover(ts[gpu & ~mask], end[gpu & ~mask])
     exposed = int(((ue - us) - classified.within(us, ue)).sum())
+    exposed = min(exposed, window[1] - window[0])
     if exposed <= 0:
         return []
     names, counts = np.unique(ev["name"].to_numpy()[unknown], return_counts=True)
