@@ -159,3 +159,16 @@ def test_side_tables_are_converted_on_first_use_and_act_as_a_dict(cached: tuple)
     for name in expected:
         pd.testing.assert_frame_equal(plain[name], expected[name], check_exact=True)
     assert dict(tables).keys() == expected.keys()
+
+
+def test_an_entry_with_kinds_out_of_range_is_rebuilt(cached: tuple,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    folder, cache, first = cached
+    entry = entries(cache)[0]
+    columns = arrow_files.map_columns(entry / "events.arrow")
+    columns["kind"] = np.full(len(columns["kind"]), 99, dtype=np.int8)
+    arrow_files.write_table(pa.table(columns), entry / "events.arrow")
+    assert read_entry(entry) is None
+    assert any("event kinds out of range" in r.getMessage() for r in caplog.records)
+    again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    assert_same_rank(first.t.rank(0), again.t.rank(0))

@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 CACHE_FORMAT_VERSION = 4
 #: File name suffix of every table of an entry (Arrow IPC file format).
 SUFFIX = ".arrow"
+_KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
 _BLOCK = 1 << 16
 _SAMPLES = 16
 
@@ -140,8 +141,10 @@ def read_entry(folder: Path) -> RankTrace | None:
         columns = map_columns(folder / f"events{SUFFIX}")
         n = len(columns["index"])
         unclassified = columns.pop("unclassified", np.zeros(n, dtype=np.uint8)).view(bool)
-        columns["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8, copy=False),
-                                                    categories=list(KINDS))
+        codes = columns["kind"].astype(np.int8, copy=False)
+        if codes.size and not (int(codes.min()) >= 0 and int(codes.max()) < len(KINDS)):
+            raise ValueError("event kinds out of range")
+        columns["kind"] = pd.Categorical.from_codes(codes, dtype=_KIND_DTYPE, validate=False)
         events = pd.DataFrame(columns, copy=False)
         symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.
