@@ -989,7 +989,9 @@ def _require_events(path: Path, top: dict[str, msgspec.Raw],
 def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
     repairs: list[str] = []
     try:
-        streaming_workers = workers if text_size(path) >= PARALLEL_MIN_TEXT_BYTES else 1
+        # The native scanner decodes faster than worker processes can ship columns back.
+        streaming_workers = workers if (text_size(path) >= PARALLEL_MIN_TEXT_BYTES
+                                        and not native.available()) else 1
         part, top, uncompressed = _decode_streaming(path, streaming_workers)
     except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
             KeyError):

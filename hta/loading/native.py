@@ -28,15 +28,24 @@ try:
 except ImportError:  # pragma: no cover - built where a C compiler is available
     _scan = None
 
-SYM = ("ph", "cat", "name", "bp", "s", "collective_name", "dtype", "pg_name", "pg_desc",
-       "meta_name", "labels")
-INT = ("id", "external_id", "external_id_legacy", "correlation", "stream", "device", "cbid",
-       "cid", "graph_id", "sequence_number", "fwd_thread_id", "wait_on_stream",
-       "wait_on_event_corr", "addr", "device_type", "device_id", "sort_index")
-NUM = ("dur", "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
-       "occupancy_pct", "nbytes", "size", "bandwidth_gbps", "in_msg_nelems",
-       "out_msg_nelems", "group_size", "seq", "mem_bytes", "total_allocated",
-       "total_reserved")
+#: Dense columns, one entry per event (symbols: local ids into the chunk's strings).
+SYM = ("ph", "cat", "name")
+#: Sparse columns, (rows, values) for the events that carry the field, in scan.c's order:
+#: name -> (dtype, default, values per row).
+SPARSE: dict[str, tuple[Any, Any, int]] = {
+    **{k: (np.int32, 0, 1) for k in ("bp", "s", "collective_name", "dtype", "pg_name",
+                                     "pg_desc", "meta_name", "labels")},
+    **{k: (np.int64, -1, 1) for k in (
+        "id", "external_id", "external_id_legacy", "correlation", "stream", "device", "cbid",
+        "cid", "graph_id", "sequence_number", "fwd_thread_id", "wait_on_stream",
+        "wait_on_event_corr", "addr", "device_type", "device_id", "sort_index")},
+    **{k: (np.float64, np.nan, 1) for k in (
+        "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
+        "occupancy_pct", "nbytes", "size", "bandwidth_gbps", "in_msg_nelems",
+        "out_msg_nelems", "group_size", "seq", "mem_bytes", "total_allocated",
+        "total_reserved")},
+    "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
+}
 RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
 #: Phases handled together, as in the Python decoder.
 _PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
@@ -52,28 +61,42 @@ def available() -> bool:
     return _scan is not None and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false")
 
 
+class _Columns(dict):
+    """Dense columns by name; a sparse column is made dense when first asked for."""
+
+    def __init__(self, n: int, sparse: dict[str, tuple[bytes, bytes]]) -> None:
+        super().__init__()
+        self.n = n
+        self.sparse = sparse
+
+    def __missing__(self, name: str) -> np.ndarray:
+        dtype, default, width = SPARSE[name]
+        rows, values = self.sparse[name]
+        shape = (self.n, width) if width > 1 else (self.n,)
+        out = np.full(shape, default, dtype=dtype)
+        vals = np.frombuffer(values, dtype=dtype)
+        out[np.frombuffer(rows, dtype=np.int32)] = vals.reshape(-1, width) if width > 1 else vals
+        self[name] = out
+        return out
+
+
 class Chunk:
     """One scanned chunk: columns by field name, with row selection."""
 
     def __init__(self, result: tuple[Any, ...]) -> None:
-        (n, strings, sym, ids, ints, nums, ts, ts_present, dims), raws = result
+        (n, strings, sym, ids, sparse, ts, ts_present, dur), raws = result
         self.n: int = n
         self.strings: list[str] = strings
-        self.cols: dict[str, np.ndarray] = {}
+        self.cols: dict[str, np.ndarray] = _Columns(n, dict(zip(SPARSE, sparse)))
         for name, buf in zip(SYM, sym):
             self.cols[name] = np.frombuffer(buf, dtype=np.int32)
         self.cols["pid"] = np.frombuffer(ids[0], dtype=np.int64)
         self.cols["tid"] = np.frombuffer(ids[1], dtype=np.int64)
         self.cols["pid_sym"] = np.frombuffer(ids[2], dtype=np.int32)
         self.cols["tid_sym"] = np.frombuffer(ids[3], dtype=np.int32)
-        for name, buf in zip(INT, ints):
-            self.cols[name] = np.frombuffer(buf, dtype=np.int64)
-        for name, buf in zip(NUM, nums):
-            self.cols[name] = np.frombuffer(buf, dtype=np.float64)
         self.cols["ts"] = np.frombuffer(ts, dtype=np.int64)
         self.cols["ts_present"] = np.frombuffer(ts_present, dtype=np.bool_)
-        self.cols["grid"] = np.frombuffer(dims[0], dtype=np.int64).reshape(n, 3)
-        self.cols["block"] = np.frombuffer(dims[1], dtype=np.int64).reshape(n, 3)
+        self.cols["dur"] = np.frombuffer(dur, dtype=np.float64)
         #: raw JSON text of the Raw fields, one entry per event (None where absent)
         self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
 

@@ -20,7 +20,8 @@
 
 /* ---- field table ------------------------------------------------------------------ */
 
-enum kind { K_STR, K_SSTR, K_ID, K_INT, K_NUM, K_TS, K_RAW, K_DIMS, K_ARGS };
+enum kind { K_STR, K_SSTR, K_ID, K_INT, K_NUM, K_TS, K_RAW, K_DIMS, K_ARGS, K_DSTR,
+            K_DSSTR, K_DUR };
 
 typedef struct {
     const char *key;
@@ -28,20 +29,32 @@ typedef struct {
     int slot;
 } FieldDef;
 
-/* symbol columns */
-enum { S_PH, S_CAT, S_NAME, S_BP, S_S, S_COLL, S_DTYPE, S_PGNAME, S_PGDESC, S_META,
-       S_LABELS, NSYM };
-/* int columns */
-enum { I_ID, I_EXT, I_EXTL, I_CORR, I_STREAM, I_DEVICE, I_CBID, I_CID, I_GRAPH, I_SEQNO,
-       I_FWD, I_WSTREAM, I_WCORR, I_ADDR, I_DEVTYPE, I_DEVID, I_SORT, NINT };
-/* float columns */
-enum { N_DUR, N_REGS, N_SHMEM, N_BPSM, N_WPSM, N_OCC, N_BYTES, N_SIZE, N_BW, N_INMSG,
-       N_OUTMSG, N_GROUP, N_SEQ, N_MEMBYTES, N_TOTALLOC, N_TOTRES, NNUM };
-enum { R_PGRANKS, R_DIMS, R_DIMSL, R_ITYPE, NRAW };
+/* Dense columns (one entry per event): symbols ph, cat, name; pid, tid; ts; dur. */
+enum { S_PH, S_CAT, S_NAME, NSYM };
+/* Sparse columns (row, value) for fields only some events carry; the order is the one
+ * of SPARSE in native.py. Symbols, then ints, then floats, then dims, then raw text. */
+enum {
+    S_BP, S_S, S_COLL, S_DTYPE, S_PGNAME, S_PGDESC, S_META, S_LABELS,
+    I_ID, I_EXT, I_EXTL, I_CORR, I_STREAM, I_DEVICE, I_CBID, I_CID, I_GRAPH, I_SEQNO,
+    I_FWD, I_WSTREAM, I_WCORR, I_ADDR, I_DEVTYPE, I_DEVID, I_SORT,
+    N_REGS, N_SHMEM, N_BPSM, N_WPSM, N_OCC, N_BYTES, N_SIZE, N_BW, N_INMSG,
+    N_OUTMSG, N_GROUP, N_SEQ, N_MEMBYTES, N_TOTALLOC, N_TOTRES,
+    D_GRID, D_BLOCK,
+    R_PGRANKS, R_DIMS, R_DIMSL, R_ITYPE, NSPARSE
+};
+#define FIRST_RAW R_PGRANKS
+#define N_DUR (-1) /* the dense dur column */
+
+static int sparse_width(int slot) {
+    if (slot < I_ID) return 4;
+    if (slot < D_GRID) return 8;
+    if (slot < R_PGRANKS) return 24;
+    return 16; /* raw text: offset and length */
+}
 
 static const FieldDef TOP[] = {
-    {"ph", K_SSTR, S_PH}, {"cat", K_STR, S_CAT}, {"name", K_STR, S_NAME},
-    {"pid", K_ID, 0}, {"tid", K_ID, 1}, {"ts", K_TS, 0}, {"dur", K_NUM, N_DUR},
+    {"ph", K_DSSTR, S_PH}, {"cat", K_DSTR, S_CAT}, {"name", K_DSTR, S_NAME},
+    {"pid", K_ID, 0}, {"tid", K_ID, 1}, {"ts", K_TS, 0}, {"dur", K_DUR, 0},
     {"id", K_INT, I_ID}, {"bp", K_SSTR, S_BP}, {"s", K_SSTR, S_S}, {"args", K_ARGS, 0},
 };
 #define NTOP ((int)(sizeof(TOP) / sizeof(TOP[0])))
@@ -50,7 +63,7 @@ static const FieldDef ARGS[] = {
     {"External id", K_INT, I_EXT}, {"external id", K_INT, I_EXTL},
     {"correlation", K_INT, I_CORR}, {"stream", K_INT, I_STREAM},
     {"device", K_INT, I_DEVICE}, {"cbid", K_INT, I_CBID}, {"cid", K_INT, I_CID},
-    {"graph id", K_INT, I_GRAPH}, {"grid", K_DIMS, 0}, {"block", K_DIMS, 1},
+    {"graph id", K_INT, I_GRAPH}, {"grid", K_DIMS, D_GRID}, {"block", K_DIMS, D_BLOCK},
     {"registers per thread", K_NUM, N_REGS}, {"shared memory", K_NUM, N_SHMEM},
     {"blocks per SM", K_NUM, N_BPSM}, {"warps per SM", K_NUM, N_WPSM},
     {"est. achieved occupancy %", K_NUM, N_OCC}, {"bytes", K_NUM, N_BYTES},
@@ -157,20 +170,41 @@ static void interner_free(Interner *in) {
 /* ---- scanner state ---------------------------------------------------------------- */
 
 typedef struct {
+    int32_t *rows;
+    unsigned char *vals;
+    Py_ssize_t n, cap;
+} Sparse;
+
+typedef struct {
     const unsigned char *p, *end, *base;
     Interner in;
     Py_ssize_t n, cap;
     int32_t *sym[NSYM];
     int64_t *idv[2];
     int32_t *ids[2];
-    int64_t *iv[NINT];
-    double *nv[NNUM];
     int64_t *ts;
     uint8_t *tsp;
-    int64_t *dims[2];
-    int64_t *roff[NRAW];
-    int64_t *rlen[NRAW];
+    double *dur;
+    Sparse sp[NSPARSE];
 } Scan;
+
+/* Room for one more value of a sparse column, recorded for row; NULL on memory error. */
+static void *sparse_add(Scan *S, int slot, Py_ssize_t row) {
+    Sparse *sp = &S->sp[slot];
+    int width = sparse_width(slot);
+    if (sp->n == sp->cap) {
+        Py_ssize_t cap = sp->cap ? sp->cap * 2 : 256;
+        int32_t *rows = realloc(sp->rows, sizeof(int32_t) * (size_t)cap);
+        if (!rows) return NULL;
+        sp->rows = rows;
+        unsigned char *vals = realloc(sp->vals, (size_t)width * (size_t)cap);
+        if (!vals) return NULL;
+        sp->vals = vals;
+        sp->cap = cap;
+    }
+    sp->rows[sp->n] = (int32_t)row;
+    return sp->vals + (size_t)width * (size_t)sp->n++;
+}
 
 #define GROW(ptr, type)                                                             \
     do {                                                                            \
@@ -186,19 +220,9 @@ static int scan_grow(Scan *S) {
         GROW(S->idv[i], int64_t);
         GROW(S->ids[i], int32_t);
     }
-    for (int i = 0; i < NINT; i++) GROW(S->iv[i], int64_t);
-    for (int i = 0; i < NNUM; i++) GROW(S->nv[i], double);
     GROW(S->ts, int64_t);
     GROW(S->tsp, uint8_t);
-    for (int i = 0; i < 2; i++) {
-        void *np_ = realloc(S->dims[i], sizeof(int64_t) * 3 * (size_t)cap);
-        if (!np_) return 0;
-        S->dims[i] = np_;
-    }
-    for (int i = 0; i < NRAW; i++) {
-        GROW(S->roff[i], int64_t);
-        GROW(S->rlen[i], int64_t);
-    }
+    GROW(S->dur, double);
     S->cap = cap;
     return 1;
 }
@@ -209,15 +233,13 @@ static void scan_free(Scan *S) {
     for (int i = 0; i < 2; i++) {
         free(S->idv[i]);
         free(S->ids[i]);
-        free(S->dims[i]);
     }
-    for (int i = 0; i < NINT; i++) free(S->iv[i]);
-    for (int i = 0; i < NNUM; i++) free(S->nv[i]);
     free(S->ts);
     free(S->tsp);
-    for (int i = 0; i < NRAW; i++) {
-        free(S->roff[i]);
-        free(S->rlen[i]);
+    free(S->dur);
+    for (int i = 0; i < NSPARSE; i++) {
+        free(S->sp[i].rows);
+        free(S->sp[i].vals);
     }
 }
 
@@ -622,14 +644,25 @@ static int read_object(Scan *S, const FieldDef *defs, const size_t *lens, int co
 }
 
 static int read_field(Scan *S, const FieldDef *f, Py_ssize_t row) {
+    void *v;
     switch (f->kind) {
-    case K_STR: /* null is "" as a symbol but "None" where Python calls str(): decline */
-    case K_SSTR: {
+    /* null is "" as a symbol but "None" where Python calls str(): strings decline it */
+    case K_DSTR:
+    case K_DSSTR: {
         int32_t id = read_symbol(S);
         if (id < 0) return 0;
         S->sym[f->slot][row] = id;
         return 1;
     }
+    case K_STR:
+    case K_SSTR: {
+        int32_t id = read_symbol(S);
+        if (id < 0 || !(v = sparse_add(S, f->slot, row))) return 0;
+        memcpy(v, &id, 4);
+        return 1;
+    }
+    case K_DUR:
+        return read_num(S, &S->dur[row]);
     case K_ID:
         if (S->p < S->end && *S->p == '"') {
             int32_t id = read_symbol(S);
@@ -640,22 +673,34 @@ static int read_field(Scan *S, const FieldDef *f, Py_ssize_t row) {
         }
         if (S->p < S->end && *S->p == 'n') return 0; /* Python names it "None" */
         return read_int(S, &S->idv[f->slot][row]);
-    case K_INT:
-        return read_int(S, &S->iv[f->slot][row]);
-    case K_NUM:
-        return read_num(S, &S->nv[f->slot][row]);
+    case K_INT: {
+        int64_t x;
+        if (!read_int(S, &x) || !(v = sparse_add(S, f->slot, row))) return 0;
+        memcpy(v, &x, 8);
+        return 1;
+    }
+    case K_NUM: {
+        double x;
+        if (!read_num(S, &x) || !(v = sparse_add(S, f->slot, row))) return 0;
+        memcpy(v, &x, 8);
+        return 1;
+    }
     case K_TS:
         S->tsp[row] = 1;
         return read_ts(S, &S->ts[row]);
     case K_RAW: {
         const unsigned char *a = S->p;
-        if (!skip_value(S, 1)) return 0;
-        S->roff[f->slot][row] = a - S->base;
-        S->rlen[f->slot][row] = S->p - a;
+        if (!skip_value(S, 1) || !(v = sparse_add(S, f->slot, row))) return 0;
+        int64_t span[2] = {a - S->base, S->p - a};
+        memcpy(v, span, 16);
         return 1;
     }
-    case K_DIMS:
-        return read_dims(S, &S->dims[f->slot][3 * row]);
+    case K_DIMS: {
+        int64_t d[3];
+        if (!read_dims(S, d) || !(v = sparse_add(S, f->slot, row))) return 0;
+        memcpy(v, d, 24);
+        return 1;
+    }
     case K_ARGS:
         return read_object(S, ARGS, ARGS_LEN, NARGS, row);
     }
@@ -670,16 +715,9 @@ static int read_event(Scan *S) {
         S->idv[i][r] = -1;
         S->ids[i][r] = -1;
     }
-    for (int i = 0; i < NINT; i++) S->iv[i][r] = -1;
-    for (int i = 0; i < NNUM; i++) S->nv[i][r] = NAN;
     S->ts[r] = 0;
     S->tsp[r] = 0;
-    for (int i = 0; i < 2; i++) S->dims[i][3 * r] = S->dims[i][3 * r + 1] =
-        S->dims[i][3 * r + 2] = -1;
-    for (int i = 0; i < NRAW; i++) {
-        S->roff[i][r] = 0;
-        S->rlen[i][r] = 0;
-    }
+    S->dur[r] = NAN;
     if (!read_object(S, TOP, TOP_LEN, NTOP, r)) return 0;
     S->n++;
     return 1;
@@ -721,8 +759,8 @@ static PyObject *bytes_of(const void *data, Py_ssize_t nbytes) {
 
 static PyObject *build_result(Scan *S) {
     Py_ssize_t n = S->n;
-    PyObject *strings = NULL, *sym = NULL, *ids = NULL, *ints = NULL, *nums = NULL,
-             *raws = NULL, *dims = NULL, *res = NULL;
+    PyObject *strings = NULL, *sym = NULL, *ids = NULL, *ints = NULL, *raws = NULL,
+             *res = NULL;
     strings = PyList_New(S->in.n);
     if (!strings) goto done;
     for (Py_ssize_t k = 0; k < S->in.n; k++) {
@@ -748,31 +786,34 @@ static PyObject *build_result(Scan *S) {
     TUPLE_OF(sym, NSYM, bytes_of(S->sym[i], n * 4));
     TUPLE_OF(ids, 4, bytes_of(i < 2 ? (void *)S->idv[i] : (void *)S->ids[i - 2],
                               n * (i < 2 ? 8 : 4)));
-    TUPLE_OF(ints, NINT, bytes_of(S->iv[i], n * 8));
-    TUPLE_OF(nums, NNUM, bytes_of(S->nv[i], n * 8));
-    TUPLE_OF(dims, 2, bytes_of(S->dims[i], n * 24));
-    raws = PyTuple_New(NRAW);
+    /* sparse columns: (rows, values) as bytes */
+    TUPLE_OF(ints, FIRST_RAW, Py_BuildValue(
+        "(NN)", bytes_of(S->sp[i].rows, S->sp[i].n * 4),
+        bytes_of(S->sp[i].vals, S->sp[i].n * sparse_width(i))));
+    /* raw text: one list per field, None where absent */
+    raws = PyTuple_New(NSPARSE - FIRST_RAW);
     if (!raws) goto done;
-    for (int i = 0; i < NRAW; i++) {
+    for (int i = FIRST_RAW; i < NSPARSE; i++) {
         PyObject *lst = PyList_New(n);
         if (!lst) goto done;
-        PyTuple_SET_ITEM(raws, i, lst);
+        PyTuple_SET_ITEM(raws, i - FIRST_RAW, lst);
         for (Py_ssize_t r = 0; r < n; r++) {
-            PyObject *o;
-            if (S->rlen[i][r]) {
-                o = PyUnicode_DecodeUTF8((const char *)S->base + S->roff[i][r],
-                                         S->rlen[i][r], "replace");
-                if (!o) goto done;
-            } else {
-                o = Py_None;
-                Py_INCREF(o);
-            }
-            PyList_SET_ITEM(lst, r, o);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(lst, r, Py_None);
+        }
+        const Sparse *sp = &S->sp[i];
+        for (Py_ssize_t k = 0; k < sp->n; k++) {
+            int64_t span[2];
+            memcpy(span, sp->vals + 16 * k, 16);
+            PyObject *o = PyUnicode_DecodeUTF8((const char *)S->base + span[0], span[1],
+                                               "replace");
+            if (!o) goto done;
+            PyList_SetItem(lst, sp->rows[k], o);
         }
     }
-    /* "N" hands the two new bytes objects over to the tuple */
-    res = Py_BuildValue("(nOOOOONNO)", n, strings, sym, ids, ints, nums,
-                        bytes_of(S->ts, n * 8), bytes_of(S->tsp, n), dims);
+    /* "N" hands the new bytes objects over to the tuple */
+    res = Py_BuildValue("(nOOOONNN)", n, strings, sym, ids, ints,
+                        bytes_of(S->ts, n * 8), bytes_of(S->tsp, n), bytes_of(S->dur, n * 8));
     if (res) {
         PyObject *full = PyTuple_Pack(2, res, raws);
         Py_DECREF(res);
@@ -783,9 +824,7 @@ done:
     Py_XDECREF(sym);
     Py_XDECREF(ids);
     Py_XDECREF(ints);
-    Py_XDECREF(nums);
     Py_XDECREF(raws);
-    Py_XDECREF(dims);
     return res;
 }
 
