@@ -130,11 +130,24 @@ def _diff() -> Any:
     return job_diff_figure(TraceDiff.compare_jobs(analyzer, analyzer))
 
 
+def _timeline() -> Any:
+    return _analyzer().plot_timeline(iterations=[2], title="GPU timeline of step 2")
+
+
+def _stragglers() -> Any:
+    from hta.plots.stragglers import straggler_figure
+
+    analyzer = _analyzer()
+    return straggler_figure(analyzer.get_straggler_summary(),
+                            analyzer.get_collective_arrivals())
+
+
 FIGURES: dict[str, Callable[[], Any]] = {
     "temporal": _temporal, "idle": _idle, "kernel_types": _kernel_types,
     "kernel_durations": _kernel_durations, "overlap": _overlap, "annotations": _annotations,
     "launch": _launch, "queue": _queue, "bandwidth": _bandwidth, "operators": _operators,
     "sequences": _sequences, "critical_path": _critical_path, "diff": _diff,
+    "timeline": _timeline, "stragglers": _stragglers,
 }
 
 
