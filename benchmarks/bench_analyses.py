@@ -36,7 +36,17 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from hta.analysis import annotations, idle, kernels, overlap, temporal  # noqa: E402
+from hta.analysis import (  # noqa: E402
+    annotations,
+    idle,
+    kernels,
+    overlap,
+    stragglers,
+    temporal,
+    timeline,
+)
+from hta.analysis import findings as findings_engine  # noqa: E402
+from hta.analysis.findings.engine import FindingRule, rank_findings  # noqa: E402
 from hta.model.rules import GPU_WORK_KINDS  # noqa: E402
 from hta.model.trace import Trace  # noqa: E402
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
@@ -52,7 +62,20 @@ ANALYSES: dict[str, Callable[[Trace], Any]] = {
     "user_annotation_breakdown (GPU)": lambda t: annotations.user_annotation_breakdown(t),
     "user_annotation_breakdown (CPU)": lambda t: annotations.user_annotation_breakdown(
         t, use_gpu_annotation=False),
+    "timeline_segments (20k segments)": lambda t: timeline.timeline_segments(t),
+    "stragglers (arrivals + summary)": lambda t: stragglers.straggler_summary(
+        stragglers.collective_arrivals(t)),
+    "findings (every rule)": lambda t: findings_engine.find(t),
 }
+
+
+def _one_rule(rule: FindingRule) -> Callable[[Trace], Any]:
+    if rule.scope == "rank":
+        return lambda t: rank_findings(t, rules=[rule])
+    return lambda t: rule.check(t, t.get_ranks(), None)  # type: ignore[call-arg]
+
+
+ANALYSES.update({f"  finding rule {r.id}": _one_rule(r) for r in findings_engine.default_rules()})
 
 
 def generate(out: Path, ranks: int, events: int, seed: int) -> Path:
