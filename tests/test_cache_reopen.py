@@ -116,6 +116,26 @@ def test_an_empty_file_is_an_unreadable_entry(tmp_path: Path) -> None:
     path.write_bytes(b"")
     with pytest.raises(pa.ArrowInvalid):
         arrow_files.map_columns(path)
+    with pytest.raises(pa.ArrowInvalid):
+        arrow_files.read_table(path)
+
+
+def test_reopened_side_tables_can_be_changed_in_place(cached: tuple) -> None:
+    folder, cache, first = cached
+    rt = read_entry(entries(cache)[0])
+    assert rt is not None
+    changed = 0
+    for name in rt.tables:
+        frame = rt.tables[name]
+        for column in frame.columns:
+            if len(frame) and frame[column].dtype.kind in "iuf":
+                frame.loc[0, column] = 1
+                assert frame[column].iat[0] == 1
+                changed += 1
+    assert changed > 20
+    again = read_entry(entries(cache)[0])
+    assert again is not None
+    assert_same_rank(first.t.rank(0), again)
 
 
 def test_loading_modules_import_no_circle() -> None:

@@ -88,9 +88,18 @@ def _view(mapped: mmap.mmap, buffer: pa.Buffer, column: pa.ChunkedArray) -> np.n
     return np.frombuffer(mapped, dtype=dtype, count=len(array), offset=offset)
 
 
-def read_table_bytes(path: Path) -> pa.Table:
-    """A whole file read into memory as an Arrow table (no file stays open)."""
-    return pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+def read_table(path: Path) -> pa.Table:
+    """A whole file as an Arrow table over a read-only mapping of it (read into memory
+    instead past :data:`MAX_MAPPED` live mappings). Convert it to pandas before changing
+    anything: the conversion copies."""
+    if len(_live) >= MAX_MAPPED:
+        return pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+    with open(path, "rb") as fh:
+        if fh.seek(0, 2) == 0:
+            raise pa.ArrowInvalid(f"{path} is empty")
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    _live.add(mapped)
+    return pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
 
 
 class ArrowTables(MutableMapping[str, pd.DataFrame]):

@@ -34,7 +34,7 @@ from hta.loading.arrow_files import (
     ArrowTables,
     map_columns,
     read_column,
-    read_table_bytes,
+    read_table,
     write_table,
 )
 from hta.loading.files import RemotePath
@@ -148,7 +148,7 @@ def read_entry(folder: Path) -> RankTrace | None:
         events = pd.DataFrame(columns, copy=False)
         symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.
-        tables = ArrowTables({name: read_table_bytes(folder / f"{name}{SUFFIX}")
+        tables = ArrowTables({name: read_table(folder / f"{name}{SUFFIX}")
                               for name in ARG_TABLES + EVENT_TABLES})
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
