@@ -774,7 +774,10 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
         folder.mkdir()
         name = first.name if first.name.endswith(".gz") else first.name + ".gz"
         print(f"writing {first.name} {args.replicate} times over ...", flush=True)
-        replicate_trace(first, folder / name, args.replicate)
+        # In a child process: a parent that held the text would pass its resident size on
+        # to every child it forks (ru_maxrss counts memory from before exec).
+        subprocess.run([sys.executable, __file__, "--write-replica", str(first),
+                        str(folder / name), str(args.replicate)], check=True, timeout=1800)
         trace_sets.append(measure_traces(folder, f"{source_label} x{args.replicate}"))
 
     # ---- interpreters
@@ -944,4 +947,7 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--write-replica"]:
+        replicate_trace(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+        sys.exit(0)
     sys.exit(main())

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from hta.loading.decode import _Accumulator
+    from hta.loading.events import _Accumulator
 
 try:
     from hta.loading import _scan  # type: ignore[attr-defined]

@@ -1,0 +1,353 @@
+"""Decoding events with the pure-Python decoder: msgspec structs to columns, chunk by chunk
+(the native scanner, when built, takes the same chunks first: see ``native.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from hta.loading import native
+from hta.loading.columns import (
+    INT64_MAX,
+    Table,
+    _concat_tables,
+    _mask,
+    _table_len,
+    float_column,
+    int_column,
+    timestamps_ns,
+)
+from hta.loading.side_tables import COUNTER_COLUMNS, _counter_rows, side_tables
+from hta.loading.structs import EMPTY_ARGS, Args, Event
+from hta.loading.symbols import SymbolTable
+
+_event_list_decoder = msgspec.json.Decoder(list[Event])
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+#: Phases handled together, so each side table keeps the file's order.
+_PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
+
+
+class _Accumulator:
+    """Collects per-chunk columns and side-table rows, then concatenates them."""
+
+    def __init__(self) -> None:
+        self.symbols = SymbolTable()
+        self.warnings: list[str] = []
+        self.cols: dict[str, list[np.ndarray]] = {}
+        self.tables: dict[str, list[Table]] = {}
+        self.row_offset = 0
+        self.counter_count = 0
+        self.missing_dur = 0
+        self.negative_dur = 0
+        self.missing_ts = 0
+        self.other_phases: dict[str, int] = {}
+        self.named_ids: dict[str, int] = {}
+        self.kernel_cats = {"kernel", "Kernel"}
+        self.memory_cats = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
+        self.op_cats = {"cpu_op", "Operator", "user_annotation"}
+        self.sync_cats = {"cuda_sync"}
+
+    def ids_column(self, values: list[Any]) -> np.ndarray:
+        """pid/tid values to int64; names such as "Spans" get stable negative ids."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        mapping = {v: self._id_of(v) for v in dict.fromkeys(values)}
+        return np.fromiter(map(mapping.__getitem__, values), dtype=np.int64, count=len(values))
+
+    def _id_of(self, value: Any) -> int:
+        if isinstance(value, int) and -INT64_MAX <= value <= INT64_MAX:
+            return value
+        text = str(value).strip()
+        try:
+            return int(text, 0)
+        except ValueError:
+            pass
+        sid = self.named_ids.get(text)
+        if sid is None:
+            sid = -2 - len(self.named_ids)
+            self.named_ids[text] = sid
+        return sid
+
+    def add_col(self, name: str, values: np.ndarray) -> None:
+        self.cols.setdefault(name, []).append(values)
+
+    def add_table(self, name: str, table: Table, keep: np.ndarray | None = None) -> None:
+        """Add rows to a side table (columns as arrays or lists), optionally masked."""
+        if keep is not None:
+            table = _mask(table, keep)
+        if _table_len(table):
+            self.tables.setdefault(name, []).append(table)
+
+    def table(self, name: str, columns: list[str]) -> Table:
+        """One side table's rows so far, as columns."""
+        return _concat_tables(self.tables.get(name, []), columns)
+
+    def column(self, name: str, dtype: Any) -> np.ndarray:
+        parts = self.cols.get(name)
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(parts)
+
+    # -- complete events -------------------------------------------------------------
+    def complete(self, events: list[Event]) -> None:
+        warnings = self.warnings
+        ts, present = timestamps_ns([e.ts for e in events], warnings)
+        if not present.all():
+            self.missing_ts += int((~present).sum())
+            keep = np.flatnonzero(present)
+            events = [events[i] for i in keep]
+            ts = ts[keep]
+        n = len(events)
+        if n == 0:
+            return
+        dur_f = float_column([e.dur for e in events])
+        missing = np.isnan(dur_f)
+        if missing.any():
+            self.missing_dur += int(missing.sum())
+            dur_f[missing] = 0.0
+        dur = np.rint(dur_f * 1000.0).astype(np.int64)
+        negative = dur < 0
+        if negative.any():
+            self.negative_dur += int(negative.sum())
+            dur[negative] = 0
+        cat = self.symbols.ids([e.cat for e in events])
+        name = self.symbols.ids([e.name for e in events])
+        args = [e.args for e in events]
+        ext = int_column([a.external_id for a in args], "External id", warnings)
+        legacy = int_column([a.external_id_legacy for a in args], "external id", warnings)
+        ext = np.where(ext >= 0, ext, legacy)
+        self.add_col("ts", ts)
+        self.add_col("dur", dur)
+        self.add_col("cat", cat)
+        self.add_col("name", name)
+        self.add_col("pid", self.ids_column([e.pid for e in events]))
+        self.add_col("tid", self.ids_column([e.tid for e in events]))
+        self.add_col("correlation",
+                     int_column([a.correlation for a in args], "correlation", warnings))
+        self.add_col("external_id", ext)
+        self.add_col("stream", int_column([a.stream for a in args], "stream", warnings))
+        self.add_col("device", int_column([a.device for a in args], "device", warnings))
+        self.add_col("graph_id", int_column([a.graph_id for a in args], "graph id", warnings))
+        side_tables(self, events, args, cat, np.arange(n) + self.row_offset)
+        self.row_offset += n
+
+    def _rows_for(self, cats: set[str], cat_ids: np.ndarray) -> np.ndarray:
+        wanted = [self.symbols.index[c] for c in cats if c in self.symbols.index]
+        if not wanted:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(np.isin(cat_ids, wanted))
+
+    # -- other phases ----------------------------------------------------------------
+    def instants(self, events: list[Event]) -> None:
+        ts, present = timestamps_ns([e.ts for e in events], self.warnings)
+        args = [e.args for e in events]
+        w = self.warnings
+        self.add_table("instants", {
+            "ts": ts,
+            "name": self.symbols.ids([e.name for e in events]),
+            "cat": self.symbols.ids([e.cat for e in events]),
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "scope": self.symbols.ids([e.s for e in events]),
+            "addr": int_column([a.addr for a in args], "Addr", w),
+            "bytes": float_column([a.mem_bytes for a in args]),
+            "total_allocated": float_column([a.total_allocated for a in args]),
+            "total_reserved": float_column([a.total_reserved for a in args]),
+            "device_type": int_column([a.device_type for a in args], "Device Type", w),
+            "device_id": int_column([a.device_id for a in args], "Device Id", w),
+        }, present)
+
+    def flows(self, events: list[Event]) -> None:
+        ts, present = timestamps_ns([e.ts for e in events], self.warnings)
+        self.add_table("flows", {
+            "ph": self.symbols.ids([e.ph for e in events]),
+            "id": int_column([e.id for e in events], "id", self.warnings),
+            "ts": ts,
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "cat": self.symbols.ids([e.cat for e in events]),
+            "name": self.symbols.ids([e.name for e in events]),
+        }, present)
+
+    def metadata(self, events: list[Event]) -> None:
+        w = self.warnings
+        self.add_table("metadata_events", {
+            "name": [str(e.name) for e in events],
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "value": [str(e.args.meta_name) for e in events],
+            "labels": [str(e.args.labels) for e in events],
+            "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
+        })
+
+    def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None
+                     ) -> None:
+        """Decode a JSON array of events and add them (``items``: the same, pre-split)."""
+        if native.available() and (scanned := native.scan(text)) is not None:
+            before = self.counter_count
+            native.Builder(self, scanned).add()
+            del scanned
+            if self.counter_count > before:
+                _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+            return
+        try:
+            events = _event_list_decoder.decode(text)
+        except msgspec.ValidationError as exc:
+            if items is None:
+                items = _raw_list_decoder.decode(text)
+            events = _decode_one_by_one(items, self.warnings, exc)
+        before = self.counter_count
+        self.chunk(events)
+        del events
+        if self.counter_count > before:
+            _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+
+    def partial(self) -> _Partial:
+        """Everything accumulated so far."""
+        return _accumulator_partial(self)
+
+    def chunk(self, events: list[Event]) -> None:
+        by_phase: dict[str, list[Event]] = {}
+        complete = [e for e in events if e.ph == "X"]
+        if len(complete) != len(events):
+            group = _PHASE_GROUP.get
+            for e in events:
+                if e.ph != "X":
+                    by_phase.setdefault(group(e.ph, e.ph), []).append(e)
+        if complete:
+            self.complete(complete)
+        for ph, evs in by_phase.items():
+            if ph == "i":
+                self.instants(evs)
+            elif ph == "s":
+                self.flows(evs)
+            elif ph == "M":
+                self.metadata(evs)
+            elif ph == "C":
+                self.counter_count += len(evs)
+            else:
+                self.other_phases[ph or "<none>"] = (
+                    self.other_phases.get(ph or "<none>", 0) + len(evs)
+                )
+
+
+@dataclass
+class _Partial:
+    """Columns and tables decoded from a contiguous range of events.
+
+    Tables are plain columns (arrays or lists), not DataFrames: partials travel back from
+    worker processes and are merged, and DataFrames are built once at the end.
+    """
+
+    columns: dict[str, np.ndarray]
+    tables: dict[str, Table]
+    symbols: list[str]
+    named_ids: dict[str, int]
+    counter_count: int
+    stats: dict[str, Any]
+    warnings: list[str]
+
+
+_EVENT_COLUMNS = {
+    "ts": np.int64, "dur": np.int64, "cat": np.int32, "name": np.int32, "pid": np.int64,
+    "tid": np.int64, "correlation": np.int64, "external_id": np.int64, "stream": np.int64,
+    "device": np.int64, "graph_id": np.int64,
+}
+_TABLE_COLUMNS = {
+    "kernel_args": ["row"], "memory_args": ["row"], "collective_args": ["row"],
+    "copy_sizes": ["row", "size"],
+    "op_args": ["row"], "sync_args": ["row"],
+    "instants": ["ts", "name", "cat", "pid", "tid"],
+    "flows": ["ph", "id", "ts", "pid", "tid", "cat", "name"],
+    "metadata_events": ["name", "pid", "tid", "value"],
+    "counters": list(COUNTER_COLUMNS),
+}
+def _accumulator_partial(acc: _Accumulator) -> _Partial:
+    """The accumulated columns and tables as a :class:`_Partial`."""
+    return _Partial(
+        columns={k: acc.column(k, t) for k, t in _EVENT_COLUMNS.items()},
+        tables={k: acc.table(k, cols) for k, cols in _TABLE_COLUMNS.items()},
+        symbols=acc.symbols.strings,
+        named_ids=acc.named_ids,
+        counter_count=acc.counter_count,
+        stats={"missing_dur": acc.missing_dur, "negative_dur": acc.negative_dur,
+               "missing_ts": acc.missing_ts, "other_phases": acc.other_phases},
+        warnings=acc.warnings,
+    )
+
+
+def _decode_one_by_one(
+    part: list[msgspec.Raw], warnings: list[str], first_error: Exception
+) -> list[Event]:
+    """Slow path for a chunk holding an event of an unexpected shape.
+
+    Each event is decoded on its own; one that does not fit :class:`Event` is decoded
+    loosely and keeps its core fields (its args too when they fit), so one odd value
+    never costs the event.
+    """
+    decoder = msgspec.json.Decoder(Event)
+    out: list[Event] = []
+    loose = 0
+    skipped = 0
+    for raw in part:
+        try:
+            out.append(decoder.decode(raw))
+            continue
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        event = _loose_event(raw)
+        if event is None:
+            skipped += 1
+        else:
+            loose += 1
+            out.append(event)
+    if loose:
+        warnings.append(f"{loose} event(s) had a field of an unexpected type; read loosely "
+                        f"({first_error})")
+    if skipped:
+        warnings.append(f"{skipped} event(s) that are not JSON objects skipped")
+    return out
+
+
+_args_decoder = msgspec.json.Decoder(Args)
+
+
+def _loose_event(raw: msgspec.Raw) -> Event | None:
+    """An event whose fields have unexpected types, keeping what can be kept."""
+    try:
+        fields = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+    def pick(key: str, kinds: tuple[type, ...], default: Any) -> Any:
+        if key not in fields:
+            return default
+        try:
+            v = msgspec.json.decode(fields[key])
+        except msgspec.DecodeError:
+            return default
+        return v if isinstance(v, kinds) and not isinstance(v, bool) else default
+
+    args = EMPTY_ARGS
+    if "args" in fields:
+        try:
+            args = _args_decoder.decode(fields["args"])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            args = EMPTY_ARGS
+    ts = fields.get("ts", msgspec.Raw())
+    if not isinstance(pick("ts", (int, float), None), (int, float)):
+        ts = msgspec.Raw()  # keep the exact text of a numeric ts, drop anything else
+    return Event(
+        ph=pick("ph", (str,), ""), cat=pick("cat", (str,), ""),
+        name=pick("name", (str, int, float), ""), pid=pick("pid", (int, str), -1),
+        tid=pick("tid", (int, str), -1), ts=ts, dur=pick("dur", (int, float, str), None),
+        id=pick("id", (int, str), -1), bp=pick("bp", (str,), ""), s=pick("s", (str,), ""),
+        args=args,
+    )
