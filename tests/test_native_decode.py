@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, SHARED_TRACES
 
-from hta.loading import native
+from hta.loading import native, stream
 from hta.loading.decode import DecodedTrace, decode_trace
 
 pytestmark = pytest.mark.skipif(not native.built(), reason="the native scanner is not built")
@@ -156,11 +156,16 @@ ODDITIES: dict[str, list[Any]] = {
 }
 
 
+@pytest.mark.parametrize("piece_bytes", [None, 256], ids=["one piece", "small pieces"])
 @pytest.mark.parametrize("name", sorted(ODDITIES))
-def test_same_result_on_oddities(name: str, tmp_path: Path,
+def test_same_result_on_oddities(name: str, piece_bytes: int | None, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With small pieces every piece but the last is scanned in place ("bare"), and a
+    declined piece goes to the Python decoder on its own."""
+    if piece_bytes:
+        monkeypatch.setattr(stream, "TARGET_CHUNK", piece_bytes)
     path = tmp_path / "rank-0.json"
-    path.write_text(_text(ODDITIES[name]), encoding="utf-8")
+    path.write_text(_text(ODDITIES[name] * 3), encoding="utf-8")
     assert_same(_decode(path, monkeypatch, False), _decode(path, monkeypatch, True))
 
 
@@ -182,6 +187,16 @@ def test_same_result_on_oddities(name: str, tmp_path: Path,
 ])
 def test_scanner_declines_what_it_cannot_decode_exactly(text: str, declined: bool) -> None:
     assert (native.scan(text.encode()) is None) is declined
+
+
+@pytest.mark.parametrize("text,events", [
+    ("", 0), ("  \n ", 0), ('{"ph": "X"}', 1), ('\n  {"ph": "X"},\n  {"ph": "i"}\n', 2),
+    ('{"ph": "X"},', None), ('[{"ph": "X"}]', None), ('{"ph": "X"} {"ph": "X"}', None),
+])
+def test_bare_pieces(text: str, events: int | None) -> None:
+    """Events separated by commas without brackets, as the streaming reader hands them."""
+    chunk = native.scan(memoryview(text.encode()), bare=True)
+    assert (chunk.n if chunk is not None else None) == events
 
 
 def test_exact_nanoseconds() -> None:

@@ -189,11 +189,12 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
     inflates and splits the file and decodes every ``workers``-th piece itself (rather
     than wait); at most ``2 * workers`` pieces are in flight.
     """
-    pieces = iter_event_chunks(path)
     if workers <= 1 or not can_fork():
         acc = _Accumulator()
-        for kind, payload in pieces:
-            if kind == "events":
+        for kind, payload in iter_event_chunks(path, bare=native.available()):
+            if kind == "bare":
+                acc.decode_bare(payload)
+            elif kind == "events":
                 acc.decode_chunk(payload)
             else:
                 top, size = payload
@@ -201,6 +202,7 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
+    pieces = iter_event_chunks(path)
     ctx = multiprocessing.get_context("fork")
     results: list[Future | _Partial] = []
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:

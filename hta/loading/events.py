@@ -187,15 +187,27 @@ class _Accumulator:
             "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
         })
 
-    def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None
-                     ) -> None:
+    def decode_bare(self, text: memoryview) -> None:
+        """Decode events separated by commas (no brackets): natively, else as an array."""
+        if native.available() and (scanned := native.scan(text, bare=True)) is not None:
+            self._add_scanned(scanned, text, bare=True)
+        else:
+            self.decode_chunk(b"[" + bytes(text) + b"]", use_native=False)
+
+    def _add_scanned(self, scanned: native.Chunk, text: bytes | memoryview,
+                     items: list[msgspec.Raw] | None = None, bare: bool = False) -> None:
+        before = self.counter_count
+        native.Builder(self, scanned).add()
+        if self.counter_count > before:
+            if items is None:
+                items = _raw_list_decoder.decode(b"[" + bytes(text) + b"]" if bare else text)
+            _counter_rows(self, items)
+
+    def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None,
+                     use_native: bool = True) -> None:
         """Decode a JSON array of events and add them (``items``: the same, pre-split)."""
-        if native.available() and (scanned := native.scan(text)) is not None:
-            before = self.counter_count
-            native.Builder(self, scanned).add()
-            del scanned
-            if self.counter_count > before:
-                _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+        if use_native and native.available() and (scanned := native.scan(text)) is not None:
+            self._add_scanned(scanned, text, items)
             return
         try:
             events = _event_list_decoder.decode(text)

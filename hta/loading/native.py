@@ -101,11 +101,12 @@ class Chunk:
         self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
 
 
-def scan(text: bytes | bytearray | memoryview) -> Chunk | None:
-    """Scan one JSON array of events; None when the scanner declines it."""
+def scan(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | None:
+    """Scan one JSON array of events (``bare``: events separated by commas, without the
+    brackets); None when the scanner declines it."""
     if _scan is None:
         return None
-    result = _scan.scan(text)
+    result = _scan.scan(text, bare)
     return None if result is None else Chunk(result)
 
 

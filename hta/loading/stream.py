@@ -73,20 +73,30 @@ def _take_events(buf: bytearray, cut: int) -> bytes:
 
     Copies the text once: a piece is a few MiB and every copy shows in the load time.
     """
-    end = cut
-    while end > 0 and buf[end - 1] in _SPACE:
-        end -= 1
-    if end > 0 and buf[end - 1] == ord(","):
-        end -= 1
+    end = _bare_end(buf, cut)
     with memoryview(buf) as view:
         piece = b"".join((b"[", view[:end], b"]"))
     del buf[:cut]
     return piece
 
 
-def iter_event_chunks(path: Path) -> Iterator[tuple[str, object]]:
+def _bare_end(buf: bytearray, cut: int) -> int:
+    """Where the events before ``cut`` end (the trailing comma and spaces dropped)."""
+    end = cut
+    while end > 0 and buf[end - 1] in _SPACE:
+        end -= 1
+    if end > 0 and buf[end - 1] == ord(","):
+        end -= 1
+    return end
+
+
+def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, object]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
+
+    With ``bare``, the pieces before the last are ``("bare", memoryview)``: the events
+    separated by commas without brackets, a view of the read buffer that is valid only
+    until the next piece is asked for (no copy is made).
 
     Raises :class:`NotStreamable` (before yielding anything) when the file does not
     look like Kineto's layout, and ``EOFError``/``zlib.error`` for broken gzip.
@@ -118,7 +128,12 @@ def iter_event_chunks(path: Path) -> Iterator[tuple[str, object]]:
                 raise NotStreamable("no event boundaries found")
             continue
         yielded = True
-        yield "events", _take_events(buf, cut)
+        if bare:
+            with memoryview(buf) as view, view[:_bare_end(buf, cut)] as piece:
+                yield "bare", piece
+            del buf[:cut]
+        else:
+            yield "events", _take_events(buf, cut)
     # The rest: the last events, the end of the array, and the keys after it.
     tail = b'{"traceEvents": [' + bytes(buf)
     del buf

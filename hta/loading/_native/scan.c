@@ -723,6 +723,20 @@ static int read_event(Scan *S) {
     return 1;
 }
 
+/* Events separated by commas with no enclosing brackets (a piece of traceEvents). */
+static int scan_bare(Scan *S) {
+    ws(S);
+    if (S->p == S->end) return 1;
+    for (;;) {
+        if (!read_event(S)) return 0;
+        ws(S);
+        if (S->p == S->end) return 1;
+        if (*S->p != ',') return 0;
+        S->p++;
+        ws(S);
+    }
+}
+
 static int scan_array(Scan *S) {
     ws(S);
     if (S->p >= S->end || *S->p != '[') return 0;
@@ -828,8 +842,11 @@ done:
     return res;
 }
 
-static PyObject *py_scan(PyObject *self, PyObject *arg) {
+static PyObject *py_scan(PyObject *self, PyObject *args) {
     (void)self;
+    PyObject *arg;
+    int bare = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &arg, &bare)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     Scan S;
@@ -843,7 +860,7 @@ static PyObject *py_scan(PyObject *self, PyObject *arg) {
         goto out;
     }
     Py_BEGIN_ALLOW_THREADS
-    ok = scan_array(&S);
+    ok = bare ? scan_bare(&S) : scan_array(&S);
     Py_END_ALLOW_THREADS
     if (!ok) {
         res = Py_None;
@@ -858,8 +875,9 @@ out:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", py_scan, METH_O,
-     "scan(buffer) -> columns of a JSON array of trace events, or None to decline."},
+    {"scan", py_scan, METH_VARARGS,
+     "scan(buffer, bare=False) -> columns of a JSON array of trace events (bare: the\n"
+     "events separated by commas, without brackets), or None to decline."},
     {NULL, NULL, 0, NULL},
 };
 
