@@ -4,9 +4,10 @@ Decodes each trace once, then times, in this process (median of ``-n`` repeats):
 
 * ``walk``: the per-event stack walk alone (``links._stack_pass``, the previous
   implementation, kept as the fallback) against ``links.stack_positions`` on the same
-  sorted columns;
+  sorted columns, over whole columns (``walk numpy``) and compiled (``walk native``,
+  when ``hta.model._stack`` is built);
 * ``call_stacks``: the previous whole function (sort, per-event walk, scatter) against
-  today's ``links.call_stacks``;
+  today's ``links.call_stacks`` (compiled walk when built);
 * ``build_rank``: sorting, classifying and linking a decoded file (today's code).
 
 Usage: ``python benchmarks/bench_links.py TRACE.json.gz [...] [-n 7]``
@@ -15,6 +16,7 @@ Usage: ``python benchmarks/bench_links.py TRACE.json.gz [...] [-n 7]``
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -84,12 +86,18 @@ def main(argv: list[str] | None = None) -> None:
         s_ts, s_end, s_thread = cols[0][rows][order], cols[1][rows][order], thread[order]
         first = np.r_[True, s_thread[1:] != s_thread[:-1]]
         ts_l, end_l, first_l = s_ts.tolist(), s_end.tolist(), first.tolist()
-        rows_out = [
-            ("walk", median_time(partial(links._stack_pass, ts_l, end_l, first_l), args.runs),
-             median_time(partial(links.stack_positions, s_ts, s_end, first), args.runs)),
-            ("call_stacks", median_time(partial(previous_call_stacks, *cols), args.runs),
-             median_time(partial(links.call_stacks, *cols), args.runs)),
-        ]
+        walk_before = median_time(partial(links._stack_pass, ts_l, end_l, first_l), args.runs)
+        native = links.native_walk_available()
+        os.environ["HTA_NATIVE"] = "0"
+        rows_out = [("walk numpy", walk_before,
+                     median_time(partial(links.stack_positions, s_ts, s_end, first), args.runs))]
+        os.environ.pop("HTA_NATIVE")
+        if native:
+            rows_out.append(("walk native", walk_before, median_time(
+                partial(links.stack_positions, s_ts, s_end, first), args.runs)))
+        rows_out.append(("call_stacks", median_time(partial(previous_call_stacks, *cols),
+                                                    args.runs),
+                         median_time(partial(links.call_stacks, *cols), args.runs)))
         build_times = []
         for _ in range(max(1, args.runs // 2)):
             fresh = decode_trace(Path(path), workers=1)  # build_rank consumes its input

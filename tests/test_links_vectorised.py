@@ -1,5 +1,6 @@
-"""The whole-column call-stack walk (``hta.model.links.call_stacks``) against the per-event
-stack walk it replaced, kept here as the reference.
+"""The call-stack walk (``hta.model.links.call_stacks``), compiled (``hta.model._stack``,
+when built) and over whole columns (NumPy), against the per-event stack walk it replaced,
+kept here as the reference. Every test runs both ways (``HTA_NATIVE=0`` selects NumPy).
 
 The reference is the loop the project used before: events of a thread sorted by (start,
 longer first), each pushed after popping every event that ended at or before its start,
@@ -26,6 +27,20 @@ from hta.trace_analysis import TraceAnalysis
 
 T0 = 1_000_000
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+@pytest.fixture(autouse=True, params=["numpy", "native"])
+def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with the whole-column walk, then with the compiled one."""
+    if request.param == "native":
+        if links._stack is None:
+            pytest.skip("the compiled stack walk (hta.model._stack) is not built")
+        monkeypatch.setenv("HTA_NATIVE", "1")
+        assert links.native_walk_available()
+    else:
+        monkeypatch.setenv("HTA_NATIVE", "0")
+        assert not links.native_walk_available()
+    return request.param
 
 
 def reference_call_stacks(
@@ -104,7 +119,7 @@ def test_chain_of_crossings_needs_several_rounds_and_matches() -> None:
 
 
 def test_falls_back_to_the_per_event_walk_when_crossings_do_not_settle(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, walk: str
 ) -> None:
     monkeypatch.setattr(links, "MAX_CLOSURE_ROUNDS", 1)
     n = 30

@@ -13,6 +13,7 @@ loop runs per event.
 from __future__ import annotations
 
 import logging
+import os
 import re
 
 import numpy as np
@@ -21,6 +22,16 @@ import pandas as pd
 NO_LINK = -1
 
 logger = logging.getLogger(__name__)
+
+try:  # the compiled walk (hta/model/_native/stack.c), where a C compiler built it
+    from hta.model import _stack  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the install
+    _stack = None
+
+
+def native_walk_available() -> bool:
+    """Whether the compiled stack walk is built and not switched off (``HTA_NATIVE=0``)."""
+    return _stack is not None and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false")
 
 
 def _group_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -100,7 +111,8 @@ MAX_CLOSURE_ROUNDS = 32
 def stack_positions(
     ts: np.ndarray, end: np.ndarray, new_thread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The stack walk of :func:`_stack_pass` (same results), over whole columns.
+    """The stack walk of :func:`_stack_pass` (same results): compiled where the optional
+    extension ``hta.model._stack`` is built, else over whole columns as follows.
 
     Events are sorted by (thread, start, -end); ``new_thread`` marks the first event of
     each thread. Event ``j`` leaves the stack at the first position ``p > j`` of its
@@ -114,6 +126,13 @@ def stack_positions(
     m = ts.shape[0]
     if m == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    if native_walk_available():
+        parent = np.empty(m, dtype=np.int64)
+        depth = np.empty(m, dtype=np.int32)
+        _stack.walk(np.ascontiguousarray(ts, dtype=np.int64),
+                    np.ascontiguousarray(end, dtype=np.int64),
+                    np.ascontiguousarray(new_thread, dtype=np.uint8), parent, depth)
+        return parent, depth
     pos = np.arange(m, dtype=np.int64)
     first = np.flatnonzero(new_thread)
     block = np.cumsum(new_thread, dtype=np.int64) - 1
