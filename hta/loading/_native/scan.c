@@ -593,17 +593,45 @@ static int read_dims(Scan *S, int64_t *out) {
     }
 }
 
-static int match_key(const FieldDef *defs, const size_t *lens, int count,
-                     const unsigned char *a, Py_ssize_t len) {
-    for (int i = 0; i < count; i++)
+/* Known keys by (length, first byte, last byte): up to KEY_WAYS candidates a bucket. */
+#define KEY_BUCKETS 512
+#define KEY_WAYS 4
+typedef struct {
+    int8_t idx[KEY_BUCKETS][KEY_WAYS];
+} KeyTable;
+static KeyTable TOP_KEYS, ARGS_KEYS;
+
+static inline unsigned key_bucket(const unsigned char *a, size_t len) {
+    return (unsigned)(len * 131u + a[0] * 31u + a[len - 1]) & (KEY_BUCKETS - 1);
+}
+
+static int key_table_init(KeyTable *t, const FieldDef *defs, int count) {
+    memset(t->idx, -1, sizeof(t->idx));
+    for (int i = 0; i < count; i++) {
+        unsigned b = key_bucket((const unsigned char *)defs[i].key, strlen(defs[i].key));
+        int w = 0;
+        while (w < KEY_WAYS && t->idx[b][w] >= 0) w++;
+        if (w == KEY_WAYS) return 0;
+        t->idx[b][w] = (int8_t)i;
+    }
+    return 1;
+}
+
+static inline int match_key(const KeyTable *t, const FieldDef *defs, const size_t *lens,
+                            const unsigned char *a, Py_ssize_t len) {
+    if (len == 0) return -1;
+    const int8_t *cand = t->idx[key_bucket(a, (size_t)len)];
+    for (int w = 0; w < KEY_WAYS && cand[w] >= 0; w++) {
+        int i = cand[w];
         if (lens[i] == (size_t)len && memcmp(defs[i].key, a, (size_t)len) == 0) return i;
+    }
     return -1;
 }
 
 static int read_field(Scan *S, const FieldDef *f, Py_ssize_t row);
 
-static int read_object(Scan *S, const FieldDef *defs, const size_t *lens, int count,
-                       Py_ssize_t row) {
+static int read_object(Scan *S, const KeyTable *keys, const FieldDef *defs,
+                       const size_t *lens, Py_ssize_t row) {
     uint64_t seen = 0;
     if (S->p >= S->end || *S->p != '{') return 0;
     S->p++;
@@ -621,7 +649,7 @@ static int read_object(Scan *S, const FieldDef *defs, const size_t *lens, int co
         if (S->p >= S->end || *S->p != ':') return 0;
         S->p++;
         ws(S);
-        int k = match_key(defs, lens, count, a, b - a);
+        int k = match_key(keys, defs, lens, a, b - a);
         if (k < 0) {
             if (!skip_value(S, 1)) return 0;
         } else {
@@ -702,7 +730,7 @@ static int read_field(Scan *S, const FieldDef *f, Py_ssize_t row) {
         return 1;
     }
     case K_ARGS:
-        return read_object(S, ARGS, ARGS_LEN, NARGS, row);
+        return read_object(S, &ARGS_KEYS, ARGS, ARGS_LEN, row);
     }
     return 0;
 }
@@ -718,7 +746,7 @@ static int read_event(Scan *S) {
     S->ts[r] = 0;
     S->tsp[r] = 0;
     S->dur[r] = NAN;
-    if (!read_object(S, TOP, TOP_LEN, NTOP, r)) return 0;
+    if (!read_object(S, &TOP_KEYS, TOP, TOP_LEN, r)) return 0;
     S->n++;
     return 1;
 }
@@ -889,5 +917,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__scan(void) {
     for (int i = 0; i < NTOP; i++) TOP_LEN[i] = strlen(TOP[i].key);
     for (int i = 0; i < NARGS; i++) ARGS_LEN[i] = strlen(ARGS[i].key);
+    if (!key_table_init(&TOP_KEYS, TOP, NTOP) || !key_table_init(&ARGS_KEYS, ARGS, NARGS)) {
+        PyErr_SetString(PyExc_RuntimeError, "hta.loading._scan: key table overflow");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }
