@@ -98,7 +98,7 @@ def _thread_order(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.nda
     in_run[1:] |= tie
     in_run[:-1] |= tie
     at = np.flatnonzero(in_run)
-    run = np.cumsum(np.r_[True, ~tie])[at]
+    run = np.cumsum(np.r_[True, ~tie][at])  # a run is contiguous within `at`
     order[at] = order[at][np.lexsort((-s_end[at], run))]
     return order
 
