@@ -25,6 +25,8 @@ from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
+from hta.facade.hta_main import HtaMainMixin
+from hta.facade.memory import MemoryMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.loading.lazy import LazyTrace, map_ranks
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin):
+                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin):
     """Load a job's traces and analyse them.
 
     Args:

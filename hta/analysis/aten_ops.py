@@ -1,0 +1,105 @@
+"""ATen operators, the kernels they launch, and the delays on the way (HTA main's
+``get_aten_op_kernels_and_delay``).
+
+Definitions, per rank:
+
+* a **launch** is a runtime call of kind ``runtime_launch`` linked
+  (``index_correlation``) to GPU kernels (kinds ``computation``/``communication``;
+  copies and memsets are not kernels); a graph launch brings all its kernels;
+* its **ATen op** is the innermost ``cpu_op`` named ``aten::...`` among the launch's
+  ancestors on its own thread (``parent`` links; other operators and annotations in
+  between are skipped). Launches without one are left out;
+* per ATen op *instance*, its kernels in launch order (then GPU start) form the
+  ``kernel_sequence`` (names joined by ``" -> "``); the **launch delay** is the first
+  launch's start minus the op's start, the **runtime delay** the start of the first
+  launch's first kernel minus that launch's start;
+* rows group the instances by (``aten_op_name``, ``kernel_sequence``):
+  ``occurrence_count`` instances, ``avg_aten_op_launch_delay`` and ``avg_runtime_delay``
+  their means, in µs rounded to 3 decimals (the ns), as HTA's columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.select import select_ranks
+from hta.model.links import enclosing_ops
+from hta.model.trace import Trace
+
+COLUMNS = ["rank", "aten_op_name", "kernel_sequence", "occurrence_count",
+           "avg_aten_op_launch_delay", "avg_runtime_delay"]
+KERNEL_KINDS = ("computation", "communication")
+
+
+def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
+    ev = rt.events
+    kind = ev["kind"].astype(str).to_numpy()
+    names = np.asarray(rt.symbols, dtype=object)
+    link = ev["index_correlation"].to_numpy()
+    gpu = np.flatnonzero(np.isin(kind, KERNEL_KINDS) & (link >= 0))
+    if not gpu.size:
+        return pd.DataFrame()
+    launch = link[gpu]
+    ok = kind[launch] == "runtime_launch"
+    gpu, launch = gpu[ok], launch[ok]
+    name_ids = ev["name"].to_numpy()
+    is_aten = (kind == "cpu_op") & np.char.startswith(
+        names[name_ids].astype(str), "aten::")
+    parent = ev["parent"].to_numpy()
+    op = enclosing_ops(parent, is_aten, launch)
+    keep = op >= 0
+    gpu, launch, op = gpu[keep], launch[keep], op[keep]
+    ts = ev["ts"].to_numpy()
+    frame = pd.DataFrame({"op": op, "launch": launch, "launch_ts": ts[launch],
+                          "gpu_ts": ts[gpu], "kernel": names[name_ids[gpu]]})
+    return frame.sort_values(["op", "launch_ts", "launch", "gpu_ts"], kind="stable",
+                             ignore_index=True)
+
+
+def aten_op_kernels_and_delay(trace: Trace, ranks: Iterable[int] | int | None = None,
+                              sort_by: Sequence[str] | str | None = None) -> pd.DataFrame:
+    """One row per rank, ATen op name and kernel sequence (columns :data:`COLUMNS`),
+    sorted per rank by ``sort_by`` descending (default ``occurrence_count``), then by
+    name and sequence. Definitions in the module docstring."""
+    sort_by = ["occurrence_count"] if not sort_by else (
+        [sort_by] if isinstance(sort_by, str) else list(sort_by))
+    unknown = [c for c in sort_by if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"sort_by: unknown column(s) {unknown}; choose from {COLUMNS[1:]}")
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        inst = _rank_instances(rt)
+        if not len(inst):
+            continue
+        ev = rt.events
+        names = np.asarray(rt.symbols, dtype=object)
+        per_op = inst.groupby("op", sort=False).agg(
+            kernel_sequence=("kernel", " -> ".join), launch=("launch", "first"),
+            launch_ts=("launch_ts", "first"), gpu_ts=("gpu_ts", "first")).reset_index()
+        op = per_op["op"].to_numpy()
+        per_op["aten_op_name"] = names[ev["name"].to_numpy()[op]]
+        per_op["launch_delay"] = per_op["launch_ts"] - ev["ts"].to_numpy()[op]
+        per_op["runtime_delay"] = per_op["gpu_ts"] - per_op["launch_ts"]
+        grouped = per_op.groupby(["aten_op_name", "kernel_sequence"], sort=True).agg(
+            occurrence_count=("op", "size"), launch=("launch_delay", "mean"),
+            runtime=("runtime_delay", "mean")).reset_index()
+        out = pd.DataFrame({
+            "rank": np.int64(rt.rank),
+            "aten_op_name": grouped["aten_op_name"].astype(object),
+            "kernel_sequence": grouped["kernel_sequence"].astype(object),
+            "occurrence_count": grouped["occurrence_count"].astype(np.int64),
+            "avg_aten_op_launch_delay": (grouped["launch"] / 1e3).round(3),
+            "avg_runtime_delay": (grouped["runtime"] / 1e3).round(3),
+        })
+        out = out.sort_values(sort_by, ascending=False, kind="stable", ignore_index=True)
+        frames.append(out)
+    if not frames:
+        return pd.DataFrame({
+            "rank": np.zeros(0, dtype=np.int64), "aten_op_name": np.zeros(0, dtype=object),
+            "kernel_sequence": np.zeros(0, dtype=object),
+            "occurrence_count": np.zeros(0, dtype=np.int64),
+            "avg_aten_op_launch_delay": np.zeros(0), "avg_runtime_delay": np.zeros(0)})
+    return pd.concat(frames, ignore_index=True)

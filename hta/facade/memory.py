@@ -1,0 +1,79 @@
+"""Memory timeline and peak on ``TraceAnalysis`` (from ``[memory]`` instant events).
+
+Each method calls one function of :mod:`hta.analysis.memory` (whose docstring holds the
+definitions) through :func:`~hta.loading.lazy.map_ranks`, and with ``visualize`` shows
+:func:`hta.plots.memory.memory_timeline_figure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from hta.analysis import memory
+from hta.facade.display import show
+from hta.loading.lazy import map_ranks
+from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
+
+if TYPE_CHECKING:
+    from hta.model.trace import Trace
+
+Ranks = Iterable[int] | int | None
+
+
+class MemoryMixin:
+    """``get_memory_timeline``, ``get_memory_summary``, ``get_memory_peak_operators``."""
+
+    t: Trace
+
+    def get_memory_timeline(self, ranks: Ranks = None, visualize: bool = False
+                            ) -> pd.DataFrame:
+        """Allocated and reserved bytes per rank and device after every allocation and
+        free (columns ``rank, device, ts, total_allocated, total_reserved``). Needs a
+        trace recorded with ``profile_memory=True``; empty otherwise.
+        See :func:`hta.analysis.memory.memory_timeline`."""
+        _not_bool(ranks)
+        df = map_ranks(self.t, memory.memory_timeline, ranks, description="Memory timeline")
+        if visualize:
+            summary = map_ranks(self.t, memory.memory_summary, ranks,
+                                description="Memory summary")
+            show(memory_timeline_figure(df, summary))
+        return df
+
+    def get_memory_summary(self, ranks: Ranks = None, visualize: bool = False
+                           ) -> pd.DataFrame:
+        """Per rank and device: peak allocated bytes, when (ns and step), reserved bytes,
+        and the operators holding the most memory at the peak.
+        See :func:`hta.analysis.memory.memory_summary`."""
+        _not_bool(ranks)
+        df = map_ranks(self.t, memory.memory_summary, ranks, description="Memory summary")
+        if visualize:
+            timeline = map_ranks(self.t, memory.memory_timeline, ranks,
+                                 description="Memory timeline")
+            show(memory_timeline_figure(timeline, df))
+        return df
+
+    def get_memory_peak_operators(self, ranks: Ranks = None) -> pd.DataFrame:
+        """Per rank, device and operator: bytes allocated by it and still live at the
+        device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
+        return map_ranks(self.t, memory.memory_peak_operators, ranks,
+                         description="Memory at peak")
+
+    @staticmethod
+    def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:
+        """Memory in use per category from PyTorch's ``export_memory_timeline_raw`` file
+        (what HTA's ``MemoryAnalysis(path).plot_memory_timeline()`` draws).
+        See :func:`hta.analysis.memory.raw_memory_timeline`."""
+        df = memory.raw_memory_timeline(path)
+        if visualize:
+            show(raw_memory_timeline_figure(df))
+        return df
+
+
+def _not_bool(value: object) -> None:
+    if isinstance(value, bool):
+        raise TypeError(f"ranks={value!r} looks like a `visualize` flag; pass visualize= by "
+                        "keyword.")
