@@ -24,8 +24,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_the_notebooks_are_there() -> None:
-    assert [p.name for p in NOTEBOOKS] == ["distributed_job.ipynb", "quickstart.ipynb",
-                                           "trace_diff.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == ["distributed_job.ipynb", "hta_main_methods.ipynb",
+                                           "quickstart.ipynb", "trace_diff.ipynb"]
 
 
 @pytest.fixture(scope="module")
