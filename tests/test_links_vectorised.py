@@ -12,7 +12,6 @@ trace in ``../shared/traces/hta``.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -222,7 +221,6 @@ def _ids(path: Path) -> str:
 
 @pytest.mark.parametrize("folder", _trace_dirs(), ids=_ids)
 def test_real_and_sample_traces_match_the_per_event_walk(folder: Path) -> None:
-    logging.getLogger("hta").setLevel(logging.ERROR)
     for path in sorted(folder.glob("*.json*")):
         try:
             a = TraceAnalysis(trace_files={0: str(path)}, cache=False, progress=False)
