@@ -1,11 +1,18 @@
-"""Benchmark: orjson (dicts) against msgspec (typed structs) for decoding Kineto traces.
+"""Benchmark: the candidate ways of turning a Kineto trace's bytes into columns.
 
-Both paths produce the same thing, the core columns of the complete events (ts, dur,
-name, cat, pid, tid, correlation, External id), from the same decompressed bytes:
+All start from the same decompressed bytes. The first three produce only the core columns
+of the complete events (ts, dur, name, cat, pid, tid, correlation, External id) as lists
+or Arrow arrays; the last two are the loader's own column builders and produce everything
+it keeps (typed NumPy columns, symbol ids, exact ns times, the side tables):
 
 * ``orjson``: ``orjson.loads`` into dicts, then one list per column from the dicts;
 * ``msgspec-typed``: ``msgspec.json.decode`` straight into ``hta.loading.structs.Event``
-  (unknown keys are skipped without being allocated), then one list per column.
+  (unknown keys are skipped without being allocated), then one list per column;
+* ``pyarrow-json``: Arrow's JSON reader fed newline-delimited events (the text rewritten
+  first) with an explicit schema; ``ts`` as float64 (not exact), pid/tid left out (their
+  type varies within a trace, which the reader rejects);
+* ``python-decoder``: the loader's pure-Python decoder (msgspec structs, then columns);
+* ``native``: the loader's C scanner (``hta.loading._scan``) and ``native.py``.
 
 Run: ``python benchmarks/bench_decoders.py [TRACE_FILE ...] [-n 5]``. Prints the median
 seconds, MB/s of uncompressed JSON and the peak RSS growth of each path. It is a
@@ -16,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import re
 import resource
 import statistics
 import subprocess
@@ -54,7 +63,52 @@ def _columns_msgspec(data: bytes) -> int:
     return len(cols[0])
 
 
-PATHS = {"orjson": _columns_orjson, "msgspec-typed": _columns_msgspec}
+def _columns_pyarrow(data: bytes) -> int:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    start = re.search(rb'"traceEvents"\s*:\s*\[', data).end()
+    ndjson = data[start:data.rindex(b"]")].replace(b"\n", b" ").replace(b"},   {", b"}\n{")
+    ids = pa.struct([("correlation", pa.int64()), ("External id", pa.int64())])
+    schema = pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()),
+                        ("ts", pa.float64()), ("dur", pa.float64()), ("args", ids)])
+    table = pj.read_json(
+        pa.BufferReader(ndjson),
+        parse_options=pj.ParseOptions(explicit_schema=schema,
+                                      unexpected_field_behavior="ignore"),
+        read_options=pj.ReadOptions(block_size=1 << 24, use_threads=False))
+    return table.num_rows
+
+
+def _loader_columns(data: bytes, use_native: bool) -> int:
+    """The loader's column builder over pieces of whole events, as the streaming reader
+    cuts them (cutting included in the time)."""
+    from hta.loading.events import _Accumulator
+    from hta.loading.stream import BOUNDARY, TARGET_CHUNK
+
+    os.environ["HTA_NATIVE"] = "1" if use_native else "0"
+    start = re.search(rb'"traceEvents"\s*:\s*\[', data).end()
+    end = data.rindex(b"]")
+    acc = _Accumulator()
+    view = memoryview(data)
+    while start < end:
+        cut = data.find(BOUNDARY, start + TARGET_CHUNK, end)
+        cut = end if cut < 0 else cut
+        stop = cut
+        while data[stop - 1] in b" \n,":
+            stop -= 1
+        if use_native:
+            acc.decode_bare(view[start:stop])
+        else:
+            acc.decode_chunk(b"[" + data[start:stop] + b"]")
+        start = cut
+    return len(acc.partial().columns["ts"])
+
+
+PATHS = {"orjson": _columns_orjson, "msgspec-typed": _columns_msgspec,
+         "pyarrow-json": _columns_pyarrow,
+         "python-decoder": lambda data: _loader_columns(data, False),
+         "native": lambda data: _loader_columns(data, True)}
 
 
 def _child(method: str, path: str) -> None:
@@ -75,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", type=Path, default=None)
     parser.add_argument("-n", "--repeat", type=int, default=5)
+    parser.add_argument("--methods", default=",".join(PATHS),
+                        help=f"comma list from: {', '.join(PATHS)}")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -83,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     files = args.traces or sorted(DEFAULT.glob("*.json*"))
     print(f"{'file':40} {'method':14} {'median s':>9} {'MB/s':>7} {'+RSS MiB':>9} {'rows':>8}")
     for path in files:
-        for method in PATHS:
+        for method in args.methods.split(","):
             runs = []
             for _ in range(args.repeat):
                 out = subprocess.run(
