@@ -203,3 +203,14 @@ def test_trace_filter_launches_agree_with_hta_main_in_total() -> None:
     assert a.get_profiler_steps() == [551, 552]
     steps = a.get_profiler_step_spans()
     assert np.array_equal(steps["end"] - steps["ts"], steps["dur"])
+
+
+def test_ranks_kept_out_of_memory_give_the_same_answers(tmp_path: Path) -> None:
+    a = aten_job(tmp_path)
+    lazy = load(tmp_path, in_memory=False)
+    try:
+        assert lazy.get_profiler_steps() == a.get_profiler_steps()
+        pd.testing.assert_frame_equal(lazy.get_aten_op_kernels_and_delay()[0],
+                                      a.get_aten_op_kernels_and_delay()[0])
+    finally:
+        lazy.close()

@@ -227,3 +227,15 @@ def test_raw_memory_timeline_refuses_a_kineto_trace(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"ph": "X"}]))
     with pytest.raises(ValueError, match="not a memory timeline export"):
         memory.raw_memory_timeline(path)
+
+
+def test_ranks_kept_out_of_memory_give_the_same_tables(tmp_path: Path) -> None:
+    a = memory_job(tmp_path)
+    lazy = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, in_memory=False)
+    try:
+        pd.testing.assert_frame_equal(lazy.get_memory_summary(), a.get_memory_summary())
+        pd.testing.assert_frame_equal(lazy.get_memory_timeline(), a.get_memory_timeline())
+        pd.testing.assert_frame_equal(lazy.get_memory_peak_operators(),
+                                      a.get_memory_peak_operators())
+    finally:
+        lazy.close()

@@ -107,9 +107,10 @@ def _memory_events(rt: RankTrace) -> pd.DataFrame:
         return pd.DataFrame()
     dtype = mem["device_type"].to_numpy(dtype=np.int64)
     did = mem["device_id"].to_numpy(dtype=np.int64)
-    pairs = pd.unique(pd.Series(list(zip(dtype.tolist(), did.tolist()))))
-    names = {p: device_name(*p) for p in pairs}
-    device = np.array([names[p] for p in zip(dtype.tolist(), did.tolist())], dtype=object)
+    codes, uniques = pd.factorize(dtype * (1 << 32) + (did + 1))
+    names = np.array([device_name(int(u) >> 32, (int(u) & 0xFFFFFFFF) - 1) for u in uniques],
+                     dtype=object)
+    device = names[codes]
     reserved = mem["total_reserved"].to_numpy(dtype=np.float64)
     out = pd.DataFrame({
         "device": device,

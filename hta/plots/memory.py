@@ -72,7 +72,7 @@ def memory_timeline_figure(timeline_df: pd.DataFrame,
         peak = peaks.get((rank, device))
         if peak is not None:
             fig.add_trace(go.Scatter(
-                x=[pd.to_datetime(peak[0], unit="ns")], y=[peak[1]], mode="markers+text",
+                x=pd.to_datetime([peak[0]], unit="ns"), y=[peak[1]], mode="markers+text",
                 marker={"color": color, "size": 10, "symbol": "triangle-down"},
                 text=[f"peak {peak[1]:,} B"], textposition="top center",
                 name=f"{label} peak", legendgroup=label, showlegend=False,
