@@ -175,7 +175,7 @@ HTA_MAIN = {
 @pytest.mark.parametrize("folder", sorted(HTA_MAIN))
 def test_real_traces_agree_with_hta_main(folder: str) -> None:
     want = HTA_MAIN[folder]
-    a = TraceAnalysis(trace_dir=shared_trace(folder), progress=False)
+    a = TraceAnalysis(trace_dir=shared_trace(folder), cache=False, progress=False)
     assert a.get_profiler_steps() == want["steps"]
     aten = a.get_aten_op_kernels_and_delay()[0]
     assert len(aten) == want["aten_rows"]
@@ -195,7 +195,7 @@ def test_trace_filter_launches_agree_with_hta_main_in_total() -> None:
     instances aten::matmul (their parent, starting the same µs: HTA picks among ops of
     equal start by an unstable sort). We follow the call stack: 176 rows, 973 instances,
     the 230 matmul + mm instances all under aten::mm."""
-    a = TraceAnalysis(trace_dir=shared_trace("trace_filter"), progress=False)
+    a = TraceAnalysis(trace_dir=shared_trace("trace_filter"), cache=False, progress=False)
     df = a.get_aten_op_kernels_and_delay(ranks=[0])[0]
     assert df["occurrence_count"].sum() == 973
     per_op = df.groupby("aten_op_name")["occurrence_count"].sum()

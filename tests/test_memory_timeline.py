@@ -185,7 +185,7 @@ def test_peak_equals_the_largest_total_allocated_of_the_real_trace() -> None:
             args = e["args"]
             dev = "cpu" if args["Device Type"] == 0 else f"cuda:{args['Device Id']}"
             expected.setdefault(dev, []).append(args["Total Allocated"])
-    a = TraceAnalysis(trace_dir=folder, progress=False)
+    a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     s = a.get_memory_summary().set_index("device")
     assert set(s.index) == set(expected) == {"cpu", "cuda:1"}
     for dev, totals in expected.items():
