@@ -159,6 +159,7 @@ def test_queue_summary_from_series_takes_ours_and_htas_form(tmp_path: Path) -> N
 #   a = T(trace_dir=DIR, include_last_profiler_step=True); print(a.get_profiler_steps());
 #   d = a.get_aten_op_kernels_and_delay(ranks=[0])[0]; print(len(d), d.occurrence_count.sum());
 #   g = a.get_gpu_kernels_with_user_annotations(0); print(g.s_user_annotation.value_counts())"
+# HTA 0.5.0 (the same command without the sys.path line) writes the same tables.
 HTA_MAIN = {
     "ns_resolution_trace": {
         "steps": [101, 102, 103, 104, 105], "aten_rows": 64, "aten_occurrences": 2900,
