@@ -159,7 +159,7 @@ def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> 
     """Give copies without a ``bytes`` arg the ``size`` arg of their own event (MTIA DMA
     requests) or of the runtime call that launched them (ROCm ``hipMemcpy*``)."""
     ev = rt.events
-    memory = np.flatnonzero(ev["kind"].isin(MEMORY_KINDS).to_numpy())
+    memory = np.flatnonzero(_of_kind(ev["kind"].cat.codes.to_numpy(), MEMORY_KINDS))
     if memory.size == 0:
         return
     size_of = np.full(len(ev), np.nan)
@@ -202,8 +202,9 @@ def build_metadata(
     info = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     pg_config = info.get("pg_config") or []
     ev = rt.events
-    kinds = ev["kind"]
-    gpu = kinds.isin(GPU_KINDS).to_numpy()
+    codes = ev["kind"].cat.codes.to_numpy()
+    gpu = _of_kind(codes, GPU_KINDS)
+    counts = np.bincount(codes, minlength=len(KINDS))
     settings = {
         k: v for k, v in top.items()
         if k not in ("traceEvents", "deviceProperties", "distributedInfo", "traceName")
@@ -227,7 +228,8 @@ def build_metadata(
         "trace_start_ns": int(ev["ts"].min()) if len(ev) else None,
         "trace_end_ns": int(ev["end"].max()) if len(ev) else None,
         "has_gpu_events": bool(gpu.any()),
-        "event_kinds": {k: int(v) for k, v in kinds.value_counts().items() if v},
+        "event_kinds": {KINDS[c]: int(counts[c])  # most frequent first, as value_counts
+                        for c in sorted(np.flatnonzero(counts), key=lambda c: -counts[c])},
         "named_ids": dict(decoded.named_ids),
         "warnings": warnings,
     }
