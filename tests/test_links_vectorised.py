@@ -208,7 +208,7 @@ def _trace_dirs() -> list[Path]:
     dirs = sorted({p.parent for p in SAMPLES.rglob("*.json*")})
     if SHARED_TRACES.exists():
         dirs += sorted({p.parent for p in SHARED_TRACES.rglob("*.json*")
-                        if p.stat().st_size < 80_000_000})
+                        if p.stat().st_size < 80_000_000 and ".hta_cache" not in p.parts})
     return dirs
 
 

@@ -91,7 +91,8 @@ def test_facade_accepts_hta_call_form(tmp_path):
 def _gpu_trace_dirs():
     if not SHARED_TRACES.exists():
         return []
-    return sorted({p.parent for p in SHARED_TRACES.rglob("*.json*")})
+    return sorted({p.parent for p in SHARED_TRACES.rglob("*.json*")
+                   if ".hta_cache" not in p.parts})
 
 
 @pytest.mark.parametrize("folder", _gpu_trace_dirs(), ids=lambda p: p.name)
