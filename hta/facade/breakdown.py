@@ -11,7 +11,7 @@ they run next to the data and only their rows travel.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -48,7 +48,7 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, temporal.temporal_breakdown, ranks, (iterations,),
                        description="Temporal breakdown")
-        _show(visualize, [temporal_breakdown_figure(df)])
+        _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
     def get_temporal_breakdown_detail(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -59,7 +59,7 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, temporal.temporal_breakdown_detail, ranks,
                        (iterations, per_iteration), description="Temporal breakdown")
-        _show(visualize, [temporal_breakdown_figure(df)])
+        _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
     def get_idle_time_breakdown(
@@ -82,7 +82,7 @@ class BreakdownMixin:
         delay = _delay_ns(consecutive_kernel_delay_ns, consecutive_kernel_delay)
         df, stats = idle.idle_time_breakdown_and_stats(
             self.t, ranks, streams, iterations, delay, show_idle_interval_stats)
-        _show(visualize, [idle_time_breakdown_figure(df, pctg=visualize_pctg)])
+        _show(visualize, lambda: [idle_time_breakdown_figure(df, pctg=visualize_pctg)])
         return df, stats
 
     def get_gpu_kernel_breakdown(
@@ -100,7 +100,7 @@ class BreakdownMixin:
             figs = [kernel_type_figure(types)]
             for kind in table["kernel_type"].unique():
                 figs += [kernel_pies_figure(table, kind), kernel_duration_figure(table, kind)]
-            _show(True, figs, image_renderer)
+            _show(True, lambda: figs, image_renderer)
         return types, table
 
     def get_comm_comp_overlap(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -110,7 +110,7 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, overlap.comm_comp_overlap, ranks, (iterations,),
                        description="Comm/compute overlap")
-        _show(visualize, [comm_comp_overlap_figure(df)])
+        _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 
     def get_gpu_user_annotation_breakdown(
@@ -126,15 +126,18 @@ class BreakdownMixin:
             self.t, ranks, iterations, use_gpu_annotation, duration_ratio, num_kernels,
             allowlist_patterns)
         if visualize and len(df):
-            _show(True, [user_annotation_figure(df), user_annotation_duration_figure(df)],
+            _show(True, lambda: [user_annotation_figure(df), user_annotation_duration_figure(df)],
                   image_renderer)
         return df
 
 
-def _show(visualize: bool, figures: list[Any], renderer: str | None = None) -> None:
+def _show(visualize: bool, figures: Callable[[], list[Any]],
+          renderer: str | None = None) -> None:
+    """Build the figures (only when they are shown: building one costs more than many
+    analyses) and show them."""
     if not visualize:
         return
-    for fig in figures:
+    for fig in figures():
         if renderer:
             fig.show(renderer=renderer)
         else:

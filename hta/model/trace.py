@@ -139,7 +139,10 @@ class Trace:
                 index[text] = sid
                 self.symbols.append(text)
             mapping[i] = sid
-        rank_trace.remap_symbols(mapping, self.symbols)
+        if np.array_equal(mapping, np.arange(len(mapping))):
+            rank_trace.symbols = self.symbols  # ids already match: nothing to rewrite
+        else:
+            rank_trace.remap_symbols(mapping, self.symbols)
         self.ranks[rank_trace.rank] = rank_trace
 
     # -- HTA-compatible accessors -----------------------------------------------------
