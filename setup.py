@@ -1,8 +1,9 @@
-"""Build the optional native column builder (``hta.loading._scan``).
+"""Build the optional native parts: the column builder (``hta.loading._scan``) and the
+call-stack walk (``hta.model._stack``).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: where no C
-compiler is available the package installs without it and the loader uses its pure-Python
-decoder (see ``docs/performance.md``).
+compiler is available the package installs without them and the loader uses its pure-Python
+decoder and NumPy call-stack walk (see ``docs/performance.md``).
 """
 
 from setuptools import Extension, setup
@@ -14,6 +15,12 @@ setup(
             sources=["hta/loading/_native/scan.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "hta.model._stack",
+            sources=["hta/model/_native/stack.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )
