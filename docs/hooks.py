@@ -142,12 +142,20 @@ def _stragglers() -> Any:
                             analyzer.get_collective_arrivals())
 
 
+def _memory() -> Any:
+    from hta.plots.memory import memory_timeline_figure
+
+    analyzer = _analyzer()
+    return memory_timeline_figure(analyzer.get_memory_timeline(ranks=[0, 1]),
+                                  analyzer.get_memory_summary(ranks=[0, 1]))
+
+
 FIGURES: dict[str, Callable[[], Any]] = {
     "temporal": _temporal, "idle": _idle, "kernel_types": _kernel_types,
     "kernel_durations": _kernel_durations, "overlap": _overlap, "annotations": _annotations,
     "launch": _launch, "queue": _queue, "bandwidth": _bandwidth, "operators": _operators,
     "sequences": _sequences, "critical_path": _critical_path, "diff": _diff,
-    "timeline": _timeline, "stragglers": _stragglers,
+    "timeline": _timeline, "stragglers": _stragglers, "memory": _memory,
 }
 
 
