@@ -153,6 +153,8 @@ ODDITIES: dict[str, list[Any]] = {
                               _event(extra=[True, False, None, -1.5e-3])],
     "not an object": [_event(), "[1, 2]", "17"],
     "args not an object": [_event(args=None), _event()],
+    "lone flow without ts": [_event(), {"ph": "f", "id": 1, "pid": 0, "tid": 7,
+                                        "cat": "ac2g", "name": "ac2g", "bp": "e"}],
 }
 
 
@@ -230,3 +232,74 @@ def test_switched_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not native.available()
     monkeypatch.setenv("HTA_NATIVE", "1")
     assert native.available()
+
+
+def _partials_equal(a: Any, b: Any) -> bool:
+    if a.symbols != b.symbols or a.named_ids != b.named_ids or a.warnings != b.warnings:
+        return False
+    if a.stats != b.stats or a.counter_count != b.counter_count:
+        return False
+    for key, col in a.columns.items():
+        if col.dtype != b.columns[key].dtype or not np.array_equal(
+                col, b.columns[key], equal_nan=col.dtype.kind == "f"):
+            return False
+    for name, table in a.tables.items():
+        if set(table) != set(b.tables[name]):
+            return False
+        for col, x in table.items():
+            y = b.tables[name][col]
+            if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+                x, y = np.asarray(x), np.asarray(y)
+                if x.dtype != y.dtype or not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
+                    return False
+            elif list(x) != list(y):
+                return False
+    return True
+
+
+def test_mutated_chunks_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random edits of real events: whenever the scanner accepts a chunk, msgspec accepts
+    it too and both decoders give the same columns, tables and warnings."""
+    import random
+
+    import msgspec
+
+    from hta.loading.events import _Accumulator
+    from hta.loading.stream import iter_event_chunks
+
+    def decode(text: bytes, use_native: bool) -> Any:
+        monkeypatch.setenv("HTA_NATIVE", "1" if use_native else "0")
+        acc = _Accumulator()
+        try:
+            acc.decode_chunk(text)
+        except (msgspec.DecodeError, ValueError) as exc:
+            return type(exc).__name__
+        return acc.partial()
+
+    items: list[bytes] = []
+    for path in sorted(p for p in (ROOT / "sample_traces").rglob("*.json.gz")
+                       if ".hta_cache" not in p.parts):
+        for kind, piece in iter_event_chunks(path):
+            if kind == "events":
+                items += [bytes(r) for r in msgspec.json.decode(piece, type=list[msgspec.Raw])]
+    rng = random.Random(11)
+    alphabet = b'{}[]",:\\ 0123456789.eE-+nulltruefalseXu'
+    accepted = 0
+    for _ in range(400):
+        text = bytearray(b"[" + b",".join(rng.sample(items, 4)) + b"]")
+        for _ in range(rng.randint(0, 2)):
+            pos = rng.randrange(len(text))
+            op = rng.random()
+            if op < 0.4:
+                text[pos] = rng.choice(alphabet)
+            elif op < 0.7:
+                del text[pos:pos + rng.randint(1, 3)]
+            else:
+                text[pos:pos] = bytes([rng.choice(alphabet)])
+        if native.scan(bytes(text)) is None:
+            continue
+        accepted += 1
+        python, fast = decode(bytes(text), False), decode(bytes(text), True)
+        assert not isinstance(python, str), f"scanner accepted what msgspec rejects: {text!r}"
+        assert _partials_equal(python, fast), bytes(text)
+    assert accepted > 100

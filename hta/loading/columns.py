@@ -98,7 +98,7 @@ def timestamps_ns(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[np.ndar
     """Raw ``ts`` values to int64 ns; returns (values, present mask)."""
     out = np.zeros(len(raws), dtype=np.int64)
     joined = b",".join(raws)
-    if raws and b",," not in joined and joined[:1] != b"," and joined[-1:] != b",":
+    if joined and b",," not in joined and joined[:1] != b"," and joined[-1:] != b",":
         present = np.ones(len(raws), dtype=bool)
         chosen = raws
     else:

@@ -736,6 +736,7 @@ static int read_field(Scan *S, const FieldDef *f, Py_ssize_t row) {
 }
 
 static int read_event(Scan *S) {
+    if (S->n >= INT32_MAX - 1) return 0; /* rows are int32 */
     if (S->n == S->cap && !scan_grow(S)) return 0;
     Py_ssize_t r = S->n;
     for (int i = 0; i < NSYM; i++) S->sym[i][r] = 0; /* local id 0 is "" */
