@@ -191,7 +191,8 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
     """
     if workers <= 1 or not can_fork():
         acc = _Accumulator()
-        for kind, payload in iter_event_chunks(path, bare=native.available()):
+        # Pieces are views of the inflated text, cut the same way for both decoders.
+        for kind, payload in iter_event_chunks(path, bare=True):
             if kind == "bare":
                 acc.decode_bare(payload)
             elif kind == "events":

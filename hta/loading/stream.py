@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import msgspec
@@ -90,6 +90,36 @@ def _bare_end(buf: bytearray, cut: int) -> int:
     return end
 
 
+def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
+                 ) -> Generator[tuple[str, memoryview], None, bytearray]:
+    """Views of whole events, without copying the inflated blocks.
+
+    ``carry`` holds the start of an event that continues in the next block: it is
+    completed up to that block's first event start and handed out, then the block's
+    events up to its last event start are handed out as a view of the block itself.
+    Returns what is left after the last block (the last events and the file's end).
+    """
+    yielded = False
+    for block in blocks:
+        first = block.find(BOUNDARY)
+        if first < 0:
+            carry += block
+            if not yielded and len(carry) > 4 * TARGET_CHUNK:
+                raise NotStreamable("no event boundaries found")
+            continue
+        last = block.rfind(BOUNDARY)
+        with memoryview(block) as view:
+            carry += view[:first]
+            yielded = True
+            with memoryview(carry) as cview, cview[:_bare_end(carry, len(carry))] as piece:
+                yield "bare", piece
+            if last > first:
+                with view[first:_bare_end(block, last)] as piece:
+                    yield "bare", piece
+            carry = bytearray(view[last:])
+    return carry
+
+
 def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, object]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
@@ -117,22 +147,20 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     start = len(buf) - len(buf.lstrip())
     if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
         raise NotStreamable("events are not one per line")
-    yielded = False
-    for block in blocks:
-        buf += block
-        if len(buf) < TARGET_CHUNK:
-            continue
-        cut = buf.rfind(BOUNDARY)
-        if cut <= 0:
-            if not yielded and len(buf) > 4 * TARGET_CHUNK:
-                raise NotStreamable("no event boundaries found")
-            continue
-        yielded = True
-        if bare:
-            with memoryview(buf) as view, view[:_bare_end(buf, cut)] as piece:
-                yield "bare", piece
-            del buf[:cut]
-        else:
+    if bare:
+        buf = yield from _bare_pieces(buf, blocks)
+    else:
+        yielded = False
+        for block in blocks:
+            buf += block
+            if len(buf) < TARGET_CHUNK:
+                continue
+            cut = buf.rfind(BOUNDARY)
+            if cut <= 0:
+                if not yielded and len(buf) > 4 * TARGET_CHUNK:
+                    raise NotStreamable("no event boundaries found")
+                continue
+            yielded = True
             yield "events", _take_events(buf, cut)
     # The rest: the last events, the end of the array, and the keys after it.
     tail = b'{"traceEvents": [' + bytes(buf)
