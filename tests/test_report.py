@@ -14,7 +14,7 @@ import pytest
 from conftest import shared_trace
 from overview_cases import GEMM, write_job
 
-from hta.report import builder
+from hta.report import builder, context
 from hta.report.builder import (
     SECTIONS,
     build_report,
@@ -134,12 +134,12 @@ def test_every_section_builds_on_real_traces(folder: str) -> None:
 
 
 def test_long_time_series_are_thinned_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(builder, "MAX_SERIES_POINTS", 3)
+    monkeypatch.setattr(context, "MAX_SERIES_POINTS", 3)
     series = pd.DataFrame({"rank": [0] * 8 + [1] * 2, "ts": np.arange(10),
                            "queue_length": np.arange(10)})
-    shown, note = builder._thin(series, ["rank"])
+    shown, note = context.thin(series, ["rank"])
     # rank 0: 8 points, every 3rd (0, 3, 6) and the last (7); rank 1: 2 points, all kept
     assert shown["ts"].tolist() == [0, 3, 6, 7, 8, 9]
     assert note.startswith("Lines with more than 3 points")
-    kept, no_note = builder._thin(series.head(3), ["rank"])
+    kept, no_note = context.thin(series.head(3), ["rank"])
     assert len(kept) == 3 and no_note == ""

@@ -1,0 +1,214 @@
+"""What every report section is built from: the table, figure and section records, the
+cell formatting, and the context (the job, the selection, the shared overview).
+
+Long names (kernels, operators) are shown shortened in tables (:func:`display_name`) with
+the full name kept for the hover title; the template escapes both (Jinja2 autoescape).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.io as pio
+
+from hta.analysis.names import short_name
+from hta.plots._common import plain_text_names
+
+#: Rows shown per table (the rest is counted in a note under it).
+MAX_TABLE_ROWS = 50
+#: Points kept per time-series figure line before the report thins it (every k-th row).
+MAX_SERIES_POINTS = 200_000
+#: Text cells longer than this are shown shortened, the full text on hover.
+LONG_NAME = 60
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+                 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+@dataclass
+class Table:
+    """A table shown as HTML: headers and rows of text (already formatted).
+
+    ``hover`` has one text per cell (``""``: none): the full name of a shortened cell."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]
+    note: str = ""
+    hover: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class Figure:
+    """A Plotly figure: the id of its ``div`` and its JSON (``plotly.io.to_json``)."""
+
+    id: str
+    title: str
+    json: str
+
+
+@dataclass
+class FindingItem:
+    """One line of the Findings section (texts already formatted)."""
+
+    severity: str
+    title: str
+    saving: str
+    ranks: str
+    evidence: str
+    advice: str
+    section: str
+    section_title: str
+    rule: str
+
+
+@dataclass
+class Section:
+    """One part of the report, listed in the table of contents."""
+
+    id: str
+    title: str
+    intro: str = ""
+    definitions: str = ""
+    source: str = ""
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    findings: list[FindingItem] = field(default_factory=list)
+    error: str = ""
+
+
+# -- formatting ------------------------------------------------------------------------------
+def format_cell(value: Any) -> str:
+    """A table cell: integers with separators, floats with 3 decimals, ``-`` when missing."""
+    if value is None:
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        return "-" if not math.isfinite(float(value)) else f"{float(value):,.3f}"
+    if value is pd.NA or value is pd.NaT:
+        return "-"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ranges([int(v) for v in value]) if all(
+            isinstance(v, (int, np.integer)) for v in value) else ", ".join(map(str, value))
+    return str(value)
+
+
+def display_name(text: str, width: int = LONG_NAME) -> str:
+    """``text`` as a table shows it: unchanged up to ``width`` characters, else its
+    :func:`~hta.analysis.names.short_name`, cut to ``width`` with an ellipsis if still long."""
+    if len(text) <= width:
+        return text
+    short = short_name(text)
+    return short if len(short) <= width else short[: width - 1] + "…"
+
+
+def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
+             columns: Sequence[str] | None = None, note: str = "") -> Table:
+    """A :class:`Table` of the first ``max_rows`` rows of ``frame`` (headers = column names,
+    which carry their units). Text cells over :data:`LONG_NAME` characters are shortened
+    (:func:`display_name`), their full text kept in ``hover``."""
+    if columns is not None:
+        frame = frame[[c for c in columns if c in frame.columns]]
+    shown = frame.head(max_rows)
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
+        frame[c]) for c in frame.columns]
+    rows, hover = [], []
+    for row in shown.itertuples(index=False, name=None):
+        cells = [format_cell(v) for v in row]
+        full = ["" if num or len(c) <= LONG_NAME else c for c, num in zip(cells, numeric)]
+        rows.append([display_name(c) if h else c for c, h in zip(cells, full)])
+        hover.append(full)
+    if len(frame) > max_rows:
+        more = f"first {max_rows} of {len(frame):,} rows"
+        note = f"{note} ({more})" if note else more.capitalize() + "."
+    return Table(title, [str(c) for c in frame.columns], rows, numeric, note, hover)
+
+
+def figure_json(fig: Any) -> str:
+    """The figure as JSON text safe inside a ``<script>`` block (see :mod:`hta.report.builder`)."""
+    return pio.to_json(fig, validate=False, pretty=False).translate(_JSON_ESCAPES)
+
+
+def doc(obj: Any) -> str:
+    """The cleaned docstring of ``obj`` (a section's definitions)."""
+    return inspect.cleandoc(obj.__doc__ or "")
+
+
+def thin(series: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, str]:
+    """At most :data:`MAX_SERIES_POINTS` rows per line (every k-th row, last kept)."""
+    if series.empty:
+        return series, ""
+    sizes = series.groupby(keys, sort=False)["ts"].transform("size")
+    step = np.maximum(1, np.ceil(sizes / MAX_SERIES_POINTS)).astype(np.int64)
+    pos = series.groupby(keys, sort=False).cumcount()
+    keep = (pos % step == 0) | (pos == sizes - 1)
+    if keep.all():
+        return series, ""
+    return series[keep.to_numpy()], (
+        f"Lines with more than {MAX_SERIES_POINTS:,} points are drawn from every k-th point "
+        "(the tables use every point).")
+
+
+def ranges(values: list[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3,5"``."""
+    values = sorted(set(values))
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+# -- the context -----------------------------------------------------------------------------
+class Context:
+    """The job and selection a report is built for; numbers several sections share
+    (the overview, the findings) are computed once, on first use."""
+
+    def __init__(self, analyzer: Any, ranks: list[int], iterations: list[int] | None,
+                 critical_path_rank: int | None) -> None:
+        from hta.report.overview import restrict_to_iterations
+
+        self.analyzer = analyzer
+        self.trace = analyzer.t
+        self.ranks = ranks
+        self.iterations = iterations
+        self.restricted = restrict_to_iterations(analyzer.t, iterations)
+        self.critical_path_rank = critical_path_rank
+        self._n = 0
+        self._overview: Any = None
+        #: the findings table, set by the Findings section
+        self.findings: pd.DataFrame | None = None
+
+    @property
+    def overview(self) -> Any:
+        """:func:`hta.report.overview.job_overview` of the selection (computed once)."""
+        if self._overview is None:
+            from hta.report.overview import job_overview
+
+            self._overview = job_overview(self.trace, self.ranks, self.iterations)
+        return self._overview
+
+    def figure(self, fig: Any) -> Figure:
+        """A :class:`Figure` with the next id; names in it are made plain text."""
+        self._n += 1
+        title = fig.layout.title.text or f"figure {self._n}"
+        return Figure(f"fig-{self._n}", str(title), figure_json(plain_text_names(fig)))
+
+
+__all__ = ["Context", "FindingItem", "Figure", "LONG_NAME", "MAX_SERIES_POINTS",
+           "MAX_TABLE_ROWS", "Section", "Table", "display_name", "doc", "figure_json",
+           "format_cell", "ranges", "table_of", "thin"]

@@ -1,0 +1,101 @@
+"""The report's page: the job header, and the Jinja2 rendering of the sections into one
+self-contained HTML text (plotly.js, CSS and script inlined; see :mod:`hta.report.builder`
+for the escaping rules)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+import plotly.offline
+
+from hta import __version__
+from hta.report.context import Section, ranges
+
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | None
+               ) -> list[tuple[str, str]]:
+    """(label, value) pairs describing the job, from the loaded ranks' metadata."""
+    metas = [analyzer.t.rank(r).meta for r in ranks]
+    first = metas[0] if metas else {}
+    items: list[tuple[str, str]] = [("trace folder", str(analyzer.trace_dir or ""))]
+    world = first.get("world_size")
+    items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
+                  + (f" of world size {world}" if world else "")))
+    names = sorted({str(d.get("name")) for m in metas
+                    for d in (m.get("device_properties") or []) if isinstance(d, dict)
+                    and d.get("name")})
+    if names:
+        items.append(("devices", ", ".join(names)))
+    backend = first.get("backend")
+    if backend:
+        version = first.get("nccl_version")
+        items.append(("backend", f"{backend}" + (f" (NCCL {version})" if version else "")))
+    hosts = sorted({str((m.get("settings") or {}).get("host_name")) for m in metas
+                    if (m.get("settings") or {}).get("host_name")})
+    if hosts:
+        items.append(("hosts", ", ".join(hosts[:8]) + (" ..." if len(hosts) > 8 else "")))
+    starts = [m.get("trace_start_ns") for m in metas if m.get("trace_start_ns")]
+    ends = [m.get("trace_end_ns") for m in metas if m.get("trace_end_ns")]
+    if starts and ends:
+        start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
+        items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
+                      f"{(max(ends) - min(starts)) / 1e6:,.3f} ms"))
+    events = sum(len(analyzer.t.rank(r).events) for r in ranks)
+    items.append(("events", f"{events:,} complete events"))
+    steps = sorted({int(i) for r in ranks
+                    for i in np.unique(analyzer.t.rank(r).events["iteration"]) if i > 0})
+    if steps:
+        items.append(("steps", ranges(steps)))
+    if iterations is not None:
+        items.append(("steps analysed", ranges(list(iterations))))
+    files = [Path(str(m.get("source"))).name for m in metas if m.get("source")]
+    if files:
+        items.append(("files", ", ".join(files[:8]) + (f" and {len(files) - 8} more"
+                                                       if len(files) > 8 else "")))
+    return items
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title: str,
+           warnings: Sequence[str] = (), summary: str = "") -> str:
+    """The HTML text of a report; ``summary`` is the job in one sentence (may be empty)."""
+    data = {f.id: f.json for s in sections for f in s.figures}
+    # each value is already escaped JSON text: join without re-encoding
+    figures_json = "{" + ",".join(
+        f"{json.dumps(k)}:{v}" for k, v in data.items()) + "}"
+    env = _environment()
+    return env.get_template("report.html.j2").render(
+        title=title, header=header, sections=sections, warnings=list(warnings),
+        summary=summary,
+        figures_json=jinja2.utils.markupsafe.Markup(figures_json),
+        plotly_js=jinja2.utils.markupsafe.Markup(_plotly_js()),
+        style=jinja2.utils.markupsafe.Markup((_TEMPLATES / "report.css").read_text()),
+        script=jinja2.utils.markupsafe.Markup((_TEMPLATES / "report.js").read_text()),
+        version=__version__,
+        generated=_dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+def _plotly_js() -> str:
+    js = plotly.offline.get_plotlyjs()
+    if "</script" in js.lower():  # never seen; would end the script block early
+        js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+    return js
+
+
+__all__ = ["job_header", "render"]

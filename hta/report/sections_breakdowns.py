@@ -1,0 +1,119 @@
+"""Report sections on where the GPU time goes: the job at a glance, temporal breakdown,
+idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills its
+:class:`~hta.report.context.Section` in place."""
+
+from __future__ import annotations
+
+from hta.report.context import Context, Section, doc, table_of
+
+
+def overview(ctx: Context, s: Section) -> None:
+    from hta.report import overview
+
+    ov = ctx.overview
+    s.definitions = doc(overview)
+    s.source = "hta.report.overview.job_overview"
+    job = ov.job
+    if job.get("slowest_rank") is not None and len(ctx.ranks) > 1:
+        by = job["slowest_rank_by"]
+        lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
+        more = f" ({100.0 * (hi - lo) / lo:+.1f}%)" if lo > 0 else ""
+        s.notes.append(f"Slowest rank: {job['slowest_rank']}, by {by}: {hi:,.3f} µs against "
+                       f"{lo:,.3f} µs on rank {job['fastest_rank']}{more}.")
+    s.tables.append(table_of(ov.ranks, "Per rank"))
+    if len(ov.spread):
+        s.tables.append(table_of(ov.spread, "Spread across ranks (µs)"))
+    if len(ov.top_kernels):
+        s.tables.append(table_of(ov.top_kernels, "Top kernels over the selected ranks"))
+
+
+def temporal(ctx: Context, s: Section) -> None:
+    from hta.analysis import temporal
+    from hta.plots.temporal import temporal_breakdown_figure
+
+    s.definitions, s.source = doc(temporal), "hta.analysis.temporal.temporal_breakdown_detail"
+    df = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations)
+    if not (df["kernel_time(us)"] > 0).any():
+        s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
+        s.tables.append(table_of(df, "Per rank"))
+        return
+    s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
+    s.tables.append(table_of(df, "Per rank"))
+    per_step = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations,
+                                                  per_iteration=True)
+    if per_step["iteration"].nunique() > 1:
+        s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
+        s.tables.append(table_of(per_step, "Per rank and step"))
+
+
+def idle(ctx: Context, s: Section) -> None:
+    from hta.analysis import idle
+    from hta.plots.idle import idle_time_breakdown_figure
+
+    s.definitions, s.source = doc(idle), "hta.analysis.idle.idle_time_breakdown"
+    df = idle.idle_time_breakdown(ctx.trace, ctx.ranks, None, ctx.iterations)
+    if df.empty or df["idle_intervals"].sum() == 0:
+        s.notes.append("No GPU stream in the selection has a gap between two GPU events.")
+        if len(df):
+            s.tables.append(table_of(df, "Idle time per rank, stream and cause"))
+        return
+    s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=True)))
+    s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=False)))
+    s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
+    stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.ranks, None,
+                                                         ctx.iterations))
+    s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
+
+
+def kernels(ctx: Context, s: Section) -> None:
+    from hta.analysis import kernels
+    from hta.plots.kernels import kernel_duration_figure, kernel_pies_figure, kernel_type_figure
+
+    s.definitions, s.source = doc(kernels), "hta.analysis.kernels.gpu_kernel_breakdown"
+    types = kernels.kernel_type_breakdown(ctx.trace, ctx.ranks, ctx.iterations, by_rank=True)
+    table = kernels.kernel_breakdown(ctx.trace, ctx.ranks, ctx.iterations)
+    if types.empty:
+        s.notes.append("No GPU kernels, copies or memsets in the selection.")
+        return
+    s.figures.append(ctx.figure(kernel_type_figure(types)))
+    for kind in table["kernel_type"].unique():
+        s.figures.append(ctx.figure(kernel_pies_figure(table, kind)))
+        s.figures.append(ctx.figure(kernel_duration_figure(table, kind)))
+    s.tables.append(table_of(types, "GPU busy time by kernel type, per rank (sum in µs)"))
+    s.tables.append(table_of(table, "Top kernels per rank (durations in µs)",
+                             max_rows=200))
+
+
+def overlap(ctx: Context, s: Section) -> None:
+    from hta.analysis import overlap
+    from hta.plots.overlap import comm_comp_overlap_figure
+
+    s.definitions, s.source = doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
+    df = overlap.comm_comp_overlap(ctx.trace, ctx.ranks, ctx.iterations)
+    if df["comm_time(us)"].gt(0).any():
+        s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
+    else:
+        s.notes.append("No rank has communication in the selection: nothing to overlap.")
+    s.tables.append(table_of(df, "Per rank"))
+
+
+def annotations(ctx: Context, s: Section) -> None:
+    from hta.analysis import annotations
+    from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
+
+    s.definitions = doc(annotations)
+    s.source = "hta.analysis.annotations.user_annotation_breakdown"
+    for gpu, label in ((True, "GPU annotations (gpu_user_annotation)"),
+                       (False, "CPU annotations (user_annotation)")):
+        df = annotations.user_annotation_breakdown(ctx.trace, ctx.ranks, ctx.iterations,
+                                                   use_gpu_annotation=gpu)
+        if len(df):
+            s.intro = f"Time per annotation name, from the {label}."
+            s.figures.append(ctx.figure(user_annotation_figure(df)))
+            s.figures.append(ctx.figure(user_annotation_duration_figure(df)))
+            s.tables.append(table_of(df, f"{label}: durations (µs)"))
+            return
+    s.notes.append("The selection has no user annotations (record_function ranges).")
+
+
+__all__ = ["overview", "temporal", "idle", "kernels", "overlap", "annotations"]

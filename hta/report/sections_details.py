@@ -1,0 +1,131 @@
+"""Report sections on the host side and the details: kernel launches, launch queue,
+memory bandwidth, operators, critical path, unclassified kernels. Each
+``name(ctx, section)`` fills its :class:`~hta.report.context.Section` in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hta.report.context import Context, Section, doc, table_of, thin
+
+
+def launch(ctx: Context, s: Section) -> None:
+    from hta.analysis import launch
+    from hta.plots.launch import launch_stats_figure
+
+    s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
+    df = launch.cuda_kernel_launch_stats(ctx.restricted, ctx.ranks)
+    pairing = launch.launch_pairing_summary(ctx.restricted, ctx.ranks)
+    if len(df):
+        columns = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
+        flags = df.groupby("rank")[columns].sum().reset_index()
+        if flags[columns].to_numpy().any():
+            s.figures.append(ctx.figure(launch_stats_figure(
+                df, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
+        else:
+            s.notes.append(
+                f"No launch is flagged: no GPU work shorter than its launch call, no launch "
+                f"call over {launch.RUNTIME_CUTOFF_US} µs, no launch delay over "
+                f"{launch.LAUNCH_DELAY_CUTOFF_US} µs.")
+        s.tables.append(table_of(flags, "Flagged launches per rank (counts)"))
+    else:
+        s.notes.append("No launch call was paired with GPU work in the selection.")
+    s.tables.append(table_of(pairing, "Pairing of launch calls and GPU events"))
+
+
+def queue(ctx: Context, s: Section) -> None:
+    from hta.analysis import queue
+    from hta.plots.queue import queue_length_figure
+
+    s.definitions, s.source = doc(queue), "hta.analysis.queue.queue_length_summary"
+    series = queue.queue_length_time_series(ctx.restricted, ctx.ranks)
+    if series.empty:
+        s.notes.append("No launches paired with GPU work: no queue to show.")
+        return
+    summary = queue.queue_length_summary(ctx.restricted, ctx.ranks, series)
+    blocked = queue.time_spent_blocked_on_full_queue(ctx.restricted, ranks=ctx.ranks,
+                                                     series=series)
+    shown, note = thin(series, ["rank", "pid", "stream"])
+    if note:
+        s.notes.append(note)
+    s.figures.append(ctx.figure(queue_length_figure(shown)))
+    s.tables.append(table_of(summary, "Queue length per rank and stream (time-weighted)"))
+    s.tables.append(table_of(blocked, "Time with a full queue (>= "
+                             f"{queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM} entries)"))
+
+
+def bandwidth(ctx: Context, s: Section) -> None:
+    from hta.analysis import bandwidth
+    from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
+
+    s.definitions, s.source = doc(bandwidth), "hta.analysis.bandwidth.memory_bw_summary"
+    copies = bandwidth.memory_copies(ctx.restricted, ctx.ranks)
+    if copies.empty:
+        s.notes.append("No memcpy or memset in the selection.")
+        return
+    summary = bandwidth.memory_bw_summary(ctx.restricted, ctx.ranks, copies)
+    series = bandwidth.memory_bw_time_series(ctx.restricted, ctx.ranks)
+    shown, note = thin(series, ["rank", "pid", "name"])
+    if note:
+        s.notes.append(note)
+    s.figures.append(ctx.figure(memory_bw_summary_figure(summary)))
+    s.figures.append(ctx.figure(memory_bw_figure(shown)))
+    s.tables.append(table_of(summary, "Per rank and direction"))
+
+
+def operators(ctx: Context, s: Section) -> None:
+    from hta.analysis import operators
+    from hta.plots.operators import operator_breakdown_figure
+
+    s.definitions, s.source = doc(operators), "hta.analysis.operators.operator_breakdown"
+    df = operators.operator_breakdown(ctx.restricted, ctx.ranks)
+    if df.empty:
+        s.notes.append("No CPU operators in the selection.")
+        return
+    s.figures.append(ctx.figure(operator_breakdown_figure(df, max_rows=20)))
+    s.tables.append(table_of(df, "Operators, GPU time first", max_rows=100))
+
+
+def critical_path(ctx: Context, s: Section) -> None:
+    from hta.analysis import critical_path as cp
+    from hta.plots.critical_path import critical_path_figure
+
+    rank = ctx.critical_path_rank if ctx.critical_path_rank is not None else ctx.ranks[0]
+    s.definitions, s.source = doc(cp), "hta.analysis.critical_path.critical_path_analysis"
+    rt = ctx.trace.rank(rank)
+    steps = ctx.iterations
+    annotation: str | None = "ProfilerStep"
+    instance: Any = None
+    if not rt.events["iteration"].gt(0).any():
+        annotation = None
+    elif steps is not None:
+        from hta.analysis.diff import step_table
+
+        spans = step_table(ctx.trace, rank).reset_index(drop=True)
+        chosen = spans.index[spans["iteration"].isin(steps)]
+        if len(chosen):
+            instance = (int(chosen.min()), int(chosen.max()))
+    graph, path = cp.critical_path_analysis(rt, annotation, instance)
+    bounds, events = cp.critical_path_summary(path)
+    where = graph.annotation or "whole trace"
+    s.intro = (f"Rank {rank}, {where}: the path is {graph.path_length_ns / 1e3:,.3f} µs long in "
+               f"a {graph.span_ns / 1e3:,.3f} µs window.")
+    s.figures.append(ctx.figure(critical_path_figure(
+        bounds, events, 15, title=f"Critical path of rank {rank}, {where}")))
+    s.tables.append(table_of(bounds, "Time on the critical path per bound type"))
+    s.tables.append(table_of(events, "Events on the critical path", max_rows=30))
+
+
+def unclassified(ctx: Context, s: Section) -> None:
+    s.source = "TraceAnalysis.get_unclassified_kernels"
+    df = ctx.analyzer.get_unclassified_kernels(ctx.ranks)
+    if df.empty:
+        s.notes.append("Every GPU kernel matched a kind rule.")
+        return
+    s.intro = ("These kernels matched no rule of the event-kind table and count as "
+               "computation. If one is communication, add a Rule(\"communication\", name=...) "
+               "through TraceAnalysis(kind_rules=...).")
+    s.tables.append(table_of(df, "Unclassified kernels"))
+
+
+__all__ = ["launch", "queue", "bandwidth", "operators", "critical_path", "unclassified"]

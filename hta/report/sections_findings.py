@@ -1,0 +1,177 @@
+"""Report sections added for the first screen and issue 12: the job in one sentence, the
+findings (what slows the job down and what to try), the GPU timeline, the memory timeline
+and the stragglers. Each ``name(ctx, section)`` fills its
+:class:`~hta.report.context.Section` in place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from hta.report.context import Context, FindingItem, Section, doc, ranges, table_of
+
+#: Segments in the report's timeline figure, shared by its ranks.
+TIMELINE_SEGMENTS = 20_000
+#: Memory timeline points per (rank, device) line drawn in the report.
+MEMORY_POINTS = 20_000
+
+
+def job_sentence(ctx: Context) -> str:
+    """The job in one sentence, from the overview (:mod:`hta.report.overview`): ranks,
+    devices, steps and their mean time, and the GPU busy and idle shares (summed busy and
+    idle time over the summed GPU span of the ranks)."""
+    table = ctx.overview.ranks
+    n = len(table)
+    parts = [f"{n} rank{'s' if n != 1 else ''}"]
+    devices = _devices(ctx)
+    if devices:
+        parts[0] += f" on {devices}"
+    steps = table["steps"].max() if n else 0
+    mean = table["step_time_mean(us)"].astype(float).dropna()
+    if steps and len(mean):
+        parts.append(f"{int(steps)} step{'s' if steps != 1 else ''} of "
+                     f"{_ms(float(mean.mean()))} on average")
+    span = float(table["kernel_time(us)"].fillna(0).sum())
+    if span > 0:
+        busy = float(table["busy_time(us)"].fillna(0).sum())
+        idle = float(table["idle_time(us)"].fillna(0).sum())
+        parts.append(f"the GPUs are busy {100 * busy / span:.0f}% and idle "
+                     f"{100 * idle / span:.0f}% of their span")
+    else:
+        parts.append("no GPU work")
+    return ", ".join(parts) + "."
+
+
+def _devices(ctx: Context) -> str:
+    names: dict[str, int] = {}
+    for r in ctx.ranks:
+        props = ctx.trace.rank(r).meta.get("device_properties") or []
+        first = props[0] if props and isinstance(props[0], dict) else {}
+        if first.get("name"):
+            names[str(first["name"])] = names.get(str(first["name"]), 0) + 1
+    return ", ".join(f"{count} × {name}" for name, count in names.items())
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.2f} ms" if us >= 1000 else f"{us:,.1f} µs"
+
+
+def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) -> None:
+    """One line per finding of :meth:`TraceAnalysis.get_findings`, each linking to the
+    section holding its evidence (``titles``: section id -> title)."""
+    from hta.analysis.findings import engine
+
+    s.definitions, s.source = doc(engine), "TraceAnalysis.get_findings"
+    df = ctx.analyzer.get_findings(ctx.ranks, ctx.iterations)
+    ctx.findings = df
+    if df.empty:
+        s.notes.append("No rule found a problem worth "
+                       f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
+        return
+    titles = titles or {}
+    for row in df.to_dict("records"):
+        s.findings.append(FindingItem(
+            severity=str(row["severity"]), title=str(row["title"]),
+            saving=saving_text(row["est_saving(us)"], row["share_pctg"]),
+            ranks=ranks_text(row["ranks"]), evidence=str(row["evidence"]),
+            advice=str(row["advice"]), section=str(row["section"]),
+            section_title=titles.get(str(row["section"]), str(row["section"])),
+            rule=str(row["rule"])))
+    s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
+                             columns=["rule", "severity", "ranks", "steps", "est_saving(us)",
+                                      "share_pctg", "subject", "section"]))
+
+
+def saving_text(saving_us: float, share_pctg: float) -> str:
+    """``"~1.23 ms (4.5%)"``: an estimated saving and its share of the analysed time."""
+    if saving_us is None or not math.isfinite(float(saving_us)):
+        return "-"
+    share = "" if share_pctg is None or not math.isfinite(float(share_pctg)) else \
+        f" ({float(share_pctg):.1f}%)"
+    return f"~{_ms(float(saving_us))}{share}"
+
+
+def ranks_text(ranks: Any) -> str:
+    """``"ranks 0-3"``, ``"rank 2"`` or ``"job"`` (no rank)."""
+    values = [int(r) for r in ranks] if ranks is not None else []
+    if not values:
+        return "job"
+    return ("rank " if len(values) == 1 else "ranks ") + ranges(values)
+
+
+def timeline(ctx: Context, s: Section) -> None:
+    from hta.analysis import timeline as tl
+    from hta.plots.timeline import timeline_figure
+
+    s.definitions, s.source = doc(tl), "hta.analysis.timeline.timeline_segments"
+    segments = ctx.analyzer.get_timeline_segments(ctx.ranks, ctx.iterations,
+                                                  max_segments=TIMELINE_SEGMENTS)
+    if segments.empty:
+        s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
+        return
+    s.figures.append(ctx.figure(timeline_figure(segments)))
+    if tl.aggregated(segments):
+        s.notes.append("Events closer than a pixel are merged into one bar (hover gives each "
+                       "bar's event count); TraceAnalysis.plot_timeline(iterations=..., "
+                       "streams=...) draws a part in full detail.")
+    per_stream = segments.groupby(["rank", "stream"], sort=True).agg(
+        events=("count", "sum"), bars=("count", "size"), busy_ns=("busy_ns", "sum"),
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    per_stream["busy(us)"] = per_stream["busy_ns"] / 1e3
+    per_stream["span(us)"] = (per_stream["end_ns"] - per_stream["start_ns"]) / 1e3
+    s.tables.append(table_of(per_stream, "GPU work per rank and stream", columns=[
+        "rank", "stream", "events", "bars", "busy(us)", "span(us)"]))
+
+
+def memory(ctx: Context, s: Section) -> None:
+    from hta.analysis import memory as mem
+    from hta.plots.memory import memory_timeline_figure
+
+    s.definitions, s.source = doc(mem), "hta.analysis.memory.memory_summary"
+    timeline_df = ctx.analyzer.get_memory_timeline(ctx.ranks)
+    if timeline_df.empty:
+        s.notes.append("The trace has no [memory] events: record it with "
+                       "torch.profiler.profile(profile_memory=True) to see allocations.")
+        return
+    summary = ctx.analyzer.get_memory_summary(ctx.ranks)
+    s.figures.append(ctx.figure(memory_timeline_figure(timeline_df, summary)))
+    s.tables.append(table_of(summary, "Peak allocation per rank and device (bytes)"))
+
+
+def stragglers(ctx: Context, s: Section) -> None:
+    from hta.analysis import stragglers as st
+    from hta.plots.stragglers import straggler_figure
+
+    s.definitions, s.source = doc(st), "hta.analysis.stragglers.straggler_summary"
+    if len(ctx.ranks) < 2:
+        s.notes.append("One rank selected: no other rank to be late against.")
+        return
+    arrivals = ctx.analyzer.get_collective_arrivals(ctx.ranks, ctx.iterations)
+    summary = st.straggler_summary(arrivals)
+    if summary.empty:
+        s.notes.append("No collective was matched on two or more ranks in the selection.")
+        return
+    s.figures.append(ctx.figure(straggler_figure(summary, arrivals)))
+    top = summary.iloc[0]
+    if float(top["score"]) > 0:
+        s.intro = (f"Rank {int(top['rank'])} caused the most wait: "
+                   f"{float(top['total_wait_caused(us)']):,.1f} µs over "
+                   f"{int(top['late_count'])} collective(s) where it arrived last "
+                   f"(score {float(top['score']):.2f}).")
+    s.tables.append(table_of(summary, "Per rank (times in µs)"))
+    worst = arrivals[arrivals["wait_caused_ns"] > 0].nlargest(20, "wait_caused_ns") \
+        if len(arrivals) else pd.DataFrame()
+    if len(worst):
+        worst = worst.assign(**{"arrival_lag(us)": worst["arrival_lag_ns"] / 1e3,
+                                "wait_caused(us)": worst["wait_caused_ns"] / 1e3})
+        s.tables.append(table_of(worst, "Collectives that caused the most wait", columns=[
+            "collective", "process_group", "name", "rank", "iteration", "arrival_lag(us)",
+            "wait_caused(us)", "participants", "matched_by"]))
+
+
+__all__ = ["findings", "job_sentence", "memory", "ranks_text", "saving_text", "stragglers",
+           "timeline"]
