@@ -86,11 +86,13 @@ class _Accumulator:
             self.tables.setdefault(name, []).append(table)
 
     def table(self, name: str, columns: list[str]) -> Table:
-        """One side table's rows so far, as columns."""
-        return _concat_tables(self.tables.get(name, []), columns)
+        """One side table's rows so far, as columns (taken out of the accumulator, so
+        its pieces are freed as soon as they are joined)."""
+        return _concat_tables(self.tables.pop(name, []), columns)
 
     def column(self, name: str, dtype: Any) -> np.ndarray:
-        parts = self.cols.get(name)
+        """One event column so far, taken out of the accumulator (see :meth:`table`)."""
+        parts = self.cols.pop(name, None)
         if not parts:
             return np.zeros(0, dtype=dtype)
         return np.concatenate(parts)
@@ -222,7 +224,7 @@ class _Accumulator:
             _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
 
     def partial(self) -> _Partial:
-        """Everything accumulated so far."""
+        """Everything accumulated so far; the accumulator is emptied of it."""
         return _accumulator_partial(self)
 
     def chunk(self, events: list[Event]) -> None:
