@@ -16,7 +16,10 @@ interpreter, imports or allocator state. Cases:
   loader accepts one); that first load is reported on its own, then the reloads are timed.
 
 For each case the child process prints a JSON line with the wall time measured around
-the load call only (``time.perf_counter``). The parent records:
+the load call only (``time.perf_counter``), and the time from the same start to the
+first ``get_temporal_breakdown(visualize=False)`` returned ("1st answer"). Runs of the
+cases take turns (HTA, ours, HTA, ours...), so a drift of the machine hits them alike,
+and the ratios of HTA to ours are printed at the end. The parent records:
 
 * the median (and min / max) of that load time over ``--repeat`` runs;
 * throughput: uncompressed JSON bytes of all trace files in the folder / median load time;
@@ -27,7 +30,9 @@ the load call only (``time.perf_counter``). The parent records:
   figure that shows the cost of parsing in worker processes and shipping results back;
 * the child's import time and its end-to-end process time (start to exit).
 
-Modes: a trace folder (the default), ``--generate-events N`` (one synthetic rank of
+Modes: a trace folder (the default), ``--replicate K`` (adds the folder's first file
+written K times over as one rank, each copy shifted in time and its ids offset),
+``--generate-events N`` (one synthetic rank of
 about N events from ``python -m hta.synthetic``) and ``--ranks-parallel`` (the first
 trace file alone versus the same file plus a copy relabelled as another rank, to show
 whether two ranks load in parallel). This is a benchmark: it reports, it never asserts.
