@@ -13,6 +13,7 @@ setup(
         Extension(
             "hta.loading._scan",
             sources=["hta/loading/_native/scan.c"],
+            depends=[f"hta/loading/_native/scan_{part}.h" for part in ("fields", "intern", "lex")],
             extra_compile_args=["-O2"],
             optional=True,
         ),
