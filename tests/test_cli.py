@@ -154,6 +154,48 @@ def test_summary_json_on_the_sample(cmd: list[str]) -> None:
     assert [r["gpu_events"] for r in payload["rank_summary"]] == summary["gpu_events"].tolist()
 
 
+def test_summary_opens_with_the_top_findings() -> None:
+    """The findings table comes first (after the header line), the top 5 of
+    get_findings() in order, one line each; --json has them all."""
+    expected = load(SYNTHETIC).get_findings()
+    assert len(expected) >= 1
+    proc = run(PY, "summary", str(SYNTHETIC), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2].startswith("Findings (")
+    assert lines.index(lines[2]) < next(i for i, x in enumerate(lines)
+                                        if x.startswith("GPU time per rank"))
+    rows = text_table(proc.stdout, "Findings (")
+    top = expected.head(5).to_dict("records")
+    assert len(rows) == len(top)
+    for cells, want in zip(rows, top, strict=True):
+        assert cells[0] == want["severity"]
+        assert close(cells[1], want["est_saving(us)"] / 1e3, 3)
+        assert close(cells[2], want["share_pctg"], 1)
+        assert cells[4].startswith(want["title"])
+    payload = json.loads(run(PY, "summary", str(SYNTHETIC), "--no-cache", "--json").stdout)
+    assert [f["rule"] for f in payload["findings"]] == expected["rule"].tolist()
+    assert [f["est_saving(us)"] for f in payload["findings"]] == pytest.approx(
+        expected["est_saving(us)"].tolist())
+    assert all(isinstance(f["ranks"], list) for f in payload["findings"])
+
+
+def test_summary_findings_of_a_generated_sync(tmp_path: Path) -> None:
+    """A job with a host sync in every step: its finding is listed with the saving known by
+    construction; the same job without the sync lists none of that rule."""
+    import findings_cases as cases
+
+    _, expected = cases.host_sync(tmp_path / "sync")
+    text = run(PY, "summary", str(tmp_path / "sync"), "--no-cache").stdout
+    rows = [r for r in text_table(text, "Findings (") if "Host synchronisation" in r[-1]]
+    assert len(rows) == 1 and rows[0][3] == "0"
+    assert float(rows[0][1]) * 1e6 == pytest.approx(expected, rel=0.05)
+    cases.host_sync(tmp_path / "clean", with_sync=False)
+    payload = json.loads(run(PY, "summary", str(tmp_path / "clean"), "--no-cache",
+                             "--json").stdout)
+    assert [f for f in payload["findings"] if f["rule"] == "host_sync"] == []
+
+
 def test_summary_json_on_a_hand_built_job(tmp_path: Path) -> None:
     """Exact figures of overview_cases.py, through the command line."""
     folder = write_job(tmp_path)

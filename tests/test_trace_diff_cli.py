@@ -141,3 +141,32 @@ def test_shared_trace_compare():
     assert (imp[0]["control_time(us)"], imp[0]["test_time(us)"]) == (6.0, 4.0)
     assert payload["regressions"]["kernels"] == []
     assert not (root / "base" / ".hta_cache").exists()
+
+
+def test_findings_that_appeared_text_and_json(tmp_path):
+    """A host sync in every step of the test job: its finding appears, with the saving
+    known by construction (4 steps x 5 µs), in the text and in --json."""
+    import findings_cases as cases
+
+    _, _ = cases.host_sync(tmp_path / "control", with_sync=False)
+    _, expected = cases.host_sync(tmp_path / "test", with_sync=True)
+    proc = run("diff", str(tmp_path / "control"), str(tmp_path / "test"), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("Findings ("))
+    assert lines[head].startswith("Findings (1 appeared, 0 disappeared, 0 changed")
+    assert lines[head + 1].split()[:2] == ["appeared", "low"]
+    assert lines[head + 1].endswith(
+        "Host synchronisation inside the step leaves the GPU idle: cudaStreamSynchronize")
+    assert float(lines[head + 1].split("->")[1].split()[0]) == pytest.approx(
+        expected / 1e3, rel=0.05)
+    payload = json.loads(run("diff", str(tmp_path / "control"), str(tmp_path / "test"),
+                             "--no-cache", "--json").stdout)
+    rows = [r for r in payload["findings"] if r["rule"] == "host_sync"]
+    assert len(rows) == 1 and rows[0]["status"] == "appeared"
+    assert rows[0]["control_saving(us)"] is None
+    assert rows[0]["test_saving(us)"] == pytest.approx(expected / 1e3, rel=0.05)
+    back = json.loads(run("diff", str(tmp_path / "test"), str(tmp_path / "control"),
+                          "--no-cache", "--json").stdout)
+    assert [r["status"] for r in back["findings"] if r["rule"] == "host_sync"] == [
+        "disappeared"]

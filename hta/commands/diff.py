@@ -1,7 +1,9 @@
 """``hta diff CONTROL_DIR TEST_DIR``: what changed between two jobs, per step.
 
-Prints the verdict (``step time 12.3 ms -> 10.1 ms (-17.9%)``), the side-by-side summary
-and the kernels and operators whose GPU time per step grew or shrank most. Definitions in
+Prints the verdict (``step time 12.3 ms -> 10.1 ms (-17.9%)``), the findings that appeared,
+disappeared or changed in saving between the two jobs
+(:func:`hta.analysis.findings.compare.compare_findings`), the side-by-side summary and the
+kernels and operators whose GPU time per step grew or shrank most. Definitions in
 :func:`hta.analysis.diff.job_diff`.
 """
 
@@ -13,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from hta.commands.common import dumps, finite, parse_ranks
+from hta.commands.common import dumps, finite, parse_ranks, records
 
 EXIT_OK = 0
 NAME_WIDTH = 90
@@ -25,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "diff", help="compare two jobs: step time, GPU time breakdowns, top changes",
         description="Load the traces in CONTROL_DIR and TEST_DIR and compare them per step: "
                     "step time, GPU time (compute, exposed communication and memory, idle), "
-                    "kernel types, overlap, idle causes, and the kernels and operators whose "
+                    "kernel types, overlap, idle causes, the findings that appeared, "
+                    "disappeared or changed in saving, and the kernels and operators whose "
                     "GPU time per step changed most.",
     )
     p.add_argument("control_dir", metavar="CONTROL_DIR", help="folder of the control traces")
@@ -56,6 +59,7 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Load both jobs, compare them, print the result."""
     from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, job_diff
+    from hta.analysis.findings.compare import compare_findings
     from hta.trace_analysis import TraceAnalysis
 
     ranks = parse_ranks(args.ranks)
@@ -67,11 +71,13 @@ def run(args: argparse.Namespace) -> int:
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
     job = job_diff(loaded[0].t, loaded[1].t, use_short_name=args.short_names,
                    threshold_pct=threshold)
+    findings = compare_findings(loaded[0].get_findings(), loaded[1].get_findings())
     if args.json:
         payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
                    "control_ranks": loaded[0].ranks, "test_ranks": loaded[1].ranks,
                    "skipped": {"control": loaded[0].skipped, "test": loaded[1].skipped}}
         payload.update(finite(job.to_dict(top=args.top)))
+        payload["findings"] = records(findings)
         print(dumps(payload))
         return EXIT_OK
     side = {"control": (args.control_dir, loaded[0]), "test": (args.test_dir, loaded[1])}
@@ -82,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     print(job.verdict)
     for note in job.notes:
         print(f"note: {note}")
+    print()
+    print(format_findings(findings))
     print()
     print(format_summary(job.summary))
     for by in ("kernel", "operator"):
@@ -132,9 +140,33 @@ def format_changes(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def format_findings(table: pd.DataFrame) -> str:
+    """The findings that appeared, disappeared or changed, one line each; the count of the
+    unchanged ones."""
+    if table.empty:
+        return "Findings: none in either job."
+    counts = table["status"].value_counts()
+    head = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in
+                     ("appeared", "disappeared", "changed", "unchanged"))
+    lines = [f"Findings ({head}; savings in µs, control -> test):"]
+    for row in table[table["status"] != "unchanged"].to_dict("records"):
+        what = row["title"] + (f": {row['subject']}" if row["subject"] else "")
+        what = clean(what)
+        if len(what) > NAME_WIDTH:
+            what = what[: NAME_WIDTH - 1] + "…"
+        severity = row["test_severity"] or row["control_severity"]
+        lines.append(
+            f"  {row['status']:<11} {severity:<6} "
+            f"{_number(row['control_saving(us)']):>12} -> {_number(row['test_saving(us)']):<12}"
+            f" {what}")
+    if len(lines) == 1:
+        lines.append("  no finding appeared, disappeared or changed")
+    return "\n".join(lines)
+
+
 def clean(text: object) -> str:
     """A name safe to print on a terminal: control characters shown as escapes."""
     return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
 
 
-__all__ = ["add_parser", "format_changes", "format_summary", "run"]
+__all__ = ["add_parser", "format_changes", "format_findings", "format_summary", "run"]

@@ -1,6 +1,9 @@
 """``hta summary DIR``: the job at a glance, one line per rank.
 
-Prints, for the selected ranks and steps: GPU time per rank (step time, GPU span, compute,
+Prints, for the selected ranks and steps: first the top :data:`FINDINGS_SHOWN` findings
+(:meth:`hta.trace_analysis.TraceAnalysis.get_findings`: what slows the job down, one line
+each with severity, estimated saving and ranks; every finding in ``--json``), then GPU
+time per rank (step time, GPU span, compute,
 exposed communication and memory, idle, communication overlapped by computation), idle
 time by cause, launch queue length and copies per rank, the top kernels with their spread
 across ranks, the spread of the main figures across ranks and the slowest rank. Every
@@ -30,6 +33,8 @@ from hta.commands.common import (
 )
 
 NAME_WIDTH = 70
+#: Findings printed before the per-rank tables (``--json`` has them all).
+FINDINGS_SHOWN = 5
 HIGH_IDLE_PCTG = 25.0
 HIGH_SPREAD_PCTG = 10.0
 SPREAD_LABELS = {"step_time_mean(us)": "mean step time", "kernel_time(us)": "GPU span",
@@ -92,16 +97,18 @@ def run(args: argparse.Namespace) -> int:
     overview = job_overview(analyzer.t, iterations=iterations, top=args.top)
     unclassified = analyzer.get_unclassified_kernels()
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
+    findings = analyzer.get_findings(iterations=iterations)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
         payload["rank_summary"] = records(analyzer.get_rank_summary())
         payload["skipped"] = analyzer.skipped
         payload["unclassified_kernels"] = n_unclassified
+        payload["findings"] = records(findings)
         print(dumps(payload))
         return EXIT_OK
     out = Printer()
-    print_overview(out, analyzer, overview, args.trace_dir, iterations)
+    print_overview(out, analyzer, overview, args.trace_dir, iterations, findings)
     if n_unclassified:
         out.line(f"{n_unclassified} kernel name(s) matched no kind rule and count as "
                  "computation; list them with TraceAnalysis.get_unclassified_kernels().",
@@ -110,9 +117,36 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> None:
+    """The ``top`` findings, one line each: severity, saving, share, ranks, title."""
+    if findings is None:
+        return
+    if not len(findings):
+        out.line("Findings: none (no rule found a problem worth 0.5% of the analysed time).")
+        out.line()
+        return
+    shown = findings.head(top).to_dict("records")
+    more = f"top {len(shown)} of {len(findings)}" if len(findings) > len(shown) else \
+        f"{len(shown)}"
+    out.table(f"Findings ({more}, largest estimated saving first; details: hta report, "
+              "TraceAnalysis.get_findings())", [
+        Column("severity", lambda r: r["severity"], numeric=False, style=_severity_style),
+        Column("saving (ms)", lambda r: number(r["est_saving(us)"] / 1e3, 3)),
+        Column("% of time", lambda r: number(r["share_pctg"])),
+        Column("ranks", lambda r: _ranges(list(r["ranks"])) or "job", numeric=False),
+        Column("finding", lambda r: printable(
+            r["title"] + (f": {r['subject']}" if r["subject"] else ""), NAME_WIDTH + 20),
+            numeric=False),
+    ], shown)
+
+
+def _severity_style(row: dict[str, Any]) -> str | None:
+    return {"high": "red", "medium": "yellow"}.get(row["severity"])
+
+
 def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
-                   iterations: list[int] | None) -> None:
-    """The header line and the four tables."""
+                   iterations: list[int] | None, findings: Any = None) -> None:
+    """The header line, the top findings (when given) and the four tables."""
     meta = analyzer.metadata()
     ranks = overview.ranks
     head = f"Job: {trace_dir}  ranks: {len(ranks)}"
@@ -126,6 +160,7 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
         head += f"  steps: {_ranges(iterations)}"
     out.line(head, style="bold")
     out.line()
+    print_findings(out, findings)
     rows = ranks.to_dict("records")
     slowest = overview.job.get("slowest_rank")
 
@@ -217,4 +252,4 @@ def _ranges(values: list[int]) -> str:
     return ",".join(out)
 
 
-__all__ = ["add_parser", "print_overview", "run", "selected_iterations"]
+__all__ = ["add_parser", "print_findings", "print_overview", "run", "selected_iterations"]
