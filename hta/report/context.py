@@ -104,12 +104,18 @@ def format_cell(value: Any) -> str:
 
 
 def display_name(text: str, width: int = LONG_NAME) -> str:
-    """``text`` as a table shows it: unchanged up to ``width`` characters, else its
-    :func:`~hta.analysis.names.short_name`, cut to ``width`` with an ellipsis if still long."""
+    """``text`` as a table shows it: unchanged up to ``width`` characters; else its
+    :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
+    text before its first ``<`` or ``(`` ends with the short name's last part); cut to
+    ``width`` with an ellipsis when still too long or not a signature."""
     if len(text) <= width:
         return text
     short = short_name(text)
-    return short if len(short) <= width else short[: width - 1] + "…"
+    cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=-1)
+    last = short.rsplit("::", 1)[-1]
+    if short != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
+        text = short
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
