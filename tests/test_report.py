@@ -64,12 +64,13 @@ def test_sections_of_a_hand_built_job(job: TraceAnalysis) -> None:
     assert [s.id for s in sections] == [sid for sid, *_ in SECTIONS]
     assert all(s.error == "" for s in sections), [(s.id, s.error) for s in sections]
     by_id = {s.id: s for s in sections}
-    per_rank = by_id["overview"].tables[0]
-    rows = {r[0]: dict(zip(per_rank.headers, r)) for r in per_rank.rows}
+    times, _, causes = by_id["overview"].tables[:3]
+    rows = {r[0]: dict(zip(times.headers, r)) for r in times.rows}
     assert rows["0"]["compute_time(us)"] == "46.000" and rows["1"]["compute_time(us)"] == "66.000"
+    rows = {r[0]: dict(zip(causes.headers, r)) for r in causes.rows}
     assert rows["0"]["host_wait(us)"] == "214.000"
     assert "Slowest rank: 1" in by_id["overview"].notes[0]
-    top = by_id["overview"].tables[2]
+    top = by_id["overview"].tables[4]
     assert top.rows[0][0] == GEMM
     for sid in ("temporal", "idle", "kernels", "overlap", "queue", "bandwidth", "operators",
                 "critical-path"):

@@ -155,14 +155,61 @@ def test_table_of_contents_and_header(sample_page: Visit, tmp_path: Path) -> Non
     assert links == ["#job"] + [f"#{sid}" for sid, *_ in SECTIONS]
     for href in links:
         assert page.locator(href).count() == 1
-    header = page.inner_text("header#job")
-    assert "ranks\t4 (0-3) of world size 4" in header
+    header = page.text_content("header#job")
+    assert "4 (0-3) of world size 4" in header
     assert "NVIDIA A100-SXM4-80GB" in header
     page.click("nav#toc a[href='#queue']")
     page.wait_for_timeout(300)
     assert page.evaluate("document.querySelector('#queue').getBoundingClientRect().top") < 100
     page.screenshot(path=str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_first_screen_is_the_job_sentence_and_the_findings(sample_page: Visit,
+                                                          tmp_path: Path) -> None:
+    """In a 1400 x 900 window, before any scrolling: the sentence and the first findings,
+    each with its severity, saving and a link that scrolls to its evidence."""
+    page = sample_page.page
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(200)
+    sentence = page.locator("header#job p.summary")
+    assert sentence.inner_text().startswith("4 ranks on 4 × NVIDIA A100-SXM4-80GB, 3 steps")
+    findings = page.locator("section#findings li.finding")
+    assert findings.count() >= 3
+    first = findings.nth(0)
+    box = first.bounding_box()
+    assert box is not None and box["y"] + box["height"] < 900  # on the first screen
+    assert first.locator(".sev").inner_text().lower() in ("high", "medium", "low")
+    assert first.locator(".saving").inner_text().startswith("~")
+    href = first.locator("a.evidence-link").get_attribute("href")
+    first.locator("a.evidence-link").click()
+    page.wait_for_timeout(300)
+    assert page.evaluate(f"document.querySelector('{href}').getBoundingClientRect().top") < 100
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(tmp_path / "first.png"))
+
+
+def test_no_table_is_wider_than_the_page(sample_page: Visit) -> None:
+    """Every table fits its section (cells wrap): no horizontal scroll anywhere."""
+    wide = sample_page.page.evaluate("""() => Array.from(
+        document.querySelectorAll('div.scroll')).filter(
+          d => d.scrollWidth > d.clientWidth + 1).map(
+          d => d.closest('section').id + ': ' + d.previousElementSibling.textContent)""")
+    assert wide == []
+    assert sample_page.page.evaluate(
+        "document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_new_sections_draw(sample_page: Visit) -> None:
+    """Timeline (WebGL), memory and straggler figures are in the page and drawn."""
+    figures = {f["id"]: f for f in sample_page.figures()}
+    page = sample_page.page
+    for sid in ("timeline", "memory", "stragglers"):
+        ids = page.eval_on_selector_all(f"section#{sid} div[data-figure]",
+                                        "ds => ds.map(d => d.id)")
+        assert ids, sid
+        for fid in ids:
+            assert figures[fid]["traces"] > 0 and figures[fid]["marks"] > 0, (sid, fid)
 
 
 def test_hostile_names_are_text_and_run_nothing(hostile_page: Visit) -> None:

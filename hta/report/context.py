@@ -66,6 +66,7 @@ class FindingItem:
     section: str
     section_title: str
     rule: str
+    subject: str = ""
 
 
 @dataclass

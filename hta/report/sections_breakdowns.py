@@ -6,6 +6,20 @@ from __future__ import annotations
 
 from hta.report.context import Context, Section, doc, table_of
 
+#: The overview's per-rank table, in three parts that fit the page (title, columns).
+PER_RANK_TABLES = [
+    ("Per rank: GPU time (µs)", [
+        "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
+        "busy_time(us)", "compute_time(us)", "exposed_comm_time(us)",
+        "exposed_memory_time(us)", "idle_time(us)", "memory_time(us)"]),
+    ("Per rank: shares of the GPU span (%)", [
+        "rank", "compute_time_pctg", "exposed_comm_time_pctg", "exposed_memory_time_pctg",
+        "idle_time_pctg", "comp_comm_overlap_pctg", "overlap_note"]),
+    ("Per rank: idle time by cause (µs), launch queue, copies", [
+        "rank", "host_wait(us)", "kernel_wait(us)", "other_idle(us)", "queue_length_mean",
+        "queue_length_max", "memcpy_count", "memcpy_bytes", "memset_count"]),
+]
+
 
 def overview(ctx: Context, s: Section) -> None:
     from hta.report import overview
@@ -20,7 +34,8 @@ def overview(ctx: Context, s: Section) -> None:
         more = f" ({100.0 * (hi - lo) / lo:+.1f}%)" if lo > 0 else ""
         s.notes.append(f"Slowest rank: {job['slowest_rank']}, by {by}: {hi:,.3f} µs against "
                        f"{lo:,.3f} µs on rank {job['fastest_rank']}{more}.")
-    s.tables.append(table_of(ov.ranks, "Per rank"))
+    for title, columns in PER_RANK_TABLES:
+        s.tables.append(table_of(ov.ranks, title, columns=columns))
     if len(ov.spread):
         s.tables.append(table_of(ov.spread, "Spread across ranks (µs)"))
     if len(ov.top_kernels):

@@ -12,7 +12,15 @@ from typing import Any
 
 import pandas as pd
 
-from hta.report.context import Context, FindingItem, Section, doc, ranges, table_of
+from hta.report.context import (
+    Context,
+    FindingItem,
+    Section,
+    display_name,
+    doc,
+    ranges,
+    table_of,
+)
 
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
@@ -80,7 +88,7 @@ def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) 
             ranks=ranks_text(row["ranks"]), evidence=str(row["evidence"]),
             advice=str(row["advice"]), section=str(row["section"]),
             section_title=titles.get(str(row["section"]), str(row["section"])),
-            rule=str(row["rule"])))
+            rule=str(row["rule"]), subject=display_name(str(row["subject"] or ""))))
     s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
                              columns=["rule", "severity", "ranks", "steps", "est_saving(us)",
                                       "share_pctg", "subject", "section"]))
@@ -139,7 +147,11 @@ def memory(ctx: Context, s: Section) -> None:
         return
     summary = ctx.analyzer.get_memory_summary(ctx.ranks)
     s.figures.append(ctx.figure(memory_timeline_figure(timeline_df, summary)))
-    s.tables.append(table_of(summary, "Peak allocation per rank and device (bytes)"))
+    shown = summary.copy()
+    shown.insert(shown.columns.get_loc("peak_ts"), "peak_time (UTC)", pd.to_datetime(
+        shown["peak_ts"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f"))
+    s.tables.append(table_of(shown.drop(columns=["peak_ts"]),
+                             "Peak allocation per rank and device (bytes)"))
 
 
 def stragglers(ctx: Context, s: Section) -> None:

@@ -5,7 +5,11 @@
   document.querySelectorAll("div[data-figure]").forEach(function (div) {
     var fig = figures[div.getAttribute("data-figure")];
     if (fig) {
-      Plotly.newPlot(div, fig.data || [], fig.layout || {}, config);
+      var layout = fig.layout || {};
+      if (!layout.height) {
+        layout.height = 450;  // plotly's default; the div alone would give min-height
+      }
+      Plotly.newPlot(div, fig.data || [], layout, config);
     }
   });
   // highlight the section in view in the table of contents
