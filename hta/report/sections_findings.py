@@ -81,12 +81,16 @@ def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) 
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
         return
     titles = titles or {}
+    seen: set[str] = set()
     for row in df.to_dict("records"):
+        advice = str(row["advice"])
+        shown_advice = "the same as above." if advice in seen else advice
+        seen.add(advice)
         s.findings.append(FindingItem(
             severity=str(row["severity"]), title=str(row["title"]),
             saving=saving_text(row["est_saving(us)"], row["share_pctg"]),
             ranks=ranks_text(row["ranks"]), evidence=str(row["evidence"]),
-            advice=str(row["advice"]), section=str(row["section"]),
+            advice=shown_advice, section=str(row["section"]),
             section_title=titles.get(str(row["section"]), str(row["section"])),
             rule=str(row["rule"]), subject=display_name(str(row["subject"] or ""))))
     s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
