@@ -179,3 +179,10 @@ def test_new_sections_on_real_traces(folder: str) -> None:
     assert bool(sections["memory"].figures) == (len(memory) > 0)
     findings = analyzer.get_findings()
     assert [f.rule for f in sections["findings"].findings] == findings["rule"].tolist()
+    assert all(f.section in SECTION_IDS for f in sections["findings"].findings)
+
+
+def test_job_sentence_without_gpu_work() -> None:
+    html = build_report(analyzer_of(shared_trace("cpu_only")))
+    sentence = re.search(r'<p class="summary">(.*?)</p>', html)[1]
+    assert sentence.endswith(", no GPU work."), sentence

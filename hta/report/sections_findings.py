@@ -47,8 +47,9 @@ def job_sentence(ctx: Context) -> str:
     if span > 0:
         busy = float(table["busy_time(us)"].fillna(0).sum())
         idle = float(table["idle_time(us)"].fillna(0).sum())
-        parts.append(f"the GPUs are busy {100 * busy / span:.0f}% and idle "
-                     f"{100 * idle / span:.0f}% of their span")
+        parts.append(("the GPUs are" if n > 1 else "the GPU is")
+                     + f" busy {100 * busy / span:.0f}% and idle {100 * idle / span:.0f}% of "
+                     + ("their" if n > 1 else "its") + " span")
     else:
         parts.append("no GPU work")
     return ", ".join(parts) + "."
