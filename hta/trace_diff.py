@@ -28,6 +28,9 @@ import plotly.graph_objects as go
 
 from hta.analysis import diff
 from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, JobDiff
+from hta.analysis.findings import find
+from hta.analysis.findings.compare import DEFAULT_THRESHOLD_PCT as FINDINGS_THRESHOLD_PCT
+from hta.analysis.findings.compare import compare_findings
 from hta.facade.display import show
 from hta.model.trace import Trace
 from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_figure
@@ -145,6 +148,24 @@ class TraceDiff:
         if visualize:
             show(job_diff_figure(job))
         return job
+
+    @staticmethod
+    def compare_findings(
+        control_analyzer: Any, test_analyzer: Any, *,
+        control_ranks: int | list[int] | None = None, test_ranks: int | list[int] | None = None,
+        control_iterations: int | list[int] | None = None,
+        test_iterations: int | list[int] | None = None,
+        threshold_pct: float = FINDINGS_THRESHOLD_PCT,
+    ) -> pd.DataFrame:
+        """Which findings appeared, disappeared or changed from control to test.
+
+        Runs the findings rules on each side (see ``TraceAnalysis.get_findings``) and
+        matches them on (rule, subject); definitions in
+        :func:`hta.analysis.findings.compare.compare_findings`.
+        """
+        control = find(as_trace(control_analyzer), control_ranks, control_iterations)
+        test = find(as_trace(test_analyzer), test_ranks, test_iterations)
+        return compare_findings(control, test, threshold_pct)
 
 
 def _output(fig: go.Figure, show_image: bool, path: str | None) -> None:

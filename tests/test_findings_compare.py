@@ -68,3 +68,13 @@ def test_a_sync_added_in_every_step_appears(jobs) -> None:
     assert back.set_index("rule").loc["host_sync", "status"] == "disappeared"
     same = compare_findings(find(synced), find(synced))
     assert set(same["status"]) == {"unchanged"}
+
+
+def test_trace_diff_compare_findings(jobs) -> None:
+    from hta.trace_diff import TraceDiff
+
+    clean, synced, expected = jobs
+    out = TraceDiff.compare_findings(clean, synced)
+    row = out.set_index("rule").loc["host_sync"]
+    assert row["status"] == "appeared"
+    assert row["test_saving(us)"] == pytest.approx(expected / 1e3, rel=0.05)
