@@ -49,6 +49,11 @@ def memory_timeline_figure(timeline_df: pd.DataFrame,
     colors = plotly.colors.qualitative.Plotly
     kept = total = 0
     peaks = _peaks(timeline_df, summary_df)
+    # Only the highest peak is labelled (several equal peaks would print on top of each
+    # other); the label leans away from the nearer edge so it is never cut off.
+    top = max(peaks, key=lambda k: peaks[k][1]) if peaks else None
+    middle = (int(timeline_df["ts"].min()) + int(timeline_df["ts"].max())) / 2 if len(
+        timeline_df) else 0
     groups = timeline_df.groupby(["rank", "device"], sort=True) if len(timeline_df) else []
     for i, ((rank, device), rows) in enumerate(groups):
         ts = rows["ts"].to_numpy()
@@ -72,9 +77,11 @@ def memory_timeline_figure(timeline_df: pd.DataFrame,
         peak = peaks.get((rank, device))
         if peak is not None:
             fig.add_trace(go.Scatter(
-                x=pd.to_datetime([peak[0]], unit="ns"), y=[peak[1]], mode="markers+text",
+                x=pd.to_datetime([peak[0]], unit="ns"), y=[peak[1]],
+                mode="markers+text" if (rank, device) == top else "markers",
                 marker={"color": color, "size": 10, "symbol": "triangle-down"},
-                text=[f"peak {peak[1]:,} B"], textposition="top center",
+                text=[f"peak {peak[1]:,} B"],
+                textposition="top right" if peak[0] < middle else "top left",
                 name=f"{label} peak", legendgroup=label, showlegend=False,
                 hovertemplate="%{x}<br>peak %{y:,} B<extra>" + label + "</extra>"))
     title = "Memory allocated and reserved per rank and device"
