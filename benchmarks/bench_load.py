@@ -114,7 +114,9 @@ except BaseException:
     pass
 rows = None
 try:
-    traces = ta.t.traces
+    traces = getattr(ta.t, "traces", None)  # HTA's Trace
+    if traces is None:  # ours: Trace.get_all_traces(), HTA's name too
+        traces = ta.t.get_all_traces()
     rows = {str(rank): int(len(df)) for rank, df in traces.items()}
 except Exception:
     pass
@@ -513,7 +515,8 @@ def generate_events(target: int, base: Path, kernels: int, seed: int) -> Path:
     python = sys.executable
     help_text = synthetic_help(python)
     if help_text is None:
-        raise RuntimeError("`python -m hta.synthetic --help` failed: is hta/synthetic.py there?")
+        raise RuntimeError("`python -m hta.synthetic --help` failed: "
+                           "is the hta.synthetic package there?")
     counts = {}
     for steps in (1, 3):
         folder = run_synthetic(
