@@ -58,6 +58,25 @@ def float_column(values: list[Any]) -> np.ndarray:
     return out
 
 
+def durations_ns(dur_us: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Durations in µs (NaN where absent) as int64 ns, rounded to the nearest ns.
+
+    Missing and negative durations become 0; returns ``(dur_ns, missing, negative)`` with
+    the two counts, for the loader's warnings. Both decoders use it, so they agree.
+    """
+    dur_us = np.array(dur_us, dtype=np.float64)
+    missing = np.isnan(dur_us)
+    n_missing = int(missing.sum())
+    if n_missing:
+        dur_us[missing] = 0.0
+    dur = np.rint(dur_us * 1000.0).astype(np.int64)
+    negative = dur < 0
+    n_negative = int(negative.sum())
+    if n_negative:
+        dur[negative] = 0
+    return dur, n_missing, n_negative
+
+
 def raw_text(raws: list[msgspec.Raw]) -> list[str]:
     """Raw JSON values to their text ("" where absent), decoded in one C-level pass."""
     if not raws:

@@ -16,6 +16,7 @@ from hta.loading.columns import (
     _concat_tables,
     _mask,
     _table_len,
+    durations_ns,
     float_column,
     int_column,
     timestamps_ns,
@@ -109,16 +110,9 @@ class _Accumulator:
         n = len(events)
         if n == 0:
             return
-        dur_f = float_column([e.dur for e in events])
-        missing = np.isnan(dur_f)
-        if missing.any():
-            self.missing_dur += int(missing.sum())
-            dur_f[missing] = 0.0
-        dur = np.rint(dur_f * 1000.0).astype(np.int64)
-        negative = dur < 0
-        if negative.any():
-            self.negative_dur += int(negative.sum())
-            dur[negative] = 0
+        dur, missing, negative = durations_ns(float_column([e.dur for e in events]))
+        self.missing_dur += missing
+        self.negative_dur += negative
         cat = self.symbols.ids([e.cat for e in events])
         name = self.symbols.ids([e.name for e in events])
         args = [e.args for e in events]

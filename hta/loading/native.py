@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hta.loading.columns import durations_ns
+
 if TYPE_CHECKING:
     from hta.loading.events import _Accumulator
 
@@ -208,16 +210,9 @@ class Builder:
         if n == 0:
             return
         ts = self.col("ts", rows)
-        dur_f = self.col("dur", rows).copy()
-        missing = np.isnan(dur_f)
-        if missing.any():
-            acc.missing_dur += int(missing.sum())
-            dur_f[missing] = 0.0
-        dur = np.rint(dur_f * 1000.0).astype(np.int64)
-        negative = dur < 0
-        if negative.any():
-            acc.negative_dur += int(negative.sum())
-            dur[negative] = 0
+        dur, missing, negative = durations_ns(self.col("dur", rows))
+        acc.missing_dur += missing
+        acc.negative_dur += negative
         cat = self.symbols("cat", rows)
         name = self.symbols("name", rows)
         ext = self.col("external_id", rows)
