@@ -4,7 +4,6 @@ generated large rank, busy time preserved on real traces, the figure and the fac
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pandas as pd
@@ -181,14 +180,12 @@ def _big_rank(n: int, streams: int = 4, seed: int = 1) -> Trace:
     return Trace({0: rt})
 
 
-def test_a_large_rank_fits_the_bound_fast():
+def test_a_large_rank_fits_the_bound():
+    # speed is benchmarks/bench_timeline.py's business (about 0.3 s here), not a test's
     n = 300_000
     trace = _big_rank(n)
-    t = time.perf_counter()
     df = timeline_segments(trace, max_segments=20_000)
-    elapsed = time.perf_counter() - t
     assert len(df) <= 20_000
-    assert elapsed < 5, f"{elapsed:.2f} s for {n} events"  # ~0.3 s here; generous bound
     assert int(df["count"].sum()) == n
     ev = trace.rank(0).events
     for stream, events in ev.groupby("stream"):
