@@ -183,7 +183,7 @@ def ranges(values: list[int]) -> str:
 # -- the context -----------------------------------------------------------------------------
 class Context:
     """The job and selection a report is built for; numbers several sections share
-    (the overview, the findings) are computed once, on first use."""
+    (the overview) are computed once, on first use."""
 
     def __init__(self, analyzer: Any, ranks: list[int], iterations: list[int] | None,
                  critical_path_rank: int | None) -> None:
@@ -197,8 +197,6 @@ class Context:
         self.critical_path_rank = critical_path_rank
         self._n = 0
         self._overview: Any = None
-        #: the findings table, set by the Findings section
-        self.findings: pd.DataFrame | None = None
 
     @property
     def overview(self) -> Any:

@@ -24,8 +24,6 @@ from hta.report.context import (
 
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
-#: Memory timeline points per (rank, device) line drawn in the report.
-MEMORY_POINTS = 20_000
 
 
 def job_sentence(ctx: Context) -> str:
@@ -76,7 +74,6 @@ def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) 
 
     s.definitions, s.source = doc(engine), "TraceAnalysis.get_findings"
     df = ctx.analyzer.get_findings(ctx.ranks, ctx.iterations)
-    ctx.findings = df
     if df.empty:
         s.notes.append("No rule found a problem worth "
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
