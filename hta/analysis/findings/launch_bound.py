@@ -37,7 +37,7 @@ from hta.analysis.findings.host import (
     step_tuple,
     sync_bubbles,
 )
-from hta.analysis.gpu_work import gpu_work
+from hta.analysis.gpu_work import GpuWork, gpu_work
 from hta.analysis.intervals import merge
 from hta.model.trace import RankTrace
 
@@ -50,11 +50,13 @@ MIN_GAPS = 32
 
 
 def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
-                      window: tuple[int, int]) -> dict[str, np.ndarray]:
+                      window: tuple[int, int], w: GpuWork | None = None
+                      ) -> dict[str, np.ndarray]:
     """The launch-bound gaps of the rank (module docstring), in start order of the work:
     ``start``, ``end`` (the gap), ``dur`` (the work's), ``launch_dur`` (its call's),
-    ``step`` (the work's iteration)."""
-    w = gpu_work(rt.rank, rt.events)
+    ``step`` (the work's iteration). ``w``: the rank's :func:`gpu_work` when the caller
+    has it."""
+    w = gpu_work(rt.rank, rt.events) if w is None else w
     order = np.lexsort((w.ts, w.stream))
     stream, ts, end = w.stream[order], w.ts[order], w.end[order]
     l_ts, l_end, it = w.launch_ts[order], w.launch_end[order], w.iteration[order]
@@ -81,13 +83,13 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
 def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``launch_bound`` finding of one rank."""
     window = analysis_window(rt, iterations)
-    gaps = launch_bound_gaps(rt, iterations, window)
-    if gaps["start"].size < MIN_GAPS:
-        return []
     ev = rt.events
     w = gpu_work(rt.rank, ev)
+    gaps = launch_bound_gaps(rt, iterations, window, w)
+    if gaps["start"].size < MIN_GAPS:
+        return []
     dl = data_loader_rows(rt)
-    sb = sync_bubbles(rt)
+    sb = sync_bubbles(rt, Cover(ev["ts"].to_numpy()[dl], ev["end"].to_numpy()[dl]))
     excluded = Cover(
         np.concatenate([w.ts, ev["ts"].to_numpy()[dl], sb.bubble_start]),
         np.concatenate([w.end, ev["end"].to_numpy()[dl], sb.bubble_end]),
