@@ -60,7 +60,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import select_ranks
-from hta.model.links import assign_iterations, step_spans
+from hta.analysis.steps import rank_step_spans
+from hta.model.links import assign_iterations
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -221,10 +222,7 @@ def _rank_peaks(rt: RankTrace) -> tuple[list[dict], list[pd.DataFrame]]:
     if not len(mem):
         return rows, ops
     ev = rt.events
-    kind = ev["kind"].astype(str).to_numpy()
-    starts, ends, numbers = step_spans(
-        rt.symbols, ev["name"].to_numpy(), np.isin(kind, ("user_annotation", "cpu_op")),
-        ev["ts"].to_numpy(), ev["end"].to_numpy())
+    starts, ends, numbers = rank_step_spans(rt)
     names = np.asarray(rt.symbols, dtype=object)
     for device, dev in mem.groupby("device", sort=True):
         dev = dev.reset_index(drop=True)

@@ -18,9 +18,20 @@ import pandas as pd
 
 from hta.analysis.select import select_ranks
 from hta.model.links import step_spans
-from hta.model.trace import Trace
+from hta.model.rules import KIND_CODE
+from hta.model.trace import RankTrace, Trace
 
 COLUMNS = ["rank", "step", "ts", "end", "dur"]
+_STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
+
+
+def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, step number) of one rank's ``ProfilerStep#N`` spans, sorted by start:
+    :func:`hta.model.links.step_spans` over its ``user_annotation`` and ``cpu_op`` rows."""
+    ev = rt.events
+    return step_spans(rt.symbols, ev["name"].to_numpy(),
+                      np.isin(ev["kind"].cat.codes.to_numpy(), _STEP_KINDS),
+                      ev["ts"].to_numpy(), ev["end"].to_numpy())
 
 
 def profiler_steps(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
@@ -28,11 +39,7 @@ def profiler_steps(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd
     start time."""
     frames = []
     for rt in select_ranks(trace, ranks):
-        ev = rt.events
-        kind = ev["kind"].astype(str).to_numpy()
-        starts, ends, numbers = step_spans(
-            rt.symbols, ev["name"].to_numpy(), np.isin(kind, ("user_annotation", "cpu_op")),
-            ev["ts"].to_numpy(), ev["end"].to_numpy())
+        starts, ends, numbers = rank_step_spans(rt)
         frames.append(pd.DataFrame({
             "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64), "step": numbers,
             "ts": starts, "end": ends, "dur": ends - starts,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import select_ranks
-from hta.model import links
+from hta.analysis.steps import rank_step_spans
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, KINDS
 from hta.model.trace import RankTrace, Trace
 
@@ -27,7 +27,6 @@ STATUSES = ("added", "removed", "slower", "faster", "unchanged")
 
 _GPU_CODES = np.array([KIND_CODE[k] for k in KINDS if k in GPU_KINDS], dtype=np.int64)
 _WORK_CODES = np.array([KIND_CODE[k] for k in KINDS if k in GPU_WORK_KINDS], dtype=np.int64)
-_STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
 
 Ranks = Iterable[int] | int | None
 Iterations = Iterable[int] | int | str | None
@@ -63,10 +62,7 @@ def step_table(trace: Trace, ranks: Ranks = None) -> pd.DataFrame:
 
 
 def _rank_steps(rt: RankTrace) -> pd.DataFrame:
-    ev = rt.events
-    candidates = np.isin(ev["kind"].cat.codes.to_numpy(), _STEP_KINDS)
-    starts, ends, numbers = links.step_spans(
-        rt.symbols, ev["name"].to_numpy(), candidates, ev["ts"].to_numpy(), ev["end"].to_numpy())
+    starts, ends, numbers = rank_step_spans(rt)
     return pd.DataFrame({"rank": np.full(starts.size, rt.rank, dtype=np.int64),
                          "iteration": numbers, "start": starts, "end": ends,
                          "step_time(ns)": ends - starts})
