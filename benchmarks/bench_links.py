@@ -2,8 +2,8 @@
 
 Decodes each trace once, then times, in this process (median of ``-n`` repeats):
 
-* ``walk``: the per-event stack walk alone (``links._stack_pass``, the previous
-  implementation, kept as the fallback) against ``links.stack_positions`` on the same
+* ``walk``: the per-event stack walk alone (:func:`previous_stack_pass`, the previous
+  implementation) against ``links.stack_positions`` on the same
   sorted columns, over whole columns (``walk numpy``) and compiled (``walk native``,
   when ``hta.model._stack`` is built);
 * ``call_stacks``: the previous whole function (sort, per-event walk, scatter) against
@@ -31,6 +31,31 @@ from hta.model import build, links
 from hta.model.rules import CPU_KINDS, GPU_KINDS, RuleSet
 
 
+def previous_stack_pass(
+    ts: list[int], end: list[int], new_thread: list[bool]
+) -> tuple[list[int], list[int]]:
+    """The per-event stack walk as it was, over events sorted by (thread, start, -end)."""
+    m = len(ts)
+    parent = [-1] * m
+    depth = [0] * m
+    stack_end: list[int] = []
+    stack_pos: list[int] = []
+    for p in range(m):
+        if new_thread[p]:
+            stack_end.clear()
+            stack_pos.clear()
+        start = ts[p]
+        while stack_end and stack_end[-1] <= start:
+            stack_end.pop()
+            stack_pos.pop()
+        if stack_pos:
+            parent[p] = stack_pos[-1]
+            depth[p] = len(stack_pos)
+        stack_end.append(end[p])
+        stack_pos.append(p)
+    return parent, depth
+
+
 def previous_call_stacks(ts: np.ndarray, end: np.ndarray, pid: np.ndarray, tid: np.ndarray,
                          cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """``links.call_stacks`` as it was: a lexsort, then the per-event walk."""
@@ -43,8 +68,8 @@ def previous_call_stacks(ts: np.ndarray, end: np.ndarray, pid: np.ndarray, tid: 
     thread = links._group_ids(pid[rows], tid[rows])
     order = np.lexsort((-end[rows], ts[rows], thread))
     rows, thread = rows[order], thread[order]
-    lp_list, ld_list = links._stack_pass(ts[rows].tolist(), end[rows].tolist(),
-                                         np.r_[True, thread[1:] != thread[:-1]].tolist())
+    lp_list, ld_list = previous_stack_pass(ts[rows].tolist(), end[rows].tolist(),
+                                           np.r_[True, thread[1:] != thread[:-1]].tolist())
     lp = np.asarray(lp_list, dtype=np.int64)
     has = lp >= 0
     parent[rows] = np.where(has, rows[np.clip(lp, 0, None)], -1)
@@ -86,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         s_ts, s_end, s_thread = cols[0][rows][order], cols[1][rows][order], thread[order]
         first = np.r_[True, s_thread[1:] != s_thread[:-1]]
         ts_l, end_l, first_l = s_ts.tolist(), s_end.tolist(), first.tolist()
-        walk_before = median_time(partial(links._stack_pass, ts_l, end_l, first_l), args.runs)
+        walk_before = median_time(partial(previous_stack_pass, ts_l, end_l, first_l), args.runs)
         native = links.native_walk_available()
         os.environ["HTA_NATIVE"] = "0"
         rows_out = [("walk numpy", walk_before,

@@ -117,10 +117,7 @@ def test_chain_of_crossings_needs_several_rounds_and_matches() -> None:
     assert partial == n - 1
 
 
-def test_falls_back_to_the_per_event_walk_when_crossings_do_not_settle(
-    monkeypatch: pytest.MonkeyPatch, walk: str
-) -> None:
-    monkeypatch.setattr(links, "MAX_CLOSURE_ROUNDS", 1)
+def test_a_long_chain_of_crossings_settles_to_the_per_event_walk(walk: str) -> None:
     n = 30
     ts = np.arange(n, dtype=np.int64) * 10
     args = (ts, ts + 15, np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, bool))

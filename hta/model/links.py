@@ -12,7 +12,6 @@ loop runs per event.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 
@@ -20,8 +19,6 @@ import numpy as np
 import pandas as pd
 
 NO_LINK = -1
-
-logger = logging.getLogger(__name__)
 
 try:  # the compiled walk (hta/model/_native/stack.c), where a C compiler built it
     from hta.model import _stack  # type: ignore[attr-defined]
@@ -103,25 +100,21 @@ def _thread_order(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.nda
     return order
 
 
-#: Rounds of closing crossing intervals before giving up on the vectorised walk (then the
-#: per-event walk runs); real traces need one or two.
-MAX_CLOSURE_ROUNDS = 32
-
-
 def stack_positions(
     ts: np.ndarray, end: np.ndarray, new_thread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The stack walk of :func:`_stack_pass` (same results): compiled where the optional
-    extension ``hta.model._stack`` is built, else over whole columns as follows.
+    """The per-event stack walk, as positions: each event sorted by (thread, start, -end)
+    is pushed after popping every event that ended at or before its start, and the event
+    left on top is its parent. Compiled where the optional extension ``hta.model._stack``
+    is built, else over whole columns as follows.
 
-    Events are sorted by (thread, start, -end); ``new_thread`` marks the first event of
-    each thread. Event ``j`` leaves the stack at the first position ``p > j`` of its
-    thread whose start is at or after its end (its *close slot*), unless an event pushed
-    above it is still there: then it leaves when that one does. So the slots, once every
-    slot is raised to the largest slot of the events inside its span (a fixpoint that
-    only events overlapping without nesting change), form a nesting of intervals, and
-    the walk's depth is the number of open intervals and its parent the last event one
-    level up.
+    ``new_thread`` marks the first event of each thread. Event ``j`` leaves the stack at
+    the first position ``p > j`` of its thread whose start is at or after its end (its
+    *close slot*), unless an event pushed above it is still there: then it leaves when
+    that one does. So the slots, once every slot is raised to the largest slot of the
+    events inside its span (a fixpoint that only events overlapping without nesting
+    change), form a nesting of intervals, and the walk's depth is the number of open
+    intervals and its parent the last event one level up.
     """
     m = ts.shape[0]
     if m == 0:
@@ -140,12 +133,7 @@ def stack_positions(
     close = _close_slots(ts, end, block, pos, block_end)
     depth, parent = _nesting(close, pos)
     if not _is_nesting(close, parent, pos):
-        closed = _close_crossings(close, pos)
-        if closed is None:
-            logger.info("call stacks: crossing events did not settle; walking them one by one")
-            lp, ld = _stack_pass(ts.tolist(), end.tolist(), list(map(bool, new_thread)))
-            return np.asarray(lp, dtype=np.int64), np.asarray(ld, dtype=np.int32)
-        depth, parent = _nesting(closed, pos)
+        depth, parent = _nesting(_close_crossings(close, pos), pos)
     return parent, depth.astype(np.int32)
 
 
@@ -192,15 +180,19 @@ def _is_nesting(close: np.ndarray, parent: np.ndarray, pos: np.ndarray) -> bool:
     return bool(np.all(up > pos[inner]) and np.all(close[inner] <= up))
 
 
-def _close_crossings(close: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
-    """Raise each close slot to the largest slot inside its span, until nothing moves."""
+def _close_crossings(close: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Raise each close slot to the largest slot inside its span, until nothing moves.
+
+    Each round takes the maximum over the previous round's slots, so after ``k`` rounds a
+    slot reflects chains of up to ``2**k`` crossing events: it settles within about
+    ``log2(m) + 2`` rounds (real traces need one or two).
+    """
     current = close
-    for _ in range(MAX_CLOSURE_ROUNDS):
+    while True:
         raised = np.maximum(close, _range_max(current, pos + 1, current - 1))
         if np.array_equal(raised, current):
             return current
         current = raised
-    return None
 
 
 def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -225,32 +217,6 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
         aa, bb = a[sel], b[sel]
         out[ok[sel]] = np.maximum(table[aa], table[bb - (1 << int(level)) + 1])
     return out
-
-
-def _stack_pass(
-    ts: list[int], end: list[int], new_thread: list[bool]
-) -> tuple[list[int], list[int]]:
-    """The per-event stack walk over events sorted by (thread, start, -end); positions in,
-    out. The definition :func:`stack_positions` computes, and its fallback."""
-    m = len(ts)
-    parent = [-1] * m
-    depth = [0] * m
-    stack_end: list[int] = []
-    stack_pos: list[int] = []
-    for p in range(m):
-        if new_thread[p]:
-            stack_end.clear()
-            stack_pos.clear()
-        start = ts[p]
-        while stack_end and stack_end[-1] <= start:
-            stack_end.pop()
-            stack_pos.pop()
-        if stack_pos:
-            parent[p] = stack_pos[-1]
-            depth[p] = len(stack_pos)
-        stack_end.append(end[p])
-        stack_pos.append(p)
-    return parent, depth
 
 
 def correlation_links(

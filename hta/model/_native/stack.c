@@ -1,6 +1,6 @@
 /*
- * Native call-stack walk (module hta.model._stack), the compiled form of
- * hta.model.links._stack_pass.
+ * Native call-stack walk (module hta.model._stack), the compiled form of the
+ * per-event walk that hta.model.links.stack_positions computes.
  *
  * walk(ts, end, first, parent, depth): events sorted by (thread, start, -end); ts and
  * end are int64 arrays, first a uint8/bool array marking each thread's first event;
