@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
+from hta.analysis.findings.host import fmt_steps, fmt_time
 from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
@@ -110,9 +111,9 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
             continue
         label = _group_label(str(row.process_group))
         evidence = (
-            f"{row.kernels} communication kernels of {label} ran {_ms(row.comm_ns)} in "
-            f"{_steps(row.steps)}, {_ms(row.exposed_ns)} of it with no computation kernel "
-            f"running; {_ms(row.free_compute_ns)} of computation ran with no communication "
+            f"{row.kernels} communication kernels of {label} ran {fmt_time(row.comm_ns)} in "
+            f"{fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} of it with no computation kernel "
+            f"running; {fmt_time(row.free_compute_ns)} of computation ran with no communication "
             f"(comm/compute overlap table: comm_time {row.rank_comm_ns / 1e3:,.1f} µs, "
             f"overlap_time {row.rank_overlap_ns / 1e3:,.1f} µs for the rank)."
         )
@@ -147,10 +148,10 @@ def check_stragglers(trace: Trace, ranks: list[int],
             f"rank {rank} started last at {int(row['late_count'])} of "
             f"{int(row['collectives'])} collectives (mean lag {row['mean_lag(us)']:,.1f} µs "
             f"behind the first rank); the other ranks waited "
-            f"{_ms(row['total_wait_caused(us)'] * 1e3)} for it in all, and at "
-            f"{len(mine)} collective{'s' if len(mine) != 1 else ''} in {_steps(steps)} "
+            f"{fmt_time(row['total_wait_caused(us)'] * 1e3)} for it in all, and at "
+            f"{len(mine)} collective{'s' if len(mine) != 1 else ''} in {fmt_steps(steps)} "
             f"every one of them waited, "
-            f"{_ms(saving)} in all "
+            f"{fmt_time(saving)} in all "
             f"(stragglers table: late_count, total_wait_caused, total_excess_lag)."
         )
         found.append(Finding((rank,), steps, evidence, min(saving, window) if window else
@@ -169,21 +170,6 @@ def _windows(trace: Trace, ranks: Iterable[int] | int | None,
 
 def _group_label(group: str) -> str:
     return group if group.startswith("stream ") else f"process group {group}"
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"
-
-
-def _steps(steps: Sequence[int]) -> str:
-    steps = sorted(int(s) for s in steps)
-    if not steps:
-        return "the trace"
-    if len(steps) == 1:
-        return f"step {steps[0]}"
-    if steps == list(range(steps[0], steps[-1] + 1)):
-        return f"steps {steps[0]}-{steps[-1]}"
-    return "steps " + ", ".join(str(s) for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
 
 
 RULES: list[FindingRule] = [

@@ -124,8 +124,8 @@ def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | No
 
 
 def fmt_time(ns: float) -> str:
-    """``12.3 µs`` below a millisecond, ``4.567 ms`` above."""
-    return f"{ns / 1e3:.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:.3f} ms"
+    """``12.3 µs`` below a millisecond, ``4.567 ms`` above (``1,234.567 ms``)."""
+    return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"
 
 
 def fmt_steps(steps: Sequence[int]) -> str:
