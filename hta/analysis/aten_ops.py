@@ -25,30 +25,33 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.launch import launch_pairs
+from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
+from hta.model.rules import KIND_CODE, kind_codes
 from hta.model.trace import Trace
 
 COLUMNS = ["rank", "aten_op_name", "kernel_sequence", "occurrence_count",
            "avg_aten_op_launch_delay", "avg_runtime_delay"]
 KERNEL_KINDS = ("computation", "communication")
+_KERNEL_CODES = kind_codes(KERNEL_KINDS)
 
 
 def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     ev = rt.events
-    kind = ev["kind"].astype(str).to_numpy()
-    names = np.asarray(rt.symbols, dtype=object)
-    link = ev["index_correlation"].to_numpy()
-    gpu = np.flatnonzero(np.isin(kind, KERNEL_KINDS) & (link >= 0))
+    pairs = launch_pairs(ev)
+    codes = ev["kind"].cat.codes.to_numpy()
+    kernel = np.isin(codes[pairs.gpu], _KERNEL_CODES)
+    gpu, launch = pairs.gpu[kernel], pairs.launch[kernel]
     if not gpu.size:
         return pd.DataFrame()
-    launch = link[gpu]
-    ok = kind[launch] == "runtime_launch"
-    gpu, launch = gpu[ok], launch[ok]
+    names = np.asarray(rt.symbols, dtype=object)
     name_ids = ev["name"].to_numpy()
-    is_aten = (kind == "cpu_op") & np.char.startswith(
-        names[name_ids].astype(str), "aten::")
-    parent = ev["parent"].to_numpy()
+    aten_symbol = np.fromiter((s.startswith("aten::") for s in rt.symbols), dtype=bool,
+                              count=len(rt.symbols))
+    is_aten = (codes == KIND_CODE["cpu_op"]) & aten_symbol[name_ids]
+    parent = RowMap(ev).column(ev, "parent")
     op = enclosing_ops(parent, is_aten, launch)
     keep = op >= 0
     gpu, launch, op = gpu[keep], launch[keep], op[keep]
