@@ -115,7 +115,7 @@ def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
     return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
 
 
-def _top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
+def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
                with_time: bool = True) -> str:
     """``name ×count (time)`` of the ``n`` short names with the largest total weight."""
     uniq, inverse = np.unique(ids, return_inverse=True)
@@ -182,7 +182,7 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     evidence = (
         f"{n_small} of {n_compute} compute kernels in {fmt_steps(p['small_step'])} ran under "
         f"{SMALL_NS // 1000} µs (most launched: "
-        f"{_top_names(rt, p['small'], np.ones(n_small), with_time=False)}; kernels table, "
+        f"{top_names(rt, p['small'], np.ones(n_small), with_time=False)}; kernels table, "
         f"count and mean); {p['gap'].size} of them directly follow another on their stream: "
         f"{fmt_time(gap)} of GPU idle gaps between them plus {fmt_time(overhead)} of "
         f"per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
@@ -241,7 +241,7 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"{100 * low_time / total:.1f}% of the {fmt_time(total)} of compute kernels with "
         f"occupancy args; {int(grid_bound.sum())} of them had fewer blocks than SMs "
         f"({fmt_time(int(dur[grid_bound].sum()))}; most: "
-        f"{_top_names(rt, t['name'][grid_bound], dur[grid_bound])}) (kernel args: "
+        f"{top_names(rt, t['name'][grid_bound], dur[grid_bound])}) (kernel args: "
         f"est. achieved occupancy %, blocks per SM)."
     )
     return [Finding((rt.rank,), step_tuple(t["step"][low]), evidence, saving,
@@ -270,7 +270,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
         f"{100 * fp32 / total:.1f}% of the compute kernel time in "
-        f"{fmt_steps(w.iteration[sel][hit])} (most: {_top_names(rt, ids[hit], dur[hit])}; "
+        f"{fmt_steps(w.iteration[sel][hit])} (most: {top_names(rt, ids[hit], dur[hit])}; "
         f"kernels table)."
     )
     return [Finding((rt.rank,), step_tuple(w.iteration[sel][hit]), evidence, saving,

@@ -27,9 +27,8 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernels import in_steps
+from hta.analysis.findings.kernels import top_names, in_steps
 from hta.analysis.intervals import merge
-from hta.analysis.names import short_name
 from hta.model.rules import GPU_WORK_KINDS, kind_codes
 from hta.model.trace import RankTrace
 
@@ -63,12 +62,7 @@ def check_unclassified(rt: RankTrace, iterations: list[int] | None) -> list[Find
     exposed = min(exposed, window[1] - window[0])
     if exposed <= 0:
         return []
-    names, counts = np.unique(ev["name"].to_numpy()[unknown], return_counts=True)
-    durs = np.bincount(np.searchsorted(names, ev["name"].to_numpy()[unknown]),
-                       weights=(end - ts)[unknown], minlength=names.size)
-    top = np.argsort(-durs, kind="stable")[:3]
-    listed = ", ".join(f"{short_name(rt.symbols[int(names[k])])} ×{int(counts[k])} "
-                       f"({fmt_time(float(durs[k]))})" for k in top)
+    listed = top_names(rt, ev["name"].to_numpy()[unknown], (end - ts)[unknown])
     evidence = (
         f"{int(unknown.sum())} kernels that match no kind rule ran {fmt_time(unknown_ns)} in "
         f"{fmt_steps(ev['iteration'].to_numpy()[unknown])}, {100 * unknown_ns / busy_ns:.1f}% "
