@@ -93,19 +93,16 @@ def _context(analyzer: Any, ranks: Iterable[int] | None, iterations: Iterable[in
     for r in selected:
         analyzer.t.rank(r)  # unknown ranks fail here, with the loaded ranks named
     iters = None if iterations is None else sorted({int(i) for i in iterations})
-    return Context(analyzer, selected, iters, critical_path_rank)
+    titles = {sid: title for sid, title, *_ in SECTIONS}
+    return Context(analyzer, selected, iters, critical_path_rank, titles)
 
 
 def _sections(ctx: Context) -> list[Section]:
-    titles = {sid: title for sid, title, *_ in SECTIONS}
     sections = []
     for sid, title, intro, build in SECTIONS:
         section = Section(sid, title, intro)
         try:
-            if build is first.findings:
-                first.findings(ctx, section, titles)
-            else:
-                build(ctx, section)
+            build(ctx, section)
         except Exception as exc:  # noqa: BLE001 - one analysis must not sink the report
             logger.warning("report section %r failed: %s", title, exc, exc_info=True)
             section.error = f"{type(exc).__name__}: {exc}"

@@ -186,7 +186,8 @@ class Context:
     (the overview) are computed once, on first use."""
 
     def __init__(self, analyzer: Any, ranks: list[int], iterations: list[int] | None,
-                 critical_path_rank: int | None) -> None:
+                 critical_path_rank: int | None,
+                 section_titles: dict[str, str] | None = None) -> None:
         from hta.report.overview import restrict_to_iterations
 
         self.analyzer = analyzer
@@ -195,6 +196,8 @@ class Context:
         self.iterations = iterations
         self.restricted = restrict_to_iterations(analyzer.t, iterations)
         self.critical_path_rank = critical_path_rank
+        #: section id -> title, for the links between sections
+        self.section_titles = section_titles or {}
         self._n = 0
         self._overview: Any = None
 

@@ -7,7 +7,6 @@ and the stragglers. Each ``name(ctx, section)`` fills its
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -67,9 +66,9 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:,.2f} ms" if us >= 1000 else f"{us:,.1f} µs"
 
 
-def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) -> None:
+def findings(ctx: Context, s: Section) -> None:
     """One line per finding of :meth:`TraceAnalysis.get_findings`, each linking to the
-    section holding its evidence (``titles``: section id -> title)."""
+    section holding its evidence (titled from ``ctx.section_titles``)."""
     from hta.analysis.findings import engine
 
     s.definitions, s.source = doc(engine), "TraceAnalysis.get_findings"
@@ -78,7 +77,7 @@ def findings(ctx: Context, s: Section, titles: Mapping[str, str] | None = None) 
         s.notes.append("No rule found a problem worth "
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
         return
-    titles = titles or {}
+    titles = ctx.section_titles
     seen: set[str] = set()
     for row in df.to_dict("records"):
         advice = str(row["advice"])

@@ -27,7 +27,7 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernels import top_names, in_steps
+from hta.analysis.findings.kernels import in_steps, top_names
 from hta.analysis.intervals import merge
 from hta.model.rules import GPU_WORK_KINDS, kind_codes
 from hta.model.trace import RankTrace
