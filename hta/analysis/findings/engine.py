@@ -43,8 +43,8 @@ import pandas as pd
 
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
+from hta.analysis.steps import rank_step_spans
 from hta.loading.lazy import map_ranks
-from hta.model.links import step_spans
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -127,14 +127,11 @@ def describe_rules(rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
 
 # -- the analysed window ---------------------------------------------------------------
 def step_table(rt: RankTrace) -> pd.DataFrame:
-    """The rank's ``ProfilerStep#N`` spans: columns ``step``, ``start_ns``, ``end_ns``."""
-    ev = rt.events
-    if not len(ev):
+    """The rank's ``ProfilerStep#N`` spans (:func:`hta.analysis.steps.rank_step_spans`, the
+    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``."""
+    if not len(rt.events):
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
-    starts, ends, numbers = step_spans(
-        rt.symbols, ev["name"].to_numpy(), np.ones(len(ev), dtype=bool),
-        ev["ts"].to_numpy(), ev["end"].to_numpy(),
-    )
+    starts, ends, numbers = rank_step_spans(rt)
     table = pd.DataFrame({"step": numbers, "start_ns": starts, "end_ns": ends})
     return table.drop_duplicates("step", keep="first").reset_index(drop=True)
 
