@@ -68,14 +68,17 @@ def _rank_steps(rt: RankTrace) -> pd.DataFrame:
                          "step_time(ns)": ends - starts})
 
 
-def resolve_iterations(trace: Trace, ranks: Ranks, iteration: Iterations) -> list[int] | None:
+def resolve_iterations(trace: Trace, ranks: Ranks, iteration: Iterations,
+                       steps: pd.DataFrame | None = None) -> list[int] | None:
     """The step numbers to compare: ``None`` means every event.
 
     ``iteration=None``: the first ``ProfilerStep`` of the selected ranks (HTA's default), or
     every event when the trace has no steps; ``"all"``: every event; a number or list: those
-    steps, which must exist on at least one selected rank.
+    steps, which must exist on at least one selected rank. ``steps``: the selected ranks'
+    :func:`step_table`, when the caller already has it.
     """
-    steps = step_table(trace, ranks)
+    if steps is None:
+        steps = step_table(trace, ranks)
     available = sorted(set(steps["iteration"].tolist()))
     if isinstance(iteration, str):
         if iteration.lower() != "all":

@@ -45,7 +45,7 @@ def _side(trace: Trace, ranks: Ranks, iterations: Iterations) -> _Side:
         if iterations is None or (isinstance(iterations, str) and iterations.lower() == "all"):
             wanted = sorted(set(steps["iteration"].tolist()))
         else:
-            wanted = resolve_iterations(trace, selected, iterations) or []
+            wanted = resolve_iterations(trace, selected, iterations, steps) or []
         steps = steps[steps["iteration"].isin(wanted)].reset_index(drop=True)
         counts = steps.groupby("rank")["iteration"].nunique()
         n_steps = {r: int(counts.get(r, 0)) for r in selected}
