@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.io as pio
 
 from hta.analysis.names import short_name
-from hta.plots._common import plain_text_names
+from hta.plots._common import plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
@@ -108,15 +108,16 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     """``text`` as a table shows it: unchanged up to ``width`` characters; else its
     :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
     text before its first ``<`` or ``(`` ends with the short name's last part); cut to
-    ``width`` with an ellipsis when still too long or not a signature."""
+    ``width`` with an ellipsis (:func:`hta.plots._common.short`) when still too long or
+    not a signature."""
     if len(text) <= width:
         return text
-    short = short_name(text)
+    brief = short_name(text)
     cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=-1)
-    last = short.rsplit("::", 1)[-1]
-    if short != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
-        text = short
-    return text if len(text) <= width else text[: width - 1] + "…"
+    last = brief.rsplit("::", 1)[-1]
+    if brief != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
+        text = brief
+    return short(text, width)
 
 
 def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
