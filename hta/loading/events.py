@@ -22,15 +22,11 @@ from hta.loading.columns import (
     timestamps_ns,
 )
 from hta.loading.side_tables import COUNTER_COLUMNS, _counter_rows, side_tables
-from hta.loading.structs import EMPTY_ARGS, Args, Event
+from hta.loading.structs import EMPTY_ARGS, PHASE_GROUP, Args, Event
 from hta.loading.symbols import SymbolTable
 
 _event_list_decoder = msgspec.json.Decoder(list[Event])
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-#: Phases handled together, so each side table keeps the file's order.
-_PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
 
 
 class _Accumulator:
@@ -225,25 +221,30 @@ class _Accumulator:
         by_phase: dict[str, list[Event]] = {}
         complete = [e for e in events if e.ph == "X"]
         if len(complete) != len(events):
-            group = _PHASE_GROUP.get
+            group = PHASE_GROUP.get
             for e in events:
                 if e.ph != "X":
                     by_phase.setdefault(group(e.ph, e.ph), []).append(e)
         if complete:
             self.complete(complete)
         for ph, evs in by_phase.items():
-            if ph == "i":
-                self.instants(evs)
-            elif ph == "s":
-                self.flows(evs)
-            elif ph == "M":
-                self.metadata(evs)
-            elif ph == "C":
-                self.counter_count += len(evs)
-            else:
-                self.other_phases[ph or "<none>"] = (
-                    self.other_phases.get(ph or "<none>", 0) + len(evs)
-                )
+            self.add_phase(ph, self, evs, len(evs))
+
+    def add_phase(self, group: str, decoder: Any, events: Any, count: int) -> None:
+        """Add the ``count`` events of one phase group (a :data:`PHASE_GROUP` value or
+        another phase) through ``decoder``: this accumulator with structs, or the native
+        builder with rows, so both decoders route phases alike."""
+        if group == "i":
+            decoder.instants(events)
+        elif group == "s":
+            decoder.flows(events)
+        elif group == "M":
+            decoder.metadata(events)
+        elif group == "C":
+            self.counter_count += count
+        else:
+            key = group or "<none>"
+            self.other_phases[key] = self.other_phases.get(key, 0) + count
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hta.loading.columns import durations_ns
+from hta.loading.structs import PHASE_GROUP
 
 if TYPE_CHECKING:
     from hta.loading.events import _Accumulator
@@ -49,8 +50,6 @@ SPARSE: dict[str, tuple[Any, Any, int]] = {
     "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
 }
 RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
-#: Phases handled together, as in the Python decoder.
-_PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
 
 
 def built() -> bool:
@@ -173,7 +172,7 @@ class Builder:
         ph_local = chunk.cols["ph"]
         ph_uniq = _first_seen(ph_local) if chunk.n else np.zeros(0, dtype=np.int32)
         ph_text = {int(i): self.strings[i] for i in ph_uniq}
-        group_of = {i: _PHASE_GROUP.get(t, t) for i, t in ph_text.items()}
+        group_of = {i: PHASE_GROUP.get(t, t) for i, t in ph_text.items()}
         complete_ids = [i for i, t in ph_text.items() if t == "X"]
         if complete_ids:
             self.complete(np.flatnonzero(ph_local == complete_ids[0]))
@@ -188,17 +187,7 @@ class Builder:
             rows = np.flatnonzero(np.isin(ph_local, locals_))
             firsts[g] = (int(rows[0]), rows)
         for g, (_, rows) in sorted(firsts.items(), key=lambda kv: kv[1][0]):
-            if g == "i":
-                self.instants(rows)
-            elif g == "s":
-                self.flows(rows)
-            elif g == "M":
-                self.metadata(rows)
-            elif g == "C":
-                self.acc.counter_count += rows.size
-            else:
-                key = g or "<none>"
-                self.acc.other_phases[key] = self.acc.other_phases.get(key, 0) + rows.size
+            self.acc.add_phase(g, self, rows, rows.size)
 
     def complete(self, rows: np.ndarray) -> None:
         acc = self.acc

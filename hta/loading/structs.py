@@ -12,6 +12,9 @@ import msgspec
 
 NAN = float("nan")
 
+#: Phases whose events go to the same table, so it keeps the file's order (both decoders).
+PHASE_GROUP = {"I": "i", "f": "s", "t": "s"}
+
 # ROCm writes some integers as strings ("0x0"); a few writers quote numbers.
 IntLike = int | str | None
 NumLike = int | float | str | None
