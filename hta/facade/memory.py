@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.analysis import memory
+from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.loading.lazy import map_ranks
 from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
@@ -35,7 +36,7 @@ class MemoryMixin:
         free (columns ``rank, device, ts, total_allocated, total_reserved``). Needs a
         trace recorded with ``profile_memory=True``; empty otherwise.
         See :func:`hta.analysis.memory.memory_timeline`."""
-        _not_bool(ranks)
+        _not_bool("ranks", ranks)
         df = map_ranks(self.t, memory.memory_timeline, ranks, description="Memory timeline")
         if visualize:
             summary = map_ranks(self.t, memory.memory_summary, ranks,
@@ -48,7 +49,7 @@ class MemoryMixin:
         """Per rank and device: peak allocated bytes, when (ns and step), reserved bytes,
         and the operators holding the most memory at the peak.
         See :func:`hta.analysis.memory.memory_summary`."""
-        _not_bool(ranks)
+        _not_bool("ranks", ranks)
         df = map_ranks(self.t, memory.memory_summary, ranks, description="Memory summary")
         if visualize:
             timeline = map_ranks(self.t, memory.memory_timeline, ranks,
@@ -71,9 +72,3 @@ class MemoryMixin:
         if visualize:
             show(raw_memory_timeline_figure(df))
         return df
-
-
-def _not_bool(value: object) -> None:
-    if isinstance(value, bool):
-        raise TypeError(f"ranks={value!r} looks like a `visualize` flag; pass visualize= by "
-                        "keyword.")
