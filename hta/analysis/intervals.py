@@ -100,3 +100,24 @@ def mask_total(table: np.ndarray, *, all_of: int = 0, none_of: int = 0,
     if any_of:
         cols &= (masks & any_of) != 0
     return table[:, cols].sum(axis=1)
+
+
+class Cover:
+    """A union of ``[start, end)`` intervals that measures its overlap with many others."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.s, self.e = merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        self.cum = np.r_[np.int64(0), np.cumsum(self.e - self.s)]
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """Covered length before each time ``t`` (ns)."""
+        t = np.asarray(t, np.int64)
+        if self.s.size == 0:
+            return np.zeros(t.shape, np.int64)
+        k = np.searchsorted(self.s, t, side="right") - 1
+        kk = np.clip(k, 0, None)
+        return np.where(k >= 0, self.cum[kk] + np.minimum(t, self.e[kk]) - self.s[kk], 0)
+
+    def within(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Covered length inside each ``[start, end)`` (0 for empty ones)."""
+        return np.maximum(self.upto(ends) - self.upto(starts), 0)

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.intervals import merge
+from hta.analysis.intervals import Cover, merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, kind_codes
 from hta.model.trace import RankTrace
@@ -77,27 +77,6 @@ _NEVER = np.iinfo(np.int64).min // 4
 
 
 # -- shared helpers (also used by launch_bound and copies) --------------------------------
-class Cover:
-    """A union of ``[start, end)`` intervals that measures its overlap with many others."""
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.s, self.e = merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
-        self.cum = np.r_[np.int64(0), np.cumsum(self.e - self.s)]
-
-    def upto(self, t: np.ndarray) -> np.ndarray:
-        """Covered length before each time ``t`` (ns)."""
-        t = np.asarray(t, np.int64)
-        if self.s.size == 0:
-            return np.zeros(t.shape, np.int64)
-        k = np.searchsorted(self.s, t, side="right") - 1
-        kk = np.clip(k, 0, None)
-        return np.where(k >= 0, self.cum[kk] + np.minimum(t, self.e[kk]) - self.s[kk], 0)
-
-    def within(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Covered length inside each ``[start, end)`` (0 for empty ones)."""
-        return np.maximum(self.upto(ends) - self.upto(starts), 0)
-
-
 def gpu_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the rank's GPU work rows (kernels, copies, memsets)."""
     return np.flatnonzero(np.isin(rt.events["kind"].cat.codes.to_numpy(), _GPU_CODES))

@@ -61,8 +61,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
-from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import COMPUTE, gpu_work
+from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE

@@ -30,7 +30,6 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
-    Cover,
     data_loader_rows,
     fmt_steps,
     fmt_time,
@@ -38,7 +37,7 @@ from hta.analysis.findings.host import (
     sync_bubbles,
 )
 from hta.analysis.gpu_work import GpuWork, gpu_work
-from hta.analysis.intervals import merge
+from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
 
 #: A kernel shorter than this is "short" (ns).

@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import Cover, fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.findings.kernels import in_steps, top_names
-from hta.analysis.intervals import merge
+from hta.analysis.intervals import Cover, merge
 from hta.model.rules import GPU_WORK_KINDS, kind_codes
 from hta.model.trace import RankTrace
 
