@@ -240,10 +240,9 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     return SyncBubbles(rows, s0, s1, saving, b_start, b_end)
 
 
-def _context(rt: RankTrace, chain: list[int]) -> str:
-    """``aten::item under forward``: the outermost operator and the nearest label above."""
-    codes = rt.events["kind"].cat.codes.to_numpy()
-    names = rt.events["name"].to_numpy()
+def _context(rt: RankTrace, chain: list[int], codes: np.ndarray, names: np.ndarray) -> str:
+    """``aten::item under forward``: the outermost operator and the nearest label above
+    (``codes``, ``names``: the rank's kind codes and name ids)."""
     ops = [p for p in chain if codes[p] == _CPU_OP]
     labels = [p for p in chain if codes[p] == _ANNOTATION
               and not rt.symbols[names[p]].startswith("ProfilerStep#")]
@@ -263,7 +262,9 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     keep = in_selection(rt, sb.rows, iterations, window)
     saving = np.where(keep, sb.saving, 0)
     ev = rt.events
-    names = ev["name"].to_numpy()[sb.rows]
+    codes = ev["kind"].cat.codes.to_numpy()
+    all_names = ev["name"].to_numpy()
+    names = all_names[sb.rows]
     steps = ev["iteration"].to_numpy()[sb.rows]
     findings = []
     for name_id in np.unique(names[keep]).tolist():
@@ -275,7 +276,7 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         chains = ancestors(rt, sb.rows[idx])
         by_ctx: dict[str, int] = {}
         for i, chain in zip(idx.tolist(), chains, strict=True):
-            ctx = _context(rt, chain)
+            ctx = _context(rt, chain, codes, all_names)
             by_ctx[ctx] = by_ctx.get(ctx, 0) + int(saving[i])
         ctx, ctx_ns = max(by_ctx.items(), key=lambda kv: kv[1])
         name = rt.symbols[name_id]
