@@ -174,9 +174,14 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
     sync_ids = [i for i, s in enumerate(rt.symbols) if s in SYNC_OPS]
     ops = ops[np.isin(names[ops], sync_ids)]
     if ops.size:
+        # mark every ancestor of a call, one level of the parent links at a time
+        parent = RowMap(ev).column(ev, "parent")
         holds = np.zeros(len(ev), dtype=bool)
-        for chain in ancestors(rt, calls):
-            holds[chain] = True
+        up = parent[calls]
+        while (up := up[up >= 0]).size:
+            up = np.unique(up[~holds[up]])
+            holds[up] = True
+            up = parent[up]
         ops = ops[~holds[ops]]
     return np.union1d(calls, ops)
 
