@@ -106,29 +106,40 @@ class _Accumulator:
         n = len(events)
         if n == 0:
             return
-        dur, missing, negative = durations_ns(float_column([e.dur for e in events]))
+        cat = self.symbols.ids([e.cat for e in events])
+        args = [e.args for e in events]
+        rows = self.add_complete(float_column([e.dur for e in events]), {
+            "ts": ts,
+            "cat": cat,
+            "name": self.symbols.ids([e.name for e in events]),
+            "external_id": int_column([a.external_id for a in args], "External id", warnings),
+            "external_id_legacy": int_column(
+                [a.external_id_legacy for a in args], "external id", warnings),
+            "pid": self.ids_column([e.pid for e in events]),
+            "tid": self.ids_column([e.tid for e in events]),
+            "correlation": int_column([a.correlation for a in args], "correlation", warnings),
+            "stream": int_column([a.stream for a in args], "stream", warnings),
+            "device": int_column([a.device for a in args], "device", warnings),
+            "graph_id": int_column([a.graph_id for a in args], "graph id", warnings),
+        })
+        side_tables(self, events, args, cat, rows)
+
+    def add_complete(self, dur_us: np.ndarray, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """Add one chunk of complete events (both decoders): ``columns`` holds every event
+        column but ``dur`` (in :data:`_EVENT_COLUMNS`), plus ``external_id_legacy``,
+        used where ``external_id`` is absent. Returns the events' row ids."""
+        dur, missing, negative = durations_ns(dur_us)
         self.missing_dur += missing
         self.negative_dur += negative
-        cat = self.symbols.ids([e.cat for e in events])
-        name = self.symbols.ids([e.name for e in events])
-        args = [e.args for e in events]
-        ext = int_column([a.external_id for a in args], "External id", warnings)
-        legacy = int_column([a.external_id_legacy for a in args], "external id", warnings)
-        ext = np.where(ext >= 0, ext, legacy)
-        self.add_col("ts", ts)
-        self.add_col("dur", dur)
-        self.add_col("cat", cat)
-        self.add_col("name", name)
-        self.add_col("pid", self.ids_column([e.pid for e in events]))
-        self.add_col("tid", self.ids_column([e.tid for e in events]))
-        self.add_col("correlation",
-                     int_column([a.correlation for a in args], "correlation", warnings))
-        self.add_col("external_id", ext)
-        self.add_col("stream", int_column([a.stream for a in args], "stream", warnings))
-        self.add_col("device", int_column([a.device for a in args], "device", warnings))
-        self.add_col("graph_id", int_column([a.graph_id for a in args], "graph id", warnings))
-        side_tables(self, events, args, cat, np.arange(n) + self.row_offset)
-        self.row_offset += n
+        legacy = columns.pop("external_id_legacy")
+        columns["external_id"] = np.where(columns["external_id"] >= 0,
+                                          columns["external_id"], legacy)
+        columns["dur"] = dur
+        for name, values in columns.items():
+            self.add_col(name, values)
+        rows = np.arange(dur.shape[0]) + self.row_offset
+        self.row_offset += dur.shape[0]
+        return rows
 
     def _rows_for(self, cats: set[str], cat_ids: np.ndarray) -> np.ndarray:
         wanted = [self.symbols.index[c] for c in cats if c in self.symbols.index]

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hta.loading.columns import durations_ns
 from hta.loading.structs import PHASE_GROUP
 
 if TYPE_CHECKING:
@@ -195,28 +194,21 @@ class Builder:
         if not present.all():
             acc.missing_ts += int((~present).sum())
             rows = rows[present]
-        n = rows.size
-        if n == 0:
+        if rows.size == 0:
             return
-        ts = self.col("ts", rows)
-        dur, missing, negative = durations_ns(self.col("dur", rows))
-        acc.missing_dur += missing
-        acc.negative_dur += negative
         cat = self.symbols("cat", rows)
-        name = self.symbols("name", rows)
-        ext = self.col("external_id", rows)
-        ext = np.where(ext >= 0, ext, self.col("external_id_legacy", rows))
-        acc.add_col("ts", ts.copy())
-        acc.add_col("dur", dur)
-        acc.add_col("cat", cat)
-        acc.add_col("name", name)
-        acc.add_col("pid", self.ids("pid", rows))
-        acc.add_col("tid", self.ids("tid", rows))
-        for col in ("correlation", "stream", "device", "graph_id"):
-            acc.add_col(col, self.col(col, rows).copy())
-        acc.add_col("external_id", ext)
-        self.side_tables(rows, cat, np.arange(n) + acc.row_offset)
-        acc.row_offset += n
+        # (indexing by rows copies: no column keeps the chunk's buffers alive)
+        ids = acc.add_complete(self.col("dur", rows), {
+            "ts": self.col("ts", rows),
+            "cat": cat,
+            "name": self.symbols("name", rows),
+            "external_id": self.col("external_id", rows),
+            "external_id_legacy": self.col("external_id_legacy", rows),
+            "pid": self.ids("pid", rows),
+            "tid": self.ids("tid", rows),
+            **{c: self.col(c, rows) for c in ("correlation", "stream", "device", "graph_id")},
+        })
+        self.side_tables(rows, cat, ids)
 
     def side_tables(self, ev: np.ndarray, cat: np.ndarray, rows: np.ndarray) -> None:
         acc = self.acc
