@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.intervals import Cover, merge
+from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, kind_codes
 from hta.model.trace import RankTrace
@@ -224,24 +224,28 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     b_start = np.zeros(rows.size, dtype=np.int64)
     b_end = np.zeros(rows.size, dtype=np.int64)
     dl = data_loader_cover(rt) if dl is None else dl
-    frame = pd.DataFrame({"n": nxt, "i": np.arange(rows.size)})
-    for n, group in frame.groupby("n", sort=False):
-        idx = group["i"].to_numpy()
-        n = int(n)
-        if n < 0:  # no GPU work after the call in the trace: no bubble to measure
-            continue
-        ms, me = merge(s0[idx], s1[idx])
-        blocked = int((me - ms).sum())
-        start = max(int(drained[idx].max()), n - blocked)
-        if window is not None:
-            start, n = max(start, window[0]), min(n, window[1])
-        if start >= n:
-            continue
-        length = n - start - int(dl.within(np.array([start]), np.array([n]))[0])
-        dur = (s1[idx] - s0[idx]).astype(np.float64)
-        share = dur / dur.sum() if dur.sum() > 0 else np.full(idx.size, 1.0 / idx.size)
-        saving[idx] = np.rint(share * max(length, 0)).astype(np.int64)
-        b_start[idx], b_end[idx] = start, n
+    # one group per next GPU start; calls with no GPU work after them have no bubble
+    idx = np.flatnonzero(nxt >= 0)
+    if idx.size == 0:
+        return SyncBubbles(rows, s0, s1, saving, b_start, b_end)
+    n, grp = np.unique(nxt[idx], return_inverse=True)
+    grp = grp.reshape(-1)
+    blocked = mask_total(coverage(s0[idx], s1[idx], np.zeros(idx.size, np.int64), 1, grp,
+                                  n.size), all_of=1)
+    last_drain = np.full(n.size, _NEVER, dtype=np.int64)
+    np.maximum.at(last_drain, grp, drained[idx])
+    start = np.maximum(last_drain, n - blocked)
+    if window is not None:
+        start, n = np.maximum(start, window[0]), np.minimum(n, window[1])
+    length = np.where(start < n, np.maximum(n - start - dl.within(start, n), 0), 0)
+    dur = (s1[idx] - s0[idx]).astype(np.float64)
+    total = np.bincount(grp, weights=dur, minlength=n.size)[grp]
+    count = np.bincount(grp, minlength=n.size)[grp]
+    share = np.where(total > 0, dur / np.where(total > 0, total, 1.0), 1.0 / count)
+    hit = (start < n)[grp]
+    saving[idx] = np.where(hit, np.rint(share * length[grp]), 0).astype(np.int64)
+    b_start[idx] = np.where(hit, start[grp], 0)
+    b_end[idx] = np.where(hit, n[grp], 0)
     return SyncBubbles(rows, s0, s1, saving, b_start, b_end)
 
 
