@@ -445,3 +445,20 @@ def test_hidden_and_temporary_files_are_not_traces(tmp_path: Path) -> None:
     (tmp_path / "rank-1.json.tmp").write_text("{")       # Kineto's file before the rename
     analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
     assert analyzer.ranks == [0] and analyzer.skipped == {}
+
+
+def test_merged_parts_keep_named_ids_apart_when_their_ids_swap() -> None:
+    """Parallel decode: a part that met "B" before "A" numbers them the other way round;
+    the merge must not chain the two renumberings into one id."""
+    from hta.loading.decode import _decode_text, _merge
+
+    def ev(pid: str, ts: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "op", "pid": pid, "tid": 1, "ts": ts,
+                "dur": 1}
+
+    first = _decode_text(json.dumps([ev("A", 0)]).encode())
+    second = _decode_text(json.dumps([ev("B", 1), ev("A", 2)]).encode())
+    merged = _merge([first, second])
+    pid = merged.columns["pid"].tolist()
+    assert pid[0] == pid[2] != pid[1]
+    assert merged.named_ids == {"A": pid[0], "B": pid[1]}

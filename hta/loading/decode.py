@@ -120,10 +120,11 @@ def _fix_ids(frame_cols: dict[str, np.ndarray], which: str, sym_map: np.ndarray,
     if id_map:
         for col in _ID_COLUMNS.get(which, ()):
             if col in frame_cols and len(frame_cols[col]):
-                vals = np.asarray(frame_cols[col]).copy()
-                for old, new in id_map.items():
-                    vals[vals == old] = new
-                frame_cols[col] = vals
+                vals = np.asarray(frame_cols[col])
+                out = vals.copy()
+                for old, new in id_map.items():  # matched on the old values: no chaining
+                    out[vals == old] = new
+                frame_cols[col] = out
 
 
 def _merge(parts: list[_Partial]) -> _Partial:
