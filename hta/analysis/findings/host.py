@@ -282,14 +282,13 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         if total <= 0:
             continue
         idx = np.flatnonzero(mine)
-        chains = ancestors(rt, sb.rows[idx])
-        by_ctx: dict[str, int] = {}
-        for i, chain in zip(idx.tolist(), chains, strict=True):
+        hit = idx[saving[idx] > 0]
+        by_ctx: dict[str, int] = {}  # only calls with a saving weigh in the context
+        for i, chain in zip(hit.tolist(), ancestors(rt, sb.rows[hit]), strict=True):
             ctx = _context(rt, chain, codes, all_names)
             by_ctx[ctx] = by_ctx.get(ctx, 0) + int(saving[i])
         ctx, ctx_ns = max(by_ctx.items(), key=lambda kv: kv[1])
         name = rt.symbols[name_id]
-        hit = idx[saving[idx] > 0]
         evidence = (
             f"{idx.size} {name} call(s) in {fmt_steps(steps[idx])} blocked the host "
             f"{fmt_time(int((sb.end[idx] - sb.start[idx]).sum()))}; after {hit.size} of them "
