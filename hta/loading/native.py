@@ -145,7 +145,7 @@ class Builder:
     def ids(self, field: str, rows: np.ndarray) -> np.ndarray:
         """pid/tid over ``rows``: integers as they are, names through the accumulator's
         stable negative ids (first-seen order, as ``_Accumulator.ids_column``)."""
-        values = self.chunk.cols[field][rows].copy()
+        values = self.chunk.cols[field][rows]  # indexing copies: safe to write
         named = self.chunk.cols[field + "_sym"][rows]
         is_named = named >= 0
         if is_named.any():
