@@ -313,18 +313,6 @@ class LazyTrace(Trace):
                    meta={r: res.meta for r, res in results.items()}, **kwargs)
 
     # -- symbols ------------------------------------------------------------------------
-    def _intern(self, symbols: Sequence[str]) -> np.ndarray:
-        index = self._symbol_index
-        mapping = np.empty(len(symbols), dtype=np.int64)
-        for i, text in enumerate(symbols):
-            sid = index.get(text)
-            if sid is None:
-                sid = len(self.symbols)
-                index[text] = sid
-                self.symbols.append(text)
-            mapping[i] = sid
-        return mapping
-
     # -- reading ranks ------------------------------------------------------------------
     def materialize(self, rank: int) -> RankTrace:
         """Rank ``rank`` in this process, its ids in the shared symbol table, transforms

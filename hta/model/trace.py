@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,9 @@ class RankTrace:
 
     def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:
         """Point every symbol-id column (events and side tables) at a shared table."""
+        if np.array_equal(mapping, np.arange(len(mapping))):
+            self.symbols = symbols  # ids already match: nothing to rewrite
+            return
         if len(self.events):
             for col in ("name", "cat"):
                 self.events[col] = mapping[self.events[col].to_numpy()].astype(np.int32)
@@ -130,20 +133,21 @@ class Trace:
 
     def add(self, rank_trace: RankTrace) -> None:
         """Add a rank, moving its names into the shared symbol table."""
+        rank_trace.remap_symbols(self._intern(rank_trace.symbols), self.symbols)
+        self.ranks[rank_trace.rank] = rank_trace
+
+    def _intern(self, symbols: Sequence[str]) -> np.ndarray:
+        """The shared id of each of a rank's symbols, adding the unseen ones."""
         index = self._symbol_index
-        mapping = np.empty(len(rank_trace.symbols), dtype=np.int64)
-        for i, text in enumerate(rank_trace.symbols):
+        mapping = np.empty(len(symbols), dtype=np.int64)
+        for i, text in enumerate(symbols):
             sid = index.get(text)
             if sid is None:
                 sid = len(self.symbols)
                 index[text] = sid
                 self.symbols.append(text)
             mapping[i] = sid
-        if np.array_equal(mapping, np.arange(len(mapping))):
-            rank_trace.symbols = self.symbols  # ids already match: nothing to rewrite
-        else:
-            rank_trace.remap_symbols(mapping, self.symbols)
-        self.ranks[rank_trace.rank] = rank_trace
+        return mapping
 
     # -- HTA-compatible accessors -----------------------------------------------------
     def get_trace(self, rank: int) -> pd.DataFrame:
