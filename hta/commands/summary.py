@@ -122,7 +122,10 @@ def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> No
     if findings is None:
         return
     if not len(findings):
-        out.line("Findings: none (no rule found a problem worth 0.5% of the analysed time).")
+        from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
+
+        out.line("Findings: none (no rule found a problem worth "
+                 f"{100 * DEFAULT_MIN_SHARE:g}% of the analysed time).")
         out.line()
         return
     shown = findings.head(top).to_dict("records")
