@@ -135,11 +135,11 @@ def _timeline() -> Any:
 
 
 def _stragglers() -> Any:
+    from hta.analysis.stragglers import straggler_summary
     from hta.plots.stragglers import straggler_figure
 
-    analyzer = _analyzer()
-    return straggler_figure(analyzer.get_straggler_summary(),
-                            analyzer.get_collective_arrivals())
+    arrivals = _analyzer().get_collective_arrivals()
+    return straggler_figure(straggler_summary(arrivals), arrivals)
 
 
 def _memory() -> Any:
