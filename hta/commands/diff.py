@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from hta.commands.common import dumps, finite, parse_ranks, records
+from hta.commands.common import dumps, finite, parse_ranks, printable, records
 
 EXIT_OK = 0
 NAME_WIDTH = 90
@@ -112,14 +112,14 @@ def _number(value: float, pct: bool = False, signed: bool = False) -> str:
 
 def format_summary(summary: pd.DataFrame) -> str:
     """The summary table: one metric per line under its section; times in µs per step."""
-    width = max([len(clean(m)) for m in summary["metric"]] + [6]) + 2
+    width = max([len(printable(m)) for m in summary["metric"]] + [6]) + 2
     lines = [f"{'metric':<{width + 2}}{'control':>16}{'test':>16}{'delta':>16}{'change':>10}"]
     for section, part in summary.groupby("section", sort=False):
         lines.append(f"{section}")
         for row in part.to_dict("records"):
             pct = row["metric"].endswith("_pctg")
             lines.append(
-                f"  {clean(row['metric']):<{width}}{_number(row['control']):>16}"
+                f"  {printable(row['metric']):<{width}}{_number(row['control']):>16}"
                 f"{_number(row['test']):>16}{_number(row['delta'], signed=True):>16}"
                 f"{'' if pct else _number(row['delta_pctg'], pct=True, signed=True):>10}")
     return "\n".join(lines)
@@ -129,9 +129,7 @@ def format_changes(table: pd.DataFrame) -> str:
     """One line per name: delta, relative change, control -> test, status, name."""
     lines = []
     for row in table.to_dict("records"):
-        name = clean(row["name"])
-        if len(name) > NAME_WIDTH:
-            name = name[: NAME_WIDTH - 1] + "…"
+        name = printable(row["name"], NAME_WIDTH)
         lines.append(
             f"  {_number(row['delta_time(us)'], signed=True):>14} µs "
             f"{_number(row['delta_pctg'], pct=True, signed=True):>9}  "
@@ -150,10 +148,8 @@ def format_findings(table: pd.DataFrame) -> str:
                      ("appeared", "disappeared", "changed", "unchanged"))
     lines = [f"Findings ({head}; savings in µs, control -> test):"]
     for row in table[table["status"] != "unchanged"].to_dict("records"):
-        what = row["title"] + (f": {row['subject']}" if row["subject"] else "")
-        what = clean(what)
-        if len(what) > NAME_WIDTH:
-            what = what[: NAME_WIDTH - 1] + "…"
+        what = printable(row["title"] + (f": {row['subject']}" if row["subject"] else ""),
+                         NAME_WIDTH)
         severity = row["test_severity"] or row["control_severity"]
         lines.append(
             f"  {row['status']:<11} {severity:<6} "
@@ -162,11 +158,6 @@ def format_findings(table: pd.DataFrame) -> str:
     if len(lines) == 1:
         lines.append("  no finding appeared, disappeared or changed")
     return "\n".join(lines)
-
-
-def clean(text: object) -> str:
-    """A name safe to print on a terminal: control characters shown as escapes."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
 
 
 __all__ = ["add_parser", "format_changes", "format_findings", "format_summary", "run"]
