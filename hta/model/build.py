@@ -20,6 +20,7 @@ from hta.model.rules import (
     MEMORY_KINDS,
     RUNTIME_KINDS,
     RuleSet,
+    kind_mask,
 )
 from hta.model.trace import ARG_TABLES, RankTrace
 
@@ -58,17 +59,6 @@ def time_origin_ns(decoded: DecodedTrace) -> int:
     if ts.size and int(ts.max()) >= base // 2:
         return 0  # already absolute despite the base: do not add it twice
     return base
-
-
-def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
-    return [KIND_CODE[k] for k in kinds]
-
-
-def _of_kind(codes: np.ndarray, kinds: frozenset[str] | set[str]) -> np.ndarray:
-    """Rows whose kind code is one of ``kinds`` (a table lookup: one gather per row)."""
-    table = np.zeros(len(KINDS), dtype=bool)
-    table[_codes(kinds)] = True
-    return table[codes]
 
 
 def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
@@ -122,15 +112,15 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
     codes = ev["kind"].cat.codes.to_numpy()
     ts = ev["ts"].to_numpy()
     end = ev["end"].to_numpy()
-    cpu = _of_kind(codes, CPU_KINDS | {"other"}) & (ev["pid"].to_numpy() >= 0)
-    gpu = _of_kind(codes, GPU_KINDS)
+    cpu = kind_mask(codes, CPU_KINDS | {"other"}) & (ev["pid"].to_numpy() >= 0)
+    gpu = kind_mask(codes, GPU_KINDS)
     cpu &= ~gpu
     parent, depth, partial = links.call_stacks(
         ts, end, ev["pid"].to_numpy(), ev["tid"].to_numpy(), cpu
     )
     if partial:
         warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it")
-    runtime = _of_kind(codes, RUNTIME_KINDS)
+    runtime = kind_mask(codes, RUNTIME_KINDS)
     corr = links.correlation_links(ev["correlation"].to_numpy(), runtime, gpu)
     op_index = np.full(len(ev), links.NO_LINK, dtype=np.int64)
     is_op = codes == KIND_CODE["cpu_op"]
@@ -140,7 +130,7 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
     op_index[g_rows] = op_index[corr[g_rows]]
     # iterations
     name = ev["name"].to_numpy()
-    step_candidates = _of_kind(codes, {"user_annotation", "cpu_op"})
+    step_candidates = kind_mask(codes, {"user_annotation", "cpu_op"})
     starts, ends, numbers = links.step_spans(rt.symbols, name, step_candidates, ts, end)
     if starts.size == 0:
         iteration = np.zeros(len(ev), dtype=np.int64)
@@ -159,7 +149,7 @@ def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> 
     """Give copies without a ``bytes`` arg the ``size`` arg of their own event (MTIA DMA
     requests) or of the runtime call that launched them (ROCm ``hipMemcpy*``)."""
     ev = rt.events
-    memory = np.flatnonzero(_of_kind(ev["kind"].cat.codes.to_numpy(), MEMORY_KINDS))
+    memory = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), MEMORY_KINDS))
     if memory.size == 0:
         return
     size_of = np.full(len(ev), np.nan)
@@ -203,7 +193,7 @@ def build_metadata(
     pg_config = info.get("pg_config") or []
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    gpu = _of_kind(codes, GPU_KINDS)
+    gpu = kind_mask(codes, GPU_KINDS)
     counts = np.bincount(codes, minlength=len(KINDS))
     settings = {
         k: v for k, v in top.items()

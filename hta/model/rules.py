@@ -247,3 +247,11 @@ def classify(
 def kind_codes(kinds: Iterable[str]) -> list[int]:
     """Codes of the given kind names (for filtering the ``kind`` column's codes)."""
     return [KIND_CODE[k] for k in kinds]
+
+
+def kind_mask(codes: np.ndarray, kinds: Iterable[str]) -> np.ndarray:
+    """Rows whose ``kind`` code (``events["kind"].cat.codes``) is one of ``kinds``: one
+    table lookup per row; a missing kind (code -1) is in no set."""
+    table = np.zeros(len(KINDS) + 1, dtype=bool)  # the extra last slot answers code -1
+    table[kind_codes(kinds)] = True
+    return table[codes]

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.model.rules import KIND_CODE
-
 #: Edge types of the critical path graph; ``EDGE_CODE`` gives each its number.
 EDGE_TYPES: tuple[str, ...] = ("cpu", "gpu", "launch", "stream", "sync", "event_wait")
 EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
@@ -55,10 +53,6 @@ def stream_ids(values: np.ndarray) -> np.ndarray:
     """Stream ids with "no stream" as -1 (old traces write it as 4294967295, a uint32 -1)."""
     values = np.asarray(values, dtype=np.int64)
     return np.where((values < 0) | (values >= 2**31 - 1), -1, values)
-
-
-def kind_mask(codes: np.ndarray, kinds: frozenset[str] | set[str]) -> np.ndarray:
-    return np.isin(codes, [KIND_CODE[k] for k in kinds])
 
 
 def names_matching(symbols: list[str], pattern: re.Pattern[str]) -> np.ndarray:

@@ -60,9 +60,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.critical_path.attribution import bound_summary, path_frame
-from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams, kind_mask
+from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.sync import sync_edges
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)

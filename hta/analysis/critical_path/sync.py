@@ -16,11 +16,10 @@ import numpy as np
 from hta.analysis.critical_path.events import (
     Cols,
     Streams,
-    kind_mask,
     names_matching,
     stream_ids,
 )
-from hta.model.rules import KIND_CODE, KINDS, RUNTIME_KINDS
+from hta.model.rules import KIND_CODE, KINDS, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 #: Scope of ``runtime_sync`` calls that have no ``cuda_sync`` record in the trace. The rule
