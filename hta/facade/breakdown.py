@@ -96,11 +96,13 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         types, table = kernels.gpu_kernel_breakdown(
             self.t, ranks, iterations, duration_ratio, num_kernels, include_memory_kernels)
-        if visualize:
+        def figures() -> list[Any]:
             figs = [kernel_type_figure(types)]
             for kind in table["kernel_type"].unique():
                 figs += [kernel_pies_figure(table, kind), kernel_duration_figure(table, kind)]
-            _show(True, lambda: figs, image_renderer)
+            return figs
+
+        _show(visualize, figures, image_renderer)
         return types, table
 
     def get_comm_comp_overlap(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -125,9 +127,9 @@ class BreakdownMixin:
         df = annotations.user_annotation_breakdown(
             self.t, ranks, iterations, use_gpu_annotation, duration_ratio, num_kernels,
             allowlist_patterns)
-        if visualize and len(df):
-            _show(True, lambda: [user_annotation_figure(df), user_annotation_duration_figure(df)],
-                  image_renderer)
+        _show(visualize and len(df) > 0,
+              lambda: [user_annotation_figure(df), user_annotation_duration_figure(df)],
+              image_renderer)
         return df
 
 
