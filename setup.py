@@ -1,4 +1,4 @@
-"""Build the optional native parts: the column builder (``hta.loading._scan``) and the
+"""Build the optional native parts: the column builder (``hta.kineto._scan``) and the
 call-stack walk (``hta.model._stack``).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: where no C
@@ -11,9 +11,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "hta.loading._scan",
-            sources=["hta/loading/_native/scan.c"],
-            depends=[f"hta/loading/_native/scan_{part}.h" for part in ("fields", "intern", "lex")],
+            "hta.kineto._scan",
+            sources=["hta/kineto/_native/scan.c"],
+            depends=[f"hta/kineto/_native/scan_{part}.h" for part in ("fields", "intern", "lex")],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -6,13 +6,13 @@ or Arrow arrays; the last two are the loader's own column builders and produce e
 it keeps (typed NumPy columns, symbol ids, exact ns times, the side tables):
 
 * ``orjson``: ``orjson.loads`` into dicts, then one list per column from the dicts;
-* ``msgspec-typed``: ``msgspec.json.decode`` straight into ``hta.loading.structs.Event``
+* ``msgspec-typed``: ``msgspec.json.decode`` straight into ``hta.kineto.structs.Event``
   (unknown keys are skipped without being allocated), then one list per column;
 * ``pyarrow-json``: Arrow's JSON reader fed newline-delimited events (the text rewritten
   first) with an explicit schema; ``ts`` as float64 (not exact), pid/tid left out (their
   type varies within a trace, which the reader rejects);
 * ``python-decoder``: the loader's pure-Python decoder (msgspec structs, then columns);
-* ``native``: the loader's C scanner (``hta.loading._scan``) and ``native.py``.
+* ``native``: the loader's C scanner (``hta.kineto._scan``) and ``native.py``.
 
 Run: ``python benchmarks/bench_decoders.py [TRACE_FILE ...] [-n 5]``. Prints the median
 seconds, MB/s of uncompressed JSON and the peak RSS growth of each path. It is a
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import msgspec
 
-from hta.loading.structs import Event
+from hta.kineto.structs import Event
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/df_index_resolver"
 
@@ -83,13 +83,13 @@ def _columns_pyarrow(data: bytes) -> int:
 def _loader_columns(data: bytes, use_native: bool) -> int:
     """The loader's column builder over pieces of whole events, as the streaming reader
     cuts them (cutting included in the time)."""
-    from hta.loading.events import _Accumulator
-    from hta.loading.stream import BOUNDARY, TARGET_CHUNK
+    from hta.kineto.pydecode import Accumulator
+    from hta.kineto.stream import BOUNDARY, TARGET_CHUNK
 
     os.environ["HTA_NATIVE"] = "1" if use_native else "0"
     start = re.search(rb'"traceEvents"\s*:\s*\[', data).end()
     end = data.rindex(b"]")
-    acc = _Accumulator()
+    acc = Accumulator()
     view = memoryview(data)
     while start < end:
         cut = data.find(BOUNDARY, start + TARGET_CHUNK, end)
@@ -112,7 +112,7 @@ PATHS = {"orjson": _columns_orjson, "msgspec-typed": _columns_msgspec,
 
 
 def _child(method: str, path: str) -> None:
-    from hta.loading.decode import read_bytes
+    from hta.kineto.decode import read_bytes
 
     data = read_bytes(Path(path))
     gc.disable()

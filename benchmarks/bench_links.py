@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hta.loading.decode import decode_trace
+from hta.kineto.decode import decode_trace
 from hta.model import build, links
 from hta.model.rules import CPU_KINDS, GPU_KINDS, RuleSet
 

@@ -58,7 +58,7 @@ OURS_CODE = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
-from hta.loading.lazy import LazyTrace
+from hta.job.distributed import LazyTrace
 trace_dir, mode = sys.argv[1], sys.argv[2]
 in_memory = {"lazy": False, "memory": True, "auto": None, "dask": None}[mode]
 times = {"import_s": time.perf_counter() - t0}

@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--trace-dir", type=Path)
     args = parser.parse_args()
     if args.trace_dir:
-        from hta.loading.loader import load_trace
+        from hta.job.load import load_trace
 
         trace = load_trace(args.trace_dir, progress=False, cache=False)
         wall = timed(lambda: straggler_summary(collective_arrivals(trace)), args.repeat)

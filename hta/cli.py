@@ -10,14 +10,13 @@ be read, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
 from hta import __version__
-from hta.commands import COMMANDS
+from hta.commands import counters, diff, export, report, summary
 from hta.commands.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -26,7 +25,10 @@ from hta.commands.common import (
     EXIT_USAGE,
     CommandError,
 )
-from hta.loading.errors import TraceError
+from hta.errors import TraceError
+
+#: Subcommand modules, in the order ``hta --help`` lists them.
+COMMANDS = (summary, report, diff, counters, export)
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TRACE_ERROR", "EXIT_USAGE",
            "build_parser", "main"]
@@ -40,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hta {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show details and tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"hta.commands.{name}").add_parser(sub)
+    for module in COMMANDS:
+        module.add_parser(sub)
     for subparser in sub.choices.values():
         # also accepted after the subcommand; SUPPRESS keeps the main option's value
         subparser.add_argument("-v", "--verbose", action="store_true",

@@ -1,7 +1,7 @@
 """``TraceAnalysis``: the HTA-compatible entry point.
 
 ``TraceAnalysis(trace_dir=...)`` loads every rank of a job (see
-:func:`hta.loading.loader.load_trace` for every option) and exposes the analyses as
+:func:`hta.job.load.load_trace` for every option) and exposes the analyses as
 methods. An HTA notebook's first lines run unchanged::
 
     from hta.trace_analysis import TraceAnalysis
@@ -29,11 +29,11 @@ from hta.facade.hta_main import HtaMainMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
-from hta.loading.lazy import LazyTrace, map_ranks
-from hta.loading.loader import drop_last_step, load_trace
+from hta.job.distributed import LazyTrace, map_ranks
+from hta.job.executors import Executor
+from hta.job.load import drop_last_step, load_trace
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
-from hta.parallel import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
             them, and run the per-rank analyses next to them (``pip install 'hta[dask]'``).
         in_memory: ``True`` reads every rank into this process; ``False`` keeps them
             where they were loaded (Parquet entries, or Dask workers) and reads one rank
-            at a time; ``None`` decides (see :func:`hta.loading.loader.load_trace`).
+            at a time; ``None`` decides (see :func:`hta.job.load.load_trace`).
         storage_options: options for fsspec when ``trace_dir`` is a URL (``s3://``...).
     """
 
@@ -181,5 +181,5 @@ def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd
 
 def _drop_last_step(rt: RankTrace) -> None:
     """Remove the events of the rank's last ProfilerStep (kept for older imports; see
-    :func:`hta.loading.loader.drop_last_step`)."""
+    :func:`hta.job.load.drop_last_step`)."""
     drop_last_step(rt)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kineto_builder import COMPUTE_STREAM, TraceBuilder
 
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.trace import Trace
 
 STEP_NS = 200_000

@@ -12,7 +12,7 @@ from typing import Any
 
 from kineto_builder import TraceBuilder
 
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.rules import Rule
 from hta.model.trace import Trace
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import ROOT
 from kineto_builder import TraceBuilder
 
-from hta.loading import native
-from hta.loading.errors import TraceDiscoveryError, TraceError, TraceLoadError
+from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
+from hta.kineto import native
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -28,7 +28,7 @@ from hta.trace_analysis import TraceAnalysis
 def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run each test on the native column builder and on the pure-Python decoder."""
     if request.param == "native" and not native.built():
-        pytest.skip("the native scanner (hta.loading._scan) is not built")
+        pytest.skip("the native scanner (hta.kineto._scan) is not built")
     monkeypatch.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
     return request.param
 
@@ -450,7 +450,7 @@ def test_hidden_and_temporary_files_are_not_traces(tmp_path: Path) -> None:
 def test_merged_parts_keep_named_ids_apart_when_their_ids_swap() -> None:
     """Parallel decode: a part that met "B" before "A" numbers them the other way round;
     the merge must not chain the two renumberings into one id."""
-    from hta.loading.decode import _decode_text, _merge
+    from hta.kineto.decode import _decode_text, _merge
 
     def ev(pid: str, ts: int) -> dict:
         return {"ph": "X", "cat": "cpu_op", "name": "op", "pid": pid, "tid": 1, "ts": ts,

@@ -24,8 +24,8 @@ import pytest
 from conftest import shared_trace
 from kineto_builder import TraceBuilder
 
-import hta.loading.rank_load as rank_load_module
-from hta.loading.cache import CACHE_FORMAT_VERSION, fingerprint
+import hta.job.rank_load as rank_load_module
+from hta.job.cache import CACHE_FORMAT_VERSION, fingerprint
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import ARG_TABLES, EVENT_TABLES
 from hta.trace_analysis import TraceAnalysis

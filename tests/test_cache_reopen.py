@@ -1,7 +1,7 @@
 """Reopening a cached rank: memory-mapped, writable, and independent of the file.
 
 The events table of a cache entry comes back as views of a copy-on-write mapping of its
-Arrow file (``hta/loading/arrow_files.py``): nothing is copied when it opens, a change
+Arrow file (``hta/job/arrow_files.py``): nothing is copied when it opens, a change
 made to a reopened rank lands in private pages (never in the file, never in another
 reopen), the rank survives its entry being deleted, and past ``MAX_MAPPED`` live
 mappings the columns are copied instead, with the same values.
@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from test_cache import assert_same_rank, entries, rich_trace
 
-from hta.loading import arrow_files
-from hta.loading.cache import read_entry
+from hta.job import arrow_files
+from hta.job.cache import read_entry
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -142,16 +142,16 @@ def test_reopened_side_tables_can_be_changed_in_place(cached: tuple) -> None:
 def test_loading_modules_import_no_circle() -> None:
     import ast
 
-    root = Path(__file__).resolve().parent.parent / "hta" / "loading"
+    root = Path(__file__).resolve().parent.parent / "hta" / "job"
 
     def deps(module: str) -> set[str]:
         tree = ast.parse((root / f"{module}.py").read_text())
         return {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and node.module
-                and node.module.startswith("hta.loading.")}
+                and node.module.startswith("hta.job.")}
 
-    assert "loader" not in deps("lazy") and "loader" not in deps("rank_load")
-    assert "lazy" not in deps("rank_load") and "lazy" in deps("loader")
+    assert "load" not in deps("distributed") and "load" not in deps("rank_load")
+    assert "distributed" not in deps("rank_load") and "distributed" in deps("load")
 
 
 def test_side_tables_are_converted_on_first_use_and_act_as_a_dict(cached: tuple) -> None:

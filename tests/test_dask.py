@@ -20,15 +20,15 @@ import pytest
 from conftest import shared_trace
 from scale_cases import assert_same_answers, complete_events_in_json, make_job
 
-from hta.loading.lazy import LazyTrace
+from hta.job.distributed import LazyTrace
+from hta.job.executors import FAULT_ENV, DaskExecutor
 from hta.model.trace import Trace
-from hta.parallel import FAULT_ENV, DaskExecutor
 from hta.trace_analysis import TraceAnalysis
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
 
-#: Files whose name holds this make the worker loading them exit (see hta.parallel).
+#: Files whose name holds this make the worker loading them exit (see hta.job.executors).
 CRASH_MARK = "crash-me"
 
 
@@ -221,7 +221,7 @@ def test_progress_bar_ticks_once_per_rank_on_the_cluster(
 ) -> None:
     from contextlib import contextmanager
 
-    import hta.parallel as parallel_module
+    import hta.job.executors as parallel_module
 
     bars: list[tuple[str, int, list[int]]] = []
 

@@ -19,7 +19,7 @@ from hta.analysis.findings import find
 from hta.analysis.findings.communication import RULES, exposed_by_group
 from hta.analysis.overlap import comm_comp_overlap
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.trace_analysis import TraceAnalysis
 
 STEPS, PER_STEP = 3, 4

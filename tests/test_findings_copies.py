@@ -12,7 +12,7 @@ from kineto_builder import TraceBuilder
 
 from hta.analysis.findings import analysis_window, copies, find
 from hta.analysis.findings.copies import fmt_bytes
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 
 RULES = copies.RULES
 

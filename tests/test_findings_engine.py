@@ -9,7 +9,7 @@ from kineto_builder import TraceBuilder
 
 from hta.analysis.findings import Finding, FindingRule, analysis_window, find, step_table
 from hta.analysis.findings.engine import severity
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 
 
 def _job(tmp_path, ranks=(0, 1, 2)):

@@ -12,7 +12,7 @@ from conftest import SAMPLE_TRACES, shared_trace
 
 from hta.analysis.findings import analysis_window, find, host, launch_bound
 from hta.analysis.findings.host import Cover, fmt_steps, gpu_rows
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 
 RULES = host.RULES + launch_bound.RULES
 

@@ -22,7 +22,7 @@ from hta.analysis.findings import analysis_window, find
 from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings import unclassified as unclassified_rules
 from hta.analysis.findings.engine import default_rules
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.rules import Rule
 
 RULES = kernel_rules.RULES + unclassified_rules.RULES

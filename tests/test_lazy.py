@@ -19,13 +19,11 @@ import pytest
 from conftest import shared_trace
 from scale_cases import assert_same_answers, complete_events_in_json, make_job
 
-import hta.loading.loader as loader_module
-import hta.parallel as parallel_module
+import hta.job.executors as parallel_module
+import hta.job.load as loader_module
 from hta.analysis.summary import rank_summary
-from hta.loading.lazy import LazyTrace, map_ranks, rank_nbytes
-from hta.model.rules import KINDS
-from hta.model.trace import RankTrace, Trace
-from hta.parallel import (
+from hta.job.distributed import LazyTrace, map_ranks, rank_nbytes
+from hta.job.executors import (
     FAULT_ENV,
     DaskExecutor,
     LocalExecutor,
@@ -33,6 +31,8 @@ from hta.parallel import (
     WorkerDiedError,
     resolve_executor,
 )
+from hta.model.rules import KINDS
+from hta.model.trace import RankTrace, Trace
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -177,7 +177,7 @@ def test_a_lost_entry_is_loaded_again(job: Path, eager_job: TraceAnalysis,
 
     lazy = _lazy(job, max_workers=1)  # per-rank work in this process: its log is seen
     shutil.rmtree(lazy.t.handles[3].entry)
-    with caplog.at_level(logging.WARNING, logger="hta.loading.lazy"):
+    with caplog.at_level(logging.WARNING, logger="hta.job.distributed"):
         pd.testing.assert_frame_equal(lazy.get_rank_summary(), eager_job.get_rank_summary())
     assert "rank 3: its loaded copy" in caplog.text and "loading" in caplog.text
     lazy.close()

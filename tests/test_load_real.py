@@ -25,8 +25,8 @@ import pytest
 from conftest import ROOT, shared_trace
 from kineto_builder import TraceBuilder
 
-from hta.loading import native
-from hta.loading.errors import TraceDiscoveryError, TraceLoadError
+from hta.errors import TraceDiscoveryError, TraceLoadError
+from hta.kineto import native
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, MEMORY_KINDS, RUNTIME_KINDS
 from hta.model.trace import RankTrace
 from hta.trace_analysis import TraceAnalysis
@@ -36,7 +36,7 @@ from hta.trace_analysis import TraceAnalysis
 def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run each test on the native column builder and on the pure-Python decoder."""
     if request.param == "native" and not native.built():
-        pytest.skip("the native scanner (hta.loading._scan) is not built")
+        pytest.skip("the native scanner (hta.kineto._scan) is not built")
     monkeypatch.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
     return request.param
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hta.analysis.intervals import union_length
-from hta.loading import native
+from hta.kineto import native
 from hta.model.rules import GPU_WORK_KINDS
 from hta.synthetic import generate_job, summarize_truth
 from hta.trace_analysis import TraceAnalysis
@@ -25,7 +25,7 @@ TRUTH_KIND = {"memcpy_HtoD": "memcpy_htod", "memcpy_DtoH": "memcpy_dtoh",
 def sample(request: pytest.FixtureRequest) -> TraceAnalysis:
     """The sample job, loaded by the native column builder and by the Python decoder."""
     if request.param == "native" and not native.built():
-        pytest.skip("the native scanner (hta.loading._scan) is not built")
+        pytest.skip("the native scanner (hta.kineto._scan) is not built")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
         return TraceAnalysis(trace_dir=SAMPLE, cache=False, progress=False)

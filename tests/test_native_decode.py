@@ -1,4 +1,4 @@
-"""The native column builder (``hta.loading._scan`` + ``native.py``) against the Python
+"""The native column builder (``hta.kineto._scan`` + ``native.py``) against the Python
 decoder: identical tables, symbol ids and warnings on every real and sample trace and on
 hand-written oddities; the scanner declines what it cannot decode exactly; and the
 package loads without the extension."""
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, SHARED_TRACES
 
-from hta.loading import native, stream
-from hta.loading.decode import DecodedTrace, decode_trace
+from hta.kineto import native, stream
+from hta.kineto.decode import DecodedTrace, decode_trace
 
 pytestmark = pytest.mark.skipif(not native.built(), reason="the native scanner is not built")
 
@@ -66,7 +66,7 @@ def test_same_tables_on_real_and_sample_traces(path: Path,
 
 def test_the_scanner_takes_real_kineto_chunks() -> None:
     """On a real trace every piece is decoded natively (none falls back)."""
-    from hta.loading.stream import iter_event_chunks
+    from hta.kineto.stream import iter_event_chunks
 
     path = SHARED_TRACES / "df_index_resolver" / "df_index_resolver.json.gz"
     if not path.exists():
@@ -213,8 +213,8 @@ def test_exact_nanoseconds() -> None:
 def test_loads_without_the_extension() -> None:
     """With the compiled module missing, the package imports and loads (Python decoder)."""
     code = (
-        "import sys; sys.modules['hta.loading._scan'] = None\n"
-        "from hta.loading import native\n"
+        "import sys; sys.modules['hta.kineto._scan'] = None\n"
+        "from hta.kineto import native\n"
         "assert not native.built() and not native.available()\n"
         "from hta.trace_analysis import TraceAnalysis\n"
         f"ta = TraceAnalysis(trace_dir={str(ROOT / 'sample_traces' / 'synthetic_4rank')!r},"
@@ -264,12 +264,12 @@ def test_mutated_chunks_agree(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import msgspec
 
-    from hta.loading.events import _Accumulator
-    from hta.loading.stream import iter_event_chunks
+    from hta.kineto.pydecode import Accumulator
+    from hta.kineto.stream import iter_event_chunks
 
     def decode(text: bytes, use_native: bool) -> Any:
         monkeypatch.setenv("HTA_NATIVE", "1" if use_native else "0")
-        acc = _Accumulator()
+        acc = Accumulator()
         try:
             acc.decode_chunk(text)
         except (msgspec.DecodeError, ValueError) as exc:

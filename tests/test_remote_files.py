@@ -14,11 +14,11 @@ import pytest
 from conftest import shared_trace
 from scale_cases import assert_same_answers, make_job
 
-import hta.loading.rank_load as rank_load_module
-from hta.loading.decode import decode_trace
-from hta.loading.discovery import discover, peek_rank
-from hta.loading.errors import TraceDiscoveryError
-from hta.loading.files import RemotePath, is_url, trace_location
+import hta.job.rank_load as rank_load_module
+from hta.errors import TraceDiscoveryError
+from hta.kineto.decode import decode_trace
+from hta.kineto.discovery import discover, peek_rank
+from hta.kineto.files import RemotePath, is_url, trace_location
 from hta.trace_analysis import TraceAnalysis
 
 

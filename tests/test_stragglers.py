@@ -19,7 +19,7 @@ from hta.analysis.stragglers import (
     potential_stragglers,
     straggler_summary,
 )
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.plots.stragglers import straggler_figure
 from hta.trace_analysis import TraceAnalysis
 

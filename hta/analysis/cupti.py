@@ -38,7 +38,7 @@ import pandas as pd
 
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
-from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace, Trace
 

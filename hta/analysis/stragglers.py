@@ -65,8 +65,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
-from hta.loading.lazy import map_ranks
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """The communication kernels of each rank with their collective args
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
-    :func:`~hta.loading.lazy.map_ranks`. ``seq`` is -1 where the kernel has none;
+    :func:`~hta.model.trace.map_ranks`. ``seq`` is -1 where the kernel has none;
     ``group_ranks`` is the ``Process Group Ranks`` text ("" when absent)."""
     frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
@@ -223,7 +222,7 @@ def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
 
     ``ranks`` limits the ranks compared (a collective's lag is then measured among those
     ranks only); ``iterations`` the ``ProfilerStep`` numbers. Each rank's kernels are
-    read next to the data (:func:`~hta.loading.lazy.map_ranks`) and matched here.
+    read next to the data (:func:`~hta.model.trace.map_ranks`) and matched here.
     Definitions: the module docstring.
     """
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))

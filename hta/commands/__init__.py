@@ -1,7 +1,6 @@
 """Subcommands of the ``hta`` command, one module each.
 
 Each module has ``add_parser(subparsers)`` (which sets ``func``) and a ``run(args) -> int``.
+The ``hta`` entry point (:mod:`hta.cli`) imports them explicitly, in the order ``hta
+--help`` lists them, so the layer contract sees every dependency.
 """
-
-#: Subcommand modules, in the order ``hta --help`` lists them.
-COMMANDS = ("summary", "report", "diff", "counters", "export")

@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from hta.loading.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)

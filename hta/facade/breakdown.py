@@ -4,7 +4,7 @@ Each method calls one function of :mod:`hta.analysis` (whose docstring holds the
 definitions), shows the figures of :mod:`hta.plots` when ``visualize`` is true, and returns
 the DataFrame(s). ``ranks=None`` means every loaded rank; ``iterations=None`` the whole
 trace, a list of ``ProfilerStep`` numbers otherwise. The per-rank analyses go through
-:func:`~hta.loading.lazy.map_ranks`, so on ranks kept out of memory or on Dask workers
+:func:`~hta.model.trace.map_ranks`, so on ranks kept out of memory or on Dask workers
 they run next to the data and only their rows travel.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 
 from hta.analysis import annotations, idle, kernels, overlap, temporal
 from hta.facade.display import show
-from hta.loading.lazy import map_ranks
+from hta.model.trace import map_ranks
 from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
 from hta.plots.idle import idle_time_breakdown_figure
 from hta.plots.kernels import kernel_duration_figure, kernel_pies_figure, kernel_type_figure

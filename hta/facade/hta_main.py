@@ -2,7 +2,7 @@
 their annotation, queue summary from a series).
 
 Each calls one function of :mod:`hta.analysis` (whose docstring holds the definitions);
-the per-rank ones go through :func:`~hta.loading.lazy.map_ranks`. Names, arguments and
+the per-rank ones go through :func:`~hta.model.trace.map_ranks`. Names, arguments and
 return types are HTA main's; ``docs/analyses/hta_main.md`` says where the answers differ.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.analysis import aten_ops, kernel_annotations, queue_summary, steps
-from hta.loading.lazy import map_ranks
+from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from hta.model.trace import Trace

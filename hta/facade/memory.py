@@ -1,7 +1,7 @@
 """Memory timeline and peak on ``TraceAnalysis`` (from ``[memory]`` instant events).
 
 Each method calls one function of :mod:`hta.analysis.memory` (whose docstring holds the
-definitions) through :func:`~hta.loading.lazy.map_ranks`, and with ``visualize`` shows
+definitions) through :func:`~hta.model.trace.map_ranks`, and with ``visualize`` shows
 :func:`hta.plots.memory.memory_timeline_figure`.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 from hta.analysis import memory
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
-from hta.loading.lazy import map_ranks
+from hta.model.trace import map_ranks
 from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
 
 if TYPE_CHECKING:

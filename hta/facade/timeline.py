@@ -3,7 +3,7 @@
 
 Both draw :func:`hta.plots.timeline.timeline_figure` of
 :func:`hta.analysis.timeline.timeline_segments`, run per rank through
-:func:`~hta.loading.lazy.map_ranks` (so lazy and Dask-held ranks send back only their
+:func:`~hta.model.trace.map_ranks` (so lazy and Dask-held ranks send back only their
 segments). The segment budget is for the whole figure: each selected rank gets an equal
 share, so a figure never holds more than ``max_segments`` bars.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 
 from hta.analysis.timeline import segments_per_rank, timeline_segments
 from hta.facade.display import show
-from hta.loading.lazy import map_ranks
+from hta.model.trace import map_ranks
 from hta.plots.timeline import timeline_figure
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.loading.decode import DecodedTrace
+from hta.kineto.decode import DecodedTrace
 from hta.model import links
 from hta.model.rules import (
     CPU_KINDS,

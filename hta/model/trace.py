@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,11 +176,62 @@ class Trace:
                 f"rank {rank} is not loaded; loaded ranks: {self.get_ranks()}"
             ) from None
 
+    def selected_ranks(self, ranks: Iterable[int] | int | None = None) -> list[int]:
+        """``ranks`` as a sorted list of loaded ranks (all when ``None``); an unknown rank
+        raises naming the loaded ones."""
+        if ranks is None:
+            return self.get_ranks()
+        if isinstance(ranks, (int, np.integer)):
+            ranks = [int(ranks)]
+        selected = sorted({int(r) for r in ranks})
+        for r in selected:
+            self.rank(r)
+        return selected
+
+    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+                  args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+                  description: str = "", strict: bool = False) -> list[Any]:
+        """Per-rank work on ranks held in this process: one call
+        ``fn(self, ranks, *args, **kwargs)`` with ``ranks`` as given (a per-rank function's
+        answer for several ranks is the concatenation of its per-rank answers), returned
+        as a one-element list. A distributed job (:class:`hta.job.distributed.LazyTrace`)
+        has the same method and runs ``fn`` once per rank where the rank is."""
+        del description, strict  # nothing runs elsewhere, so nothing is lost or shown
+        return [fn(self, ranks, *args, **dict(kwargs or {}))]
+
     def __iter__(self) -> Iterator[RankTrace]:
         return iter(self.ranks[r] for r in self.get_ranks())
 
     def __len__(self) -> int:
         return len(self.ranks)
+
+
+def map_ranks(trace: Trace, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+              args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+              description: str = "") -> pd.DataFrame:
+    """Run a per-rank analysis next to the data; only its result travels.
+
+    ``fn(trace, ranks, *args, **kwargs) -> DataFrame`` must be per rank: its answer for
+    several ranks is the concatenation of its answers for each rank alone, in rank
+    order, and it must not return symbol ids (a worker sees one rank's own symbol
+    table). ``rank_summary``, ``temporal_breakdown``, ``comm_comp_overlap`` are such
+    functions.
+
+    On an in-memory :class:`Trace` this is one call ``fn(trace, ranks, ...)``. On a
+    distributed job (ranks kept in local Arrow entries or on Dask workers) ``fn`` runs
+    once per rank where the rank is and the per-rank DataFrames are concatenated; ranks
+    lost to a dead worker are reported in ``trace.skipped``. Analyses call this, never
+    the job layer, so they run unchanged on both.
+    """
+    frames = trace.map_ranks(fn, ranks, args, kwargs, description=description)
+    if not frames:
+        return fn(Trace({}), [], *args, **dict(kwargs or {}))
+    filled = [f for f in frames if len(f)]
+    if not filled:
+        return frames[0]
+    if len(filled) == 1:
+        return filled[0]
+    return pd.concat(filled, ignore_index=True)
 
 
 @dataclass(frozen=True)

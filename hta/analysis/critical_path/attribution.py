@@ -42,16 +42,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES
 from hta.model.rules import KIND_CODE, KINDS
+from hta.model.trace import RankTrace
 
-if TYPE_CHECKING:  # the graph module imports this one
-    from hta.analysis.critical_path.graph import CriticalPathGraph
+
+class CriticalPathGraph(Protocol):
+    """What attribution reads of a :class:`hta.analysis.critical_path.graph.CriticalPathGraph`
+    (a protocol, so this module does not import the graph module that imports it)."""
+
+    trace: RankTrace | None
+    path_edges: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_type: np.ndarray
+    node_weight: np.ndarray
+    node_event: np.ndarray
+    node_is_start: np.ndarray
+    node_ts: np.ndarray
 
 BOUND_TYPES: tuple[str, ...] = (
     "cpu_bound",

@@ -37,8 +37,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import collective_arrivals, comm_kernels, straggler_summary
-from hta.loading.lazy import map_ranks
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 EXPOSED_ADVICE = (
     "Overlap this communication with computation: with DDP, tune bucket_cap_mb so "

@@ -10,7 +10,7 @@ would lose if the problem went away.
 Rules come in two scopes:
 
 * ``"rank"``: ``check(rank_trace, iterations) -> list[Finding]``, one rank at a time, run
-  next to the data through :func:`hta.loading.lazy.map_ranks` (Dask workers, ranks kept
+  next to the data through :func:`hta.model.trace.map_ranks` (Dask workers, ranks kept
   on disk);
 * ``"job"``: ``check(trace, ranks, iterations) -> list[Finding]``, for what needs several
   ranks at once (stragglers).
@@ -44,8 +44,7 @@ import pandas as pd
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.analysis.steps import rank_step_spans
-from hta.loading.lazy import map_ranks
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
                   rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
     """The rank-scope rules' findings, one row per finding (:data:`RAW_COLUMNS`).
 
-    Per rank, so :func:`~hta.loading.lazy.map_ranks` can run it next to the data.
+    Per rank, so :func:`~hta.model.trace.map_ranks` can run it next to the data.
     """
     rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
     iters = None if iterations is None else as_list(iterations)

@@ -1,12 +1,12 @@
 /*
- * Native column builder for Kineto trace events (module hta.loading._scan).
+ * Native column builder for Kineto trace events (module hta.kineto._scan).
  *
  * scan(buffer) reads one JSON array of trace events and returns typed columns, one
  * entry per array element, for every field the loader reads (the fields of
  * hta/loading/structs.py). Strings are interned once per call into a local table.
  *
  * It handles only what it can decode exactly like the Python decoder (msgspec into
- * Event/Args structs, then hta.loading.decode); for anything else (a value of an
+ * Event/Args structs, then hta.kineto.decode); for anything else (a value of an
  * unexpected type, a duplicate key, an exponent in "ts", malformed JSON, invalid UTF-8
  * in a kept string...) it returns None and the caller decodes the chunk in Python, so
  * every warning and error message stays the Python decoder's.
@@ -425,7 +425,7 @@ PyMODINIT_FUNC PyInit__scan(void) {
     for (int i = 0; i < NTOP; i++) TOP_LEN[i] = strlen(TOP[i].key);
     for (int i = 0; i < NARGS; i++) ARGS_LEN[i] = strlen(ARGS[i].key);
     if (!key_table_init(&TOP_KEYS, TOP, NTOP) || !key_table_init(&ARGS_KEYS, ARGS, NARGS)) {
-        PyErr_SetString(PyExc_RuntimeError, "hta.loading._scan: key table overflow");
+        PyErr_SetString(PyExc_RuntimeError, "hta.kineto._scan: key table overflow");
         return NULL;
     }
     return PyModule_Create(&module);

@@ -1,0 +1,166 @@
+"""Tables as uncompressed Arrow IPC files, and reading them back without decoding.
+
+:func:`map_columns` gives the columns of a file as NumPy arrays that *are* the file's
+pages: the file is memory-mapped copy-on-write (``MAP_PRIVATE``), so opening costs no
+copy, only the pages an analysis touches are ever read from disk or the page cache, and
+the arrays stay writable (a write lands in a private copy of its page; the file never
+changes). Each mapping holds one file descriptor until its arrays are freed; past
+:data:`MAX_MAPPED` live mappings in one process, columns are copied instead.
+
+:class:`ArrowTables` holds a rank's (small, possibly string-holding) side tables as
+Arrow tables and converts each to pandas on first use, through Arrow's pandas
+conversion, which restores the dtypes recorded when it was written.
+"""
+
+from __future__ import annotations
+
+import mmap
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+#: Live copy-on-write mappings allowed in one process before columns are copied instead
+#: (each holds a file descriptor).
+MAX_MAPPED = 512
+
+_live: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write ``table`` as one uncompressed Arrow IPC file (one record batch per chunk)."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def read_column(path: Path, name: str) -> list[object]:
+    """One column of a file as a Python list (the symbol table)."""
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all().column(name).to_pylist()
+
+
+def map_columns(path: Path) -> dict[str, np.ndarray]:
+    """Every column of a file as a writable NumPy array over a copy-on-write mapping.
+
+    Fixed-width numeric columns without nulls are views of the mapping; any other column
+    (booleans, strings, columns with nulls) is converted by Arrow, as are all columns
+    when :data:`MAX_MAPPED` mappings are already alive.
+    """
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            raise pa.ArrowInvalid(f"{path} is empty")
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+    buffer = pa.py_buffer(mapped)
+    table = pa.ipc.open_file(buffer).read_all()
+    share = len(_live) < MAX_MAPPED
+    columns: dict[str, np.ndarray] = {}
+    viewed = False
+    for name, column in zip(table.column_names, table.columns):
+        view = _view(mapped, buffer, column) if share else None
+        viewed |= view is not None
+        columns[name] = view if view is not None else column.to_numpy()
+    if viewed:
+        _live.add(mapped)
+    del table, buffer
+    return columns
+
+
+def _view(mapped: mmap.mmap, buffer: pa.Buffer, column: pa.ChunkedArray) -> np.ndarray | None:
+    """The column as a view of the mapping, or None when it is not a plain numeric one."""
+    if column.num_chunks != 1:
+        return None
+    array = column.chunk(0)
+    kind = array.type
+    if array.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    dtype = np.dtype(kind.to_pandas_dtype())
+    data = array.buffers()[1]
+    if data is None:
+        return np.empty(0, dtype=dtype) if len(array) == 0 else None
+    offset = data.address - buffer.address + array.offset * dtype.itemsize
+    if offset < 0 or offset + len(array) * dtype.itemsize > buffer.size:
+        return None
+    return np.frombuffer(mapped, dtype=dtype, count=len(array), offset=offset)
+
+
+def read_table(path: Path) -> pa.Table:
+    """A whole file as an Arrow table over a read-only mapping of it (read into memory
+    instead past :data:`MAX_MAPPED` live mappings). Convert it to pandas before changing
+    anything: the conversion copies."""
+    if len(_live) >= MAX_MAPPED:
+        return pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+    with open(path, "rb") as fh:
+        if fh.seek(0, 2) == 0:
+            raise pa.ArrowInvalid(f"{path} is empty")
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    _live.add(mapped)
+    return pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
+
+
+class ArrowTables(MutableMapping[str, pd.DataFrame]):
+    """Side tables of a reopened rank: held as Arrow tables, each converted to a pandas
+    DataFrame (with the dtypes it was written with) the first time it is looked up.
+
+    Behaves as the plain ``dict`` of DataFrames it stands for; pickled, it becomes one.
+    """
+
+    def __init__(self, raw: Mapping[str, pa.Table],
+                 frames: Mapping[str, pd.DataFrame] | None = None) -> None:
+        self._order = list(raw) + [k for k in (frames or {}) if k not in raw]
+        self._raw = dict(raw)
+        self._frames = dict(frames or {})
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        frame = self._frames.get(name)
+        if frame is not None:
+            return frame
+        with self._lock:
+            if name not in self._frames:
+                raw = self._raw.get(name)
+                if raw is None:
+                    raise KeyError(name)
+                self._frames[name] = raw.to_pandas()
+                del self._raw[name]
+            return self._frames[name]
+
+    def __setitem__(self, name: str, frame: pd.DataFrame) -> None:
+        with self._lock:
+            self._raw.pop(name, None)
+            self._frames[name] = frame
+            if name not in self._order:
+                self._order.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        with self._lock:
+            if name not in self._order:
+                raise KeyError(name)
+            self._raw.pop(name, None)
+            self._frames.pop(name, None)
+            self._order.remove(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._order))
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._order
+
+    def copy(self) -> ArrowTables:
+        """A mapping that may be changed without touching this one (tables are shared)."""
+        with self._lock:
+            return ArrowTables({k: self._raw[k] for k in self._order if k in self._raw},
+                               {k: self._frames[k] for k in self._order if k in self._frames})
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, pd.DataFrame]]]:
+        return (dict, (dict(self.items()),))
+
+    def __repr__(self) -> str:
+        return f"ArrowTables({self._order})"

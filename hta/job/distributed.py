@@ -1,0 +1,447 @@
+"""Ranks kept where they were loaded, and per-rank work run next to them.
+
+A :class:`LazyTrace` is a :class:`~hta.model.trace.Trace` whose ranks are not held in
+this process. Each rank is a :class:`RankHandle`:
+
+* with local processes, a Arrow folder (the cache entry, or a temporary one) that a
+  worker process wrote;
+* on a Dask cluster, a Dask future of the rank held in the memory of the worker that
+  loaded it (Dask manages that memory, spills it to the worker's disk under pressure,
+  and loads the rank again on another worker if its worker is lost).
+
+Two ways to use the ranks:
+
+* :func:`map_ranks` (the way analyses should use it): run a per-rank function next to the
+  data, in the Dask worker that holds the rank or in a local worker process that reads
+  the rank's Arrow folder, and bring back only its result (a small DataFrame). The same
+  call on an in-memory :class:`~hta.model.trace.Trace` just calls the function.
+* The ordinary :class:`~hta.model.trace.Trace` interface (``trace.rank(r).events``,
+  ``get_trace(r)``, iterating): every analysis works unchanged. A rank is read into
+  this process when one of its tables is first used, and kept in a small LRU of
+  recently used ranks (:data:`RESIDENT_FRACTION` of the available memory, at least one
+  rank), so going over the ranks one after the other never holds more than that.
+
+What needs all of one rank's events in memory: loading it (decode and build), and every
+analysis of that rank; about ``bytes_per_event`` x events (see docs/scaling.md). No step
+needs every rank at once unless the analysis itself gathers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.errors import TraceLoadError
+from hta.job.arrow_files import ArrowTables
+from hta.job.cache import read_entry
+from hta.job.executors import Executor, WorkerDiedError, available_memory
+from hta.job.rank_load import (  # noqa: F401 - KeptRank... are re-exported
+    KeptRank,
+    LoadResult,
+    LoadTask,
+    kept_summary,
+    load_rank,
+    load_rank_kept,
+    rank_nbytes,
+)
+from hta.kineto.files import trace_location
+from hta.model.trace import RankTrace, Trace, map_ranks  # noqa: F401 - map_ranks re-exported
+
+logger = logging.getLogger(__name__)
+
+#: Client-side LRU of ranks read into this process: this fraction of the available memory.
+RESIDENT_FRACTION = 0.1
+
+Transform = Callable[[RankTrace], None]
+
+
+@dataclass(frozen=True)
+class RankHandle:
+    """Where one loaded rank is, and how to load it again if it is gone."""
+
+    rank: int
+    source: str  # the trace file (path or fsspec URL)
+    entry: str  # Arrow folder of the loaded rank ("" when none was written)
+    worker: str  # Dask worker address that loaded it ("" = this machine)
+    temporary: bool  # the entry is a temporary folder (not the cache)
+    events: int
+    nbytes: int  # in-memory size of the rank (bytes)
+    task: LoadTask = field(repr=False)
+    ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
+
+    @property
+    def name(self) -> str:
+        """The trace file's name."""
+        return trace_location(self.source).name
+
+
+@dataclass(frozen=True)
+class RankCall:
+    """One per-rank call: ``fn(one_rank_trace, [rank], *args, **kwargs)`` after the
+    ``transforms`` were applied to (a copy of) the rank."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    transforms: tuple[Transform, ...] = ()
+
+
+class _Resident:
+    """A thread-safe LRU of ranks bounded by their total size (at least one is kept)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._items: OrderedDict[Any, tuple[RankTrace, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> RankTrace | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Any, rt: RankTrace, nbytes: int) -> None:
+        with self._lock:
+            self._items[key] = (rt, nbytes)
+            self._items.move_to_end(key)
+            total = sum(n for _, n in self._items.values())
+            while len(self._items) > 1 and total > self.budget:
+                _, (_, n) = self._items.popitem(last=False)
+                total -= n
+
+    def pop(self, key: Any) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def keys(self) -> list[Any]:
+        with self._lock:
+            return list(self._items)
+
+
+# -- worker side ------------------------------------------------------------------------
+
+
+def open_rank(handle: RankHandle) -> RankTrace:
+    """The rank of ``handle``, read in this process from its Arrow folder, or, when the
+    folder is gone, loaded again from the trace file. The result must not be modified."""
+    rt = read_entry(Path(handle.entry)) if handle.entry else None
+    if rt is None:
+        logger.warning("rank %d: its loaded copy %s is gone; loading %s again", handle.rank,
+                       handle.entry or "(none)", handle.source)
+        rt, _ = load_rank(handle.task, store=False)
+    return rt
+
+
+def _rank_of(data: RankHandle | KeptRank | RankTrace) -> RankTrace:
+    if isinstance(data, KeptRank):
+        return data.rank_trace
+    if isinstance(data, RankHandle):
+        return open_rank(data)
+    return data
+
+
+def _private_copy(rt: RankTrace) -> RankTrace:
+    """A copy whose tables may be replaced without touching ``rt`` (data is shared)."""
+    return RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=list(rt.symbols),
+                     tables=_copy_tables(rt.tables), meta=dict(rt.meta),
+                     unclassified=rt.unclassified)
+
+
+def _copy_tables(tables: Any) -> Any:
+    """A shallow copy of a rank's side tables (tables not yet converted stay so)."""
+    return tables.copy() if isinstance(tables, ArrowTables) else dict(tables)
+
+
+def fetch_rank(data: RankHandle | KeptRank, call: RankCall) -> RankTrace:
+    """The rank (from a handle, or as a Dask worker holds it), transforms applied."""
+    rt = _private_copy(_rank_of(data))
+    for transform in call.transforms:
+        transform(rt)
+    return rt
+
+
+def run_on_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
+    """Worker side of :func:`map_ranks`: the call on a one-rank trace."""
+    rt = fetch_rank(data, call)
+    return call.fn(Trace({rt.rank: rt}), [rt.rank], *call.args, **call.kwargs)
+
+
+# -- client side ------------------------------------------------------------------------
+
+
+class LazyRankTrace(RankTrace):
+    """A rank of a :class:`LazyTrace`: ``rank`` and ``meta`` are here; ``events``,
+    ``tables`` and ``unclassified`` are read (and cached) when first used."""
+
+    def __init__(self, owner: LazyTrace, rank: int, meta: dict[str, Any]) -> None:  # noqa: D107
+        # RankTrace's fields are properties here: its __init__ is deliberately not run.
+        self._owner = owner
+        self.rank = rank
+        self.meta = meta
+
+    def _loaded(self) -> RankTrace:
+        return self._owner.materialize(self.rank)
+
+    @property  # type: ignore[override]
+    def events(self) -> pd.DataFrame:
+        """The events table (read on first use)."""
+        return self._loaded().events
+
+    @property  # type: ignore[override]
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The side tables (read on first use)."""
+        return self._loaded().tables
+
+    @property  # type: ignore[override]
+    def unclassified(self) -> np.ndarray:
+        """Rows whose kind matched no rule (read on first use)."""
+        return self._loaded().unclassified
+
+    @property  # type: ignore[override]
+    def symbols(self) -> list[str]:
+        """The job's shared symbol table."""
+        return self._owner.symbols
+
+    def _read_only(self, what: str) -> None:
+        raise TypeError(
+            f"rank {self.rank} is kept out of memory (lazy loading), so it cannot be changed "
+            f"in place ({what}); load with in_memory=True to modify ranks, or use "
+            "LazyTrace.add_transform"
+        )
+
+    def filter_rows(self, keep: np.ndarray) -> None:  # noqa: D102
+        self._read_only("filter_rows")
+
+    def classify(self, rules: Any) -> None:  # noqa: D102
+        self._read_only("classify")
+
+    def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:  # noqa: D102
+        self._read_only("remap_symbols")
+
+    def __repr__(self) -> str:
+        return f"LazyRankTrace(rank={self.rank})"
+
+    def __reduce__(self) -> tuple[type[RankTrace], tuple[Any, ...]]:
+        # Sent to another process (a worker pool), a lazy rank travels as the plain rank.
+        rt = self._loaded()
+        return (RankTrace, (self.rank, rt.events, rt.symbols, rt.tables, self.meta,
+                            rt.unclassified))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+class _LazyEvents(Mapping[int, pd.DataFrame]):
+    """``get_all_traces()`` of a lazy trace: each rank's events read when looked up."""
+
+    def __init__(self, trace: LazyTrace) -> None:
+        self._trace = trace
+
+    def __getitem__(self, rank: int) -> pd.DataFrame:
+        return self._trace.rank(rank).events
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._trace.get_ranks())
+
+    def __len__(self) -> int:
+        return len(self._trace)
+
+
+class LazyTrace(Trace):
+    """A job whose ranks stay where they were loaded (see the module docstring).
+
+    ``handles`` maps each rank to its :class:`RankHandle`; ``executor`` runs per-rank work
+    (:meth:`map_ranks`) and fetches ranks. ``transforms`` are applied to every rank when it
+    is read (``include_last_profiler_step=False`` adds one). ``close()`` (also run when the
+    trace is garbage-collected) deletes temporary entries and frees worker memory.
+    """
+
+    def __init__(self, handles: Mapping[int, RankHandle], executor: Executor, *,
+                 symbols: Mapping[int, list[str]], meta: Mapping[int, dict[str, Any]],
+                 trace_dir: str = "", skipped: Mapping[str, str] | None = None,
+                 progress: bool = True, resident_bytes: int | None = None) -> None:
+        # Trace's __init__ would add in-memory ranks; this one interns the symbol tables.
+        self.trace_dir = trace_dir
+        self.skipped: dict[str, str] = dict(skipped or {})
+        self.executor = executor
+        self.progress = progress
+        self.handles: dict[int, RankHandle] = {r: handles[r] for r in sorted(handles)}
+        self.transforms: list[Transform] = []
+        self.symbols: list[str] = []
+        self._symbol_index: dict[str, int] = {}
+        for rank in self.handles:
+            self._intern(symbols[rank])
+        self.ranks: dict[int, RankTrace] = {
+            r: LazyRankTrace(self, r, dict(meta[r])) for r in self.handles}
+        biggest = max((h.nbytes for h in self.handles.values()), default=0)
+        budget = resident_bytes if resident_bytes is not None else max(
+            biggest, int(RESIDENT_FRACTION * available_memory()))
+        self._resident = _Resident(budget)
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _release, executor,
+                                           list(self.handles.values()))
+
+    @classmethod
+    def from_results(cls, results: Mapping[int, LoadResult], tasks: Mapping[int, LoadTask],
+                     executor: Executor, **kwargs: Any) -> LazyTrace:
+        """A lazy trace from what the loading workers reported."""
+        handles = {
+            r: RankHandle(rank=r, source=res.path, entry=res.entry, worker=res.worker,
+                          temporary=res.temporary, events=res.events, nbytes=res.nbytes,
+                          task=tasks[r], ref=res.ref)
+            for r, res in results.items()
+        }
+        return cls(handles, executor, symbols={r: res.symbols for r, res in results.items()},
+                   meta={r: res.meta for r, res in results.items()}, **kwargs)
+
+    # -- symbols ------------------------------------------------------------------------
+    # -- reading ranks ------------------------------------------------------------------
+    def materialize(self, rank: int) -> RankTrace:
+        """Rank ``rank`` in this process, its ids in the shared symbol table, transforms
+        applied (kept in the LRU of recently used ranks)."""
+        self.rank(rank)  # a clear error for an unknown rank
+        with self._lock:
+            rt = self._resident.get(rank)
+            if rt is not None:
+                return rt
+            handle = self.handles[rank]
+            call = RankCall(fetch_rank, transforms=tuple(self.transforms))
+            if self.executor.remote:
+                outcome = self._map(fetch_rank, call, [rank], "", False)[0]
+                if isinstance(outcome.error, WorkerDiedError):
+                    self._reload([rank])
+                    outcome = self._map(fetch_rank, call, [rank], "", False)[0]
+                if not outcome.ok:
+                    raise outcome.error  # type: ignore[misc]
+                rt = outcome.value
+            else:
+                rt = fetch_rank(handle, call)
+            rt.remap_symbols(self._intern(rt.symbols), self.symbols)
+            self._resident.put(rank, rt, handle.nbytes)
+            return rt
+
+    def resident_ranks(self) -> list[int]:
+        """Ranks now held in this process (most recently used last)."""
+        return self._resident.keys()
+
+    def add_transform(self, transform: Transform) -> None:
+        """Apply ``transform`` (a module-level function changing a rank in place) to every
+        rank when it is read, here or in a worker."""
+        self.transforms.append(transform)
+        self._resident.clear()
+
+    def to_memory(self) -> Trace:
+        """Every rank read into an ordinary in-memory :class:`Trace`."""
+        ranks = {}
+        for rank in self.get_ranks():
+            rt = self.materialize(rank)
+            ranks[rank] = _private_copy(rt)
+            self._resident.pop(rank)
+        return Trace(ranks, trace_dir=self.trace_dir, skipped=self.skipped)
+
+    # -- Trace interface ----------------------------------------------------------------
+    def add(self, rank_trace: RankTrace) -> None:  # noqa: D102
+        raise TypeError("a lazy trace's ranks come from loading; build a Trace to combine "
+                        "ranks in memory (LazyTrace.to_memory())")
+
+    def get_all_traces(self) -> Mapping[int, pd.DataFrame]:  # type: ignore[override]
+        """Events tables of all ranks, each read when looked up."""
+        return _LazyEvents(self)
+
+    # -- per-rank work next to the data ----------------------------------------------
+    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+                  args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+                  description: str = "", strict: bool = False) -> list[Any]:
+        """``fn(one_rank_trace, [rank], *args, **kwargs)`` for each selected rank, run
+        where the rank is; the results in rank order.
+
+        A rank whose worker dies (twice) or whose data cannot be read again is left out,
+        reported in ``skipped`` under its file, and logged, unless ``strict``. Any other
+        exception raised by ``fn`` is raised here.
+        """
+        selected = self.selected_ranks(ranks)
+        what = description or getattr(fn, "__name__", "per-rank work")
+        call = RankCall(fn, tuple(args), dict(kwargs or {}), tuple(self.transforms))
+        outcomes = self._map(run_on_rank, call, selected, what, self.progress)
+        lost = [i for i, o in enumerate(outcomes) if isinstance(o.error, WorkerDiedError)]
+        if lost and self.executor.remote:
+            # The rank held by a worker may be what was lost: load it again, then retry.
+            again = [selected[i] for i in lost]
+            self._reload(again)
+            for i, outcome in zip(lost, self._map(run_on_rank, call, again, what, False)):
+                outcomes[i] = outcome
+        values = []
+        for rank, outcome in zip(selected, outcomes):
+            if outcome.ok:
+                values.append(outcome.value)
+                continue
+            error = outcome.error
+            if strict or not isinstance(error, (WorkerDiedError, TraceLoadError)):
+                raise error  # type: ignore[misc]
+            source = self.handles[rank].source
+            self.skipped[source] = f"rank {rank} left out of {what}: {error}"
+            logger.warning("rank %d left out of %s: %s", rank, what, error)
+        return values
+
+    def _map(self, fn: Callable[..., Any], call: RankCall, ranks: list[int], what: str,
+             progress: bool) -> list[Any]:
+        handles = [self.handles[r] for r in ranks]
+        return self.executor.map(
+            fn, [call] * len(ranks), progress=progress, description=what,
+            labels=[h.name for h in handles],
+            data=[h.ref if self.executor.remote else h for h in handles])
+
+    def _reload(self, ranks: list[int]) -> None:
+        """Load ranks again on the cluster (their worker-held copy was lost)."""
+        handles = [self.handles[r] for r in ranks]
+        logger.warning("loading rank(s) %s again on the cluster", ranks)
+        outcomes = self.executor.map_keep(load_rank_kept, [h.task for h in handles],
+                                          kept_summary, progress=False,
+                                          description="Loading traces again",
+                                          labels=[h.name for h in handles])
+        for handle, outcome in zip(handles, outcomes):
+            if outcome.ok:
+                ref, info = outcome.value
+                self.executor.release([handle.ref])
+                self.handles[handle.rank] = replace(handle, ref=ref, worker=info.worker)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _release, self.executor,
+                                           list(self.handles.values()))
+
+    def close(self) -> None:
+        """Delete temporary entries and drop the ranks held by workers and this process."""
+        self._resident.clear()
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        where = "Dask workers" if self.executor.remote else "local Arrow entries"
+        return f"LazyTrace(ranks={self.get_ranks()}, on {where})"
+
+
+def _release(executor: Executor, handles: list[RankHandle]) -> None:
+    """Free what the loaded ranks hold outside this process (best effort)."""
+    try:
+        executor.release([h.ref for h in handles if h.ref is not None])
+    except Exception as exc:  # noqa: BLE001 - cleanup must never raise
+        logger.debug("could not release worker-held ranks: %s", exc)
+    for h in handles:
+        if h.temporary and h.entry:
+            shutil.rmtree(Path(h.entry).parent, ignore_errors=True)

@@ -1,0 +1,231 @@
+"""Load a job: every rank's file, in parallel, through the cache.
+
+Workers (local processes, or Dask workers when a ``distributed.Client`` is given) decode
+their files (:mod:`hta.job.rank_load`) and leave each rank as an Arrow folder: the
+cache entry, or a temporary one.
+Then either every rank is read back into this process (a plain :class:`Trace`), or the
+ranks stay where they are and a :class:`~hta.job.distributed.LazyTrace` holds handles to
+them, reading one rank at a time when asked (see :func:`load_trace`, ``in_memory``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
+from hta.job.cache import default_cache_root, read_entry, user_cache_root
+from hta.job.distributed import LazyTrace
+from hta.job.executors import (
+    Executor,
+    Outcome,
+    available_cpus,
+    available_memory,
+    resolve_executor,
+)
+
+# What one rank's loading is (re-exported: callers and tests know them from here).
+from hta.job.rank_load import (  # noqa: F401
+    USER_CACHE,
+    LoadResult,
+    LoadTask,
+    decode_trace,
+    kept_summary,
+    load_rank,
+    load_rank_file,
+    load_rank_in_process,
+    load_rank_kept,
+)
+from hta.kineto.discovery import discover, peek_rank
+from hta.kineto.files import trace_location
+from hta.model.rules import Rule, RuleSet
+from hta.model.trace import RankTrace, Trace
+
+logger = logging.getLogger(__name__)
+
+#: With ``in_memory=None``, ranks are read into this process when their in-memory size
+#: (as measured by the workers) is at most this fraction of the available memory.
+IN_MEMORY_FRACTION = 0.5
+
+
+def drop_last_step(rt: RankTrace) -> None:
+    """Remove the events of the rank's last ProfilerStep (HTA's default behaviour)."""
+    steps = rt.events["iteration"]
+    if not (steps > 0).any():
+        return
+    last = int(steps.max())
+    keep = (steps != last).to_numpy()
+    rt.filter_rows(keep)
+    logger.info("rank %d: dropped %d events of ProfilerStep#%d", rt.rank, int((~keep).sum()),
+                last)
+
+
+def load_trace(
+    trace_dir: str | Path | None = None,
+    trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
+    *,
+    ranks: Iterable[int] | None = None,
+    rules: Iterable[Rule] = (),
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+    strict: bool = False,
+    progress: bool = True,
+    executor: Executor | None = None,
+    max_workers: int | None = None,
+    client: Any = None,
+    in_memory: bool | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Trace:
+    """Load every rank of a job into a :class:`Trace`.
+
+    A file that fails to load is skipped and reported (``trace.skipped`` maps its path
+    to the reason, and a warning is logged) unless ``strict=True``, which raises the
+    first failure. Two files claiming the same rank are always an error.
+
+    Where the work runs: ``client`` (a ``distributed.Client``) loads on the Dask cluster's
+    workers, which read the files themselves; ``executor`` runs it on any
+    :class:`~hta.job.executors.Executor`; by default, local processes (``max_workers``).
+    ``trace_dir`` and ``trace_files`` may be fsspec URLs (``s3://``, ``gs://``,
+    ``memory://``, ``file://``), with ``storage_options`` passed to fsspec.
+
+    Where the ranks stay (``in_memory``): ``True`` reads every rank into this process (a
+    plain :class:`Trace`); ``False`` leaves them as Arrow folders, or on the Dask
+    workers, and returns a :class:`~hta.job.distributed.LazyTrace` that reads one rank at a
+    time when asked and runs per-rank analyses next to the data
+    (:func:`~hta.job.distributed.map_ranks`); ``None`` (default) keeps them on the Dask
+    workers when there is a client, and otherwise reads them into memory when they take
+    at most half the available memory, else stays lazy.
+    """
+    files, explicit = discover(trace_dir, trace_files, storage_options)
+    user_rules = tuple(rules)
+    rule_key = RuleSet(user_rules).fingerprint()
+    runner = resolve_executor(executor, client, max_workers)
+    root = _cache_root(files[0].parent, cache_dir) if cache else None
+    tasks = [
+        LoadTask(
+            path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
+            user_rules=user_rules, cache_dir=root, rule_key=rule_key,
+            decode_workers=(max_workers or available_cpus())
+            if len(files) == 1 and not runner.remote else 1,
+            storage_options=storage_options,
+        )
+        for f in files
+    ]
+    wanted = set(ranks) if ranks is not None else None
+    if wanted is not None:
+        tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
+    in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
+    labels = [trace_location(t.path).name for t in tasks]
+    if runner.remote:
+        kept = runner.map_keep(load_rank_kept, tasks, kept_summary, progress=progress,
+                               description="Loading traces", labels=labels)
+        outcomes = [Outcome(value=replace(o.value[1], ref=o.value[0])) if o.ok else o
+                    for o in kept]
+    else:
+        worker_fn: Callable[[LoadTask], Any] = (load_rank_in_process if in_process
+                                                else load_rank_file)
+        outcomes = runner.map(worker_fn, tasks, progress=progress,
+                              description="Loading traces", labels=labels)
+    loaded: dict[int, tuple[LoadTask, RankTrace | LoadResult]] = {}
+    skipped: dict[str, str] = {}
+    for task, outcome in zip(tasks, outcomes):
+        if not outcome.ok:
+            err = outcome.error
+            if strict or not isinstance(err, (TraceError, OSError, ValueError, MemoryError)):
+                raise err  # type: ignore[misc]
+            reason = err.problem if isinstance(err, TraceLoadError) else str(err)
+            skipped[task.path] = reason
+            logger.warning("skipped %s: %s", task.path, reason)
+            continue
+        value = outcome.value
+        rank = value.rank
+        if wanted is not None and rank not in wanted:
+            _discard(value)
+            continue
+        if rank in loaded:
+            raise TraceDiscoveryError(
+                f"two files claim rank {rank}: {loaded[rank][0].path} and {task.path}; "
+                "remove one or pass trace_files={rank: path}"
+            )
+        loaded[rank] = (task, value)
+    if not loaded:
+        detail = "; ".join(f"{trace_location(p).name}: {r}" for p, r in skipped.items())
+        raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
+                                  else "no rank matched the requested ranks")
+    where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
+    if in_process:
+        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
+    results = {r: v for r, (_, v) in loaded.items()}
+    keep_out = _keep_out_of_memory(results, runner, in_memory)
+    if not keep_out and not runner.remote:
+        return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
+                     skipped=skipped)
+    lazy = LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
+                                  trace_dir=where, skipped=skipped, progress=progress)
+    if keep_out:
+        return lazy
+    try:  # in_memory=True on a cluster: bring every rank here, then free the workers
+        return lazy.to_memory()
+    finally:
+        lazy.close()
+
+
+def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:
+    if cache_dir:
+        return str(Path(cache_dir).expanduser())
+    root = default_cache_root(parent)
+    return USER_CACHE if root == user_cache_root() else str(root)
+
+
+def _wanted_tasks(tasks: list[LoadTask], wanted: set[int], files: list[Any],
+                  trace_dir: Any) -> list[LoadTask]:
+    """Skip files whose rank is known up front (given, or peeked) and not wanted."""
+    by_path = {str(f): f for f in files}
+    known = {t.path: (t.rank_hint if t.rank_hint >= 0 else peek_rank(by_path[t.path]))
+             for t in tasks}
+    kept = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
+    if not kept:
+        raise TraceDiscoveryError(
+            f"none of the ranks {sorted(wanted)} is in {trace_dir or 'the given files'}; "
+            f"found ranks {sorted({r for r in known.values() if r is not None})}"
+        )
+    return kept
+
+
+def _keep_out_of_memory(results: Mapping[int, LoadResult], runner: Executor,
+                        in_memory: bool | None) -> bool:
+    if in_memory is not None:
+        return not in_memory
+    if runner.remote:
+        return True
+    total = sum(r.nbytes for r in results.values())
+    budget = int(IN_MEMORY_FRACTION * available_memory())
+    if total > budget:
+        logger.info("the loaded ranks take %.1f GB, more than %.0f%% of the available memory: "
+                    "keeping them as Arrow entries, read one rank at a time", total / 1e9,
+                    100 * IN_MEMORY_FRACTION)
+        return True
+    return False
+
+
+def _discard(value: RankTrace | LoadResult) -> None:
+    if not isinstance(value, LoadResult):
+        return
+    if value.ref is not None:
+        value.ref.release()
+    elif value.temporary:
+        shutil.rmtree(Path(value.entry).parent, ignore_errors=True)
+
+
+def _collect(result: LoadResult) -> RankTrace:
+    folder = Path(result.entry)
+    rank_trace = read_entry(folder)
+    if result.temporary:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    if rank_trace is None:
+        raise TraceLoadError(result.path, f"the loaded rank could not be read back from {folder}")
+    return rank_trace

@@ -1,0 +1,210 @@
+"""Loading one rank: read its cache entry, or decode and link its file and leave it as an
+Arrow folder (the cache entry, or a temporary one) that another process can read.
+
+Both the job loader (:mod:`hta.job.load`) and the lazy ranks
+(:mod:`hta.job.distributed`, which load a rank again when its copy is gone) build on this
+module; it imports neither of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hta.errors import TraceLoadError
+from hta.job.cache import (
+    entry_path,
+    fingerprint,
+    read_entry,
+    stored_meta,
+    user_cache_root,
+    write_entry,
+)
+from hta.kineto.decode import decode_trace
+from hta.kineto.files import RemotePath, trace_location
+from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
+from hta.model.rules import Rule, RuleSet
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+#: ``LoadTask.cache_dir`` meaning "the user cache folder of the machine that loads it".
+USER_CACHE = "@user-cache"
+
+
+@dataclass(frozen=True)
+class LoadTask:
+    """What a worker needs to load one file (small, so it travels cheaply)."""
+
+    path: str  # local path or fsspec URL
+    rank_hint: int  # -1 when the rank must be found in the file
+    lone_file: bool
+    user_rules: tuple[Rule, ...]
+    cache_dir: str | None  # None: no cache; USER_CACHE: the loading machine's user cache
+    key: str = ""  # cache key; the worker computes it when empty
+    decode_workers: int = 1  # processes decoding this one file
+    rule_key: str = ""  # fingerprint of the user rules, part of the cache key
+    storage_options: dict[str, Any] | None = field(default=None, compare=False)
+    temp_dir: str | None = None  # where a temporary entry goes (None: the system's temp)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """Where the worker left the loaded rank (an Arrow folder), and what it holds."""
+
+    path: str
+    rank: int
+    entry: str
+    from_cache: bool
+    temporary: bool
+    events: int = 0
+    nbytes: int = 0  # in-memory size of the loaded rank (bytes)
+    symbols: list[str] = field(default_factory=list, compare=False, repr=False)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    worker: str = ""  # Dask worker address that loaded it ("": this machine)
+    ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
+
+
+def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
+    if task.rank_hint >= 0:
+        return task.rank_hint
+    if meta_rank is not None:
+        return meta_rank
+    from_name = rank_from_filename(task.path)
+    if from_name is not None:
+        return from_name
+    if task.lone_file:
+        return 0
+    raise TraceLoadError(
+        task.path,
+        "no rank found: the trace has no distributedInfo.rank and the file name has no "
+        "rank-N / rank_N / workerN",
+        "rename the file or pass trace_files={rank: path}",
+    )
+
+
+def _cache_folder(task: LoadTask) -> Path | None:
+    """The cache entry of the task's file, or None without a cache."""
+    if task.cache_dir is None:
+        return None
+    root = user_cache_root() if task.cache_dir == USER_CACHE else Path(task.cache_dir)
+    location = trace_location(task.path, task.storage_options)
+    try:
+        key = task.key or fingerprint(location, task.rule_key)
+    except FileNotFoundError as exc:
+        raise TraceLoadError(task.path, "the file does not exist (was it moved?)") from exc
+    except OSError as exc:
+        raise TraceLoadError(task.path, f"cannot read the file: {exc}") from exc
+    return entry_path(root, location, key)
+
+
+def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
+    location = trace_location(task.path, task.storage_options)
+    decoded = decode_trace(location, workers=workers)
+    rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
+    rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
+    del decoded
+    if isinstance(location, RemotePath):  # build_rank sizes local files only
+        rank_trace.meta["file_bytes"] = location.stat().st_size
+    return rank_trace
+
+
+def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult]:
+    """Decode, build and store one rank as a Arrow folder (the cache entry, else a
+    temporary folder unless ``store`` is false); the rank and where it is."""
+    folder = _cache_folder(task)
+    if folder is not None:
+        cached = read_entry(folder)
+        if cached is not None:
+            return cached, _result(task, cached, folder, True, False)
+    rank_trace = _decode_and_build(task, workers=task.decode_workers)
+    written = False
+    if folder is not None:
+        try:
+            write_entry(folder, rank_trace)
+            written = True
+        except OSError as exc:
+            logger.warning("could not write the cache for %s (%s); continuing without it",
+                           task.path, exc)
+    if not written and store:
+        folder = Path(tempfile.mkdtemp(prefix="hta-load-", dir=task.temp_dir)) / "rank"
+        write_entry(folder, rank_trace)
+    rank_trace.meta = stored_meta(rank_trace.meta)  # as every later read of the entry has it
+    return rank_trace, _result(task, rank_trace, folder if written or store else None, False,
+                               not written and store)
+
+
+def _result(task: LoadTask, rank_trace: RankTrace, folder: Path | None, from_cache: bool,
+            temporary: bool) -> LoadResult:
+    return LoadResult(
+        path=task.path, rank=rank_trace.rank, entry=str(folder) if folder else "",
+        from_cache=from_cache,
+        temporary=temporary, events=len(rank_trace.events), nbytes=rank_nbytes(rank_trace),
+        symbols=list(rank_trace.symbols), meta=dict(rank_trace.meta),
+    )
+
+
+def load_rank_file(task: LoadTask) -> LoadResult:
+    """Decode, build and store one rank as a Arrow folder (runs in a worker)."""
+    return load_rank(task)[1]
+
+
+def load_rank_in_process(task: LoadTask) -> RankTrace:
+    """Load one rank without the Arrow round trip (single-file, in-process loads).
+
+    The file's events are decoded by as many processes as there are CPUs.
+    """
+    folder = _cache_folder(task)
+    if folder is not None:
+        cached = read_entry(folder)
+        if cached is not None:
+            return cached
+    rank_trace = _decode_and_build(task, workers=task.decode_workers)
+    if folder is not None:
+        try:
+            write_entry(folder, rank_trace)
+        except OSError as exc:
+            logger.warning("could not write the cache for %s: %s", task.path, exc)
+    return rank_trace
+
+
+@dataclass
+class KeptRank:
+    """A rank held by a Dask worker, with what its loading reported."""
+
+    rank_trace: RankTrace
+    result: LoadResult
+
+    def __sizeof__(self) -> int:
+        # Dask sizes data with sys.getsizeof: report the rank's real size, so its memory
+        # manager and scheduler weigh it (spilling, keeping work next to it).
+        return self.result.nbytes + 1024
+
+
+def rank_nbytes(rt: RankTrace) -> int:
+    """Bytes a loaded rank takes in memory: events, side tables (strings included) and
+    the symbol table."""
+    total = int(rt.events.memory_usage(index=False, deep=False).sum())
+    for frame in rt.tables.values():
+        total += int(frame.memory_usage(index=False, deep=True).sum())
+    total += sum(len(s) + 49 for s in rt.symbols) + 8 * len(rt.symbols)
+    return total + int(getattr(rt.unclassified, "nbytes", 0))
+
+
+def load_rank_kept(task: LoadTask) -> KeptRank:
+    """Dask side of loading: the rank stays in this worker's memory (and in the cache
+    when there is one; no temporary folder is written)."""
+    rank_trace, result = load_rank(task, store=False)
+    return KeptRank(rank_trace, result)
+
+
+def kept_summary(kept: KeptRank) -> LoadResult:
+    """What the client needs to know of a kept rank (runs in the worker holding it)."""
+    from distributed import get_worker
+
+    return replace(kept.result, worker=get_worker().address)
+
+

@@ -1,0 +1,328 @@
+"""Decode one Kineto trace file into columnar tables.
+
+A file in Kineto's layout is inflated and cut into pieces of whole events as it is read
+(``stream.py``); each piece becomes columns (``native.py``, else ``events.py``) before
+the next is read. Other layouts are read whole (``rawio.py``, which repairs known writer
+bugs). The modules: ``rawio`` (bytes), ``events`` + ``side_tables`` (Python decoder),
+``native`` (native scanner), ``columns`` and ``symbols`` (helpers); the names other
+modules import from here are re-exported.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from hta.errors import TraceLoadError
+from hta.kineto import native
+from hta.kineto.columns import (  # noqa: F401 - re-exported
+    Table,
+    _concat_tables,
+    _frame,
+    _table_len,
+    float_column,
+    int_column,
+    raw_text,
+    timestamps_ns,
+)
+from hta.kineto.files import RemotePath, trace_location
+from hta.kineto.pydecode import (  # noqa: F401 - re-exported
+    _EVENT_COLUMNS,
+    _TABLE_COLUMNS,
+    Accumulator,
+    _Partial,
+)
+from hta.kineto.rawio import (  # noqa: F401 - re-exported
+    _DECODE_ERRORS,
+    INFLATE_ERRORS,
+    _repairs,
+    _require_events,
+    _top_level_values,
+    parse_top_level,
+    read_bytes,
+    text_size,
+)
+from hta.kineto.stream import NotStreamable, iter_event_chunks
+from hta.kineto.symbols import SymbolTable
+
+logger = logging.getLogger(__name__)
+
+CHUNK_EVENTS = 16_384
+
+
+@dataclass
+class DecodedTrace:
+    """Everything read from one file, before the trace model links it together."""
+
+    path: str
+    symbols: SymbolTable
+    columns: dict[str, np.ndarray]
+    kernel_args: pd.DataFrame
+    memory_args: pd.DataFrame
+    copy_sizes: pd.DataFrame
+    collective_args: pd.DataFrame
+    op_args: pd.DataFrame
+    sync_args: pd.DataFrame
+    instants: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    metadata_events: pd.DataFrame
+    top_level: dict[str, Any]
+    uncompressed_bytes: int
+    warnings: list[str]
+    named_ids: dict[str, int]
+
+
+#: Columns holding symbol ids, and columns holding pid/tid values, per table.
+_SYMBOL_COLUMNS = {"events": ("cat", "name"), "instants": ("name", "cat", "scope"),
+                   "flows": ("ph", "cat", "name")}
+_ID_COLUMNS = {"events": ("pid", "tid"), "instants": ("pid", "tid"), "flows": ("pid", "tid"),
+               "metadata_events": ("pid", "tid"), "counters": ("pid", "tid")}
+#: Below this much JSON text a file is decoded in one process.
+PARALLEL_MIN_TEXT_BYTES = 96 << 20
+
+
+def _decode_items(items: list[msgspec.Raw], chunk_events: int,
+                  acc: Accumulator | None = None) -> _Partial:
+    acc = acc or Accumulator()
+    for start in range(0, len(items), chunk_events):
+        part = items[start:start + chunk_events]
+        acc.decode_chunk(b"[" + b",".join(part) + b"]", part)
+    return acc.partial()
+
+
+def _decode_text(text: bytes) -> _Partial:
+    """Worker side of a parallel decode: one JSON array of whole events."""
+    gc.disable()
+    acc = Accumulator()
+    acc.decode_chunk(text)
+    return acc.partial()
+
+
+def _remap(values: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+    return mapping[values].astype(values.dtype, copy=False)
+
+
+def _fix_ids(frame_cols: dict[str, np.ndarray], which: str, sym_map: np.ndarray,
+             id_map: dict[int, int]) -> None:
+    """Rewrite a partial's symbol ids and named pid/tid ids into the merged ones."""
+    for col in _SYMBOL_COLUMNS.get(which, ()):
+        if col in frame_cols and len(frame_cols[col]):
+            frame_cols[col] = _remap(np.asarray(frame_cols[col]), sym_map)
+    if id_map:
+        for col in _ID_COLUMNS.get(which, ()):
+            if col in frame_cols and len(frame_cols[col]):
+                vals = np.asarray(frame_cols[col])
+                out = vals.copy()
+                for old, new in id_map.items():  # matched on the old values: no chaining
+                    out[vals == old] = new
+                frame_cols[col] = out
+
+
+def _merge(parts: list[_Partial]) -> _Partial:
+    """Concatenate partial results, unifying their symbol ids and named pid/tid ids."""
+    if len(parts) == 1:
+        return parts[0]
+    symbols = SymbolTable()
+    named: dict[str, int] = {}
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in _EVENT_COLUMNS}
+    tables: dict[str, list[Table]] = {k: [] for k in _TABLE_COLUMNS}
+    stats: dict[str, Any] = {"missing_dur": 0, "negative_dur": 0, "missing_ts": 0,
+                             "other_phases": {}}
+    warnings: list[str] = []
+    counter_count = 0
+    row_offset = 0
+    for part in parts:
+        sym_map = symbols.ids(part.symbols).astype(np.int64)
+        id_map: dict[int, int] = {}
+        for text, old in part.named_ids.items():
+            if text not in named:
+                named[text] = -2 - len(named)
+            id_map[old] = named[text]
+
+        cols = dict(part.columns)
+        _fix_ids(cols, "events", sym_map, id_map)
+        for k in _EVENT_COLUMNS:
+            columns[k].append(cols[k])
+        for name, table in part.tables.items():
+            if not _table_len(table):
+                continue
+            data = dict(table)
+            _fix_ids(data, name, sym_map, id_map)
+            if "row" in data:
+                data["row"] = np.asarray(data["row"]) + row_offset
+            tables[name].append(data)
+        row_offset += len(part.columns["ts"])
+        counter_count += part.counter_count
+        for key in ("missing_dur", "negative_dur", "missing_ts"):
+            stats[key] += part.stats[key]
+        for ph, n in part.stats["other_phases"].items():
+            stats["other_phases"][ph] = stats["other_phases"].get(ph, 0) + n
+        warnings.extend(w for w in part.warnings if w not in warnings)
+    return _Partial(
+        columns={k: np.concatenate(v) for k, v in columns.items()},
+        tables={k: _concat_tables(v, _TABLE_COLUMNS[k]) for k, v in tables.items()},
+        symbols=symbols.strings, named_ids=named, counter_count=counter_count,
+        stats=stats, warnings=warnings,
+    )
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked (Linux): they then inherit the loaded
+    modules, and no ``if __name__ == "__main__"`` guard is needed in user scripts."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
+
+
+def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
+    """Decode a file in Kineto's layout piece by piece (see :mod:`hta.kineto.stream`).
+
+    With ``workers > 1``, ``workers - 1`` forked processes decode pieces while this one
+    inflates and splits the file and decodes every ``workers``-th piece itself (rather
+    than wait); at most ``2 * workers`` pieces are in flight.
+    """
+    if workers <= 1 or not can_fork():
+        acc = Accumulator()
+        # Pieces are views of the inflated text, cut the same way for both decoders.
+        for kind, payload in iter_event_chunks(path, bare=True):
+            if kind == "bare":
+                acc.decode_bare(payload)
+            elif kind == "events":
+                acc.decode_chunk(payload)
+            else:
+                top, size = payload
+        return acc.partial(), top, size
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    pieces = iter_event_chunks(path)
+    ctx = multiprocessing.get_context("fork")
+    results: list[Future | _Partial] = []
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx) as pool:
+        for i, (kind, payload) in enumerate(pieces):
+            if kind != "events":
+                top, size = payload
+            elif i % workers == workers - 1:
+                results.append(_decode_text(payload))
+            else:
+                pending = [f for f in results if isinstance(f, Future) and not f.done()]
+                if len(pending) >= 2 * workers:
+                    pending[0].result()
+                results.append(pool.submit(_decode_text, payload))
+        parts = [r.result() if isinstance(r, Future) else r for r in results]
+    return _merge(parts), top, size
+
+
+def decode_trace(
+    path: str | Path | RemotePath, chunk_events: int = CHUNK_EVENTS, workers: int = 1
+) -> DecodedTrace:
+    """Read one trace file into columns and side tables.
+
+    ``path`` may be an fsspec URL or a :class:`~hta.kineto.files.RemotePath` (read
+    through fsspec); local paths are read as plain files. With ``workers > 1`` a large
+    file's events are decoded by that many processes. Raises :class:`TraceLoadError`
+    naming the file when it cannot be read as a trace.
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
+    try:
+        return _decode_trace(trace_location(path), chunk_events, workers)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _decode_whole(path: Path, chunk_events: int
+                  ) -> tuple[_Partial, dict[str, msgspec.Raw], int, list[str]]:
+    """Decode a file held in memory at once (any JSON layout; repairs known bugs).
+
+    Repairs are tried only when decoding fails, so a clean file is read once.
+    """
+    data = read_bytes(path)
+    uncompressed = len(data)
+    try:
+        top, items, repairs = parse_top_level(path, data)
+        _require_events(path, top, items)
+        del data
+        return _decode_items(items, chunk_events), top, uncompressed, repairs
+    except _DECODE_ERRORS as first:
+        error: Exception = first
+    data = read_bytes(path)
+    notes: list[str] = []
+    for what, repaired in _repairs(data):
+        notes.append(what)
+        try:
+            top, items, _ = parse_top_level(path, repaired)
+            _require_events(path, top, items)
+            return _decode_items(items, chunk_events), top, uncompressed, list(notes)
+        except _DECODE_ERRORS as exc:
+            error = exc
+    raise TraceLoadError(path, f"invalid JSON inside traceEvents: {error}",
+                         "a name may contain an unescaped quote, or the file was edited by hand"
+                         ) from error
+
+
+def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
+    repairs: list[str] = []
+    try:
+        # The native scanner decodes faster than worker processes can ship columns back.
+        streaming_workers = workers if (text_size(path) >= PARALLEL_MIN_TEXT_BYTES
+                                        and not native.available()) else 1
+        part, top, uncompressed = _decode_streaming(path, streaming_workers)
+    except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
+            KeyError):
+        part, top, uncompressed, repairs = _decode_whole(path, chunk_events)
+    except FileNotFoundError as exc:
+        raise TraceLoadError(path, "the file does not exist (was it moved?)") from exc
+    except PermissionError as exc:
+        raise TraceLoadError(path, "permission denied: the file cannot be read") from exc
+    except INFLATE_ERRORS as exc:
+        raise TraceLoadError(
+            path,
+            f"the gzip stream is truncated or corrupt ({exc})",
+            "the profiler may have been killed while writing; collect the trace again",
+        ) from exc
+    warnings = [f"repaired: {r}" for r in repairs] + part.warnings
+    stats = part.stats
+    if stats["missing_dur"]:
+        warnings.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")
+    if stats["negative_dur"]:
+        warnings.append(f"{stats['negative_dur']} complete event(s) had a negative 'dur'; "
+                        "clamped to 0")
+    if stats["missing_ts"]:
+        warnings.append(f"{stats['missing_ts']} complete event(s) had no usable 'ts'; dropped")
+    if stats["other_phases"]:
+        warnings.append(f"events of unsupported phases ignored: {stats['other_phases']}")
+    for w in warnings:
+        logger.warning("%s: %s", path, w)
+    symbols = SymbolTable()
+    symbols.ids(part.symbols)
+    tables = {name: _frame(table) for name, table in part.tables.items()}
+    return DecodedTrace(
+        path=str(path),
+        symbols=symbols,
+        columns=part.columns,
+        kernel_args=tables["kernel_args"],
+        memory_args=tables["memory_args"],
+        copy_sizes=tables["copy_sizes"],
+        collective_args=tables["collective_args"],
+        op_args=tables["op_args"],
+        sync_args=tables["sync_args"],
+        instants=tables["instants"],
+        flows=tables["flows"],
+        counters=tables["counters"],
+        metadata_events=tables["metadata_events"],
+        top_level=_top_level_values(path, top),
+        uncompressed_bytes=uncompressed,
+        warnings=warnings,
+        named_ids=part.named_ids,
+    )

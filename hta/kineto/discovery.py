@@ -1,0 +1,95 @@
+"""Find the trace files of a job."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from hta.errors import TraceDiscoveryError
+from hta.kineto.files import RemotePath, is_url, trace_location
+
+TracePath = Path | RemotePath
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def is_trace_name(path: TracePath) -> bool:
+    """``*.json`` or ``*.json.gz`` (``*.pt.trace.json.gz`` included), not hidden."""
+    name = path.name
+    return not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+
+
+def discover(
+    trace_dir: str | Path | None = None,
+    trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
+    storage_options: dict | None = None,
+) -> tuple[list[TracePath], dict[TracePath, int]]:
+    """Trace files to load, and the ranks the caller fixed explicitly.
+
+    ``trace_files`` may be a mapping rank -> file (HTA's form; the rank is then given) or
+    a list of files; relative names are taken inside ``trace_dir``. Without it every
+    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken. Folders and files
+    may be fsspec URLs (``s3://...``, ``memory://...``; see :mod:`hta.kineto.files`).
+    """
+    base = trace_location(trace_dir, storage_options) if trace_dir is not None else None
+    explicit: dict[TracePath, int] = {}
+    if trace_files is not None:
+        if isinstance(trace_files, Mapping):
+            pairs = [(int(r), f) for r, f in trace_files.items()]
+        else:
+            pairs = [(-1, f) for f in trace_files]
+        files: list[TracePath] = []
+        for rank, name in pairs:
+            f = trace_location(name, storage_options)
+            relative = isinstance(f, Path) and not f.is_absolute() and not is_url(name)
+            path = base / str(name) if relative and base is not None else f
+            if not path.is_file():
+                raise TraceDiscoveryError(f"trace file not found: {path}")
+            files.append(path)
+            if rank >= 0:
+                explicit[path] = rank
+        if not files:
+            raise TraceDiscoveryError("trace_files is empty: give at least one trace file")
+        return files, explicit
+    if base is None:
+        raise TraceDiscoveryError("give trace_dir (a folder of traces) or trace_files")
+    if base.is_file():
+        return [base], {}
+    if not base.exists():
+        raise TraceDiscoveryError(f"trace folder not found: {base}")
+    if not base.is_dir():
+        raise TraceDiscoveryError(f"not a folder: {base}")
+    found = [p for p in base.iterdir() if is_trace_name(p)]
+    files = sorted(p for p in found if p.is_file())
+    if not files:
+        others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
+        seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
+        raise TraceDiscoveryError(
+            f"no trace files (*.json, *.json.gz) in {base}{seen}; "
+            "point at the folder the profiler wrote, or pass trace_files="
+        )
+    return files, explicit
+
+
+_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
+_HEAD_BYTES = 1 << 18
+
+
+def peek_rank(path: TracePath) -> int | None:
+    """``distributedInfo.rank`` if it appears in the first 256 KiB of the file's text.
+
+    Kineto writes ``distributedInfo`` near the top, so ranks are known before a file is
+    decoded: unwanted ranks are never loaded and clashing ranks fail fast. ``None``
+    when the head holds no rank (the full load then looks at the whole file).
+    """
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(_HEAD_BYTES)
+        if raw[:2] == b"\x1f\x8b":
+            raw = zlib.decompressobj(31).decompress(raw, _HEAD_BYTES)
+    except (OSError, zlib.error):
+        return None
+    match = _RANK_IN_HEAD.search(raw)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,323 @@
+"""Columns from the native scanner (``hta.kineto._scan``, built from ``_native/scan.c``).
+
+The scanner turns one JSON array of events into typed columns, one entry per event, with
+strings interned once per chunk. This module does what the Python decoder does with
+decoded structs (split by phase, complete events into columns, the side tables, instants,
+flows and metadata), but with NumPy operations over whole columns: the only Python-level
+loops run over distinct strings, not events.
+
+Set ``HTA_NATIVE=0`` to use the pure-Python decoder; it is also used when the extension
+is not built (no compiler at install time) and for any chunk the scanner declines (an
+unexpected value type, malformed JSON, ...), so every warning and error is unchanged.
+The results are identical to the Python decoder's, symbol ids and all
+(``tests/test_native_decode.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hta.kineto.structs import PHASE_GROUP
+
+if TYPE_CHECKING:
+    from hta.kineto.sink import ColumnSink
+
+try:
+    from hta.kineto import _scan  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built where a C compiler is available
+    _scan = None
+
+#: Dense columns, one entry per event (symbols: local ids into the chunk's strings).
+SYM = ("ph", "cat", "name")
+#: Sparse columns, (rows, values) for the events that carry the field, in scan.c's order:
+#: name -> (dtype, default, values per row).
+SPARSE: dict[str, tuple[Any, Any, int]] = {
+    **{k: (np.int32, 0, 1) for k in ("bp", "s", "collective_name", "dtype", "pg_name",
+                                     "pg_desc", "meta_name", "labels")},
+    **{k: (np.int64, -1, 1) for k in (
+        "id", "external_id", "external_id_legacy", "correlation", "stream", "device", "cbid",
+        "cid", "graph_id", "sequence_number", "fwd_thread_id", "wait_on_stream",
+        "wait_on_event_corr", "addr", "device_type", "device_id", "sort_index")},
+    **{k: (np.float64, np.nan, 1) for k in (
+        "registers_per_thread", "shared_memory", "blocks_per_sm", "warps_per_sm",
+        "occupancy_pct", "nbytes", "size", "bandwidth_gbps", "in_msg_nelems",
+        "out_msg_nelems", "group_size", "seq", "mem_bytes", "total_allocated",
+        "total_reserved")},
+    "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
+}
+RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
+
+
+def built() -> bool:
+    """Whether the native scanner was compiled at install time."""
+    return _scan is not None
+
+
+def available() -> bool:
+    """Whether the native scanner is built and not switched off (``HTA_NATIVE=0``)."""
+    return _scan is not None and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false")
+
+
+class _Columns(dict):
+    """Dense columns by name; a sparse column is made dense when first asked for."""
+
+    def __init__(self, n: int, sparse: dict[str, tuple[bytes, bytes]]) -> None:
+        super().__init__()
+        self.n = n
+        self.sparse = sparse
+
+    def __missing__(self, name: str) -> np.ndarray:
+        dtype, default, width = SPARSE[name]
+        rows, values = self.sparse[name]
+        shape = (self.n, width) if width > 1 else (self.n,)
+        out = np.full(shape, default, dtype=dtype)
+        vals = np.frombuffer(values, dtype=dtype)
+        out[np.frombuffer(rows, dtype=np.int32)] = vals.reshape(-1, width) if width > 1 else vals
+        self[name] = out
+        return out
+
+
+class Chunk:
+    """One scanned chunk: columns by field name, with row selection."""
+
+    def __init__(self, result: tuple[Any, ...]) -> None:
+        (n, strings, sym, ids, sparse, ts, ts_present, dur), raws = result
+        self.n: int = n
+        self.strings: list[str] = strings
+        self.cols: dict[str, np.ndarray] = _Columns(n, dict(zip(SPARSE, sparse)))
+        for name, buf in zip(SYM, sym):
+            self.cols[name] = np.frombuffer(buf, dtype=np.int32)
+        self.cols["pid"] = np.frombuffer(ids[0], dtype=np.int64)
+        self.cols["tid"] = np.frombuffer(ids[1], dtype=np.int64)
+        self.cols["pid_sym"] = np.frombuffer(ids[2], dtype=np.int32)
+        self.cols["tid_sym"] = np.frombuffer(ids[3], dtype=np.int32)
+        self.cols["ts"] = np.frombuffer(ts, dtype=np.int64)
+        self.cols["ts_present"] = np.frombuffer(ts_present, dtype=np.bool_)
+        self.cols["dur"] = np.frombuffer(dur, dtype=np.float64)
+        #: raw JSON text of the Raw fields, one entry per event (None where absent)
+        self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
+
+
+def scan(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | None:
+    """Scan one JSON array of events (``bare``: events separated by commas, without the
+    brackets); None when the scanner declines it."""
+    if _scan is None:
+        return None
+    result = _scan.scan(text, bare)
+    return None if result is None else Chunk(result)
+
+
+def _first_seen(values: np.ndarray) -> np.ndarray:
+    """Distinct values in order of first appearance."""
+    uniq, first = np.unique(values, return_index=True)
+    return uniq[np.argsort(first, kind="stable")]
+
+
+class Builder:
+    """Adds one scanned chunk to a :class:`~hta.kineto.sink.ColumnSink`."""
+
+    def __init__(self, acc: ColumnSink, chunk: Chunk) -> None:
+        self.acc = acc
+        self.chunk = chunk
+        self.strings = chunk.strings
+
+    # -- helpers ---------------------------------------------------------------------
+    def symbols(self, field: str, rows: np.ndarray) -> np.ndarray:
+        """Global symbol ids of a string field over ``rows``, interned in first-seen order
+        (as the Python decoder interns them)."""
+        local = self.chunk.cols[field][rows]
+        if not local.size:
+            return np.zeros(0, dtype=np.int32)
+        order = _first_seen(local)
+        glob = self.acc.symbols.ids([self.strings[i] for i in order])
+        lut = np.zeros(len(self.strings), dtype=np.int32)
+        lut[order] = glob
+        return lut[local]
+
+    def texts(self, field: str, rows: np.ndarray) -> list[str]:
+        """A string field over ``rows`` as a list of str."""
+        strings = self.strings
+        return [strings[i] for i in self.chunk.cols[field][rows].tolist()]
+
+    def ids(self, field: str, rows: np.ndarray) -> np.ndarray:
+        """pid/tid over ``rows``: integers as they are, names through the accumulator's
+        stable negative ids (first-seen order, as ``ColumnSink.ids_column``)."""
+        values = self.chunk.cols[field][rows]  # indexing copies: safe to write
+        named = self.chunk.cols[field + "_sym"][rows]
+        is_named = named >= 0
+        if is_named.any():
+            local = named[is_named]
+            order = _first_seen(local)
+            lut = np.zeros(len(self.strings), dtype=np.int64)
+            for i in order.tolist():
+                lut[i] = self.acc._id_of(self.strings[i])
+            values[is_named] = lut[local]
+        return values
+
+    def raw_text(self, field: str, rows: np.ndarray) -> list[str]:
+        values = self.chunk.raws[field]
+        return [values[i] or "" for i in rows.tolist()]
+
+    def col(self, field: str, rows: np.ndarray) -> np.ndarray:
+        return self.chunk.cols[field][rows]
+
+    # -- the chunk -------------------------------------------------------------------
+    def add(self) -> None:
+        """Split by phase and add everything, in the Python decoder's order."""
+        chunk = self.chunk
+        ph_local = chunk.cols["ph"]
+        ph_uniq = _first_seen(ph_local) if chunk.n else np.zeros(0, dtype=np.int32)
+        ph_text = {int(i): self.strings[i] for i in ph_uniq}
+        group_of = {i: PHASE_GROUP.get(t, t) for i, t in ph_text.items()}
+        complete_ids = [i for i, t in ph_text.items() if t == "X"]
+        if complete_ids:
+            self.complete(np.flatnonzero(ph_local == complete_ids[0]))
+        groups: dict[str, list[int]] = {}
+        for i in ph_uniq.tolist():
+            if ph_text[i] != "X":
+                groups.setdefault(group_of[i], []).append(i)
+        if not groups:
+            return
+        firsts = {}
+        for g, locals_ in groups.items():
+            rows = np.flatnonzero(np.isin(ph_local, locals_))
+            firsts[g] = (int(rows[0]), rows)
+        for g, (_, rows) in sorted(firsts.items(), key=lambda kv: kv[1][0]):
+            self.acc.add_phase(g, self, rows, rows.size)
+
+    def complete(self, rows: np.ndarray) -> None:
+        acc = self.acc
+        present = self.chunk.cols["ts_present"][rows]
+        if not present.all():
+            acc.missing_ts += int((~present).sum())
+            rows = rows[present]
+        if rows.size == 0:
+            return
+        cat = self.symbols("cat", rows)
+        # (indexing by rows copies: no column keeps the chunk's buffers alive)
+        ids = acc.add_complete(self.col("dur", rows), {
+            "ts": self.col("ts", rows),
+            "cat": cat,
+            "name": self.symbols("name", rows),
+            "external_id": self.col("external_id", rows),
+            "external_id_legacy": self.col("external_id_legacy", rows),
+            "pid": self.ids("pid", rows),
+            "tid": self.ids("tid", rows),
+            **{c: self.col(c, rows) for c in ("correlation", "stream", "device", "graph_id")},
+        })
+        self.side_tables(rows, cat, ids)
+
+    def side_tables(self, ev: np.ndarray, cat: np.ndarray, rows: np.ndarray) -> None:
+        acc = self.acc
+        sel = acc._rows_for(acc.kernel_cats, cat)
+        if sel.size:
+            e = ev[sel]
+            grid = self.col("grid", e)
+            block = self.col("block", e)
+            acc.add_table("kernel_args", {
+                "row": rows[sel],
+                "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
+                "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+                "registers_per_thread": self.col("registers_per_thread", e),
+                "shared_memory_bytes": self.col("shared_memory", e),
+                "blocks_per_sm": self.col("blocks_per_sm", e),
+                "warps_per_sm": self.col("warps_per_sm", e),
+                "est_achieved_occupancy_pct": self.col("occupancy_pct", e),
+            })
+        sizes = self.col("size", ev)
+        has_size = np.flatnonzero(~np.isnan(sizes))
+        if has_size.size:
+            acc.add_table("copy_sizes", {"row": rows[has_size], "size": sizes[has_size]})
+        sel = acc._rows_for(acc.memory_cats, cat)
+        if sel.size:
+            e = ev[sel]
+            acc.add_table("memory_args", {
+                "row": rows[sel],
+                "bytes": self.col("nbytes", e),
+                "bandwidth_gbps": self.col("bandwidth_gbps", e),
+            })
+        coll = self.col("collective_name", ev)
+        nonempty = np.array([bool(s) for s in self.strings], dtype=bool)
+        sel = np.flatnonzero(nonempty[coll])
+        if sel.size:
+            e = ev[sel]
+            acc.add_table("collective_args", {
+                "row": rows[sel],
+                "collective_name": self.texts("collective_name", e),
+                "dtype": self.texts("dtype", e),
+                "in_msg_nelems": self.col("in_msg_nelems", e),
+                "out_msg_nelems": self.col("out_msg_nelems", e),
+                "group_size": self.col("group_size", e),
+                "process_group_name": self.texts("pg_name", e),
+                "process_group_desc": self.texts("pg_desc", e),
+                "process_group_ranks": self.raw_text("pg_ranks", e),
+                "seq": self.col("seq", e),
+            })
+        sel = acc._rows_for(acc.op_cats, cat)
+        if sel.size:
+            e = ev[sel]
+            raw_dims = self.chunk.raws["input_dims"]
+            raw_legacy = self.chunk.raws["input_dims_legacy"]
+            dims = [raw_dims[i] or raw_legacy[i] for i in e.tolist()]
+            seq = self.col("sequence_number", e)
+            has = np.fromiter(map(bool, dims), dtype=bool, count=len(dims)) | (seq >= 0)
+            if has.any():
+                keep = np.flatnonzero(has)
+                e = e[keep]
+                acc.add_table("op_args", {
+                    "row": rows[sel[keep]],
+                    "input_dims": [dims[i] or "" for i in keep.tolist()],
+                    "input_type": self.raw_text("input_type", e),
+                    "sequence_number": seq[keep],
+                    "fwd_thread_id": self.col("fwd_thread_id", e),
+                })
+        sel = acc._rows_for(acc.sync_cats, cat)
+        if sel.size:
+            e = ev[sel]
+            acc.add_table("sync_args", {
+                "row": rows[sel],
+                "wait_on_stream": self.col("wait_on_stream", e),
+                "wait_on_event_correlation": self.col("wait_on_event_corr", e),
+            })
+
+    def instants(self, ev: np.ndarray) -> None:
+        present = self.col("ts_present", ev)
+        self.acc.add_table("instants", {
+            "ts": self.col("ts", ev),
+            "name": self.symbols("name", ev),
+            "cat": self.symbols("cat", ev),
+            "pid": self.ids("pid", ev),
+            "tid": self.ids("tid", ev),
+            "scope": self.symbols("s", ev),
+            "addr": self.col("addr", ev),
+            "bytes": self.col("mem_bytes", ev),
+            "total_allocated": self.col("total_allocated", ev),
+            "total_reserved": self.col("total_reserved", ev),
+            "device_type": self.col("device_type", ev),
+            "device_id": self.col("device_id", ev),
+        }, present)
+
+    def flows(self, ev: np.ndarray) -> None:
+        present = self.col("ts_present", ev)
+        self.acc.add_table("flows", {
+            "ph": self.symbols("ph", ev),
+            "id": self.col("id", ev),
+            "ts": self.col("ts", ev),
+            "pid": self.ids("pid", ev),
+            "tid": self.ids("tid", ev),
+            "cat": self.symbols("cat", ev),
+            "name": self.symbols("name", ev),
+        }, present)
+
+    def metadata(self, ev: np.ndarray) -> None:
+        self.acc.add_table("metadata_events", {
+            "name": self.texts("name", ev),
+            "pid": self.ids("pid", ev),
+            "tid": self.ids("tid", ev),
+            "value": self.texts("meta_name", ev),
+            "labels": self.texts("labels", ev),
+            "sort_index": self.col("sort_index", ev),
+        })

@@ -1,0 +1,174 @@
+"""Streaming split of a trace file written in Kineto's layout.
+
+Kineto writes ``traceEvents`` one event per line, every event starting with a newline,
+two spaces and ``{``. A raw newline can never occur inside a JSON string, so in such a
+file ``b"\\n  {"`` only ever marks the start of an event. That lets us inflate the file
+block by block and cut each block at its last event start: every piece holds whole
+events, and the decompressed text never has to be in memory at once.
+
+:func:`iter_event_chunks` yields ``("events", json_array_bytes)`` pieces and finally
+``("top", dict_of_top_level_raw_values)``. Files in another layout (compact or indented
+JSON) give one piece holding everything, which the caller decodes as a whole document.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import msgspec
+
+try:
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - optional dependency
+    _zlib = zlib
+
+BOUNDARY = b"\n  {"
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+READ_SIZE = 1 << 22  # compressed bytes read at a time
+TARGET_CHUNK = 1 << 22  # decompressed bytes per piece of events (about 16k events)
+MAX_PREFIX = 1 << 26  # give up streaming if traceEvents does not start in the first 64 MiB
+
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+class NotStreamable(Exception):
+    """The file is not in Kineto's layout; decode it as a whole document instead."""
+
+
+def _text_blocks(path: Path) -> Iterator[bytes]:
+    """The file's text, inflated if gzip, in blocks of about TARGET_CHUNK bytes."""
+    with path.open("rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != b"\x1f\x8b":
+            while block := fh.read(TARGET_CHUNK):
+                yield block
+            return
+        inflater = _zlib.decompressobj(31)
+        while True:
+            compressed = fh.read(READ_SIZE)
+            if not compressed:
+                break
+            while compressed:
+                out = inflater.decompress(compressed, TARGET_CHUNK)
+                compressed = inflater.unconsumed_tail
+                if out:
+                    yield out
+            if inflater.eof:
+                if inflater.unused_data or fh.read(1):
+                    raise NotStreamable("several gzip members")
+                return
+        if not inflater.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+
+
+_SPACE = frozenset(b" \t\r\n")
+
+
+def _take_events(buf: bytearray, cut: int) -> bytes:
+    """``buf[:cut]`` (whole events, a trailing comma) as a JSON array, removed from buf.
+
+    Copies the text once: a piece is a few MiB and every copy shows in the load time.
+    """
+    end = _bare_end(buf, cut)
+    with memoryview(buf) as view:
+        piece = b"".join((b"[", view[:end], b"]"))
+    del buf[:cut]
+    return piece
+
+
+def _bare_end(buf: bytearray, cut: int) -> int:
+    """Where the events before ``cut`` end (the trailing comma and spaces dropped)."""
+    end = cut
+    while end > 0 and buf[end - 1] in _SPACE:
+        end -= 1
+    if end > 0 and buf[end - 1] == ord(","):
+        end -= 1
+    return end
+
+
+def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
+                 ) -> Generator[tuple[str, memoryview], None, bytearray]:
+    """Views of whole events, without copying the inflated blocks.
+
+    ``carry`` holds the start of an event that continues in the next block: it is
+    completed up to that block's first event start and handed out, then the block's
+    events up to its last event start are handed out as a view of the block itself.
+    Returns what is left after the last block (the last events and the file's end).
+    """
+    yielded = False
+    for block in blocks:
+        first = block.find(BOUNDARY)
+        if first < 0:
+            carry += block
+            if not yielded and len(carry) > 4 * TARGET_CHUNK:
+                raise NotStreamable("no event boundaries found")
+            continue
+        last = block.rfind(BOUNDARY)
+        with memoryview(block) as view:
+            carry += view[:first]
+            yielded = True
+            with memoryview(carry) as cview, cview[:_bare_end(carry, len(carry))] as piece:
+                yield "bare", piece
+            if last > first:
+                with view[first:_bare_end(block, last)] as piece:
+                    yield "bare", piece
+            carry = bytearray(view[last:])
+    return carry
+
+
+def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, object]]:
+    """Yield ``("events", bytes)`` JSON arrays of whole events, then
+    ``("top", (top_level_raw_values, uncompressed_size))``.
+
+    With ``bare``, the pieces before the last are ``("bare", memoryview)``: the events
+    separated by commas without brackets, a view of the read buffer that is valid only
+    until the next piece is asked for (no copy is made).
+
+    Raises :class:`NotStreamable` (before yielding anything) when the file does not
+    look like Kineto's layout, and ``EOFError``/``zlib.error`` for broken gzip.
+    """
+    sizes: list[int] = []
+    blocks = (sizes.append(len(b)) or b for b in _text_blocks(path))
+    buf = bytearray()
+    match = None
+    for block in blocks:
+        buf += block
+        match = EVENTS_KEY.search(buf)
+        if match or len(buf) > MAX_PREFIX:
+            break
+    if match is None:
+        raise NotStreamable("no traceEvents array near the start of the file")
+    prefix = bytes(buf[:match.start()])
+    del buf[:match.end()]
+    start = len(buf) - len(buf.lstrip())
+    if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
+        raise NotStreamable("events are not one per line")
+    if bare:
+        buf = yield from _bare_pieces(buf, blocks)
+    else:
+        yielded = False
+        for block in blocks:
+            buf += block
+            if len(buf) < TARGET_CHUNK:
+                continue
+            cut = buf.rfind(BOUNDARY)
+            if cut <= 0:
+                if not yielded and len(buf) > 4 * TARGET_CHUNK:
+                    raise NotStreamable("no event boundaries found")
+                continue
+            yielded = True
+            yield "events", _take_events(buf, cut)
+    # The rest: the last events, the end of the array, and the keys after it.
+    tail = b'{"traceEvents": [' + bytes(buf)
+    del buf
+    top_tail = _top_decoder.decode(tail)
+    top_head = _top_decoder.decode(prefix + b'"traceEvents": []}')
+    last = top_tail.pop("traceEvents")
+    yield "events", bytes(last)
+    top = {k: v for k, v in top_head.items() if k != "traceEvents"}
+    top.update(top_tail)
+    yield "top", (top, sum(sizes))
