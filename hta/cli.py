@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from hta import __version__
+from hta._version import __version__
 from hta.commands import counters, diff, export, report, summary
 from hta.commands.common import (
     EXIT_ERROR,

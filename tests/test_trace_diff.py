@@ -24,8 +24,9 @@ from diff_cases import (
 from kineto_builder import TraceBuilder
 
 import hta.trace_diff as facade
-from hta.analysis.diff import job_diff, name_totals, ops_diff, step_table
+from hta.analysis.diff import job_diff, name_totals, ops_diff
 from hta.commands.common import dumps
+from hta.model.selection import step_table
 from hta.trace_diff import DeviceType, TraceDiff
 
 HTA_COLUMNS = ["Control_counts", "Control_total_duration", "Test_counts",
@@ -205,9 +206,9 @@ def test_name_totals_exact_ns(tmp_path):
 def test_step_table(tmp_path):
     c, t = pair(tmp_path)
     steps = step_table(t.t)
-    assert steps["iteration"].tolist() == [1, 2, 3, 4]
-    assert steps["start"].tolist() == [0, 8 * MS, 16 * MS, 24 * MS]
-    assert (steps["step_time(ns)"] == 8 * MS).all()
+    assert steps["step"].tolist() == [1, 2, 3, 4]
+    assert steps["ts"].tolist() == [0, 8 * MS, 16 * MS, 24 * MS]
+    assert (steps["dur"] == 8 * MS).all()
 
 
 # -- figures ----------------------------------------------------------------------------------

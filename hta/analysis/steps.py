@@ -19,9 +19,10 @@ import pandas as pd
 from hta.analysis.select import select_ranks
 from hta.model.links import step_spans
 from hta.model.rules import KIND_CODE
+from hta.model.selection import STEP_COLUMNS, rank_steps
 from hta.model.trace import RankTrace, Trace
 
-COLUMNS = ["rank", "step", "ts", "end", "dur"]
+COLUMNS = STEP_COLUMNS
 _STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
 
 
@@ -36,14 +37,8 @@ def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def profiler_steps(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
     """One row per rank and ``ProfilerStep`` span (columns :data:`COLUMNS`), by rank then
-    start time."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        starts, ends, numbers = rank_step_spans(rt)
-        frames.append(pd.DataFrame({
-            "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64), "step": numbers,
-            "ts": starts, "end": ends, "dur": ends - starts,
-        }))
+    start time: the model's step table (:func:`hta.model.selection.rank_steps`)."""
+    frames = [rank_steps(rt) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in COLUMNS})

@@ -75,12 +75,12 @@ def _count(text: str) -> int:
 
 def selected_iterations(analyzer: Any, text: str | None) -> list[int] | None:
     """``--iterations`` as a list, checked against the steps of the loaded ranks."""
-    from hta.analysis.diff import step_table
+    from hta.model.selection import step_table
 
     wanted = parse_ranks(text, "--iterations")
     if wanted is None:
         return None
-    steps = sorted(step_table(analyzer.t)["iteration"].unique().tolist())
+    steps = sorted(step_table(analyzer.t)["step"].unique().tolist())
     if not set(wanted) & set(steps):
         have = f"its steps are {_ranges(steps)}" if steps else "it has no ProfilerStep"
         raise UsageError(f"--iterations {text}: no such ProfilerStep in {analyzer.trace_dir}; "

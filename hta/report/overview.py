@@ -9,7 +9,7 @@ and picks extremes. Times are µs (integer-ns sums divided by 1000).
 * ``events``, ``gpu_events``: complete events and GPU work events (kernels, memcpy,
   memset) of the rank in the selection (:func:`hta.analysis.summary.rank_summary`);
 * ``steps``, ``step_time_mean(us)``: number of ``ProfilerStep#N`` spans selected and their
-  mean duration (:func:`hta.analysis.diff.step_table`; NaN without steps);
+  mean duration (:func:`hta.model.selection.step_table`; NaN without steps);
 * ``kernel_time(us)`` (GPU span), ``compute_time(us)``, ``exposed_comm_time(us)``,
   ``exposed_memory_time(us)``, ``idle_time(us)``, ``memory_time(us)`` and the four
   ``*_pctg`` of the span: :func:`hta.analysis.temporal.temporal_breakdown_detail`;
@@ -65,9 +65,9 @@ import pandas as pd
 
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
-from hta.analysis.diff import step_table
 from hta.analysis.select import select_ranks
 from hta.analysis.summary import rank_summary
+from hta.model.selection import step_table
 from hta.model.trace import RankTrace, Trace
 
 RANK_COLUMNS = [
@@ -141,8 +141,8 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
     base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
     steps = step_table(trace, ranks)
     if iterations is not None:
-        steps = steps[steps["iteration"].isin(iterations)]
-    step_stats = steps.groupby("rank")["step_time(ns)"].agg(["count", "mean"])
+        steps = steps[steps["step"].isin(iterations)]
+    step_stats = steps.groupby("rank")["dur"].agg(["count", "mean"])
     base["steps"] = base["rank"].map(step_stats["count"]).fillna(0).astype(np.int64)
     base["step_time_mean(us)"] = base["rank"].map(step_stats["mean"] / 1e3).astype(float)
 

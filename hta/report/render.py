@@ -14,7 +14,7 @@ import jinja2
 import numpy as np
 import plotly.offline
 
-from hta import __version__
+from hta._version import __version__
 from hta.report.context import Section, ranges
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"

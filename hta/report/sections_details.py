@@ -99,10 +99,10 @@ def critical_path(ctx: Context, s: Section) -> None:
     if not rt.events["iteration"].gt(0).any():
         annotation = None
     elif steps is not None:
-        from hta.analysis.diff import step_table
+        from hta.model.selection import step_table
 
         spans = step_table(ctx.trace, rank).reset_index(drop=True)
-        chosen = spans.index[spans["iteration"].isin(steps)]
+        chosen = spans.index[spans["step"].isin(steps)]
         if len(chosen):
             instance = (int(chosen.min()), int(chosen.max()))
     graph, path = cp.critical_path_analysis(rt, annotation, instance)

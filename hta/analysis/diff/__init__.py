@@ -41,7 +41,6 @@ from hta.analysis.diff.common import (
     STATUSES,
     device_type_name,
     resolve_iterations,
-    step_table,
 )
 from hta.analysis.diff.job import JobDiff, format_time_pair, job_diff
 from hta.analysis.diff.per_name import (
@@ -67,5 +66,4 @@ __all__ = [
     "name_totals",
     "ops_diff",
     "resolve_iterations",
-    "step_table",
 ]

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.common import Iterations, Ranks, resolve_iterations, step_table
+from hta.analysis.diff.common import Iterations, Ranks, resolve_iterations
 from hta.analysis.select import select_ranks
+from hta.model.selection import step_table
 from hta.model.trace import Trace
 
 
@@ -43,11 +44,11 @@ def _side(trace: Trace, ranks: Ranks, iterations: Iterations) -> _Side:
     has_steps = len(steps) > 0
     if has_steps:
         if iterations is None or (isinstance(iterations, str) and iterations.lower() == "all"):
-            wanted = sorted(set(steps["iteration"].tolist()))
+            wanted = sorted(set(steps["step"].tolist()))
         else:
             wanted = resolve_iterations(trace, selected, iterations, steps) or []
-        steps = steps[steps["iteration"].isin(wanted)].reset_index(drop=True)
-        counts = steps.groupby("rank")["iteration"].nunique()
+        steps = steps[steps["step"].isin(wanted)].reset_index(drop=True)
+        counts = steps.groupby("rank")["step"].nunique()
         n_steps = {r: int(counts.get(r, 0)) for r in selected}
         empty = [r for r, n in n_steps.items() if n == 0]
         if empty:
@@ -66,12 +67,12 @@ def _side(trace: Trace, ranks: Ranks, iterations: Iterations) -> _Side:
 def _steps_rows(label: str, side: _Side) -> pd.DataFrame:
     s = side.steps
     return pd.DataFrame({"side": label, "rank": s["rank"].to_numpy(dtype=np.int64),
-                         "iteration": s["iteration"].to_numpy(dtype=np.int64),
-                         "step_time(us)": s["step_time(ns)"].to_numpy() / 1e3})
+                         "iteration": s["step"].to_numpy(dtype=np.int64),
+                         "step_time(us)": s["dur"].to_numpy() / 1e3})
 
 
 def _rank_mean_steps(side: _Side) -> np.ndarray:
     if not side.has_steps:
         return np.zeros(0)
-    per_rank = side.steps.groupby("rank")["step_time(ns)"].mean() / 1e3
+    per_rank = side.steps.groupby("rank")["dur"].mean() / 1e3
     return per_rank.to_numpy(dtype=float)

@@ -1,0 +1,236 @@
+"""Which ranks and iterations an analysis looks at: one vocabulary for every front end.
+
+A :class:`Selection` names ranks and iterations (``ProfilerStep#N`` numbers). Both may be
+:data:`ALL`; iterations may also be :data:`FIRST` (the first step of the selected ranks,
+HTA's default for trace comparison). The front ends turn their arguments into a
+``Selection`` once (:meth:`Selection.of`), resolve it against the loaded job once
+(:meth:`Selection.resolve`: unknown ranks and steps fail there, with what exists named),
+and hand the resolved selection to each analysis.
+
+What each value means, everywhere:
+
+========================  ==============================================================
+``ranks=ALL``             every loaded rank
+``ranks=[0, 2]`` / ``3``  those ranks (ascending, duplicates dropped)
+``iterations=ALL``        every event, inside steps or not (the whole trace)
+``iterations=FIRST``      the first ``ProfilerStep`` of the selected ranks; every event
+                          when they have no step
+``iterations=[4, 5]``     the events of those steps (GPU work counts in the step of the
+                          CPU launch that enqueued it)
+========================  ==============================================================
+
+``None`` is accepted from callers as "the default of that front end", which
+:meth:`Selection.of` turns into an explicit marker (``ALL`` unless the caller says
+otherwise), so no analysis ever has to guess what ``None`` meant.
+
+**The step table** (:func:`rank_steps`, :func:`step_table`): one row per rank and
+``ProfilerStep#N`` span, columns :data:`STEP_COLUMNS` = ``rank``, ``step`` (N), ``ts`` and
+``end`` (int ns), ``dur`` (ns). A step is an event named exactly ``ProfilerStep#N`` of kind
+``user_annotation`` (or ``cpu_op`` in older traces): the spans that give every event its
+``iteration`` (:func:`hta.model.links.step_spans`). A step number seen twice on one rank
+(a GPU-annotation copy, say) keeps its first span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hta.model.links import step_spans
+from hta.model.rules import KIND_CODE
+from hta.model.trace import RankTrace, map_ranks
+
+if TYPE_CHECKING:
+    from hta.model.trace import Trace
+
+
+class Marker:
+    """A named selection value (:data:`ALL`, :data:`FIRST`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __reduce__(self) -> str:
+        return self.name  # unpickles as the module-level singleton
+
+
+#: Every rank, or every event (the whole trace).
+ALL = Marker("ALL")
+#: The first ``ProfilerStep`` of the selected ranks.
+FIRST = Marker("FIRST")
+
+#: What callers may pass for ranks: a rank, several, ``None`` or :data:`ALL`.
+Ranks = Iterable[int] | int | Marker | None
+#: What callers may pass for iterations: a step, several, ``None``, ``"all"``,
+#: :data:`ALL` or :data:`FIRST`.
+Iterations = Iterable[int] | int | str | Marker | None
+
+STEP_COLUMNS = ["rank", "step", "ts", "end", "dur"]
+_STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
+
+
+def normalize_ranks(ranks: Ranks) -> tuple[int, ...] | Marker:
+    """``ranks`` as a sorted tuple of distinct ints, or :data:`ALL` for ``None``/``ALL``."""
+    if ranks is None or ranks is ALL:
+        return ALL
+    if isinstance(ranks, Marker):
+        raise ValueError(f"ranks={ranks!r}: pass rank numbers, or ALL")
+    if isinstance(ranks, (int, np.integer)):
+        return (int(ranks),)
+    if isinstance(ranks, str):
+        raise TypeError(f"ranks={ranks!r}: pass rank numbers (ints), not text")
+    return tuple(sorted({int(r) for r in ranks}))
+
+
+def normalize_iterations(iterations: Iterations, *, none_means: Marker = ALL
+                         ) -> tuple[int, ...] | Marker:
+    """``iterations`` as a sorted tuple of step numbers, :data:`ALL` or :data:`FIRST`.
+
+    ``None`` becomes ``none_means``; the text ``"all"`` (any case) becomes :data:`ALL`.
+    """
+    if iterations is None:
+        return none_means
+    if isinstance(iterations, Marker):
+        return iterations
+    if isinstance(iterations, str):
+        if iterations.strip().lower() == "all":
+            return ALL
+        raise ValueError(f"iterations={iterations!r}: pass a step number, a list of them, "
+                         "\"all\" (every event) or FIRST (the first step)")
+    if isinstance(iterations, (int, np.integer)):
+        return (int(iterations),)
+    return tuple(sorted({int(i) for i in iterations}))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Ranks and iterations to analyse (see the module docstring for the values)."""
+
+    ranks: tuple[int, ...] | Marker = ALL
+    iterations: tuple[int, ...] | Marker = ALL
+
+    @classmethod
+    def of(cls, ranks: Ranks = None, iterations: Iterations = None, *,
+           none_means: Marker = ALL) -> Selection:
+        """A selection from what a caller passed (``None`` iterations: ``none_means``)."""
+        return cls(normalize_ranks(ranks), normalize_iterations(iterations,
+                                                                none_means=none_means))
+
+    @property
+    def rank_list(self) -> list[int] | None:
+        """The ranks as a list, ``None`` for every rank."""
+        return None if isinstance(self.ranks, Marker) else list(self.ranks)
+
+    @property
+    def iteration_list(self) -> list[int] | None:
+        """The steps as a list, ``None`` for every event (only after :meth:`resolve` is
+        :data:`FIRST` gone; before, it raises)."""
+        if self.iterations is FIRST:
+            raise ValueError("resolve the selection against the job before reading its "
+                             "iterations (FIRST depends on the steps the ranks hold)")
+        return None if isinstance(self.iterations, Marker) else list(self.iterations)
+
+    def resolve(self, job: Trace, steps: pd.DataFrame | None = None, *,
+                strict: bool = True) -> Selection:
+        """The concrete selection on ``job``: the loaded ranks, :data:`FIRST` replaced by
+        the first step of those ranks (or :data:`ALL` when they have none), explicit
+        steps checked against the steps of the selected ranks: each must exist
+        (``strict``) or at least one must (``strict=False``). ``steps``: the job's
+        :func:`step_table` when the caller has it already."""
+        loaded = job.get_ranks()
+        if self.ranks is ALL:
+            ranks: tuple[int, ...] = tuple(loaded)
+        else:
+            missing = [r for r in self.ranks if r not in set(loaded)]
+            if missing:
+                raise KeyError(f"rank(s) {missing} not loaded; loaded ranks: {loaded}")
+            ranks = tuple(self.ranks)
+        iterations = self.iterations
+        if iterations is ALL:
+            return Selection(ranks, ALL)
+        steps = (step_table(job, list(ranks)) if steps is None
+                 else steps[steps["rank"].isin(ranks)])
+        available = sorted({int(s) for s in steps["step"]})
+        if iterations is FIRST:
+            return Selection(ranks, tuple(available[:1]) if available else ALL)
+        missing = [i for i in iterations if i not in set(available)]
+        if missing and (strict or not set(iterations) & set(available)):
+            raise ValueError(
+                f"iteration(s) {missing} not found; the selected ranks hold "
+                f"ProfilerStep {_brief(available) or 'none'}. Pass one of those, or \"all\" "
+                "for every event.")
+        return Selection(ranks, tuple(iterations))
+
+    def describe(self) -> str:
+        """A short text for headers and logs, e.g. ``ranks 0-3, steps 5-7``."""
+        ranks = "all ranks" if self.ranks is ALL else f"rank(s) {_ranges(list(self.ranks))}"
+        if self.iterations is ALL:
+            steps = "every event"
+        elif self.iterations is FIRST:
+            steps = "the first step"
+        else:
+            steps = f"step(s) {_ranges(list(self.iterations))}"
+        return f"{ranks}, {steps}"
+
+
+def rank_steps(rt: RankTrace) -> pd.DataFrame:
+    """One rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by start time."""
+    ev = rt.events
+    if not len(ev):
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
+    starts, ends, numbers = step_spans(
+        rt.symbols, ev["name"].to_numpy(),
+        np.isin(ev["kind"].cat.codes.to_numpy(), _STEP_KINDS),
+        ev["ts"].to_numpy(), ev["end"].to_numpy())
+    table = pd.DataFrame({
+        "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64),
+        "step": np.asarray(numbers, dtype=np.int64), "ts": starts, "end": ends,
+        "dur": ends - starts,
+    })
+    return table.drop_duplicates("step", keep="first").reset_index(drop=True)
+
+
+def _steps_of(trace: Trace, ranks: Any) -> pd.DataFrame:
+    frames = [rank_steps(trace.rank(r)) for r in trace.selected_ranks(ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def step_table(job: Trace, ranks: Ranks = None) -> pd.DataFrame:
+    """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
+    then start; computed where each rank is (:func:`~hta.model.trace.map_ranks`)."""
+    wanted = normalize_ranks(ranks)
+    return map_ranks(job, _steps_of, None if wanted is ALL else list(wanted),
+                     description="Profiler steps")
+
+
+def _ranges(values: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
+    out: list[str] = []
+    for v in sorted(values):
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == v - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{v}"
+        elif out and "-" not in out[-1] and int(out[-1]) == v - 1:
+            out[-1] = f"{out[-1]}-{v}"
+        else:
+            out.append(str(v))
+    return ", ".join(out)
+
+
+def _brief(values: list[int]) -> str:
+    return ", ".join(map(str, values[:20])) + (" ..." if len(values) > 20 else "")
+
+
+__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
+           "normalize_iterations", "normalize_ranks", "rank_steps", "step_table"]
