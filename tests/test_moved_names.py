@@ -24,6 +24,7 @@ def test_every_new_name_exists() -> None:
 
 
 def test_public_names_through_old_paths() -> None:
+    sys.modules.pop("hta.loading.loader", None)
     with pytest.warns(DeprecationWarning):
         from hta.loading.loader import load_trace  # noqa: F401
     from hta.job.load import load_trace as new_load
