@@ -194,3 +194,24 @@ def test_against_the_json(folder: str) -> None:
     assert top["total(us)"].tolist() == pytest.approx([t for _, t in ranked], abs=1e-6)
     assert top["share_pctg"].tolist() == pytest.approx(
         [100 * t / everything for _, t in ranked], abs=1e-6)
+
+
+def test_overview_runs_next_to_the_data_on_a_distributed_job(tmp_path: Path) -> None:
+    """Each rank's figures are computed where the rank is: the same overview as in memory,
+    and no rank is read into the client (only one row per rank travels back)."""
+    import pandas.testing as pdt
+
+    folder = write_job(tmp_path)
+    eager = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    lazy = TraceAnalysis(trace_dir=folder, cache=False, progress=False, in_memory=False,
+                         max_workers=2)
+    try:
+        for iterations in (None, [2]):
+            want = job_overview(eager.t, iterations=iterations)
+            got = job_overview(lazy.t, iterations=iterations)
+            pdt.assert_frame_equal(got.ranks, want.ranks)
+            pdt.assert_frame_equal(got.top_kernels, want.top_kernels)
+            pdt.assert_frame_equal(got.spread, want.spread)
+        assert lazy.t.resident_ranks() == []
+    finally:
+        lazy.close()

@@ -47,10 +47,14 @@ rank, the rank with the longest mean step, else none.
 Example: two ranks with compute 8 and 10 ms and mean steps of 12.0 ms each: slowest rank
 1, compute spread 25 %, step time spread 0 %.
 
-Iterations: with ``iterations``, the temporal, overlap, idle and kernel figures use those
-analyses' own ``iterations`` selection; event counts, queue length and copies are taken on
-a copy of the trace restricted to the events of those steps
-(:func:`restrict_to_iterations`).
+Selection: :func:`job_overview` takes one :class:`~hta.model.selection.Selection`,
+resolves it once against the job, and computes each rank's figures where the rank is
+(:func:`~hta.model.trace.map_ranks`: a worker process or a Dask worker for a distributed
+job), so only one row per rank (and its per-kernel totals) travels back. With steps
+selected, the temporal, overlap, idle and kernel figures use those analyses' own
+``iterations`` selection; event counts, queue length and copies are taken on the rank
+restricted to the events of those steps (:func:`restrict_to_iterations`, applied next to
+the data).
 """
 
 from __future__ import annotations
@@ -65,10 +69,9 @@ import pandas as pd
 
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
-from hta.analysis.select import select_ranks
 from hta.analysis.summary import rank_summary
-from hta.model.selection import step_table
-from hta.model.trace import RankTrace, Trace
+from hta.model.selection import Selection, rank_steps
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -123,23 +126,46 @@ def restrict_to_iterations(trace: Trace, iterations: Iterable[int] | None) -> Tr
     return Trace(ranks, trace_dir=trace.trace_dir, skipped=trace.skipped)
 
 
-def job_overview(trace: Trace, ranks: Iterable[int] | None = None,
-                 iterations: Iterable[int] | None = None, top: int = 10) -> JobOverview:
+def job_overview(job: Trace, ranks: Iterable[int] | None = None,
+                 iterations: Iterable[int] | None = None, top: int = 10, *,
+                 selection: Selection | None = None) -> JobOverview:
     """Per-rank figures, top kernels and spread across ranks of the selected ranks and
-    iterations (see the module docstring for every column)."""
-    selected = [rt.rank for rt in select_ranks(trace, None if ranks is None else list(ranks))]
-    iters = None if iterations is None else sorted({int(i) for i in iterations})
-    restricted = restrict_to_iterations(trace, iters)
-    table = _rank_table(trace, restricted, selected, iters)
-    top_table = top_kernels(trace, selected, iters, top)
+    iterations (see the module docstring for every column).
+
+    ``selection`` (a :class:`~hta.model.selection.Selection`, resolved here if it is not)
+    replaces ``ranks`` and ``iterations``; ``None`` iterations mean every event."""
+    if selection is None:
+        selection = Selection.of(ranks, iterations)
+    selection = selection.resolve(job)
+    selected, iters = list(selection.ranks), selection.iteration_list
+    per_rank = map_ranks(job, rank_overview, selected, (iters,), description="Job overview")
+    table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
+        pd.DataFrame({c: [] for c in RANK_COLUMNS})
+    kernel_stats = (pd.concat(list(per_rank["kernel_stats"]), ignore_index=True)
+                    if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
+    top_table = top_kernels_of(kernel_stats, top)
     spread = spread_across_ranks(table)
-    return JobOverview(table, top_table, spread, _job(trace, table, selected, iters))
+    return JobOverview(table, top_table, spread, _job(job, table, selected, iters))
+
+
+def rank_overview(trace: Trace, ranks: Iterable[int] | None,
+                  iterations: list[int] | None) -> pd.DataFrame:
+    """Per rank: one row of :data:`RANK_COLUMNS`, plus ``kernel_stats`` (the rank's
+    per-kernel totals, for :func:`top_kernels_of`). Runs next to the data."""
+    selected = trace.selected_ranks(ranks)
+    restricted = restrict_to_iterations(trace, iterations)
+    table = _rank_table(trace, restricted, selected, iterations)
+    stats = _kernel_stats(trace, selected, iterations)
+    table["kernel_stats"] = [stats[stats["rank"] == r].reset_index(drop=True)
+                             for r in table["rank"]]
+    return table
 
 
 def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
                 iterations: list[int] | None) -> pd.DataFrame:
     base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
-    steps = step_table(trace, ranks)
+    steps = pd.concat([rank_steps(trace.rank(r)) for r in ranks], ignore_index=True) \
+        if ranks else pd.DataFrame({"rank": [], "step": [], "dur": []})
     if iterations is not None:
         steps = steps[steps["step"].isin(iterations)]
     step_stats = steps.groupby("rank")["dur"].agg(["count", "mean"])
@@ -180,17 +206,39 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
     return base[RANK_COLUMNS].reset_index(drop=True)
 
 
+_KERNEL_STAT_COLUMNS = ["rank", "kernel_type", "name", "sum (us)", "count"]
+
+
+def _kernel_stats(trace: Trace, ranks: list[int], iterations: list[int] | None
+                  ) -> pd.DataFrame:
+    """Per rank, kernel type and kernel name (memcpy and memset included): the summed
+    duration (µs) and count, nothing folded."""
+    if not ranks:
+        return pd.DataFrame(columns=_KERNEL_STAT_COLUMNS)
+    stats = kernels.kernel_breakdown(trace, ranks, iterations, duration_ratio=1.0,
+                                     num_kernels=2**62, include_memory_kernels=True)
+    return stats[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
+
+
 def top_kernels(trace: Trace, ranks: list[int], iterations: list[int] | None,
                 top: int = 10) -> pd.DataFrame:
     """The ``top`` GPU kernels by total duration over ``ranks`` (see the module docstring)."""
-    if top < 1:
+    return top_kernels_of(_kernel_stats(trace, ranks, iterations), top)
+
+
+def top_kernels_of(stats: pd.DataFrame, top: int = 10) -> pd.DataFrame:
+    """The ``top`` kernels of per-rank kernel totals (``rank, kernel_type, name, sum (us),
+    count``), with their spread across ranks (see the module docstring)."""
+    if top < 1 or not len(stats):
         return pd.DataFrame({c: [] for c in TOP_KERNEL_COLUMNS})
-    stats = kernels.kernel_breakdown(trace, ranks, iterations, duration_ratio=1.0,
-                                     num_kernels=top, include_memory_kernels=True)
     everything = float(stats["sum (us)"].sum())
     named = stats[stats["name"] != OTHERS]
+    totals = named.groupby(["kernel_type", "name"], sort=False)["sum (us)"].sum()
+    keep = set(totals.sort_values(ascending=False, kind="stable").index[:top])
+    named = named[[k in keep for k in zip(named["kernel_type"], named["name"])]]
     if named.empty:
         return pd.DataFrame({c: [] for c in TOP_KERNEL_COLUMNS})
+    named = named.assign(**{"mean (us)": named["sum (us)"] / named["count"]})
     rows = []
     for (kind, name), part in named.groupby(["kernel_type", "name"], sort=False):
         total, count = float(part["sum (us)"].sum()), int(part["count"].sum())
@@ -254,5 +302,5 @@ def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
     return job
 
 
-__all__ = ["JobOverview", "job_overview", "restrict_to_iterations", "spread_across_ranks",
-           "top_kernels"]
+__all__ = ["JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
+           "spread_across_ranks", "top_kernels", "top_kernels_of"]
