@@ -1,5 +1,6 @@
-"""Build the optional native parts: the column builder (``hta.kineto._scan``) and the
-call-stack walk (``hta.model._stack``).
+"""Build the optional native parts: the column builder (``hta.kineto._scan``), the event
+splitter for any JSON layout (``hta.kineto._split``) and the call-stack walk
+(``hta.model._stack``).
 
 Everything else is declared in ``pyproject.toml``. The extension is optional: where no C
 compiler is available the package installs without them and the loader uses its pure-Python
@@ -14,6 +15,12 @@ setup(
             "hta.kineto._scan",
             sources=["hta/kineto/_native/scan.c"],
             depends=[f"hta/kineto/_native/scan_{part}.h" for part in ("fields", "intern", "lex")],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "hta.kineto._split",
+            sources=["hta/kineto/_native/split.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

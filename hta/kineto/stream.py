@@ -1,4 +1,4 @@
-"""Streaming split of a trace file written in Kineto's layout.
+"""Streaming split of a trace file, in Kineto's layout or any other.
 
 Kineto writes ``traceEvents`` one event per line, every event starting with a newline,
 two spaces and ``{``. A raw newline can never occur inside a JSON string, so in such a
@@ -6,9 +6,15 @@ file ``b"\\n  {"`` only ever marks the start of an event. That lets us inflate t
 block by block and cut each block at its last event start: every piece holds whole
 events, and the decompressed text never has to be in memory at once.
 
+Files in another layout (compact one-line JSON, indented JSON, as other tools re-save
+traces) are cut the same way, block by block, at the ends of events found by
+:class:`hta.kineto.split.Splitter` (strings, escapes and nesting followed byte by byte,
+in C or NumPy): the same bounded memory, and pieces the same decoders take.
+
 :func:`iter_event_chunks` yields ``("events", json_array_bytes)`` pieces and finally
-``("top", dict_of_top_level_raw_values)``. Files in another layout (compact or indented
-JSON) give one piece holding everything, which the caller decodes as a whole document.
+``("top", dict_of_top_level_raw_values)``. Only a file whose ``traceEvents`` array does
+not start within its first 64 MiB is not streamed (:class:`NotStreamable`); the caller
+then decodes it as a whole document.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import msgspec
+
+from hta.kineto.split import Splitter
 
 try:
     from isal import isal_zlib as _zlib
@@ -120,6 +128,47 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
     return carry
 
 
+def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool
+                       ) -> Generator[tuple[str, object], None, bytearray]:
+    """Pieces of whole events of an array in any layout, cut where events end.
+
+    ``buf`` starts just after the array's ``[``. Yields ``("bare", view)`` (``bare``) or
+    ``("events", bytes)`` pieces of about :data:`TARGET_CHUNK` bytes; returns what is
+    left: the last events, the array's end and the rest of the file.
+    """
+    splitter = Splitter()
+    scanned = 0
+    closed = False
+    for block in blocks:
+        buf += block
+        if closed or len(buf) < TARGET_CHUNK:
+            continue
+        found = splitter.scan(buf, scanned)
+        scanned = found.scanned
+        closed = found.array_end >= 0
+        if found.last_end <= 0:
+            continue
+        first = _first_event(buf)
+        if bare:
+            with memoryview(buf) as view, view[first:found.last_end] as piece:
+                yield "bare", piece
+        else:
+            with memoryview(buf) as view:
+                yield "events", b"".join((b"[", view[first:found.last_end], b"]"))
+        del buf[:found.last_end]
+        scanned -= found.last_end
+    del buf[:_first_event(buf)]
+    return buf
+
+
+def _first_event(buf: bytearray) -> int:
+    """Where the first event of ``buf`` starts (after a separating comma and spaces)."""
+    start = 0
+    while start < len(buf) and (buf[start] in _SPACE or buf[start] == ord(",")):
+        start += 1
+    return start
+
+
 def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, object]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
@@ -146,8 +195,9 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     del buf[:match.end()]
     start = len(buf) - len(buf.lstrip())
     if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
-        raise NotStreamable("events are not one per line")
-    if bare:
+        # not one event per line: cut at the ends of events instead
+        buf = yield from _any_layout_pieces(buf, blocks, bare)
+    elif bare:
         buf = yield from _bare_pieces(buf, blocks)
     else:
         yielded = False
