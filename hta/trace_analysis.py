@@ -145,9 +145,6 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """The event-kind rule table in force, user rules first."""
         return pd.DataFrame(self.rules.describe())
 
-    def _selected(self, ranks: Iterable[int] | None) -> list[RankTrace]:
-        return [self.t.rank(r) for r in (self.ranks if ranks is None else ranks)]
-
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
 
