@@ -90,19 +90,20 @@ def label_stats(frame: pd.DataFrame, symbols: Sequence[str], kept: pd.DataFrame
     if frame.empty:
         return pd.DataFrame({"rank": [], "group": [], "name": []} | {s: [] for s in STATS})
     sym = np.asarray(symbols, dtype=object)
-    text = sym[frame["name"].to_numpy()]
-    pairs = pd.MultiIndex.from_arrays([frame["group"].to_numpy(), text])
-    wanted = pd.MultiIndex.from_arrays([kept["group"].to_numpy(dtype=np.int64),
-                                        kept["text"].to_numpy(dtype=object)])
-    folded = ~pairs.isin(wanted)
-    work = pd.DataFrame({"rank": frame["rank"].to_numpy(), "group": frame["group"].to_numpy(),
-                         "folded": folded, "label": np.where(folded, "", text),
-                         "dur": frame["dur"].to_numpy()})
-    stats = (work.groupby(["rank", "group", "folded", "label"], sort=True)["dur"]
+    pairs = frame[["group", "name"]].drop_duplicates()
+    wanted = set(zip(kept["group"].astype(np.int64).tolist(), kept["text"].tolist()))
+    is_kept = np.array([(g, t) in wanted for g, t in zip(
+        pairs["group"].astype(np.int64).tolist(), sym[pairs["name"].to_numpy()].tolist())],
+        dtype=bool)
+    label_of = pd.Series(np.where(is_kept, pairs["name"].to_numpy(), -1),
+                         index=pd.MultiIndex.from_frame(pairs))
+    labels = label_of.reindex(pd.MultiIndex.from_arrays([frame["group"], frame["name"]]))
+    work = frame.assign(label=labels.to_numpy())
+    stats = (work.groupby(["rank", "group", "label"], sort=True)["dur"]
              .agg(["sum", "count", "mean", "min", "max", "std"]).reset_index())
     stats["std"] = stats["std"].fillna(0.0)
-    name = np.where(stats.pop("folded").to_numpy(), OTHERS, stats.pop("label").to_numpy())
-    stats.insert(2, "name", name)
+    label = stats.pop("label").to_numpy()
+    stats.insert(2, "name", np.where(label >= 0, sym[np.clip(label, 0, None)], OTHERS))
     return stats
 
 
