@@ -29,11 +29,11 @@ from hta.facade.hta_main import HtaMainMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
-from hta.job.distributed import LazyTrace, map_ranks
 from hta.job.executors import Executor
 from hta.job.load import drop_last_step, load_trace
+from hta.model.job import Job
 from hta.model.rules import Rule, RuleSet
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -85,24 +85,19 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
     ) -> None:
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
         self.rules = RuleSet(kind_rules)
-        self.t: Trace = load_trace(
+        self.t: Job = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,
             cache_dir=cache_dir, strict=strict, progress=progress, executor=executor,
             max_workers=max_workers, client=client, in_memory=in_memory,
             storage_options=storage_options,
         )
         if not include_last_profiler_step:
-            if isinstance(self.t, LazyTrace):
-                self.t.add_transform(drop_last_step)
-            else:
-                for rt in self.t:
-                    drop_last_step(rt)
+            self.t.add_transform(drop_last_step)
 
     def close(self) -> None:
         """Free what the loaded ranks hold outside this process (temporary Parquet
         entries, Dask workers' memory); nothing to do for an in-memory trace."""
-        if isinstance(self.t, LazyTrace):
-            self.t.close()
+        self.t.close()
 
     # -- the loaded job --------------------------------------------------------------
     @property
@@ -116,11 +111,12 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         return dict(self.t.skipped)
 
     def metadata(self, rank: int | None = None) -> dict[str, Any]:
-        """Metadata of one rank (default: the first loaded)."""
-        return self.t.rank(self.ranks[0] if rank is None else rank).meta
+        """Metadata of one rank (default: the first loaded); the rank is not read."""
+        return self.t.meta(self.ranks[0] if rank is None else rank)
 
     def get_events(self, rank: int | None = None, *, decoded: bool = True) -> pd.DataFrame:
-        """A rank's events table; ``decoded=True`` puts names and categories as text."""
+        """A rank's events table; ``decoded=True`` puts names and categories as text.
+        Reads that one rank into this process (a distributed job keeps it in its LRU)."""
         rt = self.t.rank(self.ranks[0] if rank is None else rank)
         return rt.decoded() if decoded else rt.events
 
@@ -148,9 +144,6 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""
         return pd.DataFrame(self.rules.describe())
-
-    def _selected(self, ranks: Iterable[int] | None) -> list[RankTrace]:
-        return [self.t.rank(r) for r in (self.ranks if ranks is None else ranks)]
 
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]

@@ -1,9 +1,8 @@
-"""Ranks kept out of memory (LazyTrace) with the local executor, and the executors.
+"""Ranks kept out of memory (DistributedJob) with the local executor, and the executors.
 
-A lazy trace must answer exactly as the in-memory one: the mapped analyses (rank
-summary, temporal breakdown, overlap, unclassified kernels) and every other analysis
-through the ordinary Trace interface; it holds at most its LRU budget of ranks; worker
-processes that die lose only their own rank.
+A distributed job must answer exactly as the in-memory one (every per-rank analysis runs
+through map_ranks; tests/test_distributed_job.py goes over each facade method); it holds
+at most its LRU budget of ranks; worker processes that die lose only their own rank.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from scale_cases import assert_same_answers, complete_events_in_json, make_job
 import hta.job.executors as parallel_module
 import hta.job.load as loader_module
 from hta.analysis.summary import rank_summary
-from hta.job.distributed import LazyTrace, map_ranks, rank_nbytes
+from hta.job.distributed import DistributedJob, map_ranks, rank_nbytes
 from hta.job.executors import (
     FAULT_ENV,
     DaskExecutor,
@@ -60,14 +59,14 @@ def test_lazy_trace_filter_answers_like_in_memory() -> None:
     folder = shared_trace("trace_filter")
     eager = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     lazy = _lazy(folder)
-    assert isinstance(lazy.t, LazyTrace) and not isinstance(eager.t, LazyTrace)
+    assert isinstance(lazy.t, DistributedJob) and not isinstance(eager.t, DistributedJob)
     assert_same_answers(eager, lazy)
     # independent check: events per rank counted from the JSON
     for path in sorted(folder.glob("*.json.gz")):
         rank = int(path.name.split("-")[1].split(".")[0])
         assert lazy.get_rank_summary(ranks=[rank])["events"].item() == \
             complete_events_in_json(path)
-    # analyses that are not routed through map_ranks read the ranks one at a time
+    # the breakdowns run per rank where the rank is, and agree
     pd.testing.assert_frame_equal(lazy.get_idle_time_breakdown(visualize=False)[0],
                                   eager.get_idle_time_breakdown(visualize=False)[0])
     pd.testing.assert_frame_equal(lazy.get_gpu_kernel_breakdown(visualize=False)[1],
@@ -95,15 +94,20 @@ def _describe(rt: RankTrace) -> tuple[str, int, int]:
     return type(rt).__name__, rt.rank, len(rt.events)
 
 
-def test_lazy_ranks_cannot_be_changed_in_place(job: Path) -> None:
+def test_a_rank_read_from_a_distributed_job_is_a_private_copy(job: Path) -> None:
     lazy = _lazy(job)
-    with pytest.raises(TypeError, match="rank 0 is kept out of memory.*in_memory=True"):
-        lazy.t.rank(0).filter_rows(np.ones(3, dtype=bool))
-    with pytest.raises(TypeError, match="to_memory"):
-        lazy.t.add(lazy.t.rank(0))
+    assert not isinstance(lazy.t, Trace)  # composition: a job holding handles, not a Trace
+    before = len(lazy.t.get_trace(0))
+    changed = lazy.t.rank(0)
+    changed.filter_rows(np.arange(len(changed.events)) < 3)  # changes only this copy
+    assert len(changed.events) == 3 and len(lazy.t.get_trace(0)) == before
+    assert not hasattr(lazy.t, "add")  # ranks come from loading only
     with pytest.raises(KeyError, match="rank 42 is not loaded"):
         lazy.t.get_trace(42)
-    # sent to a process pool, a lazy rank arrives as the plain rank
+    with pytest.raises(KeyError, match="rank 42 is not loaded"):
+        lazy.t.meta(42)
+    assert lazy.t.meta(3) == lazy.t.rank(3).meta
+    # a rank read here is a plain rank, and travels to a process pool as one
     sent = LocalExecutor(2).map(_describe, [lazy.t.rank(3), lazy.t.rank(4)], progress=False)
     assert [o.value for o in sent] == [("RankTrace", 3, len(lazy.t.get_trace(3))),
                                        ("RankTrace", 4, len(lazy.t.get_trace(4)))]
@@ -111,6 +115,13 @@ def test_lazy_ranks_cannot_be_changed_in_place(job: Path) -> None:
     assert type(in_memory) is Trace and in_memory.get_ranks() == lazy.ranks
     pd.testing.assert_frame_equal(in_memory.get_trace(5), lazy.t.get_trace(5))
     lazy.close()
+
+
+def test_the_old_name_still_imports_with_a_warning() -> None:
+    import hta.job.distributed as distributed
+
+    with pytest.warns(DeprecationWarning, match="LazyTrace is now DistributedJob"):
+        assert distributed.LazyTrace is DistributedJob
 
 
 # -- bounded memory -----------------------------------------------------------------------
@@ -134,13 +145,13 @@ def test_in_memory_is_chosen_from_the_ranks_size(job: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loader_module, "available_memory", lambda: 10 << 30)
     assert not isinstance(TraceAnalysis(trace_dir=job, cache=False, progress=False).t,
-                          LazyTrace)
+                          DistributedJob)
     monkeypatch.setattr(loader_module, "available_memory", lambda: 1000)
     small = TraceAnalysis(trace_dir=job, cache=False, progress=False)
-    assert isinstance(small.t, LazyTrace)
+    assert isinstance(small.t, DistributedJob)
     small.close()
     forced = TraceAnalysis(trace_dir=job, cache=False, progress=False, in_memory=True)
-    assert not isinstance(forced.t, LazyTrace)
+    assert not isinstance(forced.t, DistributedJob)
 
 
 def test_rank_nbytes_counts_every_column_and_symbol() -> None:

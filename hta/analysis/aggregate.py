@@ -43,18 +43,60 @@ def folded_stats(
     ``frame`` has int columns ``rank``, ``group``, ``name`` (symbol id) and ``dur`` (ns).
     Returns columns ``rank``, ``group``, ``name`` (text, or ``"others"``) and :data:`STATS`
     (ns), one row per rank and kept name (and ``others`` where anything was folded).
+    The same as :func:`kept_names` of :func:`name_totals`, then :func:`label_stats`: the
+    two halves a distributed job runs per rank, with the choice made over all ranks.
     """
-    _check(num_kernels, duration_ratio)
+    check_folding(num_kernels, duration_ratio)
+    kept = kept_names([name_totals(frame, symbols)], num_kernels, duration_ratio, keep)
+    return label_stats(frame, symbols, kept)
+
+
+def name_totals(frame: pd.DataFrame, symbols: Sequence[str]) -> pd.DataFrame:
+    """Total ``dur`` per ``group`` and name of ``frame`` (as in :func:`folded_stats`):
+    columns ``group``, ``text`` (the name) and ``dur``; no symbol ids, so the totals of
+    ranks with different symbol tables add up."""
+    if frame.empty:
+        return pd.DataFrame({"group": pd.Series(dtype=np.int64),
+                             "text": pd.Series(dtype=object),
+                             "dur": pd.Series(dtype=np.int64)})
+    totals = frame.groupby(["group", "name"], sort=False)["dur"].sum().reset_index()
+    sym = np.asarray(symbols, dtype=object)
+    return pd.DataFrame({"group": totals["group"].to_numpy(),
+                         "text": sym[totals["name"].to_numpy()],
+                         "dur": totals["dur"].to_numpy()})
+
+
+def kept_names(totals: Sequence[pd.DataFrame], num_kernels: int, duration_ratio: float,
+               keep: Sequence[str] | None = None) -> pd.DataFrame:
+    """The (``group``, ``text``) pairs kept by the folding rule (module docstring), from
+    the :func:`name_totals` of each rank (or of all ranks at once)."""
+    check_folding(num_kernels, duration_ratio)
+    filled = [t for t in totals if len(t)]
+    if not filled:
+        return pd.DataFrame({"group": [], "text": []})
+    both = pd.concat(filled, ignore_index=True) if len(filled) > 1 else filled[0]
+    both = both.groupby(["group", "text"], sort=False)["dur"].sum().reset_index()
+    both = both.sort_values(["group", "dur", "text"], ascending=[True, False, True],
+                            kind="stable", ignore_index=True)
+    kept = _kept(both, num_kernels, duration_ratio, _matching(both["text"], keep))
+    return both.loc[kept, ["group", "text"]].reset_index(drop=True)
+
+
+def label_stats(frame: pd.DataFrame, symbols: Sequence[str], kept: pd.DataFrame
+                ) -> pd.DataFrame:
+    """:data:`STATS` of ``dur`` per (``rank``, ``group``, name) of ``frame``, the names not
+    in ``kept`` (from :func:`kept_names`) folded into one ``"others"`` row per rank and
+    group; columns ``rank``, ``group``, ``name`` (text) and :data:`STATS` (ns)."""
     if frame.empty:
         return pd.DataFrame({"rank": [], "group": [], "name": []} | {s: [] for s in STATS})
     sym = np.asarray(symbols, dtype=object)
-    totals = frame.groupby(["group", "name"], sort=False)["dur"].sum().reset_index()
-    totals["text"] = sym[totals["name"].to_numpy()]
-    totals = totals.sort_values(["group", "dur", "text"], ascending=[True, False, True],
-                                kind="stable", ignore_index=True)
-    kept = _kept(totals, num_kernels, duration_ratio, _matching(totals["text"], keep))
-    label_of = pd.Series(np.where(kept, totals["name"], -1),
-                         index=pd.MultiIndex.from_arrays([totals["group"], totals["name"]]))
+    pairs = frame[["group", "name"]].drop_duplicates()
+    wanted = set(zip(kept["group"].astype(np.int64).tolist(), kept["text"].tolist()))
+    is_kept = np.array([(g, t) in wanted for g, t in zip(
+        pairs["group"].astype(np.int64).tolist(), sym[pairs["name"].to_numpy()].tolist())],
+        dtype=bool)
+    label_of = pd.Series(np.where(is_kept, pairs["name"].to_numpy(), -1),
+                         index=pd.MultiIndex.from_frame(pairs))
     labels = label_of.reindex(pd.MultiIndex.from_arrays([frame["group"], frame["name"]]))
     work = frame.assign(label=labels.to_numpy())
     stats = (work.groupby(["rank", "group", "label"], sort=True)["dur"]
@@ -83,7 +125,8 @@ def _matching(texts: pd.Series, patterns: Sequence[str] | None) -> np.ndarray:
     return np.array([combined.search(t) is not None for t in texts], dtype=bool)
 
 
-def _check(num_kernels: int, duration_ratio: float) -> None:
+def check_folding(num_kernels: int, duration_ratio: float) -> None:
+    """``ValueError`` for a folding rule that means nothing (checked before any work)."""
     if not isinstance(num_kernels, (int, np.integer)) or num_kernels < 1:
         raise ValueError(f"num_kernels must be a positive integer, got {num_kernels!r}.")
     if not 0.0 <= float(duration_ratio) <= 1.0:

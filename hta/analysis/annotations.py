@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.aggregate import folded_stats
+from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
 from hta.analysis.select import select_iterations, select_ranks
-from hta.model.trace import Trace
+from hta.model.trace import RankMapper, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -34,26 +34,28 @@ COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "r
 
 
 def user_annotation_breakdown(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     iterations: Iterable[int] | int | None = None, use_gpu_annotation: bool = True,
     duration_ratio: float = 0.8, num_kernels: int = 1000,
     allowlist_patterns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Duration statistics per rank and annotation name (columns :data:`COLUMNS`),
-    sorted by ``rank`` then ``name``."""
+    sorted by ``rank`` then ``name``.
+
+    Two passes over the ranks, each where the rank is: the total time per label of each
+    rank (:func:`rank_annotation_totals`), the choice of the top labels over all ranks,
+    then each rank's statistics of the chosen labels (:func:`rank_annotation_stats`).
+    """
+    check_folding(num_kernels, duration_ratio)
     kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        ev = select_iterations(rt.events, iterations)
-        ev = ev[(ev["kind"] == kind).to_numpy()]
-        frames.append(pd.DataFrame({"rank": rt.rank, "group": 0, "name": ev["name"].to_numpy(),
-                                    "dur": ev["dur"].to_numpy()}))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if frame.empty:
+    totals = trace.map_ranks(rank_annotation_totals, ranks, (iterations, kind),
+                             description="Annotation totals")
+    if not any(len(t) for t in totals):
         logger.warning("no %s events in the selected ranks and iterations", kind)
         return pd.DataFrame({c: [] for c in COLUMNS})
-    stats = folded_stats(frame, trace.symbols, num_kernels, duration_ratio,
-                         keep=allowlist_patterns)
+    kept = kept_names(totals, num_kernels, duration_ratio, keep=allowlist_patterns)
+    stats = map_ranks(trace, rank_annotation_stats, ranks, (iterations, kind, kept),
+                      description="Annotation statistics")
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -62,3 +64,32 @@ def user_annotation_breakdown(
         "count": stats["count"].astype(np.int64),
     })
     return out.sort_values(["rank", "name"], ignore_index=True)
+
+
+def _annotation_frame(trace: Trace, ranks: Iterable[int] | int | None,
+                      iterations: Iterable[int] | int | None, kind: str) -> pd.DataFrame:
+    """``rank``, ``group`` (0), ``name`` (symbol id), ``dur`` of the ranges of ``kind``."""
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        ev = select_iterations(rt.events, iterations)
+        ev = ev[(ev["kind"] == kind).to_numpy()]
+        frames.append(pd.DataFrame({"rank": rt.rank, "group": 0, "name": ev["name"].to_numpy(),
+                                    "dur": ev["dur"].to_numpy()}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def rank_annotation_totals(trace: Trace, ranks: Iterable[int] | int | None,
+                           iterations: Iterable[int] | int | None, kind: str
+                           ) -> pd.DataFrame:
+    """Total duration per label (text) of the ranks' ranges of ``kind``: the first pass
+    of :func:`user_annotation_breakdown`."""
+    return name_totals(_annotation_frame(trace, ranks, iterations, kind), trace.symbols)
+
+
+def rank_annotation_stats(trace: Trace, ranks: Iterable[int] | int | None,
+                          iterations: Iterable[int] | int | None, kind: str,
+                          kept: pd.DataFrame) -> pd.DataFrame:
+    """Duration statistics per rank and kept label (the others folded): the second pass
+    of :func:`user_annotation_breakdown`."""
+    return label_stats(_annotation_frame(trace, ranks, iterations, kind), trace.symbols,
+                       kept)

@@ -48,7 +48,7 @@ from hta.analysis.intervals import union_length
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
 
 #: Direction names, as HTA and Kineto name them.
 DIRECTION = {
@@ -73,13 +73,20 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def memory_copies(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None
+                  ) -> pd.DataFrame:
     """One row per copy or memset (:data:`COPY_COLUMNS`), in start order per rank.
 
     ``ts``/``dur`` in integer ns, ``bytes`` (NaN when absent), ``memory_bw_gbps`` as
     defined in this module's docstring and ``bw_source``: ``"arg"``, ``"bytes/dur"`` or
-    ``"undefined"``.
+    ``"undefined"``. Found per rank, where the rank is.
     """
+    return map_ranks(trace, rank_memory_copies, ranks, description="Memory copies")
+
+
+def rank_memory_copies(trace: Trace, ranks: Iterable[int] | int | None = None
+                       ) -> pd.DataFrame:
+    """The rows of :func:`memory_copies` of the ranks of ``trace``."""
     frames = [_rank_copies(rt) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -128,16 +135,27 @@ def _rank_copies(rt: RankTrace) -> pd.DataFrame:
     }, columns=COPY_COLUMNS)
 
 
-def memory_bw_time_series(trace: Trace, ranks: Iterable[int] | int | None = None,
+def memory_bw_time_series(trace: RankMapper, ranks: Iterable[int] | int | None = None,
                           copies: pd.DataFrame | None = None) -> pd.DataFrame:
     """Concurrent copy bandwidth per rank, device and direction (:data:`SERIES_COLUMNS`).
 
     ``ts`` in integer ns, ``memory_bw_gbps`` in GB/s; definition in this module's
-    docstring. Sorted by rank, pid, name, ts. Pass ``copies`` (from :func:`memory_copies`)
-    to reuse it.
+    docstring. Sorted by rank, pid, name, ts. Computed per rank, where the rank is; pass
+    ``copies`` (from :func:`memory_copies`) to reuse it instead.
     """
     if copies is None:
-        copies = memory_copies(trace, ranks)
+        return map_ranks(trace, rank_memory_bw_series, ranks, description="Memory bandwidth")
+    return bw_series(copies)
+
+
+def rank_memory_bw_series(trace: Trace, ranks: Iterable[int] | int | None = None
+                          ) -> pd.DataFrame:
+    """The rows of :func:`memory_bw_time_series` of the ranks of ``trace``."""
+    return bw_series(rank_memory_copies(trace, ranks))
+
+
+def bw_series(copies: pd.DataFrame) -> pd.DataFrame:
+    """:func:`memory_bw_time_series` of the rows of :func:`memory_copies`."""
     live = copies[(copies["dur"] > 0) & np.isfinite(copies["memory_bw_gbps"])]
     if len(live) == 0:
         return pd.DataFrame({c: [] for c in SERIES_COLUMNS})
@@ -171,16 +189,29 @@ def memory_bw_time_series(trace: Trace, ranks: Iterable[int] | int | None = None
     return out[SERIES_COLUMNS]
 
 
-def memory_bw_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
+def memory_bw_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None,
                       copies: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and direction, the statistics of :data:`SUMMARY_COLUMNS`.
 
     Definitions in this module's docstring. Example: one HtoD copy of 1000 bytes over
     [0, 100) ns with the arg 10 GB/s and one of 3000 bytes over [50, 150) ns without it:
     count 2, busy 0.15 µs, achieved 4000/150 = 26.67 GB/s, per-copy bandwidths 10 and 30.
+    Computed per rank, where the rank is; pass ``copies`` to reuse them instead.
     """
     if copies is None:
-        copies = memory_copies(trace, ranks)
+        return map_ranks(trace, rank_memory_bw_summary, ranks,
+                         description="Memory bandwidth summary")
+    return bw_summary(copies)
+
+
+def rank_memory_bw_summary(trace: Trace, ranks: Iterable[int] | int | None = None
+                           ) -> pd.DataFrame:
+    """The rows of :func:`memory_bw_summary` of the ranks of ``trace``."""
+    return bw_summary(rank_memory_copies(trace, ranks))
+
+
+def bw_summary(copies: pd.DataFrame) -> pd.DataFrame:
+    """:func:`memory_bw_summary` of the rows of :func:`memory_copies`."""
     if len(copies) == 0:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = []

@@ -39,6 +39,7 @@ import pandas as pd
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.model.job import Job
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace, Trace
 
@@ -68,22 +69,34 @@ class _Range(msgspec.Struct, gc=False):
 _range_list = msgspec.json.Decoder(list[_Range])
 
 
-def cupti_counter_data_with_operators(trace: Trace,
+def cupti_counter_data_with_operators(trace: Job,
                                       ranks: Iterable[int] | int | None = None
                                       ) -> pd.DataFrame:
     """Counters per kernel with the operator stack of its launch (see module docstring).
 
     Ranks without range-profiler events are skipped with a warning; ``ValueError`` when no
     selected rank has any, or when a rank's ranges and kernel launches do not pair up.
+    Each rank's counters are read and paired where the rank is; only the rows travel.
     """
-    selected = select_ranks(trace, ranks)
-    with_ranges = [rt for rt in selected if _range_rows(rt).size]
-    missing = [rt.rank for rt in selected if rt not in with_ranges]
-    if not with_ranges:
+    selected = trace.selected_ranks(ranks)
+    frames = [f for f in trace.map_ranks(rank_cupti_counters, selected,
+                                         description="CUPTI counters") if len(f)]
+    found = {int(r) for f in frames for r in pd.unique(f["rank"])}
+    missing = [r for r in selected if r not in found]
+    if not frames:
         raise ValueError(NO_COUNTERS.format(ranks=", ".join(map(str, missing))))
     if missing:
         logger.warning(NO_COUNTERS.format(ranks=", ".join(map(str, missing))))
-    frames = [_rank_counters(rt) for rt in with_ranges]
+    return pd.concat(frames, ignore_index=True)
+
+
+def rank_cupti_counters(trace: Trace, ranks: Iterable[int] | int | None = None
+                        ) -> pd.DataFrame:
+    """The rows of :func:`cupti_counter_data_with_operators` of the ranks of ``trace``
+    that have range-profiler events (an empty frame when none has)."""
+    frames = [_rank_counters(rt) for rt in select_ranks(trace, ranks) if _range_rows(rt).size]
+    if not frames:
+        return pd.DataFrame(columns=BASE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
 
 

@@ -37,7 +37,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace
+from hta.model.trace import RankMapper, Trace, map_ranks, map_ranks_tables
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -47,18 +47,21 @@ INTERVAL_COLUMNS = ["rank", "stream", "iteration", "start", "end", "idle_time(ns
 
 
 def idle_intervals(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
 ) -> pd.DataFrame:
     """Every idle interval, one row each: ``rank``, ``stream``, ``iteration`` (of the event
     ending the gap), ``start``/``end`` (absolute ns), ``idle_time(ns)`` and
-    ``idle_category`` (see the module docstring)."""
-    return _collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns)[0]
+    ``idle_category`` (see the module docstring). Found per rank, where the rank is."""
+    _check_threshold(consecutive_kernel_delay_ns)
+    return map_ranks(trace, rank_idle_intervals, ranks,
+                     (streams, iterations, consecutive_kernel_delay_ns),
+                     description="Idle intervals")
 
 
 def idle_time_breakdown(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
 ) -> pd.DataFrame:
@@ -68,21 +71,44 @@ def idle_time_breakdown(
     stream), ``idle_time`` (µs, HTA's name: the sum of the category's gaps),
     ``idle_time_ratio`` (``idle_time`` / the stream's total idle time; 0 for a stream that
     is never idle), and ``idle_intervals`` (number of gaps). A stream with a single event
-    has no gaps and shows zeros.
+    has no gaps and shows zeros. Computed per rank, where the rank is.
     """
-    return _totals(*_collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns))
+    return idle_time_breakdown_and_stats(trace, ranks, streams, iterations,
+                                         consecutive_kernel_delay_ns)[0]
 
 
 def idle_time_breakdown_and_stats(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
     show_idle_interval_stats: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """HTA's pair: (:func:`idle_time_breakdown`, :func:`idle_interval_stats` or None),
-    finding the gaps once."""
-    intervals, keys = _collect(trace, ranks, streams, iterations, consecutive_kernel_delay_ns)
-    stats = idle_interval_stats(intervals) if show_idle_interval_stats else None
+    finding the gaps once per rank, where the rank is (both tables are per rank)."""
+    _check_threshold(consecutive_kernel_delay_ns)
+    totals, stats = map_ranks_tables(
+        trace, rank_idle_breakdown, ranks,
+        (streams, iterations, consecutive_kernel_delay_ns, show_idle_interval_stats),
+        description="Idle time breakdown")
+    return totals, stats if show_idle_interval_stats else None
+
+
+def rank_idle_intervals(trace: Trace, ranks: Iterable[int] | int | None,
+                        streams: Iterable[int] | int | None,
+                        iterations: Iterable[int] | int | None, delay_ns: int
+                        ) -> pd.DataFrame:
+    """Per-rank part of :func:`idle_intervals` (for :func:`~hta.model.trace.map_ranks`)."""
+    return _collect(trace, ranks, streams, iterations, delay_ns)[0]
+
+
+def rank_idle_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
+                        streams: Iterable[int] | int | None,
+                        iterations: Iterable[int] | int | None, delay_ns: int,
+                        with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-rank part of :func:`idle_time_breakdown_and_stats`: (totals, gap statistics,
+    an empty frame unless ``with_stats``)."""
+    intervals, keys = _collect(trace, ranks, streams, iterations, delay_ns)
+    stats = idle_interval_stats(intervals) if with_stats else pd.DataFrame()
     return _totals(intervals, keys), stats
 
 

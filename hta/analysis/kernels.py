@@ -27,18 +27,18 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.aggregate import folded_stats
+from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
 from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, gpu_work
 from hta.analysis.intervals import coverage
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace
+from hta.model.trace import RankMapper, Trace, map_ranks
 
 KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)",
                   "kernel_type", "rank", "count"]
 
 
 def gpu_kernel_breakdown(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     iterations: Iterable[int] | int | None = None, duration_ratio: float = 0.8,
     num_kernels: int = 10, include_memory_kernels: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -51,7 +51,7 @@ def gpu_kernel_breakdown(
 
 
 def kernel_type_breakdown(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     iterations: Iterable[int] | int | None = None, include_memory_kernels: bool = True,
     by_rank: bool = False,
 ) -> pd.DataFrame:
@@ -59,20 +59,15 @@ def kernel_type_breakdown(
 
     With ``by_rank`` there is one set of rows per rank (a leading ``rank`` column) and
     ``percentage`` is relative to that rank's busy time; otherwise sums are over the
-    selected ranks.
+    selected ranks. Each rank's time per class is computed where the rank is
+    (:func:`rank_kernel_type_time`), then added up here.
     """
     n_types = 3 if include_memory_kernels else 2
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        sel = w.cls < n_types
-        table = coverage(w.ts[sel], w.end[sel], w.cls[sel], n_types)[0]
-        rows.append(pd.DataFrame({"rank": rt.rank, "kernel_type": _class_labels(n_types),
-                                  "ns": table[1:]}))
-    if not rows:
+    out = map_ranks(trace, rank_kernel_type_time, ranks, (iterations, n_types),
+                    description="Kernel types")
+    if not len(out):
         return pd.DataFrame(columns=(["rank"] if by_rank else []) + ["kernel_type", "sum",
                                                                      "percentage"])
-    out = pd.concat(rows, ignore_index=True)
     keys = ["rank", "kernel_type"] if by_rank else ["kernel_type"]
     out = out.groupby(keys, sort=False)["ns"].sum().reset_index()
     out = out[out["ns"] > 0]
@@ -84,8 +79,26 @@ def kernel_type_breakdown(
     return out[keys + ["sum", "percentage"]].reset_index(drop=True)
 
 
+def rank_kernel_type_time(trace: Trace, ranks: Iterable[int] | int | None,
+                          iterations: Iterable[int] | int | None, n_types: int
+                          ) -> pd.DataFrame:
+    """Per rank and kernel-type class (every class, empty ones included): ``rank``,
+    ``kernel_type``, ``ns`` (time the class covers). The per-rank part of
+    :func:`kernel_type_breakdown`."""
+    rows = []
+    for rt in select_ranks(trace, ranks):
+        w = gpu_work(rt.rank, rt.events, iterations)
+        sel = w.cls < n_types
+        table = coverage(w.ts[sel], w.end[sel], w.cls[sel], n_types)[0]
+        rows.append(pd.DataFrame({"rank": rt.rank, "kernel_type": _class_labels(n_types),
+                                  "ns": table[1:]}))
+    if not rows:
+        return pd.DataFrame({"rank": [], "kernel_type": [], "ns": []})
+    return pd.concat(rows, ignore_index=True)
+
+
 def kernel_breakdown(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: RankMapper, ranks: Iterable[int] | int | None = None,
     iterations: Iterable[int] | int | None = None, duration_ratio: float = 0.8,
     num_kernels: int = 10, include_memory_kernels: bool = True,
 ) -> pd.DataFrame:
@@ -93,17 +106,17 @@ def kernel_breakdown(
 
     Top kernels are chosen per kernel type over all selected ranks together (see
     :mod:`hta.analysis.aggregate`), so each kept kernel has a row on every rank that ran
-    it. Sorted by ``kernel_type``, ``name``, ``rank`` as HTA does.
+    it. Sorted by ``kernel_type``, ``name``, ``rank`` as HTA does. Two passes over the
+    ranks, each where the rank is: each rank's total time per kernel
+    (:func:`rank_kernel_totals`), the choice of the top kernels over those totals, then
+    each rank's statistics of the chosen kernels (:func:`rank_kernel_stats`).
     """
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        sel = (w.cls != MEMORY) | include_memory_kernels
-        frames.append(pd.DataFrame({"rank": rt.rank, "group": w.cls[sel],
-                                    "name": w.name[sel], "dur": (w.end - w.ts)[sel]}))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        {"rank": [], "group": [], "name": [], "dur": []})
-    stats = folded_stats(frame, trace.symbols, num_kernels, duration_ratio)
+    check_folding(num_kernels, duration_ratio)
+    args = (iterations, include_memory_kernels)
+    totals = trace.map_ranks(rank_kernel_totals, ranks, args, description="Kernel totals")
+    kept = kept_names(totals, num_kernels, duration_ratio)
+    stats = map_ranks(trace, rank_kernel_stats, ranks, (*args, kept),
+                      description="Kernel statistics")
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -113,6 +126,39 @@ def kernel_breakdown(
         "rank": stats["rank"].astype(np.int64), "count": stats["count"].astype(np.int64),
     })
     return out.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
+
+
+def _kernel_frame(trace: Trace, ranks: Iterable[int] | int | None,
+                  iterations: Iterable[int] | int | None,
+                  include_memory_kernels: bool) -> pd.DataFrame:
+    """``rank``, ``group`` (class), ``name`` (symbol id), ``dur`` of the selected work."""
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        w = gpu_work(rt.rank, rt.events, iterations)
+        sel = (w.cls != MEMORY) | include_memory_kernels
+        frames.append(pd.DataFrame({"rank": rt.rank, "group": w.cls[sel],
+                                    "name": w.name[sel], "dur": (w.end - w.ts)[sel]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        {"rank": [], "group": [], "name": [], "dur": []})
+
+
+def rank_kernel_totals(trace: Trace, ranks: Iterable[int] | int | None,
+                       iterations: Iterable[int] | int | None,
+                       include_memory_kernels: bool) -> pd.DataFrame:
+    """Total duration per class and kernel name (text) of the ranks: the first pass of
+    :func:`kernel_breakdown` (see :func:`hta.analysis.aggregate.name_totals`)."""
+    return name_totals(_kernel_frame(trace, ranks, iterations, include_memory_kernels),
+                       trace.symbols)
+
+
+def rank_kernel_stats(trace: Trace, ranks: Iterable[int] | int | None,
+                      iterations: Iterable[int] | int | None, include_memory_kernels: bool,
+                      kept: pd.DataFrame) -> pd.DataFrame:
+    """Duration statistics per rank, class and kept kernel (the others folded): the
+    second pass of :func:`kernel_breakdown` (see
+    :func:`hta.analysis.aggregate.label_stats`)."""
+    return label_stats(_kernel_frame(trace, ranks, iterations, include_memory_kernels),
+                       trace.symbols, kept)
 
 
 def _class_labels(n_types: int) -> list[str]:

@@ -45,7 +45,7 @@ import pandas as pd
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
     )
 
 
-def launch_pairing_summary(trace: Trace, ranks: Iterable[int] | int | None = None
+def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None
                            ) -> pd.DataFrame:
     """Per rank, how many launches and GPU events were paired (columns :data:`PAIRING_COLUMNS`).
 
@@ -109,8 +109,15 @@ def launch_pairing_summary(trace: Trace, ranks: Iterable[int] | int | None = Non
     least one GPU event; ``gpu_events``: GPU work rows; ``paired_gpu_events``: those with
     a launch (a graph launch pairs with all its kernels, so this can exceed
     ``paired_launches``); ``gpu_before_launch``: paired GPU events that start before their
-    launch call starts (clock skew between the CPU and GPU timelines).
+    launch call starts (clock skew between the CPU and GPU timelines). Counted per rank,
+    where the rank is.
     """
+    return map_ranks(trace, rank_launch_pairing, ranks, description="Launch pairing")
+
+
+def rank_launch_pairing(trace: Trace, ranks: Iterable[int] | int | None = None
+                        ) -> pd.DataFrame:
+    """The rows of :func:`launch_pairing_summary` of the ranks of ``trace`` (per rank)."""
     rows = []
     for rt in select_ranks(trace, ranks):
         ev = rt.events
@@ -131,7 +138,7 @@ def launch_pairing_summary(trace: Trace, ranks: Iterable[int] | int | None = Non
 
 
 def cuda_kernel_launch_stats(
-    trace: Trace,
+    trace: RankMapper,
     ranks: Iterable[int] | int | None = None,
     runtime_cutoff: float = RUNTIME_CUTOFF_US,
     launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
@@ -143,7 +150,17 @@ def cuda_kernel_launch_stats(
     are in µs and only set the three flag columns. ``include_memory_events=False`` leaves
     out GPU events of memory kinds (memcpy, memset). Rows are in launch order (launch start,
     then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
+    Computed per rank, where the rank is; only the rows travel.
     """
+    return map_ranks(trace, rank_launch_stats, ranks,
+                     (runtime_cutoff, launch_delay_cutoff, include_memory_events),
+                     description="Launch statistics")
+
+
+def rank_launch_stats(trace: Trace, ranks: Iterable[int] | int | None,
+                      runtime_cutoff: float, launch_delay_cutoff: float,
+                      include_memory_events: bool) -> pd.DataFrame:
+    """The rows of :func:`cuda_kernel_launch_stats` of the ranks of ``trace``."""
     frames = [_rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff,
                                  include_memory_events)
               for rt in select_ranks(trace, ranks)]

@@ -53,7 +53,7 @@ from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
 
 CALL_COLUMNS = [
     "rank", "index", "name", "input_shapes", "parent_op", "top_level", "cpu_total(ns)",
@@ -70,13 +70,21 @@ _CPU_CODES = kind_codes(CPU_KINDS)
 _GPU_WORK_CODES = kind_codes(GPU_WORK_KINDS)
 
 
-def operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def operator_calls(trace: RankMapper, ranks: Iterable[int] | int | None = None
+                   ) -> pd.DataFrame:
     """One row per ``cpu_op`` call with the per-call values of this module's docstring.
 
     Columns :data:`CALL_COLUMNS`: ``index`` of the call, ``name`` (text), ``input_shapes``
     (``Input Dims`` JSON text, ``""`` when absent), ``parent_op`` (``index`` of the nearest
     enclosing ``cpu_op``, -1 for top-level calls), ``top_level``, times in integer ns.
+    Found per rank, where the rank is (one row per call travels).
     """
+    return map_ranks(trace, rank_operator_calls, ranks, description="Operator calls")
+
+
+def rank_operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None
+                        ) -> pd.DataFrame:
+    """The rows of :func:`operator_calls` of the ranks of ``trace``."""
     frames = [_rank_calls(rt) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -208,16 +216,24 @@ def _input_shapes(rt: RankTrace, rows: RowMap, ops: np.ndarray) -> np.ndarray:
     return out
 
 
-def operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None = None,
+def operator_breakdown(trace: RankMapper, ranks: Iterable[int] | int | None = None,
                        group_by_input_shape: bool = False) -> pd.DataFrame:
     """Per rank and operator name (and input shapes): :data:`BREAKDOWN_COLUMNS`.
 
     Sums of :func:`operator_calls` over the calls of each group, times in µs; definitions
     in this module's docstring. ``input_shapes`` is ``""`` unless
     ``group_by_input_shape``. Sorted by rank, then GPU time, CPU total time (both
-    descending) and name.
+    descending), name and input shapes. Computed per rank, where the rank is (only the
+    groups travel).
     """
-    calls = operator_calls(trace, ranks)
+    return map_ranks(trace, rank_operator_breakdown, ranks, (group_by_input_shape,),
+                     description="Operator breakdown")
+
+
+def rank_operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
+                            group_by_input_shape: bool) -> pd.DataFrame:
+    """The rows of :func:`operator_breakdown` of the ranks of ``trace``."""
+    calls = rank_operator_calls(trace, ranks)
     if len(calls) == 0:
         return pd.DataFrame({c: [] for c in BREAKDOWN_COLUMNS})
     if not group_by_input_shape:
@@ -245,6 +261,7 @@ def operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None = None,
         "kernels": grouped["kernels"].astype(np.int64),
         "self_kernels": grouped["self_kernels"].astype(np.int64),
     })
-    out = out.sort_values(["rank", "gpu_time(us)", "cpu_total_time(us)", "name"],
-                          ascending=[True, False, False, True], ignore_index=True)
+    out = out.sort_values(["rank", "gpu_time(us)", "cpu_total_time(us)", "name",
+                           "input_shapes"], ascending=[True, False, False, True, True],
+                          kind="stable", ignore_index=True)
     return out[BREAKDOWN_COLUMNS]

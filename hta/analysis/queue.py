@@ -42,7 +42,7 @@ import pandas as pd
 
 from hta.analysis.launch import launch_pairs
 from hta.analysis.select import select_ranks
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +61,20 @@ BLOCKED_COLUMNS = [
 ]
 
 
-def queue_length_time_series(trace: Trace, ranks: Iterable[int] | int | None = None
+def queue_length_time_series(trace: RankMapper, ranks: Iterable[int] | int | None = None
                              ) -> pd.DataFrame:
     """Queue length per rank and stream as a step function (columns :data:`SERIES_COLUMNS`).
 
     ``ts`` is in integer ns (absolute epoch), ``tid`` equals the GPU events' tid (the
     stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
+    Computed per rank, where the rank is; the series travels (one row per change).
     """
+    return map_ranks(trace, rank_queue_series, ranks, description="Queue length")
+
+
+def rank_queue_series(trace: Trace, ranks: Iterable[int] | int | None = None
+                      ) -> pd.DataFrame:
+    """The rows of :func:`queue_length_time_series` of the ranks of ``trace``."""
     frames = [_rank_series(rt) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -121,18 +128,41 @@ def _rank_series(rt: RankTrace) -> pd.DataFrame:
     }, columns=SERIES_COLUMNS)
 
 
-def queue_length_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
+def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None,
                          series: pd.DataFrame | None = None) -> pd.DataFrame:
     """Time-weighted queue length statistics per rank and stream (:data:`SUMMARY_COLUMNS`).
 
     ``count`` is the number of GPU events queued on the stream, ``duration(us)`` the
     window, ``unpaired_gpu_events`` the GPU events of the stream that had no launch (left
-    out). Pass ``series`` (from :func:`queue_length_time_series`) to reuse it.
+    out). Computed per rank, where the rank is (only the statistics travel). Pass
+    ``series`` (from :func:`queue_length_time_series`) to reuse it: then only the event
+    counts per stream are computed per rank.
     """
     if series is None:
-        series = queue_length_time_series(trace, ranks)
+        return map_ranks(trace, rank_queue_summary, ranks, description="Queue length summary")
     if len(series) == 0:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    counts = map_ranks(trace, rank_stream_counts, _ranks_of(series),
+                       description="Queue length counts")
+    return _summary(series, counts)
+
+
+def rank_queue_summary(trace: Trace, ranks: Iterable[int] | int | None = None
+                       ) -> pd.DataFrame:
+    """The rows of :func:`queue_length_summary` of the ranks of ``trace``."""
+    series = rank_queue_series(trace, ranks)
+    if len(series) == 0:
+        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    return _summary(series, rank_stream_counts(trace, _ranks_of(series)))
+
+
+def _ranks_of(series: pd.DataFrame) -> list[int]:
+    return sorted(int(r) for r in pd.unique(series["rank"]))
+
+
+def _summary(series: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
+    """The statistics of a non-empty ``series``, with the counts of
+    :func:`rank_stream_counts`."""
     key, hold = _keys_and_hold(series)
     value = series["queue_length"].to_numpy()
     n_keys = int(key.max()) + 1
@@ -154,9 +184,11 @@ def queue_length_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
         out[f"{q:.0%}"] = quant[q]
     out["max"] = pd.Series(value).groupby(key).max().to_numpy()
     out["duration(us)"] = total / 1e3
-    counts = _per_stream_counts(trace, out)
-    out["count"] = counts["paired"]
-    out["unpaired_gpu_events"] = counts["unpaired"]
+    keys = out[["rank", "pid", "stream"]]
+    joined = keys.join(counts.set_index(["rank", "pid", "stream"]), on=["rank", "pid", "stream"])
+    joined = joined.fillna(0).astype({"paired": np.int64, "unpaired": np.int64})
+    out["count"] = joined["paired"].to_numpy()
+    out["unpaired_gpu_events"] = joined["unpaired"].to_numpy()
     return out[SUMMARY_COLUMNS]
 
 
@@ -193,15 +225,17 @@ def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_
     return result
 
 
-def _per_stream_counts(trace: Trace, summary: pd.DataFrame) -> pd.DataFrame:
-    """Paired and unpaired GPU events per row (rank, pid, stream) of ``summary``."""
+def rank_stream_counts(trace: Trace, ranks: Iterable[int] | int | None = None
+                       ) -> pd.DataFrame:
+    """Paired and unpaired GPU events per (``rank``, ``pid``, ``stream``) of the ranks of
+    ``trace``: columns ``rank``, ``pid``, ``stream``, ``paired``, ``unpaired``."""
     frames = []
-    for rank in pd.unique(summary["rank"]):
-        ev = trace.rank(int(rank)).events
+    for rt in select_ranks(trace, ranks):
+        ev = rt.events
         pairs = launch_pairs(ev)
         rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
         frames.append(pd.DataFrame({
-            "rank": rank,
+            "rank": rt.rank,
             "pid": ev["pid"].to_numpy()[rows],
             "stream": _stream_of(ev, rows),
             "paired": np.r_[np.ones(pairs.gpu.size, np.int64),
@@ -209,14 +243,15 @@ def _per_stream_counts(trace: Trace, summary: pd.DataFrame) -> pd.DataFrame:
             "unpaired": np.r_[np.zeros(pairs.gpu.size, np.int64),
                               np.ones(pairs.unpaired_gpu.size, np.int64)],
         }))
-    counts = pd.concat(frames).groupby(["rank", "pid", "stream"], sort=False).sum()
-    keys = summary[["rank", "pid", "stream"]]
-    return keys.join(counts, on=["rank", "pid", "stream"]).fillna(0).astype(
-        {"paired": np.int64, "unpaired": np.int64})
+    if not frames:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64)
+                             for c in ("rank", "pid", "stream", "paired", "unpaired")})
+    return (pd.concat(frames).groupby(["rank", "pid", "stream"], sort=False).sum()
+            .reset_index())
 
 
 def time_spent_blocked_on_full_queue(
-    trace: Trace,
+    trace: RankMapper,
     queue_length_threshold: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
     ranks: Iterable[int] | int | None = None,
     series: pd.DataFrame | None = None,
@@ -229,18 +264,45 @@ def time_spent_blocked_on_full_queue(
     ``relative_duration_at_max_queue_length`` divides it by the rank's trace duration (last
     event end minus first event start, every complete event). Example: threshold 2, queue
     at 2 from 100 to 250 ns and at 3 from 250 to 300 ns, trace 0..1000 ns: 0.2 µs, 0.2.
+    Computed per rank, where the rank is; with ``series`` given, only each rank's trace
+    duration is.
     """
     if series is None:
-        series = queue_length_time_series(trace, ranks)
+        return map_ranks(trace, rank_blocked_on_full_queue, ranks, (queue_length_threshold,),
+                         description="Full queue")
     if len(series) == 0:
         return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
+    spans = map_ranks(trace, rank_spans, _ranks_of(series), description="Trace spans")
+    return _blocked(series, queue_length_threshold, spans)
+
+
+def rank_blocked_on_full_queue(trace: Trace, ranks: Iterable[int] | int | None,
+                               queue_length_threshold: int) -> pd.DataFrame:
+    """The rows of :func:`time_spent_blocked_on_full_queue` of the ranks of ``trace``."""
+    series = rank_queue_series(trace, ranks)
+    if len(series) == 0:
+        return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
+    return _blocked(series, queue_length_threshold, rank_spans(trace, _ranks_of(series)))
+
+
+def rank_spans(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """Per rank, ``span(ns)``: last event end minus first event start (0 when empty)."""
+    rts = select_ranks(trace, ranks)
+    return pd.DataFrame({"rank": np.array([rt.rank for rt in rts], dtype=np.int64),
+                         "span(ns)": np.array([_trace_duration(rt) for rt in rts],
+                                              dtype=np.int64)})
+
+
+def _blocked(series: pd.DataFrame, queue_length_threshold: int, spans: pd.DataFrame
+             ) -> pd.DataFrame:
     key, hold = _keys_and_hold(series)
     n_keys = int(key.max()) + 1
     full = series["queue_length"].to_numpy() >= queue_length_threshold
     blocked = np.bincount(key, weights=np.where(full, hold, 0.0), minlength=n_keys)
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     rank = series["rank"].to_numpy()[first]
-    span = np.array([_trace_duration(trace.rank(int(r))) for r in rank], dtype=np.float64)
+    span_of = dict(zip(spans["rank"].tolist(), spans["span(ns)"].tolist()))
+    span = np.array([span_of[int(r)] for r in rank], dtype=np.float64)
     return pd.DataFrame({
         "rank": rank,
         "pid": series["pid"].to_numpy()[first],

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.queue import SERIES_COLUMNS, SUMMARY_COLUMNS, queue_length_summary
-from hta.model.trace import Trace
+from hta.model.trace import RankMapper
 
 NEEDED = ("ts", "pid", "stream", "queue_length")
 
@@ -51,11 +51,12 @@ def as_series_frame(series: pd.DataFrame | Mapping[int, pd.DataFrame]) -> pd.Dat
 
 
 def queue_length_summary_from_time_series(
-    trace: Trace, series: pd.DataFrame | Mapping[int, pd.DataFrame]
+    trace: RankMapper, series: pd.DataFrame | Mapping[int, pd.DataFrame]
 ) -> pd.DataFrame:
     """Time-weighted queue length statistics (columns
     :data:`~hta.analysis.queue.SUMMARY_COLUMNS`) of the streams in ``series``; ``trace``
-    gives each stream's paired/unpaired event counts."""
+    gives each stream's paired/unpaired event counts, counted per rank where the rank is
+    (only the counts travel)."""
     frame = as_series_frame(series)
     if not len(frame):
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})

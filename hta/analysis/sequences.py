@@ -25,13 +25,16 @@ Example: two ``aten::linear`` calls each launching ``gemm`` then ``bias``, with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import launch_pairs
 from hta.analysis.rowmap import RowMap
+from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames, map_ranks
 
 PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)",
                    "kernels", "event_indices"]
@@ -39,19 +42,29 @@ PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op durat
 _ROOT_CODES = [KIND_CODE["cpu_op"], KIND_CODE["user_annotation"]]
 
 
-def frequent_cuda_kernel_sequences(trace: Trace, operator_name: str, rank: int = 0,
+def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: int = 0,
                                    min_pattern_len: int = 3) -> pd.DataFrame:
     """Patterns of GPU work under operators named like ``operator_name`` (one rank).
 
     Columns :data:`PATTERN_COLUMNS`, defined in this module's docstring. Raises
     ``ValueError`` when ``operator_name`` is empty or matches no operator of the rank; an
     empty table means the operators exist but launched fewer than ``min_pattern_len`` GPU
-    events each.
+    events each. Computed where the rank is; only the patterns travel.
     """
     if not operator_name:
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
-    return _rank_patterns(trace.rank(rank), operator_name, min_pattern_len)
+    return map_ranks(trace, rank_kernel_patterns, [rank], (operator_name, min_pattern_len),
+                     description="Kernel sequences")
+
+
+def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operator_name: str,
+                         min_pattern_len: int) -> pd.DataFrame:
+    """The patterns of :func:`frequent_cuda_kernel_sequences` of each rank of ``trace``
+    (one rank in practice), one after the other."""
+    frames = [_rank_patterns(rt, operator_name, min_pattern_len)
+              for rt in select_ranks(trace, ranks)]
+    return concat_frames(frames) if frames else pd.DataFrame(columns=PATTERN_COLUMNS)
 
 
 def _ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -3,9 +3,11 @@
 Each method calls one function of :mod:`hta.analysis` (whose docstring holds the exact
 definitions), shows the figures of :mod:`hta.plots` when ``visualize`` is true, and returns
 the DataFrame(s). ``ranks=None`` means every loaded rank; ``iterations=None`` the whole
-trace, a list of ``ProfilerStep`` numbers otherwise. The per-rank analyses go through
-:func:`~hta.model.trace.map_ranks`, so on ranks kept out of memory or on Dask workers
-they run next to the data and only their rows travel.
+trace, a list of ``ProfilerStep`` numbers otherwise. Every analysis here runs per rank
+through :func:`~hta.model.trace.map_ranks` (the kernel and annotation breakdowns in two
+passes: per-rank totals, the top names chosen over all ranks, then per-rank statistics),
+so on a distributed job (ranks kept out of memory or on Dask workers) it runs next to the
+data and only its rows travel; no rank is read into this process.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from hta.plots.overlap import comm_comp_overlap_figure
 from hta.plots.temporal import temporal_breakdown_figure
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ Iterations = Iterable[int] | int | None
 class BreakdownMixin:
     """Methods added by the breakdown analyses."""
 
-    t: Trace
+    t: Job
 
     def get_temporal_breakdown(self, ranks: Ranks = None, iterations: Iterations = None,
                                visualize: bool = True) -> pd.DataFrame:

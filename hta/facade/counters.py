@@ -5,6 +5,12 @@ docstring holds the exact definitions), shows the figures of :mod:`hta.plots` wh
 ``visualize`` is true, and returns the result. ``ranks=None`` means every loaded rank (HTA:
 rank 0). Results are single DataFrames with a ``rank`` column where HTA returns a dict or
 list per rank. See ``docs/counters.md`` for the definitions side by side with HTA's.
+
+Every analysis runs per rank through :func:`~hta.model.trace.map_ranks` (on a distributed
+job, where the rank is; only its rows travel). Two methods also read ranks into this
+process: :meth:`CountersMixin.get_frequent_cuda_kernel_sequences` reads its one rank to
+write the overlaid trace, and :meth:`CountersMixin.generate_trace_with_counters` reads
+each selected rank to write its file.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from hta.plots.operators import frequent_sequences_figure, operator_breakdown_fi
 from hta.plots.queue import queue_length_figure
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +44,7 @@ __all__ = ["CountersMixin", "TimeSeriesTypes"]
 class CountersMixin:
     """Methods added by the launch/queue/bandwidth/operator analyses."""
 
-    t: Trace
+    t: Job
 
     def get_cuda_kernel_launch_stats(
         self, ranks: Ranks = None, runtime_cutoff: float = launch.RUNTIME_CUTOFF_US,
@@ -154,7 +160,8 @@ class CountersMixin:
         :func:`hta.analysis.sequences.frequent_cuda_kernel_sequences` and
         :func:`hta.export.patterns_trace.write_overlaid_trace`. HTA's
         ``compress_other_kernels`` is accepted and ignored: other events are kept as they
-        are.
+        are. The patterns are found where the rank is; writing the overlay reads that one
+        rank into this process (on a distributed job, explicitly, through ``t.rank``).
         """
         unknown = set(hta_options) - {"compress_other_kernels"}
         if unknown:

@@ -18,7 +18,7 @@ from hta.facade.display import show
 from hta.plots.critical_path import critical_path_figure
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 Instance = int | tuple[int, int] | None
 
@@ -26,7 +26,7 @@ Instance = int | tuple[int, int] | None
 class CriticalPathMixin:
     """Methods added by the critical path analysis."""
 
-    t: Trace
+    t: Job
 
     def critical_path_analysis(
         self, rank: int, annotation: str | None = "ProfilerStep", instance_id: Instance = None,
@@ -37,6 +37,8 @@ class CriticalPathMixin:
         ``annotation=""`` (or None) analyses the whole trace. HTA returns
         ``(graph, success)``; here failures raise, and the second value is the path's
         edges, one row each. See :func:`hta.analysis.critical_path.critical_path_analysis`.
+        The graph spans the whole rank, so on a distributed job that one rank is read into
+        this process (``t.rank``).
         """
         return cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
                                          data_load_events)
@@ -47,7 +49,8 @@ class CriticalPathMixin:
     ) -> str:
         """Write the rank's trace with the critical path marked; return the file's path.
 
-        See :func:`hta.export.critical_path_overlay.write_critical_path_overlay`.
+        See :func:`hta.export.critical_path_overlay.write_critical_path_overlay`. Reads
+        that one rank into this process (on a distributed job, explicitly).
         """
         from hta.export.critical_path_overlay import write_critical_path_overlay
 

@@ -11,13 +11,13 @@ from hta.analysis.findings import describe_rules, find
 from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 
 class FindingsMixin:
     """``get_findings`` and the rule table."""
 
-    t: Trace
+    t: Job
 
     def get_findings(self, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,

@@ -2,7 +2,9 @@
 their annotation, queue summary from a series).
 
 Each calls one function of :mod:`hta.analysis` (whose docstring holds the definitions);
-the per-rank ones go through :func:`~hta.model.trace.map_ranks`. Names, arguments and
+the per-rank ones go through :func:`~hta.model.trace.map_ranks` (on a distributed job,
+where the rank is). :meth:`HtaMainMixin.get_gpu_kernels_with_user_annotations` returns
+one rank's events and reads that rank. Names, arguments and
 return types are HTA main's; ``docs/analyses/hta_main.md`` says where the answers differ.
 """
 
@@ -17,7 +19,7 @@ from hta.analysis import aten_ops, kernel_annotations, queue_summary, steps
 from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 
 class HtaMainMixin:
@@ -25,7 +27,7 @@ class HtaMainMixin:
     ``get_gpu_kernels_with_user_annotations``,
     ``get_queue_length_summary_from_time_series``."""
 
-    t: Trace
+    t: Job
 
     def get_profiler_steps(self) -> list[int]:
         """The ``ProfilerStep`` numbers found on any loaded rank, ascending.
@@ -61,7 +63,9 @@ class HtaMainMixin:
     ) -> pd.DataFrame | None:
         """The rank's GPU kernels with the GPU user annotation each ran under (column
         ``user_annotation``, and ``s_user_annotation`` as text); None when the rank has no
-        GPU annotations. See :mod:`hta.analysis.kernel_annotations`."""
+        GPU annotations. See :mod:`hta.analysis.kernel_annotations`. A table of one rank's
+        events (its symbol ids in the job's table): on a distributed job that one rank is
+        read into this process."""
         return kernel_annotations.gpu_kernels_with_user_annotations(
             self.t, rank, expand_names, shorten_names)
 

@@ -20,7 +20,7 @@ from hta.model.trace import map_ranks
 from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 Ranks = Iterable[int] | int | None
 
@@ -28,7 +28,7 @@ Ranks = Iterable[int] | int | None
 class MemoryMixin:
     """``get_memory_timeline``, ``get_memory_summary``, ``get_memory_peak_operators``."""
 
-    t: Trace
+    t: Job
 
     def get_memory_timeline(self, ranks: Ranks = None, visualize: bool = False
                             ) -> pd.DataFrame:

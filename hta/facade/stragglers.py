@@ -23,7 +23,7 @@ from hta.facade.display import show
 from hta.plots.stragglers import straggler_figure
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ StragglerImpl = Callable[[pd.DataFrame, int], pd.Series]
 class StragglersMixin:
     """Methods of the straggler analysis."""
 
-    t: Trace
+    t: Job
 
     def get_collective_arrivals(self, ranks: Ranks = None,
                                 iterations: Iterations = None) -> pd.DataFrame:

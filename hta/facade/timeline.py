@@ -24,7 +24,7 @@ from hta.plots.timeline import timeline_figure
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ DEFAULT_FIGURE_SEGMENTS = 20_000
 class TimelineMixin:
     """Methods that draw the GPU timeline."""
 
-    t: Trace
+    t: Job
 
     def get_timeline_segments(
         self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
@@ -96,7 +96,7 @@ class TimelineMixin:
                            **kwargs)
 
 
-def _per_rank_budget(trace: Trace, ranks: Ranks, total: int) -> int:
+def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:
     if ranks is None:
         n = len(trace.get_ranks())
     elif isinstance(ranks, int):

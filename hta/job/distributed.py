@@ -1,9 +1,11 @@
 """Ranks kept where they were loaded, and per-rank work run next to them.
 
-A :class:`LazyTrace` is a :class:`~hta.model.trace.Trace` whose ranks are not held in
-this process. Each rank is a :class:`RankHandle`:
+A :class:`DistributedJob` holds a job whose ranks are not in this process. It is not a
+:class:`~hta.model.trace.Trace` (no subclass, no in-memory ranks): it *has* a
+:class:`RankHandle` per rank and an executor, and offers the interface both share,
+:class:`hta.model.job.Job`. Each handle is
 
-* with local processes, a Arrow folder (the cache entry, or a temporary one) that a
+* with local processes, an Arrow folder (the cache entry, or a temporary one) that a
   worker process wrote;
 * on a Dask cluster, a Dask future of the rank held in the memory of the worker that
   loaded it (Dask manages that memory, spills it to the worker's disk under pressure,
@@ -11,15 +13,16 @@ this process. Each rank is a :class:`RankHandle`:
 
 Two ways to use the ranks:
 
-* :func:`map_ranks` (the way analyses should use it): run a per-rank function next to the
-  data, in the Dask worker that holds the rank or in a local worker process that reads
-  the rank's Arrow folder, and bring back only its result (a small DataFrame). The same
-  call on an in-memory :class:`~hta.model.trace.Trace` just calls the function.
-* The ordinary :class:`~hta.model.trace.Trace` interface (``trace.rank(r).events``,
-  ``get_trace(r)``, iterating): every analysis works unchanged. A rank is read into
-  this process when one of its tables is first used, and kept in a small LRU of
-  recently used ranks (:data:`RESIDENT_FRACTION` of the available memory, at least one
-  rank), so going over the ranks one after the other never holds more than that.
+* :meth:`DistributedJob.map_ranks` (the way analyses use it, through
+  :func:`hta.model.trace.map_ranks`): run a per-rank function next to the data, in the
+  Dask worker that holds the rank or in a local worker process that reads the rank's
+  Arrow folder, and bring back only its result (a small DataFrame). The same call on an
+  in-memory :class:`~hta.model.trace.Trace` is one call over its ranks.
+* :meth:`DistributedJob.rank` (and ``get_trace(r)``, iterating): reads one whole rank into
+  this process, explicitly, and keeps it in a small LRU of recently used ranks
+  (:data:`RESIDENT_FRACTION` of the available memory, at least one rank), so going over
+  the ranks one after the other never holds more than that. Metadata
+  (:meth:`DistributedJob.meta`) is known without reading a rank.
 
 What needs all of one rank's events in memory: loading it (decode and build), and every
 analysis of that rank; about ``bytes_per_event`` x events (see docs/scaling.md). No step
@@ -31,6 +34,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -55,7 +59,14 @@ from hta.job.rank_load import (  # noqa: F401 - KeptRank... are re-exported
     rank_nbytes,
 )
 from hta.kineto.files import trace_location
-from hta.model.trace import RankTrace, Trace, map_ranks  # noqa: F401 - map_ranks re-exported
+from hta.model.trace import (  # noqa: F401 - map_ranks re-exported
+    RankTrace,
+    SymbolView,
+    Trace,
+    intern_symbols,
+    map_ranks,
+    selected_ranks,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -185,100 +196,37 @@ def run_on_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
 # -- client side ------------------------------------------------------------------------
 
 
-class LazyRankTrace(RankTrace):
-    """A rank of a :class:`LazyTrace`: ``rank`` and ``meta`` are here; ``events``,
-    ``tables`` and ``unclassified`` are read (and cached) when first used."""
-
-    def __init__(self, owner: LazyTrace, rank: int, meta: dict[str, Any]) -> None:  # noqa: D107
-        # RankTrace's fields are properties here: its __init__ is deliberately not run.
-        self._owner = owner
-        self.rank = rank
-        self.meta = meta
-
-    def _loaded(self) -> RankTrace:
-        return self._owner.materialize(self.rank)
-
-    @property  # type: ignore[override]
-    def events(self) -> pd.DataFrame:
-        """The events table (read on first use)."""
-        return self._loaded().events
-
-    @property  # type: ignore[override]
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """The side tables (read on first use)."""
-        return self._loaded().tables
-
-    @property  # type: ignore[override]
-    def unclassified(self) -> np.ndarray:
-        """Rows whose kind matched no rule (read on first use)."""
-        return self._loaded().unclassified
-
-    @property  # type: ignore[override]
-    def symbols(self) -> list[str]:
-        """The job's shared symbol table."""
-        return self._owner.symbols
-
-    def _read_only(self, what: str) -> None:
-        raise TypeError(
-            f"rank {self.rank} is kept out of memory (lazy loading), so it cannot be changed "
-            f"in place ({what}); load with in_memory=True to modify ranks, or use "
-            "LazyTrace.add_transform"
-        )
-
-    def filter_rows(self, keep: np.ndarray) -> None:  # noqa: D102
-        self._read_only("filter_rows")
-
-    def classify(self, rules: Any) -> None:  # noqa: D102
-        self._read_only("classify")
-
-    def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:  # noqa: D102
-        self._read_only("remap_symbols")
-
-    def __repr__(self) -> str:
-        return f"LazyRankTrace(rank={self.rank})"
-
-    def __reduce__(self) -> tuple[type[RankTrace], tuple[Any, ...]]:
-        # Sent to another process (a worker pool), a lazy rank travels as the plain rank.
-        rt = self._loaded()
-        return (RankTrace, (self.rank, rt.events, rt.symbols, rt.tables, self.meta,
-                            rt.unclassified))
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    __hash__ = object.__hash__
-
-
 class _LazyEvents(Mapping[int, pd.DataFrame]):
-    """``get_all_traces()`` of a lazy trace: each rank's events read when looked up."""
+    """``get_all_traces()`` of a distributed job: each rank's events read when looked up."""
 
-    def __init__(self, trace: LazyTrace) -> None:
-        self._trace = trace
+    def __init__(self, job: DistributedJob) -> None:
+        self._job = job
 
     def __getitem__(self, rank: int) -> pd.DataFrame:
-        return self._trace.rank(rank).events
+        return self._job.rank(rank).events
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._trace.get_ranks())
+        return iter(self._job.get_ranks())
 
     def __len__(self) -> int:
-        return len(self._trace)
+        return len(self._job)
 
 
-class LazyTrace(Trace):
+class DistributedJob:
     """A job whose ranks stay where they were loaded (see the module docstring).
 
-    ``handles`` maps each rank to its :class:`RankHandle`; ``executor`` runs per-rank work
-    (:meth:`map_ranks`) and fetches ranks. ``transforms`` are applied to every rank when it
-    is read (``include_last_profiler_step=False`` adds one). ``close()`` (also run when the
-    trace is garbage-collected) deletes temporary entries and frees worker memory.
+    It is not a :class:`~hta.model.trace.Trace`: it holds the rank handles and the
+    executor, and offers the :class:`hta.model.job.Job` interface. ``handles`` maps each
+    rank to its :class:`RankHandle`; ``executor`` runs per-rank work (:meth:`map_ranks`)
+    and fetches ranks. ``transforms`` are applied to every rank when it is read
+    (``include_last_profiler_step=False`` adds one). ``close()`` (also run when the job
+    is garbage-collected) deletes temporary entries and frees worker memory.
     """
 
     def __init__(self, handles: Mapping[int, RankHandle], executor: Executor, *,
                  symbols: Mapping[int, list[str]], meta: Mapping[int, dict[str, Any]],
                  trace_dir: str = "", skipped: Mapping[str, str] | None = None,
                  progress: bool = True, resident_bytes: int | None = None) -> None:
-        # Trace's __init__ would add in-memory ranks; this one interns the symbol tables.
         self.trace_dir = trace_dir
         self.skipped: dict[str, str] = dict(skipped or {})
         self.executor = executor
@@ -289,8 +237,7 @@ class LazyTrace(Trace):
         self._symbol_index: dict[str, int] = {}
         for rank in self.handles:
             self._intern(symbols[rank])
-        self.ranks: dict[int, RankTrace] = {
-            r: LazyRankTrace(self, r, dict(meta[r])) for r in self.handles}
+        self._meta: dict[int, dict[str, Any]] = {r: dict(meta[r]) for r in self.handles}
         biggest = max((h.nbytes for h in self.handles.values()), default=0)
         budget = resident_bytes if resident_bytes is not None else max(
             biggest, int(RESIDENT_FRACTION * available_memory()))
@@ -301,8 +248,8 @@ class LazyTrace(Trace):
 
     @classmethod
     def from_results(cls, results: Mapping[int, LoadResult], tasks: Mapping[int, LoadTask],
-                     executor: Executor, **kwargs: Any) -> LazyTrace:
-        """A lazy trace from what the loading workers reported."""
+                     executor: Executor, **kwargs: Any) -> DistributedJob:
+        """A distributed job from what the loading workers reported."""
         handles = {
             r: RankHandle(rank=r, source=res.path, entry=res.entry, worker=res.worker,
                           temporary=res.temporary, events=res.events, nbytes=res.nbytes,
@@ -312,59 +259,31 @@ class LazyTrace(Trace):
         return cls(handles, executor, symbols={r: res.symbols for r, res in results.items()},
                    meta={r: res.meta for r, res in results.items()}, **kwargs)
 
-    # -- symbols ------------------------------------------------------------------------
-    # -- reading ranks ------------------------------------------------------------------
-    def materialize(self, rank: int) -> RankTrace:
-        """Rank ``rank`` in this process, its ids in the shared symbol table, transforms
-        applied (kept in the LRU of recently used ranks)."""
-        self.rank(rank)  # a clear error for an unknown rank
-        with self._lock:
-            rt = self._resident.get(rank)
-            if rt is not None:
-                return rt
-            handle = self.handles[rank]
-            call = RankCall(fetch_rank, transforms=tuple(self.transforms))
-            if self.executor.remote:
-                outcome = self._map(fetch_rank, call, [rank], "", False)[0]
-                if isinstance(outcome.error, WorkerDiedError):
-                    self._reload([rank])
-                    outcome = self._map(fetch_rank, call, [rank], "", False)[0]
-                if not outcome.ok:
-                    raise outcome.error  # type: ignore[misc]
-                rt = outcome.value
-            else:
-                rt = fetch_rank(handle, call)
-            rt.remap_symbols(self._intern(rt.symbols), self.symbols)
-            self._resident.put(rank, rt, handle.nbytes)
-            return rt
+    def _intern(self, symbols: Sequence[str]) -> np.ndarray:
+        return intern_symbols(self.symbols, self._symbol_index, symbols)
 
-    def resident_ranks(self) -> list[int]:
-        """Ranks now held in this process (most recently used last)."""
-        return self._resident.keys()
+    # -- what is known without reading a rank ---------------------------------------------
+    def get_ranks(self) -> list[int]:
+        """The loaded ranks, ascending."""
+        return list(self.handles)
 
-    def add_transform(self, transform: Transform) -> None:
-        """Apply ``transform`` (a module-level function changing a rank in place) to every
-        rank when it is read, here or in a worker."""
-        self.transforms.append(transform)
-        self._resident.clear()
+    def selected_ranks(self, ranks: Iterable[int] | int | None = None) -> list[int]:
+        """``ranks`` as a sorted list of loaded ranks (all when ``None``); an unknown rank
+        raises ``KeyError`` naming the loaded ones."""
+        return selected_ranks(self.get_ranks(), ranks)
 
-    def to_memory(self) -> Trace:
-        """Every rank read into an ordinary in-memory :class:`Trace`."""
-        ranks = {}
-        for rank in self.get_ranks():
-            rt = self.materialize(rank)
-            ranks[rank] = _private_copy(rt)
-            self._resident.pop(rank)
-        return Trace(ranks, trace_dir=self.trace_dir, skipped=self.skipped)
+    def meta(self, rank: int) -> dict[str, Any]:
+        """One rank's metadata, kept here since loading (the rank is not read)."""
+        self.selected_ranks(rank)
+        return self._meta[rank]
 
-    # -- Trace interface ----------------------------------------------------------------
-    def add(self, rank_trace: RankTrace) -> None:  # noqa: D102
-        raise TypeError("a lazy trace's ranks come from loading; build a Trace to combine "
-                        "ranks in memory (LazyTrace.to_memory())")
+    @property
+    def symbol_table(self) -> SymbolView:
+        """HTA-style view: ``sym_table`` (id -> name) and ``sym_index`` (name -> id)."""
+        return SymbolView(self.symbols, self._symbol_index)
 
-    def get_all_traces(self) -> Mapping[int, pd.DataFrame]:  # type: ignore[override]
-        """Events tables of all ranks, each read when looked up."""
-        return _LazyEvents(self)
+    def __len__(self) -> int:
+        return len(self.handles)
 
     # -- per-rank work next to the data ----------------------------------------------
     def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
@@ -401,6 +320,67 @@ class LazyTrace(Trace):
             logger.warning("rank %d left out of %s: %s", rank, what, error)
         return values
 
+    # -- reading ranks into this process -------------------------------------------------
+    def rank(self, rank: int) -> RankTrace:
+        """Rank ``rank`` read into this process, its ids in the shared symbol table,
+        transforms applied. The read rank is kept in an LRU of recently used ranks
+        (:data:`RESIDENT_FRACTION` of the available memory, at least one rank); each call
+        returns a private view of it, so changing it in place changes nothing else."""
+        self.selected_ranks(rank)  # a clear error for an unknown rank
+        with self._lock:
+            rt = self._resident.get(rank)
+            if rt is None:
+                rt = self._read(rank)
+                self._resident.put(rank, rt, self.handles[rank].nbytes)
+        return _view(rt)
+
+    def _read(self, rank: int) -> RankTrace:
+        handle = self.handles[rank]
+        call = RankCall(fetch_rank, transforms=tuple(self.transforms))
+        if self.executor.remote:
+            outcome = self._map(fetch_rank, call, [rank], "", False)[0]
+            if isinstance(outcome.error, WorkerDiedError):
+                self._reload([rank])
+                outcome = self._map(fetch_rank, call, [rank], "", False)[0]
+            if not outcome.ok:
+                raise outcome.error  # type: ignore[misc]
+            rt = outcome.value
+        else:
+            rt = fetch_rank(handle, call)
+        rt.remap_symbols(self._intern(rt.symbols), self.symbols)
+        return rt
+
+    def get_trace(self, rank: int) -> pd.DataFrame:
+        """The events table of one rank (HTA's ``t.get_trace``); reads the rank."""
+        return self.rank(rank).events
+
+    def get_all_traces(self) -> Mapping[int, pd.DataFrame]:
+        """Events tables of all ranks, each read when looked up."""
+        return _LazyEvents(self)
+
+    def __iter__(self) -> Iterator[RankTrace]:
+        """Every rank read in turn (at most the LRU's budget held at once)."""
+        return (self.rank(r) for r in self.get_ranks())
+
+    def resident_ranks(self) -> list[int]:
+        """Ranks now held in this process (most recently used last)."""
+        return self._resident.keys()
+
+    def add_transform(self, transform: Transform) -> None:
+        """Apply ``transform`` (a module-level function changing a rank in place) to every
+        rank when it is read, here or in a worker."""
+        self.transforms.append(transform)
+        self._resident.clear()
+
+    def to_memory(self) -> Trace:
+        """Every rank read into an ordinary in-memory :class:`Trace`."""
+        ranks = {}
+        for rank in self.get_ranks():
+            ranks[rank] = _private_copy(self.rank(rank))
+            self._resident.pop(rank)
+        return Trace(ranks, trace_dir=self.trace_dir, skipped=self.skipped)
+
+    # -- the executor ------------------------------------------------------------------
     def _map(self, fn: Callable[..., Any], call: RankCall, ranks: list[int], what: str,
              progress: bool) -> list[Any]:
         handles = [self.handles[r] for r in ranks]
@@ -433,7 +413,27 @@ class LazyTrace(Trace):
 
     def __repr__(self) -> str:
         where = "Dask workers" if self.executor.remote else "local Arrow entries"
-        return f"LazyTrace(ranks={self.get_ranks()}, on {where})"
+        return f"DistributedJob(ranks={self.get_ranks()}, on {where})"
+
+
+def _view(rt: RankTrace) -> RankTrace:
+    """A view of ``rt`` whose tables may be replaced (or changed in place, pandas copies
+    on write) without touching ``rt``; the symbol list is shared, never changed."""
+    return RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
+                     tables=_copy_tables(rt.tables), meta=dict(rt.meta),
+                     unclassified=rt.unclassified.copy())
+
+
+_DEPRECATED = {"LazyTrace": "DistributedJob"}
+
+
+def __getattr__(name: str) -> Any:
+    """``LazyTrace``: the old name of :class:`DistributedJob` (deprecated)."""
+    if name in _DEPRECATED:
+        warnings.warn(f"hta.job.distributed.{name} is now {_DEPRECATED[name]} (the old name "
+                      "will be removed)", DeprecationWarning, stacklevel=2)
+        return globals()[_DEPRECATED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _release(executor: Executor, handles: list[RankHandle]) -> None:

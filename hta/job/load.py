@@ -4,7 +4,7 @@ Workers (local processes, or Dask workers when a ``distributed.Client`` is given
 their files (:mod:`hta.job.rank_load`) and leave each rank as an Arrow folder: the
 cache entry, or a temporary one.
 Then either every rank is read back into this process (a plain :class:`Trace`), or the
-ranks stay where they are and a :class:`~hta.job.distributed.LazyTrace` holds handles to
+ranks stay where they are and a :class:`~hta.job.distributed.DistributedJob` holds handles to
 them, reading one rank at a time when asked (see :func:`load_trace`, ``in_memory``).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
 from hta.job.cache import default_cache_root, read_entry, user_cache_root
-from hta.job.distributed import LazyTrace
+from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     Executor,
     Outcome,
@@ -79,7 +79,7 @@ def load_trace(
     client: Any = None,
     in_memory: bool | None = None,
     storage_options: dict[str, Any] | None = None,
-) -> Trace:
+) -> Trace | DistributedJob:
     """Load every rank of a job into a :class:`Trace`.
 
     A file that fails to load is skipped and reported (``trace.skipped`` maps its path
@@ -94,8 +94,8 @@ def load_trace(
 
     Where the ranks stay (``in_memory``): ``True`` reads every rank into this process (a
     plain :class:`Trace`); ``False`` leaves them as Arrow folders, or on the Dask
-    workers, and returns a :class:`~hta.job.distributed.LazyTrace` that reads one rank at a
-    time when asked and runs per-rank analyses next to the data
+    workers, and returns a :class:`~hta.job.distributed.DistributedJob` that reads one rank
+    at a time when asked and runs per-rank analyses next to the data
     (:func:`~hta.job.distributed.map_ranks`); ``None`` (default) keeps them on the Dask
     workers when there is a client, and otherwise reads them into memory when they take
     at most half the available memory, else stays lazy.
@@ -164,8 +164,9 @@ def load_trace(
     if not keep_out and not runner.remote:
         return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
                      skipped=skipped)
-    lazy = LazyTrace.from_results(results, {r: t for r, (t, _) in loaded.items()}, runner,
-                                  trace_dir=where, skipped=skipped, progress=progress)
+    lazy = DistributedJob.from_results(results, {r: t for r, (t, _) in loaded.items()},
+                                       runner, trace_dir=where, skipped=skipped,
+                                       progress=progress)
     if keep_out:
         return lazy
     try:  # in_memory=True on a cluster: bring every rank here, then free the workers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -138,16 +138,7 @@ class Trace:
 
     def _intern(self, symbols: Sequence[str]) -> np.ndarray:
         """The shared id of each of a rank's symbols, adding the unseen ones."""
-        index = self._symbol_index
-        mapping = np.empty(len(symbols), dtype=np.int64)
-        for i, text in enumerate(symbols):
-            sid = index.get(text)
-            if sid is None:
-                sid = len(self.symbols)
-                index[text] = sid
-                self.symbols.append(text)
-            mapping[i] = sid
-        return mapping
+        return intern_symbols(self.symbols, self._symbol_index, symbols)
 
     # -- HTA-compatible accessors -----------------------------------------------------
     def get_trace(self, rank: int) -> pd.DataFrame:
@@ -167,6 +158,23 @@ class Trace:
         """HTA-style view: ``sym_table`` (id -> name) and ``sym_index`` (name -> id)."""
         return SymbolView(self.symbols, self._symbol_index)
 
+    def meta(self, rank: int) -> dict[str, Any]:
+        """One rank's metadata (``source``, device properties, warnings ...)."""
+        return self.rank(rank).meta
+
+    def add_transform(self, transform: Callable[[RankTrace], None]) -> None:
+        """Apply ``transform`` (a function changing a rank in place) to every rank now; a
+        distributed job applies it to each rank where and when the rank is read."""
+        for rt in self:
+            transform(rt)
+
+    def to_memory(self) -> Trace:
+        """This trace: its ranks are already in memory."""
+        return self
+
+    def close(self) -> None:
+        """Nothing to free: an in-memory trace holds nothing outside this process."""
+
     def rank(self, rank: int) -> RankTrace:
         """One rank's :class:`RankTrace`; a clear error names the ranks that exist."""
         try:
@@ -179,14 +187,7 @@ class Trace:
     def selected_ranks(self, ranks: Iterable[int] | int | None = None) -> list[int]:
         """``ranks`` as a sorted list of loaded ranks (all when ``None``); an unknown rank
         raises naming the loaded ones."""
-        if ranks is None:
-            return self.get_ranks()
-        if isinstance(ranks, (int, np.integer)):
-            ranks = [int(ranks)]
-        selected = sorted({int(r) for r in ranks})
-        for r in selected:
-            self.rank(r)
-        return selected
+        return selected_ranks(self.get_ranks(), ranks)
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
@@ -194,7 +195,7 @@ class Trace:
         """Per-rank work on ranks held in this process: one call
         ``fn(self, ranks, *args, **kwargs)`` with ``ranks`` as given (a per-rank function's
         answer for several ranks is the concatenation of its per-rank answers), returned
-        as a one-element list. A distributed job (:class:`hta.job.distributed.LazyTrace`)
+        as a one-element list. A distributed job (:class:`hta.job.distributed.DistributedJob`)
         has the same method and runs ``fn`` once per rank where the rank is."""
         del description, strict  # nothing runs elsewhere, so nothing is lost or shown
         return [fn(self, ranks, *args, **dict(kwargs or {}))]
@@ -206,8 +207,52 @@ class Trace:
         return len(self.ranks)
 
 
-def map_ranks(trace: Trace, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
-              args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+class RankMapper(Protocol):
+    """What :func:`map_ranks` needs of a job: its own ``map_ranks`` method (an in-memory
+    :class:`Trace` and a distributed job both have it; the whole interface they share is
+    :class:`hta.model.job.Job`)."""
+
+    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+                  args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
+                  description: str = "", strict: bool = False) -> list[Any]:
+        """``fn`` over the selected ranks, where they are; the per-call results."""
+        ...
+
+
+def intern_symbols(table: list[str], index: dict[str, int], symbols: Sequence[str]
+                   ) -> np.ndarray:
+    """The id in ``table`` of each of ``symbols``, appending the unseen ones to ``table``
+    (and ``index``, text -> id)."""
+    mapping = np.empty(len(symbols), dtype=np.int64)
+    for i, text in enumerate(symbols):
+        sid = index.get(text)
+        if sid is None:
+            sid = len(table)
+            index[text] = sid
+            table.append(text)
+        mapping[i] = sid
+    return mapping
+
+
+def selected_ranks(loaded: Sequence[int], ranks: Iterable[int] | int | None = None
+                   ) -> list[int]:
+    """``ranks`` as a sorted list of ``loaded`` ranks (all when ``None``); an unknown rank
+    raises ``KeyError`` naming the loaded ones."""
+    if ranks is None:
+        return sorted(loaded)
+    if isinstance(ranks, (int, np.integer)):
+        ranks = [int(ranks)]
+    selected = sorted({int(r) for r in ranks})
+    known = set(loaded)
+    for r in selected:
+        if r not in known:
+            raise KeyError(f"rank {r} is not loaded; loaded ranks: {sorted(loaded)}")
+    return selected
+
+
+def map_ranks(trace: RankMapper, fn: Callable[..., Any],
+              ranks: Iterable[int] | int | None = None, args: Sequence[Any] = (),
+              kwargs: Mapping[str, Any] | None = None, *,
               description: str = "") -> pd.DataFrame:
     """Run a per-rank analysis next to the data; only its result travels.
 
@@ -226,6 +271,24 @@ def map_ranks(trace: Trace, fn: Callable[..., Any], ranks: Iterable[int] | int |
     frames = trace.map_ranks(fn, ranks, args, kwargs, description=description)
     if not frames:
         return fn(Trace({}), [], *args, **dict(kwargs or {}))
+    return concat_frames(frames)
+
+
+def map_ranks_tables(trace: RankMapper, fn: Callable[..., tuple[pd.DataFrame, ...]],
+                     ranks: Iterable[int] | int | None = None, args: Sequence[Any] = (),
+                     kwargs: Mapping[str, Any] | None = None, *,
+                     description: str = "") -> tuple[pd.DataFrame, ...]:
+    """:func:`map_ranks` for a per-rank function returning several tables (a tuple of
+    DataFrames, each per rank): the tuple of their concatenations."""
+    results = trace.map_ranks(fn, ranks, args, kwargs, description=description)
+    if not results:
+        results = [fn(Trace({}), [], *args, **dict(kwargs or {}))]
+    return tuple(concat_frames(list(parts)) for parts in zip(*results))
+
+
+def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per-rank frames in order, one frame: the non-empty ones concatenated (the first,
+    empty, frame when all are empty)."""
     filled = [f for f in frames if len(f)]
     if not filled:
         return frames[0]
