@@ -152,7 +152,8 @@ class Selection:
         else:
             missing = [r for r in self.ranks if r not in set(loaded)]
             if missing:
-                raise KeyError(f"rank(s) {missing} not loaded; loaded ranks: {loaded}")
+                which = f"rank {missing[0]} is" if len(missing) == 1 else f"ranks {missing} are"
+                raise KeyError(f"{which} not loaded; loaded ranks: {loaded}")
             ranks = tuple(self.ranks)
         iterations = self.iterations
         if iterations is ALL:
@@ -215,6 +216,92 @@ def step_table(job: Trace, ranks: Ranks = None) -> pd.DataFrame:
                      description="Profiler steps")
 
 
+def restrict(trace: Trace, iterations: Iterable[int] | None) -> Trace:
+    """A copy of an in-memory ``trace`` keeping only the events of the given
+    ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its launch's
+    step); ``None``: ``trace`` itself. Data is shared, rows are filtered."""
+    from hta.model.trace import Trace
+
+    if iterations is None:
+        return trace
+    wanted = sorted({int(i) for i in iterations})
+    ranks = {}
+    for rt in trace:
+        copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
+                         tables=dict(rt.tables), meta=rt.meta, unclassified=rt.unclassified)
+        copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
+        ranks[rt.rank] = copy
+    return Trace(ranks, trace_dir=trace.trace_dir, skipped=trace.skipped)
+
+
+@dataclass(frozen=True)
+class _OnSteps:
+    """``fn`` called on the ranks restricted to some steps (picklable: it travels to
+    the worker that holds the rank, and the restriction happens there)."""
+
+    fn: Any
+    iterations: tuple[int, ...]
+
+    def __call__(self, trace: Trace, ranks: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(restrict(trace, self.iterations), ranks, *args, **kwargs)
+
+
+class StepsView:
+    """A job seen through a choice of steps: per-rank work (``map_ranks``) sees each
+    rank restricted to the events of those steps, restricted where the rank is (a
+    worker, for a distributed job), so nothing but the results travels. Analyses that
+    have no ``iterations`` argument of their own (launch statistics, queue length,
+    copies, operators) run on it unchanged."""
+
+    def __init__(self, job: Any, iterations: Iterable[int]) -> None:
+        self.job = job
+        self.iterations = tuple(sorted({int(i) for i in iterations}))
+        self.trace_dir = job.trace_dir
+        self.skipped = job.skipped
+        self.symbols = job.symbols
+
+    def get_ranks(self) -> list[int]:
+        """The job's ranks."""
+        return self.job.get_ranks()
+
+    def selected_ranks(self, ranks: Any = None) -> list[int]:
+        """As the job's :meth:`selected_ranks`."""
+        return self.job.selected_ranks(ranks)
+
+    def meta(self, rank: int) -> dict[str, Any]:
+        """The rank's metadata."""
+        return self.job.meta(rank)
+
+    def rank(self, rank: int) -> RankTrace:
+        """One rank, restricted to the steps (read into this process)."""
+        one = restrict(_one_rank_trace(self.job.rank(rank)), self.iterations)
+        return one.rank(rank)
+
+    def map_ranks(self, fn: Any, ranks: Any = None, args: Any = (), kwargs: Any = None, *,
+                  description: str = "", strict: bool = False) -> list[Any]:
+        """The job's ``map_ranks`` with each rank restricted to the steps first."""
+        return self.job.map_ranks(_OnSteps(fn, self.iterations), ranks, args, kwargs,
+                                  description=description, strict=strict)
+
+    def __iter__(self) -> Any:
+        return iter(self.rank(r) for r in self.get_ranks())
+
+    def __len__(self) -> int:
+        return len(self.get_ranks())
+
+
+def _one_rank_trace(rt: RankTrace) -> Trace:
+    from hta.model.trace import Trace
+
+    return Trace({rt.rank: rt})
+
+
+def on_steps(job: Any, iterations: Iterable[int] | None) -> Any:
+    """``job`` restricted to the given steps for per-rank work (:class:`StepsView`), or
+    ``job`` itself when ``iterations`` is ``None`` (every event)."""
+    return job if iterations is None else StepsView(job, iterations)
+
+
 def _ranges(values: list[int]) -> str:
     """``[0, 1, 2, 5]`` as ``0-2, 5``."""
     out: list[str] = []
@@ -233,4 +320,5 @@ def _brief(values: list[int]) -> str:
 
 
 __all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
-           "normalize_iterations", "normalize_ranks", "rank_steps", "step_table"]
+           "StepsView", "normalize_iterations", "normalize_ranks", "on_steps", "rank_steps",
+           "restrict", "step_table"]

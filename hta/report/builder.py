@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from hta.model.selection import Selection
 from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_details as details
 from hta.report import sections_findings as first
@@ -89,12 +90,10 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
 
 def _context(analyzer: Any, ranks: Iterable[int] | None, iterations: Iterable[int] | None,
              critical_path_rank: int | None) -> Context:
-    selected = analyzer.ranks if ranks is None else sorted({int(r) for r in ranks})
-    for r in selected:
-        analyzer.t.rank(r)  # unknown ranks fail here, with the loaded ranks named
-    iters = None if iterations is None else sorted({int(i) for i in iterations})
+    # Resolved once: unknown ranks and steps fail here, naming what the job holds.
+    selection = Selection.of(ranks, iterations).resolve(analyzer.t, strict=False)
     titles = {sid: title for sid, title, *_ in SECTIONS}
-    return Context(analyzer, selected, iters, critical_path_rank, titles)
+    return Context(analyzer, selection, critical_path_rank, titles)
 
 
 def _sections(ctx: Context) -> list[Section]:
@@ -131,7 +130,7 @@ def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
     header = job_header(analyzer, ctx.ranks, ctx.iterations)
     warnings = [f"skipped {path}: {reason}" for path, reason in analyzer.skipped.items()]
     for r in ctx.ranks:
-        warnings += [f"rank {r}: {w}" for w in analyzer.t.rank(r).meta.get("warnings") or []]
+        warnings += [f"rank {r}: {w}" for w in analyzer.t.meta(r).get("warnings") or []]
     name = Path(str(analyzer.trace_dir or "trace")).name or "trace"
     return render(sections, header, title or f"hta report: {name}", warnings, summary)
 

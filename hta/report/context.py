@@ -18,6 +18,8 @@ import pandas as pd
 import plotly.io as pio
 
 from hta.analysis.names import short_name
+from hta.model.job import Job
+from hta.model.selection import Selection, on_steps
 from hta.plots._common import plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
@@ -186,16 +188,18 @@ class Context:
     """The job and selection a report is built for; numbers several sections share
     (the overview) are computed once, on first use."""
 
-    def __init__(self, analyzer: Any, ranks: list[int], iterations: list[int] | None,
-                 critical_path_rank: int | None,
+    def __init__(self, analyzer: Any, selection: Selection, critical_path_rank: int | None,
                  section_titles: dict[str, str] | None = None) -> None:
-        from hta.report.overview import restrict_to_iterations
-
         self.analyzer = analyzer
-        self.trace = analyzer.t
-        self.ranks = ranks
-        self.iterations = iterations
-        self.restricted = restrict_to_iterations(analyzer.t, iterations)
+        #: the loaded job (in memory or distributed)
+        self.trace: Job = analyzer.t
+        #: the resolved selection every section analyses
+        self.selection = selection
+        self.ranks: list[int] = list(selection.rank_list or self.trace.get_ranks())
+        self.iterations: list[int] | None = selection.iteration_list
+        #: the job seen through the selected steps, for analyses without an
+        #: ``iterations`` argument (restricted next to the data, never copied here)
+        self.restricted = on_steps(self.trace, self.iterations)
         self.critical_path_rank = critical_path_rank
         #: section id -> title, for the links between sections
         self.section_titles = section_titles or {}
@@ -208,7 +212,7 @@ class Context:
         if self._overview is None:
             from hta.report.overview import job_overview
 
-            self._overview = job_overview(self.trace, self.ranks, self.iterations)
+            self._overview = job_overview(self.trace, selection=self.selection)
         return self._overview
 
     def figure(self, fig: Any) -> Figure:

@@ -70,8 +70,8 @@ import pandas as pd
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import rank_summary
-from hta.model.selection import Selection, rank_steps
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.selection import Selection, rank_steps, restrict
+from hta.model.trace import Trace, map_ranks
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -112,18 +112,9 @@ class JobOverview:
 
 
 def restrict_to_iterations(trace: Trace, iterations: Iterable[int] | None) -> Trace:
-    """A copy of ``trace`` keeping only the events of the given ``ProfilerStep`` numbers
-    (``iteration`` column; GPU events count in their launch's step). ``None``: ``trace``."""
-    if iterations is None:
-        return trace
-    wanted = sorted({int(i) for i in iterations})
-    ranks = {}
-    for rt in trace:
-        copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
-                         tables=dict(rt.tables), meta=rt.meta, unclassified=rt.unclassified)
-        copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
-        ranks[rt.rank] = copy
-    return Trace(ranks, trace_dir=trace.trace_dir, skipped=trace.skipped)
+    """A copy of an in-memory ``trace`` keeping only the events of the given
+    ``ProfilerStep`` numbers; ``None``: ``trace`` (:func:`hta.model.selection.restrict`)."""
+    return restrict(trace, iterations)
 
 
 def job_overview(job: Trace, ranks: Iterable[int] | None = None,
@@ -276,7 +267,7 @@ def spread_across_ranks(table: pd.DataFrame) -> pd.DataFrame:
 
 def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
          iterations: list[int] | None) -> dict[str, Any]:
-    first = trace.rank(ranks[0]).meta if ranks else {}
+    first = trace.meta(ranks[0]) if ranks else {}
     job: dict[str, Any] = {
         "trace_dir": trace.trace_dir,
         "ranks": ranks,

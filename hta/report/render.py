@@ -12,9 +12,11 @@ from typing import Any
 
 import jinja2
 import numpy as np
+import pandas as pd
 import plotly.offline
 
 from hta._version import __version__
+from hta.model.trace import map_ranks
 from hta.report.context import Section, ranges
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -23,7 +25,8 @@ _TEMPLATES = Path(__file__).resolve().parent / "templates"
 def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | None
                ) -> list[tuple[str, str]]:
     """(label, value) pairs describing the job, from the loaded ranks' metadata."""
-    metas = [analyzer.t.rank(r).meta for r in ranks]
+    job = analyzer.t
+    metas = [job.meta(r) for r in ranks]
     first = metas[0] if metas else {}
     items: list[tuple[str, str]] = [("trace folder", str(analyzer.trace_dir or ""))]
     world = first.get("world_size")
@@ -48,10 +51,10 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
                       f"{(max(ends) - min(starts)) / 1e6:,.3f} ms"))
-    events = sum(len(analyzer.t.rank(r).events) for r in ranks)
+    counts = map_ranks(job, _events_and_steps, list(ranks), description="Report header")
+    events = int(counts["events"].sum()) if len(counts) else 0
     items.append(("events", f"{events:,} complete events"))
-    steps = sorted({int(i) for r in ranks
-                    for i in np.unique(analyzer.t.rank(r).events["iteration"]) if i > 0})
+    steps = sorted({int(i) for held in counts.get("steps", []) for i in held})
     if steps:
         items.append(("steps", ranges(steps)))
     if iterations is not None:
@@ -61,6 +64,16 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
         items.append(("files", ", ".join(files[:8]) + (f" and {len(files) - 8} more"
                                                        if len(files) > 8 else "")))
     return items
+
+
+def _events_and_steps(trace: Any, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per rank (next to the data): complete events, and the steps its events belong to."""
+    rows = []
+    for r in trace.selected_ranks(ranks):
+        ev = trace.rank(r).events
+        rows.append({"rank": r, "events": len(ev),
+                     "steps": [int(i) for i in np.unique(ev["iteration"]) if i > 0]})
+    return pd.DataFrame(rows, columns=["rank", "events", "steps"])
 
 
 def _environment() -> jinja2.Environment:

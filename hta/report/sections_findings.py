@@ -55,7 +55,7 @@ def job_sentence(ctx: Context) -> str:
 def _devices(ctx: Context) -> str:
     names: dict[str, int] = {}
     for r in ctx.ranks:
-        props = ctx.trace.rank(r).meta.get("device_properties") or []
+        props = ctx.trace.meta(r).get("device_properties") or []
         first = props[0] if props and isinstance(props[0], dict) else {}
         if first.get("name"):
             names[str(first["name"])] = names.get(str(first["name"]), 0) + 1
