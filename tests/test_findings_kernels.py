@@ -1,4 +1,5 @@
-"""The kernel findings rules: small kernels, low occupancy, fp32 GEMMs, unclassified kernels.
+"""The kernel findings rules: small kernels, fp32 GEMMs, unclassified kernels (low occupancy:
+``test_findings_occupancy.py``).
 
 Each rule has a pair of tests on a generated trace (:mod:`findings_kernel_cases`): with the
 problem it reports a saving within 5% of the one known by construction, without it nothing.
@@ -13,7 +14,6 @@ from findings_kernel_cases import (
     TENSOR_CORE_NAMES,
     UNKNOWN,
     fp32_gemm,
-    low_occupancy,
     small_kernels,
     unclassified,
 )
@@ -82,29 +82,6 @@ def test_small_kernels_iteration_selection(tmp_path):
     rows = _only(trace, "small_kernels", iterations=[2])
     assert _saving_ns(rows) == expected // 2
     assert rows.iloc[0]["steps"] == [2]
-
-
-# -- low_occupancy ----------------------------------------------------------------------------
-def test_low_occupancy_claims_the_grid_bound_part(tmp_path):
-    trace, expected = low_occupancy(tmp_path)
-    rows = _only(trace, "low_occupancy")
-    _close(_saving_ns(rows), expected)
-    evidence = rows.iloc[0]["evidence"]
-    assert "40 of them had fewer blocks than SMs" in evidence
-    assert "40 compute kernels" in evidence and "66.7% of the 6.000 ms" in evidence
-
-
-def test_low_occupancy_quiet_without_it(tmp_path):
-    trace, expected = low_occupancy(tmp_path, low=False)
-    assert expected == 0
-    assert _only(trace, "low_occupancy").empty
-
-
-@pytest.mark.parametrize("kw", [{"resource_bound_only": True}, {"with_args": False}])
-def test_low_occupancy_silent_when_nothing_is_grid_bound_or_no_args(tmp_path, kw):
-    trace, expected = low_occupancy(tmp_path, **kw)
-    assert expected == 0
-    assert _only(trace, "low_occupancy").empty
 
 
 # -- fp32_gemm --------------------------------------------------------------------------------

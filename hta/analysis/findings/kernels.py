@@ -28,17 +28,9 @@ that contribute most.
     compute kernels by count.
 
 ``low_occupancy``
-    Kineto writes per kernel ``est. achieved occupancy %`` and ``blocks per SM`` (grid
-    blocks divided by the number of SMs; the ``kernel_args`` side table). A kernel has *low
-    occupancy* when its estimate is under :data:`OCCUPANCY_PCT` (25%; 0 means Kineto could
-    not estimate it and is read as unknown) or it has fewer blocks than SMs. Resource-bound
-    low occupancy (registers, shared memory) is often chosen on purpose by tuned GEMMs, so
-    only the *grid-bound* part is claimed: a kernel with ``blocks per SM < 1`` leaves the
-    fraction ``1 - blocks_per_sm`` of the SMs without work, and the saving is
-    ``duration x min(1 - blocks_per_sm, 0.5)`` summed over those kernels (at most half of
-    each kernel's time: a finer grid rarely scales perfectly). The rule fires when the
-    low-occupancy kernels take at least :data:`MIN_LOW_SHARE` (10%) of the compute kernel
-    time. A trace without the args gives no finding.
+    Compute kernels whose grid has fewer blocks than the SMs available to them (the GPU's
+    SMs less those held by kernels running at the same time on other streams), persistent
+    kernels sized to share the GPU left out: :mod:`hta.analysis.findings.occupancy`.
 
 ``fp32_gemm``
     GEMMs computed in plain fp32 where tensor cores (NVIDIA) or faster matrix-core formats
@@ -60,13 +52,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.kernel_common import in_steps, top_names
+from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
-from hta.analysis.names import short_name
-from hta.analysis.rowmap import RowMap
-from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: A compute kernel shorter than this is small (ns).
@@ -79,12 +70,6 @@ OVERHEAD_NS = 1_000
 MIN_SMALL = 100
 #: Least share of the compute kernels (by count) that are small.
 MIN_SMALL_SHARE = 0.30
-#: Estimated achieved occupancy (%) under which a kernel has low occupancy.
-OCCUPANCY_PCT = 25.0
-#: Least share of the compute kernel time in low-occupancy kernels for a finding.
-MIN_LOW_SHARE = 0.10
-#: Largest share of a grid-bound kernel's time claimed.
-MAX_GRID_SAVING = 0.5
 #: Share of the fp32 GEMM time claimed (a 2x speed-up).
 FP32_SAVING = 0.5
 
@@ -101,36 +86,6 @@ FP32_GEMM = re.compile(
 #: Architectures without TF32 (tensor cores only for fp16).
 _PRE_AMPERE = re.compile(r"maxwell|pascal|volta|turing")
 
-_COMPUTATION = KIND_CODE["computation"]
-
-
-def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
-             iterations: Sequence[int] | None, window: tuple[int, int]) -> np.ndarray:
-    """GPU rows that belong to the analysis: with ``iterations``, those of the selected
-    steps; without, those of any step plus those starting in the window. Rows are picked by
-    the step of their launch (the ``iteration`` column), as the kernel tables do, so the
-    kernels a step launched count even when the GPU runs them after the step's span."""
-    if iterations is not None:
-        return np.isin(iteration, list(iterations))
-    steps = step_table(rt)["step"].to_numpy()
-    return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
-
-
-def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
-               with_time: bool = True) -> str:
-    """``name ×count (time)`` of the ``n`` short names with the largest total weight."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
-    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
-    by_short: dict[str, list[float]] = {}
-    for i, c, t in zip(uniq.tolist(), count.tolist(), total.tolist(), strict=True):
-        acc = by_short.setdefault(short_name(rt.symbols[i]), [0, 0.0])
-        acc[0] += c
-        acc[1] += t
-    top = sorted(by_short.items(), key=lambda kv: (-kv[1][1], kv[0]))[:n]
-    if not with_time:
-        return ", ".join(f"{name} ×{int(c)}" for name, (c, _) in top)
-    return ", ".join(f"{name} ×{int(c)} ({fmt_time(t)})" for name, (c, t) in top)
 
 
 # -- small_kernels --------------------------------------------------------------------------
@@ -189,63 +144,6 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
-                    window[1] - window[0])]
-
-
-# -- low_occupancy --------------------------------------------------------------------------
-def occupancy_table(rt: RankTrace, iterations: Sequence[int] | None,
-                    window: tuple[int, int]) -> dict[str, np.ndarray]:
-    """The selected compute kernels that carry occupancy args: ``name``, ``dur``,
-    ``step``, ``occupancy`` (%, NaN unknown) and ``blocks_per_sm`` (NaN unknown)."""
-    ev = rt.events
-    args = rt.tables.get("kernel_args")
-    empty = {k: np.zeros(0) for k in ("name", "dur", "step", "occupancy", "blocks_per_sm")}
-    if args is None or not len(args) or not len(ev):
-        return empty
-    pos = RowMap(ev).positions(args["index"].to_numpy())
-    ok = pos >= 0
-    pos = pos[ok]
-    occ = args["est_achieved_occupancy_pct"].to_numpy(dtype=float)[ok]
-    bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
-    occ = np.where(occ > 0, occ, np.nan)
-    kind = ev["kind"].cat.codes.to_numpy()[pos]
-    ts = ev["ts"].to_numpy()[pos]
-    keep = (kind == _COMPUTATION) & ~(np.isnan(occ) & np.isnan(bpsm))
-    keep &= in_steps(rt, ev["iteration"].to_numpy()[pos], ts, iterations, window)
-    rows = pos[keep]
-    return {"name": ev["name"].to_numpy()[rows], "dur": ev["dur"].to_numpy()[rows],
-            "step": ev["iteration"].to_numpy()[rows], "occupancy": occ[keep],
-            "blocks_per_sm": bpsm[keep]}
-
-
-def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``low_occupancy`` finding of one rank (module docstring)."""
-    window = analysis_window(rt, iterations)
-    t = occupancy_table(rt, iterations, window)
-    if t["dur"].size == 0:
-        return []
-    dur = t["dur"].astype(np.int64)
-    total = int(dur.sum())
-    with np.errstate(invalid="ignore"):
-        grid_bound = t["blocks_per_sm"] < 1
-        low = (t["occupancy"] < OCCUPANCY_PCT) | grid_bound
-    low_time = int(dur[low].sum())
-    if total <= 0 or low_time < MIN_LOW_SHARE * total or not grid_bound.any():
-        return []
-    frac = np.minimum(1.0 - t["blocks_per_sm"][grid_bound], MAX_GRID_SAVING)
-    saving = int(np.round((dur[grid_bound] * frac).sum()))
-    if saving <= 0:
-        return []
-    evidence = (
-        f"{int(low.sum())} compute kernels with an estimated achieved occupancy under "
-        f"{OCCUPANCY_PCT:g}% or fewer blocks than SMs ran {fmt_time(low_time)}, "
-        f"{100 * low_time / total:.1f}% of the {fmt_time(total)} of compute kernels with "
-        f"occupancy args; {int(grid_bound.sum())} of them had fewer blocks than SMs "
-        f"({fmt_time(int(dur[grid_bound].sum()))}; most: "
-        f"{top_names(rt, t['name'][grid_bound], dur[grid_bound])}) (kernel args: "
-        f"est. achieved occupancy %, blocks per SM)."
-    )
-    return [Finding((rt.rank,), step_tuple(t["step"][low]), evidence, saving,
                     window[1] - window[0])]
 
 
@@ -310,16 +208,15 @@ RULES: list[FindingRule] = [
     ),
     FindingRule(
         id="low_occupancy",
-        title="Low-occupancy kernels: SMs left idle",
+        title="Grid-bound kernels: SMs left idle",
         section="kernels",
-        advice=("Give the kernels more parallel work: a larger batch or sequence per step, "
-                "larger fused ops (torch.compile), torch.backends.cudnn.benchmark = True to "
-                "let cuDNN pick better launch configurations; for your own kernels check the "
-                "grid and block sizes against the number of SMs."),
-        saving=("For the compute kernels with fewer blocks than SMs: duration x "
-                "min(1 - blocks per SM, 0.5), summed; only when kernels under 25% estimated "
-                "achieved occupancy or with fewer blocks than SMs take 10% or more of the "
-                "compute kernel time."),
+        advice=DEFAULT_ADVICE,
+        saving=("For each compute kernel of 10 µs or more whose grid has fewer than 90% as "
+                "many blocks as the SMs available to it (the GPU's SMs less the mean SMs "
+                "held by kernels on other streams while it ran), persistent kernels sized "
+                "to share the GPU left out: duration x min(1 - blocks / available, 0.5), "
+                "summed and bounded by half the union of their intervals; only when such "
+                "kernels take 10% or more of the compute kernel time with grid args."),
         check=check_low_occupancy,
     ),
     FindingRule(
