@@ -11,7 +11,7 @@ to a selected step (the ``iteration`` column, as the kernel tables pick rows), o
 becomes ``cutlass::device_kernel`` and evidence such as "cutlass::device_kernel ×140"
 hides which GEMMs are meant. A *label* is the short name, followed, when other kernels of
 the same list share that short name, by the tokens of its full name that differ from
-theirs (identifiers, last namespace part only, and numbers, in order, at most
+theirs (identifiers, each namespace apart, and numbers, in order, at most
 :data:`MAX_TOKENS`)::
 
     cutlass::device_kernel<…128, 256, KernelTmaWarpSpecializedCooperative…>
@@ -42,7 +42,10 @@ MAX_TOKENS = 6
 #: Longest label, in characters (longer ones end in "…").
 MAX_CHARS = 100
 
-_TOKEN = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*|\d+")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+")
+#: Namespaces too common to tell kernels apart, never shown in a label.
+_NAMESPACES = frozenset({"at", "c10", "std", "cute", "cutlass", "native", "detail", "cuda",
+                         "void", "const", "unsigned"})
 
 
 def cut(text: str, limit: int = MAX_CHARS) -> str:
@@ -73,9 +76,8 @@ def kernel_labels(names: Sequence[str]) -> list[str]:
 
 def _tokens(name: str) -> list[str]:
     """Identifier and number tokens of the template arguments of ``name`` (the whole name
-    when it has none), identifiers without their namespaces."""
-    tokens = (t.rsplit("::", 1)[-1] for t in _TOKEN.findall(_template_arguments(name)))
-    return [t for t in tokens if t.isdigit() or len(t) > 2]
+    when it has none); each namespace of a qualified name is a token of its own."""
+    return [t for t in _TOKEN.findall(_template_arguments(name)) if t.isdigit() or len(t) > 2]
 
 
 def _template_arguments(name: str) -> str:
@@ -134,8 +136,9 @@ def _differing_tokens(members: list[str]) -> list[list[str]]:
 
 
 def _distinct(tokens: list[str]) -> list[str]:
-    """``tokens`` with repeated identifiers dropped (numbers all kept: a tile 128x128)."""
-    seen: set[str] = set()
+    """``tokens`` with repeated identifiers and common namespaces dropped (numbers all
+    kept: a tile 128x128)."""
+    seen: set[str] = set(_NAMESPACES)
     out = []
     for t in tokens:
         if t.isdigit() or t not in seen:

@@ -54,10 +54,14 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernel_common import in_steps, top_names
+from hta.analysis.findings.kernel_common import fmt_at, in_steps, top_labels, top_names
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
-from hta.analysis.gpu_work import COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMPUTE, gpu_work, work_class
 from hta.analysis.intervals import Cover
+from hta.analysis.names import short_name
+from hta.analysis.rowmap import RowMap
+from hta.model.links import graph_replayed
+from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: A compute kernel shorter than this is small (ns).
@@ -73,6 +77,8 @@ MIN_SMALL_SHARE = 0.30
 #: Share of the fp32 GEMM time claimed (a 2x speed-up).
 FP32_SAVING = 0.5
 
+_COMPUTATION = KIND_CODE["computation"]
+
 #: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
 FP32_GEMM = re.compile(
     r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
@@ -83,19 +89,41 @@ FP32_GEMM = re.compile(
     r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
     r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
 )
-#: Architectures without TF32 (tensor cores only for fp16).
-_PRE_AMPERE = re.compile(r"maxwell|pascal|volta|turing")
+#: GEMM kernels on tensor cores (NVIDIA) or matrix cores in 16-bit or 8-bit formats (AMD).
+TENSOR_GEMM = re.compile(
+    r"(?i)(h884|s884|h1688|s1688|s16816|i8816|hmma|tf32|bf16|f16|fp16|e4m3|e5m2|fp8|"
+    r"tensorop|wmma|nvjet|wgmma|_HHS_|_BBS_|_HSS_|_BSS_).*(?<!fb)(gemm|mma)"
+    r"|(?<!fb)gemm.*(bf16|f16|fp8|tf32)|xmma_gemm|^Cijk_\w*_(HHS|BBS|HSS|BSS|HH|BB)_|^nvjet"
+)
+#: Tensor-core GEMMs on fp32 operands in TF32 (``tf32`` in cuBLAS names; CUTLASS sm80+
+#: ``tensorop_s1688gemm`` without a 16-bit type).
+TF32_GEMM = re.compile(r"(?i)tf32|cutlass_(8|9|1\d)\d_tensorop_s1688gemm(?!\w*(bf16|f16))")
+#: Architectures without TF32 (tensor cores only for fp16), in kernel names.
+_PRE_AMPERE = re.compile(r"(^|[^a-z])(maxwell|pascal|volta|turing)_|sm_?[567]\d_")
+#: Architectures with TF32, in kernel names.
+_POST_VOLTA = re.compile(r"(^|[^a-z])(ampere|hopper|blackwell)_|(^|[^a-z])sm_?(8|9|1\d)\d_|nvjet")
 
 
 
 # -- small_kernels --------------------------------------------------------------------------
+def _graph_replayed_work(rt: RankTrace) -> np.ndarray:
+    """For each row of :func:`gpu_work` (the same rows, in the same order): whether a
+    CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
+    ev = rt.events
+    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
+    launch = RowMap(ev).column(ev, "index_correlation")
+    return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
+
+
 def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
                        window: tuple[int, int]) -> dict[str, np.ndarray]:
     """Per small compute kernel ``b`` following a small one on its stream (module
     docstring): ``gap`` (the GPU idle part of the counted gap, ns), ``overhead`` (ns),
-    ``name`` and ``step`` of ``b``; plus ``small`` (ids of every small kernel in the
-    selection) and ``n_compute`` (how many compute kernels it has)."""
+    ``name``, ``step`` and ``ts`` of ``b``; plus ``small`` (ids of every small kernel in the
+    selection), ``small_graph`` (whether each was replayed from a graph) and ``n_compute``
+    (how many compute kernels the selection has)."""
     w = gpu_work(rt.rank, rt.events)
+    graph = _graph_replayed_work(rt)
     sel = in_steps(rt, w.iteration, w.ts, iterations, window)
     dur = w.end - w.ts
     compute = w.cls == COMPUTE
@@ -109,17 +137,17 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
         pair[1:] &= s_ts[1:] - s_end[:-1] <= MAX_GAP_NS
     rows = np.flatnonzero(pair)
     prev_end = s_end[rows - 1]
-    counted = (s_ts[rows] > prev_end) & (s_launch[rows] <= prev_end)
+    queued = (s_launch[rows] <= prev_end) | graph[order][rows]
+    counted = (s_ts[rows] > prev_end) & queued
     lo = prev_end
-    hi = np.where(counted, s_ts[rows], lo)
-    hi = np.maximum(hi, lo)
-    others = Cover(w.ts, w.end)
-    gap = (hi - lo) - others.within(lo, hi)
+    hi = np.maximum(np.where(counted, s_ts[rows], lo), lo)
+    gap = (hi - lo) - Cover(w.ts, w.end).within(lo, hi)
     return {
         "gap": gap.astype(np.int64),
         "overhead": np.minimum(OVERHEAD_NS, s_end[rows] - s_ts[rows]).astype(np.int64),
-        "name": w.name[order][rows], "step": w.iteration[order][rows],
+        "name": w.name[order][rows], "step": w.iteration[order][rows], "ts": s_ts[rows],
         "small": w.name[small & sel], "small_step": w.iteration[small & sel],
+        "small_graph": graph[small & sel],
         "n_compute": np.array([int((compute & sel).sum())]),
     }
 
@@ -135,54 +163,133 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     saving = gap + overhead
     if saving <= 0:
         return []
+    n_graph = int(p["small_graph"].sum())
+    widest = int(np.argmax(p["gap"] + p["overhead"]))
     evidence = (
         f"{n_small} of {n_compute} compute kernels in {fmt_steps(p['small_step'])} ran under "
         f"{SMALL_NS // 1000} µs (most launched: "
         f"{top_names(rt, p['small'], np.ones(n_small), with_time=False)}; kernels table, "
-        f"count and mean); {p['gap'].size} of them directly follow another on their stream: "
-        f"{fmt_time(gap)} of GPU idle gaps between them plus {fmt_time(overhead)} of "
-        f"per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
+        f"count and mean){_graph_note(n_graph, n_small)}; {p['gap'].size} of them directly "
+        f"follow another on their stream: {fmt_time(gap)} of GPU idle gaps between them "
+        f"(the widest before {short_name(rt.symbols[int(p['name'][widest])])} at "
+        f"{fmt_at(rt, int(p['ts'][widest]))}, step {int(p['step'][widest])}) plus "
+        f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
+    advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
-                    window[1] - window[0])]
+                    window[1] - window[0], advice=advice)]
+
+
+def _graph_note(n_graph: int, n_small: int) -> str:
+    if n_graph == 0:
+        return ""
+    return f", {n_graph} of the {n_small} replayed from CUDA/HIP graphs"
+
+
+SMALL_ADVICE = ("Fuse the small ops (torch.compile; fused optimizers such as "
+                "Adam(fused=True) or foreach=True), replay the step as a CUDA graph "
+                "(torch.compile(mode='reduce-overhead')), or give each kernel more work "
+                "(a larger batch).")
+GRAPHED_SMALL_ADVICE = ("These kernels already replay from a CUDA graph, which removes the "
+                        "launch cost but not the per-kernel cost on the GPU: fuse the small "
+                        "ops (torch.compile, fused kernels such as fused add+norm or "
+                        "fused MoE routing), or give each kernel more work (a larger batch).")
 
 
 # -- fp32_gemm ------------------------------------------------------------------------------
 def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``fp32_gemm`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
-    w = gpu_work(rt.rank, rt.events)
-    sel = in_steps(rt, w.iteration, w.ts, iterations, window) & (w.cls == COMPUTE)
-    ids = w.name[sel]
+    ev = rt.events
+    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
+    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
+    step = ev["iteration"].to_numpy()[rows]
+    sel = in_steps(rt, step, ts, iterations, window)
+    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
+    ids = ev["name"].to_numpy()[rows]
     if ids.size == 0:
         return []
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    hit_names = [FP32_GEMM.search(rt.symbols[i]) is not None for i in uniq.tolist()]
-    hit = np.asarray(hit_names, dtype=bool)[inverse.reshape(-1)]
+    fp32_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
+    hit, tensor, tf32 = fp32_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], tf32_sym[ids]
     if not hit.any():
         return []
-    dur = (w.end - w.ts)[sel]
     fp32 = int(dur[hit].sum())
-    total = int(dur.sum())
-    saving = int(round(FP32_SAVING * fp32))
-    names = [rt.symbols[i] for i, h in zip(uniq.tolist(), hit_names, strict=True) if h]
+    longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
+    ops = RowMap(ev).column(ev, "op_index")[rows[hit]]
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
-        f"{100 * fp32 / total:.1f}% of the compute kernel time in "
-        f"{fmt_steps(w.iteration[sel][hit])} (most: {top_names(rt, ids[hit], dur[hit])}; "
-        f"kernels table)."
+        f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in {fmt_steps(step[hit])}"
+        f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest at "
+        f"{fmt_at(rt, int(ts[longest]))}, step {int(step[longest])}, "
+        f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
+        f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )
-    return [Finding((rt.rank,), step_tuple(w.iteration[sel][hit]), evidence, saving,
-                    window[1] - window[0], advice=_fp32_advice(names))]
+    names = [rt.symbols[i] for i in np.unique(ids[hit]).tolist()]
+    if tf32.any():
+        advice = TF32_ON_ADVICE
+    else:
+        advice = _fp32_advice(names, has_tf32(rt))
+        if dur[tensor].sum() > fp32:
+            advice = MIXED_NOTE + " " + advice
+    return [Finding((rt.rank,), step_tuple(step[hit]), evidence,
+                    int(round(FP32_SAVING * fp32)), window[1] - window[0], advice=advice)]
 
 
-def _fp32_advice(names: list[str]) -> str:
-    if names and all(_PRE_AMPERE.search(n) for n in names):
-        return ("This GPU has no TF32: run the GEMMs in fp16 with autocast "
-                "(torch.autocast('cuda', dtype=torch.float16) with a GradScaler).")
+def _name_classes(symbols: list[str], ids: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per symbol id: whether it names an fp32 GEMM, a tensor-core GEMM, a TF32 one."""
+    fp32 = np.zeros(len(symbols), dtype=bool)
+    tensor = np.zeros(len(symbols), dtype=bool)
+    tf32 = np.zeros(len(symbols), dtype=bool)
+    for i in np.unique(ids).tolist():
+        fp32[i] = FP32_GEMM.search(symbols[i]) is not None
+        tensor[i] = not fp32[i] and TENSOR_GEMM.search(symbols[i]) is not None
+        tf32[i] = tensor[i] and TF32_GEMM.search(symbols[i]) is not None
+    return fp32, tensor, tf32
+
+
+def _launched_by(rt: RankTrace, ev, ops: np.ndarray, weights: np.ndarray) -> str:
+    """``; launched by aten::mm ×12 (...)``: the operators around the kernels' launches."""
+    has = ops >= 0
+    if not has.any():
+        return ""
+    names = ev["name"].to_numpy()[ops[has]]
+    return f"; launched by {top_names(rt, names, weights[has])}"
+
+
+def _tensor_note(tensor_ns: int, tf32_ns: int) -> str:
+    """What ran on tensor cores beside the fp32 GEMMs: 16/8-bit GEMMs, TF32 GEMMs."""
+    parts = []
+    if tensor_ns > 0:
+        parts.append(f"16- or 8-bit tensor-core GEMMs ran {fmt_time(tensor_ns)}")
+    if tf32_ns > 0:
+        parts.append(f"TF32 tensor-core GEMMs ran {fmt_time(tf32_ns)} (TF32 is on)")
+    return "; " + " and ".join(parts) + " beside them" if parts else ""
+
+
+def has_tf32(rt: RankTrace) -> bool | None:
+    """Whether the rank's NVIDIA GPU has TF32 tensor cores (compute capability 8 or more):
+    from ``deviceProperties`` (``computeMajor``), else from the architecture in its kernel
+    names (``volta_``/``turing_``... only: no; ``ampere_``, ``sm80_``... : yes); ``None``
+    when neither tells."""
+    majors = [p.get("computeMajor") for p in rt.meta.get("device_properties") or []
+              if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)]
+    if majors:
+        return max(majors) >= 8
+    if any(_POST_VOLTA.search(s) for s in rt.symbols):
+        return True
+    if any(_PRE_AMPERE.search(s) for s in rt.symbols):
+        return False
+    return None
+
+
+def _fp32_advice(names: list[str], tf32: bool | None) -> str:
     if names and all(n.startswith("Cijk_") for n in names):
         return ("Run the GEMMs in bf16 with autocast (torch.autocast('cuda', "
                 "dtype=torch.bfloat16)); on MI300 hipBLASLt can also use xf32.")
+    if tf32 is False:
+        return ("This GPU has no TF32: run the GEMMs in fp16 with autocast "
+                "(torch.autocast('cuda', dtype=torch.float16) with a GradScaler).")
     return FP32_ADVICE
 
 
@@ -190,16 +297,20 @@ FP32_ADVICE = ("Let fp32 matmuls use tensor cores: torch.set_float32_matmul_prec
                "(or torch.backends.cuda.matmul.allow_tf32 = True, and "
                "torch.backends.cudnn.allow_tf32 = True for convolutions), or run them in "
                "bf16/fp16 with torch.autocast.")
+TF32_ON_ADVICE = ("TF32 is already allowed (TF32 tensor-core GEMMs run beside these), yet "
+                  "cuBLAS picked fp32 kernels for these shapes: run the operators that "
+                  "launch them in bf16 (torch.autocast('cuda', dtype=torch.bfloat16)), or "
+                  "try torch.compile(mode='max-autotune') for their shapes.")
+MIXED_NOTE = ("Most GEMM time already uses tensor cores: these fp32 GEMMs run outside "
+              "autocast (see the operators that launch them); check they need fp32 (a "
+              "router, a loss) before changing them.")
 
 RULES: list[FindingRule] = [
     FindingRule(
         id="small_kernels",
         title="Many tiny kernels: fixed per-kernel costs eat the GPU time",
         section="kernels",
-        advice=("Fuse the small ops (torch.compile; fused optimizers such as "
-                "Adam(fused=True) or foreach=True), replay the step as a CUDA graph "
-                "(torch.compile(mode='reduce-overhead')), or give each kernel more work "
-                "(a larger batch)."),
+        advice=SMALL_ADVICE,
         saving=("For each compute kernel under 5 µs that follows another one on its stream "
                 "within 10 µs: the GPU idle time in the gap between them when the kernel was "
                 "already launched, plus a 1 µs per-kernel overhead (at most the kernel's "
@@ -224,7 +335,7 @@ RULES: list[FindingRule] = [
         title="fp32 GEMMs where tensor cores would apply",
         section="kernels",
         advice=FP32_ADVICE,
-        saving="Half the time of the fp32 GEMM and convolution kernels (a conservative 2x).",
+        saving="Half the time of the fp32 GEMM kernels (a conservative 2x).",
         check=check_fp32_gemm,
     ),
 ]

@@ -263,7 +263,11 @@ def _blocks(values: np.ndarray) -> str:
 #: one of the three costliest grid-bound kernels is given, :data:`DEFAULT_ADVICE` when
 #: none matches.
 ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)gemm|xmma|nvjet|cutlass|cublas|^Cijk_|hipblaslt|matmul|wgmma"),
+    (re.compile(r"(?i)split_embedding|embedding_bag|\btbe\b"),
+     "Embedding-bag lookups (FBGEMM table-batched embeddings) with few blocks: a larger "
+     "batch per rank, or fewer embedding table groups (TorchRec fuses tables of one "
+     "sharding type into one kernel) give them more work."),
+    (re.compile(r"(?i)(?<!fb)gemm|xmma|nvjet|cutlass|cublas|^Cijk_|hipblaslt|matmul|wgmma"),
      "GEMMs with fewer output tiles than SMs: give each GEMM more rows (more tokens or "
      "samples per call, or one grouped/batched GEMM instead of several small ones); "
      "torch.compile(mode='max-autotune') tries split-K and smaller tiles, and in your "
