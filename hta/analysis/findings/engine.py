@@ -70,6 +70,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.communication",
     "hta.analysis.findings.kernels",
     "hta.analysis.findings.unclassified",
+    "hta.analysis.findings.graphs",
 )
 
 
