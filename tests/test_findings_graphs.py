@@ -141,8 +141,8 @@ def test_nearly_unused_gpu_is_stated(tmp_path):
 def test_busy_gpu_gives_no_note(tmp_path):
     b = TraceBuilder(rank=0)
     with b.step(1, ts=0, dur=1_000_000):
-        b.launch_kernel(ADD, cpu_ts=1_000, cpu_dur=500, gpu_ts=10_000, gpu_dur=300_000)
-    assert _rows(_load(b, tmp_path), "gpu_mostly_idle").empty  # busy 30% of the step
+        b.launch_kernel(ADD, cpu_ts=1_000, cpu_dur=500, gpu_ts=10_000, gpu_dur=110_000)
+    assert _rows(_load(b, tmp_path), "gpu_mostly_idle").empty  # busy 11% of the step
 
 
 def test_cpu_only_trace_gives_no_note(tmp_path):

@@ -21,7 +21,7 @@ saving.
 ``gpu_mostly_idle``
     The GPU is *busy* while any kernel, copy or memset runs on any stream of the rank. The
     rule fires when the busy time inside the analysed window is under :data:`BUSY_SHARE`
-    (25%) of the window, for a rank that has GPU work at all. The shares of the temporal
+    (10%) of the window, for a rank that has GPU work at all. The shares of the temporal
     breakdown are of the GPU span (first to last GPU event); they then describe the little
     time the GPU worked ("compute 100%" of an 11 µs span in a 33.7 ms step). The evidence
     gives the busy time, the window and the longest stretch of the window without GPU work.
@@ -52,7 +52,7 @@ CAPTURE_END = re.compile(r"^((cuda|hip)StreamEndCapture|cuStreamEndCapture)(_v\d
 #: Calls that instantiate a graph.
 INSTANTIATE = re.compile(r"^(cuda|hip|cu)GraphInstantiate\w*$")
 #: Share of the window under which the GPU is mostly idle.
-BUSY_SHARE = 0.25
+BUSY_SHARE = 0.10
 
 _CPU_CODES = kind_codes(CPU_KINDS)
 _LAUNCH = KIND_CODE["runtime_launch"]
@@ -207,7 +207,7 @@ RULES: list[FindingRule] = [
                 "the host does in the stretches without GPU work (idle time by cause, the "
                 "host findings, the CPU operators in the gaps), or profile a window where "
                 "the job runs."),
-        saving="None: a note (GPU busy under 25% of the analysed window).",
+        saving="None: a note (GPU busy under 10% of the analysed window).",
         check=check_gpu_mostly_idle,
         info=True,
     ),
