@@ -121,19 +121,33 @@ def check_graph_capture(rt: RankTrace, iterations: list[int] | None) -> list[Fin
 def _launches_during_capture(rt: RankTrace, begins: np.ndarray, window: tuple[int, int]
                              ) -> int:
     """Runtime launch calls on a capturing thread between a capture's begin and its end
-    (the window's end when the capture does not end in it)."""
+    (the window's end when the capture does not end in it), each counted once."""
     ev = rt.events
-    ts, pid, tid = ev["ts"].to_numpy(), ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    codes = ev["kind"].cat.codes.to_numpy()
+    ts = ev["ts"].to_numpy()
+    thread = _thread_ids(ev)
     ends = _calls(rt, CAPTURE_END, window)
-    launches = np.flatnonzero(codes == _LAUNCH)
-    inside = np.zeros(launches.size, dtype=bool)
-    for b in begins.tolist():
-        same = (pid[ends] == pid[b]) & (tid[ends] == tid[b]) & (ts[ends] >= ts[b])
-        stop = int(ts[ends[same]].min()) if same.any() else window[1]
-        on = (pid[launches] == pid[b]) & (tid[launches] == tid[b])
-        inside |= on & (ts[launches] > ts[b]) & (ts[launches] < stop)
-    return int(inside.sum())
+    launches = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH)
+    total = 0
+    for t in np.unique(thread[begins]).tolist():
+        b_ts = ts[begins[thread[begins] == t]]
+        e_ts = np.sort(ts[ends[thread[ends] == t]])
+        l_ts = np.sort(ts[launches[thread[launches] == t]])
+        stop = np.full(b_ts.size, window[1], dtype=np.int64)
+        if e_ts.size:
+            at = np.searchsorted(e_ts, b_ts, side="left")
+            stop = np.where(at < e_ts.size, e_ts[np.minimum(at, e_ts.size - 1)], stop)
+        lo = np.searchsorted(l_ts, b_ts, side="right")
+        hi = np.maximum(np.searchsorted(l_ts, stop, side="left"), lo)
+        cover = np.cumsum(np.bincount(lo, minlength=l_ts.size + 1)
+                          - np.bincount(hi, minlength=l_ts.size + 1))[: l_ts.size]
+        total += int(np.count_nonzero(cover > 0))
+    return total
+
+
+def _thread_ids(ev) -> np.ndarray:
+    """One integer per (pid, tid) pair."""
+    pairs = np.stack([ev["pid"].to_numpy(), ev["tid"].to_numpy()], axis=1)
+    return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _annotation_around(rt: RankTrace, row: int) -> str:

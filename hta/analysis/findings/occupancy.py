@@ -165,9 +165,8 @@ def _overlap_integral(ts: np.ndarray, end: np.ndarray, weight: np.ndarray) -> np
         return np.zeros(0)
     points, inverse = np.unique(np.concatenate([ts, end]), return_inverse=True)
     start_at, end_at = inverse[: ts.size], inverse[ts.size:]
-    step = np.zeros(points.size)
-    np.add.at(step, start_at, weight)
-    np.add.at(step, end_at, -weight)
+    step = (np.bincount(start_at, weights=weight, minlength=points.size)
+            - np.bincount(end_at, weights=weight, minlength=points.size))
     level = np.cumsum(step)[:-1]  # total weight on [points[i], points[i + 1])
     area = np.concatenate([[0.0], np.cumsum(level * np.diff(points))])
     return area[end_at] - area[start_at]
