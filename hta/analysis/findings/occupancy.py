@@ -143,8 +143,9 @@ def _held_by_others(ev, kind: np.ndarray, arg_pos: np.ndarray, arg_blocks: np.nd
     rows = np.flatnonzero(np.isin(kind, _KERNEL_KINDS))
     blocks = np.full(len(ev), np.nan)
     blocks[arg_pos] = arg_blocks
-    sms_of_device = {int(d): s for d, s in zip(arg_device.tolist(), arg_sms.tolist(),
-                                               strict=True) if np.isfinite(s)}
+    known = np.isfinite(arg_sms)
+    devices, first = np.unique(arg_device[known], return_index=True)
+    sms_of_device = dict(zip(devices.tolist(), arg_sms[known][first].tolist(), strict=True))
     device = ev["device"].to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     held = np.zeros(len(ev))
