@@ -180,7 +180,8 @@ def test_fp32_gemm_names_the_operators_and_notes_mixed_precision(tmp_path):
     evidence, advice = rows.iloc[0]["evidence"], rows.iloc[0]["advice"]
     assert "launched by aten::linear ×1 (100.0 µs)" in evidence
     assert "16- or 8-bit tensor-core GEMMs ran 900.0 µs beside them" in evidence
-    assert "the longest at 0.010 ms, step 1, 100.0 µs" in evidence
+    assert "the longest, ampere_sgemm_64x32_sliced1x4_tn, at 0.010 ms, step 1, 100.0 µs" \
+        in evidence
     assert advice.startswith(kernel_rules.MIXED_NOTE)
 
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernel_common import fmt_at, in_steps, top_labels, top_names
+from hta.analysis.findings.kernel_common import cut, fmt_at, in_steps, top_labels, top_names
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.gpu_work import COMPUTE, gpu_work, work_class
 from hta.analysis.intervals import Cover
@@ -219,7 +219,8 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
         f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in {fmt_steps(step[hit])}"
-        f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest at "
+        f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest, "
+        f"{cut(short_name(rt.symbols[int(ids[longest])]))}, at "
         f"{fmt_at(rt, int(ts[longest]))}, step {int(step[longest])}, "
         f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
         f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
