@@ -208,6 +208,17 @@ def test_short_kernels_and_missing_args_give_nothing(tmp_path):
     assert _rows(_load(b, tmp_path)).empty
 
 
+def test_fp32_gemms_are_left_to_fp32_gemm(tmp_path):
+    """An fp32 SIMT GEMM with a quarter of the SMs: fp32_gemm claims half its time, so
+    low_occupancy does not claim the same time again."""
+    b = _builder()
+    with b.step(1, ts=0, dur=STEP_NS):
+        for i in range(5):
+            _kernel(b, "ampere_sgemm_128x64_nn", 0, 10_000 + i * 300_000, 200_000, 33)
+    out = find(_load(b, tmp_path), rules=kernel_rules.RULES)
+    assert out["rule"].tolist() == ["fp32_gemm"]
+
+
 def test_sm_count_from_blocks_per_sm_without_device_properties(tmp_path):
     b = TraceBuilder(rank=0)
     with b.step(1, ts=0, dur=STEP_NS):

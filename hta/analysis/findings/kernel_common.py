@@ -37,6 +37,17 @@ from hta.analysis.findings.host import fmt_time
 from hta.analysis.names import short_name
 from hta.model.trace import RankTrace
 
+#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
+FP32_GEMM = re.compile(
+    r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
+    r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
+    r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
+    r"|simt_sgemm"                                 # CUTLASS cutlass_80_simt_sgemm_...
+    r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
+    r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
+    r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
+)
+
 #: Most differing tokens shown in a label.
 MAX_TOKENS = 6
 #: Longest label, in characters (longer ones end in "…").

@@ -54,7 +54,14 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernel_common import cut, fmt_at, in_steps, top_labels, top_names
+from hta.analysis.findings.kernel_common import (
+    FP32_GEMM,
+    cut,
+    fmt_at,
+    in_steps,
+    top_labels,
+    top_names,
+)
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.gpu_work import COMPUTE, gpu_work, work_class
 from hta.analysis.intervals import Cover
@@ -79,16 +86,6 @@ FP32_SAVING = 0.5
 
 _COMPUTATION = KIND_CODE["computation"]
 
-#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
-FP32_GEMM = re.compile(
-    r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
-    r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
-    r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
-    r"|simt_sgemm"                                 # CUTLASS cutlass_80_simt_sgemm_...
-    r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
-    r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
-    r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
-)
 #: GEMM kernels on tensor cores (NVIDIA) or matrix cores in 16-bit or 8-bit formats (AMD).
 TENSOR_GEMM = re.compile(
     r"(?i)(h884|s884|h1688|s1688|s16816|i8816|hmma|tf32|bf16|f16|fp16|e4m3|e5m2|fp8|"

@@ -23,7 +23,8 @@ sized to share the GPU (an expert-parallel grouped GEMM given 112 of 132 SMs whi
 dispatch kernels hold 20); none of its runs is counted, even those with no concurrent
 work. The other kernels that do not fill the SMs available to them are *grid-bound*,
 except those under :data:`MIN_KERNEL_NS` (10 µs), whose time is mostly the fixed cost of
-a kernel (the ``small_kernels`` rule).
+a kernel (the ``small_kernels`` rule), and fp32 GEMMs, whose time ``fp32_gemm`` claims
+(moving them to tensor cores changes their tiles and grid anyway).
 
 **Saving.** A grid-bound kernel's work, split evenly over the SMs available to it, would
 take ``duration x blocks / available``; a finer split adds work (split-K reductions,
@@ -47,7 +48,13 @@ import numpy as np
 
 from hta.analysis.findings.engine import Finding, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
-from hta.analysis.findings.kernel_common import fmt_at, in_steps, kernel_labels, label_times
+from hta.analysis.findings.kernel_common import (
+    FP32_GEMM,
+    fmt_at,
+    in_steps,
+    kernel_labels,
+    label_times,
+)
 from hta.analysis.intervals import merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE
@@ -183,6 +190,14 @@ def sized_to_share(t: SmTable) -> np.ndarray:
     return np.isin(key, key[fills])
 
 
+def _fp32(rt: RankTrace, t: SmTable) -> np.ndarray:
+    """Whether each kernel is an fp32 GEMM (``fp32_gemm`` claims those)."""
+    uniq, inverse = np.unique(t.name, return_inverse=True)
+    hit = np.array([FP32_GEMM.search(rt.symbols[int(i)]) is not None for i in uniq],
+                   dtype=bool)
+    return hit[inverse.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
+
+
 def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``low_occupancy`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
@@ -192,7 +207,7 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     dur = t.dur
     avail = t.available
     shared = sized_to_share(t)
-    bound = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS)
+    bound = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS) & ~_fp32(rt, t)
     total, bound_time = int(dur.sum()), int(dur[bound].sum())
     if total <= 0 or bound_time < MIN_LOW_SHARE * total:
         return []
