@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
@@ -144,7 +145,7 @@ def _launches_during_capture(rt: RankTrace, begins: np.ndarray, window: tuple[in
     return total
 
 
-def _thread_ids(ev) -> np.ndarray:
+def _thread_ids(ev: pd.DataFrame) -> np.ndarray:
     """One integer per (pid, tid) pair."""
     pairs = np.stack([ev["pid"].to_numpy(), ev["tid"].to_numpy()], axis=1)
     return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)

@@ -5,6 +5,9 @@ for evidence, short yet telling apart kernels that share a short name.
 to a selected step (the ``iteration`` column, as the kernel tables pick rows), or, without
 ``iterations``, to any step or starts inside the analysed window.
 
+**fp32 GEMMs.** :data:`FP32_GEMM`, the names of GEMMs computed in plain fp32 (the
+``fp32_gemm`` rule claims them; ``low_occupancy`` leaves them to it).
+
 **Labels.**
 
 :func:`hta.analysis.names.short_name` drops template arguments, so every CUTLASS 3 GEMM

@@ -51,6 +51,7 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
@@ -246,7 +247,8 @@ def _name_classes(symbols: list[str], ids: np.ndarray
     return fp32, tensor, tf32
 
 
-def _launched_by(rt: RankTrace, ev, ops: np.ndarray, weights: np.ndarray) -> str:
+def _launched_by(rt: RankTrace, ev: pd.DataFrame, ops: np.ndarray,
+                 weights: np.ndarray) -> str:
     """``; launched by aten::mm ×12 (...)``: the operators around the kernels' launches."""
     has = ops >= 0
     if not has.any():

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from hta.analysis.findings.engine import Finding, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
@@ -143,8 +144,9 @@ def _sm_counts(rt: RankTrace, device: np.ndarray, blocks: np.ndarray,
     return out
 
 
-def _held_by_others(ev, kind: np.ndarray, arg_pos: np.ndarray, arg_blocks: np.ndarray,
-                    arg_device: np.ndarray, arg_sms: np.ndarray) -> np.ndarray:
+def _held_by_others(ev: pd.DataFrame, kind: np.ndarray, arg_pos: np.ndarray,
+                    arg_blocks: np.ndarray, arg_device: np.ndarray,
+                    arg_sms: np.ndarray) -> np.ndarray:
     """For each kernel of ``arg_pos``: the mean SMs held by the other kernels of its
     device while it ran (module docstring)."""
     rows = np.flatnonzero(np.isin(kind, _KERNEL_KINDS))
