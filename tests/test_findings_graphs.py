@@ -182,6 +182,17 @@ def test_replayed_kernels_are_attributed_to_their_graph_launch(tmp_path, in_op):
     assert set(ev["iteration"].to_numpy()[kernels].tolist()) == {1, 2}
 
 
+def test_graph_replayed_on_columns():
+    """Rows: a graph launch (0) and its two kernels (1, 2), a plain launch (3) and its
+    kernel (4), an unlinked kernel (5); the launch's own link names its first kernel."""
+    symbols = ["hipGraphLaunch", "k", "hipLaunchKernel", "cudaGraphLaunchish"]
+    name = np.array([0, 1, 1, 2, 1, 1])
+    launch = np.array([1, 0, 0, 4, 3, -1])
+    assert graph_replayed(symbols, name, launch).tolist() == [False, True, True, False, False,
+                                                              False]
+    assert not graph_replayed(symbols[1:], np.array([0]), np.array([-1])).any()
+
+
 @pytest.mark.parametrize("name", ["cudaGraphLaunch", "cudaGraphLaunch_v10000",
                                   "cuGraphLaunch", "cuGraphLaunch_ptsz", "hipGraphLaunch"])
 def test_graph_launch_names(name):
