@@ -206,9 +206,10 @@ RULES: list[FindingRule] = [
         advice=("Profile the replay instead: start the profiler after the warm-up that "
                 "captures the graphs (torch.profiler.schedule(wait=..., warmup=..., "
                 "active=...) with the capture steps inside wait and warmup; vLLM: set "
-                "VLLM_TORCH_PROFILER_DIR and call start_profile()/stop_profile() once the "
-                "server serves; SGLang: /start_profile after its warm-up), then profile a "
-                "few served steps."),
+                "VLLM_TORCH_PROFILER_DIR, then LLM.start_profile()/stop_profile() or the "
+                "server's /start_profile and /stop_profile once it serves; SGLang: set "
+                "SGLANG_TORCH_PROFILER_DIR and send /start_profile after its warm-up), then "
+                "profile a few served steps."),
         saving="None: a note about what the trace shows (stream captures and graph "
                "instantiations without a graph launch).",
         check=check_graph_capture,
