@@ -16,6 +16,7 @@ from kineto_builder import TraceBuilder
 from hta.analysis.findings import find
 from hta.analysis.findings import graphs as graph_rules
 from hta.analysis.findings import kernels as kernel_rules
+from hta.analysis.findings import launch_bound as launch_rules
 from hta.analysis.findings.engine import default_rules
 from hta.analysis.launch import cuda_kernel_launch_stats, launch_pairing_summary
 from hta.analysis.rowmap import RowMap
@@ -210,6 +211,15 @@ def test_small_graph_kernels_count_their_gaps_and_get_no_graph_advice(tmp_path):
     assert round(rows.iloc[0]["est_saving(us)"] * 1e3) == 2 * 149 * 3_000
     assert "300 of the 300 replayed from CUDA/HIP graphs" in rows.iloc[0]["evidence"]
     assert rows.iloc[0]["advice"] == kernel_rules.GRAPHED_SMALL_ADVICE
+
+
+def test_graph_replays_are_not_launch_bound(tmp_path):
+    """The same replay: the gaps between graph kernels while the graph launch call still
+    runs are not the host's (before, launch_bound claimed them, 596 µs, and advised CUDA
+    graphs); the twin launched one by one by a slow host is launch-bound."""
+    assert _rows(replay(tmp_path), "launch_bound", launch_rules.RULES).empty
+    rows = _rows(replay(tmp_path / "eager", graph=False), "launch_bound", launch_rules.RULES)
+    assert round(rows.iloc[0]["est_saving(us)"] * 1e3) == 2 * 149 * 2_000
 
 
 def test_small_kernels_launched_one_by_one_keep_the_graph_advice(tmp_path):

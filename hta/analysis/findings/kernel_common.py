@@ -5,6 +5,9 @@ for evidence, short yet telling apart kernels that share a short name.
 to a selected step (the ``iteration`` column, as the kernel tables pick rows), or, without
 ``iterations``, to any step or starts inside the analysed window.
 
+**Graph replays.** :func:`graph_replayed_work`: which GPU work rows a CUDA/HIP graph
+launch enqueued (their gaps are the GPU's, whatever the launch call's duration).
+
 **fp32 GEMMs.** :data:`FP32_GEMM`, the names of GEMMs computed in plain fp32 (the
 ``fp32_gemm`` rule claims them; ``low_occupancy`` leaves them to it).
 
@@ -37,7 +40,10 @@ import numpy as np
 
 from hta.analysis.findings.engine import step_table
 from hta.analysis.findings.host import fmt_time
+from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
+from hta.analysis.rowmap import RowMap
+from hta.model.links import graph_replayed
 from hta.model.trace import RankTrace
 
 #: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
@@ -169,6 +175,15 @@ def _number_duplicates(members: list[str], label_of: dict[str, str]) -> None:
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label_of[name] = f"{label} #{seen[label]}"
+
+
+def graph_replayed_work(rt: RankTrace) -> np.ndarray:
+    """For each row of :func:`gpu_work` (the same rows, in the same order): whether a
+    CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
+    ev = rt.events
+    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
+    launch = RowMap(ev).column(ev, "index_correlation")
+    return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
 
 
 def fmt_at(rt: RankTrace, ts: int) -> str:

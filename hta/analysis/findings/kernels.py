@@ -59,16 +59,16 @@ from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
     cut,
     fmt_at,
+    graph_replayed_work,
     in_steps,
     top_labels,
     top_names,
 )
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
-from hta.analysis.gpu_work import COMPUTE, gpu_work, work_class
+from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
-from hta.model.links import graph_replayed
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
@@ -104,15 +104,6 @@ _POST_VOLTA = re.compile(r"(^|[^a-z])(ampere|hopper|blackwell)_|(^|[^a-z])sm_?(8
 
 
 # -- small_kernels --------------------------------------------------------------------------
-def _graph_replayed_work(rt: RankTrace) -> np.ndarray:
-    """For each row of :func:`gpu_work` (the same rows, in the same order): whether a
-    CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
-    ev = rt.events
-    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
-    launch = RowMap(ev).column(ev, "index_correlation")
-    return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
-
-
 def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
                        window: tuple[int, int]) -> dict[str, np.ndarray]:
     """Per small compute kernel ``b`` following a small one on its stream (module
@@ -121,7 +112,7 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     selection), ``small_graph`` (whether each was replayed from a graph) and ``n_compute``
     (how many compute kernels the selection has)."""
     w = gpu_work(rt.rank, rt.events)
-    graph = _graph_replayed_work(rt)
+    graph = graph_replayed_work(rt)
     sel = in_steps(rt, w.iteration, w.ts, iterations, window)
     dur = w.end - w.ts
     compute = w.cls == COMPUTE
@@ -139,7 +130,8 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     counted = (s_ts[rows] > prev_end) & queued
     lo = prev_end
     hi = np.maximum(np.where(counted, s_ts[rows], lo), lo)
-    gap = (hi - lo) - Cover(w.ts, w.end).within(lo, hi)
+    others = Cover(w.ts, w.end)
+    gap = (hi - lo) - others.within(lo, hi)
     return {
         "gap": gap.astype(np.int64),
         "overhead": np.minimum(OVERHEAD_NS, s_end[rows] - s_ts[rows]).astype(np.int64),
