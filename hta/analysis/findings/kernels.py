@@ -61,6 +61,7 @@ from hta.analysis.findings.kernel_common import (
     fmt_at,
     graph_replayed_work,
     in_steps,
+    step_of,
     top_labels,
     top_names,
 )
@@ -162,7 +163,7 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"count and mean){_graph_note(n_graph, n_small)}; {p['gap'].size} of them directly "
         f"follow another on their stream: {fmt_time(gap)} of GPU idle gaps between them "
         f"(the widest before {short_name(rt.symbols[int(p['name'][widest])])} at "
-        f"{fmt_at(rt, int(p['ts'][widest]))}, step {int(p['step'][widest])}) plus "
+        f"{fmt_at(rt, int(p['ts'][widest]))}, {step_of(int(p['step'][widest]))}) plus "
         f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
     advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
@@ -211,7 +212,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in {fmt_steps(step[hit])}"
         f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest, "
         f"{cut(short_name(rt.symbols[int(ids[longest])]))}, at "
-        f"{fmt_at(rt, int(ts[longest]))}, step {int(step[longest])}, "
+        f"{fmt_at(rt, int(ts[longest]))}, {step_of(int(step[longest]))}, "
         f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
         f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )

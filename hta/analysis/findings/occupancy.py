@@ -55,6 +55,7 @@ from hta.analysis.findings.kernel_common import (
     in_steps,
     kernel_labels,
     label_times,
+    step_of,
 )
 from hta.analysis.intervals import merge
 from hta.analysis.rowmap import RowMap
@@ -247,7 +248,7 @@ def _evidence(rt: RankTrace, t: SmTable, bound: np.ndarray, left_out: np.ndarray
         f"the same time on other streams): {fmt_time(bound_time)}, "
         f"{100 * bound_time / total:.1f}% of the {fmt_time(total)} of compute kernels with "
         f"grid args. Most: {'; '.join(parts)}; the longest ran at "
-        f"{fmt_at(rt, int(t.ts[longest]))} (step {int(t.step[longest])}, "
+        f"{fmt_at(rt, int(t.ts[longest]))} ({step_of(int(t.step[longest]))}, "
         f"{fmt_time(int(dur[longest]))}: {longest_label}) "
         f"(kernel args: grid, blocks per SM)."
     )
