@@ -8,7 +8,6 @@ the construction parameters, never by the code under test. One rank, ``STEPS`` s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from kineto_builder import TraceBuilder
 
@@ -19,7 +18,6 @@ from hta.model.trace import Trace
 STEP_NS = 4_000_000
 STEPS = 2
 SIDE_STREAM = 20
-NUM_SMS = 108
 
 ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
@@ -63,51 +61,6 @@ def small_kernels(tmp_path: Path, kernel_ns: int = 3_000, gap_ns: int = 2_000, n
         return trace, 0
     gap = 0 if host_bound or gap_ns > 10_000 else gap_ns - side_cover_ns
     return trace, STEPS * (n - 1) * (gap + min(1_000, kernel_ns))
-
-
-def _args(blocks_per_sm: float | None, occupancy: float | None) -> dict[str, Any]:
-    if blocks_per_sm is None:
-        return {}
-    blocks = max(int(round(blocks_per_sm * NUM_SMS)), 1)
-    return {"grid": [blocks, 1, 1], "block": [256, 1, 1], "registers per thread": 32,
-            "shared memory": 0, "blocks per SM": blocks_per_sm,
-            "warps per SM": blocks_per_sm * 8, "est. achieved occupancy %": occupancy}
-
-
-def low_occupancy(tmp_path: Path, low: bool = True, resource_bound_only: bool = False,
-                  with_args: bool = True) -> tuple[Trace, int]:
-    """Each step: 10 kernels of 100 µs with 0.25 blocks per SM (6% occupancy), 10 of
-    100 µs with 0.8 blocks per SM (20%), 10 of 100 µs with 8 blocks per SM (50%).
-
-    Without the problem (``low=False``) every kernel has 8 blocks per SM and 50%.
-    ``resource_bound_only``: the low ones have 5 blocks per SM and 12% occupancy (register
-    bound), which the rule does not claim. Expected saving: per step
-    ``10 x 100 x min(0.75, 0.5) + 10 x 100 x 0.2`` µs = 700 µs.
-    """
-    b = TraceBuilder(rank=0)
-    dur = 100_000
-    if not low:
-        shapes = [(8.0, 50.0)] * 3
-    elif resource_bound_only:
-        shapes = [(5.0, 12.0), (5.0, 12.0), (8.0, 50.0)]
-    else:
-        shapes = [(0.25, 6.0), (0.8, 20.0), (8.0, 50.0)]
-    names = ["void small_grid_kernel<float>(float*)", "void medium_grid_kernel<float>(float*)",
-             "void at::native::reduce_kernel<512, 1>(float*)"]
-    for k in range(1, STEPS + 1):
-        t = (k - 1) * STEP_NS
-        with b.step(k, ts=t, dur=STEP_NS - 1_000):
-            g = t + 50_000
-            for (bpsm, occ), name in zip(shapes, names, strict=True):
-                for _ in range(10):
-                    args = _args(bpsm, occ) if with_args else {}
-                    b.launch_kernel(name, cpu_ts=t + 1_000, cpu_dur=500, gpu_ts=g,
-                                    gpu_dur=dur, **args)
-                    g += dur + 1_000
-    trace = _load(b, tmp_path)
-    if not low or resource_bound_only or not with_args:
-        return trace, 0
-    return trace, STEPS * (10 * dur // 2 + 10 * dur * 2 // 10)
 
 
 FP32_NAMES = (

@@ -1,4 +1,5 @@
-"""The kernel findings rules: small kernels, low occupancy, fp32 GEMMs, unclassified kernels.
+"""The kernel findings rules: small kernels, fp32 GEMMs, unclassified kernels (low occupancy:
+``test_findings_occupancy.py``).
 
 Each rule has a pair of tests on a generated trace (:mod:`findings_kernel_cases`): with the
 problem it reports a saving within 5% of the one known by construction, without it nothing.
@@ -13,10 +14,10 @@ from findings_kernel_cases import (
     TENSOR_CORE_NAMES,
     UNKNOWN,
     fp32_gemm,
-    low_occupancy,
     small_kernels,
     unclassified,
 )
+from kineto_builder import TraceBuilder
 
 from hta.analysis.findings import analysis_window, find
 from hta.analysis.findings import kernels as kernel_rules
@@ -84,29 +85,6 @@ def test_small_kernels_iteration_selection(tmp_path):
     assert rows.iloc[0]["steps"] == [2]
 
 
-# -- low_occupancy ----------------------------------------------------------------------------
-def test_low_occupancy_claims_the_grid_bound_part(tmp_path):
-    trace, expected = low_occupancy(tmp_path)
-    rows = _only(trace, "low_occupancy")
-    _close(_saving_ns(rows), expected)
-    evidence = rows.iloc[0]["evidence"]
-    assert "40 of them had fewer blocks than SMs" in evidence
-    assert "40 compute kernels" in evidence and "66.7% of the 6.000 ms" in evidence
-
-
-def test_low_occupancy_quiet_without_it(tmp_path):
-    trace, expected = low_occupancy(tmp_path, low=False)
-    assert expected == 0
-    assert _only(trace, "low_occupancy").empty
-
-
-@pytest.mark.parametrize("kw", [{"resource_bound_only": True}, {"with_args": False}])
-def test_low_occupancy_silent_when_nothing_is_grid_bound_or_no_args(tmp_path, kw):
-    trace, expected = low_occupancy(tmp_path, **kw)
-    assert expected == 0
-    assert _only(trace, "low_occupancy").empty
-
-
 # -- fp32_gemm --------------------------------------------------------------------------------
 def test_fp32_gemm_reports_half_their_time(tmp_path):
     trace, expected = fp32_gemm(tmp_path)
@@ -155,9 +133,86 @@ def test_not_fp32_names(name):
 
 
 def test_fp32_advice_follows_the_architecture():
-    assert "no TF32" in kernel_rules._fp32_advice(["volta_sgemm_128x64_nn"])
-    assert "bf16" in kernel_rules._fp32_advice(["Cijk_Alik_Bljk_SB_MT64x16x32"])
-    assert kernel_rules._fp32_advice(["ampere_sgemm_128x64_nn"]) == kernel_rules.FP32_ADVICE
+    assert "no TF32" in kernel_rules._fp32_advice(["volta_sgemm_128x64_nn"], False)
+    assert "bf16" in kernel_rules._fp32_advice(["Cijk_Alik_Bljk_SB_MT64x16x32"], True)
+    assert kernel_rules._fp32_advice(["ampere_sgemm_128x64_nn"], True) == kernel_rules.FP32_ADVICE
+    assert kernel_rules._fp32_advice(["magma_sgemmEx_kernel<float>"], None) == \
+        kernel_rules.FP32_ADVICE
+
+
+@pytest.mark.parametrize(("major", "names", "expected"), [
+    (7, ["void magma_sgemmEx_kernel<float, float, float, true>(x)"], False),  # V100
+    (8, ["void magma_sgemmEx_kernel<float, float, float, true>(x)"], True),
+    (None, ["volta_sgemm_128x64_nn", "void magma_sgemmEx_kernel<float>(x)"], False),
+    (None, ["ampere_sgemm_128x64_nn"], True),
+    (None, ["void magma_sgemmEx_kernel<float>(x)"], None),
+])
+def test_tf32_from_device_properties_else_kernel_names(tmp_path, major, names, expected):
+    """A V100 trace whose fp32 GEMMs include an untagged ``magma_sgemmEx`` kernel is still
+    a GPU without TF32 (it got the TF32 advice before)."""
+    b = TraceBuilder(rank=0)
+    if major is not None:
+        b.extra_top_level["deviceProperties"] = [{"id": 0, "computeMajor": major}]
+    with b.step(1, ts=0, dur=1_000_000):
+        for i, name in enumerate(names):
+            b.launch_kernel(name, cpu_ts=1_000, cpu_dur=500, gpu_ts=10_000 + i * 300_000,
+                            gpu_dur=200_000)
+    b.write(tmp_path / "rank-0.json")
+    rt = load_trace(tmp_path, progress=False, cache=False).rank(0)
+    assert kernel_rules.has_tf32(rt) is expected
+    rows = _only(load_trace(tmp_path, progress=False, cache=False), "fp32_gemm")
+    assert ("no TF32" in rows.iloc[0]["advice"]) == (expected is False)
+
+
+def test_fp32_gemm_names_the_operators_and_notes_mixed_precision(tmp_path):
+    """Mostly bf16 GEMMs plus one fp32 GEMM launched by ``aten::linear`` (a router kept in
+    fp32): the evidence names the operator, the advice says to check it needs fp32."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=2_000_000):
+        b.cpu_op("aten::linear", ts=1_000, dur=2_000)
+        b.launch_kernel("ampere_sgemm_64x32_sliced1x4_tn", cpu_ts=1_500, cpu_dur=500,
+                        gpu_ts=10_000, gpu_dur=100_000)
+        b.launch_kernel(TENSOR_CORE_NAMES[2], cpu_ts=5_000, cpu_dur=500, gpu_ts=200_000,
+                        gpu_dur=900_000)
+    b.write(tmp_path / "rank-0.json")
+    rows = _only(load_trace(tmp_path, progress=False, cache=False), "fp32_gemm")
+    assert _saving_ns(rows) == 50_000
+    evidence, advice = rows.iloc[0]["evidence"], rows.iloc[0]["advice"]
+    assert "launched by aten::linear ×1 (100.0 µs)" in evidence
+    assert "16- or 8-bit tensor-core GEMMs ran 900.0 µs beside them" in evidence
+    assert "the longest, ampere_sgemm_64x32_sliced1x4_tn, at 0.010 ms, step 1, 100.0 µs" \
+        in evidence
+    assert advice.startswith(kernel_rules.MIXED_NOTE)
+
+
+def test_fp32_gemm_with_tf32_already_on(tmp_path):
+    """TF32 tensor-op GEMMs beside the fp32 SIMT ones (the TorchRec traces): TF32 is on,
+    so the advice is not to turn it on."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=2_000_000):
+        b.launch_kernel("ampere_sgemm_128x64_nn", cpu_ts=1_500, cpu_dur=500, gpu_ts=10_000,
+                        gpu_dur=100_000)
+        b.launch_kernel("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x64_32x6_nt_"
+                        "align1>(Params)", cpu_ts=5_000, cpu_dur=500, gpu_ts=200_000,
+                        gpu_dur=300_000)
+    b.write(tmp_path / "rank-0.json")
+    row = _only(load_trace(tmp_path, progress=False, cache=False), "fp32_gemm").iloc[0]
+    assert "TF32 tensor-core GEMMs ran 300.0 µs (TF32 is on) beside them" in row["evidence"]
+    assert row["advice"] == kernel_rules.TF32_ON_ADVICE
+
+
+@pytest.mark.parametrize(("name", "tensor", "tf32"), [
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1>(x)", True, True),
+    ("sm80_xmma_gemm_tf32f32_tf32f32_f32_nt_n_tilesize128x128x16", True, True),
+    ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", True, False),
+    ("void cutlass::Kernel<cutlass_75_tensorop_f16_s1688gemm_f16_64x64_32x2_nn_align8>", True,
+     False),
+    ("void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(x)",
+     False, False),
+])
+def test_tensor_core_names(name, tensor, tf32):
+    assert (kernel_rules.TENSOR_GEMM.search(name) is not None) == tensor
+    assert (tensor and kernel_rules.TF32_GEMM.search(name) is not None) == tf32
 
 
 # -- unclassified_kernels -------------------------------------------------------------------
@@ -192,11 +247,12 @@ def test_rules_are_registered():
 
 def test_sample_job():
     """The sample job's GEMMs are fp32 SIMT kernels with 32 to 128 blocks on 108 SMs: the
-    fp32 and occupancy rules fire there (checked by hand); it has no run of tiny kernels
-    and every kernel is classified."""
+    fp32 rule fires there (checked by hand), and the occupancy rule leaves those GEMMs to
+    it (one saving per kernel time); it has no run of tiny kernels and every kernel is
+    classified."""
     trace = load_trace(REPO / "sample_traces" / "synthetic_4rank", progress=False, cache=False)
     out = find(trace, rules=RULES)
-    assert set(out["rule"]) == {"fp32_gemm", "low_occupancy"}
+    assert set(out["rule"]) == {"fp32_gemm"}
     for _, row in out.iterrows():
         assert row["ranks"] == [0, 1, 2, 3]
         assert 0 < row["share_pctg"] < 10

@@ -1,7 +1,9 @@
 """Vectorised construction of the links between events of one rank.
 
 * call stacks: ``parent`` and ``depth`` of every CPU-side event on its (pid, tid);
-* launches: ``index_correlation`` between a runtime call and the GPU work it enqueued;
+* launches: ``index_correlation`` between a runtime call and the GPU work it enqueued; a
+  graph launch and every kernel, copy and memset its replay ran share one correlation id,
+  so each of them links to the launch (:func:`graph_replayed` tells them apart);
 * enclosing operator: ``op_index``, the innermost ``cpu_op`` around a launch (and, through
   the launch, around its GPU work);
 * iterations: the ``ProfilerStep#N`` that contains each event.
@@ -246,6 +248,26 @@ def correlation_links(
     pos = np.clip(np.searchsorted(g_sorted_corr, r_corr), 0, g_sorted_corr.shape[0] - 1)
     hit = g_sorted_corr[pos] == r_corr
     out[r_sorted_rows[hit]] = g_sorted_rows[pos[hit]]
+    return out
+
+
+#: Runtime and driver calls that replay a CUDA or HIP graph (Kineto writes the replayed
+#: kernels, copies and memsets with the correlation id of this call).
+GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch(_v\d+)?(_ptsz)?|cuGraphLaunch(_ptsz)?"
+                          r"|hipGraphLaunch(_spt)?)$")
+
+
+def graph_replayed(symbols: list[str], name: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """Which rows were enqueued by a graph launch: ``launch`` holds each row's
+    ``index_correlation`` as a position (-1 when unlinked), ``name`` the symbol ids of
+    every row. (A graph launch's own link names its first kernel, so it is not marked.)"""
+    is_graph = np.fromiter(("GraphLaunch" in s and GRAPH_LAUNCH.match(s) is not None
+                            for s in symbols), dtype=bool,
+                           count=len(symbols))
+    out = np.zeros(launch.shape[0], dtype=bool)
+    linked = np.flatnonzero(launch >= 0)
+    if linked.size and is_graph.any():
+        out[linked] = is_graph[name[launch[linked]]]
     return out
 
 

@@ -27,7 +27,9 @@ is bounded by one rank's saving, not the sum over ranks.
 **Severity** is the saving's share of the analysed window of the rank it came from
 (``window_ns``, the span of the selected steps, see :func:`analysis_window`):
 ``high`` at 10% or more, ``medium`` at 3% or more, ``low`` below. Findings under
-``min_share`` (default 0.5%) are dropped as noise.
+``min_share`` (default 0.5%) are dropped as noise. A rule marked ``info`` states a fact
+about the trace, not a problem with a saving (a trace that holds only CUDA-graph
+captures): its findings have severity ``info`` and no saving, and are always kept.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ COLUMNS = ["rule", "severity", "ranks", "steps", "evidence", "est_saving(us)", "
 #: Columns of the per-rank table that :func:`rank_findings` returns (one row a finding).
 RAW_COLUMNS = ["rule", "rank", "ranks", "steps", "evidence", "est_saving_ns", "window_ns",
                "subject", "advice"]
-SEVERITIES = ("high", "medium", "low")
+SEVERITIES = ("high", "medium", "low", "info")
 HIGH_SHARE = 0.10
 MEDIUM_SHARE = 0.03
 DEFAULT_MIN_SHARE = 0.005
@@ -67,6 +69,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.communication",
     "hta.analysis.findings.kernels",
     "hta.analysis.findings.unclassified",
+    "hta.analysis.findings.graphs",
 )
 
 
@@ -94,7 +97,11 @@ JobCheck = Callable[[Trace, "list[int]", "list[int] | None"], "list[Finding]"]
 
 @dataclass(frozen=True)
 class FindingRule:
-    """A rule: what it detects, where the evidence is, what to try, and its check."""
+    """A rule: what it detects, where the evidence is, what to try, and its check.
+
+    ``info``: the rule states a fact, not a problem; its findings have severity ``info``
+    and no saving, and ``min_share`` does not drop them.
+    """
 
     id: str
     title: str
@@ -104,6 +111,7 @@ class FindingRule:
     check: RankCheck | JobCheck
     scope: Literal["rank", "job"] = "rank"
     tags: tuple[str, ...] = field(default=())
+    info: bool = False
 
 
 def default_rules() -> list[FindingRule]:
@@ -212,7 +220,7 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
         saving = int(worst["est_saving_ns"])
         window = int(worst["window_ns"])
         share = saving / window if window > 0 else 0.0
-        if share < min_share or saving <= 0:
+        if not rule.info and (share < min_share or saving <= 0):
             continue
         evidence = str(worst["evidence"])
         if len(group) > 1 and int(worst["rank"]) >= 0:
@@ -221,7 +229,7 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
             evidence = f"rank {int(worst['rank'])}: {evidence}"
         rows.append({
             "rule": rule_id,
-            "severity": severity(share),
+            "severity": "info" if rule.info else severity(share),
             "ranks": ranks,
             "steps": steps,
             "evidence": evidence,

@@ -28,17 +28,9 @@ that contribute most.
     compute kernels by count.
 
 ``low_occupancy``
-    Kineto writes per kernel ``est. achieved occupancy %`` and ``blocks per SM`` (grid
-    blocks divided by the number of SMs; the ``kernel_args`` side table). A kernel has *low
-    occupancy* when its estimate is under :data:`OCCUPANCY_PCT` (25%; 0 means Kineto could
-    not estimate it and is read as unknown) or it has fewer blocks than SMs. Resource-bound
-    low occupancy (registers, shared memory) is often chosen on purpose by tuned GEMMs, so
-    only the *grid-bound* part is claimed: a kernel with ``blocks per SM < 1`` leaves the
-    fraction ``1 - blocks_per_sm`` of the SMs without work, and the saving is
-    ``duration x min(1 - blocks_per_sm, 0.5)`` summed over those kernels (at most half of
-    each kernel's time: a finer grid rarely scales perfectly). The rule fires when the
-    low-occupancy kernels take at least :data:`MIN_LOW_SHARE` (10%) of the compute kernel
-    time. A trace without the args gives no finding.
+    Compute kernels whose grid has fewer blocks than the SMs available to them (the GPU's
+    SMs less those held by kernels running at the same time on other streams), persistent
+    kernels sized to share the GPU left out: :mod:`hta.analysis.findings.occupancy`.
 
 ``fp32_gemm``
     GEMMs computed in plain fp32 where tensor cores (NVIDIA) or faster matrix-core formats
@@ -59,9 +51,21 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.kernel_common import (
+    FP32_GEMM,
+    cut,
+    fmt_at,
+    graph_replayed_work,
+    in_steps,
+    step_of,
+    top_labels,
+    top_names,
+)
+from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
@@ -79,58 +83,25 @@ OVERHEAD_NS = 1_000
 MIN_SMALL = 100
 #: Least share of the compute kernels (by count) that are small.
 MIN_SMALL_SHARE = 0.30
-#: Estimated achieved occupancy (%) under which a kernel has low occupancy.
-OCCUPANCY_PCT = 25.0
-#: Least share of the compute kernel time in low-occupancy kernels for a finding.
-MIN_LOW_SHARE = 0.10
-#: Largest share of a grid-bound kernel's time claimed.
-MAX_GRID_SAVING = 0.5
 #: Share of the fp32 GEMM time claimed (a 2x speed-up).
 FP32_SAVING = 0.5
 
-#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
-FP32_GEMM = re.compile(
-    r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
-    r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
-    r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
-    r"|simt_sgemm"                                 # CUTLASS cutlass_80_simt_sgemm_...
-    r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
-    r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
-    r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
-)
-#: Architectures without TF32 (tensor cores only for fp16).
-_PRE_AMPERE = re.compile(r"maxwell|pascal|volta|turing")
-
 _COMPUTATION = KIND_CODE["computation"]
 
+#: GEMM kernels on tensor cores (NVIDIA) or matrix cores in 16-bit or 8-bit formats (AMD).
+TENSOR_GEMM = re.compile(
+    r"(?i)(h884|s884|h1688|s1688|s16816|i8816|hmma|tf32|bf16|f16|fp16|e4m3|e5m2|fp8|"
+    r"tensorop|wmma|nvjet|wgmma|_HHS_|_BBS_|_HSS_|_BSS_).*(?<!fb)(gemm|mma)"
+    r"|(?<!fb)gemm.*(bf16|f16|fp8|tf32)|xmma_gemm|^Cijk_\w*_(HHS|BBS|HSS|BSS|HH|BB)_|^nvjet"
+)
+#: Tensor-core GEMMs on fp32 operands in TF32 (``tf32`` in cuBLAS names; CUTLASS sm80+
+#: ``tensorop_s1688gemm`` without a 16-bit type).
+TF32_GEMM = re.compile(r"(?i)tf32|cutlass_(8|9|1\d)\d_tensorop_s1688gemm(?!\w*(bf16|f16))")
+#: Architectures without TF32 (tensor cores only for fp16), in kernel names.
+_PRE_AMPERE = re.compile(r"(^|[^a-z])(maxwell|pascal|volta|turing)_|sm_?[567]\d_")
+#: Architectures with TF32, in kernel names.
+_POST_VOLTA = re.compile(r"(^|[^a-z])(ampere|hopper|blackwell)_|(^|[^a-z])sm_?(8|9|1\d)\d_|nvjet")
 
-def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
-             iterations: Sequence[int] | None, window: tuple[int, int]) -> np.ndarray:
-    """GPU rows that belong to the analysis: with ``iterations``, those of the selected
-    steps; without, those of any step plus those starting in the window. Rows are picked by
-    the step of their launch (the ``iteration`` column), as the kernel tables do, so the
-    kernels a step launched count even when the GPU runs them after the step's span."""
-    if iterations is not None:
-        return np.isin(iteration, list(iterations))
-    steps = step_table(rt)["step"].to_numpy()
-    return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
-
-
-def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
-               with_time: bool = True) -> str:
-    """``name ×count (time)`` of the ``n`` short names with the largest total weight."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
-    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
-    by_short: dict[str, list[float]] = {}
-    for i, c, t in zip(uniq.tolist(), count.tolist(), total.tolist(), strict=True):
-        acc = by_short.setdefault(short_name(rt.symbols[i]), [0, 0.0])
-        acc[0] += c
-        acc[1] += t
-    top = sorted(by_short.items(), key=lambda kv: (-kv[1][1], kv[0]))[:n]
-    if not with_time:
-        return ", ".join(f"{name} ×{int(c)}" for name, (c, _) in top)
-    return ", ".join(f"{name} ×{int(c)} ({fmt_time(t)})" for name, (c, t) in top)
 
 
 # -- small_kernels --------------------------------------------------------------------------
@@ -138,9 +109,11 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
                        window: tuple[int, int]) -> dict[str, np.ndarray]:
     """Per small compute kernel ``b`` following a small one on its stream (module
     docstring): ``gap`` (the GPU idle part of the counted gap, ns), ``overhead`` (ns),
-    ``name`` and ``step`` of ``b``; plus ``small`` (ids of every small kernel in the
-    selection) and ``n_compute`` (how many compute kernels it has)."""
+    ``name``, ``step`` and ``ts`` of ``b``; plus ``small`` (ids of every small kernel in the
+    selection), ``small_graph`` (whether each was replayed from a graph) and ``n_compute``
+    (how many compute kernels the selection has)."""
     w = gpu_work(rt.rank, rt.events)
+    graph = graph_replayed_work(rt)
     sel = in_steps(rt, w.iteration, w.ts, iterations, window)
     dur = w.end - w.ts
     compute = w.cls == COMPUTE
@@ -154,17 +127,18 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
         pair[1:] &= s_ts[1:] - s_end[:-1] <= MAX_GAP_NS
     rows = np.flatnonzero(pair)
     prev_end = s_end[rows - 1]
-    counted = (s_ts[rows] > prev_end) & (s_launch[rows] <= prev_end)
+    queued = (s_launch[rows] <= prev_end) | graph[order][rows]
+    counted = (s_ts[rows] > prev_end) & queued
     lo = prev_end
-    hi = np.where(counted, s_ts[rows], lo)
-    hi = np.maximum(hi, lo)
+    hi = np.maximum(np.where(counted, s_ts[rows], lo), lo)
     others = Cover(w.ts, w.end)
     gap = (hi - lo) - others.within(lo, hi)
     return {
         "gap": gap.astype(np.int64),
         "overhead": np.minimum(OVERHEAD_NS, s_end[rows] - s_ts[rows]).astype(np.int64),
-        "name": w.name[order][rows], "step": w.iteration[order][rows],
+        "name": w.name[order][rows], "step": w.iteration[order][rows], "ts": s_ts[rows],
         "small": w.name[small & sel], "small_step": w.iteration[small & sel],
+        "small_graph": graph[small & sel],
         "n_compute": np.array([int((compute & sel).sum())]),
     }
 
@@ -180,111 +154,135 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     saving = gap + overhead
     if saving <= 0:
         return []
+    n_graph = int(p["small_graph"].sum())
+    widest = int(np.argmax(p["gap"] + p["overhead"]))
     evidence = (
         f"{n_small} of {n_compute} compute kernels in {fmt_steps(p['small_step'])} ran under "
         f"{SMALL_NS // 1000} µs (most launched: "
         f"{top_names(rt, p['small'], np.ones(n_small), with_time=False)}; kernels table, "
-        f"count and mean); {p['gap'].size} of them directly follow another on their stream: "
-        f"{fmt_time(gap)} of GPU idle gaps between them plus {fmt_time(overhead)} of "
-        f"per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
+        f"count and mean){_graph_note(n_graph, n_small)}; {p['gap'].size} of them directly "
+        f"follow another on their stream: {fmt_time(gap)} of GPU idle gaps between them "
+        f"(the widest before {short_name(rt.symbols[int(p['name'][widest])])} at "
+        f"{fmt_at(rt, int(p['ts'][widest]))}, {step_of(int(p['step'][widest]))}) plus "
+        f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
+    advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
-                    window[1] - window[0])]
+                    window[1] - window[0], advice=advice)]
 
 
-# -- low_occupancy --------------------------------------------------------------------------
-def occupancy_table(rt: RankTrace, iterations: Sequence[int] | None,
-                    window: tuple[int, int]) -> dict[str, np.ndarray]:
-    """The selected compute kernels that carry occupancy args: ``name``, ``dur``,
-    ``step``, ``occupancy`` (%, NaN unknown) and ``blocks_per_sm`` (NaN unknown)."""
-    ev = rt.events
-    args = rt.tables.get("kernel_args")
-    empty = {k: np.zeros(0) for k in ("name", "dur", "step", "occupancy", "blocks_per_sm")}
-    if args is None or not len(args) or not len(ev):
-        return empty
-    pos = RowMap(ev).positions(args["index"].to_numpy())
-    ok = pos >= 0
-    pos = pos[ok]
-    occ = args["est_achieved_occupancy_pct"].to_numpy(dtype=float)[ok]
-    bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
-    occ = np.where(occ > 0, occ, np.nan)
-    kind = ev["kind"].cat.codes.to_numpy()[pos]
-    ts = ev["ts"].to_numpy()[pos]
-    keep = (kind == _COMPUTATION) & ~(np.isnan(occ) & np.isnan(bpsm))
-    keep &= in_steps(rt, ev["iteration"].to_numpy()[pos], ts, iterations, window)
-    rows = pos[keep]
-    return {"name": ev["name"].to_numpy()[rows], "dur": ev["dur"].to_numpy()[rows],
-            "step": ev["iteration"].to_numpy()[rows], "occupancy": occ[keep],
-            "blocks_per_sm": bpsm[keep]}
+def _graph_note(n_graph: int, n_small: int) -> str:
+    if n_graph == 0:
+        return ""
+    return f", {n_graph} of the {n_small} replayed from CUDA/HIP graphs"
 
 
-def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``low_occupancy`` finding of one rank (module docstring)."""
-    window = analysis_window(rt, iterations)
-    t = occupancy_table(rt, iterations, window)
-    if t["dur"].size == 0:
-        return []
-    dur = t["dur"].astype(np.int64)
-    total = int(dur.sum())
-    with np.errstate(invalid="ignore"):
-        grid_bound = t["blocks_per_sm"] < 1
-        low = (t["occupancy"] < OCCUPANCY_PCT) | grid_bound
-    low_time = int(dur[low].sum())
-    if total <= 0 or low_time < MIN_LOW_SHARE * total or not grid_bound.any():
-        return []
-    frac = np.minimum(1.0 - t["blocks_per_sm"][grid_bound], MAX_GRID_SAVING)
-    saving = int(np.round((dur[grid_bound] * frac).sum()))
-    if saving <= 0:
-        return []
-    evidence = (
-        f"{int(low.sum())} compute kernels with an estimated achieved occupancy under "
-        f"{OCCUPANCY_PCT:g}% or fewer blocks than SMs ran {fmt_time(low_time)}, "
-        f"{100 * low_time / total:.1f}% of the {fmt_time(total)} of compute kernels with "
-        f"occupancy args; {int(grid_bound.sum())} of them had fewer blocks than SMs "
-        f"({fmt_time(int(dur[grid_bound].sum()))}; most: "
-        f"{top_names(rt, t['name'][grid_bound], dur[grid_bound])}) (kernel args: "
-        f"est. achieved occupancy %, blocks per SM)."
-    )
-    return [Finding((rt.rank,), step_tuple(t["step"][low]), evidence, saving,
-                    window[1] - window[0])]
+SMALL_ADVICE = ("Fuse the small ops (torch.compile; fused optimizers such as "
+                "Adam(fused=True) or foreach=True), replay the step as a CUDA graph "
+                "(torch.compile(mode='reduce-overhead')), or give each kernel more work "
+                "(a larger batch).")
+GRAPHED_SMALL_ADVICE = ("These kernels already replay from a CUDA graph, which removes the "
+                        "launch cost but not the per-kernel cost on the GPU: fuse the small "
+                        "ops (torch.compile, fused kernels such as fused add+norm or "
+                        "fused MoE routing), or give each kernel more work (a larger batch).")
 
 
 # -- fp32_gemm ------------------------------------------------------------------------------
 def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``fp32_gemm`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
-    w = gpu_work(rt.rank, rt.events)
-    sel = in_steps(rt, w.iteration, w.ts, iterations, window) & (w.cls == COMPUTE)
-    ids = w.name[sel]
+    ev = rt.events
+    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
+    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
+    step = ev["iteration"].to_numpy()[rows]
+    sel = in_steps(rt, step, ts, iterations, window)
+    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
+    ids = ev["name"].to_numpy()[rows]
     if ids.size == 0:
         return []
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    hit_names = [FP32_GEMM.search(rt.symbols[i]) is not None for i in uniq.tolist()]
-    hit = np.asarray(hit_names, dtype=bool)[inverse.reshape(-1)]
+    fp32_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
+    hit, tensor, tf32 = fp32_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], tf32_sym[ids]
     if not hit.any():
         return []
-    dur = (w.end - w.ts)[sel]
     fp32 = int(dur[hit].sum())
-    total = int(dur.sum())
-    saving = int(round(FP32_SAVING * fp32))
-    names = [rt.symbols[i] for i, h in zip(uniq.tolist(), hit_names, strict=True) if h]
+    longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
+    ops = RowMap(ev).column(ev, "op_index")[rows[hit]]
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
-        f"{100 * fp32 / total:.1f}% of the compute kernel time in "
-        f"{fmt_steps(w.iteration[sel][hit])} (most: {top_names(rt, ids[hit], dur[hit])}; "
-        f"kernels table)."
+        f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in {fmt_steps(step[hit])}"
+        f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest, "
+        f"{cut(short_name(rt.symbols[int(ids[longest])]))}, at "
+        f"{fmt_at(rt, int(ts[longest]))}, {step_of(int(step[longest]))}, "
+        f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
+        f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )
-    return [Finding((rt.rank,), step_tuple(w.iteration[sel][hit]), evidence, saving,
-                    window[1] - window[0], advice=_fp32_advice(names))]
+    names = [rt.symbols[i] for i in np.unique(ids[hit]).tolist()]
+    if tf32.any():
+        advice = TF32_ON_ADVICE
+    else:
+        advice = _fp32_advice(names, has_tf32(rt))
+        if dur[tensor].sum() > fp32:
+            advice = MIXED_NOTE + " " + advice
+    return [Finding((rt.rank,), step_tuple(step[hit]), evidence,
+                    int(round(FP32_SAVING * fp32)), window[1] - window[0], advice=advice)]
 
 
-def _fp32_advice(names: list[str]) -> str:
-    if names and all(_PRE_AMPERE.search(n) for n in names):
-        return ("This GPU has no TF32: run the GEMMs in fp16 with autocast "
-                "(torch.autocast('cuda', dtype=torch.float16) with a GradScaler).")
+def _name_classes(symbols: list[str], ids: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per symbol id: whether it names an fp32 GEMM, a tensor-core GEMM, a TF32 one."""
+    fp32 = np.zeros(len(symbols), dtype=bool)
+    tensor = np.zeros(len(symbols), dtype=bool)
+    tf32 = np.zeros(len(symbols), dtype=bool)
+    for i in np.unique(ids).tolist():
+        fp32[i] = FP32_GEMM.search(symbols[i]) is not None
+        tensor[i] = not fp32[i] and TENSOR_GEMM.search(symbols[i]) is not None
+        tf32[i] = tensor[i] and TF32_GEMM.search(symbols[i]) is not None
+    return fp32, tensor, tf32
+
+
+def _launched_by(rt: RankTrace, ev: pd.DataFrame, ops: np.ndarray,
+                 weights: np.ndarray) -> str:
+    """``; launched by aten::mm ×12 (...)``: the operators around the kernels' launches."""
+    has = ops >= 0
+    if not has.any():
+        return ""
+    names = ev["name"].to_numpy()[ops[has]]
+    return f"; launched by {top_names(rt, names, weights[has])}"
+
+
+def _tensor_note(tensor_ns: int, tf32_ns: int) -> str:
+    """What ran on tensor cores beside the fp32 GEMMs: 16/8-bit GEMMs, TF32 GEMMs."""
+    parts = []
+    if tensor_ns > 0:
+        parts.append(f"16- or 8-bit tensor-core GEMMs ran {fmt_time(tensor_ns)}")
+    if tf32_ns > 0:
+        parts.append(f"TF32 tensor-core GEMMs ran {fmt_time(tf32_ns)} (TF32 is on)")
+    return "; " + " and ".join(parts) + " beside them" if parts else ""
+
+
+def has_tf32(rt: RankTrace) -> bool | None:
+    """Whether the rank's NVIDIA GPU has TF32 tensor cores (compute capability 8 or more):
+    from ``deviceProperties`` (``computeMajor``), else from the architecture in its kernel
+    names (``volta_``/``turing_``... only: no; ``ampere_``, ``sm80_``... : yes); ``None``
+    when neither tells."""
+    majors = [p.get("computeMajor") for p in rt.meta.get("device_properties") or []
+              if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)]
+    if majors:
+        return max(majors) >= 8
+    if any(_POST_VOLTA.search(s) for s in rt.symbols):
+        return True
+    if any(_PRE_AMPERE.search(s) for s in rt.symbols):
+        return False
+    return None
+
+
+def _fp32_advice(names: list[str], tf32: bool | None) -> str:
     if names and all(n.startswith("Cijk_") for n in names):
         return ("Run the GEMMs in bf16 with autocast (torch.autocast('cuda', "
                 "dtype=torch.bfloat16)); on MI300 hipBLASLt can also use xf32.")
+    if tf32 is False:
+        return ("This GPU has no TF32: run the GEMMs in fp16 with autocast "
+                "(torch.autocast('cuda', dtype=torch.float16) with a GradScaler).")
     return FP32_ADVICE
 
 
@@ -292,16 +290,20 @@ FP32_ADVICE = ("Let fp32 matmuls use tensor cores: torch.set_float32_matmul_prec
                "(or torch.backends.cuda.matmul.allow_tf32 = True, and "
                "torch.backends.cudnn.allow_tf32 = True for convolutions), or run them in "
                "bf16/fp16 with torch.autocast.")
+TF32_ON_ADVICE = ("TF32 is already allowed (TF32 tensor-core GEMMs run beside these), yet "
+                  "cuBLAS picked fp32 kernels for these shapes: run the operators that "
+                  "launch them in bf16 (torch.autocast('cuda', dtype=torch.bfloat16)), or "
+                  "try torch.compile(mode='max-autotune') for their shapes.")
+MIXED_NOTE = ("Most GEMM time already uses tensor cores: these fp32 GEMMs run outside "
+              "autocast (see the operators that launch them); check they need fp32 (a "
+              "router, a loss) before changing them.")
 
 RULES: list[FindingRule] = [
     FindingRule(
         id="small_kernels",
         title="Many tiny kernels: fixed per-kernel costs eat the GPU time",
         section="kernels",
-        advice=("Fuse the small ops (torch.compile; fused optimizers such as "
-                "Adam(fused=True) or foreach=True), replay the step as a CUDA graph "
-                "(torch.compile(mode='reduce-overhead')), or give each kernel more work "
-                "(a larger batch)."),
+        advice=SMALL_ADVICE,
         saving=("For each compute kernel under 5 µs that follows another one on its stream "
                 "within 10 µs: the GPU idle time in the gap between them when the kernel was "
                 "already launched, plus a 1 µs per-kernel overhead (at most the kernel's "
@@ -310,16 +312,15 @@ RULES: list[FindingRule] = [
     ),
     FindingRule(
         id="low_occupancy",
-        title="Low-occupancy kernels: SMs left idle",
+        title="Grid-bound kernels: SMs left idle",
         section="kernels",
-        advice=("Give the kernels more parallel work: a larger batch or sequence per step, "
-                "larger fused ops (torch.compile), torch.backends.cudnn.benchmark = True to "
-                "let cuDNN pick better launch configurations; for your own kernels check the "
-                "grid and block sizes against the number of SMs."),
-        saving=("For the compute kernels with fewer blocks than SMs: duration x "
-                "min(1 - blocks per SM, 0.5), summed; only when kernels under 25% estimated "
-                "achieved occupancy or with fewer blocks than SMs take 10% or more of the "
-                "compute kernel time."),
+        advice=DEFAULT_ADVICE,
+        saving=("For each compute kernel of 10 µs or more whose grid has fewer than 90% as "
+                "many blocks as the SMs available to it (the GPU's SMs less the mean SMs "
+                "held by kernels on other streams while it ran), persistent kernels sized "
+                "to share the GPU left out: duration x min(1 - blocks / available, 0.5), "
+                "summed and bounded by half the union of their intervals; only when such "
+                "kernels take 10% or more of the compute kernel time with grid args."),
         check=check_low_occupancy,
     ),
     FindingRule(
@@ -327,7 +328,7 @@ RULES: list[FindingRule] = [
         title="fp32 GEMMs where tensor cores would apply",
         section="kernels",
         advice=FP32_ADVICE,
-        saving="Half the time of the fp32 GEMM and convolution kernels (a conservative 2x).",
+        saving="Half the time of the fp32 GEMM kernels (a conservative 2x).",
         check=check_fp32_gemm,
     ),
 ]

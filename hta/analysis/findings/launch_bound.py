@@ -7,7 +7,9 @@ the latest end of the work before it on the stream. A **launch-bound gap** is th
 
 * ``ts > prev_end`` (the stream was idle),
 * the work's launch call *ended* after ``prev_end``: the stream ran dry before the call
-  that enqueued the next work had returned, so the GPU waited on the host (a stricter
+  that enqueued the next work had returned, so the GPU waited on the host (work replayed
+  from a CUDA/HIP graph is never such work: the graph launch enqueued all of it at once,
+  however long the call lasts; a stricter
   test than the idle time table's ``host_wait``, which asks whether the call *started*
   after ``prev_end``; in a tight launch loop each call starts while the previous kernel
   still runs, and such gaps appear there as ``kernel_wait``),
@@ -36,6 +38,7 @@ from hta.analysis.findings.host import (
     step_tuple,
     sync_bubbles,
 )
+from hta.analysis.findings.kernel_common import graph_replayed_work
 from hta.analysis.gpu_work import GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
@@ -71,7 +74,7 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
     prev_dur = np.r_[np.int64(0), dur[:-1]] if ts.size else dur
     gap = same & (ts > prev_end) & (l_end >= 0) & (l_end > prev_end)
     gap &= (dur < SHORT_NS) & (prev_dur < SHORT_NS) & (ts - prev_end <= MAX_GAP_NS)
-    gap &= (ts >= window[0]) & (ts < window[1])
+    gap &= (ts >= window[0]) & (ts < window[1]) & ~graph_replayed_work(rt)[order]
     if iterations is not None:
         gap &= np.isin(it, iterations)
     rows = np.flatnonzero(gap)

@@ -1,0 +1,246 @@
+"""What the kernel rules share: which kernels belong to the analysis, and kernel names
+for evidence, short yet telling apart kernels that share a short name.
+
+**Selection.** :func:`in_steps`: a GPU row belongs to the analysis when its launch belongs
+to a selected step (the ``iteration`` column, as the kernel tables pick rows), or, without
+``iterations``, to any step or starts inside the analysed window.
+
+**Graph replays.** :func:`graph_replayed_work`: which GPU work rows a CUDA/HIP graph
+launch enqueued (their gaps are the GPU's, whatever the launch call's duration).
+
+**fp32 GEMMs.** :data:`FP32_GEMM`, the names of GEMMs computed in plain fp32 (the
+``fp32_gemm`` rule claims them; ``low_occupancy`` leaves them to it).
+
+**Labels.**
+
+:func:`hta.analysis.names.short_name` drops template arguments, so every CUTLASS 3 GEMM
+becomes ``cutlass::device_kernel`` and evidence such as "cutlass::device_kernel ×140"
+hides which GEMMs are meant. A *label* is the short name, followed, when other kernels of
+the same list share that short name, by the tokens of its full name that differ from
+theirs (identifiers, each namespace apart, and numbers, in order, at most
+:data:`MAX_TOKENS`)::
+
+    cutlass::device_kernel<…128, 256, KernelTmaWarpSpecializedCooperative…>
+    cutlass::device_kernel<…64, 128, KernelTmaWarpSpecializedPingpong…>
+
+The tokens are found by aligning each full name's token list with the list of the
+group's first name (:class:`difflib.SequenceMatcher`); the first name shows its tokens
+at every place where another one differs. Names without template arguments (cuBLAS
+``sm90_xmma_gemm_…``, Triton, Tensile ``Cijk_…``) are already distinct and are only cut
+to :data:`MAX_CHARS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+
+import numpy as np
+
+from hta.analysis.findings.engine import step_table
+from hta.analysis.findings.host import fmt_time
+from hta.analysis.gpu_work import work_class
+from hta.analysis.names import short_name
+from hta.analysis.rowmap import RowMap
+from hta.model.links import graph_replayed
+from hta.model.trace import RankTrace
+
+#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
+FP32_GEMM = re.compile(
+    r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
+    r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
+    r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
+    r"|simt_sgemm"                                 # CUTLASS cutlass_80_simt_sgemm_...
+    r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
+    r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
+    r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
+)
+
+#: Most differing tokens shown in a label.
+MAX_TOKENS = 6
+#: Longest label, in characters (longer ones end in "…").
+MAX_CHARS = 100
+
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+")
+#: Namespaces too common to tell kernels apart, never shown in a label.
+_NAMESPACES = frozenset({"at", "c10", "std", "cute", "cutlass", "native", "detail", "cuda",
+                         "void", "const", "unsigned"})
+
+
+def cut(text: str, limit: int = MAX_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ending in "…" when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def kernel_labels(names: Sequence[str]) -> list[str]:
+    """One label per name (module docstring); names sharing a short name are told apart,
+    the first of them taken as the reference. Equal names get equal labels."""
+    shorts = [short_name(n) for n in names]
+    groups: dict[str, list[str]] = {}
+    for name, short in zip(names, shorts, strict=True):
+        members = groups.setdefault(short, [])
+        if name not in members:
+            members.append(name)
+    label_of: dict[str, str] = {}
+    for short, members in groups.items():
+        if len(members) == 1:
+            label_of[members[0]] = cut(short)
+            continue
+        for name, tokens in zip(members, _differing_tokens(members), strict=True):
+            shown = ", ".join(_distinct(tokens)[:MAX_TOKENS]) if tokens else "?"
+            label_of[name] = cut(f"{short}<…{shown}…>")
+        _number_duplicates(members, label_of)
+    return [label_of[n] for n in names]
+
+
+def _tokens(name: str) -> list[str]:
+    """Identifier and number tokens of the template arguments of ``name`` (the whole name
+    when it has none); each namespace of a qualified name is a token of its own."""
+    return [t for t in _TOKEN.findall(_template_arguments(name)) if t.isdigit() or len(t) > 2]
+
+
+def _template_arguments(name: str) -> str:
+    """The first top-level ``<...>`` of ``name`` (the kernel's own template arguments;
+    the parameter list that repeats them is left out), or ``name`` when there is none."""
+    start = name.find("<")
+    if start < 0:
+        return name
+    depth = 0
+    for i in range(start, len(name)):
+        depth += {"<": 1, ">": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[start:i + 1]
+    return name[start:]
+
+
+def _shown(token: str, other: str) -> str:
+    """``token`` without the prefix it shares with ``other`` (when that is long):
+    ``…WarpSpecializedCooperative`` against ``…WarpSpecializedPingpong`` is ``Cooperative``."""
+    k = 0
+    while k < min(len(token), len(other)) and token[k] == other[k]:
+        k += 1
+    return token[k:] if k >= 6 and k < len(token) else token
+
+
+def _changes(ref: list[str], tokens: list[str]) -> list[tuple[int, int, int, int]]:
+    """The ranges ``(i1, i2, j1, j2)`` where ``tokens`` differ from ``ref``: position by
+    position when both have as many tokens (one template with other arguments), else as
+    :class:`difflib.SequenceMatcher` aligns them."""
+    if len(ref) == len(tokens):
+        return [(i, i + 1, i, i + 1) for i, (a, b) in enumerate(zip(ref, tokens, strict=True))
+                if a != b]
+    matcher = SequenceMatcher(None, ref, tokens, autojunk=False)
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def _differing_tokens(members: list[str]) -> list[list[str]]:
+    """For each member, its tokens where it differs from the first member (the first
+    member: its tokens wherever any other member differs from it)."""
+    ref = _tokens(members[0])
+    ref_shown: dict[int, str] = {}
+    out: list[list[str]] = [[]]
+    for name in members[1:]:
+        tokens = _tokens(name)
+        mine: list[str] = []
+        for i1, i2, j1, j2 in _changes(ref, tokens):
+            paired = i2 - i1 == j2 - j1
+            for k in range(i1, i2):
+                other = tokens[j1 + k - i1] if paired else ""
+                ref_shown.setdefault(k, _shown(ref[k], other))
+            mine.extend(_shown(tokens[j], ref[i1 + j - j1] if paired else "")
+                        for j in range(j1, j2))
+        out.append(mine)
+    out[0] = [ref_shown[i] for i in sorted(ref_shown)]
+    return out
+
+
+def _distinct(tokens: list[str]) -> list[str]:
+    """``tokens`` with repeated identifiers and common namespaces dropped (numbers all
+    kept: a tile 128x128)."""
+    seen: set[str] = set(_NAMESPACES)
+    out = []
+    for t in tokens:
+        if t.isdigit() or t not in seen:
+            out.append(t)
+            seen.add(t)
+    return out
+
+
+def _number_duplicates(members: list[str], label_of: dict[str, str]) -> None:
+    """Append ``#k`` to labels that still collide (differences past MAX_TOKENS)."""
+    seen: dict[str, int] = {}
+    for name in members:
+        label = label_of[name]
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label_of[name] = f"{label} #{seen[label]}"
+
+
+def graph_replayed_work(rt: RankTrace) -> np.ndarray:
+    """For each row of :func:`gpu_work` (the same rows, in the same order): whether a
+    CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
+    ev = rt.events
+    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
+    launch = RowMap(ev).column(ev, "index_correlation")
+    return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
+
+
+def fmt_at(rt: RankTrace, ts: int) -> str:
+    """``12.345 ms`` into the trace: ``ts`` from the rank's first event, as Perfetto and
+    chrome://tracing show a trace's timeline."""
+    first = int(rt.events["ts"].min()) if len(rt.events) else 0
+    return f"{(int(ts) - first) / 1e6:,.3f} ms"
+
+
+def step_of(step: int) -> str:
+    """``step 12``, or ``outside any step`` for -1."""
+    return f"step {int(step)}" if step >= 0 else "outside any step"
+
+
+def label_times(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3
+                ) -> list[tuple[int, str, int, float]]:
+    """The ``n`` kernel names (symbol ids) with the largest total weight, as
+    ``(id, label, count, weight)``; labels tell apart names sharing a short name."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
+    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
+    top = sorted(range(uniq.size), key=lambda i: (-total[i], int(uniq[i])))[:n]
+    labels = kernel_labels([rt.symbols[int(uniq[i])] for i in top])
+    return [(int(uniq[i]), label, int(count[i]), float(total[i]))
+            for i, label in zip(top, labels, strict=True)]
+
+
+def top_labels(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3) -> str:
+    """``label ×count (time)`` of the ``n`` kernel names with the largest total weight."""
+    return ", ".join(f"{label} ×{c} ({fmt_time(t)})"
+                     for _, label, c, t in label_times(rt, ids, weights, n))
+
+
+def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
+             iterations: Sequence[int] | None, window: tuple[int, int]) -> np.ndarray:
+    """GPU rows that belong to the analysis: with ``iterations``, those of the selected
+    steps; without, those of any step plus those starting in the window. Rows are picked by
+    the step of their launch (the ``iteration`` column), as the kernel tables do, so the
+    kernels a step launched count even when the GPU runs them after the step's span."""
+    if iterations is not None:
+        return np.isin(iteration, list(iterations))
+    steps = step_table(rt)["step"].to_numpy()
+    return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
+
+
+def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
+              with_time: bool = True) -> str:
+    """``name ×count (time)`` of the ``n`` short names with the largest total weight."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
+    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
+    by_short: dict[str, list[float]] = {}
+    for i, c, t in zip(uniq.tolist(), count.tolist(), total.tolist(), strict=True):
+        acc = by_short.setdefault(short_name(rt.symbols[i]), [0, 0.0])
+        acc[0] += c
+        acc[1] += t
+    top = sorted(by_short.items(), key=lambda kv: (-kv[1][1], kv[0]))[:n]
+    if not with_time:
+        return ", ".join(f"{name} ×{int(c)}" for name, (c, _) in top)
+    return ", ".join(f"{name} ×{int(c)} ({fmt_time(t)})" for name, (c, t) in top)
