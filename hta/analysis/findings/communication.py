@@ -1,19 +1,29 @@
 """Findings about communication: collectives the GPU waits on, and ranks that hold the
 others up.
 
-``comm_exposed`` (per rank, one finding per process group)
-    The communication kernels of the rank (kind ``communication``) are grouped by the
-    ``Process Group Name`` of their collective args, or by stream (``stream S``) when
-    they carry none. Kernels are selected as in the comm/compute overlap table
+``comm_exposed`` (per rank, one finding per collective operation)
+    Each communication kernel of the rank gets its operation (all-reduce, reduce-scatter,
+    all-gather, all-to-all, send/recv, broadcast ...) from what launched it
+    (:mod:`hta.analysis.collectives`); all-reduces launched from the autograd engine
+    (``backward`` in their context) are *gradient* all-reduces and form their own group.
+    Kernels are selected as in the comm/compute overlap table
     (:mod:`hta.analysis.overlap`: every GPU work row, or those of the selected steps).
-    For a process group, *exposed* time is the length of the union of its kernels minus
-    the part of it during which a computation kernel runs (any stream). Overlapping can
-    only hide communication under computation, so the saving is
-    ``min(exposed time of the group, computation time of the rank that runs with no
-    communication kernel of any group)``, an upper bound: it assumes the communication
-    could be moved under independent work (gradient buckets under the backward pass,
-    prefetched all-gathers under the previous layer). The evidence quotes the rank's
-    row of the overlap table (``comm_time``, ``overlap_time``) for cross-checking.
+    *Exposed* time is when a communication kernel runs and no computation kernel does
+    (any stream). It is shared out so that no instant counts twice: an instant when
+    kernels of one group alone are exposed goes to that group; one when several groups
+    are exposed at once is split equally between them. The groups' exposed times thus
+    add up to the rank's exposed communication (the overlap table's ``comm_time`` minus
+    ``overlap_time``).
+    Overlapping can only hide communication under computation that runs without it, so
+    the rank's total saving is ``min(exposed, free_compute)``, with ``free_compute`` the
+    computation time with no communication kernel running; each group gets its share of
+    that total in proportion to its exposed time. This is an upper bound: it assumes the
+    communication could be moved under independent work.
+    The advice is the operation's (:data:`ADVICE`): bucket sizes only for gradient
+    all-reduce, prefetching for all-gather and reduce-scatter, overlap, load balance and
+    fewer exchanges for all-to-all, the pipeline schedule for send/recv. The evidence
+    names the calls with the most exposed time and quotes the rank's row of the overlap
+    table (``comm_time``, ``overlap_time``) for cross-checking.
 
 ``stragglers`` (job)
     From :func:`hta.analysis.stragglers.collective_arrivals`: for each rank, the sum over
@@ -31,95 +41,204 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis import collectives as coll
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time
 from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
-from hta.analysis.stragglers import collective_arrivals, comm_kernels, straggler_summary
+from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.loading.lazy import map_ranks
 from hta.model.trace import RankTrace, Trace
 
-EXPOSED_ADVICE = (
-    "Overlap this communication with computation: with DDP, tune bucket_cap_mb so "
-    "gradient all-reduces start during the backward pass; with FSDP, enable "
-    "forward_prefetch/backward_prefetch and check limit_all_gathers; issue collectives "
-    "with async_op=True and wait only where the result is needed. If the kernels are long "
-    "because other ranks arrive late, see the stragglers finding first."
-)
+GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
+_LATE = (" If the kernels are long because other ranks arrive late, see the stragglers "
+         "finding first.")
+#: What to try, per operation group (the finding's subject).
+ADVICE: dict[str, str] = {
+    GRADIENT_ALL_REDUCE: (
+        "These all-reduces are launched by the backward pass (gradient synchronisation). "
+        "With DDP, tune bucket_cap_mb so the first buckets are ready, and start, early in "
+        "the backward pass (smaller buckets start sooner, larger ones cost less per call); "
+        "keep find_unused_parameters=False where possible, use gradient_as_bucket_view and "
+        "static_graph; with gradient accumulation, skip the all-reduce on all but the last "
+        "micro-batch (no_sync)." + _LATE),
+    coll.ALL_REDUCE: (
+        "These all-reduces do not come from the backward pass (tensor-parallel layers, loss "
+        "or metric reductions): issue them with async_op=True and wait where the result is "
+        "needed, overlap them with independent computation (tensor-parallel communication "
+        "overlap, sequence parallelism), or reduce metrics less often." + _LATE),
+    coll.ALL_GATHER: (
+        "All-gathers of sharded parameters (FSDP, ZeRO-3) or tensor-parallel activations: "
+        "prefetch them so the next layer's gather runs under this layer's computation. "
+        "FSDP: forward_prefetch=True, backward_prefetch=BACKWARD_PRE, and check "
+        "limit_all_gathers (it bounds how far ahead gathers run); FSDP2: "
+        "set_modules_to_forward_prefetch/set_modules_to_backward_prefetch; DeepSpeed: "
+        "overlap_comm with a prefetch bucket. Very many small gathers: wrap coarser units."
+        + _LATE),
+    coll.REDUCE_SCATTER: (
+        "Reduce-scatters of gradients (FSDP, ZeRO) or tensor-parallel activations: let them "
+        "run under the backward computation of the previous layers. FSDP: "
+        "backward_prefetch=BACKWARD_PRE and limit_all_gathers; FSDP2: "
+        "set_modules_to_backward_prefetch and reshard_after_forward; DeepSpeed: overlap_comm "
+        "with reduce_bucket_size. With gradient accumulation, reduce only on the last "
+        "micro-batch." + _LATE),
+    coll.ALL_TO_ALL: (
+        "All-to-all exchanges (MoE token dispatch/combine, TorchRec sparse feature and "
+        "embedding distribution): overlap them with computation, e.g. split the batch into "
+        "two micro-batches and run one's dispatch/combine under the other's expert or "
+        "attention computation, or pipeline the input distribution of the next batch under "
+        "this one (TorchRec TrainPipelineSparseDist); balance the load across peers (the "
+        "busiest peer sets the exchange's time: expert load-balancing loss or capacity "
+        "factor, the sharding plan; see send_imbalance in get_collective_performance); and "
+        "make fewer, larger exchanges (fuse per-table or per-layer all-to-alls)." + _LATE),
+    coll.SEND_RECV: (
+        "Point-to-point sends and receives, usually between pipeline stages: use a schedule "
+        "that hides them (1F1B, interleaved 1F1B with virtual stages), raise the number of "
+        "micro-batches to shrink the pipeline bubble, and batch the transfers "
+        "(batch_isend_irecv) so they overlap with the stage's computation." + _LATE),
+    coll.BROADCAST: (
+        "Broadcasts inside the step send parameters, buffers or inputs from one rank: move "
+        "them out of the step where they do not change (DDP: broadcast_buffers=False), or "
+        "let every rank load its own inputs." + _LATE),
+}
+_DEFAULT_ADVICE = (
+    "Overlap this communication with computation: issue it with async_op=True and wait "
+    "only where the result is needed, or move it out of the step." + _LATE)
 STRAGGLER_ADVICE = (
     "Find out why this rank starts its collectives late: compare its idle time (host "
     "wait) and kernel launch sections with the other ranks'. Usual causes: slower data "
     "loading on that host, uneven work (sequence lengths, MoE routing, pipeline stage "
     "sizes), a throttled or slower GPU, or a busy host CPU."
 )
+EXPOSED_ADVICE = "The advice of the collective operation (see the finding's advice)."
+#: How many calls the evidence names.
+NAMED_CALLS = 2
 
 
 # -- exposed communication ------------------------------------------------------------------
-def exposed_by_group(rt: RankTrace, iterations: Sequence[int] | None = None) -> pd.DataFrame:
-    """Per process group of the rank: ``process_group``, ``kernels``, ``comm_ns`` (union
-    of its kernels), ``exposed_ns`` (of which no computation runs), ``steps`` (tuple);
-    plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's
-    numbers) and ``free_compute_ns`` (computation with no communication running)."""
-    w = gpu_work(rt.rank, rt.events, iterations)
-    k = comm_kernels(rt, iterations)
-    columns = ["process_group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
+def operation_group(collective: str, context: str) -> str:
+    """The finding's subject for a call: its operation, with gradient all-reduces apart."""
+    if collective == coll.ALL_REDUCE and "backward" in context.split(","):
+        return GRADIENT_ALL_REDUCE
+    return collective
+
+
+def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per operation group of the rank: ``group``, ``kernels``, ``comm_ns`` (union of its
+    kernels), ``exposed_ns`` (its share of the exposed time, module docstring), ``steps``;
+    plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's numbers)
+    and ``free_compute_ns``. Second value: the calls
+    (:func:`hta.analysis.collectives.rank_collective_performance`) with their ``group``."""
+    calls = coll.rank_collective_performance(rt, iterations)
+    columns = ["group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
                "rank_overlap_ns", "free_compute_ns"]
-    if not len(k):
-        return pd.DataFrame(columns=columns)
+    if not len(calls):
+        return pd.DataFrame(columns=columns), calls
+    calls["group"] = [operation_group(c, x) for c, x in zip(calls["collective"],
+                                                             calls["context"])]
+    w = gpu_work(rt.rank, rt.events, iterations)
     sel = (w.cls == COMPUTE) | (w.cls == COMM)
     table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
     rank_comm = int(mask_total(table, all_of=1 << COMM)[0])
     rank_overlap = int(mask_total(table, all_of=(1 << COMM) | (1 << COMPUTE))[0])
     free_compute = int(mask_total(table, all_of=1 << COMPUTE, none_of=1 << COMM)[0])
-    comp = w.cls == COMPUTE
-    groups = sorted(k["process_group"].unique())
-    gid = {g: i for i, g in enumerate(groups)}
-    n = len(groups)
-    # one coverage per group: its kernels (set 1) against all computation (set 0)
-    starts = np.concatenate([np.tile(w.ts[comp], n), k["start_ns"].to_numpy(np.int64)])
-    ends = np.concatenate([np.tile(w.end[comp], n), k["end_ns"].to_numpy(np.int64)])
-    sets = np.concatenate([np.zeros(comp.sum() * n, np.int64), np.ones(len(k), np.int64)])
-    grp = np.concatenate([np.repeat(np.arange(n), comp.sum()),
-                          k["process_group"].map(gid).to_numpy(np.int64)])
-    per = coverage(starts, ends, sets, 2, grp, n)
-    comm = mask_total(per, all_of=0b10)
-    exposed = mask_total(per, all_of=0b10, none_of=0b01)
+    groups = sorted(calls["group"].unique())
+    exposed, comm = _shared_exposed(w, calls, groups)
     rows = []
-    for g in groups:
-        part = k[k["process_group"] == g]
-        desc = part["process_group_desc"].iloc[0]
+    for i, g in enumerate(groups):
+        part = calls[calls["group"] == g]
         rows.append({
-            "process_group": g if not desc or desc == g else f"{g} ({desc})",
-            "kernels": len(part), "comm_ns": int(comm[gid[g]]),
-            "exposed_ns": int(exposed[gid[g]]),
+            "group": g, "kernels": len(part), "comm_ns": int(comm[i]),
+            "exposed_ns": int(exposed[i]),
             "steps": tuple(int(s) for s in sorted(part["iteration"].unique()) if s >= 0),
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=columns), calls
+
+
+def _shared_exposed(w, calls: pd.DataFrame, groups: list[str]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: its share of the exposed time and the union of its kernels (ns).
+
+    One coverage with set 0 = computation and set ``1 + i`` = group ``i``; the time of
+    each mask with no computation is split equally between the groups in it (integer
+    ns; the remainder to the first of them)."""
+    comp = w.cls == COMPUTE
+    gid = {g: i for i, g in enumerate(groups)}
+    starts = np.concatenate([w.ts[comp], calls["start_ns"].to_numpy(np.int64)])
+    ends = np.concatenate([w.end[comp], calls["end_ns"].to_numpy(np.int64)])
+    sets = np.concatenate([np.zeros(int(comp.sum()), np.int64),
+                           1 + calls["group"].map(gid).to_numpy(np.int64)])
+    n = len(groups)
+    table = coverage(starts, ends, sets, n + 1)[0]
+    exposed = np.zeros(n, np.int64)
+    comm = np.zeros(n, np.int64)
+    for mask in np.flatnonzero(table):
+        members = [i for i in range(n) if mask & (2 << i)]
+        t = int(table[mask])
+        for i in members:
+            comm[i] += t
+        if mask & 1 or not members:
+            continue
+        share, rest = divmod(t, len(members))
+        for k, i in enumerate(members):
+            exposed[i] += share + (rest if k == 0 else 0)
+    return exposed, comm
 
 
 def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Finding]:
-    """``comm_exposed`` on one rank: one finding per process group with exposed time."""
+    """``comm_exposed`` on one rank: one finding per operation group with exposed time."""
     start, end = analysis_window(rt, iterations)
     window = end - start
+    groups, calls = exposed_by_operation(rt, iterations)
+    if not len(groups):
+        return []
+    total = int(groups["exposed_ns"].sum())
+    budget = min(total, int(groups["free_compute_ns"].iloc[0]), window)
+    split = (" (time when several operations were exposed at once is split between them)"
+             if len(groups) > 1 else "")
     found = []
-    for row in exposed_by_group(rt, iterations).itertuples(index=False):
-        saving = min(int(row.exposed_ns), int(row.free_compute_ns), window)
+    for row in groups.itertuples(index=False):
+        saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
             continue
-        label = _group_label(str(row.process_group))
+        mine = calls[calls["group"] == row.group]
         evidence = (
-            f"{row.kernels} communication kernels of {label} ran {fmt_time(row.comm_ns)} in "
-            f"{fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} of it with no computation kernel "
-            f"running; {fmt_time(row.free_compute_ns)} of computation ran with no communication "
-            f"(comm/compute overlap table: comm_time {row.rank_comm_ns / 1e3:,.1f} µs, "
-            f"overlap_time {row.rank_overlap_ns / 1e3:,.1f} µs for the rank)."
+            f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
+            f"{fmt_time(row.comm_ns)} in {fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} "
+            f"of it with no computation kernel running{split}; longest exposed: "
+            f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
+            f"with no communication (comm/compute overlap table: comm_time "
+            f"{row.rank_comm_ns / 1e3:,.1f} µs, overlap_time {row.rank_overlap_ns / 1e3:,.1f} "
+            f"µs for the rank; collective performance table: exposed(us))."
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
-                             subject=label))
+                             subject=str(row.group),
+                             advice=ADVICE.get(str(row.group), _DEFAULT_ADVICE)))
     return found
+
+
+def _groups_text(calls: pd.DataFrame) -> str:
+    """``process group 0 (default_pg) ×12, stream 84 ×3``: where the calls ran."""
+    counts = calls["process_group"].value_counts(sort=True)
+    return ", ".join(f"{_group_label(str(g))} ×{int(c)}" for g, c in counts.head(3).items())
+
+
+def _named_calls(calls: pd.DataFrame, window_start: int) -> str:
+    """The calls with the most exposed time: kernel, launching op, step, start, times."""
+    top = calls.sort_values("exposed(us)", ascending=False, kind="stable").head(NAMED_CALLS)
+    parts = []
+    for c in top.to_dict("records"):
+        kernel = str(c["kernel"]).split("(")[0][:80]
+        via = f" launched by {c['launch_op']}" if c["launch_op"] else ""
+        parts.append(
+            f"{kernel}{via} in step {int(c['iteration'])} at "
+            f"{fmt_time(int(c['start_ns']) - window_start)} into the window, "
+            f"{fmt_time(c['exposed(us)'] * 1e3)} exposed of {fmt_time(c['time(us)'] * 1e3)}")
+    return "; ".join(parts)
 
 
 # -- stragglers ---------------------------------------------------------------------------------
@@ -178,9 +297,11 @@ RULES: list[FindingRule] = [
         title="Communication not overlapped by computation",
         section="overlap",
         advice=EXPOSED_ADVICE,
-        saving=("Per process group: the time its communication kernels run with no "
-                "computation kernel, at most the rank's computation time that runs with no "
-                "communication (what overlapping could hide it under)."),
+        saving=("Per collective operation: its share of the rank's exposed communication "
+                "(time with a communication kernel and no computation kernel; instants "
+                "exposed for several operations split equally), scaled so the rank's total "
+                "is at most its computation time with no communication (what overlapping "
+                "could hide it under)."),
         check=check_exposed,
         scope="rank",
         tags=("communication",),
