@@ -23,6 +23,10 @@
     computation ran (``exposed(us)``): a faster collective hidden under computation saves
     nothing. A finding sums its calls.
 
+    A call is judged only when at least one other rank of its instance is loaded
+    (otherwise the wait for late peers could not be taken out, and a rank that arrives
+    early would look slow); with one rank loaded the rule logs so once.
+
     Silent where no call has a message size (collective args not recorded); the check
     then logs once why and how to record them (:data:`NO_ARGS_NOTE`).
 """
@@ -56,6 +60,10 @@ NO_ARGS_NOTE = (
     "bandwidth was checked. PyTorch records them (record_param_comms args 'In msg "
     "nelems', 'dtype', 'Group size') with the NCCL process group in PyTorch 2.1 or newer; "
     "profile with record_shapes=True.")
+ONE_RANK_NOTE = (
+    "collective bandwidth: one rank loaded; a collective's time includes the wait for "
+    "peers that arrive late, which only the other ranks' traces show, so no bandwidth was "
+    "judged. Load two or more ranks of the job.")
 ADVICE = (
     "Find out why the link is slow for these calls: check the topology NCCL uses "
     "(NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,GRAPH: are the GPUs joined by NVLink/xGMI "
@@ -77,6 +85,9 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
         return []
     if not np.isfinite(perf["msg_bytes"].to_numpy(float)).any():
         logger.info(NO_ARGS_NOTE)
+        return []
+    if len(ranks) < 2:
+        logger.info(ONE_RANK_NOTE)
         return []
     info = map_ranks(trace, rank_links, ranks, (iterations,), description="Links")
     calls = slow_calls(perf, info, link_gbps)
@@ -149,7 +160,8 @@ def slow_calls(perf: pd.DataFrame, info: pd.DataFrame,
         pg = p["process_group"].astype(str).str.split(" ", n=1).str[0]
         allowed = p["rank"].map(i["node_local"]).fillna("").astype(str)
         local = np.array([a == "*" or g in a.split(",") for g, a in zip(pg, allowed)])
-    slow = (local & (p["msg_bytes"] >= MIN_MSG_BYTES)
+    seen = p["peers_seen"].to_numpy() >= np.minimum(2, p["group_size"].fillna(2).to_numpy())
+    slow = (local & seen & (p["msg_bytes"] >= MIN_MSG_BYTES)
             & (p["transfer_busbw"] < FAR_BELOW * p["link_gbps"]))
     p = p[slow.fillna(False).to_numpy(bool)].copy()
     target = p["bus_bytes"] / (ATTAINABLE * p["link_gbps"])  # ns at the attainable rate
@@ -188,11 +200,7 @@ def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
     if w["device"]:
         link = f"{w['device']}: {link}"
     busbw = part["bus_bytes"].sum() / part["transfer_ns"].sum()
-    if int(part["peers_seen"].max()) < 2:
-        waits = ("no other rank of the group is loaded, so waiting for late peers could "
-                 "not be taken out")
-    else:
-        waits = f"kernel time less {fmt_time(part['waited_ns'].sum())} waiting for late peers"
+    waits = f"kernel time less {fmt_time(part['waited_ns'].sum())} waiting for late peers"
     if part["link"].iloc[0] == "link_gbps given":
         where = ""
     elif w["world_size"] and w["world_size"] <= GPUS_PER_NODE:
