@@ -293,3 +293,23 @@ def test_real_torchrec_all_to_all() -> None:
     assert "all-to-all" in set(exposed["subject"])
     advice = exposed.set_index("subject")["advice"]
     assert "bucket_cap_mb" not in advice["all-to-all"]
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_all_to_allv_imbalance_from_split_sizes(tmp_path: Path, monkeypatch,
+                                                native: str) -> None:
+    """Rank 0 sends rows 30, 10, 10, 10 to its 4 peers: largest over mean = 30 / 15 = 2;
+    it receives 15 from each: 1. Both decoders read the split sizes."""
+    monkeypatch.setenv("HTA_NATIVE", native)
+    b = TraceBuilder(rank=0, world_size=4)
+    with b.step(1, ts=0, dur=1_000_000):
+        args = {**comm_args("all_to_allv", 4, 60), "In split size": "[30, 10, 10, 10]",
+                "Out split size": "[15, 15, 15, 15]"}
+        b.launch_kernel(SENDRECV, cpu_ts=1_000, cpu_dur=100, gpu_ts=10_000, gpu_dur=1_000,
+                        stream=COMM_STREAM, **args)
+        b.launch_kernel(SENDRECV, cpu_ts=2_000, cpu_dur=100, gpu_ts=20_000, gpu_dur=1_000,
+                        stream=COMM_STREAM, **{**comm_args("all_to_all", 4, 60),
+                                               "In split size": "[]", "Out split size": "[]"})
+    perf = coll.rank_collective_performance(load(b.write(tmp_path / "rank-0.json")).rank(0))
+    assert perf["send_imbalance"].iloc[0] == 2.0 and perf["recv_imbalance"].iloc[0] == 1.0
+    assert perf[["send_imbalance", "recv_imbalance"]].iloc[1].isna().all()  # even split

@@ -151,20 +151,27 @@ def bus_factor(operation: str, n: float) -> float:
 
 
 def imbalance(splits: object) -> float:
-    """Largest split over the mean split, from a split-size list or its JSON text
-    (NaN for an empty or absent list, or one whose mean is 0)."""
-    if splits is None:
-        return float("nan")
-    values = splits
-    if isinstance(splits, str):
-        try:
-            values = json.loads(splits) if splits.strip() else []
-        except ValueError:
-            return float("nan")
-    arr = np.asarray(values if isinstance(values, list) else [], dtype=float)
+    """Largest split over the mean split, from a split-size list or its JSON text (Kineto
+    writes a JSON string holding the list); NaN for an empty or absent list, or one
+    whose mean is 0."""
+    values = _json_list(splits)
+    arr = np.asarray(values if values is not None else [], dtype=float)
     if not arr.size or arr.mean() <= 0:
         return float("nan")
     return float(arr.max() / arr.mean())
+
+
+def _json_list(raw: object) -> list | None:
+    """A list from a list, its JSON text, or JSON text of a string holding it; None."""
+    value = raw
+    for _ in range(2):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError:
+            return None
+    return value if isinstance(value, list) else None
 
 
 # -- per rank ------------------------------------------------------------------------------
@@ -393,14 +400,8 @@ def _arg_columns(rt: RankTrace, args: np.ndarray, n: int) -> dict[str, np.ndarra
 
 def _count_ranks(raw: object) -> float:
     """The number of ranks in ``Process Group Ranks`` text (NaN when unknown)."""
-    text = "" if raw is None else str(raw)
-    try:
-        value = json.loads(text) if text else None
-        if isinstance(value, str):
-            value = json.loads(value)
-    except ValueError:
-        return float("nan")
-    return float(len(value)) if isinstance(value, list) and value else float("nan")
+    value = _json_list(raw)
+    return float(len(value)) if value else float("nan")
 
 
 # -- summary ---------------------------------------------------------------------------------
