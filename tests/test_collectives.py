@@ -91,6 +91,7 @@ def load(folder: Path):
     ("_reduce_scatter_base", "reduce-scatter"), ("all_to_allv", "all-to-all"),
     ("c10d::alltoall_base_", "all-to-all"), ("nccl:send 0->1", "send/recv"),
     ("deep_ep::intranode::dispatch<8>", "all-to-all"), ("cross_device_reduce_2stage", "all-reduce"),
+    ("void dpsk::ep::internode::cached_notify<false>(int)", "all-to-all"),
     ("gather", "gather"), ("scatter", "scatter"), ("barrier", "barrier"),
 ])
 def test_names_give_operations(name: str, op: str) -> None:
@@ -313,3 +314,16 @@ def test_all_to_allv_imbalance_from_split_sizes(tmp_path: Path, monkeypatch,
     perf = coll.rank_collective_performance(load(b.write(tmp_path / "rank-0.json")).rank(0))
     assert perf["send_imbalance"].iloc[0] == 2.0 and perf["recv_imbalance"].iloc[0] == 1.0
     assert perf[["send_imbalance", "recv_imbalance"]].iloc[1].isna().all()  # even split
+
+
+@pytest.mark.parametrize("name, label", [
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+     "(c10::BFloat16*, unsigned long)",
+     "(anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"),
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*)",
+     "dpsk::ep::internode::dispatch<false, 8, true, 8>"),
+    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "ncclDevKernel_SendRecv"),
+    ("ncclDevKernel_Generic", "ncclDevKernel_Generic"),
+])
+def test_kernel_label_keeps_template_arguments(name: str, label: str) -> None:
+    assert coll.kernel_label(name) == label

@@ -83,7 +83,7 @@ OPERATION_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"reducescatter", REDUCE_SCATTER),
     (r"allreduce|crossdevicereduce", ALL_REDUCE),
     (r"allgather", ALL_GATHER),
-    (r"alltoall|all2all|dispatch|combine", ALL_TO_ALL),
+    (r"alltoall|all2all|dispatch|combine|deepep|ep::(?:inter|intra)node", ALL_TO_ALL),
     (r"sendrecv|send|recv|p2p", SEND_RECV),
     (r"broadcast|bcast", BROADCAST),
     (r"reduce", REDUCE),
@@ -112,7 +112,7 @@ CONTEXT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("fsdp", r"FullyShardedDataParallel|FSDP"),
     ("ddp", r"DistributedDataParallel|DDP"),
     ("torchrec", r"KJT|All2All_|torchrec|ShardedEmbedding|sdd_"),
-    ("moe", r"(?i)\bmoe|expert|deep_?ep|token_(?:dispatch|combine)"),
+    ("moe", r"(?i)\bmoe|expert|deep_?ep|ep::(?:inter|intra)node|token_(?:dispatch|combine)"),
     ("pipeline", r"(?i)pipeline|1f1b|PipelineStage"),
 )
 
@@ -134,6 +134,23 @@ def operation_of(name: str) -> str | None:
         if pattern.search(norm):
             return op
     return None
+
+
+def kernel_label(name: str, width: int = 120) -> str:
+    """A kernel name without its return type and final parameter list, template
+    arguments kept (they tell kernels apart): ``void ns::k<8>(int*, long)`` ->
+    ``ns::k<8>``; cut to ``width`` characters."""
+    text = str(name).strip()
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                text = text[:i].rstrip() or text
+                break
+    if text.startswith("void "):
+        text = text[5:]
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def bus_factor(operation: str, n: float) -> float:

@@ -210,7 +210,7 @@ def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
         where = f"; the group's ranks lie in one block of {GPUS_PER_NODE} ranks (one node)"
     top = part.sort_values("saving_ns", ascending=False, kind="stable").head(NAMED_CALLS)
     named = "; ".join(
-        f"{str(c['kernel']).split('(')[0][:80]} in step {int(c['iteration'])} at "
+        f"{coll.kernel_label(c['kernel'])} in step {int(c['iteration'])} at "
         f"{fmt_time(int(c['start_ns']) - int(c['window_start']))} into the window, "
         f"{c['msg_bytes'] / 2**20:,.1f} MiB in {fmt_time(c['transfer_ns'])} "
         f"({c['transfer_busbw']:,.1f} GB/s)" for c in top.to_dict("records"))

@@ -52,6 +52,9 @@ from hta.loading.lazy import map_ranks
 from hta.model.trace import RankTrace, Trace
 
 GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
+#: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
+#: versions, other collectives) as grouped send/recv kernels too.
+UNLAUNCHED_SEND_RECV = "send/recv (by kernel name only)"
 _LATE = (" If the kernels are long because other ranks arrive late, see the stragglers "
          "finding first.")
 #: What to try, per operation group (the finding's subject).
@@ -97,6 +100,13 @@ ADVICE: dict[str, str] = {
         "that hides them (1F1B, interleaved 1F1B with virtual stages), raise the number of "
         "micro-batches to shrink the pipeline bubble, and batch the transfers "
         "(batch_isend_irecv) so they overlap with the stage's computation." + _LATE),
+    UNLAUNCHED_SEND_RECV: (
+        "These send/recv kernels have no launching op in the trace, and NCCL runs "
+        "all-to-all exchanges as grouped send/recv kernels too: if the job has no pipeline "
+        "stages, they are most likely all-to-alls (see that advice: overlap, load balance, "
+        "fewer exchanges). Between pipeline stages: a schedule that hides them (1F1B, "
+        "interleaved), more micro-batches, batched isend/irecv. Profile from the start of a "
+        "step so their launching ops are recorded." + _LATE),
     coll.BROADCAST: (
         "Broadcasts inside the step send parameters, buffers or inputs from one rank: move "
         "them out of the step where they do not change (DDP: broadcast_buffers=False), or "
@@ -117,10 +127,13 @@ NAMED_CALLS = 2
 
 
 # -- exposed communication ------------------------------------------------------------------
-def operation_group(collective: str, context: str) -> str:
-    """The finding's subject for a call: its operation, with gradient all-reduces apart."""
+def operation_group(collective: str, context: str, source: str = "") -> str:
+    """The finding's subject for a call: its operation, with gradient all-reduces apart
+    and send/recv kernels that only their name classifies apart."""
     if collective == coll.ALL_REDUCE and "backward" in context.split(","):
         return GRADIENT_ALL_REDUCE
+    if collective == coll.SEND_RECV and source == "kernel_name":
+        return UNLAUNCHED_SEND_RECV
     return collective
 
 
@@ -136,8 +149,8 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
                "rank_overlap_ns", "free_compute_ns"]
     if not len(calls):
         return pd.DataFrame(columns=columns), calls
-    calls["group"] = [operation_group(c, x) for c, x in zip(calls["collective"],
-                                                             calls["context"])]
+    calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
+        calls["collective"], calls["context"], calls["source"])]
     w = gpu_work(rt.rank, rt.events, iterations)
     sel = (w.cls == COMPUTE) | (w.cls == COMM)
     table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
@@ -232,7 +245,7 @@ def _named_calls(calls: pd.DataFrame, window_start: int) -> str:
     top = calls.sort_values("exposed(us)", ascending=False, kind="stable").head(NAMED_CALLS)
     parts = []
     for c in top.to_dict("records"):
-        kernel = str(c["kernel"]).split("(")[0][:80]
+        kernel = coll.kernel_label(c["kernel"])
         via = f" launched by {c['launch_op']}" if c["launch_op"] else ""
         parts.append(
             f"{kernel}{via} in step {int(c['iteration'])} at "
