@@ -327,3 +327,37 @@ def test_all_to_allv_imbalance_from_split_sizes(tmp_path: Path, monkeypatch,
 ])
 def test_kernel_label_keeps_template_arguments(name: str, label: str) -> None:
     assert coll.kernel_label(name) == label
+
+
+@pytest.mark.parametrize("name", ["trace_filter", "nccl_parser_config", "df_index_resolver"])
+def test_real_traces_exposed_time_is_shared_out_once(name: str) -> None:
+    """On every rank: the operations' exposed shares add up to the overlap table's
+    exposed communication, and the rule's savings to at most that and the window."""
+    from hta.analysis.findings import analysis_window
+    from hta.analysis.findings.communication import check_exposed
+
+    trace = load(shared_trace(name))
+    overlap = comm_comp_overlap(trace).set_index("rank")
+    for rt in trace:
+        groups, calls = exposed_by_operation(rt)
+        if not len(groups):
+            continue
+        comm, both = overlap.loc[rt.rank, ["comm_time(us)", "overlap_time(us)"]]
+        assert groups["exposed_ns"].sum() == pytest.approx((comm - both) * 1e3, abs=1)
+        assert groups["group"].is_unique and calls["collective"].ne("other").all()
+        savings = sum(f.est_saving_ns for f in check_exposed(rt, None))
+        start, end = analysis_window(rt)
+        assert savings <= min(groups["exposed_ns"].sum(), end - start)
+
+
+def test_link_override_through_the_rule_and_the_facade(tmp_path: Path) -> None:
+    from hta.analysis.findings.collective_bw import collective_bw_rule
+
+    folder = collective_job(tmp_path, "all-reduce", transfer_ns=1_000_000)
+    assert not len(find(load(folder), rules=[collective_bw_rule()]))
+    (row,) = find(load(folder), rules=[collective_bw_rule(1000.0)]).to_dict("records")
+    assert row["est_saving(us)"] == pytest.approx(2 * (1_000 - 1.5e8 / 500 / 1e3))
+    slow = TraceAnalysis(trace_dir=folder, cache=False,
+                         progress=False).get_slow_collectives(link_gbps=1000.0)
+    assert len(slow) == 8 and np.allclose(slow["transfer_busbw"], 150.0)
+    assert (slow["waited_ns"] == 0).all() and (slow["link"] == "link_gbps given").all()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.analysis.collectives import collective_performance, collective_summary
+from hta.analysis.findings.collective_bw import slow_collectives
 from hta.facade.display import show
 from hta.loading.lazy import map_ranks
 from hta.plots.collectives import collective_bandwidth_figure
@@ -47,3 +48,15 @@ class CollectivesMixin:
         """Per collective, process group, dtype and message size: calls, time and bus
         bandwidth; see :func:`hta.analysis.collectives.collective_summary`."""
         return collective_summary(self.get_collective_performance(ranks, iterations))
+
+    def get_slow_collectives(self, ranks: Ranks = None, iterations: Iterations = None,
+                             link_gbps: float | None = None) -> pd.DataFrame:
+        """The calls far below the link's bandwidth that the ``collective_bw`` finding
+        counts, with their transfer time, wait for late peers and saving; ``link_gbps``
+        (GB/s per direction) replaces the link table. See
+        :mod:`hta.analysis.findings.collective_bw`."""
+        r = None if ranks is None else ([int(ranks)] if isinstance(ranks, int)
+                                        else [int(x) for x in ranks])
+        i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)
+                                             else [int(x) for x in iterations])
+        return slow_collectives(self.t, r, i, link_gbps)

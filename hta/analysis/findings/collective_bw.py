@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -91,6 +93,10 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
         return []
     info = map_ranks(trace, rank_links, ranks, (iterations,), description="Links")
     calls = slow_calls(perf, info, link_gbps)
+    if not link_gbps and info["link_gbps"].isna().any():
+        logger.info("collective bandwidth: no link bandwidth known for the device(s) %s; "
+                    "pass link_gbps (collective_bw_rule)",
+                    sorted(set(info.loc[info["link_gbps"].isna(), "device"])))
     found = []
     windows = info.set_index("rank")
     for (rank, op, group), part in calls.groupby(["rank", "collective", "process_group"],
@@ -222,6 +228,28 @@ def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
         f"lost: {named} "
         f"(collective performance table: busbw(GB/s), exposed(us))."
     )
+
+
+def collective_bw_rule(link_gbps: float | None = None) -> FindingRule:
+    """The ``collective_bw`` rule, comparing with ``link_gbps`` (GB/s per direction) on
+    every rank and process group when given, for ``find(trace, rules=[...])``."""
+    rule = RULES[0]
+    if not link_gbps:
+        return rule
+    return replace(rule, check=partial(check_collective_bw, link_gbps=float(link_gbps)))
+
+
+def slow_collectives(trace: Trace, ranks: list[int] | None = None,
+                     iterations: list[int] | None = None,
+                     link_gbps: float | None = None) -> pd.DataFrame:
+    """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(ranks))
+    perf = map_ranks(trace, coll.collective_performance, selected, (iterations,),
+                     description="Collective bandwidth")
+    if not len(perf):
+        return perf
+    info = map_ranks(trace, rank_links, selected, (iterations,), description="Links")
+    return slow_calls(perf, info, link_gbps).reset_index(drop=True)
 
 
 RULES: list[FindingRule] = [
