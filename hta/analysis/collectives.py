@@ -167,6 +167,15 @@ def bus_factor(operation: str, n: float) -> float:
     return float("nan")
 
 
+def bus_factors(operations: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """:func:`bus_factor` of each (operation, group size), computed once per pair."""
+    pairs = pd.MultiIndex.from_arrays([pd.Index(operations, dtype=object),
+                                       pd.Index(sizes, dtype=float)])
+    codes, uniques = pd.factorize(pairs)
+    values = np.array([bus_factor(o, n) for o, n in uniques], dtype=float)
+    return values[codes] if len(values) else np.zeros(0)
+
+
 def imbalance(splits: object) -> float:
     """Largest split over the mean split, from a split-size list or its JSON text (Kineto
     writes a JSON string holding the list); NaN for an empty or absent list, or one
@@ -372,7 +381,7 @@ def _table(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
     dur = (end - start).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(dur > 0, nbytes / dur, np.nan)  # bytes/ns = GB/s
-    factor = np.array([bus_factor(o, g) for o, g in zip(ops.tolist(), col["size"].tolist())])
+    factor = bus_factors(ops, col["size"])
     return pd.DataFrame({
         "rank": np.full(n, rt.rank, dtype=np.int64), "collective": ops,
         "process_group": label, "group_size": col["size"], "dtype": col["dtype"],
@@ -405,14 +414,21 @@ def _arg_columns(rt: RankTrace, args: np.ndarray, n: int) -> dict[str, np.ndarra
     out["in"][has] = a["in_msg_nelems"].to_numpy(dtype=float)
     out["out"][has] = a["out_msg_nelems"].to_numpy(dtype=float)
     size = a["group_size"].to_numpy(dtype=float)
-    listed = np.array([_count_ranks(x) for x in a["process_group_ranks"]], dtype=float)
+    listed = _per_text(a["process_group_ranks"], _count_ranks)
     out["size"][has] = np.where(np.isfinite(size) & (size > 0), size, listed)
     seq = a["seq"].to_numpy(dtype=float)
     out["seq"][has] = np.where(np.isfinite(seq), seq, -1).astype(np.int64)
     for key, column in (("send_imb", "in_split_sizes"), ("recv_imb", "out_split_sizes")):
         if column in a.columns:
-            out[key][has] = [imbalance(x) for x in a[column]]
+            out[key][has] = _per_text(a[column], imbalance)
     return out
+
+
+def _per_text(column: pd.Series, fn) -> np.ndarray:
+    """``fn`` of each text of ``column``, computed once per distinct text."""
+    codes, uniques = pd.factorize(column.astype(str), use_na_sentinel=False)
+    values = np.array([fn(u) for u in uniques], dtype=float)
+    return values[codes] if len(values) else np.full(len(column), np.nan)
 
 
 def _count_ranks(raw: object) -> float:

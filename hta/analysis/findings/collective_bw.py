@@ -150,8 +150,7 @@ def slow_calls(perf: pd.DataFrame, info: pd.DataFrame,
     p = perf.reset_index(drop=True).copy()
     p["waited_ns"], p["peers_seen"] = _waited(p)
     p["transfer_ns"] = (p["end_ns"] - p["start_ns"] - p["waited_ns"]).clip(lower=1)
-    factor = np.array([coll.bus_factor(o, n) for o, n in zip(p["collective"],
-                                                               p["group_size"])])
+    factor = coll.bus_factors(p["collective"].to_numpy(), p["group_size"].to_numpy(float))
     p["bus_bytes"] = p["msg_bytes"] * factor
     p["transfer_busbw"] = p["bus_bytes"] / p["transfer_ns"]
     i = info.set_index("rank")

@@ -44,7 +44,7 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time
-from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
@@ -152,13 +152,14 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
         calls["collective"], calls["context"], calls["source"])]
     w = gpu_work(rt.rank, rt.events, iterations)
-    sel = (w.cls == COMPUTE) | (w.cls == COMM)
-    table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
-    rank_comm = int(mask_total(table, all_of=1 << COMM)[0])
-    rank_overlap = int(mask_total(table, all_of=(1 << COMM) | (1 << COMPUTE))[0])
-    free_compute = int(mask_total(table, all_of=1 << COMPUTE, none_of=1 << COMM)[0])
     groups = sorted(calls["group"].unique())
-    exposed, comm = _shared_exposed(w, calls, groups)
+    table = _coverage(w, calls, groups)
+    # the same kernels as the overlap table's: set 0 computation, the others communication
+    comm_bits = (len(table) - 1) & ~1
+    rank_comm = int(mask_total(table[None, :], any_of=comm_bits)[0])
+    rank_overlap = int(mask_total(table[None, :], all_of=1, any_of=comm_bits)[0])
+    free_compute = int(table[1])
+    exposed, comm = _shared_exposed(table, len(groups))
     rows = []
     for i, g in enumerate(groups):
         part = calls[calls["group"] == g]
@@ -172,21 +173,22 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     return pd.DataFrame(rows, columns=columns), calls
 
 
-def _shared_exposed(w, calls: pd.DataFrame, groups: list[str]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Per group: its share of the exposed time and the union of its kernels (ns).
-
-    One coverage with set 0 = computation and set ``1 + i`` = group ``i``; the time of
-    each mask with no computation is split equally between the groups in it (integer
-    ns; the remainder to the first of them)."""
+def _coverage(w, calls: pd.DataFrame, groups: list[str]) -> np.ndarray:
+    """Time per combination of running sets: set 0 = computation kernels, set ``1 + i``
+    = the calls of group ``i`` (:func:`hta.analysis.intervals.coverage`, one row)."""
     comp = w.cls == COMPUTE
     gid = {g: i for i, g in enumerate(groups)}
     starts = np.concatenate([w.ts[comp], calls["start_ns"].to_numpy(np.int64)])
     ends = np.concatenate([w.end[comp], calls["end_ns"].to_numpy(np.int64)])
     sets = np.concatenate([np.zeros(int(comp.sum()), np.int64),
                            1 + calls["group"].map(gid).to_numpy(np.int64)])
-    n = len(groups)
-    table = coverage(starts, ends, sets, n + 1)[0]
+    return coverage(starts, ends, sets, len(groups) + 1)[0]
+
+
+def _shared_exposed(table: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: its share of the exposed time and the union of its kernels (ns), from
+    :func:`_coverage`'s ``table``: the time of each mask with no computation is split
+    equally between the groups in it (integer ns; the remainder to the first of them)."""
     exposed = np.zeros(n, np.int64)
     comm = np.zeros(n, np.int64)
     for mask in np.flatnonzero(table):
