@@ -136,13 +136,14 @@ def test_sample_job_has_no_straggler_finding() -> None:
     # the sample's all-reduces are 75% exposed (overlap table): that finding is real; its
     # few small all-gathers are exposed too, under the noise threshold
     (row,) = rows(out, "comm_exposed").to_dict("records")
-    assert row["subject"] == "all-reduce"
+    # launched on the pt_autograd_0 thread: gradient all-reduces, with the bucket advice
+    assert row["subject"] == "all-reduce (gradients)" and "bucket_cap_mb" in row["advice"]
     overlap = comm_comp_overlap(trace).set_index("rank")
     worst = int(re.match(r"rank (\d+)", row["evidence"]).group(1))
     comm, both = overlap.loc[worst, ["comm_time(us)", "overlap_time(us)"]]
     groups = exposed_by_operation(trace.rank(worst))[0]
     assert groups["exposed_ns"].sum() == pytest.approx((comm - both) * 1e3)
-    exposed = groups.set_index("group").loc["all-reduce", "exposed_ns"]
+    exposed = groups.set_index("group").loc["all-reduce (gradients)", "exposed_ns"]
     assert f"{exposed / 1e6:,.3f} ms of it with no computation" in row["evidence"]
 
 

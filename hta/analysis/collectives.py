@@ -41,7 +41,8 @@ source names is ``other``. The column ``source`` says which source decided.
 * ``launch_op``: the op that launched it: the outermost ``c10d::*`` op around the
   launch call, else the innermost ``nccl:*`` annotation or ``record_param_comms``;
 * ``context``: tags of what launched it, from the names of the events around its launch
-  and the kernel name (:data:`CONTEXT_PATTERNS`: ``backward`` for the autograd engine,
+  and the kernel name (:data:`CONTEXT_PATTERNS`: ``backward`` for the autograd engine, also
+  given to launches on a ``pt_autograd_N`` thread,
   ``fsdp``, ``ddp``, ``torchrec``, ``moe``, ``pipeline``), comma-separated;
 * ``send_imbalance`` / ``recv_imbalance``: for all-to-all(v), the largest of the
   ``In split size`` (``Out split size``) entries over their mean: 1 when every peer gets
@@ -258,26 +259,50 @@ def _exposed_ns(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def _callers(rt: RankTrace, rows: np.ndarray, chains: list[list[int]]
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Per kernel: the :data:`CONTEXT_PATTERNS` tags of its launch's callers and name, and
-    the launching op (the outermost ``c10d::*`` op around the launch, else the innermost
+    """Per kernel: the :data:`CONTEXT_PATTERNS` tags of its launch's callers and name
+    (and ``backward`` when the launch ran on an autograd engine thread), and the
+    launching op (the outermost ``c10d::*`` op around the launch, else the innermost
     ``nccl:*`` annotation or ``record_param_comms``; "" when none)."""
     sym = rt.symbols
     names = rt.events["name"].to_numpy()
+    on_autograd = _on_autograd_thread(rt, rows)
     cache: dict[tuple[int, ...], tuple[str, str]] = {}
     tags = np.full(rows.size, "", dtype=object)
     ops = np.full(rows.size, "", dtype=object)
     for i, chain in enumerate(chains):
-        key = (int(names[rows[i]]), *(int(names[p]) for p in chain))
+        key = (int(on_autograd[i]), int(names[rows[i]]), *(int(names[p]) for p in chain))
         if key not in cache:
-            texts = [sym[k] for k in key]
+            texts = [sym[k] for k in key[1:]]
             joined = "\n".join(texts)
             comm = [t for t in texts[1:] if t.startswith(CPU_NAME_PREFIXES)
                     or t == "record_param_comms"]
             c10d = [t for t in comm if "c10d" in t]
-            cache[key] = (",".join(tag for tag, pat in _CONTEXT if pat.search(joined)),
-                          c10d[-1] if c10d else comm[0] if comm else "")
+            found = [tag for tag, pat in _CONTEXT if pat.search(joined)
+                     or (tag == "backward" and key[0])]
+            cache[key] = (",".join(found), c10d[-1] if c10d else comm[0] if comm else "")
         tags[i], ops[i] = cache[key]
     return tags, ops
+
+
+def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Per kernel: whether its launch call ran on a thread Kineto names
+    ``pt_autograd_N`` (the autograd engine's, which runs the backward pass)."""
+    ev = rt.events
+    out = np.zeros(rows.size, dtype=bool)
+    meta = rt.tables.get("metadata_events")
+    if meta is None or not len(meta) or not rows.size:
+        return out
+    named = meta[(meta["name"] == "thread_name")
+                 & meta["value"].astype(str).str.contains("pt_autograd", regex=False)]
+    if not len(named):
+        return out
+    threads = set(zip(named["pid"].tolist(), named["tid"].tolist()))
+    launch = RowMap(ev).positions(ev["index_correlation"].to_numpy()[rows])
+    ok = launch >= 0
+    pid = ev["pid"].to_numpy()[launch[ok]]
+    tid = ev["tid"].to_numpy()[launch[ok]]
+    out[ok] = [(p, t) in threads for p, t in zip(pid.tolist(), tid.tolist())]
+    return out
 
 
 def _ancestors(rt: RankTrace, rows: np.ndarray) -> list[list[int]]:
