@@ -361,3 +361,13 @@ def test_link_override_through_the_rule_and_the_facade(tmp_path: Path) -> None:
                          progress=False).get_slow_collectives(link_gbps=1000.0)
     assert len(slow) == 8 and np.allclose(slow["transfer_busbw"], 150.0)
     assert (slow["waited_ns"] == 0).all() and (slow["link"] == "link_gbps given").all()
+
+
+def test_optimizer_all_gather_gets_its_own_advice() -> None:
+    """trace_filter: the all-gathers run inside Optimizer.step#Shampoo.step."""
+    out = find(load(shared_trace("trace_filter")), rules=COMM_RULES, min_share=0.0)
+    advice = out[out["rule"] == "comm_exposed"].set_index("subject")["advice"]
+    assert set(advice.index) == {"all-to-all", "all-gather (optimizer step)",
+                                 "all-reduce (gradients)"}
+    assert "sharded optimizer" in advice["all-gather (optimizer step)"]
+    assert "FSDP" not in advice["all-gather (optimizer step)"]

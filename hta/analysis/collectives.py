@@ -43,7 +43,8 @@ source names is ``other``. The column ``source`` says which source decided.
 * ``context``: tags of what launched it, from the names of the events around its launch
   and the kernel name (:data:`CONTEXT_PATTERNS`: ``backward`` for the autograd engine, also
   given to launches on a ``pt_autograd_N`` thread,
-  ``fsdp``, ``ddp``, ``torchrec``, ``moe``, ``pipeline``), comma-separated;
+  ``fsdp``, ``ddp``, ``torchrec``, ``moe``, ``pipeline``, ``optimizer`` for
+  ``Optimizer.step``), comma-separated;
 * ``send_imbalance`` / ``recv_imbalance``: for all-to-all(v), the largest of the
   ``In split size`` (``Out split size``) entries over their mean: 1 when every peer gets
   the same share, ``n`` when one peer gets everything. NaN where no split sizes were
@@ -115,6 +116,7 @@ CONTEXT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("torchrec", r"KJT|All2All_|torchrec|ShardedEmbedding|sdd_"),
     ("moe", r"(?i)\bmoe|expert|deep_?ep|ep::(?:inter|intra)node|token_(?:dispatch|combine)"),
     ("pipeline", r"(?i)pipeline|1f1b|PipelineStage"),
+    ("optimizer", r"Optimizer\.step"),
 )
 
 #: Columns of :func:`collective_performance`.

@@ -55,6 +55,8 @@ GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
 #: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
 #: versions, other collectives) as grouped send/recv kernels too.
 UNLAUNCHED_SEND_RECV = "send/recv (by kernel name only)"
+OPTIMIZER_ALL_GATHER = "all-gather (optimizer step)"
+OPTIMIZER_ALL_REDUCE = "all-reduce (optimizer step)"
 _LATE = (" If the kernels are long because other ranks arrive late, see the stragglers "
          "finding first.")
 #: What to try, per operation group (the finding's subject).
@@ -100,6 +102,16 @@ ADVICE: dict[str, str] = {
         "that hides them (1F1B, interleaved 1F1B with virtual stages), raise the number of "
         "micro-batches to shrink the pipeline bubble, and batch the transfers "
         "(batch_isend_irecv) so they overlap with the stage's computation." + _LATE),
+    OPTIMIZER_ALL_GATHER: (
+        "These all-gathers run in the optimizer step (a sharded optimizer such as ZeRO-1/2 "
+        "or distributed Shampoo gathering updated parameters or its state): start them "
+        "asynchronously and wait only before the parameters' first use in the next forward "
+        "pass, gather fewer, larger buckets, or shard less of the optimizer where memory "
+        "allows." + _LATE),
+    OPTIMIZER_ALL_REDUCE: (
+        "These all-reduces run in the optimizer step (gradient-norm clipping, sharded "
+        "optimizer statistics, loss scaling): fuse them into one (a foreach/fused norm over "
+        "all gradients), or overlap them with the parameter update." + _LATE),
     UNLAUNCHED_SEND_RECV: (
         "These send/recv kernels have no launching op in the trace, and NCCL runs "
         "all-to-all exchanges as grouped send/recv kernels too: if the job has no pipeline "
@@ -128,10 +140,14 @@ NAMED_CALLS = 2
 
 # -- exposed communication ------------------------------------------------------------------
 def operation_group(collective: str, context: str, source: str = "") -> str:
-    """The finding's subject for a call: its operation, with gradient all-reduces apart
-    and send/recv kernels that only their name classifies apart."""
-    if collective == coll.ALL_REDUCE and "backward" in context.split(","):
+    """The finding's subject for a call: its operation, with gradient all-reduces,
+    all-gathers and all-reduces of the optimizer step, and send/recv kernels that only
+    their name classifies apart."""
+    tags = context.split(",")
+    if collective == coll.ALL_REDUCE and "backward" in tags:
         return GRADIENT_ALL_REDUCE
+    if "optimizer" in tags and collective in (coll.ALL_GATHER, coll.ALL_REDUCE):
+        return OPTIMIZER_ALL_GATHER if collective == coll.ALL_GATHER else OPTIMIZER_ALL_REDUCE
     if collective == coll.SEND_RECV and source == "kernel_name":
         return UNLAUNCHED_SEND_RECV
     return collective
