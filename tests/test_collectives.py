@@ -185,9 +185,9 @@ def test_link_table() -> None:
 def test_exposed_all_to_all_gets_all_to_all_advice(tmp_path: Path) -> None:
     out = find(load(collective_job(tmp_path, "all-to-all")), rules=COMM_RULES)
     (row,) = out[out["rule"] == "comm_exposed"].to_dict("records")
-    assert row["subject"] == "all-to-all"
+    assert row["subject"] == "all-to-all (MoE dispatch/combine)"  # under moe_dispatch
     assert row["est_saving(us)"] == pytest.approx(2 * 1_000.0)  # 2 steps × 1 ms exposed
-    assert "two micro-batches" in row["advice"] and "load" in row["advice"]
+    assert "two micro-batches" in row["advice"] and "expert load" in row["advice"]
     assert "bucket_cap_mb" not in row["advice"] and "prefetch" not in row["advice"]
     assert "launched by c10d::alltoall_base_" in row["evidence"]
     assert "ncclDevKernel_SendRecv" in row["evidence"] and "step 2" in row["evidence"]
@@ -218,6 +218,9 @@ def test_exposed_time_is_never_counted_twice(tmp_path: Path) -> None:
     groups, _ = exposed_by_operation(trace.rank(0))
     exposed = groups.set_index("group")["exposed_ns"]
     assert exposed.to_dict() == {"all-gather": 750_000, "all-to-all": 750_000}
+    advice = {f.subject: f.advice for f in COMM_RULES[0].check(trace.rank(0), None)}
+    assert "two micro-batches" in advice["all-to-all"]  # no MoE or TorchRec context
+    assert "FSDP" in advice["all-gather"]
     overlap = comm_comp_overlap(trace).iloc[0]
     assert exposed.sum() == (overlap["comm_time(us)"] - overlap["overlap_time(us)"]) * 1e3
     out = find(trace, rules=COMM_RULES)
@@ -291,9 +294,9 @@ def test_real_torchrec_all_to_all() -> None:
                      "c10d::_allgather_base_": {"all-gather"}}
     out = find(load(shared_trace("trace_filter")), rules=COMM_RULES, min_share=0.0)
     exposed = out[out["rule"] == "comm_exposed"]
-    assert "all-to-all" in set(exposed["subject"])
     advice = exposed.set_index("subject")["advice"]
-    assert "bucket_cap_mb" not in advice["all-to-all"]
+    assert "TrainPipelineSparseDist" in advice["all-to-all (TorchRec embeddings)"]
+    assert "bucket_cap_mb" not in advice["all-to-all (TorchRec embeddings)"]
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
@@ -367,7 +370,7 @@ def test_optimizer_all_gather_gets_its_own_advice() -> None:
     """trace_filter: the all-gathers run inside Optimizer.step#Shampoo.step."""
     out = find(load(shared_trace("trace_filter")), rules=COMM_RULES, min_share=0.0)
     advice = out[out["rule"] == "comm_exposed"].set_index("subject")["advice"]
-    assert set(advice.index) == {"all-to-all", "all-gather (optimizer step)",
-                                 "all-reduce (gradients)"}
+    assert set(advice.index) == {"all-to-all (TorchRec embeddings)",
+                                 "all-gather (optimizer step)", "all-reduce (gradients)"}
     assert "sharded optimizer" in advice["all-gather (optimizer step)"]
     assert "FSDP" not in advice["all-gather (optimizer step)"]

@@ -113,7 +113,8 @@ CONTEXT_PATTERNS: tuple[tuple[str, str], ...] = (
     ("backward", r"autograd::engine::evaluate_function|Backward"),
     ("fsdp", r"FullyShardedDataParallel|FSDP"),
     ("ddp", r"DistributedDataParallel|DDP"),
-    ("torchrec", r"KJT|All2All_|torchrec|ShardedEmbedding|sdd_"),
+    ("torchrec", r"KJT|kjt|All2All_|ReduceScatterBase_|torchrec|ShardedEmbedding|sdd_|"
+                 r"sparse_data_dist|sparse_arch"),
     ("moe", r"(?i)\bmoe|expert|deep_?ep|ep::(?:inter|intra)node|token_(?:dispatch|combine)"),
     ("pipeline", r"(?i)pipeline|1f1b|PipelineStage"),
     ("optimizer", r"Optimizer\.step"),

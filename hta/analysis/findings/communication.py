@@ -56,9 +56,19 @@ GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
 #: versions, other collectives) as grouped send/recv kernels too.
 UNLAUNCHED_SEND_RECV = "send/recv (by kernel name only)"
 OPTIMIZER_ALL_GATHER = "all-gather (optimizer step)"
+MOE_SUFFIX = " (MoE dispatch/combine)"
+TORCHREC_SUFFIX = " (TorchRec embeddings)"
 OPTIMIZER_ALL_REDUCE = "all-reduce (optimizer step)"
 _LATE = (" If the kernels are long because other ranks arrive late, see the stragglers "
          "finding first.")
+_TORCHREC = (
+    "These exchanges distribute TorchRec's sparse features and embeddings (KJT all-to-alls "
+    "of the input distribution, pooled-embedding all-to-all or reduce-scatter of the output "
+    "distribution, and their backward): pipeline the next batch's input distribution under "
+    "this batch's computation (TrainPipelineSparseDist), balance the sharding plan so no rank "
+    "holds the hot tables (the planner's cost estimates; see send_imbalance in "
+    "get_collective_performance), make fewer, larger exchanges (fewer sharding groups), and "
+    "send fewer bytes (quantized communication, qcomms)." + _LATE)
 #: What to try, per operation group (the finding's subject).
 ADVICE: dict[str, str] = {
     GRADIENT_ALL_REDUCE: (
@@ -102,6 +112,17 @@ ADVICE: dict[str, str] = {
         "that hides them (1F1B, interleaved 1F1B with virtual stages), raise the number of "
         "micro-batches to shrink the pipeline bubble, and batch the transfers "
         "(batch_isend_irecv) so they overlap with the stage's computation." + _LATE),
+    coll.ALL_TO_ALL + MOE_SUFFIX: (
+        "MoE token dispatch and combine: overlap them with computation (split the batch "
+        "into two micro-batches and run one's dispatch/combine under the other's attention "
+        "or expert computation, as DualPipe or DeepEP's hook-based overlap do); balance the "
+        "expert load, since the busiest peer sets the exchange's time (load-balancing loss "
+        "or bias, capacity factor, redundant experts for hot ones; see send_imbalance in "
+        "get_collective_performance); send fewer bytes (fp8 dispatch) and make fewer, larger "
+        "exchanges." + _LATE),
+    coll.ALL_TO_ALL + TORCHREC_SUFFIX: _TORCHREC,
+    coll.REDUCE_SCATTER + TORCHREC_SUFFIX: _TORCHREC,
+    coll.ALL_GATHER + TORCHREC_SUFFIX: _TORCHREC,
     OPTIMIZER_ALL_GATHER: (
         "These all-gathers run in the optimizer step (a sharded optimizer such as ZeRO-1/2 "
         "or distributed Shampoo gathering updated parameters or its state): start them "
@@ -140,12 +161,17 @@ NAMED_CALLS = 2
 
 # -- exposed communication ------------------------------------------------------------------
 def operation_group(collective: str, context: str, source: str = "") -> str:
-    """The finding's subject for a call: its operation, with gradient all-reduces,
-    all-gathers and all-reduces of the optimizer step, and send/recv kernels that only
-    their name classifies apart."""
+    """The finding's subject for a call: its operation, with these apart: gradient
+    all-reduces; TorchRec's embedding exchanges; MoE all-to-alls; all-gathers and
+    all-reduces of the optimizer step; send/recv kernels that only their name classifies."""
     tags = context.split(",")
     if collective == coll.ALL_REDUCE and "backward" in tags:
         return GRADIENT_ALL_REDUCE
+    if "torchrec" in tags and collective in (coll.ALL_TO_ALL, coll.REDUCE_SCATTER,
+                                             coll.ALL_GATHER):
+        return collective + TORCHREC_SUFFIX
+    if "moe" in tags and collective == coll.ALL_TO_ALL:
+        return collective + MOE_SUFFIX
     if "optimizer" in tags and collective in (coll.ALL_GATHER, coll.ALL_REDUCE):
         return OPTIMIZER_ALL_GATHER if collective == coll.ALL_GATHER else OPTIMIZER_ALL_REDUCE
     if collective == coll.SEND_RECV and source == "kernel_name":
