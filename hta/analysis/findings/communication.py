@@ -140,6 +140,9 @@ ADVICE: dict[str, str] = {
         "fewer exchanges). Between pipeline stages: a schedule that hides them (1F1B, "
         "interleaved), more micro-batches, batched isend/irecv. Profile from the start of a "
         "step so their launching ops are recorded." + _LATE),
+    coll.BARRIER: (
+        "Barriers only wait for the other ranks: remove them from the step (they are "
+        "rarely needed between collectives, which synchronise by themselves)." + _LATE),
     coll.BROADCAST: (
         "Broadcasts inside the step send parameters, buffers or inputs from one rank: move "
         "them out of the step where they do not change (DDP: broadcast_buffers=False), or "
