@@ -4,8 +4,12 @@ others up.
 ``comm_exposed`` (per rank, one finding per collective operation)
     Each communication kernel of the rank gets its operation (all-reduce, reduce-scatter,
     all-gather, all-to-all, send/recv, broadcast ...) from what launched it
-    (:mod:`hta.analysis.collectives`); all-reduces launched from the autograd engine
-    (``backward`` in their context) are *gradient* all-reduces and form their own group.
+    (:mod:`hta.analysis.collectives`), and calls form *operation groups*, the findings'
+    subjects (:func:`operation_group`): the operation, with these apart: all-reduces
+    launched from the autograd engine (``backward`` in their context, *gradient*
+    all-reduces); TorchRec's embedding exchanges (``torchrec``); MoE all-to-alls
+    (``moe``); all-gathers and all-reduces inside ``Optimizer.step``; send/recv kernels
+    known by their name only (NCCL runs all-to-alls as send/recv kernels too).
     Kernels are selected as in the comm/compute overlap table
     (:mod:`hta.analysis.overlap`: every GPU work row, or those of the selected steps).
     *Exposed* time is when a communication kernel runs and no computation kernel does
@@ -19,9 +23,10 @@ others up.
     computation time with no communication kernel running; each group gets its share of
     that total in proportion to its exposed time. This is an upper bound: it assumes the
     communication could be moved under independent work.
-    The advice is the operation's (:data:`ADVICE`): bucket sizes only for gradient
+    The advice is the group's (:data:`ADVICE`): bucket sizes only for gradient
     all-reduce, prefetching for all-gather and reduce-scatter, overlap, load balance and
-    fewer exchanges for all-to-all, the pipeline schedule for send/recv. The evidence
+    fewer exchanges for all-to-all (the expert load for MoE, the sharding plan and the
+    pipelined input distribution for TorchRec), the pipeline schedule for send/recv. The evidence
     names the calls with the most exposed time and quotes the rank's row of the overlap
     table (``comm_time``, ``overlap_time``) for cross-checking.
 
