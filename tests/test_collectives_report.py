@@ -57,3 +57,26 @@ def test_report_part_without_sizes(tmp_path: Path) -> None:
     s = Section("collectives", "Collectives")
     collective_bandwidth(Context(a, a.ranks, None, None), s)
     assert not s.figures and "message size" in s.notes[0]
+
+
+def test_kernel_names_stay_text_in_the_report(tmp_path: Path) -> None:
+    """A collective kernel whose name holds markup, slow enough to be listed: the
+    report's HTML shows it as text."""
+    from kineto_builder import TraceBuilder
+    from test_collectives import COMM_STREAM, H100, comm_args
+
+    from hta.report.builder import build_report
+
+    evil = "ncclDevKernel_AllReduce<img src=x onerror=alert(1)>(int*)"
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2, extra_top_level=dict(H100))
+        with b.step(1, ts=0, dur=10_000_000):
+            b.launch_kernel(evil, cpu_ts=1_000, cpu_dur=100, gpu_ts=10_000,
+                            gpu_dur=4_000_000, stream=COMM_STREAM,
+                            **comm_args("allreduce", 2))
+        b.write(tmp_path / f"rank-{rank}.json")
+    a = analyzer(tmp_path)
+    assert (a.get_findings()["rule"] == "collective_bw").any()
+    html = build_report(a)
+    assert "<img src=x" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
