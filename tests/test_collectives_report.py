@@ -57,6 +57,8 @@ def test_report_part_without_sizes(tmp_path: Path) -> None:
     s = Section("collectives", "Collectives")
     collective_bandwidth(Context(a, a.ranks, None, None), s)
     assert not s.figures and "message size" in s.notes[0]
+    (summary,) = s.tables
+    assert summary.rows[0][summary.headers.index("collective")] == "all-reduce"
 
 
 def test_kernel_names_stay_text_in_the_report(tmp_path: Path) -> None:

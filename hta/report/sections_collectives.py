@@ -32,11 +32,14 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
         s.notes.append("No communication kernel in the selection.")
         return
     sized = np.isfinite(perf["msg_bytes"].to_numpy(float))
+    summary = table_of(collectives.collective_summary(perf),
+                       "Per collective, process group and message size")
     if not sized.any():
         s.notes.append("No communication kernel carries a message size (collective args), "
-                       "so no bandwidth is shown; PyTorch 2.1 or newer records them on "
-                       "record_param_comms with the NCCL process group (profile with "
-                       "record_shapes=True).")
+                       "so no bandwidth is shown, only the calls and their times; recent "
+                       "PyTorch versions record the sizes on record_param_comms with the "
+                       "NCCL process group (profile with record_shapes=True).")
+        s.tables.append(summary)
         return
     links = map_ranks(ctx.trace, rank_links, ctx.ranks, (ctx.iterations,),
                       description="Links")
@@ -47,8 +50,7 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
     if link:
         s.notes.append(f"Dashed line: {link}, {link_gbps:,.0f} GB/s per direction, between "
                        "the GPUs of one node (hta.analysis.interconnect).")
-    s.tables.append(table_of(collectives.collective_summary(perf),
-                             "Per collective, process group and message size"))
+    s.tables.append(summary)
     big = perf[perf["msg_bytes"] >= MIN_MSG_BYTES]
     if len(big):
         slow = big.nsmallest(20, "busbw(GB/s)")
