@@ -59,9 +59,9 @@ GPUS_PER_NODE = 8
 NAMED_CALLS = 2
 NO_ARGS_NOTE = (
     "collective bandwidth: no communication kernel carries a message size, so no "
-    "bandwidth was checked. PyTorch records them (record_param_comms args 'In msg "
-    "nelems', 'dtype', 'Group size') with the NCCL process group in PyTorch 2.1 or newer; "
-    "profile with record_shapes=True.")
+    "bandwidth was checked. Recent PyTorch versions record them with the NCCL process "
+    "group (record_param_comms args 'In msg nelems', 'dtype', 'Group size'); profile "
+    "with record_shapes=True.")
 ONE_RANK_NOTE = (
     "collective bandwidth: one rank loaded; a collective's time includes the wait for "
     "peers that arrive late, which only the other ranks' traces show, so no bandwidth was "
