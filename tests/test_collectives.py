@@ -374,3 +374,15 @@ def test_optimizer_all_gather_gets_its_own_advice() -> None:
                                  "all-gather (optimizer step)", "all-reduce (gradients)"}
     assert "sharded optimizer" in advice["all-gather (optimizer step)"]
     assert "FSDP" not in advice["all-gather (optimizer step)"]
+
+
+def test_no_message_sizes_is_silent_and_says_so(tmp_path: Path, caplog) -> None:
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2, extra_top_level=dict(H100))
+        with b.step(1, ts=0, dur=10_000_000):
+            b.launch_kernel(ALLREDUCE, cpu_ts=1_000, cpu_dur=100, gpu_ts=10_000,
+                            gpu_dur=4_000_000, stream=COMM_STREAM)
+        b.write(tmp_path / f"rank-{rank}.json")
+    with caplog.at_level("INFO", logger="hta.analysis.findings.collective_bw"):
+        assert not len(find(load(tmp_path), rules=BW_RULES))
+    assert caplog.text.count("no communication kernel carries a message size") == 1
