@@ -386,3 +386,20 @@ def test_no_message_sizes_is_silent_and_says_so(tmp_path: Path, caplog) -> None:
     with caplog.at_level("INFO", logger="hta.analysis.findings.collective_bw"):
         assert not len(find(load(tmp_path), rules=BW_RULES))
     assert caplog.text.count("no communication kernel carries a message size") == 1
+
+
+def test_group_of_one_is_never_slow(tmp_path: Path) -> None:
+    """A 'collective' in a group of one rank moves nothing over a link (bus factor 0)."""
+    from hta.analysis.findings.collective_bw import check_collective_bw
+
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2, extra_top_level=dict(H100))
+        with b.step(1, ts=0, dur=10_000_000):
+            b.launch_kernel(ALLREDUCE, cpu_ts=1_000, cpu_dur=100, gpu_ts=10_000,
+                            gpu_dur=4_000_000, stream=COMM_STREAM,
+                            **{**comm_args("allreduce", 1), "Process Group Name": "9"})
+        b.write(tmp_path / f"rank-{rank}.json")
+    trace = load(tmp_path)
+    perf = coll.collective_performance(trace)
+    assert (perf["busbw(GB/s)"] == 0).all()
+    assert not check_collective_bw(trace, [0, 1], None, link_gbps=100.0)

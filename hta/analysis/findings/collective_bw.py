@@ -23,7 +23,8 @@
     computation ran (``exposed(us)``): a faster collective hidden under computation saves
     nothing. A finding sums its calls.
 
-    A call is judged only when at least one other rank of its instance is loaded
+    A call is judged only when it moves bytes over the bus (a group of one rank does not)
+    and at least one other rank of its instance is loaded
     (otherwise the wait for late peers could not be taken out, and a rank that arrives
     early would look slow); with one rank loaded the rule logs so once.
 
@@ -165,8 +166,8 @@ def slow_calls(perf: pd.DataFrame, info: pd.DataFrame,
         pg = p["process_group"].astype(str).str.split(" ", n=1).str[0]
         allowed = p["rank"].map(i["node_local"]).fillna("").astype(str)
         local = np.array([a == "*" or g in a.split(",") for g, a in zip(pg, allowed)])
-    seen = p["peers_seen"].to_numpy() >= np.minimum(2, p["group_size"].fillna(2).to_numpy())
-    slow = (local & seen & (p["msg_bytes"] >= MIN_MSG_BYTES)
+    seen = p["peers_seen"].to_numpy() >= 2
+    slow = (local & seen & (p["msg_bytes"] >= MIN_MSG_BYTES) & (p["bus_bytes"] > 0)
             & (p["transfer_busbw"] < FAR_BELOW * p["link_gbps"]))
     p = p[slow.fillna(False).to_numpy(bool)].copy()
     target = p["bus_bytes"] / (ATTAINABLE * p["link_gbps"])  # ns at the attainable rate
