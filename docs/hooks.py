@@ -142,6 +142,11 @@ def _stragglers() -> Any:
     return straggler_figure(straggler_summary(arrivals), arrivals)
 
 
+def _collectives() -> Any:
+    from hta.plots.collectives import collective_bandwidth_figure
+    return collective_bandwidth_figure(_analyzer().get_collective_performance())
+
+
 def _memory() -> Any:
     from hta.plots.memory import memory_timeline_figure
 
@@ -156,6 +161,7 @@ FIGURES: dict[str, Callable[[], Any]] = {
     "launch": _launch, "queue": _queue, "bandwidth": _bandwidth, "operators": _operators,
     "sequences": _sequences, "critical_path": _critical_path, "diff": _diff,
     "timeline": _timeline, "stragglers": _stragglers, "memory": _memory,
+    "collectives": _collectives,
 }
 
 

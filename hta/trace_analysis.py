@@ -22,6 +22,7 @@ import pandas as pd
 from hta.analysis.summary import rank_summary
 from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
 from hta.facade.breakdown import BreakdownMixin
+from hta.facade.collectives import CollectivesMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
@@ -39,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin):
+                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin,
+                    CollectivesMixin):
     """Load a job's traces and analyse them.
 
     Args:

@@ -1,4 +1,4 @@
-"""Findings rules on communication: exposed collectives per process group, stragglers.
+"""Findings rules on communication: exposed collectives per operation, stragglers.
 
 Each rule has a pair of tests on the generated job of ``test_stragglers``: with the
 problem, the finding's saving is within 5% of the one known by construction; without
@@ -16,7 +16,7 @@ from kineto_builder import TraceBuilder
 from test_stragglers import COMM_STREAM, NCCL, TRANSFER_NS, straggler_job
 
 from hta.analysis.findings import find
-from hta.analysis.findings.communication import RULES, exposed_by_group
+from hta.analysis.findings.communication import RULES, exposed_by_operation
 from hta.analysis.overlap import comm_comp_overlap
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.job.load import load_trace
@@ -42,13 +42,15 @@ def test_exposed_communication_is_found(tmp_path: Path) -> None:
     row = out.iloc[0]
     expected_us = STEPS * PER_STEP * TRANSFER_NS / 1e3  # 480 us per rank
     assert row["est_saving(us)"] == pytest.approx(expected_us, rel=0.05)
-    assert row["subject"] == "process group 0 (default_pg)"
+    assert row["subject"] == "all-reduce"  # not launched by the backward pass
+    assert "process group 0 (default_pg) ×12" in row["evidence"]
     assert row["ranks"] == [0, 1, 2, 3] and row["steps"] == [1, 2, 3]
     assert row["section"] == "overlap"
     # the evidence quotes the overlap table
     table = comm_comp_overlap(trace, 0)
     assert f"comm_time {table['comm_time(us)'].iloc[0]:,.1f} µs" in row["evidence"]
-    assert "12 communication kernels" in row["evidence"]
+    assert "12 all-reduce kernels" in row["evidence"]
+    assert "bucket_cap_mb" not in row["advice"]
 
 
 def test_overlapped_communication_is_not_found(tmp_path: Path) -> None:
@@ -57,8 +59,9 @@ def test_overlapped_communication_is_not_found(tmp_path: Path) -> None:
     assert not len(rows(find(trace, rules=RULES), "comm_exposed"))
 
 
-def test_exposed_time_is_per_process_group(tmp_path: Path) -> None:
-    """Two groups on one rank: one hidden under compute, one exposed."""
+def test_exposed_time_is_per_operation(tmp_path: Path) -> None:
+    """Two operations on one rank: the all-reduce hidden under compute, the all-gather
+    exposed."""
     b = TraceBuilder(rank=0)
     with b.step(1, ts=0, dur=1_000_000):
         b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=100_000, gpu_dur=200_000)
@@ -69,13 +72,15 @@ def test_exposed_time_is_per_process_group(tmp_path: Path) -> None:
                         stream=COMM_STREAM + 1, **{"Process Group Name": "2", "Seq": 1,
                                                   "Collective name": "allgather"})
     rt = load(b.write(tmp_path / "rank-0.json")).rank(0)
-    groups = exposed_by_group(rt).set_index("process_group")
-    assert groups.loc["1 (dp)", "exposed_ns"] == 0 and groups.loc["1 (dp)", "comm_ns"] == 50_000
-    assert groups.loc["2", "exposed_ns"] == 30_000
+    groups = exposed_by_operation(rt)[0].set_index("group")
+    assert groups.loc["all-reduce", "exposed_ns"] == 0
+    assert groups.loc["all-reduce", "comm_ns"] == 50_000
+    assert groups.loc["all-gather", "exposed_ns"] == 30_000
     assert groups["free_compute_ns"].tolist() == [150_000, 150_000]
     found = RULES[0].check(rt, None)
-    assert [f.subject for f in found] == ["process group 2"]
+    assert [f.subject for f in found] == ["all-gather"]
     assert found[0].est_saving_ns == 30_000
+    assert "FSDP" in found[0].advice and "process group 2 ×1" in found[0].evidence
 
 
 def test_exposed_saving_is_capped_by_free_compute(tmp_path: Path) -> None:
@@ -86,7 +91,8 @@ def test_exposed_saving_is_capped_by_free_compute(tmp_path: Path) -> None:
                         stream=COMM_STREAM)
     rt = load(b.write(tmp_path / "rank-0.json")).rank(0)
     (f,) = RULES[0].check(rt, None)
-    assert f.subject == f"stream {COMM_STREAM}"
+    assert f.subject == "all-reduce"  # from the kernel name: no args, no launching op
+    assert f"stream {COMM_STREAM} ×1" in f.evidence
     assert f.est_saving_ns == 20_000  # only 20 us of compute to hide 300 us under
 
 
@@ -127,12 +133,18 @@ def test_sample_job_has_no_straggler_finding() -> None:
     trace = load(SAMPLE_TRACES / "synthetic_4rank")
     out = find(trace, rules=RULES)
     assert not len(rows(out, "stragglers"))
-    # the sample's all-reduces are 75% exposed (overlap table): that finding is real
+    # the sample's all-reduces are 75% exposed (overlap table): that finding is real; its
+    # few small all-gathers are exposed too, under the noise threshold
     (row,) = rows(out, "comm_exposed").to_dict("records")
+    # launched on the pt_autograd_0 thread: gradient all-reduces, with the bucket advice
+    assert row["subject"] == "all-reduce (gradients)" and "bucket_cap_mb" in row["advice"]
     overlap = comm_comp_overlap(trace).set_index("rank")
     worst = int(re.match(r"rank (\d+)", row["evidence"]).group(1))
     comm, both = overlap.loc[worst, ["comm_time(us)", "overlap_time(us)"]]
-    assert f"{(comm - both) / 1e3:,.3f} ms of it with no computation" in row["evidence"]
+    groups = exposed_by_operation(trace.rank(worst))[0]
+    assert groups["exposed_ns"].sum() == pytest.approx((comm - both) * 1e3)
+    exposed = groups.set_index("group").loc["all-reduce (gradients)", "exposed_ns"]
+    assert f"{exposed / 1e6:,.3f} ms of it with no computation" in row["evidence"]
 
 
 # -- real traces -----------------------------------------------------------------------------

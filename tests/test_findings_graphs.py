@@ -20,7 +20,7 @@ from hta.analysis.findings import launch_bound as launch_rules
 from hta.analysis.findings.engine import default_rules
 from hta.analysis.launch import cuda_kernel_launch_stats, launch_pairing_summary
 from hta.analysis.rowmap import RowMap
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.links import GRAPH_LAUNCH, graph_replayed
 from hta.model.trace import Trace
 

@@ -17,7 +17,7 @@ from hta.analysis.findings import find
 from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings.kernel_common import kernel_labels
 from hta.analysis.findings.occupancy import sm_table
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.trace import Trace
 
 SMS = 132

@@ -43,7 +43,7 @@ from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 4
+CACHE_FORMAT_VERSION = 5
 #: File name suffix of every table of an entry (Arrow IPC file format).
 SUFFIX = ".arrow"
 _KIND_DTYPE = pd.CategoricalDtype(list(KINDS))

@@ -15,6 +15,7 @@ The results are identical to the Python decoder's, symbol ids and all
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from hta.kineto.structs import PHASE_GROUP
 
 if TYPE_CHECKING:
     from hta.kineto.sink import ColumnSink
+
+logger = logging.getLogger(__name__)
 
 try:
     from hta.kineto import _scan  # type: ignore[attr-defined]
@@ -48,7 +51,12 @@ SPARSE: dict[str, tuple[Any, Any, int]] = {
         "total_reserved")},
     "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
 }
-RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
+RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type", "in_split", "out_split")
+#: A scanner built from older sources returns fewer raw fields: it is not used.
+_STALE = _scan is not None and getattr(_scan, "RAW_FIELDS", 0) != len(RAW)
+if _STALE:  # pragma: no cover - depends on the build
+    logger.warning("the native trace scanner was built from older sources and is not "
+                   "used; rebuild it (pip install -e .) for faster loading")
 
 
 def built() -> bool:
@@ -57,8 +65,10 @@ def built() -> bool:
 
 
 def available() -> bool:
-    """Whether the native scanner is built and not switched off (``HTA_NATIVE=0``)."""
-    return _scan is not None and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false")
+    """Whether the native scanner is built (from these sources) and not switched off
+    (``HTA_NATIVE=0``)."""
+    return (_scan is not None and not _STALE
+            and os.environ.get("HTA_NATIVE", "1") not in ("0", "", "false"))
 
 
 class _Columns(dict):
@@ -255,6 +265,8 @@ class Builder:
                 "process_group_desc": self.texts("pg_desc", e),
                 "process_group_ranks": self.raw_text("pg_ranks", e),
                 "seq": self.col("seq", e),
+                "in_split_sizes": self.raw_text("in_split", e),
+                "out_split_sizes": self.raw_text("out_split", e),
             })
         sel = acc._rows_for(acc.op_cats, cat)
         if sel.size:

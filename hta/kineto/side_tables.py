@@ -63,6 +63,8 @@ def side_tables(acc: ColumnSink, events: list[Event], args: list[Any], cat: np.n
             "process_group_desc": [str(x.pg_desc) for x in a],
             "process_group_ranks": raw_text([x.pg_ranks for x in a]),
             "seq": float_column([x.seq for x in a]),
+            "in_split_sizes": raw_text([x.in_split for x in a]),
+            "out_split_sizes": raw_text([x.out_split for x in a]),
         })
     sel = acc._rows_for(acc.op_cats, cat)
     if sel.size:

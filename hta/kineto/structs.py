@@ -54,6 +54,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     pg_desc: NameLike = msgspec.field(default="", name="Process Group Description")
     pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Process Group Ranks")
     seq: NumLike = msgspec.field(default=NAN, name="Seq")
+    in_split: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="In split size")
+    out_split: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Out split size")
     # CPU operators
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_dims_legacy: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")

@@ -35,6 +35,7 @@ from typing import Any
 
 from hta.model.selection import Selection
 from hta.report import sections_breakdowns as breakdowns
+from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
 from hta.report import sections_findings as first
 from hta.report.context import (
@@ -73,6 +74,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
      "Share of the communication time hidden under computation.", breakdowns.overlap),
     ("stragglers", "Stragglers", "Which rank starts its collectives late, and how long the "
      "others wait for it.", first.stragglers),
+    ("collectives", "Collective bandwidth", "Bus bandwidth of every collective against its "
+     "message size and the link between the GPUs.", collectives.collective_bandwidth),
     ("annotations", "User annotations", "", breakdowns.annotations),
     ("launch", "Kernel launches", "How long launch calls take, and how long GPU work "
      "waits after its launch call returns.", details.launch),

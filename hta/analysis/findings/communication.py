@@ -1,19 +1,34 @@
 """Findings about communication: collectives the GPU waits on, and ranks that hold the
 others up.
 
-``comm_exposed`` (per rank, one finding per process group)
-    The communication kernels of the rank (kind ``communication``) are grouped by the
-    ``Process Group Name`` of their collective args, or by stream (``stream S``) when
-    they carry none. Kernels are selected as in the comm/compute overlap table
+``comm_exposed`` (per rank, one finding per collective operation)
+    Each communication kernel of the rank gets its operation (all-reduce, reduce-scatter,
+    all-gather, all-to-all, send/recv, broadcast ...) from what launched it
+    (:mod:`hta.analysis.collectives`), and calls form *operation groups*, the findings'
+    subjects (:func:`operation_group`): the operation, with these apart: all-reduces
+    launched from the autograd engine (``backward`` in their context, *gradient*
+    all-reduces); TorchRec's embedding exchanges (``torchrec``); MoE all-to-alls
+    (``moe``); all-gathers and all-reduces inside ``Optimizer.step``; send/recv kernels
+    known by their name only (NCCL runs all-to-alls as send/recv kernels too).
+    Kernels are selected as in the comm/compute overlap table
     (:mod:`hta.analysis.overlap`: every GPU work row, or those of the selected steps).
-    For a process group, *exposed* time is the length of the union of its kernels minus
-    the part of it during which a computation kernel runs (any stream). Overlapping can
-    only hide communication under computation, so the saving is
-    ``min(exposed time of the group, computation time of the rank that runs with no
-    communication kernel of any group)``, an upper bound: it assumes the communication
-    could be moved under independent work (gradient buckets under the backward pass,
-    prefetched all-gathers under the previous layer). The evidence quotes the rank's
-    row of the overlap table (``comm_time``, ``overlap_time``) for cross-checking.
+    *Exposed* time is when a communication kernel runs and no computation kernel does
+    (any stream). It is shared out so that no instant counts twice: an instant when
+    kernels of one group alone are exposed goes to that group; one when several groups
+    are exposed at once is split equally between them. The groups' exposed times thus
+    add up to the rank's exposed communication (the overlap table's ``comm_time`` minus
+    ``overlap_time``).
+    Overlapping can only hide communication under computation that runs without it, so
+    the rank's total saving is ``min(exposed, free_compute)``, with ``free_compute`` the
+    computation time with no communication kernel running; each group gets its share of
+    that total in proportion to its exposed time. This is an upper bound: it assumes the
+    communication could be moved under independent work.
+    The advice is the group's (:data:`ADVICE`): bucket sizes only for gradient
+    all-reduce, prefetching for all-gather and reduce-scatter, overlap, load balance and
+    fewer exchanges for all-to-all (the expert load for MoE, the sharding plan and the
+    pipelined input distribution for TorchRec), the pipeline schedule for send/recv. The evidence
+    names the calls with the most exposed time and quotes the rank's row of the overlap
+    table (``comm_time``, ``overlap_time``) for cross-checking.
 
 ``stragglers`` (job)
     From :func:`hta.analysis.stragglers.collective_arrivals`: for each rank, the sum over
@@ -31,94 +46,263 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis import collectives as coll
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time
-from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
-from hta.analysis.stragglers import collective_arrivals, comm_kernels, straggler_summary
+from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.model.trace import RankTrace, Trace, map_ranks
 
-EXPOSED_ADVICE = (
-    "Overlap this communication with computation: with DDP, tune bucket_cap_mb so "
-    "gradient all-reduces start during the backward pass; with FSDP, enable "
-    "forward_prefetch/backward_prefetch and check limit_all_gathers; issue collectives "
-    "with async_op=True and wait only where the result is needed. If the kernels are long "
-    "because other ranks arrive late, see the stragglers finding first."
-)
+GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
+#: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
+#: versions, other collectives) as grouped send/recv kernels too.
+UNLAUNCHED_SEND_RECV = "send/recv (by kernel name only)"
+OPTIMIZER_ALL_GATHER = "all-gather (optimizer step)"
+MOE_SUFFIX = " (MoE dispatch/combine)"
+TORCHREC_SUFFIX = " (TorchRec embeddings)"
+OPTIMIZER_ALL_REDUCE = "all-reduce (optimizer step)"
+_LATE = (" If the kernels are long because other ranks arrive late, see the stragglers "
+         "finding first.")
+_TORCHREC = (
+    "These exchanges distribute TorchRec's sparse features and embeddings (KJT all-to-alls "
+    "of the input distribution, pooled-embedding all-to-all or reduce-scatter of the output "
+    "distribution, and their backward): pipeline the next batch's input distribution under "
+    "this batch's computation (TrainPipelineSparseDist), balance the sharding plan so no rank "
+    "holds the hot tables (the planner's cost estimates; see send_imbalance in "
+    "get_collective_performance), make fewer, larger exchanges (fewer sharding groups), and "
+    "send fewer bytes (quantized communication, qcomms)." + _LATE)
+#: What to try, per operation group (the finding's subject).
+ADVICE: dict[str, str] = {
+    GRADIENT_ALL_REDUCE: (
+        "These all-reduces are launched by the backward pass (gradient synchronisation). "
+        "With DDP, tune bucket_cap_mb so the first buckets are ready, and start, early in "
+        "the backward pass (smaller buckets start sooner, larger ones cost less per call); "
+        "keep find_unused_parameters=False where possible, use gradient_as_bucket_view and "
+        "static_graph; with gradient accumulation, skip the all-reduce on all but the last "
+        "micro-batch (no_sync)." + _LATE),
+    coll.ALL_REDUCE: (
+        "These all-reduces do not come from the backward pass (tensor-parallel layers, loss "
+        "or metric reductions): issue them with async_op=True and wait where the result is "
+        "needed, overlap them with independent computation (tensor-parallel communication "
+        "overlap, sequence parallelism), or reduce metrics less often." + _LATE),
+    coll.ALL_GATHER: (
+        "All-gathers of sharded parameters (FSDP, ZeRO-3) or tensor-parallel activations: "
+        "prefetch them so the next layer's gather runs under this layer's computation. "
+        "FSDP: forward_prefetch=True, backward_prefetch=BACKWARD_PRE, and check "
+        "limit_all_gathers (it bounds how far ahead gathers run); FSDP2: "
+        "set_modules_to_forward_prefetch/set_modules_to_backward_prefetch; DeepSpeed: "
+        "overlap_comm with a prefetch bucket. Very many small gathers: wrap coarser units."
+        + _LATE),
+    coll.REDUCE_SCATTER: (
+        "Reduce-scatters of gradients (FSDP, ZeRO) or tensor-parallel activations: let them "
+        "run under the backward computation of the previous layers. FSDP: "
+        "backward_prefetch=BACKWARD_PRE and limit_all_gathers; FSDP2: "
+        "set_modules_to_backward_prefetch and reshard_after_forward; DeepSpeed: overlap_comm "
+        "with reduce_bucket_size. With gradient accumulation, reduce only on the last "
+        "micro-batch." + _LATE),
+    coll.ALL_TO_ALL: (
+        "All-to-all exchanges (MoE token dispatch/combine, TorchRec sparse feature and "
+        "embedding distribution): overlap them with computation, e.g. split the batch into "
+        "two micro-batches and run one's dispatch/combine under the other's expert or "
+        "attention computation, or pipeline the input distribution of the next batch under "
+        "this one (TorchRec TrainPipelineSparseDist); balance the load across peers (the "
+        "busiest peer sets the exchange's time: expert load-balancing loss or capacity "
+        "factor, the sharding plan; see send_imbalance in get_collective_performance); and "
+        "make fewer, larger exchanges (fuse per-table or per-layer all-to-alls)." + _LATE),
+    coll.SEND_RECV: (
+        "Point-to-point sends and receives, usually between pipeline stages: use a schedule "
+        "that hides them (1F1B, interleaved 1F1B with virtual stages), raise the number of "
+        "micro-batches to shrink the pipeline bubble, and batch the transfers "
+        "(batch_isend_irecv) so they overlap with the stage's computation." + _LATE),
+    coll.ALL_TO_ALL + MOE_SUFFIX: (
+        "MoE token dispatch and combine: overlap them with computation (split the batch "
+        "into two micro-batches and run one's dispatch/combine under the other's attention "
+        "or expert computation, as DualPipe or DeepEP's hook-based overlap do); balance the "
+        "expert load, since the busiest peer sets the exchange's time (load-balancing loss "
+        "or bias, capacity factor, redundant experts for hot ones; see send_imbalance in "
+        "get_collective_performance); send fewer bytes (fp8 dispatch) and make fewer, larger "
+        "exchanges." + _LATE),
+    coll.ALL_TO_ALL + TORCHREC_SUFFIX: _TORCHREC,
+    coll.REDUCE_SCATTER + TORCHREC_SUFFIX: _TORCHREC,
+    coll.ALL_GATHER + TORCHREC_SUFFIX: _TORCHREC,
+    OPTIMIZER_ALL_GATHER: (
+        "These all-gathers run in the optimizer step (a sharded optimizer such as ZeRO-1/2 "
+        "or distributed Shampoo gathering updated parameters or its state): start them "
+        "asynchronously and wait only before the parameters' first use in the next forward "
+        "pass, gather fewer, larger buckets, or shard less of the optimizer where memory "
+        "allows." + _LATE),
+    OPTIMIZER_ALL_REDUCE: (
+        "These all-reduces run in the optimizer step (gradient-norm clipping, sharded "
+        "optimizer statistics, loss scaling): fuse them into one (a foreach/fused norm over "
+        "all gradients), or overlap them with the parameter update." + _LATE),
+    UNLAUNCHED_SEND_RECV: (
+        "These send/recv kernels have no launching op in the trace, and NCCL runs "
+        "all-to-all exchanges as grouped send/recv kernels too: if the job has no pipeline "
+        "stages, they are most likely all-to-alls (see that advice: overlap, load balance, "
+        "fewer exchanges). Between pipeline stages: a schedule that hides them (1F1B, "
+        "interleaved), more micro-batches, batched isend/irecv. Profile from the start of a "
+        "step so their launching ops are recorded." + _LATE),
+    coll.BARRIER: (
+        "Barriers only wait for the other ranks: remove them from the step (they are "
+        "rarely needed between collectives, which synchronise by themselves)." + _LATE),
+    coll.BROADCAST: (
+        "Broadcasts inside the step send parameters, buffers or inputs from one rank: move "
+        "them out of the step where they do not change (DDP: broadcast_buffers=False), or "
+        "let every rank load its own inputs." + _LATE),
+}
+_DEFAULT_ADVICE = (
+    "Overlap this communication with computation: issue it with async_op=True and wait "
+    "only where the result is needed, or move it out of the step." + _LATE)
 STRAGGLER_ADVICE = (
     "Find out why this rank starts its collectives late: compare its idle time (host "
     "wait) and kernel launch sections with the other ranks'. Usual causes: slower data "
     "loading on that host, uneven work (sequence lengths, MoE routing, pipeline stage "
     "sizes), a throttled or slower GPU, or a busy host CPU."
 )
+EXPOSED_ADVICE = "The advice of the collective operation (see the finding's advice)."
+#: How many calls the evidence names.
+NAMED_CALLS = 2
 
 
 # -- exposed communication ------------------------------------------------------------------
-def exposed_by_group(rt: RankTrace, iterations: Sequence[int] | None = None) -> pd.DataFrame:
-    """Per process group of the rank: ``process_group``, ``kernels``, ``comm_ns`` (union
-    of its kernels), ``exposed_ns`` (of which no computation runs), ``steps`` (tuple);
-    plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's
-    numbers) and ``free_compute_ns`` (computation with no communication running)."""
-    w = gpu_work(rt.rank, rt.events, iterations)
-    k = comm_kernels(rt, iterations)
-    columns = ["process_group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
+def operation_group(collective: str, context: str, source: str = "") -> str:
+    """The finding's subject for a call: its operation, with these apart: gradient
+    all-reduces; TorchRec's embedding exchanges; MoE all-to-alls; all-gathers and
+    all-reduces of the optimizer step; send/recv kernels that only their name classifies."""
+    tags = context.split(",")
+    if collective == coll.ALL_REDUCE and "backward" in tags:
+        return GRADIENT_ALL_REDUCE
+    if "torchrec" in tags and collective in (coll.ALL_TO_ALL, coll.REDUCE_SCATTER,
+                                             coll.ALL_GATHER):
+        return collective + TORCHREC_SUFFIX
+    if "moe" in tags and collective == coll.ALL_TO_ALL:
+        return collective + MOE_SUFFIX
+    if "optimizer" in tags and collective in (coll.ALL_GATHER, coll.ALL_REDUCE):
+        return OPTIMIZER_ALL_GATHER if collective == coll.ALL_GATHER else OPTIMIZER_ALL_REDUCE
+    if collective == coll.SEND_RECV and source == "kernel_name":
+        return UNLAUNCHED_SEND_RECV
+    return collective
+
+
+def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per operation group of the rank: ``group``, ``kernels``, ``comm_ns`` (union of its
+    kernels), ``exposed_ns`` (its share of the exposed time, module docstring), ``steps``;
+    plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's numbers)
+    and ``free_compute_ns``. Second value: the calls
+    (:func:`hta.analysis.collectives.rank_collective_performance`) with their ``group``."""
+    calls = coll.rank_collective_performance(rt, iterations)
+    columns = ["group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
                "rank_overlap_ns", "free_compute_ns"]
-    if not len(k):
-        return pd.DataFrame(columns=columns)
-    sel = (w.cls == COMPUTE) | (w.cls == COMM)
-    table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
-    rank_comm = int(mask_total(table, all_of=1 << COMM)[0])
-    rank_overlap = int(mask_total(table, all_of=(1 << COMM) | (1 << COMPUTE))[0])
-    free_compute = int(mask_total(table, all_of=1 << COMPUTE, none_of=1 << COMM)[0])
-    comp = w.cls == COMPUTE
-    groups = sorted(k["process_group"].unique())
-    gid = {g: i for i, g in enumerate(groups)}
-    n = len(groups)
-    # one coverage per group: its kernels (set 1) against all computation (set 0)
-    starts = np.concatenate([np.tile(w.ts[comp], n), k["start_ns"].to_numpy(np.int64)])
-    ends = np.concatenate([np.tile(w.end[comp], n), k["end_ns"].to_numpy(np.int64)])
-    sets = np.concatenate([np.zeros(comp.sum() * n, np.int64), np.ones(len(k), np.int64)])
-    grp = np.concatenate([np.repeat(np.arange(n), comp.sum()),
-                          k["process_group"].map(gid).to_numpy(np.int64)])
-    per = coverage(starts, ends, sets, 2, grp, n)
-    comm = mask_total(per, all_of=0b10)
-    exposed = mask_total(per, all_of=0b10, none_of=0b01)
+    if not len(calls):
+        return pd.DataFrame(columns=columns), calls
+    calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
+        calls["collective"], calls["context"], calls["source"])]
+    w = gpu_work(rt.rank, rt.events, iterations)
+    groups = sorted(calls["group"].unique())
+    table = _coverage(w, calls, groups)
+    # the same kernels as the overlap table's: set 0 computation, the others communication
+    comm_bits = (len(table) - 1) & ~1
+    rank_comm = int(mask_total(table[None, :], any_of=comm_bits)[0])
+    rank_overlap = int(mask_total(table[None, :], all_of=1, any_of=comm_bits)[0])
+    free_compute = int(table[1])
+    exposed, comm = _shared_exposed(table, len(groups))
     rows = []
-    for g in groups:
-        part = k[k["process_group"] == g]
-        desc = part["process_group_desc"].iloc[0]
+    for i, g in enumerate(groups):
+        part = calls[calls["group"] == g]
         rows.append({
-            "process_group": g if not desc or desc == g else f"{g} ({desc})",
-            "kernels": len(part), "comm_ns": int(comm[gid[g]]),
-            "exposed_ns": int(exposed[gid[g]]),
+            "group": g, "kernels": len(part), "comm_ns": int(comm[i]),
+            "exposed_ns": int(exposed[i]),
             "steps": tuple(int(s) for s in sorted(part["iteration"].unique()) if s >= 0),
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=columns), calls
+
+
+def _coverage(w, calls: pd.DataFrame, groups: list[str]) -> np.ndarray:
+    """Time per combination of running sets: set 0 = computation kernels, set ``1 + i``
+    = the calls of group ``i`` (:func:`hta.analysis.intervals.coverage`, one row)."""
+    comp = w.cls == COMPUTE
+    gid = {g: i for i, g in enumerate(groups)}
+    starts = np.concatenate([w.ts[comp], calls["start_ns"].to_numpy(np.int64)])
+    ends = np.concatenate([w.end[comp], calls["end_ns"].to_numpy(np.int64)])
+    sets = np.concatenate([np.zeros(int(comp.sum()), np.int64),
+                           1 + calls["group"].map(gid).to_numpy(np.int64)])
+    return coverage(starts, ends, sets, len(groups) + 1)[0]
+
+
+def _shared_exposed(table: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: its share of the exposed time and the union of its kernels (ns), from
+    :func:`_coverage`'s ``table``: the time of each mask with no computation is split
+    equally between the groups in it (integer ns; the remainder to the first of them)."""
+    exposed = np.zeros(n, np.int64)
+    comm = np.zeros(n, np.int64)
+    for mask in np.flatnonzero(table):
+        members = [i for i in range(n) if mask & (2 << i)]
+        t = int(table[mask])
+        for i in members:
+            comm[i] += t
+        if mask & 1 or not members:
+            continue
+        share, rest = divmod(t, len(members))
+        for k, i in enumerate(members):
+            exposed[i] += share + (rest if k == 0 else 0)
+    return exposed, comm
 
 
 def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Finding]:
-    """``comm_exposed`` on one rank: one finding per process group with exposed time."""
+    """``comm_exposed`` on one rank: one finding per operation group with exposed time."""
     start, end = analysis_window(rt, iterations)
     window = end - start
+    groups, calls = exposed_by_operation(rt, iterations)
+    if not len(groups):
+        return []
+    total = int(groups["exposed_ns"].sum())
+    budget = min(total, int(groups["free_compute_ns"].iloc[0]), window)
+    split = (" (time when several operations were exposed at once is split between them)"
+             if len(groups) > 1 else "")
     found = []
-    for row in exposed_by_group(rt, iterations).itertuples(index=False):
-        saving = min(int(row.exposed_ns), int(row.free_compute_ns), window)
+    for row in groups.itertuples(index=False):
+        saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
             continue
-        label = _group_label(str(row.process_group))
+        mine = calls[calls["group"] == row.group]
         evidence = (
-            f"{row.kernels} communication kernels of {label} ran {fmt_time(row.comm_ns)} in "
-            f"{fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} of it with no computation kernel "
-            f"running; {fmt_time(row.free_compute_ns)} of computation ran with no communication "
-            f"(comm/compute overlap table: comm_time {row.rank_comm_ns / 1e3:,.1f} µs, "
-            f"overlap_time {row.rank_overlap_ns / 1e3:,.1f} µs for the rank)."
+            f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
+            f"{fmt_time(row.comm_ns)} in {fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} "
+            f"of it with no computation kernel running{split}; longest exposed: "
+            f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
+            f"with no communication (comm/compute overlap table: comm_time "
+            f"{row.rank_comm_ns / 1e3:,.1f} µs, overlap_time {row.rank_overlap_ns / 1e3:,.1f} "
+            f"µs for the rank; collective performance table: exposed(us))."
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
-                             subject=label))
+                             subject=str(row.group),
+                             advice=ADVICE.get(str(row.group), _DEFAULT_ADVICE)))
     return found
+
+
+def _groups_text(calls: pd.DataFrame) -> str:
+    """``process group 0 (default_pg) ×12, stream 84 ×3``: where the calls ran."""
+    counts = calls["process_group"].value_counts(sort=True)
+    return ", ".join(f"{_group_label(str(g))} ×{int(c)}" for g, c in counts.head(3).items())
+
+
+def _named_calls(calls: pd.DataFrame, window_start: int) -> str:
+    """The calls with the most exposed time: kernel, launching op, step, start, times."""
+    top = calls.sort_values("exposed(us)", ascending=False, kind="stable").head(NAMED_CALLS)
+    parts = []
+    for c in top.to_dict("records"):
+        kernel = coll.kernel_label(c["kernel"])
+        via = f" launched by {c['launch_op']}" if c["launch_op"] else ""
+        parts.append(
+            f"{kernel}{via} in step {int(c['iteration'])} at "
+            f"{fmt_time(int(c['start_ns']) - window_start)} into the window, "
+            f"{fmt_time(c['exposed(us)'] * 1e3)} exposed of {fmt_time(c['time(us)'] * 1e3)}")
+    return "; ".join(parts)
 
 
 # -- stragglers ---------------------------------------------------------------------------------
@@ -177,9 +361,11 @@ RULES: list[FindingRule] = [
         title="Communication not overlapped by computation",
         section="overlap",
         advice=EXPOSED_ADVICE,
-        saving=("Per process group: the time its communication kernels run with no "
-                "computation kernel, at most the rank's computation time that runs with no "
-                "communication (what overlapping could hide it under)."),
+        saving=("Per collective operation: its share of the rank's exposed communication "
+                "(time with a communication kernel and no computation kernel; instants "
+                "exposed for several operations split equally), scaled so the rank's total "
+                "is at most its computation time with no communication (what overlapping "
+                "could hide it under)."),
         check=check_exposed,
         scope="rank",
         tags=("communication",),

@@ -67,6 +67,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.launch_bound",
     "hta.analysis.findings.copies",
     "hta.analysis.findings.communication",
+    "hta.analysis.findings.collective_bw",
     "hta.analysis.findings.kernels",
     "hta.analysis.findings.unclassified",
     "hta.analysis.findings.graphs",

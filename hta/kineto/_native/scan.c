@@ -428,5 +428,11 @@ PyMODINIT_FUNC PyInit__scan(void) {
         PyErr_SetString(PyExc_RuntimeError, "hta.kineto._scan: key table overflow");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* how many raw-text fields a scan returns: native.py refuses a stale build */
+    if (m && PyModule_AddIntConstant(m, "RAW_FIELDS", NSPARSE - FIRST_RAW) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

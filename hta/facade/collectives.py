@@ -1,0 +1,62 @@
+"""Collective performance on ``TraceAnalysis``: per call, per collective and message size,
+and the figure of bus bandwidth against message size.
+
+The definitions (operation, message size, algorithm and bus bandwidth, imbalance) are in
+:mod:`hta.analysis.collectives`; each rank's calls are read next to the data
+(:func:`~hta.model.trace.map_ranks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from hta.analysis.collectives import collective_performance, collective_summary
+from hta.analysis.findings.collective_bw import slow_collectives
+from hta.facade.display import show
+from hta.model.trace import map_ranks
+from hta.plots.collectives import collective_bandwidth_figure
+
+if TYPE_CHECKING:
+    from hta.model.trace import Trace
+
+Ranks = Iterable[int] | int | None
+Iterations = Iterable[int] | int | None
+
+
+class CollectivesMixin:
+    """Methods of the collective performance analysis."""
+
+    t: Trace
+
+    def get_collective_performance(self, ranks: Ranks = None, iterations: Iterations = None,
+                                   visualize: bool = False) -> pd.DataFrame:
+        """One row per collective call (communication kernel): ``rank, collective,
+        process_group, group_size, dtype, msg_bytes, time(us), algbw(GB/s), busbw(GB/s),
+        stream`` and more; see :func:`hta.analysis.collectives.collective_performance`.
+        ``visualize`` shows :func:`hta.plots.collectives.collective_bandwidth_figure`."""
+        perf = map_ranks(self.t, collective_performance, ranks, (iterations,),
+                         description="Collectives")
+        if visualize:
+            show(collective_bandwidth_figure(perf))
+        return perf
+
+    def get_collective_performance_summary(self, ranks: Ranks = None,
+                                           iterations: Iterations = None) -> pd.DataFrame:
+        """Per collective, process group, dtype and message size: calls, time and bus
+        bandwidth; see :func:`hta.analysis.collectives.collective_summary`."""
+        return collective_summary(self.get_collective_performance(ranks, iterations))
+
+    def get_slow_collectives(self, ranks: Ranks = None, iterations: Iterations = None,
+                             link_gbps: float | None = None) -> pd.DataFrame:
+        """The calls far below the link's bandwidth that the ``collective_bw`` finding
+        counts, with their transfer time, wait for late peers and saving; ``link_gbps``
+        (GB/s per direction) replaces the link table. See
+        :mod:`hta.analysis.findings.collective_bw`."""
+        r = None if ranks is None else ([int(ranks)] if isinstance(ranks, int)
+                                        else [int(x) for x in ranks])
+        i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)
+                                             else [int(x) for x in iterations])
+        return slow_collectives(self.t, r, i, link_gbps)
