@@ -84,6 +84,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
+        self.storage_options = storage_options  # the exporters read the files again
         self.rules = RuleSet(kind_rules)
         self.t: Trace = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,

@@ -71,6 +71,7 @@ class DecodedTrace:
     collective_args: pd.DataFrame
     op_args: pd.DataFrame
     sync_args: pd.DataFrame
+    cupti_metrics: pd.DataFrame
     instants: pd.DataFrame
     flows: pd.DataFrame
     counters: pd.DataFrame
@@ -306,7 +307,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         logger.warning("%s: %s", path, w)
     symbols = SymbolTable()
     symbols.ids(part.symbols)
-    tables = {name: _frame(table) for name, table in part.tables.items()}
+    tables = {name: _frame(name, table) for name, table in part.tables.items()}
     return DecodedTrace(
         path=str(path),
         symbols=symbols,
@@ -317,6 +318,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         collective_args=tables["collective_args"],
         op_args=tables["op_args"],
         sync_args=tables["sync_args"],
+        cupti_metrics=tables["cupti_metrics"],
         instants=tables["instants"],
         flows=tables["flows"],
         counters=tables["counters"],

@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 
 from hta.kineto.columns import _dims, float_column, int_column, raw_text, timestamps_ns
+from hta.kineto.schema import EVENT_TABLES
 from hta.kineto.structs import CounterEvent, Event
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def side_tables(acc: ColumnSink, events: list[Event], args: list[Any], cat: np.n
         })
 
 
-COUNTER_COLUMNS = ("ts", "pid", "tid", "name", "series", "value")
+COUNTER_COLUMNS = tuple(EVENT_TABLES["counters"].names)
 
 
 def _counter_rows(acc: ColumnSink, items: list[msgspec.Raw]) -> None:
@@ -130,3 +131,47 @@ def _counter_rows(acc: ColumnSink, items: list[msgspec.Raw]) -> None:
         "series": rows["series"],
         "value": np.asarray(rows["value"], dtype=np.float64),
     })
+
+
+#: Category of the CUPTI range profiler's per-kernel events (their args are the metrics).
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
+
+
+class _RangeEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: Any = ""
+    ts: msgspec.Raw = msgspec.Raw()
+    args: dict = msgspec.field(default_factory=dict)
+
+
+_range_list_decoder = msgspec.json.Decoder(list[_RangeEvent])
+
+
+def _profiler_range_rows(acc: ColumnSink, items: list[msgspec.Raw], rows: np.ndarray) -> None:
+    """The metrics of the chunk's CUPTI range-profiler events into ``cupti_metrics``: one
+    row per (event, metric), in file order and the args' order; NaN for a value that is
+    not a number. ``rows`` are the row ids those events got, in file order."""
+    needle = PROFILER_RANGE_CATEGORY.encode()
+    picked = [r for r in items if needle in bytes(r)]
+    evs = [e for e in _range_list_decoder.decode(b"[" + b",".join(picked) + b"]")
+           if e.ph == "X" and e.cat == PROFILER_RANGE_CATEGORY]
+    _, present = timestamps_ns([e.ts for e in evs], [])
+    evs = [e for e, ok in zip(evs, present.tolist()) if ok]
+    if len(evs) != rows.size:
+        acc.warnings.append(f"{rows.size} CUPTI range event(s) decoded but {len(evs)} read "
+                            "again for their metrics; their metrics are left out")
+        return
+    row_of: list[int] = []
+    metric: list[str] = []
+    value: list[float] = []
+    for row, e in zip(rows.tolist(), evs):
+        for key, v in e.args.items():
+            row_of.append(row)
+            metric.append(str(key))
+            try:
+                value.append(float(v))
+            except (TypeError, ValueError):
+                value.append(float("nan"))
+    acc.add_table("cupti_metrics", {"row": np.asarray(row_of, dtype=np.int64),
+                                    "metric": metric,
+                                    "value": np.asarray(value, dtype=np.float64)})
