@@ -58,8 +58,8 @@ def raw_source(source: str | Path | RemotePath,
     location = trace_location(source, storage_options)
     if not location.is_file():
         raise FileNotFoundError(
-            f"the original trace file {str(source)!r} cannot be read any more; amended "
-            "copies of a trace are made from it, so it must still exist")
+            f"the original trace file {str(source)!r} cannot be read any more; an amended "
+            "copy of a trace is made from it, so it needs the original file")
     return location
 
 
