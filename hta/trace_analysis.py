@@ -25,8 +25,8 @@ from hta.facade.breakdown import BreakdownMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
-from hta.facade.hta_main import HtaMainMixin
 from hta.facade.memory import MemoryMixin
+from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.job.distributed import LazyTrace, map_ranks
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin):
+                    TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin):
     """Load a job's traces and analyse them.
 
     Args:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hta.commands.cluster import add_cluster_options, load
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_OK,
     Column,
     Printer,
@@ -31,6 +30,7 @@ from hta.commands.common import (
     records,
     report_skipped,
 )
+from hta.commands.cluster import add_cluster_options, load
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
