@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from hta.synthetic.catalog import (
@@ -31,6 +31,9 @@ from hta.synthetic.catalog import (
     _Kernel,
 )
 from hta.synthetic.primitives import _Open, _Primitives
+
+#: What the forward pass hands the backward: fwd->bwd flow ids, relu and linear seq numbers.
+_FlowsAndSeqs = tuple[list[int], list[int], list[int]]
 
 
 class _Pieces(_Primitives):
@@ -120,10 +123,36 @@ class _StepBuilder(_Pieces):
     # --- the training step ------------------------------------------------------------------
 
     def _step(self, step: int) -> Iterator[list[dict[str, Any]]]:
-        h, b = _HIDDEN, _BATCH
+        """The events of step ``step`` (yielded in chunks): data loading and batch upload,
+        zero_grad, forward, loss, backward with bucketed all-reduces, the optimizer's
+        CUDA-graph replay, metrics, then the ``ProfilerStep`` span around them. Each phase
+        is a method below, called in the order its events happen (so the random draws,
+        and hence the files, do not depend on how the phases are split)."""
         self._switch(self.tid_main)
         step_start = self.now
         step_ext = self._next_ext()
+        addr_in = self._load_batch_and_zero_grad()
+        fwd_flows, seq_relu, seq_lin = yield from self._forward()
+        seq_loss = self._loss()
+        yield from self._backward(seq_loss, fwd_flows, seq_relu, seq_lin)
+        self._optimizer_step()
+        self._metrics(addr_in)
+        self.now += self._u(1_000, 5_000)
+        self._span(
+            "user_annotation",
+            f"ProfilerStep#{step + 1}",
+            step_start,
+            self.now,
+            {"External id": step_ext},
+        )
+        self.now += self._u(5_000, 30_000)
+        yield self._flush()
+
+
+    def _load_batch_and_zero_grad(self) -> int:
+        """Host-bound data loading, the batch's upload, and zero_grad's memset; returns
+        the batch's address (freed at the end of the step)."""
+        h, b = _HIDDEN, _BATCH
         layer_bytes = b * h * 4
 
         # host-bound data loading: the GPU is idle (previous step ended with a sync)
@@ -169,6 +198,13 @@ class _StepBuilder(_Pieces):
         )
         self._end(tok)
         self._end(tok_z)
+        return addr_in
+
+    def _forward(self) -> Generator[list[dict[str, Any]], None, _FlowsAndSeqs]:
+        """The layers' forward ops and kernels; returns the fwd->bwd flow ids and the
+        sequence numbers of the relu and linear ops, per layer."""
+        h, b = _HIDDEN, _BATCH
+        layer_bytes = b * h * 4
 
         # forward
         fwd_flows: list[int] = []
@@ -218,6 +254,11 @@ class _StepBuilder(_Pieces):
                 self._end(tok_e)
             if self.open_ops == 0 and len(self.events) >= _CHUNK_EVENTS:
                 yield self._flush()
+        return fwd_flows, seq_relu, seq_lin
+
+    def _loss(self) -> int:
+        """The loss op and its kernel; returns its sequence number."""
+        h, b = _HIDDEN, _BATCH
 
         self._simple(
             "aten::mse_loss",
@@ -228,7 +269,13 @@ class _StepBuilder(_Pieces):
             self._jitter(6_000),
             seq=True,
         )
-        seq_loss = self.seqno
+        return self.seqno
+
+    def _backward(self, seq_loss: int, fwd_flows: list[int], seq_relu: list[int],
+                  seq_lin: list[int]) -> Iterator[list[dict[str, Any]]]:
+        """Backward on the autograd thread, with DDP-style bucketed all-reduces."""
+        h, b = _HIDDEN, _BATCH
+        layer_bytes = b * h * 4
 
         # backward on the autograd thread; DDP-style bucketed all-reduce on the NCCL stream
         self._switch(self.tid_bwd, self.now + self._u(5_000, 15_000))
@@ -312,6 +359,8 @@ class _StepBuilder(_Pieces):
             if self.open_ops == 0 and len(self.events) >= _CHUNK_EVENTS:
                 yield self._flush()
 
+    def _optimizer_step(self) -> None:
+        """The optimizer: one CUDA-graph replay after the gradient all-reduces."""
         # optimizer: one CUDA-graph replay, after the gradient all-reduces finished
         self._switch(self.tid_main, self.now + self._u(3_000, 10_000))  # main waited in backward
         ext_o = self._next_ext()
@@ -340,6 +389,11 @@ class _StepBuilder(_Pieces):
             COMPUTE_STREAM,
         )
         self._end(tok_o)
+
+    def _metrics(self, addr_in: int) -> None:
+        """Metrics: an all-gather, a DtoD snapshot, a blocking ``.item()``; frees the batch."""
+        h, b = _HIDDEN, _BATCH
+        layer_bytes = b * h * 4
 
         # metrics: all-gather of an int8 flag vector, a DtoD snapshot, a blocking .item()
         self._collective(
@@ -377,16 +431,6 @@ class _StepBuilder(_Pieces):
         self._end(tok2)
         self._end(tok1)
         self._memory(addr_in, -layer_bytes)
-        self.now += self._u(1_000, 5_000)
-        self._span(
-            "user_annotation",
-            f"ProfilerStep#{step + 1}",
-            step_start,
-            self.now,
-            {"External id": step_ext},
-        )
-        self.now += self._u(5_000, 30_000)
-        yield self._flush()
 
     def _backward_node(
         self, node: str, seq: int, op: str, dims: list[Any], types: list[str], k: _Kernel, dur: int
