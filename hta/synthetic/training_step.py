@@ -301,44 +301,7 @@ class _StepBuilder(_Pieces):
                 _K_THRESHOLD_BWD,
                 self._u(3_000, 4_200),
             )
-            ext_ev = self._next_ext()
-            tok_ev = self._begin(
-                "cpu_op",
-                "autograd::engine::evaluate_function: AddmmBackward0",
-                {"External id": ext_ev, "Sequence number": seq_lin[layer], "Fwd thread id": 1},
-            )
-            self.events.append(
-                {
-                    "ph": "f",
-                    "id": fwd_flows[layer],
-                    "pid": self.pid,
-                    "tid": self.tid,
-                    "ts": tok_ev[0]["ts"],
-                    "cat": "fwdbwd",
-                    "name": "fwdbwd",
-                    "bp": "e",
-                }
-            )
-            ext_n = self._next_ext()
-            tok_n = self._begin(
-                "cpu_op",
-                "AddmmBackward0",
-                {
-                    "External id": ext_n,
-                    "Sequence number": seq_lin[layer],
-                    "Fwd thread id": 1,
-                    "Input Dims": [[b, h]],
-                    "Input type": ["float"],
-                },
-            )
-            tok_m, ext = self._op("aten::mm", [[b, h], [h, h]], ["float", "float"])
-            self._launch(_K_GEMM_DGRAD, ext, self._jitter(26_000))
-            self._end(tok_m)
-            tok_m, ext = self._op("aten::mm", [[h, b], [b, h]], ["float", "float"])
-            self._launch(_K_GEMM_WGRAD, ext, self._jitter(28_000), api="cudaLaunchKernelExC")
-            self._end(tok_m)
-            self._end(tok_n)
-            self._end(tok_ev)
+            self._addmm_backward(seq_lin[layer], fwd_flows[layer])
             self._memory(self.addr_base + layer * layer_bytes, -layer_bytes)
             in_bucket += 1
             bucket_elems += h * h + h
@@ -358,6 +321,49 @@ class _StepBuilder(_Pieces):
                 bucket_cap = _LAYERS_PER_BUCKET
             if self.open_ops == 0 and len(self.events) >= _CHUNK_EVENTS:
                 yield self._flush()
+
+    def _addmm_backward(self, seq: int, flow_id: int) -> None:
+        """One linear layer's backward node (ends the layer's fwd->bwd flow): the input
+        and weight gradient GEMMs."""
+        h, b = _HIDDEN, _BATCH
+        ext_ev = self._next_ext()
+        tok_ev = self._begin(
+            "cpu_op",
+            "autograd::engine::evaluate_function: AddmmBackward0",
+            {"External id": ext_ev, "Sequence number": seq, "Fwd thread id": 1},
+        )
+        self.events.append(
+            {
+                "ph": "f",
+                "id": flow_id,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": tok_ev[0]["ts"],
+                "cat": "fwdbwd",
+                "name": "fwdbwd",
+                "bp": "e",
+            }
+        )
+        ext_n = self._next_ext()
+        tok_n = self._begin(
+            "cpu_op",
+            "AddmmBackward0",
+            {
+                "External id": ext_n,
+                "Sequence number": seq,
+                "Fwd thread id": 1,
+                "Input Dims": [[b, h]],
+                "Input type": ["float"],
+            },
+        )
+        tok_m, ext = self._op("aten::mm", [[b, h], [h, h]], ["float", "float"])
+        self._launch(_K_GEMM_DGRAD, ext, self._jitter(26_000))
+        self._end(tok_m)
+        tok_m, ext = self._op("aten::mm", [[h, b], [b, h]], ["float", "float"])
+        self._launch(_K_GEMM_WGRAD, ext, self._jitter(28_000), api="cudaLaunchKernelExC")
+        self._end(tok_m)
+        self._end(tok_n)
+        self._end(tok_ev)
 
     def _optimizer_step(self) -> None:
         """The optimizer: one CUDA-graph replay after the gradient all-reduces."""
