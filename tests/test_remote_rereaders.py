@@ -102,3 +102,6 @@ def test_rereaders_use_the_stored_time_origin(cupti_job: tuple[Path, str]) -> No
     for job in (on_disk, remote):
         rt = job.t.rank(job.ranks[0])
         assert rt.time_origin_ns == rt.meta["time_origin_ns"]
+    # the file's size is told by the format layer, for a URL as for a path
+    size = next(cupti_job[0].glob("*.json*")).stat().st_size
+    assert on_disk.metadata()["file_bytes"] == remote.metadata()["file_bytes"] == size

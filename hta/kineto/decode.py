@@ -77,6 +77,7 @@ class DecodedTrace:
     counters: pd.DataFrame
     metadata_events: pd.DataFrame
     top_level: dict[str, Any]
+    file_bytes: int  # size of the file as stored (compressed), local or behind a URL
     uncompressed_bytes: int
     warnings: list[str]
     named_ids: dict[str, int]
@@ -324,7 +325,16 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         counters=tables["counters"],
         metadata_events=tables["metadata_events"],
         top_level=_top_level_values(path, top),
+        file_bytes=_file_bytes(path),
         uncompressed_bytes=uncompressed,
         warnings=warnings,
         named_ids=part.named_ids,
     )
+
+
+def _file_bytes(path: Path | RemotePath) -> int:
+    """The file's stored size (0 when it cannot be told any more)."""
+    try:
+        return int(path.stat().st_size)
+    except OSError:
+        return 0

@@ -203,7 +203,7 @@ def build_metadata(
     return {
         "rank": rank,
         "source": decoded.path,
-        "file_bytes": Path(decoded.path).stat().st_size if Path(decoded.path).exists() else 0,
+        "file_bytes": decoded.file_bytes,
         "uncompressed_bytes": decoded.uncompressed_bytes,
         "world_size": _int_or_none(info.get("world_size")),
         "backend": info.get("backend"),
