@@ -24,6 +24,7 @@ from hta.kineto.columns import (
 from hta.kineto.schema import DECODED_EVENT_COLUMNS, DECODED_TABLES, DTYPES
 from hta.kineto.side_tables import (
     PROFILER_RANGE_CATEGORY,
+    StructArgs,
     _counter_rows,
     _profiler_range_rows,
     side_tables,
@@ -130,7 +131,7 @@ class Accumulator:
             "device": int_column([a.device for a in args], "device", warnings),
             "graph_id": int_column([a.graph_id for a in args], "graph id", warnings),
         })
-        side_tables(self, events, args, cat, rows)
+        side_tables(self, StructArgs(args, warnings), cat, rows)
 
     def add_complete(self, dur_us: np.ndarray, columns: dict[str, np.ndarray]) -> np.ndarray:
         """Add one chunk of complete events (both decoders): ``columns`` holds every event
