@@ -140,6 +140,8 @@ class StructArgs:
 
     def _pick(self, field: str, sel: np.ndarray) -> list[Any]:
         get = attrgetter(field)
+        if sel.size == len(self.args):  # every event (``sel`` is always ascending)
+            return list(map(get, self.args))
         args = self.args
         return [get(args[i]) for i in sel.tolist()]
 
@@ -159,8 +161,7 @@ class StructArgs:
         return _dims(self._pick(field, sel))
 
     def nonempty(self, field: str) -> np.ndarray:
-        get = attrgetter(field)
-        return np.fromiter((bool(get(x)) for x in self.args), dtype=bool, count=len(self.args))
+        return np.array(list(map(bool, map(attrgetter(field), self.args))), dtype=bool)
 
     def op_dims(self, sel: np.ndarray) -> list[str]:
         args = self.args
