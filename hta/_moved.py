@@ -35,6 +35,12 @@ MOVED: dict[str, str] = {
     "hta.loading.arrow_files": "hta.job.arrow_files",
     "hta.loading.lazy": "hta.job.distributed",
     "hta.parallel": "hta.job.executors",
+    # names that told history rather than content (issue 16, item 7)
+    "hta.facade.hta_main": "hta.facade.steps_and_ops",
+    "hta.commands.common": "hta.commands.args_and_output",
+    "hta.analysis.diff.common": "hta.analysis.diff.scope",
+    "hta.plots._common": "hta.plots._figure_parts",
+    "hta.synthetic.steps": "hta.synthetic.training_step",
 }
 
 

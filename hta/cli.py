@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from hta._version import __version__
 from hta.commands import counters, diff, export, report, summary
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,

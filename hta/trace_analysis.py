@@ -26,8 +26,8 @@ from hta.facade.collectives import CollectivesMixin
 from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
-from hta.facade.hta_main import HtaMainMixin
 from hta.facade.memory import MemoryMixin
+from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.job.executors import Executor
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin,
+                    TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin,
                     CollectivesMixin):
     """Load a job's traces and analyse them.
 
@@ -86,6 +86,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
+        self.storage_options = storage_options  # the exporters read the files again
         self.rules = RuleSet(kind_rules)
         self.t: Job = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,

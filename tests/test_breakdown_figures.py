@@ -111,7 +111,7 @@ def test_annotations(tmp_path):
 def test_long_kernel_names_are_cut_in_labels_but_kept_in_hover():
     import pandas as pd
 
-    from hta.plots._common import pie_grid
+    from hta.plots._figure_parts import pie_grid
 
     name = "void " + "x" * 200
     fig = pie_grid([("rank 0", pd.DataFrame({"name": [name, "b"], "sum (us)": [1.0, 2.0]}))],

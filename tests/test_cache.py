@@ -68,6 +68,8 @@ def rich_trace(rank: int = 0, op_name: str = "aten::mm") -> TraceBuilder:
     b.events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": 7,
                      "args": {"name": "stream 7"}})
     b.complete("PyTorch Profiler (0)", "Trace", ts=0, dur=200_000, pid="Spans", tid="Traces")
+    b.gpu("sm80_xmma_gemm", "cuda_profiler_range", ts=90_000, dur=10,
+          **{"smsp__inst_executed.sum": 1234, "dram__bytes_read.sum": 5.5})
     return b
 
 

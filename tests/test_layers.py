@@ -121,17 +121,22 @@ def test_analyses_never_import_plotly() -> None:
 
 
 def test_nothing_imports_the_old_module_names() -> None:
-    """``hta.loading.*`` and ``hta.parallel`` only keep old user code working; the
+    """The old names of moved modules (``hta.loading.*``, ``hta.parallel`` and the
+    renamed ones in :data:`hta._moved.MOVED`) only keep old user code working; the
     package, its tests and benchmarks use the new names (an old name would hide its real
     dependency from the contract)."""
+    from hta._moved import MOVED
+
+    old = tuple(MOVED) + ("hta.loading",)
     offenders = []
     for folder in ("hta", "tests", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.name in ("_moved.py", "test_moved_names.py") or "loading" in path.parts:
+            if path.name in ("_moved.py", "test_moved_names.py") or "loading" in path.parts \
+                    or ".".join(path.relative_to(ROOT).with_suffix("").parts) in MOVED:
                 continue
             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                 names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                          [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(n.startswith(("hta.loading", "hta.parallel")) for n in names):
+                if any(n == o or n.startswith(o + ".") for n in names for o in old):
                     offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, sorted(set(offenders))

@@ -18,11 +18,11 @@ from conftest import ROOT, SHARED_TRACES
 
 from hta.kineto import native, stream
 from hta.kineto.decode import DecodedTrace, decode_trace
+from hta.kineto.schema import DECODED_TABLES
 
 pytestmark = pytest.mark.skipif(not native.built(), reason="the native scanner is not built")
 
-TABLES = ("kernel_args", "memory_args", "copy_sizes", "collective_args", "op_args",
-          "sync_args", "instants", "flows", "counters", "metadata_events")
+TABLES = tuple(DECODED_TABLES)
 
 
 def _decode(path: Path, monkeypatch: pytest.MonkeyPatch, use_native: bool) -> DecodedTrace:

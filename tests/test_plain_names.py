@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from hta.analysis.idle import idle_interval_stats
-from hta.plots._common import plain_text_names
+from hta.plots._figure_parts import plain_text_names
 
 
 def test_names_are_escaped_everywhere_they_show() -> None:

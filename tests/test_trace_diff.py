@@ -25,7 +25,7 @@ from kineto_builder import TraceBuilder
 
 import hta.trace_diff as facade
 from hta.analysis.diff import job_diff, name_totals, ops_diff
-from hta.commands.common import dumps
+from hta.commands.args_and_output import dumps
 from hta.model.selection import step_table
 from hta.trace_diff import DeviceType, TraceDiff
 

@@ -19,26 +19,22 @@ outermost first), ``top_level_op`` and ``bottom_level_op`` (first and last of th
 ``""`` when empty), then one float column per metric, in the order the trace first names
 them (NaN where a range lacks a metric).
 
-The metric values are not in the loaded model, so the rank's trace file is read again
-(``meta['source']``); only the ``cuda_profiler_range`` events are decoded.
+The metric values are the rank's ``cupti_metrics`` side table (one row per range and
+metric, kept by the loader: see :mod:`hta.model.schema`), so the trace file is never read
+again and a job loaded from any storage answers alike.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
-import msgspec
 import numpy as np
 import pandas as pd
 
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
-from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace, Trace
@@ -56,17 +52,6 @@ NO_COUNTERS = (
     "(torch.profiler._ExperimentalConfig(profiler_metrics=[...], "
     "profiler_measure_per_kernel=True)) to get per-kernel counters"
 )
-
-
-class _Range(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: Any = ""
-    name: Any = ""
-    ts: msgspec.Raw = msgspec.Raw()
-    args: dict = msgspec.field(default_factory=dict)
-
-
-_range_list = msgspec.json.Decoder(list[_Range])
 
 
 def cupti_counter_data_with_operators(trace: Job,
@@ -170,34 +155,20 @@ def _op_stacks(rt: RankTrace, launches: np.ndarray) -> list[list[str]]:
 
 
 def _read_metrics(rt: RankTrace, ranges: np.ndarray) -> pd.DataFrame:
-    """Metric values of the rank's ranges, in the order of ``ranges`` (sorted by start)."""
-    source = Path(str(rt.meta.get("source", "")))
-    if not source.is_file():
-        raise ValueError(f"rank {rt.rank}: the trace file {source} is not readable any more; "
-                         "the CUPTI counters are read from it")
-    _, items, _ = parse_top_level(source, read_bytes(source))
-    picked = [r for r in items or [] if b"cuda_profiler_range" in bytes(r)]
-    decoded = [e for e in _range_list.decode(b"[" + b",".join(picked) + b"]")
-               if e.ph == "X" and e.cat == PROFILER_CATEGORY]
-    warnings: list[str] = []
-    raw_ts, present = timestamps_ns([e.ts for e in decoded], warnings)
-    decoded = [e for e, ok in zip(decoded, present) if ok]
-    raw_ts = raw_ts[present]
-    order = np.argsort(raw_ts, kind="stable")
-    decoded = [decoded[i] for i in order]
-    if len(decoded) != ranges.size:
-        raise ValueError(f"rank {rt.rank}: {source} holds {len(decoded)} CUPTI range(s) but "
-                         f"{ranges.size} were loaded; was the file changed after loading?")
-    ev_names = np.asarray(rt.symbols, dtype=object)[rt.events["name"].to_numpy()[ranges]]
-    if any(str(e.name) != n for e, n in zip(decoded, ev_names)):
-        raise ValueError(f"rank {rt.rank}: the CUPTI ranges in {source} do not match the "
-                         "loaded ones; was the file changed after loading?")
-    columns: dict[str, np.ndarray] = {}
-    for i, event in enumerate(decoded):
-        for key, value in event.args.items():
-            col = columns.get(key)
-            if col is None:
-                col = columns[key] = np.full(len(decoded), np.nan)
-            with contextlib.suppress(TypeError, ValueError):
-                col[i] = float(value)
-    return pd.DataFrame(columns, index=pd.RangeIndex(len(decoded)))
+    """Metric values of the rank's ranges, in the order of ``ranges`` (sorted by start),
+    from the ``cupti_metrics`` side table; metrics in the order the ranges first name
+    them."""
+    table = rt.tables.get("cupti_metrics")
+    if table is None or not len(table):
+        raise ValueError(f"rank {rt.rank}: its CUPTI ranges carry no metrics in the loaded "
+                         "trace (an entry of an older cache? load with cache=False)")
+    position = pd.Series(np.arange(ranges.size), index=rt.events["index"].to_numpy()[ranges])
+    at = position.reindex(table["index"].to_numpy()).to_numpy()
+    keep = ~np.isnan(at)
+    metric = table["metric"].to_numpy()[keep]
+    names = list(pd.unique(metric))
+    col_of = pd.Series(np.arange(len(names)), index=names)
+    values = np.full((ranges.size, len(names)), np.nan)
+    values[at[keep].astype(np.int64), col_of.reindex(metric).to_numpy()] = (
+        table["value"].to_numpy(dtype=np.float64)[keep])
+    return pd.DataFrame(values, columns=names, index=pd.RangeIndex(ranges.size))

@@ -13,8 +13,8 @@ import contextlib
 import sys
 from typing import Any
 
-from hta.commands.common import CommandError, parse_ranks
-from hta.commands.common import load as load_locally
+from hta.commands.args_and_output import CommandError, parse_ranks
+from hta.commands.args_and_output import load as load_locally
 
 #: Seconds to wait for the scheduler before giving up.
 CONNECT_TIMEOUT_S = 20
@@ -36,7 +36,7 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
 
 def client_from_args(args: argparse.Namespace) -> Any | None:
     """A ``distributed.Client`` for ``--scheduler``/``--scheduler-file``; ``None`` without
-    either. Errors are :class:`~hta.commands.common.CommandError` sentences."""
+    either. Errors are :class:`~hta.commands.args_and_output.CommandError` sentences."""
     address = getattr(args, "scheduler", None)
     scheduler_file = getattr(args, "scheduler_file", None)
     if not address and not scheduler_file:
@@ -63,7 +63,7 @@ def client_from_args(args: argparse.Namespace) -> Any | None:
 
 
 def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
-    """:func:`hta.commands.common.load`, on the Dask cluster when the options name one."""
+    """:func:`hta.commands.args_and_output.load`, on the Dask cluster when the options name one."""
     client = client_from_args(args)
     if client is None:
         return load_locally(args, trace_dir)

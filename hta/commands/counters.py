@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_OK,
     CommandError,
     UsageError,

@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 
-from hta.commands.common import dumps, finite, parse_ranks, printable, records
+from hta.commands.args_and_output import dumps, finite, parse_ranks, printable, records
 
 EXIT_OK = 0
 NAME_WIDTH = 90

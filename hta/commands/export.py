@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_OK,
     CommandError,
     add_load_options,

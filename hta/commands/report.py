@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_OK,
     add_load_options,
     check_writable,

@@ -16,8 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hta.commands.cluster import add_cluster_options, load
-from hta.commands.common import (
+from hta.commands.args_and_output import (
     EXIT_OK,
     Column,
     Printer,
@@ -31,6 +30,7 @@ from hta.commands.common import (
     records,
     report_skipped,
 )
+from hta.commands.cluster import add_cluster_options, load
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -147,11 +147,9 @@ def _severity_style(row: dict[str, Any]) -> str | None:
     return {"high": "red", "medium": "yellow"}.get(row["severity"])
 
 
-def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
-                   iterations: list[int] | None, findings: Any = None) -> None:
-    """The header line, the top findings (when given) and the four tables."""
-    meta = analyzer.metadata()
-    ranks = overview.ranks
+def _header(meta: dict[str, Any], ranks: Any, trace_dir: str,
+            iterations: list[int] | None) -> str:
+    """The job's one-line header: folder, ranks, device, events, steps."""
     head = f"Job: {trace_dir}  ranks: {len(ranks)}"
     if meta.get("world_size"):
         head += f" of world size {meta['world_size']}"
@@ -161,7 +159,14 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
     head += f"  events: {int(ranks['events'].sum()):,}"
     if iterations is not None:
         head += f"  steps: {_ranges(iterations)}"
-    out.line(head, style="bold")
+    return head
+
+
+def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
+                   iterations: list[int] | None, findings: Any = None) -> None:
+    """The header line, the top findings (when given) and the four tables."""
+    ranks = overview.ranks
+    out.line(_header(analyzer.metadata(), ranks, trace_dir, iterations), style="bold")
     out.line()
     print_findings(out, findings)
     rows = ranks.to_dict("records")

@@ -27,6 +27,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -40,7 +41,6 @@ from hta.export.rawtrace import (
     output_path,
     read_raw,
     source_of,
-    time_origin_ns,
     write_raw,
 )
 from hta.model.trace import RankTrace, Trace
@@ -150,14 +150,16 @@ def counter_events(queue: pd.DataFrame, bandwidth: pd.DataFrame, origin_ns: int,
 
 
 def write_trace_with_counters(rt: RankTrace, queue: pd.DataFrame, bandwidth: pd.DataFrame,
-                              out: Path) -> Path:
+                              out: Path, storage_options: dict[str, Any] | None = None
+                              ) -> Path:
     """Copy the rank's trace file to ``out`` with the given series as counter events.
 
     ``queue`` and ``bandwidth`` are this rank's rows of the two time series (columns as
-    returned by the analyses).
+    returned by the analyses). ``storage_options`` go to fsspec when the rank was loaded
+    from a URL.
     """
-    raw = read_raw(source_of(rt))
-    origin = time_origin_ns(raw)
+    raw = read_raw(source_of(rt, storage_options), storage_options)
+    origin = rt.time_origin_ns
     extra = counter_events(queue, bandwidth, origin, rt.meta.get("named_ids") or {})
     write_raw(raw, append_events(raw.events_text, extra), out, gzipped=raw.gzipped)
     logger.info("Wrote %s (%d counter events added)", out, len(queue) + len(bandwidth))
@@ -170,6 +172,7 @@ def generate_trace_with_counters(
     ranks: Iterable[int] | int | None = None,
     output_suffix: str = "_with_counters",
     output_dir: str | Path | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[int, Path]:
     """Write one augmented trace per selected rank; returns rank -> output path.
 
@@ -180,11 +183,12 @@ def generate_trace_with_counters(
     kinds = parse_time_series(time_series)
     written: dict[int, Path] = {}
     for rt in select_ranks(trace, ranks):
-        source = source_of(rt)
+        source = source_of(rt, storage_options)
         out = output_path(source, suffix=output_suffix, output_dir=output_dir)
         queue = (queue_length_time_series(trace, rt.rank)
                  if TimeSeriesTypes.QUEUE_LENGTH in kinds else pd.DataFrame())
         bandwidth = (memory_bw_time_series(trace, rt.rank)
                      if TimeSeriesTypes.MEMCPY_BANDWIDTH in kinds else pd.DataFrame())
-        written[rt.rank] = write_trace_with_counters(rt, queue, bandwidth, out)
+        written[rt.rank] = write_trace_with_counters(rt, queue, bandwidth, out,
+                                                     storage_options)
     return written

@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.critical_path.graph import EDGE_TYPES, CriticalPathGraph
-from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.kineto.columns import timestamps_ns
+from hta.kineto.raw import read_raw_trace
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -77,20 +78,22 @@ def write_critical_path_overlay(
     output_dir: str | Path,
     only_show_critical_events: bool = True,
     show_all_edges: bool = False,
+    storage_options: dict[str, Any] | None = None,
 ) -> str:
     """Write ``overlaid_critical_path_<trace file name>`` into ``output_dir``; return its path.
 
     See the module docstring for what changes in the file. The output is gzipped when
-    the original file's name ends in ``.gz``.
+    the original file's name ends in ``.gz``. The original is read again through
+    :mod:`hta.kineto.raw` (a local path or the fsspec URL it was loaded from, with
+    ``storage_options``).
     """
     if graph.rank != rt.rank:
         raise ValueError(f"the graph is of rank {graph.rank}, not of rank {rt.rank}")
-    source = Path(str(rt.meta.get("source") or ""))
-    if not source.is_file():
-        raise FileNotFoundError(
-            f"rank {rt.rank}: the trace file {str(source)!r} is gone; the overlay is a copy of "
-            "it with the path marked, so it needs the original file"
-        )
+    try:
+        raw = read_raw_trace(str(rt.meta.get("source") or ""), storage_options)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"rank {rt.rank}: {exc}") from None
+    source = raw.path
     out_dir = Path(output_dir).expanduser()
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} is not a folder; pass a folder as output_dir")
@@ -98,11 +101,9 @@ def write_critical_path_overlay(
     if only_show_critical_events:
         show_all_edges = False
 
-    top, items, _ = parse_top_level(source, read_bytes(source))
-    if items is None:
-        raise ValueError(f"{source}: no 'traceEvents'; is this the file the rank was loaded from?")
+    top, items = raw.top, raw.event_items()
     heads = _heads.decode(top["traceEvents"])
-    origin = _origin(top, heads)
+    origin = rt.time_origin_ns
     raw_of_row = _match_rows(rt, heads, origin, source)
 
     critical_rows = np.asarray(sorted(graph.critical_path_events_set), dtype=np.int64)
@@ -120,27 +121,13 @@ def write_critical_path_overlay(
     return str(path)
 
 
-def _origin(top: dict[str, msgspec.Raw], heads: list[_Head]) -> int:
-    """What the loader added to the file's times (``baseTimeNanoseconds`` or 0)."""
-    try:
-        base = int(msgspec.json.decode(top.get("baseTimeNanoseconds", b"0") or b"0"))
-    except (msgspec.DecodeError, TypeError, ValueError):
-        base = 0
-    if base <= 0:
-        return 0
-    ts, present = timestamps_ns([h.ts for h in heads if h.ph == "X"], [])
-    if present.any() and int(ts[present].max()) >= base // 2:
-        return 0
-    return base
-
-
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return "" if value is None else str(value)
 
 
-def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: Path) -> np.ndarray:
+def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: object) -> np.ndarray:
     """Raw position of each row of the events table (-1 where no file event matches).
 
     Rows and the file's ``X`` events are matched on (start ns, duration ns, name) and, for

@@ -32,7 +32,6 @@ from hta.export.rawtrace import (
     read_raw,
     row_items,
     source_of,
-    time_origin_ns,
     write_raw,
 )
 from hta.model.trace import RankTrace
@@ -54,8 +53,8 @@ def pattern_label(position: int, pattern: str, kernels: int) -> str:
     return f"pattern {position}: {pattern[:100]}... ({kernels} GPU events)"
 
 
-def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str | Path
-                         ) -> Path:
+def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str | Path,
+                         storage_options: dict[str, Any] | None = None) -> Path:
     """Write ``overlaid_<name>`` marking the rows of ``patterns`` (``pattern``, ``count``,
     ``event_indices`` columns, as from
     :func:`hta.analysis.sequences.frequent_cuda_kernel_sequences`)."""
@@ -63,10 +62,10 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     if not folder.is_dir():
         raise NotADirectoryError(f"output_dir {folder} is not an existing folder; create it "
                                  "first")
-    source = source_of(rt)
-    raw = read_raw(source)
+    source = source_of(rt, storage_options)
+    raw = read_raw(source, storage_options)
     items = event_items(raw)
-    item_of_row = row_items(items, rt, time_origin_ns(raw))
+    item_of_row = row_items(items, rt, rt.time_origin_ns)
     positions_of = RowMap(rt.events).positions
     symbols = rt.symbols
     name_of_index = pd.Series(rt.events["name"].to_numpy(), index=rt.events["index"])

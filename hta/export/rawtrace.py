@@ -1,4 +1,5 @@
-"""Reading a rank's original trace file again and writing an amended copy of it.
+"""Writing an amended copy of a rank's original trace file (read again through
+:mod:`hta.kineto.raw`, local path or fsspec URL alike).
 
 The copy keeps every original byte of every value: the file's top level is split into raw
 JSON values (``msgspec.Raw``), events are added or replaced as JSON text, and the top
@@ -11,9 +12,7 @@ from __future__ import annotations
 
 import gzip
 import logging
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -21,7 +20,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from hta.kineto.decode import parse_top_level, read_bytes, timestamps_ns
+from hta.kineto.columns import timestamps_ns
+from hta.kineto.files import RemotePath
+from hta.kineto.raw import RawTrace, raw_source, read_raw_trace
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -31,59 +32,32 @@ try:  # ISA-L compresses gzip several times faster than zlib when installed
 except ImportError:  # pragma: no cover - optional dependency
     _fast_gzip = None
 
-_TS = re.compile(rb'"ts"\s*:\s*"?(-?[0-9][0-9.eE+-]*)')
 #: Fast enough to write a 1 GB trace in about a second, about the profiler's own ratio.
 GZIP_LEVEL_ISAL = 2
 GZIP_LEVEL_ZLIB = 6
 Buffer = Union[bytes, memoryview]  # noqa: UP007 (a runtime alias, Python 3.10 friendly)
-_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _dumps = msgspec.json.Encoder().encode
 
 
-@dataclass
-class RawTrace:
-    """A trace file split into its raw top-level values."""
-
-    path: Path
-    gzipped: bool
-    top: dict[str, msgspec.Raw]
-
-    @property
-    def events_text(self) -> memoryview:
-        """The ``traceEvents`` array's text (a view into the file's bytes, no copy)."""
-        return memoryview(self.top["traceEvents"])
-
-
-def source_of(rt: RankTrace) -> Path:
-    """The rank's trace file, or a clear error when it cannot be read again."""
-    source = rt.meta.get("source")
-    path = Path(str(source)) if source else None
-    if path is None or not path.is_file():
-        raise FileNotFoundError(
-            f"rank {rt.rank}: the original trace file {source!r} is not a readable local "
-            "file; the augmented trace is a copy of it, so it must still exist")
-    return path
-
-
-def read_raw(path: Path) -> RawTrace:
-    """Split a trace file (JSON or gzip, repaired like the loader does) into raw values."""
-    data = read_bytes(path)
-    with path.open("rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
+def source_of(rt: RankTrace, storage_options: dict[str, Any] | None = None
+              ) -> Path | RemotePath:
+    """The rank's trace file (local path or fsspec URL), or a clear error when it cannot
+    be read again."""
     try:
-        top = _top_decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        top, _, repairs = parse_top_level(path, data)
-        logger.warning("%s: rewritten with the loader's repairs: %s", path, ", ".join(repairs))
-    if "traceEvents" not in top:
-        raise ValueError(f"{path}: no 'traceEvents' key; not a Kineto trace")
-    del data
-    return RawTrace(path=path, gzipped=gzipped, top=top)
+        return raw_source(str(rt.meta.get("source") or ""), storage_options)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"rank {rt.rank}: {exc}") from None
+
+
+def read_raw(path: Path | RemotePath, storage_options: dict[str, Any] | None = None
+             ) -> RawTrace:
+    """Split a trace file into raw values (see :func:`hta.kineto.raw.read_raw_trace`)."""
+    return read_raw_trace(path, storage_options)
 
 
 def event_items(raw: RawTrace) -> list[msgspec.Raw]:
     """The raw text of each element of ``traceEvents``, in file order."""
-    return msgspec.json.decode(raw.events_text, type=list[msgspec.Raw])
+    return raw.event_items()
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -126,29 +100,6 @@ def row_items(items: list[msgspec.Raw], rt: RankTrace, origin_ns: int) -> np.nda
 
 def _text(name: Any) -> str:
     return name if isinstance(name, str) else ("" if name is None else str(name))
-
-
-def time_origin_ns(raw: RawTrace, sample: int = 1000) -> int:
-    """What the loader added to the file's ``ts`` (``baseTimeNanoseconds`` or 0).
-
-    Mirrors :func:`hta.model.build.time_origin_ns`: the base applies when the file's
-    timestamps are relative to it (far below it), judged on the first ``sample``
-    timestamps of the file.
-    """
-    try:
-        base = int(msgspec.json.decode(bytes(raw.top.get("baseTimeNanoseconds", b"0"))))
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return 0
-    if base <= 0:
-        return 0
-    values = []
-    for match in _TS.finditer(raw.events_text):
-        values.append(float(match.group(1)))
-        if len(values) >= sample:
-            break
-    if values and max(values) * 1000.0 >= base // 2:
-        return 0
-    return base
 
 
 def write_raw(raw: RawTrace, events_parts: Sequence[Buffer], out: Path, *,
@@ -208,20 +159,24 @@ def _last_non_space(view: memoryview, stop: int) -> int:
     return i
 
 
-def output_path(source: Path, *, suffix: str = "", prefix: str = "",
+def output_path(source: Path | RemotePath, *, suffix: str = "", prefix: str = "",
                 output_dir: str | Path | None = None) -> Path:
     """``<prefix><stem><suffix>.json[.gz]`` beside ``source`` or in ``output_dir``.
 
     The suffix goes before the first ``.json`` of the name (``rank-0.pt.trace.json.gz``
     -> ``rank-0.pt.trace<suffix>.json.gz``); a name without ``.json`` gets ``.json``.
+    A trace read from a URL has no local folder: ``output_dir`` is then required.
     Raises ``ValueError`` when the result would be ``source`` itself.
     """
     name = source.name
     at = name.find(".json")
     stem, ext = (name[:at], name[at:]) if at >= 0 else (name, ".json")
-    folder = Path(output_dir) if output_dir is not None else source.parent
+    if output_dir is None and isinstance(source, RemotePath):
+        raise ValueError(f"{source} was read from a URL; give output_dir, a local folder "
+                         "for the written trace")
+    folder = Path(output_dir) if output_dir is not None else Path(source.parent)
     out = folder / f"{prefix}{stem}{suffix}{ext}"
-    if out.resolve() == source.resolve():
+    if isinstance(source, Path) and out.resolve() == source.resolve():
         raise ValueError(f"refusing to overwrite the input trace {source}; give a non-empty "
                          "suffix/prefix or another output_dir")
     return out

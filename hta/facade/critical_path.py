@@ -55,7 +55,8 @@ class CriticalPathMixin:
         from hta.export.critical_path_overlay import write_critical_path_overlay
 
         return write_critical_path_overlay(self.t.rank(rank), critical_path_graph, output_dir,
-                                           only_show_critical_events, show_all_edges)
+                                           only_show_critical_events, show_all_edges,
+                                           getattr(self, "storage_options", None))
 
     def get_critical_path_summary(
         self, rank: int, annotation: str | None = "ProfilerStep", instance_id: Instance = None,

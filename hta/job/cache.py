@@ -39,14 +39,15 @@ from hta.job.arrow_files import (
 )
 from hta.kineto.files import RemotePath
 from hta.model.rules import KINDS
-from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
+from hta.model.schema import EVENT_COLUMNS, KIND_DTYPE, TABLES, schema_key
+from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT_VERSION = 5
 #: File name suffix of every table of an entry (Arrow IPC file format).
 SUFFIX = ".arrow"
-_KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
+_KIND_DTYPE = KIND_DTYPE
 _BLOCK = 1 << 16
 _SAMPLES = 16
 
@@ -55,7 +56,7 @@ def fingerprint(path: Path | RemotePath, extra: str = "") -> str:
     """A content fingerprint: size and 16 sampled 64 KiB blocks, hashed with BLAKE2b."""
     size = path.stat().st_size
     h = hashlib.blake2b(digest_size=12)
-    h.update(f"{CACHE_FORMAT_VERSION}|{size}|{extra}".encode())
+    h.update(f"{CACHE_FORMAT_VERSION}|{schema_key()}|{size}|{extra}".encode())
     with path.open("rb") as fh:
         if size <= _BLOCK * (_SAMPLES + 1):
             h.update(fh.read())
@@ -139,6 +140,8 @@ def read_entry(folder: Path) -> RankTrace | None:
         if meta.pop("cache_format_version", None) != CACHE_FORMAT_VERSION:
             return None
         columns = map_columns(folder / f"events{SUFFIX}")
+        if [c for c in columns if c != "unclassified"] != [c.name for c in EVENT_COLUMNS]:
+            raise ValueError("its events' columns are not the schema's (hta.model.schema)")
         n = len(columns["index"])
         unclassified = columns.pop("unclassified", np.zeros(n, dtype=np.uint8)).view(bool)
         codes = columns["kind"].astype(np.int8, copy=False)
@@ -149,7 +152,7 @@ def read_entry(folder: Path) -> RankTrace | None:
         symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.
         tables = ArrowTables({name: read_table(folder / f"{name}{SUFFIX}")
-                              for name in ARG_TABLES + EVENT_TABLES})
+                              for name in TABLES})
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         logger.warning("ignoring unreadable cache entry %s: %s", folder, exc)
         return None

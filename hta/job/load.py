@@ -101,11 +101,42 @@ def load_trace(
     at most half the available memory, else stays lazy.
     """
     files, explicit = discover(trace_dir, trace_files, storage_options)
-    user_rules = tuple(rules)
-    rule_key = RuleSet(user_rules).fingerprint()
     runner = resolve_executor(executor, client, max_workers)
-    root = _cache_root(files[0].parent, cache_dir) if cache else None
-    tasks = [
+    tasks = _load_tasks(files, explicit, tuple(rules), runner,
+                        _cache_root(files[0].parent, cache_dir) if cache else None,
+                        max_workers, storage_options)
+    wanted = set(ranks) if ranks is not None else None
+    if wanted is not None:
+        tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
+    in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
+    outcomes = _run_tasks(runner, tasks, in_process, progress)
+    loaded, skipped = _gather(tasks, outcomes, wanted, strict)
+    where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
+    if in_process:
+        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
+    results = {r: v for r, (_, v) in loaded.items()}
+    keep_out = _keep_out_of_memory(results, runner, in_memory)
+    if not keep_out and not runner.remote:
+        return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
+                     skipped=skipped)
+    lazy = DistributedJob.from_results(results, {r: t for r, (t, _) in loaded.items()},
+                                       runner, trace_dir=where, skipped=skipped,
+                                       progress=progress)
+    if keep_out:
+        return lazy
+    try:  # in_memory=True on a cluster: bring every rank here, then free the workers
+        return lazy.to_memory()
+    finally:
+        lazy.close()
+
+
+def _load_tasks(files: list[Any], explicit: dict[Any, int], user_rules: tuple[Rule, ...],
+                runner: Executor, root: str | None, max_workers: int | None,
+                storage_options: dict[str, Any] | None) -> list[LoadTask]:
+    """One task per file (a lone file is decoded by as many processes as there are CPUs
+    when it is loaded here)."""
+    rule_key = RuleSet(user_rules).fingerprint()
+    return [
         LoadTask(
             path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
             user_rules=user_rules, cache_dir=root, rule_key=rule_key,
@@ -115,21 +146,30 @@ def load_trace(
         )
         for f in files
     ]
-    wanted = set(ranks) if ranks is not None else None
-    if wanted is not None:
-        tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
-    in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
+
+
+def _run_tasks(runner: Executor, tasks: list[LoadTask], in_process: bool,
+               progress: bool) -> list[Outcome]:
+    """Load every task's rank: kept on the Dask workers (remote runner), read in this
+    process (``in_process``), or left as Arrow folders by worker processes."""
     labels = [trace_location(t.path).name for t in tasks]
     if runner.remote:
         kept = runner.map_keep(load_rank_kept, tasks, kept_summary, progress=progress,
                                description="Loading traces", labels=labels)
-        outcomes = [Outcome(value=replace(o.value[1], ref=o.value[0])) if o.ok else o
-                    for o in kept]
-    else:
-        worker_fn: Callable[[LoadTask], Any] = (load_rank_in_process if in_process
-                                                else load_rank_file)
-        outcomes = runner.map(worker_fn, tasks, progress=progress,
-                              description="Loading traces", labels=labels)
+        return [Outcome(value=replace(o.value[1], ref=o.value[0])) if o.ok else o
+                for o in kept]
+    worker_fn: Callable[[LoadTask], Any] = (load_rank_in_process if in_process
+                                            else load_rank_file)
+    return runner.map(worker_fn, tasks, progress=progress, description="Loading traces",
+                      labels=labels)
+
+
+def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | None,
+            strict: bool) -> tuple[dict[int, tuple[LoadTask, RankTrace | LoadResult]],
+                                   dict[str, str]]:
+    """The loaded ranks by rank (with their task) and the skipped files with the reason;
+    raises the first failure with ``strict``, and when two files claim one rank or no
+    rank loaded."""
     loaded: dict[int, tuple[LoadTask, RankTrace | LoadResult]] = {}
     skipped: dict[str, str] = {}
     for task, outcome in zip(tasks, outcomes):
@@ -156,23 +196,7 @@ def load_trace(
         detail = "; ".join(f"{trace_location(p).name}: {r}" for p, r in skipped.items())
         raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
                                   else "no rank matched the requested ranks")
-    where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
-    if in_process:
-        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
-    results = {r: v for r, (_, v) in loaded.items()}
-    keep_out = _keep_out_of_memory(results, runner, in_memory)
-    if not keep_out and not runner.remote:
-        return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
-                     skipped=skipped)
-    lazy = DistributedJob.from_results(results, {r: t for r, (t, _) in loaded.items()},
-                                       runner, trace_dir=where, skipped=skipped,
-                                       progress=progress)
-    if keep_out:
-        return lazy
-    try:  # in_memory=True on a cluster: bring every rank here, then free the workers
-        return lazy.to_memory()
-    finally:
-        lazy.close()
+    return loaded, skipped
 
 
 def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:

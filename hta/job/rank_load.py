@@ -24,7 +24,7 @@ from hta.job.cache import (
     write_entry,
 )
 from hta.kineto.decode import decode_trace
-from hta.kineto.files import RemotePath, trace_location
+from hta.kineto.files import trace_location
 from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace
@@ -107,8 +107,6 @@ def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
     rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
     rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
     del decoded
-    if isinstance(location, RemotePath):  # build_rank sizes local files only
-        rank_trace.meta["file_bytes"] = location.stat().st_size
     return rank_trace
 
 

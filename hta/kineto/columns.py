@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from hta.kineto import schema
 from hta.kineto.timeparse import decimal_us_to_ns
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -175,6 +176,7 @@ def _concat_tables(parts: list[Table], columns: list[str]) -> Table:
     return out
 
 
-def _frame(table: Table) -> pd.DataFrame:
-    """A finished side table as a DataFrame."""
-    return pd.DataFrame(table)
+def _frame(name: str, table: Table) -> pd.DataFrame:
+    """A finished side table as a DataFrame with the schema's columns and dtypes (the
+    same for an empty table as for a full one: see :mod:`hta.kineto.schema`)."""
+    return schema.frame(schema.DECODED_TABLES[name], table)

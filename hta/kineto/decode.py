@@ -71,11 +71,13 @@ class DecodedTrace:
     collective_args: pd.DataFrame
     op_args: pd.DataFrame
     sync_args: pd.DataFrame
+    cupti_metrics: pd.DataFrame
     instants: pd.DataFrame
     flows: pd.DataFrame
     counters: pd.DataFrame
     metadata_events: pd.DataFrame
     top_level: dict[str, Any]
+    file_bytes: int  # size of the file as stored (compressed), local or behind a URL
     uncompressed_bytes: int
     warnings: list[str]
     named_ids: dict[str, int]
@@ -306,7 +308,7 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         logger.warning("%s: %s", path, w)
     symbols = SymbolTable()
     symbols.ids(part.symbols)
-    tables = {name: _frame(table) for name, table in part.tables.items()}
+    tables = {name: _frame(name, table) for name, table in part.tables.items()}
     return DecodedTrace(
         path=str(path),
         symbols=symbols,
@@ -317,12 +319,22 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         collective_args=tables["collective_args"],
         op_args=tables["op_args"],
         sync_args=tables["sync_args"],
+        cupti_metrics=tables["cupti_metrics"],
         instants=tables["instants"],
         flows=tables["flows"],
         counters=tables["counters"],
         metadata_events=tables["metadata_events"],
         top_level=_top_level_values(path, top),
+        file_bytes=_file_bytes(path),
         uncompressed_bytes=uncompressed,
         warnings=warnings,
         named_ids=part.named_ids,
     )
+
+
+def _file_bytes(path: Path | RemotePath) -> int:
+    """The file's stored size (0 when it cannot be told any more)."""
+    try:
+        return int(path.stat().st_size)
+    except OSError:
+        return 0

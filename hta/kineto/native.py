@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hta.kineto.side_tables import side_tables
 from hta.kineto.structs import PHASE_GROUP
 
 if TYPE_CHECKING:
@@ -218,82 +219,7 @@ class Builder:
             "tid": self.ids("tid", rows),
             **{c: self.col(c, rows) for c in ("correlation", "stream", "device", "graph_id")},
         })
-        self.side_tables(rows, cat, ids)
-
-    def side_tables(self, ev: np.ndarray, cat: np.ndarray, rows: np.ndarray) -> None:
-        acc = self.acc
-        sel = acc._rows_for(acc.kernel_cats, cat)
-        if sel.size:
-            e = ev[sel]
-            grid = self.col("grid", e)
-            block = self.col("block", e)
-            acc.add_table("kernel_args", {
-                "row": rows[sel],
-                "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
-                "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
-                "registers_per_thread": self.col("registers_per_thread", e),
-                "shared_memory_bytes": self.col("shared_memory", e),
-                "blocks_per_sm": self.col("blocks_per_sm", e),
-                "warps_per_sm": self.col("warps_per_sm", e),
-                "est_achieved_occupancy_pct": self.col("occupancy_pct", e),
-            })
-        sizes = self.col("size", ev)
-        has_size = np.flatnonzero(~np.isnan(sizes))
-        if has_size.size:
-            acc.add_table("copy_sizes", {"row": rows[has_size], "size": sizes[has_size]})
-        sel = acc._rows_for(acc.memory_cats, cat)
-        if sel.size:
-            e = ev[sel]
-            acc.add_table("memory_args", {
-                "row": rows[sel],
-                "bytes": self.col("nbytes", e),
-                "bandwidth_gbps": self.col("bandwidth_gbps", e),
-            })
-        coll = self.col("collective_name", ev)
-        nonempty = np.array([bool(s) for s in self.strings], dtype=bool)
-        sel = np.flatnonzero(nonempty[coll])
-        if sel.size:
-            e = ev[sel]
-            acc.add_table("collective_args", {
-                "row": rows[sel],
-                "collective_name": self.texts("collective_name", e),
-                "dtype": self.texts("dtype", e),
-                "in_msg_nelems": self.col("in_msg_nelems", e),
-                "out_msg_nelems": self.col("out_msg_nelems", e),
-                "group_size": self.col("group_size", e),
-                "process_group_name": self.texts("pg_name", e),
-                "process_group_desc": self.texts("pg_desc", e),
-                "process_group_ranks": self.raw_text("pg_ranks", e),
-                "seq": self.col("seq", e),
-                "in_split_sizes": self.raw_text("in_split", e),
-                "out_split_sizes": self.raw_text("out_split", e),
-            })
-        sel = acc._rows_for(acc.op_cats, cat)
-        if sel.size:
-            e = ev[sel]
-            raw_dims = self.chunk.raws["input_dims"]
-            raw_legacy = self.chunk.raws["input_dims_legacy"]
-            dims = [raw_dims[i] or raw_legacy[i] for i in e.tolist()]
-            seq = self.col("sequence_number", e)
-            has = np.fromiter(map(bool, dims), dtype=bool, count=len(dims)) | (seq >= 0)
-            if has.any():
-                keep = np.flatnonzero(has)
-                e = e[keep]
-                acc.add_table("op_args", {
-                    "row": rows[sel[keep]],
-                    "input_dims": [dims[i] or "" for i in keep.tolist()],
-                    "input_type": self.raw_text("input_type", e),
-                    "sequence_number": seq[keep],
-                    "fwd_thread_id": self.col("fwd_thread_id", e),
-                })
-        sel = acc._rows_for(acc.sync_cats, cat)
-        if sel.size:
-            e = ev[sel]
-            acc.add_table("sync_args", {
-                "row": rows[sel],
-                "wait_on_stream": self.col("wait_on_stream", e),
-                "wait_on_event_correlation": self.col("wait_on_event_corr", e),
-            })
+        side_tables(self.acc, _ChunkArgs(self, rows), cat, ids)
 
     def instants(self, ev: np.ndarray) -> None:
         present = self.col("ts_present", ev)
@@ -333,3 +259,37 @@ class Builder:
             "labels": self.texts("labels", ev),
             "sort_index": self.col("sort_index", ev),
         })
+
+
+class _ChunkArgs:
+    """:class:`~hta.kineto.side_tables.ArgValues` of the native decoder: the scanned
+    columns of a chunk's complete events (``ev``: their rows in the chunk)."""
+
+    def __init__(self, builder: Builder, ev: np.ndarray) -> None:
+        self.b = builder
+        self.ev = ev
+
+    def floats(self, field: str, sel: np.ndarray) -> np.ndarray:
+        return self.b.col(field, self.ev[sel])
+
+    def ints(self, field: str, sel: np.ndarray, label: str) -> np.ndarray:
+        del label  # the scanner declines a chunk with a value it cannot convert
+        return self.b.col(field, self.ev[sel])
+
+    def texts(self, field: str, sel: np.ndarray) -> list[str]:
+        return self.b.texts(field, self.ev[sel])
+
+    def raws(self, field: str, sel: np.ndarray) -> list[str]:
+        return self.b.raw_text(field, self.ev[sel])
+
+    def dims(self, field: str, sel: np.ndarray) -> np.ndarray:
+        return self.b.col(field, self.ev[sel])
+
+    def nonempty(self, field: str) -> np.ndarray:
+        set_ = np.array([bool(s) for s in self.b.strings], dtype=bool)
+        return set_[self.b.col(field, self.ev)]
+
+    def op_dims(self, sel: np.ndarray) -> list[str]:
+        raws = self.b.chunk.raws
+        dims, legacy = raws["input_dims"], raws["input_dims_legacy"]
+        return [dims[i] or legacy[i] or "" for i in self.ev[sel].tolist()]

@@ -21,7 +21,14 @@ from hta.kineto.columns import (
     int_column,
     timestamps_ns,
 )
-from hta.kineto.side_tables import COUNTER_COLUMNS, _counter_rows, side_tables
+from hta.kineto.schema import DECODED_EVENT_COLUMNS, DECODED_TABLES, DTYPES
+from hta.kineto.side_tables import (
+    PROFILER_RANGE_CATEGORY,
+    StructArgs,
+    _counter_rows,
+    _profiler_range_rows,
+    side_tables,
+)
 from hta.kineto.structs import EMPTY_ARGS, PHASE_GROUP, Args, Event
 from hta.kineto.symbols import SymbolTable
 
@@ -48,6 +55,8 @@ class Accumulator:
         self.memory_cats = {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
         self.op_cats = {"cpu_op", "Operator", "user_annotation"}
         self.sync_cats = {"cuda_sync"}
+        self.range_cats = {PROFILER_RANGE_CATEGORY}
+        self.range_rows: list[np.ndarray] = []  # this chunk's CUPTI ranges (row ids)
 
     def ids_column(self, values: list[Any]) -> np.ndarray:
         """pid/tid values to int64; names such as "Spans" get stable negative ids."""
@@ -122,7 +131,7 @@ class Accumulator:
             "device": int_column([a.device for a in args], "device", warnings),
             "graph_id": int_column([a.graph_id for a in args], "graph id", warnings),
         })
-        side_tables(self, events, args, cat, rows)
+        side_tables(self, StructArgs(args, warnings), cat, rows)
 
     def add_complete(self, dur_us: np.ndarray, columns: dict[str, np.ndarray]) -> np.ndarray:
         """Add one chunk of complete events (both decoders): ``columns`` holds every event
@@ -139,6 +148,9 @@ class Accumulator:
             self.add_col(name, values)
         rows = np.arange(dur.shape[0]) + self.row_offset
         self.row_offset += dur.shape[0]
+        ranges = self._rows_for(self.range_cats, columns["cat"])
+        if ranges.size:
+            self.range_rows.append(rows[ranges])
         return rows
 
     def _rows_for(self, cats: set[str], cat_ids: np.ndarray) -> np.ndarray:
@@ -201,10 +213,20 @@ class Accumulator:
                      items: list[msgspec.Raw] | None = None, bare: bool = False) -> None:
         before = self.counter_count
         native.Builder(self, scanned).add()
-        if self.counter_count > before:
+        if self.counter_count > before or self.range_rows:
             if items is None:
                 items = _raw_list_decoder.decode(b"[" + bytes(text) + b"]" if bare else text)
+            self._reread(items, before)
+
+    def _reread(self, items: list[msgspec.Raw], counters_before: int) -> None:
+        """Tables read from a chunk's raw events after both decoders' pass: counter rows
+        (when the chunk had ``C`` events) and CUPTI range metrics (when it had ranges)."""
+        if self.counter_count > counters_before:
             _counter_rows(self, items)
+        if self.range_rows:
+            rows = np.concatenate(self.range_rows)
+            self.range_rows = []
+            _profiler_range_rows(self, items, rows)
 
     def decode_chunk(self, text: bytes | memoryview, items: list[msgspec.Raw] | None = None,
                      use_native: bool = True) -> None:
@@ -221,8 +243,8 @@ class Accumulator:
         before = self.counter_count
         self.chunk(events)
         del events
-        if self.counter_count > before:
-            _counter_rows(self, items if items is not None else _raw_list_decoder.decode(text))
+        if self.counter_count > before or self.range_rows:
+            self._reread(items if items is not None else _raw_list_decoder.decode(text), before)
 
     def partial(self) -> _Partial:
         """Everything accumulated so far; the accumulator is emptied of it."""
@@ -275,20 +297,12 @@ class _Partial:
     warnings: list[str]
 
 
-_EVENT_COLUMNS = {
-    "ts": np.int64, "dur": np.int64, "cat": np.int32, "name": np.int32, "pid": np.int64,
-    "tid": np.int64, "correlation": np.int64, "external_id": np.int64, "stream": np.int64,
-    "device": np.int64, "graph_id": np.int64,
-}
-_TABLE_COLUMNS = {
-    "kernel_args": ["row"], "memory_args": ["row"], "collective_args": ["row"],
-    "copy_sizes": ["row", "size"],
-    "op_args": ["row"], "sync_args": ["row"],
-    "instants": ["ts", "name", "cat", "pid", "tid"],
-    "flows": ["ph", "id", "ts", "pid", "tid", "cat", "name"],
-    "metadata_events": ["name", "pid", "tid", "value"],
-    "counters": list(COUNTER_COLUMNS),
-}
+#: Decoded event columns and their dtypes, and each side table's columns (both decoders
+#: write exactly these: see :mod:`hta.kineto.schema`).
+_EVENT_COLUMNS = {c.name: DTYPES[c.dtype] for c in DECODED_EVENT_COLUMNS}
+_TABLE_COLUMNS = {name: table.names for name, table in DECODED_TABLES.items()}
+
+
 def _accumulator_partial(acc: Accumulator) -> _Partial:
     """The accumulated columns and tables as a :class:`_Partial`."""
     return _Partial(

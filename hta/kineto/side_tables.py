@@ -3,13 +3,15 @@ synchronisation args) and the counters table, from decoded structs (Python decod
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import numpy as np
 
 from hta.kineto.columns import _dims, float_column, int_column, raw_text, timestamps_ns
-from hta.kineto.structs import CounterEvent, Event
+from hta.kineto.schema import EVENT_TABLES
+from hta.kineto.structs import Args, CounterEvent
 
 if TYPE_CHECKING:
     from hta.kineto.sink import ColumnSink
@@ -17,88 +19,159 @@ if TYPE_CHECKING:
 _counter_list_decoder = msgspec.json.Decoder(list[CounterEvent])
 
 
-def side_tables(acc: ColumnSink, events: list[Event], args: list[Any], cat: np.ndarray,
-                rows: np.ndarray) -> None:
+class ArgValues(Protocol):
+    """One decoder's view of the args of a chunk's complete events; ``sel`` picks events
+    (positions among the chunk's complete events)."""
+
+    def floats(self, field: str, sel: np.ndarray) -> np.ndarray:
+        """Float64 values (NaN absent)."""
+
+    def ints(self, field: str, sel: np.ndarray, label: str) -> np.ndarray:
+        """Int64 values (-1 absent; ``label`` names the arg in warnings)."""
+
+    def texts(self, field: str, sel: np.ndarray) -> list[str]:
+        """Values as text."""
+
+    def raws(self, field: str, sel: np.ndarray) -> list[str]:
+        """Raw JSON text of the values (``""`` absent)."""
+
+    def dims(self, field: str, sel: np.ndarray) -> np.ndarray:
+        """``[x, y, z]`` values as an (n, 3) int64 array (-1 absent)."""
+
+    def nonempty(self, field: str) -> np.ndarray:
+        """Per complete event: whether the text field is set and not empty."""
+
+    def op_dims(self, sel: np.ndarray) -> list[str]:
+        """``Input Dims`` raw text, else the legacy ``Input dims`` (``""`` absent)."""
+
+
+#: Where each arg-table column comes from: ``(how, field, extra)``, ``how`` one of the
+#: :class:`ArgValues` methods, ``extra`` the index of a ``dims`` value or the arg's name in
+#: warnings. Columns in the schema's order (:mod:`hta.kineto.schema`); ``row`` is added.
+ARG_SOURCES: dict[str, dict[str, tuple[str, str, Any]]] = {
+    "kernel_args": {
+        **{f"{k}_{a}": ("dims", k, i) for k in ("grid", "block") for i, a in enumerate("xyz")},
+        "registers_per_thread": ("floats", "registers_per_thread", None),
+        "shared_memory_bytes": ("floats", "shared_memory", None),
+        "blocks_per_sm": ("floats", "blocks_per_sm", None),
+        "warps_per_sm": ("floats", "warps_per_sm", None),
+        "est_achieved_occupancy_pct": ("floats", "occupancy_pct", None),
+    },
+    "memory_args": {"bytes": ("floats", "nbytes", None),
+                    "bandwidth_gbps": ("floats", "bandwidth_gbps", None)},
+    "collective_args": {
+        "collective_name": ("texts", "collective_name", None),
+        "dtype": ("texts", "dtype", None),
+        "in_msg_nelems": ("floats", "in_msg_nelems", None),
+        "out_msg_nelems": ("floats", "out_msg_nelems", None),
+        "group_size": ("floats", "group_size", None),
+        "process_group_name": ("texts", "pg_name", None),
+        "process_group_desc": ("texts", "pg_desc", None),
+        "process_group_ranks": ("raws", "pg_ranks", None),
+        "seq": ("floats", "seq", None),
+        "in_split_sizes": ("raws", "in_split", None),
+        "out_split_sizes": ("raws", "out_split", None),
+    },
+    "op_args": {"input_type": ("raws", "input_type", None),
+                "fwd_thread_id": ("ints", "fwd_thread_id", "Fwd thread id")},
+    "sync_args": {
+        "wait_on_stream": ("ints", "wait_on_stream", "wait_on_stream"),
+        "wait_on_event_correlation": ("ints", "wait_on_event_corr",
+                                      "wait_on_cuda_event_record_corr_id"),
+    },
+}
+
+
+def _columns(values: ArgValues, name: str, sel: np.ndarray) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    dims: dict[str, np.ndarray] = {}
+    for column, (how, field, extra) in ARG_SOURCES[name].items():
+        if how == "dims":
+            if field not in dims:
+                dims[field] = values.dims(field, sel)
+            out[column] = dims[field][:, extra]
+        elif how == "ints":
+            out[column] = values.ints(field, sel, extra)
+        else:
+            out[column] = getattr(values, how)(field, sel)
+    return out
+
+
+def side_tables(acc: ColumnSink, values: ArgValues, cat: np.ndarray, rows: np.ndarray
+                ) -> None:
     """Rows of the typed side tables (kernel, memory, copy size, collective, operator,
-    synchronisation args) for one chunk of complete events; ``rows`` are their row ids."""
-    warnings = acc.warnings
+    synchronisation args) for one chunk of complete events, from either decoder's
+    ``values``; ``rows`` are their row ids."""
     sel = acc._rows_for(acc.kernel_cats, cat)
     if sel.size:
-        a = [args[i] for i in sel]
-        grid = _dims([x.grid for x in a])
-        block = _dims([x.block for x in a])
-        acc.add_table("kernel_args", {
-            "row": rows[sel],
-            "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
-            "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
-            "registers_per_thread": float_column([x.registers_per_thread for x in a]),
-            "shared_memory_bytes": float_column([x.shared_memory for x in a]),
-            "blocks_per_sm": float_column([x.blocks_per_sm for x in a]),
-            "warps_per_sm": float_column([x.warps_per_sm for x in a]),
-            "est_achieved_occupancy_pct": float_column([x.occupancy_pct for x in a]),
-        })
-    sizes = float_column([x.size for x in args])
+        acc.add_table("kernel_args", {"row": rows[sel], **_columns(values, "kernel_args", sel)})
+    sizes = values.floats("size", np.arange(rows.size))
     has_size = np.flatnonzero(~np.isnan(sizes))
     if has_size.size:
         acc.add_table("copy_sizes", {"row": rows[has_size], "size": sizes[has_size]})
     sel = acc._rows_for(acc.memory_cats, cat)
     if sel.size:
-        a = [args[i] for i in sel]
-        acc.add_table("memory_args", {
-            "row": rows[sel],
-            "bytes": float_column([x.nbytes for x in a]),
-            "bandwidth_gbps": float_column([x.bandwidth_gbps for x in a]),
-        })
-    sel = np.flatnonzero([bool(x.collective_name) for x in args])
+        acc.add_table("memory_args", {"row": rows[sel], **_columns(values, "memory_args", sel)})
+    sel = np.flatnonzero(values.nonempty("collective_name"))
     if sel.size:
-        a = [args[i] for i in sel]
-        acc.add_table("collective_args", {
-            "row": rows[sel],
-            "collective_name": [str(x.collective_name) for x in a],
-            "dtype": [str(x.dtype) for x in a],
-            "in_msg_nelems": float_column([x.in_msg_nelems for x in a]),
-            "out_msg_nelems": float_column([x.out_msg_nelems for x in a]),
-            "group_size": float_column([x.group_size for x in a]),
-            "process_group_name": [str(x.pg_name) for x in a],
-            "process_group_desc": [str(x.pg_desc) for x in a],
-            "process_group_ranks": raw_text([x.pg_ranks for x in a]),
-            "seq": float_column([x.seq for x in a]),
-            "in_split_sizes": raw_text([x.in_split for x in a]),
-            "out_split_sizes": raw_text([x.out_split for x in a]),
-        })
+        acc.add_table("collective_args", {"row": rows[sel],
+                                          **_columns(values, "collective_args", sel)})
     sel = acc._rows_for(acc.op_cats, cat)
     if sel.size:
-        a = [args[i] for i in sel]
-        dims = [x.input_dims if len(x.input_dims) else x.input_dims_legacy for x in a]
-        seq = int_column([x.sequence_number for x in a], "Sequence number", warnings)
-        has = (np.fromiter(map(len, dims), dtype=np.int64, count=len(dims)) > 0) | (seq >= 0)
+        dims = values.op_dims(sel)
+        seq = values.ints("sequence_number", sel, "Sequence number")
+        has = np.fromiter(map(bool, dims), dtype=bool, count=len(dims)) | (seq >= 0)
         if has.any():
             keep = np.flatnonzero(has)
-            if keep.size != len(a):
-                a = [a[i] for i in keep]
-                dims = [dims[i] for i in keep]
+            cols = _columns(values, "op_args", sel[keep])
             acc.add_table("op_args", {
-                "row": rows[sel[keep]],
-                "input_dims": raw_text(dims),
-                "input_type": raw_text([x.input_type for x in a]),
-                "sequence_number": seq[keep],
-                "fwd_thread_id": int_column(
-                    [x.fwd_thread_id for x in a], "Fwd thread id", warnings),
-            })
+                "row": rows[sel[keep]], "input_dims": [dims[i] for i in keep.tolist()],
+                "input_type": cols["input_type"], "sequence_number": seq[keep],
+                "fwd_thread_id": cols["fwd_thread_id"]})
     sel = acc._rows_for(acc.sync_cats, cat)
     if sel.size:
-        a = [args[i] for i in sel]
-        acc.add_table("sync_args", {
-            "row": rows[sel],
-            "wait_on_stream": int_column([x.wait_on_stream for x in a], "wait_on_stream",
-                                         warnings),
-            "wait_on_event_correlation": int_column(
-                [x.wait_on_event_corr for x in a], "wait_on_cuda_event_record_corr_id",
-                warnings),
-        })
+        acc.add_table("sync_args", {"row": rows[sel], **_columns(values, "sync_args", sel)})
 
 
-COUNTER_COLUMNS = ("ts", "pid", "tid", "name", "series", "value")
+class StructArgs:
+    """:class:`ArgValues` of the Python decoder: the events' decoded ``Args`` structs."""
+
+    def __init__(self, args: list[Args], warnings: list[str]) -> None:
+        self.args = args
+        self.warnings = warnings
+
+    def _pick(self, field: str, sel: np.ndarray) -> list[Any]:
+        get = attrgetter(field)
+        if sel.size == len(self.args):  # every event (``sel`` is always ascending)
+            return list(map(get, self.args))
+        args = self.args
+        return [get(args[i]) for i in sel.tolist()]
+
+    def floats(self, field: str, sel: np.ndarray) -> np.ndarray:
+        return float_column(self._pick(field, sel))
+
+    def ints(self, field: str, sel: np.ndarray, label: str) -> np.ndarray:
+        return int_column(self._pick(field, sel), label, self.warnings)
+
+    def texts(self, field: str, sel: np.ndarray) -> list[str]:
+        return [str(v) for v in self._pick(field, sel)]
+
+    def raws(self, field: str, sel: np.ndarray) -> list[str]:
+        return raw_text(self._pick(field, sel))
+
+    def dims(self, field: str, sel: np.ndarray) -> np.ndarray:
+        return _dims(self._pick(field, sel))
+
+    def nonempty(self, field: str) -> np.ndarray:
+        return np.array(list(map(bool, map(attrgetter(field), self.args))), dtype=bool)
+
+    def op_dims(self, sel: np.ndarray) -> list[str]:
+        args = self.args
+        return raw_text([args[i].input_dims if len(args[i].input_dims)
+                         else args[i].input_dims_legacy for i in sel.tolist()])
+
+
+COUNTER_COLUMNS = tuple(EVENT_TABLES["counters"].names)
 
 
 def _counter_rows(acc: ColumnSink, items: list[msgspec.Raw]) -> None:
@@ -132,3 +205,47 @@ def _counter_rows(acc: ColumnSink, items: list[msgspec.Raw]) -> None:
         "series": rows["series"],
         "value": np.asarray(rows["value"], dtype=np.float64),
     })
+
+
+#: Category of the CUPTI range profiler's per-kernel events (their args are the metrics).
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
+
+
+class _RangeEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: Any = ""
+    ts: msgspec.Raw = msgspec.Raw()
+    args: dict = msgspec.field(default_factory=dict)
+
+
+_range_list_decoder = msgspec.json.Decoder(list[_RangeEvent])
+
+
+def _profiler_range_rows(acc: ColumnSink, items: list[msgspec.Raw], rows: np.ndarray) -> None:
+    """The metrics of the chunk's CUPTI range-profiler events into ``cupti_metrics``: one
+    row per (event, metric), in file order and the args' order; NaN for a value that is
+    not a number. ``rows`` are the row ids those events got, in file order."""
+    needle = PROFILER_RANGE_CATEGORY.encode()
+    picked = [r for r in items if needle in bytes(r)]
+    evs = [e for e in _range_list_decoder.decode(b"[" + b",".join(picked) + b"]")
+           if e.ph == "X" and e.cat == PROFILER_RANGE_CATEGORY]
+    _, present = timestamps_ns([e.ts for e in evs], [])
+    evs = [e for e, ok in zip(evs, present.tolist()) if ok]
+    if len(evs) != rows.size:
+        acc.warnings.append(f"{rows.size} CUPTI range event(s) decoded but {len(evs)} read "
+                            "again for their metrics; their metrics are left out")
+        return
+    row_of: list[int] = []
+    metric: list[str] = []
+    value: list[float] = []
+    for row, e in zip(rows.tolist(), evs):
+        for key, v in e.args.items():
+            row_of.append(row)
+            metric.append(str(key))
+            try:
+                value.append(float(v))
+            except (TypeError, ValueError):
+                value.append(float("nan"))
+    acc.add_table("cupti_metrics", {"row": np.asarray(row_of, dtype=np.int64),
+                                    "metric": metric,
+                                    "value": np.asarray(value, dtype=np.float64)})

@@ -22,7 +22,7 @@ from hta.model.rules import (
     RuleSet,
     kind_mask,
 )
-from hta.model.trace import ARG_TABLES, RankTrace
+from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
             frame.insert(0, "index", new_row[frame.pop("row").to_numpy(dtype=np.int64)])
             frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
         tables[name] = frame
-    for name in ("instants", "flows", "counters", "metadata_events"):
+    for name in EVENT_TABLES:
         frame = getattr(decoded, name)
         if base and "ts" in frame and len(frame):
             frame = frame.assign(ts=frame["ts"].to_numpy(dtype=np.int64) + base)
@@ -203,7 +203,7 @@ def build_metadata(
     return {
         "rank": rank,
         "source": decoded.path,
-        "file_bytes": Path(decoded.path).stat().st_size if Path(decoded.path).exists() else 0,
+        "file_bytes": decoded.file_bytes,
         "uncompressed_bytes": decoded.uncompressed_bytes,
         "world_size": _int_or_none(info.get("world_size")),
         "backend": info.get("backend"),

@@ -10,18 +10,20 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from hta.model import schema
 from hta.model.rules import GPU_WORK_KINDS, KINDS, RuleSet, classify
 
 logger = logging.getLogger(__name__)
 
-#: Side tables of a rank, each keyed by ``index`` (the row of the event it describes)
-#: or, for the events that are not complete events, holding its own rows.
-ARG_TABLES = ("kernel_args", "memory_args", "collective_args", "op_args", "sync_args")
-EVENT_TABLES = ("instants", "flows", "counters", "metadata_events")
+#: Side tables of a rank (see :mod:`hta.model.schema`), each keyed by ``index`` (the row
+#: of the event it describes) or, for the events that are not complete events, holding
+#: its own rows.
+ARG_TABLES = tuple(schema.ARG_TABLES)
+EVENT_TABLES = tuple(schema.EVENT_TABLES)
 #: Side-table columns holding ids into the symbol table.
-SYMBOL_TABLE_COLUMNS = {"instants": ("name", "cat", "scope"), "flows": ("ph", "cat", "name")}
+SYMBOL_TABLE_COLUMNS = schema.SYMBOL_COLUMNS
 #: Event columns holding row numbers of other events (-1: no link).
-LINK_COLUMNS = ("parent", "index_correlation", "op_index")
+LINK_COLUMNS = schema.LINK_COLUMNS
 
 
 @dataclass
@@ -51,6 +53,18 @@ class RankTrace:
             if col in df:
                 df[col] = sym[df[col].to_numpy()]
         return df
+
+    @property
+    def time_origin_ns(self) -> int:
+        """What the loader added to the file's timestamps to make them epoch ns
+        (``baseTimeNanoseconds`` when the file's times are relative to it, else 0), as
+        it stored it in ``meta['time_origin_ns']``; writers of amended copies of the
+        file subtract it."""
+        origin = self.meta.get("time_origin_ns")
+        if origin is None:
+            raise ValueError(f"rank {self.rank}: its metadata has no time origin; load the "
+                             "trace again (without an old cache entry)")
+        return int(origin)
 
     def table(self, name: str) -> pd.DataFrame:
         """One side table (``kernel_args``, ``instants``, ``flows``, ...)."""

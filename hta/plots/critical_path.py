@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hta.plots._common import short
+from hta.plots._figure_parts import short
 
 COLORS = {
     "cpu_bound": "#1f77b4",

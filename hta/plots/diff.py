@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from hta.analysis.diff import JobDiff, labels_of
-from hta.plots._common import rank_label, short
+from hta.plots._figure_parts import rank_label, short
 
 CONTROL_COLOR = "#1f77b4"
 TEST_COLOR = "#ff7f0e"

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from hta.plots._common import rank_label
+from hta.plots._figure_parts import rank_label
 
 #: Bins of the envelope: about one per horizontal pixel of a wide figure.
 ENVELOPE_BINS = 2000

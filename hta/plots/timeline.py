@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from hta.plots._common import plain_text_names, short
+from hta.plots._figure_parts import plain_text_names, short
 
 #: Colour of each GPU work kind (copies in greens, memsets in purple).
 KIND_COLORS = {

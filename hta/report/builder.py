@@ -37,7 +37,7 @@ from hta.model.selection import Selection
 from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
-from hta.report import sections_findings as first
+from hta.report import sections_findings
 from hta.report.context import (
     MAX_SERIES_POINTS,
     MAX_TABLE_ROWS,
@@ -58,12 +58,12 @@ logger = logging.getLogger(__name__)
 SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
     ("findings", "Findings", "What slows this job down, largest estimated saving first: "
      "each line gives the evidence (check it in the linked section) and what to try.",
-     first.findings),
+     sections_findings.findings),
     ("overview", "Job at a glance",
      "Per-rank figures side by side, the spread across ranks, and the top kernels.",
      breakdowns.overview),
     ("timeline", "GPU timeline", "What each rank's GPU streams ran, coloured by kind.",
-     first.timeline),
+     sections_findings.timeline),
     ("temporal", "Temporal breakdown",
      "Is the GPU computing, communicating, copying memory, or idle?", breakdowns.temporal),
     ("idle", "Idle time", "Why each GPU stream is idle: the CPU was late (host wait), "
@@ -73,7 +73,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
     ("overlap", "Communication overlapped by computation",
      "Share of the communication time hidden under computation.", breakdowns.overlap),
     ("stragglers", "Stragglers", "Which rank starts its collectives late, and how long the "
-     "others wait for it.", first.stragglers),
+     "others wait for it.", sections_findings.stragglers),
     ("collectives", "Collective bandwidth", "Bus bandwidth of every collective against its "
      "message size and the link between the GPUs.", collectives.collective_bandwidth),
     ("annotations", "User annotations", "", breakdowns.annotations),
@@ -83,7 +83,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
      details.queue),
     ("bandwidth", "Memory bandwidth", "Copies and memsets per direction.", details.bandwidth),
     ("memory", "Memory timeline", "Allocated and reserved bytes per rank and device, and "
-     "what held memory at the peak.", first.memory),
+     "what held memory at the peak.", sections_findings.memory),
     ("operators", "Operators", "Per PyTorch operator: calls, CPU time, and GPU time of the "
      "work it launched.", details.operators),
     ("critical-path", "Critical path", "", details.critical_path),
@@ -126,7 +126,7 @@ def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
     ctx = _context(analyzer, ranks, iterations, critical_path_rank)
     sections = _sections(ctx)
     try:
-        summary = first.job_sentence(ctx)
+        summary = sections_findings.job_sentence(ctx)
     except Exception as exc:  # noqa: BLE001 - the sentence is a convenience
         logger.warning("job sentence failed: %s", exc, exc_info=True)
         summary = ""

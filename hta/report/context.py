@@ -20,7 +20,7 @@ import plotly.io as pio
 from hta.analysis.names import short_name
 from hta.model.job import Job
 from hta.model.selection import Selection, on_steps
-from hta.plots._common import plain_text_names, short
+from hta.plots._figure_parts import plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
@@ -110,7 +110,7 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     """``text`` as a table shows it: unchanged up to ``width`` characters; else its
     :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
     text before its first ``<`` or ``(`` ends with the short name's last part); cut to
-    ``width`` with an ellipsis (:func:`hta.plots._common.short`) when still too long or
+    ``width`` with an ellipsis (:func:`hta.plots._figure_parts.short`) when still too long or
     not a signature."""
     if len(text) <= width:
         return text

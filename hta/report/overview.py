@@ -102,7 +102,8 @@ class JobOverview:
     job: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready content (NaN stays NaN: :func:`hta.commands.common.finite` nulls it)."""
+        """JSON-ready content (NaN stays NaN: :func:`hta.commands.args_and_output.finite`
+        nulls it)."""
         return {
             "job": dict(self.job),
             "ranks": self.ranks.to_dict(orient="records"),

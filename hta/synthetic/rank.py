@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from hta.synthetic.catalog import _BASE_TIME_NS, _DEVICE_PROPERTIES, _HIDDEN, STREAMS
-from hta.synthetic.steps import _StepBuilder
 from hta.synthetic.timefmt import Microseconds
+from hta.synthetic.training_step import _StepBuilder
 
 
 class _RankBuilder(_StepBuilder):

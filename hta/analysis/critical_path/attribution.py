@@ -110,15 +110,7 @@ def path_frame(graph: CriticalPathGraph,
     w = graph.node_weight[dst]
     src_ev, dst_ev = graph.node_event[src], graph.node_event[dst]
     src_start, dst_start = graph.node_is_start[src], graph.node_is_start[dst]
-    attributed = np.where(typ == EDGE_CODE["cpu"], -1, dst_ev)
-    cpu = typ == EDGE_CODE["cpu"]
-    attributed[cpu & src_start] = src_ev[cpu & src_start]
-    closing = cpu & ~src_start & ~dst_start
-    attributed[closing] = dst_ev[closing]
-    between = np.flatnonzero(cpu & ~src_start & dst_start)
-    if between.size:
-        attributed[between] = _open_ancestor(
-            ev, src_ev[between], graph.node_ts[src[between]])
+    attributed = _attributed(graph, ev, src, dst, typ)
     codes = ev["kind"].cat.codes.to_numpy()
     has = attributed >= 0
     safe = np.where(has, attributed, src_ev)
@@ -132,15 +124,7 @@ def path_frame(graph: CriticalPathGraph,
                                                                                  dtype=object))
     kinds = pd.Categorical.from_codes(np.where(has, kind_code, len(KINDS)),
                                       categories=list(KINDS) + [""])
-    bound = np.empty(edges.size, dtype=object)
-    bound[cpu | (typ == EDGE_CODE["sync"])] = "cpu_bound"
-    is_gpu = typ == EDGE_CODE["gpu"]
-    comm = kind_code == KIND_CODE["communication"]
-    bound[is_gpu & comm] = "gpu_communication_bound"
-    bound[is_gpu & ~comm] = "gpu_compute_bound"
-    bound[typ == EDGE_CODE["launch"]] = "launch_overhead"
-    bound[(typ == EDGE_CODE["stream"]) | (typ == EDGE_CODE["event_wait"])] = \
-        "kernel_kernel_overhead"
+    bound = _bound_by(typ, kind_code)
     end = graph.node_ts[dst]
     return pd.DataFrame({
         "step": np.arange(edges.size, dtype=np.int64),
@@ -163,6 +147,38 @@ def path_frame(graph: CriticalPathGraph,
         "bound_by": pd.Categorical(bound, categories=list(BOUND_TYPES)),
         "data_load": _in_data_load(rt, attributed, typ, data_load_events),
     })
+
+
+def _attributed(graph: CriticalPathGraph, ev: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
+                typ: np.ndarray) -> np.ndarray:
+    """The event row each path edge's time is attributed to (-1: untraced CPU time)."""
+    src_ev, dst_ev = graph.node_event[src], graph.node_event[dst]
+    src_start, dst_start = graph.node_is_start[src], graph.node_is_start[dst]
+    attributed = np.where(typ == EDGE_CODE["cpu"], -1, dst_ev)
+    cpu = typ == EDGE_CODE["cpu"]
+    attributed[cpu & src_start] = src_ev[cpu & src_start]
+    closing = cpu & ~src_start & ~dst_start
+    attributed[closing] = dst_ev[closing]
+    between = np.flatnonzero(cpu & ~src_start & dst_start)
+    if between.size:
+        attributed[between] = _open_ancestor(
+            ev, src_ev[between], graph.node_ts[src[between]])
+    return attributed
+
+
+def _bound_by(typ: np.ndarray, kind_code: np.ndarray) -> np.ndarray:
+    """The bound type of each path edge (see :data:`BOUND_TYPES`)."""
+    cpu = typ == EDGE_CODE["cpu"]
+    bound = np.empty(typ.size, dtype=object)
+    bound[cpu | (typ == EDGE_CODE["sync"])] = "cpu_bound"
+    is_gpu = typ == EDGE_CODE["gpu"]
+    comm = kind_code == KIND_CODE["communication"]
+    bound[is_gpu & comm] = "gpu_communication_bound"
+    bound[is_gpu & ~comm] = "gpu_compute_bound"
+    bound[typ == EDGE_CODE["launch"]] = "launch_overhead"
+    bound[(typ == EDGE_CODE["stream"]) | (typ == EDGE_CODE["event_wait"])] = \
+        "kernel_kernel_overhead"
+    return bound
 
 
 def _open_ancestor(ev: pd.DataFrame, rows: np.ndarray, at: np.ndarray) -> np.ndarray:

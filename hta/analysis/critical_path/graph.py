@@ -279,79 +279,128 @@ def build_graph(
         )
     start_ns, end_ns, label = select_window(rt, annotation, instance_id)
     c = Cols.of(rt.events)
-    n_ev = c.ts.shape[0]
-    cpu = kind_mask(c.codes, CPU_NODE_KINDS)
     gpu = kind_mask(c.codes, GPU_WORK_KINDS)
-    in_window = (c.ts >= start_ns) & (c.ts <= end_ns)
-    sel_cpu = cpu & in_window
-    launched = c.ic >= 0
-    sel_gpu = gpu & np.where(launched, sel_cpu[np.clip(c.ic, 0, None)], in_window)
-    rows = np.flatnonzero(sel_cpu | sel_gpu)
-    local = np.full(n_ev, -1, dtype=np.int64)
+    rows = _window_rows(c, gpu, start_ns, end_ns)
+    local = np.full(c.ts.shape[0], -1, dtype=np.int64)
     local[rows] = np.arange(rows.size)
     dropped: dict[str, int] = {}
-
-    # -- nodes, numbered in (time, tie rank) order ---------------------------------------
-    m = rows.size
-    is_gpu = gpu[rows]
-    ts, end, dur = c.ts[rows], c.end[rows], c.dur[rows]
-    depth = np.where(is_gpu, 0, c.depth[rows])
-    k2 = np.r_[np.arange(m), np.arange(m)]
-    is_end = np.r_[np.zeros(m, dtype=bool), np.ones(m, dtype=bool)]
-    t = np.r_[ts, end]
-    g2 = np.r_[is_gpu, is_gpu]
-    zero = np.r_[dur == 0, dur == 0]
-    group = np.where(zero, 1, np.where(is_end, 0, 2))
-    lane = np.where(group == 0, ~g2, g2).astype(np.int8)
-    tb1 = np.where(group == 0, -np.r_[ts, ts], np.where(group == 2, -np.r_[end, end], k2))
-    tb2 = np.where(group == 0, -np.r_[depth, depth],
-                   np.where(group == 2, np.r_[depth, depth], is_end))
-    order = np.lexsort((is_end, k2, tb2, tb1, lane, group, t))
-    node_event = rows[k2[order]]
-    node_is_start = ~is_end[order]
-    node_ts = t[order]
-    position = np.empty(2 * m, dtype=np.int64)
-    position[order] = np.arange(2 * m)
-    start_node, end_node = position[:m], position[m:]
-
+    nodes = _Nodes.of(c, rows, gpu[rows])
     edges = _EdgeList()
-    # -- gpu: execution of each GPU event ------------------------------------------------
-    gl = np.flatnonzero(is_gpu)
-    edges.add(start_node[gl], end_node[gl], "gpu")
+    _thread_and_launch_edges(c, rows, local, nodes, edges)
+    wait_on = _WaitOn(c, local, nodes, edges, dropped)
+    streams = _stream_edges(c, gpu, local, nodes.start_node, wait_on)
+    sync_edges(rt, c, rows, local, nodes.end_node, nodes.start_node, streams, wait_on, dropped)
 
-    # -- cpu: consecutive points of each thread --------------------------------------------
-    cpu_nodes = np.flatnonzero(~is_gpu[k2[order]])
+    src, dst, typ = edges.arrays()
+    src, dst, typ = _enforce_order(src, dst, typ, nodes.node_ts, dropped)
+    weight, external = _node_weights(2 * rows.size, src, dst, nodes.node_ts, wait_on.external,
+                                     dropped)
+    if dropped:
+        logger.warning("rank %d critical path graph: %s", rt.rank,
+                       "; ".join(f"{v} {k}" for k, v in sorted(dropped.items())))
+    return CriticalPathGraph(
+        rank=rt.rank, window_start_ns=start_ns, window_end_ns=end_ns, annotation=label,
+        events=rows, node_event=nodes.node_event, node_is_start=nodes.node_is_start,
+        node_ts=nodes.node_ts, edge_src=src, edge_dst=dst, edge_type=typ, node_weight=weight,
+        external_ready=external, dropped=dropped, trace=rt,
+    )
+
+
+def _window_rows(c: Cols, gpu: np.ndarray, start_ns: int, end_ns: int) -> np.ndarray:
+    """Rows of the window's events: CPU events starting in it, GPU work launched by one
+    of them (or, with no known launch, starting in it)."""
+    in_window = (c.ts >= start_ns) & (c.ts <= end_ns)
+    sel_cpu = kind_mask(c.codes, CPU_NODE_KINDS) & in_window
+    launched = c.ic >= 0
+    sel_gpu = gpu & np.where(launched, sel_cpu[np.clip(c.ic, 0, None)], in_window)
+    return np.flatnonzero(sel_cpu | sel_gpu)
+
+
+@dataclass
+class _Nodes:
+    """The graph's nodes (a start and an end per selected event), numbered in (time, tie
+    rank) order."""
+
+    is_gpu: np.ndarray  # per selected event
+    node_event: np.ndarray  # per node: its event row
+    node_is_start: np.ndarray
+    node_ts: np.ndarray
+    start_node: np.ndarray  # per selected event: its start node
+    end_node: np.ndarray
+    cpu_nodes: np.ndarray  # nodes of CPU events, ascending
+
+    @classmethod
+    def of(cls, c: Cols, rows: np.ndarray, is_gpu: np.ndarray) -> _Nodes:
+        """Number the start and end of each of ``rows`` (see the module docstring)."""
+        m = rows.size
+        ts, end, dur = c.ts[rows], c.end[rows], c.dur[rows]
+        depth = np.where(is_gpu, 0, c.depth[rows])
+        k2 = np.r_[np.arange(m), np.arange(m)]
+        is_end = np.r_[np.zeros(m, dtype=bool), np.ones(m, dtype=bool)]
+        t = np.r_[ts, end]
+        g2 = np.r_[is_gpu, is_gpu]
+        zero = np.r_[dur == 0, dur == 0]
+        group = np.where(zero, 1, np.where(is_end, 0, 2))
+        lane = np.where(group == 0, ~g2, g2).astype(np.int8)
+        tb1 = np.where(group == 0, -np.r_[ts, ts], np.where(group == 2, -np.r_[end, end], k2))
+        tb2 = np.where(group == 0, -np.r_[depth, depth],
+                       np.where(group == 2, np.r_[depth, depth], is_end))
+        order = np.lexsort((is_end, k2, tb2, tb1, lane, group, t))
+        position = np.empty(2 * m, dtype=np.int64)
+        position[order] = np.arange(2 * m)
+        return cls(is_gpu=is_gpu, node_event=rows[k2[order]], node_is_start=~is_end[order],
+                   node_ts=t[order], start_node=position[:m], end_node=position[m:],
+                   cpu_nodes=np.flatnonzero(~is_gpu[k2[order]]))
+
+
+def _thread_and_launch_edges(c: Cols, rows: np.ndarray, local: np.ndarray, nodes: _Nodes,
+                             edges: _EdgeList) -> None:
+    """``gpu`` (execution of each GPU event), ``cpu`` (consecutive points of each thread)
+    and ``launch`` (runtime call start -> GPU event start) edges."""
+    gl = np.flatnonzero(nodes.is_gpu)
+    edges.add(nodes.start_node[gl], nodes.end_node[gl], "gpu")
+    cpu_nodes = nodes.cpu_nodes
     if cpu_nodes.size:
-        ev_rows = node_event[cpu_nodes]
+        ev_rows = nodes.node_event[cpu_nodes]
         thread = _dense(c.pid[ev_rows], c.tid[ev_rows])
         o = np.lexsort((cpu_nodes, thread))
         seq, th = cpu_nodes[o], thread[o]
         same = th[1:] == th[:-1]
         edges.add(seq[:-1][same], seq[1:][same], "cpu")
-
-    # -- launch: runtime call start -> GPU event start -------------------------------------
     launch_local = local[np.clip(c.ic[rows[gl]], 0, None)]
     has = (c.ic[rows[gl]] >= 0) & (launch_local >= 0)
-    edges.add(start_node[launch_local[has]], start_node[gl[has]], "launch")
+    edges.add(nodes.start_node[launch_local[has]], nodes.start_node[gl[has]], "launch")
 
-    external = np.full(2 * m, -1, dtype=np.int64)
 
-    def wait_on(src_rows: np.ndarray, dst_nodes: np.ndarray, src_is_end: bool, kind: str,
-                reason: str) -> None:
-        """Edges from GPU work (rows) to nodes; work outside the window becomes external."""
+class _WaitOn:
+    """Edges from GPU work (event rows) to nodes (see :data:`.sync.WaitOn`); work outside
+    the window becomes an external wait of the node (``external``: its latest end)."""
+
+    def __init__(self, c: Cols, local: np.ndarray, nodes: _Nodes, edges: _EdgeList,
+                 dropped: dict[str, int]) -> None:
+        self.c, self.local, self.nodes, self.edges, self.dropped = c, local, nodes, edges, dropped
+        self.external = np.full(nodes.node_ts.shape[0], -1, dtype=np.int64)
+
+    def __call__(self, src_rows: np.ndarray, dst_nodes: np.ndarray, src_is_end: bool,
+                 kind: str, reason: str) -> None:
+        c, local, dropped = self.c, self.local, self.dropped
         ok = src_rows >= 0
         src_rows, dst_nodes = src_rows[ok], dst_nodes[ok]
         src_t = c.end[src_rows] if src_is_end else c.ts[src_rows]
-        backwards = src_t > node_ts[dst_nodes]
+        backwards = src_t > self.nodes.node_ts[dst_nodes]
         if backwards.any():
             dropped[reason] = dropped.get(reason, 0) + int(backwards.sum())
         src_rows, dst_nodes, src_t = src_rows[~backwards], dst_nodes[~backwards], src_t[~backwards]
         inside = local[src_rows] >= 0
-        edges.add(end_node[local[src_rows[inside]]], dst_nodes[inside], kind)
+        self.edges.add(self.nodes.end_node[local[src_rows[inside]]], dst_nodes[inside], kind)
         out = ~inside
-        np.maximum.at(external, dst_nodes[out], src_t[out])
+        np.maximum.at(self.external, dst_nodes[out], src_t[out])
 
-    # -- stream: previous GPU event on the same stream -> next ---------------------------
+
+def _stream_edges(c: Cols, gpu: np.ndarray, local: np.ndarray, start_node: np.ndarray,
+                  wait_on: _WaitOn) -> Streams:
+    """``stream`` edges: the previous GPU event on the same stream -> the next; returns
+    the streams' work (for the synchronization edges)."""
     all_gpu = np.flatnonzero(gpu)
     streams = Streams(c, all_gpu)
     if all_gpu.size:
@@ -363,22 +412,7 @@ def build_graph(
         keep = local[nxt] >= 0
         wait_on(prev[keep], start_node[local[nxt[keep]]], True, "stream",
                 "stream order: GPU events overlapping on their stream")
-
-    # -- sync and event_wait ---------------------------------------------------------------
-    sync_edges(rt, c, rows, local, end_node, start_node, streams, wait_on, dropped)
-
-    src, dst, typ = edges.arrays()
-    src, dst, typ = _enforce_order(src, dst, typ, node_ts, dropped)
-    weight, external = _node_weights(2 * m, src, dst, node_ts, external, dropped)
-    if dropped:
-        logger.warning("rank %d critical path graph: %s", rt.rank,
-                       "; ".join(f"{v} {k}" for k, v in sorted(dropped.items())))
-    return CriticalPathGraph(
-        rank=rt.rank, window_start_ns=start_ns, window_end_ns=end_ns, annotation=label,
-        events=rows, node_event=node_event, node_is_start=node_is_start, node_ts=node_ts,
-        edge_src=src, edge_dst=dst, edge_type=typ, node_weight=weight,
-        external_ready=external, dropped=dropped, trace=rt,
-    )
+    return streams
 
 
 def _dense(*keys: np.ndarray) -> np.ndarray:

@@ -63,7 +63,20 @@ def longest_path(num_nodes: int, src: np.ndarray, dst: np.ndarray,
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(indeg, out=indptr[1:])
 
-    # single-predecessor nodes inherit from their predecessor: collapse the chains
+    pred, jump, acc = _collapse_chains(n, src, indptr, indeg, weight)
+    anchor_dist = _anchor_distances(n, src, indptr, indeg, weight, pred, jump, acc)
+    dist = anchor_dist[jump] + acc
+    return LongestPath(dist=dist, pred=pred, path=_walk_back(pred, dist))
+
+
+def _collapse_chains(n: int, src: np.ndarray, indptr: np.ndarray, indeg: np.ndarray,
+                     weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Single-predecessor nodes inherit from their predecessor: collapse the chains.
+
+    Returns ``(pred, jump, acc)``: the predecessor of single-predecessor nodes (-1 for
+    others), each node's anchor (a node without exactly one predecessor) and the weight
+    gathered from the anchor (exclusive) to the node (inclusive).
+    """
     single = indeg == 1
     pred = np.full(n, -1, dtype=np.int64)
     pred[single] = src[indptr[:-1][single]]
@@ -75,9 +88,14 @@ def longest_path(num_nodes: int, src: np.ndarray, dst: np.ndarray,
         acc[active] += acc[nxt]
         jump[active] = jump[nxt]
         active = active[single[jump[active]]]
-    # ``jump[v]`` is now v's anchor (a node without exactly one predecessor) and
-    # ``acc[v]`` the weight gathered from the anchor (exclusive) to v (inclusive)
+    return pred, jump, acc
 
+
+def _anchor_distances(n: int, src: np.ndarray, indptr: np.ndarray, indeg: np.ndarray,
+                      weight: np.ndarray, pred: np.ndarray, jump: np.ndarray,
+                      acc: np.ndarray) -> np.ndarray:
+    """Distances of the anchors (0 for sources); sets ``pred`` of the nodes with several
+    predecessors (the latest one on ties)."""
     anchor_dist = np.zeros(n, dtype=np.int64)
     multi = np.flatnonzero(indeg >= 2)
     if multi.size:
@@ -110,8 +128,11 @@ def longest_path(num_nodes: int, src: np.ndarray, dst: np.ndarray,
             chosen[k] = best_u
         anchor_dist[multi] = ad
         pred[multi] = chosen
-    dist = anchor_dist[jump] + acc
+    return anchor_dist
 
+
+def _walk_back(pred: np.ndarray, dist: np.ndarray) -> np.ndarray:
+    """The path ending at the node with the largest ``dist`` (the latest on ties)."""
     end = int(np.flatnonzero(dist == dist.max())[-1])
     pred_l = pred.tolist()
     path = []
@@ -120,4 +141,4 @@ def longest_path(num_nodes: int, src: np.ndarray, dst: np.ndarray,
         path.append(v)
         v = pred_l[v]
     path.reverse()
-    return LongestPath(dist=dist, pred=pred, path=np.asarray(path, dtype=np.int64))
+    return np.asarray(path, dtype=np.int64)

@@ -34,14 +34,6 @@ Modules: :mod:`.common` (selection of steps and devices), :mod:`.per_name` (the 
 tables), :mod:`.sides`, :mod:`.metrics` and :mod:`.job` (the job-level comparison).
 """
 
-from hta.analysis.diff.common import (
-    DEFAULT_THRESHOLD_PCT,
-    DEVICE_TYPES,
-    NO_OPERATOR,
-    STATUSES,
-    device_type_name,
-    resolve_iterations,
-)
 from hta.analysis.diff.job import JobDiff, format_time_pair, job_diff
 from hta.analysis.diff.per_name import (
     compare_name_totals,
@@ -49,6 +41,14 @@ from hta.analysis.diff.per_name import (
     labels_of,
     name_totals,
     ops_diff,
+)
+from hta.analysis.diff.scope import (
+    DEFAULT_THRESHOLD_PCT,
+    DEVICE_TYPES,
+    NO_OPERATOR,
+    STATUSES,
+    device_type_name,
+    resolve_iterations,
 )
 
 __all__ = [

@@ -10,13 +10,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.common import (
-    _WORK_CODES,
-    DEFAULT_THRESHOLD_PCT,
-    NO_OPERATOR,
-    Iterations,
-    Ranks,
-)
 from hta.analysis.diff.metrics import (
     _idle_metrics,
     _kernel_type_metrics,
@@ -26,6 +19,13 @@ from hta.analysis.diff.metrics import (
     _temporal_metrics,
 )
 from hta.analysis.diff.per_name import _group_names, _text
+from hta.analysis.diff.scope import (
+    _WORK_CODES,
+    DEFAULT_THRESHOLD_PCT,
+    NO_OPERATOR,
+    Iterations,
+    Ranks,
+)
 from hta.analysis.diff.sides import _Side, _side, _steps_rows
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.common import (
+from hta.analysis.diff.scope import (
     _GPU_CODES,
     Iterations,
     Ranks,

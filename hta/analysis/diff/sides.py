@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.common import Iterations, Ranks, resolve_iterations
+from hta.analysis.diff.scope import Iterations, Ranks, resolve_iterations
 from hta.analysis.select import select_ranks
 from hta.model.selection import step_table
 from hta.model.trace import Trace

@@ -1,0 +1,248 @@
+"""Helpers shared by the subcommands: option parsing, errors with exit codes, output files,
+JSON, and printing tables on a terminal (rich) or as plain text (pipes, files)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TRACE_ERROR = 3
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """An error the user can fix; the CLI prints ``hta: error: <message>`` and exits with
+    :attr:`exit_code`."""
+
+    exit_code = EXIT_ERROR
+
+
+class UsageError(CommandError):
+    """A bad option value (exit code 2, as argparse's own usage errors)."""
+
+    exit_code = EXIT_USAGE
+
+
+# -- options ---------------------------------------------------------------------------------
+def parse_ranks(text: str | None, what: str = "--ranks") -> list[int] | None:
+    """``"0,2,4-7"`` -> ``[0, 2, 4, 5, 6, 7]``; ``None`` (or empty) for all.
+
+    Raises :class:`UsageError` naming ``what`` on anything else.
+    """
+    if not text:
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                first, last = int(lo), int(hi)
+                if last < first:
+                    raise ValueError(part)
+                out.extend(range(first, last + 1))
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: expected numbers and ranges such as 0,2,4-7") from None
+    if not out:
+        raise UsageError(f"{what} {text!r}: expected numbers and ranges such as 0,2,4-7")
+    return out
+
+
+def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
+    """``--ranks``, ``--no-cache``, ``--strict`` and ``-q`` (every command that loads)."""
+    if ranks:
+        p.add_argument("--ranks", metavar="LIST", help="ranks to load, e.g. 0,1 or 0-7")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on the first unreadable file instead of skipping it")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
+    """A ``TraceAnalysis`` of ``trace_dir`` (default ``args.trace_dir``) with the load options."""
+    from hta.trace_analysis import TraceAnalysis
+
+    return TraceAnalysis(
+        trace_dir=trace_dir or args.trace_dir, ranks=parse_ranks(getattr(args, "ranks", None)),
+        cache=not args.no_cache, strict=args.strict,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
+
+
+def report_skipped(analyzer: Any, stream: TextIO | None = None) -> None:
+    """One ``skipped FILE: reason`` line on stderr per file that could not be loaded."""
+    for path, reason in analyzer.skipped.items():
+        print(f"skipped {path}: {reason}", file=stream or sys.stderr)
+
+
+def check_writable(paths: Sequence[Path], force: bool) -> None:
+    """Refuse to overwrite existing files unless ``force``."""
+    existing = [p for p in paths if p.exists()]
+    if existing and not force:
+        shown = (f"{existing[0]} already exists" if len(existing) == 1 else
+                 f"{existing[0]} and {len(existing) - 1} more output(s) already exist")
+        raise CommandError(f"{shown}; pass --force to overwrite, or choose another output "
+                           "with -o")
+    for p in existing:
+        if p.is_dir():
+            raise CommandError(f"{p} is a folder; give a file name with -o")
+
+
+# -- JSON ------------------------------------------------------------------------------------
+def finite(value: Any) -> Any:
+    """NaN and infinities become null so the output is valid JSON."""
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return finite(value.item())  # numpy scalars
+        except (ValueError, TypeError):
+            return value
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()  # numpy scalars
+    return str(value)
+
+
+def dumps(payload: Any) -> str:
+    """JSON text for ``--json`` output."""
+    return json.dumps(finite(payload), indent=2, default=_json_default)
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A DataFrame as JSON-ready rows."""
+    return finite(frame.to_dict(orient="records"))
+
+
+# -- terminal text -----------------------------------------------------------------------------
+def printable(text: object, width: int | None = None) -> str:
+    """A name safe to print: control characters as ``\\xNN`` escapes, cut to ``width``."""
+    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
+    if width is not None and len(out) > width:
+        out = out[: width - 1] + "…"
+    return out
+
+
+def number(value: Any, digits: int = 1, unit: str = "") -> str:
+    """``1,234.5`` (thousands separators), ``-`` for a missing value."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, str):
+        return value
+    return f"{value:,.{digits}f}{unit}"
+
+
+@dataclass
+class Column:
+    """One column of a printed table: header, cell text from a row, alignment, style."""
+
+    header: str
+    cell: Callable[[dict[str, Any]], str]
+    numeric: bool = True
+    style: Callable[[dict[str, Any]], str | None] | None = None
+
+
+class Printer:
+    """Writes titled tables and lines: rich tables with colour on a terminal, aligned plain
+    text otherwise (a pipe, a file, ``NO_COLOR``/``TERM=dumb`` as rich decides).
+
+    Every cell is passed to rich as :class:`rich.text.Text`, never parsed as markup, so a
+    kernel named ``[bold]x[/]`` prints as written.
+    """
+
+    def __init__(self, file: TextIO | None = None, rich: bool | None = None) -> None:
+        self.file = file or sys.stdout
+        self.console = None
+        if rich is not False:
+            from rich.console import Console
+
+            console = Console(file=self.file, highlight=False)
+            if rich or console.is_terminal:
+                self.console = console
+
+    @property
+    def is_rich(self) -> bool:
+        """True when printing rich tables."""
+        return self.console is not None
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        """One line of text (styled on a terminal)."""
+        if self.console is None:
+            print(text, file=self.file)
+        else:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style or ""))
+
+    def table(self, title: str, columns: Sequence[Column], rows: Sequence[dict[str, Any]],
+              row_style: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+        """A titled table, one line per row."""
+        cells = [[c.cell(r) for c in columns] for r in rows]
+        if self.console is None:
+            self._plain(title, columns, cells)
+            return
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=Text(title, style="bold"), title_justify="left",
+                      header_style="bold cyan", show_edge=False, pad_edge=False)
+        widths = self._rich_widths(columns, cells)
+        for c, width in zip(columns, widths):
+            # numbers keep their width; long text columns (names) end in an ellipsis
+            table.add_column(Text(c.header), justify="right" if c.numeric else "left",
+                             no_wrap=True, overflow="ellipsis", min_width=width,
+                             max_width=width)
+        for row, texts in zip(rows, cells):
+            styled = [Text(t, style=(c.style(row) if c.style else None) or "")
+                      for c, t in zip(columns, texts)]
+            table.add_row(*styled, style=(row_style(row) if row_style else None) or "")
+        self.console.print(table)
+        self.console.print()
+
+    def _rich_widths(self, columns: Sequence[Column], cells: list[list[str]]) -> list[int]:
+        natural = [max([len(c.header)] + [len(row[i]) for row in cells])
+                   for i, c in enumerate(columns)]
+        room = self.console.width - 3 * len(columns)
+        widths = list(natural)
+        flexible = [i for i, c in enumerate(columns) if not c.numeric and natural[i] > 20]
+        used = sum(w for i, w in enumerate(natural) if i not in flexible)
+        if flexible:
+            share = max(12, (room - used) // len(flexible))
+            for i in flexible:
+                widths[i] = min(natural[i], share)
+        return widths
+
+    def _plain(self, title: str, columns: Sequence[Column], cells: list[list[str]]) -> None:
+        widths = [max([len(c.header)] + [len(row[i]) for row in cells])
+                  for i, c in enumerate(columns)]
+
+        def fmt(values: Sequence[str]) -> str:
+            parts = [v.rjust(w) if c.numeric else v.ljust(w)
+                     for v, w, c in zip(values, widths, columns)]
+            return "  ".join(parts).rstrip()
+
+        print(title, file=self.file)
+        print(fmt([c.header for c in columns]), file=self.file)
+        for row in cells:
+            print(fmt(row), file=self.file)
+        print(file=self.file)
