@@ -48,7 +48,7 @@ SPARSE: dict[str, tuple[Any, Any, int]] = {
         "total_reserved")},
     "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
 }
-RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type")
+RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type", "concrete_inputs")
 
 
 def built() -> bool:
@@ -271,6 +271,7 @@ class Builder:
                     "row": rows[sel[keep]],
                     "input_dims": [dims[i] or "" for i in keep.tolist()],
                     "input_type": self.raw_text("input_type", e),
+                    "concrete_inputs": self.raw_text("concrete_inputs", e),
                     "sequence_number": seq[keep],
                     "fwd_thread_id": self.col("fwd_thread_id", e),
                 })

@@ -79,6 +79,7 @@ def side_tables(acc: _Accumulator, events: list[Event], args: list[Any], cat: np
                 "row": rows[sel[keep]],
                 "input_dims": raw_text(dims),
                 "input_type": raw_text([x.input_type for x in a]),
+                "concrete_inputs": raw_text([x.concrete_inputs for x in a]),
                 "sequence_number": seq[keep],
                 "fwd_thread_id": int_column(
                     [x.fwd_thread_id for x in a], "Fwd thread id", warnings),
