@@ -72,6 +72,8 @@ TRACES = Path(os.environ.get("HTA_SHARED_TRACES", SHARED_TRACES))
      "embedding"),
     ("void permute_pooled_embs_kernel<float>(float const*, long const*)", "embedding"),
     ("split_eb_bwd_rowwise_adagrad-dtype_Half", "embedding"),
+    ("void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>()",
+     "elementwise"),
     ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int> >()",
      "other"),
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
@@ -184,6 +186,7 @@ def test_op_categories() -> None:
         "aten::copy_": "copy/memset", "aten::_foreach_add_": "elementwise",
         "aten::max_pool2d_with_indices": "reduction", "vllm::unified_attention": "attention",
         "aten::something_new": None,
+        "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function": "embedding",
     }
     for op, cat in cases.items():
         assert op_category(op) == cat, op

@@ -150,5 +150,7 @@ def test_pointwise_norm_softmax_embedding() -> None:
     assert w.flops == 5 * 32000 and w.bytes == 4 * 2 * 32000
     w = call("aten::embedding", [[50000, 128], [16, 20]], ["float", "long int"])
     assert w.flops == 0 and w.bytes == 8 * 320 + 2 * 4 * 320 * 128
+    w = call("aten::sum", [[1024, 40], [], [], []], ["float", "", "Scalar", ""])
+    assert w.flops == 40960 and w.bytes == 4 * 40960
     assert call("aten::frobnicate", [[3]], ["float"]) is None
     assert call("aten::relu", [[]], [""]) is None  # no tensor recorded

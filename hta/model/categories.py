@@ -74,7 +74,7 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
     Family("convolution", r"(?i)(conv(?!ert)|winograd|implicit_convolve|scudnn|fprop|"
            r"dgrad|wgrad|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|col2im|im2col|cask_)",
            "cuDNN/MIOpen convolutions, implicit-GEMM fprop/dgrad/wgrad"),
-    Family("GEMM", r"(?i)(gemm|gemv|cutlass|cublas|xmma|nvjet|Cijk_|hipblaslt|rocblas|"
+    Family("GEMM", r"(?i)((?<!fb)gemm|gemv|cutlass|cublas|xmma|nvjet|Cijk_|hipblaslt|rocblas|"
            r"tensile|ck::|ck_tile|wmma|matmul|bmm|s884|s1688|h884|h1688|tensorop|"
            r"splitKreduce|triton_tem_|_mm_|^fc-dtype|epilogue::impl)",
            "cuBLAS/cuBLASLt (sm90_xmma, nvjet), CUTLASS, hipBLASLt, Tensile Cijk_, CK"),
@@ -172,8 +172,8 @@ OP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?i)(attention|attn|sdpa|flash)", "attention"),
     (r"(?i)conv(?!ert)", "convolution"),
     (r"(?i)(norm|softmax)", "normalization"),
-    (r"(?i)(gemm|matmul|_mm$|linear)", "GEMM"),
     (r"(?i)embedding", "embedding"),
+    (r"(?i)((?<!fb)gemm|matmul|_mm$|linear)", "GEMM"),
     (r"(?i)pool", "reduction"),
     (r"^aten::_foreach_", "elementwise"),
 )

@@ -187,6 +187,13 @@ def embedding_backward(x: Inputs) -> Work | None:
     return Work(float(numel(sg)), x.nbytes(0) + x.nbytes(1) + written, "fp32", False)
 
 
+def reduction(x: Inputs) -> Work | None:
+    """``sum``, ``mean``, ``amax``, ``norm`` ...: one FLOP per input element; bytes: the
+    input read once (the output, at most as large and usually far smaller, is not
+    counted: the reduced dims are a ``Concrete Inputs`` value)."""
+    return _elementwise(x, 1.0, reads=1, outputs=0)
+
+
 _UNARY_BINARY = (
     "add", "sub", "mul", "div", "rsub", "neg", "abs", "exp", "log", "log1p", "expm1",
     "pow", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "relu", "gelu", "silu", "sigmoid",
@@ -218,6 +225,9 @@ MODELS: dict[str, Model] = {
     **dict.fromkeys(("_softmax_backward_data", "_log_softmax_backward_data"),
                     softmax_backward),
     "embedding": embedding,
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min", "norm",
+                     "linalg_vector_norm", "prod", "var", "std", "var_mean", "std_mean",
+                     "logsumexp", "argmax", "argmin"), reduction),
     **dict.fromkeys(("embedding_dense_backward", "embedding_backward"), embedding_backward),
 }
 

@@ -1,0 +1,85 @@
+"""The operator calls that launched GPU work, at the innermost operator, with their
+kernels' time, their recorded shapes and their category."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.rowmap import RowMap
+from hta.model.categories import op_category
+from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
+from hta.model.trace import RankTrace
+
+
+def gpu_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the rank's GPU work (kernels, copies, memsets)."""
+    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+
+
+def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Category of each GPU work row from its kernel name (kernels that carry collective
+    args are ``communication``)."""
+    ev = rt.events
+    cats = categories(rt.symbols, ev["cat"].to_numpy()[rows], ev["name"].to_numpy()[rows],
+                      rules)
+    coll = rt.tables.get("collective_args")
+    if coll is not None and len(coll):
+        flagged = np.zeros(len(ev), dtype=bool)
+        pos = RowMap(ev).positions(coll["index"].to_numpy())
+        flagged[pos[pos >= 0]] = True
+        hit = flagged[rows] & (cats != "copy/memset")
+        cats[hit] = "communication"
+    return cats
+
+
+def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(calls, work): one row per operator call that launched GPU work (``op`` is the
+    position of the innermost ``cpu_op`` around the launch, the model's ``op_index``),
+    and one row per GPU work event with its owner position (-1: launched outside any
+    operator), duration and kernel category."""
+    ev = rt.events
+    rows = gpu_rows(rt)
+    owner = RowMap(ev).column(ev, "op_index")[rows]
+    dur = ev["dur"].to_numpy()[rows]
+    kcat = gpu_categories(rt, rows, rules)
+    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur, "kernel_category": kcat})
+    linked = work[work["owner"] >= 0]
+    if not len(linked):
+        return pd.DataFrame(columns=["op", "kernels", "time_ns", "category"]), work
+    grouped = linked.groupby("owner", sort=True)
+    calls = pd.DataFrame({"op": grouped.size().index.to_numpy(dtype=np.int64),
+                          "kernels": grouped.size().to_numpy(dtype=np.int64),
+                          "time_ns": grouped["dur"].sum().to_numpy(dtype=np.int64)})
+    by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
+    top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
+    top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]
+    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[calls["op"]]]
+    calls["name"] = names
+    by_name = {n: op_category(n) for n in pd.unique(names)}
+    named = np.array([by_name[n] or "" for n in names], dtype=object)
+    fallback = top.reindex(calls["op"]).to_numpy(dtype=object)
+    calls["category"] = np.where(named != "", named, fallback)
+    return calls, work
+
+
+def attach_shapes(rt: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
+    """Add ``input_dims``, ``input_types``, ``concrete_inputs`` (JSON text, ``""`` where
+    the trace recorded none) to the calls, from the ``op_args`` side table."""
+    n = len(calls)
+    cols = {c: np.full(n, "", dtype=object) for c in ("input_dims", "input_type",
+                                                      "concrete_inputs")}
+    table = rt.tables.get("op_args")
+    if table is not None and len(table) and n:
+        pos = RowMap(rt.events).positions(table["index"].to_numpy())
+        slot = np.full(len(rt.events), -1, dtype=np.int64)
+        ok = pos >= 0
+        slot[pos[ok]] = np.flatnonzero(ok)
+        where = slot[calls["op"].to_numpy()]
+        has = where >= 0
+        for c in cols:
+            if c in table:
+                values = table[c].to_numpy(dtype=object)[where[has]]
+                cols[c][has] = [v if isinstance(v, str) else "" for v in values]
+    return calls.assign(input_dims=cols["input_dims"], input_types=cols["input_type"],
+                        concrete_inputs=cols["concrete_inputs"])
