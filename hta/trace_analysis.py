@@ -27,6 +27,7 @@ from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
 from hta.facade.hta_main import HtaMainMixin
 from hta.facade.memory import MemoryMixin
+from hta.facade.performance import PerformanceMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.loading.lazy import LazyTrace, map_ranks
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin):
+                    TimelineMixin, StragglersMixin, HtaMainMixin, MemoryMixin, PerformanceMixin):
     """Load a job's traces and analyse them.
 
     Args:

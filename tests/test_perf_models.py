@@ -22,7 +22,7 @@ def test_gemm_known_answers() -> None:
     w = call("aten::mm", [[64, 32], [32, 16]], ["float", "float"])
     assert w.flops == 2 * 64 * 16 * 32
     assert w.bytes == 4 * (64 * 32 + 32 * 16 + 64 * 16)
-    assert (w.peak_key, w.matrix) == ("fp32", True)
+    assert (w.peak_key, w.matrix) == ("tf32", True)  # fp32 products: the TF32 roof
     w = call("aten::addmm", [[16], [64, 32], [32, 16], [], []],
              ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"])
     assert w.flops == 2 * 64 * 16 * 32 and w.peak_key == "bf16"

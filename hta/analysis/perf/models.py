@@ -41,6 +41,15 @@ def _float_key(x: Inputs, *args: int) -> str:
     return "fp32"
 
 
+def matrix_key(key: str) -> str:
+    """The peak a matrix op of this element type is judged against: fp32 products run
+    on TF32 tensor cores where allowed (cuDNN by default, matmul with
+    ``torch.backends.cuda.matmul.allow_tf32`` / ``set_float32_matmul_precision``), so
+    fp32 is judged against the TF32 roof (parts without TF32 fall back to their fp32
+    matrix or vector rate); other types against their own."""
+    return "tf32" if key == "fp32" else key
+
+
 def _out_itemsize(x: Inputs, i: int) -> float:
     """Bytes per element of an output of the type of argument ``i``; an fp8/fp4 GEMM's
     output is taken as 2 bytes (bf16), its usual ``out_dtype``."""
@@ -66,7 +75,7 @@ def _gemm(x: Inputs, a: int, b: int, extra: tuple[int, ...] = ()) -> Work | None
     flops = 2.0 * bsz * m * n * k
     out = bsz * m * n * _out_itemsize(x, a)
     moved = x.nbytes(a) + x.nbytes(b) + out + sum(x.nbytes(i) for i in extra)
-    return Work(flops, moved, _float_key(x, a, b), True)
+    return Work(flops, moved, matrix_key(_float_key(x, a, b)), True)
 
 
 def _broadcast(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -100,7 +109,7 @@ def linear(x: Inputs) -> Work | None:
     m, k, n = numel(sx[:-1]), sx[-1], sw[0]
     out = m * n * x.itemsize(0)
     moved = x.nbytes(0) + x.nbytes(1) + x.nbytes(2) + out
-    return Work(2.0 * m * n * k, moved, _float_key(x, 0, 1), True)
+    return Work(2.0 * m * n * k, moved, matrix_key(_float_key(x, 0, 1)), True)
 
 
 def _elementwise(x: Inputs, flops_per_element: float, reads: int | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hta.analysis.perf.inputs import Inputs, numel
-from hta.analysis.perf.models import Model, Work
+from hta.analysis.perf.models import Model, Work, matrix_key
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,8 @@ def _per_dim(value: object, n: int) -> list[int] | None:
 
 
 def _conv_key(x: Inputs) -> str:
-    """fp32 convolutions run on TF32 tensor cores by default (cuDNN allow_tf32)."""
-    k = x.key(0)
-    return "tf32" if k == "fp32" else (k or "fp32")
+    """The peak key of a convolution or attention (see ``models.matrix_key``)."""
+    return matrix_key(x.key(0) or "fp32")
 
 
 def _output_spatial(sp: tuple[int, ...], k: tuple[int, ...], x: Inputs, sig: ConvArgs,
@@ -199,11 +198,16 @@ def attention(base: str) -> Model:
         qkv = x.nbytes(sig.q) + x.nbytes(sig.q + 1) + x.nbytes(sig.q + 2)
         out = b * h * lq * dv * x.itemsize(sig.q)
         if sig.backward:
-            return Work(BACKWARD_RATIO * flops, 2 * qkv + 2 * out, x.key(sig.q) or "fp32",
+            return Work(BACKWARD_RATIO * flops, 2 * qkv + 2 * out, _conv_key(x_q(x, sig)),
                         True)
-        return Work(flops, qkv + out, x.key(sig.q) or "fp32", True)
+        return Work(flops, qkv + out, _conv_key(x_q(x, sig)), True)
 
     return model
+
+
+def x_q(x: Inputs, sig: AttnArgs) -> Inputs:
+    """The inputs seen from the query argument (for its element type)."""
+    return Inputs(x.dims[sig.q:], x.types[sig.q:], x.concrete[sig.q:])
 
 
 NN_MODELS: dict[str, Model] = {

@@ -36,7 +36,7 @@ from hta.model.trace import RankTrace, Trace
 COLUMNS = [
     "rank", "index", "iteration", "op", "category", "input_dims", "input_types", "kernels",
     "kernel_time(us)", "flops", "bytes", "tflops_per_s", "tb_per_s", "flops_per_byte",
-    "peak_key", "roof_tflops_per_s", "bound", "pct_of_peak", "device",
+    "peak_key", "matrix", "roof_tflops_per_s", "bound", "pct_of_peak", "device",
 ]
 
 DeviceArg = Device | str | None
@@ -96,7 +96,7 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
         "kernels": calls["kernels"].to_numpy(), "kernel_time(us)": time_ns / 1e3,
         "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte")},
-        "peak_key": work["peak_key"].to_numpy(),
+        "peak_key": work["peak_key"].to_numpy(), "matrix": work["matrix"].to_numpy(),
         **{k: roof[k] for k in ("roof_tflops_per_s", "bound", "pct_of_peak")},
         "device": dev.name if dev is not None else "",
     })

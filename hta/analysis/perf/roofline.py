@@ -53,3 +53,25 @@ def roofline_columns(flops: np.ndarray, nbytes: np.ndarray, time_ns: np.ndarray,
         "bound": pd.array(bound, dtype="object"),
         "pct_of_peak": np.where(modelled, pct, np.nan),
     }
+
+
+ROOF_COLUMNS = ["roof", "flops_per_byte", "tflops_per_s"]
+
+
+def roof_curves(device: Device, roofs: list[tuple[str, bool]], lo: float = 1e-2,
+                hi: float = 1e4) -> pd.DataFrame:
+    """Points of the roofs min(P, I·W) for the given (peak key, matrix) pairs, on
+    I from ``lo`` to ``hi`` FLOP/byte: the two ends and the ridge point of each roof (a
+    roof whose peak is unknown is the bandwidth line alone). ``roof`` names the line
+    (``bf16 matrix``, ``fp32 vector``)."""
+    rows = []
+    bw = device.bandwidth_tbs
+    for key, matrix in sorted(set(roofs)):
+        peak = peak_tflops(device, key, matrix)
+        label = f"{key} {'matrix' if matrix else 'vector'}"
+        ridge = lo if np.isnan(peak) else min(max(peak / bw, lo), hi)
+        xs = sorted({lo, ridge, hi})
+        for x in xs:
+            y = x * bw if np.isnan(peak) else min(peak, x * bw)
+            rows.append((label, x, y))
+    return pd.DataFrame(rows, columns=ROOF_COLUMNS)
