@@ -33,11 +33,15 @@ def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarra
     return cats
 
 
-def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(calls, work): one row per operator call that launched GPU work (``op`` is the
-    position of the innermost ``cpu_op`` around the launch, the model's ``op_index``),
-    and one row per GPU work event with its owner position (-1: launched outside any
-    operator), duration and kernel category."""
+Calls = dict[str, np.ndarray]
+
+
+def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
+    """(calls, work): columns (equal-length arrays) of the operator calls that launched
+    GPU work: ``op`` the position of the innermost ``cpu_op`` around the launch (the
+    model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``; and one row
+    per GPU work event with its owner position (-1: launched outside any operator),
+    duration and kernel category."""
     ev = rt.events
     rows = gpu_rows(rt)
     owner = RowMap(ev).column(ev, "op_index")[rows]
@@ -46,11 +50,12 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]
     work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur, "kernel_category": kcat})
     linked = work[work["owner"] >= 0]
     if not len(linked):
-        return pd.DataFrame(columns=["op", "kernels", "time_ns", "category"]), work
-    grouped = linked.groupby("owner", sort=True)
-    calls = pd.DataFrame({"op": grouped.size().index.to_numpy(dtype=np.int64),
-                          "kernels": grouped.size().to_numpy(dtype=np.int64),
-                          "time_ns": grouped["dur"].sum().to_numpy(dtype=np.int64)})
+        return {}, work
+    owners = linked["owner"].to_numpy()
+    op, kernels = np.unique(owners, return_counts=True)
+    calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
+                    "time_ns": np.bincount(np.searchsorted(op, owners),
+                                           weights=linked["dur"].to_numpy()).astype(np.int64)}
     by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
     top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
     top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]
@@ -59,14 +64,14 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[pd.DataFrame, pd.DataFrame]
     by_name = {n: op_category(n) for n in pd.unique(names)}
     named = np.array([by_name[n] or "" for n in names], dtype=object)
     fallback = top.reindex(calls["op"]).to_numpy(dtype=object)
-    calls["category"] = np.where(named != "", named, fallback)
+    calls["category"] = np.where(named != "", named, fallback).astype(object)
     return calls, work
 
 
-def attach_shapes(rt: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
+def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
     """Add ``input_dims``, ``input_types``, ``concrete_inputs`` (JSON text, ``""`` where
     the trace recorded none) to the calls, from the ``op_args`` side table."""
-    n = len(calls)
+    n = len(calls["op"])
     cols = {c: np.full(n, "", dtype=object) for c in ("input_dims", "input_type",
                                                       "concrete_inputs")}
     table = rt.tables.get("op_args")
@@ -75,11 +80,11 @@ def attach_shapes(rt: RankTrace, calls: pd.DataFrame) -> pd.DataFrame:
         slot = np.full(len(rt.events), -1, dtype=np.int64)
         ok = pos >= 0
         slot[pos[ok]] = np.flatnonzero(ok)
-        where = slot[calls["op"].to_numpy()]
+        where = slot[calls["op"]]
         has = where >= 0
         for c in cols:
             if c in table:
-                values = table[c].to_numpy(dtype=object)[where[has]]
-                cols[c][has] = [v if isinstance(v, str) else "" for v in values]
-    return calls.assign(input_dims=cols["input_dims"], input_types=cols["input_type"],
-                        concrete_inputs=cols["concrete_inputs"])
+                values = table[c].to_numpy(dtype=object, na_value="")
+                cols[c][has] = values[where[has]]
+    return {**calls, "input_dims": cols["input_dims"], "input_types": cols["input_type"],
+            "concrete_inputs": cols["concrete_inputs"]}

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.perf.calls import attach_shapes, op_calls
+from hta.analysis.perf.calls import Calls, attach_shapes, op_calls
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.models import work_of
 from hta.analysis.perf.roofline import roofline_columns
@@ -56,11 +56,16 @@ def rank_device(rt: RankTrace, device: DeviceArg = None) -> Device | None:
     return None
 
 
-def _models(calls: pd.DataFrame) -> pd.DataFrame:
+def _models(calls: Calls) -> pd.DataFrame:
     """flops, bytes, peak key, matrix per call: one model evaluation per distinct
     (operator, shapes, types, concrete inputs)."""
     key_cols = ["name", "input_dims", "input_types", "concrete_inputs"]
-    codes, uniq = pd.MultiIndex.from_frame(calls[key_cols]).factorize()
+    codes = np.zeros(len(calls["op"]), dtype=np.int64)
+    for col in key_cols:  # one dense integer key from the four columns' codes
+        c, u = pd.factorize(calls[col])
+        codes = pd.factorize(codes * (len(u) + 1) + c)[0].astype(np.int64)
+    first = np.unique(codes, return_index=True)[1]
+    uniq = list(zip(*(calls[c][first] for c in key_cols)))
     out = np.empty((len(uniq), 4), dtype=object)
     for i, (name, dims, types, conc) in enumerate(uniq):
         work = work_of(name, parse_inputs(dims, types, conc)) if dims else None
@@ -77,23 +82,22 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
                         rules: RuleSet | None = None) -> pd.DataFrame:
     """The rows of one rank (:data:`COLUMNS`), in the calls' start order."""
     calls, _ = op_calls(rt, rules or RuleSet())
-    if not len(calls):
+    if not calls:
         return pd.DataFrame({c: [] for c in COLUMNS})
     calls = attach_shapes(rt, calls)
     work = _models(calls)
     dev = rank_device(rt, device)
-    time_ns = calls["time_ns"].to_numpy()
+    time_ns = calls["time_ns"]
     roof = roofline_columns(work["flops"].to_numpy(), work["bytes"].to_numpy(), time_ns,
                             work["peak_key"].to_numpy(), work["matrix"].to_numpy(), dev)
     ev = rt.events
-    op = calls["op"].to_numpy()
+    op = calls["op"]
     out = pd.DataFrame({
         "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[op],
         "iteration": ev["iteration"].to_numpy()[op] if "iteration" in ev else -1,
-        "op": calls["name"].to_numpy(), "category": calls["category"].to_numpy(),
-        "input_dims": calls["input_dims"].to_numpy(),
-        "input_types": calls["input_types"].to_numpy(),
-        "kernels": calls["kernels"].to_numpy(), "kernel_time(us)": time_ns / 1e3,
+        "op": calls["name"], "category": calls["category"],
+        "input_dims": calls["input_dims"], "input_types": calls["input_types"],
+        "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
         "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte")},
         "peak_key": work["peak_key"].to_numpy(), "matrix": work["matrix"].to_numpy(),

@@ -34,11 +34,15 @@ def roofline_columns(flops: np.ndarray, nbytes: np.ndarray, time_ns: np.ndarray,
         intensity = np.where(nbytes > 0, flops / nbytes, np.nan)
     n = len(flops)
     peak = np.full(n, np.nan)
-    if device is not None:
-        lookup = {(k, m): peak_tflops(device, k, bool(m))
-                  for k, m in set(zip(keys.tolist(), matrix.tolist())) if k}
-        peak = np.array([lookup.get((k, m), np.nan) for k, m in zip(keys, matrix)],
-                        dtype=np.float64)
+    if device is not None and n:
+        codes, uniq = pd.factorize(keys)
+        both = codes.astype(np.int64) * 2 + matrix.astype(np.int64)
+        table = np.full(2 * max(len(uniq), 1), np.nan)
+        for i, k in enumerate(uniq):
+            if k:
+                table[2 * i] = peak_tflops(device, k, False)
+                table[2 * i + 1] = peak_tflops(device, k, True)
+        peak = np.where(codes >= 0, table[np.clip(both, 0, None)], np.nan)
     bw = device.bandwidth_tbs if device is not None else np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         ridge = peak / bw
