@@ -86,3 +86,10 @@ def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
     if not frames:
         return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
     return pd.concat(frames, ignore_index=True)[CATEGORY_COLUMNS]
+
+
+def below_roof(summary: pd.DataFrame, fraction: float = 0.5, top: int = 5) -> pd.DataFrame:
+    """The ``top`` groups of :func:`op_performance_summary` with the most time among
+    those whose ``pct_of_peak`` is below ``fraction`` of their roof (all ranks)."""
+    low = summary[summary["pct_of_peak"] < 100 * fraction]
+    return low.sort_values("kernel_time(us)", ascending=False, kind="stable").head(top)
