@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.analysis.perf.op_performance import DeviceArg, op_performance, rank_device
-from hta.analysis.perf.roofline import roof_curves
+from hta.analysis.perf.roofline import roof_curves, roofs_of
 from hta.analysis.perf.summary import category_time, op_performance_summary
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
@@ -75,13 +75,8 @@ class PerformanceMixin:
         rows = self.get_op_performance(rank, dev)
         summary = op_performance_summary(rows)
         modelled = summary[summary["flops"].notna()]
-        fig = roofline_figure(modelled, roof_curves(dev, _roof_keys(rows)), dev.name)
+        fig = roofline_figure(modelled, roof_curves(dev, roofs_of(rows)), dev.name)
         if visualize:
             show(fig)
         return fig
 
-
-def _roof_keys(rows: pd.DataFrame) -> list[tuple[str, bool]]:
-    """The (peak key, matrix) roofs the modelled calls are judged against."""
-    modelled = rows[rows["flops"].notna() & (rows["peak_key"] != "")]
-    return sorted(set(zip(modelled["peak_key"], modelled["matrix"].astype(bool))))

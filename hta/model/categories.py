@@ -57,7 +57,7 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
            "MoE routing, permute/unpermute, grouped expert GEMMs (incl. mxfp4 matmul_ogs)"),
     Family("embedding", r"(?i)(embedding|embed_|_eb_|index_select|indexSelect|"
            r"EmbeddingBag|permute_pooled_embs|permute_(1D|2D)_|permute_indices|"
-           r"linearize_index|bounds_check_indices|recat_copy|jagged|tbe_)",
+           r"linearize_index|bounds_check_indices|recat_copy|jagged|tbe_|offsets_range)",
            "embedding lookups and backward, TorchRec/FBGEMM sparse feature kernels"),
     Family("attention", r"(?i)(flash|fmha|attn|attention|sdpa|mha_|paged|"
            r"reshape_and_cache|PrefillWith|DecodeWith|mla_)",

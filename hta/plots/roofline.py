@@ -44,3 +44,18 @@ def roofline_figure(groups: pd.DataFrame, roofs: pd.DataFrame, device: str = ""
     fig.update_layout(title=f"Roofline{' — ' + device if device else ''}",
                       template="plotly_white", legend={"title": "category / roof"})
     return fig
+
+
+def category_time_figure(df: pd.DataFrame) -> go.Figure:
+    """GPU time per rank and category (``category_time``), one stacked bar per rank."""
+    fig = go.Figure()
+    for i, cat in enumerate(CATEGORIES):
+        part = df[df["category"] == cat]
+        if len(part):
+            fig.add_trace(go.Bar(x=part["rank"].astype(str), y=part["kernel_time(us)"] / 1e3,
+                                 name=cat, marker_color=_PALETTE[i % len(_PALETTE)],
+                                 customdata=part["share(%)"],
+                                 hovertemplate="%{y:,.3f} ms (%{customdata:.1f}%)"))
+    fig.update_layout(barmode="stack", title="GPU time by category", template="plotly_white",
+                      xaxis_title="rank", yaxis_title="GPU time (ms)")
+    return fig

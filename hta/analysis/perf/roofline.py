@@ -79,3 +79,10 @@ def roof_curves(device: Device, roofs: list[tuple[str, bool]], lo: float = 1e-2,
             y = x * bw if np.isnan(peak) else min(peak, x * bw)
             rows.append((label, x, y))
     return pd.DataFrame(rows, columns=ROOF_COLUMNS)
+
+
+def roofs_of(rows: pd.DataFrame) -> list[tuple[str, bool]]:
+    """The (peak key, matrix) roofs the modelled rows of ``op_performance`` are judged
+    against."""
+    modelled = rows[rows["flops"].notna() & (rows["peak_key"] != "")]
+    return sorted(set(zip(modelled["peak_key"], modelled["matrix"].astype(bool))))
