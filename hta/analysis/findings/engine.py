@@ -68,6 +68,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.communication",
     "hta.analysis.findings.kernels",
     "hta.analysis.findings.unclassified",
+    "hta.analysis.findings.roofline",
 )
 
 
