@@ -169,9 +169,10 @@ def test_real_traces_classified(path: Path) -> None:
         assert dur[kernel & rt.unclassified].sum() < 0.05 * dur[kernel].sum()
         coll = rt.tables.get("collective_args")
         rows = coll["index"].to_numpy() if coll is not None and len(coll) else None
-        old, _ = classify(rt.symbols, ev["cat"].to_numpy(), ev["name"].to_numpy(),
-                          _old_rules(), rows)
+        old, old_unmatched = classify(rt.symbols, ev["cat"].to_numpy(),
+                                      ev["name"].to_numpy(), _old_rules(), rows)
         assert np.array_equal(old, codes)
+        assert not (rt.unclassified & ~old_unmatched).any()  # nothing newly unmatched
 
 
 def test_op_categories() -> None:
@@ -192,3 +193,20 @@ def test_op_categories() -> None:
         assert op_category(op) == cat, op
     assert all(c in CATEGORIES for c in cases.values() if c)
     assert re.fullmatch(r"\w+", op_base_name("aten::_to_copy"))
+
+
+def _more_traces() -> list[Path]:
+    root = os.environ.get("HTA_MORE_TRACES")
+    if not root or not Path(root).is_dir():
+        return []
+    return sorted(p for p in Path(root).iterdir()
+                  if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+@pytest.mark.skipif(not _more_traces(), reason="HTA_MORE_TRACES (public traces) not set")
+@pytest.mark.parametrize("folder", _more_traces(), ids=lambda p: p.name)
+def test_public_traces_classified(folder: Path) -> None:
+    """The public traces of today's workloads (``HTA_MORE_TRACES=/work/public_traces``):
+    under 5% of kernel time unclassified on the first rank file, kinds as before."""
+    files = sorted(f for f in folder.rglob("*.json*") if "/." not in str(f))
+    test_real_traces_classified(files[0])

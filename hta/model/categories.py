@@ -53,14 +53,15 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
     Family("MoE", r"(?i)(moe|_matmul_ogs|grouped_?gemm|group_?gemm|expert|_routing|"
            r"topk_?gating|gating_?softmax|unpermute|permute_?(tokens?|rows?)|"
            r"expandInputRows|align_block_size|count_and_sort|_finalize_?moe|bitmatrix|"
-           r"GroupProblemShape|MoeGemm)",
+           r"GroupProblemShape|MoeGemm|dispatch_layout|expand_to_fused|fused_mapping)",
            "MoE routing, permute/unpermute, grouped expert GEMMs (incl. mxfp4 matmul_ogs)"),
     Family("embedding", r"(?i)(embedding|embed_|_eb_|index_select|indexSelect|"
            r"EmbeddingBag|permute_pooled_embs|permute_(1D|2D)_|permute_indices|"
-           r"linearize_index|bounds_check_indices|recat_copy|jagged|tbe_|offsets_range)",
+           r"linearize_index|bounds_check_indices|recat_copy|jagged|tbe_|offsets_range|"
+           r"sparse_features|indexing_backward)",
            "embedding lookups and backward, TorchRec/FBGEMM sparse feature kernels"),
     Family("attention", r"(?i)(flash|fmha|attn|attention|sdpa|mha_|paged|"
-           r"reshape_and_cache|PrefillWith|DecodeWith|mla_)",
+           r"reshape_and_cache|store_kvcache|PrefillWith|DecodeWith|mla_|sage_fwd|sageattn)",
            "flash/efficient/cuDNN SDPA, CK fmha, Triton attn_fwd, paged attention"),
     Family("normalization", r"(?i)(layer_?norm|rms_?norm|batch_?norm|group_?norm|"
            r"instance_?norm|bn_fw|bn_bw|GammaBeta|softmax)",
@@ -72,7 +73,7 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
     Family("reduction", r"^triton_(red|per)_", "Inductor reductions"),
     Family("elementwise", r"^triton_poi_", "Inductor pointwise kernels"),
     Family("convolution", r"(?i)(conv(?!ert)|winograd|implicit_convolve|scudnn|fprop|"
-           r"dgrad|wgrad|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|col2im|im2col|cask_)",
+           r"dgrad|wgrad|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|col2im|im2col|Im2d2Col|cask_)",
            "cuDNN/MIOpen convolutions, implicit-GEMM fprop/dgrad/wgrad"),
     Family("GEMM", r"(?i)((?<!fb)gemm|gemv|cutlass|cublas|xmma|nvjet|Cijk_|hipblaslt|rocblas|"
            r"tensile|ck::|ck_tile|wmma|matmul|bmm|s884|s1688|h884|h1688|tensorop|"
@@ -84,20 +85,23 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
            "copies, fills, concatenation, transposes and layout changes"),
     Family("reduction", r"(?i)(reduce|reduction|argmax|argmin|cub::Device(Reduce|"
            r"SegmentedReduce|Scan)|DeviceScan|cumsum|scan_kernel|vector_norm|norm_kernel|"
-           r"sum_kernel|_pool|pool_|pooling)",
+           r"sum_kernel|_pool|pool_|pooling|lookback_scan|scan_config|NLLCriterion|"
+           r"cross_entropy)",
            "sums, means, vector norms, arg-max/min, scans, pooling (a windowed reduction)"),
     Family("elementwise", r"(?i)(elementwise|pointwise|triton_poi_|Functor|activation|"
            r"gelu|silu|swiglu|relu|sigmoid|tanh|dropout|act_and_mul|mul_and|rotary|rope|"
-           r"multi_tensor_apply|adam|sgd|quantize|dequant|hfp8|fp8|clamp|scalePacked|"
+           r"multi_tensor_apply|adam|sgd|quantize|dequant|_quant_|hfp8|fp8|clamp|scalePacked|"
+           r"per_token_cast|_cast_|upsample|interpolat|"
            r"^(add|sub|mul|div|divide|aten::\w+\.?\w*)-dtype_)",
            "pointwise math and activations, casts and quantisation, optimizer updates"),
     Family("other", r"(?i)(sort|topk|radix|unique|nonzero|histogram|bucketize|"
-           r"searchsorted|spin_kernel|compute_cuda_kernel|^triton|triton_|-dtype_\w+$)",
+           r"searchsorted|spin_kernel|compute_cuda_kernel|^triton|triton_|-dtype_\w+$|rocprim|"
+           r"token_ids|position_kernel)",
            "sorts and selection, Triton kernels of unknown purpose, MTIA operator kernels"),
     # The families the earlier single compute rule named without a category, kept so
     # every kernel it matched still matches a rule.
     Family("other", r"(?i)(cudnn|sm\d+_|ampere_|volta_|turing_|hopper_|^void at::|"
-           r"at::native|miopen|index_select)",
+           r"at::native|miopen|index_select|fbgemm)",
            "other cuDNN, architecture-named and ATen native kernels"),
 )
 
