@@ -160,9 +160,14 @@ def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int
 
 def _advice(g: object) -> str:
     cat, bound, dims = g.category, g.bound, g.input_dims  # type: ignore[attr-defined]
+    if cat == "attention" and g.op.startswith("aten::_"):  # type: ignore[attr-defined]
+        return ("The fused attention kernel gets little work per tile at these shapes "
+                f"({dims}): pack more sequences per call (variable-length batching), and "
+                "compare the other SDPA backends on this shape "
+                "(torch.nn.attention.sdpa_kernel: flash, efficient, cuDNN).")
     if cat == "attention":
-        return ("Check that SDPA uses a fused flash/cuDNN backend "
-                "(torch.nn.attention.sdpa_kernel) and that the head dim is a multiple of 8.")
+        return ("Use a fused attention kernel: scaled_dot_product_attention with a flash or "
+                "cuDNN backend (torch.nn.attention.sdpa_kernel), head dim a multiple of 8.")
     if cat in ("GEMM", "MoE") and bound == "compute":
         return ("This matrix product runs well below the tensor-core peak: check that every "
                 "dimension is a multiple of 16 (8 for fp16/bf16 on older parts), that the "

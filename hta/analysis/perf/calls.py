@@ -11,6 +11,9 @@ from hta.model.categories import op_category
 from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
 from hta.model.trace import RankTrace
 
+#: Copies whose speed is set by a host or peer link, not by device memory.
+LINK_COPY_KINDS = frozenset({"memcpy_htod", "memcpy_dtoh", "memcpy_ptop", "memcpy_other"})
+
 
 def gpu_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the rank's GPU work (kernels, copies, memsets)."""
@@ -39,7 +42,8 @@ Calls = dict[str, np.ndarray]
 def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     """(calls, work): columns (equal-length arrays) of the operator calls that launched
     GPU work: ``op`` the position of the innermost ``cpu_op`` around the launch (the
-    model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``; and one row
+    model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``,
+    ``link_copy`` (the call copied to or from the host or a peer); and one row
     per GPU work event with its owner position (-1: launched outside any operator),
     duration and kernel category."""
     ev = rt.events
@@ -53,9 +57,13 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
         return {}, work
     owners = linked["owner"].to_numpy()
     op, kernels = np.unique(owners, return_counts=True)
+    slot = np.searchsorted(op, owners)
+    link = kind_mask(ev["kind"].cat.codes.to_numpy()[linked["row"].to_numpy()],
+                     LINK_COPY_KINDS)
     calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
-                    "time_ns": np.bincount(np.searchsorted(op, owners),
-                                           weights=linked["dur"].to_numpy()).astype(np.int64)}
+                    "time_ns": np.bincount(slot, weights=linked["dur"].to_numpy()
+                                           ).astype(np.int64),
+                    "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
     by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
     top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
     top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]

@@ -196,6 +196,14 @@ def embedding_backward(x: Inputs) -> Work | None:
     return Work(float(numel(sg)), x.nbytes(0) + x.nbytes(1) + written, "fp32", False)
 
 
+def copy(x: Inputs) -> Work | None:
+    """``copy_(dst, src)`` on the device (a copy over a host or peer link gets no model):
+    no FLOPs; reads src, writes dst."""
+    if x.shape(0) is None or x.shape(1) is None:
+        return None
+    return Work(0.0, x.nbytes(0) + x.nbytes(1), "fp32", False)
+
+
 def reduction(x: Inputs) -> Work | None:
     """``sum``, ``mean``, ``amax``, ``norm`` ...: one FLOP per input element; bytes: the
     input read once (the output, at most as large and usually far smaller, is not
@@ -234,6 +242,7 @@ MODELS: dict[str, Model] = {
     **dict.fromkeys(("_softmax_backward_data", "_log_softmax_backward_data"),
                     softmax_backward),
     "embedding": embedding,
+    "copy": copy,
     **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min", "norm",
                      "linalg_vector_norm", "prod", "var", "std", "var_mean", "std_mean",
                      "logsumexp", "argmax", "argmin"), reduction),

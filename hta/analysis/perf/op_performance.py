@@ -19,6 +19,7 @@ Definitions and derivations: ``docs/analyses/performance.md``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import numpy as np
@@ -57,8 +58,10 @@ def rank_device(rt: RankTrace, device: DeviceArg = None) -> Device | None:
 
 
 def _models(calls: Calls) -> pd.DataFrame:
-    """flops, bytes, peak key, matrix per call: one model evaluation per distinct
-    (operator, shapes, types, concrete inputs)."""
+    """flops, bytes, peak key, matrix per call, and the shapes and types as compact JSON
+    text: one parse and model evaluation per distinct (operator, shapes, types, concrete
+    inputs). Calls that copied over a host or peer link get no model (their roof is the
+    link, not device memory)."""
     key_cols = ["name", "input_dims", "input_types", "concrete_inputs"]
     codes = np.zeros(len(calls["op"]), dtype=np.int64)
     for col in key_cols:  # one dense integer key from the four columns' codes
@@ -66,16 +69,29 @@ def _models(calls: Calls) -> pd.DataFrame:
         codes = pd.factorize(codes * (len(u) + 1) + c)[0].astype(np.int64)
     first = np.unique(codes, return_index=True)[1]
     uniq = list(zip(*(calls[c][first] for c in key_cols)))
-    out = np.empty((len(uniq), 4), dtype=object)
+    out = np.empty((len(uniq), 6), dtype=object)
     for i, (name, dims, types, conc) in enumerate(uniq):
         work = work_of(name, parse_inputs(dims, types, conc)) if dims else None
-        out[i] = (np.nan, np.nan, "", False) if work is None else (
-            work.flops, work.bytes, work.peak_key, work.matrix)
-    per = out[codes] if len(uniq) else np.empty((0, 4), dtype=object)
-    return pd.DataFrame({"flops": per[:, 0].astype(np.float64),
-                         "bytes": per[:, 1].astype(np.float64),
-                         "peak_key": per[:, 2].astype(object),
-                         "matrix": per[:, 3].astype(bool)})
+        out[i] = ((np.nan, np.nan, "", False) if work is None else (
+            work.flops, work.bytes, work.peak_key, work.matrix)) + (
+            compact_json(dims), compact_json(types))
+    per = out[codes] if len(uniq) else np.empty((0, 6), dtype=object)
+    link = calls["link_copy"]
+    return pd.DataFrame({"flops": np.where(link, np.nan, per[:, 0].astype(np.float64)),
+                         "bytes": np.where(link, np.nan, per[:, 1].astype(np.float64)),
+                         "peak_key": np.where(link, "", per[:, 2]).astype(object),
+                         "matrix": per[:, 3].astype(bool) & ~link,
+                         "input_dims": per[:, 4], "input_types": per[:, 5]})
+
+
+def compact_json(text: str) -> str:
+    """A recorded JSON text on one line (``[[16, 559], []]``); unparsable text as is."""
+    if not text or "\n" not in text:
+        return text
+    try:
+        return json.dumps(json.loads(text))
+    except ValueError:
+        return text
 
 
 def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
@@ -96,7 +112,8 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
         "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[op],
         "iteration": ev["iteration"].to_numpy()[op] if "iteration" in ev else -1,
         "op": calls["name"], "category": calls["category"],
-        "input_dims": calls["input_dims"], "input_types": calls["input_types"],
+        "input_dims": work["input_dims"].to_numpy(),
+        "input_types": work["input_types"].to_numpy(),
         "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
         "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte")},
