@@ -111,3 +111,27 @@ def test_real_trace_elementwise_near_bandwidth() -> None:
     modelled = df[df["pct_of_peak"].notna() & (df["kernel_time(us)"] > 50)]
     assert (modelled["pct_of_peak"] < 105).all()
     assert np.isclose(a.get_category_time()["share(%)"].sum(), 100.0)
+
+
+def test_summary_command_prints_categories_and_ops_below_roof(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from hta.cli import main
+
+    a = _job(tmp_path)  # the GEMM is at 13.9% of its H100 roof, the relu at 4.0%
+    del a
+    assert main(["summary", str(tmp_path), "--no-cache", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    hw = payload["hardware_efficiency"]
+    assert {r["category"] for r in hw["category_time"]} == {"GEMM", "elementwise",
+                                                           "communication"}
+    assert [r["op"] for r in hw["ops_below_half_roof"]] == ["aten::addmm", "aten::relu"]
+    assert main(["summary", str(tmp_path), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "GPU time by category (all ranks): GEMM" in text
+    assert "below half of their roof (H100 SXM)" in text
+    assert main(["summary", str(tmp_path), "--no-cache", "--device", "A100 40GB"]) == 0
+    assert "(A100 40GB)" in capsys.readouterr().out
+    assert main(["summary", str(tmp_path), "--no-cache", "--device", "Z9000"]) == 2
+    assert "unknown device" in capsys.readouterr().err
