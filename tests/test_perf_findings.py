@@ -68,6 +68,17 @@ def test_saving_capped_at_exposed_time(tmp_path: Path) -> None:
     assert len(found) == 1 and found[0].est_saving_ns == 3 * 1_000_000
 
 
+def test_unfused_attention_advice() -> None:
+    from hta.analysis.findings.roofline import unfused_attention
+
+    assert unfused_attention("[[16, 5185, 5185], [], []]")
+    assert unfused_attention("[[16, 5185, 5185], [16, 5185, 64]]")
+    assert unfused_attention("[[16, 5185, 64], [16, 64, 5185]]")  # Q @ K^T
+    assert not unfused_attention("[[16, 5185, 64], [16, 64, 32]]")
+    assert not unfused_attention("[[4096, 4096], [4096, 4096]]")  # a plain square GEMM
+    assert not unfused_attention("")
+
+
 def test_registered_in_the_engine(tmp_path: Path) -> None:
     table = _job(tmp_path, 10_000_000).get_findings()
     row = table[table["rule"] == "ops_below_roof"]

@@ -32,6 +32,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -158,8 +160,34 @@ def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int
             f"{fmt_time(g.t_ns - g.saving)} (operator performance table).")  # type: ignore[attr-defined]
 
 
+#: Least sequence length for a square score matrix to be read as unfused attention.
+SCORES_MIN_LEN = 256
+
+
+def unfused_attention(dims: str) -> bool:
+    """Whether the shapes read or make a batched square matrix of side >=
+    :data:`SCORES_MIN_LEN`: the L×L score matrix of attention computed by separate
+    bmm / softmax / bmm calls (an input [.., L, L], or a product [.., L, D] @ [.., D, L]
+    with D < L)."""
+    try:
+        shapes = json.loads(dims) if dims else []
+    except ValueError:
+        return False
+    batched = [s for s in shapes if isinstance(s, list) and len(s) >= 3
+               and all(isinstance(d, int) for d in s)]
+    if any(s[-1] == s[-2] >= SCORES_MIN_LEN for s in batched):
+        return True
+    return len(batched) >= 2 and (batched[0][-2] == batched[1][-1] >= SCORES_MIN_LEN
+                                  and batched[0][-1] == batched[1][-2] < batched[0][-2])
+
+
 def _advice(g: object) -> str:
     cat, bound, dims = g.category, g.bound, g.input_dims  # type: ignore[attr-defined]
+    if cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims):
+        return ("These shapes hold an L×L attention score matrix: attention computed as "
+                "bmm → softmax → bmm writes it to memory and reads it back. Use "
+                "torch.nn.functional.scaled_dot_product_attention (flash or cuDNN backend), "
+                "which never materialises it.")
     if cat == "attention" and g.op.startswith("aten::_"):  # type: ignore[attr-defined]
         return ("The fused attention kernel gets little work per tile at these shapes "
                 f"({dims}): pack more sequences per call (variable-length batching), and "
