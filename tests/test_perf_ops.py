@@ -85,6 +85,11 @@ def test_summary_category_time_and_figure(tmp_path: Path) -> None:
     s = a.get_op_performance_summary()
     assert s["op"].tolist() == ["aten::addmm", "aten::relu"]
     assert s.iloc[0]["calls"] == 1
+    by_cat = a.get_op_performance_summary(by="category").set_index("category")
+    assert by_cat.loc["GEMM", "modelled(%)"] == 100.0
+    assert by_cat.loc["GEMM", "tflops_per_s"] == pytest.approx(2.0 * M * N * K / 1e-3 / 1e12)
+    with pytest.raises(ValueError, match="by"):
+        a.get_op_performance_summary(by="kernel")
     cats = a.get_category_time().set_index("category")["kernel_time(us)"]
     # addmm 1000 + graph-replayed nvjet 200 (no operator: the kernel's category)
     assert cats.to_dict() == {"GEMM": 1200.0, "elementwise": 600.0, "communication": 300.0}

@@ -17,7 +17,11 @@ import pandas as pd
 
 from hta.analysis.perf.op_performance import DeviceArg, op_performance, rank_device
 from hta.analysis.perf.roofline import roof_curves, roofs_of
-from hta.analysis.perf.summary import category_time, op_performance_summary
+from hta.analysis.perf.summary import (
+    category_time,
+    op_performance_by_category,
+    op_performance_summary,
+)
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.loading.lazy import map_ranks
@@ -49,12 +53,19 @@ class PerformanceMixin:
                          kwargs={"device": device, "rules": self.rules},
                          description="Operator performance")
 
-    def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None
-                                   ) -> pd.DataFrame:
-        """Per rank, operator and shapes: calls, time, mean TFLOP/s and TB/s, % of peak.
-        See :func:`hta.analysis.perf.summary.op_performance_summary`; the split by
-        category is :meth:`get_category_time`."""
-        return op_performance_summary(self.get_op_performance(ranks, device))
+    def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
+                                   by: str = "shape") -> pd.DataFrame:
+        """``by="shape"``: per rank, operator and shapes: calls, time, mean TFLOP/s and
+        TB/s, % of peak (:func:`hta.analysis.perf.summary.op_performance_summary`).
+        ``by="category"``: per rank and category
+        (:func:`hta.analysis.perf.summary.op_performance_by_category`). All GPU time by
+        category, work outside operators included, is :meth:`get_category_time`."""
+        if by not in ("shape", "category"):
+            raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
+        rows = self.get_op_performance(ranks, device)
+        if by == "category":
+            return op_performance_by_category(rows)
+        return op_performance_summary(rows)
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).

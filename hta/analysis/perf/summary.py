@@ -31,6 +31,8 @@ SUMMARY_COLUMNS = [
     "device",
 ]
 CATEGORY_COLUMNS = ["rank", "category", "kernel_time(us)", "share(%)"]
+BY_CATEGORY_COLUMNS = ["rank", "category", "calls", "kernel_time(us)", "modelled(%)",
+                       "tflops_per_s", "tb_per_s", "pct_of_peak"]
 
 
 def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
@@ -58,6 +60,33 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
                           ignore_index=True)
     return out[SUMMARY_COLUMNS]
+
+
+def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and operator category (:data:`BY_CATEGORY_COLUMNS`): ``calls``, summed
+    ``kernel_time(us)``, ``modelled(%)`` the part of that time with a model, the modelled
+    calls' total FLOPs and bytes over their total time, and ``pct_of_peak`` weighted by
+    time over the modelled calls."""
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in BY_CATEGORY_COLUMNS})
+    has = rows["pct_of_peak"].notna()
+    t = rows["kernel_time(us)"]
+    frame = rows.assign(_mt=np.where(has, t, 0.0), _mf=np.where(has, rows["flops"], 0.0),
+                        _mb=np.where(has, rows["bytes"], 0.0),
+                        _w=np.where(has, rows["pct_of_peak"] * t, 0.0))
+    g = frame.groupby(["rank", "category"], sort=True).agg(
+        calls=("op", "size"), time=("kernel_time(us)", "sum"), mt=("_mt", "sum"),
+        mf=("_mf", "sum"), mb=("_mb", "sum"), w=("_w", "sum")).reset_index()
+    secs = g["mt"] / 1e6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = pd.DataFrame({
+            "rank": g["rank"], "category": g["category"], "calls": g["calls"],
+            "kernel_time(us)": g["time"], "modelled(%)": 100 * g["mt"] / g["time"],
+            "tflops_per_s": np.where(g["mt"] > 0, g["mf"] / secs / 1e12, np.nan),
+            "tb_per_s": np.where(g["mt"] > 0, g["mb"] / secs / 1e12, np.nan),
+            "pct_of_peak": np.where(g["mt"] > 0, g["w"] / g["mt"], np.nan)})
+    return out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
+                           ignore_index=True)
 
 
 def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
