@@ -152,5 +152,11 @@ def test_pointwise_norm_softmax_embedding() -> None:
     assert w.flops == 0 and w.bytes == 8 * 320 + 2 * 4 * 320 * 128
     w = call("aten::sum", [[1024, 40], [], [], []], ["float", "", "Scalar", ""])
     assert w.flops == 40960 and w.bytes == 4 * 40960
+    n = 888 * 2880
+    w = call("_C::fused_add_rms_norm", [[888, 2880], [888, 2880], [2880], []],
+             ["c10::BFloat16"] * 3 + ["Scalar"])
+    assert w.flops == 5 * n and w.bytes == 2 * (4 * n + 2880)
+    w = call("_C::silu_and_mul", [[888, 1440], [888, 2880]], ["c10::BFloat16"] * 2)
+    assert w.flops == 2 * 888 * 1440 and w.bytes == 2 * (888 * 2880 + 888 * 1440)
     assert call("aten::frobnicate", [[3]], ["float"]) is None
     assert call("aten::relu", [[]], [""]) is None  # no tensor recorded

@@ -176,6 +176,7 @@ OP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?i)(attention|attn|sdpa|flash)", "attention"),
     (r"(?i)conv(?!ert)", "convolution"),
     (r"(?i)(norm|softmax)", "normalization"),
+    (r"(?i)(rotary|rope)", "elementwise"),
     (r"(?i)embedding", "embedding"),
     (r"(?i)((?<!fb)gemm|matmul|_mm$|linear)", "GEMM"),
     (r"(?i)pool", "reduction"),

@@ -250,12 +250,48 @@ MODELS: dict[str, Model] = {
 }
 
 
+def fused_add_rms_norm(x: Inputs) -> Work | None:
+    """vLLM ``_C::fused_add_rms_norm(x, residual, w, eps)``, in place: residual += x,
+    then x = rms_norm(residual)·w: 5 FLOPs per element (add 1, RMS norm 4); reads x,
+    residual, w, writes x and residual."""
+    return _elementwise(x, 5.0, reads=3, outputs=2, broadcast=False)
+
+
+def rms_norm_out(x: Inputs) -> Work | None:
+    """vLLM ``_C::rms_norm(out, x, w, eps)``: 4 FLOPs per element; reads x and w,
+    writes out (the first argument, already counted as a tensor read: not added twice)."""
+    sx = x.shape(1)
+    if sx is None:
+        return None
+    n = numel(sx)
+    return Work(4.0 * n, 2.0 * n * x.itemsize(1) + x.nbytes(2), "fp32", False)
+
+
+def act_and_mul(x: Inputs) -> Work | None:
+    """vLLM ``_C::silu_and_mul(out, x)`` (and gelu variants): x is [..., 2d], out
+    [..., d]: 2 FLOPs per output element (activation, product); reads x, writes out."""
+    si = x.shape(1)
+    if si is None or not si or si[-1] % 2:
+        return None
+    n_out = numel(si) // 2
+    return Work(2.0 * n_out, x.nbytes(1) + n_out * x.itemsize(1), "fp32", False)
+
+
+#: Models of operators outside ``aten::``, by full name.
+CUSTOM_MODELS: dict[str, Model] = {
+    "_C::fused_add_rms_norm": fused_add_rms_norm,
+    "_C::rms_norm": rms_norm_out,
+    **dict.fromkeys(("_C::silu_and_mul", "_C::gelu_and_mul", "_C::gelu_tanh_and_mul"),
+                    act_and_mul),
+}
+
+
 def model_of(op: str) -> Model | None:
     """The model of an operator name (``aten::addmm``, ``aten::add_.Tensor``), or None."""
     from hta.analysis.perf.models_nn import NN_MODELS  # conv and attention
 
     if not op.startswith("aten::"):
-        return None
+        return CUSTOM_MODELS.get(op)
     base = op_base_name(op)
     return MODELS.get(base) or NN_MODELS.get(base)
 
