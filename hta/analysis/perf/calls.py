@@ -51,7 +51,8 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     owner = RowMap(ev).column(ev, "op_index")[rows]
     dur = ev["dur"].to_numpy()[rows]
     kcat = gpu_categories(rt, rows, rules)
-    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur, "kernel_category": kcat})
+    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
+                         "kernel_category": pd.Series(kcat, dtype=object, copy=False)})
     linked = work[work["owner"] >= 0]
     if not len(linked):
         return {}, work
@@ -91,8 +92,7 @@ def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
         where = slot[calls["op"]]
         has = where >= 0
         for c in cols:
-            if c in table:
-                values = table[c].to_numpy(dtype=object, na_value="")
-                cols[c][has] = values[where[has]]
+            if c in table:  # convert only the rows of these calls
+                cols[c][has] = table[c].take(where[has]).to_numpy(dtype=object, na_value="")
     return {**calls, "input_dims": cols["input_dims"], "input_types": cols["input_type"],
             "concrete_inputs": cols["concrete_inputs"]}

@@ -108,18 +108,20 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
                             work["peak_key"].to_numpy(), work["matrix"].to_numpy(), dev)
     ev = rt.events
     op = calls["op"]
+    text = {  # text columns stay object arrays: no conversion of long shape strings
+        "op": calls["name"], "category": calls["category"],
+        "input_dims": work["input_dims"].to_numpy(), "input_types": work["input_types"].to_numpy(),
+        "peak_key": work["peak_key"].to_numpy(), "bound": np.asarray(roof["bound"], dtype=object),
+        "device": np.full(len(op), dev.name if dev is not None else "", dtype=object)}
     out = pd.DataFrame({
         "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[op],
         "iteration": ev["iteration"].to_numpy()[op] if "iteration" in ev else -1,
-        "op": calls["name"], "category": calls["category"],
-        "input_dims": work["input_dims"].to_numpy(),
-        "input_types": work["input_types"].to_numpy(),
+        **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
         "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
         "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
-        **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte")},
-        "peak_key": work["peak_key"].to_numpy(), "matrix": work["matrix"].to_numpy(),
-        **{k: roof[k] for k in ("roof_tflops_per_s", "bound", "pct_of_peak")},
-        "device": dev.name if dev is not None else "",
+        **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
+                                "roof_tflops_per_s", "pct_of_peak")},
+        "matrix": work["matrix"].to_numpy(),
     })
     return out[COLUMNS]
 
