@@ -16,13 +16,14 @@ FLOPS = 2.0 * S ** 3
 
 
 def _job(tmp_path: Path, gemm_ns: int, shapes: bool = True, overlap_ns: int = 0,
-         blocks_per_sm: float | None = None) -> TraceAnalysis:
+         blocks_per_sm: float | None = None, size: int = S) -> TraceAnalysis:
     """One step with three bf16 4096³ GEMMs of ``gemm_ns`` each; optionally a kernel on
     another stream overlapping the first ``overlap_ns`` of each GEMM."""
     b = TraceBuilder(rank=0)
     b.extra_top_level["deviceProperties"] = [H100]
     bf16 = "c10::BFloat16"
-    args = {"Input Dims": [[S, S], [S, S]], "Input type": [bf16, bf16]} if shapes else {}
+    args = {"Input Dims": [[size, size], [size, size]], "Input type": [bf16, bf16]
+            } if shapes else {}
     kernel_args = {} if blocks_per_sm is None else {"blocks per SM": blocks_per_sm}
     t = 1_000_000
     with b.step(1, ts=0, dur=3 * gemm_ns + 3_000_000):
@@ -61,6 +62,13 @@ def test_fast_gemm_no_shapes_and_claimed_kernels_are_silent(tmp_path: Path) -> N
     assert _check(_job(tmp_path / "noshapes", 10_000_000, shapes=False)) == []
     assert _check(_job(tmp_path / "grid", 10_000_000, blocks_per_sm=0.5)) == []
     assert "record_shapes=True" in SHAPES_NOTE
+
+
+def test_saving_floor_of_five_us_per_kernel(tmp_path: Path) -> None:
+    found = _check(_job(tmp_path, 100_000, size=64))  # 64³ GEMMs of 100 µs: far below
+    assert len(found) == 1
+    # the attainable time is under 5 µs, so the floor holds: 3 x (100 - 5) µs
+    assert found[0].est_saving_ns == 3 * (100_000 - 5_000)
 
 
 def test_saving_capped_at_exposed_time(tmp_path: Path) -> None:

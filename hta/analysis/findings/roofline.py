@@ -11,8 +11,10 @@
     **Saving.** A well-tuned kernel reaches about :data:`ATTAINABLE` (70%) of its roof
     (cuBLAS/CUTLASS GEMMs of large shapes reach 70-80% of the tensor peak; streaming
     kernels 80-90% of the bandwidth), so a call of time ``t`` at ``p``% of its roof would
-    take ``t · p / (100 · ATTAINABLE)`` at the attainable rate; the group's saving is
-    ``Σ t · max(0, 1 − p / (100 · ATTAINABLE))``. A kernel made faster shortens the step
+    take ``t · p / (100 · ATTAINABLE)`` at the attainable rate, but no less than 5 µs per
+    kernel it launched (``SMALL_NS``: launch ramp and one wave; below it ``small_kernels``
+    calls a kernel small); the group's saving is ``Σ max(0, t − max(t · p /
+    (100 · ATTAINABLE), 5 µs · kernels))``. A kernel made faster shortens the step
     only where nothing else runs on the GPU, so the saving is capped at the group's
     *exposed* kernel time: the union of its kernels' intervals minus the time other GPU
     work (any stream of the rank) runs meanwhile.
@@ -92,8 +94,9 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     """Per (op, shapes, types): time, saving at the attainable fraction, pct of roof."""
     t = calls["kernel_time(us)"].to_numpy() * 1e3
     pct = calls["pct_of_peak"].to_numpy()
-    calls = calls.assign(t_ns=t, saving=t * np.clip(1 - pct / (100 * ATTAINABLE), 0, None),
-                         w=t * pct)
+    floor = calls["kernels"].to_numpy() * float(SMALL_NS)
+    target = np.maximum(t * pct / (100 * ATTAINABLE), floor)
+    calls = calls.assign(t_ns=t, saving=np.clip(t - target, 0, None), w=t * pct)
     g = calls.groupby(_KEYS, sort=False).agg(
         calls=("index", "size"), t_ns=("t_ns", "sum"), saving=("saving", "sum"),
         w=("w", "sum"), flops=("flops", "sum"), nbytes=("bytes", "sum"),
