@@ -140,3 +140,19 @@ def test_summary_command_prints_categories_and_ops_below_roof(
     assert "(A100 40GB)" in capsys.readouterr().out
     assert main(["summary", str(tmp_path), "--no-cache", "--device", "Z9000"]) == 2
     assert "unknown device" in capsys.readouterr().err
+
+
+def test_report_section(tmp_path: Path) -> None:
+    from hta.report.builder import build_sections
+
+    def hardware(a: TraceAnalysis):  # noqa: ANN202
+        return next(s for s in build_sections(a) if s.id == "hardware")
+
+    s = hardware(_job(tmp_path / "shapes"))
+    assert s.error == "" and [f.title for f in s.figures] == [
+        "GPU time by category", "Roofline — H100 SXM, rank 0"]
+    ops = s.tables[1]
+    assert ops.rows[0][1] == "aten::addmm"
+    s = hardware(_job(tmp_path / "noshapes", shapes=False))
+    assert s.error == "" and len(s.figures) == 1
+    assert any("record_shapes=True" in n for n in s.notes)
