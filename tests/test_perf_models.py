@@ -37,6 +37,19 @@ def test_gemm_known_answers() -> None:
     assert call("aten::mm", [[64, 32], [31, 16]], ["float", "float"]) is None
 
 
+def test_grouped_mm_against_per_expert_sum() -> None:
+    """MoE grouped GEMM: the sum over experts of 2·tokens_e·K·N, whatever the split."""
+    tokens = [5, 0, 17, 10]  # tokens routed to each of 4 experts
+    t, k, n = sum(tokens), 64, 32
+    w = call("aten::_grouped_mm", [[t, k], [4, k, n], [4]],
+             ["c10::BFloat16", "c10::BFloat16", "int"])
+    assert w.flops == sum(2 * te * k * n for te in tokens) and w.peak_key == "bf16"
+    assert w.bytes == 2 * (t * k + 4 * k * n + t * n)
+    wg = call("aten::_grouped_mm", [[k, t], [t, n], [4]],
+              ["c10::BFloat16", "c10::BFloat16", "int"])  # weight gradient
+    assert wg.flops == w.flops and wg.bytes == 2 * (k * t + t * n + 4 * k * n)
+
+
 @pytest.mark.parametrize(("a", "b"), [
     ((5, 3), (3, 7)), ((2, 5, 3), (3, 7)), ((4, 1, 5, 3), (2, 3, 7)), ((3,), (3, 7)),
     ((5, 3), (3,)), ((6, 2, 5, 3), (6, 2, 3, 4)),

@@ -101,6 +101,30 @@ def addmm(x: Inputs) -> Work | None:
     return _gemm(x, 1, 2, extra=(0,))
 
 
+def grouped_mm(x: Inputs) -> Work | None:
+    """``_grouped_mm(a, b, offs, ...)``, ``_scaled_grouped_mm`` (MoE expert GEMMs): with
+    a [T, K] and b [E, K, N] each of the T tokens is multiplied by its expert's K×N
+    matrix, 2·T·K·N FLOPs, output [T, N]; with a [M, T] and b [T, N] (the weight
+    gradient) the T tokens are split among the E groups of ``offs``, 2·M·T·N FLOPs, output
+    [E, M, N]; a [E, M, K] and b [E, K, N] is a batched product. Bytes: a, b, output."""
+    sa, sb = x.shape(0), x.shape(1)
+    if sa is None or sb is None:
+        return None
+    size = _out_itemsize(x, 0)
+    if len(sa) == 2 and len(sb) == 3 and sa[1] == sb[1]:
+        (t, k), n = sa, sb[2]
+        flops, out = 2.0 * t * k * n, t * n * size
+    elif len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and x.shape(2):
+        (m, t), n = sa, sb[1]
+        flops, out = 2.0 * m * t * n, numel(x.shape(2)) * m * n * size  # type: ignore[arg-type]
+    elif len(sa) == 3 and len(sb) == 3:
+        return _gemm(x, 0, 1)
+    else:
+        return None
+    return Work(flops, x.nbytes(0) + x.nbytes(1) + out, matrix_key(_float_key(x, 0, 1)),
+                True)
+
+
 def linear(x: Inputs) -> Work | None:
     """``linear(x[..., K], w[N, K], bias?)``: M = product of x's leading dims."""
     sx, sw = x.shape(0), x.shape(1)
@@ -226,6 +250,7 @@ MODELS: dict[str, Model] = {
     **dict.fromkeys(("mm", "bmm", "matmul", "_scaled_mm", "mv", "dot"), mm),
     **dict.fromkeys(("addmm", "baddbmm", "_addmm_activation", "addmv", "addbmm"), addmm),
     "linear": linear,
+    **dict.fromkeys(("_grouped_mm", "_scaled_grouped_mm"), grouped_mm),
     **dict.fromkeys(_UNARY_BINARY, unary_or_binary),
     **dict.fromkeys(("native_layer_norm", "layer_norm", "native_batch_norm",
                      "cudnn_batch_norm", "miopen_batch_norm", "_native_batch_norm_legit",
