@@ -5,6 +5,11 @@ Every complete event gets one *kind*. The assignment is data: an ordered list of
 (``TraceAnalysis(trace_dir, kind_rules=[Rule(...)])``). Rules are evaluated once per
 distinct ``(category, name)`` pair, never per event, so they cost nothing at scale.
 
+The same table gives GPU work its operator *category* (GEMM, attention, ..., see
+:mod:`hta.model.categories`): the compute kernel rules are one rule per kernel family of
+``KERNEL_FAMILIES``, each carrying its category (:meth:`RuleSet.category_of`,
+:func:`categories`), so kinds and categories never disagree.
+
 Kinds (the categories of the ``kind`` column, in this order):
 
 =================  =====================================================================
