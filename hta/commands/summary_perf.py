@@ -64,7 +64,8 @@ def print_hardware(out: Printer, h: dict[str, Any]) -> None:
                  "torch.profiler.profile(record_shapes=True).", style="yellow")
         return
     if h["devices"] == [""]:
-        out.line("Operator % of peak: the device is not in the table; pass --device NAME.",
+        out.line("Operator % of peak: no device matched (deviceProperties absent, or a part "
+                 "the peak table lacks); pass --device NAME.",
                  style="yellow")
         return
     low = h["below_roof"]
