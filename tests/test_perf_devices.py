@@ -34,6 +34,12 @@ from hta.model.devices import (
     ({"name": "AMD Instinct MI355X"}, "MI355X"),
     ({"name": "AMD Instinct MI250X"}, "MI250X (one GCD)"),
     ({"name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "numSms": 104}, "MI210"),
+    ({"name": "AMD Instinct MI300X VF", "totalGlobalMem": 205571227648, "numSms": 304},
+     "MI300X"),
+    ({"name": "", "totalGlobalMem": 206141652992, "numSms": 304, "computeMajor": 9,
+      "computeMinor": 4}, "MI300X"),
+    ({"name": "", "totalGlobalMem": 274e9, "numSms": 304, "computeMajor": 9,
+      "computeMinor": 4}, "MI325X"),
 ])
 def test_match(props: dict, name: str) -> None:
     assert match_device(props).name == name
@@ -41,6 +47,8 @@ def test_match(props: dict, name: str) -> None:
 
 def test_no_match_and_overrides() -> None:
     assert match_device({"name": "Some Future GPU"}) is None
+    assert match_device({"name": "", "numSms": 132, "computeMajor": 9,
+                         "computeMinor": 0}) is None
     assert match_device({"name": "AMD Radeon Graphics", "numSms": 60}) is None
     assert device_by_name("h100 sxm").name == "H100 SXM"
     assert device_by_name("MI300X").bandwidth_tbs == 5.3

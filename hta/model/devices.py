@@ -12,8 +12,9 @@ fp8): :func:`peak_tflops` then falls back as documented there.
 
 A trace's device is matched by its ``deviceProperties`` name (first matching entry, in
 table order), with ``totalGlobalMem`` or ``numSms`` breaking ties where one name covers
-two parts. The user can name a device (``device="H100 SXM"``) or give peaks directly
-(:func:`custom_device`).
+two parts; where the name is empty (ROCm in some containers), by ``computeMajor``,
+``computeMinor``, ``numSms`` and memory. The user can name a device
+(``device="H100 SXM"``) or give peaks directly (:func:`custom_device`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Device:
     max_memory_gb: float = float("inf")
     num_sms: int | None = None
     notes: str = ""
+    #: (computeMajor, computeMinor, CU count) that identify the part when the trace
+    #: leaves the name empty (ROCm inside some containers).
+    arch: tuple[int, int, int] | None = None
 
 
 _A100 = {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0,
@@ -85,9 +89,11 @@ DEVICES: tuple[Device, ...] = (
            "NVIDIA Tesla V100 GPU datasheet (SXM2)", r"V100"),
     Device("MI355X", {"fp64": 78.6, "fp32": 157.3, "fp32_matrix": 157.3, "fp16": 2516.6,
                       "bf16": 2516.6, "fp8": 5033.2, "fp4": 10066.3, "int8": 5033.2}, 8.0,
-           "AMD Instinct MI355X GPU datasheet", r"MI355"),
-    Device("MI325X", _MI300, 6.0, "AMD Instinct MI325X GPU datasheet", r"MI325"),
-    Device("MI300X", _MI300, 5.3, "AMD Instinct MI300X GPU datasheet", r"MI300X"),
+           "AMD Instinct MI355X GPU datasheet", r"MI355", arch=(9, 5, 256)),
+    Device("MI325X", _MI300, 6.0, "AMD Instinct MI325X GPU datasheet", r"MI325",
+           min_memory_gb=230, arch=(9, 4, 304)),
+    Device("MI300X", _MI300, 5.3, "AMD Instinct MI300X GPU datasheet", r"MI300X",
+           max_memory_gb=230, arch=(9, 4, 304)),
     Device("MI250X (one GCD)", {"fp64": 47.85, "fp32": 23.95, "fp32_matrix": 47.85,
                                 "fp16": 191.5, "bf16": 191.5, "int8": 191.5}, 1.6,
            "AMD Instinct MI250X accelerator datasheet (package figures ÷ 2 GCDs)", r"MI250X",
@@ -111,11 +117,14 @@ def match_device(properties: Mapping[str, Any] | None) -> Device | None:
     """The table's entry for one ``deviceProperties`` record (None when none fits)."""
     if not properties:
         return None
-    name = str(properties.get("name", ""))
+    name = str(properties.get("name", "") or "").strip()
     memory_gb = float(properties.get("totalGlobalMem") or 0) / 1e9
     sms = properties.get("numSms")
+    arch = (properties.get("computeMajor"), properties.get("computeMinor"), sms)
     for dev in DEVICES:
-        if not re.search(dev.pattern, name):
+        if not name and (dev.arch is None or tuple(dev.arch) != arch):
+            continue
+        if name and not re.search(dev.pattern, name):
             continue
         if memory_gb and not dev.min_memory_gb <= memory_gb <= dev.max_memory_gb:
             continue
