@@ -27,6 +27,7 @@ from hta.facade.counters import CountersMixin
 from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
 from hta.facade.memory import MemoryMixin
+from hta.facade.performance import PerformanceMixin
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
                     TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin,
-                    CollectivesMixin):
+                    CollectivesMixin, PerformanceMixin):
     """Load a job's traces and analyse them.
 
     Args:

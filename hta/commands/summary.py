@@ -31,6 +31,8 @@ from hta.commands.args_and_output import (
     report_skipped,
 )
 from hta.commands.cluster import add_cluster_options, load
+from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
+from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -58,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=_count, default=10, metavar="N",
                    help="kernels to list (default 10; 0 for none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_device_option(p)
     add_load_options(p)
     add_cluster_options(p)
     p.set_defaults(func=run)
@@ -92,12 +95,14 @@ def run(args: argparse.Namespace) -> int:
     """Load the job and print the overview."""
     from hta.report.overview import job_overview
 
+    device = device_arg(args.device)
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)
     overview = job_overview(analyzer.t, iterations=iterations, top=args.top)
     unclassified = analyzer.get_unclassified_kernels()
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
     findings = analyzer.get_findings(iterations=iterations)
+    efficiency = hardware(analyzer, device)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -105,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
         payload["skipped"] = analyzer.skipped
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
+        payload["hardware_efficiency"] = hardware_json(efficiency)
         print(dumps(payload))
         return EXIT_OK
     out = Printer()
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings)
+    print_hardware_efficiency(out, efficiency)
     if n_unclassified:
         out.line(f"{n_unclassified} kernel name(s) matched no kind rule and count as "
                  "computation; list them with TraceAnalysis.get_unclassified_kernels().",

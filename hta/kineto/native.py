@@ -52,7 +52,8 @@ SPARSE: dict[str, tuple[Any, Any, int]] = {
         "total_reserved")},
     "grid": (np.int64, -1, 3), "block": (np.int64, -1, 3),
 }
-RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type", "in_split", "out_split")
+RAW = ("pg_ranks", "input_dims", "input_dims_legacy", "input_type", "in_split", "out_split",
+       "concrete_inputs")
 #: A scanner built from older sources returns fewer raw fields: it is not used.
 _STALE = _scan is not None and getattr(_scan, "RAW_FIELDS", 0) != len(RAW)
 if _STALE:  # pragma: no cover - depends on the build

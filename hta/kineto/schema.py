@@ -124,6 +124,8 @@ DECODED_ARG_TABLES: dict[str, Table] = {
             _ROW,
             _c("input_dims", "str", "", "`Input Dims`, the raw JSON text (`\"\"` absent)"),
             _c("input_type", "str", "", "`Input type`, the raw JSON text (`\"\"` absent)"),
+            _c("concrete_inputs", "str", "", "`Concrete Inputs` (scalar arguments), the raw "
+               "JSON text (`\"\"` absent)"),
             _c("sequence_number", "int64", "", "`Sequence number`, -1 absent"),
             _c("fwd_thread_id", "int64", "", "`Fwd thread id`, -1 absent"),
         )),

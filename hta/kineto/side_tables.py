@@ -73,6 +73,7 @@ ARG_SOURCES: dict[str, dict[str, tuple[str, str, Any]]] = {
         "out_split_sizes": ("raws", "out_split", None),
     },
     "op_args": {"input_type": ("raws", "input_type", None),
+                "concrete_inputs": ("raws", "concrete_inputs", None),
                 "fwd_thread_id": ("ints", "fwd_thread_id", "Fwd thread id")},
     "sync_args": {
         "wait_on_stream": ("ints", "wait_on_stream", "wait_on_stream"),
@@ -126,7 +127,8 @@ def side_tables(acc: ColumnSink, values: ArgValues, cat: np.ndarray, rows: np.nd
             cols = _columns(values, "op_args", sel[keep])
             acc.add_table("op_args", {
                 "row": rows[sel[keep]], "input_dims": [dims[i] for i in keep.tolist()],
-                "input_type": cols["input_type"], "sequence_number": seq[keep],
+                "input_type": cols["input_type"],
+                "concrete_inputs": cols["concrete_inputs"], "sequence_number": seq[keep],
                 "fwd_thread_id": cols["fwd_thread_id"]})
     sel = acc._rows_for(acc.sync_cats, cat)
     if sel.size:

@@ -60,6 +60,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_dims_legacy: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     sequence_number: IntLike = msgspec.field(default=-1, name="Sequence number")
     fwd_thread_id: IntLike = msgspec.field(default=-1, name="Fwd thread id")
     # synchronization

@@ -5,6 +5,11 @@ Every complete event gets one *kind*. The assignment is data: an ordered list of
 (``TraceAnalysis(trace_dir, kind_rules=[Rule(...)])``). Rules are evaluated once per
 distinct ``(category, name)`` pair, never per event, so they cost nothing at scale.
 
+The same table gives GPU work its operator *category* (GEMM, attention, ..., see
+:mod:`hta.model.categories`): the compute kernel rules are one rule per kernel family of
+``KERNEL_FAMILIES``, each carrying its category (:meth:`RuleSet.category_of`,
+:func:`categories`), so kinds and categories never disagree.
+
 Kinds (the categories of the ``kind`` column, in this order):
 
 =================  =====================================================================
@@ -39,7 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-RULES_VERSION = 1
+from hta.model.categories import CATEGORIES, KERNEL_FAMILIES
+
+RULES_VERSION = 2  # 2: the compute rule split into kernel families carrying a category
 
 KINDS: tuple[str, ...] = (
     "cpu_op",
@@ -84,17 +91,23 @@ class Rule:
 
     ``cat`` and ``name`` are regular expressions searched (``re.search``) in the
     event's category and name; ``None`` matches anything. ``note`` says why the rule
-    exists; it appears in :func:`describe_rules`.
+    exists; it appears in :func:`describe_rules`. ``category`` is the operator category
+    (:data:`hta.model.categories.CATEGORIES`) of the GPU work the rule matches; ``None``
+    takes the kind's default (:func:`default_category`).
     """
 
     kind: str
     cat: str | None = None
     name: str | None = None
     note: str = ""
+    category: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KIND_CODE:
             raise ValueError(f"unknown kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        if self.category is not None and self.category not in CATEGORIES:
+            raise ValueError(f"unknown category {self.category!r}; choose one of "
+                             f"{', '.join(CATEGORIES)}")
         for pattern in (self.cat, self.name):
             if pattern is not None:
                 re.compile(pattern)
@@ -132,12 +145,11 @@ _COMM_KERNEL_NAMES = (
     r"cross_device_reduce|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|"
     r"multimem_all_reduce|symm_mem)"
 )
-_COMPUTE_KERNEL_NAMES = (
-    r"(?i)(gemm|gemv|cutlass|cublas|cudnn|xmma|sm\d+_|ampere_|volta_|turing_|hopper_|"
-    r"^void at::|at::native|elementwise|reduce|softmax|triton_|^triton|flash|fmha|attention|"
-    r"conv|winograd|implicit_convolve|cijk_|ck_tile|ck::|hipblaslt|miopen|rocblas|"
-    r"layer_?norm|rms_?norm|batch_?norm|dropout|embedding|index_select|copy_kernel|fill_kernel|"
-    r"CatArray|sort|topk|adam|sgd)"
+#: One ``computation`` rule per kernel family of :data:`hta.model.categories.KERNEL_FAMILIES`
+#: (first match wins), each carrying the family's category.
+_FAMILY_RULES: tuple[Rule, ...] = tuple(
+    Rule("computation", cat=KERNEL_CATS, name=f.name, note=f.note, category=f.category)
+    for f in KERNEL_FAMILIES
 )
 
 DEFAULT_RULES: tuple[Rule, ...] = (
@@ -152,10 +164,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("memcpy_other", cat=r"^mtia_ccp_events$", name=r"^dma_request$",
          note="MTIA DMA transfers (direction only in args)"),
     Rule("gpu_sync", cat=r"^mtia_ccp_events$", name=r"^event_(record|wait)$"),
-    Rule("communication", cat=KERNEL_CATS, name=_COMM_KERNEL_NAMES,
+    Rule("communication", cat=KERNEL_CATS, name=_COMM_KERNEL_NAMES, category="communication",
          note="NCCL/RCCL, NVSHMEM, DeepEP dispatch/combine, custom all-reduce kernels"),
-    Rule("computation", cat=KERNEL_CATS, name=_COMPUTE_KERNEL_NAMES,
-         note="well-known compute kernel families"),
+    *_FAMILY_RULES,
+    Rule("computation", cat=r"^mtia_ccp_events$", category="other",
+         note="MTIA processing-element jobs (pe_exe, merge, remote)"),
     Rule("memcpy_htod", cat=MEMCPY_CATS, name=r"HtoD|Host ?-> ?Device"),
     Rule("memcpy_dtoh", cat=MEMCPY_CATS, name=r"DtoH|Device ?-> ?(Host|Pageable|Pinned)"),
     Rule("memcpy_ptop", cat=MEMCPY_CATS, name=r"PtoP|Peer"),
@@ -188,14 +201,26 @@ class RuleSet:
         self.user_rules: tuple[Rule, ...] = tuple(user_rules)
         self.rules: tuple[Rule, ...] = self.user_rules + tuple(defaults)
 
-    def kind_of(self, cat: str, name: str) -> tuple[str, bool]:
-        """Return (kind, matched) for one pair; ``matched`` is False for the fallbacks."""
+    def rule_for(self, cat: str, name: str) -> tuple[Rule, bool]:
+        """The first rule matching one pair, and whether it is a rule of the table
+        (False for the kernel fallback)."""
         for rule in self.rules:
             if rule.matches(cat, name):
-                return rule.kind, True
+                return rule, True
         if KERNEL_FALLBACK.matches(cat, name):
-            return KERNEL_FALLBACK.kind, False
-        return OTHER_FALLBACK.kind, True
+            return KERNEL_FALLBACK, False
+        return OTHER_FALLBACK, True
+
+    def kind_of(self, cat: str, name: str) -> tuple[str, bool]:
+        """Return (kind, matched) for one pair; ``matched`` is False for the fallbacks."""
+        rule, matched = self.rule_for(cat, name)
+        return rule.kind, matched
+
+    def category_of(self, cat: str, name: str) -> str:
+        """The category of one pair: its rule's, else the kind's default; ``""`` for
+        events that are not GPU work."""
+        rule, _ = self.rule_for(cat, name)
+        return rule.category or default_category(rule.kind)
 
     def fingerprint(self) -> str:
         """A short text that changes whenever the user's rules change."""
@@ -204,7 +229,8 @@ class RuleSet:
     def describe(self) -> list[dict[str, str]]:
         """The table as rows, for docs and for users checking what applies."""
         return [
-            {"kind": r.kind, "cat": r.cat or "*", "name": r.name or "*", "note": r.note,
+            {"kind": r.kind, "category": r.category or default_category(r.kind),
+             "cat": r.cat or "*", "name": r.name or "*", "note": r.note,
              "source": "user" if i < len(self.user_rules) else "default"}
             for i, r in enumerate(self.rules)
         ]
@@ -242,6 +268,42 @@ def classify(
         kind_codes[sel] = KIND_CODE["communication"]
         unmatched_rows[sel] = False
     return kind_codes, unmatched_rows
+
+
+def default_category(kind: str) -> str:
+    """The category of GPU work whose rule names none: communication kernels are
+    ``communication``, copies and memsets ``copy/memset``, other kernels ``other``;
+    ``""`` for events that are not GPU work."""
+    if kind == "communication":
+        return "communication"
+    if kind in MEMORY_KINDS:
+        return "copy/memset"
+    return "other" if kind == "computation" else ""
+
+
+def categories(
+    symbols: Sequence[str], cat_ids: np.ndarray, name_ids: np.ndarray, rules: RuleSet,
+    collective_rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """Category of each given event (object array of :data:`CATEGORIES` names, ``""``
+    for events that are not GPU work), one rule lookup per distinct (category, name).
+    ``collective_rows`` (positions in the given arrays) carry collective args: their
+    kernels are ``communication``, as in :func:`classify`."""
+    n = len(cat_ids)
+    out = np.full(n, "", dtype=object)
+    if n == 0:
+        return out
+    width = np.int64(max(len(symbols), 1))
+    pair = cat_ids.astype(np.int64) * width + name_ids.astype(np.int64)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    table = np.array([rules.category_of(symbols[k // width], symbols[k % width])
+                      for k in uniq.tolist()], dtype=object)
+    out = table[inverse]
+    if collective_rows is not None and len(collective_rows):
+        rows = np.asarray(collective_rows, dtype=np.int64)
+        kernel = out[rows] != ""
+        out[rows[kernel & (out[rows] != "copy/memset")]] = "communication"
+    return out
 
 
 def kind_codes(kinds: Iterable[str]) -> list[int]:

@@ -8,7 +8,8 @@ the job down, the estimated saving, the evidence and what to try, each linking t
 section holding its evidence), then the sections, in order: the job at a glance
 (:mod:`hta.report.overview`), GPU timeline, temporal breakdown, idle time, GPU kernels,
 communication/computation overlap, stragglers, user annotations, kernel launches, launch
-queue length, memory bandwidth, memory timeline, operators, critical path, and the
+queue length, memory bandwidth, memory timeline, operators, hardware efficiency
+(:mod:`hta.report.sections_hardware`), critical path, and the
 kernels no kind rule matched. Each section shows the figures of :mod:`hta.plots` drawn from
 the DataFrames of :mod:`hta.analysis`, the tables themselves, and the analysis module's
 docstring as its definitions. A section whose analysis fails on the trace says so, with
@@ -38,6 +39,7 @@ from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
 from hta.report import sections_findings
+from hta.report import sections_hardware as hardware
 from hta.report.context import (
     MAX_SERIES_POINTS,
     MAX_TABLE_ROWS,
@@ -86,6 +88,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
      "what held memory at the peak.", sections_findings.memory),
     ("operators", "Operators", "Per PyTorch operator: calls, CPU time, and GPU time of the "
      "work it launched.", details.operators),
+    ("hardware", "Hardware efficiency", "GPU time by category, and how close each operator "
+     "comes to the device's roofline.", hardware.hardware),
     ("critical-path", "Critical path", "", details.critical_path),
     ("unclassified", "Unclassified kernels", "", details.unclassified),
 ]

@@ -71,6 +71,7 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.kernels",
     "hta.analysis.findings.unclassified",
     "hta.analysis.findings.graphs",
+    "hta.analysis.findings.roofline",
 )
 
 

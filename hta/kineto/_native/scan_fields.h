@@ -24,7 +24,7 @@ enum {
     N_REGS, N_SHMEM, N_BPSM, N_WPSM, N_OCC, N_BYTES, N_SIZE, N_BW, N_INMSG,
     N_OUTMSG, N_GROUP, N_SEQ, N_MEMBYTES, N_TOTALLOC, N_TOTRES,
     D_GRID, D_BLOCK,
-    R_PGRANKS, R_DIMS, R_DIMSL, R_ITYPE, R_INSPLIT, R_OUTSPLIT, NSPARSE
+    R_PGRANKS, R_DIMS, R_DIMSL, R_ITYPE, R_INSPLIT, R_OUTSPLIT, R_CONCRETE, NSPARSE
 };
 #define FIRST_RAW R_PGRANKS
 #define N_DUR (-1) /* the dense dur column */
@@ -58,7 +58,8 @@ static const FieldDef ARGS[] = {
     {"Process Group Description", K_STR, S_PGDESC},
     {"Process Group Ranks", K_RAW, R_PGRANKS}, {"Seq", K_NUM, N_SEQ},
     {"Input Dims", K_RAW, R_DIMS}, {"Input dims", K_RAW, R_DIMSL},
-    {"Input type", K_RAW, R_ITYPE}, {"Sequence number", K_INT, I_SEQNO},
+    {"Input type", K_RAW, R_ITYPE}, {"Concrete Inputs", K_RAW, R_CONCRETE},
+    {"Sequence number", K_INT, I_SEQNO},
     {"In split size", K_RAW, R_INSPLIT}, {"Out split size", K_RAW, R_OUTSPLIT},
     {"Fwd thread id", K_INT, I_FWD}, {"wait_on_stream", K_INT, I_WSTREAM},
     {"wait_on_cuda_event_record_corr_id", K_INT, I_WCORR}, {"Addr", K_INT, I_ADDR},

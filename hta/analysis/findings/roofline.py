@@ -1,0 +1,228 @@
+"""Finding: operators far below their roofline.
+
+``ops_below_roof``
+    From :func:`hta.analysis.perf.op_performance.rank_op_performance` (one row per call
+    that launched GPU work, with FLOPs and bytes from its recorded shapes and its % of the
+    device's roof), the calls of the analysis (launched in a selected step; every call
+    without ``iterations``) are grouped by operator, shapes and types. A group is *far
+    below its roof* when its time-weighted ``pct_of_peak`` is under :data:`FAR_BELOW`
+    (35%: half of the attainable fraction) and it ran at least :data:`MIN_TIME_NS` (100 µs).
+
+    **Saving.** A well-tuned kernel reaches about :data:`ATTAINABLE` (70%) of its roof
+    (cuBLAS/CUTLASS GEMMs of large shapes reach 70-80% of the tensor peak; streaming
+    kernels 80-90% of the bandwidth), so a call of time ``t`` at ``p``% of its roof would
+    take ``t · p / (100 · ATTAINABLE)`` at the attainable rate, but no less than 5 µs per
+    kernel it launched (``SMALL_NS``: launch ramp and one wave; below it ``small_kernels``
+    calls a kernel small); the group's saving is ``Σ max(0, t − max(t · p /
+    (100 · ATTAINABLE), 5 µs · kernels))``. A kernel made faster shortens the step
+    only where nothing else runs on the GPU, so the saving is capped at the group's
+    *exposed* kernel time: the union of its kernels' intervals minus the time other GPU
+    work (any stream of the rank) runs meanwhile.
+
+    **Not claimed twice.** Calls whose kernels other rules claim are left out: any kernel
+    under 5 µs (``small_kernels``), any kernel with fewer blocks than SMs (grid-bound,
+    ``low_occupancy``), fp32 GEMMs without tensor cores (``fp32_gemm``).
+
+    **No shapes.** Without ``Input Dims`` (``record_shapes=False``) no call has a model and
+    the rule stays silent; :data:`SHAPES_NOTE` is the sentence that says so once (the
+    summary and the report print it).
+
+    At most :data:`MAX_FINDINGS` groups per rank, largest saving first; the evidence names
+    the operator, its shapes and types, the calls' count, steps and first start, the
+    achieved rate against the roof, and the device.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
+from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
+from hta.analysis.intervals import Cover, merge
+from hta.analysis.perf.calls import gpu_rows
+from hta.analysis.perf.op_performance import rank_op_performance
+from hta.analysis.rowmap import RowMap
+from hta.model.trace import RankTrace
+
+#: Fraction of the roof a well-tuned kernel reaches (the saving's target).
+ATTAINABLE = 0.70
+#: A group is far below its roof under this % of it (half the attainable fraction).
+FAR_BELOW = 100 * ATTAINABLE / 2
+#: Least GPU time of a group for a finding (ns).
+MIN_TIME_NS = 100_000
+#: Most findings per rank.
+MAX_FINDINGS = 5
+SHAPES_NOTE = ("Operator FLOPs and % of peak need the shapes: profile with "
+               "torch.profiler.profile(record_shapes=True).")
+_KEYS = ["op", "input_dims", "input_types"]
+
+
+def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
+    """Per event row: GPU work another kernel rule claims (module docstring)."""
+    ev = rt.events
+    claimed = np.zeros(len(ev), dtype=bool)
+    rows = gpu_rows(rt)
+    claimed[rows] = ev["dur"].to_numpy()[rows] < SMALL_NS
+    args = rt.tables.get("kernel_args")
+    if args is not None and len(args) and "blocks_per_sm" in args:
+        pos = RowMap(ev).positions(args["index"].to_numpy())
+        low = (args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)
+        claimed[pos[low]] = True
+    names = ev["name"].to_numpy()[rows]
+    uniq, inv = np.unique(names, return_inverse=True)
+    fp32 = np.array([FP32_GEMM.search(rt.symbols[i]) is not None for i in uniq.tolist()],
+                    dtype=bool)
+    claimed[rows[fp32[inv.reshape(-1)]]] = True
+    return claimed
+
+
+def _kernels_of(rt: RankTrace) -> pd.DataFrame:
+    """GPU work rows with their owner's event index, and whether another rule claims them."""
+    ev = rt.events
+    rows = gpu_rows(rt)
+    owner = RowMap(ev).column(ev, "op_index")[rows]
+    ok = owner >= 0
+    return pd.DataFrame({"row": rows[ok], "owner_index": ev["index"].to_numpy()[owner[ok]],
+                         "claimed": _claimed_elsewhere(rt)[rows[ok]]})
+
+
+def _groups(calls: pd.DataFrame) -> pd.DataFrame:
+    """Per (op, shapes, types): time, saving at the attainable fraction, pct of roof."""
+    t = calls["kernel_time(us)"].to_numpy() * 1e3
+    pct = calls["pct_of_peak"].to_numpy()
+    floor = calls["kernels"].to_numpy() * float(SMALL_NS)
+    target = np.maximum(t * pct / (100 * ATTAINABLE), floor)
+    calls = calls.assign(t_ns=t, saving=np.clip(t - target, 0, None), w=t * pct)
+    g = calls.groupby(_KEYS, sort=False).agg(
+        calls=("index", "size"), t_ns=("t_ns", "sum"), saving=("saving", "sum"),
+        w=("w", "sum"), flops=("flops", "sum"), nbytes=("bytes", "sum"),
+        roof=("roof_tflops_per_s", "first"), bound=("bound", "first"),
+        key=("peak_key", "first"), device=("device", "first"),
+        category=("category", "first")).reset_index()
+    g["pct"] = g["w"] / g["t_ns"]
+    return g[(g["pct"] < FAR_BELOW) & (g["t_ns"] >= MIN_TIME_NS)]
+
+
+def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
+    """Union of these GPU rows' intervals minus the time other GPU work runs (ns)."""
+    ev = rt.events
+    s, e = merge(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows])
+    return int(((e - s) - others.within(s, e)).sum())
+
+
+def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``ops_below_roof`` findings of one rank (module docstring)."""
+    calls = rank_op_performance(rt)
+    calls = calls[calls["pct_of_peak"].notna()]
+    if iterations is not None:
+        calls = calls[calls["iteration"].isin(iterations)]
+    if not len(calls):
+        return []
+    kernels = _kernels_of(rt)
+    claimed = set(kernels.loc[kernels["claimed"], "owner_index"].tolist())
+    calls = calls[~calls["index"].isin(claimed)]
+    groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
+    if not len(groups):
+        return []
+    window = analysis_window(rt, iterations)
+    ev = rt.events
+    all_gpu = gpu_rows(rt)
+    found = []
+    for g in groups.itertuples(index=False):
+        members = calls[(calls["op"] == g.op) & (calls["input_dims"] == g.input_dims)
+                        & (calls["input_types"] == g.input_types)]
+        rows = kernels.loc[kernels["owner_index"].isin(members["index"]), "row"].to_numpy()
+        rest = np.setdiff1d(all_gpu, rows, assume_unique=True)
+        others = Cover(ev["ts"].to_numpy()[rest], ev["end"].to_numpy()[rest])
+        saving = min(int(g.saving), _exposed(rt, rows, others), window[1] - window[0])
+        if saving <= 0:
+            continue
+        found.append(Finding((rt.rank,), step_tuple(members["iteration"].to_numpy()),
+                             _evidence(rt, g, members, window), saving,
+                             window[1] - window[0], subject=f"{g.op} {g.input_dims}",
+                             advice=_advice(g)))
+    return found
+
+
+def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int, int]
+              ) -> str:
+    ev = rt.events
+    first = int(ev["ts"].to_numpy()[RowMap(ev).positions(members["index"].to_numpy()[:1])][0])
+    secs = g.t_ns / 1e9  # type: ignore[attr-defined]
+    rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
+            else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]
+    return (f"{g.op} {g.input_dims} ({g.input_types}) ran {g.calls} time(s) in "  # type: ignore[attr-defined]
+            f"{fmt_steps(members['iteration'].to_numpy())}, first at "
+            f"+{fmt_time(first - window[0])} into the window, for {fmt_time(g.t_ns)} of "  # type: ignore[attr-defined]
+            f"GPU time at {rate}: {g.pct:.1f}% of its {g.bound}-bound roof on the "  # type: ignore[attr-defined]
+            f"{g.device} ({g.key}); at {100 * ATTAINABLE:.0f}% of the roof it would take "  # type: ignore[attr-defined]
+            f"{fmt_time(g.t_ns - g.saving)} (operator performance table).")  # type: ignore[attr-defined]
+
+
+#: Least sequence length for a square score matrix to be read as unfused attention.
+SCORES_MIN_LEN = 256
+
+
+def unfused_attention(dims: str) -> bool:
+    """Whether the shapes read or make a batched square matrix of side >=
+    :data:`SCORES_MIN_LEN`: the L×L score matrix of attention computed by separate
+    bmm / softmax / bmm calls (an input [.., L, L], or a product [.., L, D] @ [.., D, L]
+    with D < L)."""
+    try:
+        shapes = json.loads(dims) if dims else []
+    except ValueError:
+        return False
+    batched = [s for s in shapes if isinstance(s, list) and len(s) >= 3
+               and all(isinstance(d, int) for d in s)]
+    if any(s[-1] == s[-2] >= SCORES_MIN_LEN for s in batched):
+        return True
+    return len(batched) >= 2 and (batched[0][-2] == batched[1][-1] >= SCORES_MIN_LEN
+                                  and batched[0][-1] == batched[1][-2] < batched[0][-2])
+
+
+def _advice(g: object) -> str:
+    cat, bound, dims = g.category, g.bound, g.input_dims  # type: ignore[attr-defined]
+    if cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims):
+        return ("These shapes hold an L×L attention score matrix: attention computed as "
+                "bmm → softmax → bmm writes it to memory and reads it back. Use "
+                "torch.nn.functional.scaled_dot_product_attention (flash or cuDNN backend), "
+                "which never materialises it.")
+    if cat == "attention" and g.op.startswith("aten::_"):  # type: ignore[attr-defined]
+        return ("The fused attention kernel gets little work per tile at these shapes "
+                f"({dims}): pack more sequences per call (variable-length batching), and "
+                "compare the other SDPA backends on this shape "
+                "(torch.nn.attention.sdpa_kernel: flash, efficient, cuDNN).")
+    if cat == "attention":
+        return ("Use a fused attention kernel: scaled_dot_product_attention with a flash or "
+                "cuDNN backend (torch.nn.attention.sdpa_kernel), head dim a multiple of 8.")
+    if cat in ("GEMM", "MoE") and bound == "compute":
+        return ("This matrix product runs well below the tensor-core peak: check that every "
+                "dimension is a multiple of 16 (8 for fp16/bf16 on older parts), that the "
+                "operands are contiguous, and try torch.compile(mode='max-autotune') or a "
+                "larger batch to give the library a better tile.")
+    if cat in ("GEMM", "MoE", "convolution"):
+        return (f"The shapes {dims} give too little work per byte to fill the GPU: batch "
+                "these products (bmm, grouped GEMM), fuse them with their neighbours "
+                "(torch.compile), or grow the batch.")
+    return ("This memory-bound operator moves its tensors well below the memory bandwidth: "
+            "fuse it with the operators around it (torch.compile) so the data is read once, "
+            "and check for non-contiguous inputs (a .contiguous() copy or strided access).")
+
+
+RULES: list[FindingRule] = [
+    FindingRule(
+        id="ops_below_roof",
+        title="Operators far below their roofline",
+        section="hardware",
+        advice="Give the operator more work per launch, fuse it, or fix its shapes.",
+        saving=(f"Per operator and shapes, the time above what its calls would take at "
+                f"{100 * ATTAINABLE:.0f}% of their roof (compute peak or memory bandwidth), "
+                "capped at the time its kernels run with no other GPU work; only groups "
+                f"under {FAR_BELOW:.0f}% of their roof, with shapes recorded."),
+        check=check_ops_below_roof,
+    ),
+]

@@ -1,0 +1,98 @@
+"""The operator calls that launched GPU work, at the innermost operator, with their
+kernels' time, their recorded shapes and their category."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.rowmap import RowMap
+from hta.model.categories import op_category
+from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
+from hta.model.trace import RankTrace
+
+#: Copies whose speed is set by a host or peer link, not by device memory.
+LINK_COPY_KINDS = frozenset({"memcpy_htod", "memcpy_dtoh", "memcpy_ptop", "memcpy_other"})
+
+
+def gpu_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the rank's GPU work (kernels, copies, memsets)."""
+    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+
+
+def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarray:
+    """Category of each GPU work row from its kernel name (kernels that carry collective
+    args are ``communication``)."""
+    ev = rt.events
+    cats = categories(rt.symbols, ev["cat"].to_numpy()[rows], ev["name"].to_numpy()[rows],
+                      rules)
+    coll = rt.tables.get("collective_args")
+    if coll is not None and len(coll):
+        flagged = np.zeros(len(ev), dtype=bool)
+        pos = RowMap(ev).positions(coll["index"].to_numpy())
+        flagged[pos[pos >= 0]] = True
+        hit = flagged[rows] & (cats != "copy/memset")
+        cats[hit] = "communication"
+    return cats
+
+
+Calls = dict[str, np.ndarray]
+
+
+def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
+    """(calls, work): columns (equal-length arrays) of the operator calls that launched
+    GPU work: ``op`` the position of the innermost ``cpu_op`` around the launch (the
+    model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``,
+    ``link_copy`` (the call copied to or from the host or a peer); and one row
+    per GPU work event with its owner position (-1: launched outside any operator),
+    duration and kernel category."""
+    ev = rt.events
+    rows = gpu_rows(rt)
+    owner = RowMap(ev).column(ev, "op_index")[rows]
+    dur = ev["dur"].to_numpy()[rows]
+    kcat = gpu_categories(rt, rows, rules)
+    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
+                         "kernel_category": pd.Series(kcat, dtype=object, copy=False)})
+    linked = work[work["owner"] >= 0]
+    if not len(linked):
+        return {}, work
+    owners = linked["owner"].to_numpy()
+    op, kernels = np.unique(owners, return_counts=True)
+    slot = np.searchsorted(op, owners)
+    link = kind_mask(ev["kind"].cat.codes.to_numpy()[linked["row"].to_numpy()],
+                     LINK_COPY_KINDS)
+    calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
+                    "time_ns": np.bincount(slot, weights=linked["dur"].to_numpy()
+                                           ).astype(np.int64),
+                    "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
+    by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
+    top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
+    top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]
+    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[calls["op"]]]
+    calls["name"] = names
+    by_name = {n: op_category(n) for n in pd.unique(names)}
+    named = np.array([by_name[n] or "" for n in names], dtype=object)
+    fallback = top.reindex(calls["op"]).to_numpy(dtype=object)
+    calls["category"] = np.where(named != "", named, fallback).astype(object)
+    return calls, work
+
+
+def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
+    """Add ``input_dims``, ``input_types``, ``concrete_inputs`` (JSON text, ``""`` where
+    the trace recorded none) to the calls, from the ``op_args`` side table."""
+    n = len(calls["op"])
+    cols = {c: np.full(n, "", dtype=object) for c in ("input_dims", "input_type",
+                                                      "concrete_inputs")}
+    table = rt.tables.get("op_args")
+    if table is not None and len(table) and n:
+        pos = RowMap(rt.events).positions(table["index"].to_numpy())
+        slot = np.full(len(rt.events), -1, dtype=np.int64)
+        ok = pos >= 0
+        slot[pos[ok]] = np.flatnonzero(ok)
+        where = slot[calls["op"]]
+        has = where >= 0
+        for c in cols:
+            if c in table:  # convert only the rows of these calls
+                cols[c][has] = table[c].take(where[has]).to_numpy(dtype=object, na_value="")
+    return {**calls, "input_dims": cols["input_dims"], "input_types": cols["input_type"],
+            "concrete_inputs": cols["concrete_inputs"]}

@@ -1,0 +1,137 @@
+"""Operator performance: FLOPs, bytes and % of the roofline per operator call.
+
+One row per operator call that launched GPU work, at the *innermost* operator around the
+launch (the model's ``op_index``: ``aten::linear`` → ``aten::addmm`` → kernel is one row,
+for ``aten::addmm``), so no kernel counts twice. Per row:
+
+* ``kernels`` and ``kernel_time(us)``: how many GPU events (kernels, copies, memsets) the
+  call launched and the sum of their durations;
+* ``category``: the operator's category (:mod:`hta.model.categories`), else the category
+  of the kernels that took most of its time;
+* ``flops``, ``bytes``: the performance model of the operator
+  (:mod:`hta.analysis.perf.models`) on its recorded ``Input Dims``/``Input type``/
+  ``Concrete Inputs``; NaN when the trace has no shapes or no model applies;
+* the roofline columns of :mod:`hta.analysis.perf.roofline` against the rank's device
+  (matched from ``deviceProperties``, or the one the caller names).
+
+Definitions and derivations: ``docs/analyses/performance.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.perf.calls import Calls, attach_shapes, op_calls
+from hta.analysis.perf.inputs import parse_inputs
+from hta.analysis.perf.registry import work_of
+from hta.analysis.perf.roofline import roofline_columns
+from hta.analysis.select import select_ranks
+from hta.model.devices import Device, device_by_name, match_device
+from hta.model.rules import RuleSet
+from hta.model.trace import RankTrace, Trace
+
+COLUMNS = [
+    "rank", "index", "iteration", "op", "category", "input_dims", "input_types", "kernels",
+    "kernel_time(us)", "flops", "bytes", "tflops_per_s", "tb_per_s", "flops_per_byte",
+    "peak_key", "matrix", "roof_tflops_per_s", "bound", "pct_of_peak", "device",
+]
+
+DeviceArg = Device | str | None
+
+
+def rank_device(rt: RankTrace, device: DeviceArg = None) -> Device | None:
+    """The device a rank's calls are judged against: the caller's (a :class:`Device` or
+    a table name), else the first ``deviceProperties`` record the table matches."""
+    if isinstance(device, Device):
+        return device
+    if isinstance(device, str):
+        return device_by_name(device)
+    for props in rt.meta.get("device_properties") or []:
+        found = match_device(props)
+        if found is not None:
+            return found
+    return None
+
+
+def _models(calls: Calls) -> pd.DataFrame:
+    """flops, bytes, peak key, matrix per call, and the shapes and types as compact JSON
+    text: one parse and model evaluation per distinct (operator, shapes, types, concrete
+    inputs). Calls that copied over a host or peer link get no model (their roof is the
+    link, not device memory)."""
+    key_cols = ["name", "input_dims", "input_types", "concrete_inputs"]
+    codes = np.zeros(len(calls["op"]), dtype=np.int64)
+    for col in key_cols:  # one dense integer key from the four columns' codes
+        c, u = pd.factorize(calls[col])
+        codes = pd.factorize(codes * (len(u) + 1) + c)[0].astype(np.int64)
+    first = np.unique(codes, return_index=True)[1]
+    uniq = list(zip(*(calls[c][first] for c in key_cols)))
+    out = np.empty((len(uniq), 6), dtype=object)
+    for i, (name, dims, types, conc) in enumerate(uniq):
+        work = work_of(name, parse_inputs(dims, types, conc)) if dims else None
+        out[i] = ((np.nan, np.nan, "", False) if work is None else (
+            work.flops, work.bytes, work.peak_key, work.matrix)) + (
+            compact_json(dims), compact_json(types))
+    per = out[codes] if len(uniq) else np.empty((0, 6), dtype=object)
+    link = calls["link_copy"]
+    return pd.DataFrame({"flops": np.where(link, np.nan, per[:, 0].astype(np.float64)),
+                         "bytes": np.where(link, np.nan, per[:, 1].astype(np.float64)),
+                         "peak_key": np.where(link, "", per[:, 2]).astype(object),
+                         "matrix": per[:, 3].astype(bool) & ~link,
+                         "input_dims": per[:, 4], "input_types": per[:, 5]})
+
+
+def compact_json(text: str) -> str:
+    """A recorded JSON text on one line (``[[16, 559], []]``); unparsable text as is."""
+    if not text or "\n" not in text:
+        return text
+    try:
+        return json.dumps(json.loads(text))
+    except ValueError:
+        return text
+
+
+def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
+                        rules: RuleSet | None = None) -> pd.DataFrame:
+    """The rows of one rank (:data:`COLUMNS`), in the calls' start order."""
+    calls, _ = op_calls(rt, rules or RuleSet())
+    if not calls:
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    calls = attach_shapes(rt, calls)
+    work = _models(calls)
+    dev = rank_device(rt, device)
+    time_ns = calls["time_ns"]
+    roof = roofline_columns(work["flops"].to_numpy(), work["bytes"].to_numpy(), time_ns,
+                            work["peak_key"].to_numpy(), work["matrix"].to_numpy(), dev)
+    ev = rt.events
+    op = calls["op"]
+    text = {  # text columns stay object arrays: no conversion of long shape strings
+        "op": calls["name"], "category": calls["category"],
+        "input_dims": work["input_dims"].to_numpy(), "input_types": work["input_types"].to_numpy(),
+        "peak_key": work["peak_key"].to_numpy(), "bound": np.asarray(roof["bound"], dtype=object),
+        "device": np.full(len(op), dev.name if dev is not None else "", dtype=object)}
+    out = pd.DataFrame({
+        "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[op],
+        "iteration": ev["iteration"].to_numpy()[op] if "iteration" in ev else -1,
+        **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
+        "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
+        "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
+        **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
+                                "roof_tflops_per_s", "pct_of_peak")},
+        "matrix": work["matrix"].to_numpy(),
+    })
+    return out[COLUMNS]
+
+
+def op_performance(trace: Trace, ranks: Iterable[int] | int | None = None,
+                   device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
+    """One row per operator call with GPU work, on the selected ranks (module docstring;
+    columns :data:`COLUMNS`)."""
+    frames = [rank_op_performance(rt, device, rules) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,124 @@
+"""Operator performance summaries: per operator and shapes, and GPU time per category.
+
+``op_performance_summary`` groups the rows of
+:func:`~hta.analysis.perf.op_performance.op_performance` by rank, operator, shapes and
+types: ``calls``, ``kernel_time(us)`` (sum), ``tflops_per_s`` and ``tb_per_s`` (total
+FLOPs or bytes over total time), and ``pct_of_peak`` weighted by time (which equals the
+group's total rate over its roof, every call of a group doing the same work).
+
+``category_time`` splits a rank's GPU work time (sum of the durations of kernels, copies
+and memsets) by category: the category of the operator that launched the work where the
+operator's name is in the tables, else the kernel's own category (graph replays, compiled
+regions, work launched outside any operator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.perf.calls import op_calls
+from hta.analysis.select import select_ranks
+from hta.model.categories import CATEGORIES, op_category
+from hta.model.rules import RuleSet
+from hta.model.trace import Trace
+
+SUMMARY_COLUMNS = [
+    "rank", "op", "category", "input_dims", "input_types", "calls", "kernel_time(us)",
+    "flops", "bytes", "tflops_per_s", "tb_per_s", "flops_per_byte", "bound", "pct_of_peak",
+    "device",
+]
+CATEGORY_COLUMNS = ["rank", "category", "kernel_time(us)", "share(%)"]
+BY_CATEGORY_COLUMNS = ["rank", "category", "calls", "kernel_time(us)", "modelled(%)",
+                       "tflops_per_s", "tb_per_s", "pct_of_peak"]
+
+
+def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, operator and shapes (:data:`SUMMARY_COLUMNS`), most time first."""
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    keys = ["rank", "op", "category", "input_dims", "input_types", "device"]
+    frame = rows.assign(
+        _w=rows["pct_of_peak"] * rows["kernel_time(us)"],
+        _wt=np.where(rows["pct_of_peak"].notna(), rows["kernel_time(us)"], 0.0))
+    g = frame.groupby(keys, sort=False, dropna=False)
+    out = g.agg(calls=("op", "size"), time=("kernel_time(us)", "sum"),
+                flops=("flops", "sum"), bytes=("bytes", "sum"),
+                bound=("bound", "first"), w=("_w", "sum"), wt=("_wt", "sum"),
+                modelled=("flops", "count")).reset_index()
+    secs = out["time"] / 1e6
+    none = out["modelled"] == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["tflops_per_s"] = np.where(none, np.nan, out["flops"] / secs / 1e12)
+        out["tb_per_s"] = np.where(none, np.nan, out["bytes"] / secs / 1e12)
+        out["flops_per_byte"] = np.where(none, np.nan, out["flops"] / out["bytes"])
+        out["pct_of_peak"] = np.where(out["wt"] > 0, out["w"] / out["wt"], np.nan)
+    out.loc[none, ["flops", "bytes"]] = np.nan
+    out = out.rename(columns={"time": "kernel_time(us)"})
+    out = out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
+                          ignore_index=True)
+    return out[SUMMARY_COLUMNS]
+
+
+def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and operator category (:data:`BY_CATEGORY_COLUMNS`): ``calls``, summed
+    ``kernel_time(us)``, ``modelled(%)`` the part of that time with a model, the modelled
+    calls' total FLOPs and bytes over their total time, and ``pct_of_peak`` weighted by
+    time over the modelled calls."""
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in BY_CATEGORY_COLUMNS})
+    has = rows["pct_of_peak"].notna()
+    t = rows["kernel_time(us)"]
+    frame = rows.assign(_mt=np.where(has, t, 0.0), _mf=np.where(has, rows["flops"], 0.0),
+                        _mb=np.where(has, rows["bytes"], 0.0),
+                        _w=np.where(has, rows["pct_of_peak"] * t, 0.0))
+    g = frame.groupby(["rank", "category"], sort=True).agg(
+        calls=("op", "size"), time=("kernel_time(us)", "sum"), mt=("_mt", "sum"),
+        mf=("_mf", "sum"), mb=("_mb", "sum"), w=("_w", "sum")).reset_index()
+    secs = g["mt"] / 1e6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = pd.DataFrame({
+            "rank": g["rank"], "category": g["category"], "calls": g["calls"],
+            "kernel_time(us)": g["time"], "modelled(%)": 100 * g["mt"] / g["time"],
+            "tflops_per_s": np.where(g["mt"] > 0, g["mf"] / secs / 1e12, np.nan),
+            "tb_per_s": np.where(g["mt"] > 0, g["mb"] / secs / 1e12, np.nan),
+            "pct_of_peak": np.where(g["mt"] > 0, g["w"] / g["mt"], np.nan)})
+    return out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
+                           ignore_index=True)
+
+
+def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  rules: RuleSet | None = None) -> pd.DataFrame:
+    """GPU work time per rank and category (:data:`CATEGORY_COLUMNS`; module docstring),
+    in the order of :data:`~hta.model.categories.CATEGORIES`."""
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        _, work = op_calls(rt, rules or RuleSet())
+        if not len(work):
+            continue
+        owner = work["owner"].to_numpy()
+        ev = rt.events
+        names = np.asarray(rt.symbols, dtype=object)
+        owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
+        lookup = {int(i): op_category(names[i]) or "" for i in np.unique(owner_name) if i >= 0}
+        named = np.array([lookup.get(int(i), "") for i in owner_name], dtype=object)
+        cat = np.where(named != "", named, work["kernel_category"].to_numpy())
+        per = pd.Series(work["dur"].to_numpy(), index=cat).groupby(level=0).sum()
+        per = per.reindex([c for c in CATEGORIES if c in per.index])
+        total = float(per.sum())
+        frames.append(pd.DataFrame({
+            "rank": np.int64(rt.rank), "category": per.index.to_numpy(dtype=object),
+            "kernel_time(us)": per.to_numpy() / 1e3,
+            "share(%)": 100 * per.to_numpy() / total if total else np.nan}))
+    if not frames:
+        return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[CATEGORY_COLUMNS]
+
+
+def below_roof(summary: pd.DataFrame, fraction: float = 0.5, top: int = 5) -> pd.DataFrame:
+    """The ``top`` groups of :func:`op_performance_summary` with the most time among
+    those whose ``pct_of_peak`` is below ``fraction`` of their roof (all ranks)."""
+    low = summary[summary["pct_of_peak"] < 100 * fraction]
+    return low.sort_values("kernel_time(us)", ascending=False, kind="stable").head(top)

@@ -1,0 +1,86 @@
+"""The hardware-efficiency lines of ``hta summary``: GPU time per category and the five
+operators (by shape) with the most time below half of their roof. Definitions:
+:mod:`hta.analysis.perf` and ``docs/analyses/performance.md``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hta.analysis.perf.summary import below_roof, op_performance_summary
+from hta.commands.args_and_output import Column, Printer, UsageError, number, printable, records
+
+OPS_SHOWN = 5
+SHAPES_WIDTH = 40
+
+
+def add_device_option(p: argparse.ArgumentParser) -> None:
+    """``--device NAME``: the device table entry to judge operators against."""
+    p.add_argument("--device", metavar="NAME",
+                   help="device whose peaks operators are compared with, e.g. 'H100 SXM' "
+                        "(default: matched from the trace's deviceProperties)")
+
+
+def device_arg(text: str | None) -> Any:
+    """``--device`` as a table entry (a usage error names the known devices)."""
+    if text is None:
+        return None
+    from hta.model.devices import device_by_name
+
+    try:
+        return device_by_name(text)
+    except ValueError as err:
+        raise UsageError(f"--device: {err}") from None
+
+
+def hardware(analyzer: Any, device: Any) -> dict[str, Any]:
+    """Category split, the ops furthest below their roof, and what was not measurable."""
+    rows = analyzer.get_op_performance(device=device)
+    summary = op_performance_summary(rows)
+    return {"category_time": analyzer.get_category_time(),
+            "below_roof": below_roof(summary, 0.5, OPS_SHOWN),
+            "shapes_recorded": bool((rows["input_dims"] != "").any()) if len(rows) else False,
+            "devices": sorted(set(rows["device"])) if len(rows) else []}
+
+
+def hardware_json(h: dict[str, Any]) -> dict[str, Any]:
+    """The same, JSON-ready."""
+    return {"category_time": records(h["category_time"]),
+            "ops_below_half_roof": records(h["below_roof"]),
+            "shapes_recorded": h["shapes_recorded"], "devices": h["devices"]}
+
+
+def print_hardware(out: Printer, h: dict[str, Any]) -> None:
+    """Print the category split and the ops below half their roof."""
+    cats = h["category_time"]
+    if len(cats):
+        total = cats.groupby("category", sort=False)["kernel_time(us)"].sum()
+        share = 100 * total / total.sum()
+        text = ", ".join(f"{c} {share[c]:.1f}%" for c in share.sort_values(
+            ascending=False).index)
+        out.line(f"GPU time by category (all ranks): {text}")
+    if not h["shapes_recorded"]:
+        out.line("Operator FLOPs and % of peak: no shapes recorded; profile with "
+                 "torch.profiler.profile(record_shapes=True).", style="yellow")
+        return
+    if h["devices"] == [""]:
+        out.line("Operator % of peak: no device matched (deviceProperties absent, or a part "
+                 "the peak table lacks); pass --device NAME.",
+                 style="yellow")
+        return
+    low = h["below_roof"]
+    if not len(low):
+        out.line("No operator with a model is below half of its roof.")
+        return
+    out.table(f"Operators with the most time below half of their roof "
+              f"({', '.join(h['devices'])})", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("time (ms)", lambda r: number(r["kernel_time(us)"] / 1e3, 3)),
+        Column("calls", lambda r: f"{r['calls']:,}"),
+        Column("TFLOP/s", lambda r: number(r["tflops_per_s"], 2)),
+        Column("TB/s", lambda r: number(r["tb_per_s"], 3)),
+        Column("% of roof", lambda r: number(r["pct_of_peak"])),
+        Column("bound", lambda r: str(r["bound"]), numeric=False),
+        Column("op", lambda r: printable(r["op"], 40), numeric=False),
+        Column("shapes", lambda r: printable(r["input_dims"], SHAPES_WIDTH), numeric=False),
+    ], low.to_dict("records"))

@@ -1,0 +1,50 @@
+"""The "Hardware efficiency" report section: GPU time by category, the roofline, the
+operators with the most time and their % of peak. ``hardware(ctx, section)`` fills its
+:class:`~hta.report.context.Section` in place."""
+
+from __future__ import annotations
+
+from hta.report.context import Context, Section, doc, table_of
+
+OPS_SHOWN = 30
+SUMMARY_COLUMNS = ["rank", "op", "category", "input_dims", "calls", "kernel_time(us)",
+                   "tflops_per_s", "tb_per_s", "flops_per_byte", "bound", "pct_of_peak"]
+
+
+def hardware(ctx: Context, s: Section) -> None:
+    """Category split, roofline of the first selected rank, top operators."""
+    from hta.analysis.perf import op_performance as perf
+    from hta.analysis.perf.roofline import roof_curves, roofs_of
+    from hta.analysis.perf.summary import category_time, op_performance_summary
+    from hta.plots.roofline import category_time_figure, roofline_figure
+
+    s.definitions, s.source = doc(perf), "hta.analysis.perf.op_performance.op_performance"
+    rules = getattr(ctx.analyzer, "rules", None)
+    cats = category_time(ctx.restricted, ctx.ranks, rules)
+    if cats.empty:
+        s.notes.append("No GPU work in the selection.")
+        return
+    s.figures.append(ctx.figure(category_time_figure(cats)))
+    s.tables.append(table_of(cats, "GPU time by category"))
+    rows = perf.op_performance(ctx.restricted, ctx.ranks, rules=rules)
+    if not len(rows) or not (rows["input_dims"] != "").any():
+        s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
+                       "profile with torch.profiler.profile(record_shapes=True).")
+        return
+    summary = op_performance_summary(rows)
+    first = ctx.ranks[0]
+    device = perf.rank_device(ctx.restricted.rank(first))
+    if device is None:
+        s.notes.append("The device is not in the peak table (hta.model.devices): % of peak "
+                       "is not computed; name one with get_op_performance(device=...).")
+    else:
+        mine = rows[rows["rank"] == first]
+        modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
+        s.figures.append(ctx.figure(roofline_figure(
+            modelled, roof_curves(device, roofs_of(mine)), f"{device.name}, rank {first}")))
+    s.tables.append(table_of(summary[SUMMARY_COLUMNS].head(OPS_SHOWN),
+                             "Operators and shapes with the most GPU time, and their % of "
+                             "the roof", max_rows=OPS_SHOWN))
+    # ---- Collective bandwidth (issue 20, item 5) --------------------------------------
+    # The collectives' bus bandwidth against the link (get_collective_performance) is
+    # added here by the collectives work: its figure and table append to this section.

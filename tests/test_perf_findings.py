@@ -1,0 +1,93 @@
+"""The ops_below_roof finding: a positive case, its twins, and the saving's model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kineto_builder import TraceBuilder
+
+from hta.analysis.findings.roofline import ATTAINABLE, SHAPES_NOTE, check_ops_below_roof
+from hta.trace_analysis import TraceAnalysis
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85e9, "numSms": 132}
+S = 4096
+FLOPS = 2.0 * S ** 3
+
+
+def _job(tmp_path: Path, gemm_ns: int, shapes: bool = True, overlap_ns: int = 0,
+         blocks_per_sm: float | None = None, size: int = S) -> TraceAnalysis:
+    """One step with three bf16 4096³ GEMMs of ``gemm_ns`` each; optionally a kernel on
+    another stream overlapping the first ``overlap_ns`` of each GEMM."""
+    b = TraceBuilder(rank=0)
+    b.extra_top_level["deviceProperties"] = [H100]
+    bf16 = "c10::BFloat16"
+    args = {"Input Dims": [[size, size], [size, size]], "Input type": [bf16, bf16]
+            } if shapes else {}
+    kernel_args = {} if blocks_per_sm is None else {"blocks per SM": blocks_per_sm}
+    t = 1_000_000
+    with b.step(1, ts=0, dur=3 * gemm_ns + 3_000_000):
+        for i in range(3):
+            cpu = 10_000 + i * 10_000
+            b.cpu_op("aten::mm", ts=cpu, dur=5_000, **args)
+            b.launch_kernel("sm90_xmma_gemm_bf16bf16_bf16f32", cpu_ts=cpu + 1_000,
+                            cpu_dur=1_000, gpu_ts=t, gpu_dur=gemm_ns, **kernel_args)
+            if overlap_ns:
+                b.kernel("void at::native::vectorized_elementwise_kernel<4, add>", t,
+                         overlap_ns, stream=9)
+            t += gemm_ns + 10_000
+    b.write(tmp_path / "rank-0.json")
+    return TraceAnalysis(tmp_path, cache=False, progress=False)
+
+
+def _check(a: TraceAnalysis) -> list:
+    return check_ops_below_roof(a.t.rank(0), None)
+
+
+def test_slow_gemm_is_found_with_the_stated_saving(tmp_path: Path) -> None:
+    gemm_ns = 10_000_000  # 13.7 TFLOP/s: 1.39% of the 989.5 TFLOP/s bf16 roof
+    found = _check(_job(tmp_path, gemm_ns))
+    assert len(found) == 1
+    f = found[0]
+    pct = 100 * FLOPS / (gemm_ns / 1e9) / 1e12 / 989.5
+    expected = 3 * gemm_ns * (1 - pct / (100 * ATTAINABLE))
+    assert f.est_saving_ns == pytest.approx(expected, abs=3)
+    assert "aten::mm [[4096, 4096], [4096, 4096]]" in f.evidence
+    assert "H100 SXM" in f.evidence and "step 1" in f.evidence
+    assert f.subject.startswith("aten::mm")
+
+
+def test_fast_gemm_no_shapes_and_claimed_kernels_are_silent(tmp_path: Path) -> None:
+    assert _check(_job(tmp_path / "fast", 200_000)) == []  # 69% of the roof
+    assert _check(_job(tmp_path / "noshapes", 10_000_000, shapes=False)) == []
+    assert _check(_job(tmp_path / "grid", 10_000_000, blocks_per_sm=0.5)) == []
+    assert "record_shapes=True" in SHAPES_NOTE
+
+
+def test_saving_floor_of_five_us_per_kernel(tmp_path: Path) -> None:
+    found = _check(_job(tmp_path, 100_000, size=64))  # 64³ GEMMs of 100 µs: far below
+    assert len(found) == 1
+    # the attainable time is under 5 µs, so the floor holds: 3 x (100 - 5) µs
+    assert found[0].est_saving_ns == 3 * (100_000 - 5_000)
+
+
+def test_saving_capped_at_exposed_time(tmp_path: Path) -> None:
+    found = _check(_job(tmp_path, 10_000_000, overlap_ns=9_000_000))
+    assert len(found) == 1 and found[0].est_saving_ns == 3 * 1_000_000
+
+
+def test_unfused_attention_advice() -> None:
+    from hta.analysis.findings.roofline import unfused_attention
+
+    assert unfused_attention("[[16, 5185, 5185], [], []]")
+    assert unfused_attention("[[16, 5185, 5185], [16, 5185, 64]]")
+    assert unfused_attention("[[16, 5185, 64], [16, 64, 5185]]")  # Q @ K^T
+    assert not unfused_attention("[[16, 5185, 64], [16, 64, 32]]")
+    assert not unfused_attention("[[4096, 4096], [4096, 4096]]")  # a plain square GEMM
+    assert not unfused_attention("")
+
+
+def test_registered_in_the_engine(tmp_path: Path) -> None:
+    table = _job(tmp_path, 10_000_000).get_findings()
+    row = table[table["rule"] == "ops_below_roof"]
+    assert len(row) == 1 and row.iloc[0]["severity"] == "high"
