@@ -20,12 +20,11 @@ from findings_kernel_cases import (
 
 from hta.analysis.findings import analysis_window, find
 from hta.analysis.findings import kernels as kernel_rules
-from hta.analysis.findings import unclassified as unclassified_rules
 from hta.analysis.findings.engine import default_rules
 from hta.loading.loader import load_trace
 from hta.model.rules import Rule
 
-RULES = kernel_rules.RULES + unclassified_rules.RULES
+RULES = kernel_rules.RULES
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
@@ -158,58 +157,3 @@ def test_fp32_advice_follows_the_architecture():
     assert "no TF32" in kernel_rules._fp32_advice(["volta_sgemm_128x64_nn"])
     assert "bf16" in kernel_rules._fp32_advice(["Cijk_Alik_Bljk_SB_MT64x16x32"])
     assert kernel_rules._fp32_advice(["ampere_sgemm_128x64_nn"]) == kernel_rules.FP32_ADVICE
-
-
-# -- unclassified_kernels -------------------------------------------------------------------
-def test_unclassified_reports_the_exposed_part(tmp_path):
-    trace, expected = unclassified(tmp_path)
-    rows = _only(trace, "unclassified_kernels")
-    _close(_saving_ns(rows), expected)
-    evidence = rows.iloc[0]["evidence"]
-    assert "4 kernels that match no kind rule ran 320.0 µs" in evidence
-    assert "72.7% of the 440.0 µs" in evidence and "fancy_collective_step ×4" in evidence
-    assert rows.iloc[0]["section"] == "unclassified"
-
-
-def test_unclassified_quiet_when_the_kernels_are_known(tmp_path):
-    trace, expected = unclassified(tmp_path, unknown=False)
-    assert expected == 0
-    assert _only(trace, "unclassified_kernels").empty
-
-
-def test_unclassified_silenced_by_a_user_rule(tmp_path):
-    trace, expected = unclassified(tmp_path, rules=(Rule("communication", name="fancy_"),))
-    assert expected == 0
-    assert _only(trace, "unclassified_kernels").empty
-    assert UNKNOWN.startswith("void fancy_")
-
-
-# -- the engine, the sample job and real traces ----------------------------------------------
-def test_rules_are_registered():
-    ids = {r.id for r in default_rules()}
-    assert {"small_kernels", "low_occupancy", "fp32_gemm", "unclassified_kernels"} <= ids
-
-
-def test_sample_job():
-    """The sample job's GEMMs are fp32 SIMT kernels with 32 to 128 blocks on 108 SMs: the
-    fp32 and occupancy rules fire there (checked by hand); it has no run of tiny kernels
-    and every kernel is classified."""
-    trace = load_trace(REPO / "sample_traces" / "synthetic_4rank", progress=False, cache=False)
-    out = find(trace, rules=RULES)
-    assert set(out["rule"]) == {"fp32_gemm", "low_occupancy"}
-    for _, row in out.iterrows():
-        assert row["ranks"] == [0, 1, 2, 3]
-        assert 0 < row["share_pctg"] < 10
-
-
-@pytest.mark.parametrize("parts", [("df_index_resolver",), ("trace_diff", "test"),
-                                   ("ns_resolution_trace",), ("mtia_inference_trace",)])
-def test_real_traces_savings_within_the_window(parts):
-    trace = load_trace(shared_trace(*parts), progress=False, cache=False)
-    for rank in trace.get_ranks():
-        rt = trace.rank(rank)
-        start, end = analysis_window(rt)
-        for rule in RULES:
-            for f in rule.check(rt, None):
-                assert 0 < f.est_saving_ns <= f.window_ns == end - start
-                assert f.evidence and f.ranks == (rank,)

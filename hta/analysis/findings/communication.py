@@ -31,10 +31,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time
 from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
-from hta.analysis.intervals import coverage, mask_total
+from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import collective_arrivals, comm_kernels, straggler_summary
 from hta.loading.lazy import map_ranks
@@ -105,6 +106,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     start, end = analysis_window(rt, iterations)
     window = end - start
     found = []
+    claims = _exposed_claims(rt, iterations)
     for row in exposed_by_group(rt, iterations).itertuples(index=False):
         saving = min(int(row.exposed_ns), int(row.free_compute_ns), window)
         if saving <= 0:
@@ -118,8 +120,25 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
             f"overlap_time {row.rank_overlap_ns / 1e3:,.1f} µs for the rank)."
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
-                             subject=label))
+                             subject=label, claim=claims.get(str(row.process_group))))
     return found
+
+
+def _exposed_claims(rt: RankTrace, iterations: Sequence[int] | None) -> dict[str, Claim]:
+    """Per process group (labelled as :func:`exposed_by_group` does): the time its
+    kernels run with no computation kernel, the time its finding claims."""
+    k = comm_kernels(rt, iterations)
+    if not len(k):
+        return {}
+    w = gpu_work(rt.rank, rt.events, iterations)
+    compute = Cover(w.ts[w.cls == COMPUTE], w.end[w.cls == COMPUTE])
+    group, desc = k["process_group"].astype(str), k["process_group_desc"].fillna("").astype(str)
+    label = group.where((desc == "") | (desc == group), group + " (" + desc + ")")
+    out = {}
+    for name, part in k.groupby(label.to_numpy(), sort=False):
+        out[str(name)] = claim_outside(part["start_ns"].to_numpy(np.int64),
+                                       part["end_ns"].to_numpy(np.int64), None, compute)
+    return out
 
 
 # -- stragglers ---------------------------------------------------------------------------------

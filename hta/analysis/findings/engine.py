@@ -15,8 +15,26 @@ Rules come in two scopes:
 * ``"job"``: ``check(trace, ranks, iterations) -> list[Finding]``, for what needs several
   ranks at once (stragglers).
 
-:func:`find` runs the rules, merges the per-rank findings of one rule and subject into a
-single row, grades each by its share of the analysed time and sorts by saving.
+:func:`find` runs the rules, shares each rank's time out among its findings, merges the
+per-rank findings of one rule and subject into a single row, grades each by its share of
+the analysed time and sorts by saving. :func:`analyse` also returns what the findings
+explain of each rank's idle and exposed time (:mod:`hta.analysis.findings.coverage`).
+
+**Claims.** A finding names the time its saving comes from (``Finding.claim``, a
+:class:`~hta.analysis.findings.claims.Claim`: intervals of the rank's timeline, and the
+saving inside each). Per rank, the findings are taken in :data:`CLAIM_ORDER` (the
+stronger, more specific cause first; within a rule the larger estimate first); each keeps
+the claimed time no earlier finding kept, and its saving becomes ``min(estimate, amount
+kept)`` (:func:`hta.analysis.findings.claims.resolve`). A finding that loses
+:data:`MERGE_SHARE` (half) or more of its claimed time to an earlier finding of the same
+rule is the same problem seen twice (a collective counted once per process group and once
+per stream): it is merged into that finding, whose saving gains what it kept and whose
+evidence says so. A finding that loses time to another rule keeps its row with the
+reduced saving, and its evidence names the finding holding the rest. A finding without a
+claim (a rule that declares none) is capped by the window time that no claimed finding
+holds. So, by construction, no two findings of a rank hold the same nanosecond and the
+savings of a rank add up to at most its window. Findings under ``min_share`` of the rank's
+window are dropped before and after sharing (their time then counts as unexplained).
 
 **Merging.** Findings of the same rule and ``subject`` on several ranks become one row:
 ``ranks`` and ``steps`` are the sorted unions, ``est_saving(us)`` is the *largest* saving
@@ -27,7 +45,7 @@ is bounded by one rank's saving, not the sum over ranks.
 **Severity** is the saving's share of the analysed window of the rank it came from
 (``window_ns``, the span of the selected steps, see :func:`analysis_window`):
 ``high`` at 10% or more, ``medium`` at 3% or more, ``low`` below. Findings under
-``min_share`` (default 0.5%) are dropped as noise.
+``min_share`` (default 0.5%) are dropped as noise, on each rank.
 """
 
 from __future__ import annotations
@@ -41,7 +59,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import Claim, Kept, cap_unclaimed, fmt_ns, resolve
 from hta.analysis.gpu_work import as_list
+from hta.analysis.intervals import Cover
 from hta.analysis.select import select_ranks
 from hta.analysis.steps import rank_step_spans
 from hta.loading.lazy import map_ranks
@@ -54,11 +74,23 @@ COLUMNS = ["rule", "severity", "ranks", "steps", "evidence", "est_saving(us)", "
            "title", "subject", "section", "share_pctg"]
 #: Columns of the per-rank table that :func:`rank_findings` returns (one row a finding).
 RAW_COLUMNS = ["rule", "rank", "ranks", "steps", "evidence", "est_saving_ns", "window_ns",
-               "subject", "advice"]
+               "subject", "advice", "claimed"]
 SEVERITIES = ("high", "medium", "low")
 HIGH_SHARE = 0.10
 MEDIUM_SHARE = 0.03
 DEFAULT_MIN_SHARE = 0.005
+
+#: The order in which findings keep contested time, strongest and most specific cause
+#: first: a named blocking call or loader span, then a property of named copies, then
+#: communication, then properties of named kernels, then the broad patterns. Rules not
+#: listed come after, in rule order; within a rule the larger estimate goes first.
+CLAIM_ORDER: tuple[str, ...] = (
+    "host_sync", "data_loading", "pageable_copies", "copies_on_compute_stream",
+    "comm_exposed", "fp32_gemm", "low_occupancy", "launch_bound", "small_kernels",
+)
+#: Share of a finding's claimed time held by an earlier finding of the same rule from
+#: which the two are one finding (merged into the earlier).
+MERGE_SHARE = 0.5
 
 #: Modules holding the default rules, each with a ``RULES`` list, in report order.
 RULE_MODULES: tuple[str, ...] = (
@@ -67,7 +99,6 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.copies",
     "hta.analysis.findings.communication",
     "hta.analysis.findings.kernels",
-    "hta.analysis.findings.unclassified",
 )
 
 
@@ -87,6 +118,7 @@ class Finding:
     window_ns: int
     subject: str = ""
     advice: str = ""
+    claim: Claim | None = field(default=None, compare=False, repr=False)
 
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
@@ -156,48 +188,110 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
 
 
 # -- running the rules ------------------------------------------------------------------
-def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None,
-                  rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
-    """The rank-scope rules' findings, one row per finding (:data:`RAW_COLUMNS`).
+@dataclass(frozen=True)
+class FindingsResult:
+    """What :func:`analyse` returns: the findings table (:data:`COLUMNS`), the coverage
+    per rank (:data:`hta.analysis.findings.coverage.COLUMNS`) and the largest unexplained
+    pieces (:data:`hta.analysis.findings.coverage.PIECE_COLUMNS`)."""
 
-    Per rank, so :func:`~hta.loading.lazy.map_ranks` can run it next to the data.
+    findings: pd.DataFrame
+    coverage: pd.DataFrame
+    unexplained: pd.DataFrame
+
+
+def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None,
+                  rules: Sequence[FindingRule] | None = None,
+                  min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+    """Per rank: the rank-scope rules' findings after the claims are shared out
+    (:func:`resolve_rank`) and the coverage of the idle and exposed time.
+
+    One row per rank: ``rank``, ``findings`` (a list of :data:`RAW_COLUMNS` dicts),
+    ``coverage`` (a dict) and ``pieces`` (a list of dicts). Per rank, so
+    :func:`~hta.loading.lazy.map_ranks` runs it next to the data; no claim travels back.
     """
+    from hta.analysis.findings import coverage
+
     rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
     iters = None if iterations is None else as_list(iterations)
     rows = []
     for rt in select_ranks(trace, ranks):
-        for rule in rules:
-            for f in rule.check(rt, iters):  # type: ignore[call-arg,arg-type]
-                rows.append(_raw_row(rule, rt.rank, f))
+        window = analysis_window(rt, iters)
+        found = [(rule, f) for rule in rules
+                 for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
+        raw, kept = resolve_rank(rt.rank, found, window, min_share)
+        cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
+        cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
+        cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
+            int(r["est_saving_ns"]) for r in raw if not r["claimed"]), 0)
+        rows.append({"rank": rt.rank, "findings": raw, "coverage": cov, "pieces": pieces})
+    return pd.DataFrame(rows, columns=["rank", "findings", "coverage", "pieces"])
+
+
+def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None,
+                  rules: Sequence[FindingRule] | None = None,
+                  min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+    """The rank-scope rules' findings, one row per finding and rank (:data:`RAW_COLUMNS`),
+    after :func:`resolve_rank`."""
+    per_rank = rank_analysis(trace, ranks, iterations, rules, min_share)
+    rows = [r for found in per_rank["findings"] for r in found]
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
-def find(trace: Trace, ranks: Iterable[int] | int | None = None,
-         iterations: Iterable[int] | int | None = None,
-         rules: Sequence[FindingRule] | None = None,
-         min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
-    """Run the rules and return the findings (:data:`COLUMNS`), largest saving first.
+def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
+            iterations: Iterable[int] | int | None = None,
+            rules: Sequence[FindingRule] | None = None,
+            min_share: float = DEFAULT_MIN_SHARE) -> FindingsResult:
+    """Run the rules; the findings, largest saving first, with the coverage per rank.
 
-    ``rules`` defaults to :func:`default_rules`. A rule that raises is logged and
+    ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
     skipped: one broken rule must not hide the others' findings.
     """
+    from hta.analysis.findings import coverage
+
     rules = default_rules() if rules is None else list(rules)
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    raw = [map_ranks(trace, rank_findings, selected, (iters, rules),
-                     description="Findings")]
+    per_rank = map_ranks(trace, rank_analysis, selected, (iters, rules, min_share),
+                         description="Findings")
+    raw_rows = [r for found in per_rank["findings"] for r in found]
+    covs = {int(c["rank"]): c for c in per_rank["coverage"]}
     for rule in (r for r in rules if r.scope == "job"):
         try:
             found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
         except Exception as exc:  # noqa: BLE001 - see the docstring
             logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
             continue
-        rank = -1
-        raw.append(pd.DataFrame([_raw_row(rule, rank, f) for f in found], columns=RAW_COLUMNS))
-    frames = [f for f in raw if len(f)]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RAW_COLUMNS)
-    return merge(table, rules, min_share)
+        for f in found:
+            raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
+    table = pd.DataFrame(raw_rows, columns=RAW_COLUMNS)
+    findings = merge(table, rules, min_share)
+    pieces = [p for ps in per_rank["pieces"] for p in ps]
+    return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
+                          coverage.piece_table(pieces))
+
+
+def find(trace: Trace, ranks: Iterable[int] | int | None = None,
+         iterations: Iterable[int] | int | None = None,
+         rules: Sequence[FindingRule] | None = None,
+         min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+    """Run the rules and return the findings (:data:`COLUMNS`), largest saving first
+    (:func:`analyse`'s ``findings``)."""
+    return analyse(trace, ranks, iterations, rules, min_share).findings
+
+
+def _cap_job_finding(row: dict[str, object], f: Finding,
+                     covs: dict[int, dict]) -> dict[str, object]:
+    """A job finding about one rank takes at most the window time of that rank that no
+    other finding holds (and leaves less for the next)."""
+    if len(f.ranks) == 1 and int(f.ranks[0]) in covs:
+        cov = covs[int(f.ranks[0])]
+        saving = min(int(row["est_saving_ns"]), int(cov["free_ns"]))
+        cov["free_ns"] = int(cov["free_ns"]) - saving
+        cov["saving_ns"] = int(cov["saving_ns"]) + saving
+        row["est_saving_ns"] = saving
+    return row
 
 
 def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
@@ -238,6 +332,113 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
                            kind="stable")
 
 
+# -- sharing the time out -------------------------------------------------------------------
+@dataclass
+class _Row:
+    """A finding of one rank while its claim is being resolved."""
+
+    rule: str
+    finding: Finding
+    saving: int = 0
+    steps: set[int] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    kept: Kept | None = None
+    into: int = -1  # index of the row it was merged into
+
+
+@dataclass(frozen=True)
+class KeptTime:
+    """The time the shown findings of a rank hold (union of their kept claims)."""
+
+    cover: Cover
+    kept_total: int
+
+
+def claim_priority(rule_id: str, position: int) -> tuple[int, int]:
+    """Sort key of a rule in :data:`CLAIM_ORDER` (others after it, in rule order)."""
+    if rule_id in CLAIM_ORDER:
+        return CLAIM_ORDER.index(rule_id), position
+    return len(CLAIM_ORDER), position
+
+
+def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
+                 window: tuple[int, int], min_share: float = DEFAULT_MIN_SHARE
+                 ) -> tuple[list[dict[str, object]], KeptTime]:
+    """Share the rank's time among its findings (module docstring, *Claims*): the raw
+    rows (:data:`RAW_COLUMNS`) of the findings kept, and the time they hold."""
+    floor = max(min_share * (window[1] - window[0]), 1e-9)
+    first_seen: dict[str, int] = {}
+    for i, (rule, _f) in enumerate(found):
+        first_seen.setdefault(rule.id, i)
+    order = sorted(range(len(found)), key=lambda i: (
+        claim_priority(found[i][0].id, first_seen[found[i][0].id]),
+        -int(found[i][1].est_saving_ns)))
+    live = [i for i in order if found[i][1].est_saving_ns >= floor]
+    for _ in range(4):  # drop what falls under the floor, then share again
+        rows = [_Row(found[i][0].id, found[i][1]) for i in live]
+        claimed = [k for k, r in enumerate(rows) if r.finding.claim is not None]
+        kept = resolve([rows[k].finding.claim for k in claimed],  # type: ignore[misc]
+                       [rows[k].finding.est_saving_ns for k in claimed], window)
+        for k, kp in zip(claimed, kept, strict=True):
+            _settle(rows, claimed, k, kp)
+        small = {live[k] for k in claimed if rows[k].into < 0 and rows[k].saving < floor}
+        if not small:
+            break
+        live = [i for i in live if i not in small]
+    cover = Cover(*_kept_pieces(rows, claimed))
+    kept_total = int((cover.e - cover.s).sum())
+    free = [r.finding.est_saving_ns for r in rows if r.finding.claim is None]
+    for r, saving in zip((r for r in rows if r.finding.claim is None),
+                         cap_unclaimed(free, window[1] - window[0], kept_total), strict=True):
+        r.saving = saving if saving >= floor else 0
+    out = [_raw_row_of(rank, r) for r in rows if r.into < 0 and r.saving > 0]
+    return out, KeptTime(cover, kept_total)
+
+
+def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:
+    """Give row ``k`` its kept claim; merge it into an earlier row of its rule that holds
+    most of its time (:data:`MERGE_SHARE`), else note who holds what it lost."""
+    row = rows[k]
+    row.kept, row.saving = kp, kp.saving_ns
+    row.steps = {int(s) for s in row.finding.steps}
+    for j, part in sorted(kp.lost_to.items(), key=lambda kv: -kv[1]):
+        root = claimed[j]
+        while rows[root].into >= 0:
+            root = rows[root].into
+        other = rows[root]
+        if other.rule == row.rule and part >= MERGE_SHARE * max(kp.claimed_ns, 1) \
+                and row.into < 0:
+            row.into = root
+            other.saving += row.saving
+            other.steps |= row.steps
+            other.notes.append(
+                f"The same time also shows as {row.finding.subject or 'another finding'} "
+                f"({fmt_ns(part)} of its {fmt_ns(kp.claimed_ns)} in common), counted once "
+                "here.")
+        elif part >= 0.01 * max(kp.claimed_ns, 1) and row.into < 0:
+            about = f" ({other.finding.subject})" if other.finding.subject else ""
+            row.notes.append(f"{fmt_ns(part)} of the time it claims is held by {other.rule}"
+                             f"{about}, which counts it; the saving here leaves it out.")
+
+
+def _kept_pieces(rows: list[_Row], claimed: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    pieces = [rows[k].kept for k in claimed if rows[k].kept is not None]
+    if not pieces:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return (np.concatenate([p.start for p in pieces]),  # type: ignore[union-attr]
+            np.concatenate([p.end for p in pieces]))  # type: ignore[union-attr]
+
+
+def _raw_row_of(rank: int, r: _Row) -> dict[str, object]:
+    f = r.finding
+    evidence = " ".join([f.evidence, *r.notes])
+    steps = sorted(r.steps) if r.steps else [int(s) for s in f.steps]
+    return {"rule": r.rule, "rank": rank, "ranks": [int(x) for x in f.ranks],
+            "steps": steps, "evidence": evidence, "est_saving_ns": int(r.saving),
+            "window_ns": int(f.window_ns), "subject": f.subject, "advice": f.advice,
+            "claimed": f.claim is not None}
+
+
 def severity(share: float) -> str:
     """``high``, ``medium`` or ``low`` for a saving that is ``share`` of the window."""
     if share >= HIGH_SHARE:
@@ -252,5 +453,5 @@ def _raw_row(rule: FindingRule, rank: int, f: Finding) -> dict[str, object]:
         "rule": rule.id, "rank": rank, "ranks": [int(r) for r in f.ranks],
         "steps": [int(s) for s in f.steps], "evidence": f.evidence,
         "est_saving_ns": int(f.est_saving_ns), "window_ns": int(f.window_ns),
-        "subject": f.subject, "advice": f.advice,
+        "subject": f.subject, "advice": f.advice, "claimed": f.claim is not None,
     }

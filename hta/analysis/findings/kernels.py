@@ -60,6 +60,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import COMPUTE, gpu_work
@@ -160,7 +161,13 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     hi = np.maximum(hi, lo)
     others = Cover(w.ts, w.end)
     gap = (hi - lo) - others.within(lo, hi)
+    idle = claim_outside(lo, hi, None, others)
+    b_ts, b_end = s_ts[rows], s_end[rows]
     return {
+        "claim_start": np.concatenate([idle.start, b_ts]),
+        "claim_end": np.concatenate([idle.end, b_end]),
+        "claim_amount": np.concatenate([idle.end - idle.start,
+                                        np.minimum(OVERHEAD_NS, b_end - b_ts)]),
         "gap": gap.astype(np.int64),
         "overhead": np.minimum(OVERHEAD_NS, s_end[rows] - s_ts[rows]).astype(np.int64),
         "name": w.name[order][rows], "step": w.iteration[order][rows],
@@ -188,8 +195,9 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"{fmt_time(gap)} of GPU idle gaps between them plus {fmt_time(overhead)} of "
         f"per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
+    claim = Claim(p["claim_start"], p["claim_end"], p["claim_amount"])
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
-                    window[1] - window[0])]
+                    window[1] - window[0], claim=claim)]
 
 
 # -- low_occupancy --------------------------------------------------------------------------
@@ -199,7 +207,8 @@ def occupancy_table(rt: RankTrace, iterations: Sequence[int] | None,
     ``step``, ``occupancy`` (%, NaN unknown) and ``blocks_per_sm`` (NaN unknown)."""
     ev = rt.events
     args = rt.tables.get("kernel_args")
-    empty = {k: np.zeros(0) for k in ("name", "dur", "step", "occupancy", "blocks_per_sm")}
+    empty = {k: np.zeros(0) for k in ("name", "dur", "step", "occupancy", "blocks_per_sm",
+                                      "ts")}
     if args is None or not len(args) or not len(ev):
         return empty
     pos = RowMap(ev).positions(args["index"].to_numpy())
@@ -215,7 +224,7 @@ def occupancy_table(rt: RankTrace, iterations: Sequence[int] | None,
     rows = pos[keep]
     return {"name": ev["name"].to_numpy()[rows], "dur": ev["dur"].to_numpy()[rows],
             "step": ev["iteration"].to_numpy()[rows], "occupancy": occ[keep],
-            "blocks_per_sm": bpsm[keep]}
+            "blocks_per_sm": bpsm[keep], "ts": ts[keep]}
 
 
 def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
@@ -245,8 +254,10 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"{top_names(rt, t['name'][grid_bound], dur[grid_bound])}) (kernel args: "
         f"est. achieved occupancy %, blocks per SM)."
     )
+    start = t["ts"][grid_bound].astype(np.int64)
+    claim = Claim(start, start + dur[grid_bound], dur[grid_bound] * frac)
     return [Finding((rt.rank,), step_tuple(t["step"][low]), evidence, saving,
-                    window[1] - window[0])]
+                    window[1] - window[0], claim=claim)]
 
 
 # -- fp32_gemm ------------------------------------------------------------------------------
@@ -274,8 +285,9 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"{fmt_steps(w.iteration[sel][hit])} (most: {top_names(rt, ids[hit], dur[hit])}; "
         f"kernels table)."
     )
+    claim = Claim(w.ts[sel][hit], w.end[sel][hit], FP32_SAVING * dur[hit])
     return [Finding((rt.rank,), step_tuple(w.iteration[sel][hit]), evidence, saving,
-                    window[1] - window[0], advice=_fp32_advice(names))]
+                    window[1] - window[0], advice=_fp32_advice(names), claim=claim)]
 
 
 def _fp32_advice(names: list[str]) -> str:
