@@ -7,22 +7,16 @@ problem it reports a saving within 5% of the one known by construction, without 
 from __future__ import annotations
 
 import pytest
-from conftest import shared_trace
 from findings_kernel_cases import (
     FP32_NAMES,
     TENSOR_CORE_NAMES,
-    UNKNOWN,
     fp32_gemm,
     low_occupancy,
     small_kernels,
-    unclassified,
 )
 
-from hta.analysis.findings import analysis_window, find
+from hta.analysis.findings import find
 from hta.analysis.findings import kernels as kernel_rules
-from hta.analysis.findings.engine import default_rules
-from hta.loading.loader import load_trace
-from hta.model.rules import Rule
 
 RULES = kernel_rules.RULES
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
