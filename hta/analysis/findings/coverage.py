@@ -61,7 +61,7 @@ TOP_NAMES = 3
 COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(us)",
            "exposed_memory(us)", "explained(us)", "unexplained(us)", "explained_pctg",
            "idle_pctg", "idle_explained_pctg", "saving(us)", "unclassified(us)",
-           "unclassified_pctg", "note"]
+           "unclassified_pctg", "note", "unclassified_note"]
 PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
                  "annotations"]
 
@@ -110,7 +110,7 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
 
 
 def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
-    """The rank's coverage note: unexplained idle (module docstring), unknown kinds."""
+    """The rank's note on unexplained idle time (module docstring), or ``""``."""
     notes = []
     window, idle = row["window_ns"], row["idle_ns"]
     if window > 0 and idle > IDLE_FLAG_SHARE * window and \
@@ -124,13 +124,11 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                      f"{_step_text(p['step'])} ({p['gpu']}); CPU: {p['cpu'] or 'nothing recorded'}"
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
-    if row["unclassified_note"]:
-        notes.append(row["unclassified_note"])
     return " ".join(notes)
 
 
 def _step_text(step: int) -> str:
-    return f"step {step}" if step >= 0 else "no step"
+    return f"step {step}" if step >= 0 else "no ProfilerStep"
 
 
 def _piece(rt: RankTrace, steps: pd.DataFrame, a: int, b: int, busy: Cover, comm: Cover,
@@ -201,7 +199,8 @@ def _annotations(rt: RankTrace, a: int, b: int) -> str:
 def _top(rt: RankTrace, ids: np.ndarray, weight: np.ndarray, length: int) -> str:
     total = pd.Series(weight).groupby(ids).sum().sort_values(ascending=False, kind="stable")
     parts = [f"{rt.symbols[int(i)]} {100 * t / length:.0f}% ({fmt_ns(t)})"
-             for i, t in total.head(TOP_NAMES).items() if t > 0]
+             for k, (i, t) in enumerate(total.head(TOP_NAMES).items())
+             if t > 0 and (k == 0 or t >= 0.01 * length)]
     return ", ".join(parts)
 
 
@@ -225,7 +224,7 @@ def coverage_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "saving(us)": int(r.get("saving_ns", 0)) / 1e3,
             "unclassified(us)": r["unclassified_ns"] / 1e3,
             "unclassified_pctg": round(100.0 * r["unclassified_share"], 2),
-            "note": r["note"],
+            "note": r["note"], "unclassified_note": r["unclassified_note"],
         })
     return pd.DataFrame(out, columns=COLUMNS)
 
