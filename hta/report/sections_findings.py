@@ -69,9 +69,8 @@ def _ms(us: float) -> str:
 def findings(ctx: Context, s: Section) -> None:
     """One line per finding of :meth:`TraceAnalysis.get_findings`, each linking to the
     section holding its evidence (titled from ``ctx.section_titles``)."""
-    from hta.analysis.findings import engine
-
     from hta.analysis.findings import coverage as cov
+    from hta.analysis.findings import engine
 
     s.definitions = doc(engine) + "\n\n" + doc(cov)
     s.source = "TraceAnalysis.get_findings, get_findings_coverage"
@@ -225,5 +224,5 @@ def stragglers(ctx: Context, s: Section) -> None:
             "wait_caused(us)", "participants", "matched_by"]))
 
 
-__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "ranks_text", "saving_text", "stragglers",
-           "timeline"]
+__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "ranks_text",
+           "saving_text", "stragglers", "timeline"]
