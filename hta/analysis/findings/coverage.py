@@ -24,7 +24,9 @@ longest of each rank are listed with the step they start in, what the GPU did
 
 * ``cpu``: the operators and runtime calls (``cpu_op``, ``runtime_*``) with the most
   *exclusive* time inside the piece (their time in it minus that of the operators and
-  calls nested in them), any thread;
+  calls nested in them), any thread; led by ``no operator or runtime call for N% of it``
+  when none runs for more than half of the piece (the host was in Python code the
+  profiler did not record, or waiting on something else);
 * ``annotations``: the ``record_function`` ranges (not ``ProfilerStep#``) overlapping the
   piece most, the innermost first on ties.
 
@@ -44,7 +46,7 @@ from hta.analysis.findings import unclassified as unknown_kinds
 from hta.analysis.findings.claims import difference, fmt_ns
 from hta.analysis.findings.engine import KeptTime, step_table
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
-from hta.analysis.intervals import Cover
+from hta.analysis.intervals import Cover, union_length
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_codes
 from hta.model.trace import RankTrace
@@ -148,7 +150,8 @@ def _piece(rt: RankTrace, steps: pd.DataFrame, a: int, b: int, busy: Cover, comm
 
 def _cpu_activity(rt: RankTrace, a: int, b: int) -> str:
     """``aten::to 62% (1.2 ms), ...``: exclusive time of CPU ops and runtime calls in
-    ``[a, b)``, the largest first."""
+    ``[a, b)``, the largest first; led by ``no operator or runtime call for N% of it``
+    when none runs for more than half of the piece."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
@@ -169,7 +172,12 @@ def _cpu_activity(rt: RankTrace, a: int, b: int) -> str:
     nested = np.zeros(rows.size, dtype=np.int64)
     np.add.at(nested, owner[owner >= 0], overlap[owner >= 0])
     own = np.maximum(overlap - nested, 0)
-    return _top(rt, ev["name"].to_numpy()[rows], own, b - a)
+    top = _top(rt, ev["name"].to_numpy()[rows], own, b - a)
+    quiet = (b - a) - union_length(np.maximum(ts[rows], a), np.minimum(end[rows], b))
+    if quiet * 2 > b - a:
+        return f"no operator or runtime call for {100 * quiet / (b - a):.0f}% of it" + (
+            f"; {top}" if top else "")
+    return top
 
 
 def _annotations(rt: RankTrace, a: int, b: int) -> str:
