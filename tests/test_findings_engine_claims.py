@@ -234,3 +234,44 @@ def test_exposed_collectives_at_different_times_stay_two(tmp_path):
     trace = _twice(tmp_path, same_time=False)
     out = find(trace, rules=COMM_RULES)
     assert sorted(out["est_saving(us)"].tolist()) == [300.0, 300.0]
+
+
+# -- a shared budget: the free computation two exposed groups would hide under ----------------
+def _shared_budget(tmp_path: Path, enough_compute: bool = False):
+    """Per step, on one stream: an all-reduce with process-group args ``[100, 400)`` µs and
+    a communication kernel without args ``[500, 800)`` (two "groups"), and 100 µs of
+    compute ``[0, 100)``: each group's saving is capped by the same 100 µs of free
+    computation. The twin adds 600 µs of compute ``[1000, 1600)`` (2 ms steps): enough to
+    hide both."""
+    step = 2 * WINDOW if enough_compute else WINDOW
+    b = TraceBuilder(rank=0)
+    for k in range(1, 4):
+        t = (k - 1) * step
+        with b.step(k, ts=t, dur=step):
+            b.launch_kernel("sgemm", cpu_ts=t + 1_000, cpu_dur=500, gpu_ts=t, gpu_dur=100_000)
+            if enough_compute:
+                b.launch_kernel("sgemm", cpu_ts=t + 1_600, cpu_dur=200, gpu_ts=t + 1_000_000,
+                                gpu_dur=600_000)
+            b.launch_kernel(NCCL, cpu_ts=t + 2_000, cpu_dur=500, gpu_ts=t + 100_000,
+                            gpu_dur=300_000, stream=COMM_STREAM,
+                            **{"Process Group Name": "0", "Collective name": "allreduce"})
+            b.launch_kernel(NCCL, cpu_ts=t + 3_000, cpu_dur=500, gpu_ts=t + 500_000,
+                            gpu_dur=300_000, stream=COMM_STREAM)
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_two_groups_hiding_under_the_same_compute_count_it_once(tmp_path):
+    trace = _shared_budget(tmp_path)
+    raw = COMM_RULES[0].check(trace.rank(0), None)
+    assert sorted(f.est_saving_ns for f in raw) == [300_000, 300_000]  # 2 x the same 300 µs
+    (row,) = find(trace, rules=COMM_RULES).to_dict("records")
+    assert row["est_saving(us)"] == 300.0
+    assert "draws on the same 300.0 µs of computation time with no communication" in \
+        row["evidence"]
+
+
+def test_two_groups_with_enough_compute_stay_two(tmp_path):
+    trace = _shared_budget(tmp_path, enough_compute=True)
+    out = find(trace, rules=COMM_RULES)
+    assert sorted(out["est_saving(us)"].tolist()) == [900.0, 900.0]

@@ -120,7 +120,9 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
             f"overlap_time {row.rank_overlap_ns / 1e3:,.1f} µs for the rank)."
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
-                             subject=label, claim=claims.get(str(row.process_group))))
+                             subject=label, claim=claims.get(str(row.process_group)),
+                             budget=("computation time with no communication",
+                                     int(row.free_compute_ns))))
     return found
 
 

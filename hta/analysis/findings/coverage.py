@@ -15,7 +15,8 @@ hold (their claims after the engine shared them out,
 is the explained share of the idle time. Findings without a claim (the job rule
 ``stragglers``) explain nothing here. A rank whose GPU is idle more than
 :data:`IDLE_FLAG_SHARE` (20%) of its window while the findings explain less than
-:data:`EXPLAINED_ENOUGH` (half) of that idle time gets a note saying so.
+:data:`EXPLAINED_ENOUGH` (half) of that idle time gets a note saying so (not a rank with
+no GPU work at all in its window: a CPU-only trace has nothing to explain).
 
 **Unexplained pieces.** The unexplained time falls into stretches (each a maximal
 interval with no computation kernel, minus what findings hold); the :data:`TOP_PIECES`
@@ -115,7 +116,7 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
     """The rank's note on unexplained idle time (module docstring), or ``""``."""
     notes = []
     window, idle = row["window_ns"], row["idle_ns"]
-    if window > 0 and idle > IDLE_FLAG_SHARE * window and \
+    if window > 0 and idle < window and idle > IDLE_FLAG_SHARE * window and \
             row["idle_explained_ns"] < EXPLAINED_ENOUGH * idle:
         text = (f"The GPU is idle {100 * idle / window:.0f}% of the window and the findings "
                 f"explain {100 * row['idle_explained_ns'] / idle:.0f}% of that idle time: "

@@ -108,7 +108,12 @@ class Finding:
 
     ``window_ns`` is the analysed time the saving is a share of (for severity);
     ``subject`` separates several findings of one rule (a kernel, a process group);
-    ``advice`` replaces the rule's advice when set.
+    ``advice`` replaces the rule's advice when set; ``claim`` is the time the saving comes
+    from (:class:`~hta.analysis.findings.claims.Claim`; None: not said, the saving is then
+    capped by the window time no claim holds); ``budget`` ``(what, ns)`` a resource of the
+    rank the saving is bounded by and that other findings may share (``comm_exposed``:
+    the computation time with no communication, which overlapping could hide collectives
+    under): the savings naming one ``what`` add up to at most ``ns``.
     """
 
     ranks: tuple[int, ...]
@@ -119,6 +124,7 @@ class Finding:
     subject: str = ""
     advice: str = ""
     claim: Claim | None = field(default=None, compare=False, repr=False)
+    budget: tuple[str, int] | None = None
 
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
@@ -381,6 +387,8 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
                        [rows[k].finding.est_saving_ns for k in claimed], window)
         for k, kp in zip(claimed, kept, strict=True):
             _settle(rows, claimed, k, kp)
+        budgets: dict[str, int] = {}
+        _draw_budgets(rows, [rows[k] for k in claimed], budgets)
         small = {live[k] for k in claimed if rows[k].into < 0 and rows[k].saving < floor}
         if not small:
             break
@@ -390,7 +398,11 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
     free = [r.finding.est_saving_ns for r in rows if r.finding.claim is None]
     for r, saving in zip((r for r in rows if r.finding.claim is None),
                          cap_unclaimed(free, window[1] - window[0], kept_total), strict=True):
-        r.saving = saving if saving >= floor else 0
+        r.saving = saving
+    _draw_budgets(rows, [r for r in rows if r.finding.claim is None], budgets)
+    for r in rows:
+        if r.finding.claim is None and r.saving < floor:
+            r.saving = 0
     out = [_raw_row_of(rank, r) for r in rows if r.into < 0 and r.saving > 0]
     return out, KeptTime(cover, kept_total)
 
@@ -419,6 +431,35 @@ def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:
             about = f" ({other.finding.subject})" if other.finding.subject else ""
             row.notes.append(f"{fmt_ns(part)} of the time it claims is held by {other.rule}"
                              f"{about}, which counts it; the saving here leaves it out.")
+
+
+def _draw_budgets(rows: list[_Row], todo: list[_Row], left: dict[str, int]) -> None:
+    """Cap the savings that draw on a shared budget (``Finding.budget``), in order; a row
+    left with under half its saving by an earlier row of its rule merges into it."""
+    where = {id(x): i for i, x in enumerate(rows)}
+    holder: dict[str, int] = {}
+    for r in todo:
+        if r.into >= 0 or r.finding.budget is None:
+            continue
+        key, amount = r.finding.budget
+        left.setdefault(key, int(amount))
+        take = min(r.saving, max(left[key], 0))
+        root = rows[holder.setdefault(key, where[id(r)])]
+        if take < r.saving:
+            short = r.saving - take
+            if root is not r and root.rule == r.rule and take < MERGE_SHARE * r.saving:
+                r.into = where[id(root)]
+                root.saving += take
+                root.steps |= r.steps
+                root.notes.append(
+                    f"The same saving also shows as {r.finding.subject or 'another finding'}"
+                    f" (its {fmt_ns(r.saving)} draws on the same {fmt_ns(amount)} of "
+                    f"{key}), counted once here.")
+            else:
+                r.notes.append(f"{fmt_ns(short)} of its saving would draw on {key} that "
+                               f"{root.rule} ({root.finding.subject}) already counts.")
+        r.saving = take
+        left[key] -= take
 
 
 def _kept_pieces(rows: list[_Row], claimed: list[int]) -> tuple[np.ndarray, np.ndarray]:
