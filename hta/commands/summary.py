@@ -139,7 +139,7 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
     out.table(f"What the findings explain of the time the GPU does not compute (ms{more})", [
         Column("rank", lambda r: str(r["rank"])),
         Column("idle + exposed", lambda r: number(r["not_computing(us)"] / 1e3, 3)),
-        Column("idle %", lambda r: number(r["idle_pctg"]), style=_flag_style),
+        Column("idle % of window", lambda r: number(r["idle_pctg"]), style=_flag_style),
         Column("explained %", lambda r: number(r["explained_pctg"])),
         Column("idle explained %", lambda r: number(r["idle_explained_pctg"])),
         Column("unexplained", lambda r: number(r["unexplained(us)"] / 1e3, 3)),
