@@ -110,7 +110,8 @@ def test_same_rule_same_time_merges(tmp_path):
     assert len(out) == 1
     row = out.iloc[0]
     assert (row["subject"], row["est_saving(us)"]) == ("process group 0", 300.0)
-    assert "The same time also shows as stream 21 (250.0 µs of its 250.0 µs" in row["evidence"]
+    assert "The same time also shows as stream 21 (250.0 µs of its 250.0 µs in common): its " \
+        "0.0 µs is counted here" in row["evidence"]
 
 
 def test_same_rule_mostly_other_time_stays_apart(tmp_path):

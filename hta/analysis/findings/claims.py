@@ -59,8 +59,9 @@ class Claim:
 @dataclass
 class Kept:
     """What one finding keeps after :func:`resolve`: disjoint sorted segments with their
-    density, the amount (ns of saving) they hold, the saving, and what it lost to whom
-    (index of the earlier finding -> ns of its claim kept by that one)."""
+    density, the amount (ns of saving) they hold, the saving, what it lost to whom (index
+    of the earlier finding -> ns of its claim kept by that one), the length of its claimed
+    intervals and how much of it runs where earlier claims of its group keep time."""
 
     start: np.ndarray
     end: np.ndarray
@@ -69,6 +70,8 @@ class Kept:
     amount_ns: float
     saving_ns: int
     lost_to: dict[int, int] = field(default_factory=dict)
+    claim_len: int = 0
+    shared_with: dict[int, int] = field(default_factory=dict)
 
     @property
     def kept_ns(self) -> int:
@@ -125,9 +128,13 @@ def difference(a_start: np.ndarray, a_end: np.ndarray, b: Cover
     return s[ok], e[ok], owner[ok]
 
 
-def resolve(claims: list[Claim], estimates: list[int], window: tuple[int, int]
-            ) -> list[Kept]:
-    """Share the rank's time among claims taken in the given order (module docstring)."""
+def resolve(claims: list[Claim], estimates: list[int], window: tuple[int, int],
+            groups: list[str] | None = None) -> list[Kept]:
+    """Share the rank's time among claims taken in the given order (module docstring).
+
+    With ``groups`` (one label a claim, the rule), each :class:`Kept` also says how long
+    its claimed intervals run where an earlier claim of the same group keeps time
+    (``shared_with``), whatever the densities."""
     lo, hi = _span(claims, window)
     bounds = np.array([lo, hi], dtype=np.int64)            # the level taken so far:
     level = np.zeros(1)                                    # level[k] on bounds[k:k+2]
@@ -149,11 +156,28 @@ def resolve(claims: list[Claim], estimates: list[int], window: tuple[int, int]
             else {}
         on = got > 1e-12
         saving = int(min(max(int(estimate), 0), round(amount)))
-        kept.append(Kept(left[on], cuts[1:][on], got[on], claimed, amount, saving, lost))
+        kp = Kept(left[on], cuts[1:][on], got[on], claimed, amount, saving, lost,
+                  int(width[want > 0].sum()))
+        if groups is not None:
+            kp.shared_with = _shared(kept, groups, len(kept), s, e)
+        kept.append(kp)
         level = taken + got
         change = np.r_[True, level[1:] != level[:-1]]
         bounds, level = np.r_[left[change], cuts[-1]], level[change]
     return kept
+
+
+def _shared(kept: list[Kept], groups: list[str], i: int, s: np.ndarray, e: np.ndarray
+            ) -> dict[int, int]:
+    """Length of the segments ``[s, e)`` of claim ``i`` where each earlier claim of its
+    group keeps time."""
+    out = {}
+    for j, other in enumerate(kept):
+        if groups[j] == groups[i] and other.start.size and s.size:
+            part = int(Cover(other.start, other.end).within(s, e).sum())
+            if part > 0:
+                out[j] = part
+    return out
 
 
 def _span(claims: list[Claim], window: tuple[int, int]) -> tuple[int, int]:

@@ -384,7 +384,8 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
         rows = [_Row(found[i][0].id, found[i][1]) for i in live]
         claimed = [k for k, r in enumerate(rows) if r.finding.claim is not None]
         kept = resolve([rows[k].finding.claim for k in claimed],  # type: ignore[misc]
-                       [rows[k].finding.est_saving_ns for k in claimed], window)
+                       [rows[k].finding.est_saving_ns for k in claimed], window,
+                       [rows[k].rule for k in claimed])
         for k, kp in zip(claimed, kept, strict=True):
             _settle(rows, claimed, k, kp)
         budgets: dict[str, int] = {}
@@ -408,29 +409,36 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
 
 
 def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:
-    """Give row ``k`` its kept claim; merge it into an earlier row of its rule that holds
-    most of its time (:data:`MERGE_SHARE`), else note who holds what it lost."""
+    """Give row ``k`` its kept claim; merge it into an earlier row of its rule whose kept
+    time covers most of its claimed time (:data:`MERGE_SHARE`), else note who holds what
+    it lost."""
     row = rows[k]
     row.kept, row.saving = kp, kp.saving_ns
     row.steps = {int(s) for s in row.finding.steps}
-    for j, part in sorted(kp.lost_to.items(), key=lambda kv: -kv[1]):
-        root = claimed[j]
-        while rows[root].into >= 0:
-            root = rows[root].into
-        other = rows[root]
-        if other.rule == row.rule and part >= MERGE_SHARE * max(kp.claimed_ns, 1) \
-                and row.into < 0:
+    for j, part in sorted(kp.shared_with.items(), key=lambda kv: -kv[1]):
+        root = _root(rows, claimed[j])
+        if part >= MERGE_SHARE * max(kp.claim_len, 1) and row.into < 0:
+            other = rows[root]
             row.into = root
             other.saving += row.saving
             other.steps |= row.steps
             other.notes.append(
                 f"The same time also shows as {row.finding.subject or 'another finding'} "
-                f"({fmt_ns(part)} of its {fmt_ns(kp.claimed_ns)} in common), counted once "
-                "here.")
-        elif part >= 0.01 * max(kp.claimed_ns, 1) and row.into < 0:
+                f"({fmt_ns(part)} of its {fmt_ns(kp.claim_len)} in common): its "
+                f"{fmt_ns(row.saving)} is counted here, not in a row of its own.")
+    for j, part in sorted(kp.lost_to.items(), key=lambda kv: -kv[1]):
+        other = rows[_root(rows, claimed[j])]
+        if other.rule != row.rule and part >= 0.01 * max(kp.claimed_ns, 1) \
+                and row.into < 0:
             about = f" ({other.finding.subject})" if other.finding.subject else ""
             row.notes.append(f"{fmt_ns(part)} of the time it claims is held by {other.rule}"
                              f"{about}, which counts it; the saving here leaves it out.")
+
+
+def _root(rows: list[_Row], k: int) -> int:
+    while rows[k].into >= 0:
+        k = rows[k].into
+    return k
 
 
 def _draw_budgets(rows: list[_Row], todo: list[_Row], left: dict[str, int]) -> None:
