@@ -38,6 +38,7 @@ as a note, never as a finding.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,7 @@ from hta.analysis.findings.engine import KeptTime, step_table
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.rowmap import RowMap
-from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_codes
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 #: Idle share of the window above which the findings must explain most of the idle time.
@@ -68,7 +69,7 @@ COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(
 PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
                  "annotations"]
 
-_CPU_CODES = kind_codes(["cpu_op", *sorted(RUNTIME_KINDS)])
+_CPU_KINDS = ("cpu_op", *sorted(RUNTIME_KINDS))
 _ANNOTATION = KIND_CODE["user_annotation"]
 
 
@@ -104,8 +105,8 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
         "unclassified_note": unknown_kinds.note(u),
     }
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
-    steps = step_table(rt) if order.size else None
-    pieces = [_piece(rt, steps, int(u_s[i]), int(u_e[i]), busy, comm, memory)
+    host = _Host.of(rt) if order.size else None
+    pieces = [_piece(host, int(u_s[i]), int(u_e[i]), busy, comm, memory)  # type: ignore[arg-type]
               for i in np.sort(order).tolist()]
     pieces.sort(key=lambda p: -p["dur_ns"])
     row["note"] = _note(row, pieces)
@@ -134,8 +135,35 @@ def _step_text(step: int) -> str:
     return f"step {step}" if step >= 0 else "no ProfilerStep"
 
 
-def _piece(rt: RankTrace, steps: pd.DataFrame, a: int, b: int, busy: Cover, comm: Cover,
-           memory: Cover) -> dict[str, Any]:
+@dataclass
+class _Host:
+    """The rank's CPU events the pieces are described with, gathered once: operators and
+    runtime calls (``cpu``), user annotations but ``ProfilerStep#`` (``ann``)."""
+
+    rt: RankTrace
+    steps: pd.DataFrame
+    parent: np.ndarray
+    slot: np.ndarray
+    cpu: np.ndarray
+    ann: np.ndarray
+
+    @classmethod
+    def of(cls, rt: RankTrace) -> _Host:
+        ev = rt.events
+        codes = ev["kind"].cat.codes.to_numpy()
+        ann = np.flatnonzero(codes == _ANNOTATION)
+        names = ev["name"].to_numpy()[ann]
+        uniq, inv = np.unique(names, return_inverse=True)
+        step = np.array([rt.symbols[i].startswith("ProfilerStep#") for i in uniq.tolist()],
+                        dtype=bool)
+        return cls(rt, step_table(rt), RowMap(ev).column(ev, "parent"),
+                   np.full(len(ev), -1, dtype=np.int64),
+                   np.flatnonzero(kind_mask(codes, _CPU_KINDS)),
+                   ann[~step[inv.reshape(-1)]] if ann.size else ann)
+
+
+def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
+           ) -> dict[str, Any]:
     """One unexplained piece ``[a, b)``: its step, what the GPU and the CPU did."""
     length = b - a
     idle = length - int(busy.within(np.array([a]), np.array([b]))[0])
@@ -143,25 +171,24 @@ def _piece(rt: RankTrace, steps: pd.DataFrame, a: int, b: int, busy: Cover, comm
     in_mem = int(memory.within(np.array([a]), np.array([b]))[0])
     gpu = "idle" if idle * 2 >= length else (
         "exposed communication" if in_comm >= in_mem else "exposed memory")
+    steps = host.steps
     at = steps[(steps["start_ns"] <= a) & (steps["end_ns"] > a)]["step"]
-    return {"rank": rt.rank, "start_ns": a, "end_ns": b, "dur_ns": length,
+    return {"rank": host.rt.rank, "start_ns": a, "end_ns": b, "dur_ns": length,
             "step": int(at.iloc[0]) if len(at) else -1, "gpu": gpu,
-            "cpu": _cpu_activity(rt, a, b), "annotations": _annotations(rt, a, b)}
+            "cpu": _cpu_activity(host, a, b), "annotations": _annotations(host, a, b)}
 
 
-def _cpu_activity(rt: RankTrace, a: int, b: int) -> str:
+def _cpu_activity(host: _Host, a: int, b: int) -> str:
     """``aten::to 62% (1.2 ms), ...``: exclusive time of CPU ops and runtime calls in
     ``[a, b)``, the largest first; led by ``no operator or runtime call for N% of it``
     when none runs for more than half of the piece."""
-    ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    ev = host.rt.events
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    rows = np.flatnonzero(np.isin(codes, _CPU_CODES) & (ts < b) & (end > a))
+    rows = host.cpu[(ts[host.cpu] < b) & (end[host.cpu] > a)]
     if rows.size == 0:
         return ""
     overlap = (np.minimum(end[rows], b) - np.maximum(ts[rows], a)).astype(np.int64)
-    parent = RowMap(ev).column(ev, "parent")
-    slot = np.full(len(ev), -1, dtype=np.int64)
+    parent, slot = host.parent, host.slot
     slot[rows] = np.arange(rows.size)
     up = parent[rows]
     for _ in range(256):  # the nearest ancestor that is also a listed row
@@ -170,10 +197,11 @@ def _cpu_activity(rt: RankTrace, a: int, b: int) -> str:
             break
         up = np.where(climb, parent[np.maximum(up, 0)], up)
     owner = np.where(up >= 0, slot[np.maximum(up, 0)], -1)
+    slot[rows] = -1
     nested = np.zeros(rows.size, dtype=np.int64)
     np.add.at(nested, owner[owner >= 0], overlap[owner >= 0])
     own = np.maximum(overlap - nested, 0)
-    top = _top(rt, ev["name"].to_numpy()[rows], own, b - a)
+    top = _top(host.rt, ev["name"].to_numpy()[rows], own, b - a)
     quiet = (b - a) - union_length(np.maximum(ts[rows], a), np.minimum(end[rows], b))
     if quiet * 2 > b - a:
         return f"no operator or runtime call for {100 * quiet / (b - a):.0f}% of it" + (
@@ -181,25 +209,21 @@ def _cpu_activity(rt: RankTrace, a: int, b: int) -> str:
     return top
 
 
-def _annotations(rt: RankTrace, a: int, b: int) -> str:
+def _annotations(host: _Host, a: int, b: int) -> str:
     """The user annotations overlapping ``[a, b)`` most (innermost first on ties)."""
-    ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    ev = host.rt.events
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    rows = np.flatnonzero((codes == _ANNOTATION) & (ts < b) & (end > a))
-    names = ev["name"].to_numpy()[rows]
-    keep = np.array([not rt.symbols[n].startswith("ProfilerStep#") for n in names.tolist()],
-                    dtype=bool)
-    rows, names = rows[keep], names[keep]
+    rows = host.ann[(ts[host.ann] < b) & (end[host.ann] > a)]
     if rows.size == 0:
         return ""
+    names = ev["name"].to_numpy()[rows]
     overlap = np.minimum(end[rows], b) - np.maximum(ts[rows], a)
     order = np.lexsort(((end - ts)[rows], -overlap))
     seen: list[str] = []
     for i in order.tolist():
-        name = rt.symbols[names[i]]
+        name = host.rt.symbols[names[i]]
         if name not in seen:
-            seen.append(f"{name}")
+            seen.append(name)
         if len(seen) == TOP_NAMES:
             break
     return ", ".join(seen)

@@ -18,17 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from hta.analysis.findings.kernels import in_steps, top_names
 from hta.analysis.intervals import merge
-from hta.model.rules import GPU_WORK_KINDS, kind_codes
+from hta.model.rules import GPU_WORK_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 #: Least share of the GPU busy time in unclassified kernels for a coverage note.
 NOTE_SHARE = 0.01
 
-_GPU_CODES = kind_codes(GPU_WORK_KINDS)
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ def unclassified_time(rt: RankTrace, iterations: list[int] | None,
     ev = rt.events
     mask = rt.unclassified
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    gpu = np.isin(ev["kind"].cat.codes.to_numpy(), _GPU_CODES)
+    gpu = kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS)
     sel = gpu & in_steps(rt, ev["iteration"].to_numpy(), ts, iterations, window)
     busy_s, busy_e = merge(ts[sel], end[sel])
     busy_ns = int((busy_e - busy_s).sum())
