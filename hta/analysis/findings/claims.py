@@ -98,7 +98,7 @@ def segments(claim: Claim, window: tuple[int, int]
     s, e, dens = s[keep], e[keep], dens[keep]
     if s.size == 0:
         return _EMPTY, _EMPTY, np.zeros(0)
-    bounds = np.unique(np.concatenate([s, e]))
+    bounds = _distinct(np.concatenate([s, e]))
     delta = np.zeros(bounds.size)
     np.add.at(delta, np.searchsorted(bounds, s), dens)
     np.add.at(delta, np.searchsorted(bounds, e), -dens)
@@ -141,7 +141,7 @@ def resolve(claims: list[Claim], estimates: list[int], window: tuple[int, int],
     kept: list[Kept] = []
     for claim, estimate in zip(claims, estimates, strict=True):
         s, e, dens = segments(claim, (lo, hi))
-        cuts = np.unique(np.concatenate([bounds, s, e]))
+        cuts = _distinct(np.concatenate([bounds, s, e]))
         left, width = cuts[:-1], np.diff(cuts).astype(np.float64)
         taken = level[np.clip(np.searchsorted(bounds, left, side="right") - 1, 0,
                               level.size - 1)]
@@ -178,6 +178,12 @@ def _shared(kept: list[Kept], groups: list[str], i: int, s: np.ndarray, e: np.nd
             if part > 0:
                 out[j] = part
     return out
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a sort: faster here than ``np.unique``'s hashing)."""
+    values = np.sort(values, kind="stable")
+    return values[np.r_[True, values[1:] != values[:-1]]] if values.size else values
 
 
 def _span(claims: list[Claim], window: tuple[int, int]) -> tuple[int, int]:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -166,12 +167,24 @@ def describe_rules(rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
 # -- the analysed window ---------------------------------------------------------------
 def step_table(rt: RankTrace) -> pd.DataFrame:
     """The rank's ``ProfilerStep#N`` spans (:func:`hta.analysis.steps.rank_step_spans`, the
-    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``."""
-    if not len(rt.events):
+    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
+
+    Every rule asks for it; the table of the last events table asked about is kept (a
+    weak reference to that table, so a new or dropped one is never served stale)."""
+    events = rt.events
+    seen, table = _LAST_STEPS
+    if seen is not None and seen() is events and table is not None:
+        return table.copy()
+    if not len(events):
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
     starts, ends, numbers = rank_step_spans(rt)
     table = pd.DataFrame({"step": numbers, "start_ns": starts, "end_ns": ends})
-    return table.drop_duplicates("step", keep="first").reset_index(drop=True)
+    table = table.drop_duplicates("step", keep="first").reset_index(drop=True)
+    _LAST_STEPS[:] = [weakref.ref(events), table]
+    return table.copy()
+
+
+_LAST_STEPS: list = [None, None]
 
 
 def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
