@@ -124,8 +124,7 @@ def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:
                 f"{fmt_ns(row.saving)} is counted here, not in a row of its own.")
     for j, part in sorted(kp.lost_to.items(), key=lambda kv: -kv[1]):
         other = rows[_root(rows, claimed[j])]
-        if other.rule != row.rule and part >= 0.01 * max(kp.claimed_ns, 1) \
-                and row.into < 0:
+        if part >= 0.01 * max(kp.claimed_ns, 1) and row.into < 0:
             about = f" ({other.finding.subject})" if other.finding.subject else ""
             row.notes.append(f"{fmt_ns(part)} of the time it claims is held by {other.rule}"
                              f"{about}, which counts it; the saving here leaves it out.")
