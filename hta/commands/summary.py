@@ -146,9 +146,12 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
         Column("longest unexplained (CPU meanwhile)", lambda r: _longest(
             longest.get(int(r["rank"]))), numeric=False),
     ], [dict(r, _flag=bool(r["note"])) for r in rows])
-    for r in coverage.to_dict("records"):
-        if r["note"]:
-            out.line(printable(f"rank {r['rank']}: {r['note']}", 400), style="yellow")
+    noted = [r for r in coverage.to_dict("records") if r["note"]]
+    for r in noted[:COVERAGE_SHOWN]:
+        out.line(printable(f"rank {r['rank']}: {r['note']}", 400), style="yellow")
+    if len(noted) > COVERAGE_SHOWN:
+        out.line(f"... and {len(noted) - COVERAGE_SHOWN} more rank(s) with unexplained idle "
+                 "time (TraceAnalysis.get_findings_coverage(), --json).", style="yellow")
     worst = coverage.sort_values("unclassified_pctg", ascending=False).iloc[0]
     if n_unclassified or worst["unclassified_note"]:
         out.line(f"Coverage note: {n_unclassified} kernel name(s) match no kind rule "

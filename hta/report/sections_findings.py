@@ -21,6 +21,8 @@ from hta.report.context import (
     table_of,
 )
 
+#: Ranks whose unexplained-idle note is written under the coverage table.
+NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
 
@@ -109,8 +111,11 @@ def coverage_tables(ctx: Context, s: Section) -> None:
     coverage = ctx.analyzer.get_findings_coverage(ctx.ranks, ctx.iterations)
     if coverage.empty:
         return
-    notes = [f"Rank {r['rank']}: {r['note']}" for r in coverage.to_dict("records")
-             if r["note"]]
+    noted = [r for r in coverage.to_dict("records") if r["note"]]
+    notes = [f"Rank {r['rank']}: {r['note']}" for r in noted[:NOTES_SHOWN]]
+    if len(noted) > NOTES_SHOWN:
+        notes.append(f"{len(noted) - NOTES_SHOWN} more rank(s) have idle time the findings "
+                     "do not explain: see the note column of get_findings_coverage().")
     kinds = coverage[coverage["unclassified_note"] != ""]
     if len(kinds):
         worst = kinds.sort_values("unclassified_pctg", ascending=False).iloc[0]
