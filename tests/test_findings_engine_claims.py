@@ -276,3 +276,34 @@ def test_two_groups_with_enough_compute_stay_two(tmp_path):
     trace = _shared_budget(tmp_path, enough_compute=True)
     out = find(trace, rules=COMM_RULES)
     assert sorted(out["est_saving(us)"].tolist()) == [900.0, 900.0]
+
+
+# -- a late rank's wait is the straggler's, not the collective's ----------------------------------
+def test_the_wait_for_a_late_rank_is_counted_once(tmp_path):
+    """4 ranks, 3 steps, 4 all-reduces a step 100 µs apart after the compute kernel
+    (nothing overlaps them), rank 2 starting each 70 µs late: on rank 0 each kernel runs
+    110 µs (1 230 µs of communication in all, the kernels overlapping 10 µs), 70 of them
+    waiting for rank 2. ``stragglers`` (rank 2) holds those 12 x 70 = 840 µs on every
+    waiting rank; ``comm_exposed`` on rank 0 keeps the other 390 µs."""
+    from test_stragglers import straggler_job
+
+    trace = load_trace(straggler_job(tmp_path, late={2: 70_000}), progress=False,
+                       cache=False)
+    raw = COMM_RULES[0].check(trace.rank(0), None)
+    assert [f.est_saving_ns for f in raw] == [1_230_000]  # the rule alone: wait included
+    result = analyse(trace, rules=COMM_RULES)
+    out = result.findings.set_index("rule")
+    assert out.loc["stragglers", "est_saving(us)"] == 840.0
+    cov = result.coverage.set_index("rank")
+    assert cov.loc[0, "saving(us)"] == 390.0  # comm_exposed on rank 0, the wait left out
+    assert cov.loc[0, "explained(us)"] == 1_230.0  # all of it explained, once
+    assert cov.loc[2, "saving(us)"] == 480.0 + 840.0  # its transfers, and its lateness
+
+
+def test_without_a_late_rank_the_collective_keeps_its_time(tmp_path):
+    from test_stragglers import straggler_job
+
+    trace = load_trace(straggler_job(tmp_path), progress=False, cache=False)
+    out = find(trace, rules=COMM_RULES)
+    assert out["rule"].tolist() == ["comm_exposed"]
+    assert out.iloc[0]["est_saving(us)"] == 480.0

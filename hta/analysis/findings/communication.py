@@ -176,8 +176,21 @@ def check_stragglers(trace: Trace, ranks: list[int],
             f"(stragglers table: late_count, total_wait_caused, total_excess_lag)."
         )
         found.append(Finding((rank,), steps, evidence, min(saving, window) if window else
-                             saving, window, subject=f"rank {rank}"))
+                             saving, window, subject=f"rank {rank}",
+                             rank_claims=_wait_claims(arrivals, rank)))
     return found
+
+
+def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
+    """Per rank that waited for ``rank``: the waits that would disappear, ``[s - excess,
+    s)`` at each collective where ``rank`` alone started last at ``s``."""
+    late = arrivals[(arrivals["rank"] == rank) & (arrivals["excess_lag_ns"] > 0)]
+    late = late.drop_duplicates("collective").set_index("collective")
+    others = arrivals[arrivals["collective"].isin(late.index) & (arrivals["rank"] != rank)]
+    end = late["start_ns"].reindex(others["collective"]).to_numpy(np.int64)
+    excess = late["excess_lag_ns"].reindex(others["collective"]).to_numpy(np.int64)
+    return {int(q): Claim(end[idx] - excess[idx], end[idx])
+            for q, idx in others.groupby("rank").indices.items()}
 
 
 def _windows(trace: Trace, ranks: Iterable[int] | int | None,

@@ -58,8 +58,8 @@ from __future__ import annotations
 import importlib
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -113,7 +113,9 @@ class Finding:
     capped by the window time no claim holds); ``budget`` ``(what, ns)`` a resource of the
     rank the saving is bounded by and that other findings may share (``comm_exposed``:
     the computation time with no communication, which overlapping could hide collectives
-    under): the savings naming one ``what`` add up to at most ``ns``.
+    under): the savings naming one ``what`` add up to at most ``ns``; ``rank_claims``, for
+    a job finding, the time its saving comes from on each rank (``stragglers``: the wait at
+    each collective it held up, on each rank that waited), taken before any rank finding.
     """
 
     ranks: tuple[int, ...]
@@ -125,6 +127,7 @@ class Finding:
     advice: str = ""
     claim: Claim | None = field(default=None, compare=False, repr=False)
     budget: tuple[str, int] | None = None
+    rank_claims: Mapping[int, Claim] | None = field(default=None, compare=False, repr=False)
 
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
@@ -220,13 +223,16 @@ class FindingsResult:
 def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
                   iterations: Iterable[int] | int | None = None,
                   rules: Sequence[FindingRule] | None = None,
-                  min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+                  min_share: float = DEFAULT_MIN_SHARE,
+                  reserved: dict[int, list[tuple[str, Finding]]] | None = None
+                  ) -> pd.DataFrame:
     """Per rank: the rank-scope rules' findings after the claims are shared out
     (:func:`resolve_rank`) and the coverage of the idle and exposed time.
 
     One row per rank: ``rank``, ``findings`` (a list of :data:`RAW_COLUMNS` dicts),
     ``coverage`` (a dict) and ``pieces`` (a list of dicts). Per rank, so
     :func:`~hta.loading.lazy.map_ranks` runs it next to the data; no claim travels back.
+    ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
     from hta.analysis.findings import coverage
 
@@ -237,7 +243,8 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
         window = analysis_window(rt, iters)
         found = [(rule, f) for rule in rules
                  for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
-        raw, kept = resolve_rank(rt.rank, found, window, min_share)
+        raw, kept = resolve_rank(rt.rank, found, window, min_share,
+                                 (reserved or {}).get(rt.rank, []))
         cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
         cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
         cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
@@ -271,23 +278,38 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
     rules = default_rules() if rules is None else list(rules)
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    per_rank = map_ranks(trace, rank_analysis, selected, (iters, rules, min_share),
+    job = _job_findings(trace, selected, iters, rules)
+    reserved: dict[int, list[tuple[str, Finding]]] = {}
+    for rule, f in job:
+        for r, claim in (f.rank_claims or {}).items():
+            reserved.setdefault(int(r), []).append((rule.id, replace(
+                f, claim=claim, est_saving_ns=int(claim.amount.sum()) if claim.amount is not
+                None else int((claim.end - claim.start).sum()), rank_claims=None)))
+    per_rank = map_ranks(trace, rank_analysis, selected, (iters, rules, min_share, reserved),
                          description="Findings")
     raw_rows = [r for found in per_rank["findings"] for r in found]
     covs = {int(c["rank"]): c for c in per_rank["coverage"]}
-    for rule in (r for r in rules if r.scope == "job"):
-        try:
-            found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
-            continue
-        for f in found:
-            raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
+    for rule, f in job:
+        raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
     table = pd.DataFrame(raw_rows, columns=RAW_COLUMNS)
     findings = merge(table, rules, min_share)
     pieces = [p for ps in per_rank["pieces"] for p in ps]
     return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
                           coverage.piece_table(pieces))
+
+
+def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,
+                  rules: Sequence[FindingRule]) -> list[tuple[FindingRule, Finding]]:
+    """The job rules' findings; a rule that raises is logged and skipped."""
+    out = []
+    for rule in (r for r in rules if r.scope == "job"):
+        try:
+            found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
+        except Exception as exc:  # noqa: BLE001 - see analyse's docstring
+            logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
+            continue
+        out.extend((rule, f) for f in found)
+    return out
 
 
 def find(trace: Trace, ranks: Iterable[int] | int | None = None,

@@ -10,6 +10,7 @@ noise floor. Its rows are the engine's raw per-rank rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,7 @@ class _Row:
     notes: list[str] = field(default_factory=list)
     kept: Kept | None = None
     into: int = -1  # index of the row it was merged into
+    reserved: bool = False  # a job finding's claim on this rank: no row of its own
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,15 @@ def claim_priority(rule_id: str, position: int) -> tuple[int, int]:
 
 
 def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
-                 window: tuple[int, int], min_share: float
+                 window: tuple[int, int], min_share: float,
+                 reserved: Sequence[tuple[str, Finding]] = ()
                  ) -> tuple[list[dict[str, object]], KeptTime]:
     """Share the rank's time among its findings (module docstring, *Claims*): the raw
-    rows (:data:`RAW_COLUMNS`) of the findings kept, and the time they hold."""
+    rows (:data:`RAW_COLUMNS`) of the findings kept, and the time they hold.
+
+    ``reserved``: ``(rule id, finding)`` of job findings that claim time on this rank
+    (``Finding.rank_claims``); they take it first and give no row here (their row is the
+    job's)."""
     floor = max(min_share * (window[1] - window[0]), 1e-9)
     first_seen: dict[str, int] = {}
     for i, (rule, _f) in enumerate(found):
@@ -76,8 +83,10 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
         claim_priority(found[i][0].id, first_seen[found[i][0].id]),
         -int(found[i][1].est_saving_ns)))
     live = [i for i in order if found[i][1].est_saving_ns >= floor]
+    first = len(reserved)
     for _ in range(4):  # drop what falls under the floor, then share again
-        rows = [_Row(found[i][0].id, found[i][1]) for i in live]
+        rows = [_Row(rule_id, f, reserved=True) for rule_id, f in reserved]
+        rows += [_Row(found[i][0].id, found[i][1]) for i in live]
         claimed = [k for k, r in enumerate(rows) if r.finding.claim is not None]
         kept = resolve([rows[k].finding.claim for k in claimed],  # type: ignore[misc]
                        [rows[k].finding.est_saving_ns for k in claimed], window,
@@ -86,7 +95,8 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
             _settle(rows, claimed, k, kp)
         budgets: dict[str, int] = {}
         _draw_budgets(rows, [rows[k] for k in claimed], budgets)
-        small = {live[k] for k in claimed if rows[k].into < 0 and rows[k].saving < floor}
+        small = {live[k - first] for k in claimed
+                 if k >= first and rows[k].into < 0 and rows[k].saving < floor}
         if not small:
             break
         live = [i for i in live if i not in small]
@@ -100,7 +110,8 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
     for r in rows:
         if r.finding.claim is None and r.saving < floor:
             r.saving = 0
-    out = [_raw_row_of(rank, r) for r in rows if r.into < 0 and r.saving > 0]
+    out = [_raw_row_of(rank, r) for r in rows
+           if r.into < 0 and r.saving > 0 and not r.reserved]
     return out, KeptTime(cover, kept_total)
 
 
