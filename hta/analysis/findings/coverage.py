@@ -12,11 +12,12 @@ analysis_window`), from the GPU work (kernels, copies, memsets, any stream, clip
 *Explained* is the part of the not-computing time that the findings shown for the rank
 hold (their claims after the engine shared them out,
 :mod:`hta.analysis.findings.claims`); *unexplained* is the rest. ``idle_explained_pctg``
-is the explained share of the idle time. Findings without a claim explain nothing here; the
-waits a ``stragglers`` finding holds on the ranks that waited count there. A rank whose GPU is idle more than
-:data:`IDLE_FLAG_SHARE` (20%) of its window while the findings explain less than
-:data:`EXPLAINED_ENOUGH` (half) of that idle time gets a note saying so (not a rank with
-no GPU work at all in its window: a CPU-only trace has nothing to explain).
+is the explained share of the idle time. Findings without a claim explain nothing here;
+the waits a ``stragglers`` finding holds on the ranks that waited count there. A rank
+whose GPU is idle more than :data:`IDLE_FLAG_SHARE` (20%) of its window while the
+findings explain less than :data:`EXPLAINED_ENOUGH` (half) of that idle time gets a note
+saying so (not a rank with no GPU work at all in its window: a CPU-only trace has nothing
+to explain).
 
 **Unexplained pieces.** The unexplained time falls into stretches (each a maximal
 interval with no computation kernel, minus what findings hold); the :data:`TOP_PIECES`
