@@ -170,8 +170,9 @@ def _draw_budgets(rows: list[_Row], todo: list[_Row], left: dict[str, int]) -> N
                     f" (its {fmt_ns(r.saving)} draws on the same {fmt_ns(amount)} of "
                     f"{key}), counted once here.")
             else:
+                about = f" ({root.finding.subject})" if root.finding.subject else ""
                 r.notes.append(f"{fmt_ns(short)} of its saving would draw on {key} that "
-                               f"{root.rule} ({root.finding.subject}) already counts.")
+                               f"{root.rule}{about} already counts.")
         r.saving = take
         left[key] -= take
 
