@@ -2,7 +2,10 @@
 
 Prints, for the selected ranks and steps: first the top :data:`FINDINGS_SHOWN` findings
 (:meth:`hta.trace_analysis.TraceAnalysis.get_findings`: what slows the job down, one line
-each with severity, estimated saving and ranks; every finding in ``--json``), then GPU
+each with severity, estimated saving and ranks; every finding in ``--json``), what they
+explain of each rank's idle and exposed time and the longest unexplained stretch
+(:meth:`~hta.trace_analysis.TraceAnalysis.get_findings_coverage`; ``--json``:
+``findings_coverage`` and ``unexplained_time``), the coverage notes, then GPU
 time per rank (step time, GPU span, compute,
 exposed communication and memory, idle, communication overlapped by computation), idle
 time by cause, launch queue length and copies per rank, the top kernels with their spread
@@ -42,6 +45,8 @@ HIGH_SPREAD_PCTG = 10.0
 SPREAD_LABELS = {"step_time_mean(us)": "mean step time", "kernel_time(us)": "GPU span",
                  "busy_time(us)": "GPU busy", "compute_time(us)": "compute",
                  "exposed_comm_time(us)": "exposed communication", "idle_time(us)": "GPU idle"}
+#: Ranks in the coverage table (the least explained first; ``--json`` has them all).
+COVERAGE_SHOWN = 8
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -103,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
     findings = analyzer.get_findings(iterations=iterations)
     efficiency = hardware(analyzer, device)
+    coverage = analyzer.get_findings_coverage(iterations=iterations)
+    unexplained = analyzer.get_unexplained_time(iterations=iterations)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -111,15 +118,14 @@ def run(args: argparse.Namespace) -> int:
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
         payload["hardware_efficiency"] = hardware_json(efficiency)
+        payload["findings_coverage"] = records(coverage)
+        payload["unexplained_time"] = records(unexplained)
         print(dumps(payload))
         return EXIT_OK
     out = Printer()
-    print_overview(out, analyzer, overview, args.trace_dir, iterations, findings)
+    print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
+                   (coverage, unexplained, n_unclassified))
     print_hardware_efficiency(out, efficiency)
-    if n_unclassified:
-        out.line(f"{n_unclassified} kernel name(s) matched no kind rule and count as "
-                 "computation; list them with TraceAnalysis.get_unclassified_kernels().",
-                 style="yellow")
     report_skipped(analyzer)
     return EXIT_OK
 
@@ -169,13 +175,69 @@ def _header(meta: dict[str, Any], ranks: Any, trace_dir: str,
     return head
 
 
+def print_coverage(out: Printer, coverage: Any, unexplained: Any,
+                   n_unclassified: int = 0) -> None:
+    """What the findings explain per rank (the least explained first, at most
+    :data:`COVERAGE_SHOWN` ranks), each rank's note, and the unknown kernel kinds note."""
+    if coverage is None or not len(coverage):
+        return
+    rows = coverage.sort_values(["explained_pctg", "rank"], na_position="first",
+                                kind="stable").head(COVERAGE_SHOWN).to_dict("records")
+    longest = {}
+    for p in (unexplained.to_dict("records") if unexplained is not None else []):
+        longest.setdefault(int(p["rank"]), p)
+    more = f", the {len(rows)} least explained of {len(coverage)}" \
+        if len(coverage) > len(rows) else ""
+    out.table(f"What the findings explain of the time the GPU does not compute (ms{more})", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("idle + exposed", lambda r: number(r["not_computing(us)"] / 1e3, 3)),
+        Column("idle % of window", lambda r: number(r["idle_pctg"]), style=_flag_style),
+        Column("explained %", lambda r: number(r["explained_pctg"])),
+        Column("idle explained %", lambda r: number(r["idle_explained_pctg"])),
+        Column("unexplained", lambda r: number(r["unexplained(us)"] / 1e3, 3)),
+        Column("longest unexplained (CPU meanwhile)", lambda r: _longest(
+            longest.get(int(r["rank"]))), numeric=False),
+    ], [dict(r, _flag=bool(r["note"])) for r in rows])
+    noted = [r for r in coverage.to_dict("records") if r["note"]]
+    for r in noted[:COVERAGE_SHOWN]:
+        out.line(printable(f"rank {r['rank']}: {r['note']}", 400), style="yellow")
+    if len(noted) > COVERAGE_SHOWN:
+        out.line(f"... and {len(noted) - COVERAGE_SHOWN} more rank(s) with unexplained idle "
+                 "time (TraceAnalysis.get_findings_coverage(), --json).", style="yellow")
+    worst = coverage.sort_values("unclassified_pctg", ascending=False).iloc[0]
+    if n_unclassified or worst["unclassified_note"]:
+        out.line(f"Coverage note: {n_unclassified} kernel name(s) match no kind rule "
+                 f"(up to {number(worst['unclassified_pctg'])}% of the GPU busy time, rank "
+                 f"{int(worst['rank'])}) and count as computation: a gap of the kind rules, "
+                 "not a problem of the job; list them with "
+                 "TraceAnalysis.get_unclassified_kernels().", style="yellow")
+    out.line()
+
+
+def _longest(piece: dict[str, Any] | None) -> str:
+    if piece is None:
+        return "-"
+    step = f"step {piece['step']}" if piece["step"] >= 0 else "no step"
+    cpu = piece["cpu"].split(", ")[0] if piece["cpu"] else "no CPU event"
+    return printable(f"{number(piece['dur(us)'] / 1e3, 3)} ms {piece['gpu']}, {step} ({cpu})",
+                     NAME_WIDTH)
+
+
+def _flag_style(row: dict[str, Any]) -> str | None:
+    return "yellow" if row.get("_flag") else None
+
+
 def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
-                   iterations: list[int] | None, findings: Any = None) -> None:
-    """The header line, the top findings (when given) and the four tables."""
+                   iterations: list[int] | None, findings: Any = None,
+                   coverage: tuple[Any, Any, int] | None = None) -> None:
+    """The header line, the top findings and their coverage (when given) and the four
+    tables."""
     ranks = overview.ranks
     out.line(_header(analyzer.metadata(), ranks, trace_dir, iterations), style="bold")
     out.line()
     print_findings(out, findings)
+    if coverage is not None:
+        print_coverage(out, *coverage)
     rows = ranks.to_dict("records")
     slowest = overview.job.get("slowest_rank")
 
@@ -267,4 +329,5 @@ def _ranges(values: list[int]) -> str:
     return ",".join(out)
 
 
-__all__ = ["add_parser", "print_findings", "print_overview", "run", "selected_iterations"]
+__all__ = ["add_parser", "print_coverage", "print_findings", "print_overview", "run",
+           "selected_iterations"]

@@ -1,4 +1,5 @@
-"""Findings on ``TraceAnalysis``: why the GPU waits and what to change."""
+"""Findings on ``TraceAnalysis``: why the GPU waits, what to change, and what is left
+unexplained."""
 
 from __future__ import annotations
 
@@ -7,17 +8,34 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis.findings import describe_rules, find
+from hta.analysis.findings import FindingsResult, analyse, describe_rules
 from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
 
 if TYPE_CHECKING:
     from hta.model.job import Job
 
 
+def _key(values: Iterable[int] | int | None) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    return (int(values),) if isinstance(values, int) else tuple(sorted({int(v) for v in values}))
+
+
 class FindingsMixin:
-    """``get_findings`` and the rule table."""
+    """``get_findings``, its coverage, and the rule table."""
 
     t: Job
+
+    def _findings(self, ranks: Iterable[int] | int | None,
+                  iterations: Iterable[int] | int | None, min_share: float
+                  ) -> FindingsResult:
+        """One run of the rules per selection, kept for the companion methods."""
+        cache = self.__dict__.setdefault("_findings_cache", {})
+        key = (_key(ranks), _key(iterations), float(min_share))
+        if key not in cache:
+            cache.clear()
+            cache[key] = analyse(self.t, ranks, iterations, min_share=min_share)
+        return cache[key]
 
     def get_findings(self, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,
@@ -30,9 +48,35 @@ class FindingsMixin:
         ``share_pctg``: the saving as a share of the analysed time). Each rule and how
         its saving is estimated: :meth:`describe_findings_rules` and the documentation
         page *Findings*. ``min_share`` drops findings smaller than that share of the
-        analysed time (default 0.5%).
+        analysed time (default 0.5%). What they leave unexplained:
+        :meth:`get_findings_coverage`.
         """
-        return find(self.t, ranks, iterations, min_share=min_share)
+        return self._findings(ranks, iterations, min_share).findings.copy()
+
+    def get_findings_coverage(self, ranks: Iterable[int] | int | None = None,
+                              iterations: Iterable[int] | int | None = None,
+                              min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+        """Per rank, how much of the idle and exposed time the findings explain.
+
+        Columns (times in µs over the analysed window): ``not_computing`` (no computation
+        kernel running: ``idle`` + ``exposed_comm`` + ``exposed_memory``), ``explained``
+        (held by the findings shown), ``unexplained``, their shares, the rank's total
+        ``saving``, the time in kernels of unknown kind (``unclassified``), and ``note``:
+        a sentence when the GPU idles over 20% of the window and the findings explain
+        less than half of it, or when kernels match no kind rule. Definitions:
+        :mod:`hta.analysis.findings.coverage`. The longest unexplained pieces:
+        :meth:`get_unexplained_time`.
+        """
+        return self._findings(ranks, iterations, min_share).coverage.copy()
+
+    def get_unexplained_time(self, ranks: Iterable[int] | int | None = None,
+                             iterations: Iterable[int] | int | None = None,
+                             min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+        """The longest stretches (up to 5 per rank) of idle or exposed time no finding
+        explains: ``start_ns``, ``end_ns``, ``dur(us)``, ``step``, ``gpu`` (idle or the
+        exposed kind), ``cpu`` (operators and runtime calls with the most exclusive time
+        in it) and ``annotations`` (the ``record_function`` ranges around it)."""
+        return self._findings(ranks, iterations, min_share).unexplained.copy()
 
     def describe_findings_rules(self) -> pd.DataFrame:
         """Every findings rule: id, title, scope, report section, saving, advice."""

@@ -21,6 +21,8 @@ from hta.report.context import (
     table_of,
 )
 
+#: Ranks whose unexplained-idle note is written under the coverage table.
+NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
 
@@ -69,14 +71,22 @@ def _ms(us: float) -> str:
 def findings(ctx: Context, s: Section) -> None:
     """One line per finding of :meth:`TraceAnalysis.get_findings`, each linking to the
     section holding its evidence (titled from ``ctx.section_titles``)."""
+    from hta.analysis.findings import coverage as cov
     from hta.analysis.findings import engine
 
-    s.definitions, s.source = doc(engine), "TraceAnalysis.get_findings"
+    s.definitions = doc(engine) + "\n\n" + doc(cov)
+    s.source = "TraceAnalysis.get_findings, get_findings_coverage"
     df = ctx.analyzer.get_findings(ctx.ranks, ctx.iterations)
     if df.empty:
         s.notes.append("No rule found a problem worth "
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
-        return
+    else:
+        _finding_items(ctx, s, df)
+    coverage_tables(ctx, s)
+
+
+def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
+    """The findings list and table."""
     titles = ctx.section_titles
     seen: set[str] = set()
     for row in df.to_dict("records"):
@@ -93,6 +103,39 @@ def findings(ctx: Context, s: Section) -> None:
     s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
                              columns=["rule", "severity", "ranks", "steps", "est_saving(us)",
                                       "share_pctg", "subject", "section"]))
+
+
+def coverage_tables(ctx: Context, s: Section) -> None:
+    """Below the findings: what they explain per rank (its notes under the table, unknown
+    kernel kinds included) and the longest unexplained stretches."""
+    coverage = ctx.analyzer.get_findings_coverage(ctx.ranks, ctx.iterations)
+    if coverage.empty:
+        return
+    noted = [r for r in coverage.to_dict("records") if r["note"]]
+    notes = [f"Rank {r['rank']}: {r['note']}" for r in noted[:NOTES_SHOWN]]
+    if len(noted) > NOTES_SHOWN:
+        notes.append(f"{len(noted) - NOTES_SHOWN} more rank(s) have idle time the findings "
+                     "do not explain: see the note column of get_findings_coverage().")
+    kinds = coverage[coverage["unclassified_note"] != ""]
+    if len(kinds):
+        worst = kinds.sort_values("unclassified_pctg", ascending=False).iloc[0]
+        notes.append(f"Coverage note (rank {int(worst['rank'])}"
+                     + (f" and {len(kinds) - 1} more" if len(kinds) > 1 else "")
+                     + f"): {worst['unclassified_note']}")
+    table = table_of(coverage, "What the findings explain of the time the GPU does not "
+                     "compute (TraceAnalysis.get_findings_coverage)", columns=[
+                         "rank", "window(us)", "not_computing(us)", "idle(us)",
+                         "exposed_comm(us)", "exposed_memory(us)", "explained(us)",
+                         "unexplained(us)", "explained_pctg", "idle_pctg",
+                         "idle_explained_pctg", "saving(us)", "unclassified_pctg"],
+                     note=" ".join(notes))
+    s.tables.append(table)
+    pieces = ctx.analyzer.get_unexplained_time(ctx.ranks, ctx.iterations)
+    if len(pieces):
+        s.tables.append(table_of(pieces, "Longest unexplained stretches, with what the CPU "
+                                 "did meanwhile (TraceAnalysis.get_unexplained_time)",
+                                 columns=["rank", "step", "dur(us)", "gpu", "cpu",
+                                          "annotations"]))
 
 
 def saving_text(saving_us: float, share_pctg: float) -> str:
@@ -186,5 +229,5 @@ def stragglers(ctx: Context, s: Section) -> None:
             "wait_caused(us)", "participants", "matched_by"]))
 
 
-__all__ = ["findings", "job_sentence", "memory", "ranks_text", "saving_text", "stragglers",
-           "timeline"]
+__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "ranks_text",
+           "saving_text", "stragglers", "timeline"]

@@ -47,10 +47,11 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis import collectives as coll
+from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time
 from hta.analysis.gpu_work import COMPUTE, gpu_work
-from hta.analysis.intervals import coverage, mask_total
+from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.model.trace import RankTrace, Trace, map_ranks
@@ -265,6 +266,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     split = (" (time when several operations were exposed at once is split between them)"
              if len(groups) > 1 else "")
     found = []
+    claims = _exposed_claims(calls, _compute_cover(rt, iterations))
     for row in groups.itertuples(index=False):
         saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
@@ -281,8 +283,41 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
                              subject=str(row.group),
-                             advice=ADVICE.get(str(row.group), _DEFAULT_ADVICE)))
+                             advice=ADVICE.get(str(row.group), _DEFAULT_ADVICE),
+                             claim=claims.get(str(row.group)),
+                             budget=("computation time with no communication",
+                                     int(row.free_compute_ns))))
     return found
+
+
+def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:
+    """The union of the rank's computation kernels (of the selected steps)."""
+    w = gpu_work(rt.rank, rt.events, iterations)
+    return Cover(w.ts[w.cls == COMPUTE], w.end[w.cls == COMPUTE])
+
+
+def _exposed_claims(calls: pd.DataFrame, compute: Cover) -> dict[str, Claim]:
+    """Per operation group: the time its finding claims, as its saving counts it. The
+    timeline is cut at every call's start and end; in each piece, the time with no
+    computation kernel is shared equally between the groups with a call running there
+    (:func:`_shared_exposed`'s split, as intervals the engine can check against the other
+    findings' claims)."""
+    if not len(calls):
+        return {}
+    names = [str(g) for g in pd.unique(calls["group"])]
+    unions = {g: Cover(calls.loc[calls["group"] == g, "start_ns"].to_numpy(np.int64),
+                       calls.loc[calls["group"] == g, "end_ns"].to_numpy(np.int64))
+              for g in names}
+    cuts = np.unique(np.concatenate([np.concatenate([u.s, u.e]) for u in unions.values()]))
+    s, e = cuts[:-1], cuts[1:]
+    active = {g: u.within(s, e) > 0 for g, u in unions.items()}
+    running = np.sum([a for a in active.values()], axis=0)
+    free = (e - s) - compute.within(s, e)
+    out = {}
+    for g, on in active.items():
+        share = free[on] / np.maximum(running[on], 1)
+        out[g] = claim_outside(s[on], e[on], share, compute)
+    return out
 
 
 def _groups_text(calls: pd.DataFrame) -> str:
@@ -338,8 +373,21 @@ def check_stragglers(trace: Trace, ranks: list[int],
             f"(stragglers table: late_count, total_wait_caused, total_excess_lag)."
         )
         found.append(Finding((rank,), steps, evidence, min(saving, window) if window else
-                             saving, window, subject=f"rank {rank}"))
+                             saving, window, subject=f"rank {rank}",
+                             rank_claims=_wait_claims(arrivals, rank)))
     return found
+
+
+def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
+    """Per rank that waited for ``rank``: the waits that would disappear, ``[s - excess,
+    s)`` at each collective where ``rank`` alone started last at ``s``."""
+    late = arrivals[(arrivals["rank"] == rank) & (arrivals["excess_lag_ns"] > 0)]
+    late = late.drop_duplicates("collective").set_index("collective")
+    others = arrivals[arrivals["collective"].isin(late.index) & (arrivals["rank"] != rank)]
+    end = late["start_ns"].reindex(others["collective"]).to_numpy(np.int64)
+    excess = late["excess_lag_ns"].reindex(others["collective"]).to_numpy(np.int64)
+    return {int(q): Claim(end[idx] - excess[idx], end[idx])
+            for q, idx in others.groupby("rank").indices.items()}
 
 
 def _windows(trace: Trace, ranks: Iterable[int] | int | None,

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.bandwidth import DIRECTION
+from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
     fmt_steps,
@@ -129,8 +130,10 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
             f"{fmt_time(total)} longer than they would from pinned memory (memory bandwidth "
             f"table, {direction}; copy names on the GPU timeline)."
         )
+        claim = Claim(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows], saving)
         findings.append(Finding((rt.rank,), step_tuple(steps[rows][saving > 0]), evidence,
-                                total, window[1] - window[0], subject=direction))
+                                total, window[1] - window[0], subject=direction,
+                                claim=claim))
     return findings
 
 
@@ -152,6 +155,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     launch = RowMap(ev).positions(ev["index_correlation"].to_numpy())
     all_kernels = np.flatnonzero(codes == _COMPUTE)
     blocked = np.zeros(transfers.size, dtype=np.int64)
+    held_from = np.zeros(transfers.size, dtype=np.int64)
     for s in np.unique(stream[transfers]).tolist():
         mine = np.flatnonzero(stream[transfers] == s)
         ks = all_kernels[stream[all_kernels] == s]
@@ -165,6 +169,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
         c0, c1 = ts[transfers[mine]], end[transfers[mine]]
         wait = np.minimum(c1, ts[k]) - np.maximum(c0, l_end)
         blocked[mine] = np.where(has & (l_end < c1), np.maximum(wait, 0), 0)
+        held_from[mine] = np.maximum(c0, l_end)
     steps = ev["iteration"].to_numpy()
     findings = []
     for code in np.unique(codes[transfers]).tolist():
@@ -181,8 +186,10 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
             f"launched behind them for {fmt_time(total)} in all (GPU timeline; the launch "
             f"delay of those kernels in the kernel launch statistics)."
         )
+        held = sel & (blocked > 0)
+        claim = Claim(held_from[held], held_from[held] + blocked[held])
         findings.append(Finding((rt.rank,), step_tuple(steps[hit]), evidence, total,
-                                window[1] - window[0], subject=direction))
+                                window[1] - window[0], subject=direction, claim=claim))
     return findings
 
 

@@ -15,8 +15,31 @@ Rules come in two scopes:
 * ``"job"``: ``check(trace, ranks, iterations) -> list[Finding]``, for what needs several
   ranks at once (stragglers).
 
-:func:`find` runs the rules, merges the per-rank findings of one rule and subject into a
-single row, grades each by its share of the analysed time and sorts by saving.
+:func:`find` runs the rules, shares each rank's time out among its findings, merges the
+per-rank findings of one rule and subject into a single row, grades each by its share of
+the analysed time and sorts by saving. :func:`analyse` also returns what the findings
+explain of each rank's idle and exposed time (:mod:`hta.analysis.findings.coverage`).
+
+**Claims.** A finding names the time its saving comes from (``Finding.claim``, a
+:class:`~hta.analysis.findings.claims.Claim`: intervals of the rank's timeline, and the
+saving inside each). Per rank (:mod:`hta.analysis.findings.sharing`), the findings are
+taken in :data:`CLAIM_ORDER` (the stronger, more specific cause first; within a rule the
+larger estimate first); each nanosecond can be claimed once in all, each finding gets
+what it claims up to what earlier findings left, and its saving becomes ``min(estimate,
+amount kept)`` (:func:`hta.analysis.findings.claims.resolve`). A finding whose claimed
+intervals run, for :data:`MERGE_SHARE` (half) or more of their length, where an earlier
+finding of the same rule keeps time is the same problem seen twice (a collective counted
+once per process group and once per stream, nested sync calls of one wait): it is merged
+into that finding, whose saving gains what it kept and whose evidence says so. A finding
+that loses time to another rule keeps its row with the reduced saving, and its evidence
+names the finding holding the rest. ``Finding.budget`` names a resource several findings
+may draw on (the free computation exposed collectives would hide under): their savings
+add up to it at most, and a same-rule finding left with under half merges likewise. A
+finding without a claim (a rule that declares none) is capped by the window time that no
+claimed finding holds. So, by construction, no nanosecond of a rank is counted twice and
+the savings of a rank add up to at most its window (widened to the kernels its steps
+launched that run after it). Findings under ``min_share`` of the rank's window are dropped
+before and after sharing (their time then counts as unexplained).
 
 **Merging.** Findings of the same rule and ``subject`` on several ranks become one row:
 ``ranks`` and ``steps`` are the sorted unions, ``est_saving(us)`` is the *largest* saving
@@ -27,22 +50,31 @@ is bounded by one rank's saving, not the sum over ranks.
 **Severity** is the saving's share of the analysed window of the rank it came from
 (``window_ns``, the span of the selected steps, see :func:`analysis_window`):
 ``high`` at 10% or more, ``medium`` at 3% or more, ``low`` below. Findings under
-``min_share`` (default 0.5%) are dropped as noise. A rule marked ``info`` states a fact
-about the trace, not a problem with a saving (a trace that holds only CUDA-graph
-captures): its findings have severity ``info`` and no saving, and are always kept.
+``min_share`` (default 0.5%) are dropped as noise, on each rank. A rule marked ``info``
+states a fact about the trace, not a problem with a saving (a trace that holds only
+CUDA-graph captures): its findings have severity ``info``, no saving and no claim, and
+are always kept.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import Claim
+from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the order and share
+    CLAIM_ORDER,
+    MERGE_SHARE,
+    KeptTime,
+    resolve_rank,
+)
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.analysis.steps import rank_step_spans
@@ -55,11 +87,12 @@ COLUMNS = ["rule", "severity", "ranks", "steps", "evidence", "est_saving(us)", "
            "title", "subject", "section", "share_pctg"]
 #: Columns of the per-rank table that :func:`rank_findings` returns (one row a finding).
 RAW_COLUMNS = ["rule", "rank", "ranks", "steps", "evidence", "est_saving_ns", "window_ns",
-               "subject", "advice"]
+               "subject", "advice", "claimed"]
 SEVERITIES = ("high", "medium", "low", "info")
 HIGH_SHARE = 0.10
 MEDIUM_SHARE = 0.03
 DEFAULT_MIN_SHARE = 0.005
+
 
 #: Modules holding the default rules, each with a ``RULES`` list, in report order.
 RULE_MODULES: tuple[str, ...] = (
@@ -69,7 +102,6 @@ RULE_MODULES: tuple[str, ...] = (
     "hta.analysis.findings.communication",
     "hta.analysis.findings.collective_bw",
     "hta.analysis.findings.kernels",
-    "hta.analysis.findings.unclassified",
     "hta.analysis.findings.graphs",
     "hta.analysis.findings.roofline",
 )
@@ -81,7 +113,14 @@ class Finding:
 
     ``window_ns`` is the analysed time the saving is a share of (for severity);
     ``subject`` separates several findings of one rule (a kernel, a process group);
-    ``advice`` replaces the rule's advice when set.
+    ``advice`` replaces the rule's advice when set; ``claim`` is the time the saving comes
+    from (:class:`~hta.analysis.findings.claims.Claim`; None: not said, the saving is then
+    capped by the window time no claim holds); ``budget`` ``(what, ns)`` a resource of the
+    rank the saving is bounded by and that other findings may share (``comm_exposed``:
+    the computation time with no communication, which overlapping could hide collectives
+    under): the savings naming one ``what`` add up to at most ``ns``; ``rank_claims``, for
+    a job finding, the time its saving comes from on each rank (``stragglers``: the wait at
+    each collective it held up, on each rank that waited), taken before any rank finding.
     """
 
     ranks: tuple[int, ...]
@@ -91,6 +130,9 @@ class Finding:
     window_ns: int
     subject: str = ""
     advice: str = ""
+    claim: Claim | None = field(default=None, compare=False, repr=False)
+    budget: tuple[str, int] | None = None
+    rank_claims: Mapping[int, Claim] | None = field(default=None, compare=False, repr=False)
 
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
@@ -137,12 +179,24 @@ def describe_rules(rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
 # -- the analysed window ---------------------------------------------------------------
 def step_table(rt: RankTrace) -> pd.DataFrame:
     """The rank's ``ProfilerStep#N`` spans (:func:`hta.analysis.steps.rank_step_spans`, the
-    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``."""
-    if not len(rt.events):
+    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
+
+    Every rule asks for it; the table of the last events table asked about is kept (a
+    weak reference to that table, so a new or dropped one is never served stale)."""
+    events = rt.events
+    seen, table = _LAST_STEPS
+    if seen is not None and seen() is events and table is not None:
+        return table.copy()
+    if not len(events):
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
     starts, ends, numbers = rank_step_spans(rt)
     table = pd.DataFrame({"step": numbers, "start_ns": starts, "end_ns": ends})
-    return table.drop_duplicates("step", keep="first").reset_index(drop=True)
+    table = table.drop_duplicates("step", keep="first").reset_index(drop=True)
+    _LAST_STEPS[:] = [weakref.ref(events), table]
+    return table.copy()
+
+
+_LAST_STEPS: list = [None, None]
 
 
 def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
@@ -165,48 +219,133 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
 
 
 # -- running the rules ------------------------------------------------------------------
-def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None,
-                  rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
-    """The rank-scope rules' findings, one row per finding (:data:`RAW_COLUMNS`).
+@dataclass(frozen=True)
+class FindingsResult:
+    """What :func:`analyse` returns: the findings table (:data:`COLUMNS`), the coverage
+    per rank (:data:`hta.analysis.findings.coverage.COLUMNS`) and the largest unexplained
+    pieces (:data:`hta.analysis.findings.coverage.PIECE_COLUMNS`)."""
 
-    Per rank, so :func:`~hta.model.trace.map_ranks` can run it next to the data.
+    findings: pd.DataFrame
+    coverage: pd.DataFrame
+    unexplained: pd.DataFrame
+
+
+def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None,
+                  rules: Sequence[FindingRule] | None = None,
+                  min_share: float = DEFAULT_MIN_SHARE,
+                  reserved: dict[int, list[tuple[str, Finding]]] | None = None
+                  ) -> pd.DataFrame:
+    """Per rank: the rank-scope rules' findings after the claims are shared out
+    (:func:`resolve_rank`) and the coverage of the idle and exposed time.
+
+    One row per rank: ``rank``, ``findings`` (a list of :data:`RAW_COLUMNS` dicts),
+    ``coverage`` (a dict) and ``pieces`` (a list of dicts). Per rank, so
+    :func:`~hta.model.trace.map_ranks` runs it next to the data; no claim travels back.
+    ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
+    from hta.analysis.findings import coverage
+
     rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
     iters = None if iterations is None else as_list(iterations)
     rows = []
     for rt in select_ranks(trace, ranks):
-        for rule in rules:
-            for f in rule.check(rt, iters):  # type: ignore[call-arg,arg-type]
-                rows.append(_raw_row(rule, rt.rank, f))
+        window = analysis_window(rt, iters)
+        found = [(rule, f) for rule in rules
+                 for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
+        # Notes (info rules) claim no time and have no saving: kept as they are.
+        notes = [_raw_row(rule, rt.rank, f) for rule, f in found if rule.info]
+        found = [(rule, f) for rule, f in found if not rule.info]
+        raw, kept = resolve_rank(rt.rank, found, window, min_share,
+                                 (reserved or {}).get(rt.rank, []))
+        cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
+        cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
+        cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
+            int(r["est_saving_ns"]) for r in raw if not r["claimed"]), 0)
+        rows.append({"rank": rt.rank, "findings": raw + notes, "coverage": cov,
+                     "pieces": pieces})
+    return pd.DataFrame(rows, columns=["rank", "findings", "coverage", "pieces"])
+
+
+def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None,
+                  rules: Sequence[FindingRule] | None = None,
+                  min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+    """The rank-scope rules' findings, one row per finding and rank (:data:`RAW_COLUMNS`),
+    after :func:`resolve_rank`."""
+    per_rank = rank_analysis(trace, ranks, iterations, rules, min_share)
+    rows = [r for found in per_rank["findings"] for r in found]
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
+
+
+def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
+            iterations: Iterable[int] | int | None = None,
+            rules: Sequence[FindingRule] | None = None,
+            min_share: float = DEFAULT_MIN_SHARE) -> FindingsResult:
+    """Run the rules; the findings, largest saving first, with the coverage per rank.
+
+    ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
+    skipped: one broken rule must not hide the others' findings.
+    """
+    from hta.analysis.findings import coverage
+
+    rules = default_rules() if rules is None else list(rules)
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    iters = None if iterations is None else as_list(iterations)
+    job = _job_findings(trace, selected, iters, rules)
+    reserved: dict[int, list[tuple[str, Finding]]] = {}
+    for rule, f in job:
+        for r, claim in (f.rank_claims or {}).items():
+            reserved.setdefault(int(r), []).append((rule.id, replace(
+                f, claim=claim, est_saving_ns=int(claim.amount.sum()) if claim.amount is not
+                None else int((claim.end - claim.start).sum()), rank_claims=None)))
+    per_rank = map_ranks(trace, rank_analysis, selected, (iters, rules, min_share, reserved),
+                         description="Findings")
+    raw_rows = [r for found in per_rank["findings"] for r in found]
+    covs = {int(c["rank"]): c for c in per_rank["coverage"]}
+    for rule, f in job:
+        raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
+    table = pd.DataFrame(raw_rows, columns=RAW_COLUMNS)
+    findings = merge(table, rules, min_share)
+    pieces = [p for ps in per_rank["pieces"] for p in ps]
+    return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
+                          coverage.piece_table(pieces))
+
+
+def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,
+                  rules: Sequence[FindingRule]) -> list[tuple[FindingRule, Finding]]:
+    """The job rules' findings; a rule that raises is logged and skipped."""
+    out = []
+    for rule in (r for r in rules if r.scope == "job"):
+        try:
+            found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
+        except Exception as exc:  # noqa: BLE001 - see analyse's docstring
+            logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
+            continue
+        out.extend((rule, f) for f in found)
+    return out
 
 
 def find(trace: Trace, ranks: Iterable[int] | int | None = None,
          iterations: Iterable[int] | int | None = None,
          rules: Sequence[FindingRule] | None = None,
          min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
-    """Run the rules and return the findings (:data:`COLUMNS`), largest saving first.
+    """Run the rules and return the findings (:data:`COLUMNS`), largest saving first
+    (:func:`analyse`'s ``findings``)."""
+    return analyse(trace, ranks, iterations, rules, min_share).findings
 
-    ``rules`` defaults to :func:`default_rules`. A rule that raises is logged and
-    skipped: one broken rule must not hide the others' findings.
-    """
-    rules = default_rules() if rules is None else list(rules)
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
-    iters = None if iterations is None else as_list(iterations)
-    raw = [map_ranks(trace, rank_findings, selected, (iters, rules),
-                     description="Findings")]
-    for rule in (r for r in rules if r.scope == "job"):
-        try:
-            found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
-            continue
-        rank = -1
-        raw.append(pd.DataFrame([_raw_row(rule, rank, f) for f in found], columns=RAW_COLUMNS))
-    frames = [f for f in raw if len(f)]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RAW_COLUMNS)
-    return merge(table, rules, min_share)
+
+def _cap_job_finding(row: dict[str, object], f: Finding,
+                     covs: dict[int, dict]) -> dict[str, object]:
+    """A job finding about one rank takes at most the window time of that rank that no
+    other finding holds (and leaves less for the next)."""
+    if len(f.ranks) == 1 and int(f.ranks[0]) in covs:
+        cov = covs[int(f.ranks[0])]
+        saving = min(int(row["est_saving_ns"]), int(cov["free_ns"]))
+        cov["free_ns"] = int(cov["free_ns"]) - saving
+        cov["saving_ns"] = int(cov["saving_ns"]) + saving
+        row["est_saving_ns"] = saving
+    return row
 
 
 def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
@@ -261,5 +400,5 @@ def _raw_row(rule: FindingRule, rank: int, f: Finding) -> dict[str, object]:
         "rule": rule.id, "rank": rank, "ranks": [int(r) for r in f.ranks],
         "steps": [int(s) for s in f.steps], "evidence": f.evidence,
         "est_saving_ns": int(f.est_saving_ns), "window_ns": int(f.window_ns),
-        "subject": f.subject, "advice": f.advice,
+        "subject": f.subject, "advice": f.advice, "claimed": f.claim is not None,
     }

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.rowmap import RowMap
@@ -296,8 +297,9 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
             f"host wait in the idle time table), {round(100 * ctx_ns / total)}% of it "
             f"from {ctx}."
         )
+        claim = claim_outside(sb.bubble_start[hit], sb.bubble_end[hit], saving[hit], dl)
         findings.append(Finding((rt.rank,), step_tuple(steps[hit]), evidence, total,
-                                window[1] - window[0], subject=name))
+                                window[1] - window[0], subject=name, claim=claim))
     return findings
 
 
@@ -334,7 +336,7 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
         f"idle time table)."
     )
     return [Finding((rt.rank,), step_tuple(hit_steps), evidence, total,
-                    window[1] - window[0])]
+                    window[1] - window[0], claim=claim_outside(ms, me, None, busy))]
 
 
 RULES: list[FindingRule] = [

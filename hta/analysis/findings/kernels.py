@@ -53,6 +53,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.findings.kernel_common import (
@@ -133,7 +134,13 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     hi = np.maximum(np.where(counted, s_ts[rows], lo), lo)
     others = Cover(w.ts, w.end)
     gap = (hi - lo) - others.within(lo, hi)
+    idle = claim_outside(lo, hi, None, others)
+    b_ts, b_end = s_ts[rows], s_end[rows]
     return {
+        "claim_start": np.concatenate([idle.start, b_ts]),
+        "claim_end": np.concatenate([idle.end, b_end]),
+        "claim_amount": np.concatenate([idle.end - idle.start,
+                                        np.minimum(OVERHEAD_NS, b_end - b_ts)]),
         "gap": gap.astype(np.int64),
         "overhead": np.minimum(OVERHEAD_NS, s_end[rows] - s_ts[rows]).astype(np.int64),
         "name": w.name[order][rows], "step": w.iteration[order][rows], "ts": s_ts[rows],
@@ -167,8 +174,9 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
     advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
+    claim = Claim(p["claim_start"], p["claim_end"], p["claim_amount"])
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
-                    window[1] - window[0], advice=advice)]
+                    window[1] - window[0], advice=advice, claim=claim)]
 
 
 def _graph_note(n_graph: int, n_small: int) -> str:
@@ -223,8 +231,10 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         advice = _fp32_advice(names, has_tf32(rt))
         if dur[tensor].sum() > fp32:
             advice = MIXED_NOTE + " " + advice
+    claim = Claim(ts[hit], ts[hit] + dur[hit], FP32_SAVING * dur[hit])
     return [Finding((rt.rank,), step_tuple(step[hit]), evidence,
-                    int(round(FP32_SAVING * fp32)), window[1] - window[0], advice=advice)]
+                    int(round(FP32_SAVING * fp32)), window[1] - window[0], advice=advice,
+                    claim=claim)]
 
 
 def _name_classes(symbols: list[str], ids: np.ndarray

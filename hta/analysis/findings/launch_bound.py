@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
     data_loader_rows,
@@ -109,7 +110,7 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
         f"(kernel launch statistics: gpu_duration vs cpu_duration, short_kernel)."
     )
     return [Finding((rt.rank,), step_tuple(gaps["step"]), evidence, total,
-                    window[1] - window[0])]
+                    window[1] - window[0], claim=claim_outside(ms, me, None, excluded))]
 
 
 RULES: list[FindingRule] = [

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.engine import Finding, analysis_window
 from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.findings.kernel_common import (
@@ -222,8 +223,11 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         return []
     left_out = (t.blocks < t.sms) & ~bound & (dur >= MIN_KERNEL_NS)
     evidence = _evidence(rt, t, bound, left_out, total)
+    claim = Claim(t.ts[bound], t.end[bound], dur[bound] * frac * saving / max(
+        float((dur[bound] * frac).sum()), 1.0))
     return [Finding((rt.rank,), step_tuple(t.step[bound]), evidence, saving,
-                    window[1] - window[0], advice=occupancy_advice(rt, t, bound))]
+                    window[1] - window[0], advice=occupancy_advice(rt, t, bound),
+                    claim=claim)]
 
 
 def _evidence(rt: RankTrace, t: SmTable, bound: np.ndarray, left_out: np.ndarray,

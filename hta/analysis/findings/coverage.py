@@ -1,0 +1,279 @@
+"""What the findings explain of each rank's idle and exposed time, and what they leave.
+
+Per rank, inside the analysed window ``W`` (:func:`~hta.analysis.findings.engine.
+analysis_window`), from the GPU work (kernels, copies, memsets, any stream, clipped to W):
+
+* *idle*: no GPU work on any stream;
+* *exposed communication*: a communication kernel runs and no computation kernel;
+* *exposed memory*: a copy or memset runs and no computation or communication kernel;
+* *not computing* (the time the findings could explain): the three together, i.e. W minus
+  the time a computation kernel runs.
+
+*Explained* is the part of the not-computing time that the findings shown for the rank
+hold (their claims after the engine shared them out,
+:mod:`hta.analysis.findings.claims`); *unexplained* is the rest. ``idle_explained_pctg``
+is the explained share of the idle time. Findings without a claim explain nothing here;
+the waits a ``stragglers`` finding holds on the ranks that waited count there. A rank
+whose GPU is idle more than :data:`IDLE_FLAG_SHARE` (20%) of its window while the
+findings explain less than :data:`EXPLAINED_ENOUGH` (half) of that idle time gets a note
+saying so (not a rank with no GPU work at all in its window: a CPU-only trace has nothing
+to explain).
+
+**Unexplained pieces.** The unexplained time falls into stretches (each a maximal
+interval with no computation kernel, minus what findings hold); the :data:`TOP_PIECES`
+longest of each rank are listed with the step they start in, what the GPU did
+(``idle`` or the exposed kind holding most of the piece) and what the CPU did meanwhile:
+
+* ``cpu``: the operators and runtime calls (``cpu_op``, ``runtime_*``) with the most
+  *exclusive* time inside the piece (their time in it minus that of the operators and
+  calls nested in them), any thread; led by ``no operator or runtime call for N% of it``
+  when none runs for more than half of the piece (the host was in Python code the
+  profiler did not record, or waiting on something else);
+* ``annotations``: the ``record_function`` ranges (not ``ProfilerStep#``) overlapping the
+  piece most, the innermost first on ties.
+
+The coverage table also carries the rank's unclassified kernel time
+(:mod:`hta.analysis.findings.unclassified`), a gap of the tool's kind rules reported here
+as a note, never as a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.findings import unclassified as unknown_kinds
+from hta.analysis.findings.claims import difference, fmt_ns
+from hta.analysis.findings.engine import step_table
+from hta.analysis.findings.sharing import KeptTime
+from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
+from hta.analysis.intervals import Cover, union_length
+from hta.analysis.rowmap import RowMap
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
+from hta.model.trace import RankTrace
+
+#: Idle share of the window above which the findings must explain most of the idle time.
+IDLE_FLAG_SHARE = 0.20
+#: Share of the idle time the findings must explain on such a rank.
+EXPLAINED_ENOUGH = 0.5
+#: Unexplained pieces listed per rank.
+TOP_PIECES = 5
+#: CPU names and annotations listed per piece.
+TOP_NAMES = 3
+
+COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(us)",
+           "exposed_memory(us)", "explained(us)", "unexplained(us)", "explained_pctg",
+           "idle_pctg", "idle_explained_pctg", "saving(us)", "unclassified(us)",
+           "unclassified_pctg", "note", "unclassified_note"]
+PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
+                 "annotations"]
+
+_CPU_KINDS = ("cpu_op", *sorted(RUNTIME_KINDS))
+_ANNOTATION = KIND_CODE["user_annotation"]
+
+
+def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int, int],
+                  kept: KeptTime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The coverage row of one rank (ns fields) and its largest unexplained pieces."""
+    w = gpu_work(rt.rank, rt.events)
+    lo, hi = window
+    win = (np.array([lo]), np.array([hi]))
+
+    def cover(sel: np.ndarray) -> Cover:
+        return Cover(np.clip(w.ts[sel], lo, hi), np.clip(w.end[sel], lo, hi))
+
+    compute, comm, memory = cover(w.cls == COMPUTE), cover(w.cls == COMM), \
+        cover(w.cls == MEMORY)
+    busy = cover(w.cls >= 0)
+    free_s, free_e, _ = difference(*win, compute)          # not computing
+    idle_s, idle_e, _ = difference(*win, busy)
+    idle = int((idle_e - idle_s).sum())
+    comm_s, comm_e, _ = difference(comm.s, comm.e, compute)
+    exposed_comm = int((comm_e - comm_s).sum())
+    not_computing = int((free_e - free_s).sum())
+    explained = int(kept.cover.within(free_s, free_e).sum())
+    idle_explained = int(kept.cover.within(idle_s, idle_e).sum())
+    u_s, u_e, _ = difference(free_s, free_e, kept.cover)
+    u = unknown_kinds.unclassified_time(rt, iterations, window)
+    row = {
+        "rank": rt.rank, "window_ns": hi - lo, "not_computing_ns": not_computing,
+        "idle_ns": idle, "exposed_comm_ns": exposed_comm,
+        "exposed_memory_ns": not_computing - idle - exposed_comm,
+        "explained_ns": explained, "idle_explained_ns": idle_explained,
+        "unclassified_ns": u.time_ns, "unclassified_share": u.share,
+        "unclassified_note": unknown_kinds.note(u),
+    }
+    order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
+    host = _Host.of(rt) if order.size else None
+    pieces = [_piece(host, int(u_s[i]), int(u_e[i]), busy, comm, memory)  # type: ignore[arg-type]
+              for i in np.sort(order).tolist()]
+    pieces.sort(key=lambda p: -p["dur_ns"])
+    row["note"] = _note(row, pieces)
+    return row, pieces
+
+
+def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
+    """The rank's note on unexplained idle time (module docstring), or ``""``."""
+    notes = []
+    window, idle = row["window_ns"], row["idle_ns"]
+    if window > 0 and idle < window and idle > IDLE_FLAG_SHARE * window and \
+            row["idle_explained_ns"] < EXPLAINED_ENOUGH * idle:
+        text = (f"The GPU is idle {100 * idle / window:.0f}% of the window and the findings "
+                f"explain {100 * row['idle_explained_ns'] / idle:.0f}% of that idle time: "
+                "no rule names the cause of the rest.")
+        if pieces:
+            p = pieces[0]
+            text += (f" Longest unexplained stretch: {fmt_ns(p['dur_ns'])} in "
+                     f"{_step_text(p['step'])} ({p['gpu']}); CPU: {p['cpu'] or 'nothing recorded'}"
+                     f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
+        notes.append(text)
+    return " ".join(notes)
+
+
+def _step_text(step: int) -> str:
+    return f"step {step}" if step >= 0 else "no ProfilerStep"
+
+
+@dataclass
+class _Host:
+    """The rank's CPU events the pieces are described with, gathered once: operators and
+    runtime calls (``cpu``), user annotations but ``ProfilerStep#`` (``ann``)."""
+
+    rt: RankTrace
+    steps: pd.DataFrame
+    parent: np.ndarray
+    slot: np.ndarray
+    cpu: np.ndarray
+    ann: np.ndarray
+
+    @classmethod
+    def of(cls, rt: RankTrace) -> _Host:
+        ev = rt.events
+        codes = ev["kind"].cat.codes.to_numpy()
+        ann = np.flatnonzero(codes == _ANNOTATION)
+        names = ev["name"].to_numpy()[ann]
+        uniq, inv = np.unique(names, return_inverse=True)
+        step = np.array([rt.symbols[i].startswith("ProfilerStep#") for i in uniq.tolist()],
+                        dtype=bool)
+        return cls(rt, step_table(rt), RowMap(ev).column(ev, "parent"),
+                   np.full(len(ev), -1, dtype=np.int64),
+                   np.flatnonzero(kind_mask(codes, _CPU_KINDS)),
+                   ann[~step[inv.reshape(-1)]] if ann.size else ann)
+
+
+def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
+           ) -> dict[str, Any]:
+    """One unexplained piece ``[a, b)``: its step, what the GPU and the CPU did."""
+    length = b - a
+    idle = length - int(busy.within(np.array([a]), np.array([b]))[0])
+    in_comm = int(comm.within(np.array([a]), np.array([b]))[0])
+    in_mem = int(memory.within(np.array([a]), np.array([b]))[0])
+    gpu = "idle" if idle * 2 >= length else (
+        "exposed communication" if in_comm >= in_mem else "exposed memory")
+    steps = host.steps
+    at = steps[(steps["start_ns"] <= a) & (steps["end_ns"] > a)]["step"]
+    return {"rank": host.rt.rank, "start_ns": a, "end_ns": b, "dur_ns": length,
+            "step": int(at.iloc[0]) if len(at) else -1, "gpu": gpu,
+            "cpu": _cpu_activity(host, a, b), "annotations": _annotations(host, a, b)}
+
+
+def _cpu_activity(host: _Host, a: int, b: int) -> str:
+    """``aten::to 62% (1.2 ms), ...``: exclusive time of CPU ops and runtime calls in
+    ``[a, b)``, the largest first; led by ``no operator or runtime call for N% of it``
+    when none runs for more than half of the piece."""
+    ev = host.rt.events
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    rows = host.cpu[(ts[host.cpu] < b) & (end[host.cpu] > a)]
+    if rows.size == 0:
+        return ""
+    overlap = (np.minimum(end[rows], b) - np.maximum(ts[rows], a)).astype(np.int64)
+    parent, slot = host.parent, host.slot
+    slot[rows] = np.arange(rows.size)
+    up = parent[rows]
+    for _ in range(256):  # the nearest ancestor that is also a listed row
+        climb = (up >= 0) & (slot[np.maximum(up, 0)] < 0)
+        if not climb.any():
+            break
+        up = np.where(climb, parent[np.maximum(up, 0)], up)
+    owner = np.where(up >= 0, slot[np.maximum(up, 0)], -1)
+    slot[rows] = -1
+    nested = np.zeros(rows.size, dtype=np.int64)
+    np.add.at(nested, owner[owner >= 0], overlap[owner >= 0])
+    own = np.maximum(overlap - nested, 0)
+    top = _top(host.rt, ev["name"].to_numpy()[rows], own, b - a)
+    quiet = (b - a) - union_length(np.maximum(ts[rows], a), np.minimum(end[rows], b))
+    if quiet * 2 > b - a:
+        return f"no operator or runtime call for {100 * quiet / (b - a):.0f}% of it" + (
+            f"; {top}" if top else "")
+    return top
+
+
+def _annotations(host: _Host, a: int, b: int) -> str:
+    """The user annotations overlapping ``[a, b)`` most (innermost first on ties)."""
+    ev = host.rt.events
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    rows = host.ann[(ts[host.ann] < b) & (end[host.ann] > a)]
+    if rows.size == 0:
+        return ""
+    names = ev["name"].to_numpy()[rows]
+    overlap = np.minimum(end[rows], b) - np.maximum(ts[rows], a)
+    order = np.lexsort(((end - ts)[rows], -overlap))
+    seen: list[str] = []
+    for i in order.tolist():
+        name = host.rt.symbols[names[i]]
+        if name not in seen:
+            seen.append(name)
+        if len(seen) == TOP_NAMES:
+            break
+    return ", ".join(seen)
+
+
+def _top(rt: RankTrace, ids: np.ndarray, weight: np.ndarray, length: int) -> str:
+    total = pd.Series(weight).groupby(ids).sum().sort_values(ascending=False, kind="stable")
+    parts = [f"{rt.symbols[int(i)]} {100 * t / length:.0f}% ({fmt_ns(t)})"
+             for k, (i, t) in enumerate(total.head(TOP_NAMES).items())
+             if t > 0 and (k == 0 or t >= 0.01 * length)]
+    return ", ".join(parts)
+
+
+# -- the tables -----------------------------------------------------------------------------
+def coverage_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The coverage rows of :func:`rank_coverage` (with ``saving_ns``) as :data:`COLUMNS`,
+    ranks ascending."""
+    out = []
+    for r in sorted(rows, key=lambda r: int(r["rank"])):
+        nc, idle, window = r["not_computing_ns"], r["idle_ns"], r["window_ns"]
+        out.append({
+            "rank": int(r["rank"]), "window(us)": window / 1e3,
+            "not_computing(us)": nc / 1e3, "idle(us)": idle / 1e3,
+            "exposed_comm(us)": r["exposed_comm_ns"] / 1e3,
+            "exposed_memory(us)": r["exposed_memory_ns"] / 1e3,
+            "explained(us)": r["explained_ns"] / 1e3,
+            "unexplained(us)": (nc - r["explained_ns"]) / 1e3,
+            "explained_pctg": _pct(r["explained_ns"], nc),
+            "idle_pctg": _pct(idle, window),
+            "idle_explained_pctg": _pct(r["idle_explained_ns"], idle),
+            "saving(us)": int(r.get("saving_ns", 0)) / 1e3,
+            "unclassified(us)": r["unclassified_ns"] / 1e3,
+            "unclassified_pctg": round(100.0 * r["unclassified_share"], 2),
+            "note": r["note"], "unclassified_note": r["unclassified_note"],
+        })
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def piece_table(pieces: list[dict[str, Any]]) -> pd.DataFrame:
+    """The unexplained pieces as :data:`PIECE_COLUMNS`, per rank the longest first."""
+    rows = [{**{k: p[k] for k in PIECE_COLUMNS if k in p}, "dur(us)": p["dur_ns"] / 1e3}
+            for p in pieces]
+    return pd.DataFrame(rows, columns=PIECE_COLUMNS)
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else float("nan")
+
+
+__all__ = ["COLUMNS", "EXPLAINED_ENOUGH", "IDLE_FLAG_SHARE", "PIECE_COLUMNS", "TOP_PIECES",
+           "coverage_table", "piece_table", "rank_coverage"]

@@ -1,0 +1,206 @@
+"""Coverage of the findings: what they explain of each rank's idle and exposed time, the
+unexplained pieces and what the CPU did meanwhile, and kernels of unknown kind as a
+coverage note (never a finding with a saving). Generated traces, answers by construction;
+invariants on the real traces when they are there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import shared_trace
+from findings_cases import DATA_LOADER
+from findings_kernel_cases import UNKNOWN, unclassified
+from kineto_builder import TraceBuilder
+
+from hta.analysis.findings import analyse, analysis_window, default_rules, describe_rules, find
+from hta.analysis.findings.claims import resolve
+from hta.analysis.findings.coverage import COLUMNS, PIECE_COLUMNS
+from hta.cli import main
+from hta.model.rules import Rule
+from hta.report.builder import SECTIONS, _context
+from hta.report.context import Section
+from hta.trace_analysis import TraceAnalysis
+
+STEP = 200_000
+STEPS = 4
+
+
+def _analyzer(folder: Path) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+
+
+def idle_job(tmp_path: Path, cause: str = "cpu") -> Path:
+    """Per 200 µs step: kernel A ``[0, 30)`` µs, then the host works ``[40, 190)`` and
+    launches kernel B, which runs ``[190, 200)``. The host work is (``cause``):
+
+    * ``"cpu"``: ``my_tokenize`` (140 µs, with a nested 40 µs ``aten::copy_``) under the
+      annotation ``preprocess``: no rule explains it, the GPU idles 160 of 200 µs (80%);
+    * ``"loader"``: a data-loader span ``[40, 190)``: ``data_loading`` explains 150 µs of
+      the 160 µs idle a step;
+    * ``"busy"``: the same CPU work, but kernel A runs ``[0, 185)``: idle 5 µs a step.
+    """
+    b = TraceBuilder(rank=0)
+    for k in range(1, STEPS + 1):
+        t = (k - 1) * STEP
+        with b.step(k, ts=t, dur=STEP):
+            a_dur = 185_000 if cause == "busy" else 30_000
+            b.launch_kernel("sgemm_a", cpu_ts=t + 1_000, cpu_dur=2_000, gpu_ts=t,
+                            gpu_dur=a_dur)
+            if cause == "loader":
+                b.cpu_op(DATA_LOADER, ts=t + 40_000, dur=150_000)
+            else:
+                b.annotation("preprocess", ts=t + 40_000, dur=150_000)
+                b.cpu_op("my_tokenize", ts=t + 45_000, dur=140_000)
+                b.cpu_op("aten::copy_", ts=t + 100_000, dur=40_000)
+            b.launch_kernel("sgemm_b", cpu_ts=t + 186_000, cpu_dur=2_000, gpu_ts=t + 190_000,
+                            gpu_dur=10_000)
+    return b.write(tmp_path / "rank-0.json").parent
+
+
+# -- idle time no finding explains ---------------------------------------------------------------
+def test_unexplained_idle_is_said(tmp_path):
+    a = _analyzer(idle_job(tmp_path))
+    assert a.get_findings().empty
+    (row,) = a.get_findings_coverage().to_dict("records")
+    assert list(a.get_findings_coverage().columns) == COLUMNS
+    assert row["window(us)"] == 800.0
+    assert row["idle(us)"] == row["not_computing(us)"] == row["unexplained(us)"] == 640.0
+    assert row["explained(us)"] == 0.0 and row["idle_pctg"] == 80.0
+    assert row["idle_explained_pctg"] == 0.0
+    assert "The GPU is idle 80% of the window and the findings explain 0%" in row["note"]
+    assert "my_tokenize 62% (100.0 µs)" in row["note"] and "under preprocess" in row["note"]
+    pieces = a.get_unexplained_time()
+    assert list(pieces.columns) == PIECE_COLUMNS
+    assert pieces["dur(us)"].tolist() == [160.0] * 4
+    first = pieces.iloc[0]
+    assert first["gpu"] == "idle" and first["step"] in (1, 2, 3, 4)
+    # exclusive time: 140 - 40 µs in my_tokenize, 40 µs in the nested copy
+    # (and the 2 µs launch call of kernel B)
+    assert first["cpu"] == ("my_tokenize 62% (100.0 µs), aten::copy_ 25% (40.0 µs), "
+                            "cudaLaunchKernel 1% (2.0 µs)")
+    assert first["annotations"] == "preprocess"
+
+
+def test_idle_explained_by_a_finding_is_not_flagged(tmp_path):
+    a = _analyzer(idle_job(tmp_path, cause="loader"))
+    assert a.get_findings()["rule"].tolist() == ["data_loading"]
+    (row,) = a.get_findings_coverage().to_dict("records")
+    assert row["idle(us)"] == 640.0 and row["explained(us)"] == 600.0
+    assert row["unexplained(us)"] == 40.0 and row["idle_explained_pctg"] == 93.75
+    assert row["saving(us)"] == 600.0
+    assert row["note"] == ""
+
+
+def test_a_busy_gpu_is_not_flagged(tmp_path):
+    a = _analyzer(idle_job(tmp_path, cause="busy"))
+    (row,) = a.get_findings_coverage().to_dict("records")
+    assert row["idle(us)"] == 20.0 and row["note"] == ""
+
+
+# -- kernels of unknown kind: a coverage note, not a finding --------------------------------------
+def test_unknown_kinds_are_a_coverage_note_not_a_finding(tmp_path):
+    trace, _old_saving = unclassified(tmp_path)  # the rule used to claim 120 µs a step
+    assert "unclassified_kernels" not in describe_rules()["rule"].tolist()
+    result = analyse(trace)
+    assert "unclassified_kernels" not in result.findings["rule"].tolist()
+    (row,) = result.coverage.to_dict("records")
+    # 160 of the 220 µs of GPU busy time a step (2 steps) are in unknown kernels
+    assert row["unclassified(us)"] == 320.0 and row["unclassified_pctg"] == 72.73
+    assert "72.7% of the GPU busy time" in row["unclassified_note"]
+    assert "fancy_collective_step ×4" in row["unclassified_note"]
+    assert "not a problem of the job" in row["unclassified_note"]
+    assert UNKNOWN.startswith("void fancy_")
+
+
+@pytest.mark.parametrize("twin", ["known", "user rule"])
+def test_known_kinds_give_no_note(tmp_path, twin):
+    rules = (Rule("communication", name="fancy_"),) if twin == "user rule" else ()
+    trace, _ = unclassified(tmp_path, unknown=twin != "known", rules=rules)
+    (row,) = analyse(trace).coverage.to_dict("records")
+    assert row["unclassified(us)"] == 0.0 and row["unclassified_note"] == ""
+
+
+# -- the front ends -------------------------------------------------------------------------------
+def test_summary_prints_the_coverage(tmp_path, capsys):
+    folder = idle_job(tmp_path)
+    assert main(["summary", str(folder), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "What the findings explain of the time the GPU does not compute" in text
+    assert "rank 0: The GPU is idle 80% of the window" in text
+    assert "0.160 ms idle, step" in text
+
+
+def test_summary_json_has_the_coverage(tmp_path, capsys):
+    folder = idle_job(tmp_path, cause="loader")
+    assert main(["summary", str(folder), "--no-cache", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    (cov,) = payload["findings_coverage"]
+    assert cov["explained(us)"] == 600.0 and cov["idle_explained_pctg"] == 93.75
+    assert payload["unexplained_time"][0]["dur(us)"] == 10.0
+
+
+def test_unknown_kinds_in_summary(tmp_path, capsys):
+    unclassified(tmp_path)
+    assert main(["summary", str(tmp_path), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "Coverage note: 1 kernel name(s) match no kind rule (up to 72.7% of the GPU" in text
+    assert "Kernels of unknown kind" not in text  # the old finding's title
+
+
+def test_report_findings_section_shows_the_coverage(tmp_path):
+    a = _analyzer(idle_job(tmp_path))
+    ctx = _context(a, None, None, None)
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
+    section = Section("findings", "Findings")
+    build(ctx, section)
+    titles = [t.title for t in section.tables]
+    assert titles[0].startswith("What the findings explain")
+    assert "The GPU is idle 80% of the window" in section.tables[0].note
+    assert titles[1].startswith("Longest unexplained stretches")
+    assert section.tables[1].rows[0][4].startswith("my_tokenize 62%")
+
+
+# -- invariants on real traces --------------------------------------------------------------------
+REAL = ["trace_diff/control", "critical_path/alexnet", "amd_trace", "ns_resolution_trace",
+        "distributed_info_unavailable"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_invariants_on_real_traces(name):
+    folder = shared_trace(*name.split("/"))
+    a = _analyzer(folder)
+    result = analyse(a.t)
+    cov = result.coverage
+    assert (cov["saving(us)"] <= cov["window(us)"] + 1e-6).all()
+    assert (cov["explained(us)"] <= cov["not_computing(us)"] + 1e-6).all()
+    for row in result.findings.to_dict("records"):
+        if row["severity"] == "high":
+            assert "µs" in row["evidence"] or "ms" in row["evidence"]
+    rules = [r for r in default_rules() if r.scope == "rank"]
+    for rank in a.ranks:
+        rt = a.t.rank(rank)
+        window = analysis_window(rt)
+        found = [f for r in rules for f in r.check(rt, None) if f.claim is not None]
+        kept = resolve([f.claim for f in found], [f.est_saving_ns for f in found], window)
+        _assert_no_time_twice(kept)
+
+
+def _assert_no_time_twice(kept) -> None:
+    parts = [k for k in kept if k.start.size]
+    if not parts:
+        return
+    cuts = np.unique(np.concatenate([np.r_[k.start, k.end] for k in parts]))
+    level = np.zeros(cuts.size)
+    for k in parts:
+        at = np.searchsorted(k.start, cuts, side="right") - 1
+        inside = (at >= 0) & (cuts < k.end[np.clip(at, 0, None)])
+        level += np.where(inside, k.density[np.clip(at, 0, None)], 0.0)
+    assert level.max() <= 1.0 + 1e-9
+
+
+def test_find_still_returns_the_findings_table(tmp_path):
+    a = _analyzer(idle_job(tmp_path, cause="loader"))
+    assert find(a.t)["rule"].tolist() == ["data_loading"]
