@@ -40,6 +40,8 @@ import pandas as pd
 from hta.analysis.bandwidth import DIRECTION
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
+    copy_bytes,
+    fmt_bytes,
     fmt_steps,
     fmt_time,
     in_selection,
@@ -62,26 +64,6 @@ MIN_COPY_NS = 2_000
 _COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
 _TRANSFER_CODES = kind_codes(["memcpy_htod", "memcpy_dtoh"])
 _COMPUTE = KIND_CODE["computation"]
-
-
-def fmt_bytes(n: float) -> str:
-    """``512 B``, ``12.3 KB``, ``4.5 MB``, ``1.2 GB`` (powers of 1000)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def copy_bytes(rt: RankTrace) -> np.ndarray:
-    """Bytes of each row from the ``memory_args`` table (NaN where unknown)."""
-    ev = rt.events
-    out = np.full(len(ev), np.nan)
-    table = rt.tables.get("memory_args")
-    if table is not None and len(table):
-        pos = RowMap(ev).positions(table["index"].to_numpy(dtype=np.int64))
-        ok = pos >= 0
-        out[pos[ok]] = table["bytes"].to_numpy(dtype=np.float64)[ok]
-    return out
 
 
 def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:

@@ -44,10 +44,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
+from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.sync_sites import IMPLICIT_SYNC, find_sites, site_advice
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.rowmap import RowMap
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, kind_codes
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_codes
 from hta.model.trace import RankTrace
 
 #: Runtime-sync names that only make a stream wait; the CPU goes on.
@@ -69,11 +70,18 @@ DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
 _GPU_CODES = kind_codes(GPU_WORK_KINDS)
 _COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
 _CPU_CODES = kind_codes(("cpu_op", "user_annotation", "python_function"))
+_RUNTIME_CODES = kind_codes(sorted(RUNTIME_KINDS))
+_WORK_CODES = kind_codes(("cpu_op", "python_function", *sorted(RUNTIME_KINDS)))
 _SYNC = KIND_CODE["runtime_sync"]
 _LAUNCH = KIND_CODE["runtime_launch"]
 _CPU_OP = KIND_CODE["cpu_op"]
 _ANNOTATION = KIND_CODE["user_annotation"]
 _NEVER = np.iinfo(np.int64).min // 4
+_ALWAYS = np.iinfo(np.int64).max // 4
+#: Longest stretch of a host thread with no traced operator, Python function or runtime
+#: call that still counts as work (untraced Python between operators, ns); a longer one is
+#: taken as the host waiting for something else.
+HOST_GAP_NS = 100_000
 
 
 # -- shared helpers (also used by launch_bound and copies) --------------------------------
@@ -125,6 +133,26 @@ def step_tuple(values: np.ndarray) -> tuple[int, ...]:
     return tuple(int(s) for s in np.unique(values) if s >= 0)
 
 
+def fmt_bytes(n: float) -> str:
+    """``512 B``, ``12.3 KB``, ``4.5 MB``, ``1.2 GB`` (powers of 1000)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def copy_bytes(rt: RankTrace) -> np.ndarray:
+    """Bytes of each row from the ``memory_args`` table (NaN where unknown)."""
+    ev = rt.events
+    out = np.full(len(ev), np.nan)
+    table = rt.tables.get("memory_args")
+    if table is not None and len(table):
+        pos = RowMap(ev).positions(table["index"].to_numpy(dtype=np.int64))
+        ok = pos >= 0
+        out[pos[ok]] = table["bytes"].to_numpy(dtype=np.float64)[ok]
+    return out
+
+
 # -- data-loader spans ---------------------------------------------------------------------
 def data_loader_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the data-loader spans (see the module docstring)."""
@@ -146,11 +174,17 @@ def data_loader_cover(rt: RankTrace) -> Cover:
 # -- synchronising calls ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class SyncBubbles:
-    """The blocking calls of a rank and the GPU idle each one caused (see the docstring)."""
+    """The blocking calls of a rank and the GPU idle each one caused (module docstring).
+
+    Per call: ``start``/``end`` of the call, ``group`` (-1 when no GPU work follows it),
+    ``saving`` (its share of the group's claim, ns) and the group's claimed range
+    ``[bubble_start, bubble_end)``: the claim is the GPU idle time inside that range.
+    """
 
     rows: np.ndarray
     start: np.ndarray
     end: np.ndarray
+    group: np.ndarray
     saving: np.ndarray
     bubble_start: np.ndarray
     bubble_end: np.ndarray
@@ -164,6 +198,8 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
     sync = sync[~name_matches(rt, sync, STREAM_WAIT)]
     launch = np.flatnonzero(codes == _LAUNCH)
     calls = np.union1d(sync, launch[name_matches(rt, launch, BLOCKING_COPY)])
+    runtime = np.flatnonzero(np.isin(codes, _RUNTIME_CODES))
+    calls = np.union1d(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
     copies = np.flatnonzero(np.isin(codes, _COPY_CODES))
     copies = copies[name_matches(rt, copies, PAGEABLE)]
     staged = RowMap(ev).positions(ev["index_correlation"].to_numpy()[copies])
@@ -186,24 +222,84 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
     return np.union1d(calls, ops)
 
 
-def ancestors(rt: RankTrace, rows: np.ndarray, limit: int = 4096) -> list[list[int]]:
-    """Each row's enclosing CPU events, innermost first (through the ``parent`` links)."""
-    parent = RowMap(rt.events).column(rt.events, "parent")
-    out = []
-    for r in rows.tolist():
-        chain: list[int] = []
-        p = int(parent[r])
-        while p >= 0 and len(chain) < limit:
-            chain.append(p)
-            p = int(parent[p])
-        out.append(chain)
+def idle_reach(busy: Cover, start: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """The earliest ``t >= start`` with ``amount`` ns outside ``busy`` in ``[start, t)``
+    (``start`` where ``amount`` is 0)."""
+    start = np.asarray(start, np.int64)
+    amount = np.asarray(amount, np.int64)
+    target = start - busy.upto(start) + amount  # idle before t, counted from -infinity
+    if busy.s.size == 0:
+        return start + amount
+    idle_at = busy.s - busy.cum[:-1]  # idle before each covered piece starts
+    j = np.searchsorted(idle_at, target, side="left")
+    jj = np.minimum(j, busy.s.size - 1)
+    inside = busy.s[jj] - (idle_at[jj] - target)
+    after = busy.e[-1] + (target - (busy.e[-1] - busy.cum[-1]))
+    return np.where(amount > 0, np.where(j < busy.s.size, inside, after), start)
+
+
+def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
+    """For each row: where its thread stops working after it, i.e. the end of the stretch
+    of operators, Python functions and runtime calls around it on its thread with no gap
+    over :data:`HOST_GAP_NS`, or the start of the next data-loader span if earlier."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
+    work = np.flatnonzero(np.isin(codes, _WORK_CODES))
+    out = end[rows].copy()
+    for th in np.unique(thread[rows]).tolist():
+        mine = np.flatnonzero(thread[rows] == th)
+        w = work[thread[work] == th]
+        w = w[np.argsort(ts[w], kind="stable")]
+        if w.size == 0:
+            continue
+        run_end = np.maximum.accumulate(end[w])
+        new = np.r_[True, ts[w][1:] - run_end[:-1] > HOST_GAP_NS]
+        firsts = np.flatnonzero(new)
+        last_end = run_end[np.r_[firsts[1:] - 1, w.size - 1]]
+        k = np.searchsorted(ts[w][firsts], end[rows[mine]], side="right") - 1
+        out[mine] = np.maximum(out[mine], np.where(k >= 0, last_end[np.maximum(k, 0)], 0))
+    if dl.s.size:
+        j = np.searchsorted(dl.s, end[rows], side="right")
+        nxt = np.where(j < dl.s.size, dl.s[np.minimum(j, dl.s.size - 1)], out)
+        out = np.minimum(out, np.maximum(nxt, end[rows]))
     return out
+
+
+def _claims(calls: dict[str, np.ndarray], busy: Cover, limit: tuple[int, int]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per call: its group; per group (in time order): claim start, claim end and the
+    claimed idle (ns). ``calls``: ``s0``, ``s1``, ``next`` (next GPU start), ``drained``,
+    ``next_call`` (start of the next blocking call), ``work_end`` (:func:`host_work_end`);
+    ``busy``: GPU work and data-loader spans;
+    ``limit``: the span a claim must stay in (module docstring)."""
+    s0, s1 = calls["s0"], calls["s1"]
+    n, grp = np.unique(calls["next"], return_inverse=True)
+    grp = grp.reshape(-1)
+    blocked = mask_total(coverage(s0, s1, np.zeros(s0.size, np.int64), 1, grp, n.size),
+                         all_of=1)
+    first = np.full(n.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, grp, s0)
+    drain = np.full(n.size, _NEVER, dtype=np.int64)
+    np.maximum.at(drain, grp, calls["drained"])
+    work_end = np.full(n.size, _NEVER, dtype=np.int64)
+    np.maximum.at(work_end, grp, calls["work_end"])
+    cap = np.full(n.size, _NEVER, dtype=np.int64)
+    np.maximum.at(cap, grp, calls["next_call"])
+    a = np.maximum(np.maximum(drain, first), np.r_[_NEVER, n[:-1]])
+    h = np.minimum(cap, np.maximum(work_end, n))
+    h = np.clip(h, limit[0], limit[1])
+    a = np.clip(a, limit[0], limit[1])
+    avail = np.where(h > a, (h - a) - busy.within(a, np.maximum(a, h)), 0)
+    claim = np.minimum(blocked, np.maximum(avail, 0))
+    return grp, a, idle_reach(busy, a, claim), claim
 
 
 def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
                  window: tuple[int, int] | None = None) -> SyncBubbles:
-    """Every blocking call of the rank with its bubble and saving (ns), bubbles clipped
-    to ``window`` when given."""
+    """Every blocking call of the rank with its group, claimed range and saving (ns);
+    claims stay inside ``window`` when given."""
     ev = rt.events
     rows = blocking_rows(rt)
     s0 = ev["ts"].to_numpy()[rows]
@@ -211,94 +307,153 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     g = gpu_rows(rt)
     gts = ev["ts"].to_numpy()[g]
     order = np.argsort(gts, kind="stable")
-    gts = gts[order]
-    gend = np.maximum.accumulate(ev["end"].to_numpy()[g][order]) if g.size else gts
+    gts, gend = gts[order], ev["end"].to_numpy()[g][order]
+    zeros = np.zeros(rows.size, dtype=np.int64)
+    out = SyncBubbles(rows, s0, s1, np.full(rows.size, -1, np.int64), zeros.copy(),
+                      zeros.copy(), zeros.copy())
     at = np.searchsorted(gts, s1, side="left")
-    if gts.size:
-        nxt = np.where(at < gts.size, gts[np.minimum(at, gts.size - 1)], -1)
-        drained = np.where(at > 0, gend[np.maximum(at - 1, 0)], _NEVER)
-    else:
-        nxt = np.full(rows.size, -1, dtype=np.int64)
-        drained = np.full(rows.size, _NEVER, dtype=np.int64)
-    saving = np.zeros(rows.size, dtype=np.int64)
-    b_start = np.zeros(rows.size, dtype=np.int64)
-    b_end = np.zeros(rows.size, dtype=np.int64)
-    dl = data_loader_cover(rt) if dl is None else dl
-    # one group per next GPU start; calls with no GPU work after them have no bubble
-    idx = np.flatnonzero(nxt >= 0)
+    idx = np.flatnonzero(at < gts.size)  # calls with GPU work after them
     if idx.size == 0:
-        return SyncBubbles(rows, s0, s1, saving, b_start, b_end)
-    n, grp = np.unique(nxt[idx], return_inverse=True)
-    grp = grp.reshape(-1)
-    blocked = mask_total(coverage(s0[idx], s1[idx], np.zeros(idx.size, np.int64), 1, grp,
-                                  n.size), all_of=1)
-    last_drain = np.full(n.size, _NEVER, dtype=np.int64)
-    np.maximum.at(last_drain, grp, drained[idx])
-    start = np.maximum(last_drain, n - blocked)
-    if window is not None:
-        start, n = np.maximum(start, window[0]), np.minimum(n, window[1])
-    length = np.where(start < n, np.maximum(n - start - dl.within(start, n), 0), 0)
-    dur = (s1[idx] - s0[idx]).astype(np.float64)
-    total = np.bincount(grp, weights=dur, minlength=n.size)[grp]
-    count = np.bincount(grp, minlength=n.size)[grp]
+        return out
+    dl = data_loader_cover(rt) if dl is None else dl
+    run_end = np.maximum.accumulate(gend)
+    starts = np.sort(s0)
+    following = np.searchsorted(starts, s1[idx], side="left")  # next blocking call's start
+    calls = {"s0": s0[idx], "s1": s1[idx], "next": gts[at[idx]],
+             "next_call": np.where(following < starts.size,
+                                   starts[np.minimum(following, starts.size - 1)], _ALWAYS),
+             "drained": np.where(at[idx] > 0, run_end[np.maximum(at[idx] - 1, 0)], _NEVER),
+             "work_end": host_work_end(rt, rows[idx], dl)}
+    busy = Cover(np.concatenate([gts, dl.s]), np.concatenate([gend, dl.e]))
+    last = int(gts[-1])  # idle after the last GPU start is never followed by work
+    limit = (int(gts[0]), last) if window is None else (window[0], min(window[1], last))
+    grp, a, t, claim = _claims(calls, busy, limit)
+    dur = (calls["s1"] - calls["s0"]).astype(np.float64)
+    total = np.bincount(grp, weights=dur, minlength=a.size)[grp]
+    count = np.bincount(grp, minlength=a.size)[grp]
     share = np.where(total > 0, dur / np.where(total > 0, total, 1.0), 1.0 / count)
-    hit = (start < n)[grp]
-    saving[idx] = np.where(hit, np.rint(share * length[grp]), 0).astype(np.int64)
-    b_start[idx] = np.where(hit, start[grp], 0)
-    b_end[idx] = np.where(hit, n[grp], 0)
-    return SyncBubbles(rows, s0, s1, saving, b_start, b_end)
+    out.group[idx] = grp
+    out.saving[idx] = np.rint(share * claim[grp]).astype(np.int64)
+    hit = claim[grp] > 0
+    out.bubble_start[idx] = np.where(hit, a[grp], 0)
+    out.bubble_end[idx] = np.where(hit, t[grp], 0)
+    return out
 
 
-def _context(rt: RankTrace, chain: list[int], codes: np.ndarray, names: np.ndarray) -> str:
-    """``aten::item under forward``: the outermost operator and the nearest label above
-    (``codes``, ``names``: the rank's kind codes and name ids)."""
-    ops = [p for p in chain if codes[p] == _CPU_OP]
-    labels = [p for p in chain if codes[p] == _ANNOTATION
-              and not rt.symbols[names[p]].startswith("ProfilerStep#")]
-    text = rt.symbols[names[ops[-1]]] if ops else "outside any operator"
-    if labels:
-        text += f" under {rt.symbols[names[labels[0]]]}"
-    return text
+def _site_name(rt: RankTrace, names: np.ndarray, op: int, label: int) -> str:
+    """``aten::to under ## sparse_data_dist ##``, ``outside any operator``..."""
+    text = rt.symbols[names[op]] if op >= 0 else "outside any operator"
+    return text + (f" under {rt.symbols[names[label]]}" if label >= 0 else "")
+
+
+def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> pd.DataFrame:
+    """One row per blocking call kept: its span, step, saving and site (sync_sites)."""
+    rows = sb.rows[keep]
+    sites = find_sites(rt, rows)
+    names = rt.events["name"].to_numpy()
+    table = pd.DataFrame({
+        "row": rows, "start": sb.start[keep], "end": sb.end[keep],
+        "saving": sb.saving[keep], "step": rt.events["iteration"].to_numpy()[rows],
+        "op": sites.op, "label": sites.label, "outer": sites.outer_label,
+        "copy": sites.copy, "flags": sites.flags,
+    })
+    table["site"] = [_site_name(rt, names, o, lb) for o, lb in
+                     zip(sites.op.tolist(), sites.label.tolist(), strict=True)]
+    return table
+
+
+def _copies_text(rt: RankTrace, calls: pd.DataFrame) -> str:
+    """``; copies: 8 × Memcpy DtoH (Device -> Pageable) of 256 B each`` (or empty)."""
+    copy = calls["copy"].to_numpy()
+    copy = copy[copy >= 0]
+    if copy.size == 0:
+        return ""
+    names = pd.Series(rt.events["name"].to_numpy()[copy]).value_counts()
+    kinds = ", ".join(f"{int(c)} × {rt.symbols[int(i)]}" for i, c in names.head(2).items())
+    b = copy_bytes(rt)[copy]
+    b = b[~np.isnan(b)]
+    if b.size == 0:
+        return f"; copies: {kinds}"
+    if b.min() == b.max():
+        return f"; copies: {kinds} of {fmt_bytes(float(b[0]))} each"
+    return (f"; copies: {kinds} of {fmt_bytes(float(np.median(b)))} median "
+            f"({fmt_bytes(float(b.sum()))} in all)")
+
+
+def _per_step(ns: float, n_steps: int) -> str:
+    return f" ({fmt_time(ns / n_steps)} a step)" if n_steps > 1 else ""
+
+
+def _times(calls: pd.DataFrame) -> int:
+    """How many times the site blocked: its distinct operators, and calls without one."""
+    op = calls["op"].to_numpy()
+    return int(np.unique(op[op >= 0]).size + np.count_nonzero(op < 0))
+
+
+def _site_detail(rt: RankTrace, calls: pd.DataFrame, n_steps: int,
+                 step_start: dict[int, int]) -> str:
+    """What one site did (``calls``: its rows of :func:`_site_table`)."""
+    names = rt.events["name"].to_numpy()
+    times = _times(calls)
+    by_name = pd.Series(names[calls["row"].to_numpy()]).value_counts()
+    call_text = ", ".join(f"{rt.symbols[int(i)]} ×{int(c)}" for i, c in
+                          by_name.head(4).items())
+    ms, me = merge(calls["start"].to_numpy(), calls["end"].to_numpy())
+    blocked = int((me - ms).sum())
+    outer, label = int(calls["outer"].iloc[0]), int(calls["label"].iloc[0])
+    inside = f" (inside {rt.symbols[names[outer]]})" if outer >= 0 and outer != label else ""
+    top = calls.loc[(calls["end"] - calls["start"]).idxmax()]
+    step = int(top["step"])
+    where = (f"in step {step}, {fmt_time(int(top['start']) - step_start[step])} into it"
+             if step in step_start else "outside any ProfilerStep")
+    rate = f" ({times / n_steps:.3g} a step)" if n_steps > 1 else ""
+    return (
+        f"{calls['site'].iloc[0]}{inside}: {times} time(s){rate}, the host blocked "
+        f"{fmt_time(blocked)}{_per_step(blocked, n_steps)} in {call_text}"
+        f"{_copies_text(rt, calls)}; the longest: {rt.symbols[names[int(top['row'])]]} "
+        f"{where}, {fmt_time(int(top['end'] - top['start']))}"
+    )
 
 
 def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``host_sync`` findings of one rank, one per blocking call name."""
+    """The ``host_sync`` finding of one rank: the idle its blocking calls caused, by site."""
     if gpu_rows(rt).size == 0:
         return []
     window = analysis_window(rt, iterations)
-    dl = data_loader_cover(rt)
-    sb = sync_bubbles(rt, dl, window)
-    keep = in_selection(rt, sb.rows, iterations, window)
-    saving = np.where(keep, sb.saving, 0)
-    ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
-    all_names = ev["name"].to_numpy()
-    names = all_names[sb.rows]
-    steps = ev["iteration"].to_numpy()[sb.rows]
-    findings = []
-    for name_id in np.unique(names[keep]).tolist():
-        mine = keep & (names == name_id)
-        total = int(saving[mine].sum())
-        if total <= 0:
-            continue
-        idx = np.flatnonzero(mine)
-        hit = idx[saving[idx] > 0]
-        by_ctx: dict[str, int] = {}  # only calls with a saving weigh in the context
-        for i, chain in zip(hit.tolist(), ancestors(rt, sb.rows[hit]), strict=True):
-            ctx = _context(rt, chain, codes, all_names)
-            by_ctx[ctx] = by_ctx.get(ctx, 0) + int(saving[i])
-        ctx, ctx_ns = max(by_ctx.items(), key=lambda kv: kv[1])
-        name = rt.symbols[name_id]
-        evidence = (
-            f"{idx.size} {name} call(s) in {fmt_steps(steps[idx])} blocked the host "
-            f"{fmt_time(int((sb.end[idx] - sb.start[idx]).sum()))}; after {hit.size} of them "
-            f"the GPU sat idle {fmt_time(total)} waiting for the next work (GPU timeline; "
-            f"host wait in the idle time table), {round(100 * ctx_ns / total)}% of it "
-            f"from {ctx}."
-        )
-        findings.append(Finding((rt.rank,), step_tuple(steps[hit]), evidence, total,
-                                window[1] - window[0], subject=name))
-    return findings
+    sb = sync_bubbles(rt, data_loader_cover(rt), window)
+    keep = in_selection(rt, sb.rows, iterations, window) & (sb.group >= 0)
+    if not (sb.saving[keep] > 0).any():
+        return []
+    table = _site_table(rt, sb, keep)
+    steps = step_table(rt)
+    if iterations is not None:
+        steps = steps[steps["step"].isin(iterations)]
+    n_steps = len(steps)
+    step_start = dict(zip(steps["step"].tolist(), steps["start_ns"].tolist(), strict=True))
+    by_site = table.groupby("site", sort=False)["saving"].sum().sort_values(
+        ascending=False, kind="stable")
+    by_site = by_site[by_site > 0]
+    total = int(by_site.sum())
+    top = table[table["site"] == by_site.index[0]]
+    names = rt.events["name"].to_numpy()
+    labels = [rt.symbols[names[r]] for r in
+              np.unique(top[["label", "outer"]].to_numpy()).tolist() if r >= 0]
+    advice = site_advice(int(np.bitwise_or.reduce(top["flags"].to_numpy())),
+                         bool((top["op"] < 0).all()), labels)
+    others = "; ".join(
+        f"{site} {fmt_time(int(ns))} ({_times(table[table['site'] == site])} time(s))"
+        for site, ns in by_site.iloc[1:4].items())
+    hit = table["step"].to_numpy()[table["saving"].to_numpy() > 0]
+    evidence = (
+        f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} in "
+        f"{fmt_steps(hit)}, during the waits and after them until the host re-filled its "
+        f"queue (GPU timeline; host wait in the idle time table); "
+        f"{round(100 * int(by_site.iloc[0]) / total)}% from "
+        f"{_site_detail(rt, top, n_steps, step_start)}."
+        + (f" Then: {others}." if others else "")
+    )
+    return [Finding((rt.rank,), step_tuple(hit), evidence, total, window[1] - window[0],
+                    advice=advice)]
 
 
 def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
