@@ -14,9 +14,9 @@ Every step ``k`` (from 1) starts at ``t = (k - 1) * STEP`` and runs ``STEP``:
   (``[t + 140 ms, t + 199 ms)``); it works in Python to the end of the step and into the
   next one, so the host never waits on anything but the reads.
 
-The GPU idles ``[t, t + 1 ms)``, 38 µs between each read-back's copy and its all-to-all,
-``[t + 70.04 ms, t + 100 ms)``, ``[t + 125.04 ms, t + 140 ms)`` and
-``[t + 199 ms, t + 200 ms)`` (40 µs, not 38, with no copy). Every piece after the first read of step 1 comes after a
+The GPU idles ``[t, t + 1 ms)``, 38 µs between each read-back's copy and its all-to-all
+(40 µs with no copy), ``[t + 70.04 ms, t + 100 ms)``, ``[t + 125.04 ms, t + 140 ms)`` and
+``[t + 199 ms, t + 200 ms)``. Every piece after the first read of step 1 comes after a
 read-back that blocked the host longer than the idle that follows it before the next
 one, so the saving is the whole idle time but the first millisecond of step 1 (no read
 before it) and the last millisecond of the last step (no GPU work after it in the trace).
@@ -74,11 +74,14 @@ def _read_back(b: TraceBuilder, variant: str, start: int, drain: int) -> int:
     return back
 
 
-def hidden_sync(tmp_path: Path, variant: str = "to", steps: int = STEPS
-                ) -> tuple[Trace, int]:
+def hidden_sync(tmp_path: Path, variant: str = "to", steps: int = STEPS,
+                host_works: bool = True) -> tuple[Trace, int]:
     """The module's job. ``variant``: ``to`` (``tensor.to("cpu")`` of 256 bytes into
     pageable memory), ``item`` (``.item()``, 4 bytes), ``stream_sync`` (an explicit
-    ``cudaStreamSynchronize``). Returns the trace and the GPU idle the reads cause (ns)."""
+    ``cudaStreamSynchronize``). Returns the trace and the GPU idle the reads cause (ns).
+    Without ``host_works`` the trace shows no host work between the launches (the host
+    could as well be waiting on something else): only the gap from each read's drain to
+    the all-to-all launched right after it is the reads' doing."""
     b = TraceBuilder(rank=0)
     for k in range(1, steps + 1):
         t = (k - 1) * STEP
@@ -90,23 +93,28 @@ def hidden_sync(tmp_path: Path, variant: str = "to", steps: int = STEPS
                 if i:
                     b.launch_kernel("embedding_fwd_kernel", cpu_ts=t + 99_980 * US,
                                     cpu_dur=10 * US, gpu_ts=t + 100 * MS, gpu_dur=20 * MS)
-                _python(b, t + (99_990 if i else 990) * US, t + start)
+                if host_works:
+                    _python(b, t + (99_990 if i else 990) * US, t + start)
                 back = _read_back(b, variant, t + start, t + drain)
                 b.cpu_op("c10d::alltoall_base_", ts=back + 5 * US, dur=20 * US)
                 b.launch_kernel(ALL_TO_ALL, cpu_ts=back + 10 * US, cpu_dur=10 * US,
                                 gpu_ts=t + drain + 40 * US, gpu_dur=comm,
                                 stream=COMM_STREAM)
-                _python(b, back + 30 * US, t + (139_970 if i else 99_970) * US)
+                if host_works:
+                    _python(b, back + 30 * US, t + (139_970 if i else 99_970) * US)
             b.launch_kernel("sgemm_bwd", cpu_ts=t + 139_980 * US, cpu_dur=10 * US,
                             gpu_ts=t + 140 * MS, gpu_dur=59 * MS)
-            _python(b, t + 10 * US, t + 970 * US)  # the host works on through the steps
-            _python(b, t + 140 * MS, t + STEP - 10 * US)
+            if host_works:  # the host works on through the steps
+                _python(b, t + 10 * US, t + 970 * US)
+                _python(b, t + 140 * MS, t + STEP - 10 * US)
     b.write(tmp_path / "rank-0.json")
     trace = load_trace(tmp_path, progress=False, cache=False)
     gap = 40 * US if variant == "stream_sync" else 38 * US  # no 2 µs copy to wait for
     per_step = (gap + (100 * MS - 70_040 * US)            # after the first read
                 + gap + (140 * MS - 125_040 * US) + MS    # after the second, to the end
                 + MS)                                     # and the next step's first ms
+    if not host_works:
+        return trace, 2 * steps * gap
     # step 1 has no read before its first ms; the last step's last ms has no work after it
     return trace, steps * per_step - 2 * MS
 
