@@ -12,9 +12,13 @@
     conservative figure for pinned copies over PCIe 3.0 x16; Gen4 and Gen5 links do 2 and
     4 times that, so the saving is then an underestimate). A copy of ``b`` bytes would take
     ``max(MIN_COPY_NS, b / reference)`` pinned (:data:`MIN_COPY_NS`, 2 µs: the latency of
-    any copy); its saving is what it took beyond that. ``est_saving`` sums the copies of
-    one direction (the subject) in the analysed steps; copies without a ``bytes`` arg are
-    counted but save nothing.
+    any copy); its saving is what it took beyond that, but at most the time it ran with no
+    other GPU work (kernels, copies, memsets) running: a copy hidden under other work does
+    not lengthen the step. ``est_saving`` sums the copies of one direction (the subject) in
+    the analysed steps, at most the time the union of those copies ran alone; copies
+    without a ``bytes`` arg are counted but save nothing. This rule claims the copy's own
+    time on the GPU; ``host_sync`` claims the GPU idle (no work at all) that the blocked
+    host leaves around it, so the two never claim the same time.
 
 ``copies_on_compute_stream``
     A *compute stream* is a stream that runs at least one ``computation`` kernel in the
@@ -195,7 +199,8 @@ RULES: list[FindingRule] = [
                 "with torch.empty(..., pin_memory=True)."),
         saving=("Per copy named Pageable: its duration beyond max(2 µs, bytes / reference), "
                 "the reference being the achieved bandwidth of the rank's pinned copies of "
-                "that direction (64 KiB or more), else 12 GB/s; summed per direction."),
+                "that direction (64 KiB or more), else 12 GB/s, at most the time it ran with "
+                "no other GPU work; summed per direction."),
         check=check_pageable,
     ),
     FindingRule(

@@ -2,8 +2,8 @@
 
 Both rules measure *GPU idle time*: time in the analysed window when no kernel, copy or
 memset runs on any stream of the rank. No idle nanosecond is claimed by two of the host
-rules: data-loader spans belong to ``data_loading``, the bubbles after synchronising calls
-to ``host_sync`` (minus data-loader time), and ``launch_bound``
+rules: data-loader spans belong to ``data_loading``, the idle during and after synchronising
+calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
 (:mod:`hta.analysis.findings.launch_bound`) leaves out both.
 
 ``host_sync``
@@ -11,20 +11,40 @@ to ``host_sync`` (minus data-loader time), and ``launch_bound``
     stream wait on an event (``cudaStreamWaitEvent``, ``hipStreamWaitEvent``, MTIA
     ``waitOnEvent``: they do not block the CPU); a synchronous copy call (``cudaMemcpy``,
     ``cudaMemcpy2D``, ``cuMemcpyDtoH``, ``hipMemcpy``, ``hipMemcpyWithStream``: ``*Memcpy*``
-    without ``Async``); or the launch call of a copy from or to pageable host memory
-    (``Pageable`` in the copy's name, e.g. the ``Memcpy DtoH (Device -> Pageable)`` of a
-    ``.item()``: ``cudaMemcpyAsync`` returns only once such data is staged). Where the
-    trace has no runtime calls, ``aten::_local_scalar_dense`` (``.item()``) and
-    ``aten::nonzero`` operators that contain no blocking call stand for one. For a call
-    ``[s0, s1)``: *N* is the start of the first GPU work that starts at or after ``s1``
-    (no bubble when the trace has none), *D* the latest end of the GPU work that started
-    before ``s1`` (the GPU drained at *D*). Calls with the same *N* form a group; *d* is
-    the union of their durations (the time the host was blocked). Had the host not been
-    blocked it would have reached the next launch *d* earlier, so the group's **bubble**
-    is ``[max(D, N - d), N)``, clipped to the window; nothing runs on the GPU
-    inside it by construction. The saving is the bubble's length minus its overlap with
-    data-loader spans, shared among the group's calls in proportion to their durations
-    and summed per call name (the finding's subject).
+    without ``Async``); a call that frees memory and so synchronises the device
+    (``cudaFree``, ``cudaFreeHost``, ``cuMemFree``, ``hipFree``, ``hipHostFree``); or the
+    launch call of a copy from or to pageable host memory (``Pageable`` in the copy's name,
+    e.g. the ``Memcpy DtoH (Device -> Pageable)`` of a ``.item()``: ``cudaMemcpyAsync``
+    returns only once such data is staged). Where the trace has no runtime calls,
+    ``aten::_local_scalar_dense`` (``.item()``) and ``aten::nonzero`` operators that contain
+    no blocking call stand for one.
+
+    For a call ``[s0, s1)``: *N* is the start of the first GPU work that starts at or after
+    ``s1`` (a call with none after it has no claim), *D* the latest end of the GPU work
+    that started before ``s1`` (the GPU drained at *D*). Calls with the same *N* form a
+    group; *d* is the union of their durations (the time the host was blocked). The
+    group's claim runs from ``a = max(D, first s0, N of the previous group)`` to
+    ``h = min(start of the next blocking call, max(W, N))``, where *W* is where the host
+    thread stops working after the call: the end of the stretch of its operators, Python
+    functions and runtime calls with no gap over :data:`HOST_GAP_NS` (100 µs), or the start
+    of the next data-loader span if that comes first. Both ends are clipped to the window
+    and to the last GPU start of the trace (idle with no GPU work after it is not waiting
+    for the host). The group's **claim** is ``min(d, idle)``, *idle* being the GPU idle
+    time in ``[a, h)`` outside data-loader spans; the claimed time is the first that much
+    of it from ``a``. The model: had the host not been blocked, it would have stayed *d*
+    further ahead of the GPU, so the idle left while it waited (after the drain) and while
+    it caught up and re-filled the queue shrinks by up to *d*, as long as the host keeps
+    working; a later blocking call, a data-loader span or a host thread that shows no work
+    ends it (the host would have waited there anyway). The gap up to *N* always counts: the
+    host went from the call to that launch. Each call gets a share of its group's claim in
+    proportion to its duration.
+
+    The calls are grouped by *site* (:mod:`hta.analysis.findings.sync_sites`: the outermost
+    operator and the innermost label around them). One finding per rank: the saving is
+    the sum of the claims of the calls in the analysed steps; the evidence names the site
+    with the largest share (how many times a step, the time blocked, the calls, the copies'
+    name, bytes and kind, the longest call with its step and offset) and up to three more.
+    The advice fits that site (:func:`~hta.analysis.findings.sync_sites.site_advice`).
 
 ``data_loading``
     A *data-loader span* is a CPU event named ``enumerate(DataLoader)#...``, containing
@@ -501,10 +521,12 @@ RULES: list[FindingRule] = [
                 "printing tensors and torch.cuda.synchronize() in the loop; copy to the "
                 "host with non_blocking=True into pinned memory and read the value a step "
                 "later; find the calls with torch.cuda.set_sync_debug_mode('warn')."),
-        saving=("Per blocking call (device/stream/event synchronize, synchronous memcpy, "
-                ".item()): the GPU idle from max(drain, next start - time blocked) to the "
-                "start of the first GPU work after the call returned, outside data-loader "
-                "spans, summed over the window."),
+        saving=("Per group of blocking calls (device/stream/event synchronize, synchronous "
+                "or pageable memcpy, cudaFree, .item()) that end before the same GPU work: "
+                "the GPU idle from the drain (or the first call) until the next blocking "
+                "call or until the host thread stops working (no traced work for 100 µs, "
+                "a data-loader span), outside data-loader spans, at most the time the host "
+                "was blocked; summed over the analysed steps, by operator and label."),
         check=check_host_sync,
     ),
     FindingRule(
