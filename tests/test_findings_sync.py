@@ -172,6 +172,87 @@ def test_sites_split_the_saving(tmp_path):
     assert " Then: " not in row["evidence"]
 
 
+# -- what the GPU did during the wait --------------------------------------------------------
+def _wait_case(tmp_path, queued: bool) -> object:
+    """A synchronous 256 B read (hipMemcpyWithStream) from 60 to 500 µs; its copy runs at
+    480 µs. Without ``queued`` the GPU drained at 50 µs and idles through the wait (the
+    call is slow on the host); with it, a kernel launched at 5 µs waits (behind a stream
+    wait) until 400 µs: the GPU had work, which waited on something else. Then the host
+    works until it launches kernel B at 600 µs (running from 610 µs)."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000 * US):
+        b.launch_kernel("sgemm_a", cpu_ts=2 * US, cpu_dur=2 * US, gpu_ts=10 * US,
+                        gpu_dur=40 * US)
+        if queued:
+            b.runtime("hipStreamWaitEvent", ts=4 * US, dur=1 * US)
+            b.launch_kernel("sgemm_waiting", cpu_ts=5 * US, cpu_dur=2 * US,
+                            gpu_ts=400 * US, gpu_dur=10 * US)
+        b.cpu_op("aten::copy_", ts=55 * US, dur=450 * US)
+        b.launch("Memcpy DtoH (Device -> Host)", "gpu_memcpy", cpu_ts=60 * US,
+                 cpu_dur=440 * US, gpu_ts=480 * US, gpu_dur=2 * US,
+                 launcher="hipMemcpyWithStream", bytes=256)
+        b.complete("server.py(9): step", "python_function", ts=506 * US, dur=90 * US)
+        b.launch_kernel("sgemm_b", cpu_ts=597 * US, cpu_dur=3 * US, gpu_ts=610 * US,
+                        gpu_dur=100 * US)
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_idle_during_the_wait_counts(tmp_path):
+    """The GPU idles through the wait: from the call's start to B, but the call's own copy
+    (2 µs): 60..480 and 482..610 µs, capped by the 440 µs blocked."""
+    row = _row(find(_wait_case(tmp_path, queued=False), rules=RULES), "host_sync")
+    assert row["est_saving(us)"] == pytest.approx(440.0)
+    assert "work still queued" not in row["evidence"]
+
+
+def test_idle_with_work_queued_is_not_the_wait(tmp_path):
+    """A kernel launched before the wait runs at 400 µs: the GPU had work, so its idle
+    before that is not the wait's doing; the claim starts when that work ends (410 µs),
+    and the evidence shows the 340 µs of idle with work queued."""
+    row = _row(find(_wait_case(tmp_path, queued=True), rules=RULES), "host_sync")
+    assert row["est_saving(us)"] == pytest.approx((480 - 410) + (610 - 482))
+    assert "the GPU also sat idle 340.0 µs with earlier work still queued" in row["evidence"]
+
+
+def test_gaps_inside_a_graph_replay_are_not_idle(tmp_path):
+    """Traces often keep only some kernels of a replayed graph: the gap between two of
+    them is not taken as idle. A sync from 5 to 400 µs (the GPU drains at 390 µs), then a
+    graph replay whose recorded kernels run [405, 410) and [600, 610) µs, then the host
+    works until B at 800 µs: 15 + 190 µs, not the 395 µs blocked."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000 * US):
+        b.launch_kernel("sgemm_a", cpu_ts=2 * US, cpu_dur=2 * US, gpu_ts=10 * US,
+                        gpu_dur=380 * US)
+        b.runtime("cudaDeviceSynchronize", ts=5 * US, dur=395 * US)
+        b.graph_launch([("sgemm_g1", 405 * US, 5 * US, COMPUTE_STREAM),
+                        ("sgemm_g2", 600 * US, 10 * US, COMPUTE_STREAM)],
+                       cpu_ts=401 * US, cpu_dur=3 * US)
+        b.complete("train.py(3): step", "python_function", ts=405 * US, dur=390 * US)
+        b.launch_kernel("sgemm_b", cpu_ts=796 * US, cpu_dur=3 * US, gpu_ts=800 * US,
+                        gpu_dur=100 * US)
+    b.write(tmp_path / "rank-0.json")
+    trace = load_trace(tmp_path, progress=False, cache=False)
+    row = _row(find(trace, rules=RULES, min_share=0.0), "host_sync")
+    assert row["est_saving(us)"] == pytest.approx((405 - 390) + (800 - 610))
+
+
+def test_capture_only_trace_has_no_host_sync(tmp_path):
+    """Syncs in a graph-capture warm-up (captures, no replay) are not the step's."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000 * US):
+        b.launch_kernel("sgemm_a", cpu_ts=2 * US, cpu_dur=2 * US, gpu_ts=10 * US,
+                        gpu_dur=80 * US)
+        b.runtime("hipDeviceSynchronize", ts=5 * US, dur=95 * US)
+        b.runtime("hipStreamBeginCapture", ts=110 * US, dur=5 * US)
+        b.runtime("hipStreamEndCapture", ts=300 * US, dur=5 * US)
+        b.launch_kernel("sgemm_b", cpu_ts=400 * US, cpu_dur=3 * US, gpu_ts=410 * US,
+                        gpu_dur=100 * US)
+    b.write(tmp_path / "rank-0.json")
+    trace = load_trace(tmp_path, progress=False, cache=False)
+    assert "host_sync" not in set(find(trace, rules=RULES, min_share=0.0)["rule"])
+
+
 # -- no time claimed twice -------------------------------------------------------------------
 def test_sync_and_pageable_copy_claim_different_time(tmp_path):
     """A 4 MB pageable DtoH copy of 1 ms that blocks the host, then 300 µs of host work:
@@ -235,11 +316,11 @@ def test_launch_bound_leaves_sync_claims_out(tmp_path):
     rt = trace.rank(0)
     window = analysis_window(rt)
     assert out["est_saving(us)"].sum() * 1e3 <= _gpu_idle(rt, window)
-    # the sync blocked 505 µs; from the drain at 510 µs to the return of the host's last
-    # launch call at 875 µs the GPU idles 12 µs before the first kernel, 4 µs between the
-    # next 58 and 3 µs of the last gap: all of it is the sync's (505 µs blocked is more)
+    # the sync blocked 505 µs; from the drain at 510 µs to the last kernel the host
+    # launched (876 µs) the GPU idles 12 µs before the first kernel and 4 µs before each
+    # of the 59 others: all of it is the sync's (505 µs blocked is more)
     sync = _row(out, "host_sync")
-    assert sync["est_saving(us)"] == 12 + 58 * 4 + 3
+    assert sync["est_saving(us)"] == 12 + 59 * 4
 
 
 # -- real traces -----------------------------------------------------------------------------

@@ -65,7 +65,12 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
-from hta.analysis.findings.sync_sites import IMPLICIT_SYNC, find_sites, site_advice
+from hta.analysis.findings.sync_sites import (
+    IMPLICIT_SYNC,
+    find_sites,
+    linked_copies,
+    site_advice,
+)
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_codes
@@ -78,6 +83,10 @@ BLOCKING_COPY = re.compile(r"^(cuda|cu|hip)Memcpy(?!\w*Async)\w*$")
 #: Copies from or to pageable host memory: their launch call returns only once the data
 #: is staged, so it blocks the host even when it is ``cudaMemcpyAsync``.
 PAGEABLE = re.compile(r"Pageable")
+#: Launch calls of a CUDA or HIP graph replay.
+GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
+#: Calls that start capturing a graph.
+GRAPH_CAPTURE = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
 #: Operators that read a device value on the host (used when no runtime call is recorded).
 SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero"})
 DATA_LOADER = re.compile(
@@ -102,6 +111,9 @@ _ALWAYS = np.iinfo(np.int64).max // 4
 #: call that still counts as work (untraced Python between operators, ns); a longer one is
 #: taken as the host waiting for something else.
 HOST_GAP_NS = 100_000
+#: The evidence notes the GPU idle inside the waits with work still queued when it is at
+#: least this share of the time blocked (short gaps between queued kernels are normal).
+QUEUED_NOTE = 0.1
 
 
 # -- shared helpers (also used by launch_bound and copies) --------------------------------
@@ -197,8 +209,10 @@ class SyncBubbles:
     """The blocking calls of a rank and the GPU idle each one caused (module docstring).
 
     Per call: ``start``/``end`` of the call, ``group`` (-1 when no GPU work follows it),
-    ``saving`` (its share of the group's claim, ns) and the group's claimed range
-    ``[bubble_start, bubble_end)``: the claim is the GPU idle time inside that range.
+    ``saving`` (its share of the group's claim, ns), the group's claimed range
+    ``[bubble_start, bubble_end)`` (the claim is the GPU idle time inside it) and
+    ``queued_idle``: the GPU idle inside the call before the GPU drained, while work
+    launched earlier was still to run (not claimed: that work waited on something else).
     """
 
     rows: np.ndarray
@@ -208,6 +222,7 @@ class SyncBubbles:
     saving: np.ndarray
     bubble_start: np.ndarray
     bubble_end: np.ndarray
+    queued_idle: np.ndarray
 
 
 def blocking_rows(rt: RankTrace) -> np.ndarray:
@@ -261,12 +276,15 @@ def idle_reach(busy: Cover, start: np.ndarray, amount: np.ndarray) -> np.ndarray
 def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     """For each row: where its thread stops working after it, i.e. the end of the stretch
     of operators, Python functions and runtime calls around it on its thread with no gap
-    over :data:`HOST_GAP_NS`, or the start of the next data-loader span if earlier."""
+    over :data:`HOST_GAP_NS` (or the start of the GPU work a launch call of the stretch
+    enqueued, if later: the launch latency), or the start of the next data-loader span if
+    earlier."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
     work = np.flatnonzero(np.isin(codes, _WORK_CODES))
+    target = RowMap(ev).column(ev, "index_correlation")
     out = end[rows].copy()
     for th in np.unique(thread[rows]).tolist():
         mine = np.flatnonzero(thread[rows] == th)
@@ -278,6 +296,8 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
         new = np.r_[True, ts[w][1:] - run_end[:-1] > HOST_GAP_NS]
         firsts = np.flatnonzero(new)
         last_end = run_end[np.r_[firsts[1:] - 1, w.size - 1]]
+        launched = (codes[w] == _LAUNCH) & (target[w] >= 0)
+        np.maximum.at(last_end, (np.cumsum(new) - 1)[launched], ts[target[w[launched]]])
         k = np.searchsorted(ts[w][firsts], end[rows[mine]], side="right") - 1
         out[mine] = np.maximum(out[mine], np.where(k >= 0, last_end[np.maximum(k, 0)], 0))
     if dl.s.size:
@@ -316,6 +336,56 @@ def _claims(calls: dict[str, np.ndarray], busy: Cover, limit: tuple[int, int]
     return grp, a, idle_reach(busy, a, claim), claim
 
 
+def graph_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` of each graph replay: from the first to the last end of the GPU work
+    one graph launch enqueued. Traces often hold only some of a replayed graph's kernels,
+    so the gaps inside that span are not taken as idle."""
+    ev = rt.events
+    g = gpu_rows(rt)
+    launch = RowMap(ev).column(ev, "index_correlation")[g]
+    ok = launch >= 0
+    g, launch = g[ok], launch[ok]
+    graph = name_matches(rt, launch, GRAPH_LAUNCH)
+    if not graph.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    g, launch = g[graph], launch[graph]
+    ids, inverse = np.unique(launch, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    start = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(ids.size, _NEVER, dtype=np.int64)
+    np.minimum.at(start, inverse, ev["ts"].to_numpy()[g])
+    np.maximum.at(end, inverse, ev["end"].to_numpy()[g])
+    return start, end
+
+
+def idle_cover(rt: RankTrace, dl: Cover) -> Cover:
+    """What does not count as GPU idle: GPU work, graph replay spans and the data-loader
+    spans ``dl``."""
+    ev = rt.events
+    g = gpu_rows(rt)
+    spans = graph_spans(rt)
+    return Cover(np.concatenate([ev["ts"].to_numpy()[g], dl.s, spans[0]]),
+                 np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
+
+
+def _drained(gend: np.ndarray, at: np.ndarray, own: np.ndarray, rank_of: np.ndarray
+             ) -> np.ndarray:
+    """Per call: the latest end of the GPU work that started before it returned (``gend``
+    in start order, ``at`` the first that started after), leaving out the copy the call
+    itself made (``own``, a row or -1): that copy shows when the stream reached the call,
+    not that the GPU was busy."""
+    run_end = np.maximum.accumulate(gend)
+    drained = np.where(at > 0, run_end[np.maximum(at - 1, 0)], _NEVER)
+    for i in np.flatnonzero(own >= 0).tolist():
+        p = int(rank_of[own[i]])
+        if p >= at[i]:
+            continue
+        before = int(run_end[p - 1]) if p > 0 else int(_NEVER)
+        after = int(gend[p + 1:at[i]].max()) if p + 1 < at[i] else int(_NEVER)
+        drained[i] = max(before, after)
+    return drained
+
+
 def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
                  window: tuple[int, int] | None = None) -> SyncBubbles:
     """Every blocking call of the rank with its group, claimed range and saving (ns);
@@ -330,21 +400,22 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     gts, gend = gts[order], ev["end"].to_numpy()[g][order]
     zeros = np.zeros(rows.size, dtype=np.int64)
     out = SyncBubbles(rows, s0, s1, np.full(rows.size, -1, np.int64), zeros.copy(),
-                      zeros.copy(), zeros.copy())
+                      zeros.copy(), zeros.copy(), zeros.copy())
     at = np.searchsorted(gts, s1, side="left")
     idx = np.flatnonzero(at < gts.size)  # calls with GPU work after them
     if idx.size == 0:
         return out
     dl = data_loader_cover(rt) if dl is None else dl
-    run_end = np.maximum.accumulate(gend)
     starts = np.sort(s0)
     following = np.searchsorted(starts, s1[idx], side="left")  # next blocking call's start
+    rank_of = np.empty(len(ev), dtype=np.int64)  # a GPU row's place in start order
+    rank_of[g[order]] = np.arange(g.size)
     calls = {"s0": s0[idx], "s1": s1[idx], "next": gts[at[idx]],
              "next_call": np.where(following < starts.size,
                                    starts[np.minimum(following, starts.size - 1)], _ALWAYS),
-             "drained": np.where(at[idx] > 0, run_end[np.maximum(at[idx] - 1, 0)], _NEVER),
+             "drained": _drained(gend, at[idx], linked_copies(rt, rows[idx]), rank_of),
              "work_end": host_work_end(rt, rows[idx], dl)}
-    busy = Cover(np.concatenate([gts, dl.s]), np.concatenate([gend, dl.e]))
+    busy = idle_cover(rt, dl)
     last = int(gts[-1])  # idle after the last GPU start is never followed by work
     limit = (int(gts[0]), last) if window is None else (window[0], min(window[1], last))
     grp, a, t, claim = _claims(calls, busy, limit)
@@ -357,6 +428,8 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     hit = claim[grp] > 0
     out.bubble_start[idx] = np.where(hit, a[grp], 0)
     out.bubble_end[idx] = np.where(hit, t[grp], 0)
+    lo, hi = calls["s0"], np.clip(calls["drained"], calls["s0"], calls["s1"])
+    out.queued_idle[idx] = (hi - lo) - busy.within(lo, hi)
     return out
 
 
@@ -373,7 +446,8 @@ def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> pd.DataFram
     names = rt.events["name"].to_numpy()
     table = pd.DataFrame({
         "row": rows, "start": sb.start[keep], "end": sb.end[keep],
-        "saving": sb.saving[keep], "step": rt.events["iteration"].to_numpy()[rows],
+        "saving": sb.saving[keep], "queued": sb.queued_idle[keep],
+        "step": rt.events["iteration"].to_numpy()[rows],
         "op": sites.op, "label": sites.label, "outer": sites.outer_label,
         "copy": sites.copy, "flags": sites.flags,
     })
@@ -427,17 +501,32 @@ def _site_detail(rt: RankTrace, calls: pd.DataFrame, n_steps: int,
     where = (f"in step {step}, {fmt_time(int(top['start']) - step_start[step])} into it"
              if step in step_start else "outside any ProfilerStep")
     rate = f" ({times / n_steps:.3g} a step)" if n_steps > 1 else ""
+    queued = int(calls["queued"].sum())
+    waited = (f"; during these waits the GPU also sat idle {fmt_time(queued)} with earlier "
+              f"work still queued (not counted: that work waited on something else, such "
+              f"as a stream wait on an event or work this trace does not show)"
+              if queued >= QUEUED_NOTE * blocked else "")
     return (
         f"{calls['site'].iloc[0]}{inside}: {times} time(s){rate}, the host blocked "
         f"{fmt_time(blocked)}{_per_step(blocked, n_steps)} in {call_text}"
         f"{_copies_text(rt, calls)}; the longest: {rt.symbols[names[int(top['row'])]]} "
-        f"{where}, {fmt_time(int(top['end'] - top['start']))}"
+        f"{where}, {fmt_time(int(top['end'] - top['start']))}{waited}"
     )
 
 
+def capture_only(rt: RankTrace) -> bool:
+    """Whether the rank captures CUDA/HIP graphs and replays none (a warm-up trace)."""
+    ev = rt.events
+    runtime = np.flatnonzero(np.isin(ev["kind"].cat.codes.to_numpy(), _RUNTIME_CODES))
+    return bool(name_matches(rt, runtime, GRAPH_CAPTURE).any()
+                and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
+
+
 def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``host_sync`` finding of one rank: the idle its blocking calls caused, by site."""
-    if gpu_rows(rt).size == 0:
+    """The ``host_sync`` finding of one rank: the idle its blocking calls caused, by site.
+    None on a rank without GPU work, or that only captures graphs (its synchronisations
+    belong to the capture, not to a step)."""
+    if gpu_rows(rt).size == 0 or capture_only(rt):
         return []
     window = analysis_window(rt, iterations)
     sb = sync_bubbles(rt, data_loader_cover(rt), window)
@@ -465,8 +554,9 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         for site, ns in by_site.iloc[1:4].items())
     hit = table["step"].to_numpy()[table["saving"].to_numpy() > 0]
     evidence = (
-        f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} in "
-        f"{fmt_steps(hit)}, during the waits and after them until the host re-filled its "
+        f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} "
+        f"{f'in {fmt_steps(hit)}' if n_steps else 'in the trace (no ProfilerStep)'}, "
+        f"during the waits and after them until the host re-filled its "
         f"queue (GPU timeline; host wait in the idle time table); "
         f"{round(100 * int(by_site.iloc[0]) / total)}% from "
         f"{_site_detail(rt, top, n_steps, step_start)}."
