@@ -21,17 +21,19 @@ calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
 
     For a call ``[s0, s1)``: *N* is the start of the first GPU work that starts at or after
     ``s1`` (a call with none after it has no claim), *D* the latest end of the GPU work
-    that started before ``s1`` (the GPU drained at *D*). Calls with the same *N* form a
-    group; *d* is the union of their durations (the time the host was blocked). The
-    group's claim runs from ``a = max(D, first s0, N of the previous group)`` to
-    ``h = min(start of the next blocking call, max(W, N))``, where *W* is where the host
-    thread stops working after the call: the end of the stretch of its operators, Python
-    functions and runtime calls with no gap over :data:`HOST_GAP_NS` (100 µs), or the start
-    of the next data-loader span if that comes first. Both ends are clipped to the window
-    and to the last GPU start of the trace (idle with no GPU work after it is not waiting
-    for the host). The group's **claim** is ``min(d, idle)``, *idle* being the GPU idle
-    time in ``[a, h)`` outside data-loader spans; the claimed time is the first that much
-    of it from ``a``. The model: had the host not been blocked, it would have stayed *d*
+    that started before ``s1`` but the copy the call made itself (the GPU drained at *D*).
+    Calls with the same *N* form a group; *d* is the union of their durations (the time
+    the host was blocked). The group's claim runs from ``a = max(D, first s0, N of the
+    previous group)`` to ``h = min(start of the next blocking call, max(W, N))``, where *W*
+    is where the host thread stops working after the call (:func:`host_work_end`: no traced
+    work for :data:`HOST_GAP_NS`, 100 µs, or a data-loader span). Both ends are clipped to
+    the window and to the last GPU start of the trace (idle with no GPU work after it is
+    not waiting for the host). The group's **claim** is ``min(d, idle)``, *idle* being the
+    GPU idle time in ``[a, h)`` outside data-loader spans and graph replays
+    (:func:`idle_cover`); the claimed time is the first that much of it from ``a``. Idle
+    inside the wait before *D* is not claimed (work was still queued: it waited on
+    something else) but noted in the evidence when it is large. A rank that captures
+    graphs and replays none has no finding (:func:`capture_only`). The model: had the host not been blocked, it would have stayed *d*
     further ahead of the GPU, so the idle left while it waited (after the drain) and while
     it caught up and re-filled the queue shrinks by up to *d*, as long as the host keeps
     working; a later blocking call, a data-loader span or a host thread that shows no work
