@@ -33,12 +33,14 @@ calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
     (:func:`idle_cover`); the claimed time is the first that much of it from ``a``. Idle
     inside the wait before *D* is not claimed (work was still queued: it waited on
     something else) but noted in the evidence when it is large. A rank that captures
-    graphs and replays none has no finding (:func:`capture_only`). The model: had the host not been blocked, it would have stayed *d*
-    further ahead of the GPU, so the idle left while it waited (after the drain) and while
-    it caught up and re-filled the queue shrinks by up to *d*, as long as the host keeps
-    working; a later blocking call, a data-loader span or a host thread that shows no work
-    ends it (the host would have waited there anyway). The gap up to *N* always counts: the
-    host went from the call to that launch. Each call gets a share of its group's claim in
+    graphs and replays none has no finding (:func:`capture_only`).
+
+    The model: had the host not been blocked, it would have stayed *d* further ahead of
+    the GPU, so the idle left while it waited (after the drain) and while it caught up and
+    re-filled the queue shrinks by up to *d*, as long as the host keeps working; a later
+    blocking call, a data-loader span or a host thread that shows no work ends it (the
+    host would have waited there anyway). The gap up to *N* always counts: the host went
+    from the call to that launch. Each call gets a share of its group's claim in
     proportion to its duration.
 
     The calls are grouped by *site* (:mod:`hta.analysis.findings.sync_sites`: the outermost
@@ -75,7 +77,7 @@ from hta.analysis.findings.sync_sites import (
 )
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.rowmap import RowMap
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_codes
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 #: Runtime-sync names that only make a stream wait; the CPU goes on.
@@ -98,11 +100,9 @@ DATA_LOADER = re.compile(
 #: ``record_function`` labels taken as data loading (user annotations only).
 DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
 
-_GPU_CODES = kind_codes(GPU_WORK_KINDS)
-_COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
-_CPU_CODES = kind_codes(("cpu_op", "user_annotation", "python_function"))
-_RUNTIME_CODES = kind_codes(sorted(RUNTIME_KINDS))
-_WORK_CODES = kind_codes(("cpu_op", "python_function", *sorted(RUNTIME_KINDS)))
+_COPY_KINDS = MEMORY_KINDS - {"memset"}
+_CPU_KINDS = ("cpu_op", "user_annotation", "python_function")
+_WORK_KINDS = ("cpu_op", "python_function", *sorted(RUNTIME_KINDS))
 _SYNC = KIND_CODE["runtime_sync"]
 _LAUNCH = KIND_CODE["runtime_launch"]
 _CPU_OP = KIND_CODE["cpu_op"]
@@ -121,7 +121,7 @@ QUEUED_NOTE = 0.1
 # -- shared helpers (also used by launch_bound and copies) --------------------------------
 def gpu_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the rank's GPU work rows (kernels, copies, memsets)."""
-    return np.flatnonzero(np.isin(rt.events["kind"].cat.codes.to_numpy(), _GPU_CODES))
+    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
 
 
 def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -129,9 +129,10 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> n
     ids = rt.events["name"].to_numpy()[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    hit = np.array([pattern.search(rt.symbols[i]) is not None for i in uniq.tolist()])
-    return hit[inverse.reshape(-1)]
+    uniq = pd.unique(ids)  # a hash, not a sort: this runs over most of the events
+    lut = np.zeros(int(uniq.max()) + 1, dtype=bool)
+    lut[uniq] = [pattern.search(rt.symbols[i]) is not None for i in uniq.tolist()]
+    return lut[ids]
 
 
 def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,
@@ -187,11 +188,30 @@ def copy_bytes(rt: RankTrace) -> np.ndarray:
     return out
 
 
+def bytes_of(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Bytes of the given rows from the ``memory_args`` table (NaN where unknown); looks
+    up only those rows (the table is sorted by ``index``)."""
+    out = np.full(rows.size, np.nan)
+    table = rt.tables.get("memory_args")
+    if table is None or not len(table) or rows.size == 0:
+        return out
+    index = table["index"].to_numpy(dtype=np.int64)
+    nbytes = table["bytes"].to_numpy(dtype=np.float64)
+    if index.size > 1 and (index[1:] < index[:-1]).any():
+        order = np.argsort(index, kind="stable")
+        index, nbytes = index[order], nbytes[order]
+    want = rt.events["index"].to_numpy()[rows]
+    at = np.clip(np.searchsorted(index, want), 0, index.size - 1)
+    hit = index[at] == want
+    out[hit] = nbytes[at[hit]]
+    return out
+
+
 # -- data-loader spans ---------------------------------------------------------------------
 def data_loader_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the data-loader spans (see the module docstring)."""
     codes = rt.events["kind"].cat.codes.to_numpy()
-    cpu = np.flatnonzero(np.isin(codes, _CPU_CODES))
+    cpu = np.flatnonzero(kind_mask(codes, _CPU_KINDS))
     hit = name_matches(rt, cpu, DATA_LOADER)
     ann = codes[cpu] == _ANNOTATION
     hit[ann] |= name_matches(rt, cpu[ann], DATA_ANNOTATION)
@@ -235,9 +255,9 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
     sync = sync[~name_matches(rt, sync, STREAM_WAIT)]
     launch = np.flatnonzero(codes == _LAUNCH)
     calls = np.union1d(sync, launch[name_matches(rt, launch, BLOCKING_COPY)])
-    runtime = np.flatnonzero(np.isin(codes, _RUNTIME_CODES))
+    runtime = np.flatnonzero(kind_mask(codes, RUNTIME_KINDS))
     calls = np.union1d(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
-    copies = np.flatnonzero(np.isin(codes, _COPY_CODES))
+    copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     copies = copies[name_matches(rt, copies, PAGEABLE)]
     staged = RowMap(ev).positions(ev["index_correlation"].to_numpy()[copies])
     staged = staged[staged >= 0]
@@ -285,13 +305,12 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     codes = ev["kind"].cat.codes.to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
-    work = np.flatnonzero(np.isin(codes, _WORK_CODES))
+    work = np.flatnonzero(kind_mask(codes, _WORK_KINDS))
     target = RowMap(ev).column(ev, "index_correlation")
     out = end[rows].copy()
     for th in np.unique(thread[rows]).tolist():
         mine = np.flatnonzero(thread[rows] == th)
-        w = work[thread[work] == th]
-        w = w[np.argsort(ts[w], kind="stable")]
+        w = work[thread[work] == th]  # in start order: the events table is sorted by ts
         if w.size == 0:
             continue
         run_end = np.maximum.accumulate(end[w])
@@ -338,12 +357,14 @@ def _claims(calls: dict[str, np.ndarray], busy: Cover, limit: tuple[int, int]
     return grp, a, idle_reach(busy, a, claim), claim
 
 
-def graph_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+def graph_spans(rt: RankTrace, g: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """``(start, end)`` of each graph replay: from the first to the last end of the GPU work
-    one graph launch enqueued. Traces often hold only some of a replayed graph's kernels,
-    so the gaps inside that span are not taken as idle."""
+    one graph launch enqueued (``g``: the rank's GPU rows, when the caller has them).
+    Traces often hold only some of a replayed graph's kernels, so the gaps inside that
+    span are not taken as idle."""
     ev = rt.events
-    g = gpu_rows(rt)
+    g = gpu_rows(rt) if g is None else g
     launch = RowMap(ev).column(ev, "index_correlation")[g]
     ok = launch >= 0
     g, launch = g[ok], launch[ok]
@@ -360,12 +381,12 @@ def graph_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
-def idle_cover(rt: RankTrace, dl: Cover) -> Cover:
-    """What does not count as GPU idle: GPU work, graph replay spans and the data-loader
-    spans ``dl``."""
+def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
+    """What does not count as GPU idle: GPU work (rows ``g``, found when not given), graph
+    replay spans and the data-loader spans ``dl``."""
     ev = rt.events
-    g = gpu_rows(rt)
-    spans = graph_spans(rt)
+    g = gpu_rows(rt) if g is None else g
+    spans = graph_spans(rt, g)
     return Cover(np.concatenate([ev["ts"].to_numpy()[g], dl.s, spans[0]]),
                  np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
 
@@ -396,10 +417,8 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     rows = blocking_rows(rt)
     s0 = ev["ts"].to_numpy()[rows]
     s1 = ev["end"].to_numpy()[rows]
-    g = gpu_rows(rt)
-    gts = ev["ts"].to_numpy()[g]
-    order = np.argsort(gts, kind="stable")
-    gts, gend = gts[order], ev["end"].to_numpy()[g][order]
+    g = gpu_rows(rt)  # in start order: the events table is sorted by ts
+    gts, gend = ev["ts"].to_numpy()[g], ev["end"].to_numpy()[g]
     zeros = np.zeros(rows.size, dtype=np.int64)
     out = SyncBubbles(rows, s0, s1, np.full(rows.size, -1, np.int64), zeros.copy(),
                       zeros.copy(), zeros.copy(), zeros.copy())
@@ -411,13 +430,13 @@ def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
     starts = np.sort(s0)
     following = np.searchsorted(starts, s1[idx], side="left")  # next blocking call's start
     rank_of = np.empty(len(ev), dtype=np.int64)  # a GPU row's place in start order
-    rank_of[g[order]] = np.arange(g.size)
+    rank_of[g] = np.arange(g.size)
     calls = {"s0": s0[idx], "s1": s1[idx], "next": gts[at[idx]],
              "next_call": np.where(following < starts.size,
                                    starts[np.minimum(following, starts.size - 1)], _ALWAYS),
              "drained": _drained(gend, at[idx], linked_copies(rt, rows[idx]), rank_of),
              "work_end": host_work_end(rt, rows[idx], dl)}
-    busy = idle_cover(rt, dl)
+    busy = idle_cover(rt, dl, g)
     last = int(gts[-1])  # idle after the last GPU start is never followed by work
     limit = (int(gts[0]), last) if window is None else (window[0], min(window[1], last))
     grp, a, t, claim = _claims(calls, busy, limit)
@@ -466,7 +485,7 @@ def _copies_text(rt: RankTrace, calls: pd.DataFrame) -> str:
         return ""
     names = pd.Series(rt.events["name"].to_numpy()[copy]).value_counts()
     kinds = ", ".join(f"{int(c)} × {rt.symbols[int(i)]}" for i, c in names.head(2).items())
-    b = copy_bytes(rt)[copy]
+    b = bytes_of(rt, copy)
     b = b[~np.isnan(b)]
     if b.size == 0:
         return f"; copies: {kinds}"
@@ -519,7 +538,7 @@ def _site_detail(rt: RankTrace, calls: pd.DataFrame, n_steps: int,
 def capture_only(rt: RankTrace) -> bool:
     """Whether the rank captures CUDA/HIP graphs and replays none (a warm-up trace)."""
     ev = rt.events
-    runtime = np.flatnonzero(np.isin(ev["kind"].cat.codes.to_numpy(), _RUNTIME_CODES))
+    runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), RUNTIME_KINDS))
     return bool(name_matches(rt, runtime, GRAPH_CAPTURE).any()
                 and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
 

@@ -123,9 +123,8 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     names = ev["name"].to_numpy()
-    parent = RowMap(ev).column(ev, "parent")
-    step_ids = np.array([i for i, s in enumerate(rt.symbols) if STEP_LABEL.search(s)],
-                        dtype=np.int64)
+    rowmap = RowMap(ev)
+    parent = rowmap.column(ev, "parent")
     n = rows.size
     op = np.where(codes[rows] == _CPU_OP, rows, -1)
     label = np.full(n, -1, dtype=np.int64)
@@ -139,24 +138,28 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
         at = cur[live]
         is_op = codes[at] == _CPU_OP
         op[live[is_op]] = at[is_op]
-        is_label = (codes[at] == _ANNOTATION) & ~np.isin(names[at], step_ids)
+        is_label = codes[at] == _ANNOTATION
+        is_label[is_label] = [STEP_LABEL.search(rt.symbols[i]) is None
+                              for i in names[at[is_label]].tolist()]
         first = live[is_label & (label[live] < 0)]
         label[first] = cur[first]
         outer[live[is_label]] = at[is_label]
         flags[live[is_op]] |= _name_flags(rt, names[at[is_op]])
         cur[live] = parent[at]
-    copy = linked_copies(rt, rows)
+    copy = linked_copies(rt, rows, rowmap)
     transfer = kind_mask(codes[np.where(copy >= 0, copy, 0)], ("memcpy_htod", "memcpy_dtoh"))
     flags[(copy >= 0) & transfer] |= 1 << FLAG_ORDER.index("host_copy")
     _gpu_labels(rt, copy, label, outer)
     return Sites(op, label, outer, copy, flags)
 
 
-def linked_copies(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+def linked_copies(rt: RankTrace, rows: np.ndarray, rowmap: RowMap | None = None
+                  ) -> np.ndarray:
     """The GPU copy (a memcpy, not a memset) each row's launch enqueued; -1 if none."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    target = RowMap(ev).column(ev, "index_correlation")[rows]
+    rowmap = RowMap(ev) if rowmap is None else rowmap
+    target = rowmap.positions(ev["index_correlation"].to_numpy()[rows])
     ok = target >= 0
     is_copy = kind_mask(codes[np.where(ok, target, 0)], MEMORY_KINDS - {"memset"})
     return np.where(ok & is_copy, target, -1)
