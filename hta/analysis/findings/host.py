@@ -264,8 +264,9 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
     calls = np.union1d(calls, staged[codes[staged] == _LAUNCH])
     ops = np.flatnonzero(codes == _CPU_OP)
     names = ev["name"].to_numpy()
-    sync_ids = [i for i, s in enumerate(rt.symbols) if s in SYNC_OPS]
-    ops = ops[np.isin(names[ops], sync_ids)]
+    lut = np.zeros(len(rt.symbols) + 1, dtype=bool)
+    lut[[i for i, s in enumerate(rt.symbols) if s in SYNC_OPS]] = True
+    ops = ops[lut[names[ops]]]
     if ops.size:
         # mark every ancestor of a call, one level of the parent links at a time
         parent = RowMap(ev).column(ev, "parent")
@@ -460,31 +461,45 @@ def _site_name(rt: RankTrace, names: np.ndarray, op: int, label: int) -> str:
     return text + (f" under {rt.symbols[names[label]]}" if label >= 0 else "")
 
 
-def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> pd.DataFrame:
-    """One row per blocking call kept: its span, step, saving and site (sync_sites)."""
+Calls = dict[str, np.ndarray]
+
+
+def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> Calls:
+    """Columns of the blocking calls kept (one entry a call): span, step, saving, site
+    (:mod:`~hta.analysis.findings.sync_sites`) and its name."""
     rows = sb.rows[keep]
     sites = find_sites(rt, rows)
     names = rt.events["name"].to_numpy()
-    table = pd.DataFrame({
+    return {
         "row": rows, "start": sb.start[keep], "end": sb.end[keep],
         "saving": sb.saving[keep], "queued": sb.queued_idle[keep],
         "step": rt.events["iteration"].to_numpy()[rows],
         "op": sites.op, "label": sites.label, "outer": sites.outer_label,
         "copy": sites.copy, "flags": sites.flags,
-    })
-    table["site"] = [_site_name(rt, names, o, lb) for o, lb in
-                     zip(sites.op.tolist(), sites.label.tolist(), strict=True)]
-    return table
+        "site": np.array([_site_name(rt, names, o, lb) for o, lb in
+                          zip(sites.op.tolist(), sites.label.tolist(), strict=True)],
+                         dtype=object),
+    }
 
 
-def _copies_text(rt: RankTrace, calls: pd.DataFrame) -> str:
+def _take(calls: Calls, mask: np.ndarray) -> Calls:
+    return {k: v[mask] for k, v in calls.items()}
+
+
+def _counts(rt: RankTrace, rows: np.ndarray, fmt: str, top: int) -> str:
+    """``cudaMemcpyAsync ×8, cudaStreamSynchronize ×8``: names of ``rows`` by count."""
+    ids, counts = np.unique(rt.events["name"].to_numpy()[rows], return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:top]
+    return ", ".join(fmt.format(name=rt.symbols[int(ids[i])], n=int(counts[i]))
+                     for i in order.tolist())
+
+
+def _copies_text(rt: RankTrace, calls: Calls) -> str:
     """``; copies: 8 × Memcpy DtoH (Device -> Pageable) of 256 B each`` (or empty)."""
-    copy = calls["copy"].to_numpy()
-    copy = copy[copy >= 0]
+    copy = calls["copy"][calls["copy"] >= 0]
     if copy.size == 0:
         return ""
-    names = pd.Series(rt.events["name"].to_numpy()[copy]).value_counts()
-    kinds = ", ".join(f"{int(c)} × {rt.symbols[int(i)]}" for i, c in names.head(2).items())
+    kinds = _counts(rt, copy, "{n} × {name}", 2)
     b = bytes_of(rt, copy)
     b = b[~np.isnan(b)]
     if b.size == 0:
@@ -499,27 +514,25 @@ def _per_step(ns: float, n_steps: int) -> str:
     return f" ({fmt_time(ns / n_steps)} a step)" if n_steps > 1 else ""
 
 
-def _times(calls: pd.DataFrame) -> int:
+def _times(calls: Calls) -> int:
     """How many times the site blocked: its distinct operators, and calls without one."""
-    op = calls["op"].to_numpy()
+    op = calls["op"]
     return int(np.unique(op[op >= 0]).size + np.count_nonzero(op < 0))
 
 
-def _site_detail(rt: RankTrace, calls: pd.DataFrame, n_steps: int,
+def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
                  step_start: dict[int, int]) -> str:
-    """What one site did (``calls``: its rows of :func:`_site_table`)."""
+    """What one site did (``calls``: its entries of :func:`_site_table`)."""
     names = rt.events["name"].to_numpy()
     times = _times(calls)
-    by_name = pd.Series(names[calls["row"].to_numpy()]).value_counts()
-    call_text = ", ".join(f"{rt.symbols[int(i)]} ×{int(c)}" for i, c in
-                          by_name.head(4).items())
-    ms, me = merge(calls["start"].to_numpy(), calls["end"].to_numpy())
+    call_text = _counts(rt, calls["row"], "{name} ×{n}", 4)
+    ms, me = merge(calls["start"], calls["end"])
     blocked = int((me - ms).sum())
-    outer, label = int(calls["outer"].iloc[0]), int(calls["label"].iloc[0])
+    outer, label = int(calls["outer"][0]), int(calls["label"][0])
     inside = f" (inside {rt.symbols[names[outer]]})" if outer >= 0 and outer != label else ""
-    top = calls.loc[(calls["end"] - calls["start"]).idxmax()]
-    step = int(top["step"])
-    where = (f"in step {step}, {fmt_time(int(top['start']) - step_start[step])} into it"
+    i = int(np.argmax(calls["end"] - calls["start"]))
+    row, start, end, step = (int(calls[k][i]) for k in ("row", "start", "end", "step"))
+    where = (f"in step {step}, {fmt_time(start - step_start[step])} into it"
              if step in step_start else "outside any ProfilerStep")
     rate = f" ({times / n_steps:.3g} a step)" if n_steps > 1 else ""
     queued = int(calls["queued"].sum())
@@ -528,10 +541,10 @@ def _site_detail(rt: RankTrace, calls: pd.DataFrame, n_steps: int,
               f"as a stream wait on an event or work this trace does not show)"
               if queued >= QUEUED_NOTE * blocked else "")
     return (
-        f"{calls['site'].iloc[0]}{inside}: {times} time(s){rate}, the host blocked "
+        f"{calls['site'][0]}{inside}: {times} time(s){rate}, the host blocked "
         f"{fmt_time(blocked)}{_per_step(blocked, n_steps)} in {call_text}"
-        f"{_copies_text(rt, calls)}; the longest: {rt.symbols[names[int(top['row'])]]} "
-        f"{where}, {fmt_time(int(top['end'] - top['start']))}{waited}"
+        f"{_copies_text(rt, calls)}; the longest: {rt.symbols[names[row]]} "
+        f"{where}, {fmt_time(end - start)}{waited}"
     )
 
 
@@ -560,26 +573,26 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         steps = steps[steps["step"].isin(iterations)]
     n_steps = len(steps)
     step_start = dict(zip(steps["step"].tolist(), steps["start_ns"].tolist(), strict=True))
-    by_site = table.groupby("site", sort=False)["saving"].sum().sort_values(
-        ascending=False, kind="stable")
-    by_site = by_site[by_site > 0]
-    total = int(by_site.sum())
-    top = table[table["site"] == by_site.index[0]]
+    code, sites = pd.factorize(table["site"])
+    by_site = np.bincount(code, weights=table["saving"], minlength=sites.size)
+    ranked = [int(k) for k in np.argsort(-by_site, kind="stable") if by_site[k] > 0]
+    total = int(table["saving"].sum())
+    top = _take(table, code == ranked[0])
     names = rt.events["name"].to_numpy()
     labels = [rt.symbols[names[r]] for r in
-              np.unique(top[["label", "outer"]].to_numpy()).tolist() if r >= 0]
-    advice = site_advice(int(np.bitwise_or.reduce(top["flags"].to_numpy())),
-                         bool((top["op"] < 0).all()), labels)
+              np.unique(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
+    advice = site_advice(int(np.bitwise_or.reduce(top["flags"])), bool((top["op"] < 0).all()),
+                         labels)
     others = "; ".join(
-        f"{site} {fmt_time(int(ns))} ({_times(table[table['site'] == site])} time(s))"
-        for site, ns in by_site.iloc[1:4].items())
-    hit = table["step"].to_numpy()[table["saving"].to_numpy() > 0]
+        f"{sites[k]} {fmt_time(int(by_site[k]))} ({_times(_take(table, code == k))} time(s))"
+        for k in ranked[1:4])
+    hit = table["step"][table["saving"] > 0]
     evidence = (
         f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} "
         f"{f'in {fmt_steps(hit)}' if n_steps else 'in the trace (no ProfilerStep)'}, "
         f"during the waits and after them until the host re-filled its "
         f"queue (GPU timeline; host wait in the idle time table); "
-        f"{round(100 * int(by_site.iloc[0]) / total)}% from "
+        f"{round(100 * int(by_site[ranked[0]]) / total)}% from "
         f"{_site_detail(rt, top, n_steps, step_start)}."
         + (f" Then: {others}." if others else "")
     )
