@@ -44,7 +44,7 @@ import pandas as pd
 from hta.analysis.bandwidth import DIRECTION
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
-    copy_bytes,
+    bytes_of,
     fmt_bytes,
     fmt_steps,
     fmt_time,
@@ -55,7 +55,7 @@ from hta.analysis.findings.host import (
 )
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.rowmap import RowMap
-from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
+from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes, kind_mask
 from hta.model.trace import RankTrace
 
 PAGEABLE = re.compile(r"Pageable")
@@ -67,7 +67,7 @@ MIN_REFERENCE_BYTES = 64 << 10
 #: A copy of any size takes at least this long (ns).
 MIN_COPY_NS = 2_000
 
-_COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
+_COPY_KINDS = MEMORY_KINDS - {"memset"}
 _TRANSFER_CODES = kind_codes(["memcpy_htod", "memcpy_dtoh"])
 _COMPUTE = KIND_CODE["computation"]
 
@@ -77,7 +77,10 @@ def _alone(rt: RankTrace, rows: np.ndarray) -> tuple[np.ndarray, int]:
     memsets not in ``rows``) running; and the same for the union of ``rows`` (ns)."""
     ev = rt.events
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    others = np.setdiff1d(gpu_rows(rt), rows)
+    mine = np.zeros(len(ev), dtype=bool)
+    mine[rows] = True
+    others = gpu_rows(rt)
+    others = others[~mine[others]]
     cover = Cover(ts[others], end[others])
     alone = (end[rows] - ts[rows]) - cover.within(ts[rows], end[rows])
     ms, me = merge(ts[rows], end[rows])
@@ -88,14 +91,15 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
     """The ``pageable_copies`` findings of one rank, one per direction."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    copies = np.flatnonzero(np.isin(codes, _COPY_CODES))
+    copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
     if pageable.size == 0:
         return []
     window = analysis_window(rt, iterations)
     pageable = pageable[in_selection(rt, pageable, iterations, window)]
     pinned = copies[name_matches(rt, copies, PINNED)]
-    nbytes = copy_bytes(rt)
+    nbytes = np.full(len(ev), np.nan)  # filled for the copies only
+    nbytes[copies] = bytes_of(rt, copies)
     dur = ev["dur"].to_numpy()
     steps = ev["iteration"].to_numpy()
     findings = []

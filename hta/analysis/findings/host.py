@@ -176,18 +176,6 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def copy_bytes(rt: RankTrace) -> np.ndarray:
-    """Bytes of each row from the ``memory_args`` table (NaN where unknown)."""
-    ev = rt.events
-    out = np.full(len(ev), np.nan)
-    table = rt.tables.get("memory_args")
-    if table is not None and len(table):
-        pos = RowMap(ev).positions(table["index"].to_numpy(dtype=np.int64))
-        ok = pos >= 0
-        out[pos[ok]] = table["bytes"].to_numpy(dtype=np.float64)[ok]
-    return out
-
-
 def bytes_of(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """Bytes of the given rows from the ``memory_args`` table (NaN where unknown); looks
     up only those rows (the table is sorted by ``index``)."""
