@@ -167,12 +167,36 @@ def test_gpu_annotation_names_a_site_without_cpu_label(tmp_path):
     assert "from aten::to under metrics: 1 time(s)" in row["evidence"]
 
 
-def test_sites_split_the_saving(tmp_path):
-    """Two sites in one trace: one finding, the larger site first, the other after."""
-    trace, _ = cases.hidden_sync(tmp_path)
+def test_two_sites_one_finding(tmp_path):
+    """A .item() under ``loss`` (blocked 20-215 µs, the GPU drained at 210 µs) and an
+    explicit cudaDeviceSynchronize under ``log`` (310-410 µs, kernel B ends at 405 µs),
+    the host working in between: one finding; the sync's 100 µs (405..505) first, then the
+    .item()'s 93 µs (212..305: the idle before B, up to the sync's start)."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000 * US):
+        b.launch_kernel("sgemm_a", cpu_ts=2 * US, cpu_dur=5 * US, gpu_ts=10 * US,
+                        gpu_dur=200 * US)
+        b.annotation("loss", ts=15 * US, dur=205 * US)
+        b.cpu_op("aten::item", ts=18 * US, dur=200 * US)
+        b.memcpy("DtoH (Device -> Pageable)", cpu_ts=20 * US, cpu_dur=193 * US,
+                 gpu_ts=210 * US, gpu_dur=2 * US, nbytes=4)
+        b.runtime("cudaStreamSynchronize", ts=213 * US, dur=2 * US)
+        b.complete("train.py(7): step", "python_function", ts=220 * US, dur=75 * US)
+        b.launch_kernel("sgemm_b", cpu_ts=296 * US, cpu_dur=3 * US, gpu_ts=305 * US,
+                        gpu_dur=100 * US)
+        b.annotation("log", ts=305 * US, dur=110 * US)
+        b.runtime("cudaDeviceSynchronize", ts=310 * US, dur=100 * US)
+        b.complete("train.py(9): log", "python_function", ts=412 * US, dur=80 * US)
+        b.launch_kernel("sgemm_c", cpu_ts=494 * US, cpu_dur=3 * US, gpu_ts=505 * US,
+                        gpu_dur=100 * US)
+    b.write(tmp_path / "rank-0.json")
+    trace = load_trace(tmp_path, progress=False, cache=False)
     row = _row(find(trace, rules=RULES), "host_sync")
-    assert row["evidence"].count("aten::to under ## sparse_data_dist ##") == 1
-    assert " Then: " not in row["evidence"]
+    assert row["est_saving(us)"] == pytest.approx(100 + 93)
+    evidence = row["evidence"]
+    assert "52% from outside any operator under log: 1 time(s)" in evidence
+    assert "Then: aten::item under loss 93.0 µs (1 time(s))." in evidence
+    assert row["advice"] == ADVICE["explicit"]
 
 
 # -- what the GPU did during the wait --------------------------------------------------------
