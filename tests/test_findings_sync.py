@@ -47,6 +47,7 @@ def test_torchrec_reads_are_the_top_finding(tmp_path):
     out = find(trace)  # every default rule
     top = out.iloc[0]
     assert top["rule"] == "host_sync" and top["severity"] == "high"
+    assert top["subject"] == "aten::to under ## sparse_data_dist ##"
     assert top["est_saving(us)"] * 1e3 == expected
     assert top["steps"] == [1, 2, 3, 4]
     evidence = top["evidence"]

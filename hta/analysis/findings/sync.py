@@ -38,8 +38,9 @@ from the call to that launch. Each call gets a share of its group's claim in
 proportion to its duration.
 
 The calls are grouped by *site* (:mod:`hta.analysis.findings.sync_sites`: the outermost
-operator and the innermost label around them). One finding per rank: the saving is
-the sum of the claims of the calls in the analysed steps; the evidence names the site
+operator and the innermost label around them). One finding per rank, its subject the
+site with the largest share: the saving is the sum of the claims of the calls in the
+analysed steps (all sites); the evidence names the site
 with the largest share (how many times a step, the time blocked, the calls, the copies'
 name, bytes and kind, the longest call with its step and offset) and up to three more.
 The advice fits that site (:func:`~hta.analysis.findings.sync_sites.site_advice`).
@@ -478,7 +479,7 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         + (f" Then: {others}." if others else "")
     )
     return [Finding((rt.rank,), step_tuple(hit), evidence, total, window[1] - window[0],
-                    advice=advice)]
+                    subject=str(sites[ranked[0]]), advice=advice)]
 
 
 RULE = FindingRule(
