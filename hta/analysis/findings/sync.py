@@ -403,8 +403,9 @@ def _times(calls: Calls) -> int:
 
 
 def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
-                 step_start: dict[int, int]) -> str:
-    """What one site did (``calls``: its entries of :func:`_site_table`)."""
+                 step_start: dict[int, int], origin: int) -> str:
+    """What one site did (``calls``: its entries of :func:`_site_table`; ``origin``: the
+    window start, for a call outside any step)."""
     names = rt.events["name"].to_numpy()
     times = _times(calls)
     call_text = _counts(rt, calls["row"], "{name} ×{n}", 4)
@@ -415,7 +416,8 @@ def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
     i = int(np.argmax(calls["end"] - calls["start"]))
     row, start, end, step = (int(calls[k][i]) for k in ("row", "start", "end", "step"))
     where = (f"in step {step}, {fmt_time(start - step_start[step])} into it"
-             if step in step_start else "outside any ProfilerStep")
+             if step in step_start else
+             f"outside any ProfilerStep, {fmt_time(start - origin)} into the window")
     rate = f" ({times / n_steps:.3g} a step)" if n_steps > 1 else ""
     queued = int(calls["queued"].sum())
     waited = (f"; during these waits the GPU also sat idle {fmt_time(queued)} with earlier "
@@ -475,7 +477,7 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"during the waits and after them until the host re-filled its "
         f"queue (GPU timeline; host wait in the idle time table); "
         f"{round(100 * int(by_site[ranked[0]]) / total)}% from "
-        f"{_site_detail(rt, top, n_steps, step_start)}."
+        f"{_site_detail(rt, top, n_steps, step_start, window[0])}."
         + (f" Then: {others}." if others else "")
     )
     return [Finding((rt.rank,), step_tuple(hit), evidence, total, window[1] - window[0],
