@@ -12,9 +12,13 @@
     conservative figure for pinned copies over PCIe 3.0 x16; Gen4 and Gen5 links do 2 and
     4 times that, so the saving is then an underestimate). A copy of ``b`` bytes would take
     ``max(MIN_COPY_NS, b / reference)`` pinned (:data:`MIN_COPY_NS`, 2 µs: the latency of
-    any copy); its saving is what it took beyond that. ``est_saving`` sums the copies of
-    one direction (the subject) in the analysed steps; copies without a ``bytes`` arg are
-    counted but save nothing.
+    any copy); its saving is what it took beyond that, but at most the time it ran with no
+    other GPU work (kernels, copies, memsets) running: a copy hidden under other work does
+    not lengthen the step. ``est_saving`` sums the copies of one direction (the subject) in
+    the analysed steps, at most the time the union of those copies ran alone; copies
+    without a ``bytes`` arg are counted but save nothing. This rule claims the copy's own
+    time on the GPU; ``host_sync`` claims the GPU idle (no work at all) that the blocked
+    host leaves around it, so the two never claim the same time.
 
 ``copies_on_compute_stream``
     A *compute stream* is a stream that runs at least one ``computation`` kernel in the
@@ -41,14 +45,18 @@ from hta.analysis.bandwidth import DIRECTION
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.host import (
+    bytes_of,
+    fmt_bytes,
     fmt_steps,
     fmt_time,
+    gpu_rows,
     in_selection,
     name_matches,
     step_tuple,
 )
+from hta.analysis.intervals import Cover, merge
 from hta.analysis.rowmap import RowMap
-from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
+from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes, kind_mask
 from hta.model.trace import RankTrace
 
 PAGEABLE = re.compile(r"Pageable")
@@ -60,43 +68,39 @@ MIN_REFERENCE_BYTES = 64 << 10
 #: A copy of any size takes at least this long (ns).
 MIN_COPY_NS = 2_000
 
-_COPY_CODES = kind_codes(sorted(MEMORY_KINDS - {"memset"}))
+_COPY_KINDS = MEMORY_KINDS - {"memset"}
 _TRANSFER_CODES = kind_codes(["memcpy_htod", "memcpy_dtoh"])
 _COMPUTE = KIND_CODE["computation"]
 
 
-def fmt_bytes(n: float) -> str:
-    """``512 B``, ``12.3 KB``, ``4.5 MB``, ``1.2 GB`` (powers of 1000)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def copy_bytes(rt: RankTrace) -> np.ndarray:
-    """Bytes of each row from the ``memory_args`` table (NaN where unknown)."""
+def _alone(rt: RankTrace, rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per copy of ``rows``: the time it ran with no other GPU work (kernels, copies,
+    memsets not in ``rows``) running; and the same for the union of ``rows`` (ns)."""
     ev = rt.events
-    out = np.full(len(ev), np.nan)
-    table = rt.tables.get("memory_args")
-    if table is not None and len(table):
-        pos = RowMap(ev).positions(table["index"].to_numpy(dtype=np.int64))
-        ok = pos >= 0
-        out[pos[ok]] = table["bytes"].to_numpy(dtype=np.float64)[ok]
-    return out
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    mine = np.zeros(len(ev), dtype=bool)
+    mine[rows] = True
+    others = gpu_rows(rt)
+    others = others[~mine[others]]
+    cover = Cover(ts[others], end[others])
+    alone = (end[rows] - ts[rows]) - cover.within(ts[rows], end[rows])
+    ms, me = merge(ts[rows], end[rows])
+    return alone, int(((me - ms) - cover.within(ms, me)).sum())
 
 
 def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``pageable_copies`` findings of one rank, one per direction."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    copies = np.flatnonzero(np.isin(codes, _COPY_CODES))
+    copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
     if pageable.size == 0:
         return []
     window = analysis_window(rt, iterations)
     pageable = pageable[in_selection(rt, pageable, iterations, window)]
     pinned = copies[name_matches(rt, copies, PINNED)]
-    nbytes = copy_bytes(rt)
+    nbytes = np.full(len(ev), np.nan)  # filled for the copies only
+    nbytes[copies] = bytes_of(rt, copies)
     dur = ev["dur"].to_numpy()
     steps = ev["iteration"].to_numpy()
     findings = []
@@ -112,8 +116,10 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
         b = nbytes[rows]
         known = ~np.isnan(b)
         pinned_ns = np.maximum(MIN_COPY_NS, np.where(known, b, 0.0) / ref)
-        saving = np.where(known, np.maximum(dur[rows] - pinned_ns, 0.0), 0.0)
-        total = int(round(float(saving.sum())))
+        excess = np.where(known, np.maximum(dur[rows] - pinned_ns, 0.0), 0.0)
+        alone, union_alone = _alone(rt, rows)
+        saving = np.minimum(excess, alone)
+        total = int(round(min(float(saving.sum()), float(union_alone))))
         if total <= 0:
             continue
         direction = DIRECTION[KINDS[code]]
@@ -127,7 +133,8 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
             f"{fmt_steps(steps[rows])} moved {fmt_bytes(moved)} in {fmt_time(took)} "
             f"({moved / max(took, 1):.2f} GB/s); at the {ref:.1f} GB/s of {source} (and at "
             f"least {MIN_COPY_NS // 1000} µs a copy), {int(slow.sum())} of them took "
-            f"{fmt_time(total)} longer than they would from pinned memory (memory bandwidth "
+            f"{fmt_time(total)} longer than they would from pinned memory while no other "
+            f"GPU work ran ({fmt_time(float(excess.sum()))} longer in all; memory bandwidth "
             f"table, {direction}; copy names on the GPU timeline)."
         )
         claim = Claim(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows], saving)
@@ -203,7 +210,8 @@ RULES: list[FindingRule] = [
                 "with torch.empty(..., pin_memory=True)."),
         saving=("Per copy named Pageable: its duration beyond max(2 µs, bytes / reference), "
                 "the reference being the achieved bandwidth of the rank's pinned copies of "
-                "that direction (64 KiB or more), else 12 GB/s; summed per direction."),
+                "that direction (64 KiB or more), else 12 GB/s, at most the time it ran with "
+                "no other GPU work; summed per direction."),
         check=check_pageable,
     ),
     FindingRule(

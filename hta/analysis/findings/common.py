@@ -1,0 +1,124 @@
+"""Helpers the findings rules share: GPU rows, name tests, step selection, formatting,
+copy sizes and data-loader spans.
+
+A *data-loader span* is a CPU event named ``enumerate(DataLoader)#...``, containing
+``DataLoaderIter.__next__``, the Python frame ``torch/utils/data/dataloader.py(N):
+__next__``, or a ``record_function`` labelled ``data``, ``data_loading``, ``dataloader`` or
+``data_loader`` (any case).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.intervals import Cover
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
+from hta.model.trace import RankTrace
+
+DATA_LOADER = re.compile(
+    r"^enumerate\(DataLoader\)#|DataLoaderIter\.__next__"
+    r"|torch/utils/data/dataloader\.py\(\d+\): __next__$"
+)
+#: ``record_function`` labels taken as data loading (user annotations only).
+DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
+
+_CPU_KINDS = ("cpu_op", "user_annotation", "python_function")
+_ANNOTATION = KIND_CODE["user_annotation"]
+
+
+def gpu_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the rank's GPU work rows (kernels, copies, memsets)."""
+    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+
+
+def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+    """Whether each row's name matches ``pattern`` (tested once per distinct name)."""
+    ids = rt.events["name"].to_numpy()[rows]
+    if ids.size == 0:
+        return np.zeros(0, dtype=bool)
+    uniq = pd.unique(ids)  # a hash, not a sort: this runs over most of the events
+    lut = np.zeros(int(uniq.max()) + 1, dtype=bool)
+    lut[uniq] = [pattern.search(rt.symbols[i]) is not None for i in uniq.tolist()]
+    return lut[ids]
+
+
+def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,
+                 window: tuple[int, int]) -> np.ndarray:
+    """Rows starting inside the window and, with ``iterations``, in a selected step."""
+    ts = rt.events["ts"].to_numpy()[rows]
+    keep = (ts >= window[0]) & (ts < window[1])
+    if iterations is not None:
+        keep &= np.isin(rt.events["iteration"].to_numpy()[rows], list(iterations))
+    return keep
+
+
+def fmt_time(ns: float) -> str:
+    """``12.3 µs`` below a millisecond, ``4.567 ms`` above (``1,234.567 ms``)."""
+    return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"
+
+
+def fmt_steps(steps: Sequence[int]) -> str:
+    """``steps 3-10``, ``steps 3, 5, 9``, ``step 4`` or ``no ProfilerStep``."""
+    steps = sorted({int(s) for s in steps if s >= 0})
+    if not steps:
+        return "outside any ProfilerStep"
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return f"steps {steps[0]}-{steps[-1]}"
+    shown = ", ".join(str(s) for s in steps[:6])
+    return f"steps {shown}{', ...' if len(steps) > 6 else ''}"
+
+
+def step_tuple(values: np.ndarray) -> tuple[int, ...]:
+    """The distinct step numbers (>= 0), sorted."""
+    return tuple(int(s) for s in np.unique(values) if s >= 0)
+
+
+def fmt_bytes(n: float) -> str:
+    """``512 B``, ``12.3 KB``, ``4.5 MB``, ``1.2 GB`` (powers of 1000)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def bytes_of(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Bytes of the given rows from the ``memory_args`` table (NaN where unknown); looks
+    up only those rows (the table is sorted by ``index``)."""
+    out = np.full(rows.size, np.nan)
+    table = rt.tables.get("memory_args")
+    if table is None or not len(table) or rows.size == 0:
+        return out
+    index = table["index"].to_numpy(dtype=np.int64)
+    nbytes = table["bytes"].to_numpy(dtype=np.float64)
+    if index.size > 1 and (index[1:] < index[:-1]).any():
+        order = np.argsort(index, kind="stable")
+        index, nbytes = index[order], nbytes[order]
+    want = rt.events["index"].to_numpy()[rows]
+    at = np.clip(np.searchsorted(index, want), 0, index.size - 1)
+    hit = index[at] == want
+    out[hit] = nbytes[at[hit]]
+    return out
+
+
+# -- data-loader spans ---------------------------------------------------------------------
+def data_loader_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the data-loader spans (see the module docstring)."""
+    codes = rt.events["kind"].cat.codes.to_numpy()
+    cpu = np.flatnonzero(kind_mask(codes, _CPU_KINDS))
+    hit = name_matches(rt, cpu, DATA_LOADER)
+    ann = codes[cpu] == _ANNOTATION
+    hit[ann] |= name_matches(rt, cpu[ann], DATA_ANNOTATION)
+    return cpu[hit]
+
+
+def data_loader_cover(rt: RankTrace) -> Cover:
+    """The union of every data-loader span of the rank."""
+    rows = data_loader_rows(rt)
+    ev = rt.events
+    return Cover(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows])
