@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kineto_builder import TraceBuilder
 
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 from hta.model.trace import Trace
 
 MS = 1_000_000

@@ -18,7 +18,7 @@ from hta.analysis.findings import analysis_window, copies, find, host, launch_bo
 from hta.analysis.findings.engine import rank_findings
 from hta.analysis.findings.sync_sites import ADVICE, EXCHANGE_ADVICE
 from hta.analysis.intervals import Cover
-from hta.loading.loader import load_trace
+from hta.job.load import load_trace
 
 RULES = host.RULES + launch_bound.RULES + copies.RULES
 US = cases.US

@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis import collectives as coll
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import fmt_steps, fmt_time
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives

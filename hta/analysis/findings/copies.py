@@ -42,9 +42,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.bandwidth import DIRECTION
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import (
+from hta.analysis.findings.rule_tools import (
     bytes_of,
     fmt_bytes,
     fmt_steps,

@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
+from hta.analysis.findings.base import step_table
 from hta.analysis.findings.claims import difference, fmt_ns
-from hta.analysis.findings.engine import step_table
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
 from hta.analysis.intervals import Cover, union_length

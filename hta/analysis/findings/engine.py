@@ -58,17 +58,23 @@ are always kept.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.claims import Claim
+from hta.analysis.findings import coverage
+from hta.analysis.findings.base import (  # noqa: F401 - re-exported: the rule types
+    Finding,
+    FindingRule,
+    JobCheck,
+    RankCheck,
+    analysis_window,
+    step_table,
+)
+from hta.analysis.findings.catalog import RULE_MODULES, default_rules  # noqa: F401
 from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the order and share
     CLAIM_ORDER,
     MERGE_SHARE,
@@ -77,8 +83,7 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
 )
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
-from hta.analysis.steps import rank_step_spans
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.trace import Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -94,78 +99,6 @@ MEDIUM_SHARE = 0.03
 DEFAULT_MIN_SHARE = 0.005
 
 
-#: Modules holding the default rules, each with a ``RULES`` list, in report order.
-RULE_MODULES: tuple[str, ...] = (
-    "hta.analysis.findings.host",
-    "hta.analysis.findings.launch_bound",
-    "hta.analysis.findings.copies",
-    "hta.analysis.findings.communication",
-    "hta.analysis.findings.collective_bw",
-    "hta.analysis.findings.kernels",
-    "hta.analysis.findings.graphs",
-    "hta.analysis.findings.roofline",
-)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem seen on one rank (or, for job rules, on several).
-
-    ``window_ns`` is the analysed time the saving is a share of (for severity);
-    ``subject`` separates several findings of one rule (a kernel, a process group);
-    ``advice`` replaces the rule's advice when set; ``claim`` is the time the saving comes
-    from (:class:`~hta.analysis.findings.claims.Claim`; None: not said, the saving is then
-    capped by the window time no claim holds); ``budget`` ``(what, ns)`` a resource of the
-    rank the saving is bounded by and that other findings may share (``comm_exposed``:
-    the computation time with no communication, which overlapping could hide collectives
-    under): the savings naming one ``what`` add up to at most ``ns``; ``rank_claims``, for
-    a job finding, the time its saving comes from on each rank (``stragglers``: the wait at
-    each collective it held up, on each rank that waited), taken before any rank finding.
-    """
-
-    ranks: tuple[int, ...]
-    steps: tuple[int, ...]
-    evidence: str
-    est_saving_ns: int
-    window_ns: int
-    subject: str = ""
-    advice: str = ""
-    claim: Claim | None = field(default=None, compare=False, repr=False)
-    budget: tuple[str, int] | None = None
-    rank_claims: Mapping[int, Claim] | None = field(default=None, compare=False, repr=False)
-
-
-RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
-JobCheck = Callable[[Trace, "list[int]", "list[int] | None"], "list[Finding]"]
-
-
-@dataclass(frozen=True)
-class FindingRule:
-    """A rule: what it detects, where the evidence is, what to try, and its check.
-
-    ``info``: the rule states a fact, not a problem; its findings have severity ``info``
-    and no saving, and ``min_share`` does not drop them.
-    """
-
-    id: str
-    title: str
-    section: str
-    advice: str
-    saving: str
-    check: RankCheck | JobCheck
-    scope: Literal["rank", "job"] = "rank"
-    tags: tuple[str, ...] = field(default=())
-    info: bool = False
-
-
-def default_rules() -> list[FindingRule]:
-    """Every rule of :data:`RULE_MODULES`, in order."""
-    rules: list[FindingRule] = []
-    for name in RULE_MODULES:
-        rules.extend(importlib.import_module(name).RULES)
-    return rules
-
-
 def describe_rules(rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
     """The rule table: id, title, scope, report section, saving definition, advice."""
     rules = default_rules() if rules is None else list(rules)
@@ -174,48 +107,6 @@ def describe_rules(rules: Sequence[FindingRule] | None = None) -> pd.DataFrame:
           "saving": r.saving, "advice": r.advice} for r in rules],
         columns=["rule", "title", "scope", "section", "saving", "advice"],
     )
-
-
-# -- the analysed window ---------------------------------------------------------------
-def step_table(rt: RankTrace) -> pd.DataFrame:
-    """The rank's ``ProfilerStep#N`` spans (:func:`hta.analysis.steps.rank_step_spans`, the
-    spans that give events their ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
-
-    Every rule asks for it; the table of the last events table asked about is kept (a
-    weak reference to that table, so a new or dropped one is never served stale)."""
-    events = rt.events
-    seen, table = _LAST_STEPS
-    if seen is not None and seen() is events and table is not None:
-        return table.copy()
-    if not len(events):
-        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
-    starts, ends, numbers = rank_step_spans(rt)
-    table = pd.DataFrame({"step": numbers, "start_ns": starts, "end_ns": ends})
-    table = table.drop_duplicates("step", keep="first").reset_index(drop=True)
-    _LAST_STEPS[:] = [weakref.ref(events), table]
-    return table.copy()
-
-
-_LAST_STEPS: list = [None, None]
-
-
-def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
-                    ) -> tuple[int, int]:
-    """(start, end) in ns of what is analysed on this rank.
-
-    With ``iterations``: from the first selected step's start to the last one's end.
-    Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
-    span of every event. ``(0, 0)`` for an empty rank.
-    """
-    steps = step_table(rt)
-    if iterations is not None:
-        steps = steps[steps["step"].isin(as_list(iterations))]
-    if len(steps):
-        return int(steps["start_ns"].min()), int(steps["end_ns"].max())
-    ev = rt.events
-    if not len(ev):
-        return 0, 0
-    return int(ev["ts"].min()), int(ev["end"].max())
 
 
 # -- running the rules ------------------------------------------------------------------
@@ -244,8 +135,6 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
     :func:`~hta.model.trace.map_ranks` runs it next to the data; no claim travels back.
     ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
-    from hta.analysis.findings import coverage
-
     rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
     iters = None if iterations is None else as_list(iterations)
     rows = []
@@ -287,8 +176,6 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
     ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
     skipped: one broken rule must not hide the others' findings.
     """
-    from hta.analysis.findings import coverage
-
     rules = default_rules() if rules is None else list(rules)
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)

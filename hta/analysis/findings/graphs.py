@@ -34,9 +34,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
-from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.kernel_common import fmt_at
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import merge
 from hta.analysis.rowmap import RowMap

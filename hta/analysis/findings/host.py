@@ -24,8 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.common import (  # noqa: F401 - the helpers other rules import
+from hta.analysis.findings.rule_tools import (  # noqa: F401 - the helpers other rules import
     DATA_ANNOTATION,
     DATA_LOADER,
     Cover,
@@ -40,7 +41,6 @@ from hta.analysis.findings.common import (  # noqa: F401 - the helpers other rul
     name_matches,
     step_tuple,
 )
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
 from hta.analysis.findings.sync import (  # noqa: F401 - re-exported for launch_bound, tests
     BLOCKING_COPY,
     STREAM_WAIT,

@@ -38,8 +38,8 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from hta.analysis.findings.engine import step_table
-from hta.analysis.findings.host import fmt_time
+from hta.analysis.findings.base import step_table
+from hta.analysis.findings.rule_tools import fmt_time
 from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap

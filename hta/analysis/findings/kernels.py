@@ -53,9 +53,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
     cut,
@@ -67,6 +66,7 @@ from hta.analysis.findings.kernel_common import (
     top_names,
 )
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name

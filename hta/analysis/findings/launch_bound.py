@@ -30,16 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import (
-    data_loader_rows,
-    fmt_steps,
-    fmt_time,
-    step_tuple,
-    sync_bubbles,
-)
+from hta.analysis.findings.host import sync_bubbles
 from hta.analysis.findings.kernel_common import graph_replayed_work
+from hta.analysis.findings.rule_tools import data_loader_rows, fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace

@@ -47,9 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.base import Finding, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.engine import Finding, analysis_window
-from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
     fmt_at,
@@ -58,6 +57,7 @@ from hta.analysis.findings.kernel_common import (
     label_times,
     step_of,
 )
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.intervals import merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE

@@ -39,9 +39,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window
-from hta.analysis.findings.host import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance

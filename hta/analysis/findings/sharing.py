@@ -20,7 +20,7 @@ from hta.analysis.findings.claims import Kept, cap_unclaimed, fmt_ns, resolve
 from hta.analysis.intervals import Cover
 
 if TYPE_CHECKING:
-    from hta.analysis.findings.engine import Finding, FindingRule
+    from hta.analysis.findings.base import Finding, FindingRule
 
 #: The order in which findings keep contested time, strongest and most specific cause
 #: first: a named blocking call or loader span, then a property of named copies, then

@@ -54,8 +54,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.common import (
+from hta.analysis.findings.rule_tools import (
     bytes_of,
     data_loader_cover,
     fmt_bytes,
@@ -66,7 +67,6 @@ from hta.analysis.findings.common import (
     name_matches,
     step_tuple,
 )
-from hta.analysis.findings.engine import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.sync_sites import (
     IMPLICIT_SYNC,
     find_sites,

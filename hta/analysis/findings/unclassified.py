@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hta.analysis.findings.kernels import in_steps, top_names
+from hta.analysis.findings.kernel_common import in_steps, top_names
 from hta.analysis.intervals import merge
 from hta.model.rules import GPU_WORK_KINDS, kind_mask
 from hta.model.trace import RankTrace

@@ -1,4 +1,4 @@
-"""Helpers the findings rules share: GPU rows, name tests, step selection, formatting,
+"""Tools the findings rules share: GPU rows, name tests, step selection, formatting,
 copy sizes and data-loader spans.
 
 A *data-loader span* is a CPU event named ``enumerate(DataLoader)#...``, containing

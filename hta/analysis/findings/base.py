@@ -1,0 +1,123 @@
+"""What a findings rule is made of, and the time it is judged against.
+
+A rule (:class:`FindingRule`) checks one rank (or, for ``scope="job"``, several) and
+returns :class:`Finding` objects; :func:`analysis_window` is the analysed time of a rank
+(the span of its selected steps) that savings are a share of; :func:`step_table` its
+``ProfilerStep`` spans. Rule modules import this module and :mod:`.rule_tools`, never
+the engine that runs them (:mod:`.engine`), so the rules and the engine form no import
+circle: the engine reaches the rules through the explicit list of :mod:`.catalog`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.findings.claims import Claim
+from hta.analysis.gpu_work import as_list
+from hta.model.selection import rank_steps
+from hta.model.trace import RankTrace, Trace
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem seen on one rank (or, for job rules, on several).
+
+    ``window_ns`` is the analysed time the saving is a share of (for severity);
+    ``subject`` separates several findings of one rule (a kernel, a process group);
+    ``advice`` replaces the rule's advice when set; ``claim`` is the time the saving comes
+    from (:class:`~hta.analysis.findings.claims.Claim`; None: not said, the saving is then
+    capped by the window time no claim holds); ``budget`` ``(what, ns)`` a resource of the
+    rank the saving is bounded by and that other findings may share (``comm_exposed``:
+    the computation time with no communication, which overlapping could hide collectives
+    under): the savings naming one ``what`` add up to at most ``ns``; ``rank_claims``, for
+    a job finding, the time its saving comes from on each rank (``stragglers``: the wait at
+    each collective it held up, on each rank that waited), taken before any rank finding.
+    """
+
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...]
+    evidence: str
+    est_saving_ns: int
+    window_ns: int
+    subject: str = ""
+    advice: str = ""
+    claim: Claim | None = field(default=None, compare=False, repr=False)
+    budget: tuple[str, int] | None = None
+    rank_claims: Mapping[int, Claim] | None = field(default=None, compare=False, repr=False)
+
+
+RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
+JobCheck = Callable[[Trace, "list[int]", "list[int] | None"], "list[Finding]"]
+
+
+@dataclass(frozen=True)
+class FindingRule:
+    """A rule: what it detects, where the evidence is, what to try, and its check.
+
+    ``info``: the rule states a fact, not a problem; its findings have severity ``info``
+    and no saving, and ``min_share`` does not drop them.
+    """
+
+    id: str
+    title: str
+    section: str
+    advice: str
+    saving: str
+    check: RankCheck | JobCheck
+    scope: Literal["rank", "job"] = "rank"
+    tags: tuple[str, ...] = field(default=())
+    info: bool = False
+
+
+# -- the analysed window ---------------------------------------------------------------
+def step_table(rt: RankTrace) -> pd.DataFrame:
+    """The rank's ``ProfilerStep#N`` spans (the model's step table,
+    :func:`hta.model.selection.rank_steps`, the spans that give events their
+    ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
+
+    Every rule asks for it; the table of the last events table asked about is kept (a
+    weak reference to that table, so a new or dropped one is never served stale)."""
+    events = rt.events
+    seen, table = _LAST_STEPS
+    if seen is not None and seen() is events and table is not None:
+        return table.copy()
+    if not len(events):
+        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
+    spans = rank_steps(rt)
+    table = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
+                          "start_ns": spans["ts"].to_numpy(np.int64),
+                          "end_ns": spans["end"].to_numpy(np.int64)})
+    _LAST_STEPS[:] = [weakref.ref(events), table]
+    return table.copy()
+
+
+_LAST_STEPS: list = [None, None]
+
+
+def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
+                    ) -> tuple[int, int]:
+    """(start, end) in ns of what is analysed on this rank.
+
+    With ``iterations``: from the first selected step's start to the last one's end.
+    Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
+    span of every event. ``(0, 0)`` for an empty rank.
+    """
+    steps = step_table(rt)
+    if iterations is not None:
+        steps = steps[steps["step"].isin(as_list(iterations))]
+    if len(steps):
+        return int(steps["start_ns"].min()), int(steps["end_ns"].max())
+    ev = rt.events
+    if not len(ev):
+        return 0, 0
+    return int(ev["ts"].min()), int(ev["end"].max())
+
+
+__all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window",
+           "step_table"]
