@@ -34,6 +34,7 @@ from hta.kineto.columns import (  # noqa: F401 - re-exported
     timestamps_ns,
 )
 from hta.kineto.files import RemotePath, trace_location
+from hta.kineto.heap import release_free_memory
 from hta.kineto.pydecode import (  # noqa: F401 - re-exported
     _EVENT_COLUMNS,
     _TABLE_COLUMNS,
@@ -177,6 +178,11 @@ def _merge(parts: list[_Partial]) -> _Partial:
     )
 
 
+#: Pieces (about 4 MiB of text each) decoded between two returns of freed memory to the
+#: operating system (:func:`hta.kineto.heap.release_free_memory`, a few ms each).
+TRIM_EVERY = 16
+
+
 def can_fork() -> bool:
     """Whether worker processes can be forked (Linux): they then inherit the loaded
     modules, and no ``if __name__ == "__main__"`` guard is needed in user scripts."""
@@ -195,14 +201,19 @@ def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msg
     if workers <= 1 or not can_fork():
         acc = Accumulator()
         # Pieces are views of the inflated text, cut the same way for both decoders.
-        for kind, payload in iter_event_chunks(path, bare=True):
+        for i, (kind, payload) in enumerate(iter_event_chunks(path, bare=True), start=1):
             if kind == "bare":
                 acc.decode_bare(payload)
             elif kind == "events":
                 acc.decode_chunk(payload)
             else:
                 top, size = payload
-        return acc.partial(), top, size
+            if i % TRIM_EVERY == 0:
+                release_free_memory()  # keep the heap near what the columns hold
+        part = acc.partial()
+        del acc
+        release_free_memory()
+        return part, top, size
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 

@@ -101,7 +101,7 @@ class Accumulator:
         parts = self.cols.pop(name, None)
         if not parts:
             return np.zeros(0, dtype=dtype)
-        return np.concatenate(parts)
+        return np.concatenate(parts).astype(dtype, copy=False)
 
     # -- complete events -------------------------------------------------------------
     def complete(self, events: list[Event]) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hta.kineto.decode import DecodedTrace
+from hta.kineto.heap import release_free_memory
 from hta.model import links
 from hta.model.rules import (
     CPU_KINDS,
@@ -22,6 +23,7 @@ from hta.model.rules import (
     RuleSet,
     kind_mask,
 )
+from hta.model.schema import EVENT_DTYPES
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -73,11 +75,12 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     # peak memory holds one extra column rather than a second table.
     sorted_cols: dict[str, np.ndarray] = {}
     for name in list(cols):
-        sorted_cols[name] = cols.pop(name)[order]
+        column = cols.pop(name)[order]
+        sorted_cols[name] = column.astype(EVENT_DTYPES.get(name, column.dtype), copy=False)
         decoded.columns.pop(name, None)
     events = pd.DataFrame(sorted_cols, copy=False)
     events["end"] = events["ts"].to_numpy() + events["dur"].to_numpy()
-    events.insert(0, "index", np.arange(n, dtype=np.int64))
+    events.insert(0, "index", np.arange(n, dtype=EVENT_DTYPES["index"]))
     new_row = np.empty(n, dtype=np.int64)
     new_row[order] = np.arange(n, dtype=np.int64)
     tables: dict[str, pd.DataFrame] = {}
@@ -94,6 +97,7 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
         tables[name] = frame
     symbols = list(decoded.symbols.strings)
     rank_trace = RankTrace(rank=rank, events=events, symbols=symbols, tables=tables, meta={})
+    release_free_memory()  # the decoded columns are gone: give their memory back
     rank_trace.classify(rules)
     warnings = list(decoded.warnings)
     add_links(rank_trace, warnings)
@@ -138,11 +142,11 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
         iteration = links.assign_iterations(ts, starts, ends, numbers)
         linked = gpu & (corr >= 0)
         iteration[linked] = iteration[corr[linked]]
-    ev["iteration"] = iteration
-    ev["parent"] = parent
-    ev["depth"] = depth
-    ev["index_correlation"] = corr
-    ev["op_index"] = op_index
+    ev["iteration"] = iteration.astype(EVENT_DTYPES["iteration"], copy=False)
+    ev["parent"] = parent.astype(EVENT_DTYPES["parent"], copy=False)
+    ev["depth"] = depth.astype(EVENT_DTYPES["depth"], copy=False)
+    ev["index_correlation"] = corr.astype(EVENT_DTYPES["index_correlation"], copy=False)
+    ev["op_index"] = op_index.astype(EVENT_DTYPES["op_index"], copy=False)
 
 
 def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> None:

@@ -36,19 +36,19 @@ _INDEX = Column("index", "int64", "", "row of the event in `events`")
 
 #: The events table of a rank (``RankTrace.events``), in column order.
 EVENT_COLUMNS: tuple[Column, ...] = (
-    Column("index", "int64", "", "the row number (0 .. n-1); side tables and links refer "
+    Column("index", "int32", "", "the row number (0 .. n-1); side tables and links refer "
            "to it"),
     *DECODED_EVENT_COLUMNS,
     Column("end", "int64", "ns", "`ts + dur`"),
     Column("kind", "category", "", "one of the event kinds (`hta.model.rules.KINDS`)"),
-    Column("iteration", "int64", "", "`ProfilerStep` number, -1 outside every step, 0 when "
+    Column("iteration", "int32", "", "`ProfilerStep` number, -1 outside every step, 0 when "
            "there are no steps"),
-    Column("parent", "int64", "", "row of the enclosing event on the same CPU thread, -1 for "
+    Column("parent", "int32", "", "row of the enclosing event on the same CPU thread, -1 for "
            "roots and non-CPU rows"),
     Column("depth", "int32", "", "call-stack depth: 0 for roots, -1 for non-CPU rows"),
-    Column("index_correlation", "int64", "", "GPU row -> row of its runtime call; runtime "
+    Column("index_correlation", "int32", "", "GPU row -> row of its runtime call; runtime "
            "call -> row of its first GPU event; -1 unlinked"),
-    Column("op_index", "int64", "", "row of the innermost `cpu_op` around the launch (GPU "
+    Column("op_index", "int32", "", "row of the innermost `cpu_op` around the launch (GPU "
            "rows: their launch's), -1 none"),
 )
 
@@ -69,6 +69,11 @@ SYMBOL_COLUMNS: dict[str, tuple[str, ...]] = {
 EVENT_SYMBOL_COLUMNS = tuple(c.name for c in EVENT_COLUMNS if c.unit == SYMBOL_ID)
 
 KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
+#: NumPy dtype of each numeric events column (row numbers, links, steps, stream and
+#: device ids are int32: a rank holds fewer than 2**31 events, and 4 bytes a column and
+#: event matter on ranks of millions of events).
+EVENT_DTYPES: dict[str, np.dtype] = {c.name: DTYPES[c.dtype] for c in EVENT_COLUMNS
+                                     if c.dtype in ("int64", "int32", "float64")}
 
 
 def schema_key() -> str:

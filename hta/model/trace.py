@@ -115,10 +115,10 @@ class RankTrace:
         new_index = np.full(len(keep) + 1, -1, dtype=np.int64)  # last slot: -1 stays -1
         new_index[np.flatnonzero(keep)] = np.arange(int(keep.sum()), dtype=np.int64)
         events = self.events[keep].reset_index(drop=True)
-        events["index"] = np.arange(len(events), dtype=np.int64)
+        events["index"] = np.arange(len(events), dtype=events["index"].dtype)
         for col in LINK_COLUMNS:
             if col in events:
-                events[col] = new_index[events[col].to_numpy()]
+                events[col] = new_index[events[col].to_numpy()].astype(events[col].dtype)
         for name in ARG_TABLES:
             frame = self.tables.get(name)
             if frame is None or "index" not in frame or not len(frame):
