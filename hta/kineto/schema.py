@@ -71,9 +71,9 @@ DECODED_EVENT_COLUMNS: tuple[Column, ...] = (
        "absent"),
     _c("external_id", "int64", "", "`args[\"External id\"]` (or legacy `external id`), -1 "
        "absent"),
-    _c("stream", "int32", "", "`args.stream`, -1 absent"),
-    _c("device", "int32", "", "`args.device`, -1 absent"),
-    _c("graph_id", "int32", "", "`args[\"graph id\"]` (CUDA graphs), -1 absent"),
+    _c("stream", "int64", "", "`args.stream`, -1 absent (4294967295 as written: no stream)"),
+    _c("device", "int64", "", "`args.device`, -1 absent"),
+    _c("graph_id", "int64", "", "`args[\"graph id\"]` (CUDA graphs), -1 absent"),
 )
 
 _ROW = _c("row", "int64", "", "position of the event among the decoded complete events")

@@ -69,9 +69,10 @@ SYMBOL_COLUMNS: dict[str, tuple[str, ...]] = {
 EVENT_SYMBOL_COLUMNS = tuple(c.name for c in EVENT_COLUMNS if c.unit == SYMBOL_ID)
 
 KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
-#: NumPy dtype of each numeric events column (row numbers, links, steps, stream and
-#: device ids are int32: a rank holds fewer than 2**31 events, and 4 bytes a column and
-#: event matter on ranks of millions of events).
+#: NumPy dtype of each numeric events column. Row numbers, links and step numbers are
+#: int32 (a rank holds fewer than 2**31 events, and 4 bytes a column and event matter on
+#: ranks of millions of events); decoded ids stay int64 as written (a stream of
+#: 4294967295 is in real traces).
 EVENT_DTYPES: dict[str, np.dtype] = {c.name: DTYPES[c.dtype] for c in EVENT_COLUMNS
                                      if c.dtype in ("int64", "int32", "float64")}
 
