@@ -228,4 +228,5 @@ def _collect(result: LoadResult) -> RankTrace:
         shutil.rmtree(folder.parent, ignore_errors=True)
     if rank_trace is None:
         raise TraceLoadError(result.path, f"the loaded rank could not be read back from {folder}")
+    rank_trace.meta["source"] = result.meta.get("source", rank_trace.meta.get("source"))
     return rank_trace

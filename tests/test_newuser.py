@@ -1,0 +1,51 @@
+"""What a new user trips on (issue 18): each test failed before its fix."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hta.trace_analysis import TraceAnalysis
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "synthetic_4rank"
+
+
+def test_cache_keeps_an_absolute_source_across_working_folders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank summarised from one working folder reads its trace again from another."""
+    job = tmp_path / "repo" / "job"
+    shutil.copytree(SAMPLE, job)
+    monkeypatch.chdir(tmp_path / "repo")
+    first = TraceAnalysis(trace_dir="job", cache_dir=str(tmp_path / "cache"), progress=False)
+    assert Path(first.t.rank(0).meta["source"]).is_absolute()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = TraceAnalysis(trace_dir=str(job), cache_dir=str(tmp_path / "cache"),
+                          progress=False)
+    for rank in again.t.ranks:
+        source = Path(again.t.rank(rank).meta["source"])
+        assert source.is_absolute() and source.is_file(), source
+        assert source.parent == job
+
+
+def test_counters_from_another_folder_after_a_relative_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``hta summary job`` from one folder, then ``hta counters /abs/job`` from another:
+    the cache beside the traces must not hand back the first folder's relative path."""
+    from hta.cli import main
+
+    job = tmp_path / "repo" / "job"
+    shutil.copytree(SAMPLE, job)
+    monkeypatch.chdir(tmp_path / "repo")
+    assert main(["summary", "job", "-q"]) == 0
+    assert (job / ".hta_cache").is_dir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["counters", str(job), "-o", str(tmp_path / "out")]) == 0
+    assert len(list((tmp_path / "out").glob("*_with_counters*"))) == 4
