@@ -49,3 +49,33 @@ def test_counters_from_another_folder_after_a_relative_summary(
     capsys.readouterr()
     assert main(["counters", str(job), "-o", str(tmp_path / "out")]) == 0
     assert len(list((tmp_path / "out").glob("*_with_counters*"))) == 4
+
+
+@pytest.mark.parametrize("use_native", [False, True])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_utf8_byte_order_mark_is_skipped_with_one_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        use_native: bool, gz: bool) -> None:
+    """Both decoders read a trace that starts with a BOM like the same trace without it."""
+    import gzip
+    import logging
+
+    import numpy as np
+
+    from hta.kineto.decode import decode_trace
+
+    monkeypatch.setenv("HTA_NATIVE", "1" if use_native else "0")
+    text = gzip.decompress((SAMPLE / "rank-1.json.gz").read_bytes())
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    marked = tmp_path / ("bom.json.gz" if gz else "bom.json")
+    body = b"\xef\xbb\xbf" + text
+    marked.write_bytes(gzip.compress(body) if gz else body)
+    reference = decode_trace(plain)
+    with caplog.at_level(logging.WARNING):
+        decoded = decode_trace(marked)
+    for column in ("ts", "dur", "name"):
+        np.testing.assert_array_equal(decoded.columns[column], reference.columns[column])
+    assert [w for w in decoded.warnings if "byte-order mark" in w] == [
+        "repaired: skipped the UTF-8 byte-order mark at the start of the file"]
+    assert sum("byte-order mark" in r.getMessage() for r in caplog.records) == 1

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import msgspec
 
+from hta.kineto.rawio import BOM
+
 try:
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - optional dependency
@@ -137,6 +139,8 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     match = None
     for block in blocks:
         buf += block
+        if buf.startswith(BOM):
+            raise NotStreamable("starts with a byte-order mark")  # read whole, noted there
         match = EVENTS_KEY.search(buf)
         if match or len(buf) > MAX_PREFIX:
             break
