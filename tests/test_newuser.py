@@ -79,3 +79,39 @@ def test_a_utf8_byte_order_mark_is_skipped_with_one_warning(
     assert [w for w in decoded.warnings if "byte-order mark" in w] == [
         "repaired: skipped the UTF-8 byte-order mark at the start of the file"]
     assert sum("byte-order mark" in r.getMessage() for r in caplog.records) == 1
+
+
+def _job_with_negative_durations(folder: Path) -> Path:
+    """Two ranks; rank 0 has 2 events with a negative duration, rank 1 has 1."""
+    from kineto_builder import TraceBuilder
+
+    for rank, bad in ((0, 2), (1, 1)):
+        b = TraceBuilder(rank=rank, world_size=2)
+        with b.step(1, ts=0, dur=100_000):
+            b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=2_000, gpu_dur=30_000)
+            for i in range(bad):
+                b.cpu_op(f"aten::odd{i}", ts=5_000 + i * 1_000, dur=-3_000)
+        b.write(folder / f"rank-{rank}.json")
+    return folder
+
+
+def test_summary_prints_load_warnings_once_per_kind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Negative durations are clamped: said on stderr (one line for both ranks), listed
+    in ``--json``, hidden by ``-q``."""
+    import json
+
+    from hta.cli import main
+
+    job = _job_with_negative_durations(tmp_path / "job")
+    assert main(["summary", str(job), "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "negative 'dur'" in line]
+    assert lines == ["hta: warning: 3 complete event(s) had a negative 'dur'; clamped to 0 "
+                     "(all 2 ranks)"], err
+    assert main(["summary", str(job), "--no-cache", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [(w["count"], w["ranks"]) for w in payload["load_warnings"]
+            if "negative 'dur'" in w["kind"]] == [(3, [0, 1])]
+    assert main(["summary", str(job), "--no-cache", "-q"]) == 0
+    assert "negative" not in capsys.readouterr().err

@@ -68,7 +68,8 @@ def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first unreadable file instead of skipping it")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (and, in summary, no load warnings)")
 
 
 def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:

@@ -31,6 +31,7 @@ from hta.commands.common import (
     records,
     report_skipped,
 )
+from hta.commands.load_warnings import load_warnings, print_load_warnings
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         payload["skipped"] = analyzer.skipped
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
+        payload["load_warnings"] = load_warnings(analyzer)
         print(dumps(payload))
         return EXIT_OK
     out = Printer()
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
                  "computation; list them with TraceAnalysis.get_unclassified_kernels().",
                  style="yellow")
     report_skipped(analyzer)
+    if not args.quiet:
+        print_load_warnings(analyzer)
     return EXIT_OK
 
 
