@@ -115,3 +115,28 @@ def test_summary_prints_load_warnings_once_per_kind(
             if "negative 'dur'" in w["kind"]] == [(3, [0, 1])]
     assert main(["summary", str(job), "--no-cache", "-q"]) == 0
     assert "negative" not in capsys.readouterr().err
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone away."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", [
+    ["summary", str(SAMPLE), "--no-cache", "-q"],
+    ["diff", str(SAMPLE), str(SAMPLE), "--no-cache", "-q"],
+    ["export", str(SAMPLE), "-o", "{out}", "--no-cache", "-q"],
+], ids=["summary", "diff", "export"])
+def test_every_subcommand_ends_quietly_on_a_closed_pipe(
+        argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from hta.cli import main
+
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main([a.replace("{out}", str(tmp_path / "out")) for a in argv]) == 0
+    assert capsys.readouterr().err == ""
