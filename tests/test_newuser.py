@@ -140,3 +140,21 @@ def test_every_subcommand_ends_quietly_on_a_closed_pipe(
     monkeypatch.setattr("sys.stdout", _ClosedPipe())
     assert main([a.replace("{out}", str(tmp_path / "out")) for a in argv]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_empty_memory_summary_and_stragglers_say_why_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No ``[memory]`` events, one rank: the empty answers are explained, once each."""
+    import logging
+
+    job = _job_with_negative_durations(tmp_path / "job")
+    analyzer = TraceAnalysis(trace_dir=str(job), ranks=[0], cache=False, progress=False)
+    with caplog.at_level(logging.WARNING, logger="hta"):
+        assert analyzer.get_memory_summary().empty
+        assert analyzer.get_memory_summary().empty
+        assert analyzer.get_potential_stragglers() == []
+        assert analyzer.get_potential_stragglers() == []
+    said = [r.getMessage() for r in caplog.records if "empty result" in r.getMessage()]
+    assert len(said) == 2, said
+    assert "profile_memory=True" in said[0]
+    assert "1 rank selected" in said[1]
