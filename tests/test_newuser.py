@@ -158,3 +158,14 @@ def test_empty_memory_summary_and_stragglers_say_why_once(
     assert len(said) == 2, said
     assert "profile_memory=True" in said[0]
     assert "1 rank selected" in said[1]
+
+
+def test_docs_first_screen_points_to_findings_and_idle() -> None:
+    """The first screen of docs/index.md (its first 20 lines) links the findings and the
+    idle page, and describes ``hta summary`` as it prints (findings first)."""
+    index = Path(__file__).resolve().parent.parent / "docs" / "index.md"
+    first_screen = "\n".join(index.read_text().splitlines()[:20])
+    assert "(analyses/findings.md)" in first_screen
+    assert "(analyses/idle.md)" in first_screen
+    assert "findings first" in first_screen
+    assert "one line per rank" not in index.read_text()

@@ -1,4 +1,4 @@
-"""``hta summary DIR``: the job at a glance, one line per rank.
+"""``hta summary DIR``: the job at a glance, findings first, then tables per rank.
 
 Prints, for the selected ranks and steps: first the top :data:`FINDINGS_SHOWN` findings
 (:meth:`hta.trace_analysis.TraceAnalysis.get_findings`: what slows the job down, one line
