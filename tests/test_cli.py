@@ -301,7 +301,7 @@ def test_report_writes_once_and_refuses_to_overwrite(cmd: list[str], tmp_path: P
     out = tmp_path / "report.html"
     proc = run(cmd, "report", str(SYNTHETIC), "--no-cache", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"Wrote {out}\n"
+    assert proc.stdout == f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)\n"
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>")
     plotly_js = plotly.offline.get_plotlyjs()

@@ -169,3 +169,75 @@ def test_docs_first_screen_points_to_findings_and_idle() -> None:
     assert "(analyses/idle.md)" in first_screen
     assert "findings first" in first_screen
     assert "one line per rank" not in index.read_text()
+
+
+def _one_rank_of_64_on_an_unnamed_device(folder: Path) -> Path:
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=5, world_size=64)
+    b.extra_top_level["deviceProperties"] = [{"id": 0, "name": ""}]
+    with b.step(1, ts=0, dur=100_000):
+        b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=2_000, gpu_dur=30_000)
+    b.write(folder / "rank-5.json")
+    return folder
+
+
+def test_headline_world_size_and_unknown_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Summary and report agree: 1 rank of world size 64, on an unknown device; the report
+    command says where it wrote."""
+    from hta.cli import main
+
+    job = _one_rank_of_64_on_an_unnamed_device(tmp_path / "job")
+    assert main(["summary", str(job), "--no-cache", "-q"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "ranks: 1 of world size 64" in head and "device: unknown device" in head, head
+    out = tmp_path / "report.html"
+    assert main(["report", str(job), "--no-cache", "-q", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"Wrote {out.resolve()} (" in said
+    html = out.read_text()
+    assert "1 rank of world size 64 on 1 × unknown device" in html
+    assert ">unknown device<" in html
+
+
+def test_report_without_output_says_where_it_wrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from hta.cli import main
+
+    job = _one_rank_of_64_on_an_unnamed_device(tmp_path / "job")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(job), "--no-cache", "-q"]) == 0
+    assert capsys.readouterr().out.startswith(f"Wrote {tmp_path / 'report.html'} (")
+
+
+def test_one_colour_per_kind_in_every_figure() -> None:
+    """Computation, communication and memory have the same colour in the kernel type pie,
+    the timeline, the temporal breakdown and the diff."""
+    import pandas as pd
+
+    from hta.plots import diff, temporal, timeline
+    from hta.plots.kernels import kernel_type_figure
+
+    table = pd.DataFrame({"kernel_type": ["COMMUNICATION", "COMPUTATION", "MEMORY"],
+                          "sum": [5.0, 3.0, 1.0], "percentage": [55.6, 33.3, 11.1]})
+    pie = kernel_type_figure(table).data[0]
+    colour = dict(zip(pie.labels, pie.marker.colors, strict=True))
+    assert colour["COMPUTATION"] == timeline.KIND_COLORS["computation"] \
+        == temporal.COLORS["compute"] == dict((p[0], p[2]) for p in diff.GPU_TIME_PARTS)["compute"]
+    assert colour["COMMUNICATION"] == timeline.KIND_COLORS["communication"] \
+        == temporal.COLORS["exposed communication"]
+    assert colour["MEMORY"] == timeline.KIND_COLORS["memcpy_htod"] \
+        == temporal.COLORS["exposed memory"]
+    assert len(set(colour.values())) == 3
+
+
+def test_hta_cache_dir_puts_the_cache_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's promise: ``HTA_CACHE_DIR`` moves the cache out of the trace folder."""
+    job = _one_rank_of_64_on_an_unnamed_device(tmp_path / "job")
+    monkeypatch.setenv("HTA_CACHE_DIR", str(tmp_path / "elsewhere"))
+    TraceAnalysis(trace_dir=str(job), progress=False)
+    assert not (job / ".hta_cache").exists()
+    assert any((tmp_path / "elsewhere").iterdir())

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     write_report(analyzer, out, force=True, iterations=iterations, title=args.title,
                  critical_path_rank=args.critical_path_rank)
     report_skipped(analyzer)
-    print(f"Wrote {out}", file=sys.stdout)
+    print(f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)", file=sys.stdout)
     return EXIT_OK
 
 

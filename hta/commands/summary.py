@@ -32,6 +32,7 @@ from hta.commands.common import (
     report_skipped,
 )
 from hta.commands.load_warnings import load_warnings, print_load_warnings
+from hta.report.devices import device_name
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -159,9 +160,9 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
     head = f"Job: {trace_dir}  ranks: {len(ranks)}"
     if meta.get("world_size"):
         head += f" of world size {meta['world_size']}"
-    devices = (meta.get("device_properties") or [{}])
-    if devices and isinstance(devices[0], dict) and devices[0].get("name"):
-        head += f"  device: {devices[0]['name']}"
+    device = device_name(meta)
+    if device:
+        head += f"  device: {printable(device, NAME_WIDTH)}"
     head += f"  events: {int(ranks['events'].sum()):,}"
     if iterations is not None:
         head += f"  steps: {_ranges(iterations)}"

@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from hta.analysis.diff import JobDiff, labels_of
 from hta.plots._common import rank_label, short
+from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
 CONTROL_COLOR = "#1f77b4"
 TEST_COLOR = "#ff7f0e"
@@ -19,10 +20,10 @@ SLOWER_COLOR = "#d62728"
 FASTER_COLOR = "#2ca02c"
 #: Temporal parts of the GPU time per step, bottom to top: (label, summary metric, colour).
 GPU_TIME_PARTS = [
-    ("compute", "compute_time(us)", "#2ca02c"),
-    ("exposed communication", "exposed_comm_time(us)", "#ff7f0e"),
-    ("exposed memory", "exposed_memory_time(us)", "#9467bd"),
-    ("idle", "idle_time(us)", "#c7c7c7"),
+    ("compute", "compute_time(us)", COMPUTATION),
+    ("exposed communication", "exposed_comm_time(us)", COMMUNICATION),
+    ("exposed memory", "exposed_memory_time(us)", MEMORY),
+    ("idle", "idle_time(us)", IDLE),
 ]
 IDLE_PARTS = ["host_wait", "kernel_wait", "other"]
 

@@ -16,6 +16,7 @@ import plotly.offline
 
 from hta._version import __version__
 from hta.report.context import Section, ranges
+from hta.report.devices import device_names
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -29,9 +30,7 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
     world = first.get("world_size")
     items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
                   + (f" of world size {world}" if world else "")))
-    names = sorted({str(d.get("name")) for m in metas
-                    for d in (m.get("device_properties") or []) if isinstance(d, dict)
-                    and d.get("name")})
+    names = sorted({name for m in metas for name in device_names(m)})
     if names:
         items.append(("devices", ", ".join(names)))
     backend = first.get("backend")
