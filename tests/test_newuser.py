@@ -241,3 +241,42 @@ def test_hta_cache_dir_puts_the_cache_elsewhere(
     TraceAnalysis(trace_dir=str(job), progress=False)
     assert not (job / ".hta_cache").exists()
     assert any((tmp_path / "elsewhere").iterdir())
+
+
+def _vendor_job(folder: Path, runtime: str, device: str) -> Path:
+    """One rank: a step, a kernel and a device synchronisation of ``runtime`` (cuda/hip)."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    b.extra_top_level["deviceProperties"] = [{"id": 0, "name": device}]
+    with b.step(1, ts=0, dur=100_000):
+        b.launch_kernel("gemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=2_000, gpu_dur=30_000)
+        b.runtime(f"{runtime}DeviceSynchronize", ts=3_000, dur=40_000)
+    b.write(folder / "rank-0.json")
+    return folder
+
+
+def test_diff_across_devices_says_so_and_pairs_cuda_with_hip(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from hta.analysis.diff import compare_traces, job_diff
+    from hta.analysis.findings.compare import compare_findings
+
+    nvidia = TraceAnalysis(trace_dir=str(_vendor_job(tmp_path / "a", "cuda", "NVIDIA H100")),
+                           cache=False, progress=False)
+    amd = TraceAnalysis(trace_dir=str(_vendor_job(tmp_path / "b", "hip", "AMD Instinct MI300X")),
+                        cache=False, progress=False)
+    notes = job_diff(nvidia.t, amd.t).notes
+    assert any(n.startswith("devices differ (control: NVIDIA H100; test: AMD Instinct MI300X)")
+               for n in notes), notes
+    assert not any("devices" in n for n in job_diff(nvidia.t, nvidia.t).notes)
+    table = compare_traces(nvidia.t, amd.t)
+    row = table.loc["cudaDeviceSynchronize / hipDeviceSynchronize"]
+    assert (row["Control_counts"], row["Test_counts"]) == (1, 1)
+    assert "cudaDeviceSynchronize" not in table.index
+    finding = {"rule": "host_sync", "severity": "low", "est_saving(us)": 40.0, "ranks": [0],
+               "title": "Host synchronisation", "section": "", "evidence": ""}
+    compared = compare_findings(pd.DataFrame([dict(finding, subject="cudaDeviceSynchronize")]),
+                                pd.DataFrame([dict(finding, subject="hipDeviceSynchronize")]))
+    assert compared["status"].tolist() == ["unchanged"]
+    assert compared["subject"].tolist() == ["cudaDeviceSynchronize / hipDeviceSynchronize"]

@@ -27,6 +27,7 @@ from hta.analysis.diff.metrics import (
 )
 from hta.analysis.diff.per_name import _group_names, _text
 from hta.analysis.diff.sides import _Side, _side, _steps_rows
+from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
@@ -202,7 +203,8 @@ def _notes(c: _Side, t: _Side) -> list[str]:
     if len(c.ranks) != len(t.ranks):
         notes.append(f"ranks differ ({len(c.ranks)} vs {len(t.ranks)}): every time is a "
                      "mean over ranks")
-    return notes
+    devices = devices_note(device_names(c.trace, c.ranks), device_names(t.trace, t.ranks))
+    return notes + ([devices] if devices else [])
 
 
 
@@ -251,6 +253,7 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
 def _name_diff(c: pd.DataFrame, t: pd.DataFrame, threshold_pct: float,
                with_type: bool) -> pd.DataFrame:
     cols = ["count", "time(us)"]
+    c, t = pair_frames(c, t)
     merged = pd.merge(c, t, on="name", how="outer", suffixes=("_c", "_t"), sort=True)
     for col in cols:
         merged[[f"{col}_c", f"{col}_t"]] = merged[[f"{col}_c", f"{col}_t"]].fillna(0.0)
