@@ -280,3 +280,43 @@ def test_diff_across_devices_says_so_and_pairs_cuda_with_hip(tmp_path: Path) -> 
                                 pd.DataFrame([dict(finding, subject="hipDeviceSynchronize")]))
     assert compared["status"].tolist() == ["unchanged"]
     assert compared["subject"].tolist() == ["cudaDeviceSynchronize / hipDeviceSynchronize"]
+
+
+def test_progress_bar_in_a_kernel_without_ipywidgets_does_not_warn(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """In Jupyter without ipywidgets, a text bar and no ``TqdmWarning``; with it, a widget."""
+    import sys
+    import types
+    import warnings
+
+    from hta import progress
+
+    class Shell:
+        config = {"IPKernelApp": {}}
+
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: Shell()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # not installed
+    for name in ("tqdm.auto", "tqdm.autonotebook"):  # decided again on import
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with progress.progress_bar(3, "Loading") as bar:
+            bar.update(3)
+    assert progress.in_jupyter_kernel()
+    from tqdm.std import tqdm as text_bar
+    assert progress.bar_class() is text_bar
+
+
+def test_the_notebook_extra_brings_jupyter() -> None:
+    """``pip install -e ".[notebook]"`` installs what the README's notebook lines run."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    names = {req.split(">")[0].split("[")[0] for req in extras["notebook"]}
+    assert {"jupyterlab", "ipywidgets", "nbconvert"} <= names
+    readme = (root / "README.md").read_text()
+    assert 'pip install -e ".[notebook]"' in readme and "jupyter lab notebooks/" in readme
