@@ -22,13 +22,13 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import plotly.offline
 import pytest
 from conftest import ROOT, SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
 from overview_cases import write_job
 
 from hta.report.overview import job_overview
+from hta.report.packing import packed_plotly
 from hta.trace_analysis import TraceAnalysis
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRACE_ERROR = 0, 1, 2, 3
@@ -304,12 +304,13 @@ def test_report_writes_once_and_refuses_to_overwrite(cmd: list[str], tmp_path: P
     assert proc.stdout == f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)\n"
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>")
-    plotly_js = plotly.offline.get_plotlyjs()
-    assert html.count(plotly_js) == 1  # embedded once
+    plotly_js = packed_plotly()[0]
+    assert html.count(plotly_js) == 1  # embedded once (compressed: hta/report/packing.py)
     page = html.replace(plotly_js, "")
-    assert re.findall(r"<script\b[^>]*>", page) == [
-        '<script type="application/json" id="hta-figures">', "<script>", "<script>",
-        "<script>"]  # nothing loaded from elsewhere: works offline
+    assert [re.sub(r"\d+", "N", t) for t in re.findall(r"<script\b[^>]*>", page)] == [
+        '<script type="text/plain" id="hta-figures" data-deflated="N">', "<script>",
+        '<script type="text/plain" id="hta-plotly" data-deflated="N">', "<script>",
+    ]  # nothing loaded from elsewhere: works offline
     assert "http://" not in page and "https://" not in page
     for sid in ("overview", "temporal", "idle", "kernels", "overlap", "annotations", "launch",
                 "queue", "bandwidth", "operators", "critical-path", "unclassified"):

@@ -320,3 +320,28 @@ def test_the_notebook_extra_brings_jupyter() -> None:
     assert {"jupyterlab", "ipywidgets", "nbconvert"} <= names
     readme = (root / "README.md").read_text()
     assert 'pip install -e ".[notebook]"' in readme and "jupyter lab notebooks/" in readme
+
+
+def test_packed_text_round_trips_and_avoids_what_script_text_cannot_hold() -> None:
+    import os
+    import zlib
+
+    from hta.report.packing import decode7, pack
+
+    data = os.urandom(3000) + b"</script>\r\n\x00<" * 50 + b"<"
+    text, size = pack(data)
+    assert not set(text) & {"\x00", "\r", "<"}
+    assert zlib.decompress(decode7(text, size), -15) == data
+
+
+def test_report_plotlyjs_cdn_is_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    from hta.cli import main
+    from hta.report.packing import plotly_cdn_url
+
+    out = tmp_path / "r.html"
+    assert main(["report", str(SAMPLE), "--no-cache", "-q", "-o", str(out),
+                 "--plotlyjs", "cdn"]) == 0
+    html = out.read_text()
+    assert f'<script src="{plotly_cdn_url()}" charset="utf-8"></script>' in html
+    assert out.stat().st_size < 500_000
