@@ -345,3 +345,35 @@ def test_report_plotlyjs_cdn_is_small(tmp_path: Path, capsys: pytest.CaptureFixt
     html = out.read_text()
     assert f'<script src="{plotly_cdn_url()}" charset="utf-8"></script>' in html
     assert out.stat().st_size < 500_000
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["summary"], ["summary", "--iterations"]],
+                         ids=["help", "missing-dir", "missing-value"])
+def test_help_and_usage_errors_do_not_import_pandas(argv: list[str]) -> None:
+    """``hta --help`` and argparse's usage errors answer without pandas (or plotly)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom hta.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+            "print(sorted(m for m in ('pandas', 'numpy', 'plotly', 'pyarrow') "
+            "if m in sys.modules), code)")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    assert proc.stdout.strip().splitlines()[-1] == f"[] {0 if argv == ['--help'] else 2}"
+
+
+def test_the_facade_imports_no_plotting_library() -> None:
+    """plotly is imported when a figure is first built, not with the facade."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys, hta.trace_analysis\n"
+            "print([m for m in ('plotly', 'jinja2', 'rich') if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stderr

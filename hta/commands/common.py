@@ -10,9 +10,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXIT_OK = 0
 EXIT_ERROR = 1

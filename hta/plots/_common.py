@@ -6,9 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
+from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import OTHER
 
 NAME_WIDTH = 70

@@ -6,11 +6,10 @@ Builders take the tables of :mod:`hta.analysis.diff` and compute nothing.
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from hta.analysis.diff import JobDiff, labels_of
 from hta.plots._common import rank_label, short
+from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
 CONTROL_COLOR = "#1f77b4"

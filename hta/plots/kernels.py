@@ -4,9 +4,9 @@ kernel duration distribution across ranks."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._common import duration_bars, pie_grid, rank_label
+from hta.plots._plotly import go
 from hta.plots.colors import kind_color
 
 

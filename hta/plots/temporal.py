@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._common import rank_label
+from hta.plots._plotly import go
 from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
 #: (label, percentage column, µs column), bottom to top.

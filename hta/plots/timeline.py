@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._common import plain_text_names, short
+from hta.plots._plotly import go
 from hta.plots.colors import KIND_COLORS
 
 #: Segments narrower than this fraction of the drawn span are widened to it (~1 pixel).
