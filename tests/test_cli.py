@@ -1,6 +1,8 @@
-"""The ``hta`` command, run as a real subprocess.
+"""The ``hta`` command: ``hta.cli.main`` in this process (``cli_runner``), and the installed
+console script and a closed pipe as real subprocesses.
 
-``python -m hta.cli`` always, and the ``hta`` console script when it is on PATH. What
+Every assertion holds for both ways of running it; the console script runs only when it is
+on PATH. What
 ``hta summary`` prints (plain text when piped, ``--json``) is checked against
 :func:`hta.report.overview.job_overview` (whose figures ``test_overview.py`` checks by
 construction) and against counts taken here from the trace JSON; ``report``, ``counters``
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_runner import run_cli
 from conftest import ROOT, SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
 from overview_cases import write_job
@@ -35,14 +38,24 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRACE_ERROR = 0, 1, 2, 3
 SYNTHETIC = SAMPLE_TRACES / "synthetic_4rank"
 SUBCOMMANDS = ("summary", "report", "diff", "counters", "export")
 
-ENTRY_POINTS = [pytest.param([sys.executable, "-m", "hta.cli"], id="python-m")]
+#: ``hta.cli.main`` run in this process (:mod:`cli_runner`): what ``python -m hta.cli``
+#: runs, without a Python start and a pandas import per call.
+IN_PROCESS = ["hta.cli.main"]
+#: Tests that the installed console script also runs as a real process.
+ENTRY_POINTS = [pytest.param(IN_PROCESS, id="in-process")]
 if shutil.which("hta"):
     ENTRY_POINTS.append(pytest.param([shutil.which("hta")], id="console-script"))
-PY = [sys.executable, "-m", "hta.cli"]
+PY = IN_PROCESS
+#: The module run as a real process (closed pipes need one).
+PY_PROCESS = [sys.executable, "-m", "hta.cli"]
 
 
 def run(cmd: list[str], *args: str, cwd: Path | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``cmd ARGS``: in this process for :data:`IN_PROCESS` (``hta.cli.main``), else a real
+    subprocess (the installed console script)."""
+    if cmd is IN_PROCESS:
+        return run_cli(args, cwd=cwd, env=env)
     full_env = dict(os.environ, PYTHONPATH=str(ROOT))
     for key in ("FORCE_COLOR", "NO_COLOR", "COLUMNS"):
         full_env.pop(key, None)
@@ -227,8 +240,9 @@ def test_summary_on_shared_trace_filter(cmd: list[str]) -> None:
     text = run(cmd, "summary", str(folder), "--no-cache")
     assert text.returncode == 0, text.stderr
     assert text.stderr == ""
-    assert text.stdout.startswith(f"Job: {folder}  ranks: 2 of world size 128  events: "
-                                  f"{sum(counts.values()):,}\n")
+    assert text.stdout.startswith(f"Job: {folder}  ranks: 2 of world size 128  "
+                                  "device: unknown device  "  # GPU work, no deviceProperties
+                                  f"events: {sum(counts.values()):,}\n")
     as_json = run(cmd, "summary", str(folder), "--no-cache", "--json")
     assert as_json.returncode == 0, as_json.stderr
     payload = json.loads(as_json.stdout)
@@ -562,7 +576,7 @@ def test_a_closed_pipe_ends_quietly(extra: list[str]) -> None:
     """``hta summary DIR | head`` (and ``--json | head``), with the reader gone before
     anything is printed: no traceback, no error line, exit code 0 (what the reader took
     is all it wanted)."""
-    proc = subprocess.Popen([*PY, "summary", str(SYNTHETIC), "--no-cache", *extra],
+    proc = subprocess.Popen([*PY_PROCESS, "summary", str(SYNTHETIC), "--no-cache", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     proc.stdout.close()  # closed while the command still loads: its first write fails
