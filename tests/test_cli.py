@@ -123,13 +123,20 @@ def test_summary_text_on_the_sample(cmd: list[str]) -> None:
                                           "exposed_memory_time_pctg", "idle_time_pctg",
                                           "comp_comm_overlap_pctg"]):
             assert close(cell, r[key], 1), key
-    idle = text_table(proc.stdout, "Idle time by cause")
+    idle = text_table(proc.stdout, "Why the GPU is idle")
     for cells, r in zip(idle, expected.ranks.to_dict("records"), strict=True):
-        assert close(cells[1], r["host_wait(us)"] / 1e3, 3)
-        assert close(cells[2], r["kernel_wait(us)"] / 1e3, 3)
-        assert close(cells[3], r["other_idle(us)"] / 1e3, 3)
-        assert close(cells[5], r["queue_length_max"], 0)
-        assert cells[6] == str(r["memcpy_count"]) and cells[8] == str(r["memset_count"])
+        # one idle figure (the idle % of the span, in ms) and its causes as shares
+        assert close(cells[1], r["idle_time(us)"] / 1e3, 3)
+        # the same figure as the idle % of the first table (rounded to 0.01 %)
+        assert abs(float(cells[1]) - r["idle_time_pctg"] * r["kernel_time(us)"] / 1e5) \
+            <= 5e-5 * r["kernel_time(us)"] / 1e3 + 5e-4
+        gaps = r["host_wait(us)"] + r["kernel_wait(us)"] + r["other_idle(us)"]
+        assert close(cells[2], 100 * r["host_wait(us)"] / gaps, 1)
+        assert close(cells[3], 100 * r["kernel_wait(us)"] / gaps, 1)
+        assert close(cells[4], 100 * r["other_idle(us)"] / gaps, 1)
+        assert abs(sum(float(c) for c in cells[2:5]) - 100) <= 0.15
+        assert close(cells[6], r["queue_length_max"], 0)
+        assert cells[7] == str(r["memcpy_count"]) and cells[9] == str(r["memset_count"])
     kernels = text_table(proc.stdout, "Top 10 kernels")
     assert [c[-1] for c in kernels] == [n if len(n) <= 70 else n[:69] + "…"
                                         for n in expected.top_kernels["name"]]

@@ -191,11 +191,13 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
         Column("comm overlapped %", lambda r: number(r["comp_comm_overlap_pctg"])
                if r["overlap_note"] == "" else r["overlap_note"]),
     ], rows, mark)
-    out.table("Idle time by cause (ms, summed over streams), launch queue, copies", [
+    out.table("Why the GPU is idle (GPU idle: no stream busy, the idle % above; causes: "
+              "shares of the streams' idle gaps, adding up to 100%), launch queue, copies", [
         Column("rank", lambda r: str(r["rank"])),
-        Column("host wait", lambda r: number(r["host_wait(us)"] / 1e3, 3)),
-        Column("kernel wait", lambda r: number(r["kernel_wait(us)"] / 1e3, 3)),
-        Column("other idle", lambda r: number(r["other_idle(us)"] / 1e3, 3)),
+        Column("GPU idle (ms)", lambda r: number(r["idle_time(us)"] / 1e3, 3)),
+        Column("host wait %", lambda r: number(idle_share(r, "host_wait(us)"))),
+        Column("kernel wait %", lambda r: number(idle_share(r, "kernel_wait(us)"))),
+        Column("other %", lambda r: number(idle_share(r, "other_idle(us)"))),
         Column("queue mean", lambda r: number(r["queue_length_mean"])),
         Column("queue max", lambda r: number(r["queue_length_max"], 0)),
         Column("copies", lambda r: f"{r['memcpy_count']:,}"),
@@ -237,6 +239,16 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
                  f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
+
+
+IDLE_CAUSES = ("host_wait(us)", "kernel_wait(us)", "other_idle(us)")
+
+
+def idle_share(row: dict[str, Any], cause: str) -> float:
+    """One cause's share (%) of a rank's stream idle gaps (summed over streams); the three
+    causes add up to 100. NaN without idle gaps."""
+    total = sum(float(row[c]) for c in IDLE_CAUSES)
+    return 100.0 * float(row[cause]) / total if total > 0 else float("nan")
 
 
 def _spread_style(row: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hta.analysis.diff import JobDiff, labels_of
+from hta.analysis.diff.metrics import IDLE_SECTION
 from hta.plots._common import rank_label, short
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
@@ -147,7 +148,7 @@ def _section_bars(fig: go.Figure, summary: pd.DataFrame, section: str, row: int,
 
 
 def _idle_panel(fig: go.Figure, summary: pd.DataFrame) -> None:
-    part = _values(summary, "idle").set_index("metric")
+    part = _values(summary, IDLE_SECTION).set_index("metric")
     for side, color in (("control", CONTROL_COLOR), ("test", TEST_COLOR)):
         fig.add_trace(go.Bar(
             x=IDLE_PARTS, y=[part.at[f"{k}(us)", side] for k in IDLE_PARTS], name=side,

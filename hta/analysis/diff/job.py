@@ -145,7 +145,9 @@ def job_diff(
       runs while the next step's work does, that moment counts once in the kernel types
       and once per step in ``gpu_time``, so the kernel-type times can add up to less than
       ``busy_time(us)``;
-    * ``idle``: from :func:`hta.analysis.idle.idle_time_breakdown`, summed over streams:
+    * ``stream_idle_summed_over_streams``: from
+      :func:`hta.analysis.idle.idle_time_breakdown`, each stream's idle gaps summed over
+      streams (not ``gpu_time``'s ``idle_time(us)``, when no stream is busy):
       ``host_wait(us)``, ``kernel_wait(us)``, ``other(us)``, ``total(us)`` and each
       category's ``*_pctg`` share of the total.
 
