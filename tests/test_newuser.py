@@ -72,7 +72,7 @@ def test_a_utf8_byte_order_mark_is_skipped_with_one_warning(
     body = b"\xef\xbb\xbf" + text
     marked.write_bytes(gzip.compress(body) if gz else body)
     reference = decode_trace(plain)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="hta.kineto.decode"):
         decoded = decode_trace(marked)
     for column in ("ts", "dur", "name"):
         np.testing.assert_array_equal(decoded.columns[column], reference.columns[column])

@@ -9,6 +9,7 @@ module; it imports neither of them.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -103,9 +104,10 @@ def _cache_folder(task: LoadTask) -> Path | None:
 
 def task_source(task: LoadTask) -> str:
     """Where the task's trace is, as any working folder reads it: an absolute local path
-    or the URL (a cache entry may have been written from another folder or copy)."""
+    (normalised, symbolic links kept as the user named them) or the URL (a cache entry
+    may have been written from another folder or copy)."""
     location = trace_location(task.path, task.storage_options)
-    return str(location.resolve()) if isinstance(location, Path) else location.url
+    return os.path.abspath(location) if isinstance(location, Path) else location.url
 
 
 def _from_cache(task: LoadTask, folder: Path) -> RankTrace | None:

@@ -8,29 +8,41 @@ use.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 
-class _Lazy(ModuleType):
-    """A module imported on first attribute access."""
+def _graph_objects() -> ModuleType:
+    import plotly.graph_objects
 
-    def __init__(self, name: str) -> None:
+    return plotly.graph_objects
+
+
+def _colors() -> ModuleType:
+    import plotly.colors
+
+    return plotly.colors
+
+
+class _Lazy(ModuleType):
+    """A module imported on first attribute access (by ``load``, a plain import)."""
+
+    def __init__(self, name: str, load: Callable[[], ModuleType]) -> None:
         super().__init__(name)
-        self._target = name
+        self._load = load
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
         if self._module is None:
-            self._module = importlib.import_module(self._target)
+            self._module = self._load()
         return getattr(self._module, attr)
 
 
-go: Any = _Lazy("plotly.graph_objects")
-colors: Any = _Lazy("plotly.colors")
+go: Any = _Lazy("plotly.graph_objects", _graph_objects)
+colors: Any = _Lazy("plotly.colors", _colors)
 
 
 def make_subplots(*args: Any, **kwargs: Any) -> Any:
