@@ -377,3 +377,25 @@ def test_the_facade_imports_no_plotting_library() -> None:
                           cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
                           timeout=60)
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_a_truncated_gzip_never_sizes_a_buffer_from_its_broken_trailer(tmp_path: Path) -> None:
+    """A cut gzip file's last four bytes are not its size: loading it fails with the
+    usual error without allocating what they claim (this test took 3.6 GB before)."""
+    import gzip
+    import tracemalloc
+
+    from hta.errors import TraceLoadError
+    from hta.kineto.rawio import read_bytes
+
+    body = gzip.compress(b'{"traceEvents": [' + b'{"ph": "X"},' * 50 + b"{}]}")[:-20]
+    path = tmp_path / "rank-0.json.gz"
+    path.write_bytes(body[:-4] + (0xFFFFFFF0).to_bytes(4, "little"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceLoadError, match="truncated or corrupt"):
+            read_bytes(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50_000_000

@@ -67,6 +67,9 @@ def read_bytes(path: Path, notes: list[str] | None = None) -> bytes | bytearray:
 
 
 _INFLATE_STEP = 1 << 24
+#: DEFLATE inflates at most about 1032 to 1: a trailer claiming more is not one (the
+#: file was cut short), and must not size a buffer (4 GiB for a damaged 100-byte file).
+MAX_INFLATE_RATIO = 1032
 
 
 def _inflate(data: bytes) -> bytes | bytearray:
@@ -78,6 +81,8 @@ def _inflate(data: bytes) -> bytes | bytearray:
     """
     size = int.from_bytes(data[-4:], "little")
     zlib_mod = _fast_gzip_zlib if _fast_gzip_zlib is not None else zlib
+    if size > MAX_INFLATE_RATIO * len(data):  # no true trailer: a truncated or odd file
+        return _fast_gzip.decompress(data) if _fast_gzip is not None else gzip.decompress(data)
     out = bytearray(size)
     view = memoryview(out)
     inflater = zlib_mod.decompressobj(31)
