@@ -77,11 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hta: error: {exc}", file=sys.stderr)
         return EXIT_TRACE_ERROR
     except BrokenPipeError:
-        # the reader went away (``hta summary DIR | head``): stop quietly, as Python's docs
-        # recommend, so the interpreter's final flush does not raise again
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_ERROR
+        # the reader went away (``hta summary DIR | head``): what it read is what it
+        # wanted, so stop quietly with 0, as ``head`` expects of its writer; stdout goes
+        # to devnull so that the interpreter's final flush does not raise again
+        _silence_stdout()
+        return EXIT_OK
     except KeyboardInterrupt:
         print("hta: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -91,6 +91,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hta: error: {type(exc).__name__}: {exc} (run with --verbose for details)",
               file=sys.stderr)
         return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured, in-process)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

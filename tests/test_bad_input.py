@@ -10,13 +10,11 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from cli_runner import run_cli
 from kineto_builder import TraceBuilder
 
 from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
@@ -275,10 +273,7 @@ def test_empty_trace_events_loads_with_zero_events(tmp_path: Path) -> None:
     summary = analyzer.get_rank_summary()
     assert summary[["rank", "events", "gpu_events"]].to_dict(orient="records") == [
         {"rank": 0, "events": 0, "gpu_events": 0}]
-    proc = subprocess.run(
-        [sys.executable, "-m", "hta.cli", "summary", str(tmp_path), "--no-cache", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
+    proc = run_cli(["summary", str(tmp_path), "--no-cache", "--json"])
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     rows = payload["rank_summary"] if "rank_summary" in payload else payload["ranks"]

@@ -55,3 +55,6 @@ def test_notebook_runs(path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatc
     displayed = [o for c in code for o in c.outputs
                  if o.output_type in ("display_data", "execute_result")]
     assert displayed, "the notebook shows nothing"
+    printed = "".join(str(o.get("text", "")) for c in code for o in c.outputs
+                      if o.output_type == "stream")
+    assert "TqdmWarning" not in printed and "IProgress not found" not in printed

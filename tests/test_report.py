@@ -24,6 +24,7 @@ from hta.report.builder import (
     table_of,
     write_report,
 )
+from hta.report.packing import report_figures
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -90,8 +91,7 @@ def test_report_html(job: TraceAnalysis, tmp_path: Path) -> None:
     html = build_report(job, title="a <b>title</b>")
     assert "<title>a &lt;b&gt;title&lt;/b&gt;</title>" in html
     ids = re.findall(r'<div class="figure" id="(fig-\d+)"', html)
-    data = json.loads(re.search(
-        r'<script type="application/json" id="hta-figures">(.*?)</script>', html, re.S)[1])
+    data = report_figures(html)
     assert ids and sorted(data) == sorted(ids)
     out = write_report(job, tmp_path / "r.html")
     assert out.read_text().startswith("<!DOCTYPE html>")

@@ -139,6 +139,15 @@ def test_loads_without_errors_and_offline(sample_page: Visit) -> None:
     assert sample_page.requests == []
 
 
+def test_the_sample_report_is_small_and_works_offline(sample_page: Visit,
+                                                      reports: dict[str, Path]) -> None:
+    """plotly.js and the figures travel compressed: the sample's report stays under 2 MB
+    and still draws every figure with no request leaving the page."""
+    assert reports["sample"].stat().st_size <= 2_000_000
+    assert sample_page.errors == [] and sample_page.requests == []
+    assert sample_page.page.evaluate("typeof Plotly") == "object"
+
+
 def test_every_figure_draws(sample_page: Visit) -> None:
     figures = sample_page.figures()
     assert len(figures) >= 15
@@ -220,8 +229,9 @@ def test_hostile_names_are_text_and_run_nothing(hostile_page: Visit) -> None:
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.evaluate("document.querySelectorAll('main b').length") == 0
-    # one <script> block per kind: figure data, config, plotly.js, ours
-    assert page.evaluate("document.scripts.length") == 4
+    # one <script> block per kind: figure data, config, packed plotly.js, ours, and the
+    # one ours adds to run plotly.js once inflated
+    assert page.evaluate("document.scripts.length") == 5
     text = page.inner_text("main")
     for name in HOSTILE:
         assert name in text, name

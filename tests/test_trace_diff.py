@@ -25,6 +25,7 @@ from kineto_builder import TraceBuilder
 
 import hta.trace_diff as facade
 from hta.analysis.diff import job_diff, name_totals, ops_diff
+from hta.analysis.diff.metrics import IDLE_SECTION
 from hta.commands.args_and_output import dumps
 from hta.model.selection import step_table
 from hta.trace_diff import DeviceType, TraceDiff
@@ -268,11 +269,11 @@ def test_job_gpu_time_per_step(tmp_path):
     assert metric(job, "kernel_types", "COMPUTATION_pctg") == (100, 100)
     assert metric(job, "overlap", "comm_time(us)") == (0, 0)
     assert all(math.isnan(v) for v in metric(job, "overlap", "comp_comm_overlap_pctg"))
-    idle = {k: metric(job, "idle", k) for k in
+    idle = {k: metric(job, IDLE_SECTION, k) for k in
             ("host_wait(us)", "kernel_wait(us)", "other(us)", "total(us)")}
     assert idle == {"host_wait(us)": (0, 200), "kernel_wait(us)": (0, 0),
                     "other(us)": (100, 100), "total(us)": (100, 300)}
-    assert metric(job, "idle", "host_wait_pctg") == pytest.approx((0, 200 / 3))
+    assert metric(job, IDLE_SECTION, "host_wait_pctg") == pytest.approx((0, 200 / 3))
 
 
 def test_job_kernels_full_and_short_names(tmp_path):

@@ -1,28 +1,25 @@
-"""``hta diff CONTROL_DIR TEST_DIR`` run as a real subprocess: text, ``--json`` parsed back
-and compared with the in-process :func:`hta.analysis.diff.job_diff`, options and errors."""
+"""``hta diff CONTROL_DIR TEST_DIR`` run through ``hta.cli.main`` (in this process): text,
+``--json`` parsed back and compared with the in-process :func:`hta.analysis.diff.job_diff`,
+options and errors."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, shared_trace
+from cli_runner import run_cli
+from conftest import shared_trace
 from diff_cases import GEMM_F, GEMM_H, NEW, load, make_control, make_test, write_job
 
 from hta.analysis.diff import job_diff
 
-CMD = [sys.executable, "-m", "hta.cli"]
-
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=env)
+    """``hta ARGS`` in this process (``hta.cli.main``; see ``cli_runner``)."""
+    return run_cli(args)
 
 
 @pytest.fixture(scope="module")

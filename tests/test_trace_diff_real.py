@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import shared_trace
 
+from hta.analysis.diff.metrics import IDLE_SECTION
 from hta.trace_analysis import TraceAnalysis
 from hta.trace_diff import TraceDiff
 
@@ -266,7 +267,7 @@ def test_diff_job_shares_add_up(diff_pair):
         assert gpu == pytest.approx(100.0)
         kt = s[(s["section"] == "kernel_types") & s["metric"].str.endswith("_pctg")][side]
         assert kt.sum() == pytest.approx(100.0)
-        idle = sum(val(f"{k}_pctg", "idle") for k in ("host_wait", "kernel_wait", "other"))
+        idle = sum(val(f"{k}_pctg", IDLE_SECTION) for k in ("host_wait", "kernel_wait", "other"))
         assert idle == pytest.approx(100.0)
         assert val("busy_time(us)", "gpu_time") == pytest.approx(
             val("kernel_time(us)", "gpu_time") - val("idle_time(us)", "gpu_time"))

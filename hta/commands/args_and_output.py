@@ -10,9 +10,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -68,7 +69,8 @@ def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first unreadable file instead of skipping it")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (and, in summary, no load warnings)")
 
 
 def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hta.commands.args_and_output import dumps, finite, parse_ranks, printable, records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXIT_OK = 0
 NAME_WIDTH = 90

@@ -21,9 +21,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from hta.commands.args_and_output import (
     EXIT_OK,
     CommandError,
@@ -52,13 +49,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def decoded_tables(rt: Any) -> dict[str, pd.DataFrame]:
+def decoded_tables(rt: Any) -> dict[str, Any]:
     """The rank's events and side tables with symbol ids replaced by their text."""
+    import numpy as np
+
     from hta.model.trace import SYMBOL_TABLE_COLUMNS
 
     sym = np.asarray(list(rt.symbols) + [""], dtype=object)
 
-    def text(ids: pd.Series) -> np.ndarray:
+    def text(ids: Any) -> Any:
         values = ids.to_numpy(dtype=np.int64)
         values = np.where((values >= 0) & (values < len(sym) - 1), values, len(sym) - 1)
         return sym[values]

@@ -35,6 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument("--iterations", metavar="LIST",
                    help="ProfilerStep numbers to analyse, e.g. 2-4 (default: the whole trace)")
+    p.add_argument("--plotlyjs", choices=("embed", "inline", "cdn"), default="embed",
+                   help="plotly.js in the file compressed (embed, the default: about 2 MB, "
+                        "offline), as is (inline: about 5 MB more) or linked from Plotly's "
+                        "CDN (cdn: small, needs the network to show figures)")
     p.add_argument("--title", help="title of the report (default: hta report: <folder>)")
     p.add_argument("--critical-path-rank", type=int, metavar="RANK",
                    help="rank whose critical path is shown (default: the first loaded)")
@@ -54,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if args.critical_path_rank is not None:
         analyzer.t.rank(args.critical_path_rank)  # a clear error for a rank not loaded
     write_report(analyzer, out, force=True, iterations=iterations, title=args.title,
-                 critical_path_rank=args.critical_path_rank)
+                 critical_path_rank=args.critical_path_rank, plotlyjs=args.plotlyjs)
     report_skipped(analyzer)
-    print(f"Wrote {out}", file=sys.stdout)
+    print(f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)", file=sys.stdout)
     return EXIT_OK
 
 

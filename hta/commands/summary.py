@@ -1,4 +1,4 @@
-"""``hta summary DIR``: the job at a glance, one line per rank.
+"""``hta summary DIR``: the job at a glance, findings first, then tables per rank.
 
 Prints, for the selected ranks and steps: first the top :data:`FINDINGS_SHOWN` findings
 (:meth:`hta.trace_analysis.TraceAnalysis.get_findings`: what slows the job down, one line
@@ -34,8 +34,10 @@ from hta.commands.args_and_output import (
     report_skipped,
 )
 from hta.commands.cluster import add_cluster_options, load
+from hta.commands.load_warnings import load_warnings, print_load_warnings
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
+from hta.report.devices import device_name
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -120,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         payload["hardware_efficiency"] = hardware_json(efficiency)
         payload["findings_coverage"] = records(coverage)
         payload["unexplained_time"] = records(unexplained)
+        payload["load_warnings"] = load_warnings(analyzer)
         print(dumps(payload))
         return EXIT_OK
     out = Printer()
@@ -127,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
                    (coverage, unexplained, n_unclassified))
     print_hardware_efficiency(out, efficiency)
     report_skipped(analyzer)
+    if not args.quiet:
+        print_load_warnings(analyzer)
     return EXIT_OK
 
 
@@ -166,9 +171,9 @@ def _header(meta: dict[str, Any], ranks: Any, trace_dir: str,
     head = f"Job: {trace_dir}  ranks: {len(ranks)}"
     if meta.get("world_size"):
         head += f" of world size {meta['world_size']}"
-    devices = (meta.get("device_properties") or [{}])
-    if devices and isinstance(devices[0], dict) and devices[0].get("name"):
-        head += f"  device: {devices[0]['name']}"
+    device = device_name(meta)
+    if device:
+        head += f"  device: {printable(device, NAME_WIDTH)}"
     head += f"  events: {int(ranks['events'].sum()):,}"
     if iterations is not None:
         head += f"  steps: {_ranges(iterations)}"
@@ -260,11 +265,13 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
         Column("comm overlapped %", lambda r: number(r["comp_comm_overlap_pctg"])
                if r["overlap_note"] == "" else r["overlap_note"]),
     ], rows, mark)
-    out.table("Idle time by cause (ms, summed over streams), launch queue, copies", [
+    out.table("Why the GPU is idle (GPU idle: no stream busy, the idle % above; causes: "
+              "shares of the streams' idle gaps, adding up to 100%), launch queue, copies", [
         Column("rank", lambda r: str(r["rank"])),
-        Column("host wait", lambda r: number(r["host_wait(us)"] / 1e3, 3)),
-        Column("kernel wait", lambda r: number(r["kernel_wait(us)"] / 1e3, 3)),
-        Column("other idle", lambda r: number(r["other_idle(us)"] / 1e3, 3)),
+        Column("GPU idle (ms)", lambda r: number(r["idle_time(us)"] / 1e3, 3)),
+        Column("host wait %", lambda r: number(idle_share(r, "host_wait(us)"))),
+        Column("kernel wait %", lambda r: number(idle_share(r, "kernel_wait(us)"))),
+        Column("other %", lambda r: number(idle_share(r, "other_idle(us)"))),
         Column("queue mean", lambda r: number(r["queue_length_mean"])),
         Column("queue max", lambda r: number(r["queue_length_max"], 0)),
         Column("copies", lambda r: f"{r['memcpy_count']:,}"),
@@ -306,6 +313,16 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
                  f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
+
+
+IDLE_CAUSES = ("host_wait(us)", "kernel_wait(us)", "other_idle(us)")
+
+
+def idle_share(row: dict[str, Any], cause: str) -> float:
+    """One cause's share (%) of a rank's stream idle gaps (summed over streams); the three
+    causes add up to 100. NaN without idle gaps."""
+    total = sum(float(row[c]) for c in IDLE_CAUSES)
+    return 100.0 * float(row[cause]) / total if total > 0 else float("nan")
 
 
 def _spread_style(row: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ import pandas as pd
 from hta.analysis import memory
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
+from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
 from hta.model.trace import map_ranks
 from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
 
@@ -51,6 +52,8 @@ class MemoryMixin:
         See :func:`hta.analysis.memory.memory_summary`."""
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, memory.memory_summary, ranks, description="Memory summary")
+        if not len(df):
+            say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
             timeline = map_ranks(self.t, memory.memory_timeline, ranks,
                                  description="Memory timeline")

@@ -20,6 +20,7 @@ from hta.analysis.stragglers import (
     straggler_summary,
 )
 from hta.facade.display import show
+from hta.facade.empty import one_rank, say_why_empty
 from hta.plots.stragglers import straggler_figure
 
 if TYPE_CHECKING:
@@ -84,6 +85,9 @@ class StragglersMixin:
             raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}: "
                              f"no collective in those steps; steps with collectives: {have}")
         summary = straggler_summary(arrivals)
+        selected = len(self.t.selected_ranks(ranks))
+        if selected < 2:
+            say_why_empty(self, "stragglers", one_rank(selected))
         if straggler_identification_impl is None:
             found = potential_stragglers(summary, num_candidates)
         else:

@@ -13,6 +13,7 @@ ever pickled or unpickled: Arrow IPC, like Parquet, holds typed columns only.
 
 The cache lives in a ``.hta_cache`` folder beside the traces; when that folder cannot
 be written, in the user's cache folder (``$XDG_CACHE_HOME/hta`` or ``~/.cache/hta``).
+``cache_dir=`` (or the ``HTA_CACHE_DIR`` environment variable) puts it elsewhere.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 5
+CACHE_FORMAT_VERSION = 6
+#: Environment variable naming the cache folder when ``cache_dir`` is not given.
+CACHE_DIR_ENV = "HTA_CACHE_DIR"
 #: File name suffix of every table of an entry (Arrow IPC file format).
 SUFFIX = ".arrow"
 _KIND_DTYPE = KIND_DTYPE

@@ -57,6 +57,7 @@ from hta.job.rank_load import (  # noqa: F401 - KeptRank... are re-exported
     load_rank,
     load_rank_kept,
     rank_nbytes,
+    task_source,
 )
 from hta.kineto.files import trace_location
 from hta.model.trace import (  # noqa: F401 - map_ranks re-exported
@@ -156,6 +157,7 @@ def open_rank(handle: RankHandle) -> RankTrace:
         logger.warning("rank %d: its loaded copy %s is gone; loading %s again", handle.rank,
                        handle.entry or "(none)", handle.source)
         rt, _ = load_rank(handle.task, store=False)
+    rt.meta["source"] = task_source(handle.task)  # the entry may name another copy
     return rt
 
 

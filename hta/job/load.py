@@ -11,6 +11,7 @@ them, reading one rank at a time when asked (see :func:`load_trace`, ``in_memory
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
-from hta.job.cache import default_cache_root, read_entry, user_cache_root
+from hta.job.cache import CACHE_DIR_ENV, default_cache_root, read_entry, user_cache_root
 from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     Executor,
@@ -200,6 +201,7 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
 
 
 def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:
+    cache_dir = cache_dir or os.environ.get(CACHE_DIR_ENV)  # the argument, else the variable
     if cache_dir:
         return str(Path(cache_dir).expanduser())
     root = default_cache_root(parent)
@@ -253,4 +255,5 @@ def _collect(result: LoadResult) -> RankTrace:
         shutil.rmtree(folder.parent, ignore_errors=True)
     if rank_trace is None:
         raise TraceLoadError(result.path, f"the loaded rank could not be read back from {folder}")
+    rank_trace.meta["source"] = result.meta.get("source", rank_trace.meta.get("source"))
     return rank_trace

@@ -9,6 +9,7 @@ module; it imports neither of them.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -101,12 +102,28 @@ def _cache_folder(task: LoadTask) -> Path | None:
     return entry_path(root, location, key)
 
 
+def task_source(task: LoadTask) -> str:
+    """Where the task's trace is, as any working folder reads it: an absolute local path
+    (normalised, symbolic links kept as the user named them) or the URL (a cache entry
+    may have been written from another folder or copy)."""
+    location = trace_location(task.path, task.storage_options)
+    return os.path.abspath(location) if isinstance(location, Path) else location.url
+
+
+def _from_cache(task: LoadTask, folder: Path) -> RankTrace | None:
+    cached = read_entry(folder)
+    if cached is not None:
+        cached.meta["source"] = task_source(task)
+    return cached
+
+
 def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
     location = trace_location(task.path, task.storage_options)
     decoded = decode_trace(location, workers=workers)
     rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
     rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
     del decoded
+    rank_trace.meta["source"] = task_source(task)
     return rank_trace
 
 
@@ -115,7 +132,7 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
     temporary folder unless ``store`` is false); the rank and where it is."""
     folder = _cache_folder(task)
     if folder is not None:
-        cached = read_entry(folder)
+        cached = _from_cache(task, folder)
         if cached is not None:
             return cached, _result(task, cached, folder, True, False)
     rank_trace = _decode_and_build(task, workers=task.decode_workers)
@@ -157,7 +174,7 @@ def load_rank_in_process(task: LoadTask) -> RankTrace:
     """
     folder = _cache_folder(task)
     if folder is not None:
-        cached = read_entry(folder)
+        cached = _from_cache(task, folder)
         if cached is not None:
             return cached
     rank_trace = _decode_and_build(task, workers=task.decode_workers)

@@ -260,17 +260,19 @@ def _decode_whole(path: Path, chunk_events: int
 
     Repairs are tried only when decoding fails, so a clean file is read once.
     """
-    data = read_bytes(path)
+    bom: list[str] = []
+    data = read_bytes(path, bom)
     uncompressed = len(data)
     try:
         top, items, repairs = parse_top_level(path, data)
+        repairs = bom + repairs
         _require_events(path, top, items)
         del data
         return _decode_items(items, chunk_events), top, uncompressed, repairs
     except _DECODE_ERRORS as first:
         error: Exception = first
     data = read_bytes(path)
-    notes: list[str] = []
+    notes: list[str] = list(bom)
     for what, repaired in _repairs(data):
         notes.append(what)
         try:

@@ -32,25 +32,44 @@ INFLATE_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error) + (
 )
 
 
-def read_bytes(path: Path) -> bytes | bytearray:
-    """Read a trace file, inflating gzip (detected by its magic bytes, not its name)."""
+#: UTF-8 byte-order mark: some editors and Windows tools write it before the JSON.
+BOM = b"\xef\xbb\xbf"
+BOM_NOTE = "skipped the UTF-8 byte-order mark at the start of the file"
+
+
+def read_bytes(path: Path, notes: list[str] | None = None) -> bytes | bytearray:
+    """Read a trace file, inflating gzip (detected by its magic bytes, not its name).
+
+    A leading UTF-8 byte-order mark is dropped (JSON has none); ``notes``, when given,
+    gets :data:`BOM_NOTE` appended then.
+    """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
-    if data[:2] != b"\x1f\x8b":
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = _inflate(data)
+        except (*INFLATE_ERRORS, ValueError) as exc:
+            raise TraceLoadError(
+                path,
+                f"the gzip stream is truncated or corrupt ({exc})",
+                "the profiler may have been killed while writing; collect the trace again",
+            ) from exc
+    if data[:3] != BOM:
         return data
-    try:
-        return _inflate(data)
-    except (*INFLATE_ERRORS, ValueError) as exc:
-        raise TraceLoadError(
-            path,
-            f"the gzip stream is truncated or corrupt ({exc})",
-            "the profiler may have been killed while writing; collect the trace again",
-        ) from exc
+    if notes is not None:
+        notes.append(BOM_NOTE)
+    if isinstance(data, bytearray):
+        del data[:3]  # in place: no second copy of the text
+        return data
+    return data[3:]
 
 
 _INFLATE_STEP = 1 << 24
+#: DEFLATE inflates at most about 1032 to 1: a trailer claiming more is not one (the
+#: file was cut short), and must not size a buffer (4 GiB for a damaged 100-byte file).
+MAX_INFLATE_RATIO = 1032
 
 
 def _inflate(data: bytes) -> bytes | bytearray:
@@ -62,6 +81,8 @@ def _inflate(data: bytes) -> bytes | bytearray:
     """
     size = int.from_bytes(data[-4:], "little")
     zlib_mod = _fast_gzip_zlib if _fast_gzip_zlib is not None else zlib
+    if size > MAX_INFLATE_RATIO * len(data):  # no true trailer: a truncated or odd file
+        return _fast_gzip.decompress(data) if _fast_gzip is not None else gzip.decompress(data)
     out = bytearray(size)
     view = memoryview(out)
     inflater = zlib_mod.decompressobj(31)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from hta.kineto.rawio import BOM
 from hta.kineto.split import Splitter
 
 try:
@@ -186,6 +187,8 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     match = None
     for block in blocks:
         buf += block
+        if buf.startswith(BOM):
+            raise NotStreamable("starts with a byte-order mark")  # read whole, noted there
         match = EVENTS_KEY.search(buf)
         if match or len(buf) > MAX_PREFIX:
             break

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+
+from hta.plots._plotly import go, make_subplots
+from hta.plots.colors import OTHER
 
 NAME_WIDTH = 70
 
@@ -24,8 +25,10 @@ def short(name: str, width: int = NAME_WIDTH) -> str:
 
 
 def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: str,
-             title: str, hover_unit: str = "µs") -> go.Figure:
-    """One pie per ``(subtitle, frame)``, two per row, slices ``labels`` sized by ``values``."""
+             title: str, hover_unit: str = "µs",
+             color: Callable[[str], str | None] | None = None) -> go.Figure:
+    """One pie per ``(subtitle, frame)``, two per row, slices ``labels`` sized by ``values``;
+    ``color`` gives a slice's colour from its label (``None``: Plotly's, in slice order)."""
     cols = 2 if len(frames) > 1 else 1
     rows = max(1, math.ceil(len(frames) / cols))
     fig = make_subplots(rows=rows, cols=cols, specs=[[{"type": "domain"}] * cols] * rows,
@@ -34,6 +37,7 @@ def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: st
         fig.add_trace(go.Pie(
             labels=[short(x) for x in frame[labels]], values=frame[values],
             customdata=frame[labels], sort=False, textinfo="percent",
+            marker={"colors": [color(x) or OTHER for x in frame[labels]]} if color else None,
             hovertemplate=f"%{{customdata}}<br>%{{value:,.3f}} {hover_unit}"
                           "<br>%{percent}<extra></extra>",
         ), row=i // cols + 1, col=i % cols + 1)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import duration_bars, pie_grid, rank_label
+from hta.plots._plotly import go
 
 
 def user_annotation_figure(df: pd.DataFrame) -> go.Figure:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
+
+from hta.plots._plotly import go
 
 #: Most points drawn per collective operation (the longest calls are kept).
 MAX_POINTS = 20_000

@@ -6,11 +6,12 @@ Builders take the tables of :mod:`hta.analysis.diff` and compute nothing.
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from hta.analysis.diff import JobDiff, labels_of
+from hta.analysis.diff.metrics import IDLE_SECTION
 from hta.plots._figure_parts import rank_label, short
+from hta.plots._plotly import go, make_subplots
+from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
 CONTROL_COLOR = "#1f77b4"
 TEST_COLOR = "#ff7f0e"
@@ -19,10 +20,10 @@ SLOWER_COLOR = "#d62728"
 FASTER_COLOR = "#2ca02c"
 #: Temporal parts of the GPU time per step, bottom to top: (label, summary metric, colour).
 GPU_TIME_PARTS = [
-    ("compute", "compute_time(us)", "#2ca02c"),
-    ("exposed communication", "exposed_comm_time(us)", "#ff7f0e"),
-    ("exposed memory", "exposed_memory_time(us)", "#9467bd"),
-    ("idle", "idle_time(us)", "#c7c7c7"),
+    ("compute", "compute_time(us)", COMPUTATION),
+    ("exposed communication", "exposed_comm_time(us)", COMMUNICATION),
+    ("exposed memory", "exposed_memory_time(us)", MEMORY),
+    ("idle", "idle_time(us)", IDLE),
 ]
 IDLE_PARTS = ["host_wait", "kernel_wait", "other"]
 
@@ -147,7 +148,7 @@ def _section_bars(fig: go.Figure, summary: pd.DataFrame, section: str, row: int,
 
 
 def _idle_panel(fig: go.Figure, summary: pd.DataFrame) -> None:
-    part = _values(summary, "idle").set_index("metric")
+    part = _values(summary, IDLE_SECTION).set_index("metric")
     for side, color in (("control", CONTROL_COLOR), ("test", TEST_COLOR)):
         fig.add_trace(go.Bar(
             x=IDLE_PARTS, y=[part.at[f"{k}(us)", side] for k in IDLE_PARTS], name=side,

@@ -4,9 +4,10 @@ kernel duration distribution across ranks."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import duration_bars, pie_grid, rank_label
+from hta.plots._plotly import go
+from hta.plots.colors import kind_color
 
 
 def kernel_type_figure(kernel_type_df: pd.DataFrame) -> go.Figure:
@@ -18,7 +19,7 @@ def kernel_type_figure(kernel_type_df: pd.DataFrame) -> go.Figure:
     else:
         frames = [("all selected ranks", kernel_type_df)]
         title = "GPU busy time by kernel type (all selected ranks)"
-    return pie_grid(frames, "kernel_type", "sum", title)
+    return pie_grid(frames, "kernel_type", "sum", title, color=kind_color)
 
 
 def kernel_pies_figure(kernel_df: pd.DataFrame, kernel_type: str) -> go.Figure:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from hta.plots._figure_parts import rank_label
+from hta.plots._plotly import go, make_subplots
 
 PANELS = (
     ("short_kernel", "cpu_duration(us)",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.colors
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import rank_label
+from hta.plots._plotly import colors as plotly_colors
+from hta.plots._plotly import go
 
 #: Bins of the envelope: about one per horizontal pixel of a wide figure.
 ENVELOPE_BINS = 2000
@@ -46,7 +46,7 @@ def memory_timeline_figure(timeline_df: pd.DataFrame,
     marked (from ``summary_df`` of :func:`hta.analysis.memory.memory_summary` when given,
     else the largest ``total_allocated``). Series are thinned (:func:`envelope`)."""
     fig = go.Figure()
-    colors = plotly.colors.qualitative.Plotly
+    colors = plotly_colors.qualitative.Plotly
     kept = total = 0
     peaks = _peaks(timeline_df, summary_df)
     # Only the highest peak is labelled (several equal peaks would print on top of each

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import rank_label, short
+from hta.plots._plotly import go
 
 BARS = (("gpu_time(us)", "GPU time"), ("cpu_self_time(us)", "CPU self time"),
         ("cpu_total_time(us)", "CPU total time"))

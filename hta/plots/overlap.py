@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import rank_label
+from hta.plots._plotly import go
 
 
 def comm_comp_overlap_figure(df: pd.DataFrame) -> go.Figure:

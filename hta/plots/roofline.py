@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.model.categories import CATEGORIES
+from hta.plots._plotly import go
 
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
             "#ff9da6", "#9d755d", "#bab0ac", "#79706e")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import rank_label
+from hta.plots._plotly import go
+from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
 #: (label, percentage column, µs column), bottom to top.
 HTA_PARTS = [
@@ -19,8 +20,8 @@ DETAIL_PARTS = [
     ("exposed memory", "exposed_memory_time_pctg", "exposed_memory_time(us)"),
     ("idle", "idle_time_pctg", "idle_time(us)"),
 ]
-COLORS = {"compute": "#2ca02c", "non-compute (communication, memory)": "#ff7f0e",
-          "exposed communication": "#ff7f0e", "exposed memory": "#9467bd", "idle": "#c7c7c7"}
+COLORS = {"compute": COMPUTATION, "non-compute (communication, memory)": COMMUNICATION,
+          "exposed communication": COMMUNICATION, "exposed memory": MEMORY, "idle": IDLE}
 
 
 def temporal_breakdown_figure(df: pd.DataFrame) -> go.Figure:

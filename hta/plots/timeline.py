@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from hta.plots._figure_parts import plain_text_names, short
+from hta.plots._plotly import go
+from hta.plots.colors import KIND_COLORS
 
-#: Colour of each GPU work kind (copies in greens, memsets in purple).
-KIND_COLORS = {
-    "computation": "#1f77b4",
-    "communication": "#ff7f0e",
-    "memcpy_htod": "#2ca02c",
-    "memcpy_dtoh": "#98df8a",
-    "memcpy_dtod": "#17becf",
-    "memcpy_ptop": "#bcbd22",
-    "memcpy_other": "#7f7f7f",
-    "memset": "#9467bd",
-}
 #: Segments narrower than this fraction of the drawn span are widened to it (~1 pixel).
 MIN_WIDTH_FRACTION = 1 / 2_000
 HOVER_NAME_WIDTH = 100

@@ -125,8 +125,9 @@ def build_sections(analyzer: Any, ranks: Iterable[int] | None = None,
 
 def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
                  iterations: Iterable[int] | None = None, title: str | None = None,
-                 critical_path_rank: int | None = None) -> str:
-    """The report of a loaded job (a ``TraceAnalysis``) as HTML text."""
+                 critical_path_rank: int | None = None, plotlyjs: str = "embed") -> str:
+    """The report of a loaded job (a ``TraceAnalysis``) as HTML text; ``plotlyjs``: how
+    it carries plotly.js (:data:`hta.report.render.PLOTLYJS_MODES`)."""
     ctx = _context(analyzer, ranks, iterations, critical_path_rank)
     sections = _sections(ctx)
     try:
@@ -139,7 +140,8 @@ def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
     for r in ctx.ranks:
         warnings += [f"rank {r}: {w}" for w in analyzer.t.meta(r).get("warnings") or []]
     name = Path(str(analyzer.trace_dir or "trace")).name or "trace"
-    return render(sections, header, title or f"hta report: {name}", warnings, summary)
+    return render(sections, header, title or f"hta report: {name}", warnings, summary,
+                  plotlyjs=plotlyjs)
 
 
 def write_report(analyzer: Any, path: str | os.PathLike[str], *, force: bool = False,

@@ -13,11 +13,12 @@ from typing import Any
 import jinja2
 import numpy as np
 import pandas as pd
-import plotly.offline
 
 from hta._version import __version__
 from hta.model.trace import map_ranks
 from hta.report.context import Section, ranges
+from hta.report.devices import device_names
+from hta.report.packing import pack, packed_plotly, plotly_cdn_url
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -32,9 +33,7 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
     world = first.get("world_size")
     items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
                   + (f" of world size {world}" if world else "")))
-    names = sorted({str(d.get("name")) for m in metas
-                    for d in (m.get("device_properties") or []) if isinstance(d, dict)
-                    and d.get("name")})
+    names = sorted({name for m in metas for name in device_names(m)})
     if names:
         items.append(("devices", ", ".join(names)))
     backend = first.get("backend")
@@ -84,19 +83,33 @@ def _environment() -> jinja2.Environment:
     )
 
 
+#: How the report carries plotly.js: packed (compressed, offline; the default), inline
+#: (as is, offline, about 5 MB) or a link to Plotly's CDN (small; needs the network).
+PLOTLYJS_MODES = ("embed", "inline", "cdn")
+
+
 def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title: str,
-           warnings: Sequence[str] = (), summary: str = "") -> str:
-    """The HTML text of a report; ``summary`` is the job in one sentence (may be empty)."""
+           warnings: Sequence[str] = (), summary: str = "", plotlyjs: str = "embed") -> str:
+    """The HTML text of a report; ``summary`` is the job in one sentence (may be empty);
+    ``plotlyjs`` one of :data:`PLOTLYJS_MODES`."""
+    if plotlyjs not in PLOTLYJS_MODES:
+        raise ValueError(f"plotlyjs={plotlyjs!r}: choose one of {', '.join(PLOTLYJS_MODES)}")
     data = {f.id: f.json for s in sections for f in s.figures}
     # each value is already escaped JSON text: join without re-encoding
     figures_json = "{" + ",".join(
         f"{json.dumps(k)}:{v}" for k, v in data.items()) + "}"
+    figures_size = 0
+    if plotlyjs != "inline":
+        figures_json, figures_size = pack(figures_json.encode())
+    plotly_js, plotly_size = packed_plotly() if plotlyjs == "embed" else (
+        _plotly_js() if plotlyjs == "inline" else "", 0)
     env = _environment()
     return env.get_template("report.html.j2").render(
         title=title, header=header, sections=sections, warnings=list(warnings),
         summary=summary,
-        figures_json=jinja2.utils.markupsafe.Markup(figures_json),
-        plotly_js=jinja2.utils.markupsafe.Markup(_plotly_js()),
+        figures_json=jinja2.utils.markupsafe.Markup(figures_json), figures_size=figures_size,
+        plotly_js=jinja2.utils.markupsafe.Markup(plotly_js), plotly_size=plotly_size,
+        plotly_mode=plotlyjs, plotly_src=plotly_cdn_url() if plotlyjs == "cdn" else "",
         style=jinja2.utils.markupsafe.Markup((_TEMPLATES / "report.css").read_text()),
         script=jinja2.utils.markupsafe.Markup((_TEMPLATES / "report.js").read_text()),
         version=__version__,
@@ -105,10 +118,12 @@ def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title
 
 
 def _plotly_js() -> str:
+    import plotly.offline
+
     js = plotly.offline.get_plotlyjs()
     if "</script" in js.lower():  # never seen; would end the script block early
         js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
     return js
 
 
-__all__ = ["job_header", "render"]
+__all__ = ["PLOTLYJS_MODES", "job_header", "render"]

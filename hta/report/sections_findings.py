@@ -20,6 +20,7 @@ from hta.report.context import (
     ranges,
     table_of,
 )
+from hta.report.devices import device_name
 
 #: Ranks whose unexplained-idle note is written under the coverage table.
 NOTES_SHOWN = 8
@@ -33,7 +34,9 @@ def job_sentence(ctx: Context) -> str:
     idle time over the summed GPU span of the ranks)."""
     table = ctx.overview.ranks
     n = len(table)
-    parts = [f"{n} rank{'s' if n != 1 else ''}"]
+    world = ctx.trace.rank(ctx.ranks[0]).meta.get("world_size") if n else None
+    parts = [f"{n} rank{'s' if n != 1 else ''}"
+             + (f" of world size {world}" if world and world != n else "")]
     devices = _devices(ctx)
     if devices:
         parts[0] += f" on {devices}"
@@ -57,10 +60,9 @@ def job_sentence(ctx: Context) -> str:
 def _devices(ctx: Context) -> str:
     names: dict[str, int] = {}
     for r in ctx.ranks:
-        props = ctx.trace.meta(r).get("device_properties") or []
-        first = props[0] if props and isinstance(props[0], dict) else {}
-        if first.get("name"):
-            names[str(first["name"])] = names.get(str(first["name"]), 0) + 1
+        name = device_name(ctx.trace.meta(r))
+        if name:
+            names[name] = names.get(name, 0) + 1
     return ", ".join(f"{count} × {name}" for name, count in names.items())
 
 

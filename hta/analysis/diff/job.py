@@ -27,6 +27,7 @@ from hta.analysis.diff.scope import (
     Ranks,
 )
 from hta.analysis.diff.sides import _Side, _side, _steps_rows
+from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
@@ -144,7 +145,9 @@ def job_diff(
       runs while the next step's work does, that moment counts once in the kernel types
       and once per step in ``gpu_time``, so the kernel-type times can add up to less than
       ``busy_time(us)``;
-    * ``idle``: from :func:`hta.analysis.idle.idle_time_breakdown`, summed over streams:
+    * ``stream_idle_summed_over_streams``: from
+      :func:`hta.analysis.idle.idle_time_breakdown`, each stream's idle gaps summed over
+      streams (not ``gpu_time``'s ``idle_time(us)``, when no stream is busy):
       ``host_wait(us)``, ``kernel_wait(us)``, ``other(us)``, ``total(us)`` and each
       category's ``*_pctg`` share of the total.
 
@@ -202,7 +205,8 @@ def _notes(c: _Side, t: _Side) -> list[str]:
     if len(c.ranks) != len(t.ranks):
         notes.append(f"ranks differ ({len(c.ranks)} vs {len(t.ranks)}): every time is a "
                      "mean over ranks")
-    return notes
+    devices = devices_note(device_names(c.trace, c.ranks), device_names(t.trace, t.ranks))
+    return notes + ([devices] if devices else [])
 
 
 
@@ -251,6 +255,7 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
 def _name_diff(c: pd.DataFrame, t: pd.DataFrame, threshold_pct: float,
                with_type: bool) -> pd.DataFrame:
     cols = ["count", "time(us)"]
+    c, t = pair_frames(c, t)
     merged = pd.merge(c, t, on="name", how="outer", suffixes=("_c", "_t"), sort=True)
     for col in cols:
         merged[[f"{col}_c", f"{col}_t"]] = merged[[f"{col}_c", f"{col}_t"]].fillna(0.0)

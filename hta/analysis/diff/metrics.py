@@ -80,16 +80,21 @@ def _overlap_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     ]
 
 
+#: The section of the stream idle rows: gaps summed over streams, unlike ``gpu_time``'s
+#: ``idle_time(us)`` (no stream busy), so the two cannot be read as one number.
+IDLE_SECTION = "stream_idle_summed_over_streams"
+
+
 def _idle_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     vals = []
     for side in (c, t):
         df = idle_time_breakdown(side.trace, side.ranks, iterations=side.iterations)
         vals.append({k: side.per_step(df[df["idle_category"] == k], "idle_time")
                      for k in IDLE_CATEGORIES})
-    rows = [("idle", f"{k}(us)", vals[0][k], vals[1][k]) for k in IDLE_CATEGORIES]
+    rows = [(IDLE_SECTION, f"{k}(us)", vals[0][k], vals[1][k]) for k in IDLE_CATEGORIES]
     totals = [sum(v.values()) for v in vals]
-    rows.append(("idle", "total(us)", totals[0], totals[1]))
-    rows += [("idle", f"{k}_pctg", _pct(vals[0][k], totals[0]), _pct(vals[1][k], totals[1]))
+    rows.append((IDLE_SECTION, "total(us)", totals[0], totals[1]))
+    rows += [(IDLE_SECTION, f"{k}_pctg", _pct(vals[0][k], totals[0]), _pct(vals[1][k], totals[1]))
              for k in IDLE_CATEGORIES]
     return rows
 

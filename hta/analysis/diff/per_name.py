@@ -17,6 +17,7 @@ from hta.analysis.diff.scope import (
     device_type_name,
     resolve_iterations,
 )
+from hta.analysis.diff.vendors import pair_frames
 from hta.analysis.names import short_name
 from hta.analysis.select import select_ranks
 from hta.model.trace import Trace
@@ -76,6 +77,7 @@ def compare_name_totals(control: pd.DataFrame, test: pd.DataFrame,
     if control_label == test_label:
         raise ValueError(f"control and test labels are both {control_label!r}; the "
                          "columns would clash. Give them different labels.")
+    control, test = pair_frames(control, test)  # cudaX on one side, hipX on the other
     c = control.set_index("name")
     t = test.set_index("name")
     names = sorted(set(c.index) | set(t.index))

@@ -2,7 +2,9 @@
 
 ``compare_findings(control, test)`` takes two tables of :func:`hta.analysis.findings.find`
 (or ``TraceAnalysis.get_findings()``) and matches their rows on ``(rule, subject)``: one
-rule firing on the same kernel, process group or call in both jobs is the same finding.
+rule firing on the same kernel, process group or call in both jobs is the same finding (a
+CUDA runtime call and its HIP twin, ``cudaDeviceSynchronize`` and ``hipDeviceSynchronize``,
+count as one call: :mod:`hta.analysis.diff.vendors`).
 One row per finding present on either side, columns :data:`COLUMNS`:
 
 * ``status``: ``appeared`` (only in test), ``disappeared`` (only in control),
@@ -28,6 +30,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from hta.analysis.diff.vendors import pair_frames
+
 COLUMNS = ["rule", "subject", "status", "title", "control_saving(us)", "test_saving(us)",
            "delta(us)", "delta_pctg", "control_severity", "test_severity", "control_ranks",
            "test_ranks", "section", "evidence"]
@@ -40,6 +44,7 @@ DEFAULT_THRESHOLD_PCT = 10.0
 def compare_findings(control: pd.DataFrame, test: pd.DataFrame,
                      threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
     """Match two findings tables on ``(rule, subject)`` (see the module docstring)."""
+    control, test = pair_frames(control, test, "subject")  # cudaX in one, hipX in the other
     c = _keyed(control)
     t = _keyed(test)
     rows = []

@@ -1,17 +1,59 @@
 (function () {
   "use strict";
-  var figures = JSON.parse(document.getElementById("hta-figures").textContent);
-  var config = {responsive: true, displaylogo: false};
-  document.querySelectorAll("div[data-figure]").forEach(function (div) {
-    var fig = figures[div.getAttribute("data-figure")];
-    if (fig) {
-      var layout = fig.layout || {};
-      if (!layout.height) {
-        layout.height = 450;  // plotly's default; the div alone would give min-height
-      }
-      Plotly.newPlot(div, fig.data || [], layout, config);
+  // Text packed by hta/report/packing.py: 7 bits a character, then raw DEFLATE.
+  var AWKWARD = [0x00, 0x0D, 0x3C];
+  function unpack(el) {
+    var size = el.getAttribute("data-deflated");
+    if (!size) {
+      return Promise.resolve(el.textContent);
     }
-  });
+    var text = el.textContent, out = new Uint8Array(+size), acc = 0, nbits = 0, n = 0;
+    function put(v) {
+      acc = ((acc << 7) | v) & 0x3fff;
+      nbits += 7;
+      if (nbits >= 8 && n < out.length) {
+        nbits -= 8;
+        out[n++] = (acc >> nbits) & 0xff;
+      }
+    }
+    for (var i = 0; i < text.length; i++) {
+      var c = text.charCodeAt(i);
+      if (c < 0x80) { put(c); }
+      else if (c >= 0x300) { put(AWKWARD[c - 0x300]); }
+      else { put(AWKWARD[(c - 0x100) >> 7]); put((c - 0x100) & 127); }
+    }
+    var stream = new Blob([out]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+    return new Response(stream).text();
+  }
+  function loadPlotly() {
+    var el = document.getElementById("hta-plotly");
+    if (!el) {
+      return Promise.resolve();  // inline or from the CDN: already run
+    }
+    return unpack(el).then(function (js) {
+      var script = document.createElement("script");
+      script.text = js;
+      document.head.appendChild(script);  // runs now, defining window.Plotly
+    });
+  }
+  function draw(figures) {
+    var config = {responsive: true, displaylogo: false};
+    document.querySelectorAll("div[data-figure]").forEach(function (div) {
+      var fig = figures[div.getAttribute("data-figure")];
+      if (fig) {
+        var layout = fig.layout || {};
+        if (!layout.height) {
+          layout.height = 450;  // plotly's default; the div alone would give min-height
+        }
+        Plotly.newPlot(div, fig.data || [], layout, config);
+      }
+    });
+  }
+  Promise.all([unpack(document.getElementById("hta-figures")), loadPlotly()])
+    .then(function (done) { draw(JSON.parse(done[0])); })
+    .catch(function (err) {
+      console.error("hta report: the figures could not be drawn: " + err);
+    });
   // highlight the section in view in the table of contents
   var links = {};
   document.querySelectorAll("nav#toc a").forEach(function (a) {
