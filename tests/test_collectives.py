@@ -240,6 +240,22 @@ def test_slow_collective_is_found(tmp_path: Path) -> None:
     assert "ncclDevKernel_AllReduce" in row["evidence"]
 
 
+def test_slow_link_and_exposed_communication_share_the_time(tmp_path: Path) -> None:
+    """The slow all-reduce also runs with no computation: ``collective_bw`` and
+    ``comm_exposed`` together claim at most the exposed time of the rank, each ns once
+    (the bandwidth finding takes the calls' time first; before, both counted it)."""
+    trace = load(collective_job(tmp_path, "all-reduce", transfer_ns=4_000_000))
+    exposed = {r: float(v) for r, v in comm_comp_overlap(trace).set_index("rank").eval(
+        "`comm_time(us)` - `overlap_time(us)`").items()}
+    rules = COMM_RULES + BW_RULES
+    out = find(trace, rules=rules)
+    assert set(out["rule"]) >= {"collective_bw"}
+    per_call = 4_000_000 - 1.5e8 / 225
+    bw = out[out["rule"] == "collective_bw"]["est_saving(us)"].sum()
+    assert bw == pytest.approx(2 * per_call / 1e3, abs=0.01)
+    assert out["est_saving(us)"].sum() <= min(exposed.values()) + 1e-6
+
+
 def test_fast_collective_is_not_found(tmp_path: Path) -> None:
     trace = load(collective_job(tmp_path, "all-reduce", transfer_ns=1_000_000))
     assert not len(find(trace, rules=BW_RULES))
