@@ -20,8 +20,9 @@ def load_warnings(analyzer: Any) -> list[dict[str, Any]]:
     ranks, or ``None`` when the message gives none), ``ranks`` (sorted), ``message``
     (the line to show)."""
     kinds: dict[str, dict[str, Any]] = {}
-    for rank in analyzer.t.ranks:
-        for text in analyzer.t.rank(rank).meta.get("warnings") or []:
+    ranks = analyzer.t.get_ranks()
+    for rank in ranks:
+        for text in analyzer.t.meta(rank).get("warnings") or []:
             match = _COUNT.match(str(text))
             kind = match.group(2) if match else str(text)
             entry = kinds.setdefault(kind, {"kind": kind, "count": None, "ranks": []})
@@ -31,7 +32,7 @@ def load_warnings(analyzer: Any) -> list[dict[str, Any]]:
                 entry["ranks"].append(rank)
     for entry in kinds.values():
         entry["ranks"].sort()
-        on = _ranks_text(entry["ranks"], len(analyzer.t.ranks))
+        on = _ranks_text(entry["ranks"], len(ranks))
         head = f"{entry['count']:,} " if entry["count"] is not None else ""
         entry["message"] = f"{head}{entry['kind']} ({on})"
     return list(kinds.values())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hta.analysis.perf.summary import below_roof, op_performance_summary
 from hta.commands.args_and_output import Column, Printer, UsageError, number, printable, records
 
 OPS_SHOWN = 5
@@ -35,6 +34,8 @@ def device_arg(text: str | None) -> Any:
 
 def hardware(analyzer: Any, device: Any) -> dict[str, Any]:
     """Category split, the ops furthest below their roof, and what was not measurable."""
+    from hta.analysis.perf.summary import below_roof, op_performance_summary
+
     rows = analyzer.get_op_performance(device=device)
     summary = op_performance_summary(rows)
     return {"category_time": analyzer.get_category_time(),
