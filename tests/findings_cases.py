@@ -7,6 +7,7 @@ All times in ns; step ``k`` (1-based) starts at ``(k - 1) * STEP_NS``.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from kineto_builder import COMPUTE_STREAM, TraceBuilder
@@ -97,17 +98,19 @@ def data_loading(tmp_path: Path, stall: bool = True, steps: int = STEPS
 
 
 def launch_bound(tmp_path: Path, bound: bool = True, steps: int = STEPS,
-                 kernels: int = 30) -> tuple[Trace, int]:
+                 kernels: int = 30, profiler_steps: bool = True) -> tuple[Trace, int]:
     """Each step: ``kernels`` kernels of 2 µs. Launch-bound: calls of 6 µs back to back,
     each kernel starting 1 µs after its call returns: a 4 µs gap between kernels. Not
     launch-bound: the same kernels launched ahead of the GPU, 0.5 µs apart. Steps are
-    150 µs longer than their kernels, so the gap between steps is no launch gap."""
+    150 µs longer than their kernels, so the gap between steps is no launch gap. Without
+    ``profiler_steps`` the same work has no ``ProfilerStep`` spans around it."""
     b = TraceBuilder(rank=0)
     call, kernel, latency = 6_000, 2_000, 1_000
     step = (kernels + 3) * call + 150_000  # > 100 µs between steps: not a launch gap
     for k in range(1, steps + 1):
         t = (k - 1) * step
-        with b.step(k, ts=t, dur=step - 1_000):
+        span = b.step(k, ts=t, dur=step - 1_000) if profiler_steps else nullcontext()
+        with span:
             for i in range(kernels):
                 cpu_ts = t + 1_000 + i * call
                 if bound:

@@ -118,6 +118,28 @@ def test_launch_bound_saving_matches_construction(tmp_path):
     assert "median 2.0 µs on the GPU against 6.0 µs for their launch calls" in row["evidence"]
 
 
+def test_launch_bound_evidence_names_kernels_with_a_time(tmp_path):
+    """The evidence names the kernels after the gaps and the longest gap by kernel, step and
+    time (before: only counts and medians, no event a reader could find)."""
+    trace, _ = cases.launch_bound(tmp_path)
+    evidence = _findings(trace, "launch_bound").iloc[0]["evidence"]
+    assert "Kernels after the most gap time: elementwise_" in evidence
+    assert re.search(r"the longest gap, 4\.0 µs, before elementwise_\d in step [1-4] at "
+                     r"[\d.]+ (µs|ms) into the window", evidence)
+
+
+def test_no_profiler_step_is_not_step_0(tmp_path):
+    """Without ProfilerStep spans every event carries step 0: the evidence says "the trace
+    (no ProfilerStep)", not "step 0" (before: "gaps in step 0"); with steps, it names them."""
+    trace, _ = cases.launch_bound(tmp_path, steps=2, profiler_steps=False)
+    evidence = _findings(trace, "launch_bound").iloc[0]["evidence"]
+    assert "gaps in the trace (no ProfilerStep)" in evidence
+    assert "step 0" not in evidence and "before elementwise_" in evidence
+    assert "in no ProfilerStep at" in evidence
+    twin, _ = cases.launch_bound(tmp_path / "steps", steps=2)
+    assert "gaps in steps 1-2" in _findings(twin, "launch_bound").iloc[0]["evidence"]
+
+
 def test_launch_bound_absent_when_the_host_runs_ahead(tmp_path):
     trace, expected = cases.launch_bound(tmp_path, bound=False)
     assert expected == 0

@@ -49,7 +49,7 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
@@ -274,7 +274,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
         mine = calls[calls["group"] == row.group]
         evidence = (
             f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
-            f"{fmt_time(row.comm_ns)} in {fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} "
+            f"{fmt_time(row.comm_ns)} in {steps_text(rt, row.steps)}, {fmt_time(row.exposed_ns)} "
             f"of it with no computation kernel running{split}; longest exposed: "
             f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
             f"with no communication (comm/compute overlap table: comm_time "

@@ -33,8 +33,18 @@ import numpy as np
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.host import sync_bubbles
-from hta.analysis.findings.kernel_common import graph_replayed_work
-from hta.analysis.findings.rule_tools import data_loader_rows, fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.kernel_common import (
+    graph_replayed_work,
+    kernel_labels,
+    top_labels,
+)
+from hta.analysis.findings.rule_tools import (
+    data_loader_rows,
+    fmt_time,
+    step_text,
+    step_tuple,
+    steps_text,
+)
 from hta.analysis.gpu_work import GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
@@ -52,8 +62,8 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
                       ) -> dict[str, np.ndarray]:
     """The launch-bound gaps of the rank (module docstring), in start order of the work:
     ``start``, ``end`` (the gap), ``dur`` (the work's), ``launch_dur`` (its call's),
-    ``step`` (the work's iteration). ``w``: the rank's :func:`gpu_work` when the caller
-    has it."""
+    ``step`` (the work's iteration), ``name`` (the work's name id). ``w``: the rank's
+    :func:`gpu_work` when the caller has it."""
     w = gpu_work(rt.rank, rt.events) if w is None else w
     order = np.lexsort((w.ts, w.stream))
     stream, ts, end = w.stream[order], w.ts[order], w.end[order]
@@ -75,7 +85,8 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
         gap &= np.isin(it, iterations)
     rows = np.flatnonzero(gap)
     return {"start": np.maximum(prev_end[rows], window[0]), "end": ts[rows],
-            "dur": dur[rows], "launch_dur": l_end[rows] - l_ts[rows], "step": it[rows]}
+            "dur": dur[rows], "launch_dur": l_end[rows] - l_ts[rows], "step": it[rows],
+            "name": w.name[order][rows]}
 
 
 def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
@@ -97,15 +108,28 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     if total <= 0:
         return []
     evidence = (
-        f"{gaps['start'].size} gaps in {fmt_steps(gaps['step'])} where a stream ran dry "
+        f"{gaps['start'].size} gaps in {steps_text(rt, gaps['step'])} where a stream ran dry "
         f"before the launch call of its next short kernel (under {SHORT_NS // 1000} µs) "
         f"returned left the GPU idle {fmt_time(total)}; those kernels ran a median "
         f"{fmt_time(float(np.median(gaps['dur'])))} on the GPU against "
         f"{fmt_time(float(np.median(gaps['launch_dur'])))} for their launch calls "
-        f"(kernel launch statistics: gpu_duration vs cpu_duration, short_kernel)."
+        f"(kernel launch statistics: gpu_duration vs cpu_duration, short_kernel). "
+        f"{_named_gaps(rt, gaps, window[0])}"
     )
     return [Finding((rt.rank,), step_tuple(gaps["step"]), evidence, total,
                     window[1] - window[0], claim=claim_outside(ms, me, None, excluded))]
+
+
+def _named_gaps(rt: RankTrace, gaps: dict[str, np.ndarray], window_start: int) -> str:
+    """The kernels that waited after the most gap time, and the longest gap by name, step
+    and time into the window."""
+    idle = (gaps["end"] - gaps["start"]).astype(np.float64)
+    longest = int(np.argmax(idle))
+    label = kernel_labels([rt.symbols[int(gaps["name"][longest])]])[0]
+    return (f"Kernels after the most gap time: {top_labels(rt, gaps['name'], idle)}; the "
+            f"longest gap, {fmt_time(idle[longest])}, before {label} in "
+            f"{step_text(rt, int(gaps['step'][longest]))} at "
+            f"{fmt_time(int(gaps['end'][longest]) - window_start)} into the window.")
 
 
 RULES: list[FindingRule] = [

@@ -41,7 +41,7 @@ import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance
@@ -156,7 +156,7 @@ def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int
     rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
             else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]
     return (f"{g.op} {g.input_dims} ({g.input_types}) ran {g.calls} time(s) in "  # type: ignore[attr-defined]
-            f"{fmt_steps(members['iteration'].to_numpy())}, first at "
+            f"{steps_text(rt, members['iteration'].to_numpy())}, first at "
             f"+{fmt_time(first - window[0])} into the window, for {fmt_time(g.t_ns)} of "  # type: ignore[attr-defined]
             f"GPU time at {rate}: {g.pct:.1f}% of its {g.bound}-bound roof on the "  # type: ignore[attr-defined]
             f"{g.device} ({g.key}); at {100 * ATTAINABLE:.0f}% of the roof it would take "  # type: ignore[attr-defined]
