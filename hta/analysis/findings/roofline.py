@@ -184,18 +184,29 @@ def unfused_attention(dims: str) -> bool:
                                   and batched[0][-1] == batched[1][-2] < batched[0][-2])
 
 
+#: Operators whose square [.., L, L] operand can be attention scores: products and softmax
+#: (an elementwise op on a square map is as often an image's feature map).
+SCORE_OPS = ("mm", "bmm", "matmul", "baddbmm", "softmax")
+
+
 def _advice(g: object) -> str:
     cat, bound, dims = g.category, g.bound, g.input_dims  # type: ignore[attr-defined]
-    if cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims):
+    op = str(g.op)  # type: ignore[attr-defined]
+    if (cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims)
+            and any(name in op for name in SCORE_OPS)):
         return ("These shapes hold an L×L attention score matrix: attention computed as "
                 "bmm → softmax → bmm writes it to memory and reads it back. Use "
                 "torch.nn.functional.scaled_dot_product_attention (flash or cuDNN backend), "
                 "which never materialises it.")
-    if cat == "attention" and g.op.startswith("aten::_"):  # type: ignore[attr-defined]
-        return ("The fused attention kernel gets little work per tile at these shapes "
-                f"({dims}): pack more sequences per call (variable-length batching), and "
-                "compare the other SDPA backends on this shape "
-                "(torch.nn.attention.sdpa_kernel: flash, efficient, cuDNN).")
+    if cat == "attention" and op.startswith("aten::_"):
+        rocm = str(g.device).startswith("MI")  # type: ignore[attr-defined]
+        return ("The fused attention kernel runs well below the peak at these shapes: "
+                "compare the SDPA backends on this shape (torch.nn.attention.sdpa_kernel: "
+                "flash, efficient, cuDNN)"
+                + ("; on ROCm, try the Composable Kernel or aiter flash-attention kernels"
+                   if rocm else "")
+                + "; keep the head dimension at 64 or 128, and pack short or ragged "
+                "sequences into one call (variable-length batching).")
     if cat == "attention":
         return ("Use a fused attention kernel: scaled_dot_product_attention with a flash or "
                 "cuDNN backend (torch.nn.attention.sdpa_kernel), head dim a multiple of 8.")
