@@ -262,3 +262,17 @@ def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
     section = Section("findings", "Findings")
     _finding_items(SimpleNamespace(section_titles={}), section, twin)
     assert section.findings[0].saving != "note (no saving)"
+
+
+def test_capture_only_coverage_note_points_at_the_capture(tmp_path):
+    """The coverage note of a capture-only rank says the graph_capture note explains its
+    idle time (before: "no rule names the cause of the rest" beside that note); a rank with
+    idle time and no capture keeps the plain note (the twin, in test_findings_coverage)."""
+    from hta.analysis.findings.coverage import CAPTURE_CAUSE, NO_CAUSE, with_notes
+    from hta.trace_analysis import TraceAnalysis
+
+    capture_only(tmp_path)
+    (row,) = TraceAnalysis(tmp_path, cache=False, progress=False) \
+        .get_findings_coverage().to_dict("records")
+    assert CAPTURE_CAUSE in row["note"] and NO_CAUSE not in row["note"]
+    assert with_notes(f"idle: {NO_CAUSE}", ["gpu_mostly_idle"]) == f"idle: {NO_CAUSE}"
