@@ -381,11 +381,12 @@ def check_stragglers(trace: Trace, ranks: list[int],
 
 
 def _late_calls(mine: pd.DataFrame) -> str:
-    """The collectives the rank started latest at: kernel, operation, step and lag."""
+    """The collectives the rank started latest at: kernel, process group, step and lag."""
     top = mine.sort_values("excess_lag_ns", ascending=False, kind="stable").head(NAMED_CALLS)
     return "; ".join(
-        f"{coll.kernel_label(str(c['kernel']))} ({c['name']}) in {step_of(int(c['iteration']))}, "
-        f"started {fmt_time(int(c['excess_lag_ns']))} after every other rank"
+        f"{coll.kernel_label(str(c['kernel']))} on {_group_label(str(c['process_group']))} "
+        f"in {step_of(int(c['iteration']))}, started {fmt_time(int(c['excess_lag_ns']))} "
+        f"after every other rank"
         for c in top.to_dict("records"))
 
 
