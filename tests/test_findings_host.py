@@ -140,6 +140,20 @@ def test_no_profiler_step_is_not_step_0(tmp_path):
     assert "gaps in steps 1-2" in _findings(twin, "launch_bound").iloc[0]["evidence"]
 
 
+def test_launch_bound_before_copies_gets_copy_advice(tmp_path):
+    """Gaps mostly before small device-to-device copies get advice about batching copies
+    (and DDP's buffer broadcast), not only CUDA graphs (before: the kernel advice, seen on
+    a DDP trace whose gaps precede 904 DtoD copies); gaps before kernels keep the rule's
+    advice (the twin). The saving is the same either way."""
+    trace, expected = cases.launch_bound(tmp_path, copies=True)
+    row = _findings(trace, "launch_bound").iloc[0]
+    assert _saving_ns(row) == pytest.approx(expected, rel=0.05)
+    assert row["advice"] == launch_bound.COPY_ADVICE
+    assert "Memcpy DtoD (Device -> Device)" in row["evidence"]
+    twin, _ = cases.launch_bound(tmp_path / "kernels")
+    assert _findings(twin, "launch_bound").iloc[0]["advice"] == launch_bound.RULES[0].advice
+
+
 def test_launch_bound_absent_when_the_host_runs_ahead(tmp_path):
     trace, expected = cases.launch_bound(tmp_path, bound=False)
     assert expected == 0
