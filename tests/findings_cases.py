@@ -7,6 +7,7 @@ All times in ns; step ``k`` (1-based) starts at ``(k - 1) * STEP_NS``.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from kineto_builder import COMPUTE_STREAM, TraceBuilder
@@ -97,25 +98,33 @@ def data_loading(tmp_path: Path, stall: bool = True, steps: int = STEPS
 
 
 def launch_bound(tmp_path: Path, bound: bool = True, steps: int = STEPS,
-                 kernels: int = 30) -> tuple[Trace, int]:
+                 kernels: int = 30, profiler_steps: bool = True,
+                 copies: bool = False) -> tuple[Trace, int]:
     """Each step: ``kernels`` kernels of 2 µs. Launch-bound: calls of 6 µs back to back,
     each kernel starting 1 µs after its call returns: a 4 µs gap between kernels. Not
     launch-bound: the same kernels launched ahead of the GPU, 0.5 µs apart. Steps are
-    150 µs longer than their kernels, so the gap between steps is no launch gap."""
+    150 µs longer than their kernels, so the gap between steps is no launch gap. Without
+    ``profiler_steps`` the same work has no ``ProfilerStep`` spans around it; with
+    ``copies`` two of every three are 2 µs device-to-device copies instead of kernels."""
     b = TraceBuilder(rank=0)
     call, kernel, latency = 6_000, 2_000, 1_000
     step = (kernels + 3) * call + 150_000  # > 100 µs between steps: not a launch gap
     for k in range(1, steps + 1):
         t = (k - 1) * step
-        with b.step(k, ts=t, dur=step - 1_000):
+        span = b.step(k, ts=t, dur=step - 1_000) if profiler_steps else nullcontext()
+        with span:
             for i in range(kernels):
                 cpu_ts = t + 1_000 + i * call
                 if bound:
                     gpu_ts = cpu_ts + call + latency
                 else:
                     gpu_ts = t + 1_000 + kernels * call + i * (kernel + 500)
-                b.launch_kernel(f"elementwise_{i % 3}", cpu_ts=cpu_ts, cpu_dur=call,
-                                gpu_ts=gpu_ts, gpu_dur=kernel)
+                if copies and i % 3:
+                    b.memcpy("DtoD (Device -> Device)", cpu_ts=cpu_ts, cpu_dur=call,
+                             gpu_ts=gpu_ts, gpu_dur=kernel, stream=COMPUTE_STREAM)
+                else:
+                    b.launch_kernel(f"elementwise_{i % 3}", cpu_ts=cpu_ts, cpu_dur=call,
+                                    gpu_ts=gpu_ts, gpu_dur=kernel)
     gap = call - kernel
     return _load(b, tmp_path), (steps * (kernels - 1) * gap if bound else 0)
 

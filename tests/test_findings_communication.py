@@ -112,6 +112,9 @@ def test_straggler_is_found(tmp_path: Path) -> None:
     assert "started last at 12 of 12 collectives" in row["evidence"]
     waited = summary.loc[2, "total_wait_caused(us)"] * 1e3
     assert f"waited {waited / 1e6:,.3f} ms for it" in row["evidence"]
+    # the evidence names the late collectives by kernel, step and lag (before: counts only)
+    assert re.search(r"the latest: ncclDevKernel_AllReduce_Sum_f32_RING_LL on .+ in step "
+                     r"[1-3], started 70\.0 µs after every other rank", row["evidence"])
 
 
 def test_no_straggler_is_not_found(tmp_path: Path) -> None:

@@ -230,3 +230,49 @@ def test_small_kernels_launched_one_by_one_keep_the_graph_advice(tmp_path):
     rows = _rows(trace, "small_kernels", kernel_rules.RULES)
     assert round(rows.iloc[0]["est_saving(us)"] * 1e3) == 2 * 149 * 1_000
     assert rows.iloc[0]["advice"] == kernel_rules.SMALL_ADVICE
+
+
+def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
+    """``hta summary`` and the report show an info finding as a note with no saving (before:
+    "0.000" ms and "~0.0 µs (0.0%)"); a finding with a saving keeps its number."""
+    import io
+    from types import SimpleNamespace
+
+    from hta.commands.args_and_output import Printer
+    from hta.commands.summary import print_findings
+    from hta.report.context import Section
+    from hta.report.sections_findings import _finding_items
+
+    out = find(capture_only(tmp_path), rules=default_rules())
+    buf = io.StringIO()
+    print_findings(Printer(buf, rich=False), out)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("info")]
+    assert len(lines) == len(out[out["severity"] == "info"]) >= 2
+    assert all(ln.split()[1:3] == ["note", "note"] for ln in lines)
+    section = Section("findings", "Findings")
+    _finding_items(SimpleNamespace(section_titles={}), section, out)
+    savings = {f.severity: f.saving for f in section.findings}
+    assert savings["info"] == "note (no saving)"
+    # the twin: a finding with a saving prints it
+    twin = out.iloc[:1].copy()
+    twin["severity"], twin["est_saving(us)"], twin["share_pctg"] = "low", 1234.5, 3.7
+    buf = io.StringIO()
+    print_findings(Printer(buf, rich=False), twin)
+    assert "1.234" in buf.getvalue() or "1.235" in buf.getvalue()
+    section = Section("findings", "Findings")
+    _finding_items(SimpleNamespace(section_titles={}), section, twin)
+    assert section.findings[0].saving != "note (no saving)"
+
+
+def test_capture_only_coverage_note_points_at_the_capture(tmp_path):
+    """The coverage note of a capture-only rank says the graph_capture note explains its
+    idle time (before: "no rule names the cause of the rest" beside that note); a rank with
+    idle time and no capture keeps the plain note (the twin, in test_findings_coverage)."""
+    from hta.analysis.findings.coverage import CAPTURE_CAUSE, NO_CAUSE, with_notes
+    from hta.trace_analysis import TraceAnalysis
+
+    capture_only(tmp_path)
+    (row,) = TraceAnalysis(tmp_path, cache=False, progress=False) \
+        .get_findings_coverage().to_dict("records")
+    assert CAPTURE_CAUSE in row["note"] and NO_CAUSE not in row["note"]
+    assert with_notes(f"idle: {NO_CAUSE}", ["gpu_mostly_idle"]) == f"idle: {NO_CAUSE}"

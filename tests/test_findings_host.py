@@ -118,6 +118,42 @@ def test_launch_bound_saving_matches_construction(tmp_path):
     assert "median 2.0 µs on the GPU against 6.0 µs for their launch calls" in row["evidence"]
 
 
+def test_launch_bound_evidence_names_kernels_with_a_time(tmp_path):
+    """The evidence names the kernels after the gaps and the longest gap by kernel, step and
+    time (before: only counts and medians, no event a reader could find)."""
+    trace, _ = cases.launch_bound(tmp_path)
+    evidence = _findings(trace, "launch_bound").iloc[0]["evidence"]
+    assert "Kernels after the most gap time: elementwise_" in evidence
+    assert re.search(r"the longest gap, 4\.0 µs, before elementwise_\d in step [1-4] at "
+                     r"[\d.]+ (µs|ms) into the window", evidence)
+
+
+def test_no_profiler_step_is_not_step_0(tmp_path):
+    """Without ProfilerStep spans every event carries step 0: the evidence says "the trace
+    (no ProfilerStep)", not "step 0" (before: "gaps in step 0"); with steps, it names them."""
+    trace, _ = cases.launch_bound(tmp_path, steps=2, profiler_steps=False)
+    evidence = _findings(trace, "launch_bound").iloc[0]["evidence"]
+    assert "gaps in the trace (no ProfilerStep)" in evidence
+    assert "step 0" not in evidence and "before elementwise_" in evidence
+    assert "in no ProfilerStep at" in evidence
+    twin, _ = cases.launch_bound(tmp_path / "steps", steps=2)
+    assert "gaps in steps 1-2" in _findings(twin, "launch_bound").iloc[0]["evidence"]
+
+
+def test_launch_bound_before_copies_gets_copy_advice(tmp_path):
+    """Gaps mostly before small device-to-device copies get advice about batching copies
+    (and DDP's buffer broadcast), not only CUDA graphs (before: the kernel advice, seen on
+    a DDP trace whose gaps precede 904 DtoD copies); gaps before kernels keep the rule's
+    advice (the twin). The saving is the same either way."""
+    trace, expected = cases.launch_bound(tmp_path, copies=True)
+    row = _findings(trace, "launch_bound").iloc[0]
+    assert _saving_ns(row) == pytest.approx(expected, rel=0.05)
+    assert row["advice"] == launch_bound.COPY_ADVICE
+    assert "Memcpy DtoD (Device -> Device)" in row["evidence"]
+    twin, _ = cases.launch_bound(tmp_path / "kernels")
+    assert _findings(twin, "launch_bound").iloc[0]["advice"] == launch_bound.RULES[0].advice
+
+
 def test_launch_bound_absent_when_the_host_runs_ahead(tmp_path):
     trace, expected = cases.launch_bound(tmp_path, bound=False)
     assert expected == 0

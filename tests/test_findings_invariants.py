@@ -67,28 +67,10 @@ def _job_dirs() -> list[str]:
 
 
 JOBS = _job_dirs()
-#: Known failures today: (job, invariant) -> what is wrong. Filled from a run on the code
-#: of 2026-11-24 (see /work/public_traces/FINDINGS_BEFORE.md, pattern P8).
-KNOWN = {
-    ("df_index_resolver", "evidence"): "comm_exposed (stream 14) and launch_bound HIGH rows "
-                                       "name no event, only a stream and gap counts",
-    ("trace_filter", "evidence"): "comm_exposed HIGH row names 'stream 84', not the "
-                                  "all-to-all kernels or collective",
-    ("timeline_analysis", "evidence"): "comm_exposed HIGH row names 'stream 84', not the "
-                                       "all-to-all kernels or collective",
-    ("trace_diff/control", "evidence"): "comm_exposed HIGH row names 'stream 21', not the "
-                                        "kernels or collectives",
-    # public traces (HTA_MORE_TRACES=/work/public_traces), keyed by folder name
-    ("mi300x_resnet_ddp_actckpt", "twice"): "comm_exposed claims the same 9.848 ms for "
-                                            "process group 0 and for stream 4",
-    ("mi300x_resnet_ddp_actckpt", "evidence"): "comm_exposed HIGH rows name a process "
-                                               "group and a stream, no kernel",
-    ("a100_torchrec_rank0_of16", "evidence"): "comm_exposed HIGH row names 'stream 84' only",
-    ("b200_vllm_gptoss_mxfp4_tp8_prefill", "evidence"): "launch_bound HIGH row names no "
-                                                        "kernel or op",
-    ("v100_torchrec_dlrm_8rank", "evidence"): "launch_bound and stragglers HIGH rows name "
-                                              "no kernel, op or collective",
-}
+#: Known failures today: (job, invariant) -> what is wrong. Empty since the issue-17 work
+#: (the comm_exposed and launch_bound rows of 2026-11-24, FINDINGS_BEFORE.md pattern P8,
+#: name their kernels now); a new known failure goes here with what is wrong.
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @functools.cache

@@ -50,19 +50,33 @@ def test_graph_launch_pairs_with_all_its_kernels(tmp_path):
     assert sorted(graph["name"]) == ["g0", "g1", "g2"]
 
 
+def test_graph_launch_is_flagged_once(tmp_path):
+    """A graph launch longer than the runtime cutoff is one runtime outlier, not one per
+    replayed kernel (before: each of its kernels repeated the call's duration and was
+    flagged); a plain launch of the same duration stays flagged (the twin)."""
+    a = load(tmp_path, launch_case())
+    df = cuda_kernel_launch_stats(a.t, runtime_cutoff=5)
+    graph = df[df["launch_name"] == "cudaGraphLaunch"]
+    assert int(graph["runtime_outlier"].sum()) == 1
+    assert graph.loc[graph["runtime_outlier"], "name"].tolist() == ["g2"]
+    assert int(graph["launch_delay_outlier"].sum()) == 0
+    plain = df[df["name"] == "k_exc"]  # a 60 µs plain launch
+    assert plain["runtime_outlier"].all()
+
+
 def test_flags_follow_the_cutoffs(tmp_path):
     a = load(tmp_path, launch_case())
     df = cuda_kernel_launch_stats(a.t).set_index("name")
     # short: gpu < cpu and cpu <= 50 us
-    assert set(df.index[df["short_kernel"]]) == {
-        "k_short", "k_hip", "g0", "g1", "g2", "Memcpy HtoD"}
+    # the graph launch is judged once, on its first kernel (g2): 3.5 µs of GPU work < 10 µs
+    assert set(df.index[df["short_kernel"]]) == {"k_short", "k_hip", "g2", "Memcpy HtoD"}
     assert set(df.index[df["runtime_outlier"]]) == {"k_exc"}
     assert set(df.index[df["launch_delay_outlier"]]) == {"k_exc"}
     tight = cuda_kernel_launch_stats(a.t, runtime_cutoff=2, launch_delay_cutoff=5)
     tight = tight.set_index("name")
-    assert set(tight.index[tight["runtime_outlier"]]) == {
-        "k_short", "k_exc", "k_hip", "g0", "g1", "g2"}
-    assert set(tight.index[tight["launch_delay_outlier"]]) == {"k_exc", "k_hip", "g0", "g1"}
+    assert set(tight.index[tight["runtime_outlier"]]) == {"k_short", "k_exc", "k_hip", "g2"}
+    # g0 and g1 start 10-11 µs after the graph call: the graph's own runtime, no delay
+    assert set(tight.index[tight["launch_delay_outlier"]]) == {"k_exc", "k_hip"}
 
 
 def test_memory_events_can_be_left_out(tmp_path):

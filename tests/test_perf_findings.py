@@ -91,3 +91,59 @@ def test_registered_in_the_engine(tmp_path: Path) -> None:
     table = _job(tmp_path, 10_000_000).get_findings()
     row = table[table["rule"] == "ops_below_roof"]
     assert len(row) == 1 and row.iloc[0]["severity"] == "high"
+
+
+MI300X = {"name": "AMD Instinct MI300X", "totalGlobalMem": 206e9, "numSms": 304}
+
+
+def _op_job(tmp_path: Path, op: str, dims: list, kernel: str, gpu_ns: int,
+            device: dict | None = None, concrete: list | None = None) -> list:
+    """One step with three calls of ``op`` (bf16 inputs of ``dims``, ``Concrete Inputs``
+    when given) whose kernel runs ``gpu_ns``; the ops_below_roof findings of the rank."""
+    b = TraceBuilder(rank=0)
+    b.extra_top_level["deviceProperties"] = [device or H100]
+    types = ["c10::BFloat16" if d else "" for d in dims]
+    t = 1_000_000
+    with b.step(1, ts=0, dur=3 * gpu_ns + 3_000_000):
+        for i in range(3):
+            cpu = 10_000 + i * 10_000
+            args = {"Input Dims": dims, "Input type": types}
+            if concrete is not None:
+                args["Concrete Inputs"] = concrete
+            b.cpu_op(op, ts=cpu, dur=5_000, **args)
+            b.launch_kernel(kernel, cpu_ts=cpu + 1_000, cpu_dur=1_000, gpu_ts=t,
+                            gpu_dur=gpu_ns)
+            t += gpu_ns + 10_000
+    b.write(tmp_path / "rank-0.json")
+    return _check(TraceAnalysis(tmp_path, cache=False, progress=False))
+
+
+def test_square_feature_map_is_not_read_as_attention_scores(tmp_path: Path) -> None:
+    """An elementwise add on a [1, 64, 512, 512] image feature map is not an L×L score
+    matrix (before: SDPA advice, seen on an xDiT FLUX trace); a softmax over [16, L, L]
+    still is (the twin)."""
+    add = _op_job(tmp_path / "add", "aten::add_", [[1, 64, 512, 512], [1, 64, 512, 512], []],
+                  "void at::native::vectorized_elementwise_kernel<4, add>", 2_000_000)
+    assert len(add) == 1 and "attention score matrix" not in add[0].advice
+    assert "fuse it with the operators around it" in add[0].advice
+    soft = _op_job(tmp_path / "softmax", "aten::_softmax", [[16, 4096, 4096], [], []],
+                   "void at::native::cunn_SoftMaxForward<8, float>", 20_000_000)
+    assert len(soft) == 1 and "attention score matrix" in soft[0].advice
+
+
+def test_fused_attention_advice_fits_large_shapes(tmp_path: Path) -> None:
+    """A fused attention call far below the peak on large shapes is not told it "gets
+    little work per tile" (before, on [8, 4096, 16, 128]); on an MI300X the advice names
+    the ROCm kernels, on an H100 it does not (the twin)."""
+    dims = [[8, 4096, 16, 128]] * 3 + [[]] * 12
+    concrete = [""] * 5 + ["4096", "4096", "0.0", "False"] + [""] * 6  # not causal
+    kernel = "attn_fwd"
+    amd = _op_job(tmp_path / "amd", "aten::_flash_attention_forward", dims, kernel,
+                  20_000_000, device=MI300X, concrete=concrete)
+    assert len(amd) == 1
+    assert "little work per tile" not in amd[0].advice
+    assert "Composable Kernel or aiter" in amd[0].advice
+    nv = _op_job(tmp_path / "nv", "aten::_flash_attention_forward", dims, kernel,
+                 20_000_000, concrete=concrete)
+    assert len(nv) == 1 and "sdpa_kernel" in nv[0].advice
+    assert "aiter" not in nv[0].advice

@@ -28,6 +28,13 @@ Columns of :func:`cuda_kernel_launch_stats` (times in µs, computed from integer
 * ``runtime_outlier``: ``cpu_duration > runtime_cutoff``;
 * ``launch_delay_outlier``: ``launch_delay > launch_delay_cutoff``.
 
+The three flags judge a *launch call*, so a graph launch is judged once, on the row of its
+first GPU event (in start order), its other rows have all three false: ``short_kernel``
+there compares the GPU time of all the graph's events with the call, and the launch delay
+is that of the first event. (Flagging each replayed kernel would repeat the one call's
+duration hundreds of times, and the delay of the graph's last kernel is the graph's
+runtime, not a launch delay.)
+
 Example: ``cudaLaunchKernel`` at 100 ns lasting 4000 ns, its kernel at 5000 ns lasting
 2000 ns: ``cpu_duration`` 4.0, ``gpu_duration`` 2.0, ``launch_delay`` 0.9 µs
 (5000 - 4100 ns); with the default cutoffs it is a short kernel and no outlier.
@@ -192,6 +199,7 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
     gpu_dur = dur[gpu]
     delay = ts[gpu] - end[launch]
     runtime_ns = runtime_cutoff * 1000.0
+    first, work = _per_launch(launch, gpu_dur)
     symbols = np.asarray(rt.symbols, dtype=object)
     names = ev["name"].to_numpy()
     stream = ev["stream"].to_numpy()[gpu]
@@ -209,10 +217,23 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
         "cpu_duration(us)": cpu_dur / 1e3,
         "gpu_duration(us)": gpu_dur / 1e3,
         "launch_delay(us)": delay / 1e3,
-        "short_kernel": (gpu_dur < cpu_dur) & (cpu_dur <= runtime_ns),
-        "runtime_outlier": cpu_dur > runtime_ns,
-        "launch_delay_outlier": delay > launch_delay_cutoff * 1000.0,
+        "short_kernel": first & (work < cpu_dur) & (cpu_dur <= runtime_ns),
+        "runtime_outlier": first & (cpu_dur > runtime_ns),
+        "launch_delay_outlier": first & (delay > launch_delay_cutoff * 1000.0),
     }, columns=LAUNCH_STATS_COLUMNS)
+
+
+def _per_launch(launch: np.ndarray, gpu_dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows in (launch start, GPU start) order: whether the row is its launch's first
+    GPU event, and the GPU time of all the launch's events (a graph launch enqueues many
+    under one call; a plain launch, one)."""
+    if launch.size == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=gpu_dur.dtype)
+    uniq, inverse = np.unique(launch, return_inverse=True)
+    work = np.bincount(inverse, weights=gpu_dur, minlength=uniq.size)[inverse]
+    first = np.zeros(launch.size, dtype=bool)
+    first[np.unique(inverse, return_index=True)[1]] = True
+    return first, work
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:

@@ -152,13 +152,18 @@ def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> No
     out.table(f"Findings ({more}, largest estimated saving first; details: hta report, "
               "TraceAnalysis.get_findings())", [
         Column("severity", lambda r: r["severity"], numeric=False, style=_severity_style),
-        Column("saving (ms)", lambda r: number(r["est_saving(us)"] / 1e3, 3)),
-        Column("% of time", lambda r: number(r["share_pctg"])),
+        Column("saving (ms)", lambda r: _info_or(r, number(r["est_saving(us)"] / 1e3, 3))),
+        Column("% of time", lambda r: _info_or(r, number(r["share_pctg"]))),
         Column("ranks", lambda r: _ranges(list(r["ranks"])) or "job", numeric=False),
         Column("finding", lambda r: printable(
             r["title"] + (f": {r['subject']}" if r["subject"] else ""), NAME_WIDTH + 20),
             numeric=False),
     ], shown)
+
+
+def _info_or(row: dict[str, Any], text: str) -> str:
+    """``note`` for an info finding (a note, with no saving), else ``text``."""
+    return "note" if row["severity"] == "info" else text
 
 
 def _severity_style(row: dict[str, Any]) -> str | None:

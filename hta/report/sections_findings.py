@@ -97,7 +97,8 @@ def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
         seen.add(advice)
         s.findings.append(FindingItem(
             severity=str(row["severity"]), title=str(row["title"]),
-            saving=saving_text(row["est_saving(us)"], row["share_pctg"]),
+            saving=("note (no saving)" if row["severity"] == "info"
+                    else saving_text(row["est_saving(us)"], row["share_pctg"])),
             ranks=ranks_text(row["ranks"]), evidence=str(row["evidence"]),
             advice=shown_advice, section=str(row["section"]),
             section_title=titles.get(str(row["section"]), str(row["section"])),

@@ -49,7 +49,8 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
+from hta.analysis.findings.kernel_common import step_of
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
@@ -274,7 +275,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
         mine = calls[calls["group"] == row.group]
         evidence = (
             f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
-            f"{fmt_time(row.comm_ns)} in {fmt_steps(row.steps)}, {fmt_time(row.exposed_ns)} "
+            f"{fmt_time(row.comm_ns)} in {steps_text(rt, row.steps)}, {fmt_time(row.exposed_ns)} "
             f"of it with no computation kernel running{split}; longest exposed: "
             f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
             f"with no communication (comm/compute overlap table: comm_time "
@@ -370,12 +371,23 @@ def check_stragglers(trace: Trace, ranks: list[int],
             f"{len(mine)} collective{'s' if len(mine) != 1 else ''} in {fmt_steps(steps)} "
             f"every one of them waited, "
             f"{fmt_time(saving)} in all "
-            f"(stragglers table: late_count, total_wait_caused, total_excess_lag)."
+            f"(stragglers table: late_count, total_wait_caused, total_excess_lag); "
+            f"the latest: {_late_calls(mine)}."
         )
         found.append(Finding((rank,), steps, evidence, min(saving, window) if window else
                              saving, window, subject=f"rank {rank}",
                              rank_claims=_wait_claims(arrivals, rank)))
     return found
+
+
+def _late_calls(mine: pd.DataFrame) -> str:
+    """The collectives the rank started latest at: kernel, process group, step and lag."""
+    top = mine.sort_values("excess_lag_ns", ascending=False, kind="stable").head(NAMED_CALLS)
+    return "; ".join(
+        f"{coll.kernel_label(str(c['kernel']))} on {_group_label(str(c['process_group']))} "
+        f"in {step_of(int(c['iteration']))}, started {fmt_time(int(c['excess_lag_ns']))} "
+        f"after every other rank"
+        for c in top.to_dict("records"))
 
 
 def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:

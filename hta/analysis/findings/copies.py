@@ -47,12 +47,12 @@ from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.rule_tools import (
     bytes_of,
     fmt_bytes,
-    fmt_steps,
     fmt_time,
     gpu_rows,
     in_selection,
     name_matches,
     step_tuple,
+    steps_text,
 )
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.rowmap import RowMap
@@ -130,7 +130,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
         slow = saving > 0
         evidence = (
             f"{rows.size} {direction} copies from pageable memory ({top}) in "
-            f"{fmt_steps(steps[rows])} moved {fmt_bytes(moved)} in {fmt_time(took)} "
+            f"{steps_text(rt, steps[rows])} moved {fmt_bytes(moved)} in {fmt_time(took)} "
             f"({moved / max(took, 1):.2f} GB/s); at the {ref:.1f} GB/s of {source} (and at "
             f"least {MIN_COPY_NS // 1000} µs a copy), {int(slow.sum())} of them took "
             f"{fmt_time(total)} longer than they would from pinned memory while no other "
@@ -189,7 +189,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
         streams = ", ".join(str(int(x)) for x in np.unique(stream[hit]))
         evidence = (
             f"{rows.size} {direction} copies ran on compute stream(s) {streams} in "
-            f"{fmt_steps(steps[rows])}; {hit.size} of them held up a compute kernel already "
+            f"{steps_text(rt, steps[rows])}; {hit.size} of them held up a compute kernel already "
             f"launched behind them for {fmt_time(total)} in all (GPU timeline; the launch "
             f"delay of those kernels in the kernel launch statistics)."
         )

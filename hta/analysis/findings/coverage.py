@@ -123,7 +123,7 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
             row["idle_explained_ns"] < EXPLAINED_ENOUGH * idle:
         text = (f"The GPU is idle {100 * idle / window:.0f}% of the window and the findings "
                 f"explain {100 * row['idle_explained_ns'] / idle:.0f}% of that idle time: "
-                "no rule names the cause of the rest.")
+                f"{NO_CAUSE}")
         if pieces:
             p = pieces[0]
             text += (f" Longest unexplained stretch: {fmt_ns(p['dur_ns'])} in "
@@ -131,6 +131,21 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
     return " ".join(notes)
+
+
+#: The note's claim that nothing explains the idle time, replaced when a note (an info
+#: finding) of the rank does.
+NO_CAUSE = "no rule names the cause of the rest."
+CAPTURE_CAUSE = ("the graph_capture note says why: the trace captures CUDA/HIP graphs and "
+                 "replays none, so this is warm-up time, not a step's.")
+
+
+def with_notes(note: str, info_rules: list[str]) -> str:
+    """The coverage note of a rank, told which info findings (notes) the rank has: on a
+    capture-only rank the idle time is explained by the ``graph_capture`` note."""
+    if note and "graph_capture" in info_rules:
+        return note.replace(NO_CAUSE, CAPTURE_CAUSE)
+    return note
 
 
 def _step_text(step: int) -> str:

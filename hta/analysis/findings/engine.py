@@ -148,6 +148,7 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
         raw, kept = resolve_rank(rt.rank, found, window, min_share,
                                  (reserved or {}).get(rt.rank, []))
         cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
+        cov["note"] = coverage.with_notes(cov["note"], [str(n["rule"]) for n in notes])
         cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
         cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
             int(r["est_saving_ns"]) for r in raw if not r["claimed"]), 0)

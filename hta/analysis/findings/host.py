@@ -40,6 +40,7 @@ from hta.analysis.findings.rule_tools import (  # noqa: F401 - the helpers other
     in_selection,
     name_matches,
     step_tuple,
+    steps_text,
 )
 from hta.analysis.findings.sync import (  # noqa: F401 - re-exported for launch_bound, tests
     BLOCKING_COPY,
@@ -84,7 +85,7 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
     parent = RowMap(ev).column(ev, "parent")[rows]
     outer = int(np.count_nonzero(~np.isin(parent, rows)))  # nested frames count once
     evidence = (
-        f"{outer} data-loader span(s) ({top}) in {fmt_steps(steps)} ran "
+        f"{outer} data-loader span(s) ({top}) in {steps_text(rt, steps)} ran "
         f"{fmt_time(int((me - ms).sum()))} on the CPU, {fmt_time(total)} of it with the GPU "
         f"idle: no kernel, copy or memset on any stream (GPU timeline; host wait in the "
         f"idle time table)."

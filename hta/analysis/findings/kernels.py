@@ -61,12 +61,11 @@ from hta.analysis.findings.kernel_common import (
     fmt_at,
     graph_replayed_work,
     in_steps,
-    step_of,
     top_labels,
     top_names,
 )
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
@@ -164,13 +163,13 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     n_graph = int(p["small_graph"].sum())
     widest = int(np.argmax(p["gap"] + p["overhead"]))
     evidence = (
-        f"{n_small} of {n_compute} compute kernels in {fmt_steps(p['small_step'])} ran under "
+        f"{n_small} of {n_compute} compute kernels in {steps_text(rt, p['small_step'])} ran under "
         f"{SMALL_NS // 1000} µs (most launched: "
         f"{top_names(rt, p['small'], np.ones(n_small), with_time=False)}; kernels table, "
         f"count and mean){_graph_note(n_graph, n_small)}; {p['gap'].size} of them directly "
         f"follow another on their stream: {fmt_time(gap)} of GPU idle gaps between them "
         f"(the widest before {short_name(rt.symbols[int(p['name'][widest])])} at "
-        f"{fmt_at(rt, int(p['ts'][widest]))}, {step_of(int(p['step'][widest]))}) plus "
+        f"{fmt_at(rt, int(p['ts'][widest]))}, {step_text(rt, int(p['step'][widest]))}) plus "
         f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
     advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
@@ -217,10 +216,11 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     ops = RowMap(ev).column(ev, "op_index")[rows[hit]]
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
-        f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in {fmt_steps(step[hit])}"
+        f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in "
+        f"{steps_text(rt, step[hit])}"
         f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest, "
         f"{cut(short_name(rt.symbols[int(ids[longest])]))}, at "
-        f"{fmt_at(rt, int(ts[longest]))}, {step_of(int(step[longest]))}, "
+        f"{fmt_at(rt, int(ts[longest]))}, {step_text(rt, int(step[longest]))}, "
         f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
         f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )

@@ -24,6 +24,10 @@ bubbles and the data-loader spans (:mod:`hta.analysis.findings.host` claims thos
 an upper bound on what CUDA graphs recover (a graph replays kernels about 1 µs apart).
 The rule fires only with at least :data:`MIN_GAPS` such gaps in the window: a handful of
 short kernels is not a launch-bound stretch.
+
+The evidence names the kernels after the most gap time and the longest gap. When more
+than half of the gap time comes before copies or memsets, the advice is about batching
+copies (:data:`COPY_ADVICE`), not CUDA graphs alone.
 """
 
 from __future__ import annotations
@@ -33,9 +37,19 @@ import numpy as np
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.host import sync_bubbles
-from hta.analysis.findings.kernel_common import graph_replayed_work
-from hta.analysis.findings.rule_tools import data_loader_rows, fmt_steps, fmt_time, step_tuple
-from hta.analysis.gpu_work import GpuWork, gpu_work
+from hta.analysis.findings.kernel_common import (
+    graph_replayed_work,
+    kernel_labels,
+    top_labels,
+)
+from hta.analysis.findings.rule_tools import (
+    data_loader_rows,
+    fmt_time,
+    step_text,
+    step_tuple,
+    steps_text,
+)
+from hta.analysis.gpu_work import MEMORY, GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
 
@@ -52,8 +66,8 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
                       ) -> dict[str, np.ndarray]:
     """The launch-bound gaps of the rank (module docstring), in start order of the work:
     ``start``, ``end`` (the gap), ``dur`` (the work's), ``launch_dur`` (its call's),
-    ``step`` (the work's iteration). ``w``: the rank's :func:`gpu_work` when the caller
-    has it."""
+    ``step`` (the work's iteration), ``name`` (the work's name id), ``copy`` (whether the
+    work is a copy or memset). ``w``: the rank's :func:`gpu_work` when the caller has it."""
     w = gpu_work(rt.rank, rt.events) if w is None else w
     order = np.lexsort((w.ts, w.stream))
     stream, ts, end = w.stream[order], w.ts[order], w.end[order]
@@ -75,7 +89,8 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
         gap &= np.isin(it, iterations)
     rows = np.flatnonzero(gap)
     return {"start": np.maximum(prev_end[rows], window[0]), "end": ts[rows],
-            "dur": dur[rows], "launch_dur": l_end[rows] - l_ts[rows], "step": it[rows]}
+            "dur": dur[rows], "launch_dur": l_end[rows] - l_ts[rows], "step": it[rows],
+            "name": w.name[order][rows], "copy": w.cls[order][rows] == MEMORY}
 
 
 def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
@@ -97,15 +112,42 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     if total <= 0:
         return []
     evidence = (
-        f"{gaps['start'].size} gaps in {fmt_steps(gaps['step'])} where a stream ran dry "
+        f"{gaps['start'].size} gaps in {steps_text(rt, gaps['step'])} where a stream ran dry "
         f"before the launch call of its next short kernel (under {SHORT_NS // 1000} µs) "
         f"returned left the GPU idle {fmt_time(total)}; those kernels ran a median "
         f"{fmt_time(float(np.median(gaps['dur'])))} on the GPU against "
         f"{fmt_time(float(np.median(gaps['launch_dur'])))} for their launch calls "
-        f"(kernel launch statistics: gpu_duration vs cpu_duration, short_kernel)."
+        f"(kernel launch statistics: gpu_duration vs cpu_duration, short_kernel). "
+        f"{_named_gaps(rt, gaps, window[0])}"
     )
+    idle = gaps["end"] - gaps["start"]
+    copies = int(idle[gaps["copy"]].sum()) > idle.sum() / 2
     return [Finding((rt.rank,), step_tuple(gaps["step"]), evidence, total,
-                    window[1] - window[0], claim=claim_outside(ms, me, None, excluded))]
+                    window[1] - window[0], advice=COPY_ADVICE if copies else "",
+                    claim=claim_outside(ms, me, None, excluded))]
+
+
+#: The advice when most of the gap time comes before copies or memsets, not kernels.
+COPY_ADVICE = (
+    "Most of these gaps come before copies or memsets, not kernels: the host issues many "
+    "small copies one call at a time. Copy once into or out of one flat, preallocated "
+    "buffer (torch.cat or torch._foreach_copy_ instead of a loop of .copy_), keep data "
+    "on the device instead of moving it piecewise, and with DistributedDataParallel set "
+    "broadcast_buffers=False when the module's buffers need no sync every forward (its "
+    "per-buffer copies run in DistributedDataParallel.forward). For the kernels among "
+    "them: CUDA graphs or fusion (torch.compile).")
+
+
+def _named_gaps(rt: RankTrace, gaps: dict[str, np.ndarray], window_start: int) -> str:
+    """The kernels that waited after the most gap time, and the longest gap by name, step
+    and time into the window."""
+    idle = (gaps["end"] - gaps["start"]).astype(np.float64)
+    longest = int(np.argmax(idle))
+    label = kernel_labels([rt.symbols[int(gaps["name"][longest])]])[0]
+    return (f"Kernels after the most gap time: {top_labels(rt, gaps['name'], idle)}; the "
+            f"longest gap, {fmt_time(idle[longest])}, before {label} in "
+            f"{step_text(rt, int(gaps['step'][longest]))} at "
+            f"{fmt_time(int(gaps['end'][longest]) - window_start)} into the window.")
 
 
 RULES: list[FindingRule] = [

@@ -55,9 +55,8 @@ from hta.analysis.findings.kernel_common import (
     in_steps,
     kernel_labels,
     label_times,
-    step_of,
 )
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.intervals import merge
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE
@@ -247,12 +246,12 @@ def _evidence(rt: RankTrace, t: SmTable, bound: np.ndarray, left_out: np.ndarray
     names = [rt.symbols[sym] for sym, *_ in top] + [rt.symbols[int(t.name[longest])]]
     longest_label = kernel_labels(names)[-1]
     text = (
-        f"{int(bound.sum())} compute kernels in {fmt_steps(t.step[bound])} had fewer blocks "
+        f"{int(bound.sum())} compute kernels in {steps_text(rt, t.step[bound])} had fewer blocks "
         f"than the SMs available to them ({sms} SMs less those held by kernels running at "
         f"the same time on other streams): {fmt_time(bound_time)}, "
         f"{100 * bound_time / total:.1f}% of the {fmt_time(total)} of compute kernels with "
         f"grid args. Most: {'; '.join(parts)}; the longest ran at "
-        f"{fmt_at(rt, int(t.ts[longest]))} ({step_of(int(t.step[longest]))}, "
+        f"{fmt_at(rt, int(t.ts[longest]))} ({step_text(rt, int(t.step[longest]))}, "
         f"{fmt_time(int(dur[longest]))}: {longest_label}) "
         f"(kernel args: grid, blocks per SM)."
     )

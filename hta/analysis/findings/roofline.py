@@ -41,7 +41,7 @@ import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
+from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance
@@ -156,7 +156,7 @@ def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int
     rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
             else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]
     return (f"{g.op} {g.input_dims} ({g.input_types}) ran {g.calls} time(s) in "  # type: ignore[attr-defined]
-            f"{fmt_steps(members['iteration'].to_numpy())}, first at "
+            f"{steps_text(rt, members['iteration'].to_numpy())}, first at "
             f"+{fmt_time(first - window[0])} into the window, for {fmt_time(g.t_ns)} of "  # type: ignore[attr-defined]
             f"GPU time at {rate}: {g.pct:.1f}% of its {g.bound}-bound roof on the "  # type: ignore[attr-defined]
             f"{g.device} ({g.key}); at {100 * ATTAINABLE:.0f}% of the roof it would take "  # type: ignore[attr-defined]
@@ -184,18 +184,29 @@ def unfused_attention(dims: str) -> bool:
                                   and batched[0][-1] == batched[1][-2] < batched[0][-2])
 
 
+#: Operators whose square [.., L, L] operand can be attention scores: products and softmax
+#: (an elementwise op on a square map is as often an image's feature map).
+SCORE_OPS = ("mm", "bmm", "matmul", "baddbmm", "softmax")
+
+
 def _advice(g: object) -> str:
     cat, bound, dims = g.category, g.bound, g.input_dims  # type: ignore[attr-defined]
-    if cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims):
+    op = str(g.op)  # type: ignore[attr-defined]
+    if (cat in ("GEMM", "normalization", "elementwise") and unfused_attention(dims)
+            and any(name in op for name in SCORE_OPS)):
         return ("These shapes hold an L×L attention score matrix: attention computed as "
                 "bmm → softmax → bmm writes it to memory and reads it back. Use "
                 "torch.nn.functional.scaled_dot_product_attention (flash or cuDNN backend), "
                 "which never materialises it.")
-    if cat == "attention" and g.op.startswith("aten::_"):  # type: ignore[attr-defined]
-        return ("The fused attention kernel gets little work per tile at these shapes "
-                f"({dims}): pack more sequences per call (variable-length batching), and "
-                "compare the other SDPA backends on this shape "
-                "(torch.nn.attention.sdpa_kernel: flash, efficient, cuDNN).")
+    if cat == "attention" and op.startswith("aten::_"):
+        rocm = str(g.device).startswith("MI")  # type: ignore[attr-defined]
+        return ("The fused attention kernel runs well below the peak at these shapes: "
+                "compare the SDPA backends on this shape (torch.nn.attention.sdpa_kernel: "
+                "flash, efficient, cuDNN)"
+                + ("; on ROCm, try the Composable Kernel or aiter flash-attention kernels"
+                   if rocm else "")
+                + "; keep the head dimension at 64 or 128, and pack short or ragged "
+                "sequences into one call (variable-length batching).")
     if cat == "attention":
         return ("Use a fused attention kernel: scaled_dot_product_attention with a flash or "
                 "cuDNN backend (torch.nn.attention.sdpa_kernel), head dim a multiple of 8.")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.base import step_table
 from hta.analysis.intervals import Cover
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.trace import RankTrace
@@ -72,6 +73,22 @@ def fmt_steps(steps: Sequence[int]) -> str:
         return f"steps {steps[0]}-{steps[-1]}"
     shown = ", ".join(str(s) for s in steps[:6])
     return f"steps {shown}{', ...' if len(steps) > 6 else ''}"
+
+
+def steps_text(rt: RankTrace, steps: Sequence[int]) -> str:
+    """:func:`fmt_steps`, or ``the trace (no ProfilerStep)`` on a rank without
+    ``ProfilerStep`` spans (the loader gives all its events step 0, which is no step)."""
+    if not len(step_table(rt)):
+        return "the trace (no ProfilerStep)"
+    return fmt_steps(steps)
+
+
+def step_text(rt: RankTrace, step: int) -> str:
+    """``step 12``, ``outside any step`` for -1, or ``no ProfilerStep`` on a rank without
+    ``ProfilerStep`` spans."""
+    if not len(step_table(rt)):
+        return "no ProfilerStep"
+    return f"step {int(step)}" if step >= 0 else "outside any step"
 
 
 def step_tuple(values: np.ndarray) -> tuple[int, ...]:
