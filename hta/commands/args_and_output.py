@@ -73,14 +73,34 @@ def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
                    help="no progress bar (and, in summary, no load warnings)")
 
 
+#: Jobs of this many trace files or more are analysed with their ranks kept out of this
+#: process (:class:`hta.job.distributed.DistributedJob`): each per-rank analysis runs in a
+#: worker process next to its rank and only its result comes back, so the command's
+#: memory does not grow with the number of ranks and the analyses use every core.
+OUT_OF_MEMORY_FILES = 8
+
+
+def in_memory_for(trace_dir: str) -> bool | None:
+    """``False`` (ranks stay out of this process) for a folder of at least
+    :data:`OUT_OF_MEMORY_FILES` trace files, else ``None`` (the loader decides)."""
+    from hta.kineto.discovery import discover
+
+    try:
+        files, _ = discover(trace_dir)
+    except Exception:  # noqa: BLE001 - the load itself reports a bad folder properly
+        return None
+    return False if len(files) >= OUT_OF_MEMORY_FILES else None
+
+
 def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
     """A ``TraceAnalysis`` of ``trace_dir`` (default ``args.trace_dir``) with the load options."""
     from hta.trace_analysis import TraceAnalysis
 
+    where = trace_dir or args.trace_dir
     return TraceAnalysis(
-        trace_dir=trace_dir or args.trace_dir, ranks=parse_ranks(getattr(args, "ranks", None)),
+        trace_dir=where, ranks=parse_ranks(getattr(args, "ranks", None)),
         cache=not args.no_cache, strict=args.strict,
-        progress=not args.quiet and sys.stderr.isatty(),
+        progress=not args.quiet and sys.stderr.isatty(), in_memory=in_memory_for(where),
     )
 
 

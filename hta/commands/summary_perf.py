@@ -34,14 +34,14 @@ def device_arg(text: str | None) -> Any:
 
 def hardware(analyzer: Any, device: Any) -> dict[str, Any]:
     """Category split, the ops furthest below their roof, and what was not measurable."""
-    from hta.analysis.perf.summary import below_roof, op_performance_summary
+    from hta.analysis.perf.summary import below_roof
 
-    rows = analyzer.get_op_performance(device=device)
-    summary = op_performance_summary(rows)
+    summary = analyzer.get_op_performance_summary(device=device)
     return {"category_time": analyzer.get_category_time(),
             "below_roof": below_roof(summary, 0.5, OPS_SHOWN),
-            "shapes_recorded": bool((rows["input_dims"] != "").any()) if len(rows) else False,
-            "devices": sorted(set(rows["device"])) if len(rows) else []}
+            "shapes_recorded": bool((summary["input_dims"] != "").any()) if len(summary)
+            else False,
+            "devices": sorted(set(summary["device"])) if len(summary) else []}
 
 
 def hardware_json(h: dict[str, Any]) -> dict[str, Any]:

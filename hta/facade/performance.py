@@ -21,6 +21,7 @@ from hta.analysis.perf.summary import (
     category_time,
     op_performance_by_category,
     op_performance_summary,
+    rank_op_summary,
 )
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
@@ -62,6 +63,11 @@ class PerformanceMixin:
         category, work outside operators included, is :meth:`get_category_time`."""
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
+        if by == "shape":  # per rank where the ranks are: the per-call rows stay there
+            _not_bool("ranks", ranks)
+            return map_ranks(self.t, rank_op_summary, ranks,
+                             kwargs={"device": device, "rules": self.rules},
+                             description="Operator performance")
         rows = self.get_op_performance(ranks, device)
         if by == "category":
             return op_performance_by_category(rows)

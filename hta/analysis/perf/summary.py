@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.calls import op_calls
+from hta.analysis.perf.op_performance import op_performance
 from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES, op_category
 from hta.model.rules import RuleSet
@@ -60,6 +61,13 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
                           ignore_index=True)
     return out[SUMMARY_COLUMNS]
+
+
+def rank_op_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
+                    device: object = None, rules: RuleSet | None = None) -> pd.DataFrame:
+    """:func:`op_performance_summary` of the selected ranks, computed from their calls
+    where the ranks are (per rank: only the summary travels, never the per-call rows)."""
+    return op_performance_summary(op_performance(trace, ranks, device=device, rules=rules))
 
 
 def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
