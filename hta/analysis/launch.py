@@ -177,6 +177,26 @@ def rank_launch_stats(trace: Trace, ranks: Iterable[int] | int | None,
     return pd.concat(frames, ignore_index=True)
 
 
+#: The three flag columns of :func:`cuda_kernel_launch_stats`.
+FLAG_COLUMNS = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
+
+
+def flagged_launch_stats(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+                         runtime_cutoff: float = RUNTIME_CUTOFF_US,
+                         launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
+    """The rows of :func:`cuda_kernel_launch_stats` with at least one flag set: what the
+    report draws and counts. Chosen per rank where the rank is, so the unflagged rows
+    (most of a big job's launches) never travel."""
+    return map_ranks(trace, _rank_flagged, ranks, (runtime_cutoff, launch_delay_cutoff),
+                     description="Flagged launches")
+
+
+def _rank_flagged(trace: Trace, ranks: Iterable[int] | int | None, runtime_cutoff: float,
+                  launch_delay_cutoff: float) -> pd.DataFrame:
+    df = rank_launch_stats(trace, ranks, runtime_cutoff, launch_delay_cutoff, True)
+    return df[df[FLAG_COLUMNS].astype(bool).any(axis=1).to_numpy()].reset_index(drop=True)
+
+
 def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
                        include_memory_events: bool) -> pd.DataFrame:
     ev = rt.events

@@ -4,6 +4,7 @@ idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills
 
 from __future__ import annotations
 
+from hta.model.trace import map_ranks
 from hta.report.context import Context, Section, doc, table_of
 
 #: The overview's per-rank table, in three parts that fit the page (title, columns).
@@ -47,15 +48,17 @@ def temporal(ctx: Context, s: Section) -> None:
     from hta.plots.temporal import temporal_breakdown_figure
 
     s.definitions, s.source = doc(temporal), "hta.analysis.temporal.temporal_breakdown_detail"
-    df = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations)
+    df = map_ranks(ctx.trace, temporal.temporal_breakdown_detail, ctx.ranks, (ctx.iterations,),
+                   description="Temporal breakdown")
     if not (df["kernel_time(us)"] > 0).any():
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
         s.tables.append(table_of(df, "Per rank"))
         return
     s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
     s.tables.append(table_of(df, "Per rank"))
-    per_step = temporal.temporal_breakdown_detail(ctx.trace, ctx.ranks, ctx.iterations,
-                                                  per_iteration=True)
+    per_step = map_ranks(ctx.trace, temporal.temporal_breakdown_detail, ctx.ranks,
+                         (ctx.iterations,), {"per_iteration": True},
+                         description="Temporal breakdown per step")
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))
@@ -104,7 +107,8 @@ def overlap(ctx: Context, s: Section) -> None:
     from hta.plots.overlap import comm_comp_overlap_figure
 
     s.definitions, s.source = doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
-    df = overlap.comm_comp_overlap(ctx.trace, ctx.ranks, ctx.iterations)
+    df = map_ranks(ctx.trace, overlap.comm_comp_overlap, ctx.ranks, (ctx.iterations,),
+                   description="Communication overlap")
     if df["comm_time(us)"].gt(0).any():
         s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
     else:

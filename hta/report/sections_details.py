@@ -14,12 +14,17 @@ def launch(ctx: Context, s: Section) -> None:
     from hta.plots.launch import launch_stats_figure
 
     s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
-    df = launch.cuda_kernel_launch_stats(ctx.restricted, ctx.ranks)
+    # Only the flagged launches travel from the ranks: the figure draws those, and the
+    # counts per rank are theirs (a rank with launches and no flag counts zero).
+    df = launch.flagged_launch_stats(ctx.restricted, ctx.ranks)
     pairing = launch.launch_pairing_summary(ctx.restricted, ctx.ranks)
-    if len(df):
-        columns = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
-        flags = df.groupby("rank")[columns].sum().reset_index()
-        if flags[columns].to_numpy().any():
+    columns = launch.FLAG_COLUMNS
+    paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
+              if len(pairing) else [])
+    if paired:
+        flags = (df.groupby("rank")[columns].sum().reindex(paired, fill_value=0)
+                 .rename_axis("rank").reset_index())
+        if len(df):
             s.figures.append(ctx.figure(launch_stats_figure(
                 df, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
         else:

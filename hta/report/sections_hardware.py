@@ -4,6 +4,7 @@ operators with the most time and their % of peak. ``hardware(ctx, section)`` fil
 
 from __future__ import annotations
 
+from hta.model.trace import map_ranks
 from hta.report.context import Context, Section, doc, table_of
 
 OPS_SHOWN = 30
@@ -15,30 +16,35 @@ def hardware(ctx: Context, s: Section) -> None:
     """Category split, roofline of the first selected rank, top operators."""
     from hta.analysis.perf import op_performance as perf
     from hta.analysis.perf.roofline import roof_curves, roofs_of
-    from hta.analysis.perf.summary import category_time, op_performance_summary
+    from hta.analysis.perf.summary import category_time, rank_op_summary
+    from hta.model.devices import match_device
     from hta.plots.roofline import category_time_figure, roofline_figure
 
     s.definitions, s.source = doc(perf), "hta.analysis.perf.op_performance.op_performance"
     rules = getattr(ctx.analyzer, "rules", None)
-    cats = category_time(ctx.restricted, ctx.ranks, rules)
+    # Per rank where the ranks are; only the per-rank tables travel.
+    cats = map_ranks(ctx.restricted, category_time, ctx.ranks, (rules,),
+                     description="GPU time by category")
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
     s.figures.append(ctx.figure(category_time_figure(cats)))
     s.tables.append(table_of(cats, "GPU time by category"))
-    rows = perf.op_performance(ctx.restricted, ctx.ranks, rules=rules)
-    if not len(rows) or not (rows["input_dims"] != "").any():
+    summary = map_ranks(ctx.restricted, rank_op_summary, ctx.ranks, kwargs={"rules": rules},
+                        description="Operator performance")
+    if not len(summary) or not (summary["input_dims"] != "").any():
         s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
                        "profile with torch.profiler.profile(record_shapes=True).")
         return
-    summary = op_performance_summary(rows)
     first = ctx.ranks[0]
-    device = perf.rank_device(ctx.restricted.rank(first))
+    device = next((d for d in map(match_device, ctx.trace.meta(first).get(
+        "device_properties") or []) if d is not None), None)
     if device is None:
         s.notes.append("The device is not in the peak table (hta.model.devices): % of peak "
                        "is not computed; name one with get_op_performance(device=...).")
     else:
-        mine = rows[rows["rank"] == first]
+        mine = map_ranks(ctx.restricted, perf.op_performance, [first],
+                         kwargs={"rules": rules}, description="Roofline")
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(
             modelled, roof_curves(device, roofs_of(mine)), f"{device.name}, rank {first}")))
