@@ -143,3 +143,17 @@ def test_long_time_series_are_thinned_per_line(monkeypatch: pytest.MonkeyPatch) 
     assert note.startswith("Lines with more than 3 points")
     kept, no_note = context.thin(series.head(3), ["rank"])
     assert len(kept) == 3 and no_note == ""
+
+
+def test_a_figure_of_many_lines_shares_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 lines of 5,000 points against a budget of 80,000 for the figure: 1,250 a line
+    (every 4th point, and the last), instead of all 320,000."""
+    monkeypatch.setattr(context, "MAX_FIGURE_POINTS", 80_000)
+    series = pd.DataFrame({"rank": np.repeat(np.arange(64), 5_000),
+                           "ts": np.tile(np.arange(5_000), 64)})
+    shown, note = context.thin(series, ["rank"])
+    assert (shown.groupby("rank").size() == 1_251).all()  # 0, 4, ..., 4996 and 4999
+    assert note.startswith("Lines with more than 1,250 points")
+    monkeypatch.setattr(context, "MAX_FIGURE_POINTS", 640)  # the floor per line holds
+    shown, _ = context.thin(series, ["rank"])
+    assert (shown.groupby("rank").size() == 1_001).all()

@@ -26,6 +26,11 @@ from hta.plots._figure_parts import plain_text_names, short
 MAX_TABLE_ROWS = 50
 #: Points kept per time-series figure line before the report thins it (every k-th row).
 MAX_SERIES_POINTS = 200_000
+#: Points of a whole time-series figure, shared between its lines (a job of many ranks
+#: and streams would otherwise make a report of tens of MB)...
+MAX_FIGURE_POINTS = 400_000
+#: ... but never fewer than this many per line.
+MIN_LINE_POINTS = 1_000
 #: Text cells longer than this are shown shortened, the full text on hover.
 LONG_NAME = 60
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
@@ -155,17 +160,21 @@ def doc(obj: Any) -> str:
 
 
 def thin(series: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, str]:
-    """At most :data:`MAX_SERIES_POINTS` rows per line (every k-th row, last kept)."""
+    """At most :data:`MAX_SERIES_POINTS` rows per line, and about
+    :data:`MAX_FIGURE_POINTS` in all (shared between the lines, at least
+    :data:`MIN_LINE_POINTS` each): every k-th row of a longer line, its last row kept."""
     if series.empty:
         return series, ""
-    sizes = series.groupby(keys, sort=False)["ts"].transform("size")
-    step = np.maximum(1, np.ceil(sizes / MAX_SERIES_POINTS)).astype(np.int64)
-    pos = series.groupby(keys, sort=False).cumcount()
+    groups = series.groupby(keys, sort=False)
+    limit = min(MAX_SERIES_POINTS, max(MIN_LINE_POINTS, MAX_FIGURE_POINTS // groups.ngroups))
+    sizes = groups["ts"].transform("size")
+    step = np.maximum(1, np.ceil(sizes / limit)).astype(np.int64)
+    pos = groups.cumcount()
     keep = (pos % step == 0) | (pos == sizes - 1)
     if keep.all():
         return series, ""
     return series[keep.to_numpy()], (
-        f"Lines with more than {MAX_SERIES_POINTS:,} points are drawn from every k-th point "
+        f"Lines with more than {limit:,} points are drawn from every k-th point "
         "(the tables use every point).")
 
 
