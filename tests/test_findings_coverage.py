@@ -204,3 +204,20 @@ def _assert_no_time_twice(kept) -> None:
 def test_find_still_returns_the_findings_table(tmp_path):
     a = _analyzer(idle_job(tmp_path, cause="loader"))
     assert find(a.t)["rule"].tolist() == ["data_loading"]
+
+
+def test_a_sliver_of_unknown_kinds_gets_no_coverage_note(tmp_path, capsys):
+    """One unknown kernel of 1 µs beside 1 ms of known GEMMs (0.1% of the busy time, under
+    the analysis's NOTE_SHARE): no note on the first screen (before, any unknown name
+    printed one, "up to 0.0% of the GPU busy time"); --json still counts it."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=2_000_000):
+        b.launch_kernel("sgemm_a", cpu_ts=1_000, cpu_dur=2_000, gpu_ts=10_000,
+                        gpu_dur=1_000_000)
+        b.launch_kernel("void fancy_thing(int)", cpu_ts=4_000, cpu_dur=2_000,
+                        gpu_ts=1_100_000, gpu_dur=1_000)
+    folder = b.write(tmp_path / "rank-0.json").parent
+    assert main(["summary", str(folder), "--no-cache"]) == 0
+    assert "Coverage note" not in capsys.readouterr().out
+    assert main(["summary", str(folder), "--no-cache", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unclassified_kernels"] == 1

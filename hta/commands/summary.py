@@ -214,8 +214,10 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
     if len(noted) > COVERAGE_SHOWN:
         out.line(f"... and {len(noted) - COVERAGE_SHOWN} more rank(s) with unexplained idle "
                  "time (TraceAnalysis.get_findings_coverage(), --json).", style="yellow")
+    # The analysis decides when unknown kinds matter (its NOTE_SHARE); a few unknown
+    # names under that share are listed by --json and get_unclassified_kernels() only.
     worst = coverage.sort_values("unclassified_pctg", ascending=False).iloc[0]
-    if n_unclassified or worst["unclassified_note"]:
+    if worst["unclassified_note"]:
         out.line(f"Coverage note: {n_unclassified} kernel name(s) match no kind rule "
                  f"(up to {number(worst['unclassified_pctg'])}% of the GPU busy time, rank "
                  f"{int(worst['rank'])}) and count as computation: a gap of the kind rules, "
