@@ -419,3 +419,22 @@ def test_group_of_one_is_never_slow(tmp_path: Path) -> None:
     perf = coll.collective_performance(trace)
     assert (perf["busbw(GB/s)"] == 0).all()
     assert not check_collective_bw(trace, [0, 1], None, link_gbps=100.0)
+
+
+def test_a_collective_of_unknown_operation_says_so(tmp_path: Path) -> None:
+    """An RCCL ``ncclDevKernel_Generic`` kernel launched outside any recorded op, with no
+    collective args: neither its name nor a launching op tells its operation. The finding
+    says so and how to get the operation recorded (before, its subject read "other" and
+    the advice was the generic one)."""
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=20_000_000):
+        b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=100, gpu_ts=5_000_000,
+                        gpu_dur=10_000_000)
+        b.launch_kernel("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
+                        cpu_ts=2_000, cpu_dur=100, gpu_ts=1_000_000, gpu_dur=1_000_000,
+                        stream=COMM_STREAM)
+    trace = load(b.write(tmp_path / "rank-0.json"))
+    (row,) = find(trace, rules=COMM_RULES).to_dict("records")
+    assert row["subject"] == "collective of unknown operation"
+    assert "record_param_comms" in row["advice"] and "ncclDevKernel_Generic" in row["evidence"]
+    assert row["est_saving(us)"] == pytest.approx(1_000.0)

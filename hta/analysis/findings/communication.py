@@ -61,6 +61,9 @@ GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
 #: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
 #: versions, other collectives) as grouped send/recv kernels too.
 UNLAUNCHED_SEND_RECV = "send/recv (by kernel name only)"
+#: Calls whose operation neither their args, their launching op nor their kernel name tell
+#: (RCCL's ``ncclDevKernel_Generic`` launched outside any recorded op).
+UNKNOWN_OPERATION = "collective of unknown operation"
 OPTIMIZER_ALL_GATHER = "all-gather (optimizer step)"
 MOE_SUFFIX = " (MoE dispatch/combine)"
 TORCHREC_SUFFIX = " (TorchRec embeddings)"
@@ -146,6 +149,13 @@ ADVICE: dict[str, str] = {
         "fewer exchanges). Between pipeline stages: a schedule that hides them (1F1B, "
         "interleaved), more micro-batches, batched isend/irecv. Profile from the start of a "
         "step so their launching ops are recorded." + _LATE),
+    UNKNOWN_OPERATION: (
+        "Neither these kernels' names (RCCL's ncclDevKernel_Generic is one), their args nor "
+        "a launching op say which collective they are, so no operation-specific advice "
+        "applies: record the ops that launch them (profile from the start of a step, with "
+        "record_shapes=True so record_param_comms carries the collective's name), then read "
+        "this finding again. Meanwhile: overlap them with computation (async_op=True, wait "
+        "only where the result is needed), or move them out of the step." + _LATE),
     coll.BARRIER: (
         "Barriers only wait for the other ranks: remove them from the step (they are "
         "rarely needed between collectives, which synchronise by themselves)." + _LATE),
@@ -185,6 +195,8 @@ def operation_group(collective: str, context: str, source: str = "") -> str:
         return OPTIMIZER_ALL_GATHER if collective == coll.ALL_GATHER else OPTIMIZER_ALL_REDUCE
     if collective == coll.SEND_RECV and source == "kernel_name":
         return UNLAUNCHED_SEND_RECV
+    if collective == coll.OTHER:
+        return UNKNOWN_OPERATION
     return collective
 
 
