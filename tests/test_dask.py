@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import shared_trace
+from dask_cases import local_client
 from scale_cases import assert_same_answers, complete_events_in_json, make_job
 
 from hta.job.distributed import DistributedJob
@@ -36,17 +37,9 @@ CRASH_MARK = "crash-me"
 def client() -> Iterator[object]:
     # allowed-failures 0: a task whose worker dies fails at once (the executor then runs
     # it again alone), so the crash test costs two worker restarts, not four.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = distributed.LocalCluster(
-            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None,
-            env={FAULT_ENV: CRASH_MARK}, silence_logs=50,
-        )
-        dask_client = distributed.Client(cluster)
-    try:
+    with local_client({"distributed.scheduler.allowed-failures": 0},
+                      env={FAULT_ENV: CRASH_MARK}) as dask_client:
         yield dask_client
-    finally:
-        dask_client.close()
-        cluster.close()
 
 
 @pytest.fixture(scope="module")

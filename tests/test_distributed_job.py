@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from dask_cases import local_client
 from kineto_builder import TraceBuilder
 
 from hta.job.distributed import DistributedJob
@@ -95,14 +96,8 @@ ONE_RANK: dict[str, tuple[int, Call]] = {
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                       dashboard_address=None, silence_logs=50)
-    dask_client = distributed.Client(cluster)
-    try:
+    with local_client() as dask_client:
         yield dask_client
-    finally:
-        dask_client.close()
-        cluster.close()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hta.kineto.side_tables import side_tables
+from hta.kineto.side_tables import phase_columns, side_tables
 from hta.kineto.structs import PHASE_GROUP
 
 if TYPE_CHECKING:
@@ -223,43 +223,45 @@ class Builder:
         side_tables(self.acc, _ChunkArgs(self, rows), cat, ids)
 
     def instants(self, ev: np.ndarray) -> None:
-        present = self.col("ts_present", ev)
-        self.acc.add_table("instants", {
-            "ts": self.col("ts", ev),
-            "name": self.symbols("name", ev),
-            "cat": self.symbols("cat", ev),
-            "pid": self.ids("pid", ev),
-            "tid": self.ids("tid", ev),
-            "scope": self.symbols("s", ev),
-            "addr": self.col("addr", ev),
-            "bytes": self.col("mem_bytes", ev),
-            "total_allocated": self.col("total_allocated", ev),
-            "total_reserved": self.col("total_reserved", ev),
-            "device_type": self.col("device_type", ev),
-            "device_id": self.col("device_id", ev),
-        }, present)
+        self._phase("instants", ev)
 
     def flows(self, ev: np.ndarray) -> None:
-        present = self.col("ts_present", ev)
-        self.acc.add_table("flows", {
-            "ph": self.symbols("ph", ev),
-            "id": self.col("id", ev),
-            "ts": self.col("ts", ev),
-            "pid": self.ids("pid", ev),
-            "tid": self.ids("tid", ev),
-            "cat": self.symbols("cat", ev),
-            "name": self.symbols("name", ev),
-        }, present)
+        self._phase("flows", ev)
 
     def metadata(self, ev: np.ndarray) -> None:
-        self.acc.add_table("metadata_events", {
-            "name": self.texts("name", ev),
-            "pid": self.ids("pid", ev),
-            "tid": self.ids("tid", ev),
-            "value": self.texts("meta_name", ev),
-            "labels": self.texts("labels", ev),
-            "sort_index": self.col("sort_index", ev),
-        })
+        self.acc.add_table("metadata_events", phase_columns("metadata_events",
+                                                            _PhaseRows(self, ev)))
+
+    def _phase(self, name: str, ev: np.ndarray) -> None:
+        """Table ``name`` of events ``ev`` that carry a timestamp (instants, flows)."""
+        present = self.col("ts_present", ev)
+        self.acc.add_table(name, phase_columns(name, _PhaseRows(self, ev), self.col("ts", ev)),
+                           present)
+
+
+class _PhaseRows:
+    """:class:`~hta.kineto.side_tables.PhaseValues` of the native decoder: the scanned
+    columns of a chunk's events ``ev``."""
+
+    def __init__(self, builder: Builder, ev: np.ndarray) -> None:
+        self.b = builder
+        self.ev = ev
+
+    def symbols(self, field: str) -> np.ndarray:
+        return self.b.symbols(field, self.ev)
+
+    def ids(self, field: str) -> np.ndarray:
+        return self.b.ids(field, self.ev)
+
+    def ints(self, field: str, label: str) -> np.ndarray:
+        del label  # the scanner declines a chunk with a value it cannot convert
+        return self.b.col(field, self.ev)
+
+    def floats(self, field: str) -> np.ndarray:
+        return self.b.col(field, self.ev)
+
+    def texts(self, field: str) -> list[str]:
+        return self.b.texts(field, self.ev)
 
 
 class _ChunkArgs:

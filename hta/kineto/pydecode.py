@@ -27,6 +27,7 @@ from hta.kineto.side_tables import (
     StructArgs,
     _counter_rows,
     _profiler_range_rows,
+    phase_columns,
     side_tables,
 )
 from hta.kineto.structs import EMPTY_ARGS, PHASE_GROUP, Args, Event
@@ -162,45 +163,17 @@ class Accumulator:
     # -- other phases ----------------------------------------------------------------
     def instants(self, events: list[Event]) -> None:
         ts, present = timestamps_ns([e.ts for e in events], self.warnings)
-        args = [e.args for e in events]
-        w = self.warnings
-        self.add_table("instants", {
-            "ts": ts,
-            "name": self.symbols.ids([e.name for e in events]),
-            "cat": self.symbols.ids([e.cat for e in events]),
-            "pid": self.ids_column([e.pid for e in events]),
-            "tid": self.ids_column([e.tid for e in events]),
-            "scope": self.symbols.ids([e.s for e in events]),
-            "addr": int_column([a.addr for a in args], "Addr", w),
-            "bytes": float_column([a.mem_bytes for a in args]),
-            "total_allocated": float_column([a.total_allocated for a in args]),
-            "total_reserved": float_column([a.total_reserved for a in args]),
-            "device_type": int_column([a.device_type for a in args], "Device Type", w),
-            "device_id": int_column([a.device_id for a in args], "Device Id", w),
-        }, present)
+        self.add_table("instants", phase_columns("instants", _EventFields(self, events), ts),
+                       present)
 
     def flows(self, events: list[Event]) -> None:
         ts, present = timestamps_ns([e.ts for e in events], self.warnings)
-        self.add_table("flows", {
-            "ph": self.symbols.ids([e.ph for e in events]),
-            "id": int_column([e.id for e in events], "id", self.warnings),
-            "ts": ts,
-            "pid": self.ids_column([e.pid for e in events]),
-            "tid": self.ids_column([e.tid for e in events]),
-            "cat": self.symbols.ids([e.cat for e in events]),
-            "name": self.symbols.ids([e.name for e in events]),
-        }, present)
+        self.add_table("flows", phase_columns("flows", _EventFields(self, events), ts),
+                       present)
 
     def metadata(self, events: list[Event]) -> None:
-        w = self.warnings
-        self.add_table("metadata_events", {
-            "name": [str(e.name) for e in events],
-            "pid": self.ids_column([e.pid for e in events]),
-            "tid": self.ids_column([e.tid for e in events]),
-            "value": [str(e.args.meta_name) for e in events],
-            "labels": [str(e.args.labels) for e in events],
-            "sort_index": int_column([e.args.sort_index for e in events], "sort_index", w),
-        })
+        self.add_table("metadata_events",
+                       phase_columns("metadata_events", _EventFields(self, events)))
 
     def decode_bare(self, text: memoryview) -> None:
         """Decode events separated by commas (no brackets): natively, else as an array."""
@@ -301,6 +274,38 @@ class _Partial:
 #: write exactly these: see :mod:`hta.kineto.schema`).
 _EVENT_COLUMNS = {c.name: DTYPES[c.dtype] for c in DECODED_EVENT_COLUMNS}
 _TABLE_COLUMNS = {name: table.names for name, table in DECODED_TABLES.items()}
+
+
+_EVENT_FIELDS = frozenset(Event.__struct_fields__)
+
+
+class _EventFields:
+    """:class:`~hta.kineto.side_tables.PhaseValues` of the Python decoder: decoded
+    events, a field read from the event or, when the event has none, from its args."""
+
+    def __init__(self, acc: Accumulator, events: list[Event]) -> None:
+        self.acc = acc
+        self.events = events
+
+    def _values(self, field: str) -> list[Any]:
+        if field in _EVENT_FIELDS:
+            return [getattr(e, field) for e in self.events]
+        return [getattr(e.args, field) for e in self.events]
+
+    def symbols(self, field: str) -> np.ndarray:
+        return self.acc.symbols.ids(self._values(field))
+
+    def ids(self, field: str) -> np.ndarray:
+        return self.acc.ids_column(self._values(field))
+
+    def ints(self, field: str, label: str) -> np.ndarray:
+        return int_column(self._values(field), label, self.acc.warnings)
+
+    def floats(self, field: str) -> np.ndarray:
+        return float_column(self._values(field))
+
+    def texts(self, field: str) -> list[str]:
+        return [str(v) for v in self._values(field)]
 
 
 def _accumulator_partial(acc: Accumulator) -> _Partial:

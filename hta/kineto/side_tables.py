@@ -173,6 +173,79 @@ class StructArgs:
                          else args[i].input_dims_legacy for i in sel.tolist()])
 
 
+class PhaseValues(Protocol):
+    """One decoder's view of a chunk's events of one phase (instants, flows or metadata);
+    ``field`` names an event field, or an ``Args`` field when the event has none."""
+
+    def symbols(self, field: str) -> np.ndarray:
+        """Ids in the rank's symbol table."""
+
+    def ids(self, field: str) -> np.ndarray:
+        """pid/tid values (named ones as the sink's stable negative ids)."""
+
+    def ints(self, field: str, label: str) -> np.ndarray:
+        """Int64 values (-1 absent; ``label`` names the field in warnings)."""
+
+    def floats(self, field: str) -> np.ndarray:
+        """Float64 values (NaN absent)."""
+
+    def texts(self, field: str) -> list[str]:
+        """Values as text."""
+
+
+#: Columns of the instants, flows and metadata tables in the schema's order:
+#: ``(how, field, label)``, ``how`` one of the :class:`PhaseValues` methods or ``"ts"``
+#: (the timestamps the decoder converted).
+PHASE_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
+    "instants": {
+        "ts": ("ts", "ts", ""),
+        "name": ("symbols", "name", ""),
+        "cat": ("symbols", "cat", ""),
+        "pid": ("ids", "pid", ""),
+        "tid": ("ids", "tid", ""),
+        "scope": ("symbols", "s", ""),
+        "addr": ("ints", "addr", "Addr"),
+        "bytes": ("floats", "mem_bytes", ""),
+        "total_allocated": ("floats", "total_allocated", ""),
+        "total_reserved": ("floats", "total_reserved", ""),
+        "device_type": ("ints", "device_type", "Device Type"),
+        "device_id": ("ints", "device_id", "Device Id"),
+    },
+    "flows": {
+        "ph": ("symbols", "ph", ""),
+        "id": ("ints", "id", "id"),
+        "ts": ("ts", "ts", ""),
+        "pid": ("ids", "pid", ""),
+        "tid": ("ids", "tid", ""),
+        "cat": ("symbols", "cat", ""),
+        "name": ("symbols", "name", ""),
+    },
+    "metadata_events": {
+        "name": ("texts", "name", ""),
+        "pid": ("ids", "pid", ""),
+        "tid": ("ids", "tid", ""),
+        "value": ("texts", "meta_name", ""),
+        "labels": ("texts", "labels", ""),
+        "sort_index": ("ints", "sort_index", "sort_index"),
+    },
+}
+
+
+def phase_columns(name: str, values: PhaseValues, ts: np.ndarray | None = None
+                  ) -> dict[str, Any]:
+    """The columns of table ``name`` (a :data:`PHASE_SOURCES` key) from either decoder's
+    ``values``, evaluated in column order (symbols are interned in first-seen order)."""
+    out: dict[str, Any] = {}
+    for column, (how, field, label) in PHASE_SOURCES[name].items():
+        if how == "ts":
+            out[column] = ts
+        elif how == "ints":
+            out[column] = values.ints(field, label)
+        else:
+            out[column] = getattr(values, how)(field)
+    return out
+
+
 COUNTER_COLUMNS = tuple(EVENT_TABLES["counters"].names)
 
 

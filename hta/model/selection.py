@@ -167,19 +167,19 @@ class Selection:
         if missing and (strict or not set(iterations) & set(available)):
             raise ValueError(
                 f"iteration(s) {missing} not found; the selected ranks hold "
-                f"ProfilerStep {_brief(available) or 'none'}. Pass one of those, or \"all\" "
+                f"ProfilerStep {brief_list(available) or 'none'}. Pass one of those, or \"all\" "
                 "for every event.")
         return Selection(ranks, tuple(iterations))
 
     def describe(self) -> str:
         """A short text for headers and logs, e.g. ``ranks 0-3, steps 5-7``."""
-        ranks = "all ranks" if self.ranks is ALL else f"rank(s) {_ranges(list(self.ranks))}"
+        ranks = "all ranks" if self.ranks is ALL else f"rank(s) {format_ranges(self.ranks)}"
         if self.iterations is ALL:
             steps = "every event"
         elif self.iterations is FIRST:
             steps = "the first step"
         else:
-            steps = f"step(s) {_ranges(list(self.iterations))}"
+            steps = f"step(s) {format_ranges(self.iterations)}"
         return f"{ranks}, {steps}"
 
 
@@ -302,23 +302,26 @@ def on_steps(job: Any, iterations: Iterable[int] | None) -> Any:
     return job if iterations is None else StepsView(job, iterations)
 
 
-def _ranges(values: list[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
+def format_ranges(values: Iterable[int], sep: str = ", ") -> str:
+    """Distinct ``values`` as runs, e.g. ``[0, 1, 2, 5]`` as ``0-2, 5`` (``sep`` between
+    runs)."""
+    ordered = sorted(set(values))
     out: list[str] = []
-    for v in sorted(values):
-        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == v - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{v}"
-        elif out and "-" not in out[-1] and int(out[-1]) == v - 1:
-            out[-1] = f"{out[-1]}-{v}"
-        else:
-            out.append(str(v))
-    return ", ".join(out)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return sep.join(out)
 
 
-def _brief(values: list[int]) -> str:
-    return ", ".join(map(str, values[:20])) + (" ..." if len(values) > 20 else "")
+def brief_list(values: list[int], most: int = 20) -> str:
+    """The first ``most`` values, comma separated, `` ...`` when there are more."""
+    return ", ".join(map(str, values[:most])) + (" ..." if len(values) > most else "")
 
 
 __all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
-           "StepsView", "normalize_iterations", "normalize_ranks", "on_steps", "rank_steps",
-           "restrict", "step_table"]
+           "StepsView", "brief_list", "format_ranges", "normalize_iterations",
+           "normalize_ranks", "on_steps", "rank_steps", "restrict", "step_table"]

@@ -163,17 +163,8 @@ static int read_object(Scan *S, const KeyTable *keys, const FieldDef *defs,
             seen |= 1ULL << k;
             if (!read_field(S, &defs[k], row)) return 0;
         }
-        ws(S);
-        if (S->p >= S->end) return 0;
-        if (*S->p == ',') {
-            S->p++;
-            continue;
-        }
-        if (*S->p == '}') {
-            S->p++;
-            return 1;
-        }
-        return 0;
+        int next = lex_after_member(S, '}');
+        if (next != 1) return next == 2;
     }
 }
 
@@ -283,17 +274,9 @@ static int scan_array(Scan *S) {
         for (;;) {
             ws(S);
             if (!read_event(S)) return 0;
-            ws(S);
-            if (S->p >= S->end) return 0;
-            if (*S->p == ',') {
-                S->p++;
-                continue;
-            }
-            if (*S->p == ']') {
-                S->p++;
-                break;
-            }
-            return 0;
+            int next = lex_after_member(S, ']');
+            if (next == 0) return 0;
+            if (next == 2) break;
         }
     }
     ws(S);

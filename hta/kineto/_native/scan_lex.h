@@ -200,6 +200,22 @@ static int lex_literal(Scan *S, const char *lit) {
     return 1;
 }
 
+/* After a member of an object or array: 1 (and past the ',') when another member
+ * follows, 2 (and past `close`) when the container ends here, 0 (bad JSON) otherwise. */
+static int lex_after_member(Scan *S, unsigned char close) {
+    ws(S);
+    if (S->p >= S->end) return 0;
+    if (*S->p == ',') {
+        S->p++;
+        return 1;
+    }
+    if (*S->p == close) {
+        S->p++;
+        return 2;
+    }
+    return 0;
+}
+
 static int skip_value(Scan *S, int depth) {
     if (depth > 64) return 0;
     ws(S);
@@ -229,17 +245,8 @@ static int skip_value(Scan *S, int depth) {
                 S->p++;
             }
             if (!skip_value(S, depth + 1)) return 0;
-            ws(S);
-            if (S->p >= S->end) return 0;
-            if (*S->p == ',') {
-                S->p++;
-                continue;
-            }
-            if (*S->p == close) {
-                S->p++;
-                return 1;
-            }
-            return 0;
+            int next = lex_after_member(S, close);
+            if (next != 1) return next == 2;
         }
     }
     if (c == 't') return lex_literal(S, "true");
@@ -338,16 +345,7 @@ static int read_dims(Scan *S, int64_t *out) {
         int64_t v;
         if (!lex_number(S, &num) || !num_to_int(&num, &v)) return 0;
         if (k < 3) out[k] = v;
-        ws(S);
-        if (S->p >= S->end) return 0;
-        if (*S->p == ',') {
-            S->p++;
-            continue;
-        }
-        if (*S->p == ']') {
-            S->p++;
-            return 1;
-        }
-        return 0;
+        int next = lex_after_member(S, ']');
+        if (next != 1) return next == 2;
     }
 }
