@@ -36,7 +36,6 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.host import sync_bubbles
 from hta.analysis.findings.kernel_common import (
     graph_replayed_work,
     kernel_labels,
@@ -49,6 +48,7 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
+from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.gpu_work import MEMORY, GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
