@@ -49,8 +49,7 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.kernel_common import step_of
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, steps_text
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks

@@ -193,11 +193,6 @@ def fmt_at(rt: RankTrace, ts: int) -> str:
     return f"{(int(ts) - first) / 1e6:,.3f} ms"
 
 
-def step_of(step: int) -> str:
-    """``step 12``, or ``outside any step`` for -1."""
-    return f"step {int(step)}" if step >= 0 else "outside any step"
-
-
 def label_times(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3
                 ) -> list[tuple[int, str, int, float]]:
     """The ``n`` kernel names (symbol ids) with the largest total weight, as

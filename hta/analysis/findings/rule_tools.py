@@ -88,6 +88,11 @@ def step_text(rt: RankTrace, step: int) -> str:
     ``ProfilerStep`` spans."""
     if not len(step_table(rt)):
         return "no ProfilerStep"
+    return step_of(step)
+
+
+def step_of(step: int) -> str:
+    """``step 12``, or ``outside any step`` for -1."""
     return f"step {int(step)}" if step >= 0 else "outside any step"
 
 
