@@ -49,7 +49,7 @@ from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
-from hta.model.trace import Trace, map_ranks
+from hta.model.trace import Trace, map_ranks_tables
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,7 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
                         link_gbps: float | None = None) -> list[Finding]:
     """``collective_bw``: per rank, operation and process group, the slow calls
     (module docstring); ``link_gbps`` overrides the link bandwidth of every rank."""
-    perf = map_ranks(trace, coll.collective_performance, ranks, (iterations,),
-                     description="Collective bandwidth")
+    perf, info = _rank_inputs(trace, ranks, iterations)
     if not len(perf):
         return []
     if not np.isfinite(perf["msg_bytes"].to_numpy(float)).any():
@@ -92,7 +91,6 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
     if len(ranks) < 2:
         logger.info(ONE_RANK_NOTE)
         return []
-    info = map_ranks(trace, rank_links, ranks, (iterations,), description="Links")
     calls = slow_calls(perf, info, link_gbps)
     if not link_gbps and info["link_gbps"].isna().any():
         logger.info("collective bandwidth: no link bandwidth known for the device(s) %s; "
@@ -114,6 +112,22 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
                              int(w["window_ns"]), subject=f"{op} on {_label(str(group))}",
                              rank_claims={int(rank): claim}))
     return found
+
+
+def _rank_inputs(trace: Trace, ranks: list[int], iterations: list[int] | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The collective performance table and :func:`rank_links` of the ranks, in one pass
+    over them (each rank is read once, where it is)."""
+    return map_ranks_tables(trace, _rank_tables, ranks, (iterations,),
+                            description="Collective bandwidth")
+
+
+def _rank_tables(trace: Trace, ranks: Iterable[int] | int | None,
+                 iterations: list[int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per rank: :func:`~hta.analysis.collectives.collective_performance` and
+    :func:`rank_links`."""
+    return (coll.collective_performance(trace, ranks, iterations),
+            rank_links(trace, ranks, iterations))
 
 
 def rank_links(trace: Trace, ranks: Iterable[int] | int | None,
@@ -249,11 +263,9 @@ def slow_collectives(trace: Trace, ranks: list[int] | None = None,
                      link_gbps: float | None = None) -> pd.DataFrame:
     """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(ranks))
-    perf = map_ranks(trace, coll.collective_performance, selected, (iterations,),
-                     description="Collective bandwidth")
+    perf, info = _rank_inputs(trace, selected, iterations)
     if not len(perf):
         return perf
-    info = map_ranks(trace, rank_links, selected, (iterations,), description="Links")
     return slow_calls(perf, info, link_gbps).reset_index(drop=True)
 
 
