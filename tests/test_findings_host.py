@@ -12,9 +12,10 @@ from conftest import SAMPLE_TRACES, shared_trace
 
 from hta.analysis.findings import analysis_window, find, host, launch_bound
 from hta.analysis.findings.engine import rank_findings
-from hta.analysis.findings.rule_tools import DATA_ANNOTATION, DATA_LOADER, fmt_steps, gpu_rows
+from hta.analysis.findings.rule_tools import DATA_ANNOTATION, DATA_LOADER, fmt_steps
 from hta.analysis.findings.sync import BLOCKING_COPY, STREAM_WAIT
 from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
 from hta.model.rules import GPU_WORK_KINDS
 

@@ -16,10 +16,11 @@ from kineto_builder import COMPUTE_STREAM, TraceBuilder
 
 from hta.analysis.findings import analysis_window, copies, find, host, launch_bound
 from hta.analysis.findings.engine import rank_findings
-from hta.analysis.findings.rule_tools import data_loader_cover, gpu_rows
+from hta.analysis.findings.rule_tools import data_loader_cover
 from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.findings.sync_sites import ADVICE, EXCHANGE_ADVICE
 from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
 
 RULES = host.RULES + launch_bound.RULES + copies.RULES

@@ -29,7 +29,6 @@ from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.rule_tools import (
     data_loader_rows,
     fmt_time,
-    gpu_rows,
     in_selection,
     step_tuple,
     steps_text,
@@ -37,6 +36,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.findings.sync import RULE as HOST_SYNC
 from hta.analysis.findings.sync import graph_spans
 from hta.analysis.intervals import Cover, merge
+from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
 from hta.model.trace import RankTrace
 
