@@ -42,7 +42,7 @@ from hta.analysis.findings.kernel_common import (
     top_labels,
 )
 from hta.analysis.findings.rule_tools import (
-    data_loader_rows,
+    data_loader_cover,
     fmt_time,
     step_text,
     step_tuple,
@@ -101,12 +101,10 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     gaps = launch_bound_gaps(rt, iterations, window, w)
     if gaps["start"].size < MIN_GAPS:
         return []
-    dl = data_loader_rows(rt)
-    sb = sync_bubbles(rt, Cover(ev["ts"].to_numpy()[dl], ev["end"].to_numpy()[dl]))
-    excluded = Cover(
-        np.concatenate([w.ts, ev["ts"].to_numpy()[dl], sb.bubble_start]),
-        np.concatenate([w.end, ev["end"].to_numpy()[dl], sb.bubble_end]),
-    )
+    dl = data_loader_cover(rt)
+    sb = sync_bubbles(rt, dl)
+    excluded = Cover(np.concatenate([w.ts, dl.s, sb.bubble_start]),
+                     np.concatenate([w.end, dl.e, sb.bubble_end]))
     ms, me = merge(gaps["start"], gaps["end"])
     total = int(((me - ms) - excluded.within(ms, me)).sum())
     if total <= 0:
