@@ -45,7 +45,7 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
@@ -108,7 +108,8 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
         # before the rank's own findings, so comm_exposed does not count it again.
         claim = Claim(part["start_ns"].to_numpy(np.int64), part["end_ns"].to_numpy(np.int64),
                       part["saving_ns"].to_numpy(np.float64))
-        found.append(Finding((int(rank),), _steps(part), _evidence(part, w), saving,
+        steps = step_tuple(part["iteration"].to_numpy())
+        found.append(Finding((int(rank),), steps, _evidence(part, w), saving,
                              int(w["window_ns"]), subject=f"{op} on {_label(str(group))}",
                              rank_claims={int(rank): claim}))
     return found
@@ -215,10 +216,6 @@ def _label(group: str) -> str:
     return group if group.startswith("stream ") else f"process group {group}"
 
 
-def _steps(part: pd.DataFrame) -> tuple[int, ...]:
-    return tuple(int(s) for s in sorted(part["iteration"].unique()) if s >= 0)
-
-
 def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
     """Counts, bandwidths against the link, and the calls that lose the most."""
     link = f"{part['link'].iloc[0]}, {part['link_gbps'].iloc[0]:,.0f} GB/s per direction"
@@ -242,9 +239,9 @@ def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
     return (
         f"{len(part)} {part['collective'].iloc[0]} calls of at least "
         f"{MIN_MSG_BYTES >> 20} MiB on {_label(str(part['process_group'].iloc[0]))} in "
-        f"{fmt_steps(_steps(part))} reached a bus bandwidth of {busbw:,.1f} GB/s over their "
-        f"transfer time ({waits}), under {FAR_BELOW:.0%} of the link ({link}{where}); most "
-        f"lost: {named} "
+        f"{fmt_steps(part['iteration'].tolist())} reached a bus bandwidth of "
+        f"{busbw:,.1f} GB/s over their transfer time ({waits}), under {FAR_BELOW:.0%} of "
+        f"the link ({link}{where}); most lost: {named} "
         f"(collective performance table: busbw(GB/s), exposed(us))."
     )
 
