@@ -12,7 +12,10 @@ from conftest import SAMPLE_TRACES, shared_trace
 
 from hta.analysis.findings import analysis_window, find, host, launch_bound
 from hta.analysis.findings.engine import rank_findings
-from hta.analysis.findings.host import Cover, fmt_steps, gpu_rows
+from hta.analysis.findings.rule_tools import DATA_ANNOTATION, DATA_LOADER, fmt_steps
+from hta.analysis.findings.sync import BLOCKING_COPY, STREAM_WAIT
+from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
 from hta.model.rules import GPU_WORK_KINDS
 
@@ -99,7 +102,7 @@ def test_data_loading_absent_when_the_gpu_is_busy(tmp_path):
 
 
 def test_data_loading_names():
-    pattern, label = host.DATA_LOADER, host.DATA_ANNOTATION
+    pattern, label = DATA_LOADER, DATA_ANNOTATION
     assert pattern.search("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
     assert pattern.search("torch/utils/data/dataloader.py(631): __next__")
     assert not pattern.search("aten::copy_")
@@ -344,7 +347,7 @@ def test_real_launch_bound_by_hand():
 
 
 def test_blocking_call_names():
-    blocking, wait = host.BLOCKING_COPY, host.STREAM_WAIT
+    blocking, wait = BLOCKING_COPY, STREAM_WAIT
     for name in ("cudaMemcpy", "cudaMemcpy2D", "cuMemcpyDtoH_v2", "hipMemcpy",
                  "hipMemcpyWithStream", "hipMemcpyDtoH"):
         assert blocking.search(name), name

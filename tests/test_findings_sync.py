@@ -16,8 +16,11 @@ from kineto_builder import COMPUTE_STREAM, TraceBuilder
 
 from hta.analysis.findings import analysis_window, copies, find, host, launch_bound
 from hta.analysis.findings.engine import rank_findings
+from hta.analysis.findings.rule_tools import data_loader_cover
+from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.findings.sync_sites import ADVICE, EXCHANGE_ADVICE
 from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
 
 RULES = host.RULES + launch_bound.RULES + copies.RULES
@@ -33,7 +36,7 @@ def _row(out, rule):
 def _gpu_idle(rt, window) -> int:
     """GPU idle time in the window: no kernel, copy or memset on any stream (ns)."""
     ev = rt.events
-    g = host.gpu_rows(rt)
+    g = gpu_rows(rt)
     busy = Cover(ev["ts"].to_numpy()[g], ev["end"].to_numpy()[g])
     lo, hi = np.array([window[0]]), np.array([window[1]])
     return int((hi - lo)[0] - busy.within(lo, hi)[0])
@@ -366,7 +369,7 @@ def test_real_traces_sync_bounds(parts):
     for rank in trace.get_ranks():
         rt = trace.rank(rank)
         window = analysis_window(rt)
-        sb = host.sync_bubbles(rt, host.data_loader_cover(rt), window)
+        sb = sync_bubbles(rt, data_loader_cover(rt), window)
         mine = raw[raw["rank"] == rank]
         saving = int(mine["est_saving_ns"].sum())
         assert saving <= _gpu_idle(rt, window)

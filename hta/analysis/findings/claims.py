@@ -242,10 +242,5 @@ def claim_outside(start: np.ndarray, end: np.ndarray, amount: np.ndarray | None,
     return Claim(s, e, (e - s) * dens[owner])
 
 
-def fmt_ns(ns: float) -> str:
-    """``12.3 µs`` below a millisecond, ``4.567 ms`` above."""
-    return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"
-
-
-__all__ = ["Claim", "Kept", "cap_unclaimed", "claim_outside", "difference", "fmt_ns",
+__all__ = ["Claim", "Kept", "cap_unclaimed", "claim_outside", "difference",
            "resolve", "segments"]

@@ -45,11 +45,11 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
-from hta.model.trace import Trace, map_ranks
+from hta.model.trace import Trace, map_ranks_tables
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,7 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
                         link_gbps: float | None = None) -> list[Finding]:
     """``collective_bw``: per rank, operation and process group, the slow calls
     (module docstring); ``link_gbps`` overrides the link bandwidth of every rank."""
-    perf = map_ranks(trace, coll.collective_performance, ranks, (iterations,),
-                     description="Collective bandwidth")
+    perf, info = _rank_inputs(trace, ranks, iterations)
     if not len(perf):
         return []
     if not np.isfinite(perf["msg_bytes"].to_numpy(float)).any():
@@ -92,7 +91,6 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
     if len(ranks) < 2:
         logger.info(ONE_RANK_NOTE)
         return []
-    info = map_ranks(trace, rank_links, ranks, (iterations,), description="Links")
     calls = slow_calls(perf, info, link_gbps)
     if not link_gbps and info["link_gbps"].isna().any():
         logger.info("collective bandwidth: no link bandwidth known for the device(s) %s; "
@@ -110,10 +108,27 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
         # before the rank's own findings, so comm_exposed does not count it again.
         claim = Claim(part["start_ns"].to_numpy(np.int64), part["end_ns"].to_numpy(np.int64),
                       part["saving_ns"].to_numpy(np.float64))
-        found.append(Finding((int(rank),), _steps(part), _evidence(part, w), saving,
+        steps = step_tuple(part["iteration"].to_numpy())
+        found.append(Finding((int(rank),), steps, _evidence(part, w), saving,
                              int(w["window_ns"]), subject=f"{op} on {_label(str(group))}",
                              rank_claims={int(rank): claim}))
     return found
+
+
+def _rank_inputs(trace: Trace, ranks: list[int], iterations: list[int] | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The collective performance table and :func:`rank_links` of the ranks, in one pass
+    over them (each rank is read once, where it is)."""
+    return map_ranks_tables(trace, _rank_tables, ranks, (iterations,),
+                            description="Collective bandwidth")
+
+
+def _rank_tables(trace: Trace, ranks: Iterable[int] | int | None,
+                 iterations: list[int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per rank: :func:`~hta.analysis.collectives.collective_performance` and
+    :func:`rank_links`."""
+    return (coll.collective_performance(trace, ranks, iterations),
+            rank_links(trace, ranks, iterations))
 
 
 def rank_links(trace: Trace, ranks: Iterable[int] | int | None,
@@ -201,10 +216,6 @@ def _label(group: str) -> str:
     return group if group.startswith("stream ") else f"process group {group}"
 
 
-def _steps(part: pd.DataFrame) -> tuple[int, ...]:
-    return tuple(int(s) for s in sorted(part["iteration"].unique()) if s >= 0)
-
-
 def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
     """Counts, bandwidths against the link, and the calls that lose the most."""
     link = f"{part['link'].iloc[0]}, {part['link_gbps'].iloc[0]:,.0f} GB/s per direction"
@@ -228,9 +239,9 @@ def _evidence(part: pd.DataFrame, w: pd.Series) -> str:
     return (
         f"{len(part)} {part['collective'].iloc[0]} calls of at least "
         f"{MIN_MSG_BYTES >> 20} MiB on {_label(str(part['process_group'].iloc[0]))} in "
-        f"{fmt_steps(_steps(part))} reached a bus bandwidth of {busbw:,.1f} GB/s over their "
-        f"transfer time ({waits}), under {FAR_BELOW:.0%} of the link ({link}{where}); most "
-        f"lost: {named} "
+        f"{fmt_steps(part['iteration'].tolist())} reached a bus bandwidth of "
+        f"{busbw:,.1f} GB/s over their transfer time ({waits}), under {FAR_BELOW:.0%} of "
+        f"the link ({link}{where}); most lost: {named} "
         f"(collective performance table: busbw(GB/s), exposed(us))."
     )
 
@@ -249,11 +260,9 @@ def slow_collectives(trace: Trace, ranks: list[int] | None = None,
                      link_gbps: float | None = None) -> pd.DataFrame:
     """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(ranks))
-    perf = map_ranks(trace, coll.collective_performance, selected, (iterations,),
-                     description="Collective bandwidth")
+    perf, info = _rank_inputs(trace, selected, iterations)
     if not len(perf):
         return perf
-    info = map_ranks(trace, rank_links, selected, (iterations,), description="Links")
     return slow_calls(perf, info, link_gbps).reset_index(drop=True)
 
 

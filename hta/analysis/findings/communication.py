@@ -49,8 +49,7 @@ import pandas as pd
 from hta.analysis import collectives as coll
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.kernel_common import step_of
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, steps_text
+from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
@@ -229,7 +228,7 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
         rows.append({
             "group": g, "kernels": len(part), "comm_ns": int(comm[i]),
             "exposed_ns": int(exposed[i]),
-            "steps": tuple(int(s) for s in sorted(part["iteration"].unique()) if s >= 0),
+            "steps": step_tuple(part["iteration"].to_numpy()),
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
@@ -374,7 +373,7 @@ def check_stragglers(trace: Trace, ranks: list[int],
         mine = arrivals[(arrivals["rank"] == rank) & (arrivals["excess_lag_ns"] > 0)]
         saving = int(mine["excess_lag_ns"].sum())
         window = int(windows.get(rank, 0))
-        steps = tuple(int(s) for s in sorted(mine["iteration"].unique()) if s >= 0)
+        steps = step_tuple(mine["iteration"].to_numpy())
         evidence = (
             f"rank {rank} started last at {int(row['late_count'])} of "
             f"{int(row['collectives'])} collectives (mean lag {row['mean_lag(us)']:,.1f} µs "

@@ -48,13 +48,13 @@ from hta.analysis.findings.rule_tools import (
     bytes_of,
     fmt_bytes,
     fmt_time,
-    gpu_rows,
     in_selection,
     name_matches,
     step_tuple,
     steps_text,
 )
 from hta.analysis.intervals import Cover, merge
+from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes, kind_mask
 from hta.model.trace import RankTrace

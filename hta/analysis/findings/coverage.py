@@ -47,7 +47,8 @@ import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
 from hta.analysis.findings.base import step_table
-from hta.analysis.findings.claims import difference, fmt_ns
+from hta.analysis.findings.claims import difference
+from hta.analysis.findings.rule_tools import fmt_time
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
 from hta.analysis.intervals import Cover, union_length
@@ -126,7 +127,7 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                 f"{NO_CAUSE}")
         if pieces:
             p = pieces[0]
-            text += (f" Longest unexplained stretch: {fmt_ns(p['dur_ns'])} in "
+            text += (f" Longest unexplained stretch: {fmt_time(p['dur_ns'])} in "
                      f"{_step_text(p['step'])} ({p['gpu']}); CPU: {p['cpu'] or 'nothing recorded'}"
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
@@ -248,7 +249,7 @@ def _annotations(host: _Host, a: int, b: int) -> str:
 
 def _top(rt: RankTrace, ids: np.ndarray, weight: np.ndarray, length: int) -> str:
     total = pd.Series(weight).groupby(ids).sum().sort_values(ascending=False, kind="stable")
-    parts = [f"{rt.symbols[int(i)]} {100 * t / length:.0f}% ({fmt_ns(t)})"
+    parts = [f"{rt.symbols[int(i)]} {100 * t / length:.0f}% ({fmt_time(t)})"
              for k, (i, t) in enumerate(total.head(TOP_NAMES).items())
              if t > 0 and (k == 0 or t >= 0.01 * length)]
     return ", ".join(parts)

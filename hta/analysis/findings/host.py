@@ -26,33 +26,17 @@ import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.rule_tools import (  # noqa: F401 - the helpers other rules import
-    DATA_ANNOTATION,
-    DATA_LOADER,
-    Cover,
-    bytes_of,
-    data_loader_cover,
+from hta.analysis.findings.rule_tools import (
     data_loader_rows,
-    fmt_bytes,
-    fmt_steps,
     fmt_time,
-    gpu_rows,
     in_selection,
-    name_matches,
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import (  # noqa: F401 - re-exported for launch_bound, tests
-    BLOCKING_COPY,
-    STREAM_WAIT,
-    SyncBubbles,
-    blocking_rows,
-    check_host_sync,
-    graph_spans,
-    sync_bubbles,
-)
 from hta.analysis.findings.sync import RULE as HOST_SYNC
-from hta.analysis.intervals import merge
+from hta.analysis.findings.sync import graph_spans
+from hta.analysis.intervals import Cover, merge
+from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
 from hta.model.trace import RankTrace
 

@@ -193,18 +193,20 @@ def fmt_at(rt: RankTrace, ts: int) -> str:
     return f"{(int(ts) - first) / 1e6:,.3f} ms"
 
 
-def step_of(step: int) -> str:
-    """``step 12``, or ``outside any step`` for -1."""
-    return f"step {int(step)}" if step >= 0 else "outside any step"
+def _totals(ids: np.ndarray, weights: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ids, and per id its count and total weight."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return (uniq, np.bincount(inverse, minlength=uniq.size),
+            np.bincount(inverse, weights=weights, minlength=uniq.size))
 
 
 def label_times(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3
                 ) -> list[tuple[int, str, int, float]]:
     """The ``n`` kernel names (symbol ids) with the largest total weight, as
     ``(id, label, count, weight)``; labels tell apart names sharing a short name."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
-    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
+    uniq, count, total = _totals(ids, weights)
     top = sorted(range(uniq.size), key=lambda i: (-total[i], int(uniq[i])))[:n]
     labels = kernel_labels([rt.symbols[int(uniq[i])] for i in top])
     return [(int(uniq[i]), label, int(count[i]), float(total[i]))
@@ -232,9 +234,7 @@ def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
 def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,
               with_time: bool = True) -> str:
     """``name ×count (time)`` of the ``n`` short names with the largest total weight."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    count = np.bincount(inverse.reshape(-1), minlength=uniq.size)
-    total = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.size)
+    uniq, count, total = _totals(ids, weights)
     by_short: dict[str, list[float]] = {}
     for i, c, t in zip(uniq.tolist(), count.tolist(), total.tolist(), strict=True):
         acc = by_short.setdefault(short_name(rt.symbols[i]), [0, 0.0])

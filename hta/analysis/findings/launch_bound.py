@@ -36,19 +36,19 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import claim_outside
-from hta.analysis.findings.host import sync_bubbles
 from hta.analysis.findings.kernel_common import (
     graph_replayed_work,
     kernel_labels,
     top_labels,
 )
 from hta.analysis.findings.rule_tools import (
-    data_loader_rows,
+    data_loader_cover,
     fmt_time,
     step_text,
     step_tuple,
     steps_text,
 )
+from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.gpu_work import MEMORY, GpuWork, gpu_work
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
@@ -101,12 +101,10 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     gaps = launch_bound_gaps(rt, iterations, window, w)
     if gaps["start"].size < MIN_GAPS:
         return []
-    dl = data_loader_rows(rt)
-    sb = sync_bubbles(rt, Cover(ev["ts"].to_numpy()[dl], ev["end"].to_numpy()[dl]))
-    excluded = Cover(
-        np.concatenate([w.ts, ev["ts"].to_numpy()[dl], sb.bubble_start]),
-        np.concatenate([w.end, ev["end"].to_numpy()[dl], sb.bubble_end]),
-    )
+    dl = data_loader_cover(rt)
+    sb = sync_bubbles(rt, dl)
+    excluded = Cover(np.concatenate([w.ts, dl.s, sb.bubble_start]),
+                     np.concatenate([w.end, dl.e, sb.bubble_end]))
     ms, me = merge(gaps["start"], gaps["end"])
     total = int(((me - ms) - excluded.within(ms, me)).sum())
     if total <= 0:

@@ -1,5 +1,5 @@
-"""Tools the findings rules share: GPU rows, name tests, step selection, formatting,
-copy sizes and data-loader spans.
+"""Tools the findings rules share: name tests, step selection, formatting, copy sizes
+and data-loader spans (GPU rows: :func:`hta.analysis.perf.calls.gpu_rows`).
 
 A *data-loader span* is a CPU event named ``enumerate(DataLoader)#...``, containing
 ``DataLoaderIter.__next__``, the Python frame ``torch/utils/data/dataloader.py(N):
@@ -17,7 +17,7 @@ import pandas as pd
 
 from hta.analysis.findings.base import step_table
 from hta.analysis.intervals import Cover
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
+from hta.model.rules import KIND_CODE, kind_mask
 from hta.model.trace import RankTrace
 
 DATA_LOADER = re.compile(
@@ -29,11 +29,6 @@ DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
 
 _CPU_KINDS = ("cpu_op", "user_annotation", "python_function")
 _ANNOTATION = KIND_CODE["user_annotation"]
-
-
-def gpu_rows(rt: RankTrace) -> np.ndarray:
-    """Positions of the rank's GPU work rows (kernels, copies, memsets)."""
-    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
 
 
 def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -88,6 +83,11 @@ def step_text(rt: RankTrace, step: int) -> str:
     ``ProfilerStep`` spans."""
     if not len(step_table(rt)):
         return "no ProfilerStep"
+    return step_of(step)
+
+
+def step_of(step: int) -> str:
+    """``step 12``, or ``outside any step`` for -1."""
     return f"step {int(step)}" if step >= 0 else "outside any step"
 
 

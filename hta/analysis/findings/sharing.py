@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hta.analysis.findings.claims import Kept, cap_unclaimed, fmt_ns, resolve
+from hta.analysis.findings.claims import Kept, cap_unclaimed, resolve
+from hta.analysis.findings.rule_tools import fmt_time
 from hta.analysis.intervals import Cover
 
 if TYPE_CHECKING:
@@ -131,13 +132,13 @@ def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:
             other.steps |= row.steps
             other.notes.append(
                 f"The same time also shows as {row.finding.subject or 'another finding'} "
-                f"({fmt_ns(part)} of its {fmt_ns(kp.claim_len)} in common): its "
-                f"{fmt_ns(row.saving)} is counted here, not in a row of its own.")
+                f"({fmt_time(part)} of its {fmt_time(kp.claim_len)} in common): its "
+                f"{fmt_time(row.saving)} is counted here, not in a row of its own.")
     for j, part in sorted(kp.lost_to.items(), key=lambda kv: -kv[1]):
         other = rows[_root(rows, claimed[j])]
         if part >= 0.01 * max(kp.claimed_ns, 1) and row.into < 0:
             about = f" ({other.finding.subject})" if other.finding.subject else ""
-            row.notes.append(f"{fmt_ns(part)} of the time it claims is held by {other.rule}"
+            row.notes.append(f"{fmt_time(part)} of the time it claims is held by {other.rule}"
                              f"{about}, which counts it; the saving here leaves it out.")
 
 
@@ -167,11 +168,11 @@ def _draw_budgets(rows: list[_Row], todo: list[_Row], left: dict[str, int]) -> N
                 root.steps |= r.steps
                 root.notes.append(
                     f"The same saving also shows as {r.finding.subject or 'another finding'}"
-                    f" (its {fmt_ns(r.saving)} draws on the same {fmt_ns(amount)} of "
+                    f" (its {fmt_time(r.saving)} draws on the same {fmt_time(amount)} of "
                     f"{key}), counted once here.")
             else:
                 about = f" ({root.finding.subject})" if root.finding.subject else ""
-                r.notes.append(f"{fmt_ns(short)} of its saving would draw on {key} that "
+                r.notes.append(f"{fmt_time(short)} of its saving would draw on {key} that "
                                f"{root.rule}{about} already counts.")
         r.saving = take
         left[key] -= take

@@ -62,7 +62,6 @@ from hta.analysis.findings.rule_tools import (
     fmt_bytes,
     fmt_steps,
     fmt_time,
-    gpu_rows,
     in_selection,
     name_matches,
     step_tuple,
@@ -74,6 +73,7 @@ from hta.analysis.findings.sync_sites import (
     site_advice,
 )
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
+from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace

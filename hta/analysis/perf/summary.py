@@ -108,10 +108,11 @@ def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
             continue
         owner = work["owner"].to_numpy()
         ev = rt.events
-        names = np.asarray(rt.symbols, dtype=object)
         owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
-        lookup = {int(i): op_category(names[i]) or "" for i in np.unique(owner_name) if i >= 0}
-        named = np.array([lookup.get(int(i), "") for i in owner_name], dtype=object)
+        uniq, inverse = np.unique(owner_name, return_inverse=True)
+        labels = np.array([op_category(rt.symbols[i]) or "" if i >= 0 else ""
+                           for i in uniq.tolist()], dtype=object)
+        named = labels[inverse.reshape(-1)]
         cat = np.where(named != "", named, work["kernel_category"].to_numpy())
         per = pd.Series(work["dur"].to_numpy(), index=cat).groupby(level=0).sum()
         per = per.reindex([c for c in CATEGORIES if c in per.index])
