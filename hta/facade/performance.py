@@ -66,10 +66,7 @@ class PerformanceMixin:
             return map_ranks(self.t, rank_op_summary, ranks,
                              kwargs={"device": device, "rules": self.rules},
                              description="Operator performance")
-        rows = self.get_op_performance(ranks, device)
-        if by == "category":
-            return op_performance_by_category(rows)
-        return op_performance_summary(rows)
+        return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).
