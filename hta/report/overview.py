@@ -225,12 +225,6 @@ def _kernel_stats(trace: Trace, ranks: list[int], iterations: list[int] | None
     return stats[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
 
 
-def top_kernels(trace: Trace, ranks: list[int], iterations: list[int] | None,
-                top: int = 10) -> pd.DataFrame:
-    """The ``top`` GPU kernels by total duration over ``ranks`` (see the module docstring)."""
-    return top_kernels_of(_kernel_stats(trace, ranks, iterations), top)
-
-
 def top_kernels_of(stats: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """The ``top`` kernels of per-rank kernel totals (``rank, kernel_type, name, sum (us),
     count``), with their spread across ranks (see the module docstring)."""
@@ -308,4 +302,4 @@ def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
 
 
 __all__ = ["JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
-           "spread_across_ranks", "top_kernels", "top_kernels_of"]
+           "spread_across_ranks", "top_kernels_of"]
