@@ -15,27 +15,18 @@ is not included. This is a benchmark: it reports, it never asserts.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from timing import median_time  # noqa: E402
+
 from hta.analysis.collectives import rank_collective_performance  # noqa: E402
 from hta.analysis.findings.collective_bw import check_collective_bw  # noqa: E402
 from hta.analysis.findings.communication import check_exposed  # noqa: E402
 from hta.job.load import load_trace  # noqa: E402
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> int:

@@ -26,14 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from timing import timed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -51,16 +52,6 @@ t2 = time.perf_counter()
 print("@@" + json.dumps({"load_s": t1 - t0, "analysis_s": t2 - t1, "ok": bool(ok),
                          "nodes": g.number_of_nodes(), "edges": g.number_of_edges()}))
 """
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median wall time (s) of ``repeat`` calls, and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def generate(events: int, out: Path, seed: int) -> Path:

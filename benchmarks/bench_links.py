@@ -19,12 +19,11 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from timing import median_time
 
 from hta.kineto.decode import decode_trace
 from hta.model import build, links
@@ -76,15 +75,6 @@ def previous_call_stacks(ts: np.ndarray, end: np.ndarray, pid: np.ndarray, tid: 
     depth[rows] = np.asarray(ld_list, dtype=np.int32)
     ends = end[rows]
     return parent, depth, int(np.count_nonzero(has & (ends[np.clip(lp, 0, None)] < ends)))
-
-
-def median_time(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> None:

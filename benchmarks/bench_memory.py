@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,8 @@ import pandas as pd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from timing import timed  # noqa: E402
 
 from hta.analysis.memory import memory_summary, memory_timeline  # noqa: E402
 from hta.model.rules import KINDS  # noqa: E402
@@ -85,15 +84,6 @@ def built_rank(n: int, seed: int = 0) -> Trace:
     rt = RankTrace(rank=0, events=events, symbols=symbols, tables={"instants": instants},
                    meta={})
     return Trace({0: rt})
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    times, value = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), value
 
 
 def bench(label: str, trace: Trace, repeat: int) -> dict[str, Any]:

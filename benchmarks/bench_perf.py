@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from timing import median_time  # noqa: E402
 
 from hta.analysis.perf.op_performance import op_performance  # noqa: E402
 from hta.analysis.perf.summary import category_time, op_performance_summary  # noqa: E402
@@ -37,15 +38,6 @@ def _generate(folder: Path, events: int) -> Path:
         subprocess.run([sys.executable, "-m", "hta.synthetic", str(folder), "--ranks", "1",
                         "--events-per-rank", str(events)], check=True, cwd=REPO_ROOT)
     return folder
-
-
-def _median(fn, repeat: int) -> float:  # noqa: ANN001 - a zero-argument callable
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             ("op_performance_summary", lambda: op_performance_summary(rows)),
             ("category_time", lambda: category_time(analyzer.t, rt.rank)),
         ):
-            secs = _median(fn, args.repeat)
+            secs = median_time(fn, args.repeat)
             print(f"  {label:28s} {secs:7.3f} s   {secs / (n / 1e6):7.3f} s per 1M events")
     return 0
 

@@ -17,9 +17,7 @@ included). This is a benchmark: it reports, it never asserts.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +25,8 @@ import pandas as pd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from timing import median_time  # noqa: E402
 
 from hta.analysis.stragglers import (  # noqa: E402
     KERNEL_COLUMNS,
@@ -58,15 +58,6 @@ def kernel_table(ranks: int, collectives: int, seed: int = 0) -> pd.DataFrame:
     }, columns=KERNEL_COLUMNS)
 
 
-def timed(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=64)
@@ -78,11 +69,11 @@ def main() -> None:
         from hta.job.load import load_trace
 
         trace = load_trace(args.trace_dir, progress=False, cache=False)
-        wall = timed(lambda: straggler_summary(collective_arrivals(trace)), args.repeat)
+        wall = median_time(lambda: straggler_summary(collective_arrivals(trace)), args.repeat)
         print(f"{args.trace_dir}: collective_arrivals + summary {wall:.3f} s (median)")
         return
     kernels = kernel_table(args.ranks, args.collectives)
-    wall = timed(lambda: straggler_summary(match_collectives(kernels)), args.repeat)
+    wall = median_time(lambda: straggler_summary(match_collectives(kernels)), args.repeat)
     per_m = wall / (len(kernels) / 1e6)
     print(f"{args.ranks} ranks x {args.collectives} collectives = {len(kernels):,} kernels: "
           f"match + summary {wall:.3f} s (median of {args.repeat}), {per_m:.3f} s per "

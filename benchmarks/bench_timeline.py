@@ -28,12 +28,10 @@ import json
 import logging
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,8 @@ import pandas as pd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from timing import timed  # noqa: E402
 
 from hta.analysis.timeline import timeline_segments  # noqa: E402
 from hta.model.rules import GPU_WORK_KINDS, KINDS  # noqa: E402
@@ -92,15 +92,6 @@ def gpu_dense_rank(n: int, streams: int = 4, seed: int = 0) -> Trace:
     })
     symbols = [f"void kernel_{i}<float, 128>(float*, int)" for i in range(50)]
     return Trace({0: RankTrace(rank=0, events=events, symbols=symbols, tables={}, meta={})})
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    times, value = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), value
 
 
 def browser_times(fig: Any, tmp: Path) -> tuple[int, int] | None:

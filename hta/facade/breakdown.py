@@ -20,6 +20,7 @@ import pandas as pd
 
 from hta.analysis import annotations, idle, kernels, overlap, temporal
 from hta.facade.display import show
+from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
 from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
 from hta.plots.idle import idle_time_breakdown_figure
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
-
-Ranks = Iterable[int] | int | None
-Iterations = Iterable[int] | int | None
 
 
 class BreakdownMixin:

@@ -8,7 +8,6 @@ The definitions (operation, message size, algorithm and bus bandwidth, imbalance
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -16,14 +15,12 @@ import pandas as pd
 from hta.analysis.collectives import collective_performance, collective_summary
 from hta.analysis.findings.collective_bw import slow_collectives
 from hta.facade.display import show
+from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
 from hta.plots.collectives import collective_bandwidth_figure
 
 if TYPE_CHECKING:
     from hta.model.trace import Trace
-
-Ranks = Iterable[int] | int | None
-Iterations = Iterable[int] | int | None
 
 
 class CollectivesMixin:

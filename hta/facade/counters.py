@@ -26,6 +26,7 @@ from hta.analysis import bandwidth, cupti, launch, operators, queue, sequences
 from hta.export.counters_trace import TimeSeriesTypes, generate_trace_with_counters
 from hta.export.patterns_trace import write_overlaid_trace
 from hta.facade.display import show
+from hta.model.selection import Ranks
 from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
 from hta.plots.launch import launch_stats_figure
 from hta.plots.operators import frequent_sequences_figure, operator_breakdown_figure
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Ranks = Iterable[int] | int | None
 
 __all__ = ["CountersMixin", "TimeSeriesTypes"]
 

@@ -10,15 +10,10 @@ import pandas as pd
 
 from hta.analysis.findings import FindingsResult, analyse, describe_rules
 from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
+from hta.model.selection import normalize_iterations, normalize_ranks
 
 if TYPE_CHECKING:
     from hta.model.job import Job
-
-
-def _key(values: Iterable[int] | int | None) -> tuple[int, ...] | None:
-    if values is None:
-        return None
-    return (int(values),) if isinstance(values, int) else tuple(sorted({int(v) for v in values}))
 
 
 class FindingsMixin:
@@ -31,7 +26,7 @@ class FindingsMixin:
                   ) -> FindingsResult:
         """One run of the rules per selection, kept for the companion methods."""
         cache = self.__dict__.setdefault("_findings_cache", {})
-        key = (_key(ranks), _key(iterations), float(min_share))
+        key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
         if key not in cache:
             cache.clear()
             cache[key] = analyse(self.t, ranks, iterations, min_share=min_share)

@@ -7,7 +7,6 @@ definitions) through :func:`~hta.model.trace.map_ranks`, and with ``visualize`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,13 +16,12 @@ from hta.analysis import memory
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
+from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
 
 if TYPE_CHECKING:
     from hta.model.job import Job
-
-Ranks = Iterable[int] | int | None
 
 
 class MemoryMixin:

@@ -10,7 +10,6 @@ device matched from the trace's ``deviceProperties``: a name of the table
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -25,14 +24,13 @@ from hta.analysis.perf.summary import (
 )
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
+from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 from hta.plots.roofline import roofline_figure
 
 if TYPE_CHECKING:
     from hta.model.rules import RuleSet
     from hta.model.trace import Trace
-
-Ranks = Iterable[int] | int | None
 
 
 class PerformanceMixin:
@@ -68,10 +66,7 @@ class PerformanceMixin:
             return map_ranks(self.t, rank_op_summary, ranks,
                              kwargs={"device": device, "rules": self.rules},
                              description="Operator performance")
-        rows = self.get_op_performance(ranks, device)
-        if by == "category":
-            return op_performance_by_category(rows)
-        return op_performance_summary(rows)
+        return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).

@@ -9,7 +9,7 @@ the data (:func:`~hta.job.distributed.map_ranks`) and matched here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -21,6 +21,7 @@ from hta.analysis.stragglers import (
 )
 from hta.facade.display import show
 from hta.facade.empty import one_rank, say_why_empty
+from hta.model.selection import Iterations, Ranks
 from hta.plots.stragglers import straggler_figure
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Ranks = Iterable[int] | int | None
-Iterations = Iterable[int] | int | None
 #: ``(arrivals, num_candidates) -> Series`` of a value per rank (index: rank); the ranks
 #: with the largest positive values are the candidates.
 StragglerImpl = Callable[[pd.DataFrame, int], pd.Series]

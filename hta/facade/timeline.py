@@ -18,6 +18,7 @@ import pandas as pd
 
 from hta.analysis.timeline import segments_per_rank, timeline_segments
 from hta.facade.display import show
+from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 from hta.plots.timeline import timeline_figure
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Ranks = Iterable[int] | int | None
 #: Bars in one figure, shared by its ranks: what a browser still pans and hovers smoothly.
 DEFAULT_FIGURE_SEGMENTS = 20_000
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from hta.plots._plotly import go
+from hta.plots.colors import OTHER
 
 #: Most points drawn per collective operation (the longest calls are kept).
 MAX_POINTS = 20_000
@@ -37,7 +38,7 @@ def collective_bandwidth_figure(perf: pd.DataFrame, link_gbps: float | None = No
                           "<br>%{customdata[2]:,.1f} µs, step %{customdata[3]}<extra></extra>",
         ))
     if link_gbps:
-        fig.add_hline(y=float(link_gbps), line_dash="dash", line_color="#7f7f7f",
+        fig.add_hline(y=float(link_gbps), line_dash="dash", line_color=OTHER,
                       annotation_text=f"{link_name or 'link'}: {float(link_gbps):,.0f} GB/s")
     left_out = len(perf) - len(p)
     title = "Collectives: bus bandwidth against message size"

@@ -6,11 +6,12 @@ import pandas as pd
 
 from hta.plots._figure_parts import short
 from hta.plots._plotly import go, make_subplots
+from hta.plots.colors import COMMUNICATION, COMPUTATION, OTHER
 
 COLORS = {
     "cpu_bound": "#1f77b4",
-    "gpu_compute_bound": "#2ca02c",
-    "gpu_communication_bound": "#ff7f0e",
+    "gpu_compute_bound": COMPUTATION,
+    "gpu_communication_bound": COMMUNICATION,
     "launch_overhead": "#9467bd",
     "kernel_kernel_overhead": "#8c564b",
 }
@@ -35,7 +36,7 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
     order = bounds.iloc[::-1]
     fig.add_trace(go.Bar(
         y=order["bound_by"], x=order["duration(us)"], orientation="h", showlegend=False,
-        marker_color=[COLORS.get(b, "#7f7f7f") for b in order["bound_by"]],
+        marker_color=[COLORS.get(b, OTHER) for b in order["bound_by"]],
         customdata=order[["duration_pctg"]],
         hovertemplate="%{y}<br>%{x:,.3f} µs (%{customdata[0]:.2f}% of the path)<extra></extra>",
     ), row=1, col=1)
@@ -44,7 +45,7 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
         fig.add_trace(go.Bar(
             y=[f"{i}. {short(n, 60)}" for i, n in zip(part.index + 1, part["name"])],
             x=part["duration(us)"], orientation="h", name=bound,
-            marker_color=COLORS.get(bound, "#7f7f7f"),
+            marker_color=COLORS.get(bound, OTHER),
             customdata=part[["name", "kind", "count", "duration_pctg"]],
             hovertemplate="%{customdata[0]}<br>kind %{customdata[1]}, %{customdata[2]} edge(s)"
                           "<br>%{x:,.3f} µs (%{customdata[3]:.2f}% of the path)<extra></extra>",

@@ -6,10 +6,11 @@ import pandas as pd
 
 from hta.plots._figure_parts import rank_label
 from hta.plots._plotly import go
+from hta.plots.colors import IDLE
 
 LABELS = {"host_wait": "host wait (CPU late to launch)",
           "kernel_wait": "kernel wait (launch gap below threshold)", "other": "other"}
-COLORS = {"host_wait": "#d62728", "kernel_wait": "#1f77b4", "other": "#c7c7c7"}
+COLORS = {"host_wait": "#d62728", "kernel_wait": "#1f77b4", "other": IDLE}
 
 
 def idle_time_breakdown_figure(df: pd.DataFrame, pctg: bool = True) -> go.Figure:

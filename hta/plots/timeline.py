@@ -7,7 +7,7 @@ import pandas as pd
 
 from hta.plots._figure_parts import plain_text_names, short
 from hta.plots._plotly import go
-from hta.plots.colors import KIND_COLORS
+from hta.plots.colors import KIND_COLORS, OTHER
 
 #: Segments narrower than this fraction of the drawn span are widened to it (~1 pixel).
 MIN_WIDTH_FRACTION = 1 / 2_000
@@ -59,7 +59,7 @@ def timeline_figure(segments_df: pd.DataFrame, title: str = "GPU timeline") -> g
         start_ms = (part["start_ns"].to_numpy() - t0) / 1e6
         dur_ms = (part["end_ns"].to_numpy() - part["start_ns"].to_numpy()) / 1e6
         drawn_end = start_ms + np.maximum(dur_ms, span_ms * MIN_WIDTH_FRACTION)
-        color = KIND_COLORS.get(kind, "#7f7f7f")
+        color = KIND_COLORS.get(kind, OTHER)
         fig.add_trace(go.Scattergl(
             x=_pieces(start_ms, drawn_end), y=_pieces(y, y), mode="lines", name=kind,
             legendgroup=kind, line={"color": color, "width": line_px}, hoverinfo="skip",
@@ -98,7 +98,7 @@ def timeline_figure(segments_df: pd.DataFrame, title: str = "GPU timeline") -> g
     if note:
         fig.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0,
                            y=1.0, yanchor="bottom", xanchor="left", align="left",
-                           font={"color": "#7f7f7f", "size": 12})
+                           font={"color": OTHER, "size": 12})
     return plain_text_names(fig)
 
 

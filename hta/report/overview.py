@@ -100,6 +100,11 @@ class JobOverview:
     top_kernels: pd.DataFrame
     spread: pd.DataFrame
     job: dict[str, Any] = field(default_factory=dict)
+    #: the analyses' own per-rank tables the overview was built from (``"temporal"``:
+    #: :func:`~hta.analysis.temporal.temporal_breakdown_detail`, ``"overlap"``:
+    #: :func:`~hta.analysis.overlap.comm_comp_overlap`, ``"idle"``:
+    #: :func:`~hta.analysis.idle.idle_time_breakdown`), kept for the report's sections
+    details: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready content (NaN stays NaN: :func:`hta.commands.args_and_output.finite`
@@ -137,24 +142,29 @@ def job_overview(job: Trace, ranks: Iterable[int] | None = None,
                     if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
     top_table = top_kernels_of(kernel_stats, top)
     spread = spread_across_ranks(table)
-    return JobOverview(table, top_table, spread, _job(job, table, selected, iters))
+    details = {k: pd.concat(list(per_rank[k]), ignore_index=True)
+               for k in _DETAILS if len(per_rank)}
+    return JobOverview(table, top_table, spread, _job(job, table, selected, iters), details)
 
 
 def rank_overview(trace: Trace, ranks: Iterable[int] | None,
                   iterations: list[int] | None) -> pd.DataFrame:
     """Per rank: one row of :data:`RANK_COLUMNS`, plus ``kernel_stats`` (the rank's
-    per-kernel totals, for :func:`top_kernels_of`). Runs next to the data."""
+    per-kernel totals, for :func:`top_kernels_of`) and the rank's rows of the analyses'
+    tables (:attr:`JobOverview.details`). Runs next to the data."""
     selected = trace.selected_ranks(ranks)
     restricted = restrict_to_iterations(trace, iterations)
-    table = _rank_table(trace, restricted, selected, iterations)
-    stats = _kernel_stats(trace, selected, iterations)
-    table["kernel_stats"] = [stats[stats["rank"] == r].reset_index(drop=True)
-                             for r in table["rank"]]
+    details: dict[str, pd.DataFrame] = {}
+    table = _rank_table(trace, restricted, selected, iterations, details)
+    details["kernel_stats"] = _kernel_stats(trace, selected, iterations)
+    for key, frame in details.items():
+        table[key] = [frame[frame["rank"] == r].reset_index(drop=True) for r in table["rank"]]
     return table
 
 
 def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
-                iterations: list[int] | None) -> pd.DataFrame:
+                iterations: list[int] | None, details: dict[str, pd.DataFrame]
+                ) -> pd.DataFrame:
     base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
     steps = pd.concat([rank_steps(trace.rank(r)) for r in ranks], ignore_index=True) \
         if ranks else pd.DataFrame({"rank": [], "step": [], "dur": []})
@@ -164,7 +174,8 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
     base["steps"] = base["rank"].map(step_stats["count"]).fillna(0).astype(np.int64)
     base["step_time_mean(us)"] = base["rank"].map(step_stats["mean"] / 1e3).astype(float)
 
-    detail = temporal.temporal_breakdown_detail(trace, ranks, iterations).set_index("rank")
+    details["temporal"] = temporal.temporal_breakdown_detail(trace, ranks, iterations)
+    detail = details["temporal"].set_index("rank")
     for col in ("kernel_time(us)", "compute_time(us)", "exposed_comm_time(us)",
                 "exposed_memory_time(us)", "idle_time(us)", "memory_time(us)",
                 "compute_time_pctg", "exposed_comm_time_pctg", "exposed_memory_time_pctg",
@@ -172,12 +183,13 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
         base[col] = base["rank"].map(detail[col]).astype(float)
     base["busy_time(us)"] = base["kernel_time(us)"] - base["idle_time(us)"]
 
-    ov = overlap.comm_comp_overlap(trace, ranks, iterations).set_index("rank")
+    details["overlap"] = overlap.comm_comp_overlap(trace, ranks, iterations)
+    ov = details["overlap"].set_index("rank")
     base["comp_comm_overlap_pctg"] = base["rank"].map(ov["comp_comm_overlap_pctg"]).astype(
         float)
     base["overlap_note"] = base["rank"].map(ov["note"]).fillna("").astype(str)
 
-    gaps = idle.idle_time_breakdown(trace, ranks, None, iterations)
+    gaps = details["idle"] = idle.idle_time_breakdown(trace, ranks, None, iterations)
     by_cause = gaps.groupby(["rank", "idle_category"])["idle_time"].sum()
     for category, col in _IDLE_COLUMN.items():
         values = {r: float(by_cause.get((r, category), 0.0)) for r in ranks}
@@ -199,6 +211,7 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
 
 
 _KERNEL_STAT_COLUMNS = ["rank", "kernel_type", "name", "sum (us)", "count"]
+_DETAILS = ("temporal", "overlap", "idle")
 
 
 def _kernel_stats(trace: Trace, ranks: list[int], iterations: list[int] | None
@@ -210,12 +223,6 @@ def _kernel_stats(trace: Trace, ranks: list[int], iterations: list[int] | None
     stats = kernels.kernel_breakdown(trace, ranks, iterations, duration_ratio=1.0,
                                      num_kernels=2**62, include_memory_kernels=True)
     return stats[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
-
-
-def top_kernels(trace: Trace, ranks: list[int], iterations: list[int] | None,
-                top: int = 10) -> pd.DataFrame:
-    """The ``top`` GPU kernels by total duration over ``ranks`` (see the module docstring)."""
-    return top_kernels_of(_kernel_stats(trace, ranks, iterations), top)
 
 
 def top_kernels_of(stats: pd.DataFrame, top: int = 10) -> pd.DataFrame:
@@ -295,4 +302,4 @@ def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
 
 
 __all__ = ["JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
-           "spread_across_ranks", "top_kernels", "top_kernels_of"]
+           "spread_across_ranks", "top_kernels_of"]

@@ -48,8 +48,7 @@ def temporal(ctx: Context, s: Section) -> None:
     from hta.plots.temporal import temporal_breakdown_figure
 
     s.definitions, s.source = doc(temporal), "hta.analysis.temporal.temporal_breakdown_detail"
-    df = map_ranks(ctx.trace, temporal.temporal_breakdown_detail, ctx.ranks, (ctx.iterations,),
-                   description="Temporal breakdown")
+    df = ctx.overview.details["temporal"]
     if not (df["kernel_time(us)"] > 0).any():
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
         s.tables.append(table_of(df, "Per rank"))
@@ -69,7 +68,7 @@ def idle(ctx: Context, s: Section) -> None:
     from hta.plots.idle import idle_time_breakdown_figure
 
     s.definitions, s.source = doc(idle), "hta.analysis.idle.idle_time_breakdown"
-    df = idle.idle_time_breakdown(ctx.trace, ctx.ranks, None, ctx.iterations)
+    df = ctx.overview.details["idle"]
     if df.empty or df["idle_intervals"].sum() == 0:
         s.notes.append("No GPU stream in the selection has a gap between two GPU events.")
         if len(df):
@@ -107,8 +106,7 @@ def overlap(ctx: Context, s: Section) -> None:
     from hta.plots.overlap import comm_comp_overlap_figure
 
     s.definitions, s.source = doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
-    df = map_ranks(ctx.trace, overlap.comm_comp_overlap, ctx.ranks, (ctx.iterations,),
-                   description="Communication overlap")
+    df = ctx.overview.details["overlap"]
     if df["comm_time(us)"].gt(0).any():
         s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
     else:

@@ -34,7 +34,7 @@ def job_sentence(ctx: Context) -> str:
     idle time over the summed GPU span of the ranks)."""
     table = ctx.overview.ranks
     n = len(table)
-    world = ctx.trace.rank(ctx.ranks[0]).meta.get("world_size") if n else None
+    world = ctx.overview.job.get("world_size") if n else None
     parts = [f"{n} rank{'s' if n != 1 else ''}"
              + (f" of world size {world}" if world and world != n else "")]
     devices = _devices(ctx)

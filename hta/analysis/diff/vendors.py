@@ -60,7 +60,7 @@ def device_names(trace: Trace, ranks: Sequence[int]) -> list[str]:
     """Sorted names of the devices the ranks list in their ``deviceProperties``."""
     names: set[str] = set()
     for rank in ranks:
-        for props in trace.rank(rank).meta.get("device_properties") or []:
+        for props in trace.meta(rank).get("device_properties") or []:
             if isinstance(props, dict) and str(props.get("name") or "").strip():
                 names.add(str(props["name"]).strip())
     return sorted(names)
