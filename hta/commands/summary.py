@@ -337,21 +337,13 @@ def _spread_style(row: dict[str, Any]) -> str | None:
     return "red" if isinstance(v, float) and v >= HIGH_SPREAD_PCTG else None
 
 
-def _ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 5]`` -> ``"1-3,5"``."""
-    out: list[str] = []
-    values = sorted(set(values))
-    start = prev = None
-    for v in values + [None]:
-        if start is None:
-            start = prev = v
-        elif v is not None and v == prev + 1:
-            prev = v
-        else:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-            start = prev = v
-    return ",".join(out)
-
-
 __all__ = ["add_parser", "print_coverage", "print_findings", "print_overview", "run",
            "selected_iterations"]
+
+
+def _ranges(values: list[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3,5"`` (:func:`hta.model.selection.format_ranges`, imported
+    when used so that ``hta --help`` loads no pandas)."""
+    from hta.model.selection import format_ranges
+
+    return format_ranges(values, ",")

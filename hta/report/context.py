@@ -19,7 +19,7 @@ import plotly.io as pio
 
 from hta.analysis.names import short_name
 from hta.model.job import Job
-from hta.model.selection import Selection, on_steps
+from hta.model.selection import Selection, format_ranges, on_steps
 from hta.plots._figure_parts import plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
@@ -179,17 +179,8 @@ def thin(series: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, str]:
 
 
 def ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 5]`` -> ``"1-3,5"``."""
-    values = sorted(set(values))
-    out: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(out)
+    """``[1, 2, 3, 5]`` -> ``"1-3,5"`` (:func:`hta.model.selection.format_ranges`)."""
+    return format_ranges(values, ",")
 
 
 # -- the context -----------------------------------------------------------------------------

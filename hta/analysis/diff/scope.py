@@ -61,10 +61,6 @@ def resolve_iterations(trace: Trace, ranks: Ranks, iteration: Iterations,
     return resolved.iteration_list
 
 
-def _brief(values: list[int]) -> str:
-    return ", ".join(map(str, values[:20])) + (" ..." if len(values) > 20 else "")
-
-
 def _first_rank(trace: Trace, rank: Ranks) -> list[int]:
     if rank is None:
         loaded = trace.get_ranks()
