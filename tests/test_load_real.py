@@ -557,6 +557,30 @@ def test_two_files_with_the_same_rank(tmp_path: Path) -> None:
     assert "trace_files=" in message  # says what to do
 
 
+def test_a_failed_load_leaves_no_temporary_entries(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks that loaded before the load failed (two files for one rank, a strict
+    failure) had their temporary Arrow folders left behind, one per rank per try."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again, here and in workers
+    job = tmp_path / "job"
+    job.mkdir()
+    write_rank(job / "a.json", 2)
+    write_rank(job / "b.json", 2)
+    write_rank(job / "c.json", 3)
+    with pytest.raises(TraceDiscoveryError, match="two files claim rank 2"):
+        TraceAnalysis(trace_dir=job, cache=False, progress=False)
+    (job / "b.json").write_text('{"traceEvents": [')
+    with pytest.raises(TraceLoadError):
+        TraceAnalysis(trace_dir=job, cache=False, progress=False, strict=True)
+    assert TraceAnalysis(trace_dir=job, cache=False, progress=False).ranks == [2, 3]
+    assert sorted(p.name for p in temp.iterdir() if p.name.startswith("hta-load-")) == []
+
+
 def test_ranks_option_loads_only_those(tmp_path: Path) -> None:
     for r in range(3):
         write_rank(tmp_path / f"rank-{r}.json", r)

@@ -111,7 +111,13 @@ def load_trace(
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
     in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
     outcomes = _run_tasks(runner, tasks, in_process, progress)
-    loaded, skipped = _gather(tasks, outcomes, wanted, strict)
+    try:
+        loaded, skipped = _gather(tasks, outcomes, wanted, strict)
+    except BaseException:  # a strict failure, two files for one rank: free what loaded
+        for outcome in outcomes:
+            if outcome.ok:
+                _discard(outcome.value)
+        raise
     where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
     if in_process:
         return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
