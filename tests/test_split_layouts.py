@@ -168,6 +168,39 @@ def test_every_layout_decodes_alike_in_small_pieces(native: str, tmp_path: Path,
     want = decode_trace(paths["kineto"])
     for layout in ("compact", "indent"):
         assert_same_content(want, decode_trace(paths[layout]))
+        # read ahead by a thread (a lone file, several cores): the same content
+        assert_same_content(want, decode_trace(paths[layout], workers=2))
+    assert_same_content(want, decode_trace(paths["kineto"], workers=2))
+
+
+def test_read_ahead_keeps_order_and_raises_in_order() -> None:
+    assert list(stream.read_ahead(iter(range(50)), depth=2)) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise stream.NotStreamable("no boundaries")
+
+    got = []
+    with pytest.raises(stream.NotStreamable, match="no boundaries"):
+        for item in stream.read_ahead(failing()):
+            got.append(item)
+    assert got == [1, 2]
+
+
+def test_read_ahead_stopped_early_closes_the_source() -> None:
+    closed = []
+
+    def source():
+        try:
+            yield from range(1000)
+        finally:
+            closed.append(True)
+
+    reader = stream.read_ahead(source(), depth=1)
+    assert next(reader) == 0
+    reader.close()  # the consumer gave up (a decode error): the producer stops
+    assert closed == [True]
 
 
 def test_real_trace_in_every_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,7 +51,7 @@ from hta.kineto.rawio import (  # noqa: F401 - re-exported
     read_bytes,
     text_size,
 )
-from hta.kineto.stream import NotStreamable, iter_event_chunks
+from hta.kineto.stream import NotStreamable, iter_event_chunks, read_ahead
 from hta.kineto.symbols import SymbolTable
 
 logger = logging.getLogger(__name__)
@@ -191,17 +191,23 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
 
 
-def _decode_streaming(path: Path, workers: int) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
-    """Decode a file in Kineto's layout piece by piece (see :mod:`hta.kineto.stream`).
+def _decode_streaming(path: Path, workers: int, overlap: bool = False
+                      ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
+    """Decode a file piece by piece (see :mod:`hta.kineto.stream`).
 
     With ``workers > 1``, ``workers - 1`` forked processes decode pieces while this one
     inflates and splits the file and decodes every ``workers``-th piece itself (rather
-    than wait); at most ``2 * workers`` pieces are in flight.
+    than wait); at most ``2 * workers`` pieces are in flight. Else, with ``overlap``, a
+    thread inflates and cuts the next pieces while this one decodes
+    (:func:`hta.kineto.stream.read_ahead`: two pieces ahead, copies of the text).
     """
     if workers <= 1 or not can_fork():
         acc = Accumulator()
-        # Pieces are views of the inflated text, cut the same way for both decoders.
-        for i, (kind, payload) in enumerate(iter_event_chunks(path, bare=True), start=1):
+        # Pieces are views of the inflated text (copies when read ahead by a thread),
+        # cut the same way for both decoders.
+        chunks = (read_ahead(iter_event_chunks(path)) if overlap
+                  else iter_event_chunks(path, bare=True))
+        for i, (kind, payload) in enumerate(chunks, start=1):
             if kind == "bare":
                 acc.decode_bare(payload)
             elif kind == "events":
@@ -292,7 +298,8 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         # The native scanner decodes faster than worker processes can ship columns back.
         streaming_workers = workers if (text_size(path) >= PARALLEL_MIN_TEXT_BYTES
                                         and not native.available()) else 1
-        part, top, uncompressed = _decode_streaming(path, streaming_workers)
+        part, top, uncompressed = _decode_streaming(path, streaming_workers,
+                                                    overlap=workers > 1)
     except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
             KeyError):
         part, top, uncompressed, repairs = _decode_whole(path, chunk_events)

@@ -19,10 +19,13 @@ then decodes it as a whole document.
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 import zlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -40,6 +43,7 @@ READ_SIZE = 1 << 22  # compressed bytes read at a time
 TARGET_CHUNK = 1 << 22  # decompressed bytes per piece of events (about 16k events)
 MAX_PREFIX = 1 << 26  # give up streaming if traceEvents does not start in the first 64 MiB
 
+T = TypeVar("T")
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
@@ -225,3 +229,53 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     top = {k: v for k, v in top_head.items() if k != "traceEvents"}
     top.update(top_tail)
     yield "top", (top, sum(sizes))
+
+
+def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a background thread up to ``depth`` items ahead.
+
+    Inflating (zlib and ISA-L) and cutting pieces (:mod:`hta.kineto.split`) release the
+    GIL, as does the native scanner, so one file's reading overlaps its decoding on a
+    second core. An exception of ``items`` is raised here, in order; stopping early (a
+    decode error) stops and closes ``items`` in its thread.
+    """
+    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(("item", item)):
+                    break
+            else:
+                put(("done", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put(("error", exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=produce, name="hta-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = slots.get()
+            if kind == "item":
+                yield value
+            elif kind == "done":
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        worker.join()

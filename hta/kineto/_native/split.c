@@ -13,6 +13,37 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The bytes that change the state outside strings: '"', '{', '}', '[' and ']'. */
+static const unsigned char STRUCTURAL[256] = {
+    ['"'] = 1, ['{'] = 1, ['}'] = 1, ['['] = 1, [']'] = 1,
+};
+
+/* Eight bytes at a time: does the word hold a byte equal to `byte`? (The classic
+ * "has zero byte" test on w ^ (byte repeated).) */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static inline uint64_t has_byte(uint64_t w, unsigned char byte) {
+    uint64_t x = w ^ (ONES * byte);
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* The first position at or after i holding a structural byte (or n): long runs of
+ * indentation and numbers are skipped a word at a time. */
+static inline Py_ssize_t skip_plain(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (has_byte(w, '"') | has_byte(w, '{') | has_byte(w, '}') | has_byte(w, '[') |
+            has_byte(w, ']'))
+            break;
+        i += 8;
+    }
+    while (i < n && !STRUCTURAL[p[i]]) i++;
+    return i;
+}
 
 static PyObject *py_split(PyObject *self, PyObject *args) {
     (void)self;
@@ -27,16 +58,33 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
     const unsigned char *p = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len, i = start < 0 ? 0 : start, last_end = -1, array_end = -1;
     Py_BEGIN_ALLOW_THREADS
-    for (; i < n; i++) {
-        unsigned char c = p[i];
+    while (i < n) {
         if (in_string) {
-            if (escaped) {
+            /* Jump to the next quote (memchr is vectorised); it closes the string unless
+             * an odd run of backslashes, inside this string, comes right before it. */
+            Py_ssize_t lo = i;
+            if (escaped) {  /* the byte after a backslash that ended the last buffer */
                 escaped = 0;
-            } else if (c == '\\') {
-                escaped = 1;
-            } else if (c == '"') {
-                in_string = 0;
+                lo = ++i;
+                if (i >= n) break;
             }
+            const unsigned char *q = memchr(p + i, '"', (size_t)(n - i));
+            Py_ssize_t stop = q ? (Py_ssize_t)(q - p) : n;
+            Py_ssize_t b = stop;
+            while (b > lo && p[b - 1] == '\\') b--;
+            int odd = (int)((stop - b) & 1);
+            if (!q) {  /* the string runs past the buffer: carry a pending backslash */
+                escaped = odd;
+                i = n;
+                break;
+            }
+            i = stop + 1;
+            if (!odd) in_string = 0;
+            continue;
+        }
+        unsigned char c = p[i];
+        if (!STRUCTURAL[c]) {  /* whitespace, digits, letters, ':' and ',' */
+            i = skip_plain(p, i + 1, n);
             continue;
         }
         switch (c) {
@@ -47,8 +95,7 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
         case '[':
             depth++;
             break;
-        case '}':
-        case ']':
+        default:  /* '}' or ']' */
             depth--;
             if (depth == 0 && c == '}') {
                 last_end = i + 1;
@@ -56,10 +103,9 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
                 array_end = i;
             }
             break;
-        default:
-            break;
         }
         if (array_end >= 0) break;
+        i++;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
