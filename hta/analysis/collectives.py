@@ -69,6 +69,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
+from hta.model.derived import derived
 from hta.model.trace import RankTrace, Trace
 
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all-reduce", "reduce-scatter", "all-gather"
@@ -222,7 +223,15 @@ def collective_performance(trace: Trace, ranks: Iterable[int] | int | None = Non
 
 def rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int | None = None
                                 ) -> pd.DataFrame:
-    """:func:`collective_performance` for one rank."""
+    """:func:`collective_performance` for one rank (computed once per rank and
+    iterations: :func:`hta.model.derived.derived`)."""
+    key = ("collective_performance",
+           None if iterations is None else tuple(sorted(as_list(iterations))))
+    return derived(rt, key, lambda: _rank_collective_performance(rt, iterations))
+
+
+def _rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int | None
+                                 ) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
         return empty()

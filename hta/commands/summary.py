@@ -100,18 +100,17 @@ def selected_iterations(analyzer: Any, text: str | None) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the job and print the overview."""
-    from hta.report.overview import job_overview
+    from hta.commands.summary_pass import summary_answers
 
     device = device_arg(args.device)
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)
-    overview = job_overview(analyzer.t, iterations=iterations, top=args.top)
-    unclassified = analyzer.get_unclassified_kernels()
+    answers = summary_answers(analyzer, iterations, args.top, device)
+    overview, found = answers.overview, answers.findings
+    unclassified = answers.unclassified
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
-    findings = analyzer.get_findings(iterations=iterations)
-    efficiency = hardware(analyzer, device)
-    coverage = analyzer.get_findings_coverage(iterations=iterations)
-    unexplained = analyzer.get_unexplained_time(iterations=iterations)
+    findings, coverage, unexplained = found.findings, found.coverage, found.unexplained
+    efficiency = hardware(answers.op_summary, answers.category_time)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))

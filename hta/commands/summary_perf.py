@@ -5,9 +5,12 @@ operators (by shape) with the most time below half of their roof. Definitions:
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import Column, Printer, UsageError, number, printable, records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OPS_SHOWN = 5
 SHAPES_WIDTH = 40
@@ -32,16 +35,16 @@ def device_arg(text: str | None) -> Any:
         raise UsageError(f"--device: {err}") from None
 
 
-def hardware(analyzer: Any, device: Any) -> dict[str, Any]:
-    """Category split, the ops furthest below their roof, and what was not measurable."""
+def hardware(op_summary: pd.DataFrame, category_time: pd.DataFrame) -> dict[str, Any]:
+    """Category split, the ops furthest below their roof, and what was not measurable,
+    from the operator summary (``get_op_performance_summary``) and ``get_category_time``."""
     from hta.analysis.perf.summary import below_roof
 
-    summary = analyzer.get_op_performance_summary(device=device)
-    return {"category_time": analyzer.get_category_time(),
-            "below_roof": below_roof(summary, 0.5, OPS_SHOWN),
-            "shapes_recorded": bool((summary["input_dims"] != "").any()) if len(summary)
-            else False,
-            "devices": sorted(set(summary["device"])) if len(summary) else []}
+    return {"category_time": category_time,
+            "below_roof": below_roof(op_summary, 0.5, OPS_SHOWN),
+            "shapes_recorded": bool((op_summary["input_dims"] != "").any())
+            if len(op_summary) else False,
+            "devices": sorted(set(op_summary["device"])) if len(op_summary) else []}
 
 
 def hardware_json(h: dict[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,8 @@ from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import rank_summary
 from hta.model.selection import Selection, rank_steps, restrict
-from hta.model.trace import Trace, map_ranks
+from hta.model.trace import Trace
+from hta.model.visits import RankPlan, run_plan
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -134,17 +135,28 @@ def job_overview(job: Trace, ranks: Iterable[int] | None = None,
     if selection is None:
         selection = Selection.of(ranks, iterations)
     selection = selection.resolve(job)
+    return run_plan(job, overview_plan(job, selection, top), list(selection.ranks))
+
+
+def overview_plan(job: Trace, selection: Selection, top: int = 10) -> RankPlan:
+    """:func:`job_overview` as a :class:`~hta.model.visits.RankPlan` over the (resolved)
+    ``selection``'s ranks, to run with other per-rank analyses in one visit of each rank
+    (:func:`hta.model.visits.run_together`)."""
     selected, iters = list(selection.ranks), selection.iteration_list
-    per_rank = map_ranks(job, rank_overview, selected, (iters,), description="Job overview")
-    table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
-        pd.DataFrame({c: [] for c in RANK_COLUMNS})
-    kernel_stats = (pd.concat(list(per_rank["kernel_stats"]), ignore_index=True)
-                    if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
-    top_table = top_kernels_of(kernel_stats, top)
-    spread = spread_across_ranks(table)
-    details = {k: pd.concat(list(per_rank[k]), ignore_index=True)
-               for k in _DETAILS if len(per_rank)}
-    return JobOverview(table, top_table, spread, _job(job, table, selected, iters), details)
+
+    def finish(per_rank: pd.DataFrame) -> JobOverview:
+        table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
+            pd.DataFrame({c: [] for c in RANK_COLUMNS})
+        kernel_stats = (pd.concat(list(per_rank["kernel_stats"]), ignore_index=True)
+                        if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
+        top_table = top_kernels_of(kernel_stats, top)
+        spread = spread_across_ranks(table)
+        details = {k: pd.concat(list(per_rank[k]), ignore_index=True)
+                   for k in _DETAILS if len(per_rank)}
+        return JobOverview(table, top_table, spread, _job(job, table, selected, iters),
+                           details)
+
+    return RankPlan(rank_overview, (iters,), finish=finish, description="Job overview")
 
 
 def rank_overview(trace: Trace, ranks: Iterable[int] | None,

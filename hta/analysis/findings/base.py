@@ -10,7 +10,6 @@ circle: the engine reaches the rules through the explicit list of :mod:`.catalog
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,6 +19,7 @@ import pandas as pd
 
 from hta.analysis.findings.claims import Claim
 from hta.analysis.gpu_work import as_list
+from hta.model.derived import derived
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace, Trace
 
@@ -81,23 +81,17 @@ def step_table(rt: RankTrace) -> pd.DataFrame:
     :func:`hta.model.selection.rank_steps`, the spans that give events their
     ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
 
-    Every rule asks for it; the table of the last events table asked about is kept (a
-    weak reference to that table, so a new or dropped one is never served stale)."""
-    events = rt.events
-    seen, table = _LAST_STEPS
-    if seen is not None and seen() is events and table is not None:
-        return table.copy()
-    if not len(events):
+    Every rule asks for it: computed once per rank (:func:`hta.model.derived.derived`)."""
+    return derived(rt, "findings.step_table", lambda: _step_table(rt))
+
+
+def _step_table(rt: RankTrace) -> pd.DataFrame:
+    if not len(rt.events):
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
     spans = rank_steps(rt)
-    table = pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
-                          "start_ns": spans["ts"].to_numpy(np.int64),
-                          "end_ns": spans["end"].to_numpy(np.int64)})
-    _LAST_STEPS[:] = [weakref.ref(events), table]
-    return table.copy()
-
-
-_LAST_STEPS: list = [None, None]
+    return pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
+                         "start_ns": spans["ts"].to_numpy(np.int64),
+                         "end_ns": spans["end"].to_numpy(np.int64)})
 
 
 def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None

@@ -83,7 +83,8 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
 )
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace, map_ranks
+from hta.model.trace import Trace
+from hta.model.visits import RankPlan, run_plan
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,20 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
     ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
     skipped: one broken rule must not hide the others' findings.
     """
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    return run_plan(trace, findings_plan(trace, selected, iterations, rules, min_share),
+                    selected)
+
+
+def findings_plan(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None,
+                  rules: Sequence[FindingRule] | None = None,
+                  min_share: float = DEFAULT_MIN_SHARE) -> RankPlan:
+    """:func:`analyse` as a :class:`~hta.model.visits.RankPlan`: the job rules run now
+    (they need several ranks at once), the rank rules and the sharing of each rank's
+    time where the rank is, with the other per-rank analyses of one visit
+    (:func:`hta.model.visits.run_together`); ``finish`` merges the rows into the
+    :class:`FindingsResult`. Run it over the same ``ranks``."""
     rules = default_rules() if rules is None else list(rules)
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
@@ -187,17 +202,20 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
             reserved.setdefault(int(r), []).append((rule.id, replace(
                 f, claim=claim, est_saving_ns=int(claim.amount.sum()) if claim.amount is not
                 None else int((claim.end - claim.start).sum()), rank_claims=None)))
-    per_rank = map_ranks(trace, rank_analysis, selected, (iters, rules, min_share, reserved),
-                         description="Findings")
-    raw_rows = [r for found in per_rank["findings"] for r in found]
-    covs = {int(c["rank"]): c for c in per_rank["coverage"]}
-    for rule, f in job:
-        raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
-    table = pd.DataFrame(raw_rows, columns=RAW_COLUMNS)
-    findings = merge(table, rules, min_share)
-    pieces = [p for ps in per_rank["pieces"] for p in ps]
-    return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
-                          coverage.piece_table(pieces))
+
+    def finish(per_rank: pd.DataFrame) -> FindingsResult:
+        raw_rows = [r for found in per_rank["findings"] for r in found]
+        covs = {int(c["rank"]): c for c in per_rank["coverage"]}
+        for rule, f in job:
+            raw_rows.append(_cap_job_finding(_raw_row(rule, -1, f), f, covs))
+        table = pd.DataFrame(raw_rows, columns=RAW_COLUMNS)
+        findings = merge(table, rules, min_share)
+        pieces = [p for ps in per_rank["pieces"] for p in ps]
+        return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
+                              coverage.piece_table(pieces))
+
+    return RankPlan(rank_analysis, (iters, rules, min_share, reserved), finish=finish,
+                    description="Findings")
 
 
 def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,

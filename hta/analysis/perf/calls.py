@@ -8,6 +8,7 @@ import pandas as pd
 
 from hta.analysis.rowmap import RowMap
 from hta.model.categories import op_category
+from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
 from hta.model.trace import RankTrace
 
@@ -45,7 +46,12 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``,
     ``link_copy`` (the call copied to or from the host or a peer); and one row
     per GPU work event with its owner position (-1: launched outside any operator),
-    duration and kernel category."""
+    duration and kernel category. Computed once per rank and rules (the operator
+    performance and the category split share it: :func:`hta.model.derived.derived`)."""
+    return derived(rt, ("op_calls", rules.fingerprint()), lambda: _op_calls(rt, rules))
+
+
+def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     ev = rt.events
     rows = gpu_rows(rt)
     owner = RowMap(ev).column(ev, "op_index")[rows]

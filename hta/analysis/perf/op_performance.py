@@ -30,6 +30,7 @@ from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.registry import work_of
 from hta.analysis.perf.roofline import roofline_columns
 from hta.analysis.select import select_ranks
+from hta.model.derived import derived
 from hta.model.devices import Device, device_by_name, match_device
 from hta.model.rules import RuleSet
 from hta.model.trace import RankTrace, Trace
@@ -96,8 +97,17 @@ def compact_json(text: str) -> str:
 
 def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
                         rules: RuleSet | None = None) -> pd.DataFrame:
-    """The rows of one rank (:data:`COLUMNS`), in the calls' start order."""
-    calls, _ = op_calls(rt, rules or RuleSet())
+    """The rows of one rank (:data:`COLUMNS`), in the calls' start order (computed once
+    per rank, device and rules: the roofline finding and the operator summary share it,
+    :func:`hta.model.derived.derived`)."""
+    rules = rules or RuleSet()
+    key = ("op_performance", device if isinstance(device, (str, type(None))) else
+           repr(device), rules.fingerprint())
+    return derived(rt, key, lambda: _rank_op_performance(rt, device, rules))
+
+
+def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd.DataFrame:
+    calls, _ = op_calls(rt, rules)
     if not calls:
         return pd.DataFrame({c: [] for c in COLUMNS})
     calls = attach_shapes(rt, calls)

@@ -1,0 +1,138 @@
+"""Several per-rank analyses in one visit of each rank (hta.model.visits), the values
+they share there (hta.model.derived), and the summary built on both."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from hta.analysis.findings import analyse
+from hta.analysis.findings.engine import findings_plan
+from hta.analysis.summary import rank_summary
+from hta.commands.summary_pass import summary_answers
+from hta.job.distributed import DistributedJob
+from hta.model import derived as derived_module
+from hta.model.derived import KEPT_RANKS, derived
+from hta.model.selection import Selection
+from hta.model.trace import RankTrace, Trace
+from hta.model.visits import RankPlan, run_plan, run_together
+from hta.report.overview import job_overview, overview_plan
+from hta.trace_analysis import TraceAnalysis
+
+SYNTHETIC = ROOT / "sample_traces" / "synthetic_4rank"
+
+
+def _analyzer(in_memory: bool) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=SYNTHETIC, cache=False, progress=False,
+                         in_memory=in_memory)
+
+
+def _rank(n: int = 5) -> RankTrace:
+    events = pd.DataFrame({"ts": np.arange(n, dtype=np.int64)})
+    return RankTrace(rank=0, events=events, symbols=[], tables={}, meta={})
+
+
+# -- derived ------------------------------------------------------------------------------
+def test_derived_computes_once_per_events_table() -> None:
+    derived_module.forget()
+    rt = _rank()
+    calls = []
+
+    def compute() -> pd.DataFrame:
+        calls.append(1)
+        return pd.DataFrame({"x": [1, 2]})
+
+    first = derived(rt, "k", compute)
+    first.loc[0, "x"] = 99  # the caller's copy: the kept value is unchanged
+    assert derived(rt, "k", compute)["x"].tolist() == [1, 2]
+    assert len(calls) == 1
+    assert derived(rt, ("k", 2), compute) is not None and len(calls) == 2  # another key
+    rt.events = rt.events.iloc[:2].copy()  # a filtered rank: computed again
+    derived(rt, "k", compute)
+    assert len(calls) == 3
+
+
+def test_derived_keeps_few_ranks_and_read_only_arrays() -> None:
+    derived_module.forget()
+    ranks = [_rank() for _ in range(KEPT_RANKS + 3)]
+    for rt in ranks:
+        arr = derived(rt, "a", lambda: np.arange(3))
+        with pytest.raises(ValueError):
+            arr[0] = 5
+    assert len(derived_module._ENTRIES) == KEPT_RANKS
+    got = derived(ranks[0], "t", lambda: ({"a": np.zeros(2)}, pd.DataFrame({"y": [1]})))
+    assert not got[0]["a"].flags.writeable and list(got[1]["y"]) == [1]
+
+
+# -- visits ---------------------------------------------------------------------------------
+def visited(trace: Trace, ranks: list[int] | None, log: list[int]) -> pd.DataFrame:
+    """A per-rank analysis that records which ranks it saw in one call."""
+    selected = trace.selected_ranks(ranks)
+    log.append(len(selected))
+    return pd.DataFrame({"rank": selected, "n": [len(trace.rank(r).events) for r in selected]})
+
+
+def test_run_together_equals_one_plan_at_a_time_in_memory() -> None:
+    trace = _analyzer(True).t
+    log: list[int] = []
+    plans = [RankPlan(rank_summary), RankPlan(visited, (log,)),
+             RankPlan(rank_summary, finish=len)]
+    together = run_together(trace, plans, [1, 3])
+    alone = [run_plan(trace, plans[0], [1, 3])]
+    pd.testing.assert_frame_equal(together[0], alone[0])
+    assert together[1]["rank"].tolist() == [1, 3]
+    assert log == [1, 1]  # one rank at a time: what a rank's analyses share stays warm
+    assert together[2] == 2
+    # no rank selected: each plan's own empty answer
+    empty = run_together(trace, plans[:1], [])
+    pd.testing.assert_frame_equal(empty[0], run_plan(trace, plans[0], []))
+
+
+def test_run_together_reads_each_rank_once_on_a_job_kept_out_of_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    analyzer = _analyzer(False)
+    job = analyzer.t
+    assert isinstance(job, DistributedJob)
+    selection = Selection.of(None, None).resolve(job)
+    calls = []
+    original = job.map_ranks
+
+    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(args[0].__name__)
+        return original(*args, **kwargs)
+
+    want_findings = analyse(job)
+    want_overview = job_overview(job)
+    plans = [overview_plan(job, selection), findings_plan(job)]
+    monkeypatch.setattr(job, "map_ranks", counting)
+    overview, found = run_together(job, plans, list(selection.ranks))
+    assert calls == ["each_on_its_own"]  # one pass over the ranks for both analyses
+    pd.testing.assert_frame_equal(overview.ranks, want_overview.ranks)
+    pd.testing.assert_frame_equal(overview.top_kernels, want_overview.top_kernels)
+    pd.testing.assert_frame_equal(found.findings, want_findings.findings)
+    pd.testing.assert_frame_equal(found.coverage, want_findings.coverage)
+
+
+@pytest.mark.parametrize("in_memory", [True, False], ids=["in_memory", "kept_out"])
+def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> None:
+    analyzer = _analyzer(in_memory)
+    got = summary_answers(analyzer, None, 10)
+    pd.testing.assert_frame_equal(got.findings.findings, analyzer.get_findings())
+    pd.testing.assert_frame_equal(got.findings.coverage, analyzer.get_findings_coverage())
+    pd.testing.assert_frame_equal(got.findings.unexplained, analyzer.get_unexplained_time())
+    pd.testing.assert_frame_equal(got.unclassified, analyzer.get_unclassified_kernels(),
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(got.op_summary, analyzer.get_op_performance_summary())
+    pd.testing.assert_frame_equal(got.category_time, analyzer.get_category_time())
+    want = job_overview(analyzer.t, top=10)
+    pd.testing.assert_frame_equal(got.overview.ranks, want.ranks)
+    pd.testing.assert_frame_equal(got.overview.spread, want.spread)
+    assert got.overview.job == want.job
+    # iterations narrow every answer alike
+    steps = [int(s) for s in analyzer.t.rank(0).events["iteration"].unique() if s > 0][:1]
+    narrowed = summary_answers(analyzer, steps, 5)
+    pd.testing.assert_frame_equal(narrowed.findings.findings,
+                                  analyzer.get_findings(iterations=steps))
+
