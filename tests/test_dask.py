@@ -188,6 +188,14 @@ def test_summary_command_on_the_cluster(client: object, job: Path, tmp_path: Pat
     address = client.scheduler.address  # type: ignore[attr-defined]
     assert main([*args, "--scheduler", address]) == 0
     assert json.loads(capsys.readouterr().out) == local
+    # as a user runs it: a process of its own, where no Dask client is the default one
+    import subprocess
+    import sys
+
+    alone = subprocess.run([sys.executable, "-m", "hta.cli", *args, "--scheduler", address],
+                           capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr
+    assert json.loads(alone.stdout) == local
     scheduler_file = tmp_path / "scheduler.json"
     # what `dask scheduler --scheduler-file` writes (Client.write_scheduler_file trips over
     # tuple keys in this Dask's scheduler info)

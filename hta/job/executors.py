@@ -285,7 +285,9 @@ class DaskExecutor(Executor):
         died: list[int] = []
         with progress_bar(n, description, enabled=progress) as bar:
             futures = {submit(i): i for i in range(n)}
-            for future in dask_completed(list(futures)):
+            # this client's loop: a client made with set_as_default=False (the CLI's) is
+            # not the default one as_completed would otherwise look for
+            for future in dask_completed(list(futures), loop=self.client.loop):
                 i = futures[future]
                 outcome = _dask_outcome(future)
                 future.release()
