@@ -17,6 +17,7 @@ from hta.analysis.stragglers import (
     collective_arrivals,
     match_collectives,
     potential_stragglers,
+    rank_collectives,
     straggler_summary,
 )
 from hta.job.load import load_trace
@@ -31,12 +32,15 @@ GAP_NS = 100_000  # between the collectives of one step
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-def collective_args(seq: int | None, nelems: int, pg: str = "0") -> dict[str, object]:
-    """The args Kineto copies onto an NCCL kernel."""
+def collective_args(seq: int | None, nelems: int, pg: str = "0",
+                    group: int = 4) -> dict[str, object]:
+    """The args Kineto copies onto an NCCL kernel (``group``: the size of the group
+    ``Process Group Ranks`` lists)."""
     args: dict[str, object] = {
         "Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
-        "Group size": 4, "dtype": "Float", "Process Group Name": pg,
-        "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1, 2, 3]",
+        "Group size": group, "dtype": "Float", "Process Group Name": pg,
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": str(list(range(group))),
     }
     if seq is not None:
         args["Seq"] = seq
@@ -320,3 +324,25 @@ def test_agrees_with_hta_main_on_num_candidates_1(tmp_path: Path) -> None:
                         include_last_profiler_step=False)
     assert job.get_potential_stragglers(num_candidates=1) == HTA_MAIN_LATE_RANK
     assert job.get_potential_stragglers(num_candidates=2) == [2]  # HTA main: [0, 1]
+
+
+def test_what_a_rank_sends_for_matching_does_not_grow_with_the_group(tmp_path: Path) -> None:
+    """Each rank's kernel table travels to the process that matches the ranks; the
+    ``Process Group Ranks`` list (about 5 KB in a 1,000-rank group) is not part of it,
+    or that process would hold ranks x ranks x collectives of it."""
+    import pickle  # how a worker's answer travels
+
+    def sent(group: int) -> int:
+        b = TraceBuilder(rank=0, world_size=group)
+        for j in range(50):
+            b.launch_kernel(NCCL, cpu_ts=1_000 + j * 10_000, cpu_dur=2_000,
+                            gpu_ts=5_000 + j * 10_000, gpu_dur=3_000, stream=COMM_STREAM,
+                            **collective_args(j + 1, 1000, group=group))
+        folder = tmp_path / f"g{group}"
+        folder.mkdir()
+        b.write(folder / "rank-0.json")
+        kernels = rank_collectives(load(folder), [0])
+        assert len(kernels) == 50
+        return len(pickle.dumps(kernels))
+
+    assert sent(1000) < sent(4) + 2_000

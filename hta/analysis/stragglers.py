@@ -55,7 +55,6 @@ every collective, not by one kernel.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 
@@ -69,10 +68,12 @@ from hta.model.trace import RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
-#: Columns of :func:`rank_collectives` (one row per communication kernel of a rank).
-KERNEL_COLUMNS = ["rank", "process_group", "process_group_desc", "group_ranks", "seq",
-                  "name", "kernel", "stream", "iteration", "start_ns", "end_ns",
-                  "in_msg_nelems"]
+#: Columns of :func:`rank_collectives` (one row per communication kernel of a rank). The
+#: ``Process Group Ranks`` text is not among them: the matching never reads it, and per
+#: kernel and rank it is a list of the group's ranks (about 5 KB for 1,000 ranks), which
+#: made the process matching the ranks grow with ranks x ranks x collectives.
+KERNEL_COLUMNS = ["rank", "process_group", "process_group_desc", "seq", "name", "kernel",
+                  "stream", "iteration", "start_ns", "end_ns", "in_msg_nelems"]
 #: Columns of :func:`collective_arrivals`.
 ARRIVAL_COLUMNS = ["collective", "process_group", "seq", "name", "rank", "stream",
                    "iteration", "start_ns", "end_ns", "arrival_lag_ns", "waited_ns",
@@ -91,8 +92,7 @@ def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """The communication kernels of each rank with their collective args
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
-    :func:`~hta.model.trace.map_ranks`. ``seq`` is -1 where the kernel has none;
-    ``group_ranks`` is the ``Process Group Ranks`` text ("" when absent)."""
+    :func:`~hta.model.trace.map_ranks`. ``seq`` is -1 where the kernel has none."""
     frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -115,7 +115,6 @@ def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -
     stream = ev["stream"].to_numpy()[rows]
     pg = np.array([f"stream {s}" for s in stream], dtype=object)
     desc = np.full(n, "", dtype=object)
-    granks = np.full(n, "", dtype=object)
     name = kernel.copy()
     seq = np.full(n, NO_SEQ, dtype=np.int64)
     nelems = np.full(n, np.nan)
@@ -133,7 +132,6 @@ def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -
         idx = np.flatnonzero(has)
         pg[idx[named]] = pg_name[named]
         desc[idx] = a["process_group_desc"].astype(str).to_numpy()
-        granks[idx] = [_ranks_text(x) for x in a["process_group_ranks"]]
         cname = a["collective_name"].astype(str).to_numpy()
         name[idx[cname != ""]] = cname[cname != ""]
         s = a["seq"].to_numpy(dtype=float)
@@ -142,22 +140,12 @@ def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -
         nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
     return pd.DataFrame({
         "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
-        "process_group_desc": desc, "group_ranks": granks, "seq": seq, "name": name,
+        "process_group_desc": desc, "seq": seq, "name": name,
         "kernel": kernel, "stream": stream.astype(np.int64),
         "iteration": ev["iteration"].to_numpy()[rows].astype(np.int64),
         "start_ns": ev["ts"].to_numpy()[rows].astype(np.int64),
         "end_ns": ev["end"].to_numpy()[rows].astype(np.int64), "in_msg_nelems": nelems,
     }, columns=KERNEL_COLUMNS)
-
-
-def _ranks_text(raw: object) -> str:
-    """``Process Group Ranks`` as plain text: Kineto writes a JSON string of a list."""
-    text = "" if raw is None else str(raw)
-    try:
-        value = json.loads(text) if text else ""
-    except ValueError:
-        return text
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 # -- matching across ranks ----------------------------------------------------------------
@@ -268,7 +256,7 @@ def potential_stragglers(summary: pd.DataFrame, num_candidates: int = 2) -> list
     return [int(r) for r in hit["rank"].head(max(1, int(num_candidates)))]
 
 
-_TEXT = {"process_group", "process_group_desc", "group_ranks", "name", "kernel",
+_TEXT = {"process_group", "process_group_desc", "name", "kernel",
          "matched_by"}
 
 

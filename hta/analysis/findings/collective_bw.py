@@ -201,7 +201,7 @@ def _waited(p: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     many ranks of the selection ran the same collective instance."""
     kernels = pd.DataFrame({
         "rank": p["rank"], "process_group": p["process_group"], "process_group_desc": "",
-        "group_ranks": "", "seq": p["seq"], "name": p["collective"], "kernel": p["kernel"],
+        "seq": p["seq"], "name": p["collective"], "kernel": p["kernel"],
         "stream": p["stream"], "iteration": p["iteration"], "start_ns": p["start_ns"],
         "end_ns": p["end_ns"], "in_msg_nelems": p["in_msg_nelems"]})
     arrivals = match_collectives(kernels)
