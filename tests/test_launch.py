@@ -158,3 +158,46 @@ def test_facade_visualize_shows_the_figures(tmp_path, monkeypatch):
     a.get_memory_bw_summary(visualize=True)
     a.get_operator_breakdown(visualize=True)
     assert len(shown) == 5 and all(hasattr(f, "to_dict") for f in shown)
+
+
+def test_histograms_count_each_flagged_launch_in_its_bin(tmp_path):
+    """Per rank and flag, the bins hold exactly the flagged rows of the statistics table:
+    the short kernels' call durations (4, 3, 1 and 2 µs here: the case's calls whose GPU
+    work ran shorter) and the two outliers (a 60 µs call, a 130 µs delay)."""
+    from hta.analysis.launch import BINS_PER_DECADE, flagged_launch_histograms
+
+    a = load(tmp_path, launch_case())
+    stats = cuda_kernel_launch_stats(a.t)
+    hist = flagged_launch_histograms(a.t)
+    for flag, column in (("short_kernel", "cpu_duration(us)"),
+                         ("runtime_outlier", "cpu_duration(us)"),
+                         ("launch_delay_outlier", "launch_delay(us)")):
+        values = stats.loc[stats[flag], column].to_numpy()
+        bins = hist[hist["flag"] == flag]
+        assert int(bins["launches"].sum()) == len(values) > 0
+        for v in values:  # each value inside the bin that counts it
+            hit = bins[(bins["lo(us)"] <= v) & (v < bins["hi(us)"])]
+            assert len(hit) == 1, (flag, v)
+        assert (bins["value"] == column).all()
+    # the grid: 20 bins a decade, edges at 10 ** (k / 20) whatever the rank
+    edges = np.log10(hist["lo(us)"].to_numpy()) * BINS_PER_DECADE
+    np.testing.assert_allclose(edges, np.round(edges), atol=1e-9)
+    runtime = hist[hist["flag"] == "runtime_outlier"]
+    assert runtime["launches"].tolist() == [1]
+    assert runtime["lo(us)"].iloc[0] <= 60.0 < runtime["hi(us)"].iloc[0]
+
+
+def test_histogram_figure_draws_each_rank_as_steps(tmp_path):
+    from hta.analysis.launch import flagged_launch_histograms
+    from hta.plots.launch import _steps, launch_histogram_figure
+
+    hist = flagged_launch_histograms(load(tmp_path, launch_case()).t)
+    fig = launch_histogram_figure(hist, 50, 100)
+    assert [t.line.shape for t in fig.data] == ["hv"] * 3
+    assert fig.layout.xaxis.type == "log"
+    x, y = _steps(hist[hist["flag"] == "launch_delay_outlier"])
+    assert y[0] == 1 and y[-1] == 0 and x[0] <= 130.0 < x[-1]
+    import pandas as pd
+
+    two = pd.DataFrame({"lo(us)": [1.0, 10.0], "hi(us)": [1.2, 12.0], "launches": [3, 4]})
+    assert _steps(two) == ([1.0, 1.2, 10.0, 12.0], [3, 0, 4, 0])  # zero between gaps

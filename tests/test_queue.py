@@ -146,3 +146,35 @@ def test_figure_has_one_step_line_per_stream(tmp_path):
     assert len(fig.data) == 4
     assert all(t.line.shape == "hv" for t in fig.data)
     assert [list(t.y) for t in fig.data][1] == [2, 1, 2, 1, 0]  # stream 7
+
+
+def test_every_kth_keeps_each_kth_row_and_the_last():
+    import pandas as pd
+
+    from hta.analysis.thinning import every_kth
+
+    series = pd.DataFrame({"line": [0] * 10 + [1] * 3, "x": list(range(10)) + [0, 1, 2]})
+    shown, thinned = every_kth(series, ["line"], 4)
+    # line 0: 10 rows over a limit of 4: k = 3, rows 0, 3, 6, 9 (9 is also the last)
+    assert thinned and shown["x"].tolist() == [0, 3, 6, 9, 0, 1, 2]
+    shown, thinned = every_kth(series, ["line"], 3)
+    assert shown["x"].tolist() == [0, 4, 8, 9, 0, 1, 2]  # k = 4, and the last row
+    same, thinned = every_kth(series, ["line"], 10)
+    assert not thinned and same is series
+
+
+def test_thinned_series_is_cut_where_the_rank_is(tmp_path):
+    """The report's figure rows: each line cut per rank, as every_kth cuts the whole
+    series; the flag says whether a line was cut."""
+    from hta.analysis.queue import thinned_queue_series
+    from hta.analysis.thinning import every_kth
+
+    trace = load(tmp_path, full_queue_case()).t
+    full = queue_length_time_series(trace)
+    longest = int(full.groupby(["rank", "pid", "stream"]).size().max())
+    assert longest > 4
+    shown, thinned = thinned_queue_series(trace, None, 4)
+    want, _ = every_kth(full, ["rank", "pid", "stream"], 4)
+    assert thinned and shown.reset_index(drop=True).equals(want.reset_index(drop=True))
+    whole, thinned = thinned_queue_series(trace, None, longest)
+    assert not thinned and len(whole) == len(full)

@@ -181,20 +181,65 @@ def rank_launch_stats(trace: Trace, ranks: Iterable[int] | int | None,
 FLAG_COLUMNS = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
 
 
-def flagged_launch_stats(trace: RankMapper, ranks: Iterable[int] | int | None = None,
-                         runtime_cutoff: float = RUNTIME_CUTOFF_US,
-                         launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
-    """The rows of :func:`cuda_kernel_launch_stats` with at least one flag set: what the
-    report draws and counts. Chosen per rank where the rank is, so the unflagged rows
-    (most of a big job's launches) never travel."""
-    return map_ranks(trace, _rank_flagged, ranks, (runtime_cutoff, launch_delay_cutoff),
-                     description="Flagged launches")
+#: Columns of :func:`flagged_launch_histograms`.
+HISTOGRAM_COLUMNS = ["rank", "flag", "value", "lo(us)", "hi(us)", "launches"]
+#: Which value each flag's histogram counts.
+FLAG_VALUES = {"short_kernel": "cpu_duration(us)", "runtime_outlier": "cpu_duration(us)",
+               "launch_delay_outlier": "launch_delay(us)"}
+#: Histogram bins per decade (bin edges at 10 ** (k / BINS_PER_DECADE) µs, the same for
+#: every rank, so ranks' bins line up without a second pass).
+BINS_PER_DECADE = 20
+_LOWEST_EDGE_EXP = -3  # 0.001 µs: smaller values (and zero) count in the first bin
 
 
-def _rank_flagged(trace: Trace, ranks: Iterable[int] | int | None, runtime_cutoff: float,
-                  launch_delay_cutoff: float) -> pd.DataFrame:
-    df = rank_launch_stats(trace, ranks, runtime_cutoff, launch_delay_cutoff, True)
-    return df[df[FLAG_COLUMNS].astype(bool).any(axis=1).to_numpy()].reset_index(drop=True)
+def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+                              runtime_cutoff: float = RUNTIME_CUTOFF_US,
+                              launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US
+                              ) -> pd.DataFrame:
+    """Per rank and flag of :func:`cuda_kernel_launch_stats`, the histogram of the flagged
+    launches' value (:data:`FLAG_VALUES`: the launch call's duration for ``short_kernel``
+    and ``runtime_outlier``, the launch delay for ``launch_delay_outlier``): one row per
+    non-empty bin, ``lo(us)`` <= value < ``hi(us)``, ``launches`` in it.
+
+    Bins are log-spaced, :data:`BINS_PER_DECADE` a decade, on one grid for every rank;
+    a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
+    its count of flagged rows. Computed where each rank is: what travels is a few hundred
+    numbers a rank, whatever its number of launches (the report's launch section)."""
+    return map_ranks(trace, _rank_histograms, ranks, (runtime_cutoff, launch_delay_cutoff),
+                     description="Launch histograms")
+
+
+def _rank_histograms(trace: Trace, ranks: Iterable[int] | int | None, runtime_cutoff: float,
+                     launch_delay_cutoff: float) -> pd.DataFrame:
+    frames = []
+    for rt in select_ranks(trace, ranks):
+        stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, True)
+        for flag, column in FLAG_VALUES.items():
+            values = stats.loc[stats[flag].to_numpy(dtype=bool), column].to_numpy(float)
+            if values.size:
+                frames.append(_bins(rt.rank, flag, column, values))
+    if not frames:
+        return pd.DataFrame({"rank": pd.Series([], dtype=np.int64),
+                             "flag": pd.Series([], dtype=object),
+                             "value": pd.Series([], dtype=object),
+                             "lo(us)": pd.Series([], dtype=float),
+                             "hi(us)": pd.Series([], dtype=float),
+                             "launches": pd.Series([], dtype=np.int64)})
+    return pd.concat(frames, ignore_index=True)[HISTOGRAM_COLUMNS]
+
+
+def _bins(rank: int, flag: str, column: str, values: np.ndarray) -> pd.DataFrame:
+    """The non-empty bins of ``values`` on the shared log grid."""
+    low = 10.0 ** _LOWEST_EDGE_EXP
+    k = np.floor(np.log10(np.maximum(values, low)) * BINS_PER_DECADE).astype(np.int64)
+    # a value exactly on an edge can land one bin low through rounding: move it up
+    k += values >= 10.0 ** ((k + 1) / BINS_PER_DECADE)
+    bins, counts = np.unique(k, return_counts=True)
+    return pd.DataFrame({
+        "rank": np.int64(rank), "flag": flag, "value": column,
+        "lo(us)": 10.0 ** (bins / BINS_PER_DECADE),
+        "hi(us)": 10.0 ** ((bins + 1) / BINS_PER_DECADE),
+        "launches": counts.astype(np.int64)})
 
 
 def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,

@@ -42,7 +42,9 @@ import pandas as pd
 
 from hta.analysis.launch import launch_pairs
 from hta.analysis.select import select_ranks
-from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
+from hta.analysis.thinning import every_kth
+from hta.model.derived import derived
+from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks, map_ranks_tables
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +89,35 @@ def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.where(stream >= 0, stream, events["tid"].to_numpy()[rows])
 
 
+def thinned_queue_series(trace: RankMapper, ranks: Iterable[int] | int | None,
+                         max_points_per_line: int) -> tuple[pd.DataFrame, bool]:
+    """:func:`queue_length_time_series` with each (rank, pid, stream) line cut to about
+    ``max_points_per_line`` rows (:func:`hta.analysis.thinning.every_kth`), where the
+    rank is: a figure's rows travel, not every change of a big job's queues. Also
+    whether any line was cut."""
+    series, cut = map_ranks_tables(trace, rank_thinned_queue_series, ranks,
+                                   (max_points_per_line,), description="Queue length")
+    return series, bool(cut["thinned"].any()) if len(cut) else False
+
+
+def rank_thinned_queue_series(trace: Trace, ranks: Iterable[int] | int | None,
+                              max_points_per_line: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of :func:`thinned_queue_series` of the ranks of ``trace``, and per rank
+    whether a line was cut (``rank``, ``thinned``)."""
+    selected = trace.selected_ranks(ranks)
+    series = rank_queue_series(trace, selected)
+    shown, thinned = every_kth(series, ["rank", "pid", "stream"], max_points_per_line)
+    return shown, pd.DataFrame({"rank": np.array(selected, dtype=np.int64),
+                                "thinned": np.full(len(selected), thinned)})
+
+
 def _rank_series(rt: RankTrace) -> pd.DataFrame:
+    """One rank's series (computed once per rank: the summary, the full-queue time and
+    the figure's rows share it, :func:`hta.model.derived.derived`)."""
+    return derived(rt, "queue_series", lambda: _compute_rank_series(rt))
+
+
+def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     pairs = launch_pairs(ev)
     gpu, launch = pairs.gpu, pairs.launch

@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.io as pio
 
 from hta.analysis.names import short_name
+from hta.analysis.thinning import every_kth
 from hta.model.job import Job
 from hta.model.selection import Selection, format_ranges, on_steps
 from hta.plots._figure_parts import plain_text_names, short
@@ -162,20 +163,24 @@ def doc(obj: Any) -> str:
 def thin(series: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, str]:
     """At most :data:`MAX_SERIES_POINTS` rows per line, and about
     :data:`MAX_FIGURE_POINTS` in all (shared between the lines, at least
-    :data:`MIN_LINE_POINTS` each): every k-th row of a longer line, its last row kept."""
+    :data:`MIN_LINE_POINTS` each): every k-th row of a longer line, its last row kept
+    (:func:`hta.analysis.thinning.every_kth`)."""
     if series.empty:
         return series, ""
-    groups = series.groupby(keys, sort=False)
-    limit = min(MAX_SERIES_POINTS, max(MIN_LINE_POINTS, MAX_FIGURE_POINTS // groups.ngroups))
-    sizes = groups["ts"].transform("size")
-    step = np.maximum(1, np.ceil(sizes / limit)).astype(np.int64)
-    pos = groups.cumcount()
-    keep = (pos % step == 0) | (pos == sizes - 1)
-    if keep.all():
-        return series, ""
-    return series[keep.to_numpy()], (
-        f"Lines with more than {limit:,} points are drawn from every k-th point "
-        "(the tables use every point).")
+    limit = line_limit(series.groupby(keys, sort=False).ngroups)
+    shown, thinned = every_kth(series, keys, limit)
+    return shown, thinned_note(limit) if thinned else ""
+
+
+def line_limit(lines: int) -> int:
+    """Points per line of a figure of ``lines`` lines (see :func:`thin`)."""
+    return min(MAX_SERIES_POINTS, max(MIN_LINE_POINTS, MAX_FIGURE_POINTS // max(lines, 1)))
+
+
+def thinned_note(limit: int) -> str:
+    """The note under a thinned figure."""
+    return (f"Lines with more than {limit:,} points are drawn from every k-th point "
+            "(the tables use every point).")
 
 
 def ranges(values: list[int]) -> str:

@@ -6,27 +6,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from hta.report.context import Context, Section, doc, table_of, thin
+import numpy as np
+import pandas as pd
+
+from hta.report.context import (
+    Context,
+    Section,
+    doc,
+    line_limit,
+    table_of,
+    thin,
+    thinned_note,
+)
 
 
 def launch(ctx: Context, s: Section) -> None:
     from hta.analysis import launch
-    from hta.plots.launch import launch_stats_figure
+    from hta.plots.launch import launch_histogram_figure
 
     s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
-    # Only the flagged launches travel from the ranks: the figure draws those, and the
-    # counts per rank are theirs (a rank with launches and no flag counts zero).
-    df = launch.flagged_launch_stats(ctx.restricted, ctx.ranks)
+    # Only per-rank histograms of the flagged launches travel from the ranks: the figure
+    # draws them, and the counts per rank are their sums (a rank with launches and no
+    # flag counts zero).
+    hist = launch.flagged_launch_histograms(ctx.restricted, ctx.ranks)
     pairing = launch.launch_pairing_summary(ctx.restricted, ctx.ranks)
     columns = launch.FLAG_COLUMNS
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
     if paired:
-        flags = (df.groupby("rank")[columns].sum().reindex(paired, fill_value=0)
-                 .rename_axis("rank").reset_index())
-        if len(df):
-            s.figures.append(ctx.figure(launch_stats_figure(
-                df, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
+        counts = hist.pivot_table(index="rank", columns="flag", values="launches",
+                                  aggfunc="sum") if len(hist) else pd.DataFrame()
+        flags = (counts.reindex(index=paired, columns=columns).fillna(0).astype(np.int64)
+                 .rename_axis(index="rank", columns=None).reset_index())
+        if len(hist):
+            s.figures.append(ctx.figure(launch_histogram_figure(
+                hist, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
         else:
             s.notes.append(
                 f"No launch is flagged: no GPU work shorter than its launch call, no launch "
@@ -40,19 +54,24 @@ def launch(ctx: Context, s: Section) -> None:
 
 def queue(ctx: Context, s: Section) -> None:
     from hta.analysis import queue
+    from hta.model.visits import RankPlan, run_together
     from hta.plots.queue import queue_length_figure
 
     s.definitions, s.source = doc(queue), "hta.analysis.queue.queue_length_summary"
-    series = queue.queue_length_time_series(ctx.restricted, ctx.ranks)
-    if series.empty:
+    # The statistics in one visit of each rank (its series computed once there), then
+    # the figure's rows thinned where the ranks are: no rank's whole series travels.
+    summary, blocked = run_together(ctx.restricted, [
+        RankPlan(queue.rank_queue_summary),
+        RankPlan(queue.rank_blocked_on_full_queue,
+                 (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,))], ctx.ranks,
+        description="Queue length")
+    if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
         return
-    summary = queue.queue_length_summary(ctx.restricted, ctx.ranks, series)
-    blocked = queue.time_spent_blocked_on_full_queue(ctx.restricted, ranks=ctx.ranks,
-                                                     series=series)
-    shown, note = thin(series, ["rank", "pid", "stream"])
-    if note:
-        s.notes.append(note)
+    limit = line_limit(len(summary))
+    shown, thinned = queue.thinned_queue_series(ctx.restricted, ctx.ranks, limit)
+    if thinned:
+        s.notes.append(thinned_note(limit))
     s.figures.append(ctx.figure(queue_length_figure(shown)))
     s.tables.append(table_of(summary, "Queue length per rank and stream (time-weighted)"))
     s.tables.append(table_of(blocked, "Time with a full queue (>= "
