@@ -136,3 +136,67 @@ def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> No
     pd.testing.assert_frame_equal(narrowed.findings.findings,
                                   analyzer.get_findings(iterations=steps))
 
+
+
+def failing(trace: Trace, ranks: list[int] | None) -> pd.DataFrame:
+    """A per-rank analysis that fails on rank 2."""
+    selected = trace.selected_ranks(ranks)
+    if 2 in selected:
+        raise ValueError("rank 2 is broken")
+    return pd.DataFrame({"rank": selected})
+
+
+def test_a_failing_analysis_fails_alone() -> None:
+    trace = _analyzer(True).t
+    plans = [RankPlan(failing), RankPlan(rank_summary)]
+    with pytest.raises(ValueError, match="rank 2 is broken"):
+        run_together(trace, plans)
+    broken, summary = run_together(trace, plans, errors="return")
+    assert isinstance(broken, ValueError)
+    assert summary["rank"].tolist() == trace.get_ranks()  # the other analysis answered
+    with pytest.raises(ValueError, match="errors"):
+        run_together(trace, plans, errors="ignore")
+
+
+def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from hta.report import builder
+
+    analyzer = _analyzer(False)
+    job = analyzer.t
+    calls = []
+    original = job.map_ranks
+
+    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(args[0].__name__)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(job, "map_ranks", counting)
+    ctx = builder._context(analyzer, None, None, None)
+    for sid, _title, _intro, build in builder.SECTIONS:
+        if sid in ("findings", "overview", "hardware"):
+            section = builder.Section(sid, "", "")
+            build(ctx, section)
+            assert not section.error
+    assert calls.count("each_on_its_own") == 1
+    assert "rank_overview" not in calls and "rank_analysis" not in calls
+    assert "category_time" not in calls and "rank_op_summary" not in calls
+    pd.testing.assert_frame_equal(ctx.findings.findings, analyzer.get_findings())
+    pd.testing.assert_frame_equal(ctx.category_time, analyzer.get_category_time())
+
+
+def test_report_sections_on_steps_equal_the_methods() -> None:
+    """The categories and operators of a step selection, restricted where the rank is."""
+    from hta.report import builder
+
+    analyzer = _analyzer(True)
+    steps = sorted(int(s) for s in analyzer.t.rank(0).events["iteration"].unique() if s > 0)
+    ctx = builder._context(analyzer, None, steps[:1], None)
+    from hta.analysis.perf.summary import category_time
+    from hta.model.selection import restrict
+
+    want = category_time(restrict(analyzer.t, steps[:1]), None, analyzer.rules)
+    pd.testing.assert_frame_equal(ctx.category_time, want)
+    full = category_time(analyzer.t, None, analyzer.rules)
+    assert float(ctx.category_time["kernel_time(us)"].sum()) < float(
+        full["kernel_time(us)"].sum())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -146,7 +147,11 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
                            task.path, exc)
     if not written and store:
         folder = Path(tempfile.mkdtemp(prefix="hta-load-", dir=task.temp_dir)) / "rank"
-        write_entry(folder, rank_trace)
+        try:
+            write_entry(folder, rank_trace)
+        except BaseException:  # a full disk: leave no empty temporary folder behind
+            shutil.rmtree(folder.parent, ignore_errors=True)
+            raise
     rank_trace.meta = stored_meta(rank_trace.meta)  # as every later read of the entry has it
     return rank_trace, _result(task, rank_trace, folder if written or store else None, False,
                                not written and store)

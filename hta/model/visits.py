@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from hta.model.selection import restrict
 from hta.model.trace import RankMapper, Trace, concat_frames, map_ranks
 
 
@@ -41,6 +42,16 @@ class RankPlan:
         """The analysis' answer for no rank (its columns)."""
         return self.fn(Trace({}), [], *self.args, **dict(self.kwargs))
 
+    def on_steps(self, iterations: Iterable[int] | None) -> RankPlan:
+        """The same analysis on each rank restricted to the ``ProfilerStep`` numbers
+        ``iterations`` (:func:`hta.model.selection.restrict`, where the rank is), for an
+        analysis without an ``iterations`` argument; ``None``: this plan."""
+        if iterations is None:
+            return self
+        return RankPlan(on_selected_steps, (sorted({int(i) for i in iterations}), self.fn,
+                                            tuple(self.args), dict(self.kwargs)),
+                        finish=self.finish, description=self.description)
+
 
 def run_plan(trace: RankMapper, plan: RankPlan,
              ranks: Iterable[int] | int | None = None) -> Any:
@@ -49,30 +60,66 @@ def run_plan(trace: RankMapper, plan: RankPlan,
                                  description=plan.description))
 
 
+def on_selected_steps(trace: Trace, ranks: Iterable[int] | int | None,
+                      iterations: list[int], fn: Callable[..., pd.DataFrame],
+                      args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
+    """``fn`` on ``trace`` restricted to the steps ``iterations`` (:meth:`RankPlan.on_steps`)."""
+    return fn(restrict(trace, iterations), ranks, *args, **kwargs)
+
+
 def run_together(trace: RankMapper, plans: Sequence[RankPlan],
                  ranks: Iterable[int] | int | None = None, *,
-                 description: str = "") -> list[Any]:
+                 description: str = "", errors: str = "raise") -> list[Any]:
     """Every plan's answer, from one visit of each selected rank (the plans in order on
-    it); the same answers as :func:`run_plan` one after another."""
+    it); the same answers as :func:`run_plan` one after another.
+
+    An analysis that raises on a rank does not stop the others there: with
+    ``errors="raise"`` its first exception is raised here, after the visit; with
+    ``errors="return"`` the exception is that plan's answer (a report shows it in the
+    analysis' own section)."""
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
     calls = tuple((p.fn, tuple(p.args), dict(p.kwargs)) for p in plans)
     per_rank = map_ranks(trace, each_on_its_own, ranks, (calls,), description=description)
-    answers = []
+    answers: list[Any] = []
     for i, plan in enumerate(plans):
         frames = list(per_rank[_column(i)]) if len(per_rank) else []
-        answers.append(plan.finish(concat_frames(frames) if frames else plan.empty()))
+        failed = next((f.error for f in frames if isinstance(f, Failed)), None)
+        if failed is not None:
+            if errors == "raise":
+                raise failed
+            answers.append(failed)
+            continue
+        try:
+            answers.append(plan.finish(concat_frames(frames) if frames else plan.empty()))
+        except Exception as exc:
+            if errors == "raise":
+                raise
+            answers.append(exc)
     return answers
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What a call of :func:`each_on_its_own` raised on a rank."""
+
+    error: Exception
 
 
 def each_on_its_own(trace: Trace, ranks: Iterable[int] | int | None,
                     calls: tuple[tuple[Callable[..., pd.DataFrame], tuple[Any, ...],
                                        dict[str, Any]], ...]) -> pd.DataFrame:
-    """Per selected rank, one row: ``rank`` and, per call, its frame on that rank alone
-    (runs where the ranks are; a rank's calls run in a row)."""
+    """Per selected rank, one row: ``rank`` and, per call, its frame on that rank alone,
+    or :class:`Failed` with what it raised (runs where the ranks are; a rank's calls run
+    in a row)."""
     rows = []
     for r in trace.selected_ranks(ranks):
         row: dict[str, Any] = {"rank": r}
         for i, (fn, args, kwargs) in enumerate(calls):
-            row[_column(i)] = fn(trace, [r], *args, **kwargs)
+            try:
+                row[_column(i)] = fn(trace, [r], *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - handed to run_together
+                row[_column(i)] = Failed(exc)
         rows.append(row)
     columns = ["rank", *(_column(i) for i in range(len(calls)))]
     if not rows:
@@ -87,4 +134,5 @@ def _column(i: int) -> str:
     return f"answer_{i}"
 
 
-__all__ = ["RankPlan", "each_on_its_own", "run_plan", "run_together"]
+__all__ = ["Failed", "RankPlan", "each_on_its_own", "on_selected_steps", "run_plan",
+           "run_together"]

@@ -16,22 +16,20 @@ def hardware(ctx: Context, s: Section) -> None:
     """Category split, roofline of the first selected rank, top operators."""
     from hta.analysis.perf import op_performance as perf
     from hta.analysis.perf.roofline import roof_curves, roofs_of
-    from hta.analysis.perf.summary import category_time, rank_op_summary
     from hta.model.devices import match_device
     from hta.plots.roofline import category_time_figure, roofline_figure
 
     s.definitions, s.source = doc(perf), "hta.analysis.perf.op_performance.op_performance"
     rules = getattr(ctx.analyzer, "rules", None)
-    # Per rank where the ranks are; only the per-rank tables travel.
-    cats = map_ranks(ctx.restricted, category_time, ctx.ranks, (rules,),
-                     description="GPU time by category")
+    # Per rank where the ranks are, with the overview and the findings (one visit of
+    # each rank); only the per-rank tables travel.
+    cats = ctx.category_time
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
     s.figures.append(ctx.figure(category_time_figure(cats)))
     s.tables.append(table_of(cats, "GPU time by category"))
-    summary = map_ranks(ctx.restricted, rank_op_summary, ctx.ranks, kwargs={"rules": rules},
-                        description="Operator performance")
+    summary = ctx.op_summary
     if not len(summary) or not (summary["input_dims"] != "").any():
         s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
                        "profile with torch.profiler.profile(record_shapes=True).")
