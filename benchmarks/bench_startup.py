@@ -12,9 +12,9 @@ warm-up run):
 
 Goals (issue 18): the facade at most 1.2x ``import pandas``, ``hta --help`` at most half
 of it, ``hta summary`` on a 1 MB trace under 0.49 s wall (AMD TraceLens's first GPU
-timeline on such a file). A benchmark: it reports, it never asserts. For a paired,
-drift-proof ratio, use ``farm-bench --vs "python3 -c 'import pandas'" python3 -c 'import
-hta.trace_analysis'``.
+timeline on such a file). A benchmark: it reports, it never asserts. For a ratio that
+holds on a noisy machine, time the two imports in turn (A B A B ...) and take the ratio
+pair by pair.
 
     python benchmarks/bench_startup.py --tmp-dir /tmp/bench-startup
 """
