@@ -596,6 +596,24 @@ def test_ranks_option_loads_only_those(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def test_ids_the_table_keeps_narrow_are_checked(tmp_path: Path) -> None:
+    """``device`` and ``graph_id`` are int32 in the events table and ``depth`` int16 (103
+    bytes an event, not 113): a value they cannot hold is -1 with a warning, never a
+    wrapped number."""
+    b = TraceBuilder()
+    b.gpu("k_ok", "kernel", 1_000, 100, device=3, **{"graph id": 7})
+    b.gpu("k_big", "kernel", 2_000, 100, device=1, **{"graph id": 2**31 + 5})
+    b.write(tmp_path / "trace.json")
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    ev = analyzer.t.rank(0).events
+    assert ev["device"].dtype == np.int32 and ev["graph_id"].dtype == np.int32
+    assert ev["depth"].dtype == np.int16
+    by_name = dict(zip(analyzer.t.rank(0).decoded()["name"], ev["graph_id"]))
+    assert by_name == {"k_ok": 7, "k_big": -1}
+    warnings = analyzer.metadata(0)["warnings"]
+    assert any("graph_id outside" in w and str(2**31 + 5) in w for w in warnings)
+
+
 def test_base_time_nanoseconds_is_added_exactly(tmp_path: Path) -> None:
     base = 1_735_632_360_000_000_000
     b = TraceBuilder(rank=0, base_time_ns=base)

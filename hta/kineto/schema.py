@@ -24,6 +24,7 @@ import pandas as pd
 
 #: dtype names used in the schema, and what they are in pandas (pandas 3: text is "str").
 DTYPES = {"int64": np.dtype(np.int64), "int32": np.dtype(np.int32),
+          "int16": np.dtype(np.int16),
           "float64": np.dtype(np.float64), "str": pd.StringDtype(na_value=np.nan)}
 #: ``unit`` of columns holding ids into the rank's symbol table.
 SYMBOL_ID = "symbol id"

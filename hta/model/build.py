@@ -23,7 +23,7 @@ from hta.model.rules import (
     RuleSet,
     kind_mask,
 )
-from hta.model.schema import EVENT_DTYPES
+from hta.model.schema import EVENT_DTYPES, MAX_DEPTH, NARROWED
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -74,8 +74,11 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     # Reorder column by column, dropping each decoded column as soon as it is copied, so
     # peak memory holds one extra column rather than a second table.
     sorted_cols: dict[str, np.ndarray] = {}
+    narrowed: list[str] = []
     for name in list(cols):
         column = cols.pop(name)[order]
+        if name in NARROWED:
+            column = _narrowed(name, column, narrowed)
         sorted_cols[name] = column.astype(EVENT_DTYPES.get(name, column.dtype), copy=False)
         decoded.columns.pop(name, None)
     events = pd.DataFrame(sorted_cols, copy=False)
@@ -99,7 +102,7 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     rank_trace = RankTrace(rank=rank, events=events, symbols=symbols, tables=tables, meta={})
     release_free_memory()  # the decoded columns are gone: give their memory back
     rank_trace.classify(rules)
-    warnings = list(decoded.warnings)
+    warnings = list(decoded.warnings) + narrowed
     add_links(rank_trace, warnings)
     sizes = decoded.copy_sizes
     if len(sizes):
@@ -108,6 +111,21 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     rank_trace.meta = build_metadata(decoded, rank, rank_trace, warnings)
     rank_trace.meta["time_origin_ns"] = base
     return rank_trace
+
+
+def _narrowed(name: str, column: np.ndarray, warnings: list[str]) -> np.ndarray:
+    """``column`` with the values its narrower model dtype cannot hold set to -1 (and a
+    warning saying so): :data:`hta.model.schema.NARROWED`."""
+    info = np.iinfo(EVENT_DTYPES[name])
+    bad = (column < info.min) | (column > info.max)
+    if not bad.any():
+        return column
+    first = int(column[bad][0])
+    warnings.append(f"{int(bad.sum())} event(s) have a {name} outside {info.min}..{info.max} "
+                    f"(e.g. {first}); kept as -1 (absent)")
+    column = column.copy()
+    column[bad] = -1
+    return column
 
 
 def add_links(rt: RankTrace, warnings: list[str]) -> None:
@@ -144,7 +162,7 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
         iteration[linked] = iteration[corr[linked]]
     ev["iteration"] = iteration.astype(EVENT_DTYPES["iteration"], copy=False)
     ev["parent"] = parent.astype(EVENT_DTYPES["parent"], copy=False)
-    ev["depth"] = depth.astype(EVENT_DTYPES["depth"], copy=False)
+    ev["depth"] = np.minimum(depth, MAX_DEPTH).astype(EVENT_DTYPES["depth"], copy=False)
     ev["index_correlation"] = corr.astype(EVENT_DTYPES["index_correlation"], copy=False)
     ev["op_index"] = op_index.astype(EVENT_DTYPES["op_index"], copy=False)
 

@@ -16,6 +16,7 @@ that a loaded rank's tables have exactly these columns and dtypes, with both dec
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -34,18 +35,28 @@ from hta.model.rules import KINDS
 _INDEX = Column("index", "int64", "", "row of the event in `events`")
 
 
+#: Decoded columns the events table keeps narrower than decoded: small ids (a GPU's
+#: index, a CUDA graph's id). A value outside their range (none seen in real traces)
+#: becomes -1, with a load warning naming the column and the value.
+NARROWED: dict[str, str] = {"device": "int32", "graph_id": "int32"}
+#: Deepest call stack ``depth`` holds (int16); deeper events keep this depth.
+MAX_DEPTH = int(np.iinfo(np.int16).max)
+
 #: The events table of a rank (``RankTrace.events``), in column order.
 EVENT_COLUMNS: tuple[Column, ...] = (
     Column("index", "int32", "", "the row number (0 .. n-1); side tables and links refer "
            "to it"),
-    *DECODED_EVENT_COLUMNS,
+    *(replace(c, dtype=NARROWED[c.name], meaning=f"{c.meaning} (and for a value outside "
+              f"{NARROWED[c.name]}, with a load warning)") if c.name in NARROWED else c
+      for c in DECODED_EVENT_COLUMNS),
     Column("end", "int64", "ns", "`ts + dur`"),
     Column("kind", "category", "", "one of the event kinds (`hta.model.rules.KINDS`)"),
     Column("iteration", "int32", "", "`ProfilerStep` number, -1 outside every step, 0 when "
            "there are no steps"),
     Column("parent", "int32", "", "row of the enclosing event on the same CPU thread, -1 for "
            "roots and non-CPU rows"),
-    Column("depth", "int32", "", "call-stack depth: 0 for roots, -1 for non-CPU rows"),
+    Column("depth", "int16", "", "call-stack depth: 0 for roots, -1 for non-CPU rows "
+           "(at most 32,767)"),
     Column("index_correlation", "int32", "", "GPU row -> row of its runtime call; runtime "
            "call -> row of its first GPU event; -1 unlinked"),
     Column("op_index", "int32", "", "row of the innermost `cpu_op` around the launch (GPU "
@@ -71,10 +82,10 @@ EVENT_SYMBOL_COLUMNS = tuple(c.name for c in EVENT_COLUMNS if c.unit == SYMBOL_I
 KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
 #: NumPy dtype of each numeric events column. Row numbers, links and step numbers are
 #: int32 (a rank holds fewer than 2**31 events, and 4 bytes a column and event matter on
-#: ranks of millions of events); decoded ids stay int64 as written (a stream of
-#: 4294967295 is in real traces).
+#: ranks of millions of events), the call depth int16; decoded ids stay int64 as written
+#: (a stream of 4294967295 is in real traces), but for :data:`NARROWED`.
 EVENT_DTYPES: dict[str, np.dtype] = {c.name: DTYPES[c.dtype] for c in EVENT_COLUMNS
-                                     if c.dtype in ("int64", "int32", "float64")}
+                                     if c.dtype in ("int64", "int32", "int16", "float64")}
 
 
 def schema_key() -> str:
