@@ -216,22 +216,25 @@ def step_table(job: Trace, ranks: Ranks = None) -> pd.DataFrame:
                      description="Profiler steps")
 
 
-def restrict(trace: Trace, iterations: Iterable[int] | None) -> Trace:
+def restrict(trace: Trace, iterations: Iterable[int] | None,
+             ranks: Iterable[int] | int | None = None) -> Trace:
     """A copy of an in-memory ``trace`` keeping only the events of the given
     ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its launch's
-    step); ``None``: ``trace`` itself. Data is shared, rows are filtered."""
+    step); ``None``: ``trace`` itself. Data is shared, rows are filtered. ``ranks``:
+    only those ranks are copied (per-rank work on one rank of a big job)."""
     from hta.model.trace import Trace
 
     if iterations is None:
         return trace
     wanted = sorted({int(i) for i in iterations})
-    ranks = {}
-    for rt in trace:
+    chosen = trace if ranks is None else [trace.rank(r) for r in trace.selected_ranks(ranks)]
+    kept = {}
+    for rt in chosen:
         copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
                          tables=dict(rt.tables), meta=rt.meta, unclassified=rt.unclassified)
         copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
-        ranks[rt.rank] = copy
-    return Trace(ranks, trace_dir=trace.trace_dir, skipped=trace.skipped)
+        kept[rt.rank] = copy
+    return Trace(kept, trace_dir=trace.trace_dir, skipped=trace.skipped)
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,9 @@ def run_plan(trace: RankMapper, plan: RankPlan,
 def on_selected_steps(trace: Trace, ranks: Iterable[int] | int | None,
                       iterations: list[int], fn: Callable[..., pd.DataFrame],
                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
-    """``fn`` on ``trace`` restricted to the steps ``iterations`` (:meth:`RankPlan.on_steps`)."""
-    return fn(restrict(trace, iterations), ranks, *args, **kwargs)
+    """``fn`` on the selected ranks of ``trace`` restricted to the steps ``iterations``
+    (:meth:`RankPlan.on_steps`; only those ranks are copied)."""
+    return fn(restrict(trace, iterations, ranks), ranks, *args, **kwargs)
 
 
 def run_together(trace: RankMapper, plans: Sequence[RankPlan],
