@@ -3,6 +3,8 @@ they share there (hta.model.derived), and the summary built on both."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -52,6 +54,21 @@ def test_derived_computes_once_per_events_table() -> None:
     rt.events = rt.events.iloc[:2].copy()  # a filtered rank: computed again
     derived(rt, "k", compute)
     assert len(calls) == 3
+
+
+def test_derived_follows_changes_the_model_makes_in_place() -> None:
+    """Reclassifying a rank (new kind rules) changes its ``kind`` column in place: what
+    was derived from it is computed again."""
+    from hta.model.rules import Rule, RuleSet
+
+    derived_module.forget()
+    rt = _analyzer(True).t.rank(0)
+    kinds = lambda: rt.events["kind"].value_counts().to_dict()  # noqa: E731
+    before = derived(rt, "kinds", kinds)
+    name = rt.symbols[int(rt.events.loc[rt.events["kind"] == "computation", "name"].iloc[0])]
+    rt.classify(RuleSet((Rule("communication", name=re.escape(name)),)))
+    after = derived(rt, "kinds", kinds)
+    assert after != before and after == kinds()
 
 
 def test_derived_keeps_few_ranks_and_read_only_arrays() -> None:

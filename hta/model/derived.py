@@ -6,8 +6,10 @@ computed for the events table most recently asked about (and the one before it),
 by what was asked, so the analyses run on one rank in a row (the findings rules, the
 summary's sections: :func:`hta.model.visits.run_together`) compute each input once.
 
-Entries follow the events table itself (a weak reference): a rank that is filtered,
-replaced or dropped is never served a stale value, and at most :data:`KEPT_RANKS` ranks'
+Entries follow the events table itself (a weak reference) and the rank's
+``generation`` (bumped by ``classify`` and ``remap_symbols``): a rank that is filtered,
+reclassified, replaced or dropped is never served a stale value (a column changed in place
+by hand is not seen: call :func:`forget`), and at most :data:`KEPT_RANKS` ranks'
 values are held, so memory does not grow with the number of ranks a process visits.
 Frames are handed out as copies and arrays read-only, so a caller cannot change what the
 next one gets.
@@ -29,22 +31,23 @@ T = TypeVar("T")
 #: How many ranks' derived values are kept (the rank analysed now and the one before).
 KEPT_RANKS = 2
 
-_ENTRIES: OrderedDict[int, tuple[weakref.ref, dict[Hashable, Any]]] = OrderedDict()
+_ENTRIES: OrderedDict[int, tuple[weakref.ref, int, dict[Hashable, Any]]] = OrderedDict()
 
 
 def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()`` for this rank and ``key``, computed on the first call only (while
-    the rank's events table is the same object)."""
+    the rank's events table is the same object, unchanged by the model's in-place
+    changes: ``RankTrace.generation``)."""
     events = rt.events
     slot = _ENTRIES.get(id(events))
-    if slot is None or slot[0]() is not events:
-        slot = (weakref.ref(events), {})
+    if slot is None or slot[0]() is not events or slot[1] != rt.generation:
+        slot = (weakref.ref(events), rt.generation, {})
         _ENTRIES[id(events)] = slot
         while len(_ENTRIES) > KEPT_RANKS:
             _ENTRIES.popitem(last=False)
     else:
         _ENTRIES.move_to_end(id(events))
-    values = slot[1]
+    values = slot[2]
     if key not in values:
         values[key] = _frozen(compute())
     return _handed_out(values[key])

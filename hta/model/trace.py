@@ -42,6 +42,9 @@ class RankTrace:
     tables: dict[str, pd.DataFrame]
     meta: dict[str, Any]
     unclassified: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: bumped by every change made in place (``classify``, ``remap_symbols``), so values
+    #: derived from the events table (:mod:`hta.model.derived`) are computed again
+    generation: int = field(default=0, compare=False, repr=False)
 
     # -- convenience ------------------------------------------------------------------
     def decoded(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
@@ -85,12 +88,14 @@ class RankTrace:
         )
         self.events["kind"] = pd.Categorical.from_codes(codes, categories=list(KINDS))
         self.unclassified = unmatched
+        self.generation += 1
 
     def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:
         """Point every symbol-id column (events and side tables) at a shared table."""
         if np.array_equal(mapping, np.arange(len(mapping))):
             self.symbols = symbols  # ids already match: nothing to rewrite
             return
+        self.generation += 1
         if len(self.events):
             for col in ("name", "cat"):
                 self.events[col] = mapping[self.events[col].to_numpy()].astype(np.int32)
