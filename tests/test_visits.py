@@ -56,6 +56,22 @@ def test_derived_computes_once_per_events_table() -> None:
     assert len(calls) == 3
 
 
+def test_derived_keeps_one_memo_a_thread() -> None:
+    """A Dask worker runs several ranks at once in threads: each thread keeps its own
+    ranks, so one never evicts (or races on) another's."""
+    import threading
+
+    derived_module.forget()
+    rt = _rank()
+    calls: list[str] = []
+    derived(rt, "k", lambda: calls.append("main"))
+    worker = threading.Thread(target=lambda: derived(rt, "k", lambda: calls.append("thread")))
+    worker.start()
+    worker.join()
+    derived(rt, "k", lambda: calls.append("main again"))
+    assert calls == ["main", "thread"]
+
+
 def test_derived_follows_changes_the_model_makes_in_place() -> None:
     """Reclassifying a rank (new kind rules) changes its ``kind`` column in place: what
     was derived from it is computed again."""
@@ -78,7 +94,7 @@ def test_derived_keeps_few_ranks_and_read_only_arrays() -> None:
         arr = derived(rt, "a", lambda: np.arange(3))
         with pytest.raises(ValueError):
             arr[0] = 5
-    assert len(derived_module._ENTRIES) == KEPT_RANKS
+    assert len(derived_module._entries()) == KEPT_RANKS
     got = derived(ranks[0], "t", lambda: ({"a": np.zeros(2)}, pd.DataFrame({"y": [1]})))
     assert not got[0]["a"].flags.writeable and list(got[1]["y"]) == [1]
 

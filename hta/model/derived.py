@@ -10,13 +10,15 @@ Entries follow the events table itself (a weak reference) and the rank's
 ``generation`` (bumped by ``classify`` and ``remap_symbols``): a rank that is filtered,
 reclassified, replaced or dropped is never served a stale value (a column changed in place
 by hand is not seen: call :func:`forget`), and at most :data:`KEPT_RANKS` ranks'
-values are held, so memory does not grow with the number of ranks a process visits.
+values are held by each thread (a visit runs in one thread; a Dask worker may run several
+ranks at once), so memory does not grow with the number of ranks a process visits.
 Frames are handed out as copies and arrays read-only, so a caller cannot change what the
 next one gets.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -31,7 +33,15 @@ T = TypeVar("T")
 #: How many ranks' derived values are kept (the rank analysed now and the one before).
 KEPT_RANKS = 2
 
-_ENTRIES: OrderedDict[int, tuple[weakref.ref, int, dict[Hashable, Any]]] = OrderedDict()
+_Entries = OrderedDict[int, tuple[weakref.ref, int, dict[Hashable, Any]]]
+_LOCAL = threading.local()  # one memo a thread: a Dask worker runs ranks in threads
+
+
+def _entries() -> _Entries:
+    entries = getattr(_LOCAL, "entries", None)
+    if entries is None:
+        entries = _LOCAL.entries = OrderedDict()
+    return entries
 
 
 def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
@@ -39,14 +49,15 @@ def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
     the rank's events table is the same object, unchanged by the model's in-place
     changes: ``RankTrace.generation``)."""
     events = rt.events
-    slot = _ENTRIES.get(id(events))
+    entries = _entries()
+    slot = entries.get(id(events))
     if slot is None or slot[0]() is not events or slot[1] != rt.generation:
         slot = (weakref.ref(events), rt.generation, {})
-        _ENTRIES[id(events)] = slot
-        while len(_ENTRIES) > KEPT_RANKS:
-            _ENTRIES.popitem(last=False)
+        entries[id(events)] = slot
+        while len(entries) > KEPT_RANKS:
+            entries.popitem(last=False)
     else:
-        _ENTRIES.move_to_end(id(events))
+        entries.move_to_end(id(events))
     values = slot[2]
     if key not in values:
         values[key] = _frozen(compute())
@@ -54,8 +65,9 @@ def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
 
 
 def forget() -> None:
-    """Drop every kept value (tests, and callers that change an events table in place)."""
-    _ENTRIES.clear()
+    """Drop every value this thread keeps (tests, and callers that change an events
+    table in place)."""
+    _entries().clear()
 
 
 def _frozen(value: Any) -> Any:
