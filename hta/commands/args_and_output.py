@@ -77,7 +77,7 @@ def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
 #: process (:class:`hta.job.distributed.DistributedJob`): each per-rank analysis runs in a
 #: worker process next to its rank and only its result comes back, so the command's
 #: memory does not grow with the number of ranks and the analyses use every core.
-OUT_OF_MEMORY_FILES = 8
+OUT_OF_MEMORY_FILES = 2
 
 
 def in_memory_for(trace_dir: str) -> bool | None:
