@@ -143,6 +143,34 @@ def test_allocator_free_is_an_implicit_sync(tmp_path):
     assert row["advice"] == ADVICE["allocator"]
 
 
+@pytest.mark.parametrize("label, frame", [
+    ("[param|pytorch.model.alex_net|0|0|0|warmup|forward]", None),
+    ("forward", "vllm/v1/worker/gpu_worker.py(522): compile_or_warm_up_model"),
+    ("Warm-Up", None),
+])
+def test_a_free_during_warm_up_is_not_a_finding(tmp_path, label, frame):
+    """The same cudaFree as above under a warm-up label or Python frame (code that runs
+    once, before the steady state: PARAM benchmarks, vLLM start-up) is no finding; its
+    twin under another label is (test_allocator_free_is_an_implicit_sync)."""
+    def body(b):
+        if frame:
+            b.complete(frame, "python_function", ts=12 * US, dur=226 * US)
+        b.annotation(label, ts=14 * US, dur=222 * US)
+        b.cpu_op("aten::empty", ts=15 * US, dur=220 * US)
+        b.runtime("cudaFree", ts=20 * US, dur=210 * US)
+
+    out = find(_one_step(tmp_path, body), rules=RULES)
+    assert "host_sync" not in set(out["rule"])
+
+    def twin(b):
+        b.annotation("forward", ts=14 * US, dur=222 * US)
+        b.cpu_op("aten::empty", ts=15 * US, dur=220 * US)
+        b.runtime("cudaFree", ts=20 * US, dur=210 * US)
+
+    twin_out = find(_one_step(tmp_path / "twin", twin), rules=RULES)
+    assert _row(twin_out, "host_sync")["est_saving(us)"] == pytest.approx(195.0)
+
+
 def test_nonzero_is_data_dependent(tmp_path):
     """Boolean indexing: aten::index -> aten::nonzero reads the count back (pageable)."""
     def body(b):
