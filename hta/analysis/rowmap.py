@@ -43,3 +43,19 @@ class RowMap:
     def column(self, events: pd.DataFrame, name: str) -> np.ndarray:
         """A link column (``parent``, ``index_correlation``, ``op_index``) as positions."""
         return self.positions(events[name].to_numpy())
+
+
+def ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, ancestor) for every ancestor of each of ``rows``, the row itself included;
+    ``parent``: the ``parent`` link as positions (:meth:`RowMap.column`)."""
+    out_row, out_anc = [rows], [rows]
+    cur = parent[rows]
+    live = cur >= 0
+    base = rows
+    while live.any():
+        base, cur = base[live], cur[live]
+        out_row.append(base)
+        out_anc.append(cur)
+        cur = parent[cur]
+        live = cur >= 0
+    return np.concatenate(out_row), np.concatenate(out_anc)

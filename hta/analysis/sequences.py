@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import launch_pairs
-from hta.analysis.rowmap import RowMap
+from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames, map_ranks
@@ -67,21 +67,6 @@ def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operat
     return concat_frames(frames) if frames else pd.DataFrame(columns=PATTERN_COLUMNS)
 
 
-def _ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, ancestor) for every ancestor of each of ``rows``, the row itself included."""
-    out_row, out_anc = [rows], [rows]
-    cur = parent[rows]
-    live = cur >= 0
-    base = rows
-    while live.any():
-        base, cur = base[live], cur[live]
-        out_row.append(base)
-        out_anc.append(cur)
-        cur = parent[cur]
-        live = cur >= 0
-    return np.concatenate(out_row), np.concatenate(out_anc)
-
-
 def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> pd.DataFrame:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
@@ -94,13 +79,13 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
                          "check the spelling (the match is case-sensitive)")
     parent = RowMap(ev).column(ev, "parent")
     cand_rows = np.flatnonzero(candidate)
-    row, anc = _ancestor_pairs(parent, cand_rows)
+    row, anc = ancestor_pairs(parent, cand_rows)
     nested = np.zeros(len(ev), dtype=bool)
     nested[row[(anc != row) & candidate[anc]]] = True
     is_root = candidate & ~nested
     pairs = launch_pairs(ev)
     # the root above each launch (at most one: roots do not nest)
-    l_row, l_anc = _ancestor_pairs(parent, np.unique(pairs.launch))
+    l_row, l_anc = ancestor_pairs(parent, np.unique(pairs.launch))
     hit = is_root[l_anc]
     root_of = np.full(len(ev), -1, dtype=np.int64)
     root_of[l_row[hit]] = l_anc[hit]

@@ -17,7 +17,8 @@ import pandas as pd
 
 from hta.analysis.findings.base import step_table
 from hta.analysis.intervals import Cover
-from hta.model.rules import KIND_CODE, kind_mask
+from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 DATA_LOADER = re.compile(
@@ -26,8 +27,13 @@ DATA_LOADER = re.compile(
 )
 #: ``record_function`` labels taken as data loading (user annotations only).
 DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
+#: Names of warm-up code (a ``record_function`` label, an operator or a Python frame:
+#: PARAM's ``[param|...|warmup|forward]``, vLLM's ``compile_or_warm_up_model``,
+#: Inductor's ``in_warmup``).
+WARM_UP = re.compile(r"(?i)warm[-_ ]?up")
 
 _CPU_KINDS = ("cpu_op", "user_annotation", "python_function")
+_CALLER_KINDS = (*_CPU_KINDS, *sorted(RUNTIME_KINDS))
 _ANNOTATION = KIND_CODE["user_annotation"]
 
 
@@ -121,6 +127,20 @@ def bytes_of(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     hit = index[at] == want
     out[hit] = nbytes[at[hit]]
     return out
+
+
+def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Whether each row runs inside an event (annotation, operator, Python frame) whose
+    name says warm-up (:data:`WARM_UP`), or is one: code that runs once, before the
+    steady state the findings judge."""
+    ev = rt.events
+    callers = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), _CALLER_KINDS))
+    marked = np.zeros(len(ev), dtype=bool)
+    marked[callers[name_matches(rt, callers, WARM_UP)]] = True
+    if not rows.size or not marked.any():
+        return np.zeros(rows.size, dtype=bool)
+    row, anc = ancestor_pairs(RowMap(ev).column(ev, "parent"), rows)
+    return np.isin(rows, row[marked[anc]])
 
 
 # -- data-loader spans ---------------------------------------------------------------------

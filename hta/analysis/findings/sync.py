@@ -28,8 +28,9 @@ GPU idle time in ``[a, h)`` outside data-loader spans and graph replays
 inside the wait before *D* is not claimed (work was still queued: it waited on
 something else) but noted in the evidence when it is large. A rank that captures
 graphs and replays none has no finding (:func:`capture_only`), and a call inside
-warm-up code (:func:`under_warm_up`: an annotation, operator or Python frame named
-warm-up) is left out: it runs once, before the steady state.
+warm-up code (:func:`~hta.analysis.findings.rule_tools.under_warm_up`: an annotation,
+operator or Python frame named warm-up) is left out: it runs once, before the steady
+state.
 
 The model: had the host not been blocked, it would have stayed *d* further ahead of
 the GPU, so the idle left while it waited (after the drain) and while it caught up and
@@ -67,6 +68,7 @@ from hta.analysis.findings.rule_tools import (
     in_selection,
     name_matches,
     step_tuple,
+    under_warm_up,
 )
 from hta.analysis.findings.sync_sites import (
     IMPLICIT_SYNC,
@@ -93,10 +95,6 @@ GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 GRAPH_CAPTURE = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
 #: Operators that read a device value on the host (used when no runtime call is recorded).
 SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero"})
-#: Names of warm-up code around a call (a ``record_function`` label, an operator or a
-#: Python frame: PARAM's ``[param|...|warmup|forward]``, vLLM's
-#: ``compile_or_warm_up_model``, Inductor's ``in_warmup``).
-WARM_UP = re.compile(r"(?i)warm[-_ ]?up")
 #: Longest stretch of a host thread with no traced operator, Python function or runtime
 #: call that still counts as work (untraced Python between operators, ns); a longer one is
 #: taken as the host waiting for something else.
@@ -445,27 +443,6 @@ def capture_only(rt: RankTrace) -> bool:
     runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), RUNTIME_KINDS))
     return bool(name_matches(rt, runtime, GRAPH_CAPTURE).any()
                 and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
-
-
-def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
-    """Whether each row runs inside an event (annotation, operator, Python frame) whose
-    name says warm-up (:data:`WARM_UP`): code that runs once, before the steady state."""
-    ev = rt.events
-    if not rows.size:
-        return np.zeros(0, dtype=bool)
-    cpu = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), _WORK_KINDS
-                                   + ("user_annotation",)))
-    marked = np.zeros(len(ev) + 1, dtype=bool)  # the last slot stands for "no parent"
-    marked[cpu[name_matches(rt, cpu, WARM_UP)]] = True
-    if not marked.any():
-        return np.zeros(rows.size, dtype=bool)
-    parent = RowMap(ev).column(ev, "parent")
-    out = marked[rows].copy()
-    up = parent[rows]
-    while (live := up >= 0).any():
-        out |= marked[np.where(live, up, -1)]
-        up = np.where(live, parent[np.maximum(up, 0)], -1)
-    return out
 
 
 def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
