@@ -16,10 +16,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from hta.analysis.summary import rank_summary
+from hta.analysis.unclassified import (  # noqa: F401 - also importable from here
+    UNCLASSIFIED_COLUMNS,
+    sorted_unclassified,
+    unclassified_kernels,
+)
 from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
 from hta.facade.breakdown import BreakdownMixin
 from hta.facade.collectives import CollectivesMixin
@@ -35,7 +39,7 @@ from hta.job.executors import Executor
 from hta.job.load import drop_last_step, load_trace
 from hta.model.job import Job
 from hta.model.rules import Rule, RuleSet
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.trace import RankTrace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -131,11 +135,8 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         Check it for communication kernels the default rules do not know, then add a
         ``Rule("communication", name=...)`` through ``kind_rules``.
         """
-        out = map_ranks(self.t, unclassified_kernels, ranks, description="Unclassified kernels")
-        if not len(out):
-            return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
-        return out.sort_values(["rank", "total_duration(us)"], ascending=[True, False],
-                               ignore_index=True)
+        return sorted_unclassified(map_ranks(self.t, unclassified_kernels, ranks,
+                                             description="Unclassified kernels"))
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -148,32 +149,6 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""
         return pd.DataFrame(self.rules.describe())
-
-
-UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
-
-
-def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
-    """Per (rank, kernel name) that matched no kind rule: ``count`` and
-    ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
-    frames = []
-    for rank in trace.get_ranks() if ranks is None else sorted(set(ranks)):
-        rt = trace.rank(rank)
-        mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
-        if mask is None or not mask.any():
-            continue
-        ev = rt.events[mask]
-        grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"])
-        grouped = grouped.reset_index()
-        frames.append(pd.DataFrame({
-            "rank": rt.rank,
-            "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
-            "count": grouped["count"].to_numpy(),
-            "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
-        }))
-    if not frames:
-        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
-    return pd.concat(frames, ignore_index=True)
 
 
 def _drop_last_step(rt: RankTrace) -> None:

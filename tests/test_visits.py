@@ -13,13 +13,13 @@ from conftest import ROOT
 from hta.analysis.findings import analyse
 from hta.analysis.findings.engine import findings_plan
 from hta.analysis.summary import rank_summary
-from hta.commands.summary_pass import summary_answers
 from hta.job.distributed import DistributedJob
 from hta.model import derived as derived_module
 from hta.model.derived import KEPT_RANKS, derived
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 from hta.model.visits import RankPlan, run_plan, run_together
+from hta.report.answers import job_answers
 from hta.report.overview import job_overview, overview_plan
 from hta.trace_analysis import TraceAnalysis
 
@@ -151,7 +151,7 @@ def test_run_together_reads_each_rank_once_on_a_job_kept_out_of_memory(
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in_memory", "kept_out"])
 def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> None:
     analyzer = _analyzer(in_memory)
-    got = summary_answers(analyzer, None, 10)
+    got = job_answers(analyzer, Selection.of(None, None), 10)
     pd.testing.assert_frame_equal(got.findings.findings, analyzer.get_findings())
     pd.testing.assert_frame_equal(got.findings.coverage, analyzer.get_findings_coverage())
     pd.testing.assert_frame_equal(got.findings.unexplained, analyzer.get_unexplained_time())
@@ -165,7 +165,7 @@ def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> No
     assert got.overview.job == want.job
     # iterations narrow every answer alike
     steps = [int(s) for s in analyzer.t.rank(0).events["iteration"].unique() if s > 0][:1]
-    narrowed = summary_answers(analyzer, steps, 5)
+    narrowed = job_answers(analyzer, Selection.of(None, steps), 5)
     pd.testing.assert_frame_equal(narrowed.findings.findings,
                                   analyzer.get_findings(iterations=steps))
 
@@ -214,8 +214,8 @@ def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
     assert calls.count("each_on_its_own") == 1
     assert "rank_overview" not in calls and "rank_analysis" not in calls
     assert "category_time" not in calls and "rank_op_summary" not in calls
-    pd.testing.assert_frame_equal(ctx.findings.findings, analyzer.get_findings())
-    pd.testing.assert_frame_equal(ctx.category_time, analyzer.get_category_time())
+    pd.testing.assert_frame_equal(ctx.answer("findings").findings, analyzer.get_findings())
+    pd.testing.assert_frame_equal(ctx.answer("category_time"), analyzer.get_category_time())
 
 
 def test_report_sections_on_steps_equal_the_methods() -> None:
@@ -229,7 +229,7 @@ def test_report_sections_on_steps_equal_the_methods() -> None:
     from hta.model.selection import restrict
 
     want = category_time(restrict(analyzer.t, steps[:1]), None, analyzer.rules)
-    pd.testing.assert_frame_equal(ctx.category_time, want)
+    pd.testing.assert_frame_equal(ctx.answer("category_time"), want)
     full = category_time(analyzer.t, None, analyzer.rules)
-    assert float(ctx.category_time["kernel_time(us)"].sum()) < float(
+    assert float(ctx.answer("category_time")["kernel_time(us)"].sum()) < float(
         full["kernel_time(us)"].sum())

@@ -100,12 +100,13 @@ def selected_iterations(analyzer: Any, text: str | None) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the job and print the overview."""
-    from hta.commands.summary_pass import summary_answers
+    from hta.model.selection import Selection
+    from hta.report.answers import job_answers
 
     device = device_arg(args.device)
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)
-    answers = summary_answers(analyzer, iterations, args.top, device)
+    answers = job_answers(analyzer, Selection.of(None, iterations), args.top, device)
     overview, found = answers.overview, answers.findings
     unclassified = answers.unclassified
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0

@@ -209,64 +209,32 @@ class Context:
         #: section id -> title, for the links between sections
         self.section_titles = section_titles or {}
         self._n = 0
-        self._shared: dict[str, Any] | None = None
+        self._shared: Any = None
 
     @property
-    def overview(self) -> Any:
-        """:func:`hta.report.overview.job_overview` of the selection (computed once)."""
-        return self._answer("overview")
-
-    @property
-    def findings(self) -> Any:
-        """:func:`hta.analysis.findings.analyse` of the selection (a ``FindingsResult``:
-        findings, coverage, unexplained time), as ``TraceAnalysis.get_findings`` gives it."""
-        return self._answer("findings")
-
-    @property
-    def category_time(self) -> Any:
-        """GPU time per rank and category of the selection
-        (:func:`hta.analysis.perf.summary.category_time`)."""
-        return self._answer("category_time")
-
-    @property
-    def op_summary(self) -> Any:
-        """The operator summary of the selection
-        (:func:`hta.analysis.perf.summary.rank_op_summary`)."""
-        return self._answer("op_summary")
-
-    def _answer(self, name: str) -> Any:
-        """One of the answers computed together in one visit of each rank (the
-        overview, the findings, the categories and the operator summary: a rank kept
-        out of memory is read once for all four, :func:`hta.model.visits.run_together`).
-        An analysis that failed raises here, in the section that asked for it."""
+    def answers(self) -> Any:
+        """The overview, findings, categories, operator summary and unclassified kernels
+        of the selection, computed together in one visit of each rank on first use
+        (:func:`hta.report.answers.job_answers`); an analysis that failed is its
+        exception, raised by :meth:`answer` in the section that asks for it."""
         if self._shared is None:
-            self._shared = self._visit()
-        value = self._shared[name]
+            from hta.report.answers import job_answers
+
+            self._shared = job_answers(self.analyzer, self.selection, errors="return")
+        return self._shared
+
+    def answer(self, name: str) -> Any:
+        """One of :attr:`answers` (``"overview"``, ``"findings"``, ``"category_time"``,
+        ``"op_summary"``, ``"unclassified"``), raising the exception of a failed one."""
+        value = getattr(self.answers, name)
         if isinstance(value, Exception):
             raise value
         return value
 
-    def _visit(self) -> dict[str, Any]:
-        from hta.analysis.findings.engine import findings_plan
-        from hta.analysis.perf.summary import category_time, rank_op_summary
-        from hta.model.visits import RankPlan, run_together
-        from hta.report.overview import overview_plan
-
-        rules = getattr(self.analyzer, "rules", None)
-        names = ["overview", "findings", "category_time", "op_summary"]
-        try:
-            findings = findings_plan(self.trace, self.ranks, self.iterations)
-        except Exception as exc:  # noqa: BLE001 - the job rules: shown in their section
-            findings = exc
-        plans = [overview_plan(self.trace, self.selection),
-                 *([findings] if not isinstance(findings, Exception) else []),
-                 RankPlan(category_time, (rules,)).on_steps(self.iterations),
-                 RankPlan(rank_op_summary, kwargs={"rules": rules}).on_steps(self.iterations)]
-        answers = run_together(self.trace, plans, self.ranks, description="Report",
-                               errors="return")
-        if isinstance(findings, Exception):
-            answers.insert(1, findings)
-        return dict(zip(names, answers))
+    @property
+    def overview(self) -> Any:
+        """:func:`hta.report.overview.job_overview` of the selection."""
+        return self.answer("overview")
 
     def figure(self, fig: Any) -> Figure:
         """A :class:`Figure` with the next id; names in it are made plain text."""

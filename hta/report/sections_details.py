@@ -142,7 +142,7 @@ def critical_path(ctx: Context, s: Section) -> None:
 
 def unclassified(ctx: Context, s: Section) -> None:
     s.source = "TraceAnalysis.get_unclassified_kernels"
-    df = ctx.analyzer.get_unclassified_kernels(ctx.ranks)
+    df = ctx.answer("unclassified")
     if df.empty:
         s.notes.append("Every GPU kernel matched a kind rule.")
         return

@@ -23,13 +23,13 @@ def hardware(ctx: Context, s: Section) -> None:
     rules = getattr(ctx.analyzer, "rules", None)
     # Per rank where the ranks are, with the overview and the findings (one visit of
     # each rank); only the per-rank tables travel.
-    cats = ctx.category_time
+    cats = ctx.answer("category_time")
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
     s.figures.append(ctx.figure(category_time_figure(cats)))
     s.tables.append(table_of(cats, "GPU time by category"))
-    summary = ctx.op_summary
+    summary = ctx.answer("op_summary")
     if not len(summary) or not (summary["input_dims"] != "").any():
         s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
                        "profile with torch.profiler.profile(record_shapes=True).")

@@ -1,0 +1,52 @@
+"""GPU kernels that matched no kind rule (they count as computation).
+
+:func:`unclassified_kernels` is per rank (it runs where the rank is); one row per rank and
+kernel name: ``count`` and ``total_duration(us)`` (the sum of ``dur``), names as text.
+:func:`sorted_unclassified` gives it the order ``TraceAnalysis.get_unclassified_kernels``
+shows: by rank, longest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from hta.model.trace import Trace
+
+UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
+
+
+def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+    """Per (rank, kernel name) that matched no kind rule: ``count`` and
+    ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
+    frames = []
+    for rank in trace.get_ranks() if ranks is None else sorted(set(ranks)):
+        rt = trace.rank(rank)
+        mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
+        if mask is None or not mask.any():
+            continue
+        ev = rt.events[mask]
+        grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"])
+        grouped = grouped.reset_index()
+        frames.append(pd.DataFrame({
+            "rank": rt.rank,
+            "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
+            "count": grouped["count"].to_numpy(),
+            "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
+        }))
+    if not frames:
+        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def sorted_unclassified(frame: pd.DataFrame) -> pd.DataFrame:
+    """By rank, the longest total first (:data:`UNCLASSIFIED_COLUMNS` when empty)."""
+    if not len(frame):
+        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
+    return frame.sort_values(["rank", "total_duration(us)"], ascending=[True, False],
+                             ignore_index=True)
+
+
+__all__ = ["UNCLASSIFIED_COLUMNS", "sorted_unclassified", "unclassified_kernels"]
