@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.launch import launch_pairs
+from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
@@ -40,7 +40,7 @@ _KERNEL_CODES = kind_codes(KERNEL_KINDS)
 
 def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     ev = rt.events
-    pairs = launch_pairs(ev)
+    pairs = rank_launch_pairs(rt)
     codes = ev["kind"].cat.codes.to_numpy()
     kernel = np.isin(codes[pairs.gpu], _KERNEL_CODES)
     gpu, launch = pairs.gpu[kernel], pairs.launch[kernel]

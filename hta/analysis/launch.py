@@ -51,6 +51,7 @@ import pandas as pd
 
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
+from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
 from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
 
@@ -108,6 +109,19 @@ def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
     )
 
 
+def rank_launch_pairs(rt: RankTrace) -> LaunchPairs:
+    """:func:`launch_pairs` of a rank, computed once per rank (the queue series, the
+    launch statistics and the pairing summary of one visit share it:
+    :func:`hta.model.derived.derived`); its arrays are read-only."""
+    def compute() -> LaunchPairs:
+        pairs = launch_pairs(rt.events)
+        for values in (pairs.launch, pairs.gpu, pairs.unpaired_launches, pairs.unpaired_gpu):
+            values.flags.writeable = False
+        return pairs
+
+    return derived(rt, "launch_pairs", compute)
+
+
 def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None
                            ) -> pd.DataFrame:
     """Per rank, how many launches and GPU events were paired (columns :data:`PAIRING_COLUMNS`).
@@ -128,7 +142,7 @@ def rank_launch_pairing(trace: Trace, ranks: Iterable[int] | int | None = None
     rows = []
     for rt in select_ranks(trace, ranks):
         ev = rt.events
-        pairs = launch_pairs(ev)
+        pairs = rank_launch_pairs(rt)
         ts = ev["ts"].to_numpy()
         n_launch = int(np.count_nonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH_CODE))
         rows.append({
@@ -245,7 +259,7 @@ def _bins(rank: int, flag: str, column: str, values: np.ndarray) -> pd.DataFrame
 def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
                        include_memory_events: bool) -> pd.DataFrame:
     ev = rt.events
-    pairs = launch_pairs(ev)
+    pairs = rank_launch_pairs(rt)
     launch, gpu = pairs.launch, pairs.gpu
     codes = ev["kind"].cat.codes.to_numpy()
     if not include_memory_events:

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.launch import launch_pairs
+from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.select import select_ranks
 from hta.analysis.thinning import every_kth
 from hta.model.derived import derived
@@ -119,7 +119,7 @@ def _rank_series(rt: RankTrace) -> pd.DataFrame:
 
 def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
-    pairs = launch_pairs(ev)
+    pairs = rank_launch_pairs(rt)
     gpu, launch = pairs.gpu, pairs.launch
     if gpu.size == 0:
         return pd.DataFrame(columns=SERIES_COLUMNS)
@@ -262,7 +262,7 @@ def rank_stream_counts(trace: Trace, ranks: Iterable[int] | int | None = None
     frames = []
     for rt in select_ranks(trace, ranks):
         ev = rt.events
-        pairs = launch_pairs(ev)
+        pairs = rank_launch_pairs(rt)
         rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
         frames.append(pd.DataFrame({
             "rank": rt.rank,

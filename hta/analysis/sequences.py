@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.launch import launch_pairs
+from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
@@ -83,7 +83,7 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     nested = np.zeros(len(ev), dtype=bool)
     nested[row[(anc != row) & candidate[anc]]] = True
     is_root = candidate & ~nested
-    pairs = launch_pairs(ev)
+    pairs = rank_launch_pairs(rt)
     # the root above each launch (at most one: roots do not nest)
     l_row, l_anc = ancestor_pairs(parent, np.unique(pairs.launch))
     hit = is_root[l_anc]
