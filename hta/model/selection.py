@@ -230,23 +230,26 @@ def restrict(trace: Trace, iterations: Iterable[int] | None,
     chosen = trace if ranks is None else [trace.rank(r) for r in trace.selected_ranks(ranks)]
     kept = {}
     for rt in chosen:
+        # the tables' own copy: side tables a reopened rank holds as Arrow stay unconverted
         copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
-                         tables=dict(rt.tables), meta=rt.meta, unclassified=rt.unclassified)
+                         tables=rt.tables.copy(), meta=rt.meta, unclassified=rt.unclassified)
         copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
         kept[rt.rank] = copy
     return Trace(kept, trace_dir=trace.trace_dir, skipped=trace.skipped)
 
 
 @dataclass(frozen=True)
-class _OnSteps:
-    """``fn`` called on the ranks restricted to some steps (picklable: it travels to
-    the worker that holds the rank, and the restriction happens there)."""
+class OnSteps:
+    """``fn`` called on the selected ranks restricted to some steps (only those ranks
+    are copied; picklable: it travels to the worker that holds the rank, and the
+    restriction happens there). :class:`StepsView` and
+    :meth:`hta.model.visits.RankPlan.on_steps` both run per-rank work through it."""
 
     fn: Any
     iterations: tuple[int, ...]
 
     def __call__(self, trace: Trace, ranks: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(restrict(trace, self.iterations), ranks, *args, **kwargs)
+        return self.fn(restrict(trace, self.iterations, ranks), ranks, *args, **kwargs)
 
 
 class StepsView:
@@ -283,7 +286,7 @@ class StepsView:
     def map_ranks(self, fn: Any, ranks: Any = None, args: Any = (), kwargs: Any = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """The job's ``map_ranks`` with each rank restricted to the steps first."""
-        return self.job.map_ranks(_OnSteps(fn, self.iterations), ranks, args, kwargs,
+        return self.job.map_ranks(OnSteps(fn, self.iterations), ranks, args, kwargs,
                                   description=description, strict=strict)
 
     def __iter__(self) -> Any:
@@ -325,6 +328,7 @@ def brief_list(values: list[int], most: int = 20) -> str:
     return ", ".join(map(str, values[:most])) + (" ..." if len(values) > most else "")
 
 
-__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
+__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "OnSteps", "Ranks",
+           "Selection",
            "StepsView", "brief_list", "format_ranges", "normalize_iterations",
            "normalize_ranks", "on_steps", "rank_steps", "restrict", "step_table"]

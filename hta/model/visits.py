@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from hta.model.selection import restrict
+from hta.model.selection import OnSteps
 from hta.model.trace import RankMapper, Trace, concat_frames, map_ranks
 
 
@@ -48,9 +48,9 @@ class RankPlan:
         analysis without an ``iterations`` argument; ``None``: this plan."""
         if iterations is None:
             return self
-        return RankPlan(on_selected_steps, (sorted({int(i) for i in iterations}), self.fn,
-                                            tuple(self.args), dict(self.kwargs)),
-                        finish=self.finish, description=self.description)
+        return RankPlan(OnSteps(self.fn, tuple(sorted({int(i) for i in iterations}))),
+                        self.args, self.kwargs, finish=self.finish,
+                        description=self.description)
 
 
 def run_plan(trace: RankMapper, plan: RankPlan,
@@ -58,14 +58,6 @@ def run_plan(trace: RankMapper, plan: RankPlan,
     """One analysis: ``finish`` of the concatenated per-rank frames."""
     return plan.finish(map_ranks(trace, plan.fn, ranks, plan.args, dict(plan.kwargs),
                                  description=plan.description))
-
-
-def on_selected_steps(trace: Trace, ranks: Iterable[int] | int | None,
-                      iterations: list[int], fn: Callable[..., pd.DataFrame],
-                      args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
-    """``fn`` on the selected ranks of ``trace`` restricted to the steps ``iterations``
-    (:meth:`RankPlan.on_steps`; only those ranks are copied)."""
-    return fn(restrict(trace, iterations, ranks), ranks, *args, **kwargs)
 
 
 def run_together(trace: RankMapper, plans: Sequence[RankPlan],
@@ -135,5 +127,4 @@ def _column(i: int) -> str:
     return f"answer_{i}"
 
 
-__all__ = ["Failed", "RankPlan", "each_on_its_own", "on_selected_steps", "run_plan",
-           "run_together"]
+__all__ = ["Failed", "RankPlan", "each_on_its_own", "run_plan", "run_together"]
