@@ -159,6 +159,7 @@ def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> No
                                   check_dtype=False)
     pd.testing.assert_frame_equal(got.op_summary, analyzer.get_op_performance_summary())
     pd.testing.assert_frame_equal(got.category_time, analyzer.get_category_time())
+    pd.testing.assert_frame_equal(got.rank_summary, analyzer.get_rank_summary())
     want = job_overview(analyzer.t, top=10)
     pd.testing.assert_frame_equal(got.overview.ranks, want.ranks)
     pd.testing.assert_frame_equal(got.overview.spread, want.spread)

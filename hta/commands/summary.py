@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
-        payload["rank_summary"] = records(analyzer.get_rank_summary())
+        payload["rank_summary"] = records(answers.rank_summary)
         payload["skipped"] = analyzer.skipped
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)

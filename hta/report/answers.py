@@ -1,8 +1,9 @@
 """What ``hta summary`` and ``hta report`` start from, computed in one visit of each rank.
 
 The overview, the findings (with their coverage and unexplained time), the GPU time by
-category, the operator summary and the unclassified kernels are per-rank analyses; on a
-job whose ranks are kept out of memory each would read every rank again. They run here
+category, the operator summary, the unclassified kernels and the rank summary are
+per-rank analyses; on a job whose ranks are kept out of memory each would read every
+rank again. They run here
 as :class:`~hta.model.visits.RankPlan` objects in a single visit of each rank
 (:func:`~hta.model.visits.run_together`): a rank is read once, the analyses share what
 they compute on it (:mod:`hta.model.derived`: the operator calls behind both the roofline
@@ -19,6 +20,7 @@ from typing import Any
 
 from hta.analysis.findings.engine import findings_plan
 from hta.analysis.perf.summary import category_time, rank_op_summary
+from hta.analysis.summary import rank_summary
 from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
 from hta.model.selection import Selection
 from hta.model.visits import RankPlan, run_together
@@ -29,7 +31,8 @@ from hta.report.overview import overview_plan
 class JobAnswers:
     """``overview`` (:class:`~hta.report.overview.JobOverview`), ``findings`` (a
     ``FindingsResult``), ``category_time`` (``get_category_time``), ``op_summary``
-    (``get_op_performance_summary``), ``unclassified`` (``get_unclassified_kernels``).
+    (``get_op_performance_summary``), ``unclassified`` (``get_unclassified_kernels``),
+    ``rank_summary`` (``get_rank_summary``: every event, whatever the steps).
     With ``errors="return"`` an answer whose analysis failed is that exception."""
 
     overview: Any
@@ -37,6 +40,7 @@ class JobAnswers:
     category_time: Any
     op_summary: Any
     unclassified: Any
+    rank_summary: Any
 
 
 def job_answers(analyzer: Any, selection: Selection, top: int = 10, device: Any = None,
@@ -54,6 +58,7 @@ def job_answers(analyzer: Any, selection: Selection, top: int = 10, device: Any 
         RankPlan(rank_op_summary, kwargs={"device": device, "rules": rules}).on_steps(
             iterations),
         RankPlan(unclassified_kernels, finish=sorted_unclassified),
+        RankPlan(rank_summary),
     ]
     return JobAnswers(*run_together(job, plans, ranks, description="Summary",
                                     errors=errors))
