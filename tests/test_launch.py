@@ -184,6 +184,14 @@ def test_histograms_count_each_flagged_launch_in_its_bin(tmp_path):
     np.testing.assert_allclose(edges, np.round(edges), atol=1e-9)
     runtime = hist[hist["flag"] == "runtime_outlier"]
     assert runtime["launches"].tolist() == [1]
+    # the counts per rank the report shows: the bins' sums, zero for a rank without flags
+    from hta.analysis.launch import flag_counts
+
+    counts = flag_counts(hist, [0, 9])
+    assert counts.to_dict("records") == [
+        {"rank": 0, **{f: int(stats[f].sum()) for f in ("short_kernel", "runtime_outlier",
+                                                          "launch_delay_outlier")}},
+        {"rank": 9, "short_kernel": 0, "runtime_outlier": 0, "launch_delay_outlier": 0}]
     assert runtime["lo(us)"].iloc[0] <= 60.0 < runtime["hi(us)"].iloc[0]
 
 

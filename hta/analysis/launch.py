@@ -219,12 +219,24 @@ def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | No
     a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
-    return map_ranks(trace, _rank_histograms, ranks, (runtime_cutoff, launch_delay_cutoff),
+    return map_ranks(trace, rank_flagged_histograms, ranks, (runtime_cutoff, launch_delay_cutoff),
                      description="Launch histograms")
 
 
-def _rank_histograms(trace: Trace, ranks: Iterable[int] | int | None, runtime_cutoff: float,
-                     launch_delay_cutoff: float) -> pd.DataFrame:
+def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:
+    """Per rank of ``ranks``: how many launches carry each flag (:data:`FLAG_COLUMNS`),
+    from :func:`flagged_launch_histograms` (a rank's bins of one flag add up to its
+    flagged launches; a rank without flagged launches counts zero)."""
+    ranks = [int(r) for r in ranks]
+    counts = (hist.groupby(["rank", "flag"])["launches"].sum().unstack("flag")
+              if len(hist) else pd.DataFrame())
+    counts = counts.reindex(index=ranks, columns=FLAG_COLUMNS).fillna(0).astype(np.int64)
+    return counts.rename_axis(index="rank", columns=None).reset_index()
+
+
+def rank_flagged_histograms(trace: Trace, ranks: Iterable[int] | int | None,
+                            runtime_cutoff: float, launch_delay_cutoff: float) -> pd.DataFrame:
+    """The rows of :func:`flagged_launch_histograms` of the ranks of ``trace``."""
     frames = []
     for rt in select_ranks(trace, ranks):
         stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, True)

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from hta.report.context import (
     Context,
     Section,
@@ -22,22 +19,20 @@ from hta.report.context import (
 
 def launch(ctx: Context, s: Section) -> None:
     from hta.analysis import launch
+    from hta.model.visits import RankPlan, run_together
     from hta.plots.launch import launch_histogram_figure
 
     s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
-    # Only per-rank histograms of the flagged launches travel from the ranks: the figure
-    # draws them, and the counts per rank are their sums (a rank with launches and no
-    # flag counts zero).
-    hist = launch.flagged_launch_histograms(ctx.restricted, ctx.ranks)
-    pairing = launch.launch_pairing_summary(ctx.restricted, ctx.ranks)
-    columns = launch.FLAG_COLUMNS
+    # One visit of each rank; only the pairing counts and per-rank histograms of the
+    # flagged launches travel back (the counts per rank are the histograms' sums).
+    hist, pairing = run_together(ctx.restricted, [
+        RankPlan(launch.rank_flagged_histograms,
+                 (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)),
+        RankPlan(launch.rank_launch_pairing)], ctx.ranks, description="Kernel launches")
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
     if paired:
-        counts = hist.pivot_table(index="rank", columns="flag", values="launches",
-                                  aggfunc="sum") if len(hist) else pd.DataFrame()
-        flags = (counts.reindex(index=paired, columns=columns).fillna(0).astype(np.int64)
-                 .rename_axis(index="rank", columns=None).reset_index())
+        flags = launch.flag_counts(hist, paired)
         if len(hist):
             s.figures.append(ctx.figure(launch_histogram_figure(
                 hist, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
