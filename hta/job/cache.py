@@ -50,7 +50,6 @@ CACHE_FORMAT_VERSION = 6
 CACHE_DIR_ENV = "HTA_CACHE_DIR"
 #: File name suffix of every table of an entry (Arrow IPC file format).
 SUFFIX = ".arrow"
-_KIND_DTYPE = KIND_DTYPE
 _BLOCK = 1 << 16
 _SAMPLES = 16
 
@@ -150,7 +149,7 @@ def read_entry(folder: Path) -> RankTrace | None:
         codes = columns["kind"].astype(np.int8, copy=False)
         if codes.size and not (int(codes.min()) >= 0 and int(codes.max()) < len(KINDS)):
             raise ValueError("event kinds out of range")
-        columns["kind"] = pd.Categorical.from_codes(codes, dtype=_KIND_DTYPE, validate=False)
+        columns["kind"] = pd.Categorical.from_codes(codes, dtype=KIND_DTYPE, validate=False)
         events = pd.DataFrame(columns, copy=False)
         symbols = read_column(folder / f"symbols{SUFFIX}", "symbol")
         # Every table is written for every rank: a missing one means a damaged entry.

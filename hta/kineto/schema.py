@@ -199,11 +199,6 @@ DECODED_TABLES: dict[str, Table] = {**DECODED_ARG_TABLES, "copy_sizes": COPY_SIZ
                                     **EVENT_TABLES}
 
 
-def numpy_dtype(column: Column) -> np.dtype | pd.StringDtype:
-    """The column's dtype as NumPy (numbers) or pandas (text) has it."""
-    return DTYPES[column.dtype]
-
-
 def frame(table: Table, values: dict[str, object]) -> pd.DataFrame:
     """A side table as a DataFrame with exactly the schema's columns and dtypes
     (``values``: column -> array or list; a missing column must mean an empty table)."""
@@ -224,4 +219,4 @@ def frame(table: Table, values: dict[str, object]) -> pd.DataFrame:
 
 
 __all__ = ["COPY_SIZES", "DECODED_ARG_TABLES", "DECODED_EVENT_COLUMNS", "DECODED_TABLES",
-           "DTYPES", "EVENT_TABLES", "SYMBOL_ID", "Column", "Table", "frame", "numpy_dtype"]
+           "DTYPES", "EVENT_TABLES", "SYMBOL_ID", "Column", "Table", "frame"]

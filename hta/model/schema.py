@@ -101,11 +101,6 @@ def dtype_of(column: Column) -> np.dtype | pd.api.extensions.ExtensionDtype:
     return KIND_DTYPE if column.dtype == "category" else DTYPES[column.dtype]
 
 
-def empty_table(name: str) -> pd.DataFrame:
-    """Side table ``name`` with no rows (its columns and dtypes)."""
-    return pd.DataFrame({c.name: pd.Series([], dtype=dtype_of(c)) for c in TABLES[name].columns})
-
-
 def check_frame(frame: pd.DataFrame, columns: tuple[Column, ...], what: str) -> list[str]:
     """Where ``frame`` departs from ``columns`` (names, order, dtypes); empty when it
     matches exactly."""

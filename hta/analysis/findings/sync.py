@@ -79,6 +79,7 @@ from hta.analysis.findings.sync_sites import (
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
+from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
@@ -89,8 +90,6 @@ BLOCKING_COPY = re.compile(r"^(cuda|cu|hip)Memcpy(?!\w*Async)\w*$")
 #: Copies from or to pageable host memory: their launch call returns only once the data
 #: is staged, so it blocks the host even when it is ``cudaMemcpyAsync``.
 PAGEABLE = re.compile(r"Pageable")
-#: Launch calls of a CUDA or HIP graph replay.
-GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 #: Calls that start capturing a graph.
 GRAPH_CAPTURE = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
 #: Operators that read a device value on the host (used when no runtime call is recorded).
