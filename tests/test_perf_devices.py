@@ -33,6 +33,14 @@ from hta.model.devices import (
     ({"name": "AMD Instinct MI325X"}, "MI325X"),
     ({"name": "AMD Instinct MI355X"}, "MI355X"),
     ({"name": "AMD Instinct MI250X"}, "MI250X (one GCD)"),
+    ({"name": "AMD Instinct MI250X/MI250", "numSms": 110}, "MI250X (one GCD)"),
+    ({"name": "AMD Instinct MI250X/MI250", "numSms": 104}, "MI210"),
+    ({"name": "NVIDIA GH200 480GB", "totalGlobalMem": 102625181696}, "GH200 96GB"),
+    ({"name": "NVIDIA GH200 144G HBM3e", "totalGlobalMem": 153008209920}, "GH200 144GB"),
+    ({"name": "NVIDIA H200 NVL"}, "H200 NVL"),
+    ({"name": "Tesla V100-PCIE-16GB", "totalGlobalMem": 16.9e9}, "V100 PCIe"),
+    ({"name": "AMD Radeon Graphics", "totalGlobalMem": 205e9, "numSms": 304,
+      "computeMajor": 9, "computeMinor": 4}, "MI300X"),
     ({"name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "numSms": 104}, "MI210"),
     ({"name": "AMD Instinct MI300X VF", "totalGlobalMem": 205571227648, "numSms": 304},
      "MI300X"),
@@ -43,6 +51,41 @@ from hta.model.devices import (
 ])
 def test_match(props: dict, name: str) -> None:
     assert match_device(props).name == name
+
+
+def test_every_name_matches_its_own_entry_and_no_other() -> None:
+    """Each entry's deviceProperties names (with the entry's memory and CU count) run
+    against every entry's matcher: only the entry's own accepts them."""
+    for dev in DEVICES:
+        assert dev.names, dev.name
+        sms = dev.num_sms if dev.num_sms is not None else (dev.arch or (0, 0, None))[2]
+        for name in dev.names:
+            props = {"name": name, "totalGlobalMem": dev.memory_gb * 1e9, "numSms": sms}
+            assert match_device(props) is dev, (name, match_device(props))
+            takers = [d.name for d in DEVICES if d.matches(name, dev.memory_gb, sms)]
+            assert takers == [dev.name], (name, takers)
+
+
+def test_parts_are_matched_whole_never_by_substring() -> None:
+    gh = match_device({"name": "NVIDIA GH200 480GB", "totalGlobalMem": 102625181696})
+    assert gh.name == "GH200 96GB" and gh.bandwidth_tbs == 4.0
+    assert peak_tflops(gh, "fp32", False) == 67.0 and peak_tflops(gh, "bf16", True) == 989.5
+    assert match_device({"name": "NVIDIA GH200 144G HBM3e"}).name == "GH200 144GB"
+    assert match_device({"name": "NVIDIA GH200 144G HBM3e", "totalGlobalMem": 102e9}) is None
+    assert match_device({"name": "NVIDIA GH200 144G HBM3e", "totalGlobalMem": 153e9}
+                        ).bandwidth_tbs == 4.9
+    for name in ("NVIDIA GH200 480GB", "NVIDIA GH200 144G HBM3e"):
+        assert not device_by_name("H200").matches(name)
+    assert match_device({"name": "NVIDIA GB200"}).name == "GB200"
+    assert match_device({"name": "NVIDIA L40S"}).name == "L40S"
+    assert match_device({"name": "NVIDIA L40"}) is None
+    # a MIG slice, another V100 board: not the full part's peaks, so no device
+    assert match_device({"name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb"}) is None
+    assert match_device({"name": "Tesla V100-SXM3-32GB"}) is None
+    # the part name decides, the memory only splits a part into its variants
+    assert match_device({"name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 42e9}) is None
+    assert device_by_name("H100").name == "H100 SXM"
+    assert device_by_name("NVIDIA GH200 480GB").name == "GH200 96GB"
 
 
 def test_no_match_and_overrides() -> None:
