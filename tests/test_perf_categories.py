@@ -72,6 +72,22 @@ TRACES = Path(os.environ.get("HTA_SHARED_TRACES", SHARED_TRACES))
      "embedding"),
     ("void permute_pooled_embs_kernel<float>(float const*, long const*)", "embedding"),
     ("split_eb_bwd_rowwise_adagrad-dtype_Half", "embedding"),
+    # RoPE is pointwise, not a lookup; embedding kernels stay embedding
+    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, "
+     "c10::BFloat16*, c10::BFloat16 const*, int, long, long, int, int, int)", "elementwise"),
+    ("apply_rotary_pos_emb_kernel", "elementwise"),
+    ("rotary_kernel", "elementwise"),
+    ("_fused_rope_fwd_kernel", "elementwise"),
+    ("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<true, 128u>(...)",
+     "elementwise"),
+    ("void transformer_engine::fused_rope_forward_kernel<float, float>(...)", "elementwise"),
+    ("void at::native::(anonymous namespace)::embedding_backward_feature_kernel<float, "
+     "float, long>(...)", "embedding"),
+    ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned "
+     "int, 2, 2, -2, true>(...)", "embedding"),
+    ("void at::native::(anonymous namespace)::EmbeddingBag_updateOutputKernel_sum_mean<"
+     "float, long>(...)", "embedding"),
+    ("void at::native::embedding_bag_kernel<float>(...)", "embedding"),
     ("void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>()",
      "elementwise"),
     ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int> >()",
@@ -188,6 +204,9 @@ def test_op_categories() -> None:
         "aten::max_pool2d_with_indices": "reduction", "vllm::unified_attention": "attention",
         "aten::something_new": None,
         "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function": "embedding",
+        "vllm::rotary_embedding": "elementwise", "_C::rotary_embedding": "elementwise",
+        "aten::embedding_bag": "embedding", "aten::index_select": "embedding",
+        "aten::embedding_backward": "embedding",
     }
     for op, cat in cases.items():
         assert op_category(op) == cat, op

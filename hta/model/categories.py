@@ -49,12 +49,19 @@ class Family:
     note: str
 
 
+#: Rotary position embedding kernels (``rotary_embedding_kernel``, ``apply_rotary_*``,
+#: ``fused_rope_*``, ``RoPE``): ``rope`` only as a word of its own, not inside ``property``.
+ROPE = r"(?i:rotary)|(?<![A-Za-z])(?i:m?rope)(?![a-z])|RoPE|Rope(?=[A-Z_])"
+
 KERNEL_FAMILIES: tuple[Family, ...] = (
     Family("MoE", r"(?i)(moe|_matmul_ogs|grouped_?gemm|group_?gemm|expert|_routing|"
            r"topk_?gating|gating_?softmax|unpermute|permute_?(tokens?|rows?)|"
            r"expandInputRows|align_block_size|count_and_sort|_finalize_?moe|bitmatrix|"
            r"GroupProblemShape|MoeGemm|dispatch_layout|expand_to_fused|fused_mapping)",
            "MoE routing, permute/unpermute, grouped expert GEMMs (incl. mxfp4 matmul_ogs)"),
+    # RoPE before embedding: rotary_embedding_kernel rotates q and k in place, pointwise;
+    # it looks nothing up.
+    Family("elementwise", ROPE, "rotary position embedding (RoPE) kernels: pointwise"),
     Family("embedding", r"(?i)(embedding|embed_|_eb_|index_select|indexSelect|"
            r"EmbeddingBag|permute_pooled_embs|permute_(1D|2D)_|permute_indices|"
            r"linearize_index|bounds_check_indices|recat_copy|jagged|tbe_|offsets_range|"
@@ -89,7 +96,7 @@ KERNEL_FAMILIES: tuple[Family, ...] = (
            r"cross_entropy)",
            "sums, means, vector norms, arg-max/min, scans, pooling (a windowed reduction)"),
     Family("elementwise", r"(?i)(elementwise|pointwise|triton_poi_|Functor|activation|"
-           r"gelu|silu|swiglu|relu|sigmoid|tanh|dropout|act_and_mul|mul_and|rotary|rope|"
+           r"gelu|silu|swiglu|relu|sigmoid|tanh|dropout|act_and_mul|mul_and|"
            r"multi_tensor_apply|adam|sgd|quantize|dequant|_quant_|hfp8|fp8|clamp|scalePacked|"
            r"per_token_cast|_cast_|upsample|interpolat|"
            r"^(add|sub|mul|div|divide|aten::\w+\.?\w*)-dtype_)",
@@ -176,7 +183,7 @@ OP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(?i)(attention|attn|sdpa|flash)", "attention"),
     (r"(?i)conv(?!ert)", "convolution"),
     (r"(?i)(norm|softmax)", "normalization"),
-    (r"(?i)(rotary|rope)", "elementwise"),
+    (ROPE, "elementwise"),
     (r"(?i)embedding", "embedding"),
     (r"(?i)((?<!fb)gemm|matmul|_mm$|linear)", "GEMM"),
     (r"(?i)pool", "reduction"),
