@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hta.model.categories import CATEGORIES, KERNEL_FAMILIES
+from hta.model.prefilter import Filter, literal_filter, may_match
 
 RULES_VERSION = 2  # 2: the compute rule split into kernel families carrying a category
 
@@ -184,6 +185,77 @@ KERNEL_FALLBACK = Rule("computation", cat=KERNEL_CATS, note="kernel matched no r
 OTHER_FALLBACK = Rule("other")
 
 
+_KERNEL_FALLBACK = -1
+_OTHER_FALLBACK = -2
+
+
+class _Matcher:
+    """First-match lookup over a rule table, with the answers of ``Rule.matches`` tried
+    in order, but cheaper: the rules whose category pattern applies are found once per
+    distinct category, a literal prefilter (:mod:`hta.model.prefilter`) rules out most
+    name patterns with substring tests on the lower-cased name, only the survivors'
+    regular expressions run, and each (category, name) pair is answered once per
+    process."""
+
+    _MEMO_LIMIT = 1 << 18
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules
+        self.names: list[re.Pattern[str] | None] = [
+            re.compile(r.name) if r.name is not None else None for r in rules]
+        self.filters: list[Filter | None] = [
+            literal_filter(r.name) if r.name is not None else None for r in rules]
+        self.by_cat: dict[str, tuple[tuple[int, ...], int]] = {}
+        self.memo: dict[tuple[str, str], int] = {}
+
+    def _candidates(self, cat: str) -> tuple[tuple[int, ...], int]:
+        found = self.by_cat.get(cat)
+        if found is None:
+            rows = tuple(i for i, r in enumerate(self.rules)
+                         if r.cat is None or re.search(r.cat, cat))
+            fallback = (_KERNEL_FALLBACK if KERNEL_FALLBACK.matches(cat, "")
+                        else _OTHER_FALLBACK)
+            found = self.by_cat[cat] = (rows, fallback)
+        return found
+
+    def first(self, cat: str, name: str) -> int:
+        """Index of the first rule matching the pair, else a fallback code."""
+        key = (cat, name)
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        rows, found = self._candidates(cat)
+        lowered = name.lower() if name.isascii() else None
+        names, filters = self.names, self.filters
+        for i in rows:
+            pattern = names[i]
+            if pattern is None:
+                found = i
+                break
+            if lowered is not None and not may_match(filters[i], lowered):
+                continue
+            if pattern.search(name) is not None:
+                found = i
+                break
+        if len(self.memo) >= self._MEMO_LIMIT:
+            self.memo.clear()
+        self.memo[key] = found
+        return found
+
+
+_MATCHERS: dict[tuple[Rule, ...], _Matcher] = {}
+
+
+def _matcher_for(rules: tuple[Rule, ...]) -> _Matcher:
+    """One matcher per rule table and process (rule tables are few)."""
+    found = _MATCHERS.get(rules)
+    if found is None:
+        if len(_MATCHERS) >= 16:
+            _MATCHERS.clear()
+        found = _MATCHERS[rules] = _Matcher(rules)
+    return found
+
+
 @dataclass(frozen=True)
 class Classification:
     """Kinds per symbol pair and which kernel names fell through to the fallback."""
@@ -200,14 +272,22 @@ class RuleSet:
     ) -> None:
         self.user_rules: tuple[Rule, ...] = tuple(user_rules)
         self.rules: tuple[Rule, ...] = self.user_rules + tuple(defaults)
+        self._matcher: _Matcher | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_matcher"] = None  # rebuilt on first use wherever the table goes
+        return state
 
     def rule_for(self, cat: str, name: str) -> tuple[Rule, bool]:
         """The first rule matching one pair, and whether it is a rule of the table
         (False for the kernel fallback)."""
-        for rule in self.rules:
-            if rule.matches(cat, name):
-                return rule, True
-        if KERNEL_FALLBACK.matches(cat, name):
+        if self._matcher is None:
+            self._matcher = _matcher_for(self.rules)
+        found = self._matcher.first(cat, name)
+        if found >= 0:
+            return self.rules[found], True
+        if found == _KERNEL_FALLBACK:
             return KERNEL_FALLBACK, False
         return OTHER_FALLBACK, True
 

@@ -1,0 +1,124 @@
+"""Literal prefilters for regular expressions: a cheap test that rules a pattern out.
+
+The kind rules (:mod:`hta.model.rules`) are long case-insensitive alternations searched
+in kernel names that are often hundreds of characters long; running every rule's regular
+expression on every distinct name costs tens of microseconds per rule and name. Most of
+the alternatives are plain words, so a pattern can only match a name that contains some
+of its words. :func:`literal_filter` reads a pattern's parse tree and returns a
+:data:`Filter`: an and/or tree of lower-case ASCII substrings that every match must
+contain. :func:`may_match` evaluates it on the lower-cased name with Python's substring
+search, which is far faster than the regular expression; the expression is then run only
+on the names the filter lets through, so the answer is always the expression's own.
+
+The filter is a necessary condition, never a sufficient one, and it is applied only to
+ASCII names (case-insensitive matching of non-ASCII characters, such as the Kelvin sign
+matching ``k``, does not follow ``str.lower``). Anything the reader does not understand
+(character classes, back references, optional parts, lookarounds) contributes no
+condition, which keeps the filter sound at the cost of letting more names through.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeAlias
+
+try:  # Python 3.11+
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+#: A literal (lower-case ASCII substring), or ``(op, literals, parts)`` with ``op`` one of
+#: ``"&"`` (all required) and ``"|"`` (one required), the literal parts (tested together)
+#: apart from the nested ones.
+Filter: TypeAlias = "str | tuple[str, tuple[str, ...], tuple[Filter, ...]]"
+
+_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
+
+
+def literal_filter(pattern: str) -> Filter | None:
+    """The substrings any match of ``pattern`` must contain (lower-cased), as an and/or
+    tree, or None when the pattern requires no literal text (or cannot be read)."""
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except (re.error, RecursionError, TypeError, ValueError):
+        return None
+    try:
+        return _sequence(list(parsed))
+    except (RecursionError, TypeError, ValueError, IndexError):
+        return None
+
+
+def may_match(node: Filter | None, lowered: str) -> bool:
+    """False when ``lowered`` (an ASCII name, lower-cased) lacks what ``node`` requires:
+    the pattern cannot match it. True means the pattern has to be run."""
+    if node is None:
+        return True
+    if type(node) is str:
+        return node in lowered
+    op, literals, parts = node
+    if op == "&":
+        if not all(map(lowered.__contains__, literals)):
+            return False
+        return all(may_match(part, lowered) for part in parts)
+    if any(map(lowered.__contains__, literals)):
+        return True
+    return any(may_match(part, lowered) for part in parts)
+
+
+def _combine(op: str, parts: list[Filter]) -> Filter | None:
+    literals: list[str] = []
+    nested: list[Filter] = []
+    for part in parts:
+        if isinstance(part, str):
+            if part not in literals:
+                literals.append(part)
+        elif part[0] == op:  # flatten (a & b) & c
+            literals.extend(p for p in part[1] if p not in literals)
+            nested.extend(p for p in part[2] if p not in nested)
+        elif part not in nested:
+            nested.append(part)
+    if len(literals) + len(nested) == 0:
+        return None
+    if len(literals) + len(nested) == 1:
+        return literals[0] if literals else nested[0]
+    if op == "&":  # the longest literals first: they fail soonest
+        literals.sort(key=len, reverse=True)
+    return (op, tuple(literals), tuple(nested))
+
+
+def _sequence(items: list[tuple[Any, Any]]) -> Filter | None:
+    """Every item of a sequence is required: the conditions of all of them."""
+    parts: list[Filter] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            parts.append("".join(run).lower())
+            run.clear()
+
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            char = chr(av)
+            if char.isascii():
+                run.append(char)
+                continue
+            flush()
+            continue
+        flush()
+        found: Filter | None = None
+        if name == "SUBPATTERN":
+            found = _sequence(list(av[-1]))
+        elif name == "ATOMIC_GROUP":
+            found = _sequence(list(av))
+        elif name == "BRANCH":
+            alternatives = [_sequence(list(alt)) for alt in av[1]]
+            if alternatives and all(a is not None for a in alternatives):
+                found = _combine("|", [a for a in alternatives if a is not None])
+        elif name in _REPEATS and av[0] >= 1:
+            found = _sequence(list(av[2]))
+        # anything else (classes, anchors, lookarounds, back references) requires nothing
+        if found is not None:
+            parts.append(found)
+    flush()
+    return _combine("&", parts)
