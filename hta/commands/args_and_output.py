@@ -157,12 +157,29 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 # -- terminal text -----------------------------------------------------------------------------
+#: Longest text a table cell shows in full; a longer one keeps its start and its end.
+LONGEST_CELL = 400
+#: Narrowest a wrapped column may get before its text moves to a numbered list under the
+#: table (on a terminal too narrow for it beside the numbers).
+MIN_WRAP_WIDTH = 24
+
+
 def printable(text: object, width: int | None = None) -> str:
     """A name safe to print: control characters as ``\\xNN`` escapes, cut to ``width``."""
     out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
     if width is not None and len(out) > width:
         out = out[: width - 1] + "…"
     return out
+
+
+def full_text(text: object, limit: int = LONGEST_CELL) -> str:
+    """A name shown whole (control characters escaped); past ``limit`` characters its start
+    and end are kept around ``…`` (template arguments at the end tell kernels apart)."""
+    out = printable(text)
+    if len(out) <= limit:
+        return out
+    tail = limit // 4
+    return f"{out[: limit - tail - 1]}…{out[-tail:]}"
 
 
 def number(value: Any, digits: int = 1, unit: str = "") -> str:
@@ -176,12 +193,19 @@ def number(value: Any, digits: int = 1, unit: str = "") -> str:
 
 @dataclass
 class Column:
-    """One column of a printed table: header, cell text from a row, alignment, style."""
+    """One column of a printed table: header, cell text from a row, alignment, style.
+
+    ``wrap`` marks a column of long text (a name, a title) that is never cut: on a
+    terminal it wraps within its column, or, when the terminal is too narrow for it beside
+    the other columns, each row's text follows the table as a numbered line. Piped output
+    prints it whole on the row.
+    """
 
     header: str
     cell: Callable[[dict[str, Any]], str]
     numeric: bool = True
     style: Callable[[dict[str, Any]], str | None] | None = None
+    wrap: bool = False
 
 
 class Printer:
@@ -189,16 +213,19 @@ class Printer:
     text otherwise (a pipe, a file, ``NO_COLOR``/``TERM=dumb`` as rich decides).
 
     Every cell is passed to rich as :class:`rich.text.Text`, never parsed as markup, so a
-    kernel named ``[bold]x[/]`` prints as written.
+    kernel named ``[bold]x[/]`` prints as written. No cell is cut at any terminal width:
+    numbers keep their width (headers wrap instead), long text wraps or moves under the
+    table, so a narrow terminal shows what ``| cat`` shows.
     """
 
-    def __init__(self, file: TextIO | None = None, rich: bool | None = None) -> None:
+    def __init__(self, file: TextIO | None = None, rich: bool | None = None,
+                 width: int | None = None) -> None:
         self.file = file or sys.stdout
         self.console = None
         if rich is not False:
             from rich.console import Console
 
-            console = Console(file=self.file, highlight=False)
+            console = Console(file=self.file, highlight=False, width=width)
             if rich or console.is_terminal:
                 self.console = console
 
@@ -218,7 +245,7 @@ class Printer:
 
     def table(self, title: str, columns: Sequence[Column], rows: Sequence[dict[str, Any]],
               row_style: Callable[[dict[str, Any]], str | None] | None = None) -> None:
-        """A titled table, one line per row."""
+        """A titled table, one line per row (long text wrapped, never cut)."""
         cells = [[c.cell(r) for c in columns] for r in rows]
         if self.console is None:
             self._plain(title, columns, cells)
@@ -226,33 +253,91 @@ class Printer:
         from rich.table import Table
         from rich.text import Text
 
+        layout = self._layout(columns, cells)
+        if layout is None:
+            # too narrow for the numbers side by side: whole lines, as when piped (the
+            # terminal wraps them), rather than a cut cell
+            self._plain(title, columns, cells)
+            return
+        widths, moved = layout
+        keep = [i for i in range(len(columns)) if i not in moved]
+        numbered = bool(moved) and columns[0].header != "#"
         table = Table(title=Text(title, style="bold"), title_justify="left",
                       header_style="bold cyan", show_edge=False, pad_edge=False)
-        widths = self._rich_widths(columns, cells)
-        for c, width in zip(columns, widths):
-            # numbers keep their width; long text columns (names) end in an ellipsis
+        if numbered:
+            table.add_column(Text("#"), justify="right", no_wrap=True,
+                             width=len(str(len(rows))))
+        for i in keep:
+            c = columns[i]
+            # every width is set here: rich wraps a header between its words or a long
+            # text cell, and never has to cut a number
             table.add_column(Text(c.header), justify="right" if c.numeric else "left",
-                             no_wrap=True, overflow="ellipsis", min_width=width,
-                             max_width=width)
-        for row, texts in zip(rows, cells):
-            styled = [Text(t, style=(c.style(row) if c.style else None) or "")
-                      for c, t in zip(columns, texts)]
+                             overflow="fold", width=widths[i])
+        for n, (row, texts) in enumerate(zip(rows, cells), start=1):
+            styled = [Text(texts[i], style=(columns[i].style(row) if columns[i].style
+                                            else None) or "") for i in keep]
+            if numbered:
+                styled.insert(0, Text(str(n)))
             table.add_row(*styled, style=(row_style(row) if row_style else None) or "")
         self.console.print(table)
+        if moved:
+            self._numbered_text(columns, cells, moved, numbered)
         self.console.print()
 
-    def _rich_widths(self, columns: Sequence[Column], cells: list[list[str]]) -> list[int]:
-        natural = [max([len(c.header)] + [len(row[i]) for row in cells])
-                   for i, c in enumerate(columns)]
-        room = self.console.width - 3 * len(columns)
-        widths = list(natural)
-        flexible = [i for i, c in enumerate(columns) if not c.numeric and natural[i] > 20]
-        used = sum(w for i, w in enumerate(natural) if i not in flexible)
-        if flexible:
-            share = max(12, (room - used) // len(flexible))
-            for i in flexible:
-                widths[i] = min(natural[i], share)
-        return widths
+    def _layout(self, columns: Sequence[Column],
+                cells: list[list[str]]) -> tuple[list[int], list[int]] | None:
+        """Each column's width on this terminal and the wrapped columns moved under the
+        table; ``None`` when even the narrowest layout does not fit.
+
+        A column starts at its natural width (header or widest cell); when the row is too
+        wide, wrapped text columns shrink to :data:`MIN_WRAP_WIDTH`, then the others towards
+        their header's longest word, the most shrinkable first; wrapped columns that still
+        do not fit move under the table."""
+        natural = [max(len(c.header), _widest(cells, i)) for i, c in enumerate(columns)]
+        least = [MIN_WRAP_WIDTH if c.wrap else _min_width(c, cells, i)
+                 for i, c in enumerate(columns)]
+        for moved in ([], [i for i, c in enumerate(columns) if c.wrap]):
+            shown = [i for i in range(len(columns)) if i not in moved]
+            numbered = bool(moved) and columns[0].header != "#"
+            room = self.console.width - 3 * (len(shown) + numbered - 1) - \
+                (len(str(len(cells))) if numbered else 0)
+            if sum(least[i] for i in shown) > room:
+                continue
+            widths = list(natural)
+            fixed = [i for i in shown if not columns[i].wrap]
+            wrapped = [i for i in shown if columns[i].wrap]
+            excess = sum(widths[i] for i in fixed) + \
+                sum(min(natural[i], MIN_WRAP_WIDTH) for i in wrapped) - room
+            for i in sorted(fixed, key=lambda j: least[j] - natural[j]):
+                if excess <= 0:
+                    break
+                cut = min(excess, natural[i] - least[i])
+                widths[i] -= cut
+                excess -= cut
+            left = room - sum(widths[i] for i in fixed)
+            for k, i in enumerate(wrapped):
+                share = left // (len(wrapped) - k)
+                widths[i] = max(min(natural[i], MIN_WRAP_WIDTH), min(natural[i], share))
+                left -= widths[i]
+            return widths, moved
+        return None
+
+    def _numbered_text(self, columns: Sequence[Column], cells: list[list[str]],
+                       moved: list[int], numbered: bool) -> None:
+        """The moved columns' text under the table, one entry per row, keyed by its number
+        (or the row's first cell), continuation lines indented."""
+        from rich.table import Table
+        from rich.text import Text
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(overflow="fold", ratio=1)
+        for n, texts in enumerate(cells, start=1):
+            key = str(n) if numbered else texts[0]
+            text = "; ".join(f"{columns[i].header}: {texts[i]}" if len(moved) > 1 else texts[i]
+                             for i in moved)
+            grid.add_row(Text(f"{key}."), Text(text))
+        self.console.print(grid)
 
     def _plain(self, title: str, columns: Sequence[Column], cells: list[list[str]]) -> None:
         widths = [max([len(c.header)] + [len(row[i]) for row in cells])
@@ -268,3 +353,14 @@ class Printer:
         for row in cells:
             print(fmt(row), file=self.file)
         print(file=self.file)
+
+
+def _widest(cells: list[list[str]], i: int) -> int:
+    """The widest cell of column ``i`` (1 for an empty table)."""
+    return max([len(row[i]) for row in cells] + [1])
+
+
+def _min_width(column: Column, cells: list[list[str]], i: int) -> int:
+    """The narrowest a column may get: its widest cell and its header's longest word (a
+    header wraps between words, never inside one)."""
+    return max([_widest(cells, i)] + [len(w) for w in column.header.split()])

@@ -27,6 +27,7 @@ from hta.commands.args_and_output import (
     add_load_options,
     dumps,
     finite,
+    full_text,
     number,
     parse_ranks,
     printable,
@@ -155,9 +156,9 @@ def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> No
         Column("saving (ms)", lambda r: _info_or(r, number(r["est_saving(us)"] / 1e3, 3))),
         Column("% of time", lambda r: _info_or(r, number(r["share_pctg"]))),
         Column("ranks", lambda r: _ranges(list(r["ranks"])) or "job", numeric=False),
-        Column("finding", lambda r: printable(
-            r["title"] + (f": {r['subject']}" if r["subject"] else ""), NAME_WIDTH + 20),
-            numeric=False),
+        Column("finding", lambda r: full_text(
+            r["title"] + (f": {r['subject']}" if r["subject"] else "")),
+            numeric=False, wrap=True),
     ], shown)
 
 
@@ -206,7 +207,7 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
         Column("idle explained %", lambda r: number(r["idle_explained_pctg"])),
         Column("unexplained", lambda r: number(r["unexplained(us)"] / 1e3, 3)),
         Column("longest unexplained (CPU meanwhile)", lambda r: _longest(
-            longest.get(int(r["rank"]))), numeric=False),
+            longest.get(int(r["rank"]))), numeric=False, wrap=True),
     ], [dict(r, _flag=bool(r["note"])) for r in rows])
     noted = [r for r in coverage.to_dict("records") if r["note"]]
     for r in noted[:COVERAGE_SHOWN]:
@@ -231,8 +232,7 @@ def _longest(piece: dict[str, Any] | None) -> str:
         return "-"
     step = f"step {piece['step']}" if piece["step"] >= 0 else "no step"
     cpu = piece["cpu"].split(", ")[0] if piece["cpu"] else "no CPU event"
-    return printable(f"{number(piece['dur(us)'] / 1e3, 3)} ms {piece['gpu']}, {step} ({cpu})",
-                     NAME_WIDTH)
+    return full_text(f"{number(piece['dur(us)'] / 1e3, 3)} ms {piece['gpu']}, {step} ({cpu})")
 
 
 def _flag_style(row: dict[str, Any]) -> str | None:
@@ -297,8 +297,8 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
                    f"–{number(r['rank_mean_max(us)'])}"),
             Column("slowest rank", lambda r: str(r["slowest_rank"])),
             Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
-            Column("type", lambda r: r["kernel_type"].lower(), numeric=False),
-            Column("name", lambda r: printable(r["name"], NAME_WIDTH), numeric=False),
+            Column("type", lambda r: _kernel_type(r["kernel_type"]), numeric=False),
+            Column("name", lambda r: full_text(r["name"]), numeric=False, wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
     if len(rows) > 1 and len(overview.spread):
         out.table("Spread across ranks (ms)", [
@@ -320,6 +320,16 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
                  f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
+
+
+#: Short labels of the kernel types in the top-kernels table (the column stays narrow so
+#: the kernel names fit beside it on an 80-column terminal).
+KERNEL_TYPE_LABELS = {"communication": "comm", "computation": "compute", "memory": "memory"}
+
+
+def _kernel_type(kernel_type: str) -> str:
+    label = str(kernel_type).lower()
+    return KERNEL_TYPE_LABELS.get(label, label)
 
 
 IDLE_CAUSES = ("host_wait(us)", "kernel_wait(us)", "other_idle(us)")

@@ -7,7 +7,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from hta.commands.args_and_output import Column, Printer, UsageError, number, printable, records
+from hta.commands.args_and_output import (
+    Column,
+    Printer,
+    UsageError,
+    full_text,
+    number,
+    records,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,6 +92,6 @@ def print_hardware(out: Printer, h: dict[str, Any]) -> None:
         Column("TB/s", lambda r: number(r["tb_per_s"], 3)),
         Column("% of roof", lambda r: number(r["pct_of_peak"])),
         Column("bound", lambda r: str(r["bound"]), numeric=False),
-        Column("op", lambda r: printable(r["op"], 40), numeric=False),
-        Column("shapes", lambda r: printable(r["input_dims"], SHAPES_WIDTH), numeric=False),
+        Column("op", lambda r: full_text(r["op"]), numeric=False),
+        Column("shapes", lambda r: full_text(r["input_dims"]), numeric=False, wrap=True),
     ], low.to_dict("records"))
