@@ -45,7 +45,9 @@ def matrix_key(key: str) -> str:
     on TF32 tensor cores where allowed (cuDNN by default, matmul with
     ``torch.backends.cuda.matmul.allow_tf32`` / ``set_float32_matmul_precision``), so
     fp32 is judged against the TF32 roof (parts without TF32 fall back to their fp32
-    matrix or vector rate); other types against their own."""
+    matrix or vector rate); other types against their own. A call whose kernels ran
+    another math (SIMT fp32 GEMMs) is judged by that math instead:
+    :mod:`hta.analysis.perf.kernel_math`."""
     return "tf32" if key == "fp32" else key
 
 

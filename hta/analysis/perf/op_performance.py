@@ -12,7 +12,9 @@ for ``aten::addmm``), so no kernel counts twice. Per row:
   (:mod:`hta.analysis.perf.models`) on its recorded ``Input Dims``/``Input type``/
   ``Concrete Inputs``; NaN when the trace has no shapes or no model applies;
 * the roofline columns of :mod:`hta.analysis.perf.roofline` against the rank's device
-  (matched from ``deviceProperties``, or the one the caller names).
+  (matched from ``deviceProperties``, or the one the caller names), at the peak of the
+  math the call's kernels ran (:mod:`hta.analysis.perf.kernel_math`: a SIMT fp32 GEMM
+  against the fp32 vector peak, not the TF32 tensor-core one).
 
 Definitions and derivations: ``docs/analyses/performance.md``.
 """
@@ -27,6 +29,7 @@ import pandas as pd
 
 from hta.analysis.perf.calls import Calls, attach_shapes, op_calls
 from hta.analysis.perf.inputs import parse_inputs
+from hta.analysis.perf.kernel_math import PEAK_OF, call_math, row_math
 from hta.analysis.perf.registry import work_of
 from hta.analysis.perf.roofline import roofline_columns
 from hta.analysis.select import select_ranks
@@ -85,6 +88,30 @@ def _models(calls: Calls) -> pd.DataFrame:
                          "input_dims": per[:, 4], "input_types": per[:, 5]})
 
 
+def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: pd.DataFrame
+                  ) -> pd.DataFrame:
+    """``model`` with the peak key and matrix flag of the math the calls' kernels ran
+    where it differs from the model's (:mod:`hta.analysis.perf.kernel_math`): matrix ops
+    on fp32 inputs whose GEMM time went mostly to SIMT fp32 or AMD fp32 matrix-core
+    kernels."""
+    fp32_matrix = model["matrix"].to_numpy() & np.isin(model["peak_key"].to_numpy(),
+                                                       ("tf32", "fp32"))
+    if not fp32_matrix.any():
+        return model
+    linked = work[work["owner"] >= 0]
+    rows = linked["row"].to_numpy()
+    math = row_math(rt.symbols, rt.events["name"].to_numpy()[rows],
+                    linked["kernel_category"].to_numpy())
+    slot = np.searchsorted(calls["op"], linked["owner"].to_numpy())
+    per_call = call_math(slot, linked["dur"].to_numpy().astype(np.float64), math,
+                         len(calls["op"]))
+    key, matrix = model["peak_key"].to_numpy().copy(), model["matrix"].to_numpy().copy()
+    for cls, (k, m) in PEAK_OF.items():
+        hit = fp32_matrix & (per_call == cls)
+        key[hit], matrix[hit] = k, m
+    return model.assign(peak_key=key, matrix=matrix)
+
+
 def compact_json(text: str) -> str:
     """A recorded JSON text on one line (``[[16, 559], []]``); unparsable text as is."""
     if not text or "\n" not in text:
@@ -107,11 +134,11 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
 
 
 def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd.DataFrame:
-    calls, _ = op_calls(rt, rules)
+    calls, gpu_work = op_calls(rt, rules)
     if not calls:
         return pd.DataFrame({c: [] for c in COLUMNS})
     calls = attach_shapes(rt, calls)
-    work = _models(calls)
+    work = _kernel_peaks(rt, calls, gpu_work, _models(calls))
     dev = rank_device(rt, device)
     time_ns = calls["time_ns"]
     roof = roofline_columns(work["flops"].to_numpy(), work["bytes"].to_numpy(), time_ns,
