@@ -20,6 +20,7 @@ from hta.commands.args_and_output import (
     load,
     report_skipped,
 )
+from hta.commands.missing_ranks import report_missing_ranks
 
 SERIES = ("queue_length", "memcpy_bandwidth")
 
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = generate_trace_with_counters(analyzer.t, series, None, args.suffix, out_dir)
     report_skipped(analyzer)
+    report_missing_ranks(analyzer)
     for rank, path in sorted(written.items()):
         print(f"Wrote {path} (rank {rank})")
     return EXIT_OK

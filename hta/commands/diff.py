@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hta.commands.args_and_output import dumps, finite, parse_ranks, printable, records
+from hta.commands.missing_ranks import report_missing_ranks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,10 +78,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
                    "control_ranks": loaded[0].ranks, "test_ranks": loaded[1].ranks,
-                   "skipped": {"control": loaded[0].skipped, "test": loaded[1].skipped}}
+                   "skipped": {"control": loaded[0].skipped, "test": loaded[1].skipped},
+                   "missing_ranks": {"control": loaded[0].missing_ranks,
+                                     "test": loaded[1].missing_ranks}}
         payload.update(finite(job.to_dict(top=args.top)))
         payload["findings"] = records(findings)
         print(dumps(payload))
+        for analyzer in loaded:
+            report_missing_ranks(analyzer)
         return EXIT_OK
     side = {"control": (args.control_dir, loaded[0]), "test": (args.test_dir, loaded[1])}
     for label, (path, analyzer) in side.items():
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     for analyzer in loaded:
         for path, reason in analyzer.skipped.items():
             print(f"skipped {path}: {reason}", file=sys.stderr)
+        report_missing_ranks(analyzer)
     return EXIT_OK
 
 

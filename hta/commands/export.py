@@ -30,6 +30,7 @@ from hta.commands.args_and_output import (
     load,
     report_skipped,
 )
+from hta.commands.missing_ranks import report_missing_ranks
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {folder}/ (events.parquet: {len(tables['events']):,} rows, "
               f"{len(tables) - 1} side tables, meta.json)")
     report_skipped(analyzer)
+    report_missing_ranks(analyzer)
     return EXIT_OK
 
 

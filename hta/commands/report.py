@@ -18,6 +18,7 @@ from hta.commands.args_and_output import (
     load,
     report_skipped,
 )
+from hta.commands.missing_ranks import report_missing_ranks
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     write_report(analyzer, out, force=True, iterations=iterations, title=args.title,
                  critical_path_rank=args.critical_path_rank, plotlyjs=args.plotlyjs)
     report_skipped(analyzer)
+    report_missing_ranks(analyzer)
     print(f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)", file=sys.stdout)
     return EXIT_OK
 

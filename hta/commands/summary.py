@@ -36,6 +36,7 @@ from hta.commands.args_and_output import (
 )
 from hta.commands.cluster import add_cluster_options, load
 from hta.commands.load_warnings import load_warnings, print_load_warnings
+from hta.commands.missing_ranks import report_missing_ranks
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.report.devices import device_name
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         payload.update(finite(overview.to_dict()))
         payload["rank_summary"] = records(answers.rank_summary)
         payload["skipped"] = analyzer.skipped
+        payload["missing_ranks"] = analyzer.missing_ranks
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
         payload["hardware_efficiency"] = hardware_json(efficiency)
@@ -125,12 +127,14 @@ def run(args: argparse.Namespace) -> int:
         payload["unexplained_time"] = records(unexplained)
         payload["load_warnings"] = load_warnings(analyzer)
         print(dumps(payload))
+        report_missing_ranks(analyzer)
         return EXIT_OK
     out = Printer()
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
     print_hardware_efficiency(out, efficiency)
     report_skipped(analyzer)
+    report_missing_ranks(analyzer)
     if not args.quiet:
         print_load_warnings(analyzer)
     return EXIT_OK

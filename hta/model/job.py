@@ -98,3 +98,16 @@ class Job(RankMapper, Protocol):
     def __len__(self) -> int:
         """Number of loaded ranks."""
         ...
+
+
+def missing_ranks(job: Job, requested: Iterable[int] | None = None) -> list[int]:
+    """Ranks of the job that have no loaded trace: every rank below the ``world_size``
+    the loaded ranks' metadata gives (the largest, where they disagree) that was not
+    loaded, among ``requested`` when the load asked for some ranks only. Empty when no
+    rank says its world size. A skipped (unreadable) file's rank counts as missing."""
+    present = set(job.get_ranks())
+    sizes = [job.meta(r).get("world_size") for r in present]
+    world = max((int(s) for s in sizes if isinstance(s, int) and s > 0), default=0)
+    wanted = set(range(world)) if requested is None else \
+        {int(r) for r in requested if 0 <= int(r) < world}
+    return sorted(wanted - present)

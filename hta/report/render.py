@@ -33,6 +33,11 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
     world = first.get("world_size")
     items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
                   + (f" of world size {world}" if world else "")))
+    missing = list(getattr(analyzer, "missing_ranks", []) or [])
+    if missing:
+        items.append(("missing ranks", f"{len(missing)} ({ranges(missing)}): no trace in the "
+                      "folder or an unreadable file; cross-rank figures cover the loaded "
+                      "ranks only"))
     names = sorted({name for m in metas for name in device_names(m)})
     if names:
         items.append(("devices", ", ".join(names)))
