@@ -14,17 +14,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis.summary import rank_summary
-from hta.analysis.unclassified import (  # noqa: F401 - also importable from here
-    UNCLASSIFIED_COLUMNS,
-    sorted_unclassified,
-    unclassified_kernels,
-)
-from hta.export.counters_trace import TimeSeriesTypes  # noqa: F401 - HTA's import path
 from hta.facade.breakdown import BreakdownMixin
 from hta.facade.collectives import CollectivesMixin
 from hta.facade.counters import CountersMixin
@@ -35,11 +28,13 @@ from hta.facade.performance import PerformanceMixin
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
-from hta.job.executors import Executor
-from hta.job.load import drop_last_step, load_trace
-from hta.model.job import Job
 from hta.model.rules import Rule, RuleSet
-from hta.model.trace import RankTrace, map_ranks
+from hta.model.trace import map_ranks
+
+if TYPE_CHECKING:
+    from hta.job.executors import Executor
+    from hta.model.job import Job
+    from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +85,12 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         in_memory: bool | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
+        from hta.job.load import drop_last_step, load_trace
+
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
         self.storage_options = storage_options  # the exporters read the files again
         self.rules = RuleSet(kind_rules)
+        self._requested_ranks = None if ranks is None else [int(r) for r in ranks]
         self.t: Job = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,
             cache_dir=cache_dir, strict=strict, progress=progress, executor=executor,
@@ -112,6 +110,16 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
     def ranks(self) -> list[int]:
         """Loaded ranks, ascending."""
         return self.t.get_ranks()
+
+    @property
+    def missing_ranks(self) -> list[int]:
+        """Ranks below the job's world size (from the traces' ``distributedInfo``) with no
+        loaded trace: no file for them in the folder, or their file was skipped. Ranks left
+        out on purpose (``ranks=``) are not missing. Cross-rank figures (spread, stragglers,
+        collectives) cover the loaded ranks only."""
+        from hta.model.job import missing_ranks
+
+        return missing_ranks(self.t, self._requested_ranks)
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -135,6 +143,8 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         Check it for communication kernels the default rules do not know, then add a
         ``Rule("communication", name=...)`` through ``kind_rules``.
         """
+        from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
+
         return sorted_unclassified(map_ranks(self.t, unclassified_kernels, ranks,
                                              description="Unclassified kernels"))
 
@@ -144,6 +154,8 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         See :mod:`hta.analysis.summary` for the definitions. On a lazy trace (Dask
         workers, or ranks kept on disk) each rank's row is computed where the rank is.
         """
+        from hta.analysis.summary import rank_summary
+
         return map_ranks(self.t, rank_summary, ranks, description="Rank summary")
 
     def describe_kind_rules(self) -> pd.DataFrame:
@@ -154,4 +166,26 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
 def _drop_last_step(rt: RankTrace) -> None:
     """Remove the events of the rank's last ProfilerStep (kept for older imports; see
     :func:`hta.job.load.drop_last_step`)."""
+    from hta.job.load import drop_last_step
+
     drop_last_step(rt)
+
+
+def __getattr__(name: str) -> Any:
+    # Names importable from here as in HTA and earlier versions, imported on first use
+    # (PEP 562) so that ``import hta.trace_analysis`` stays light.
+    if name in ("UNCLASSIFIED_COLUMNS", "sorted_unclassified", "unclassified_kernels"):
+        from hta.analysis import unclassified as module
+    elif name == "TimeSeriesTypes":
+        from hta.export import counters_trace as module
+    elif name == "Executor":
+        from hta.job import executors as module
+    elif name == "Job":
+        from hta.model import job as module
+    elif name == "RankTrace":
+        from hta.model import trace as module
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
