@@ -147,3 +147,20 @@ def test_fused_attention_advice_fits_large_shapes(tmp_path: Path) -> None:
                  20_000_000, concrete=concrete)
     assert len(nv) == 1 and "sdpa_kernel" in nv[0].advice
     assert "aiter" not in nv[0].advice
+
+
+def test_compute_bound_gemm_advice_names_the_peak_of_its_math() -> None:
+    """A compute-bound product judged by its kernels' fp32 math (SIMT fp32 GEMMs, the
+    fp32 vector roof) is not told it is below the tensor-core peak; a bf16 or TF32 one is."""
+    from types import SimpleNamespace
+
+    from hta.analysis.findings.roofline import _advice
+
+    def group(key: str) -> SimpleNamespace:
+        return SimpleNamespace(category="GEMM", bound="compute", input_dims="[[4096, 4096]]",
+                               op="aten::mm", key=key, device="A100 40GB")
+
+    assert "below the fp32 peak of its kernels" in _advice(group("fp32"))
+    assert "tensor-core" not in _advice(group("fp32"))
+    for key in ("tf32", "bf16"):
+        assert "below the tensor-core peak" in _advice(group(key))

@@ -43,6 +43,9 @@ that contribute most.
     GEMV-like kernels (memory bound) are left out. The saving is half their time: a
     conservative 2x, well under the ratio of peak tensor-core to fp32 throughput (TF32 or
     fp16 vs fp32: 8x on A100 and V100; bf16 vs fp32 matrix cores: 4x on MI250).
+    The tensor-core opportunity is this rule's to tell: the operator roofline judges these
+    calls against the peak of their kernels' own math, the fp32 vector rate
+    (:mod:`hta.analysis.perf.kernel_math`).
 """
 
 from __future__ import annotations

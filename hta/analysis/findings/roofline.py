@@ -211,7 +211,10 @@ def _advice(g: object) -> str:
         return ("Use a fused attention kernel: scaled_dot_product_attention with a flash or "
                 "cuDNN backend (torch.nn.attention.sdpa_kernel), head dim a multiple of 8.")
     if cat in ("GEMM", "MoE") and bound == "compute":
-        return ("This matrix product runs well below the tensor-core peak: check that every "
+        # an fp32 key on a matrix product is the kernels' own fp32 math (SIMT or AMD
+        # fp32 matrix cores: hta.analysis.perf.kernel_math), not the tensor cores
+        peak = "fp32 peak of its kernels" if g.key == "fp32" else "tensor-core peak"  # type: ignore[attr-defined]
+        return (f"This matrix product runs well below the {peak}: check that every "
                 "dimension is a multiple of 16 (8 for fp16/bf16 on older parts), that the "
                 "operands are contiguous, and try torch.compile(mode='max-autotune') or a "
                 "larger batch to give the library a better tile.")
