@@ -18,15 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis import annotations, idle, kernels, overlap, temporal
 from hta.facade.display import show
 from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
-from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
-from hta.plots.idle import idle_time_breakdown_figure
-from hta.plots.kernels import kernel_duration_figure, kernel_pies_figure, kernel_type_figure
-from hta.plots.overlap import comm_comp_overlap_figure
-from hta.plots.temporal import temporal_breakdown_figure
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -45,6 +39,9 @@ class BreakdownMixin:
 
         See :func:`hta.analysis.temporal.temporal_breakdown` for the definitions.
         """
+        from hta.analysis import temporal
+        from hta.plots.temporal import temporal_breakdown_figure
+
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, temporal.temporal_breakdown, ranks, (iterations,),
                        description="Temporal breakdown")
@@ -56,6 +53,9 @@ class BreakdownMixin:
                                       visualize: bool = True) -> pd.DataFrame:
         """The temporal breakdown with exposed communication and memory, per rank or per
         (rank, iteration). See :func:`hta.analysis.temporal.temporal_breakdown_detail`."""
+        from hta.analysis import temporal
+        from hta.plots.temporal import temporal_breakdown_figure
+
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, temporal.temporal_breakdown_detail, ranks,
                        (iterations, per_iteration), description="Temporal breakdown")
@@ -78,6 +78,9 @@ class BreakdownMixin:
         documents it (HTA itself compared it with µs gaps). ``ranks=None`` means all ranks
         (HTA: rank 0).
         """
+        from hta.analysis import idle
+        from hta.plots.idle import idle_time_breakdown_figure
+
         _not_bool("ranks", ranks)
         delay = _delay_ns(consecutive_kernel_delay_ns, consecutive_kernel_delay)
         df, stats = idle.idle_time_breakdown_and_stats(
@@ -92,6 +95,13 @@ class BreakdownMixin:
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """HTA's pair: GPU time by kernel type (overlap classes included), and duration
         statistics of the top kernels per rank. See :mod:`hta.analysis.kernels`."""
+        from hta.analysis import kernels
+        from hta.plots.kernels import (
+            kernel_duration_figure,
+            kernel_pies_figure,
+            kernel_type_figure,
+        )
+
         _not_bool("duration_ratio", duration_ratio)
         _not_bool("ranks", ranks)
         types, table = kernels.gpu_kernel_breakdown(
@@ -109,6 +119,9 @@ class BreakdownMixin:
                               visualize: bool = True) -> pd.DataFrame:
         """Per rank, % of communication time overlapped by computation; a rank without
         communication says so in ``note``. See :mod:`hta.analysis.overlap`."""
+        from hta.analysis import overlap
+        from hta.plots.overlap import comm_comp_overlap_figure
+
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, overlap.comm_comp_overlap, ranks, (iterations,),
                        description="Comm/compute overlap")
@@ -123,6 +136,12 @@ class BreakdownMixin:
     ) -> pd.DataFrame:
         """Time per user annotation name and rank (GPU ranges by default, CPU ranges with
         ``use_gpu_annotation=False``). See :mod:`hta.analysis.annotations`."""
+        from hta.analysis import annotations
+        from hta.plots.annotations import (
+            user_annotation_duration_figure,
+            user_annotation_figure,
+        )
+
         _not_bool("ranks", ranks)
         df = annotations.user_annotation_breakdown(
             self.t, ranks, iterations, use_gpu_annotation, duration_ratio, num_kernels,
@@ -156,6 +175,8 @@ def _not_bool(name: str, value: object) -> None:
 
 
 def _delay_ns(delay_ns: int | None, hta_delay: int | None) -> int:
+    from hta.analysis import idle
+
     if delay_ns is not None and hta_delay is not None:
         raise ValueError(
             "pass either consecutive_kernel_delay_ns or HTA's consecutive_kernel_delay "

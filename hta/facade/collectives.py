@@ -12,12 +12,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis.collectives import collective_performance, collective_summary
-from hta.analysis.findings.collective_bw import slow_collectives
 from hta.facade.display import show
 from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
-from hta.plots.collectives import collective_bandwidth_figure
 
 if TYPE_CHECKING:
     from hta.model.trace import Trace
@@ -34,6 +31,9 @@ class CollectivesMixin:
         process_group, group_size, dtype, msg_bytes, time(us), algbw(GB/s), busbw(GB/s),
         stream`` and more; see :func:`hta.analysis.collectives.collective_performance`.
         ``visualize`` shows :func:`hta.plots.collectives.collective_bandwidth_figure`."""
+        from hta.analysis.collectives import collective_performance
+        from hta.plots.collectives import collective_bandwidth_figure
+
         perf = map_ranks(self.t, collective_performance, ranks, (iterations,),
                          description="Collectives")
         if visualize:
@@ -44,6 +44,8 @@ class CollectivesMixin:
                                            iterations: Iterations = None) -> pd.DataFrame:
         """Per collective, process group, dtype and message size: calls, time and bus
         bandwidth; see :func:`hta.analysis.collectives.collective_summary`."""
+        from hta.analysis.collectives import collective_summary
+
         return collective_summary(self.get_collective_performance(ranks, iterations))
 
     def get_slow_collectives(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -52,6 +54,8 @@ class CollectivesMixin:
         counts, with their transfer time, wait for late peers and saving; ``link_gbps``
         (GB/s per direction) replaces the link table. See
         :mod:`hta.analysis.findings.collective_bw`."""
+        from hta.analysis.findings.collective_bw import slow_collectives
+
         r = None if ranks is None else ([int(ranks)] if isinstance(ranks, int)
                                         else [int(x) for x in ranks])
         i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)

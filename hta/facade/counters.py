@@ -22,17 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis import bandwidth, cupti, launch, operators, queue, sequences
-from hta.export.counters_trace import TimeSeriesTypes, generate_trace_with_counters
-from hta.export.patterns_trace import write_overlaid_trace
+from hta.analysis import launch, queue
 from hta.facade.display import show
 from hta.model.selection import Ranks
-from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
-from hta.plots.launch import launch_stats_figure
-from hta.plots.operators import frequent_sequences_figure, operator_breakdown_figure
-from hta.plots.queue import queue_length_figure
 
 if TYPE_CHECKING:
+    from hta.export.counters_trace import TimeSeriesTypes
     from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
@@ -56,6 +51,8 @@ class CountersMixin:
         Cutoffs in µs. See :func:`hta.analysis.launch.cuda_kernel_launch_stats`; the
         pairing counts are in :meth:`get_launch_pairing_summary`.
         """
+        from hta.plots.launch import launch_stats_figure
+
         _not_bool("ranks", ranks)
         df = launch.cuda_kernel_launch_stats(self.t, ranks, runtime_cutoff,
                                              launch_delay_cutoff, include_memory_events)
@@ -76,6 +73,8 @@ class CountersMixin:
 
         See :func:`hta.analysis.queue.queue_length_time_series`.
         """
+        from hta.plots.queue import queue_length_figure
+
         _not_bool("ranks", ranks)
         df = queue.queue_length_time_series(self.t, ranks)
         if visualize:
@@ -117,6 +116,9 @@ class CountersMixin:
 
         See :func:`hta.analysis.bandwidth.memory_bw_time_series`.
         """
+        from hta.analysis import bandwidth
+        from hta.plots.bandwidth import memory_bw_figure
+
         _not_bool("ranks", ranks)
         df = bandwidth.memory_bw_time_series(self.t, ranks)
         if visualize:
@@ -129,6 +131,9 @@ class CountersMixin:
 
         See :func:`hta.analysis.bandwidth.memory_bw_summary`.
         """
+        from hta.analysis import bandwidth
+        from hta.plots.bandwidth import memory_bw_summary_figure
+
         _not_bool("ranks", ranks)
         df = bandwidth.memory_bw_summary(self.t, ranks)
         if visualize:
@@ -145,6 +150,8 @@ class CountersMixin:
 
         See :func:`hta.export.counters_trace.generate_trace_with_counters`.
         """
+        from hta.export.counters_trace import generate_trace_with_counters
+
         return generate_trace_with_counters(self.t, time_series, ranks, output_suffix,
                                             output_dir)
 
@@ -163,6 +170,10 @@ class CountersMixin:
         are. The patterns are found where the rank is; writing the overlay reads that one
         rank into this process (on a distributed job, explicitly, through ``t.rank``).
         """
+        from hta.analysis import sequences
+        from hta.export.patterns_trace import write_overlaid_trace
+        from hta.plots.operators import frequent_sequences_figure
+
         unknown = set(hta_options) - {"compress_other_kernels"}
         if unknown:
             raise TypeError(f"unexpected argument(s): {', '.join(sorted(unknown))}")
@@ -184,6 +195,9 @@ class CountersMixin:
 
         See :func:`hta.analysis.operators.operator_breakdown`.
         """
+        from hta.analysis import operators
+        from hta.plots.operators import operator_breakdown_figure
+
         _not_bool("ranks", ranks)
         df = operators.operator_breakdown(self.t, ranks, group_by_input_shape)
         if visualize:
@@ -195,6 +209,8 @@ class CountersMixin:
 
         See :func:`hta.analysis.cupti.cupti_counter_data_with_operators`.
         """
+        from hta.analysis import cupti
+
         return cupti.cupti_counter_data_with_operators(self.t, ranks)
 
 

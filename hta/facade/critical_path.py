@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis import critical_path as cp
 from hta.facade.display import show
-from hta.plots.critical_path import critical_path_figure
 
 if TYPE_CHECKING:
+    from hta.analysis import critical_path as cp
     from hta.model.job import Job
 
 Instance = int | tuple[int, int] | None
@@ -40,6 +39,8 @@ class CriticalPathMixin:
         The graph spans the whole rank, so on a distributed job that one rank is read into
         this process (``t.rank``).
         """
+        from hta.analysis import critical_path as cp
+
         return cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
                                          data_load_events)
 
@@ -71,6 +72,9 @@ class CriticalPathMixin:
         :func:`~hta.analysis.critical_path.attribution.event_summary`; the figure shows
         the ``top_k`` events.
         """
+        from hta.analysis import critical_path as cp
+        from hta.plots.critical_path import critical_path_figure
+
         if critical_path_graph is None:
             critical_path_graph, path = self.critical_path_analysis(
                 rank, annotation, instance_id, data_load_events)

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis.findings import FindingsResult, analyse, describe_rules
-from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
 from hta.model.selection import normalize_iterations, normalize_ranks
 
 if TYPE_CHECKING:
+    from hta.analysis.findings import FindingsResult
     from hta.model.job import Job
 
 
@@ -22,9 +21,16 @@ class FindingsMixin:
     t: Job
 
     def _findings(self, ranks: Iterable[int] | int | None,
-                  iterations: Iterable[int] | int | None, min_share: float
+                  iterations: Iterable[int] | int | None, min_share: float | None
                   ) -> FindingsResult:
-        """One run of the rules per selection, kept for the companion methods."""
+        """One run of the rules per selection, kept for the companion methods;
+        ``min_share=None`` is the engine's default (imported here, on first use)."""
+        from hta.analysis.findings import analyse
+        from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
+
+        if min_share is None:
+            min_share = DEFAULT_MIN_SHARE
+
         cache = self.__dict__.setdefault("_findings_cache", {})
         key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
         if key not in cache:
@@ -34,7 +40,7 @@ class FindingsMixin:
 
     def get_findings(self, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,
-                     min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+                     min_share: float | None = None) -> pd.DataFrame:
         """What slows the job down, why, and what to try, largest estimated saving first.
 
         Columns ``rule, severity, ranks, steps, evidence, est_saving(us), advice`` (then
@@ -50,7 +56,7 @@ class FindingsMixin:
 
     def get_findings_coverage(self, ranks: Iterable[int] | int | None = None,
                               iterations: Iterable[int] | int | None = None,
-                              min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+                              min_share: float | None = None) -> pd.DataFrame:
         """Per rank, how much of the idle and exposed time the findings explain.
 
         Columns (times in µs over the analysed window): ``not_computing`` (no computation
@@ -66,7 +72,7 @@ class FindingsMixin:
 
     def get_unexplained_time(self, ranks: Iterable[int] | int | None = None,
                              iterations: Iterable[int] | int | None = None,
-                             min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
+                             min_share: float | None = None) -> pd.DataFrame:
         """The longest stretches (up to 5 per rank) of idle or exposed time no finding
         explains: ``start_ns``, ``end_ns``, ``dur(us)``, ``step``, ``gpu`` (idle or the
         exposed kind), ``cpu`` (operators and runtime calls with the most exclusive time
@@ -75,4 +81,6 @@ class FindingsMixin:
 
     def describe_findings_rules(self) -> pd.DataFrame:
         """Every findings rule: id, title, scope, report section, saving, advice."""
+        from hta.analysis.findings import describe_rules
+
         return describe_rules()

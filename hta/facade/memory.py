@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis import memory
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
-from hta.plots.memory import memory_timeline_figure, raw_memory_timeline_figure
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -35,6 +33,9 @@ class MemoryMixin:
         free (columns ``rank, device, ts, total_allocated, total_reserved``). Needs a
         trace recorded with ``profile_memory=True``; empty otherwise.
         See :func:`hta.analysis.memory.memory_timeline`."""
+        from hta.analysis import memory
+        from hta.plots.memory import memory_timeline_figure
+
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, memory.memory_timeline, ranks, description="Memory timeline")
         if visualize:
@@ -48,6 +49,9 @@ class MemoryMixin:
         """Per rank and device: peak allocated bytes, when (ns and step), reserved bytes,
         and the operators holding the most memory at the peak.
         See :func:`hta.analysis.memory.memory_summary`."""
+        from hta.analysis import memory
+        from hta.plots.memory import memory_timeline_figure
+
         _not_bool("ranks", ranks)
         df = map_ranks(self.t, memory.memory_summary, ranks, description="Memory summary")
         if not len(df):
@@ -61,6 +65,8 @@ class MemoryMixin:
     def get_memory_peak_operators(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per rank, device and operator: bytes allocated by it and still live at the
         device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
+        from hta.analysis import memory
+
         return map_ranks(self.t, memory.memory_peak_operators, ranks,
                          description="Memory at peak")
 
@@ -69,6 +75,9 @@ class MemoryMixin:
         """Memory in use per category from PyTorch's ``export_memory_timeline_raw`` file
         (what HTA's ``MemoryAnalysis(path).plot_memory_timeline()`` draws).
         See :func:`hta.analysis.memory.raw_memory_timeline`."""
+        from hta.analysis import memory
+        from hta.plots.memory import raw_memory_timeline_figure
+
         df = memory.raw_memory_timeline(path)
         if visualize:
             show(raw_memory_timeline_figure(df))

@@ -14,21 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis.perf.op_performance import DeviceArg, op_performance, rank_device
-from hta.analysis.perf.roofline import roof_curves, roofs_of
-from hta.analysis.perf.summary import (
-    category_time,
-    op_performance_by_category,
-    op_performance_summary,
-    rank_op_summary,
-)
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
-from hta.plots.roofline import roofline_figure
 
 if TYPE_CHECKING:
+    from hta.analysis.perf.op_performance import DeviceArg
     from hta.model.rules import RuleSet
     from hta.model.trace import Trace
 
@@ -47,6 +39,8 @@ class PerformanceMixin:
         tflops_per_s, tb_per_s, flops_per_byte, bound, pct_of_peak`` (NaN where no model
         applies or shapes were not recorded: profile with ``record_shapes=True``).
         See :func:`hta.analysis.perf.op_performance.op_performance`."""
+        from hta.analysis.perf.op_performance import op_performance
+
         _not_bool("ranks", ranks)
         return map_ranks(self.t, op_performance, ranks,
                          kwargs={"device": device, "rules": self.rules},
@@ -59,6 +53,8 @@ class PerformanceMixin:
         ``by="category"``: per rank and category
         (:func:`hta.analysis.perf.summary.op_performance_by_category`). All GPU time by
         category, work outside operators included, is :meth:`get_category_time`."""
+        from hta.analysis.perf.summary import op_performance_by_category, rank_op_summary
+
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
@@ -71,6 +67,8 @@ class PerformanceMixin:
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).
         See :func:`hta.analysis.perf.summary.category_time`."""
+        from hta.analysis.perf.summary import category_time
+
         _not_bool("ranks", ranks)
         return map_ranks(self.t, category_time, ranks, kwargs={"rules": self.rules},
                          description="Time by category")
@@ -80,6 +78,11 @@ class PerformanceMixin:
         """The roofline of one rank (default: the first): a point per operator and shape,
         sized by time, on the device's roofs. Returns the Plotly figure (None when the
         device is unknown: pass ``device=``)."""
+        from hta.analysis.perf.op_performance import rank_device
+        from hta.analysis.perf.roofline import roof_curves, roofs_of
+        from hta.analysis.perf.summary import op_performance_summary
+        from hta.plots.roofline import roofline_figure
+
         rank = self.t.get_ranks()[0] if rank is None else rank
         dev = rank_device(self.t.rank(rank), device)
         if dev is None:

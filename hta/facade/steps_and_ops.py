@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis import aten_ops, kernel_annotations, queue_summary, steps
 from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
@@ -34,12 +33,16 @@ class StepsAndOpsMixin:
 
         See :mod:`hta.analysis.steps` (per-rank spans: :meth:`get_profiler_step_spans`).
         """
+        from hta.analysis import steps
+
         return steps.step_numbers(self.get_profiler_step_spans())
 
     def get_profiler_step_spans(self, ranks: Iterable[int] | int | None = None
                                 ) -> pd.DataFrame:
         """Per rank and step: start, end and duration in ns
         (:func:`hta.analysis.steps.profiler_steps`)."""
+        from hta.analysis import steps
+
         return map_ranks(self.t, steps.profiler_steps, ranks, description="Profiler steps")
 
     def get_aten_op_kernels_and_delay(
@@ -50,6 +53,8 @@ class StepsAndOpsMixin:
         from the op's start to its first launch and from that launch to its first kernel
         (µs). ``ranks=None`` means every loaded rank (HTA: rank 0); a rank whose ops
         launch no kernel maps to an empty frame. See :mod:`hta.analysis.aten_ops`."""
+        from hta.analysis import aten_ops
+
         df = map_ranks(self.t, aten_ops.aten_op_kernels_and_delay, ranks, (sort_by,),
                        description="ATen op kernels")
         wanted = self.t.get_ranks() if ranks is None else (
@@ -66,6 +71,8 @@ class StepsAndOpsMixin:
         GPU annotations. See :mod:`hta.analysis.kernel_annotations`. A table of one rank's
         events (its symbol ids in the job's table): on a distributed job that one rank is
         read into this process."""
+        from hta.analysis import kernel_annotations
+
         return kernel_annotations.gpu_kernels_with_user_annotations(
             self.t, rank, expand_names, shorten_names)
 
@@ -75,6 +82,8 @@ class StepsAndOpsMixin:
         """Queue length statistics per rank and stream of a series from
         :meth:`get_queue_length_time_series` (or HTA's ``{rank: DataFrame}``), the same
         table as :meth:`get_queue_length_summary`. See :mod:`hta.analysis.queue_summary`."""
+        from hta.analysis import queue_summary
+
         return queue_summary.queue_length_summary_from_time_series(self.t, queue_length_dict)
 
 

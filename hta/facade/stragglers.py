@@ -14,15 +14,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.analysis.stragglers import (
-    collective_arrivals,
-    potential_stragglers,
-    straggler_summary,
-)
 from hta.facade.display import show
 from hta.facade.empty import one_rank, say_why_empty
 from hta.model.selection import Iterations, Ranks
-from hta.plots.stragglers import straggler_figure
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -44,6 +38,8 @@ class StragglersMixin:
         """One row per (collective instance, rank): when the rank's kernel started, its
         lag behind the earliest rank, how long it waited for the last one and the wait it
         caused. See :func:`hta.analysis.stragglers.collective_arrivals`."""
+        from hta.analysis.stragglers import collective_arrivals
+
         return collective_arrivals(self.t, ranks, iterations)
 
     def get_straggler_summary(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -51,6 +47,9 @@ class StragglersMixin:
         """Per rank: collectives, times last, mean and total lag, the wait it caused the
         others and its ``score`` (its share of all the wait), highest score first. See
         :func:`hta.analysis.stragglers.straggler_summary`."""
+        from hta.analysis.stragglers import collective_arrivals, straggler_summary
+        from hta.plots.stragglers import straggler_figure
+
         arrivals = collective_arrivals(self.t, ranks, iterations)
         summary = straggler_summary(arrivals)
         if visualize:
@@ -76,6 +75,13 @@ class StragglersMixin:
         hook takes HTA's own frames, which we do not have). ``visualize`` shows
         :func:`hta.plots.stragglers.straggler_figure`.
         """
+        from hta.analysis.stragglers import (
+            collective_arrivals,
+            potential_stragglers,
+            straggler_summary,
+        )
+        from hta.plots.stragglers import straggler_figure
+
         num_candidates = max(1, int(num_candidates))
         arrivals = collective_arrivals(self.t, ranks, profiler_steps)
         if profiler_steps is not None and not len(arrivals):

@@ -16,11 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.analysis.timeline import segments_per_rank, timeline_segments
 from hta.facade.display import show
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
-from hta.plots.timeline import timeline_figure
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -46,6 +44,8 @@ class TimelineMixin:
         """The segments :meth:`plot_timeline` draws: one row per run of GPU work per rank
         and stream (see :mod:`hta.analysis.timeline` for the columns and the merge rule).
         ``max_segments`` is for all selected ranks together."""
+        from hta.analysis.timeline import timeline_segments
+
         per_rank = _per_rank_budget(self.t, ranks, max_segments)
         return map_ranks(self.t, timeline_segments, ranks,
                          (iterations, streams, per_rank, resolution_ns),
@@ -66,6 +66,8 @@ class TimelineMixin:
         streams, or ``resolution_ns=0`` for every event, to see more detail. Returns the
         figure (Jupyter shows it); ``visualize=True`` also shows it at once.
         """
+        from hta.plots.timeline import timeline_figure
+
         segments = self.get_timeline_segments(ranks, iterations, streams,
                                                max_segments=max_segments,
                                                resolution_ns=resolution_ns)
@@ -97,6 +99,8 @@ class TimelineMixin:
 
 
 def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:
+    from hta.analysis.timeline import segments_per_rank
+
     if ranks is None:
         n = len(trace.get_ranks())
     elif isinstance(ranks, int):

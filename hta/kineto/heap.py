@@ -9,25 +9,38 @@ what its tables hold. :func:`release_free_memory` asks glibc to return that memo
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
+from typing import Any
 
-_libc = None
-if sys.platform.startswith("linux"):
-    try:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _libc.malloc_trim.argtypes = [ctypes.c_size_t]
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        _libc = None
+_libc: Any = None
+_looked = False
+
+
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, found on first use: the running process already has the C
+    library loaded, so no search for its file (``ctypes.util.find_library`` would start
+    ``ldconfig`` in a subprocess) is needed."""
+    global _libc, _looked
+    if not _looked:
+        _looked = True
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                _libc = ctypes.CDLL(None)
+                _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            except (OSError, AttributeError):  # pragma: no cover - not glibc
+                _libc = None
+    return _libc
 
 
 def release_free_memory() -> bool:
     """Return the allocator's free memory to the operating system (glibc only); whether
     it could be asked."""
-    if _libc is None:
+    libc = _malloc_trim()
+    if libc is None:
         return False
-    _libc.malloc_trim(0)
+    libc.malloc_trim(0)
     return True
 
 
