@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[test]')")
+pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
 pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed "
-                    "(pip install -e '.[test]')")
+                    "(pip install -e '.[docs]')")
 pytest.importorskip("material", reason="mkdocs-material is not installed "
-                    "(pip install -e '.[test]')")
+                    "(pip install -e '.[docs]')")
 
 
 @pytest.fixture(scope="module")

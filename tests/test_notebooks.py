@@ -19,10 +19,10 @@ import pytest
 from conftest import ROOT
 
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed "
-                               "(pip install -e '.[test]')")
+                               "(pip install -e '.[notebook]')")
 nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed "
-                               "(pip install -e '.[test]')")
-pytest.importorskip("ipykernel", reason="ipykernel is not installed (pip install -e '.[test]')")
+                               "(pip install -e '.[notebook]')")
+pytest.importorskip("ipykernel", reason="ipykernel is not installed (pip install -e '.[notebook]')")
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: A tqdm bar at 0 % ("  0%|", not "100%|"), as an executed notebook would save it.

@@ -32,7 +32,7 @@ HOSTILE = [SCRIPT, IMG, CLOSE, QUOTES]
 
 sync_api = pytest.importorskip(
     "playwright.sync_api",
-    reason="the playwright package is not installed (pip install -e '.[test]')")
+    reason="the playwright package is not installed (pip install -e '.[dev]')")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
