@@ -35,6 +35,7 @@ import re
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
 #: fp32 GEMM kernels on CUDA cores or vector ALUs, by name (module docstring).
 SIMT_FP32_GEMM = re.compile(
@@ -82,14 +83,13 @@ def row_math(symbols: list[str], ids: np.ndarray, category: np.ndarray) -> np.nd
     reduction, else :data:`NONE` (each distinct name classified once)."""
     if not len(ids):
         return np.zeros(0, dtype=np.int8)
-    uniq, inverse = np.unique(ids, return_inverse=True)
+    codes, uniq = pd.factorize(ids)
     names = [symbols[int(i)] for i in uniq.tolist()]
     named = np.array([kernel_math(n) for n in names], dtype=np.int8)
     split_k = np.array(["split" in n.lower() and SPLIT_K.search(n) is not None
                         for n in names], dtype=bool)
-    inverse = inverse.reshape(-1)
-    out = named[inverse]
-    other = (out == NONE) & np.isin(category, MATRIX_CATEGORIES) & ~split_k[inverse]
+    out = named[codes]
+    other = (out == NONE) & np.isin(category, MATRIX_CATEGORIES) & ~split_k[codes]
     out[other] = OTHER_MATRIX
     return out
 

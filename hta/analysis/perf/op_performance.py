@@ -93,22 +93,26 @@ def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: pd.Dat
     """``model`` with the peak key and matrix flag of the math the calls' kernels ran
     where it differs from the model's (:mod:`hta.analysis.perf.kernel_math`): matrix ops
     on fp32 inputs whose GEMM time went mostly to SIMT fp32 or AMD fp32 matrix-core
-    kernels."""
-    fp32_matrix = model["matrix"].to_numpy() & np.isin(model["peak_key"].to_numpy(),
-                                                       ("tf32", "fp32"))
+    kernels. Only the GPU rows of such calls are looked at."""
+    fp32_matrix = model["matrix"].to_numpy() & model["peak_key"].isin(("tf32", "fp32")
+                                                                     ).to_numpy()
     if not fp32_matrix.any():
         return model
-    linked = work[work["owner"] >= 0]
-    rows = linked["row"].to_numpy()
-    math = row_math(rt.symbols, rt.events["name"].to_numpy()[rows],
-                    linked["kernel_category"].to_numpy())
-    slot = np.searchsorted(calls["op"], linked["owner"].to_numpy())
-    per_call = call_math(slot, linked["dur"].to_numpy().astype(np.float64), math,
+    owner = work["owner"].to_numpy()
+    wanted = np.zeros(len(rt.events) + 1, dtype=bool)  # the last slot: owner -1
+    wanted[calls["op"][fp32_matrix]] = True
+    sel = np.flatnonzero(wanted[owner])
+    rows = work["row"].to_numpy()[sel]
+    category = work["kernel_category"].take(sel).to_numpy(dtype=object)
+    math = row_math(rt.symbols, rt.events["name"].to_numpy()[rows], category)
+    slot = np.searchsorted(calls["op"], owner[sel])
+    per_call = call_math(slot, work["dur"].to_numpy()[sel].astype(np.float64), math,
                          len(calls["op"]))
-    key, matrix = model["peak_key"].to_numpy().copy(), model["matrix"].to_numpy().copy()
+    key, matrix = model["peak_key"].copy(), model["matrix"].to_numpy().copy()
     for cls, (k, m) in PEAK_OF.items():
         hit = fp32_matrix & (per_call == cls)
-        key[hit], matrix[hit] = k, m
+        if hit.any():
+            key[hit], matrix[hit] = k, m
     return model.assign(peak_key=key, matrix=matrix)
 
 
