@@ -343,13 +343,15 @@ def test_job_without_steps(tmp_path):
     c = load(write_job(tmp_path / "c", b))
     _, t = pair(tmp_path)
     job = TraceDiff.compare_jobs(c, t)
-    # control: 3 ms busy in its single "step"; test: 2.2 ms per step
-    assert job.verdict == ("GPU busy time 3.0 ms -> 2.2 ms (-26.7%) per step (a trace without "
-                           "steps counts as one)")
+    # control: 3 ms span and busy in its single "step"; test: 2.5 ms span, 2.2 ms busy per
+    # step (make_test): the span, how long the traced work took, leads
+    assert job.verdict == ("GPU span 3.0 ms -> 2.5 ms (-16.7%) per step (a trace without "
+                           "steps counts as one); GPU busy time 3.0 ms -> 2.2 ms (-26.7%)")
     assert job.notes[0] == "control has no ProfilerStep: the whole trace counts as one step"
     assert all(math.isnan(v) for v in metric(job, "steps", "step_time_mean(us)")[:1])
     both = TraceDiff.compare_jobs(c, c)
-    assert both.verdict == "GPU busy time 3.0 ms -> 3.0 ms (+0.0%) per trace"
+    assert both.verdict == ("GPU span 3.0 ms -> 3.0 ms (+0.0%) per trace; GPU busy time "
+                            "3.0 ms -> 3.0 ms (+0.0%)")
     with pytest.raises(ValueError, match="no ProfilerStep"):
         TraceDiff.compare_jobs(c, t, control_iterations=[1])
 

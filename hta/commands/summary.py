@@ -114,11 +114,13 @@ def run(args: argparse.Namespace) -> int:
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
     findings, coverage, unexplained = found.findings, found.coverage, found.unexplained
     efficiency = hardware(answers.op_summary, answers.category_time)
+    efficiency["cpu_only"] = is_cpu_only(overview)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
         payload["rank_summary"] = records(answers.rank_summary)
         payload["skipped"] = analyzer.skipped
+        payload["cpu_only"] = efficiency["cpu_only"]
         payload["missing_ranks"] = analyzer.missing_ranks
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
@@ -252,9 +254,12 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
     out.line(_header(analyzer.metadata(), ranks, trace_dir, iterations), style="bold")
     out.line()
     print_findings(out, findings)
+    rows = ranks.to_dict("records")
+    if is_cpu_only(overview):
+        print_cpu_only(out, rows)
+        return
     if coverage is not None:
         print_coverage(out, *coverage)
-    rows = ranks.to_dict("records")
     slowest = overview.job.get("slowest_rank")
 
     def mark(row: dict[str, Any]) -> str | None:
@@ -334,6 +339,26 @@ KERNEL_TYPE_LABELS = {"communication": "comm", "computation": "compute", "memory
 def _kernel_type(kernel_type: str) -> str:
     label = str(kernel_type).lower()
     return KERNEL_TYPE_LABELS.get(label, label)
+
+
+def is_cpu_only(overview: Any) -> bool:
+    """True when no selected rank has GPU work (kernels, copies, memsets): a CPU-only
+    profile, where GPU time, idle time and kernels do not apply."""
+    ranks = overview.ranks
+    return bool(len(ranks)) and int(ranks["gpu_events"].sum()) == 0
+
+
+def print_cpu_only(out: Printer, rows: list[dict[str, Any]]) -> None:
+    """A CPU-only job: what the GPU tables would say does not apply; steps and events."""
+    out.line("No GPU work in these traces (a CPU-only profile): GPU time, idle time, "
+             "launches and kernels do not apply; step times are the host's.", style="yellow")
+    out.line()
+    out.table("Steps per rank", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("events", lambda r: f"{r['events']:,}"),
+        Column("steps", lambda r: str(r["steps"])),
+        Column("step (ms)", lambda r: number(r["step_time_mean(us)"] / 1e3, 3)),
+    ], rows)
 
 
 IDLE_CAUSES = ("host_wait(us)", "kernel_wait(us)", "other_idle(us)")

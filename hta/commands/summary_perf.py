@@ -70,6 +70,10 @@ def print_hardware(out: Printer, h: dict[str, Any]) -> None:
         text = ", ".join(f"{c} {share[c]:.1f}%" for c in share.sort_values(
             ascending=False).index)
         out.line(f"GPU time by category (all ranks): {text}")
+    if h.get("cpu_only") or not len(h["category_time"]):
+        out.line("Operator FLOPs and % of peak: no operator launched GPU work in these "
+                 "traces, so there is no kernel time to judge.", style="yellow")
+        return
     if not h["shapes_recorded"]:
         out.line("Operator FLOPs and % of peak: no shapes recorded; profile with "
                  "torch.profiler.profile(record_shapes=True).", style="yellow")

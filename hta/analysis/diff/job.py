@@ -164,7 +164,10 @@ def job_diff(
     largest growth first.
 
     **verdict**: ``"step time 12.3 ms -> 10.1 ms (-17.9%)"`` from ``step_time_mean(us)``;
-    without steps on a side, ``"GPU busy time ... per trace"`` from ``busy_time(us)``.
+    without steps on a side, ``"GPU span 272.4 ms -> 195.1 ms (-28.4%) per trace; GPU busy
+    time ..."`` from ``kernel_time(us)`` (first GPU work to last: how long the traced work
+    took) and ``busy_time(us)`` (the busy time alone where a side has no GPU work). Each
+    side's time is in its own unit (``47.2 ms -> 1.21 s``).
 
     Example: control 2 steps of 10 ms on one rank, kernel ``k`` 4 x 1 ms; test 4 steps of
     8 ms, ``k`` 8 x 1.5 ms: step time 10 ms -> 8 ms (-20.0%); ``k`` 2 per step both sides,
@@ -205,8 +208,24 @@ def _notes(c: _Side, t: _Side) -> list[str]:
     if len(c.ranks) != len(t.ranks):
         notes.append(f"ranks differ ({len(c.ranks)} vs {len(t.ranks)}): every time is a "
                      "mean over ranks")
+    gpu = {label: _has_gpu_work(side) for label, side in (("control", c), ("test", t))}
+    if gpu["control"] != gpu["test"]:
+        cpu, other = ("control", "test") if not gpu["control"] else ("test", "control")
+        notes.append(f"devices differ: {cpu} has no GPU work (a CPU-only trace), {other} "
+                     "has: its GPU times compare with nothing; compare the step times and "
+                     "the operators")
+        return notes
     devices = devices_note(device_names(c.trace, c.ranks), device_names(t.trace, t.ranks))
     return notes + ([devices] if devices else [])
+
+
+def _has_gpu_work(side: _Side) -> bool:
+    """True when a selected rank of the side has GPU work (kernels, copies, memsets)."""
+    for rank in side.ranks:
+        codes = side.trace.rank(rank).events["kind"].cat.codes.to_numpy()
+        if np.isin(codes, _WORK_CODES).any():
+            return True
+    return False
 
 
 
@@ -290,23 +309,39 @@ def _status(out: pd.DataFrame, threshold_pct: float) -> np.ndarray:
 
 
 def format_time_pair(control_us: float, test_us: float) -> tuple[str, str]:
-    """Two µs values in one unit (µs, ms or s, by the larger), one decimal."""
-    biggest = max(abs(control_us), abs(test_us))
-    scale, unit = (1e6, "s") if biggest >= 1e6 else (1e3, "ms") if biggest >= 1e3 else (
-        1.0, "µs")
-    return f"{control_us / scale:,.1f} {unit}", f"{test_us / scale:,.1f} {unit}"
+    """Two µs values, each in its own unit (:func:`format_time`), so that neither reads
+    ``0.0 s`` beside the other's seconds."""
+    return format_time(control_us), format_time(test_us)
+
+
+def format_time(us: float) -> str:
+    """A µs value in the unit that suits it: ``1.23 s``, ``47.2 ms``, ``812.0 µs``."""
+    size = abs(us)
+    if size >= 1e6:
+        return f"{us / 1e6:,.2f} s"
+    if size >= 1e3:
+        return f"{us / 1e3:,.1f} ms"
+    return f"{us:,.1f} µs"
 
 
 def _verdict(summary: pd.DataFrame, c: _Side, t: _Side) -> str:
+    """The headline: the step time where both sides have steps; else the GPU span (first
+    GPU work to last: how long the traced work took), then the GPU busy time."""
     def row(metric: str) -> pd.Series:
         return summary[summary["metric"] == metric].iloc[0]
 
+    def change(metric: str) -> str:
+        r = row(metric)
+        a, b = format_time_pair(float(r["control"]), float(r["test"]))
+        pct = r["delta_pctg"]
+        return f"{a} -> {b} ({f'{pct:+.1f}%' if pd.notna(pct) else 'n/a'})"
+
     if c.has_steps and t.has_steps:
-        r, what, tail = row("step_time_mean(us)"), "step time", ""
-    else:
-        r, what, tail = row("busy_time(us)"), "GPU busy time", " per trace" if not (
-            c.has_steps or t.has_steps) else " per step (a trace without steps counts as one)"
-    a, b = format_time_pair(float(r["control"]), float(r["test"]))
-    pct = r["delta_pctg"]
-    change = f"{pct:+.1f}%" if pd.notna(pct) else "n/a"
-    return f"{what} {a} -> {b} ({change}){tail}"
+        return f"step time {change('step_time_mean(us)')}"
+    tail = " per trace" if not (c.has_steps or t.has_steps) else \
+        " per step (a trace without steps counts as one)"
+    span = row("kernel_time(us)")
+    if float(span["control"]) > 0 and float(span["test"]) > 0:
+        return (f"GPU span {change('kernel_time(us)')}{tail}; GPU busy time "
+                f"{change('busy_time(us)')}")
+    return f"GPU busy time {change('busy_time(us)')}{tail}"
