@@ -10,7 +10,8 @@ GEMM               matrix products (cuBLAS/cuBLASLt, CUTLASS, hipBLASLt, Tensile
 attention          fused attention (flash, memory-efficient, cuDNN SDPA, paged attention)
 convolution        convolutions, forward and backward (cuDNN, MIOpen, implicit GEMM)
 normalization      layer, RMS, batch, group norm and softmax (a row normalised to sum 1)
-elementwise        pointwise arithmetic and activations, casts, optimizer updates
+elementwise        pointwise arithmetic and activations, casts, optimizer updates,
+                   rotary position embedding (RoPE)
 reduction          sums, means, norms of vectors, arg-max, scans
 embedding          embedding lookups and their backward, TorchRec/FBGEMM sparse kernels
 MoE                mixture-of-experts routing, permute/unpermute, grouped expert GEMMs
