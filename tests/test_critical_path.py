@@ -7,6 +7,8 @@ latest predecessor of ``v`` (see ``hta/analysis/critical_path/graph.py``).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from kineto_builder import TraceBuilder
@@ -181,13 +183,19 @@ def test_cross_stream_event_wait(tmp_path):
     assert (edges["type"] == "event_wait").sum() == 1
 
 
-def test_event_wait_without_its_record_falls_back_to_the_launch(tmp_path):
+def test_event_wait_without_its_record_falls_back_to_the_launch(tmp_path, caplog):
     """No Stream Wait Event record: nothing says stream 20 waited, so triton's start
     depends on its launch only (7_810 ns of launch delay) and the GEMM leads to nothing:
     the path is step -> triton call (500, step) -> triton (launch 7_810, gpu 1_000) ->
     sync (90) -> step end (100) = 9_500; the unmatched cudaStreamWaitEvent is counted.
     """
-    g, df = critical_path_analysis(load(tmp_path, event_wait_trace(False)).t.rank(0))
+    with caplog.at_level(logging.WARNING, logger="hta.analysis.critical_path.graph"):
+        g, df = critical_path_analysis(load(tmp_path, event_wait_trace(False)).t.rank(0))
+    # one warning, which says what the left-out synchronization means for the answer
+    warned = [r.getMessage() for r in caplog.records if "critical path" in r.getMessage()]
+    assert len(warned) == 1
+    assert "1 synchronizations that could not be resolved left out" in warned[0]
+    assert "counts as CPU work of its own length" in warned[0]
     assert steps(df) == [
         ("cpu", STEP, 100), ("cpu", "cudaLaunchKernel", 100), ("cpu", STEP, 100),
         ("cpu", "cudaEventRecord", 50), ("cpu", STEP, 50), ("cpu", "cudaStreamWaitEvent", 50),

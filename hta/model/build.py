@@ -128,6 +128,12 @@ def _narrowed(name: str, column: np.ndarray, warnings: list[str]) -> np.ndarray:
     return column
 
 
+#: What the overlap warning means for the results (said once, with the count).
+OVERLAP_CONSEQUENCE = (": each stays a child of the event it starts in, so call stacks and "
+                       "the operator a kernel is attributed to treat it as nested; GPU "
+                       "times and breakdowns are not affected, nothing to do")
+
+
 def add_links(rt: RankTrace, warnings: list[str]) -> None:
     """Add ``parent``, ``depth``, ``index_correlation``, ``op_index`` and ``iteration``."""
     ev = rt.events
@@ -141,7 +147,8 @@ def add_links(rt: RankTrace, warnings: list[str]) -> None:
         ts, end, ev["pid"].to_numpy(), ev["tid"].to_numpy(), cpu
     )
     if partial:
-        warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it")
+        warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it"
+                        f"{OVERLAP_CONSEQUENCE}")
     runtime = kind_mask(codes, RUNTIME_KINDS)
     corr = links.correlation_links(ev["correlation"].to_numpy(), runtime, gpu)
     op_index = np.full(len(ev), links.NO_LINK, dtype=np.int64)

@@ -258,6 +258,15 @@ class _EdgeList:
         return np.concatenate(self.src), np.concatenate(self.dst), np.concatenate(self.type)
 
 
+#: What the dependencies left out of the graph mean for the answer (logged with the counts).
+DROPPED_CONSEQUENCE = (
+    "The path is the longest one through the dependencies the trace supports: an edge its "
+    "timestamps contradict is left out, and a synchronization whose target the trace does "
+    "not name counts as CPU work of its own length instead of a wait for the GPU, so the "
+    "CPU-bound share can be a little high. Nothing to do; traces with Kineto's cuda_sync "
+    "events resolve more synchronizations.")
+
+
 def build_graph(
     rt: RankTrace,
     annotation: str | None = "ProfilerStep",
@@ -296,8 +305,9 @@ def build_graph(
     weight, external = _node_weights(2 * rows.size, src, dst, nodes.node_ts, wait_on.external,
                                      dropped)
     if dropped:
-        logger.warning("rank %d critical path graph: %s", rt.rank,
-                       "; ".join(f"{v} {k}" for k, v in sorted(dropped.items())))
+        logger.warning("rank %d critical path: %s left out of the graph. %s", rt.rank,
+                       "; ".join(f"{v} {k}" for k, v in sorted(dropped.items())),
+                       DROPPED_CONSEQUENCE)
     return CriticalPathGraph(
         rank=rt.rank, window_start_ns=start_ns, window_end_ns=end_ns, annotation=label,
         events=rows, node_event=nodes.node_event, node_is_start=nodes.node_is_start,
