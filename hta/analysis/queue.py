@@ -127,9 +127,7 @@ def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
     pid = ev["pid"].to_numpy()[gpu]
     tid = ev["tid"].to_numpy()[gpu]
     stream = _stream_of(ev, gpu)
-    keys = np.stack([pid, stream], axis=1)
-    uniq, key = np.unique(keys, axis=0, return_inverse=True)
-    key = key.reshape(-1)
+    uniq_pid, uniq_stream, key = _dense_pairs(pid, stream)
     start = ts[gpu]
     enqueue = np.minimum(ts[launch], start)
     n = gpu.size
@@ -146,16 +144,35 @@ def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
     first_of_stream = np.r_[True, all_key[1:] != all_key[:-1]]
     changed = first_of_stream | np.r_[True, length[1:] != length[:-1]]
     all_key, all_ts, length = all_key[changed], all_ts[changed], length[changed]
-    tid_of_key = np.zeros(len(uniq), dtype=np.int64)
+    tid_of_key = np.zeros(len(uniq_pid), dtype=np.int64)
     tid_of_key[key] = tid
     return pd.DataFrame({
-        "rank": rt.rank,
-        "pid": uniq[all_key, 0],
+        "rank": np.full(len(all_key), rt.rank, dtype=np.int64),
+        "pid": uniq_pid[all_key],
         "tid": tid_of_key[all_key],
-        "stream": uniq[all_key, 1],
+        "stream": uniq_stream[all_key],
         "ts": all_ts,
         "queue_length": length,
     }, columns=SERIES_COLUMNS)
+
+
+def _dense_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs of two integer arrays in lexicographic order (as two
+    arrays) and each row's index among them: what ``np.unique(np.stack([a, b], 1),
+    axis=0, return_inverse=True)`` gives, from one sort of a packed int64 key (the
+    row-wise sort of ``axis=0`` is several times slower)."""
+    a = a.astype(np.int64, copy=False)
+    b = b.astype(np.int64, copy=False)
+    if a.size == 0:
+        return a[:0], b[:0], np.zeros(0, dtype=np.int64)
+    a_min, b_min = int(a.min()), int(b.min())
+    width = int(b.max()) - b_min + 1
+    if (int(a.max()) - a_min + 1) * width >= 1 << 62:  # pragma: no cover - huge ids
+        uniq, key = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+        return uniq[:, 0], uniq[:, 1], key.reshape(-1)
+    packed = (a - a_min) * width + (b - b_min)
+    uniq, key = np.unique(packed, return_inverse=True)
+    return uniq // width + a_min, uniq % width + b_min, key.reshape(-1)
 
 
 def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None,
@@ -201,25 +218,33 @@ def _summary(series: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
     safe = np.where(total > 0, total, 1.0)
     mean = np.bincount(key, weights=hold * value, minlength=n_keys) / safe
     var = np.bincount(key, weights=hold * (value - mean[key]) ** 2, minlength=n_keys) / safe
-    out = pd.DataFrame({
-        "rank": series["rank"].to_numpy()[first],
-        "pid": series["pid"].to_numpy()[first],
-        "stream": series["stream"].to_numpy()[first],
-        "mean": mean,
-        "std": np.sqrt(var),
-    })
+    rank = series["rank"].to_numpy()[first]
+    pid = series["pid"].to_numpy()[first]
+    stream = series["stream"].to_numpy()[first]
+    columns: dict[str, np.ndarray] = {"rank": rank, "pid": pid, "stream": stream}
+    paired, unpaired = _counts_of(counts, rank, pid, stream)
+    columns["count"] = paired
+    columns["mean"] = mean
+    columns["std"] = np.sqrt(var)
     quant = _weighted_quantiles(key, value, hold, n_keys, (0.0, *QUANTILES))
-    out["min"] = quant[0.0]
+    columns["min"] = quant[0.0]
     for q in QUANTILES:
-        out[f"{q:.0%}"] = quant[q]
-    out["max"] = pd.Series(value).groupby(key).max().to_numpy()
-    out["duration(us)"] = total / 1e3
-    keys = out[["rank", "pid", "stream"]]
-    joined = keys.join(counts.set_index(["rank", "pid", "stream"]), on=["rank", "pid", "stream"])
-    joined = joined.fillna(0).astype({"paired": np.int64, "unpaired": np.int64})
-    out["count"] = joined["paired"].to_numpy()
-    out["unpaired_gpu_events"] = joined["unpaired"].to_numpy()
-    return out[SUMMARY_COLUMNS]
+        columns[f"{q:.0%}"] = quant[q]
+    columns["max"] = np.maximum.reduceat(value, first)  # rows of a key are contiguous
+    columns["duration(us)"] = total / 1e3
+    columns["unpaired_gpu_events"] = unpaired
+    return pd.DataFrame(columns, columns=SUMMARY_COLUMNS)
+
+
+def _counts_of(counts: pd.DataFrame, rank: np.ndarray, pid: np.ndarray, stream: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Paired and unpaired event counts of each (rank, pid, stream), 0 when absent."""
+    found = dict(zip(zip(counts["rank"].tolist(), counts["pid"].tolist(),
+                         counts["stream"].tolist()),
+                     zip(counts["paired"].tolist(), counts["unpaired"].tolist())))
+    pairs = [found.get(k, (0, 0)) for k in zip(rank.tolist(), pid.tolist(), stream.tolist())]
+    out = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    return out[:, 0], out[:, 1]
 
 
 def _keys_and_hold(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -247,10 +272,11 @@ def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_
     frac = (cum - start[k]) / np.where(total > 0, total, 1.0)[k]
     result: dict[float, np.ndarray] = {}
     for q in quantiles:
-        reached = (frac >= q - 1e-12) & (w > 0) if q > 0 else (w > 0)
-        first = pd.Series(v[reached]).groupby(k[reached]).first()
+        reached = np.flatnonzero((frac >= q - 1e-12) & (w > 0) if q > 0 else (w > 0))
+        kr = k[reached]  # sorted: the first row of each key is its answer
+        head = np.r_[True, kr[1:] != kr[:-1]] if kr.size else np.zeros(0, dtype=bool)
         arr = np.full(n_keys, np.nan)
-        arr[first.index.to_numpy()] = first.to_numpy()
+        arr[kr[head]] = v[reached[head]]
         result[q] = arr
     return result
 
@@ -258,26 +284,28 @@ def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_
 def rank_stream_counts(trace: Trace, ranks: Iterable[int] | int | None = None
                        ) -> pd.DataFrame:
     """Paired and unpaired GPU events per (``rank``, ``pid``, ``stream``) of the ranks of
-    ``trace``: columns ``rank``, ``pid``, ``stream``, ``paired``, ``unpaired``."""
+    ``trace``: columns ``rank``, ``pid``, ``stream``, ``paired``, ``unpaired``, sorted by
+    rank, pid and stream."""
     frames = []
     for rt in select_ranks(trace, ranks):
         ev = rt.events
         pairs = rank_launch_pairs(rt)
         rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
+        if rows.size == 0:
+            continue
+        pid, stream, key = _dense_pairs(ev["pid"].to_numpy()[rows], _stream_of(ev, rows))
+        n = pairs.gpu.size
         frames.append(pd.DataFrame({
-            "rank": rt.rank,
-            "pid": ev["pid"].to_numpy()[rows],
-            "stream": _stream_of(ev, rows),
-            "paired": np.r_[np.ones(pairs.gpu.size, np.int64),
-                            np.zeros(pairs.unpaired_gpu.size, np.int64)],
-            "unpaired": np.r_[np.zeros(pairs.gpu.size, np.int64),
-                              np.ones(pairs.unpaired_gpu.size, np.int64)],
+            "rank": np.full(len(pid), rt.rank, dtype=np.int64),
+            "pid": pid,
+            "stream": stream,
+            "paired": np.bincount(key[:n], minlength=len(pid)).astype(np.int64),
+            "unpaired": np.bincount(key[n:], minlength=len(pid)).astype(np.int64),
         }))
     if not frames:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64)
                              for c in ("rank", "pid", "stream", "paired", "unpaired")})
-    return (pd.concat(frames).groupby(["rank", "pid", "stream"], sort=False).sum()
-            .reset_index())
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def time_spent_blocked_on_full_queue(

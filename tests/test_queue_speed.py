@@ -1,0 +1,49 @@
+"""The vectorised pieces of the queue length summary give what the plain definitions give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hta.analysis.queue import _dense_pairs, _weighted_quantiles
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dense_pairs_is_numpy_unique_over_rows(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-3, 4, 5000) * 1_000_003
+    b = rng.integers(-50, 50, 5000)
+    ua, ub, key = _dense_pairs(a, b)
+    uniq, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(ua, uniq[:, 0]) and np.array_equal(ub, uniq[:, 1])
+    assert np.array_equal(key, inverse.reshape(-1))
+    assert [len(x) for x in _dense_pairs(a[:0], b[:0])] == [0, 0, 0]
+
+
+def _reference(values: list[int], holds: list[float], q: float) -> float:
+    """Smallest value held at or below for at least fraction q of the total time."""
+    total = sum(holds)
+    pairs = sorted(zip(values, holds))
+    held = 0.0
+    for v, w in pairs:
+        if w <= 0:
+            continue
+        held += w
+        if held / total >= q - 1e-12:
+            return float(v)
+    return float("nan")
+
+
+def test_weighted_quantiles_match_the_definition() -> None:
+    rng = np.random.default_rng(7)
+    key = np.sort(rng.integers(0, 6, 400))
+    value = rng.integers(0, 9, 400)
+    hold = rng.integers(0, 5, 400).astype(np.float64)
+    hold[key == 5] = 0.0  # a stream whose rows all hold nothing: NaN
+    got = _weighted_quantiles(key, value, hold, 6, (0.0, 0.25, 0.5, 0.9))
+    for k in range(5):
+        v, w = value[key == k].tolist(), hold[key == k].tolist()
+        assert got[0.0][k] == min(x for x, h in zip(v, w) if h > 0)
+        for q in (0.25, 0.5, 0.9):
+            assert got[q][k] == _reference(v, w, q), (k, q)
+    assert all(np.isnan(got[q][5]) for q in got)
