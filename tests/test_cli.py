@@ -489,7 +489,8 @@ def test_corrupt_file_is_skipped_and_reported(cmd: list[str], tmp_path: Path) ->
         assert proc.returncode == 0, (sub, proc.stderr)
         lines = proc.stderr.splitlines()
         assert len(lines) == 1, (sub, proc.stderr)
-        assert lines[0].startswith(f"skipped {bad}: the gzip stream is truncated or corrupt")
+        assert lines[0].startswith(
+            f"hta: warning: skipped {bad}: the gzip stream is truncated or corrupt")
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)

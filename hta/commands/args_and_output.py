@@ -105,9 +105,29 @@ def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
 
 
 def report_skipped(analyzer: Any, stream: TextIO | None = None) -> None:
-    """One ``skipped FILE: reason`` line on stderr per file that could not be loaded."""
+    """One ``hta: warning: skipped FILE: reason`` line on stderr per file that could not
+    be loaded."""
     for path, reason in analyzer.skipped.items():
-        print(f"skipped {path}: {reason}", file=stream or sys.stderr)
+        print(skipped_line(path, reason), file=stream or sys.stderr)
+
+
+def skipped_line(path: str, reason: str) -> str:
+    """The line that tells a file was skipped, and why (as every warning: ``hta:
+    warning:`` first)."""
+    return f"hta: warning: skipped {printable(path)}: {printable(reason)}"
+
+
+def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp)`` to a temporary file beside ``path``, renamed to ``path`` once
+    complete; on any failure (a full disk, a size limit, an interrupt) the temporary
+    file is removed and nothing partial is left."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def check_writable(paths: Sequence[Path], force: bool) -> None:

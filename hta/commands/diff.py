@@ -14,7 +14,14 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from hta.commands.args_and_output import dumps, finite, parse_ranks, printable, records
+from hta.commands.args_and_output import (
+    dumps,
+    finite,
+    parse_ranks,
+    printable,
+    records,
+    report_skipped,
+)
 from hta.commands.missing_ranks import report_missing_ranks
 
 if TYPE_CHECKING:
@@ -105,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nTop {args.top} {title} by {by} (GPU time per step):")
             print(format_changes(table) if len(table) else "  none")
     for analyzer in loaded:
-        for path, reason in analyzer.skipped.items():
-            print(f"skipped {path}: {reason}", file=sys.stderr)
+        report_skipped(analyzer)
         report_missing_ranks(analyzer)
     return EXIT_OK
 

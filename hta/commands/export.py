@@ -25,10 +25,13 @@ from hta.commands.args_and_output import (
     EXIT_OK,
     CommandError,
     add_load_options,
+    check_output_place,
     check_writable,
+    create_output_folder,
     finite,
     load,
     report_skipped,
+    write_atomically,
 )
 from hta.commands.missing_ranks import report_missing_ranks
 
@@ -82,19 +85,24 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise CommandError(f"{out} is a file; -o takes a folder")
+    create = check_output_place(out, folder=True)
     analyzer = load(args)
     planned = {rt.rank: out / f"rank-{rt.rank}" for rt in analyzer.t}
     existing = [p / "events.parquet" for p in planned.values()]
     check_writable(existing, args.force)
+    if create:
+        create_output_folder(out)
     for rt in analyzer.t:
         folder = planned[rt.rank]
         folder.mkdir(parents=True, exist_ok=True)
         tables = decoded_tables(rt)
         for name, frame in tables.items():
-            frame.to_parquet(folder / f"{name}.parquet", index=False)
+            write_atomically(folder / f"{name}.parquet",
+                             lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
         meta = {k: v for k, v in rt.meta.items()}
-        (folder / "meta.json").write_text(
-            json.dumps(finite(meta), indent=1, default=_json_value) + "\n", encoding="utf-8")
+        text = json.dumps(finite(meta), indent=1, default=_json_value) + "\n"
+        write_atomically(folder / "meta.json",
+                         lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
         print(f"Wrote {folder}/ (events.parquet: {len(tables['events']):,} rows, "
               f"{len(tables) - 1} side tables, meta.json)")
     report_skipped(analyzer)

@@ -109,20 +109,24 @@ def write_raw(raw: RawTrace, events_parts: Sequence[Buffer], out: Path, *,
     ``extra_top`` (JSON texts) added after the original keys."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with _open_for_writing(tmp, gzipped) as fh:
-        fh.write(b"{")
-        for i, (key, value) in enumerate(raw.top.items()):
-            fh.write((b"," if i else b"") + _dumps(key) + b":")
-            if key == "traceEvents":
-                for part in events_parts:
-                    fh.write(part)
-            else:
-                fh.write(value)
-        for key, text in (extra_top or {}).items():
-            if key not in raw.top:
-                fh.write(b"," + _dumps(key) + b":" + text)
-        fh.write(b"}")
-    tmp.replace(out)
+    try:
+        with _open_for_writing(tmp, gzipped) as fh:
+            fh.write(b"{")
+            for i, (key, value) in enumerate(raw.top.items()):
+                fh.write((b"," if i else b"") + _dumps(key) + b":")
+                if key == "traceEvents":
+                    for part in events_parts:
+                        fh.write(part)
+                else:
+                    fh.write(value)
+            for key, text in (extra_top or {}).items():
+                if key not in raw.top:
+                    fh.write(b"," + _dumps(key) + b":" + text)
+            fh.write(b"}")
+        tmp.replace(out)
+    except BaseException:  # a full disk, a size limit: leave no partial file behind
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 

@@ -124,7 +124,7 @@ def load_trace(
     results = {r: v for r, (_, v) in loaded.items()}
     keep_out = _keep_out_of_memory(results, runner, in_memory)
     if not keep_out and not runner.remote:
-        return Trace({r: _collect(v) for r, v in results.items()}, trace_dir=where,
+        return Trace(_collect_all(results, skipped, strict), trace_dir=where,
                      skipped=skipped)
     lazy = DistributedJob.from_results(results, {r: t for r, (t, _) in loaded.items()},
                                        runner, trace_dir=where, skipped=skipped,
@@ -181,12 +181,11 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
     skipped: dict[str, str] = {}
     for task, outcome in zip(tasks, outcomes):
         if not outcome.ok:
-            err = outcome.error
-            if strict or not isinstance(err, (TraceError, OSError, ValueError, MemoryError)):
-                raise err  # type: ignore[misc]
-            reason = err.problem if isinstance(err, TraceLoadError) else str(err)
-            skipped[task.path] = reason
-            logger.warning("skipped %s: %s", task.path, reason)
+            err = file_error(task.path, outcome.error)
+            if strict:
+                raise err from (None if err is outcome.error else outcome.error)
+            skipped[task.path] = err.problem
+            logger.warning("skipped %s: %s", task.path, err.problem)
             continue
         value = outcome.value
         rank = value.rank
@@ -204,6 +203,26 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
         raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
                                   else "no rank matched the requested ranks")
     return loaded, skipped
+
+
+def file_error(path: str, error: BaseException | None) -> TraceLoadError:
+    """What went wrong with one file, as a :class:`TraceLoadError` naming it: the error
+    itself when it is one, else one whose problem says what the error was.
+
+    Any failure of one file's loading is that file's (an unexpected error too: a bug
+    met by an odd file must not cost the other ranks); only an interrupt is not.
+    """
+    if isinstance(error, TraceLoadError) and error.path == path:
+        return error
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        raise error
+    if isinstance(error, TraceError):
+        problem = getattr(error, "problem", None) or str(error)
+    elif isinstance(error, (OSError, ValueError, MemoryError)):
+        problem = str(error) or type(error).__name__
+    else:
+        problem = f"unexpected {type(error).__name__} while loading it: {error}"
+    return TraceLoadError(path, problem)
 
 
 def _cache_root(parent: Any, cache_dir: str | Path | None) -> str:
@@ -252,6 +271,29 @@ def _discard(value: RankTrace | LoadResult) -> None:
         value.ref.release()
     elif value.temporary:
         shutil.rmtree(Path(value.entry).parent, ignore_errors=True)
+
+
+def _collect_all(results: Mapping[int, LoadResult], skipped: dict[str, str],
+                 strict: bool) -> dict[int, RankTrace]:
+    """Every loaded rank read back into this process; a rank that cannot be read back
+    is skipped like a file that failed to load (``strict``: raised)."""
+    ranks: dict[int, RankTrace] = {}
+    for rank, result in results.items():
+        try:
+            ranks[rank] = _collect(result)
+        except Exception as exc:  # noqa: BLE001 - the rank's own failure, reported
+            err = file_error(result.path, exc)
+            if strict:
+                for later in results.values():
+                    if later.temporary and later.path != result.path:
+                        shutil.rmtree(Path(later.entry).parent, ignore_errors=True)
+                raise err from (None if err is exc else exc)
+            skipped[result.path] = err.problem
+            logger.warning("skipped %s: %s", result.path, err.problem)
+    if not ranks:
+        raise TraceDiscoveryError("no rank could be loaded (" + "; ".join(
+            f"{trace_location(p).name}: {r}" for p, r in skipped.items()) + ")")
+    return ranks
 
 
 def _collect(result: LoadResult) -> RankTrace:

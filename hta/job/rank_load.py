@@ -25,9 +25,9 @@ from hta.job.cache import (
     user_cache_root,
     write_entry,
 )
-from hta.kineto.decode import decode_trace
+from hta.kineto.decode import decode_trace, require_durations
 from hta.kineto.files import trace_location
-from hta.model.build import build_rank, rank_from_filename, rank_from_metadata
+from hta.model.build import build_rank, rank_from_filename
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace
 
@@ -70,11 +70,9 @@ class LoadResult:
     ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
 
 
-def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
-    if task.rank_hint >= 0:
-        return task.rank_hint
-    if meta_rank is not None:
-        return meta_rank
+def _rank_without_metadata(task: LoadTask) -> int:
+    """The rank of a file whose trace names none: from its file name, else 0 for a lone
+    file; else the file is refused."""
     from_name = rank_from_filename(task.path)
     if from_name is not None:
         return from_name
@@ -86,6 +84,54 @@ def _resolve_rank(task: LoadTask, meta_rank: int | None) -> int:
         "rank-N / rank_N / workerN",
         "rename the file or pass trace_files={rank: path}",
     )
+
+
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an integer when it is one (``3``, ``"3"``, ``3.0``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def rank_of(task: LoadTask, top_level: dict[str, Any]) -> tuple[int, list[str]]:
+    """The rank of a decoded file, and the warnings its ``distributedInfo`` calls for.
+
+    A rank given by the caller wins. A ``distributedInfo.rank`` that is not a whole
+    number from 0 (``-1``, ``1.5``, text) is not used: the file name's rank is, with a
+    warning, and without one the file is refused (unless it is the only file). A rank
+    at or above a ``world_size`` over 1 is kept, with a warning (a world size of 1 is
+    what tools that are not distributed write, whatever the rank).
+    """
+    if task.rank_hint >= 0:
+        return task.rank_hint, []
+    info = top_level.get("distributedInfo")
+    if not isinstance(info, dict) or "rank" not in info:
+        return _rank_without_metadata(task), []
+    raw = info["rank"]
+    rank = _whole_number(raw)
+    if rank is not None and rank >= 0:
+        world = _whole_number(info.get("world_size"))
+        if world is not None and 1 < world <= rank:
+            return rank, [f"distributedInfo.rank {rank} is not below its world_size {world}"]
+        return rank, []
+    shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:39] + "…"
+    note = f"distributedInfo.rank {shown} is not a rank (a whole number from 0)"
+    from_name = rank_from_filename(task.path)
+    if from_name is not None:
+        return from_name, [f"{note}; rank {from_name} taken from the file name"]
+    if task.lone_file:
+        return 0, [f"{note}; taken as rank 0 (the only file)"]
+    raise TraceLoadError(task.path, f"{note}, and the file name has no rank-N / rank_N / "
+                         "workerN", "rename the file or pass trace_files={rank: path}")
 
 
 def _cache_folder(task: LoadTask) -> Path | None:
@@ -121,7 +167,11 @@ def _from_cache(task: LoadTask, folder: Path) -> RankTrace | None:
 def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
     location = trace_location(task.path, task.storage_options)
     decoded = decode_trace(location, workers=workers)
-    rank = _resolve_rank(task, rank_from_metadata(decoded.top_level))
+    require_durations(decoded)
+    rank, notes = rank_of(task, decoded.top_level)
+    for note in notes:
+        logger.warning("%s: %s", task.path, note)
+    decoded.warnings.extend(notes)
     rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
     del decoded
     rank_trace.meta["source"] = task_source(task)

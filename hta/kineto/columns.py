@@ -14,6 +14,12 @@ from hta.kineto import schema
 from hta.kineto.timeparse import decimal_us_to_ns
 
 INT64_MAX = np.iinfo(np.int64).max
+#: Largest magnitude of a timestamp (µs) kept: beyond it, the time in ns does not fit
+#: int64 (about 285 years either side of 1970); such an event is dropped.
+TS_LIMIT_US = 9.0e15
+#: Longest duration kept (µs): one day. Longer (or infinite) durations are not physical
+#: for a profiled activity; they are taken as 0 with a warning, like missing ones.
+MAX_DURATION_US = 86_400e6
 
 
 def int_column(values: list[Any], name: str, warnings: list[str]) -> np.ndarray:
@@ -59,23 +65,26 @@ def float_column(values: list[Any]) -> np.ndarray:
     return out
 
 
-def durations_ns(dur_us: np.ndarray) -> tuple[np.ndarray, int, int]:
+def durations_ns(dur_us: np.ndarray) -> tuple[np.ndarray, int, int, int]:
     """Durations in µs (NaN where absent) as int64 ns, rounded to the nearest ns.
 
-    Missing and negative durations become 0; returns ``(dur_ns, missing, negative)`` with
-    the two counts, for the loader's warnings. Both decoders use it, so they agree.
+    Missing, negative and out-of-range (over :data:`MAX_DURATION_US`, infinite)
+    durations become 0; returns ``(dur_ns, missing, negative, too_long)`` with the three
+    counts, for the loader's warnings. Both decoders use it, so they agree.
     """
     dur_us = np.array(dur_us, dtype=np.float64)
     missing = np.isnan(dur_us)
     n_missing = int(missing.sum())
     if n_missing:
         dur_us[missing] = 0.0
-    dur = np.rint(dur_us * 1000.0).astype(np.int64)
-    negative = dur < 0
+    too_long = dur_us > MAX_DURATION_US  # +inf included; -inf counts as negative
+    n_too_long = int(too_long.sum())
+    negative = dur_us < 0
     n_negative = int(negative.sum())
-    if n_negative:
-        dur[negative] = 0
-    return dur, n_missing, n_negative
+    if n_too_long or n_negative:
+        dur_us[too_long | negative] = 0.0
+    dur = np.rint(dur_us * 1000.0).astype(np.int64)
+    return dur, n_missing, n_negative, n_too_long
 
 
 def raw_text(raws: list[msgspec.Raw]) -> list[str]:
@@ -115,7 +124,11 @@ def _dims3_int(value: tuple[Any, ...]) -> tuple[int, int, int]:
 
 
 def timestamps_ns(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Raw ``ts`` values to int64 ns; returns (values, present mask)."""
+    """Raw ``ts`` values to int64 ns; returns (values, present mask).
+
+    A value that is not a number, or whose time in ns does not fit int64 (beyond
+    :data:`TS_LIMIT_US`), is not present; ``warnings`` gets a line counting them.
+    """
     out = np.zeros(len(raws), dtype=np.int64)
     joined = b",".join(raws)
     if joined and b",," not in joined and joined[:1] != b"," and joined[-1:] != b",":
@@ -127,12 +140,16 @@ def timestamps_ns(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[np.ndar
         joined = b",".join(chosen)
     if chosen:
         try:
-            out[present] = decimal_us_to_ns(joined, len(chosen))
+            out[present] = decimal_us_to_ns(joined, len(chosen), TS_LIMIT_US)
         except ValueError:
             vals = float_column([_safe_float(r) for r in chosen])
-            ok = np.isfinite(vals)
-            if not ok.all():
-                warnings.append(f"{int((~ok).sum())} timestamp(s) were not numbers")
+            finite = np.isfinite(vals)
+            ok = finite & (np.abs(np.where(finite, vals, 0.0)) < TS_LIMIT_US)
+            if not finite.all():
+                warnings.append(f"{int((~finite).sum())} timestamp(s) were not numbers")
+            if (finite & ~ok).any():
+                warnings.append(f"{int((finite & ~ok).sum())} timestamp(s) outside the int64 "
+                                "nanosecond range (beyond 285 years from 1970); dropped")
             present_idx = np.flatnonzero(present)
             present[present_idx[~ok]] = False
             out[present_idx[ok]] = np.rint(vals[ok] * 1000.0).astype(np.int64)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from hta.kineto.columns import (  # noqa: F401 - re-exported
     Table,
     _concat_tables,
     _frame,
+    _mask,
     _table_len,
     float_column,
     int_column,
@@ -82,6 +83,9 @@ class DecodedTrace:
     uncompressed_bytes: int
     warnings: list[str]
     named_ids: dict[str, int]
+    #: the decoders' counts: ``complete`` events kept, and of them ``missing_dur``,
+    #: ``negative_dur``, ``long_dur``; events dropped (``missing_ts``, ``far_ts``) ...
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 #: Columns holding symbol ids, and columns holding pid/tid values, per table.
@@ -130,6 +134,11 @@ def _fix_ids(frame_cols: dict[str, np.ndarray], which: str, sym_map: np.ndarray,
                 frame_cols[col] = out
 
 
+#: The counts each partial's ``stats`` holds (summed when partials are merged).
+_COUNTED_STATS = ("missing_dur", "negative_dur", "long_dur", "missing_ts", "wide_ids",
+                  "complete")
+
+
 def _merge(parts: list[_Partial]) -> _Partial:
     """Concatenate partial results, unifying their symbol ids and named pid/tid ids."""
     if len(parts) == 1:
@@ -138,8 +147,8 @@ def _merge(parts: list[_Partial]) -> _Partial:
     named: dict[str, int] = {}
     columns: dict[str, list[np.ndarray]] = {k: [] for k in _EVENT_COLUMNS}
     tables: dict[str, list[Table]] = {k: [] for k in _TABLE_COLUMNS}
-    stats: dict[str, Any] = {"missing_dur": 0, "negative_dur": 0, "missing_ts": 0,
-                             "other_phases": {}}
+    stats: dict[str, Any] = {key: 0 for key in _COUNTED_STATS}
+    stats["other_phases"] = {}
     warnings: list[str] = []
     counter_count = 0
     row_offset = 0
@@ -165,7 +174,7 @@ def _merge(parts: list[_Partial]) -> _Partial:
             tables[name].append(data)
         row_offset += len(part.columns["ts"])
         counter_count += part.counter_count
-        for key in ("missing_dur", "negative_dur", "missing_ts"):
+        for key in _COUNTED_STATS:
             stats[key] += part.stats[key]
         for ph, n in part.stats["other_phases"].items():
             stats["other_phases"][ph] = stats["other_phases"].get(ph, 0) + n
@@ -253,8 +262,15 @@ def decode_trace(
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
+    location = trace_location(path)
     try:
-        return _decode_trace(trace_location(path), chunk_events, workers)
+        return _decode_trace(location, chunk_events, workers)
+    except RecursionError as exc:
+        raise TraceLoadError(
+            location, "a value is nested deeper than the JSON decoder allows "
+            "(arrays or objects within each other, thousands of levels deep)",
+            "no profiler writes such a file; it was damaged or edited",
+        ) from exc
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -313,17 +329,8 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
             f"the gzip stream is truncated or corrupt ({exc})",
             "the profiler may have been killed while writing; collect the trace again",
         ) from exc
-    warnings = [f"repaired: {r}" for r in repairs] + part.warnings
-    stats = part.stats
-    if stats["missing_dur"]:
-        warnings.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")
-    if stats["negative_dur"]:
-        warnings.append(f"{stats['negative_dur']} complete event(s) had a negative 'dur'; "
-                        "clamped to 0")
-    if stats["missing_ts"]:
-        warnings.append(f"{stats['missing_ts']} complete event(s) had no usable 'ts'; dropped")
-    if stats["other_phases"]:
-        warnings.append(f"events of unsupported phases ignored: {stats['other_phases']}")
+    part = _drop_far_events(part)
+    warnings = [f"repaired: {r}" for r in repairs] + part.warnings + _stats_warnings(part)
     for w in warnings:
         logger.warning("%s: %s", path, w)
     symbols = SymbolTable()
@@ -349,7 +356,110 @@ def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
         uncompressed_bytes=uncompressed,
         warnings=warnings,
         named_ids=part.named_ids,
+        stats={k: v for k, v in part.stats.items() if k != "other_phases"},
     )
+
+
+def _stats_warnings(part: _Partial) -> list[str]:
+    """The warnings the decoders' counts call for, and those about a file that decodes
+    but holds nothing to analyse (no complete events, no categories)."""
+    stats = part.stats
+    out: list[str] = []
+    if stats["missing_dur"]:
+        out.append(f"{stats['missing_dur']} complete event(s) had no 'dur'; taken as 0")
+    if stats["negative_dur"]:
+        out.append(f"{stats['negative_dur']} complete event(s) had a negative 'dur'; "
+                   "clamped to 0")
+    if stats["long_dur"]:
+        out.append(f"{stats['long_dur']} complete event(s) had a 'dur' over one day or not "
+                   "finite; taken as 0")
+    if stats["missing_ts"]:
+        out.append(f"{stats['missing_ts']} complete event(s) had no usable 'ts'; dropped")
+    if stats.get("far_ts"):
+        out.append(f"{stats['far_ts']} event(s) lay more than one day from the trace's "
+                   "other events; dropped")
+    if stats["wide_ids"]:
+        out.append(f"{stats['wide_ids']} pid/tid value(s) beyond int64; each kept apart as "
+                   "a named process or thread")
+    if stats["other_phases"]:
+        out.append(f"events of unsupported phases ignored: {stats['other_phases']}")
+    n = len(part.columns["ts"])
+    if n == 0:
+        others = sum(_table_len(t) for t in part.tables.values()) + part.counter_count
+        out.append("no complete ('X') events: the rank shows no activity" + (
+            f" (the file has {others} other event(s): metadata, instants, flows, counters)"
+            if others else " ('traceEvents' is empty)"))
+    elif "" in part.symbols and bool(
+            (part.columns["cat"] == part.symbols.index("")).all()):
+        out.append("no complete event has a 'cat': none can be told apart (kernels, "
+                   "operators, copies), every event counts as other")
+    return out
+
+
+def require_durations(decoded: DecodedTrace) -> None:
+    """Refuse a decoded file none of whose complete events has a usable duration: every
+    figure of its rank would be zero (or a division by zero)."""
+    stats = decoded.stats
+    bad = stats["missing_dur"] + stats["negative_dur"] + stats["long_dur"]
+    if stats["complete"] and bad >= stats["complete"]:
+        raise TraceLoadError(
+            decoded.path,
+            f"none of its {stats['complete']} complete events has a usable 'dur' "
+            f"({stats['missing_dur']} missing or not a number, {stats['negative_dur']} "
+            f"negative, {stats['long_dur']} over one day or infinite)",
+            "the file was written by a tool that does not record durations, or edited",
+        )
+
+
+#: Events further than this from the median start of a file's complete events are
+#: dropped: no profiled run spans a day, and one such time would stretch every span.
+MAX_SPREAD_NS = 86_400 * 10**9
+
+
+def _drop_far_events(part: _Partial) -> _Partial:
+    """``part`` without the complete events, instants, flows and counter samples whose
+    time lies more than :data:`MAX_SPREAD_NS` from the median start of the complete
+    events (their side-table rows go with them); ``stats["far_ts"]`` counts them."""
+    ts = part.columns["ts"]
+    part.stats["far_ts"] = 0
+    if ts.size == 0:
+        return part
+    middle = int(np.median(ts))
+    low, high = middle - MAX_SPREAD_NS, middle + MAX_SPREAD_NS
+    keep = (ts >= low) & (ts <= high)
+    far = int(ts.size - np.count_nonzero(keep))
+    columns = part.columns
+    new_row = None
+    if far:
+        columns = {k: v[keep] for k, v in columns.items()}
+        new_row = np.cumsum(keep) - 1
+        part.stats["complete"] -= far
+    tables = dict(part.tables)
+    for name, table in part.tables.items():
+        if not _table_len(table):
+            continue
+        mask = None
+        if new_row is not None and "row" in table:
+            mask = keep[np.asarray(table["row"], dtype=np.int64)]
+        if "ts" in table:
+            t = np.asarray(table["ts"], dtype=np.int64)
+            inside = (t >= low) & (t <= high)
+            far += int(t.size - np.count_nonzero(inside))
+            mask = inside if mask is None else mask & inside
+        if mask is None or mask.all():
+            if new_row is not None and "row" in table:
+                tables[name] = {**table, "row": new_row[np.asarray(table["row"])]}
+            continue
+        kept = _mask(table, mask)
+        if new_row is not None and "row" in kept:
+            kept["row"] = new_row[np.asarray(kept["row"], dtype=np.int64)]
+        tables[name] = kept
+    part.stats["far_ts"] = far
+    if not far:
+        return part
+    return _Partial(columns=columns, tables=tables, symbols=part.symbols,
+                    named_ids=part.named_ids, counter_count=part.counter_count,
+                    stats=part.stats, warnings=part.warnings)
 
 
 def _file_bytes(path: Path | RemotePath) -> int:

@@ -73,7 +73,7 @@ def discover(
     return files, explicit
 
 
-_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)')
+_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)"?\s*[,}]')
 _HEAD_BYTES = 1 << 18
 
 

@@ -49,7 +49,9 @@ class Accumulator:
         self.counter_count = 0
         self.missing_dur = 0
         self.negative_dur = 0
+        self.long_dur = 0
         self.missing_ts = 0
+        self.wide_ids = 0  # pid/tid integers beyond int64, kept as names
         self.other_phases: dict[str, int] = {}
         self.named_ids: dict[str, int] = {}
         self.kernel_cats = {"kernel", "Kernel"}
@@ -73,9 +75,13 @@ class Accumulator:
             return value
         text = str(value).strip()
         try:
-            return int(text, 0)
+            number = int(text, 0)
         except ValueError:
-            pass
+            number = None
+        if number is not None:
+            if -INT64_MAX <= number <= INT64_MAX:
+                return number
+            self.wide_ids += 1  # beyond int64: told apart by its text, as a name is
         sid = self.named_ids.get(text)
         if sid is None:
             sid = -2 - len(self.named_ids)
@@ -138,9 +144,10 @@ class Accumulator:
         """Add one chunk of complete events (both decoders): ``columns`` holds every event
         column but ``dur`` (in :data:`_EVENT_COLUMNS`), plus ``external_id_legacy``,
         used where ``external_id`` is absent. Returns the events' row ids."""
-        dur, missing, negative = durations_ns(dur_us)
+        dur, missing, negative, too_long = durations_ns(dur_us)
         self.missing_dur += missing
         self.negative_dur += negative
+        self.long_dur += too_long
         legacy = columns.pop("external_id_legacy")
         columns["external_id"] = np.where(columns["external_id"] >= 0,
                                           columns["external_id"], legacy)
@@ -317,7 +324,9 @@ def _accumulator_partial(acc: Accumulator) -> _Partial:
         named_ids=acc.named_ids,
         counter_count=acc.counter_count,
         stats={"missing_dur": acc.missing_dur, "negative_dur": acc.negative_dur,
-               "missing_ts": acc.missing_ts, "other_phases": acc.other_phases},
+               "long_dur": acc.long_dur, "missing_ts": acc.missing_ts,
+               "wide_ids": acc.wide_ids, "complete": acc.row_offset,
+               "other_phases": acc.other_phases},
         warnings=acc.warnings,
     )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from hta.errors import TraceLoadError
 
@@ -141,6 +142,66 @@ def _position(data: bytes, exc: Exception) -> str:
     return f" at line {line}, column {col}"
 
 
+#: What may lie between two top-level values of an object: a separator and a key.
+_BETWEEN = re.compile(rb'\s*,\s*"(?:[^"\\]|\\.)*"\s*:\s*')
+_FIRST = re.compile(rb'\s*\{\s*"(?:[^"\\]|\\.)*"\s*:\s*')
+_LAST = re.compile(rb"\s*\}\s*")
+_KEY_AT = re.compile(rb'\s*[{,]\s*"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def duplicate_key(data: bytes | bytearray | memoryview,
+                  top: dict[str, msgspec.Raw]) -> str | None:
+    """A key that the JSON object ``data`` has more than once at its top level, or None.
+
+    ``top`` is ``data`` decoded into raw values, which keeps the last of duplicate keys
+    and drops the others silently. The raw values are views of ``data``: between two of
+    them there must be only a separator and one key, so the text of a dropped value
+    shows up as a gap that is more than that. Costs nothing like a second parse.
+    """
+    if not top:
+        return None
+    base = np.frombuffer(data, dtype=np.uint8)
+    start = base.ctypes.data
+    spans = []
+    for raw in top.values():
+        if len(raw) == 0:
+            return None
+        offset = np.frombuffer(raw, dtype=np.uint8).ctypes.data - start
+        if not 0 <= offset <= len(base) - len(raw):
+            return None  # not a view of data (a copy): cannot tell
+        spans.append((offset, offset + len(raw)))
+    spans.sort()
+    view = memoryview(data)
+    gaps = [(_FIRST, 0, spans[0][0])]
+    gaps += [(_BETWEEN, a[1], b[0]) for a, b in zip(spans, spans[1:])]
+    gaps.append((_LAST, spans[-1][1], len(base)))
+    for pattern, lo, hi in gaps:
+        text = bytes(view[lo:hi]) if hi - lo < 4096 else b""
+        if hi - lo >= 4096 or not pattern.fullmatch(text):
+            key = _KEY_AT.match(bytes(view[lo:min(hi, lo + 4096)]))
+            return key.group(1).decode("utf-8", "replace") if key else "?"
+    return None
+
+
+def require_unique_keys(path: Path, data: bytes | bytearray | memoryview,
+                        top: dict[str, msgspec.Raw]) -> None:
+    """Raise :class:`TraceLoadError` when the file's top level repeats a key: which of
+    the values the writer meant cannot be told (a second ``traceEvents`` would replace
+    the events silently)."""
+    key = duplicate_key(data, top)
+    if key is not None:
+        raise duplicate_key_error(path, key)
+
+
+def duplicate_key_error(path: Path, key: str) -> TraceLoadError:
+    """The error of a file whose top level holds ``key`` twice."""
+    return TraceLoadError(
+        path, f"the top level holds the key {key!r} more than once; which value is meant "
+        "cannot be told",
+        "a tool may have appended to the file; keep one of them",
+    )
+
+
 def _split(data: bytes) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None]:
     top = _top_decoder.decode(data)
     events = top.get("traceEvents")
@@ -163,6 +224,7 @@ def parse_top_level(
                              "the profiler may have failed before writing; collect it again")
     try:
         top, items = _split(data)
+        require_unique_keys(path, data, top)
         return top, items, []
     except _DECODE_ERRORS as first:
         error: Exception = first
@@ -173,6 +235,7 @@ def parse_top_level(
             data_for_pos = repaired
             try:
                 top, items = _split(repaired)
+                require_unique_keys(path, repaired, top)
                 return top, items, notes
             except _DECODE_ERRORS as exc:
                 error = exc

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from hta.kineto.rawio import BOM
+from hta.kineto.rawio import BOM, duplicate_key_error, require_unique_keys
 from hta.kineto.split import Splitter
 
 try:
@@ -223,7 +223,13 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     tail = b'{"traceEvents": [' + bytes(buf)
     del buf
     top_tail = _top_decoder.decode(tail)
-    top_head = _top_decoder.decode(prefix + b'"traceEvents": []}')
+    head = prefix + b'"traceEvents": []}'
+    top_head = _top_decoder.decode(head)
+    require_unique_keys(path, tail, top_tail)
+    require_unique_keys(path, head, top_head)
+    twice = sorted((set(top_head) & set(top_tail)) - {"traceEvents"})
+    if twice:
+        raise duplicate_key_error(path, twice[0])
     last = top_tail.pop("traceEvents")
     yield "events", bytes(last)
     top = {k: v for k, v in top_head.items() if k != "traceEvents"}

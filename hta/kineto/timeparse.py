@@ -22,11 +22,12 @@ _SEP = ord(",")
 _ZERO = ord("0")
 
 
-def decimal_us_to_ns(joined: bytes, count: int) -> np.ndarray:
+def decimal_us_to_ns(joined: bytes, count: int, limit_us: float = 9.0e15) -> np.ndarray:
     """Parse ``count`` comma-separated JSON numbers (µs) into int64 nanoseconds.
 
     Empty tokens are not allowed; numbers may be integers, decimals or use an exponent
-    (exponent forms fall back to float precision).
+    (exponent forms fall back to float precision). Raises ``ValueError`` when a value is
+    not finite or reaches ``limit_us`` in magnitude (its ns would not fit int64).
     """
     if count == 0:
         return np.zeros(0, dtype=np.int64)
@@ -34,6 +35,8 @@ def decimal_us_to_ns(joined: bytes, count: int) -> np.ndarray:
         else np.fromstring(joined, sep=",", dtype=np.float64)  # noqa: NPY201
     if values.shape[0] != count:
         raise ValueError(f"expected {count} timestamps, parsed {values.shape[0]}")
+    if not (np.abs(values) < limit_us).all():  # NaN fails the test too
+        raise ValueError("a timestamp is not finite or outside the int64 nanosecond range")
     if b"." not in joined:
         # whole microseconds: exact as float64 below 2**53 µs, so scale as integers
         return np.rint(values).astype(np.int64) * 1000

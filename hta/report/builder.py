@@ -153,8 +153,12 @@ def write_report(analyzer: Any, path: str | os.PathLike[str], *, force: bool = F
     html = build_report(analyzer, **options)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(out)
+    except BaseException:  # a full disk, a size limit: leave no partial file behind
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 
