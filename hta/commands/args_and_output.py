@@ -62,15 +62,16 @@ def parse_ranks(text: str | None, what: str = "--ranks") -> list[int] | None:
     return out
 
 
-def add_load_options(p: argparse.ArgumentParser, ranks: bool = True) -> None:
-    """``--ranks``, ``--no-cache``, ``--strict`` and ``-q`` (every command that loads)."""
+def add_load_options(p: argparse.ArgumentParser, ranks: bool = True,
+                     quiet_help: str = "no progress bar") -> None:
+    """``--ranks``, ``--no-cache``, ``--strict`` and ``-q`` (every command that loads;
+    ``quiet_help`` says what ``-q`` leaves out in this command)."""
     if ranks:
         p.add_argument("--ranks", metavar="LIST", help="ranks to load, e.g. 0,1 or 0-7")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first unreadable file instead of skipping it")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress bar (and, in summary, no load warnings)")
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
 
 
 #: Jobs of this many trace files or more are analysed with their ranks kept out of this
@@ -141,6 +142,25 @@ def check_writable(paths: Sequence[Path], force: bool) -> None:
     for p in existing:
         if p.is_dir():
             raise CommandError(f"{p} is a folder; give a file name with -o")
+
+
+def check_output_place(path: Path, folder: bool = False) -> bool:
+    """Refuse an output whose parent folder does not exist: a command writes into a folder
+    that is there, and creates at most the one folder ``-o`` names (``folder=True``), never
+    a chain of them (a typo would otherwise build ``/nonexistent_dir/...``). Returns
+    whether the folder ``-o`` names must be created (its parent exists)."""
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        what = "not a folder" if parent.exists() else "does not exist"
+        raise CommandError(f"{parent} {what}; create it first, or choose another place "
+                           "with -o")
+    return folder and not path.exists()
+
+
+def create_output_folder(path: Path) -> None:
+    """Create the one folder ``-o`` names (its parent exists) and say so on stderr."""
+    path.mkdir()
+    print(f"hta: created folder {path}", file=sys.stderr)
 
 
 # -- JSON ------------------------------------------------------------------------------------

@@ -16,7 +16,9 @@ from hta.commands.args_and_output import (
     CommandError,
     UsageError,
     add_load_options,
+    check_output_place,
     check_writable,
+    create_output_folder,
     load,
     report_skipped,
 )
@@ -61,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
         raise CommandError(f"{out_dir} is a file; -o takes a folder")
+    create = check_output_place(out_dir, folder=True)
     analyzer = load(args)
     try:
         targets = [output_path(source_of(rt), suffix=args.suffix, output_dir=out_dir)
@@ -68,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     check_writable(targets, args.force)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if create:
+        create_output_folder(out_dir)
     written = generate_trace_with_counters(analyzer.t, series, None, args.suffix, out_dir)
     report_skipped(analyzer)
     report_missing_ranks(analyzer)

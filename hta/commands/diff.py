@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hta.commands.args_and_output import (
+    UsageError,
     dumps,
     finite,
     parse_ranks,
@@ -44,6 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("control_dir", metavar="CONTROL_DIR", help="folder of the control traces")
     p.add_argument("test_dir", metavar="TEST_DIR", help="folder of the test traces")
     p.add_argument("--ranks", help="ranks to load and compare on both sides, e.g. 0,1 or 0-7")
+    p.add_argument("--iterations", metavar="LIST",
+                   help="ProfilerStep numbers to compare on both sides, e.g. 3-5 (default: "
+                        "every step); compare the same steady-state steps, not warm-up")
+    p.add_argument("--control-iterations", metavar="LIST",
+                   help="steps of CONTROL_DIR only (instead of --iterations)")
+    p.add_argument("--test-iterations", metavar="LIST", help="steps of TEST_DIR only")
     p.add_argument("--top", type=_positive, default=10, metavar="N",
                    help="regressions and improvements to list (default 10)")
     p.add_argument("--threshold", type=float, default=None, metavar="PCT",
@@ -57,6 +64,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="fail on the first unreadable file instead of skipping it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def _side_iterations(args: argparse.Namespace) -> tuple[list[int] | None, list[int] | None]:
+    """The steps compared on each side: ``--control-iterations``/``--test-iterations``,
+    else ``--iterations`` for both, else every step (``None``)."""
+    both = parse_ranks(args.iterations, "--iterations")
+    control = parse_ranks(args.control_iterations, "--control-iterations")
+    test = parse_ranks(args.test_iterations, "--test-iterations")
+    return (control if control is not None else both, test if test is not None else both)
 
 
 def _positive(text: str) -> int:
@@ -79,9 +95,17 @@ def run(args: argparse.Namespace) -> int:
         for d in (args.control_dir, args.test_dir)
     ]
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
-    job = job_diff(loaded[0].t, loaded[1].t, use_short_name=args.short_names,
-                   threshold_pct=threshold)
-    findings = compare_findings(loaded[0].get_findings(), loaded[1].get_findings())
+    steps = _side_iterations(args)
+    try:
+        job = job_diff(loaded[0].t, loaded[1].t, use_short_name=args.short_names,
+                       threshold_pct=threshold, control_iterations=steps[0],
+                       test_iterations=steps[1])
+    except ValueError as err:
+        if steps == (None, None):
+            raise
+        raise UsageError(f"--iterations: {err}") from None
+    findings = compare_findings(loaded[0].get_findings(iterations=steps[0]),
+                                loaded[1].get_findings(iterations=steps[1]))
     if args.json:
         payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
                    "control_ranks": loaded[0].ranks, "test_ranks": loaded[1].ranks,

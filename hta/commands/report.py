@@ -14,6 +14,7 @@ from pathlib import Path
 from hta.commands.args_and_output import (
     EXIT_OK,
     add_load_options,
+    check_output_place,
     check_writable,
     load,
     report_skipped,
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from hta.report.builder import write_report
 
     out = Path(args.output)
+    check_output_place(out)
     check_writable([out], args.force)
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)

@@ -70,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="kernels to list (default 10; 0 for none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_device_option(p)
-    add_load_options(p)
+    add_load_options(p, quiet_help="no progress bar and no load warnings")
     add_cluster_options(p)
     p.set_defaults(func=run)
 
@@ -296,16 +296,19 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
     ], rows, mark)
     kernels = overview.top_kernels.to_dict("records")
     if kernels:
+        across = [  # the spread across ranks: nothing to say on one rank
+            Column("rank means (µs)", lambda r: f"{number(r['rank_mean_min(us)'])}"
+                   f"–{number(r['rank_mean_max(us)'])}"),
+            Column("slowest rank", lambda r: str(r["slowest_rank"])),
+            Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
+        ] if len(rows) > 1 else []
         out.table(f"Top {len(kernels)} kernels (all selected ranks)", [
             Column("#", lambda r: str(r["_i"])),
             Column("total (ms)", lambda r: number(r["total(us)"] / 1e3, 3)),
             Column("share %", lambda r: number(r["share_pctg"])),
             Column("count", lambda r: f"{r['count']:,}"),
             Column("mean (µs)", lambda r: number(r["mean(us)"])),
-            Column("rank means (µs)", lambda r: f"{number(r['rank_mean_min(us)'])}"
-                   f"–{number(r['rank_mean_max(us)'])}"),
-            Column("slowest rank", lambda r: str(r["slowest_rank"])),
-            Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
+            *across,
             Column("type", lambda r: _kernel_type(r["kernel_type"]), numeric=False),
             Column("name", lambda r: full_text(r["name"]), numeric=False, wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])

@@ -1,0 +1,73 @@
+"""Smaller things a new user tripped on at the command line: diff's --iterations, outputs
+into folders that do not exist, -q's help, cross-rank columns on one rank."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+from conftest import SAMPLE_TRACES
+
+SYNTHETIC = SAMPLE_TRACES / "synthetic_4rank"
+
+
+def test_diff_compares_the_selected_steps() -> None:
+    proc = run_cli(["diff", str(SYNTHETIC), str(SYNTHETIC), "--no-cache", "--json",
+                    "--iterations", "2-3"])
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(proc.stdout)["steps"]
+    assert sorted({s["iteration"] for s in steps}) == [2, 3]
+    sides = run_cli(["diff", str(SYNTHETIC), str(SYNTHETIC), "--no-cache", "--json",
+                     "--control-iterations", "1", "--test-iterations", "3"])
+    by_side = {(s["side"], s["iteration"]) for s in json.loads(sides.stdout)["steps"]}
+    assert {side for side, _ in by_side} == {"control", "test"}
+    assert {it for side, it in by_side if side == "control"} == {1}
+    assert {it for side, it in by_side if side == "test"} == {3}
+    bad = run_cli(["diff", str(SYNTHETIC), str(SYNTHETIC), "--no-cache", "--iterations", "9"])
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("hta: error: --iterations:") and "9" in bad.stderr
+
+
+@pytest.mark.parametrize("sub", ["report", "counters", "export"])
+def test_output_under_a_missing_folder_is_refused(sub: str, tmp_path: Path) -> None:
+    target = tmp_path / "no_such_dir" / ("r.html" if sub == "report" else "out")
+    proc = run_cli([sub, str(SYNTHETIC), "--no-cache", "-q", "-o", str(target)])
+    assert proc.returncode == 1
+    assert f"{tmp_path / 'no_such_dir'} does not exist; create it first" in proc.stderr
+    assert not (tmp_path / "no_such_dir").exists()
+
+
+@pytest.mark.parametrize("sub", ["counters", "export"])
+def test_the_one_folder_o_names_is_created_and_said(sub: str, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(SYNTHETIC, job)
+    out = tmp_path / "out"
+    proc = run_cli([sub, str(job), "--no-cache", "-q", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert f"hta: created folder {out}" in proc.stderr
+    assert out.is_dir()
+    again = run_cli([sub, str(job), "--no-cache", "-q", "-o", str(out), "--force"])
+    assert again.returncode == 0 and "created folder" not in again.stderr
+
+
+@pytest.mark.parametrize("sub", ["report", "counters", "export", "diff"])
+def test_quiet_help_speaks_of_this_command(sub: str) -> None:
+    text = run_cli([sub, "--help"]).stdout
+    assert "in summary" not in text
+    assert "no progress bar" in text
+
+
+def test_quiet_help_of_summary_names_the_warnings() -> None:
+    assert "no progress bar and no load warnings" in run_cli(["summary", "--help"]).stdout
+
+
+def test_one_rank_has_no_cross_rank_columns(tmp_path: Path) -> None:
+    one = run_cli(["summary", str(SYNTHETIC), "--no-cache", "--ranks", "0"]).stdout
+    header = one.split("Top 10 kernels")[1].splitlines()[1]
+    assert "spread" not in header and "slowest rank" not in header
+    assert header.split()[:2] == ["#", "total"]
+    four = run_cli(["summary", str(SYNTHETIC), "--no-cache"]).stdout
+    assert "spread %" in four.split("Top 10 kernels")[1].splitlines()[1]
