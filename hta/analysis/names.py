@@ -7,9 +7,12 @@ changed (``void foo<int, 4>(float*, int)`` and ``void foo<half, 8>(half*, int)``
 1. ``ProfilerStep#N`` -> ``ProfilerStep`` (so steps of different numbers match).
 2. A Python frame ``path.py(LINE): func`` -> ``path.py: func`` (the line number goes, the file
    and function stay).
-3. A name without ``<`` and ``(`` is returned unchanged (``aten::mm``, ``nccl:all_reduce``,
+3. An Itanium-mangled name (``_ZN7cutlass...``) is demangled first
+   (:func:`hta.model.demangle.demangle`), so it shortens, and matches, as its demangled
+   twin does.
+4. A name without ``<`` and ``(`` is returned unchanged (``aten::mm``, ``nccl:all_reduce``,
    ``autograd::engine::evaluate_function: AddmmBackward0``, Triton kernels ...).
-4. Otherwise the name is read as a demangled C++ signature, left to right:
+5. Otherwise the name is read as a demangled C++ signature, left to right:
 
    * a *template argument list* ``<...>`` (balanced, directly after an identifier) is removed;
    * a *parameter list* ``(...)`` (balanced, directly after an identifier, ``>``, ``)``,
@@ -52,6 +55,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from hta.model.demangle import demangle
+
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 _PY_FRAME = re.compile(r"^(.+\.py)\((\d+)\): (.*)$", re.DOTALL)
 _ANON = "(anonymous namespace)"
@@ -81,6 +86,8 @@ def short_name(name: str) -> str:
     frame = _PY_FRAME.match(name)
     if frame:
         return f"{frame.group(1)}: {frame.group(3)}"
+    if name.startswith("_Z"):
+        name = demangle(name)  # a mangled kernel name shortens as its demangled twin
     if "<" not in name and "(" not in name:
         return name
     text, stripped, cut = _scan(name)

@@ -39,6 +39,7 @@ from hta.commands.load_warnings import load_warnings, print_load_warnings
 from hta.commands.missing_ranks import report_missing_ranks
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
+from hta.model.demangle import demangle
 from hta.report.devices import device_name
 
 NAME_WIDTH = 70
@@ -310,7 +311,8 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
             Column("mean (µs)", lambda r: number(r["mean(us)"])),
             *across,
             Column("type", lambda r: _kernel_type(r["kernel_type"]), numeric=False),
-            Column("name", lambda r: full_text(r["name"]), numeric=False, wrap=True),
+            Column("name", lambda r: full_text(demangle(str(r["name"]))), numeric=False,
+                   wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
     if len(rows) > 1 and len(overview.spread):
         out.table("Spread across ranks (ms)", [
