@@ -113,18 +113,41 @@ def rank_idle_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
 
 
 def _totals(intervals: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
-    grid = keys.merge(pd.DataFrame({"idle_category": list(CATEGORIES)}), how="cross")
-    sums = (intervals.groupby(["rank", "stream", "idle_category"], observed=True)
-            ["idle_time(ns)"].agg(["sum", "count"]).reset_index())
-    sums["idle_category"] = sums["idle_category"].astype(str)
-    out = grid.merge(sums, on=["rank", "stream", "idle_category"], how="left")
-    out[["sum", "count"]] = out[["sum", "count"]].fillna(0).astype(np.int64)
-    total = out.groupby(["rank", "stream"])["sum"].transform("sum")
-    out["idle_time"] = out["sum"] / 1e3
-    out["idle_time_ratio"] = np.where(total > 0, out["sum"] / total.where(total > 0, 1), 0.0)
-    out["idle_intervals"] = out["count"]
-    return out[["rank", "stream", "idle_category", "idle_time", "idle_time_ratio",
-                "idle_intervals"]]
+    """Per (rank, stream) of ``keys`` and category: the gaps' sum and count, with NumPy
+    (one row per key and category, in the keys' order, then :data:`CATEGORIES`')."""
+    n_cat = len(CATEGORIES)
+    key_rank = keys["rank"].to_numpy(dtype=np.int64)
+    key_stream = keys["stream"].to_numpy(dtype=np.int64)
+    slot = _slots(key_rank, key_stream, intervals["rank"].to_numpy(dtype=np.int64),
+                  intervals["stream"].to_numpy(dtype=np.int64))
+    cell = slot * n_cat + intervals["idle_category"].cat.codes.to_numpy().astype(np.int64)
+    size = len(keys) * n_cat
+    gap = intervals["idle_time(ns)"].to_numpy(dtype=np.int64)
+    sums = np.zeros(size, dtype=np.int64)
+    np.add.at(sums, cell, gap)  # integer ns: exact, unlike a float bincount
+    count = np.bincount(cell, minlength=size).astype(np.int64)
+    total = np.repeat(sums.reshape(-1, n_cat).sum(axis=1), n_cat)
+    ratio = np.where(total > 0, sums / np.where(total > 0, total, 1), 0.0)
+    return pd.DataFrame({
+        "rank": np.repeat(key_rank, n_cat),
+        "stream": np.repeat(key_stream, n_cat),
+        "idle_category": np.array(list(CATEGORIES) * len(keys), dtype=object),
+        "idle_time": sums / 1e3,
+        "idle_time_ratio": ratio,
+        "idle_intervals": count,
+    })
+
+
+def _slots(key_a: np.ndarray, key_b: np.ndarray, a: np.ndarray, b: np.ndarray
+           ) -> np.ndarray:
+    """Row of (``key_a``, ``key_b``) holding each (``a``, ``b``) pair; every pair is a key."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lookup = {pair: i for i, pair in enumerate(zip(key_a.tolist(), key_b.tolist()))}
+    _, first, inverse = np.unique(_pair_ids(a, b), return_index=True, return_inverse=True)
+    slot_of = np.array([lookup[(int(a[i]), int(b[i]))] for i in first.tolist()],
+                       dtype=np.int64)
+    return slot_of[inverse.reshape(-1)]
 
 
 def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
