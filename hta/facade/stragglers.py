@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.empty import one_rank, say_why_empty
 from hta.model.selection import Iterations, Ranks
@@ -28,29 +29,31 @@ logger = logging.getLogger(__name__)
 StragglerImpl = Callable[[pd.DataFrame, int], pd.Series]
 
 
-class StragglersMixin:
-    """Methods of the straggler analysis."""
+class StragglersMixin(ClockMixin):
+    """Methods of the straggler analysis (times on one clock: :class:`ClockMixin`)."""
 
     t: Job
 
     def get_collective_arrivals(self, ranks: Ranks = None,
-                                iterations: Iterations = None) -> pd.DataFrame:
+                                iterations: Iterations = None,
+                                align_clocks: bool = True) -> pd.DataFrame:
         """One row per (collective instance, rank): when the rank's kernel started, its
         lag behind the earliest rank, how long it waited for the last one and the wait it
-        caused. See :func:`hta.analysis.stragglers.collective_arrivals`."""
-        from hta.analysis.stragglers import collective_arrivals
+        caused. See :func:`hta.analysis.stragglers.collective_arrivals`; times are on the
+        reference clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``."""
+        from hta.analysis.clock import aligned_arrivals
 
-        return collective_arrivals(self.t, ranks, iterations)
+        return aligned_arrivals(self.t, ranks, iterations, self.clock_shifts(align_clocks))
 
     def get_straggler_summary(self, ranks: Ranks = None, iterations: Iterations = None,
                               visualize: bool = False) -> pd.DataFrame:
         """Per rank: collectives, times last, mean and total lag, the wait it caused the
         others and its ``score`` (its share of all the wait), highest score first. See
         :func:`hta.analysis.stragglers.straggler_summary`."""
-        from hta.analysis.stragglers import collective_arrivals, straggler_summary
+        from hta.analysis.stragglers import straggler_summary
         from hta.plots.stragglers import straggler_figure
 
-        arrivals = collective_arrivals(self.t, ranks, iterations)
+        arrivals = self.get_collective_arrivals(ranks, iterations)
         summary = straggler_summary(arrivals)
         if visualize:
             show(straggler_figure(summary, arrivals))
@@ -75,17 +78,13 @@ class StragglersMixin:
         hook takes HTA's own frames, which we do not have). ``visualize`` shows
         :func:`hta.plots.stragglers.straggler_figure`.
         """
-        from hta.analysis.stragglers import (
-            collective_arrivals,
-            potential_stragglers,
-            straggler_summary,
-        )
+        from hta.analysis.stragglers import potential_stragglers, straggler_summary
         from hta.plots.stragglers import straggler_figure
 
         num_candidates = max(1, int(num_candidates))
-        arrivals = collective_arrivals(self.t, ranks, profiler_steps)
+        arrivals = self.get_collective_arrivals(ranks, profiler_steps)
         if profiler_steps is not None and not len(arrivals):
-            everything = collective_arrivals(self.t, ranks)
+            everything = self.get_collective_arrivals(ranks)
             have = sorted(int(i) for i in everything["iteration"].unique() if int(i) >= 0)
             raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}: "
                              f"no collective in those steps; steps with collectives: {have}")

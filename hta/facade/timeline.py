@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
@@ -31,8 +32,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_FIGURE_SEGMENTS = 20_000
 
 
-class TimelineMixin:
-    """Methods that draw the GPU timeline."""
+class TimelineMixin(ClockMixin):
+    """Methods that draw the GPU timeline (ranks on one clock: :class:`ClockMixin`)."""
 
     t: Job
 
@@ -40,22 +41,26 @@ class TimelineMixin:
         self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
         streams: Iterable[int] | int | None = None,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
+        align_clocks: bool = True,
     ) -> pd.DataFrame:
         """The segments :meth:`plot_timeline` draws: one row per run of GPU work per rank
         and stream (see :mod:`hta.analysis.timeline` for the columns and the merge rule).
-        ``max_segments`` is for all selected ranks together."""
+        ``max_segments`` is for all selected ranks together. Times are on the reference
+        clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``."""
+        from hta.analysis.clock import shift_times
         from hta.analysis.timeline import timeline_segments
 
         per_rank = _per_rank_budget(self.t, ranks, max_segments)
-        return map_ranks(self.t, timeline_segments, ranks,
-                         (iterations, streams, per_rank, resolution_ns),
-                         description="GPU timeline")
+        segments = map_ranks(self.t, timeline_segments, ranks,
+                             (iterations, streams, per_rank, resolution_ns),
+                             description="GPU timeline")
+        return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(
         self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
         streams: Iterable[int] | int | None = None, *,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
-        title: str | None = None, visualize: bool = False,
+        title: str | None = None, visualize: bool = False, align_clocks: bool = True,
     ) -> go.Figure:
         """A Plotly figure of the GPU work per rank and stream, coloured by kind.
 
@@ -70,7 +75,8 @@ class TimelineMixin:
 
         segments = self.get_timeline_segments(ranks, iterations, streams,
                                                max_segments=max_segments,
-                                               resolution_ns=resolution_ns)
+                                               resolution_ns=resolution_ns,
+                                               align_clocks=align_clocks)
         fig = timeline_figure(segments, title=title or _title(segments, iterations))
         if visualize:
             show(fig)

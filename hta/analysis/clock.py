@@ -1,0 +1,206 @@
+"""Clock offsets between ranks, estimated from the collectives.
+
+Kineto stamps each rank's events with its host's clock. Ranks on one host share that
+clock; ranks on different hosts do not, and two hosts' clocks can disagree by
+milliseconds. Any cross-rank comparison (the merged timeline, arrival lags at the
+collectives, stragglers) then mistakes the difference of clocks for a difference of
+times.
+
+**What we measure.** A collective's kernels end together on every rank of its group: no
+rank can finish before the last one has sent its part, and once it has, all finish within
+the link latency (a few µs). So for a collective instance ``i`` (matched across ranks as
+:mod:`hta.analysis.stragglers` does) and a rank ``r`` that took part,
+``end[r, i] = T[i] + offset[r] + e[r, i]``, with ``T[i]`` the instance's true end,
+``offset[r]`` the rank's clock offset and ``e`` a small error. Kernel *starts* would not
+do: a late rank starts late for real.
+
+**The estimate** (:func:`clock_offsets`): start from zero offsets and repeat until
+nothing moves by 1 ns (at most 20 rounds): ``T[i]`` = the median over its participants of
+``end[r, i] - offset[r]``; ``offset[r]`` = the median over its instances of
+``end[r, i] - T[i]``. Medians keep one odd collective (a kernel that ended late for a
+reason of its own) from pulling the answer. Offsets are then taken per **host** (the
+``host_name`` of the traces' settings): a host's offset is the median of its ranks', as
+they share one clock; ranks whose trace names no host stand alone. Offsets are relative
+to the host of the lowest selected rank (0 for it). Instances with one participant say
+nothing and are left out.
+
+**Columns** (:data:`COLUMNS`), one row per selected rank:
+
+* ``rank``; ``host`` (``""`` when the trace names none);
+* ``offset(us)``: how far this rank's clock runs ahead of the reference host's (µs,
+  exact to the ns); subtract it from the rank's times to put them on the reference clock;
+* ``collectives``: instances with two or more participants the estimate used for it;
+* ``agreement(us)``: the median, over those instances, of ``|end[r, i] - T[i] -
+  offset[r]|``: how closely the rank's collectives agree with its offset (the link
+  latency and the noise; a few µs on a healthy job);
+* ``worst(us)``: the largest of those residuals;
+* ``applied``: whether :func:`applied_offsets` uses the offset: true when the rank is on
+  another host than the reference (or names no host) and ``|offset|`` is at least
+  :data:`MIN_APPLIED_NS` and at least 3 times its ``agreement``. Ranks of the reference
+  host are never shifted, so a single-host job is never moved.
+
+A rank without any shared collective gets offset 0, ``collectives`` 0 and NaN agreement,
+and is not shifted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.gpu_work import as_list
+from hta.analysis.select import select_ranks
+from hta.analysis.stragglers import match_collectives, rank_collectives
+from hta.model.trace import Trace, map_ranks
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["rank", "host", "offset(us)", "collectives", "agreement(us)", "worst(us)",
+           "applied"]
+#: Offsets smaller than this (ns) are not applied: they are within the link latency that
+#: separates the ends of one collective on two ranks.
+MIN_APPLIED_NS = 20_000
+_MAX_ROUNDS = 20
+
+
+def rank_hosts(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
+    ``rank``, ``host``. Per rank, so it runs through :func:`~hta.model.trace.map_ranks`."""
+    rows = []
+    for rt in select_ranks(trace, ranks):
+        settings = rt.meta.get("settings") or {}
+        host = settings.get("host_name") if isinstance(settings, dict) else None
+        rows.append({"rank": rt.rank, "host": str(host) if host else ""})
+    return pd.DataFrame(rows, columns=["rank", "host"])
+
+
+def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:
+    """The per-rank offsets (ns, before grouping by host; the median-of-medians rounds of
+    the module docstring) from ``ends``: columns ``collective``, ``rank``, ``end_ns``, one
+    row per rank of an instance with two or more participants."""
+    if not len(ends):
+        return {}
+    inst = pd.factorize(ends["collective"])[0]
+    rank_codes, rank_values = pd.factorize(ends["rank"])
+    end = ends["end_ns"].to_numpy(np.float64)
+    # centre on a common origin so the medians work on small numbers
+    end = end - np.median(end)
+    offset = np.zeros(len(rank_values))
+    frame = pd.DataFrame({"inst": inst, "rank": rank_codes})
+    for _ in range(_MAX_ROUNDS):
+        frame["v"] = end - offset[rank_codes]
+        t = frame.groupby("inst")["v"].median().to_numpy()
+        frame["w"] = end - t[inst]
+        new = frame.groupby("rank")["w"].median().reindex(range(len(rank_values))).to_numpy()
+        moved = np.nanmax(np.abs(new - offset)) if len(new) else 0.0
+        offset = np.nan_to_num(new)
+        if moved < 1.0:
+            break
+    return {int(r): float(o) for r, o in zip(rank_values, offset)}
+
+
+def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+    """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
+    module docstring defines them), in rank order."""
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    iters = None if iterations is None else as_list(iterations)
+    hosts = map_ranks(trace, rank_hosts, selected, description="Hosts")
+    host_of = {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
+                        description="Collectives")
+    arrivals = match_collectives(kernels)
+    shared = arrivals[arrivals["participants"] >= 2] if len(arrivals) else arrivals
+    raw = estimate_offsets(shared) if len(shared) else {}
+    # one clock per host: the median of its ranks' offsets
+    per_host: dict[str, list[float]] = {}
+    for r, o in raw.items():
+        if host_of.get(r):
+            per_host.setdefault(host_of[r], []).append(o)
+    host_offset = {h: float(np.median(v)) for h, v in per_host.items()}
+    offset = {r: (host_offset[host_of[r]] if host_of.get(r) else raw[r]) if r in raw
+              else 0.0 for r in selected}
+    if selected:
+        ref_rank = selected[0]
+        ref_host = host_of.get(ref_rank, "")
+        ref = offset[ref_rank]
+        offset = {r: o - ref for r, o in offset.items()}
+    else:
+        ref_host = ""
+    # residuals against the final (per-host) offsets
+    resid = _residuals(shared, offset) if len(shared) else None
+    rows = []
+    for r in selected:
+        off_ns = int(round(offset[r]))
+        err = resid[resid["rank"] == r]["residual_ns"].abs().to_numpy() \
+            if resid is not None else np.zeros(0)
+        if err.size:
+            agreement, worst, n = float(np.median(err)), float(err.max()), int(err.size)
+        else:
+            agreement, worst, n = float("nan"), float("nan"), 0
+        other_host = not host_of.get(r) or host_of.get(r) != ref_host
+        applied = bool(n and other_host and abs(off_ns) >= MIN_APPLIED_NS
+                       and abs(off_ns) >= 3 * agreement)
+        rows.append({"rank": r, "host": host_of.get(r, ""), "offset(us)": off_ns / 1e3,
+                     "collectives": n, "agreement(us)": agreement / 1e3,
+                     "worst(us)": worst / 1e3, "applied": applied})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    logger.debug("clock offsets: %s", out.to_dict("records"))
+    return out
+
+
+def _residuals(ends: pd.DataFrame, offset: Mapping[int, float]) -> pd.DataFrame:
+    """``ends`` with ``residual_ns = end - T - offset`` per row, ``T`` the instance's
+    median of ``end - offset`` over its participants."""
+    off = ends["rank"].map(lambda r: offset.get(int(r), 0.0)).to_numpy(np.float64)
+    end = ends["end_ns"].to_numpy(np.float64)
+    origin = np.median(end)
+    v = pd.Series(end - origin - off)
+    t = v.groupby(ends["collective"].to_numpy()).transform("median").to_numpy()
+    return pd.DataFrame({"rank": ends["rank"].to_numpy(),
+                         "residual_ns": end - origin - t - off})
+
+
+def applied_offsets(offsets: pd.DataFrame) -> dict[int, int]:
+    """Rank -> the ns to subtract from its times, for the ranks whose offset is applied
+    (``applied`` in :func:`clock_offsets`'s table); other ranks are absent."""
+    if not len(offsets):
+        return {}
+    keep = offsets[offsets["applied"].astype(bool)]
+    return {int(r): int(round(float(o) * 1e3))
+            for r, o in zip(keep["rank"], keep["offset(us)"])}
+
+
+def shift_times(frame: pd.DataFrame, offsets: Mapping[int, int],
+                columns: Iterable[str] = ("start_ns", "end_ns"),
+                rank_column: str = "rank") -> pd.DataFrame:
+    """A copy of ``frame`` with each row's time ``columns`` moved onto the reference
+    clock: minus its rank's offset (ranks absent from ``offsets`` stay)."""
+    if not offsets or not len(frame):
+        return frame
+    out = frame.copy()
+    shift = out[rank_column].map(lambda r: offsets.get(int(r), 0)).to_numpy(np.int64)
+    for col in columns:
+        if col in out:
+            out[col] = out[col].to_numpy(np.int64) - shift
+    return out
+
+
+def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
+                     iterations: Iterable[int] | int | None = None,
+                     offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
+    """:func:`hta.analysis.stragglers.collective_arrivals` with each rank's kernel times
+    first moved onto the reference clock (``offsets``: rank -> ns to subtract, from
+    :func:`applied_offsets`), so lags, waits and stragglers compare true times."""
+    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    iters = None if iterations is None else as_list(iterations)
+    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
+                        description="Collectives")
+    return match_collectives(shift_times(kernels, offsets or {}))
+
+
+__all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
+           "estimate_offsets", "rank_hosts", "shift_times"]
