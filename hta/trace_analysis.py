@@ -25,6 +25,7 @@ from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.performance import PerformanceMixin
+from hta.facade.selecting import accept_selections
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@accept_selections
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
                     TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin,
                     CollectivesMixin, PerformanceMixin):
