@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,107 @@ def test_a_figure_of_many_lines_shares_one_budget(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(context, "MAX_FIGURE_POINTS", 640)  # the floor per line holds
     shown, _ = context.thin(series, ["rank"])
     assert (shown.groupby("rank").size() == 1_001).all()
+
+
+# -- readable tables and distinct names (issue 28, item 5) ----------------------------------
+CUTLASS = [  # two kernels that differ only in their template arguments
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4::Params)",
+]
+
+
+@pytest.mark.parametrize("column, words, unit", [
+    ("not_computing(us)", "not computing", "µs"), ("sum (us)", "sum", "µs"),
+    ("idle_time_pctg", "idle time", "%"), ("share(%)", "share", "%"),
+    ("mean_bw_gbps", "mean bw", "GB/s"), ("busbw(GB/s)", "busbw", "GB/s"),
+    ("duration(ns)", "duration", "ns"), ("peak_time (UTC)", "peak time", "UTC"),
+    ("count", "count", ""), ("25%", "25%", ""), ("kernel_type", "kernel type", ""),
+])
+def test_column_label(column: str, words: str, unit: str) -> None:
+    assert context.column_label(column) == (words, unit)
+
+
+def test_each_unit_is_said_once() -> None:
+    cols = ["rank", "window(us)", "not_computing(us)", "idle_pctg"]
+    labels, title = context.table_labels(cols, "Coverage")
+    assert labels == ["rank", "window (µs)", "not computing (µs)", "idle (%)"]
+    assert title == "Coverage"  # two units: each header says its own
+    labels, title = context.table_labels(cols[:3], "Per rank")
+    assert labels == ["rank", "window", "not computing"] and title == "Per rank (µs)"
+    labels, title = context.table_labels(cols, "Idle (times in µs)")
+    assert labels == ["rank", "window", "not computing", "idle (%)"]
+    assert title == "Idle (times in µs)"
+
+
+def test_different_names_never_read_the_same() -> None:
+    frame = pd.DataFrame({"name": CUTLASS + ["cutlass::Kernel2", CUTLASS[0]],
+                          "sum (us)": [1.0, 2.0, 3.0, 4.0]})
+    table = table_of(frame, "Top kernels")
+    shown = [r[0] for r in table.rows]
+    assert len(set(shown[:3])) == 3, shown  # three names, three texts
+    assert shown[3] == shown[0]  # the same name, the same text
+    assert all(len(s) <= context.LONG_NAME + 4 for s in shown)
+    assert [h[0] for h in table.hover] == [CUTLASS[0], CUTLASS[1], "", CUTLASS[0]]
+    assert table.headers == ["name", "sum (us)"] and table.labels == ["name", "sum"]
+    assert table.title == "Top kernels (µs)"
+
+
+def test_report_top_kernels_keep_template_kernels_apart(tmp_path: Path) -> None:
+    """The overview's top-kernels table of a job running both cutlass kernels shows two
+    different names, each with its full name on hover; its headers are words."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    b.annotation("ProfilerStep#1", 0, 100_000)
+    for i, name in enumerate(CUTLASS * 3):
+        b.launch_kernel(name, cpu_ts=1_000 + 10_000 * i, cpu_dur=500,
+                        gpu_ts=3_000 + 10_000 * i, gpu_dur=4_000 + 1_000 * (i % 2))
+    b.write(tmp_path / "job" / "rank-0.json")
+    a = TraceAnalysis(trace_dir=tmp_path / "job", cache=False, progress=False)
+    ctx = builder._context(a, None, None, None)
+    section = context.Section("overview", "Overview")
+    next(build for sid, *_, build in SECTIONS if sid == "overview")(ctx, section)
+    top = next(t for t in section.tables if t.title.startswith("Top kernels"))
+    names = [r[top.headers.index("name")] for r in top.rows]
+    full = [h[top.headers.index("name")] or r[top.headers.index("name")]
+            for r, h in zip(top.rows, top.hover)]
+    assert sorted(full) == sorted(CUTLASS) and len(set(names)) == 2, names
+    assert not any("_" in label or "(us)" in label for label in top.labels), top.labels
+    html = context_html(section)
+    assert 'title="total(us)"' in html and ">total (µs)</th>" in html
+    for name in CUTLASS:
+        assert f'title="{escape(name)}"' in html
+
+
+def context_html(section: context.Section) -> str:
+    """One section rendered by the report's template."""
+    from hta.report.render import render
+
+    return render([section], [], "t", plotlyjs="cdn")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_kernel_duration_panels_leave_room_for_the_axis_above(n: int) -> None:
+    """Between two panels, room for the upper one's tick labels and axis title and the
+    lower one's title (about 100 px at Plotly's default fonts), whatever the count."""
+    from hta.plots._figure_parts import PANEL_GAP_PX
+    from hta.plots.kernels import kernel_duration_figure
+
+    names = [f"void k{i}<float, {i}>(Params)" for i in range(n - 2)] + CUTLASS[: min(n, 2)]
+    df = pd.DataFrame([{"name": k, "rank": r, "kernel_type": "COMPUTATION",
+                        "sum (us)": 10.0 * (i + 1), "mean (us)": 5.0, "min (us)": 4.0,
+                        "max (us)": 6.0, "count": 2} for i, k in enumerate(names)
+                       for r in range(2)])
+    fig = kernel_duration_figure(df)
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    axes = sorted((layout[k] for k in layout if k.startswith("yaxis")),
+                  key=lambda a: -a.domain[1])
+    assert len(axes) == n
+    for upper, lower in zip(axes, axes[1:]):
+        assert (upper.domain[0] - lower.domain[1]) * plot_px >= min(PANEL_GAP_PX, 100) - 1
+    titles = [a.text for a in layout.annotations]
+    assert len(set(titles)) == n and not any("<" in t for t in titles)
+    assert all(a.hovertext for a in layout.annotations if len(a.text) > 100)

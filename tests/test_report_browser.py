@@ -1,10 +1,13 @@
 """The HTML report in a real headless browser (Debian's chromium driven by Playwright).
 
-Two reports are built once for the module: the bundled 4-rank sample, and a job whose
-kernel, operator and annotation names are HTML and script injections. Each must load
-with no JavaScript error and no request leaving the file (it works offline), draw every
-figure, and show the hostile names as text without running anything. Skips, with the
-reason, when chromium or the playwright package is missing (``.ci/run`` installs both).
+Three reports are built once for the module: the bundled 4-rank sample, a job whose
+kernel, operator and annotation names are HTML and script injections, and a job of
+template kernels that differ only in their arguments. Each must load with no JavaScript
+error and no request leaving the file (it works offline), draw every figure, and show the
+hostile names as text without running anything; once drawn, the whole page (a full-page
+screenshot) has no figure over the element after it and no subplot title over an axis.
+Skips, with the reason, when chromium or the playwright package is missing (``.ci/run``
+installs both).
 """
 
 from __future__ import annotations
@@ -59,12 +62,35 @@ def hostile_job(folder: Path) -> Path:
     return folder
 
 
+#: Kernels whose names differ only in their template arguments, some of them long.
+KERNELS = [f"void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_{tile}_nn_align4>"
+           f"(cutlass_80_tensorop_s1688gemm_{tile}_nn_align4::Params)"
+           for tile in ("128x128_32x3", "64x64_32x6", "256x128_32x3", "128x256_64x3")]
+
+
+def kernels_job(folder: Path) -> Path:
+    """Two ranks, each running the :data:`KERNELS` (so the kernel-duration figure has one
+    panel per kernel) over three steps."""
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for s in (1, 2, 3):
+            o = (s - 1) * 100_000
+            b.annotation(f"ProfilerStep#{s}", o, 100_000)
+            for i, name in enumerate(KERNELS):
+                at = o + 1_000 + 20_000 * i
+                b.launch_kernel(name, cpu_ts=at, cpu_dur=500, gpu_ts=at + 2_000,
+                                gpu_dur=8_000 + 1_000 * i + 500 * rank)
+        b.write(folder / f"rank-{rank}.json")
+    return folder
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("reports")
     out = {}
     for name, folder in (("sample", SAMPLE_TRACES / "synthetic_4rank"),
-                         ("hostile", hostile_job(root / "hostile_job"))):
+                         ("hostile", hostile_job(root / "hostile_job")),
+                         ("kernels", kernels_job(root / "kernels_job"))):
         analyzer = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
         out[name] = write_report(analyzer, root / f"{name}.html")
     return out
@@ -95,6 +121,50 @@ class Visit:
         self.page.wait_for_function(
             "Array.from(document.querySelectorAll('div[data-figure]'))"
             ".every(d => d.querySelector('.main-svg'))", timeout=60_000)
+        self.page.wait_for_timeout(300)  # responsive figures settle to their width
+
+    def screenshot(self, path: Path) -> Path:
+        """The whole page (not the window) as PNG, every figure drawn."""
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def overlaps(self) -> list[str]:
+        """Figures whose drawing (the div or anything in it) reaches below the top of the
+        element that follows the figure on the page."""
+        return self.page.evaluate("""() => {
+            const out = [];
+            document.querySelectorAll('div[data-figure]').forEach(d => {
+              let bottom = d.getBoundingClientRect().bottom;
+              d.querySelectorAll('svg, canvas, .plot-container').forEach(e => {
+                bottom = Math.max(bottom, e.getBoundingClientRect().bottom); });
+              let next = d.nextElementSibling, up = d;
+              while (!next && up.parentElement) {
+                up = up.parentElement; next = up.nextElementSibling; }
+              if (next && bottom > next.getBoundingClientRect().top + 0.5) {
+                out.push(d.id + ' (' + d.getAttribute('aria-label') + ') over '
+                         + next.tagName + '.' + next.className);
+              }
+            });
+            return out; }""")
+
+    def title_clashes(self) -> list[str]:
+        """Annotations (subplot titles) whose text box meets an axis title or a tick label
+        of the same figure."""
+        return self.page.evaluate("""() => {
+            const meet = (a, b) => a.left < b.right && b.left < a.right
+                                   && a.top < b.bottom && b.top < a.bottom;
+            const out = [];
+            document.querySelectorAll('div[data-figure]').forEach(d => {
+              const axes = Array.from(d.querySelectorAll(
+                '.g-xtitle text, .g-ytitle text, .xtick text, .ytick text'))
+                .map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+              d.querySelectorAll('.annotation-text-g text').forEach(t => {
+                const r = t.getBoundingClientRect();
+                if (r.width > 0 && axes.some(a => meet(r, a))) {
+                  out.push(d.id + ': ' + t.textContent); }
+              });
+            });
+            return out; }""")
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(dialog.message)
@@ -121,6 +191,11 @@ class Visit:
               width: d.getBoundingClientRect().width,
               height: d.getBoundingClientRect().height,
             }))""")
+
+
+@pytest.fixture(scope="module")
+def kernels_page(browser: Any, reports: dict[str, Path]) -> Visit:
+    return Visit(browser, reports["kernels"])
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +271,52 @@ def test_first_screen_is_the_job_sentence_and_the_findings(sample_page: Visit,
     assert page.evaluate(f"document.querySelector('{href}').getBoundingClientRect().top") < 100
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(tmp_path / "first.png"))
+
+
+def test_full_page_has_no_figure_over_what_follows(sample_page: Visit, kernels_page: Visit,
+                                                  tmp_path: Path) -> None:
+    """Once every figure has drawn, the whole page (a full-page screenshot, not the window):
+    no figure reaches into the element after it, no subplot title sits on an axis label."""
+    for visit, name in ((sample_page, "sample"), (kernels_page, "kernels")):
+        shot = visit.screenshot(tmp_path / f"{name}.png")
+        height = visit.page.evaluate("document.documentElement.scrollHeight")
+        assert height > 5_000 and shot.stat().st_size > 100_000
+        assert png_size(shot)[1] >= height - 1  # the whole page, not one screen
+        assert visit.overlaps() == [], name
+        assert visit.title_clashes() == [], name
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a PNG, from its header."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_table_headers_are_words_that_never_break(sample_page: Visit) -> None:
+    """Headers are words with their unit (``not computing (µs)``), not column names, and
+    a header wraps between words, never inside one; the column name is its hover title."""
+    page = sample_page.page
+    headers = page.eval_on_selector_all("table.data th", "hs => hs.map(h => h.textContent)")
+    assert len(headers) > 100
+    assert not [h for h in headers if "_" in h or "(us)" in h], headers
+    assert "not computing (µs)" in headers
+    broken = page.evaluate(r"""() => {
+        const out = [];
+        document.querySelectorAll('table.data th').forEach(th => {
+          const node = th.firstChild;
+          if (!node || node.nodeType !== Node.TEXT_NODE) { return; }
+          const re = /\S+/g; let m;
+          while ((m = re.exec(node.textContent)) !== null) {
+            const range = document.createRange();
+            range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+            const tops = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+            if (tops.size > 1) { out.push(th.textContent + ' breaks ' + m[0]); }
+          }
+        });
+        return out; }""")
+    assert broken == []
+    assert page.get_attribute("table.data th[title='not_computing(us)']", "title")
 
 
 def test_no_table_is_wider_than_the_page(sample_page: Visit) -> None:

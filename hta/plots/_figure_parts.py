@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -24,6 +26,52 @@ def short(name: str, width: int = NAME_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def distinct_short(names: Iterable[object], width: int = NAME_WIDTH,
+                   shorten: Callable[[str], str] | None = None) -> list[str]:
+    """Each name shortened for display (``shorten``, by default :func:`short` at ``width``)
+    such that different names never read the same. Names whose short forms clash are cut
+    from the end instead (:func:`short`); those still clashing show their start, an
+    ellipsis, then the text from where the clashing names first differ (C++ template names
+    often differ only in their last arguments); forms still equal get `` [1]``,
+    `` [2]``... in name order. Equal names stay equal."""
+    texts = [str(n) for n in names]
+    first = shorten or (lambda t: short(t, width))
+    shown = {t: first(t) for t in dict.fromkeys(texts)}
+    for t in _clashing(shown):
+        shown[t] = short(t, width)
+    for group in _clashing_groups(shown):
+        differ = len(os.path.commonprefix(group))
+        for t in group:
+            shown[t] = _from(t, differ, width)
+    for group in _clashing_groups(shown):
+        for i, t in enumerate(sorted(group), 1):
+            shown[t] = f"{shown[t]} [{i}]"
+    return [shown[t] for t in texts]
+
+
+def _from(text: str, at: int, width: int) -> str:
+    """``text``'s start, ``…``, and the text from a few characters before ``at``, in about
+    ``width`` characters."""
+    head = max(8, width // 3)
+    start = max(at - 6, head)
+    if len(text) <= width or start <= head:
+        return short(text, width)
+    return short(text[:head] + "…" + text[start:], width)
+
+
+def _clashing(shown: dict[str, str]) -> list[str]:
+    """The names whose shown form is also another name's."""
+    return [t for group in _clashing_groups(shown) for t in group]
+
+
+def _clashing_groups(shown: dict[str, str]) -> list[list[str]]:
+    """The groups of names that share a shown form."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for t, form in shown.items():
+        groups[form].append(t)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: str,
              title: str, hover_unit: str = "µs",
              color: Callable[[str], str | None] | None = None) -> go.Figure:
@@ -34,8 +82,8 @@ def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: st
     fig = make_subplots(rows=rows, cols=cols, specs=[[{"type": "domain"}] * cols] * rows,
                         subplot_titles=[t for t, _ in frames] or None)
     for i, (_, frame) in enumerate(frames):
-        fig.add_trace(go.Pie(
-            labels=[short(x) for x in frame[labels]], values=frame[values],
+        fig.add_trace(go.Pie(  # equal labels would be one slice: keep different names apart
+            labels=distinct_short(frame[labels]), values=frame[values],
             customdata=frame[labels], sort=False, textinfo="percent",
             marker={"colors": [color(x) or OTHER for x in frame[labels]]} if color else None,
             hovertemplate=f"%{{customdata}}<br>%{{value:,.3f}} {hover_unit}"
@@ -45,22 +93,40 @@ def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: st
     return fig
 
 
+#: Height of one panel of :func:`duration_bars`, and the gap between two panels: room for
+#: the upper panel's tick labels and axis title and the lower panel's title (pixels).
+PANEL_PX, PANEL_GAP_PX = 220, 110
+#: Top and bottom margins of :func:`duration_bars` (pixels): the figure's title, the last
+#: panel's tick labels and axis title.
+TOP_PX, BOTTOM_PX = 110, 70
+
+
 def duration_bars(df: pd.DataFrame, names: Sequence[str], title: str,
                   subtitle_prefix: str = "") -> go.Figure:
     """For each name, a bar per rank: mean duration with error bars down to min, up to max.
 
     ``df`` has columns ``name``, ``rank``, ``mean (us)``, ``min (us)``, ``max (us)`` and
     ``count``. Each name gets its own panel and y axis, so an outlier rank stands out.
+    Panels are :data:`PANEL_PX` high and :data:`PANEL_GAP_PX` apart whatever their number,
+    so a panel's title never runs into the axis above it; the panel titles are the names,
+    shortened so that different names stay different (:func:`distinct_short`).
     """
     n = max(1, len(names))
-    spacing = min(0.08, 0.6 / n)
-    fig = make_subplots(rows=n, cols=1, vertical_spacing=spacing,
-                        subplot_titles=[subtitle_prefix + short(x, 100) for x in names] or None)
+    plot_px = n * PANEL_PX + (n - 1) * PANEL_GAP_PX
+    shown = distinct_short(names, 100)
+    # titles are Plotly pseudo-HTML: escape a template's <...>, which would vanish as a tag
+    titles = [(subtitle_prefix + t).translate(_PSEUDO_HTML) for t in shown]
+    fig = make_subplots(rows=n, cols=1, vertical_spacing=PANEL_GAP_PX / plot_px if n > 1 else 0,
+                        subplot_titles=titles or None)
+    for note, name, text in zip(fig.layout.annotations, names, shown):
+        if text != str(name):  # shortened: the full name on hover
+            note.hovertext = str(name).translate(_PSEUDO_HTML)
+    legend_names = distinct_short(names, 40)
     for i, name in enumerate(names):
         part = df[df["name"] == name].sort_values("rank")
         mean = part["mean (us)"]
         fig.add_trace(go.Bar(
-            x=[rank_label(r) for r in part["rank"]], y=mean, name=short(name, 40),
+            x=[rank_label(r) for r in part["rank"]], y=mean, name=legend_names[i],
             showlegend=False, customdata=part[["min (us)", "max (us)", "count"]],
             error_y={"type": "data", "symmetric": False, "array": part["max (us)"] - mean,
                      "arrayminus": mean - part["min (us)"]},
@@ -70,7 +136,8 @@ def duration_bars(df: pd.DataFrame, names: Sequence[str], title: str,
         ), row=i + 1, col=1)
         fig.update_yaxes(title_text="mean duration (µs)", row=i + 1, col=1)
         fig.update_xaxes(title_text="rank", type="category", row=i + 1, col=1)
-    fig.update_layout(title_text=title, height=max(400, 260 * n))
+    fig.update_layout(title_text=title, height=plot_px + TOP_PX + BOTTOM_PX,
+                      margin={"t": TOP_PX, "b": BOTTOM_PX})
     return fig
 
 

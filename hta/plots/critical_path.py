@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hta.plots._figure_parts import short
+from hta.plots._figure_parts import BOTTOM_PX, PANEL_GAP_PX, TOP_PX, short
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, OTHER
 
@@ -28,8 +28,13 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
     by bound type.
     """
     top = events.head(top_k).iloc[::-1]
+    # panel heights and the gap between them in pixels, so that the lower panel's title
+    # never meets the upper panel's tick labels and axis title, however few the events
+    upper, lower = 130, max(130, 28 * len(top))
+    plot_px = upper + PANEL_GAP_PX + lower
     fig = make_subplots(
-        rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.3, 0.7],
+        rows=2, cols=1, vertical_spacing=PANEL_GAP_PX / plot_px,
+        row_heights=[upper / (upper + lower), lower / (upper + lower)],
         subplot_titles=["time on the critical path per bound type",
                         f"top {min(top_k, len(events))} events on the critical path"],
     )
@@ -56,6 +61,7 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
                                     zip(top.index + 1, top["name"])])
     fig.update_xaxes(title_text="time on the critical path (µs)", row=1, col=1)
     fig.update_xaxes(title_text="time on the critical path (µs)", row=2, col=1)
-    fig.update_layout(title_text=title, height=320 + 28 * max(len(top), 1),
+    fig.update_layout(title_text=title, height=plot_px + TOP_PX + BOTTOM_PX,
+                      margin={"t": TOP_PX, "b": BOTTOM_PX},
                       legend_title_text="bound type", barmode="overlay")
     return fig

@@ -1,14 +1,17 @@
 """What every report section is built from: the table, figure and section records, the
 cell formatting, and the context (the job, the selection, the shared overview).
 
-Long names (kernels, operators) are shown shortened in tables (:func:`display_name`) with
-the full name kept for the hover title; the template escapes both (Jinja2 autoescape).
+Long names (kernels, operators) are shown shortened in tables (:func:`display_name`), never
+two different names the same way, with the full name kept for the hover title; headers are
+the column names in words (:func:`column_label`), each unit said once; the template escapes
+all of it (Jinja2 autoescape).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +24,7 @@ from hta.analysis.names import short_name
 from hta.analysis.thinning import every_kth
 from hta.model.job import Job
 from hta.model.selection import Selection, format_ranges, on_steps
-from hta.plots._figure_parts import plain_text_names, short
+from hta.plots._figure_parts import distinct_short, plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
@@ -42,6 +45,8 @@ _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
 class Table:
     """A table shown as HTML: headers and rows of text (already formatted).
 
+    ``headers`` are the column names of the data (the keys of a row); ``labels`` what the
+    page shows for them (``[]``: the headers), each header in its label's hover title.
     ``hover`` has one text per cell (``""``: none): the full name of a shortened cell."""
 
     title: str
@@ -50,6 +55,7 @@ class Table:
     numeric: list[bool]
     note: str = ""
     hover: list[list[str]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -128,26 +134,66 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     return short(text, width)
 
 
+#: Units a column name ends with, as ``name(unit)`` or a suffix, and how a header says them.
+_UNIT_WORDS = {"us": "µs", "pctg": "%", "gbps": "GB/s"}
+_UNIT_SUFFIX = re.compile(r"_(pctg|gbps)$")
+_UNIT_PARENS = re.compile(r"^(.*?\S)\s*\(([^()]+)\)$")
+
+
+def column_label(column: object) -> tuple[str, str]:
+    """A column name as words and its unit: ``not_computing(us)`` -> ``("not computing",
+    "µs")``, ``idle_time_pctg`` -> ``("idle time", "%")``, ``mean_bw_gbps`` ->
+    ``("mean bw", "GB/s")``, ``count`` -> ``("count", "")``."""
+    text, unit = str(column).strip(), ""
+    found = _UNIT_PARENS.match(text) or _UNIT_SUFFIX.search(text)
+    if found is not None and found.re is _UNIT_PARENS:
+        text, unit = found.group(1), found.group(2).strip()
+    elif found is not None:
+        text, unit = text[:found.start()], found.group(1)
+    return text.replace("_", " ").strip() or text, _UNIT_WORDS.get(unit, unit)
+
+
+def table_labels(columns: Sequence[object], title: str) -> tuple[list[str], str]:
+    """Headers for ``columns`` and the table's title, each unit said once: a unit the title
+    gives (``(µs)``, ``in µs``) is left out of the headers; when every column with a unit
+    has the same one and the title has no parenthesis, the title gives it (``Per rank
+    (µs)``) and the headers do not; else each header ends with its own unit: ``not
+    computing (µs)``."""
+    parts = [column_label(c) for c in columns]
+    units = {u for _, u in parts if u}
+
+    def said(unit: str) -> bool:
+        return f"({unit})" in title or f" in {unit}" in title
+
+    if len(units) == 1 and "(" not in title:
+        title = f"{title} ({next(iter(units))})"
+    return [w if not u or said(u) else f"{w} ({u})" for w, u in parts], title
+
+
 def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
              columns: Sequence[str] | None = None, note: str = "") -> Table:
-    """A :class:`Table` of the first ``max_rows`` rows of ``frame`` (headers = column names,
-    which carry their units). Text cells over :data:`LONG_NAME` characters are shortened
-    (:func:`display_name`), their full text kept in ``hover``."""
+    """A :class:`Table` of the first ``max_rows`` rows of ``frame``: headers are the column
+    names, labels those names in words with their units said once (:func:`table_labels`).
+    Text cells over :data:`LONG_NAME` characters are shortened (:func:`display_name`), so
+    that two different texts of a column never read the same (:func:`distinct_short`), and
+    their full text is kept in ``hover``."""
     if columns is not None:
         frame = frame[[c for c in columns if c in frame.columns]]
     shown = frame.head(max_rows)
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
         frame[c]) for c in frame.columns]
-    rows, hover = [], []
-    for row in shown.itertuples(index=False, name=None):
-        cells = [format_cell(v) for v in row]
-        full = ["" if num or len(c) <= LONG_NAME else c for c, num in zip(cells, numeric)]
-        rows.append([display_name(c) if h else c for c, h in zip(cells, full)])
-        hover.append(full)
+    cells = [[format_cell(v) for v in row] for row in shown.itertuples(index=False, name=None)]
+    texts = [[row[j] for row in cells] for j in range(len(numeric))]
+    short_texts = [col if num else distinct_short(col, LONG_NAME, display_name)
+                   for col, num in zip(texts, numeric)]
+    rows = [[short_texts[j][i] for j in range(len(numeric))] for i in range(len(cells))]
+    hover = [["" if rows[i][j] == cells[i][j] else cells[i][j] for j in range(len(numeric))]
+             for i in range(len(cells))]
     if len(frame) > max_rows:
         more = f"first {max_rows} of {len(frame):,} rows"
         note = f"{note} ({more})" if note else more.capitalize() + "."
-    return Table(title, [str(c) for c in frame.columns], rows, numeric, note, hover)
+    labels, title = table_labels(list(frame.columns), title)
+    return Table(title, [str(c) for c in frame.columns], rows, numeric, note, hover, labels)
 
 
 def figure_json(fig: Any) -> str:
@@ -244,5 +290,5 @@ class Context:
 
 
 __all__ = ["Context", "FindingItem", "Figure", "LONG_NAME", "MAX_SERIES_POINTS",
-           "MAX_TABLE_ROWS", "Section", "Table", "display_name", "doc", "figure_json",
-           "format_cell", "ranges", "table_of", "thin"]
+           "MAX_TABLE_ROWS", "Section", "Table", "column_label", "display_name", "doc",
+           "figure_json", "format_cell", "ranges", "table_labels", "table_of", "thin"]

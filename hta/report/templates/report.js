@@ -45,6 +45,10 @@
         if (!layout.height) {
           layout.height = 450;  // plotly's default; the div alone would give min-height
         }
+        // The div keeps the figure's height: on a resize (a window made wider, a
+        // full-page screenshot) a responsive plot forgets layout.height and takes the
+        // div's, which would be its min-height, the drawing then running over what follows.
+        div.style.height = layout.height + "px";
         Plotly.newPlot(div, fig.data || [], layout, config);
       }
     });
