@@ -17,7 +17,7 @@ from hta.analysis.diff.scope import (
     device_type_name,
     resolve_iterations,
 )
-from hta.analysis.diff.vendors import pair_frames
+from hta.analysis.diff.vendors import paired_names
 from hta.analysis.names import short_name
 from hta.analysis.select import select_ranks
 from hta.model.trace import Trace
@@ -52,13 +52,24 @@ def name_totals(trace: Trace, ranks: Ranks = None, iterations: Iterable[int] | N
 def _group_names(symbols: list[str], ids: np.ndarray, values: dict[str, np.ndarray],
                  use_short_name: bool, extra_names: dict[int, str] | None = None
                  ) -> pd.DataFrame:
-    """Sum ``values`` (one entry per id) by the name text of the ids (or its short form)."""
+    """Sum ``values`` (one entry per id) by the name text of the ids (or its short form);
+    one row per text, sorted by it."""
     text = [_text(symbols, i, extra_names) for i in ids.tolist()]
     if use_short_name:
         text = [short_name(t) for t in text]
-    frame = pd.DataFrame({"name": pd.Series(text, dtype=object), **values})
-    frame = frame.groupby("name", sort=True).sum().reset_index()
-    return frame
+    names = np.array(text, dtype=object)
+    if len(set(text)) == len(text):  # every text once: only the order to set
+        order = np.argsort(names, kind="stable") if len(text) else np.zeros(0, np.int64)
+        columns = {k: np.asarray(v)[order] for k, v in values.items()}
+        return pd.DataFrame({"name": pd.Series(names[order], dtype=object), **columns})
+    uniq, inverse = np.unique(names, return_inverse=True)
+    columns = {}
+    for k, v in values.items():
+        v = np.asarray(v)
+        total = np.zeros(len(uniq), dtype=v.dtype)
+        np.add.at(total, inverse.reshape(-1), v)
+        columns[k] = total
+    return pd.DataFrame({"name": pd.Series(uniq, dtype=object), **columns})
 
 
 def _text(symbols: list[str], sid: int, extra: dict[int, str] | None) -> str:
@@ -77,23 +88,40 @@ def compare_name_totals(control: pd.DataFrame, test: pd.DataFrame,
     if control_label == test_label:
         raise ValueError(f"control and test labels are both {control_label!r}; the "
                          "columns would clash. Give them different labels.")
-    control, test = pair_frames(control, test)  # cudaX on one side, hipX on the other
-    c = control.set_index("name")
-    t = test.set_index("name")
-    names = sorted(set(c.index) | set(t.index))
-    c = c.reindex(names, fill_value=0)
-    t = t.reindex(names, fill_value=0)
-    out = pd.DataFrame(index=pd.Index(names, name=key, dtype=object))
-    out[f"{control_label}_counts"] = c["counts"].to_numpy(dtype=np.int64)
-    out[f"{control_label}_total_duration"] = c["total_duration(ns)"].to_numpy() / 1e3
-    out[f"{test_label}_counts"] = t["counts"].to_numpy(dtype=np.int64)
-    out[f"{test_label}_total_duration"] = t["total_duration(ns)"].to_numpy() / 1e3
-    diff_ns = t["total_duration(ns)"].to_numpy() - c["total_duration(ns)"].to_numpy()
-    out["diff_counts"] = out[f"{test_label}_counts"] - out[f"{control_label}_counts"]
-    out["diff_duration"] = diff_ns / 1e3
-    out["counts_change_categories"] = np.where(
-        out["diff_counts"] > 0, "+", np.where(out["diff_counts"] < 0, "-", "="))
-    out["counts_change_categories"] = out["counts_change_categories"].astype(object)
+    c, t = _totals_by_name(control), _totals_by_name(test)
+    mapping = paired_names(c, t)  # cudaX on one side, hipX on the other
+    if mapping:
+        c = {mapping.get(n, n): v for n, v in c.items()}
+        t = {mapping.get(n, n): v for n, v in t.items()}
+    names = sorted(set(c) | set(t))
+    zero = (0, 0)
+    c_counts = np.array([c.get(n, zero)[0] for n in names], dtype=np.int64)
+    c_ns = np.array([c.get(n, zero)[1] for n in names], dtype=np.int64)
+    t_counts = np.array([t.get(n, zero)[0] for n in names], dtype=np.int64)
+    t_ns = np.array([t.get(n, zero)[1] for n in names], dtype=np.int64)
+    diff_counts = t_counts - c_counts
+    change = np.where(diff_counts > 0, "+", np.where(diff_counts < 0, "-", "="))
+    out = pd.DataFrame({
+        f"{control_label}_counts": c_counts,
+        f"{control_label}_total_duration": c_ns / 1e3,
+        f"{test_label}_counts": t_counts,
+        f"{test_label}_total_duration": t_ns / 1e3,
+        "diff_counts": diff_counts,
+        "diff_duration": (t_ns - c_ns) / 1e3,
+    }, index=pd.Index(np.array(names, dtype=object), name=key, dtype=object))
+    out["counts_change_categories"] = pd.Series(change, index=out.index).astype(object)
+    return out
+
+
+def _totals_by_name(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """``name -> (counts, total_duration(ns))`` of a :func:`name_totals` table (rows of one
+    name summed)."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, count, total in zip(frame["name"].tolist(), frame["counts"].tolist(),
+                                  frame["total_duration(ns)"].tolist()):
+        if name in out:
+            count, total = out[name][0] + count, out[name][1] + total
+        out[name] = (int(count), int(total))
     return out
 
 
