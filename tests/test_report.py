@@ -262,3 +262,26 @@ def test_kernel_duration_panels_leave_room_for_the_axis_above(n: int) -> None:
     titles = [a.text for a in layout.annotations]
     assert len(set(titles)) == n and not any("<" in t for t in titles)
     assert all(a.hovertext for a in layout.annotations if len(a.text) > 100)
+
+
+def test_figures_keep_different_names_apart() -> None:
+    """Names equal in their first 70 characters would be one pie slice or one bar:
+    the figures show them apart, each with its full name in the data."""
+    from hta.plots._figure_parts import distinct_short
+    from hta.plots.diff import duration_diff_figure
+    from hta.plots.kernels import kernel_pies_figure
+
+    long = ["k" * 80 + "<float>", "k" * 80 + "<half>", "k" * 80 + "<half>"]
+    shown = distinct_short(long, 70)
+    assert shown[0] != shown[1] and shown[1] == shown[2]
+    assert all(len(s) <= 70 for s in shown)
+    assert distinct_short(["a" * 80 + "x", "a" * 80 + "y"], 20)[0].endswith("x")
+    df = pd.DataFrame({"name": long[:2], "rank": [0, 0], "kernel_type": "COMPUTATION",
+                       "sum (us)": [1.0, 2.0]})
+    pie = kernel_pies_figure(df, "COMPUTATION").data[0]
+    assert len(set(pie.labels)) == 2 and list(pie.customdata) == long[:2]
+    diff = pd.DataFrame({"control_total_duration": [1.0, 2.0],
+                         "test_total_duration": [2.0, 3.0], "diff_duration": [1.0, 1.0]},
+                        index=long[:2])
+    bars = duration_diff_figure(diff).data[0]
+    assert len(set(bars.x)) == 2 and list(bars.customdata) == long[:2]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from hta.analysis.diff import JobDiff, labels_of
 from hta.analysis.diff.metrics import IDLE_SECTION
-from hta.plots._figure_parts import rank_label, short
+from hta.plots._figure_parts import distinct_short, rank_label
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, IDLE, MEMORY
 
@@ -44,7 +44,7 @@ def _grouped(df: pd.DataFrame, suffix: str, diff_col: str, title: str,
              y_title: str) -> go.Figure:
     control, test = labels_of(df)
     names = [str(n) for n in df.index]
-    x = [short(n, 60) for n in names]
+    x = distinct_short(names, 60)  # equal categories would be one bar
     unit = " µs" if suffix == "total_duration" else ""
     fmt = ",.3f" if unit else ","
     fig = go.Figure()
@@ -141,7 +141,7 @@ def _section_bars(fig: go.Figure, summary: pd.DataFrame, section: str, row: int,
     labels = [m[: -len(drop_suffix)] for m in part["metric"]]
     for side, color in (("control", CONTROL_COLOR), ("test", TEST_COLOR)):
         fig.add_trace(go.Bar(
-            x=[short(x, 30) for x in labels], y=part[side], name=side, legendgroup=side,
+            x=distinct_short(labels, 30), y=part[side], name=side, legendgroup=side,
             marker_color=color, showlegend=False, customdata=labels,
             hovertemplate=f"{side}<br>%{{customdata}}: %{{y:,.1f}} µs per step<extra></extra>",
         ), row=row, col=col)
@@ -175,4 +175,4 @@ def _changes_panel(fig: go.Figure, regressions: pd.DataFrame,
                       "µs per step (%{x:+,.1f})<br>%{customdata[2]}<extra></extra>",
     ), row=2, col=2)
     fig.update_yaxes(type="category", automargin=True, tickvals=names,
-                     ticktext=[short(n, 50) for n in names], row=2, col=2)
+                     ticktext=distinct_short(names, 50), row=2, col=2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hta.plots._figure_parts import rank_label, short
+from hta.plots._figure_parts import distinct_short, rank_label, short
 from hta.plots._plotly import go
 
 BARS = (("gpu_time(us)", "GPU time"), ("cpu_self_time(us)", "CPU self time"),
@@ -16,8 +16,13 @@ def operator_breakdown_figure(df: pd.DataFrame, max_rows: int = 25) -> go.Figure
     rows per rank of :func:`hta.analysis.operators.operator_breakdown` (its order: GPU
     time first)."""
     part = df.groupby("rank", sort=True).head(max_rows)
-    label = [f"{rank_label(r)}: {short(n, 60)}" + (f" {short(s, 40)}" if s else "")
-             for r, n, s in zip(part["rank"], part["name"], part["input_shapes"])]
+    rows = list(zip(part["rank"], part["name"], part["input_shapes"]))
+    brief = {f"{rank_label(r)}: {n}" + (f" {s}" if s else ""):
+             f"{rank_label(r)}: {short(n, 60)}" + (f" {short(s, 40)}" if s else "")
+             for r, n, s in rows}
+    # equal labels would be one bar: rows whose short labels clash keep more of the name
+    label = distinct_short([f"{rank_label(r)}: {n}" + (f" {s}" if s else "")
+                            for r, n, s in rows], 110, brief.__getitem__)
     fig = go.Figure()
     for column, name in BARS:
         fig.add_trace(go.Bar(
