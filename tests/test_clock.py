@@ -79,6 +79,9 @@ def test_no_straggler_for_its_clock(tmp_path: Path) -> None:
     arrivals = a.get_collective_arrivals()
     lag = arrivals.groupby("rank")["arrival_lag_ns"].max()
     assert lag[2] < 10_000 and lag[3] < 10_000 and lag[1] == pytest.approx(300_000, abs=5_000)
+    # the findings' straggler rule reads the same aligned times
+    found = a.get_findings(min_share=0)
+    assert found[found["rule"] == "stragglers"]["ranks"].tolist() == [[1]]
     # without alignment the second host is 5 ms "late" at every collective
     raw = a.get_collective_arrivals(align_clocks=False)
     assert raw.groupby("rank")["arrival_lag_ns"].max()[3] > 4_500_000

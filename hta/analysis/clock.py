@@ -36,8 +36,11 @@ nothing and are left out.
 * ``worst(us)``: the largest of those residuals;
 * ``applied``: whether :func:`applied_offsets` uses the offset: true when the rank is on
   another host than the reference (or names no host) and ``|offset|`` is at least
-  :data:`MIN_APPLIED_NS` and at least 3 times its ``agreement``. Ranks of the reference
-  host are never shifted, so a single-host job is never moved.
+  :data:`MIN_APPLIED_NS` and at least 3 times the agreement of its host's clock (the
+  median residual over every collective of every rank of that host, so the ranks of
+  one host are shifted together or not at all). Ranks of the reference host are never
+  shifted, so a single-host job is never moved; nor is a job whose collectives end too
+  far apart for the offset to stand out of them.
 
 A rank without any shared collective gets offset 0, ``collectives`` 0 and NaN agreement,
 and is not shifted.
@@ -108,10 +111,20 @@ def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
     module docstring defines them), in rank order."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    hosts = map_ranks(trace, rank_hosts, selected, description="Hosts")
-    host_of = {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
     kernels = map_ranks(trace, rank_collectives, selected, (iters,),
                         description="Collectives")
+    return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
+
+
+def _hosts(trace: Trace, selected: list[int]) -> dict[int, str]:
+    hosts = map_ranks(trace, rank_hosts, selected, description="Hosts")
+    return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+
+
+def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
+                         selected: list[int]) -> pd.DataFrame:
+    """:func:`clock_offsets` from a table of communication kernels
+    (:func:`hta.analysis.stragglers.rank_collectives`) and each rank's host."""
     arrivals = match_collectives(kernels)
     shared = arrivals[arrivals["participants"] >= 2] if len(arrivals) else arrivals
     raw = estimate_offsets(shared) if len(shared) else {}
@@ -123,27 +136,32 @@ def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
     host_offset = {h: float(np.median(v)) for h, v in per_host.items()}
     offset = {r: (host_offset[host_of[r]] if host_of.get(r) else raw[r]) if r in raw
               else 0.0 for r in selected}
+    ref_host = host_of.get(selected[0], "") if selected else ""
     if selected:
-        ref_rank = selected[0]
-        ref_host = host_of.get(ref_rank, "")
-        ref = offset[ref_rank]
+        ref = offset[selected[0]]
         offset = {r: o - ref for r, o in offset.items()}
-    else:
-        ref_host = ""
     # residuals against the final (per-host) offsets
     resid = _residuals(shared, offset) if len(shared) else None
+    # the agreement a shift is judged by: over every row of the rank's host (its clock)
+    errs = {r: (resid[resid["rank"] == r]["residual_ns"].abs().to_numpy()
+                if resid is not None else np.zeros(0)) for r in selected}
+    clock_err: dict[str, list[np.ndarray]] = {}
+    for r in selected:
+        clock_err.setdefault(host_of.get(r) or f"rank {r}", []).append(errs[r])
+    clock_agreement = {k: float(np.median(np.concatenate(v))) if sum(x.size for x in v)
+                       else float("nan") for k, v in clock_err.items()}
     rows = []
     for r in selected:
         off_ns = int(round(offset[r]))
-        err = resid[resid["rank"] == r]["residual_ns"].abs().to_numpy() \
-            if resid is not None else np.zeros(0)
+        err = errs[r]
         if err.size:
             agreement, worst, n = float(np.median(err)), float(err.max()), int(err.size)
         else:
             agreement, worst, n = float("nan"), float("nan"), 0
         other_host = not host_of.get(r) or host_of.get(r) != ref_host
+        judged = clock_agreement[host_of.get(r) or f"rank {r}"]
         applied = bool(n and other_host and abs(off_ns) >= MIN_APPLIED_NS
-                       and abs(off_ns) >= 3 * agreement)
+                       and abs(off_ns) >= 3 * judged)
         rows.append({"rank": r, "host": host_of.get(r, ""), "offset(us)": off_ns / 1e3,
                      "collectives": n, "agreement(us)": agreement / 1e3,
                      "worst(us)": worst / 1e3, "applied": applied})
@@ -193,14 +211,19 @@ def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,
                      offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:func:`hta.analysis.stragglers.collective_arrivals` with each rank's kernel times
-    first moved onto the reference clock (``offsets``: rank -> ns to subtract, from
-    :func:`applied_offsets`), so lags, waits and stragglers compare true times."""
+    first moved onto the reference clock, so lags, waits and stragglers compare true
+    times. ``offsets``: rank -> ns to subtract (:func:`applied_offsets`); None estimates
+    them from the same kernels (the selected ranks and steps), ``{}`` keeps raw clocks."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
     kernels = map_ranks(trace, rank_collectives, selected, (iters,),
                         description="Collectives")
-    return match_collectives(shift_times(kernels, offsets or {}))
+    if offsets is None:
+        offsets = (applied_offsets(offsets_from_kernels(kernels, _hosts(trace, selected),
+                                                        selected))
+                   if len(selected) > 1 and len(kernels) else {})
+    return match_collectives(shift_times(kernels, offsets))
 
 
 __all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "rank_hosts", "shift_times"]
+           "estimate_offsets", "offsets_from_kernels", "rank_hosts", "shift_times"]

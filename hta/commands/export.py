@@ -12,6 +12,9 @@ For each rank, a folder ``OUT/rank-<r>/`` with:
 * ``meta.json``: the rank's metadata (device properties, process groups, ...).
 
 Read them back with ``pandas.read_parquet`` (or any Parquet reader).
+
+``--format perfetto`` writes instead the whole job as one Perfetto protobuf trace at
+``OUT`` (a file): see :mod:`hta.export.perfetto_job`.
 """
 
 from __future__ import annotations
@@ -47,7 +50,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
     p.add_argument("-o", "--output", metavar="OUT", required=True,
-                   help="folder to write into (created if missing)")
+                   help="folder to write into (created if missing); with --format "
+                        "perfetto, the file to write (e.g. job.pftrace)")
+    p.add_argument("--format", choices=("parquet", "perfetto"), default="parquet",
+                   help="parquet (default): tables per rank; perfetto: every rank on one "
+                        "Perfetto timeline (protobuf; needs pip install perfetto)")
+    p.add_argument("--no-findings", action="store_true",
+                   help="perfetto: leave the findings' slices out")
+    p.add_argument("--raw-clocks", action="store_true",
+                   help="perfetto: keep each rank's own clock (no offset from the "
+                        "collectives applied)")
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
     add_load_options(p)
     p.set_defaults(func=run)
@@ -81,7 +93,9 @@ def decoded_tables(rt: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the job and write the Parquet files."""
+    """Load the job and write the Parquet files (or the Perfetto trace)."""
+    if getattr(args, "format", "parquet") == "perfetto":
+        return run_perfetto(args)
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise CommandError(f"{out} is a file; -o takes a folder")
@@ -110,6 +124,37 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_perfetto(args: argparse.Namespace) -> int:
+    """``--format perfetto``: the selected ranks as one Perfetto protobuf trace."""
+    import time
+
+    from hta.export.perfetto_job import protos
+
+    out = Path(args.output)
+    if out.is_dir():
+        raise CommandError(f"{out} is a folder; --format perfetto writes a file "
+                           "(e.g. -o job.pftrace)")
+    check_output_place(out)
+    check_writable([out], args.force)
+    try:
+        protos()
+    except ImportError as exc:
+        raise CommandError(str(exc)) from None
+    analyzer = load(args)
+    started = time.perf_counter()
+    stats = analyzer.write_perfetto_job(out, findings=not args.no_findings,
+                                        align_clocks=not args.raw_clocks)
+    shifted = analyzer.clock_shifts(not args.raw_clocks)
+    clocks = (f"; clocks aligned on {len(shifted)} rank(s) (hta: get_clock_offsets)"
+              if shifted else "")
+    print(f"Wrote {out} ({stats.bytes / 1e6:,.1f} MB, {len(stats.ranks)} ranks, "
+          f"{stats.slices:,} slices, {stats.flows:,} flows, {stats.finding_slices:,} "
+          f"finding slices, {time.perf_counter() - started:,.1f} s{clocks})")
+    report_skipped(analyzer)
+    report_missing_ranks(analyzer)
+    return EXIT_OK
+
+
 def _json_value(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
@@ -118,4 +163,4 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["add_parser", "decoded_tables", "run"]
+__all__ = ["add_parser", "decoded_tables", "run", "run_perfetto"]

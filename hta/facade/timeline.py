@@ -22,8 +22,11 @@ from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import plotly.graph_objects as go
 
+    from hta.export.perfetto_job import ExportStats
     from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
@@ -102,6 +105,29 @@ class TimelineMixin(ClockMixin):
         kwargs.pop("visualize", None)
         self.plot_timeline(ranks, iterations, streams, title=title, visualize=True,
                            **kwargs)
+
+
+    def write_perfetto_job(
+        self, path: str | Path, ranks: Ranks = None, *, findings: bool = True,
+        align_clocks: bool = True,
+    ) -> ExportStats:
+        """Write the selected ranks (all by default) as one Perfetto protobuf trace at
+        ``path``: a process group per rank, CPU threads and GPU streams as tracks, flows
+        from launches to GPU work, the findings as annotated slices; times on the
+        reference clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``. Needs
+        ``pip install perfetto``. See :mod:`hta.export.perfetto_job`; returns
+        what was written (ranks, slices, flows, tracks, bytes)."""
+        from hta.export.perfetto_job import (
+            protos,
+            rank_finding_slices,
+            write_job_perfetto,
+        )
+
+        protos()  # fail before any work when Perfetto's package is missing
+        selected = self.t.selected_ranks(None if ranks is None else ranks)
+        drawn = rank_finding_slices(self.t, selected) if findings else None
+        return write_job_perfetto(self.t, path, selected,
+                                  offsets=self.clock_shifts(align_clocks), findings=drawn)
 
 
 def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:

@@ -31,7 +31,9 @@ others up.
     table (``comm_time``, ``overlap_time``) for cross-checking.
 
 ``stragglers`` (job)
-    From :func:`hta.analysis.stragglers.collective_arrivals`: for each rank, the sum over
+    From :func:`hta.analysis.stragglers.collective_arrivals`, each rank's times first put
+    on one clock (:func:`hta.analysis.clock.aligned_arrivals`: a host whose clock runs
+    ahead does not look late): for each rank, the sum over
     the collectives at which it alone started last of its ``excess_lag_ns`` (the smallest
     wait it caused any other rank of that collective). Had the rank arrived with the
     others, each of those collectives would have ended that much sooner on every rank, so
@@ -47,13 +49,14 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis import collectives as coll
+from hta.analysis.clock import aligned_arrivals
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
 from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
-from hta.analysis.stragglers import collective_arrivals, straggler_summary
+from hta.analysis.stragglers import straggler_summary
 from hta.model.trace import RankTrace, Trace, map_ranks
 
 GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
@@ -358,7 +361,7 @@ def check_stragglers(trace: Trace, ranks: list[int],
     """``stragglers``: one finding per rank that alone arrived last and held others up."""
     if len(ranks) < 2:
         return []
-    arrivals = collective_arrivals(trace, ranks, iterations)
+    arrivals = aligned_arrivals(trace, ranks, iterations)
     summary = straggler_summary(arrivals)
     if not len(summary):
         return []
