@@ -214,3 +214,32 @@ def test_classify_and_categories_use_the_same_answers() -> None:
                                          "computation", "computation", "runtime_other"]
     assert unmatched.tolist() == [False, False, False, False, True, False]
     assert cats.tolist() == ["communication", "", "elementwise", "GEMM", "other", ""]
+
+
+def test_prefiltered_patterns_answer_like_their_regex() -> None:
+    """The findings' GEMM patterns (wrapped in :class:`Prefiltered`) find exactly what
+    their regular expressions find, on real kernel names and generated ones."""
+    from hta.analysis.findings.kernel_common import FP32_GEMM
+    from hta.analysis.findings.kernels import TENSOR_GEMM, TF32_GEMM
+    from hta.model.prefilter import Prefiltered
+
+    names = generated_names(3000, seed=3) + [
+        "ampere_sgemm_128x64_nn", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize",
+        "cutlass_80_tensorop_s1688gemm_128x64_32x6_nt_align1", "Cijk_Ailk_Bljk_SB_MT64",
+        "Cijk_Ailk_Bljk_HHS_BH_MT128", "nvjet_tst_128x256", "void gemmSN_TN_kernel<float",
+        "magma_sgemmEx_kernel<float>", "volta_fp16_s884gemm_fp16_128x128",
+        "xmma_gemm_f32f32_ffma_", "fbgemm_bf16_kernel", "sgemm_largek_lds64", "xAB  cd", "eFG"]
+    if SHARED_TRACES.exists():
+        names += sorted(n for c, n in trace_pairs(SHARED_TRACES) if c == "kernel")
+    for wrapped in (FP32_GEMM, TENSOR_GEMM, TF32_GEMM,
+                    Prefiltered(re.compile(r"(?x) ab \s* cd | e(?=fg)", re.IGNORECASE))):
+        assert isinstance(wrapped, Prefiltered) and wrapped.filter is not None
+        hits = 0
+        for name in names:
+            expected = wrapped.regex.search(name)
+            got = wrapped.search(name)
+            assert (got is None) == (expected is None), (wrapped.pattern, name)
+            if got is not None:
+                assert got.span() == expected.span()
+                hits += 1
+        assert hits > 0, wrapped.pattern

@@ -35,11 +35,12 @@ Filter: TypeAlias = "str | tuple[str, tuple[str, ...], tuple[Filter, ...]]"
 _REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
 
 
-def literal_filter(pattern: str) -> Filter | None:
-    """The substrings any match of ``pattern`` must contain (lower-cased), as an and/or
-    tree, or None when the pattern requires no literal text (or cannot be read)."""
+def literal_filter(pattern: str, flags: int = 0) -> Filter | None:
+    """The substrings any match of ``pattern`` (compiled with ``flags``) must contain
+    (lower-cased), as an and/or tree, or None when the pattern requires no literal text
+    (or cannot be read)."""
     try:
-        parsed = _sre_parse.parse(pattern)
+        parsed = _sre_parse.parse(pattern, flags)
     except (re.error, RecursionError, TypeError, ValueError):
         return None
     try:
@@ -63,6 +64,34 @@ def may_match(node: Filter | None, lowered: str) -> bool:
     if any(map(lowered.__contains__, literals)):
         return True
     return any(may_match(part, lowered) for part in parts)
+
+
+class Prefiltered:
+    """A compiled pattern whose :meth:`search` first asks the pattern's literal filter:
+    the same answers as ``pattern.search``, with the regular expression run only on the
+    names that contain what every match needs (for patterns searched in many long kernel
+    names)."""
+
+    __slots__ = ("regex", "filter")
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        self.regex = regex
+        self.filter = literal_filter(regex.pattern, regex.flags)
+
+    @property
+    def pattern(self) -> str:
+        """The pattern's text."""
+        return self.regex.pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """``regex.search(text)``, skipped (None) when the filter rules the text out."""
+        if self.filter is not None and text.isascii() and not may_match(self.filter,
+                                                                         text.lower()):
+            return None
+        return self.regex.search(text)
+
+    def __repr__(self) -> str:
+        return f"Prefiltered({self.regex!r})"
 
 
 def _combine(op: str, parts: list[Filter]) -> Filter | None:

@@ -44,10 +44,12 @@ from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
 from hta.model.links import graph_replayed
+from hta.model.prefilter import Prefiltered
 from hta.model.trace import RankTrace
 
-#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name.
-FP32_GEMM = re.compile(
+#: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name (its
+#: ``search`` skips names lacking the pattern's words: :class:`hta.model.prefilter.Prefiltered`).
+FP32_GEMM = Prefiltered(re.compile(
     r"(^|[^a-z])(maxwell|pascal|volta|turing|ampere|sm\d+)_sgemm_"  # cuBLAS SIMT sgemm
     r"|(^|[^a-z])sgemm_(\d+x\d+|largek)"          # cuBLAS sgemm_128x128_, sgemm_largek_
     r"|magma_sgemm"                                # cuBLAS magma_sgemmEx_kernel<float, ...>
@@ -55,7 +57,7 @@ FP32_GEMM = re.compile(
     r"|(^|[^a-z])gemmSN_\w+<float"                 # cuBLAS small-N fp32 GEMM
     r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
     r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
-)
+))
 
 #: Most differing tokens shown in a label.
 MAX_TOKENS = 6

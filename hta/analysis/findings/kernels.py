@@ -73,6 +73,7 @@ from hta.analysis.gpu_work import COMPUTE, gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
+from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
@@ -92,14 +93,15 @@ FP32_SAVING = 0.5
 _COMPUTATION = KIND_CODE["computation"]
 
 #: GEMM kernels on tensor cores (NVIDIA) or matrix cores in 16-bit or 8-bit formats (AMD).
-TENSOR_GEMM = re.compile(
+TENSOR_GEMM = Prefiltered(re.compile(
     r"(?i)(h884|s884|h1688|s1688|s16816|i8816|hmma|tf32|bf16|f16|fp16|e4m3|e5m2|fp8|"
     r"tensorop|wmma|nvjet|wgmma|_HHS_|_BBS_|_HSS_|_BSS_).*(?<!fb)(gemm|mma)"
     r"|(?<!fb)gemm.*(bf16|f16|fp8|tf32)|xmma_gemm|^Cijk_\w*_(HHS|BBS|HSS|BSS|HH|BB)_|^nvjet"
-)
+))
 #: Tensor-core GEMMs on fp32 operands in TF32 (``tf32`` in cuBLAS names; CUTLASS sm80+
 #: ``tensorop_s1688gemm`` without a 16-bit type).
-TF32_GEMM = re.compile(r"(?i)tf32|cutlass_(8|9|1\d)\d_tensorop_s1688gemm(?!\w*(bf16|f16))")
+TF32_GEMM = Prefiltered(
+    re.compile(r"(?i)tf32|cutlass_(8|9|1\d)\d_tensorop_s1688gemm(?!\w*(bf16|f16))"))
 #: Architectures without TF32 (tensor cores only for fp16), in kernel names.
 _PRE_AMPERE = re.compile(r"(^|[^a-z])(maxwell|pascal|volta|turing)_|sm_?[567]\d_")
 #: Architectures with TF32, in kernel names.
