@@ -59,3 +59,12 @@ def test_summary_shows_it_demangled_and_tables_keep_it_raw(tmp_path: Path) -> No
     assert CUTLASS_TEXT in out and CUTLASS not in out
     events = load(folder).get_events(0)
     assert CUTLASS in set(events["name"]) and CUTLASS_TEXT not in set(events["name"])
+
+
+def test_report_and_figures_show_it_demangled() -> None:
+    from hta.plots._figure_parts import distinct_short, short
+    from hta.report.context import display_name
+
+    assert display_name(CUTLASS) == "cutlass::device_kernel"
+    assert short(CUTLASS, 200) == CUTLASS_TEXT
+    assert distinct_short([CUTLASS, "aten::mm"], 200) == [CUTLASS_TEXT, "aten::mm"]

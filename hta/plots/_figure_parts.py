@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
+from hta.model.demangle import demangle
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import OTHER
 
@@ -21,8 +22,9 @@ def rank_label(rank: object) -> str:
 
 
 def short(name: str, width: int = NAME_WIDTH) -> str:
-    """A long kernel name cut to ``width`` characters with an ellipsis (hover has it all)."""
-    text = str(name)
+    """A long kernel name cut to ``width`` characters with an ellipsis (hover has it all);
+    a mangled C++ name is demangled first."""
+    text = demangle(str(name))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

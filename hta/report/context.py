@@ -22,6 +22,7 @@ import plotly.io as pio
 
 from hta.analysis.names import short_name
 from hta.analysis.thinning import every_kth
+from hta.model.demangle import demangle
 from hta.model.job import Job
 from hta.model.selection import Selection, format_ranges, on_steps
 from hta.plots._figure_parts import distinct_short, plain_text_names, short
@@ -123,7 +124,9 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
     text before its first ``<`` or ``(`` ends with the short name's last part); cut to
     ``width`` with an ellipsis (:func:`hta.plots._figure_parts.short`) when still too long or
-    not a signature."""
+    not a signature. A mangled C++ name (``_ZN...``) is demangled first
+    (:func:`hta.model.demangle.demangle`); the hover keeps the raw name."""
+    text = demangle(text)
     if len(text) <= width:
         return text
     brief = short_name(text)
