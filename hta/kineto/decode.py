@@ -36,6 +36,7 @@ from hta.kineto.columns import (  # noqa: F401 - re-exported
 )
 from hta.kineto.files import RemotePath, trace_location
 from hta.kineto.heap import release_free_memory
+from hta.kineto.pftrace import is_protobuf_file, to_kineto_json
 from hta.kineto.pydecode import (  # noqa: F401 - re-exported
     _EVENT_COLUMNS,
     _TABLE_COLUMNS,
@@ -264,6 +265,8 @@ def decode_trace(
     gc.disable()  # millions of short-lived containers: the cyclic GC only slows us down
     location = trace_location(path)
     try:
+        if is_protobuf_file(location):
+            return _decode_protobuf(location, chunk_events)
         return _decode_trace(location, chunk_events, workers)
     except RecursionError as exc:
         raise TraceLoadError(
@@ -274,6 +277,22 @@ def decode_trace(
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _decode_protobuf(path: Path, chunk_events: int) -> DecodedTrace:
+    """A Perfetto protobuf trace (:mod:`hta.kineto.pftrace`): turned into Kineto's JSON,
+    decoded as JSON from a temporary file, reported under its own name."""
+    import dataclasses
+    import tempfile
+
+    text, notes = to_kineto_json(path, read_bytes(path))
+    with tempfile.TemporaryDirectory(prefix="hta-pftrace-") as folder:
+        tmp = Path(folder) / "trace.json"
+        tmp.write_bytes(text)
+        del text
+        decoded = _decode_trace(tmp, chunk_events, 1)
+    return dataclasses.replace(decoded, path=str(path), file_bytes=_file_bytes(path),
+                               warnings=notes + decoded.warnings)
 
 
 def _decode_whole(path: Path, chunk_events: int

@@ -9,16 +9,36 @@ from pathlib import Path
 
 from hta.errors import TraceDiscoveryError
 from hta.kineto.files import RemotePath, is_url, trace_location
+from hta.kineto.pftrace import PROTOBUF_SUFFIXES
 
 TracePath = Path | RemotePath
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", *PROTOBUF_SUFFIXES)
 
 
 def is_trace_name(path: TracePath) -> bool:
-    """``*.json`` or ``*.json.gz`` (``*.pt.trace.json.gz`` included), not hidden."""
+    """``*.json`` or ``*.json.gz`` (``*.pt.trace.json.gz`` included), or a Perfetto
+    protobuf name (``*.pftrace``, ``*.pb``, ``*.pb.gz`` ...), not hidden. The name only
+    picks the files; their content says how they are read."""
     name = path.name
-    return not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+    return not name.startswith(".") and name.lower().endswith(TRACE_SUFFIXES)
+
+
+def _stem(name: str) -> str:
+    low = name.lower()
+    for suffix in sorted(TRACE_SUFFIXES, key=len, reverse=True):
+        if low.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def drop_twins(files: list[TracePath]) -> list[TracePath]:
+    """The files without the protobuf-named twins of JSON-named ones (``x.json`` and
+    ``x.pb.gz``: Kineto writes both of one run): the JSON is read, once."""
+    json_stems = {_stem(p.name) for p in files
+                  if not p.name.lower().endswith(PROTOBUF_SUFFIXES)}
+    return [p for p in files if not (p.name.lower().endswith(PROTOBUF_SUFFIXES)
+                                     and _stem(p.name) in json_stems)]
 
 
 def discover(
@@ -62,12 +82,13 @@ def discover(
     if not base.is_dir():
         raise TraceDiscoveryError(f"not a folder: {base}")
     found = [p for p in base.iterdir() if is_trace_name(p)]
-    files = sorted(p for p in found if p.is_file())
+    files = drop_twins(sorted(p for p in found if p.is_file()))
     if not files:
         others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
         seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
         raise TraceDiscoveryError(
-            f"no trace files (*.json, *.json.gz) in {base}{seen}; "
+            f"no trace files (*.json, *.json.gz) in {base}{seen}; nor Perfetto protobuf "
+            "traces (*.pftrace, *.pb, *.pb.gz); "
             "point at the folder the profiler wrote, or pass trace_files="
         )
     return files, explicit
