@@ -170,3 +170,78 @@ def copies_on_compute(tmp_path: Path, same_stream: bool = True, steps: int = STE
             b.launch_kernel("sgemm", cpu_ts=t + 52_000, cpu_dur=500, gpu_ts=gpu_ts,
                             gpu_dur=400_000)
     return _load(b, tmp_path), (steps * (302_000 - 52_500) if same_stream else 0)
+
+
+# -- warm-up (one-time costs) and host-bound steps ---------------------------------------
+WARM_ITERS = 10
+WARM_OP_NS = 16_000
+WARM_KERNEL_NS = 200_000
+
+
+def warm_up(tmp_path: Path, free_ns: int = 5_000_000, every: bool = False,
+            iterations: int = WARM_ITERS) -> tuple[Trace, int]:
+    """A loop of ``iterations`` calls of ``aten::linear`` with no ProfilerStep: each call
+    runs 16 µs on the CPU (a launch of 5 µs at +10 µs) and its kernel, 200 µs, starts 5 µs
+    after its launch returns or after the previous kernel. With ``free_ns`` the first call
+    also frees memory for that long before its launch (first cuBLAS use); with ``every``
+    every call does. Expected: the GPU idle inside the first call when it is one-time
+    (the whole call: its kernel starts after it), else 0."""
+    b = TraceBuilder(rank=0)
+    t, gpu_free = 0, 0
+    first_idle = 0
+    for k in range(iterations):
+        extra = free_ns if (k == 0 or every) else 0
+        dur = WARM_OP_NS + extra
+        b.cpu_op("aten::linear", ts=t, dur=dur, **{"Input Dims": [[64, 64], [64, 64]]})
+        if extra:
+            b.runtime("cudaFree", ts=t + 5_000, dur=extra)
+        launch = t + 10_000 + extra
+        start = max(launch + 10_000, gpu_free)
+        b.launch_kernel("elementwise_kernel", cpu_ts=launch, cpu_dur=5_000, gpu_ts=start,
+                        gpu_dur=WARM_KERNEL_NS)
+        if k == 0:
+            first_idle = dur
+        gpu_free = start + WARM_KERNEL_NS
+        t += dur + 4_000
+    return _load(b, tmp_path), (first_idle if free_ns and not every else 0)
+
+
+HOST_STEP_GAP_NS = {"python": 200_000, "dispatch": 200_000, "slow_op": 1_500_000}
+HOST_KERNEL_NS = 20_000
+
+
+def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
+               steps: int = STEPS) -> tuple[Trace, int]:
+    """Each step launches kernel A and, after ``H`` of host work (:data:`HOST_STEP_GAP_NS`),
+    kernel B. The host work: nothing recorded (``python``), 20 CPU operators of H/20 each
+    with no GPU work (``dispatch``), one CPU operator of H (``slow_op``).
+
+    Host-bound: A and B run 20 µs, each starting 5 µs after its launch returns (A at
+    +10 µs), so every GPU idle stretch but the last (after the last B, no later work)
+    waits on the host: expected saving = the steps' span less the kernels' time less that
+    last stretch. Not bound: A and B run H + 40 µs each, both launched at the start of
+    the step, back to back on the GPU across steps: no host gap but the first 6 µs, under
+    the noise floor."""
+    b = TraceBuilder(rank=0)
+    h = HOST_STEP_GAP_NS[kind]
+    kernel = HOST_KERNEL_NS if bound else h + 40_000
+    length = 6_000 + h + 10_000 + 2 * kernel + 20_000 if bound else 2 * kernel
+    for k in range(1, steps + 1):
+        t = (k - 1) * length
+        with b.step(k, ts=t, dur=length):
+            b.launch_kernel("kernel_a", cpu_ts=t + 1_000, cpu_dur=5_000,
+                            gpu_ts=t + 10_000 if bound else t + 6_000, gpu_dur=kernel)
+            work = t + 6_000 if bound else t + 12_000
+            if kind == "dispatch":
+                for i in range(20):
+                    b.cpu_op("aten::view", ts=work + i * (h // 20), dur=h // 20 - 500)
+            elif kind == "slow_op":
+                b.cpu_op("aten::unique", ts=work, dur=h)
+            if bound:
+                launch, b_start = t + 6_000 + h, t + 6_000 + h + 10_000
+            else:
+                launch, b_start = t + 6_100, t + 6_000 + kernel
+            b.launch_kernel("kernel_b", cpu_ts=launch, cpu_dur=5_000, gpu_ts=b_start,
+                            gpu_dur=kernel)
+    last = length - (6_000 + h + 10_000 + kernel)  # after the last B: no later work
+    return _load(b, tmp_path), (steps * (length - 2 * kernel) - last if bound else 0)

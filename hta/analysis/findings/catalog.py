@@ -16,15 +16,18 @@ from hta.analysis.findings import (
     copies,
     graphs,
     host,
+    hostbound,
     kernels,
     launch_bound,
     roofline,
+    warmup,
 )
 from hta.analysis.findings.base import FindingRule
 
 #: The modules holding the default rules, each with a ``RULES`` list, in report order.
-MODULES: tuple[ModuleType, ...] = (host, launch_bound, copies, communication, collective_bw,
-                                   kernels, graphs, roofline)
+MODULES: tuple[ModuleType, ...] = (warmup, host, launch_bound, hostbound, copies,
+                                   communication, collective_bw, kernels, graphs,
+                                   roofline)
 #: Their names (for the docs and the rule table).
 RULE_MODULES: tuple[str, ...] = tuple(m.__name__ for m in MODULES)
 

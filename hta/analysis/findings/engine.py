@@ -145,9 +145,12 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
                  for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
         # Notes (info rules) claim no time and have no saving: kept as they are.
         notes = [_raw_row(rule, rt.rank, f) for rule, f in found if rule.info]
+        # A note with a claim (warm-up) holds its time first: no saving counts it.
+        held = [(rule.id, replace(f, est_saving_ns=_claim_length(f)))
+                for rule, f in found if rule.info and f.claim is not None]
         found = [(rule, f) for rule, f in found if not rule.info]
         raw, kept = resolve_rank(rt.rank, found, window, min_share,
-                                 (reserved or {}).get(rt.rank, []))
+                                 held + list((reserved or {}).get(rt.rank, [])))
         cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
         cov["note"] = coverage.with_notes(cov["note"], [str(n["rule"]) for n in notes])
         cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
@@ -299,6 +302,16 @@ def severity(share: float) -> str:
     if share >= MEDIUM_SHARE:
         return "medium"
     return "low"
+
+
+def _claim_length(f: Finding) -> int:
+    """The length of a finding's claimed intervals (ns)."""
+    claim = f.claim
+    if claim is None:
+        return 0
+    if claim.amount is not None:
+        return int(claim.amount.sum())
+    return int((claim.end - claim.start).sum())
 
 
 def _raw_row(rule: FindingRule, rank: int, f: Finding) -> dict[str, object]:

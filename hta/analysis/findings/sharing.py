@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 CLAIM_ORDER: tuple[str, ...] = (
     "host_sync", "data_loading", "pageable_copies", "copies_on_compute_stream",
     "comm_exposed", "fp32_gemm", "low_occupancy", "launch_bound", "small_kernels",
+    "host_bound",
 )
 #: Share of a finding's claimed time held by an earlier finding of the same rule from
 #: which the two are one finding (merged into the earlier).

@@ -29,8 +29,9 @@ inside the wait before *D* is not claimed (work was still queued: it waited on
 something else) but noted in the evidence when it is large. A rank that captures
 graphs and replays none has no finding (:func:`capture_only`), and a call inside
 warm-up code (:func:`~hta.analysis.findings.rule_tools.under_warm_up`: an annotation,
-operator or Python frame named warm-up) is left out: it runs once, before the steady
-state.
+operator or Python frame named warm-up) or inside a one-time cost
+(:func:`hta.analysis.findings.warmup.one_time_costs`: a first call far longer than its
+later ones, set-up) is left out: it runs once, before the steady state.
 
 The model: had the host not been blocked, it would have stayed *d* further ahead of
 the GPU, so the idle left while it waited (after the drain) and while it caught up and
@@ -454,7 +455,10 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     dl = data_loader_cover(rt)
     sb = sync_bubbles(rt, dl, window)
     keep = in_selection(rt, sb.rows, iterations, window) & (sb.group >= 0)
-    keep &= ~under_warm_up(rt, sb.rows)
+    # warmup imports this module (idle_cover): imported here, not at the top
+    from hta.analysis.findings.warmup import in_one_time
+
+    keep &= ~under_warm_up(rt, sb.rows) & ~in_one_time(rt, sb.rows)
     if not (sb.saving[keep] > 0).any():
         return []
     table = _site_table(rt, sb, keep)

@@ -1,0 +1,314 @@
+"""The ``host_bound`` finding: the GPU waits because the host does not submit work fast
+enough, classified by what the CPU did meanwhile.
+
+A **host gap** is a stretch of GPU idle time in the analysed window (no kernel, copy or
+memset on any stream; graph replays count busy; the first stretch starts at the rank's
+first event) that ends when GPU work starts whose
+launch call *returned after the GPU went idle*: when the GPU ran dry the host had not
+yet submitted the next work, so the GPU waited on the host. Idle time after which the
+next work had been submitted earlier (it waited on a dependency, not on the host), idle
+time with no later GPU work, and work whose launch call is not in the trace are not host
+gaps.
+
+What the CPU did during the host gaps, on the thread that launched the work that ended
+each gap, splits the time into four classes:
+
+* ``python``: no operator or runtime call recorded (Python or framework code between
+  operators; which code shows only with ``with_stack=True``);
+* ``slow_op``: a CPU operator (operators nested in one another or back to back count as
+  one piece) covering at least :data:`SLOW_OP_NS` (1 ms) of one gap, or half of the gap
+  and at least :data:`SLOW_OP_MIN_NS` (50 µs): a specific operator slow on the CPU;
+* ``dispatch``: the other operator time (many operators, each with little GPU work:
+  dispatch overhead);
+* ``runtime``: runtime calls (allocation, copies, synchronisation, launches).
+
+The saving is the GPU idle time in the host gaps outside the one-time costs
+(:mod:`~hta.analysis.findings.warmup`), the data-loader spans and the host-sync bubbles
+(each class shrinks in proportion): had the host run ahead of the GPU, the work would
+have been queued and these gaps closed. ``ProfilerStep#N`` events (operators in older
+traces) are steps, not CPU work. The engine gives this rule the time
+last (:data:`~hta.analysis.findings.sharing.CLAIM_ORDER`): a blocking call, a data-loader
+span, a launch-bound stretch or a one-time cost holding the time is the more specific
+cause, and this finding leaves their time out. The advice fits the largest class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.rule_tools import (
+    data_loader_cover,
+    fmt_time,
+    name_matches,
+    step_tuple,
+    steps_text,
+)
+from hta.analysis.findings.sync import idle_cover, sync_bubbles
+from hta.analysis.findings.warmup import one_time_costs
+from hta.analysis.gpu_work import gpu_work, work_class
+from hta.analysis.intervals import Cover
+from hta.analysis.rowmap import RowMap
+from hta.model.derived import derived
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
+from hta.model.trace import RankTrace
+
+#: A CPU operator call covering at least this much of one gap is a slow operator (ns).
+SLOW_OP_NS = 1_000_000
+#: ... as is one covering half of the gap or more and at least this much (ns).
+SLOW_OP_MIN_NS = 50_000
+#: The classes, in the order the evidence lists them.
+CLASSES = ("python", "dispatch", "slow_op", "runtime")
+CLASS_TEXT = {
+    "python": "no operator or runtime call recorded (Python or framework code between "
+              "operators)",
+    "dispatch": "CPU operators with little GPU work (dispatch)",
+    "slow_op": "slow CPU operators",
+    "runtime": "runtime calls",
+}
+ADVICE = {
+    "python": (
+        "The host runs Python or framework code between operators while the GPU waits. "
+        "Take it off the step's critical path: capture the step in a CUDA graph "
+        "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), move per-step "
+        "Python work (logging, metrics, bookkeeping, data preparation) out of the loop or "
+        "to another thread, give each step more work (a larger batch); record with "
+        "with_stack=True to see which code runs."),
+    "dispatch": (
+        "The host spends the time dispatching many small operators: fuse them "
+        "(torch.compile, foreach and fused optimizers such as Adam(fused=True)), capture "
+        "the step in a CUDA graph, or give each operator more work (a larger batch)."),
+    "slow_op": (
+        "Specific CPU operators hold the host while the GPU waits: run them on the GPU, "
+        "precompute them, or move them to the data-loader workers, off the step."),
+    "runtime": (
+        "Runtime calls hold the host while the GPU waits: keep memory cached instead of "
+        "allocating each step, replace synchronous copies by non_blocking copies from "
+        "pinned memory, and batch small copies."),
+}
+
+_OP = KIND_CODE["cpu_op"]
+#: ``ProfilerStep#N`` (an operator in older traces): a step, not CPU work.
+STEP = re.compile(r"^ProfilerStep#")
+_RUNTIME = tuple(sorted(RUNTIME_KINDS))
+
+
+@dataclass(frozen=True)
+class HostGaps:
+    """The host gaps of a rank over the whole trace (module docstring): ``start``,
+    ``end``, ``tid`` (thread of the launch that ended the gap), ``step`` (the work's
+    iteration), and the idle time of each class (:data:`CLASSES`) in each gap."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    step: np.ndarray
+    parts: dict[str, np.ndarray]
+
+
+def host_gaps(rt: RankTrace) -> HostGaps:
+    """The rank's host gaps, computed once per rank."""
+    return derived(rt, "findings.host_gaps", lambda: _host_gaps(rt))
+
+
+def queued_idle(rt: RankTrace) -> Cover:
+    """GPU idle stretches after which the next work had been submitted before the GPU went
+    idle (the GPU waited on a dependency, not on the host)."""
+    return derived(rt, "findings.queued_idle", lambda: _gaps(rt)[1])
+
+
+def _gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover]:
+    ev = rt.events
+    w = gpu_work(rt.rank, ev)
+    empty = np.zeros(0, np.int64)
+    if not len(w):
+        return (empty, empty, empty, empty), Cover(empty, empty)
+    busy = idle_cover(rt, Cover(empty, empty))
+    # idle stretches from the rank's first event and between busy pieces; each ends
+    # where the next work starts
+    first = int(ev["ts"].min())
+    s, e = np.r_[first, busy.e[:-1]], np.r_[busy.s[0], busy.s[1:]]
+    ok = e > s
+    s, e = s[ok], e[ok]
+    order = np.argsort(w.ts, kind="stable")
+    wts = w.ts[order]
+    at = np.searchsorted(wts, e, side="left")
+    ok = at < wts.size
+    s, e, at = s[ok], e[ok], at[ok]
+    nxt = order[at]
+    # of the works starting at e, the one whose launch returned first
+    launch_end = w.launch_end[nxt]
+    host = (launch_end >= 0) & (launch_end > s)
+    queued = (launch_end >= 0) & (launch_end <= s)
+    tid_of = _launch_tid(rt, nxt)
+    return ((s[host], e[host], tid_of[host], w.iteration[nxt][host]),
+            Cover(s[queued], e[queued]))
+
+
+def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """The thread of the launch call of each of ``rows`` (positions in the rank's GPU work,
+    :func:`~hta.analysis.gpu_work.gpu_work` order; -1 where unknown)."""
+    ev = rt.events
+    work = np.flatnonzero(work_class(ev["kind"]) >= 0)[rows]
+    pos = RowMap(ev).positions(ev["index_correlation"].to_numpy()[work])
+    tid = ev["tid"].to_numpy()
+    return np.where(pos >= 0, tid[np.maximum(pos, 0)], -1)
+
+
+def _host_gaps(rt: RankTrace) -> HostGaps:
+    (s, e, tid, step), _ = _gaps(rt)
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    tids = ev["tid"].to_numpy()
+    parts = {c: np.zeros(s.size, dtype=np.int64) for c in CLASSES}
+    runtime = kind_mask(codes, _RUNTIME)
+    ops = codes == _OP
+    op_rows = np.flatnonzero(ops)
+    ops[op_rows[name_matches(rt, op_rows, STEP)]] = False  # old traces: steps are ops
+    for t in np.unique(tid).tolist():
+        g = tid == t
+        on = tids == t
+        rc = Cover(ts[runtime & on], end[runtime & on])
+        op_rows = np.flatnonzero(ops & on)
+        oc = Cover(ts[op_rows], end[op_rows])
+        both = Cover(np.r_[ts[runtime & on], ts[op_rows]], np.r_[end[runtime & on],
+                                                                  end[op_rows]])
+        a, b = s[g], e[g]
+        r_t = rc.within(a, b)
+        all_t = both.within(a, b)
+        op_t = np.maximum(all_t - r_t, 0)
+        slow = _slow_op_time(oc, rc, a, b)
+        parts["runtime"][g] = r_t
+        parts["slow_op"][g] = np.minimum(slow, op_t)
+        parts["dispatch"][g] = op_t - parts["slow_op"][g]
+        parts["python"][g] = (b - a) - all_t
+    return HostGaps(s, e, tid, step, parts)
+
+
+def _slow_op_time(oc: Cover, rc: Cover, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per gap, the operator time (runtime calls left out) inside the operator pieces
+    (merged as :class:`Cover` pieces) that make a slow operator (module docstring)."""
+    out = np.zeros(a.size, dtype=np.int64)
+    if oc.s.size == 0 or a.size == 0:
+        return out
+    first = np.searchsorted(oc.e, a, side="right")
+    last = np.searchsorted(oc.s, b, side="left")
+    count = np.maximum(last - first, 0)
+    gap = np.repeat(np.arange(a.size), count)  # every (gap, piece) pair that overlaps
+    piece = np.repeat(first, count) + (np.arange(gap.size)
+                                       - np.repeat(np.cumsum(count) - count, count))
+    ps = np.maximum(oc.s[piece], a[gap])
+    pe = np.minimum(oc.e[piece], b[gap])
+    length = pe - ps
+    big = (length >= SLOW_OP_NS) | ((length * 2 >= (b - a)[gap]) & (length >= SLOW_OP_MIN_NS))
+    if big.any():
+        own = length[big] - rc.within(ps[big], pe[big])
+        out += np.bincount(gap[big], weights=own, minlength=a.size).astype(np.int64)
+    return out
+
+
+def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``host_bound`` finding of one rank (module docstring)."""
+    window = analysis_window(rt, iterations)
+    hg = host_gaps(rt)
+    a, b = np.maximum(hg.start, window[0]), np.minimum(hg.end, window[1])
+    sel = b > a
+    if iterations is not None:
+        sel &= np.isin(hg.step, iterations)
+    if not sel.any():
+        return []
+    a, b = a[sel], b[sel]
+    # the time of the more specific causes is theirs: one-time costs, data-loader
+    # spans, blocking calls (each class shrinks in proportion)
+    dl = data_loader_cover(rt)
+    sb = sync_bubbles(rt, dl)
+    ot = one_time_costs(rt)
+    held = Cover(np.concatenate([dl.s, sb.bubble_start, ot.start]),
+                 np.concatenate([dl.e, sb.bubble_end, ot.end]))
+    left = (b - a) - held.within(a, b)
+    scale = left / np.maximum(hg.end[sel] - hg.start[sel], 1)
+    parts = {c: (hg.parts[c][sel] * scale).astype(np.int64) for c in CLASSES}
+    keep = left > 0
+    a, b, left, steps_of = a[keep], b[keep], left[keep], hg.step[sel][keep]
+    parts = {c: v[keep] for c, v in parts.items()}
+    tids = hg.tid[sel][keep]
+    total = int(left.sum())
+    if total <= 0:
+        return []
+    by_class = {c: int(v.sum()) for c, v in parts.items()}
+    top = max(CLASSES, key=lambda c: by_class[c])
+    split = ", ".join(f"{CLASS_TEXT[c]} {100 * by_class[c] / total:.0f}%"
+                      for c in sorted(CLASSES, key=lambda c: -by_class[c])
+                      if by_class[c] > 0.01 * total)
+    longest = int(np.argmax(b - a))
+    names = _cpu_names(rt, a, b, tids)
+    evidence = (
+        f"{a.size} stretches in {steps_text(rt, steps_of)} where the GPU ran dry "
+        f"before the host had submitted its next work left the GPU idle {fmt_time(total)}"
+        f" ({100 * total / max(window[1] - window[0], 1):.0f}% of the window); the CPU "
+        f"meanwhile, on the launching thread: {split}. The longest, "
+        f"{fmt_time(int(b[longest] - a[longest]))} at "
+        f"{fmt_time(int(a[longest] - window[0]))} into the window."
+        + (f" Most CPU time in them: {names}." if names else "")
+    )
+    return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
+                    window[1] - window[0], subject=top, advice=ADVICE[top],
+                    claim=claim_outside(a, b, None, held))]
+
+
+def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> str:
+    """The operators and runtime calls (outermost) with the most time inside the longest
+    gaps (at most 64 gaps looked at)."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    rows = np.flatnonzero(kind_mask(codes, ("cpu_op", *_RUNTIME)))
+    rows = rows[~name_matches(rt, rows, STEP)]
+    if rows.size == 0:
+        return ""
+    depth = ev["depth"].to_numpy()[rows]
+    order = np.argsort(ts[rows], kind="stable")
+    rows, depth = rows[order], depth[order]
+    rts = ts[rows]
+    tids = ev["tid"].to_numpy()[rows]
+    pick = np.argsort(-(b - a), kind="stable")[:64]
+    weight: dict[int, int] = {}
+    for i in pick.tolist():
+        lo = np.searchsorted(rts, a[i] - 60_000_000_000, side="left")
+        hi = np.searchsorted(rts, b[i], side="left")
+        cand = np.arange(lo, hi)
+        cand = cand[(end[rows[cand]] > a[i]) & (tids[cand] == tid[i])]
+        if cand.size == 0:
+            continue
+        dmin = depth[cand].min()
+        cand = cand[depth[cand] == dmin]
+        over = np.minimum(end[rows[cand]], b[i]) - np.maximum(rts[cand], a[i])
+        for n, o in zip(ev["name"].to_numpy()[rows[cand]].tolist(), over.tolist(),
+                        strict=True):
+            weight[n] = weight.get(n, 0) + int(o)
+    if not weight:
+        return ""
+    total = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
+    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in total.items()
+                     if t > 0)
+
+
+RULES: list[FindingRule] = [
+    FindingRule(
+        id="host_bound",
+        title="Host-bound: the GPU waits for the host to submit work",
+        section="idle",
+        advice=ADVICE["python"],
+        saving=("The GPU idle time in the stretches that end when work starts whose launch "
+                "call returned after the GPU went idle (the host had not submitted it), "
+                "inside the window, leaving out the time more specific findings hold "
+                "(blocking calls, data loading, launch-bound stretches, one-time costs)."),
+        check=check_host_bound,
+    ),
+]

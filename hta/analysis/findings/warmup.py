@@ -1,0 +1,352 @@
+"""The ``warmup`` note: one-time costs in the analysed window, reported as such.
+
+Traces taken with a plain ``torch.profiler.profile()`` around the first iterations hold
+the costs a process pays once: the first launch of a kernel (CUDA context, lazy module
+loading), the first use of cuBLAS/cuDNN (handles, workspaces: a ``cudaFree`` or
+``cudaMalloc`` inside the first ``aten::linear``), stream and event creation, compilation
+and autotuning, communicator set-up. They are not the steady state, and no rule may sell
+them as a recurring saving.
+
+A **one-time cost** is a CPU operator or runtime call of the rank that runs at least
+:data:`MIN_NS` (1 ms), leaves the GPU idle (no kernel, copy or memset on any stream, graph
+replays counted busy) for at least half of its span, starts in the analysed window, and is
+one of:
+
+* the *first call* of a *top-level call* (an operator or runtime call with no operator or
+  runtime call around it; Python frames and annotations do not count) whose later calls
+  of the same name and recorded input shapes ran at most 1/:data:`FACTOR` of its time
+  (their median), and which spent half of its time or more in runtime calls (what makes
+  a first call slow once: ``aten::conv2d`` 1.4 s the first time in cuDNN's stream and
+  event creation, a few ms after);
+* a call named as set-up (:data:`SETUP`: stream, event or library creation, module
+  loading, context creation, communicator initialisation, Dynamo/Inductor compilation,
+  autotuning);
+* an annotation, operator or Python frame named warm-up
+  (:data:`~hta.analysis.findings.rule_tools.WARM_UP`).
+
+The note names each cost (the call, its duration, when in the window) and the runtime
+call inside it that took the most time, with what that call means (first kernel launch:
+module loading; allocator: a library workspace or the caching allocator growing; stream,
+event or handle creation: library set-up). Its claim is the GPU idle time inside the
+costs: the engine gives it first to the note (it holds no saving), so every other rule's
+saving leaves this time out, and ``host_sync`` leaves out blocking calls inside one-time
+costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of the window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.rule_tools import (
+    WARM_UP,
+    fmt_time,
+    name_matches,
+    step_tuple,
+    steps_text,
+)
+from hta.analysis.findings.sync import idle_cover
+from hta.analysis.intervals import Cover, union_length
+from hta.analysis.perf.calls import gpu_rows
+from hta.analysis.rowmap import RowMap
+from hta.model.derived import derived
+from hta.model.rules import RUNTIME_KINDS, kind_mask
+from hta.model.trace import RankTrace
+
+#: Shortest one-time cost (ns).
+MIN_NS = 1_000_000
+#: The first call of a top-level call is one-time when it ran at least this many times
+#: the median of its later calls.
+FACTOR = 10.0
+#: Share of the window the one-time idle time must reach for the note.
+MIN_SHARE = 0.005
+#: Names of set-up calls: one-time whatever their count.
+SETUP = re.compile(
+    r"^(cuda|hip)(StreamCreate|EventCreate)|^cu(Module|Library)Load|^cuInit$|^cuCtxCreate"
+    r"|^cuDevicePrimaryCtxRetain|^(cublas|cublasLt|cudnn|miopen|rocblas|hipblas)Create"
+    r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|_compile\.compile_inner"
+    r"|^(Torch)?Dynamo|compile_fx|^CompileFunction|[Aa]utotune|cudnnFind|benchmark_fusion"
+)
+_LAUNCH = re.compile(r"Launch")
+_ALLOC = re.compile(r"(?i)^(cuda|hip|cu)(Mem)?(Free|Malloc|Alloc|HostAlloc|MemAlloc)")
+_CREATE = re.compile(r"(?i)Create|Init|PrimaryCtx")
+_LOAD = re.compile(r"Module|Library")
+
+_CALL_KINDS = ("cpu_op", *sorted(RUNTIME_KINDS))
+_RUNTIME_KINDS = tuple(sorted(RUNTIME_KINDS))
+_ANY_KINDS = (*_CALL_KINDS, "user_annotation", "python_function")
+
+
+@dataclass(frozen=True)
+class OneTime:
+    """The one-time costs of a rank, by start: ``rows`` (event positions), ``start``,
+    ``end``, ``idle`` (GPU idle ns inside each), ``call`` (the longest runtime call inside,
+    -1 when none) and ``why`` (``first``, ``setup`` or ``warm-up``)."""
+
+    rows: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    idle: np.ndarray
+    call: np.ndarray
+    why: np.ndarray
+
+    @property
+    def cover(self) -> Cover:
+        """The union of the one-time spans."""
+        return Cover(self.start, self.end)
+
+
+def one_time_costs(rt: RankTrace) -> OneTime:
+    """The rank's one-time costs (module docstring), over the whole trace; computed once
+    per rank."""
+    return derived(rt, "findings.one_time", lambda: _one_time(rt))
+
+
+def in_one_time(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` starts inside a one-time cost of its rank."""
+    ot = one_time_costs(rt)
+    if not rows.size or not ot.rows.size:
+        return np.zeros(rows.size, dtype=bool)
+    ts = rt.events["ts"].to_numpy()[rows]
+    c = ot.cover
+    k = np.searchsorted(c.s, ts, side="right") - 1
+    kk = np.clip(k, 0, None)
+    return (k >= 0) & (ts < c.e[kk])
+
+
+def _empty() -> OneTime:
+    z = np.zeros(0, dtype=np.int64)
+    return OneTime(z, z, z, z, z, np.zeros(0, dtype=object))
+
+
+def _one_time(rt: RankTrace) -> OneTime:
+    ev = rt.events
+    g = gpu_rows(rt)
+    if g.size == 0 or not len(ev):
+        return _empty()
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    dur = end - ts
+    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
+    parent = RowMap(ev).column(ev, "parent")
+    is_call = np.zeros(len(ev), dtype=bool)
+    is_call[calls] = True
+    chosen: list[np.ndarray] = []
+    why: list[np.ndarray] = []
+    # 1. first calls of top-level calls, far longer than their later calls
+    top = _top_level(parent, is_call, calls)
+    first = _first_outliers(rt, top, ts, dur)
+    chosen.append(first)
+    why.append(np.full(first.size, "first", dtype=object))
+    # 2. set-up calls and 3. warm-up code, whatever their count
+    anyk = np.flatnonzero(kind_mask(codes, _ANY_KINDS) & (dur >= MIN_NS))
+    setup = anyk[name_matches(rt, anyk, SETUP)]
+    warm = anyk[name_matches(rt, anyk, WARM_UP)]
+    chosen += [setup, warm]
+    why += [np.full(setup.size, "setup", dtype=object), np.full(warm.size, "warm-up",
+                                                                dtype=object)]
+    rows = np.concatenate(chosen)
+    reason = np.concatenate(why)
+    if rows.size == 0:
+        return _empty()
+    rows, at = np.unique(rows, return_index=True)
+    reason = reason[at]
+    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), g)
+    idle = dur[rows] - busy.within(ts[rows], end[rows])
+    keep = idle * 2 >= dur[rows]
+    rows, reason, idle = rows[keep], reason[keep], idle[keep]
+    rows, reason, idle = _outermost(parent, rows, reason, idle)
+    order = np.argsort(ts[rows], kind="stable")
+    rows, reason, idle = rows[order], reason[order], idle[order]
+    runtime = np.flatnonzero(kind_mask(codes, _RUNTIME_KINDS))
+    call, in_calls = _inner_calls(ev, rows, runtime)
+    # a first call is one-time by what it called: runtime calls for half of it or more
+    keep = (reason != "first") | (in_calls * 2 >= dur[rows])
+    return OneTime(rows[keep], ts[rows][keep], end[rows][keep], idle[keep], call[keep],
+                   reason[keep])
+
+
+def _top_level(parent: np.ndarray, is_call: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """The calls with no call (operator or runtime call) among their ancestors."""
+    top = np.ones(calls.size, dtype=bool)
+    anc = parent[calls]
+    for _ in range(512):
+        live = anc >= 0
+        if not live.any():
+            break
+        safe = np.where(live, anc, 0)
+        top &= ~(live & is_call[safe])
+        anc = np.where(live & top, parent[safe], -1)
+    return calls[top]
+
+
+def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndarray
+                    ) -> np.ndarray:
+    """The first call of each (name, input shapes) key among ``top`` that ran at least
+    :data:`MIN_NS` and :data:`FACTOR` times the median of the key's later calls."""
+    long_ = dur[top] >= MIN_NS
+    if not long_.any():
+        return np.zeros(0, dtype=np.int64)
+    key = _keys(rt, top)
+    order = np.lexsort((ts[top], key))
+    k, d, r = key[order], dur[top][order], top[order]
+    head = np.r_[True, k[1:] != k[:-1]]
+    later = pd.Series(d[~head]).groupby(k[~head]).median()
+    cand = head & (d >= MIN_NS)
+    med = later.reindex(k[cand]).to_numpy()
+    ok = ~np.isnan(med)
+    ok[ok] = d[cand][ok] >= FACTOR * med[ok]
+    return r[cand][ok]
+
+
+def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """One integer per distinct (name, recorded input shapes) of ``rows``."""
+    names = rt.events["name"].to_numpy()[rows].astype(np.int64)
+    table = rt.tables.get("op_args")
+    if table is None or not len(table) or "input_dims" not in table:
+        return names
+    pos = RowMap(rt.events).positions(table["index"].to_numpy())
+    slot = np.full(len(rt.events), -1, dtype=np.int64)
+    ok = pos >= 0
+    slot[pos[ok]] = np.flatnonzero(ok)
+    where = slot[rows]
+    dims = np.full(rows.size, "", dtype=object)
+    has = where >= 0
+    dims[has] = table["input_dims"].take(where[has]).to_numpy(dtype=object, na_value="")
+    dcode, uniq = pd.factorize(dims)
+    return names * (len(uniq) + 1) + dcode
+
+
+def _outermost(parent: np.ndarray, rows: np.ndarray, reason: np.ndarray,
+               idle: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leave out the costs nested in another cost."""
+    mark = np.zeros(parent.size, dtype=bool)
+    mark[rows] = True
+    inner = np.zeros(rows.size, dtype=bool)
+    anc = parent[rows]
+    for _ in range(512):
+        live = anc >= 0
+        if not live.any():
+            break
+        safe = np.where(live, anc, 0)
+        inner |= live & mark[safe]
+        anc = np.where(live & ~inner, parent[safe], -1)
+    return rows[~inner], reason[~inner], idle[~inner]
+
+
+def _inner_calls(ev: pd.DataFrame, rows: np.ndarray, runtime: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The longest runtime call inside each cost on its thread (the cost itself when it is
+    a runtime call; -1 when none), and the time of the runtime calls inside (ns)."""
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    rts = ts[runtime]
+    order = np.argsort(rts, kind="stable")
+    runtime, rts = runtime[order], rts[order]
+    out = np.full(rows.size, -1, dtype=np.int64)
+    total = np.zeros(rows.size, dtype=np.int64)
+    for i, r in enumerate(rows.tolist()):
+        a, b = np.searchsorted(rts, [ts[r], end[r]], side="left")
+        inside = runtime[a:b]
+        inside = inside[(end[inside] <= end[r]) & (tid[inside] == tid[r])]
+        if inside.size:
+            out[i] = int(inside[np.argmax(end[inside] - ts[inside])])
+            total[i] = union_length(ts[inside], end[inside])
+    return out, total
+
+
+def cause_text(rt: RankTrace, name: str, call: str) -> str:
+    """What a one-time cost most likely is, from its own name and its longest runtime
+    call's."""
+    if SETUP.search(name) and not SETUP.search(call or "-"):
+        call = name
+    if re.search(r"(?i)dynamo|compile|inductor", call):
+        return "compilation"
+    if re.search(r"(?i)autotune|cudnnFind|benchmark", call):
+        return "autotuning"
+    if re.search(r"(?i)nccl", call):
+        return "communicator set-up"
+    if _LOAD.search(call) and not _LAUNCH.search(call):
+        return "module loading"
+    if _LAUNCH.search(call):
+        return "first launch of a kernel: CUDA/HIP context or lazy module loading"
+    if _ALLOC.search(call):
+        return ("allocator: a library's first workspace (cuBLAS/cuDNN) or the caching "
+                "allocator growing")
+    if _CREATE.search(call):
+        return "library set-up: stream, event or handle creation"
+    if WARM_UP.search(name):
+        return "warm-up code"
+    return "the first call of the operator"
+
+
+def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``warmup`` note of one rank (module docstring); its claim is the GPU idle
+    inside the one-time costs of the window."""
+    window = analysis_window(rt, iterations)
+    ot = one_time_costs(rt)
+    sel = (ot.start >= window[0]) & (ot.start < window[1])
+    if iterations is not None and sel.any():
+        sel &= np.isin(rt.events["iteration"].to_numpy()[ot.rows], iterations)
+    if not sel.any():
+        return []
+    rows, start, end, idle = ot.rows[sel], ot.start[sel], ot.end[sel], ot.idle[sel]
+    calls = ot.call[sel]
+    span = window[1] - window[0]
+    total_idle = int(idle.sum())
+    if span <= 0 or total_idle < MIN_SHARE * span:
+        return []
+    ev = rt.events
+    names = ev["name"].to_numpy()
+    shown = []
+    for i in np.argsort(-(end - start), kind="stable")[:4].tolist():
+        name = rt.symbols[int(names[rows[i]])]
+        call = rt.symbols[int(names[calls[i]])] if calls[i] >= 0 else ""
+        inner = (f"; {call} {fmt_time(int(ev['dur'].to_numpy()[calls[i]]))} inside"
+                 if call and calls[i] != rows[i] else "")
+        shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
+                     f"+{fmt_time(int(start[i] - window[0]))}{inner} "
+                     f"({cause_text(rt, name, call)})")
+    length = int(Cover(start, end).within(np.array([window[0]]), np.array([window[1]]))[0])
+    evidence = (
+        f"{rows.size} one-time cost(s) in {steps_text(rt, ev['iteration'].to_numpy()[rows])}"
+        f" ran {fmt_time(length)} ({100 * length / span:.0f}% of the window), the GPU idle "
+        f"{fmt_time(total_idle)} of it: {'; '.join(shown)}. They run once (a first call "
+        f"at least {FACTOR:.0f}x its later ones, or set-up): no finding counts this time "
+        f"as a recurring saving."
+    )
+    steps = step_tuple(ev["iteration"].to_numpy()[rows])
+    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    return [Finding((rt.rank,), steps, evidence, 0, span,
+                    claim=claim_outside(*_merged(start, end), None, busy))]
+
+
+def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = Cover(start, end)
+    return c.s, c.e
+
+
+RULES: list[FindingRule] = [
+    FindingRule(
+        id="warmup",
+        title="One-time costs (warm-up) in the analysed window",
+        section="idle",
+        advice=("Profile the steady state: torch.profiler.profile(schedule="
+                "torch.profiler.schedule(wait=1, warmup=2, active=3)) with prof.step() at "
+                "the end of each iteration, so the window holds ProfilerSteps after "
+                "warm-up. Where start-up itself matters (inference servers, short jobs): "
+                "run a warm-up batch of each shape before serving, keep compile caches "
+                "(torch.compile's FX graph and autotuning caches), and weigh "
+                "CUDA_MODULE_LOADING=EAGER (load every kernel at start) against the "
+                "default lazy loading (each kernel on its first launch)."),
+        saving=("None: a note. The one-time costs' GPU idle time is held by this note, so "
+                "no other finding's saving counts it."),
+        check=check_warmup,
+        info=True,
+    ),
+]

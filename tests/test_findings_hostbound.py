@@ -1,0 +1,74 @@
+"""The ``host_bound`` finding: savings known by construction for each class of host
+work, twins where the host runs ahead, and its place after the specific causes."""
+
+from __future__ import annotations
+
+import findings_cases as cases
+import pytest
+from conftest import shared_trace
+
+from hta.analysis.findings import find
+from hta.analysis.findings.hostbound import ADVICE, host_gaps
+from hta.analysis.findings.sharing import CLAIM_ORDER
+from hta.job.load import load_trace
+
+
+def _row(out, rule):
+    rows = out[out["rule"] == rule]
+    return rows.iloc[0] if len(rows) else None
+
+
+@pytest.mark.parametrize("kind", ["python", "dispatch", "slow_op"])
+def test_host_bound_saving_and_class_match_construction(tmp_path, kind):
+    trace, expected = cases.host_bound(tmp_path, kind=kind)
+    row = _row(find(trace), "host_bound")
+    assert row is not None
+    assert row["est_saving(us)"] * 1e3 == pytest.approx(expected, abs=1)
+    assert row["subject"] == kind
+    assert row["advice"] == ADVICE[kind]
+    assert row["severity"] == "high"
+
+
+@pytest.mark.parametrize("kind", ["python", "dispatch", "slow_op"])
+def test_host_running_ahead_is_not_host_bound(tmp_path, kind):
+    trace, expected = cases.host_bound(tmp_path, kind=kind, bound=False)
+    assert expected == 0
+    assert _row(find(trace), "host_bound") is None
+
+
+def test_host_bound_comes_after_the_specific_causes():
+    assert CLAIM_ORDER[-1] == "host_bound"
+    for rule in ("host_sync", "data_loading", "launch_bound"):
+        assert CLAIM_ORDER.index(rule) < CLAIM_ORDER.index("host_bound")
+
+
+def test_one_time_cost_is_not_host_bound(tmp_path):
+    trace, expected = cases.warm_up(tmp_path)
+    out = find(trace)
+    row = _row(out, "host_bound")
+    # only the 4 µs left between the first call's end and its kernel: under the floor
+    assert row is None and expected > 0
+
+
+def test_sync_wait_stays_host_sync(tmp_path):
+    trace, expected = cases.host_sync(tmp_path)
+    out = find(trace)
+    sync = _row(out, "host_sync")
+    assert sync is not None and sync["est_saving(us)"] * 1e3 == pytest.approx(expected, abs=1)
+    # the idle between the steps (the host idle, nothing recorded) is host-bound; the
+    # sync bubble is not counted there twice
+    bound = _row(out, "host_bound")
+    assert bound is not None and bound["subject"] == "python"
+    window = cases.STEPS * cases.STEP_NS
+    assert (bound["est_saving(us)"] + sync["est_saving(us)"]) * 1e3 <= window
+
+
+def test_real_trace_host_gaps_are_idle_and_classified():
+    """df_index_resolver: every host gap lies between GPU work, and its classes add up to
+    its length."""
+    trace = load_trace(shared_trace("df_index_resolver"), progress=False, cache=False)
+    for r in trace.get_ranks():
+        hg = host_gaps(trace.rank(r))
+        total = sum(hg.parts[c] for c in hg.parts)
+        assert ((hg.end - hg.start) == total).all()
+        assert (hg.end > hg.start).all()

@@ -1,0 +1,68 @@
+"""The ``warmup`` note: one-time costs found, held from every saving, host_sync leaving
+them out; a twin without them and one where the cost recurs."""
+
+from __future__ import annotations
+
+import findings_cases as cases
+import numpy as np
+from conftest import shared_trace
+
+from hta.analysis.findings import analyse, find
+from hta.analysis.findings.warmup import FACTOR, MIN_NS, one_time_costs
+from hta.job.load import load_trace
+
+
+def _rules(out) -> list[str]:
+    return out["rule"].tolist()
+
+
+def test_first_call_free_is_a_one_time_cost_not_host_sync(tmp_path):
+    trace, expected = cases.warm_up(tmp_path)
+    result = analyse(trace)
+    out = result.findings
+    assert "host_sync" not in _rules(out)
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert note["severity"] == "info" and note["est_saving(us)"] == 0
+    assert "aten::linear" in note["evidence"] and "cudaFree" in note["evidence"]
+    assert "allocator" in note["evidence"]
+    assert "schedule" in note["advice"] and "CUDA_MODULE_LOADING" in note["advice"]
+    # the note holds the one-time idle time: the coverage counts it as explained
+    cov = result.coverage.iloc[0]
+    assert cov["explained(us)"] * 1e3 >= expected
+    ot = one_time_costs(trace.rank(0))
+    assert ot.rows.size == 1 and int(ot.end[0] - ot.start[0]) == expected
+
+
+def test_recurring_free_is_host_sync_not_warm_up(tmp_path):
+    trace, expected = cases.warm_up(tmp_path, every=True)
+    out = find(trace)
+    assert expected == 0
+    assert "warmup" not in _rules(out)
+    assert "host_sync" in _rules(out)
+
+
+def test_twin_without_one_time_cost_has_no_note(tmp_path):
+    trace, _ = cases.warm_up(tmp_path, free_ns=0)
+    assert "warmup" not in _rules(find(trace))
+    assert one_time_costs(trace.rank(0)).rows.size == 0
+
+
+def test_short_first_call_is_not_one_time(tmp_path):
+    # 10x its later calls but under MIN_NS: not judged
+    trace, _ = cases.warm_up(tmp_path, free_ns=int(MIN_NS * 0.5))
+    assert one_time_costs(trace.rank(0)).rows.size == 0
+    assert FACTOR >= 10
+
+
+def test_real_traces_one_time_costs_are_first_calls_or_setup():
+    """On the shared traces every one-time cost is long, mostly GPU-idle, and never the
+    recurring frees of a training step."""
+    for name in ("df_index_resolver", "trace_diff/control", "critical_path/alexnet",
+                 "nccl_parser_config"):
+        trace = load_trace(shared_trace(*name.split("/")), progress=False, cache=False)
+        for r in trace.get_ranks():
+            ot = one_time_costs(trace.rank(r))
+            dur = ot.end - ot.start
+            assert (dur >= MIN_NS).all()
+            assert (2 * ot.idle >= dur).all()
+            assert np.isin(ot.why, ["first", "setup", "warm-up"]).all()
