@@ -30,7 +30,7 @@ from hta.model.rules import Rule, RuleSet
 from hta.model.trace import ARG_TABLES, EVENT_TABLES
 from hta.trace_analysis import TraceAnalysis
 
-ENTRY_FILES = {"events.arrow", "symbols.arrow", "meta.json"} | {
+ENTRY_FILES = {"events.arrow", "symbols.arrow", "meta.json", "manifest.json"} | {
     f"{t}.arrow" for t in ARG_TABLES + EVENT_TABLES}
 ARROW_MAGIC = b"ARROW1"
 
@@ -308,6 +308,9 @@ def test_damaged_entry_is_ignored_and_rebuilt(tmp_path: Path, damage: Any, ranks
         again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False,
                               max_workers=1)
     assert again.skipped == {}
+    note = [w for w in again.t.rank(0).meta["warnings"] if w.startswith("the cache entry ")]
+    assert len(note) == 1 and note[0].endswith("rebuilt from the trace")  # said, not silent
+    again.t.rank(0).meta["warnings"].remove(note[0])
     for r in range(ranks):
         assert_same_rank(fresh.t.rank(r), again.t.rank(r))
     if damage is not damage_old_version:
@@ -337,6 +340,8 @@ def test_nothing_in_the_cache_is_a_pickle(tmp_path: Path) -> None:
         assert not data.startswith(b"\x80"), f"{path} looks like a pickle"
         if path.suffix == ".arrow":
             assert data[:6] == ARROW_MAGIC and data[-6:] == ARROW_MAGIC, path
+        elif path.name == "manifest.json":
+            assert set(json.loads(data)) == ENTRY_FILES - {"manifest.json"}
         else:
             assert path.name == "meta.json"
             meta = json.loads(data)

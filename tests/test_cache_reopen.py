@@ -20,7 +20,7 @@ import pytest
 from test_cache import assert_same_rank, entries, rich_trace
 
 from hta.job import arrow_files
-from hta.job.cache import read_entry
+from hta.job.cache import read_entry, write_manifest
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -190,8 +190,13 @@ def test_an_entry_with_kinds_out_of_range_is_rebuilt(cached: tuple,
     columns = {k: np.array(v) for k, v in arrow_files.map_columns(entry / "events.arrow").items()}
     columns["kind"] = np.full(len(columns["kind"]), 99, dtype=np.int8)
     arrow_files.write_table(pa.table(columns), entry / "events.arrow")
+    write_manifest(entry)  # an entry consistent with itself: the read's own checks count
     with caplog.at_level(logging.WARNING, logger="hta"):
         assert read_entry(entry) is None
     assert any("event kinds out of range" in r.getMessage() for r in caplog.records)
     again = TraceAnalysis(trace_dir=folder, cache_dir=cache, progress=False)
+    warnings = again.t.rank(0).meta["warnings"]
+    assert warnings[-1] == ("the cache entry could not be read (event kinds out of range); "
+                            "rebuilt from the trace")
+    warnings.pop()
     assert_same_rank(first.t.rank(0), again.t.rank(0))

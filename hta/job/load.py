@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
-from hta.job.cache import CACHE_DIR_ENV, default_cache_root, read_entry, user_cache_root
+from hta.job.cache import (
+    CACHE_DIR_ENV,
+    default_cache_root,
+    read_entry,
+    remove_leftovers,
+    user_cache_root,
+)
 from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     Executor,
@@ -103,9 +109,11 @@ def load_trace(
     """
     files, explicit = discover(trace_dir, trace_files, storage_options)
     runner = resolve_executor(executor, client, max_workers)
-    tasks = _load_tasks(files, explicit, tuple(rules), runner,
-                        _cache_root(files[0].parent, cache_dir) if cache else None,
-                        max_workers, storage_options)
+    root = _cache_root(files[0].parent, cache_dir) if cache else None
+    if root is not None and not runner.remote:
+        remove_leftovers(user_cache_root() if root == USER_CACHE else Path(root))
+    tasks = _load_tasks(files, explicit, tuple(rules), runner, root, max_workers,
+                        storage_options)
     wanted = set(ranks) if ranks is not None else None
     if wanted is not None:
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
@@ -304,4 +312,6 @@ def _collect(result: LoadResult) -> RankTrace:
     if rank_trace is None:
         raise TraceLoadError(result.path, f"the loaded rank could not be read back from {folder}")
     rank_trace.meta["source"] = result.meta.get("source", rank_trace.meta.get("source"))
+    if isinstance(result.meta.get("warnings"), list):  # with what the worker added
+        rank_trace.meta["warnings"] = list(result.meta["warnings"])
     return rank_trace

@@ -33,6 +33,10 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
+#: Largest ``distributedInfo.world_size`` taken as one (larger: ignored, with a warning);
+#: jobs have at most some hundred thousand ranks.
+MAX_WORLD_SIZE = 1 << 20
+
 #: ``LoadTask.cache_dir`` meaning "the user cache folder of the machine that loads it".
 USER_CACHE = "@user-cache"
 
@@ -157,11 +161,23 @@ def task_source(task: LoadTask) -> str:
     return os.path.abspath(location) if isinstance(location, Path) else location.url
 
 
-def _from_cache(task: LoadTask, folder: Path) -> RankTrace | None:
-    cached = read_entry(folder)
+def _from_cache(task: LoadTask, folder: Path, problems: list[str]) -> RankTrace | None:
+    """The task's cached rank, or None (``problems`` says why when the entry was there
+    but damaged)."""
+    cached = read_entry(folder, problems)
     if cached is not None:
         cached.meta["source"] = task_source(task)
     return cached
+
+
+def _tell(rank_trace: RankTrace, task: LoadTask, problems: list[str]) -> None:
+    """Add what happened to the cache entry to the rank's warnings (after it was written:
+    the rebuilt entry itself does not carry it)."""
+    if problems:
+        warnings = list(rank_trace.meta.get("warnings") or [])
+        rank_trace.meta["warnings"] = warnings + [p for p in problems if p not in warnings]
+        for problem in problems:
+            logger.warning("%s: %s", task.path, problem)
 
 
 def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
@@ -175,6 +191,12 @@ def _decode_and_build(task: LoadTask, workers: int = 1) -> RankTrace:
     rank_trace = build_rank(decoded, rank, RuleSet(task.user_rules))
     del decoded
     rank_trace.meta["source"] = task_source(task)
+    world = rank_trace.meta.get("world_size")
+    if world is not None and not 1 <= world <= MAX_WORLD_SIZE:
+        note = f"distributedInfo.world_size {world} is not a world size; ignored"
+        logger.warning("%s: %s", task.path, note)
+        rank_trace.meta["world_size"] = None
+        rank_trace.meta["warnings"] = [*rank_trace.meta.get("warnings", []), note]
     return rank_trace
 
 
@@ -182,8 +204,9 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
     """Decode, build and store one rank as a Arrow folder (the cache entry, else a
     temporary folder unless ``store`` is false); the rank and where it is."""
     folder = _cache_folder(task)
+    problems: list[str] = []
     if folder is not None:
-        cached = _from_cache(task, folder)
+        cached = _from_cache(task, folder, problems)
         if cached is not None:
             return cached, _result(task, cached, folder, True, False)
     rank_trace = _decode_and_build(task, workers=task.decode_workers)
@@ -203,6 +226,7 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
             shutil.rmtree(folder.parent, ignore_errors=True)
             raise
     rank_trace.meta = stored_meta(rank_trace.meta)  # as every later read of the entry has it
+    _tell(rank_trace, task, problems)
     return rank_trace, _result(task, rank_trace, folder if written or store else None, False,
                                not written and store)
 
@@ -228,8 +252,9 @@ def load_rank_in_process(task: LoadTask) -> RankTrace:
     The file's events are decoded by as many processes as there are CPUs.
     """
     folder = _cache_folder(task)
+    problems: list[str] = []
     if folder is not None:
-        cached = _from_cache(task, folder)
+        cached = _from_cache(task, folder, problems)
         if cached is not None:
             return cached
     rank_trace = _decode_and_build(task, workers=task.decode_workers)
@@ -238,6 +263,7 @@ def load_rank_in_process(task: LoadTask) -> RankTrace:
             write_entry(folder, rank_trace)
         except OSError as exc:
             logger.warning("could not write the cache for %s: %s", task.path, exc)
+    _tell(rank_trace, task, problems)
     return rank_trace
 
 
