@@ -74,7 +74,7 @@ def progress_bar(total: int, description: str = "", *, enabled: bool = True) -> 
                 finished = not bar.total or bar.n >= bar.total
                 handle.update({"text/plain": "" if finished else str(bar)}, raw=True)
         return
-    out = _OutputLine() if in_jupyter_kernel() else None
+    out = _OutputLine.in_kernel() if in_jupyter_kernel() else None
     bar = tqdm(total=total, desc=description, unit="rank", leave=False, file=out)
     try:
         yield bar
@@ -87,18 +87,26 @@ class _OutputLine:
     its last carriage return) replaces one output, rather than piling up, carriage returns
     and all, in the cell's stderr, where an executed notebook saves every state."""
 
-    def __init__(self) -> None:
+    def __init__(self, display: Any) -> None:
+        self._display = display
         self._handle: Any = None
         self.encoding = "utf-8"  # tqdm draws the bar in block characters, not ASCII
 
+    @classmethod
+    def in_kernel(cls) -> _OutputLine | None:
+        """One for this kernel; ``None`` (tqdm writes to stderr) without IPython's display."""
+        try:
+            from IPython.display import display
+        except ImportError:
+            return None
+        return cls(display)
+
     def write(self, text: str) -> int:
         """Show the bar's current line (blank once a bar that does not stay is closed)."""
-        from IPython.display import display
-
         line = text.rsplit("\r", 1)[-1].replace("\n", "").rstrip()
         bundle = {"text/plain": line}
         if self._handle is None:
-            self._handle = display(bundle, raw=True, display_id=True)
+            self._handle = self._display(bundle, raw=True, display_id=True)
         else:
             self._handle.update(bundle, raw=True)
         return len(text)
