@@ -254,3 +254,34 @@ def test_real_trace_twin(tmp_path: Path) -> None:
     ka, kb = (k[k["kind"].astype(str).isin(gpu)].reset_index(drop=True) for k in (ka, kb))
     assert len(ka) > 1_000
     pd.testing.assert_frame_equal(ka, kb)
+
+
+@pytest.mark.slow
+def test_torch_cpu_run(tmp_path: Path) -> None:
+    """PyTorch's CPU build: export_chrome_trace('x.pftrace') writes JSON under that name
+    (it has no protobuf output); a folder of such files loads as JSON, and the protobuf
+    built from the same run in Kineto's layout gives the same events."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install "
+                                "torch==2.13.0, the CPU build)")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        x = torch.randn(64, 64)
+        for _ in range(3):
+            x = x @ x + 1
+    out = tmp_path / "run" / "x.pftrace"
+    out.parent.mkdir()
+    prof.export_chrome_trace(str(out))
+    assert not looks_like_protobuf(out.read_bytes()[:64])  # JSON under a .pftrace name
+    folder = TraceAnalysis(trace_dir=out.parent, cache=False, progress=False)
+    a = TraceAnalysis(trace_dir=out, cache=False, progress=False)
+    assert len(a.t.rank(a.ranks[0]).events) == len(folder.t.rank(folder.ranks[0]).events)
+    write_kineto_pftrace(json.loads(out.read_bytes()), tmp_path / "pb" / "x.pftrace")
+    b = analyzer(tmp_path / "pb")
+    ea = a.t.rank(a.ranks[0]).decoded(["name", "ts", "end", "kind"])
+    eb = b.t.rank(b.ranks[0]).decoded(["name", "ts", "end", "kind"])
+    ops = ea["kind"].astype(str) == "cpu_op"
+    assert ops.sum() > 10
+    pd.testing.assert_frame_equal(ea[["name", "ts", "end"]].reset_index(drop=True),
+                                  eb[["name", "ts", "end"]].reset_index(drop=True))
+    assert (eb["kind"].astype(str).to_numpy()[ops.to_numpy()] == "cpu_op").all()
