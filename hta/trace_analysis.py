@@ -29,6 +29,7 @@ from hta.facade.selecting import accept_selections
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
+from hta.facade.whatif import WhatIfMixin
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import map_ranks
 
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 @accept_selections
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
                     TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin,
-                    CollectivesMixin, PerformanceMixin):
+                    CollectivesMixin, PerformanceMixin, WhatIfMixin):
     """Load a job's traces and analyse them.
 
     Args:

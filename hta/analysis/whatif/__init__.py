@@ -1,0 +1,154 @@
+"""What if: replay the job from its trace and predict the step time after a change.
+
+The replay is an earliest-start schedule (:mod:`.schedule`) of the job graph
+(:mod:`.graph`: every rank's critical path DAG with measured edge delays, coupled at
+collectives). Every node without a predecessor starts at its rank's first timestamp;
+every other node as soon as its dependencies allow. A change (:mod:`.changes`) edits
+delays or edges and the graph is scheduled again, so it moves what depends on the
+changed work and nothing else.
+
+Per rank and ``ProfilerStep`` (:func:`what_if`):
+
+* ``measured(us)``: the step's duration in the trace (its ``ProfilerStep`` span);
+* ``replayed(us)``: the same span in the replay without change (end node's time minus
+  start node's time);
+* ``predicted(us)``: the span in the replay with the changes (equal to ``replayed``
+  without a change);
+* ``replay_error_pctg`` = ``100 * (replayed - measured) / measured``: the model's
+  honesty figure;
+* ``modelled_error_pctg``: the same for a stricter replay where every dependency edge
+  (``launch``, ``stream``, ``event_wait``, ``sync``) takes its type's usual delay on the
+  rank (the median of its binding delays) instead of the measured one, and only
+  durations (GPU work, host work between the points of a thread, collective transfers)
+  are measured: how much of the step the graph explains without the trace's own waits;
+* ``job_measured(us)`` / ``job_predicted(us)``: the step's slowest rank, measured and
+  predicted.
+
+A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
+first to its last node. See ``docs/analyses/whatif.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.whatif.changes import Change, Edits, apply
+from hta.analysis.whatif.graph import (
+    JOB_EDGE_TYPES,
+    JobGraph,
+    RankGraph,
+    job_graph,
+    rank_graph,
+)
+from hta.analysis.whatif.schedule import Schedule, schedule
+from hta.model.rules import RuleSet
+from hta.model.trace import RankTrace
+
+__all__ = ["COLUMNS", "JOB_EDGE_TYPES", "Change", "JobGraph", "RankGraph", "Schedule",
+           "build_job", "predict", "replay", "what_if"]
+
+#: Columns of :func:`what_if`.
+COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
+           "replay_error_pctg", "modelled_error_pctg", "job_measured(us)",
+           "job_predicted(us)"]
+
+#: Dependency edges whose delay the stricter (modelled) replay takes from the rank's usual
+#: delay of that type.
+DEPENDENCY_EDGES = ("launch", "stream", "event_wait", "sync")
+
+
+def build_job(traces: Sequence[RankTrace]) -> JobGraph:
+    """The job graph of the given ranks (:mod:`.graph`)."""
+    return job_graph([rank_graph(rt) for rt in traces])
+
+
+def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
+    """Schedule the job graph as ``edits`` leave it (None: unchanged)."""
+    if edits is None:
+        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base)
+    src, dst, delay = edits.edges(jg)
+    return schedule(jg.num_nodes, src, dst, np.maximum(delay, 0), jg.base)
+
+
+def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list[Change]:
+    """Changes from strings or :class:`Change` objects (one string is one change)."""
+    if changes is None:
+        return []
+    if isinstance(changes, str | Change):
+        changes = [changes]
+    return [Change.parse(c) for c in changes]
+
+
+def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None = None,
+            rules: RuleSet | None = None, base: Schedule | None = None) -> pd.DataFrame:
+    """:data:`COLUMNS` for a built job graph (see :func:`what_if`)."""
+    parsed = parse_changes(changes)
+    base = base or replay(jg)
+    changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
+    modelled = replay(jg, modelled_edits(jg))
+    rows = []
+    for i, g in enumerate(jg.ranks):
+        if len(g.steps):
+            s_nodes = jg.global_node(i, g.steps["start_node"].to_numpy())
+            e_nodes = jg.global_node(i, g.steps["end_node"].to_numpy())
+            steps = g.steps["step"].to_numpy(np.int64)
+            measured = g.steps["dur"].to_numpy(np.int64)
+            rep = base.t[e_nodes] - base.t[s_nodes]
+            pred = changed.t[e_nodes] - changed.t[s_nodes]
+            mod = modelled.t[e_nodes] - modelled.t[s_nodes]
+        else:
+            mine = np.flatnonzero(jg.node_pos == i)
+            if not mine.size:
+                continue
+            steps = np.asarray([-1])
+            measured = np.asarray([jg.node_ts[mine].max() - jg.node_ts[mine].min()])
+            rep = np.asarray([base.t[mine].max() - base.t[mine].min()])
+            pred = np.asarray([changed.t[mine].max() - changed.t[mine].min()])
+            mod = np.asarray([modelled.t[mine].max() - modelled.t[mine].min()])
+        rows.append(pd.DataFrame({
+            "rank": np.full(steps.size, g.rank, dtype=np.int64), "step": steps,
+            "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
+            "predicted(us)": pred / 1e3, "_mod": mod / 1e3}))
+    if not rows:
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    out = pd.concat(rows, ignore_index=True)
+    m = out["measured(us)"].to_numpy()
+    out["replay_error_pctg"] = np.where(
+        m > 0, 100 * (out["replayed(us)"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
+    out["modelled_error_pctg"] = np.where(
+        m > 0, 100 * (out["_mod"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
+    by_step = out.groupby("step")
+    out["job_measured(us)"] = by_step["measured(us)"].transform("max")
+    out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
+    return out[COLUMNS].sort_values(["step", "rank"], ignore_index=True)
+
+
+def modelled_edits(jg: JobGraph) -> Edits:
+    """Edits of the stricter replay: dependency edges at their type's usual delay."""
+    edits = Edits.of(jg)
+    codes = [JOB_EDGE_TYPES.index(t) for t in DEPENDENCY_EDGES]
+    dep = np.isin(jg.type, codes) & (jg.node_pos[jg.dst] >= 0)
+    for i, g in enumerate(jg.ranks):
+        m = dep & (jg.node_pos[jg.dst] == i)
+        edits.delay[m] = g.floor[jg.type[m]]
+    return edits
+
+
+def what_if(traces: Sequence[RankTrace],
+            changes: Iterable[str | Change] | str | Change | None = None,
+            rules: RuleSet | None = None) -> pd.DataFrame:
+    """Replay the job and predict each rank's step time after ``changes``.
+
+    Args:
+        traces: the ranks (all of them for a multi-rank job: collectives couple them).
+        changes: strings such as ``"kernels:gemm*0.5"`` or :class:`Change` objects,
+            applied in order (see :mod:`.changes`); none replays the trace as it is.
+        rules: the kind rules the trace was loaded with (for ``category:`` changes).
+
+    Returns:
+        One row per rank and step, :data:`COLUMNS` (module docstring).
+    """
+    return predict(build_job(traces), changes, rules)

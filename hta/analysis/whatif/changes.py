@@ -1,0 +1,319 @@
+"""Changes to the job graph: what a fix would do, as edits of edge delays and edges.
+
+Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
+
+``kernels:PATTERN*F``
+    GPU work whose name matches ``PATTERN`` (a regular expression, searched) takes ``F``
+    times as long: the delay of its start -> end edge (for a coupled collective, its
+    transfer time, on both of its end's edges) is multiplied by ``F``.
+``category:NAME*F``
+    The same for the GPU work of one category of :mod:`hta.model.categories` (``GEMM``,
+    ``attention``, ``communication`` ...; kernels carrying collective args are
+    ``communication``).
+``no-stragglers`` (``no-stragglers:RANK``)
+    Every rank's GPU computation between two collectives takes the median across ranks of
+    its duration: per rank, the non-communication GPU work is cut into segments by the
+    rank's coupled collectives (a segment is named by the collective instance that ends
+    it, the last one by "after the last"); its events are scaled by the median over the
+    ranks of the segment's total duration divided by this rank's. With ``:RANK`` only
+    that rank changes.
+``no-launch-overhead``
+    Launch calls take no time and the host submits ahead, as a CUDA graph of the step
+    would: every launch edge is replaced by an edge of delay 0 from the start of the
+    ``ProfilerStep`` the launch belongs to (no edge outside steps), and the host time
+    inside launch calls is 0.
+``overlap-comm``
+    Collectives no longer block computation: the edges from the end of a communication
+    kernel to the start of non-communication GPU work (stream order and event waits) are
+    removed. The host still waits where it synchronizes, and collectives stay in order.
+    An upper bound: the graph cannot tell which computation uses a collective's result.
+``no-host-sync``
+    Host waits for the GPU disappear: every ``sync`` edge is removed, and the host time
+    from the previous point of the thread to the end of a synchronizing call (a
+    ``runtime_sync`` call or a blocking copy) becomes the rank's usual CPU step (the
+    ``cpu`` floor), when that is shorter.
+``no-data-loader``
+    Host time inside data-loader spans (as the findings define them: ``enumerate(
+    DataLoader)#...``, ``DataLoaderIter.__next__`` ...) becomes 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hta.analysis.critical_path.events import names_matching
+from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
+
+#: Changes that take no argument.
+SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
+          "no-data-loader")
+_SCALED = re.compile(r"^(kernels|category):(.+)\*([0-9.eE+-]+)$")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change: ``kind`` is ``kernels``, ``category`` or one of :data:`SIMPLE`;
+    ``pattern`` and ``factor`` for the scaled kinds, ``rank`` for ``no-stragglers:RANK``."""
+
+    kind: str
+    pattern: str = ""
+    factor: float = 1.0
+    rank: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | Change) -> Change:
+        """A change from its string (module docstring); raises ValueError saying what is
+        expected."""
+        if isinstance(text, Change):
+            return text
+        t = str(text).strip()
+        m = _SCALED.match(t)
+        if m:
+            kind, pattern, factor = m.group(1), m.group(2), m.group(3)
+            try:
+                f = float(factor)
+            except ValueError:
+                f = -1.0
+            if not np.isfinite(f) or f < 0:
+                raise ValueError(f"{t!r}: the factor must be a number >= 0")
+            if kind == "kernels":
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{t!r}: bad regular expression ({exc})") from None
+            else:
+                from hta.model.categories import CATEGORIES
+
+                if pattern not in CATEGORIES:
+                    raise ValueError(f"{t!r}: unknown category; one of "
+                                     f"{', '.join(CATEGORIES)}")
+            return cls(kind, pattern, f)
+        if t.startswith("no-stragglers:"):
+            try:
+                return cls("no-stragglers", rank=int(t.split(":", 1)[1]))
+            except ValueError:
+                raise ValueError(f"{t!r}: expected no-stragglers:RANK") from None
+        if t in SIMPLE:
+            return cls(t)
+        raise ValueError(
+            f"unknown change {t!r}; expected kernels:PATTERN*F, category:NAME*F, "
+            f"no-stragglers[:RANK], {', '.join(SIMPLE[1:])}")
+
+    def __str__(self) -> str:
+        if self.kind in ("kernels", "category"):
+            return f"{self.kind}:{self.pattern}*{self.factor:g}"
+        if self.kind == "no-stragglers" and self.rank is not None:
+            return f"no-stragglers:{self.rank}"
+        return self.kind
+
+
+@dataclass
+class Edits:
+    """The job graph's edges as a change leaves them: per-edge ``delay`` and ``keep``,
+    and added edges (global node ids, delays)."""
+
+    delay: np.ndarray
+    keep: np.ndarray
+    add_src: list[np.ndarray] = field(default_factory=list)
+    add_dst: list[np.ndarray] = field(default_factory=list)
+    add_delay: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, jg: JobGraph) -> Edits:
+        """No change yet."""
+        return cls(delay=jg.delay.astype(np.float64), keep=np.ones(jg.src.size, dtype=bool))
+
+    def edges(self, jg: JobGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(src, dst, delay)`` of the kept and added edges, sorted by ``dst``."""
+        src = np.concatenate([jg.src[self.keep], *self.add_src])
+        dst = np.concatenate([jg.dst[self.keep], *self.add_dst])
+        delay = np.concatenate([self.delay[self.keep], *self.add_delay])
+        ok = src < dst
+        o = np.lexsort((src[ok], dst[ok]))
+        return src[ok][o], dst[ok][o], np.rint(delay[ok][o]).astype(np.int64)
+
+
+def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None) -> Edits:
+    """The edits all ``changes`` make, in order."""
+    edits = Edits.of(jg)
+    for ch in changes:
+        _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
+    return edits
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _gpu_rows(i: int, jg: JobGraph) -> np.ndarray:
+    ev = jg.ranks[i].trace.events
+    return np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+
+
+def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
+                     factor: np.ndarray | float) -> None:
+    """Multiply the delays of the edges into the end nodes of rank ``i``'s ``rows``
+    (GPU work: its execution edge and, when coupled, the collective's transfer edge)."""
+    g = jg.ranks[i]
+    local = g.end_node[rows]
+    ok = local >= 0
+    if not ok.any():
+        return
+    nodes = jg.global_node(i, local[ok])
+    f = np.broadcast_to(np.asarray(factor, dtype=np.float64), rows.shape)[ok]
+    per_node = np.ones(jg.num_nodes, dtype=np.float64)
+    per_node[nodes] = f
+    hit = np.isin(jg.type, [EDGE["gpu"], EDGE["collective"]]) & (per_node[jg.dst] != 1.0)
+    edits.delay[hit] *= per_node[jg.dst[hit]]
+
+
+def _scale_kernels(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    pattern = re.compile(ch.pattern)
+    for i, g in enumerate(jg.ranks):
+        rows = _gpu_rows(i, jg)
+        ids = names_matching(g.trace.symbols, pattern)
+        rows = rows[np.isin(g.trace.events["name"].to_numpy()[rows], ids)]
+        _scale_end_edges(jg, edits, i, rows, ch.factor)
+
+
+def _scale_category(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.perf.calls import gpu_categories
+
+    for i, g in enumerate(jg.ranks):
+        rows = _gpu_rows(i, jg)
+        cats = gpu_categories(g.trace, rows, rules)
+        _scale_end_edges(jg, edits, i, rows[cats == ch.pattern], ch.factor)
+
+
+def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    coll = jg.collectives
+    if not len(coll):
+        return
+    coll = coll[coll["coupled"]]
+    totals: dict[tuple[int, int], float] = {}
+    segments = []
+    for i, g in enumerate(jg.ranks):
+        ev = g.trace.events
+        rows = _gpu_rows(i, jg)
+        rows = rows[work_class(ev["kind"].iloc[rows]) != COMM]
+        mine = coll[coll["_pos"] == i].sort_values("start_ns")
+        starts = mine["start_ns"].to_numpy(np.int64)
+        ids = np.r_[mine["collective"].to_numpy(np.int64), -1]
+        seg = ids[np.searchsorted(starts, ev["ts"].to_numpy()[rows], side="right")]
+        dur = ev["dur"].to_numpy()[rows].astype(np.float64)
+        keys, inv = np.unique(seg, return_inverse=True)
+        sums = np.bincount(inv, weights=dur, minlength=keys.size)
+        for k, s in zip(keys.tolist(), sums.tolist(), strict=True):
+            totals[(i, k)] = s
+        segments.append((i, rows, seg))
+    by_key: dict[int, list[float]] = {}
+    for (_, k), s in totals.items():
+        by_key.setdefault(k, []).append(s)
+    median = {k: float(np.median(v)) for k, v in by_key.items()}
+    for i, rows, seg in segments:
+        if ch.rank is not None and jg.ranks[i].rank != ch.rank:
+            continue
+        own = np.asarray([totals[(i, k)] for k in seg.tolist()], dtype=np.float64)
+        med = np.asarray([median[k] for k in seg.tolist()], dtype=np.float64)
+        factor = np.where(own > 0, med / np.where(own > 0, own, 1.0), 1.0)
+        _scale_end_edges(jg, edits, i, rows, factor)
+
+
+def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    launch = jg.type == EDGE["launch"]
+    edits.keep &= ~launch
+    kernels = jg.dst[launch]
+    for i, g in enumerate(jg.ranks):
+        mine = kernels[jg.node_pos[kernels] == i]
+        if not mine.size or not len(g.steps):
+            continue
+        it = g.trace.events["iteration"].to_numpy()[jg.node_row[mine]]
+        step_start = dict(zip(g.steps["step"].tolist(), g.steps["start_node"].tolist(),
+                              strict=True))
+        s_local = np.asarray([step_start.get(int(k), -1) for k in it.tolist()], np.int64)
+        ok = s_local >= 0
+        edits.add_src.append(jg.global_node(i, s_local[ok]))
+        edits.add_dst.append(mine[ok])
+        edits.add_delay.append(np.zeros(int(ok.sum())))
+    # host time inside launch calls is 0
+    _zero_cpu_inside(jg, edits, [KIND_CODE["runtime_launch"]])
+
+
+def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
+    """Delay 0 on the ``cpu`` edges into the end nodes of events of ``kind_codes``."""
+    dst = jg.dst
+    cpu = (jg.type == EDGE["cpu"]) & ~jg.node_is_start[dst] & (jg.node_pos[dst] >= 0)
+    idx = np.flatnonzero(cpu)
+    for i, g in enumerate(jg.ranks):
+        m = idx[jg.node_pos[dst[idx]] == i]
+        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[dst[m]]]
+        edits.delay[m[np.isin(codes, kind_codes)]] = 0.0
+
+
+def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    is_comm = np.zeros(jg.num_nodes, dtype=bool)
+    for i, g in enumerate(jg.ranks):
+        mine = np.flatnonzero(jg.node_pos == i)
+        cls = work_class(g.trace.events["kind"].iloc[jg.node_row[mine]])
+        is_comm[mine[cls == COMM]] = True
+    gpu_start = np.zeros(jg.num_nodes, dtype=bool)
+    for i, g in enumerate(jg.ranks):
+        mine = np.flatnonzero(jg.node_pos == i)
+        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
+        gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
+    typ = jg.type
+    hit = np.isin(typ, [EDGE["stream"], EDGE["event_wait"]]) & is_comm[jg.src] \
+        & gpu_start[jg.dst] & ~is_comm[jg.dst]
+    edits.keep &= ~hit
+
+
+def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    sync = jg.type == EDGE["sync"]
+    waiting = np.zeros(jg.num_nodes, dtype=bool)
+    waiting[jg.dst[sync]] = True
+    edits.keep &= ~sync
+    for i, g in enumerate(jg.ranks):
+        mine = np.flatnonzero((jg.node_pos == i) & ~jg.node_is_start)
+        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
+        waiting[mine[codes == KIND_CODE["runtime_sync"]]] = True
+    cpu = (jg.type == EDGE["cpu"]) & waiting[jg.dst]
+    for i, g in enumerate(jg.ranks):
+        m = cpu & (jg.node_pos[jg.dst] == i)
+        edits.delay[m] = np.minimum(edits.delay[m], float(g.floor[EDGE["cpu"]]))
+
+
+def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.findings.rule_tools import data_loader_rows
+
+    cpu = np.flatnonzero(jg.type == EDGE["cpu"])
+    for i, g in enumerate(jg.ranks):
+        rows = data_loader_rows(g.trace)
+        if not rows.size:
+            continue
+        ev = g.trace.events
+        s_loc, e_loc = g.start_node[rows], g.end_node[rows]
+        ok = (s_loc >= 0) & (e_loc >= 0)
+        s_glob = jg.global_node(i, s_loc[ok])
+        e_glob = jg.global_node(i, e_loc[ok])
+        thread = ev["pid"].to_numpy()[rows[ok]] * (1 << 32) + ev["tid"].to_numpy()[rows[ok]]
+        m = cpu[jg.node_pos[jg.dst[cpu]] == i]
+        rows_dst = jg.node_row[jg.dst[m]]
+        th = ev["pid"].to_numpy()[rows_dst] * (1 << 32) + ev["tid"].to_numpy()[rows_dst]
+        for t in np.unique(thread).tolist():
+            sel = thread == t
+            lo, hi = s_glob[sel], e_glob[sel]
+            o = np.argsort(lo)
+            lo, hi = lo[o], np.maximum.accumulate(hi[o])
+            e = m[th == t]
+            k = np.searchsorted(lo, jg.src[e], side="right") - 1
+            inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
+            edits.delay[e[inside]] = 0.0
+
+
+_APPLY = {
+    "kernels": _scale_kernels, "category": _scale_category, "no-stragglers": _no_stragglers,
+    "no-launch-overhead": _no_launch_overhead, "overlap-comm": _overlap_comm,
+    "no-host-sync": _no_host_sync, "no-data-loader": _no_data_loader,
+}

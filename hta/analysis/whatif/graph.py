@@ -1,0 +1,322 @@
+"""The job graph of the replay: each rank's critical path DAG, coupled at collectives.
+
+**Per rank** the graph is :func:`hta.analysis.critical_path.build_graph` over the whole
+trace (``annotation=""``): a start and an end node per CPU event and GPU work, with its
+``cpu``, ``gpu``, ``launch``, ``stream``, ``sync`` and ``event_wait`` edges
+(``docs/critical_path.md``).
+
+**Edge delays** (ns, from measured times). For an edge ``u -> v`` the measured delay is
+``m(u, v) = ts(v) - ts(u)``. The *binding* edge of ``v`` is the one from its latest
+predecessor (ties: the highest node id), the one ``v`` waited for. Its delay is ``m``: the
+time ``v`` took after its last dependency was met (a GPU event's duration, host work
+between two points of a thread, a launch latency, a gap on a stream, the return of a
+synchronize). Every other edge into ``v`` is slack in the trace; its delay is
+``min(floor(type), m)``, where ``floor(type)`` is the median of the binding delays of
+that edge type on the rank (what a launch, a stream hand-over or a synchronize's return
+usually takes there). The minimum keeps the replay of the unchanged trace from putting a
+node later than it was measured; the floor is what that dependency costs when a change
+makes it the binding one.
+
+**Across ranks** the communication kernels of one collective instance (the matching of
+:func:`hta.analysis.stragglers.match_collectives`: by process group and sequence number,
+else by order) meet at a *barrier* node: an edge of delay 0 from each rank's kernel start
+to it, so it is scheduled at the latest start, and an edge from it to each rank's kernel
+end with the rank's *transfer* time ``end - latest start`` (measured). The kernel's own
+start -> end edge gets the same transfer delay, so a kernel ends ``transfer`` after the
+later of its own start and the last rank's start. Instances seen on a single rank, and
+ranks whose kernel ended before the latest start (clocks that disagree), are left
+uncoupled (counted in ``dropped``).
+
+**Order.** Nodes of all ranks are numbered by (measured time, rank, the rank's own
+numbering), barrier nodes after the nodes of their instant, so the numbering is a
+topological order; an edge that would go backwards is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.critical_path.events import EDGE_TYPES
+from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
+from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.stragglers import comm_kernels, match_collectives
+from hta.model.selection import rank_steps
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+#: Edge types of the job graph: the critical path's, then the collective coupling.
+JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective")
+EDGE = {t: i for i, t in enumerate(JOB_EDGE_TYPES)}
+
+
+@dataclass
+class RankGraph:
+    """One rank's replay graph: the critical path DAG with measured edge delays.
+
+    Attributes:
+        rank: the rank.
+        cp: the critical path graph (whole trace) it is built on.
+        trace: the rank's trace.
+        measured: per edge, ``ts(dst) - ts(src)`` (ns).
+        binding: per edge, whether it is its destination's binding edge.
+        floor: per edge type code, the median binding delay of that type (ns).
+        start_node, end_node: per event row, its start / end node (-1: not a node).
+        steps: the rank's ``ProfilerStep`` spans with their ``start_node``/``end_node``.
+    """
+
+    rank: int
+    cp: CriticalPathGraph
+    trace: RankTrace
+    measured: np.ndarray
+    binding: np.ndarray
+    floor: np.ndarray
+    start_node: np.ndarray
+    end_node: np.ndarray
+    steps: pd.DataFrame
+
+    @property
+    def delay(self) -> np.ndarray:
+        """Per edge, the delay of the unchanged replay (module docstring)."""
+        return np.where(self.binding, self.measured,
+                        np.minimum(self.floor[self.cp.edge_type], self.measured))
+
+
+def rank_graph(rt: RankTrace) -> RankGraph:
+    """The replay graph of one rank (module docstring)."""
+    cp = build_graph(rt, annotation="")
+    ts = cp.node_ts
+    src, dst, typ = cp.edge_src, cp.edge_dst, cp.edge_type
+    measured = ts[dst] - ts[src]
+    binding = binding_edges(cp.num_nodes, src, dst, ts)
+    floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
+    for code in range(len(EDGE_TYPES)):
+        m = measured[binding & (typ == code)]
+        floor[code] = int(np.median(m)) if m.size else 0
+    n_ev = len(rt.events)
+    start_node = np.full(n_ev, -1, dtype=np.int64)
+    end_node = np.full(n_ev, -1, dtype=np.int64)
+    nodes = np.arange(cp.num_nodes)
+    s = cp.node_is_start
+    start_node[cp.node_event[s]] = nodes[s]
+    end_node[cp.node_event[~s]] = nodes[~s]
+    steps = _steps(rt, start_node, end_node)
+    return RankGraph(rank=rt.rank, cp=cp, trace=rt, measured=measured, binding=binding,
+                     floor=floor, start_node=start_node, end_node=end_node, steps=steps)
+
+
+def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per edge (sorted by dst, then src), whether it comes from its destination's latest
+    predecessor (ties: the highest node id)."""
+    out = np.zeros(src.size, dtype=bool)
+    if not src.size:
+        return out
+    t = ts[src]
+    starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+    latest = np.maximum.reduceat(t, starts)
+    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, src.size]))
+    cand = np.flatnonzero(t == latest[group])
+    # the last candidate of each group (edges are sorted by src within a destination)
+    last = np.r_[group[cand][1:] != group[cand][:-1], True]
+    out[cand[last]] = True
+    return out
+
+
+def _steps(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray) -> pd.DataFrame:
+    """``ProfilerStep`` spans with the nodes of the step event."""
+    steps = rank_steps(rt)
+    ev = rt.events
+    ts = ev["ts"].to_numpy()
+    end = ev["end"].to_numpy()
+    s_nodes, e_nodes = [], []
+    for t0, t1 in zip(steps["ts"].tolist(), steps["end"].tolist(), strict=True):
+        lo, hi = np.searchsorted(ts, [t0, t0 + 1])
+        rows = np.arange(lo, hi)
+        rows = rows[(end[rows] == t1) & (start_node[rows] >= 0)]
+        s_nodes.append(int(start_node[rows[0]]) if rows.size else -1)
+        e_nodes.append(int(end_node[rows[0]]) if rows.size else -1)
+    steps = steps.assign(start_node=np.asarray(s_nodes, dtype=np.int64),
+                         end_node=np.asarray(e_nodes, dtype=np.int64))
+    return steps[steps["start_node"] >= 0].reset_index(drop=True)
+
+
+@dataclass
+class JobGraph:
+    """All ranks' replay graphs in one DAG, coupled at collectives (module docstring).
+
+    Per global node: ``node_pos`` (position in :attr:`ranks`, -1 for barriers),
+    ``node_row`` (the event's row on its rank, -1 for barriers), ``node_is_start``,
+    ``node_rank``, ``node_local`` (the rank's node id, -1 for barriers),
+    ``node_ts`` (measured, ns). Per edge (sorted by ``dst``): ``src``, ``dst``, ``type``
+    (index into :data:`JOB_EDGE_TYPES`), ``delay`` (the unchanged replay's), ``binding``.
+    ``barrier`` per barrier node: the collective instance id; ``comm_transfer`` per
+    coupled communication kernel: its measured transfer time.
+    """
+
+    ranks: list[RankGraph]
+    offsets: np.ndarray
+    node_pos: np.ndarray
+    node_row: np.ndarray
+    node_is_start: np.ndarray
+    node_rank: np.ndarray
+    node_local: np.ndarray
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    type: np.ndarray
+    delay: np.ndarray
+    binding: np.ndarray
+    base: np.ndarray
+    collectives: pd.DataFrame
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of every rank plus the barrier nodes."""
+        return int(self.node_ts.size)
+
+    def rank_index(self, rank: int) -> int:
+        """Position of ``rank`` in :attr:`ranks`."""
+        for i, g in enumerate(self.ranks):
+            if g.rank == rank:
+                return i
+        raise KeyError(rank)
+
+    def global_node(self, i: int, local: np.ndarray) -> np.ndarray:
+        """Global ids of rank position ``i``'s local nodes."""
+        return self.order_of[self.offsets[i] + np.asarray(local, dtype=np.int64)]
+
+    order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def job_graph(ranks: list[RankGraph]) -> JobGraph:
+    """Join the ranks' graphs and couple their collectives (module docstring)."""
+    dropped: dict[str, int] = {}
+    empty_i = np.zeros(0, dtype=np.int64)
+    sizes = np.asarray([g.cp.num_nodes for g in ranks], dtype=np.int64)
+    offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    n_real = int(offsets[-1])
+    ts = np.concatenate([g.cp.node_ts for g in ranks]) if ranks else np.zeros(0, np.int64)
+    rank_of = np.repeat(np.asarray([g.rank for g in ranks], dtype=np.int64), sizes)
+    local = np.concatenate([np.arange(s) for s in sizes]) if ranks else np.zeros(0, np.int64)
+    src = [g.cp.edge_src + offsets[i] for i, g in enumerate(ranks)]
+    dst = [g.cp.edge_dst + offsets[i] for i, g in enumerate(ranks)]
+    typ = [g.cp.edge_type.astype(np.int8) for g in ranks]
+    delay = [g.delay for g in ranks]
+    binding = [g.binding for g in ranks]
+    coll, b_ts, b_src, b_dst, b_delay, transfer_of = _coupling(ranks, offsets, dropped)
+    n_bar = b_ts.size
+    # the coupled kernels' own start -> end edge takes the transfer time
+    for i, g in enumerate(ranks):
+        tr = transfer_of[i]
+        if tr is None:
+            continue
+        ends, transfer = tr
+        gpu = typ[i] == EDGE["gpu"]
+        hit = np.isin(g.cp.edge_dst, ends) & gpu
+        pos = np.searchsorted(ends, g.cp.edge_dst[hit])
+        delay[i] = delay[i].copy()
+        delay[i][hit] = transfer[pos]
+    all_ts = np.r_[ts, b_ts]
+    group = np.r_[np.zeros(n_real, dtype=np.int8), np.ones(n_bar, dtype=np.int8)]
+    all_rank = np.r_[rank_of, np.full(n_bar, -1, dtype=np.int64)]
+    all_pos = np.r_[np.repeat(np.arange(len(ranks)), sizes), np.full(n_bar, -1)].astype(np.int64)
+    all_local = np.r_[local, np.full(n_bar, -1, dtype=np.int64)]
+    all_row = np.r_[np.concatenate([g.cp.node_event for g in ranks]) if ranks else empty_i,
+                    np.full(n_bar, -1, dtype=np.int64)].astype(np.int64)
+    all_start = np.r_[np.concatenate([g.cp.node_is_start for g in ranks]) if ranks
+                      else np.zeros(0, bool), np.zeros(n_bar, dtype=bool)]
+    order = np.lexsort((all_local, all_rank, group, all_ts))
+    pos = np.empty(order.size, dtype=np.int64)
+    pos[order] = np.arange(order.size)
+    e_src = pos[np.concatenate([*src, b_src])]
+    e_dst = pos[np.concatenate([*dst, b_dst])]
+    e_typ = np.concatenate([*typ, np.full(b_src.size, EDGE["collective"], dtype=np.int8)])
+    e_delay = np.concatenate([*delay, b_delay]).astype(np.int64)
+    e_bind = np.concatenate([*binding, np.zeros(b_src.size, dtype=bool)])
+    fwd = e_src < e_dst
+    if not fwd.all():
+        dropped["collective edges against the time order"] = int((~fwd).sum())
+    o = np.lexsort((e_src[fwd], e_dst[fwd]))
+    base_local = np.r_[np.repeat([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0
+                                  for g in ranks], sizes).astype(np.int64),
+                       b_ts]
+    if dropped:
+        logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
+    jg = JobGraph(ranks=ranks, offsets=offsets, node_pos=all_pos[order],
+                  node_row=all_row[order], node_is_start=all_start[order],
+                  node_rank=all_rank[order],
+                  node_local=all_local[order], node_ts=all_ts[order],
+                  src=e_src[fwd][o], dst=e_dst[fwd][o], type=e_typ[fwd][o],
+                  delay=e_delay[fwd][o], binding=e_bind[fwd][o], base=base_local[order],
+                  collectives=coll, dropped=dropped)
+    jg.order_of = pos
+    return jg
+
+
+def _coupling(ranks: list[RankGraph], offsets: np.ndarray, dropped: dict[str, int]):
+    """Barrier nodes and edges of the collective instances with two or more ranks.
+
+    Returns ``(instances, barrier ts, edge src, edge dst, edge delay, per rank (sorted end
+    nodes, transfer) or None)``; edge endpoints are pre-order ids (rank offset + local id,
+    barriers after every rank's nodes).
+    """
+    n_real = int(offsets[-1])
+    empty = np.zeros(0, dtype=np.int64)
+    none: list = [None] * len(ranks)
+    frames = []
+    for i, g in enumerate(ranks):
+        k = comm_kernels(g.trace)
+        if not len(k):
+            continue
+        rows = np.flatnonzero(work_class(g.trace.events["kind"]) == COMM)
+        k = k.assign(_row=rows, _pos=i)
+        frames.append(k)
+    if len(frames) < 2:
+        return pd.DataFrame(), empty, empty, empty, empty, none
+    kernels = pd.concat(frames, ignore_index=True)
+    rows_by = {(int(r), int(s), int(e)): (int(p), int(w)) for r, s, e, p, w in zip(
+        kernels["rank"], kernels["start_ns"], kernels["end_ns"], kernels["_pos"],
+        kernels["_row"], strict=True)}
+    arr = match_collectives(kernels.drop(columns=["_row", "_pos"]))
+    arr = arr[arr["participants"] >= 2]
+    if not len(arr):
+        return arr, empty, empty, empty, empty, none
+    key = list(zip(arr["rank"].tolist(), arr["start_ns"].tolist(), arr["end_ns"].tolist(),
+                   strict=True))
+    pos_row = np.asarray([rows_by[k] for k in key], dtype=np.int64)
+    p, row = pos_row[:, 0], pos_row[:, 1]
+    s_local = np.asarray([ranks[a].start_node[b] for a, b in zip(p, row, strict=True)])
+    e_local = np.asarray([ranks[a].end_node[b] for a, b in zip(p, row, strict=True)])
+    arr = arr.assign(_pos=p, _s=s_local, _e=e_local)
+    arr = arr[(arr["_s"] >= 0) & (arr["_e"] >= 0)]
+    cid, inst = np.unique(arr["collective"].to_numpy(), return_inverse=True)
+    start = arr["start_ns"].to_numpy(np.int64)
+    end = arr["end_ns"].to_numpy(np.int64)
+    latest = np.full(cid.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, inst, start)
+    transfer = end - latest[inst]
+    ok = transfer >= 0
+    if (~ok).any():
+        dropped["collective kernels ending before the last rank started"] = int((~ok).sum())
+    g_start = offsets[arr["_pos"].to_numpy()] + arr["_s"].to_numpy()
+    g_end = offsets[arr["_pos"].to_numpy()] + arr["_e"].to_numpy()
+    barrier = n_real + inst
+    b_src = np.r_[g_start, barrier[ok]]
+    b_dst = np.r_[barrier, g_end[ok]]
+    b_delay = np.r_[np.zeros(g_start.size, dtype=np.int64), transfer[ok]]
+    per_rank: list = [None] * len(ranks)
+    pos_arr = arr["_pos"].to_numpy()
+    e_arr = arr["_e"].to_numpy()
+    for i in range(len(ranks)):
+        m = (pos_arr == i) & ok
+        if m.any():
+            o = np.argsort(e_arr[m])
+            per_rank[i] = (e_arr[m][o], transfer[m][o])
+    inst_frame = arr.assign(barrier=barrier, transfer_ns=transfer, coupled=ok).drop(
+        columns=["_s", "_e"])
+    return inst_frame, latest, b_src, b_dst, b_delay, per_rank

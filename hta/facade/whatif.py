@@ -1,0 +1,60 @@
+"""What-if replay on ``TraceAnalysis``: predicted step times after a change, and the
+job's critical path.
+
+The methods call :mod:`hta.analysis.whatif` (definitions in its docstrings and in
+``docs/analyses/whatif.md``). The job graph of the loaded ranks is built once and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from hta.analysis.whatif import Change, JobGraph, Schedule
+    from hta.model.job import Job
+
+
+class WhatIfMixin:
+    """Methods added by the what-if replay."""
+
+    t: Job
+
+    def _whatif_job(self) -> tuple[JobGraph, Schedule]:
+        """The job graph of every loaded rank and its unchanged replay (built once)."""
+        from hta.analysis.whatif import build_job, replay
+
+        cached: Any = getattr(self, "_whatif_cache", None)
+        if cached is None:
+            jg = build_job([self.t.rank(r) for r in self.t.get_ranks()])
+            cached = (jg, replay(jg))
+            self._whatif_cache = cached
+        return cached
+
+    def what_if(self, changes: Iterable[str | Change] | str | Change | None = None
+                ) -> pd.DataFrame:
+        """Replay the job from its trace and predict each rank's step time after
+        ``changes`` (e.g. ``"kernels:gemm*0.5"``, ``"no-stragglers"``); none replays the
+        trace as it is. One row per rank and ``ProfilerStep`` with ``measured(us)``,
+        ``replayed(us)``, ``predicted(us)``, the replay's error and the job's (slowest
+        rank's) measured and predicted step. See :func:`hta.analysis.whatif.what_if`.
+        Every loaded rank is replayed: collectives couple them, so on a distributed job
+        the ranks are read into this process.
+        """
+        from hta.analysis.whatif import predict
+
+        jg, base = self._whatif_job()
+        return predict(jg, changes, getattr(self, "rules", None), base=base)
+
+    def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
+        """The longest path through the job graph for one step (``iteration``: its
+        ``ProfilerStep`` number; None: the first; -1 on traces without steps), one row
+        per segment: ``rank``, ``kind`` (cpu, launch, gpu, comm, wait), ``name``,
+        ``start(us)``, ``dur(us)``; the durations add up to the step. See
+        :mod:`hta.analysis.whatif.jobpath`."""
+        from hta.analysis.whatif.jobpath import job_critical_path
+
+        jg, base = self._whatif_job()
+        return job_critical_path(jg, base, iteration)
