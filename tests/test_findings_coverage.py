@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import findings_cases as cases
 import numpy as np
 import pytest
 from conftest import shared_trace
@@ -17,7 +18,7 @@ from kineto_builder import TraceBuilder
 
 from hta.analysis.findings import analyse, analysis_window, default_rules, describe_rules, find
 from hta.analysis.findings.claims import resolve
-from hta.analysis.findings.coverage import COLUMNS, PIECE_COLUMNS
+from hta.analysis.findings.coverage import CAUSE_TEXT, COLUMNS, PIECE_COLUMNS
 from hta.cli import main
 from hta.model.rules import Rule
 from hta.report.builder import SECTIONS, _context
@@ -240,3 +241,40 @@ def test_a_sliver_of_unknown_kinds_gets_no_coverage_note(tmp_path, capsys):
     assert "Coverage note" not in capsys.readouterr().out
     assert main(["summary", str(folder), "--no-cache", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unclassified_kernels"] == 1
+
+
+# -- idle time attributed top-down -------------------------------------------------------
+@pytest.mark.parametrize(("cause", "top"), [("cpu", "host_bound"), ("loader", "data_loading"),
+                                            ("queued", "queued")])
+def test_idle_causes_add_up_to_the_idle_time(tmp_path, cause, top):
+    a = _analyzer(idle_job(tmp_path, cause=cause))
+    result = analyse(a.t)
+    (row,) = result.coverage.to_dict("records")
+    text = row["idle_causes"]
+    assert text.startswith(CAUSE_TEXT.get(top, top))
+    # each idle nanosecond once: the shares add up to 100% (rounded)
+    shares = [float(p.rsplit(" ", 1)[1].rstrip("%")) for p in text.split(", ")]
+    assert sum(shares) == pytest.approx(100, abs=1)
+    if cause == "queued":
+        assert row["idle_attributed_pctg"] == 0.0
+        assert "the GPU had work queued that did not start" in row["note"]
+        assert "does not record" in row["note"]
+    else:
+        assert row["idle_attributed_pctg"] == 100.0
+
+
+def test_warm_up_time_is_attributed_to_the_note(tmp_path):
+    trace, expected = cases.warm_up(tmp_path)
+    (row,) = analyse(trace).coverage.to_dict("records")
+    assert row["idle_causes"].startswith("warmup ")
+    assert row["idle_attributed_pctg"] == 100.0
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_idle_causes_on_real_traces_cover_the_idle_time(name):
+    a = _analyzer(shared_trace(*name.split("/")))
+    cov = analyse(a.t).coverage
+    for row in cov.to_dict("records"):
+        if row["idle(us)"] > 0:
+            assert 0.0 <= row["idle_attributed_pctg"] <= 100.0
+            assert row["idle_attributed_pctg"] >= row["idle_explained_pctg"] - 0.5

@@ -32,6 +32,15 @@ longest of each rank are listed with the step they start in, what the GPU did
 * ``annotations``: the ``record_function`` ranges (not ``ProfilerStep#``) overlapping the
   piece most, the innermost first on ties.
 
+**Idle causes** (:func:`idle_causes`): the idle time is attributed from the top down, each
+nanosecond to one cause: the rule whose finding (or note, ``warmup``) holds it, else a
+host gap no finding holds (under the noise floor), time after the rank's last GPU work,
+queued work that waited on what the trace does not record, or unexplained.
+``idle_causes`` lists them, the largest first, in % of the idle time;
+``idle_attributed_pctg`` is the idle share with a named cause (all but ``queued`` and
+``unexplained``). Where queued work makes a tenth of the idle time or more on a rank idle
+over 20% of its window, the note says what the trace lacks to explain it.
+
 The coverage table also carries the rank's unclassified kernel time
 (:mod:`hta.analysis.findings.unclassified`), a gap of the tool's kind rules reported here
 as a note, never as a finding.
@@ -48,6 +57,7 @@ import pandas as pd
 from hta.analysis.findings import unclassified as unknown_kinds
 from hta.analysis.findings.base import step_table
 from hta.analysis.findings.claims import difference
+from hta.analysis.findings.hostbound import host_gaps, queued_idle
 from hta.analysis.findings.rule_tools import fmt_time
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
@@ -68,7 +78,18 @@ TOP_NAMES = 3
 COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(us)",
            "exposed_memory(us)", "explained(us)", "unexplained(us)", "explained_pctg",
            "idle_pctg", "idle_explained_pctg", "saving(us)", "unclassified(us)",
-           "unclassified_pctg", "note", "unclassified_note"]
+           "unclassified_pctg", "note", "unclassified_note", "idle_attributed_pctg",
+           "idle_causes"]
+#: The classes of idle time no finding holds (:func:`idle_causes`), in order, with their
+#: text; ``queued`` and ``unexplained`` are what the trace lacks the information for.
+CAUSE_TEXT = {
+    "host": "host gaps under the findings' noise floor",
+    "end": "after the rank's last GPU work",
+    "queued": "queued work waiting on something the trace does not show",
+    "unexplained": "unexplained",
+}
+#: Classes that name no cause: not counted in ``idle_attributed_pctg``.
+UNNAMED = ("queued", "unexplained")
 PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
                  "annotations"]
 
@@ -107,6 +128,8 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
         "unclassified_ns": u.time_ns, "unclassified_share": u.share,
         "unclassified_note": unknown_kinds.note(u),
     }
+    causes = idle_causes(rt, idle_s, idle_e, kept)
+    row["idle_causes_ns"] = causes
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
     host = _Host.of(rt) if order.size else None
     pieces = [_piece(host, int(u_s[i]), int(u_e[i]), busy, comm, memory)  # type: ignore[arg-type]
@@ -114,6 +137,46 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     pieces.sort(key=lambda p: -p["dur_ns"])
     row["note"] = _note(row, pieces)
     return row, pieces
+
+
+def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: KeptTime
+                ) -> dict[str, int]:
+    """The idle time of the window (``idle_s``, ``idle_e``: disjoint sorted stretches) by
+    cause, top-down, each nanosecond once: first the rules whose findings (and notes) hold
+    it, then, for the rest, :data:`CAUSE_TEXT`'s classes in order: ``host`` (a host gap of
+    :mod:`~hta.analysis.findings.hostbound` no finding holds), ``end`` (after the rank's
+    last GPU work: nothing left to wait for), ``queued`` (the next work was submitted
+    before the GPU went idle: it waited on a stream, an event or another process the
+    trace does not record), ``unexplained``. The largest first."""
+    out: dict[str, int] = {}
+    for rule, cov in kept.by_rule.items():
+        part = int(cov.within(idle_s, idle_e).sum())
+        if part > 0:
+            out[rule] = part
+    s, e, _ = difference(idle_s, idle_e, kept.cover)
+    ev = rt.events
+    hg = host_gaps(rt)
+    w = gpu_work(rt.rank, ev)
+    last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
+    end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
+    for name, cover in (("host", Cover(hg.start, hg.end)), ("end", end_cover),
+                        ("queued", queued_idle(rt))):
+        part = int(cover.within(s, e).sum())
+        if part > 0:
+            out[name] = part
+        s, e, _ = difference(s, e, cover)
+    rest = int((e - s).sum())
+    if rest > 0:
+        out["unexplained"] = rest
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def causes_text(causes: dict[str, int], idle: int) -> str:
+    """``host_bound 62%, data_loading 30%, queued work waiting on ... 8%``."""
+    if idle <= 0:
+        return ""
+    return ", ".join(f"{CAUSE_TEXT.get(k, k)} {100 * v / idle:.0f}%" for k, v in causes.items()
+                     if v >= 0.005 * idle)
 
 
 def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
@@ -131,6 +194,15 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                      f"{_step_text(p['step'])} ({p['gpu']}); CPU: {p['cpu'] or 'nothing recorded'}"
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
+    causes = row.get("idle_causes_ns", {})
+    if idle > 0 and window > 0 and idle > IDLE_FLAG_SHARE * window and \
+            causes.get("queued", 0) >= 0.1 * idle:
+        notes.append(
+            f"{100 * causes['queued'] / idle:.0f}% of the idle time the GPU had work queued "
+            f"that did not start: it waited on something the trace does not record (a "
+            f"stream wait or event, another process, a device-side dependency); a trace "
+            f"with the stream-wait and synchronisation events (CUDA sync events in the "
+            f"profiler's experimental config) or of the other processes would tell.")
     return " ".join(notes)
 
 
@@ -276,6 +348,9 @@ def coverage_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "unclassified(us)": r["unclassified_ns"] / 1e3,
             "unclassified_pctg": round(100.0 * r["unclassified_share"], 2),
             "note": r["note"], "unclassified_note": r["unclassified_note"],
+            "idle_attributed_pctg": _pct(idle - sum(
+                v for k, v in r.get("idle_causes_ns", {}).items() if k in UNNAMED), idle),
+            "idle_causes": causes_text(r.get("idle_causes_ns", {}), idle),
         })
     return pd.DataFrame(out, columns=COLUMNS)
 
@@ -291,5 +366,6 @@ def _pct(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 2) if whole > 0 else float("nan")
 
 
-__all__ = ["COLUMNS", "EXPLAINED_ENOUGH", "IDLE_FLAG_SHARE", "PIECE_COLUMNS", "TOP_PIECES",
-           "coverage_table", "piece_table", "rank_coverage"]
+__all__ = ["CAUSE_TEXT", "COLUMNS", "EXPLAINED_ENOUGH", "IDLE_FLAG_SHARE", "PIECE_COLUMNS",
+           "TOP_PIECES", "UNNAMED", "causes_text", "coverage_table", "idle_causes",
+           "piece_table", "rank_coverage"]

@@ -15,9 +15,11 @@ each gap, splits the time into four classes:
 
 * ``python``: no operator or runtime call recorded (Python or framework code between
   operators; which code shows only with ``with_stack=True``);
-* ``slow_op``: a CPU operator (operators nested in one another or back to back count as
-  one piece) covering at least :data:`SLOW_OP_NS` (1 ms) of one gap, or half of the gap
-  and at least :data:`SLOW_OP_MIN_NS` (50 µs): a specific operator slow on the CPU;
+* ``slow_op``: a CPU operator that launches no GPU work (operators nested in one another
+  or back to back count as one piece; an operator with a launch call below it is a
+  container, its time dispatch) covering at least :data:`SLOW_OP_NS` (1 ms) of one gap,
+  or half of the gap and at least :data:`SLOW_OP_MIN_NS` (50 µs): a specific operator
+  slow on the CPU;
 * ``dispatch``: the other operator time (many operators, each with little GPU work:
   dispatch overhead);
 * ``runtime``: runtime calls (allocation, copies, synchronisation, launches).
@@ -41,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
-from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
     fmt_time,
@@ -53,7 +55,7 @@ from hta.analysis.findings.sync import idle_cover, sync_bubbles
 from hta.analysis.findings.warmup import one_time_costs
 from hta.analysis.gpu_work import gpu_work, work_class
 from hta.analysis.intervals import Cover
-from hta.analysis.rowmap import RowMap
+from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -171,12 +173,19 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
     ops = codes == _OP
     op_rows = np.flatnonzero(ops)
     ops[op_rows[name_matches(rt, op_rows, STEP)]] = False  # old traces: steps are ops
+    # operators that launch GPU work (a launch call below them) are containers, not
+    # slow CPU operators
+    launches = np.flatnonzero(codes == KIND_CODE["runtime_launch"])
+    row, anc = ancestor_pairs(RowMap(ev).column(ev, "parent"), launches)
+    launching = np.zeros(len(ev), dtype=bool)
+    launching[anc[anc != row]] = True
     for t in np.unique(tid).tolist():
         g = tid == t
         on = tids == t
         rc = Cover(ts[runtime & on], end[runtime & on])
         op_rows = np.flatnonzero(ops & on)
-        oc = Cover(ts[op_rows], end[op_rows])
+        quiet = op_rows[~launching[op_rows]]
+        oc = Cover(ts[quiet], end[quiet])
         both = Cover(np.r_[ts[runtime & on], ts[op_rows]], np.r_[end[runtime & on],
                                                                   end[op_rows]])
         a, b = s[g], e[g]
@@ -246,14 +255,15 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     split = ", ".join(f"{CLASS_TEXT[c]} {100 * by_class[c] / total:.0f}%"
                       for c in sorted(CLASSES, key=lambda c: -by_class[c])
                       if by_class[c] > 0.01 * total)
-    longest = int(np.argmax(b - a))
-    names = _cpu_names(rt, a, b, tids)
+    longest = int(np.argmax(left))
+    ps, pe, owner = difference(a, b, held)
+    names = _cpu_names(rt, ps, pe, tids[owner])
     evidence = (
         f"{a.size} stretches in {steps_text(rt, steps_of)} where the GPU ran dry "
         f"before the host had submitted its next work left the GPU idle {fmt_time(total)}"
         f" ({100 * total / max(window[1] - window[0], 1):.0f}% of the window); the CPU "
         f"meanwhile, on the launching thread: {split}. The longest, "
-        f"{fmt_time(int(b[longest] - a[longest]))} at "
+        f"{fmt_time(int(left[longest]))} at "
         f"{fmt_time(int(a[longest] - window[0]))} into the window."
         + (f" Most CPU time in them: {names}." if names else "")
     )

@@ -54,10 +54,13 @@ class _Row:
 
 @dataclass(frozen=True)
 class KeptTime:
-    """The time the shown findings of a rank hold (union of their kept claims)."""
+    """The time the shown findings of a rank hold (union of their kept claims), and per
+    rule the union of what its findings keep (``by_rule``; notes that hold time, such as
+    ``warmup``, included)."""
 
     cover: Cover
     kept_total: int
+    by_rule: dict[str, Cover] = field(default_factory=dict)
 
 
 def claim_priority(rule_id: str, position: int) -> tuple[int, int]:
@@ -104,6 +107,7 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
         live = [i for i in live if i not in small]
     cover = Cover(*_kept_pieces(rows, claimed))
     kept_total = int((cover.e - cover.s).sum())
+    by_rule = _kept_by_rule(rows, claimed)
     free = [r.finding.est_saving_ns for r in rows if r.finding.claim is None]
     for r, saving in zip((r for r in rows if r.finding.claim is None),
                          cap_unclaimed(free, window[1] - window[0], kept_total), strict=True):
@@ -114,7 +118,18 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
             r.saving = 0
     out = [_raw_row_of(rank, r) for r in rows
            if r.into < 0 and r.saving > 0 and not r.reserved]
-    return out, KeptTime(cover, kept_total)
+    return out, KeptTime(cover, kept_total, by_rule)
+
+
+def _kept_by_rule(rows: list[_Row], claimed: list[int]) -> dict[str, Cover]:
+    """Per rule, the union of the time its rows keep (job findings' reserved time under
+    their rule too)."""
+    parts: dict[str, list[Kept]] = {}
+    for k in claimed:
+        if rows[k].kept is not None and rows[k].kept.start.size:  # type: ignore[union-attr]
+            parts.setdefault(rows[k].rule, []).append(rows[k].kept)  # type: ignore[arg-type]
+    return {rule: Cover(np.concatenate([p.start for p in ps]),
+                        np.concatenate([p.end for p in ps])) for rule, ps in parts.items()}
 
 
 def _settle(rows: list[_Row], claimed: list[int], k: int, kp: Kept) -> None:

@@ -260,9 +260,9 @@ def _inner_calls(ev: pd.DataFrame, rows: np.ndarray, runtime: np.ndarray
     return out, total
 
 
-def cause_text(rt: RankTrace, name: str, call: str) -> str:
+def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False) -> str:
     """What a one-time cost most likely is, from its own name and its longest runtime
-    call's."""
+    call's (``first_call``: that call is the rank's first runtime call)."""
     if SETUP.search(name) and not SETUP.search(call or "-"):
         call = name
     if re.search(r"(?i)dynamo|compile|inductor", call):
@@ -273,6 +273,8 @@ def cause_text(rt: RankTrace, name: str, call: str) -> str:
         return "communicator set-up"
     if _LOAD.search(call) and not _LAUNCH.search(call):
         return "module loading"
+    if first_call:
+        return "CUDA/HIP context creation: the rank's first runtime call"
     if _LAUNCH.search(call):
         return "first launch of a kernel: CUDA/HIP context or lazy module loading"
     if _ALLOC.search(call):
@@ -303,6 +305,8 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         return []
     ev = rt.events
     names = ev["name"].to_numpy()
+    runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), _RUNTIME_KINDS))
+    first_rt = int(runtime[np.argmin(ev["ts"].to_numpy()[runtime])]) if runtime.size else -1
     shown = []
     for i in np.argsort(-(end - start), kind="stable")[:4].tolist():
         name = rt.symbols[int(names[rows[i]])]
@@ -311,7 +315,7 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
                  if call and calls[i] != rows[i] else "")
         shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
                      f"+{fmt_time(int(start[i] - window[0]))}{inner} "
-                     f"({cause_text(rt, name, call)})")
+                     f"({cause_text(rt, name, call, calls[i] == first_rt)})")
     length = int(Cover(start, end).within(np.array([window[0]]), np.array([window[1]]))[0])
     evidence = (
         f"{rows.size} one-time cost(s) in {steps_text(rt, ev['iteration'].to_numpy()[rows])}"
