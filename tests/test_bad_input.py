@@ -457,3 +457,185 @@ def test_merged_parts_keep_named_ids_apart_when_their_ids_swap() -> None:
     pid = merged.columns["pid"].tolist()
     assert pid[0] == pid[2] != pid[1]
     assert merged.named_ids == {"A": pid[0], "B": pid[1]}
+
+
+# --------------------------------------------------------------------------------------------
+# one bad file never sinks the job; numbers within physical bounds
+# --------------------------------------------------------------------------------------------
+
+
+def test_pid_and_tid_beyond_int64_are_kept_apart_as_names(tmp_path: Path) -> None:
+    path = tmp_path / "rank-0.json"
+    path.write_text(trace_text([op("a", ts=1, pid=2**70), op("b", ts=2, tid=-(2**70)),
+                                op("c", ts=3, pid=2**70)]))
+    rt = load_file(path, strict=True).t.rank(0)
+    ev = rt.decoded()
+    assert ev["name"].tolist() == ["a", "b", "c"]
+    pid = ev["pid"].tolist()
+    assert pid[0] == pid[2] < -1 and pid[1] == 1  # the same wide pid is one process
+    assert "2 pid/tid value(s) beyond int64; each kept apart as a named process or thread" \
+        in rt.meta["warnings"]
+
+
+def test_timestamps_beyond_int64_are_dropped_and_counted(
+        tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    path = tmp_path / "rank-0.json"
+    path.write_text(trace_text([op("a", ts=1000), op("huge", ts=1e30), op("b", ts=1001),
+                                op("neg", ts=-(2**64))]))
+    rt = load_file(path, strict=True).t.rank(0)
+    assert rt.decoded()["name"].tolist() == ["a", "b"]
+    assert rt.events["ts"].tolist() == [1_000_000, 1_001_000]
+    assert "2 complete event(s) had no usable 'ts'; dropped" in rt.meta["warnings"]
+    assert any("outside the int64 nanosecond range" in w for w in rt.meta["warnings"])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_durations_beyond_a_day_are_taken_as_zero(
+        tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    path = tmp_path / "rank-0.json"
+    path.write_text(trace_text([op("a", dur=2), op("b", dur=2**64), op("c", dur=1e30),
+                                op("d", dur=86_400e6 + 1)]))
+    rt = load_file(path, strict=True).t.rank(0)
+    assert rt.events["dur"].tolist() == [2000, 0, 0, 0]
+    assert ("3 complete event(s) had a 'dur' over one day or not finite; taken as 0"
+            in rt.meta["warnings"])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_events_a_day_away_from_the_others_are_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "rank-0.json"
+    base = 1_700_000_000_000_000  # µs since 1970
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0,
+              "dur": 5, "args": {"stream": 7, "correlation": 3}}
+    path.write_text(trace_text([op("a", ts=base), kernel, op("b", ts=base + 10),
+                                op("c", ts=base + 20),
+                                {"ph": "i", "s": "t", "name": "x", "pid": 1, "tid": 1,
+                                 "ts": 5}]))
+    rt = load_file(path, strict=True).t.rank(0)
+    assert rt.decoded()["name"].tolist() == ["a", "b", "c"]
+    assert len(rt.tables["kernel_args"]) == 0 and len(rt.tables["instants"]) == 0
+    assert ("2 event(s) lay more than one day from the trace's other events; dropped"
+            in rt.meta["warnings"])
+
+
+@pytest.mark.parametrize("value", [None, -5, "@INF@", 2**64, "missing"])
+def test_a_file_without_any_usable_duration_is_skipped(tmp_path: Path, value: Any) -> None:
+    write_good(tmp_path, 0)
+    events = [op(f"op{i}", ts=1000 + i) for i in range(5)]
+    for e in events:
+        if value == "missing":
+            del e["dur"]
+        else:
+            e["dur"] = value
+    bad = tmp_path / "rank-1.json"
+    bad.write_text(trace_text(events, distributedInfo={"rank": 1}).replace(
+        '"@INF@"', "Infinity"))
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, max_workers=1)
+    assert analyzer.ranks == [0]
+    assert analyzer.skipped[str(bad)].startswith(
+        "none of its 5 complete events has a usable 'dur'")
+    assert load_error(bad).problem == analyzer.skipped[str(bad)]
+
+
+def test_deep_nesting_skips_the_file(tmp_path: Path) -> None:
+    write_good(tmp_path, 0)
+    bad = tmp_path / "rank-1.json"
+    bad.write_text(trace_text([op(args={"deep": "@DEEP@"})], distributedInfo={"rank": 1})
+                   .replace('"@DEEP@"', "[" * 5000 + "]" * 5000))
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, max_workers=1)
+    assert analyzer.ranks == [0]
+    assert "nested deeper than the JSON decoder allows" in analyzer.skipped[str(bad)]
+
+
+def test_an_unexpected_error_skips_only_that_file(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import hta.job.rank_load as rank_load
+
+    write_good(tmp_path, 0)
+    bad = write_good(tmp_path, 1)
+    real = rank_load.build_rank
+
+    def build(decoded: Any, rank: int, rules: Any) -> Any:
+        if rank == 1:
+            raise ZeroDivisionError("division by zero")
+        return real(decoded, rank, rules)
+
+    monkeypatch.setattr(rank_load, "build_rank", build)
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, max_workers=1)
+    assert analyzer.ranks == [0]
+    assert analyzer.skipped == {
+        str(bad): "unexpected ZeroDivisionError while loading it: division by zero"}
+    with pytest.raises(TraceLoadError) as info:
+        TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, max_workers=1,
+                      strict=True)
+    assert info.value.path == str(bad) and isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("layout", ["kineto", "compact"])
+@pytest.mark.parametrize("extra", ['"traceEvents": []', '"distributedInfo": {"rank": 0}'])
+def test_a_duplicate_top_level_key_is_refused(tmp_path: Path, layout: str, extra: str) -> None:
+    text = (kineto_layout(KINETO_EVENTS) if layout == "kineto"
+            else json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": KINETO_EVENTS}))
+    path = tmp_path / "rank-0.json"
+    path.write_text(text[:-1] + ", " + extra + "}")
+    key = extra.split('"')[1]
+    assert load_error(path).problem == (f"the top level holds the key {key!r} more than "
+                                        "once; which value is meant cannot be told")
+    path.write_text("{" + extra + ", " + text.lstrip()[1:])
+    assert key in load_error(path).problem
+
+
+@pytest.mark.parametrize(("events", "warning"), [
+    ([], "no complete ('X') events: the rank shows no activity ('traceEvents' is empty)"),
+    ([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "p"}}],
+     "no complete ('X') events: the rank shows no activity (the file has 1 other event(s): "
+     "metadata, instants, flows, counters)"),
+    ([{k: v for k, v in op(ts=t).items() if k != "cat"} for t in (1, 2)],
+     "no complete event has a 'cat': none can be told apart (kernels, operators, copies), "
+     "every event counts as other"),
+], ids=["empty", "metadata-only", "no-cat"])
+def test_a_file_with_nothing_to_analyse_says_so(tmp_path: Path, events: list[dict],
+                                                warning: str) -> None:
+    path = tmp_path / "rank-0.json"
+    path.write_text(trace_text(events))
+    assert warning in load_file(path, strict=True).t.rank(0).meta["warnings"]
+
+
+@pytest.mark.parametrize(("rank", "world", "loaded_as", "warning"), [
+    (-1, 2, 1, "distributedInfo.rank -1 is not a rank (a whole number from 0 to 2**20); "
+               "rank 1 taken from the file name"),
+    (1.5, 2, 1, "distributedInfo.rank 1.5 is not a rank (a whole number from 0 to 2**20); "
+                "rank 1 taken from the file name"),
+    ("one", 2, 1, "distributedInfo.rank 'one' is not a rank (a whole number from 0 to "
+                  "2**20); rank 1 taken from the file name"),
+    (99, 2, 99, "distributedInfo.rank 99 is not below its world_size 2"),
+    (1, 1e30, 1, "distributedInfo.world_size 1000000000000000019884624838656 is not a "
+                 "world size; ignored"),
+], ids=["negative", "fraction", "text", "over-world-size", "huge-world-size"])
+def test_odd_ranks_are_said_with_the_file(tmp_path: Path, rank: Any, world: Any,
+                                          loaded_as: int, warning: str) -> None:
+    write_good(tmp_path, 0)
+    path = tmp_path / "rank-1.json"
+    path.write_text(trace_text([op()], distributedInfo={"rank": rank, "world_size": world}))
+    analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False, max_workers=1)
+    assert analyzer.ranks == sorted({0, loaded_as}) and analyzer.skipped == {}
+    assert warning in analyzer.t.rank(loaded_as).meta["warnings"]
+    proc = run_cli(["summary", str(tmp_path), "--no-cache"])
+    assert proc.returncode == 0, proc.stderr
+    assert f"hta: warning: {warning} (rank {loaded_as}: rank-1.json)" in proc.stderr
+
+
+def test_report_under_a_file_size_limit_leaves_no_partial_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write_good(tmp_path / "job", 0)
+    out = tmp_path / "r.html"
+    limit = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+             "from hta.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", limit, "report", str(tmp_path / "job"),
+                           "--no-cache", "-o", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "File too large" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]  # no r.html, no r.html.tmp

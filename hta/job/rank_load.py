@@ -110,7 +110,8 @@ def rank_of(task: LoadTask, top_level: dict[str, Any]) -> tuple[int, list[str]]:
     """The rank of a decoded file, and the warnings its ``distributedInfo`` calls for.
 
     A rank given by the caller wins. A ``distributedInfo.rank`` that is not a whole
-    number from 0 (``-1``, ``1.5``, text) is not used: the file name's rank is, with a
+    number from 0 below :data:`MAX_WORLD_SIZE` (``-1``, ``1.5``, text, ``2**70``) is not
+    used: the file name's rank is, with a
     warning, and without one the file is refused (unless it is the only file). A rank
     at or above a ``world_size`` over 1 is kept, with a warning (a world size of 1 is
     what tools that are not distributed write, whatever the rank).
@@ -122,13 +123,13 @@ def rank_of(task: LoadTask, top_level: dict[str, Any]) -> tuple[int, list[str]]:
         return _rank_without_metadata(task), []
     raw = info["rank"]
     rank = _whole_number(raw)
-    if rank is not None and rank >= 0:
+    if rank is not None and 0 <= rank < MAX_WORLD_SIZE:
         world = _whole_number(info.get("world_size"))
         if world is not None and 1 < world <= rank:
             return rank, [f"distributedInfo.rank {rank} is not below its world_size {world}"]
         return rank, []
     shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:39] + "…"
-    note = f"distributedInfo.rank {shown} is not a rank (a whole number from 0)"
+    note = f"distributedInfo.rank {shown} is not a rank (a whole number from 0 to 2**20)"
     from_name = rank_from_filename(task.path)
     if from_name is not None:
         return from_name, [f"{note}; rank {from_name} taken from the file name"]
