@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from hta._version import __version__
-from hta.commands import counters, diff, export, report, summary
+from hta.commands import counters, diff, export, report, summary, whatif
 from hta.commands.args_and_output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -28,7 +28,7 @@ from hta.commands.args_and_output import (
 from hta.errors import TraceError
 
 #: Subcommand modules, in the order ``hta --help`` lists them.
-COMMANDS = (summary, report, diff, counters, export)
+COMMANDS = (summary, report, diff, counters, export, whatif)
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TRACE_ERROR", "EXIT_USAGE",
            "build_parser", "main"]

@@ -235,3 +235,39 @@ def test_replay_error_on_real_traces(folder: str) -> None:
     assert df["replay_error_pctg"].abs().max() <= 5.0
     slower = a.what_if("kernels:.**2")
     assert (slower["predicted(us)"] >= slower["measured(us)"] - 1e-6).all()
+
+
+def test_unresolved_event_synchronize_waits_for_the_gpu(tmp_path: Path) -> None:
+    # no cuda_sync record: the call is taken to wait for the work enqueued before it
+    b = TraceBuilder(rank=0)
+    for step, t0 in ((1, 0), (2, 1_000_000)):
+        b.cpu_op("aten::mm", t0 + 1_000, 20_000)
+        b.launch_kernel("gemm", cpu_ts=t0 + 2_000, cpu_dur=2_000, gpu_ts=t0 + 9_000,
+                        gpu_dur=800_000)
+        b.runtime("cudaEventSynchronize", t0 + 30_000, 781_000)
+        b.annotation(f"ProfilerStep#{step}", t0, 812_000)
+    b.write(tmp_path / "rank-0.json")
+    a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    pred = a.what_if("kernels:gemm*0.5")
+    assert (pred["replay_error_pctg"] == 0).all()
+    # 9 µs to the kernel start + 400 µs of kernel + 2 µs return + 1 µs to the step's end
+    assert pred["predicted(us)"].tolist() == pytest.approx([412.0, 412.0])
+
+
+def test_cli_whatif(tmp_path: Path) -> None:
+    import json
+
+    from cli_runner import run_cli
+
+    folder = simulate(GPU_BOUND, tmp_path / "job")
+    done = run_cli(["whatif", str(folder), "kernels:gemm*0.5", "--json", "--no-cache", "-q"])
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["changes"] == ["kernels:gemm*0.5"]
+    rows = payload["rows"]
+    assert len(rows) == GPU_BOUND.steps
+    assert all(r["predicted(us)"] < r["measured(us)"] for r in rows)
+    text = run_cli(["whatif", str(folder), "--no-cache", "-q"])
+    assert text.returncode == 0 and "Replay error" in text.stdout
+    bad = run_cli(["whatif", str(folder), "kernels:gemm"])
+    assert bad.returncode == 2 and "unknown change" in bad.stderr

@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hta.analysis.critical_path.events import EDGE_TYPES
+from hta.analysis.critical_path.events import EDGE_TYPES, Cols
 from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace
 
@@ -62,6 +63,8 @@ class RankGraph:
         rank: the rank.
         cp: the critical path graph (whole trace) it is built on.
         trace: the rank's trace.
+        src, dst, type: the edges (the critical path graph's and the inferred waits),
+            sorted by ``dst`` then ``src``.
         measured: per edge, ``ts(dst) - ts(src)`` (ns).
         binding: per edge, whether it is its destination's binding edge.
         floor: per edge type code, the median binding delay of that type (ns).
@@ -72,6 +75,9 @@ class RankGraph:
     rank: int
     cp: CriticalPathGraph
     trace: RankTrace
+    src: np.ndarray
+    dst: np.ndarray
+    type: np.ndarray
     measured: np.ndarray
     binding: np.ndarray
     floor: np.ndarray
@@ -83,20 +89,13 @@ class RankGraph:
     def delay(self) -> np.ndarray:
         """Per edge, the delay of the unchanged replay (module docstring)."""
         return np.where(self.binding, self.measured,
-                        np.minimum(self.floor[self.cp.edge_type], self.measured))
+                        np.minimum(self.floor[self.type], self.measured))
 
 
 def rank_graph(rt: RankTrace) -> RankGraph:
     """The replay graph of one rank (module docstring)."""
     cp = build_graph(rt, annotation="")
     ts = cp.node_ts
-    src, dst, typ = cp.edge_src, cp.edge_dst, cp.edge_type
-    measured = ts[dst] - ts[src]
-    binding = binding_edges(cp.num_nodes, src, dst, ts)
-    floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
-    for code in range(len(EDGE_TYPES)):
-        m = measured[binding & (typ == code)]
-        floor[code] = int(np.median(m)) if m.size else 0
     n_ev = len(rt.events)
     start_node = np.full(n_ev, -1, dtype=np.int64)
     end_node = np.full(n_ev, -1, dtype=np.int64)
@@ -104,9 +103,59 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     s = cp.node_is_start
     start_node[cp.node_event[s]] = nodes[s]
     end_node[cp.node_event[~s]] = nodes[~s]
+    w_src, w_dst = inferred_waits(rt, cp, start_node, end_node)
+    src = np.r_[cp.edge_src, w_src]
+    dst = np.r_[cp.edge_dst, w_dst]
+    typ = np.r_[cp.edge_type, np.full(w_src.size, EDGE["sync"], dtype=np.int8)].astype(np.int8)
+    o = np.lexsort((src, dst))
+    src, dst, typ = src[o], dst[o], typ[o]
+    if src.size:
+        first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
+        src, dst, typ = src[first], dst[first], typ[first]
+    measured = ts[dst] - ts[src]
+    binding = binding_edges(cp.num_nodes, src, dst, ts)
+    floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
+    for code in range(len(EDGE_TYPES)):
+        m = measured[binding & (typ == code)]
+        floor[code] = int(np.median(m)) if m.size else 0
     steps = _steps(rt, start_node, end_node)
-    return RankGraph(rank=rt.rank, cp=cp, trace=rt, measured=measured, binding=binding,
+    return RankGraph(rank=rt.rank, cp=cp, trace=rt, src=src, dst=dst, type=typ,
+                     measured=measured, binding=binding,
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps)
+
+
+def inferred_waits(rt: RankTrace, cp: CriticalPathGraph, start_node: np.ndarray,
+                   end_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sync`` edges for the synchronizing calls the critical path graph could not resolve
+    (no ``cuda_sync`` record: ``cudaEventSynchronize``, or a stream synchronize whose stream
+    is unknown). Such a call waits at most for all GPU work enqueued before it; of that
+    work, the one ending last, when it ends inside the call, is taken as what it waited for
+    (edge: that work's end -> the call's end)."""
+    c = Cols.of(rt.events)
+    empty = np.zeros(0, dtype=np.int64)
+    has_sync = np.zeros(cp.num_nodes, dtype=bool)
+    has_sync[cp.edge_dst[cp.edge_type == EDGE["sync"]]] = True
+    names = np.asarray(["Synchronize" in s for s in rt.symbols], dtype=bool)
+    calls = np.flatnonzero((c.codes == KIND_CODE["runtime_sync"]) & names[c.name]
+                           & (end_node >= 0))
+    calls = calls[~has_sync[end_node[calls]]]
+    gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (end_node >= 0))
+    if not calls.size or not gpu.size:
+        return empty, empty
+    enq = np.where(c.ic[gpu] >= 0, c.ts[np.clip(c.ic[gpu], 0, None)], c.ts[gpu])
+    o = np.argsort(enq, kind="stable")
+    gpu, enq = gpu[o], enq[o]
+    ends = c.end[gpu]
+    best = np.maximum.accumulate(np.where(ends == np.maximum.accumulate(ends),
+                                          np.arange(gpu.size), 0))
+    pos = np.searchsorted(enq, c.ts[calls], side="left") - 1
+    ok = pos >= 0
+    target = np.where(ok, gpu[best[np.clip(pos, 0, None)]], -1)
+    t_end = c.end[np.clip(target, 0, None)]
+    ok &= (t_end >= c.ts[calls]) & (t_end <= c.end[calls])
+    src, dst = end_node[target[ok]], end_node[calls[ok]]
+    fwd = src < dst
+    return src[fwd], dst[fwd]
 
 
 def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -203,9 +252,9 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
     ts = np.concatenate([g.cp.node_ts for g in ranks]) if ranks else np.zeros(0, np.int64)
     rank_of = np.repeat(np.asarray([g.rank for g in ranks], dtype=np.int64), sizes)
     local = np.concatenate([np.arange(s) for s in sizes]) if ranks else np.zeros(0, np.int64)
-    src = [g.cp.edge_src + offsets[i] for i, g in enumerate(ranks)]
-    dst = [g.cp.edge_dst + offsets[i] for i, g in enumerate(ranks)]
-    typ = [g.cp.edge_type.astype(np.int8) for g in ranks]
+    src = [g.src + offsets[i] for i, g in enumerate(ranks)]
+    dst = [g.dst + offsets[i] for i, g in enumerate(ranks)]
+    typ = [g.type.astype(np.int8) for g in ranks]
     delay = [g.delay for g in ranks]
     binding = [g.binding for g in ranks]
     coll, b_ts, b_src, b_dst, b_delay, transfer_of = _coupling(ranks, offsets, dropped)
@@ -217,8 +266,8 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
             continue
         ends, transfer = tr
         gpu = typ[i] == EDGE["gpu"]
-        hit = np.isin(g.cp.edge_dst, ends) & gpu
-        pos = np.searchsorted(ends, g.cp.edge_dst[hit])
+        hit = np.isin(g.dst, ends) & gpu
+        pos = np.searchsorted(ends, g.dst[hit])
         delay[i] = delay[i].copy()
         delay[i][hit] = transfer[pos]
     all_ts = np.r_[ts, b_ts]

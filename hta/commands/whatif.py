@@ -1,0 +1,96 @@
+"""``hta whatif DIR CHANGE ...``: the predicted step time after a change.
+
+Replays the job from its traces (:meth:`hta.trace_analysis.TraceAnalysis.what_if`) and
+prints, per step, the measured job step (slowest rank), the replay of the unchanged trace
+and its error (the model's honesty figure), and the prediction with the changes applied in
+order; then the same per rank. Changes: ``kernels:PATTERN*F``, ``category:NAME*F``,
+``no-stragglers[:RANK]``, ``no-launch-overhead``, ``overlap-comm``, ``no-host-sync``,
+``no-data-loader`` (definitions in ``docs/analyses/whatif.md``). ``--json`` prints the
+table as records.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hta.commands.args_and_output import (
+    EXIT_OK,
+    Column,
+    Printer,
+    UsageError,
+    add_load_options,
+    dumps,
+    number,
+    records,
+    report_skipped,
+)
+from hta.commands.cluster import load
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        "whatif", help="predict the step time after a change by replaying the trace",
+        description="Replay the job's dependency graph from its traces and predict each "
+                    "step after the changes, e.g. 'kernels:gemm*0.5' (GEMM kernels twice "
+                    "as fast), 'category:attention*0.8', 'no-stragglers', "
+                    "'no-launch-overhead', 'overlap-comm', 'no-host-sync', "
+                    "'no-data-loader'. Times in ms (µs in --json).",
+    )
+    p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
+    p.add_argument("changes", metavar="CHANGE", nargs="*",
+                   help="changes applied in order (none: replay the trace as it is)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_load_options(p, quiet_help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the job, replay it with the changes and print the prediction."""
+    from hta.analysis.whatif import Change
+
+    try:
+        changes = [Change.parse(c) for c in args.changes]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    analyzer = load(args)
+    table = analyzer.what_if(changes)
+    if args.json:
+        print(dumps({"trace_dir": args.trace_dir, "changes": [str(c) for c in changes],
+                     "rows": records(table)}))
+        return EXIT_OK
+    out = Printer()
+    what = ", ".join(str(c) for c in changes) or "no change"
+    job = table.groupby("step", as_index=False).agg(
+        measured=("job_measured(us)", "first"), predicted=("job_predicted(us)", "first"),
+        replayed=("replayed(us)", "max"))
+    rows = job.to_dict("records")
+    out.table(f"Job step (slowest rank), {what}", [
+        Column("step", lambda r: "whole trace" if r["step"] < 0 else str(r["step"])),
+        Column("measured (ms)", lambda r: number(r["measured"] / 1e3, 3)),
+        Column("replayed (ms)", lambda r: number(r["replayed"] / 1e3, 3)),
+        Column("predicted (ms)", lambda r: number(r["predicted"] / 1e3, 3)),
+        Column("change", lambda r: _pct(r["predicted"], r["replayed"])),
+    ], rows)
+    out.line(f"Replay error (replayed vs measured, per rank and step): median "
+             f"{table['replay_error_pctg'].abs().median():.2f}%, worst "
+             f"{table['replay_error_pctg'].abs().max():.2f}%; without the trace's own "
+             f"waits: median {table['modelled_error_pctg'].abs().median():.2f}%, worst "
+             f"{table['modelled_error_pctg'].abs().max():.2f}%.")
+    out.line()
+    out.table("Per rank", [
+        Column("rank", lambda r: str(r["rank"])),
+        Column("step", lambda r: "whole trace" if r["step"] < 0 else str(r["step"])),
+        Column("measured (ms)", lambda r: number(r["measured(us)"] / 1e3, 3)),
+        Column("predicted (ms)", lambda r: number(r["predicted(us)"] / 1e3, 3)),
+        Column("replay error (%)", lambda r: number(r["replay_error_pctg"], 2)),
+    ], table.to_dict("records"))
+    report_skipped(analyzer)
+    return EXIT_OK
+
+
+def _pct(new: float, old: float) -> str:
+    """``new`` against ``old`` in percent, signed."""
+    if old <= 0:
+        return ""
+    return f"{100 * (new - old) / old:+.1f}%"
