@@ -28,7 +28,9 @@ The five add up to the path's length. Attributed event (``event_idx``): for a ``
 edge the innermost CPU event open during it (``-1`` for a gap between top-level events,
 named ``(untraced CPU time)``); for ``gpu``, ``launch``, ``stream`` and ``event_wait``
 edges the GPU event the edge ends in (or runs in); for ``sync`` edges the synchronizing
-call.
+call. A GPU event that starts before the previous one on its stream ends (programmatic
+dependent launch) depends on that one's start: a ``gpu`` edge from its start to the next
+one's start, attributed to the earlier event, so the overlap is counted once.
 
 Worked example: a thread runs ``aten::mm`` from 0 to 100 ns and launches, inside it, a
 kernel with ``cudaLaunchKernel`` [10, 30]; the kernel runs [40, 240] on an idle stream and
@@ -159,6 +161,10 @@ def _attributed(graph: CriticalPathGraph, ev: pd.DataFrame, src: np.ndarray, dst
     attributed[cpu & src_start] = src_ev[cpu & src_start]
     closing = cpu & ~src_start & ~dst_start
     attributed[closing] = dst_ev[closing]
+    # start -> start on a stream (a kernel launched before the previous one ended): the
+    # time is the previous kernel's, running alone until the next one starts
+    overlap = (typ == EDGE_CODE["gpu"]) & src_start & dst_start
+    attributed[overlap] = src_ev[overlap]
     between = np.flatnonzero(cpu & ~src_start & dst_start)
     if between.size:
         attributed[between] = _open_ancestor(

@@ -420,6 +420,13 @@ def _stream_edges(c: Cols, gpu: np.ndarray, local: np.ndarray, start_node: np.nd
         same = (s_key[o][1:] == s_key[o][:-1]) & (c.pid[seq][1:] == c.pid[seq][:-1])
         prev, nxt = seq[:-1][same], seq[1:][same]
         keep = local[nxt] >= 0
+        # A kernel started before the previous one on its stream ended (programmatic
+        # dependent launch): it waited for the previous one's start, not its end, and the
+        # overlap is one stretch of GPU work, counted once.
+        early = keep & (c.end[prev] > c.ts[nxt]) & (local[prev] >= 0)
+        wait_on.edges.add(start_node[local[prev[early]]], start_node[local[nxt[early]]],
+                          "gpu")
+        keep &= ~early
         wait_on(prev[keep], start_node[local[nxt[keep]]], True, "stream",
                 "stream order: GPU events overlapping on their stream")
     return streams
