@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hta.analysis.queue import _dense_pairs, _weighted_quantiles
+from hta.analysis.queue import _dense_pairs, _quantiles_by_histogram, _weighted_quantiles
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dense_pairs_is_numpy_unique_over_rows(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "scale"), [(0, 1_000_003), (1, 1), (2, 1), (3, 97)])
+def test_dense_pairs_is_numpy_unique_over_rows(seed: int, scale: int) -> None:
+    """Both ways (a table for small id ranges, a sort for wide ones)."""
     rng = np.random.default_rng(seed)
-    a = rng.integers(-3, 4, 5000) * 1_000_003
+    a = rng.integers(-3, 4, 5000) * scale
     b = rng.integers(-50, 50, 5000)
     ua, ub, key = _dense_pairs(a, b)
     uniq, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
@@ -34,13 +35,18 @@ def _reference(values: list[int], holds: list[float], q: float) -> float:
     return float("nan")
 
 
-def test_weighted_quantiles_match_the_definition() -> None:
+@pytest.mark.parametrize(("scale", "way"), [(1, "histogram"), (1, "auto"),
+                                           (10_000_000, "auto")])
+def test_weighted_quantiles_match_the_definition(scale: int, way: str) -> None:
+    """The histogram (small values) and the sort (large values) give the definition."""
     rng = np.random.default_rng(7)
     key = np.sort(rng.integers(0, 6, 400))
-    value = rng.integers(0, 9, 400)
-    hold = rng.integers(0, 5, 400).astype(np.float64)
+    value = rng.integers(0, 9, 400) * scale
+    hold = rng.integers(0, 5, 400).astype(np.float64) * 1000
     hold[key == 5] = 0.0  # a stream whose rows all hold nothing: NaN
-    got = _weighted_quantiles(key, value, hold, 6, (0.0, 0.25, 0.5, 0.9))
+    quantiles = (0.0, 0.25, 0.5, 0.9)
+    got = (_quantiles_by_histogram if way == "histogram" else _weighted_quantiles)(
+        key, value, hold, 6, quantiles)
     for k in range(5):
         v, w = value[key == k].tolist(), hold[key == k].tolist()
         assert got[0.0][k] == min(x for x, h in zip(v, w) if h > 0)

@@ -171,6 +171,13 @@ def _dense_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         uniq, key = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
         return uniq[:, 0], uniq[:, 1], key.reshape(-1)
     packed = (a - a_min) * width + (b - b_min)
+    size = (int(a.max()) - a_min + 1) * width
+    if size <= max(4 * a.size, 1 << 16):  # few possible keys: a table, no sort
+        present = np.zeros(size, dtype=bool)
+        present[packed] = True
+        uniq = np.flatnonzero(present)
+        slot = np.cumsum(present) - 1
+        return uniq // width + a_min, uniq % width + b_min, slot[packed].astype(np.int64)
     uniq, key = np.unique(packed, return_inverse=True)
     return uniq // width + a_min, uniq % width + b_min, key.reshape(-1)
 
@@ -263,7 +270,10 @@ def _keys_and_hold(series: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_keys: int,
                         quantiles: tuple[float, ...]) -> dict[float, np.ndarray]:
-    """Per key, the smallest value held at or below for at least fraction q of the time."""
+    """Per key, the smallest value held at or below for at least fraction q of the time
+    (NaN for a key that holds no value for any time)."""
+    if value.size and int(value.min()) >= 0 and n_keys * (int(value.max()) + 1) <= 1 << 22:
+        return _quantiles_by_histogram(key, value, hold, n_keys, quantiles)
     order = np.lexsort((value, key))
     k, v, w = key[order], value[order], hold[order]
     cum = np.cumsum(w)
@@ -278,6 +288,29 @@ def _weighted_quantiles(key: np.ndarray, value: np.ndarray, hold: np.ndarray, n_
         arr = np.full(n_keys, np.nan)
         arr[kr[head]] = v[reached[head]]
         result[q] = arr
+    return result
+
+
+def _quantiles_by_histogram(key: np.ndarray, value: np.ndarray, hold: np.ndarray,
+                            n_keys: int, quantiles: tuple[float, ...]
+                            ) -> dict[float, np.ndarray]:
+    """:func:`_weighted_quantiles` for small non-negative integer values: per key, the
+    time held at each value (a histogram), its running sum, and the first value whose
+    running share reaches q among the values held for some time. The same answers as the
+    sort: a value's rows reach a share exactly when its histogram bin does (hold times are
+    integer ns, summed exactly in float64 below 2**53 ns)."""
+    width = int(value.max()) + 1
+    held = np.bincount(key * width + value, weights=hold,
+                       minlength=n_keys * width).reshape(n_keys, width)
+    cum = np.cumsum(held, axis=1)
+    total = cum[:, -1]
+    frac = cum / np.where(total > 0, total, 1.0)[:, None]
+    positive = held > 0
+    result: dict[float, np.ndarray] = {}
+    for q in quantiles:
+        ok = positive & (frac >= q - 1e-12) if q > 0 else positive
+        first = np.argmax(ok, axis=1)
+        result[q] = np.where(ok.any(axis=1), first, np.nan).astype(np.float64)
     return result
 
 
