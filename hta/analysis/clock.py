@@ -57,7 +57,7 @@ import pandas as pd
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives, rank_collectives
-from hta.model.trace import Trace, map_ranks
+from hta.model.trace import RankTrace, Trace, map_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +69,17 @@ MIN_APPLIED_NS = 20_000
 _MAX_ROUNDS = 20
 
 
+def rank_host(rt: RankTrace) -> str:
+    """The ``host_name`` the rank's trace settings give, ``""`` when none."""
+    settings = rt.meta.get("settings") or {}
+    host = settings.get("host_name") if isinstance(settings, dict) else None
+    return str(host) if host else ""
+
+
 def rank_hosts(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
     ``rank``, ``host``. Per rank, so it runs through :func:`~hta.model.trace.map_ranks`."""
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        settings = rt.meta.get("settings") or {}
-        host = settings.get("host_name") if isinstance(settings, dict) else None
-        rows.append({"rank": rt.rank, "host": str(host) if host else ""})
+    rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, ranks)]
     return pd.DataFrame(rows, columns=["rank", "host"])
 
 
@@ -226,4 +229,4 @@ def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
 
 
 __all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "offsets_from_kernels", "rank_hosts", "shift_times"]
+           "estimate_offsets", "offsets_from_kernels", "rank_host", "rank_hosts", "shift_times"]
