@@ -45,7 +45,9 @@ def test_schedule_rejects_backward_edges() -> None:
 @dataclass(frozen=True)
 class Program:
     """Per rank and step: ops ``(kernel name, host ns, kernel ns)``; an all-reduce of
-    ``transfer`` ns after them (ranks > 1), then a device synchronize (``sync``)."""
+    ``transfer`` ns after them (ranks > 1), then a device synchronize (``sync``). With a
+    ``queue`` depth Q, a launch call returns only once the kernel launched Q before it
+    has finished."""
 
     ops: tuple[tuple[str, int, int], ...]
     ranks: int = 1
@@ -55,6 +57,7 @@ class Program:
     slow_rank: int | None = None
     slow_factor: float = 1.0
     kernel_factor: dict[str, float] | None = None
+    queue: int = 0  # launch queue depth (0: unbounded)
 
 
 def simulate(p: Program, out: Path) -> Path:
@@ -63,6 +66,7 @@ def simulate(p: Program, out: Path) -> Path:
     b = [TraceBuilder(rank=r, world_size=p.ranks) for r in range(p.ranks)]
     cpu = [1_000_000] * p.ranks
     free = [1_000_000] * p.ranks  # when the stream is free
+    done: list[list[int]] = [[] for _ in range(p.ranks)]  # kernel ends, in launch order
     for step in range(1, p.steps + 1):
         pending, step_start = [], list(cpu)
         for r in range(p.ranks):
@@ -72,12 +76,18 @@ def simulate(p: Program, out: Path) -> Path:
                 if r == p.slow_rank:
                     k *= p.slow_factor
                 k = int(k)
-                b[r].cpu_op(f"aten::{name}", c, host)
                 ls = c + host // 2
+                call_end = ls + LAUNCH
+                if p.queue and len(done[r]) >= p.queue:
+                    call_end = max(call_end, done[r][-p.queue] + RET)
+                op_end = call_end + (c + host - ls - LAUNCH)
+                b[r].cpu_op(f"aten::{name}", c, op_end - c)
                 g0 = max(ls + LAT, free[r] + GAP)
-                b[r].launch_kernel(name, cpu_ts=ls, cpu_dur=LAUNCH, gpu_ts=g0, gpu_dur=k)
+                b[r].launch_kernel(name, cpu_ts=ls, cpu_dur=call_end - ls, gpu_ts=g0,
+                                   gpu_dur=k)
                 free[r] = g0 + k
-                c += host + OP_GAP
+                done[r].append(free[r])
+                c = op_end + OP_GAP
             if p.ranks > 1:
                 g0 = max(c + LAT, free[r] + GAP)
                 pending.append((r, c, g0))
@@ -152,6 +162,21 @@ def test_faster_kernels_change_nothing_when_host_bound(tmp_path: Path) -> None:
     measured, pred, actual = measured_and_predicted(HOST_BOUND, variant, "kernels:gemm*0.5",
                                                     tmp_path)
     assert np.allclose(pred, measured)
+    _close(pred, actual)
+
+
+def test_launch_queue_back_pressure(tmp_path: Path) -> None:
+    # no synchronize: the host is held back only by the full launch queue
+    queued = Program(ops=tuple(("gemm", 10_000, 100_000) for _ in range(12)), sync=False,
+                     queue=4, steps=5)
+    variant = replace(queued, kernel_factor={"gemm": 0.5})
+    measured, pred, actual = measured_and_predicted(queued, variant, "kernels:gemm*0.5",
+                                                    tmp_path)
+    a = TraceAnalysis(trace_dir=str(tmp_path / "base"), cache=False, progress=False)
+    _, jg = a._whatif_job()[0], a._whatif_job()[0]
+    assert jg.ranks[0].queue_depth == 4
+    # steady steps are queue-bound: half-time kernels make them about half as long
+    assert (pred[2:] < 0.6 * measured[2:]).all()
     _close(pred, actual)
 
 

@@ -20,8 +20,8 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
 ``no-launch-overhead``
     Launch calls take no time and the host submits ahead, as a CUDA graph of the step
     would: every launch edge is replaced by an edge of delay 0 from the start of the
-    ``ProfilerStep`` the launch belongs to (no edge outside steps), and the host time
-    inside launch calls is 0.
+    ``ProfilerStep`` the launch belongs to (no edge outside steps), the host time
+    inside launch calls is 0 and the launch queue no longer holds the host back.
 ``overlap-comm``
     Collectives no longer block computation: the edges from the end of a communication
     kernel to the start of non-communication GPU work (stream order and event waits) are
@@ -223,7 +223,7 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> No
 
 def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     launch = jg.type == EDGE["launch"]
-    edits.keep &= ~launch
+    edits.keep &= ~launch & (jg.type != EDGE["queue"])
     kernels = jg.dst[launch]
     for i, g in enumerate(jg.ranks):
         mine = kernels[jg.node_pos[kernels] == i]

@@ -17,6 +17,10 @@ usually takes there). The minimum keeps the replay of the unchanged trace from p
 node later than it was measured; the floor is what that dependency costs when a change
 makes it the binding one.
 
+**Inferred dependencies** the critical path graph does not have: a synchronizing call
+left unresolved waits for the GPU work enqueued before it (:func:`inferred_waits`), and a
+launch call waits for room in the launch queue (:func:`queue_edges`).
+
 **Across ranks** the communication kernels of one collective instance (the matching of
 :func:`hta.analysis.stragglers.match_collectives`: by process group and sequence number,
 else by order) meet at a *barrier* node: an edge of delay 0 from each rank's kernel start
@@ -50,8 +54,9 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
-#: Edge types of the job graph: the critical path's, then the collective coupling.
-JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective")
+#: Edge types of the job graph: the critical path's, the collective coupling and the
+#: launch queue.
+JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective", "queue")
 EDGE = {t: i for i, t in enumerate(JOB_EDGE_TYPES)}
 
 
@@ -63,6 +68,7 @@ class RankGraph:
         rank: the rank.
         cp: the critical path graph (whole trace) it is built on.
         trace: the rank's trace.
+        queue_depth: the launch queue's depth inferred from blocked launches (0: none).
         src, dst, type: the edges (the critical path graph's and the inferred waits),
             sorted by ``dst`` then ``src``.
         measured: per edge, ``ts(dst) - ts(src)`` (ns).
@@ -75,6 +81,7 @@ class RankGraph:
     rank: int
     cp: CriticalPathGraph
     trace: RankTrace
+    queue_depth: int
     src: np.ndarray
     dst: np.ndarray
     type: np.ndarray
@@ -104,9 +111,11 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     start_node[cp.node_event[s]] = nodes[s]
     end_node[cp.node_event[~s]] = nodes[~s]
     w_src, w_dst = inferred_waits(rt, cp, start_node, end_node)
-    src = np.r_[cp.edge_src, w_src]
-    dst = np.r_[cp.edge_dst, w_dst]
-    typ = np.r_[cp.edge_type, np.full(w_src.size, EDGE["sync"], dtype=np.int8)].astype(np.int8)
+    q_src, q_dst, depth = queue_edges(rt, start_node, end_node)
+    src = np.r_[cp.edge_src, w_src, q_src]
+    dst = np.r_[cp.edge_dst, w_dst, q_dst]
+    typ = np.r_[cp.edge_type, np.full(w_src.size, EDGE["sync"], dtype=np.int8),
+                np.full(q_src.size, EDGE["queue"], dtype=np.int8)].astype(np.int8)
     o = np.lexsort((src, dst))
     src, dst, typ = src[o], dst[o], typ[o]
     if src.size:
@@ -115,11 +124,12 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     measured = ts[dst] - ts[src]
     binding = binding_edges(cp.num_nodes, src, dst, ts)
     floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
-    for code in range(len(EDGE_TYPES)):
+    for code in range(len(JOB_EDGE_TYPES)):
         m = measured[binding & (typ == code)]
         floor[code] = int(np.median(m)) if m.size else 0
     steps = _steps(rt, start_node, end_node)
-    return RankGraph(rank=rt.rank, cp=cp, trace=rt, src=src, dst=dst, type=typ,
+    return RankGraph(rank=rt.rank, cp=cp, trace=rt, queue_depth=depth, src=src, dst=dst,
+                     type=typ,
                      measured=measured, binding=binding,
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps)
 
@@ -156,6 +166,74 @@ def inferred_waits(rt: RankTrace, cp: CriticalPathGraph, start_node: np.ndarray,
     src, dst = end_node[target[ok]], end_node[calls[ok]]
     fwd = src < dst
     return src[fwd], dst[fwd]
+
+
+#: Blocked launch calls needed before a launch queue is inferred.
+MIN_BLOCKED = 3
+
+
+def queue_edges(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``queue`` edges: the launch queue's back-pressure on the host.
+
+    The GPU holds a bounded number ``Q`` of launched, unfinished work items; a launch call
+    that finds the queue full returns only when the oldest one finishes. Per device, with
+    GPU work in launch order, let ``n(k)`` be the number of items launched before item
+    ``k`` and not finished when ``k``'s launch call returns; ``n(k) <= Q - 1``. The depth
+    is taken as ``Q = max n(k) + 1`` when at least :data:`MIN_BLOCKED` calls show the
+    queue's hold: ``n(k) = Q - 1`` and the item ``Q`` before ended while the call was
+    running. Then every launch call's end gets an edge from the end of the item launched
+    ``Q`` before it (where that item ended first). Returns ``(src, dst, Q)``; no edges and
+    ``Q = 0`` when no call was held.
+    """
+    c = Cols.of(rt.events)
+    empty = np.zeros(0, dtype=np.int64)
+    gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (c.ic >= 0) & (end_node >= 0))
+    if gpu.size < 2:
+        return empty, empty, 0
+    launch = c.ic[gpu]
+    keep = (c.codes[launch] == KIND_CODE["runtime_launch"]) & (end_node[launch] >= 0)
+    gpu, launch = gpu[keep], launch[keep]
+    out_s, out_d, depths = [], [], []
+    for dev in np.unique(c.pid[gpu]).tolist():
+        m = c.pid[gpu] == dev
+        g, lch = gpu[m], launch[m]
+        o = np.lexsort((c.ts[g], c.ts[lch]))
+        g, lch = g[o], lch[o]
+        ends, call_ts, call_end = c.end[g], c.ts[lch], c.end[lch]
+        # n(k): earlier items still running at the call's end (ends sorted per prefix)
+        n = _unfinished_before(ends, call_end)
+        q = int(n.max()) + 1 if n.size else 0
+        if q < 2 or g.size <= q:
+            continue
+        k = np.arange(q, g.size)
+        older_end = ends[k - q]
+        held = (n[k] == q - 1) & (older_end > call_ts[k]) & (older_end <= call_end[k])
+        if int(held.sum()) < MIN_BLOCKED:
+            continue
+        depths.append(q)
+        ok = older_end <= call_end[k]
+        s_n, d_n = end_node[g[k - q][ok]], end_node[lch[k][ok]]
+        fwd = s_n < d_n
+        out_s.append(s_n[fwd])
+        out_d.append(d_n[fwd])
+    if not out_s:
+        return empty, empty, 0
+    return np.concatenate(out_s), np.concatenate(out_d), int(max(depths))
+
+
+def _unfinished_before(ends: np.ndarray, at: np.ndarray, window: int = 8) -> np.ndarray:
+    """Per k: how many of ``ends[:k]`` are later than ``at[k]``: ``k`` minus the ends at
+    or before ``at[k]``, plus those among the next ``window`` items (work launched after a
+    call rarely ends before the call returns; beyond the window it is taken not to)."""
+    n = ends.size
+    done_all = np.searchsorted(np.sort(ends), at, side="right")
+    later = np.zeros(n, dtype=np.int64)
+    for d in range(window + 1):
+        j = np.arange(n) + d
+        ok = j < n
+        later[ok] += ends[j[ok]] <= at[ok]
+    return np.arange(n) - done_all + later
 
 
 def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> np.ndarray:
