@@ -639,3 +639,45 @@ def test_report_under_a_file_size_limit_leaves_no_partial_file(tmp_path: Path) -
     assert proc.returncode == 1, proc.stderr
     assert "File too large" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]  # no r.html, no r.html.tmp
+
+
+def test_the_prefilter_knows_every_non_ascii_letter_of_ignorecase() -> None:
+    """The prefilter folds exactly the characters ``re.IGNORECASE`` matches with an ASCII
+    letter, digit or underscore (found by trying every code point)."""
+    import re
+
+    from hta.model.prefilter import IGNORECASE_ASCII
+
+    word = re.compile("[a-z0-9_]", re.IGNORECASE)
+    found = {cp: re.sub("[^a-z]", "", c.lower()) or c
+             for cp in range(128, 0x110000) if word.fullmatch(c := chr(cp))}
+    assert {cp: chr(IGNORECASE_ASCII[cp]) if isinstance(IGNORECASE_ASCII[cp], int)
+            else IGNORECASE_ASCII[cp] for cp in found} == {
+        0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+    assert set(IGNORECASE_ASCII) == set(found)
+
+
+@pytest.mark.parametrize("name", [
+    "nccl\u212aernel_AllReduce",            # Kelvin sign for K: still NCCL
+    "ncclDevKernel_AllReduce_é" + "漢" * 2000,
+    "\u017fm80_xmma_gemm_f16f16",           # long s for s
+    "void at::native::élémentwise_kernel",
+    "Memcpy HtoD (Pageable -> Device) ✓",
+])
+def test_non_ascii_names_get_the_kinds_the_rules_give(name: str) -> None:
+    """The prefilter applied to non-ASCII names (it used to be skipped for them, running
+    every rule's expression on a 10 MB name) never changes a kind."""
+    import re
+
+    from hta.model.rules import DEFAULT_RULES, RuleSet
+
+    def unfiltered(cat: str) -> str:
+        for rule in DEFAULT_RULES:
+            if rule.cat is not None and not re.search(rule.cat, cat):
+                continue
+            if rule.name is None or re.search(rule.name, name):
+                return rule.kind
+        return RuleSet().kind_of(cat, "\x00no rule matches this\x00")[0]
+
+    for cat in ("kernel", "gpu_memcpy", "cpu_op", "cuda_runtime"):
+        assert RuleSet().kind_of(cat, name)[0] == unfiltered(cat), (cat, name[:40])

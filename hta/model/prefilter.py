@@ -10,11 +10,14 @@ contain. :func:`may_match` evaluates it on the lower-cased name with Python's su
 search, which is far faster than the regular expression; the expression is then run only
 on the names the filter lets through, so the answer is always the expression's own.
 
-The filter is a necessary condition, never a sufficient one, and it is applied only to
-ASCII names (case-insensitive matching of non-ASCII characters, such as the Kelvin sign
-matching ``k``, does not follow ``str.lower``). Anything the reader does not understand
-(character classes, back references, optional parts, lookarounds) contributes no
-condition, which keeps the filter sound at the cost of letting more names through.
+The filter is a necessary condition, never a sufficient one. A name is tested in the
+form :func:`filter_text` gives it: lower-cased, with the four non-ASCII characters that
+Python's case-insensitive matching takes for ASCII letters (the Kelvin sign for ``k``,
+the long s for ``s``, the dotted and dotless i for ``i``) replaced by those letters, so
+the test stays sound for any name (a 10 MB non-ASCII name used to run every expression).
+Anything the reader does not understand (character classes, back references, optional
+parts, lookarounds) contributes no condition, which keeps the filter sound at the cost of
+letting more names through.
 """
 
 from __future__ import annotations
@@ -49,9 +52,23 @@ def literal_filter(pattern: str, flags: int = 0) -> Filter | None:
         return None
 
 
+#: The non-ASCII characters that ``re.IGNORECASE`` matches with an ASCII letter (found by
+#: trying every code point; ``tests/test_rules.py`` checks the list).
+IGNORECASE_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s",
+                                  "\u212a": "k"})
+
+
+def filter_text(name: str) -> str:
+    """``name`` as :func:`may_match` takes it: lower-cased, the non-ASCII characters that
+    match ASCII letters case-insensitively replaced by those letters."""
+    if name.isascii():
+        return name.lower()
+    return name.translate(IGNORECASE_ASCII).lower()
+
+
 def may_match(node: Filter | None, lowered: str) -> bool:
-    """False when ``lowered`` (an ASCII name, lower-cased) lacks what ``node`` requires:
-    the pattern cannot match it. True means the pattern has to be run."""
+    """False when ``lowered`` (a name as :func:`filter_text` gives it) lacks what
+    ``node`` requires: the pattern cannot match it. True means it has to be run."""
     if node is None:
         return True
     if type(node) is str:

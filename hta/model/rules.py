@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hta.model.categories import CATEGORIES, KERNEL_FAMILIES
-from hta.model.prefilter import Filter, literal_filter, may_match
+from hta.model.prefilter import Filter, filter_text, literal_filter, may_match
 
 RULES_VERSION = 2  # 2: the compute rule split into kernel families carrying a category
 
@@ -225,14 +225,14 @@ class _Matcher:
         if found is not None:
             return found
         rows, found = self._candidates(cat)
-        lowered = name.lower() if name.isascii() else None
+        lowered = filter_text(name)
         names, filters = self.names, self.filters
         for i in rows:
             pattern = names[i]
             if pattern is None:
                 found = i
                 break
-            if lowered is not None and not may_match(filters[i], lowered):
+            if not may_match(filters[i], lowered):
                 continue
             if pattern.search(name) is not None:
                 found = i
