@@ -16,6 +16,7 @@ import pandas as pd
 
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
+from hta.facade.serving import ServingMixin
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 
@@ -25,9 +26,9 @@ if TYPE_CHECKING:
     from hta.model.trace import Trace
 
 
-class PerformanceMixin:
+class PerformanceMixin(ServingMixin):
     """``get_op_performance``, ``get_op_performance_summary``, ``get_category_time``,
-    ``plot_roofline``."""
+    ``plot_roofline`` (and the graph-capture merge of :class:`ServingMixin`)."""
 
     t: Trace
     rules: RuleSet

@@ -1,0 +1,204 @@
+"""Graph-replayed kernels mapped to the operators that captured them (capture merge).
+
+Serving engines (vLLM, SGLang) run their decode steps as CUDA/HIP graphs. In the trace of
+the replay, the kernels hang off one ``cudaGraphLaunch``/``hipGraphLaunch`` and have no
+operator, so no shapes and no FLOPs. The graphs were captured earlier, and a trace of the
+capture (TraceLens's layout: ``capture_traces/`` beside the replay trace) holds the
+operators, with their shapes, that launched each kernel into the graph.
+
+**Capture windows.** In a capture trace, a *window* is the time between a
+``cudaStreamBeginCapture``/``hipStreamBeginCapture`` call and the next
+``...EndCapture`` call on the same thread; its *launches* are the kernel launch calls
+(runtime launch kind) on that thread inside it, in time order. Kernels are not run
+while capturing, so the launch is what the capture trace has of each graph node.
+
+**Matching.** A *replay* is the GPU work of one graph launch in the replay trace (every
+GPU event whose launch is that call), in start order (ties by stream). A replay of ``n``
+kernels matches the first capture window (of every capture trace given, in file and time
+order) with exactly ``n`` launches; its ``i``-th kernel is the window's ``i``-th launch.
+Graph nodes are recorded in capture order and a decode graph's kernels run in that order
+on one stream, so position identifies the node; a replay whose count no window has is
+left unmatched (said in :func:`merge_summary`), never matched by guess.
+
+**Per matched kernel** the operator is the innermost ``cpu_op`` around its capture launch
+that has a performance model (:mod:`hta.analysis.perf.registry`; a wrapper such as
+``aiter::gemm_a16w16`` around ``aten::mm`` yields to ``aten::mm``, so a GEMM is counted
+once), else the innermost ``cpu_op``; its ``Input Dims``/``Input type`` give its FLOPs
+and bytes per call, counted on the first kernel of that operator call in the replay (an
+operator that launched several kernels is counted once per replay).
+
+Columns of :func:`captured_kernels` (:data:`COLUMNS`), one row per replayed GPU event:
+``rank``, ``launch`` (row of the graph launch), ``position`` (its index in the replay),
+``kernel`` (name), ``dur(us)``, ``matched`` (a window was found), ``op`` (the operator,
+``""`` when none), ``category`` (the operator's category, :func:`hta.model.categories.op_category`,
+``""`` when none), ``input_dims``, ``flops`` and ``bytes`` (of the operator call, on its
+first kernel; 0 on the others and where no model applies).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.perf.inputs import parse_inputs
+from hta.analysis.perf.registry import model_of, work_of
+from hta.model.categories import op_category
+from hta.model.links import GRAPH_LAUNCH
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
+from hta.model.trace import RankTrace
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["rank", "launch", "position", "kernel", "dur(us)", "matched", "op", "category",
+           "input_dims", "flops", "bytes"]
+
+
+@dataclass
+class Window:
+    """One capture window: the capture trace's rank trace and its launch rows, in order."""
+
+    source: str
+    trace: RankTrace
+    launches: np.ndarray
+
+
+def capture_windows(rt: RankTrace, source: str = "") -> list[Window]:
+    """The capture windows of a capture trace (module docstring), in time order."""
+    ev = rt.events
+    if not len(ev):
+        return []
+    sym = np.asarray(rt.symbols, dtype=object)
+    names = sym[ev["name"].to_numpy()]
+    is_begin = np.array([n.endswith("StreamBeginCapture") for n in names], dtype=bool)
+    is_end = np.array([n.endswith("StreamEndCapture") for n in names], dtype=bool)
+    codes = ev["kind"].cat.codes.to_numpy()
+    launch = codes == KIND_CODE["runtime_launch"]
+    ts = ev["ts"].to_numpy(np.int64)
+    tid = ev["tid"].to_numpy(np.int64)
+    out = []
+    for b in np.flatnonzero(is_begin):
+        later = np.flatnonzero(is_end & (tid == tid[b]) & (ts >= ts[b]))
+        if not later.size:
+            continue
+        e = later[0]
+        inside = np.flatnonzero(launch & (tid == tid[b]) & (ts >= ts[b]) & (ts <= ts[e]))
+        out.append(Window(source, rt, inside[np.argsort(ts[inside], kind="stable")]))
+    return out
+
+
+def _op_of(rt: RankTrace, row: int) -> int:
+    """The operator row of a capture launch: the innermost enclosing ``cpu_op`` with a
+    performance model, else the innermost ``cpu_op`` (-1: none)."""
+    ev = rt.events
+    op = int(ev["op_index"].iat[row])
+    if op < 0:
+        return -1
+    parent = ev["parent"].to_numpy()
+    codes = ev["kind"].cat.codes.to_numpy()
+    names = ev["name"].to_numpy()
+    v = op
+    while v >= 0:
+        if codes[v] == KIND_CODE["cpu_op"] and model_of(rt.symbols[int(names[v])]):
+            return v
+        v = int(parent[v])
+    return op
+
+
+def _replays(rt: RankTrace) -> list[tuple[int, np.ndarray]]:
+    """Per graph launch of the replay trace: its row and its GPU rows in start order."""
+    ev = rt.events
+    if not len(ev):
+        return []
+    sym = rt.symbols
+    codes = ev["kind"].cat.codes.to_numpy()
+    gpu = np.flatnonzero(kind_mask(codes, GPU_WORK_KINDS))
+    launch_of = ev["index_correlation"].to_numpy()[gpu]
+    names = ev["name"].to_numpy()
+    ok = launch_of >= 0
+    gpu, launch_of = gpu[ok], launch_of[ok]
+    graph = np.array([bool(GRAPH_LAUNCH.search(sym[int(names[r])])) for r in launch_of],
+                     dtype=bool)
+    gpu, launch_of = gpu[graph], launch_of[graph]
+    ts = ev["ts"].to_numpy(np.int64)
+    stream = ev["stream"].to_numpy(np.int64)
+    out = []
+    for launch in np.unique(launch_of):
+        rows = gpu[launch_of == launch]
+        out.append((int(launch), rows[np.lexsort((stream[rows], ts[rows]))]))
+    return out
+
+
+def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
+    """Each replayed GPU event of ``replay`` with the operator that captured it
+    (:data:`COLUMNS`; the module docstring defines the matching)."""
+    ev = replay.events
+    sym = replay.symbols
+    rows_out = []
+    dur = (ev["end"] - ev["ts"]).to_numpy(np.int64)
+    names = ev["name"].to_numpy()
+    for launch, rows in _replays(replay):
+        window = next((w for w in windows if w.launches.size == rows.size), None)
+        seen_ops: set[tuple[int, int]] = set()
+        for i, r in enumerate(rows.tolist()):
+            row = {"rank": replay.rank, "launch": launch, "position": i,
+                   "kernel": sym[int(names[r])], "dur(us)": dur[r] / 1e3,
+                   "matched": window is not None, "op": "", "category": "",
+                   "input_dims": "", "flops": 0.0, "bytes": 0.0}
+            if window is not None:
+                crt = window.trace
+                op = _op_of(crt, int(window.launches[i]))
+                if op >= 0:
+                    name = crt.symbols[int(crt.events["name"].iat[op])]
+                    row["op"] = name
+                    row["category"] = op_category(name) or ""
+                    args = _op_args(crt, op)
+                    row["input_dims"] = args[0]
+                    key = (id(crt), op)
+                    if key not in seen_ops:
+                        seen_ops.add(key)
+                        work = work_of(name, parse_inputs(*args))
+                        if work is not None:
+                            row["flops"], row["bytes"] = float(work.flops), float(work.bytes)
+            rows_out.append(row)
+    return pd.DataFrame(rows_out, columns=COLUMNS)
+
+
+def _op_args(rt: RankTrace, op: int) -> tuple[str, str, str]:
+    args = rt.tables.get("op_args")
+    if args is None or not len(args):
+        return "", "", ""
+    idx = args["index"].to_numpy()
+    pos = np.searchsorted(idx, op)
+    if pos >= idx.size or idx[pos] != op:
+        return "", "", ""
+    a = args.iloc[int(pos)]
+    return (str(a["input_dims"] or ""), str(a["input_type"] or ""),
+            str(a["concrete_inputs"] or ""))
+
+
+def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: ``replays`` (graph launches), ``matched_replays``, ``kernels``,
+    ``replay_time(us)`` (GPU time of the replayed kernels), ``with_op_time(us)`` (of those
+    that found their operator), ``with_op_pctg`` and ``gemm_gflop`` (GEMM-category
+    operators' FLOPs / 1e9)."""
+    cols = ["rank", "replays", "matched_replays", "kernels", "replay_time(us)",
+            "with_op_time(us)", "with_op_pctg", "gemm_gflop"]
+    if not len(kernels):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for rank, k in kernels.groupby("rank", sort=True):
+        total = float(k["dur(us)"].sum())
+        with_op = float(k.loc[k["op"] != "", "dur(us)"].sum())
+        per_launch = k.groupby("launch")["matched"].first()
+        rows.append({"rank": int(rank), "replays": int(per_launch.size),
+                     "matched_replays": int(per_launch.sum()), "kernels": len(k),
+                     "replay_time(us)": total, "with_op_time(us)": with_op,
+                     "with_op_pctg": 100.0 * with_op / total if total else 0.0,
+                     "gemm_gflop": float(k.loc[k["category"] == "GEMM", "flops"].sum()) / 1e9})
+    return pd.DataFrame(rows, columns=cols)
+
+
+__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels", "merge_summary"]

@@ -1,0 +1,99 @@
+"""Serving traces on ``TraceAnalysis``: graph-replayed kernels mapped to the operators
+that captured them (:mod:`hta.analysis.capture`).
+
+The capture traces are read from ``capture_dir``, by default the ``capture_traces/``
+folder inside the trace folder (TraceLens's layout); each file is loaded on its own (one
+file per captured batch size, all of the same rank). A folder that is absent, holds no
+trace, or whose captures match no replay is said in a warning, and the analysis goes on
+without it (every replayed kernel then unmatched).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from hta.model.selection import Ranks
+
+if TYPE_CHECKING:
+    from hta.model.job import Job
+
+logger = logging.getLogger(__name__)
+
+
+class ServingMixin:
+    """``get_captured_kernels`` and ``get_capture_summary``."""
+
+    t: Job
+    trace_dir: str | None
+
+    def _capture_windows(self, capture_dir: str | Path | None) -> list[tuple[int, Any]]:
+        """(rank of the capture trace, window) of every capture file, in file order."""
+        from hta.analysis.capture import capture_windows
+        from hta.errors import TraceError
+        from hta.job.load import load_trace
+        from hta.kineto.discovery import discover
+
+        if capture_dir is None:
+            if self.trace_dir is None or not Path(self.trace_dir).is_dir():
+                return []
+            capture_dir = Path(self.trace_dir) / "capture_traces"
+            if not capture_dir.is_dir():
+                return []
+        cache = self.__dict__.setdefault("_capture_cache", {})
+        key = str(capture_dir)
+        if key in cache:
+            return cache[key]
+        out: list[tuple[int, Any]] = []
+        try:
+            files, _ = discover(capture_dir)
+        except TraceError as exc:
+            logger.warning("capture traces left out: %s", exc)
+            files = []
+        for f in files:
+            try:
+                job = load_trace(trace_files=[f], progress=False, max_workers=1)
+            except TraceError as exc:  # e.g. TraceLens's execution_details.json
+                logger.info("capture folder: %s is not a capture trace: %s", f, exc)
+                continue
+            for rt in job.to_memory():
+                out.extend((rt.rank, w) for w in capture_windows(rt, str(f)))
+        if not out:
+            logger.warning("capture traces left out: %s holds no graph capture (no "
+                           "BeginCapture ... EndCapture calls)", capture_dir)
+        cache[key] = out
+        return out
+
+    def get_captured_kernels(self, ranks: Ranks = None,
+                             capture_dir: str | Path | None = None) -> pd.DataFrame:
+        """Each graph-replayed GPU event with the operator that captured it, its shapes and
+        FLOPs (columns and matching: :mod:`hta.analysis.capture`). Capture traces of the
+        replay's rank are used when there are any, else all of them."""
+        from hta.analysis.capture import COLUMNS, captured_kernels
+
+        windows = self._capture_windows(capture_dir)
+        frames = []
+        for r in self.t.selected_ranks(None if ranks is None else ranks):
+            mine = [w for rank, w in windows if rank == r] or [w for _, w in windows]
+            frames.append(captured_kernels(self.t.rank(r), mine))
+        frames = [f for f in frames if len(f)]
+        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            columns=COLUMNS)
+        if len(out) and windows and not out["matched"].any():
+            logger.warning("the capture traces match none of the %d graph replay(s): no "
+                           "capture window has as many kernel launches as a replay has "
+                           "kernels; replayed kernels stay without operators",
+                           out["launch"].nunique())
+        return out
+
+    def get_capture_summary(self, ranks: Ranks = None,
+                            capture_dir: str | Path | None = None) -> pd.DataFrame:
+        """Per rank: graph replays, how many matched a capture, the replayed kernels' time
+        and the share that found its operator, and their GEMM GFLOP
+        (:func:`hta.analysis.capture.merge_summary`)."""
+        from hta.analysis.capture import merge_summary
+
+        return merge_summary(self.get_captured_kernels(ranks, capture_dir))
