@@ -1,5 +1,6 @@
-"""Serving traces on ``TraceAnalysis``: graph-replayed kernels mapped to the operators
-that captured them (:mod:`hta.analysis.capture`).
+"""Serving traces on ``TraceAnalysis``: the engine's iterations (:mod:`hta.analysis.serving`)
+and graph-replayed kernels mapped to the operators that captured them
+(:mod:`hta.analysis.capture`).
 
 The capture traces are read from ``capture_dir``, by default the ``capture_traces/``
 folder inside the trace folder (TraceLens's layout); each file is loaded on its own (one
@@ -25,10 +26,30 @@ logger = logging.getLogger(__name__)
 
 
 class ServingMixin:
-    """``get_captured_kernels`` and ``get_capture_summary``."""
+    """``get_captured_kernels``, ``get_capture_summary``, ``get_server_iterations`` and
+    ``get_server_iteration_summary``."""
 
     t: Job
     trace_dir: str | None
+
+    def get_server_iterations(self, ranks: Ranks = None) -> pd.DataFrame:
+        """One row per engine iteration (vLLM's ``execute_model``, SGLang's batch step, or
+        a graph launch): its kind (prefill, decode, mixed where the trace says), time,
+        GPU busy time, idle time and GPU time per kernel category. See
+        :mod:`hta.analysis.serving`."""
+        from hta.analysis.serving import server_iterations
+        from hta.model.trace import map_ranks
+
+        return map_ranks(self.t, server_iterations, ranks, (getattr(self, "rules", None),),
+                         description="Server iterations")
+
+    def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
+        """Per iteration kind: iterations, the steady state's median time (the first
+        iteration of each kind on each rank left out) and the kind's totals (prefill vs
+        decode). See :func:`hta.analysis.serving.iteration_summary`."""
+        from hta.analysis.serving import iteration_summary
+
+        return iteration_summary(self.get_server_iterations(ranks))
 
     def _capture_windows(self, capture_dir: str | Path | None) -> list[tuple[int, Any]]:
         """(rank of the capture trace, window) of every capture file, in file order."""
