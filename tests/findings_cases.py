@@ -179,20 +179,25 @@ WARM_KERNEL_NS = 200_000
 
 
 def warm_up(tmp_path: Path, free_ns: int = 5_000_000, every: bool = False,
-            iterations: int = WARM_ITERS) -> tuple[Trace, int]:
+            iterations: int = WARM_ITERS, steps: bool = False) -> tuple[Trace, int]:
     """A loop of ``iterations`` calls of ``aten::linear`` with no ProfilerStep: each call
     runs 16 µs on the CPU (a launch of 5 µs at +10 µs) and its kernel, 200 µs, starts 5 µs
     after its launch returns or after the previous kernel. With ``free_ns`` the first call
     also frees memory for that long before its launch (first cuBLAS use); with ``every``
-    every call does. Expected: the GPU idle inside the first call when it is one-time
-    (the whole call: its kernel starts after it), else 0."""
+    every call does; with ``steps`` each call is one ProfilerStep. Expected: the GPU
+    idle inside the first call when it is one-time (the whole call: its kernel starts
+    after it), else 0."""
     b = TraceBuilder(rank=0)
     t, gpu_free = 0, 0
     first_idle = 0
     for k in range(iterations):
         extra = free_ns if (k == 0 or every) else 0
         dur = WARM_OP_NS + extra
+        if steps:
+            b.annotation(f"ProfilerStep#{k + 1}", ts=t, dur=dur + 4_000)
         b.cpu_op("aten::linear", ts=t, dur=dur, **{"Input Dims": [[64, 64], [64, 64]]})
+        if k == 0:  # the rank's first runtime call (context creation) is not the free
+            b.runtime("cudaGetDevice", ts=t + 1_000, dur=1_000)
         if extra:
             b.runtime("cudaFree", ts=t + 5_000, dur=extra)
         launch = t + 10_000 + extra

@@ -264,7 +264,7 @@ def test_idle_causes_add_up_to_the_idle_time(tmp_path, cause, top):
 
 
 def test_warm_up_time_is_attributed_to_the_note(tmp_path):
-    trace, expected = cases.warm_up(tmp_path)
+    trace, expected = cases.warm_up(tmp_path, steps=True)
     (row,) = analyse(trace).coverage.to_dict("records")
     assert row["idle_causes"].startswith("warmup ")
     assert row["idle_attributed_pctg"] == 100.0

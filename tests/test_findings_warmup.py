@@ -7,7 +7,8 @@ import findings_cases as cases
 import numpy as np
 from conftest import shared_trace
 
-from hta.analysis.findings import analyse, find
+from hta.analysis.findings import analyse, analysis_window, find
+from hta.analysis.findings.base import window_text
 from hta.analysis.findings.warmup import FACTOR, MIN_NS, one_time_costs
 from hta.job.load import load_trace
 
@@ -26,11 +27,14 @@ def test_first_call_free_is_a_one_time_cost_not_host_sync(tmp_path):
     assert "aten::linear" in note["evidence"] and "cudaFree" in note["evidence"]
     assert "allocator" in note["evidence"]
     assert "schedule" in note["advice"] and "CUDA_MODULE_LOADING" in note["advice"]
-    # the note holds the one-time idle time: the coverage counts it as explained
-    cov = result.coverage.iloc[0]
-    assert cov["explained(us)"] * 1e3 >= expected
     ot = one_time_costs(trace.rank(0))
     assert ot.rows.size == 1 and int(ot.end[0] - ot.start[0]) == expected
+    # no ProfilerStep: the findings describe the steady state after the cost
+    rt = trace.rank(0)
+    assert analysis_window(rt) == (int(ot.end[0]), int(rt.events["end"].max()))
+    assert "steady state" in note["evidence"] and "steady state" in window_text(rt)
+    assert "left out" in window_text(rt)
+    assert result.coverage.iloc[0]["window(us)"] * 1e3 == analysis_window(rt)[1] - ot.end[0]
 
 
 def test_recurring_free_is_host_sync_not_warm_up(tmp_path):
@@ -66,3 +70,47 @@ def test_real_traces_one_time_costs_are_first_calls_or_setup():
             assert (dur >= MIN_NS).all()
             assert (2 * ot.idle >= dur).all()
             assert np.isin(ot.why, ["first", "setup", "warm-up"]).all()
+
+
+def test_cost_in_the_window_is_held_from_every_saving(tmp_path):
+    """With ProfilerSteps the window stays the steps: a one-time cost inside the first step
+    is held by the note, so the coverage counts its idle time as explained (warm-up)."""
+    trace, expected = cases.warm_up(tmp_path, steps=True)
+    result = analyse(trace)
+    assert "host_sync" not in _rules(result.findings)
+    assert "warmup" in _rules(result.findings)
+    (row,) = result.coverage.to_dict("records")
+    assert row["idle_causes"].startswith("warmup ")
+    assert "step" in window_text(trace.rank(0))
+    assert expected > 0
+
+
+def test_whole_trace_without_cost_or_steps(tmp_path):
+    trace, _ = cases.warm_up(tmp_path, free_ns=0)
+    assert window_text(trace.rank(0)).startswith("the whole trace")
+
+
+def test_summary_json_and_report_show_the_window_and_the_note(tmp_path, capsys):
+    import json
+
+    from hta.cli import main
+    from hta.report.builder import SECTIONS, _context
+    from hta.report.context import Section
+    from hta.trace_analysis import TraceAnalysis
+
+    cases.warm_up(tmp_path)
+    assert main(["summary", str(tmp_path), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "Warm-up (one-time, not a saving): rank 0: 1 one-time cost(s)" in text
+    assert "Findings describe, rank 0: the steady state" in text
+    assert main(["summary", str(tmp_path), "--no-cache", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    (cov,) = payload["findings_coverage"]
+    assert cov["window"].startswith("the steady state")
+    assert "warmup" in [f["rule"] for f in payload["findings"]]
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    section = Section("findings", "Findings")
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
+    build(_context(a, None, None, None), section)
+    (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
+    assert table.note.startswith("Findings describe: the steady state")

@@ -167,6 +167,9 @@ def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> No
             r["title"] + (f": {r['subject']}" if r["subject"] else "")),
             numeric=False, wrap=True),
     ], shown)
+    for r in findings[findings["rule"] == "warmup"].head(1).to_dict("records"):
+        out.line(printable(f"Warm-up (one-time, not a saving): {r['evidence']}", 400),
+                 style="yellow")
 
 
 def _info_or(row: dict[str, Any], text: str) -> str:
@@ -206,6 +209,13 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
         longest.setdefault(int(p["rank"]), p)
     more = f", the {len(rows)} least explained of {len(coverage)}" \
         if len(coverage) > len(rows) else ""
+    if rows[0].get("window"):
+        others = " (each rank's: --json findings_coverage.window)" if len(coverage) > 1 else ""
+        out.line(printable(f"Findings describe, rank {rows[0]['rank']}: {rows[0]['window']}"
+                           f"{others}", 400))
+        if rows[0].get("idle_causes"):
+            out.line(printable(f"Idle time by cause, rank {rows[0]['rank']}: "
+                               f"{rows[0]['idle_causes']}", 400))
     out.table(f"What the findings explain of the time the GPU does not compute (ms{more})", [
         Column("rank", lambda r: str(r["rank"])),
         Column("idle + exposed", lambda r: number(r["not_computing(us)"] / 1e3, 3)),

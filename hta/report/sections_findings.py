@@ -116,6 +116,8 @@ def coverage_tables(ctx: Context, s: Section) -> None:
         return
     noted = [r for r in coverage.to_dict("records") if r["note"]]
     notes = [f"Rank {r['rank']}: {r['note']}" for r in noted[:NOTES_SHOWN]]
+    notes.insert(0, "Findings describe{}: {window}; idle time by cause: {idle_causes}.".format(
+        f" (rank {coverage['rank'].iloc[0]})" * (len(coverage) > 1), **coverage.iloc[0]))
     if len(noted) > NOTES_SHOWN:
         notes.append(f"{len(noted) - NOTES_SHOWN} more rank(s) have idle time the findings "
                      "do not explain: see the note column of get_findings_coverage().")

@@ -100,7 +100,9 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
 
     With ``iterations``: from the first selected step's start to the last one's end.
     Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
-    span of every event. ``(0, 0)`` for an empty rank.
+    steady state (:func:`hta.analysis.findings.warmup.steady_window`: from the end of the
+    latest one-time cost that a quarter of the GPU work or more follows, to the end of
+    the trace), else the span of every event. ``(0, 0)`` for an empty rank.
     """
     steps = step_table(rt)
     if iterations is not None:
@@ -110,8 +112,40 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
     ev = rt.events
     if not len(ev):
         return 0, 0
+    if iterations is None and not len(step_table(rt)):
+        # warmup's rules import this module: imported here, not at the top
+        from hta.analysis.findings.warmup import steady_window
+
+        steady = steady_window(rt)
+        if steady is not None:
+            return steady[0], steady[1]
     return int(ev["ts"].min()), int(ev["end"].max())
 
 
+def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> str:
+    """Which window the findings of the rank describe and how it was found."""
+    from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
+    from hta.analysis.findings.warmup import steady_window
+
+    lo, hi = analysis_window(rt, iterations)
+    steps = step_table(rt)
+    if iterations is not None:
+        steps = steps[steps["step"].isin(as_list(iterations))]
+    if len(steps):
+        return (f"{fmt_steps(steps['step'].tolist())} ({fmt_time(hi - lo)}, ProfilerStep "
+                f"spans{'' if iterations is None else ', as selected'})")
+    ev = rt.events
+    if not len(ev):
+        return "nothing (an empty trace)"
+    steady = steady_window(rt) if iterations is None else None
+    if steady is not None:
+        first = int(ev["ts"].min())
+        name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
+        return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
+                f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
+                f"up to the end of the last one-time cost, {name}, left out)")
+    return f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost seen)"
+
+
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window",
-           "step_table"]
+           "step_table", "window_text"]

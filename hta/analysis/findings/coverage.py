@@ -39,7 +39,10 @@ queued work that waited on what the trace does not record, or unexplained.
 ``idle_causes`` lists them, the largest first, in % of the idle time;
 ``idle_attributed_pctg`` is the idle share with a named cause (all but ``queued`` and
 ``unexplained``). Where queued work makes a tenth of the idle time or more on a rank idle
-over 20% of its window, the note says what the trace lacks to explain it.
+over 20% of its window, the note says what the trace lacks to explain it. ``window``
+says which window the rank's findings describe and how it was found
+(:func:`~hta.analysis.findings.base.window_text`: the selected ProfilerSteps, the steady
+state after the one-time costs, or the whole trace).
 
 The coverage table also carries the rank's unclassified kernel time
 (:mod:`hta.analysis.findings.unclassified`), a gap of the tool's kind rules reported here
@@ -55,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
-from hta.analysis.findings.base import step_table
+from hta.analysis.findings.base import step_table, window_text
 from hta.analysis.findings.claims import difference
 from hta.analysis.findings.hostbound import host_gaps, queued_idle
 from hta.analysis.findings.rule_tools import fmt_time
@@ -79,7 +82,7 @@ COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(
            "exposed_memory(us)", "explained(us)", "unexplained(us)", "explained_pctg",
            "idle_pctg", "idle_explained_pctg", "saving(us)", "unclassified(us)",
            "unclassified_pctg", "note", "unclassified_note", "idle_attributed_pctg",
-           "idle_causes"]
+           "idle_causes", "window"]
 #: The classes of idle time no finding holds (:func:`idle_causes`), in order, with their
 #: text; ``queued`` and ``unexplained`` are what the trace lacks the information for.
 CAUSE_TEXT = {
@@ -130,6 +133,7 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     }
     causes = idle_causes(rt, idle_s, idle_e, kept)
     row["idle_causes_ns"] = causes
+    row["window_text"] = window_text(rt, iterations)
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
     host = _Host.of(rt) if order.size else None
     pieces = [_piece(host, int(u_s[i]), int(u_e[i]), busy, comm, memory)  # type: ignore[arg-type]
@@ -351,6 +355,7 @@ def coverage_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "idle_attributed_pctg": _pct(idle - sum(
                 v for k, v in r.get("idle_causes_ns", {}).items() if k in UNNAMED), idle),
             "idle_causes": causes_text(r.get("idle_causes_ns", {}), idle),
+            "window": r.get("window_text", ""),
         })
     return pd.DataFrame(out, columns=COLUMNS)
 

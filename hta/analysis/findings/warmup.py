@@ -31,6 +31,14 @@ event or handle creation: library set-up). Its claim is the GPU idle time inside
 costs: the engine gives it first to the note (it holds no saving), so every other rule's
 saving leaves this time out, and ``host_sync`` leaves out blocking calls inside one-time
 costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of the window.
+
+**The steady state.** On a rank without ``ProfilerStep`` spans the analysed window
+(:func:`~hta.analysis.findings.base.analysis_window`) is the steady state
+(:func:`steady_window`): from the end of the latest one-time cost after which at least
+:data:`MIN_STEADY_WORK` (a quarter) of the rank's GPU work starts, to the end of the
+trace; the whole trace when there is no such cost. The note then lists the costs from
+the start of the trace (what the window leaves out) and says where the window starts;
+:func:`~hta.analysis.findings.base.window_text` says which window the findings describe.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.rule_tools import (
     WARM_UP,
@@ -117,6 +125,33 @@ def in_one_time(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     k = np.searchsorted(c.s, ts, side="right") - 1
     kk = np.clip(k, 0, None)
     return (k >= 0) & (ts < c.e[kk])
+
+
+#: Share of the rank's GPU work (by count) that must start after the one-time costs for
+#: the steady state to be the window of a trace without ProfilerStep.
+MIN_STEADY_WORK = 0.25
+
+
+def steady_window(rt: RankTrace) -> tuple[int, int, int] | None:
+    """The steady state of a rank without ``ProfilerStep`` spans: ``(start, end, row)``,
+    from the end of its latest one-time cost (``row``) after which at least
+    :data:`MIN_STEADY_WORK` of its GPU work starts, to the end of its last event; None
+    when the rank has no such cost (the window is then the whole trace)."""
+    return derived(rt, "findings.steady_window", lambda: _steady(rt))
+
+
+def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
+    ot = one_time_costs(rt)
+    ev = rt.events
+    if not ot.rows.size or not len(ev):
+        return None
+    g = np.sort(ev["ts"].to_numpy()[gpu_rows(rt)])
+    end = int(ev["end"].max())
+    for i in np.argsort(-ot.end, kind="stable").tolist():
+        after = g.size - np.searchsorted(g, ot.end[i], side="left")
+        if after >= MIN_STEADY_WORK * g.size and after > 0:
+            return int(ot.end[i]), end, int(ot.rows[i])
+    return None
 
 
 def _empty() -> OneTime:
@@ -292,14 +327,18 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     inside the one-time costs of the window."""
     window = analysis_window(rt, iterations)
     ot = one_time_costs(rt)
-    sel = (ot.start >= window[0]) & (ot.start < window[1])
+    steady = iterations is None and not len(step_table(rt)) and \
+        steady_window(rt) is not None
+    # with the steady state as the window, the costs before it are what it leaves out
+    lo = int(rt.events["ts"].min()) if steady else window[0]
+    sel = (ot.start >= lo) & (ot.start < window[1])
     if iterations is not None and sel.any():
         sel &= np.isin(rt.events["iteration"].to_numpy()[ot.rows], iterations)
     if not sel.any():
         return []
     rows, start, end, idle = ot.rows[sel], ot.start[sel], ot.end[sel], ot.idle[sel]
     calls = ot.call[sel]
-    span = window[1] - window[0]
+    span = window[1] - lo
     total_idle = int(idle.sum())
     if span <= 0 or total_idle < MIN_SHARE * span:
         return []
@@ -314,15 +353,19 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         inner = (f"; {call} {fmt_time(int(ev['dur'].to_numpy()[calls[i]]))} inside"
                  if call and calls[i] != rows[i] else "")
         shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
-                     f"+{fmt_time(int(start[i] - window[0]))}{inner} "
+                     f"+{fmt_time(int(start[i] - lo))}{inner} "
                      f"({cause_text(rt, name, call, calls[i] == first_rt)})")
-    length = int(Cover(start, end).within(np.array([window[0]]), np.array([window[1]]))[0])
+    length = int(Cover(start, end).within(np.array([lo]), np.array([window[1]]))[0])
+    where = "the trace" if steady else "the window"
     evidence = (
         f"{rows.size} one-time cost(s) in {steps_text(rt, ev['iteration'].to_numpy()[rows])}"
-        f" ran {fmt_time(length)} ({100 * length / span:.0f}% of the window), the GPU idle "
+        f" ran {fmt_time(length)} ({100 * length / span:.0f}% of {where}), the GPU idle "
         f"{fmt_time(total_idle)} of it: {'; '.join(shown)}. They run once (a first call "
         f"at least {FACTOR:.0f}x its later ones, or set-up): no finding counts this time "
         f"as a recurring saving."
+        + (f" The findings describe the steady state after them: the last "
+           f"{fmt_time(window[1] - window[0])} of the trace, from "
+           f"+{fmt_time(window[0] - lo)}." if steady else "")
     )
     steps = step_tuple(ev["iteration"].to_numpy()[rows])
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
