@@ -130,3 +130,18 @@ def test_sample_job_one_host() -> None:
     off = clock_offsets(analyzer(root).t)
     assert len(off) == 4 and not off["applied"].any()
     assert (off["offset(us)"] == 0).all()
+
+
+def test_job_graph_couples_the_collectives_on_one_clock(tmp_path: Path) -> None:
+    """The what-if job graph (and its cross-rank critical path) couples each collective
+    at its last arrival: on raw clocks the first host's kernels end 5 ms "before" the
+    second host started and half the couplings are lost."""
+    folder = two_host_job(tmp_path, late={1: 300_000})
+    a = analyzer(folder)
+    jg, _ = a._whatif_job()
+    assert jg.collectives["coupled"].all() and len(jg.collectives) == 16
+    assert not jg.dropped
+    raw = analyzer(folder)
+    raw.clock_shifts = lambda align_clocks=True: {}  # type: ignore[method-assign]
+    jg_raw, _ = raw._whatif_job()
+    assert jg_raw.dropped == {"collective kernels ending before the last rank started": 8}

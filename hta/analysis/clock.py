@@ -210,6 +210,21 @@ def shift_times(frame: pd.DataFrame, offsets: Mapping[int, int],
     return out
 
 
+def shift_rank(rt: RankTrace, offset_ns: int) -> RankTrace:
+    """A copy of ``rt`` whose events' ``ts`` and ``end`` are on the reference clock
+    (minus ``offset_ns``); ``rt`` itself when there is nothing to move. Side tables are
+    shared, unshifted: for analyses that read the events' times only (the what-if job
+    graph)."""
+    if not offset_ns:
+        return rt
+    import dataclasses
+
+    events = rt.events.copy()
+    for col in ("ts", "end"):
+        events[col] = events[col].to_numpy(np.int64) - np.int64(offset_ns)
+    return dataclasses.replace(rt, events=events)
+
+
 def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,
                      offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
@@ -229,4 +244,5 @@ def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
 
 
 __all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "offsets_from_kernels", "rank_host", "rank_hosts", "shift_times"]
+           "estimate_offsets", "offsets_from_kernels", "rank_host", "rank_hosts", "shift_rank",
+           "shift_times"]

@@ -23,12 +23,17 @@ class WhatIfMixin:
     t: Job
 
     def _whatif_job(self) -> tuple[JobGraph, Schedule]:
-        """The job graph of every loaded rank and its unchanged replay (built once)."""
+        """The job graph of every loaded rank and its unchanged replay (built once); each
+        rank's times on the reference clock (``clock_shifts``: hosts whose clocks
+        disagree are put on one clock before the collectives couple them)."""
+        from hta.analysis.clock import shift_rank
         from hta.analysis.whatif import build_job, replay
 
         cached: Any = getattr(self, "_whatif_cache", None)
         if cached is None:
-            jg = build_job([self.t.rank(r) for r in self.t.get_ranks()])
+            shifts = self.clock_shifts() if hasattr(self, "clock_shifts") else {}
+            jg = build_job([shift_rank(self.t.rank(r), shifts.get(r, 0))
+                            for r in self.t.get_ranks()])
             cached = (jg, replay(jg))
             self._whatif_cache = cached
         return cached
