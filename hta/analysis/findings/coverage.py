@@ -35,11 +35,14 @@ longest of each rank are listed with the step they start in, what the GPU did
 **Idle causes** (:func:`idle_causes`): the idle time is attributed from the top down, each
 nanosecond to one cause: the rule whose finding (or note, ``warmup``) holds it, else a
 host gap no finding holds (under the noise floor), time after the rank's last GPU work,
-queued work that waited on what the trace does not record, or unexplained.
+queued work that waited on what the trace does not record, work whose launch the trace
+does not link, or unexplained.
 ``idle_causes`` lists them, the largest first, in % of the idle time;
-``idle_attributed_pctg`` is the idle share with a named cause (all but ``queued`` and
-``unexplained``). Where queued work makes a tenth of the idle time or more on a rank idle
-over 20% of its window, the note says what the trace lacks to explain it. ``window``
+``idle_attributed_pctg`` is the idle share with a named cause (all but ``queued``,
+``unlinked`` and ``unexplained``). Where queued or unlinked work makes a tenth of the
+idle time or more on a rank idle over 20% of its window, the note says what the trace
+lacks to explain it (for queued work: whether it holds stream-wait and event-record
+calls at all). ``window``
 says which window the rank's findings describe and how it was found
 (:func:`~hta.analysis.findings.base.window_text`: the selected ProfilerSteps, the steady
 state after the one-time costs, or the whole trace).
@@ -51,6 +54,7 @@ as a note, never as a finding.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +64,8 @@ import pandas as pd
 from hta.analysis.findings import unclassified as unknown_kinds
 from hta.analysis.findings.base import step_table, window_text
 from hta.analysis.findings.claims import difference
-from hta.analysis.findings.hostbound import host_gaps, queued_idle
-from hta.analysis.findings.rule_tools import fmt_time
+from hta.analysis.findings.hostbound import host_gaps, queued_idle, unlinked_idle
+from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
 from hta.analysis.intervals import Cover, union_length
@@ -89,10 +93,13 @@ CAUSE_TEXT = {
     "host": "host gaps under the findings' noise floor",
     "end": "after the rank's last GPU work",
     "queued": "queued work waiting on something the trace does not show",
+    "unlinked": "work whose launch the trace does not link",
     "unexplained": "unexplained",
 }
 #: Classes that name no cause: not counted in ``idle_attributed_pctg``.
-UNNAMED = ("queued", "unexplained")
+UNNAMED = ("queued", "unlinked", "unexplained")
+#: Runtime calls that record a dependency between streams or on an event.
+DEPENDENCY_CALLS = re.compile(r"(?i)StreamWaitEvent|EventRecord|waitOnEvent")
 PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
                  "annotations"]
 
@@ -133,6 +140,8 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     }
     causes = idle_causes(rt, idle_s, idle_e, kept)
     row["idle_causes_ns"] = causes
+    runtime = np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), RUNTIME_KINDS))
+    row["dependency_calls"] = int(name_matches(rt, runtime, DEPENDENCY_CALLS).sum())
     row["window_text"] = window_text(rt, iterations)
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
     host = _Host.of(rt) if order.size else None
@@ -151,7 +160,8 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     :mod:`~hta.analysis.findings.hostbound` no finding holds), ``end`` (after the rank's
     last GPU work: nothing left to wait for), ``queued`` (the next work was submitted
     before the GPU went idle: it waited on a stream, an event or another process the
-    trace does not record), ``unexplained``. The largest first."""
+    trace does not record), ``unlinked`` (the next work has no launch call in the trace),
+    ``unexplained``. The largest first."""
     out: dict[str, int] = {}
     for rule, cov in kept.by_rule.items():
         part = int(cov.within(idle_s, idle_e).sum())
@@ -164,7 +174,7 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
     end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
     for name, cover in (("host", Cover(hg.start, hg.end)), ("end", end_cover),
-                        ("queued", queued_idle(rt))):
+                        ("queued", queued_idle(rt)), ("unlinked", unlinked_idle(rt))):
         part = int(cover.within(s, e).sum())
         if part > 0:
             out[name] = part
@@ -199,14 +209,23 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
     causes = row.get("idle_causes_ns", {})
-    if idle > 0 and window > 0 and idle > IDLE_FLAG_SHARE * window and \
-            causes.get("queued", 0) >= 0.1 * idle:
+    flagged = idle > 0 and window > 0 and idle > IDLE_FLAG_SHARE * window
+    if flagged and causes.get("queued", 0) >= 0.1 * idle:
+        has = row.get("dependency_calls", 0)
         notes.append(
             f"{100 * causes['queued'] / idle:.0f}% of the idle time the GPU had work queued "
             f"that did not start: it waited on something the trace does not record (a "
-            f"stream wait or event, another process, a device-side dependency); a trace "
-            f"with the stream-wait and synchronisation events (CUDA sync events in the "
-            f"profiler's experimental config) or of the other processes would tell.")
+            f"stream wait or event, another process, a device-side dependency); "
+            + ("the trace holds no stream-wait or event-record call at all (a sampled or "
+               "filtered trace?): a full trace, with the profiler's CUDA sync events, "
+               "would tell." if not has else
+               f"the trace's {has} stream-wait and event-record calls do not cover these "
+               f"waits: a trace of the other processes or streams would tell."))
+    if flagged and causes.get("unlinked", 0) >= 0.1 * idle:
+        notes.append(
+            f"{100 * causes['unlinked'] / idle:.0f}% of the idle time ends at GPU work the "
+            f"trace links to no launch call (no correlation id): whether the host or a "
+            f"dependency held it cannot be told.")
     return " ".join(notes)
 
 

@@ -121,15 +121,25 @@ def host_gaps(rt: RankTrace) -> HostGaps:
 def queued_idle(rt: RankTrace) -> Cover:
     """GPU idle stretches after which the next work had been submitted before the GPU went
     idle (the GPU waited on a dependency, not on the host)."""
-    return derived(rt, "findings.queued_idle", lambda: _gaps(rt)[1])
+    return _gaps(rt)[1]
 
 
-def _gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover]:
+def unlinked_idle(rt: RankTrace) -> Cover:
+    """GPU idle stretches ended by work whose launch call the trace does not link (no
+    correlation to a runtime call): whether the host or a dependency held it is unknown."""
+    return _gaps(rt)[2]
+
+
+def _gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
+    return derived(rt, "findings.gaps", lambda: _find_gaps(rt))
+
+
+def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     ev = rt.events
     w = gpu_work(rt.rank, ev)
     empty = np.zeros(0, np.int64)
     if not len(w):
-        return (empty, empty, empty, empty), Cover(empty, empty)
+        return (empty, empty, empty, empty), Cover(empty, empty), Cover(empty, empty)
     busy = idle_cover(rt, Cover(empty, empty))
     # idle stretches from the rank's first event and between busy pieces; each ends
     # where the next work starts
@@ -142,14 +152,13 @@ def _gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover]:
     at = np.searchsorted(wts, e, side="left")
     ok = at < wts.size
     s, e, at = s[ok], e[ok], at[ok]
-    nxt = order[at]
-    # of the works starting at e, the one whose launch returned first
+    nxt = order[at]  # the first work (in start order) starting at e
     launch_end = w.launch_end[nxt]
     host = (launch_end >= 0) & (launch_end > s)
     queued = (launch_end >= 0) & (launch_end <= s)
     tid_of = _launch_tid(rt, nxt)
     return ((s[host], e[host], tid_of[host], w.iteration[nxt][host]),
-            Cover(s[queued], e[queued]))
+            Cover(s[queued], e[queued]), Cover(s[launch_end < 0], e[launch_end < 0]))
 
 
 def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
@@ -163,7 +172,7 @@ def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
 
 
 def _host_gaps(rt: RankTrace) -> HostGaps:
-    (s, e, tid, step), _ = _gaps(rt)
+    (s, e, tid, step), _, _ = _gaps(rt)
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
