@@ -53,3 +53,15 @@ def test_weighted_quantiles_match_the_definition(scale: int, way: str) -> None:
         for q in (0.25, 0.5, 0.9):
             assert got[q][k] == _reference(v, w, q), (k, q)
     assert all(np.isnan(got[q][5]) for q in got)
+
+
+@pytest.mark.parametrize(("groups", "sorted_ts"), [(6, True), (70_000, True), (6, False)])
+def test_idle_sort_by_group_then_start_is_the_lexsort(groups: int, sorted_ts: bool) -> None:
+    """The idle breakdown's row order: a stable sort by stream when rows come by start."""
+    from hta.analysis.idle import _by_group_then_start
+
+    rng = np.random.default_rng(groups)
+    ts = rng.integers(0, 1000, 5000)  # ties included
+    ts = np.sort(ts) if sorted_ts else ts
+    group = rng.integers(0, groups, 5000)
+    assert np.array_equal(_by_group_then_start(group, ts), np.lexsort((ts, group)))
