@@ -1,8 +1,8 @@
 """The whole job on one Perfetto timeline: every selected rank in one protobuf trace.
 
 Written with Perfetto's own trace protos (the ``perfetto`` package: ``pip install
-perfetto``, or the project's extra ``.[perfetto]``), so ui.perfetto.dev opens it at any size (no JSON parsing in the
-browser). The layout:
+perfetto``, or the project's extra ``.[perfetto]``), so ui.perfetto.dev opens it at any
+size (no JSON parsing in the browser). The layout:
 
 * **one process group per rank**, named ``rank R (host)`` (the trace's ``host_name``;
   ``rank R`` when it has none), ordered by rank;
@@ -60,7 +60,8 @@ def protos() -> Any:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("writing a Perfetto protobuf trace needs Perfetto's Python "
-                          "package: pip install perfetto (the project's extra .[perfetto])") from exc
+                          "package: pip install perfetto (the project's extra "
+                          ".[perfetto])") from exc
     return perfetto_trace_pb2
 
 
