@@ -296,3 +296,34 @@ def test_cli_whatif(tmp_path: Path) -> None:
     assert text.returncode == 0 and "Replay error" in text.stdout
     bad = run_cli(["whatif", str(folder), "kernels:gemm"])
     assert bad.returncode == 2 and "unknown change" in bad.stderr
+
+
+def test_unresolved_stream_wait_and_thread_handoff(tmp_path: Path) -> None:
+    from hta.analysis.whatif import build_job
+    from hta.analysis.whatif.graph import EDGE
+
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000_000):
+        b.cpu_op("aten::copy_", 1_000, 10_000)
+        b.launch("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy", cpu_ts=2_000, cpu_dur=2_000,
+                 gpu_ts=10_000, gpu_dur=300_000, launcher="cudaMemcpyAsync", stream=20)
+        # the compute stream waits for the copy (no record says which event)
+        b.runtime("cudaStreamWaitEvent", 20_000, 1_000)
+        b.cpu_op("aten::mm", 22_000, 10_000)
+        b.launch_kernel("gemm", cpu_ts=23_000, cpu_dur=2_000, gpu_ts=311_000, gpu_dur=200_000)
+        # a second thread starts work after the main thread's op (the backward pass)
+        b.cpu_op("aten::relu", 40_000, 10_000, tid=2)
+        b.launch_kernel("relu", cpu_ts=41_000, cpu_dur=2_000, gpu_ts=512_000,
+                        gpu_dur=100_000, tid=2)
+        b.runtime("cudaDeviceSynchronize", 60_000, 553_000)
+    b.write(tmp_path / "rank-0.json")
+    a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    rt = a.t.rank(0)
+    jg = build_job([rt])
+    assert (jg.type == EDGE["event_wait"]).sum() == 1
+    assert (jg.type == EDGE["thread"]).sum() == 1
+    base = a.what_if()
+    assert base["replay_error_pctg"].abs().max() == 0
+    # half-time copy: the gemm, the relu behind it and the synchronize move 150 µs earlier
+    pred = a.what_if("kernels:Memcpy*0.5")
+    assert pred["predicted(us)"].iloc[0] == pytest.approx(1_000 - 150)

@@ -18,8 +18,10 @@ node later than it was measured; the floor is what that dependency costs when a 
 makes it the binding one.
 
 **Inferred dependencies** the critical path graph does not have: a synchronizing call
-left unresolved waits for the GPU work enqueued before it (:func:`inferred_waits`), and a
-launch call waits for room in the launch queue (:func:`queue_edges`).
+left unresolved waits for the GPU work enqueued before it (:func:`inferred_waits`), a
+stream wait left unresolved waits for the work enqueued on the device's other streams
+before it (:func:`inferred_event_waits`), and a launch call waits for room in the launch
+queue (:func:`queue_edges`).
 
 **Across ranks** the communication kernels of one collective instance (the matching of
 :func:`hta.analysis.stragglers.match_collectives`: by process group and sequence number,
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hta.analysis.critical_path.events import EDGE_TYPES, Cols
+from hta.analysis.critical_path.events import EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
@@ -54,9 +56,9 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
-#: Edge types of the job graph: the critical path's, the collective coupling and the
-#: launch queue.
-JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective", "queue")
+#: Edge types of the job graph: the critical path's, the collective coupling, the launch
+#: queue and the hand-off from the main thread to the others.
+JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective", "queue", "thread")
 EDGE = {t: i for i, t in enumerate(JOB_EDGE_TYPES)}
 
 
@@ -110,13 +112,18 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     s = cp.node_is_start
     start_node[cp.node_event[s]] = nodes[s]
     end_node[cp.node_event[~s]] = nodes[~s]
-    w_src, w_dst = inferred_waits(rt, cp, start_node, end_node)
-    q_src, q_dst, depth = queue_edges(rt, start_node, end_node)
-    src = np.r_[cp.edge_src, w_src, q_src]
-    dst = np.r_[cp.edge_dst, w_dst, q_dst]
+    c = Cols.of(rt.events)
+    w_src, w_dst = inferred_waits(rt, c, cp, end_node)
+    q_src, q_dst, depth = queue_edges(c, end_node)
+    v_src, v_dst = inferred_event_waits(rt, c, cp, start_node, end_node)
+    h_src, h_dst = thread_handoffs(rt, c, cp, start_node)
+    src = np.r_[cp.edge_src, w_src, q_src, v_src, h_src]
+    dst = np.r_[cp.edge_dst, w_dst, q_dst, v_dst, h_dst]
     typ = np.r_[cp.edge_type, np.full(w_src.size, EDGE["sync"], dtype=np.int8),
-                np.full(q_src.size, EDGE["queue"], dtype=np.int8)].astype(np.int8)
-    o = np.lexsort((src, dst))
+                np.full(q_src.size, EDGE["queue"], dtype=np.int8),
+                np.full(v_src.size, EDGE["event_wait"], dtype=np.int8),
+                np.full(h_src.size, EDGE["thread"], dtype=np.int8)].astype(np.int8)
+    o = _by_dst_then_src(src, dst, cp.num_nodes)
     src, dst, typ = src[o], dst[o], typ[o]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
@@ -134,14 +141,13 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps)
 
 
-def inferred_waits(rt: RankTrace, cp: CriticalPathGraph, start_node: np.ndarray,
-                   end_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """``sync`` edges for the synchronizing calls the critical path graph could not resolve
     (no ``cuda_sync`` record: ``cudaEventSynchronize``, or a stream synchronize whose stream
     is unknown). Such a call waits at most for all GPU work enqueued before it; of that
     work, the one ending last, when it ends inside the call, is taken as what it waited for
-    (edge: that work's end -> the call's end)."""
-    c = Cols.of(rt.events)
+    (edge: that work's end -> the call's end). ``c``: the rank's event columns."""
     empty = np.zeros(0, dtype=np.int64)
     has_sync = np.zeros(cp.num_nodes, dtype=bool)
     has_sync[cp.edge_dst[cp.edge_type == EDGE["sync"]]] = True
@@ -168,12 +174,106 @@ def inferred_waits(rt: RankTrace, cp: CriticalPathGraph, start_node: np.ndarray,
     return src[fwd], dst[fwd]
 
 
+def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``thread`` edges: work on another thread is started by the main thread.
+
+    The *main thread* is the one holding the ``ProfilerStep`` events (else the one with the
+    most CPU events). Every top-level CPU event (depth 0) of another thread gets an edge
+    from the main thread's latest point (node) before its start: the autograd engine's
+    thread runs the backward pass when the main thread calls it, and the first event of a
+    thread has no other predecessor. Without it those threads would start at the rank's
+    first timestamp in the replay, and nothing the main thread does would move them."""
+    empty = np.zeros(0, dtype=np.int64)
+    cpu_nodes = np.flatnonzero(~kind_mask(c.codes[cp.node_event], GPU_WORK_KINDS))
+    if not cpu_nodes.size:
+        return empty, empty
+    rows = cp.node_event[cpu_nodes]
+    thread = c.pid[rows] * np.int64(1 << 32) + c.tid[rows]
+    step_ids = [i for i, n in enumerate(rt.symbols) if n.startswith("ProfilerStep#")]
+    is_step = np.isin(c.name[rows], step_ids)
+    if is_step.any():
+        main = thread[is_step][0]
+    else:
+        values, counts = np.unique(thread, return_counts=True)
+        main = values[np.argmax(counts)]
+    main_nodes = cpu_nodes[thread == main]
+    other = (thread != main) & cp.node_is_start[cpu_nodes] & (c.depth[rows] == 0)
+    targets = cpu_nodes[other]
+    k = np.searchsorted(main_nodes, targets, side="left") - 1
+    ok = k >= 0
+    return main_nodes[k[ok]], targets[ok]
+
+
+#: Calls that make a stream wait for an event recorded on another (GPU-side waits).
+STREAM_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEvent"})
+
+
+def inferred_event_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph,
+                         start_node: np.ndarray, end_node: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``event_wait`` edges for stream waits the trace leaves unresolved (no record names
+    the event): the stream that waits is the one of the first GPU work the calling thread
+    launches after the call; the event was recorded before the call, on another stream of
+    the device, so it stands for at most the work enqueued there before the call. Of each
+    other stream's work enqueued before the call, the one ending last is a candidate when
+    it ended by the time the waiting work started; the latest candidate is taken (edge:
+    its end -> the waiting work's start)."""
+    empty = np.zeros(0, dtype=np.int64)
+    wait_ids = [i for i, n in enumerate(rt.symbols) if n in STREAM_WAIT_CALLS]
+    if not wait_ids:
+        return empty, empty
+    calls = np.flatnonzero(np.isin(c.name, wait_ids) & (start_node >= 0))
+    gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (c.ic >= 0) & (start_node >= 0))
+    if not calls.size or not gpu.size:
+        return empty, empty
+    has_wait = np.zeros(cp.num_nodes, dtype=bool)
+    has_wait[cp.edge_dst[cp.edge_type == EDGE["event_wait"]]] = True
+    launch = c.ic[gpu]
+    thread = c.pid[launch] * np.int64(1 << 32) + c.tid[launch]
+    o = np.lexsort((c.ts[launch], thread))
+    gpu, launch, thread = gpu[o], launch[o], thread[o]
+    c_thread = c.pid[calls] * np.int64(1 << 32) + c.tid[calls]
+    # the first launch on the call's thread starting after the call
+    key_l = np.stack([thread, c.ts[launch]])
+    pos = np.searchsorted(thread, c_thread, side="left")
+    hi = np.searchsorted(thread, c_thread, side="right")
+    waiting = np.full(calls.size, -1, dtype=np.int64)
+    for t in np.unique(c_thread).tolist():
+        m = c_thread == t
+        lo_t, hi_t = int(pos[m][0]), int(hi[m][0])
+        j = lo_t + np.searchsorted(key_l[1, lo_t:hi_t], c.ts[calls[m]], side="left")
+        ok = j < hi_t
+        waiting[np.flatnonzero(m)[ok]] = gpu[j[ok]]
+    keep = waiting >= 0
+    calls, waiting = calls[keep], waiting[keep]
+    keep = ~has_wait[start_node[waiting]]
+    calls, waiting = calls[keep], waiting[keep]
+    if not calls.size:
+        return empty, empty
+    streams = Streams(c, np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS)))
+    w_stream = np.where(c.stream[waiting] >= 0, c.stream[waiting], c.tid[waiting])
+    best = np.full(calls.size, -1, dtype=np.int64)
+    for dev in np.unique(c.pid[waiting]).tolist():
+        m = np.flatnonzero(c.pid[waiting] == dev)
+        for s in streams.streams_of(dev):
+            cand = streams.last_enqueued_before(dev, s, c.ts[calls[m]])
+            ok = (cand >= 0) & (w_stream[m] != s)
+            ok &= c.end[np.clip(cand, 0, None)] <= c.ts[waiting[m]]
+            better = ok & ((best[m] < 0) | (c.end[np.clip(cand, 0, None)]
+                                            > c.end[np.clip(best[m], 0, None)]))
+            best[m[better]] = cand[better]
+    ok = (best >= 0) & (end_node[np.clip(best, 0, None)] >= 0)
+    src, dst = end_node[best[ok]], start_node[waiting[ok]]
+    fwd = src < dst
+    return src[fwd], dst[fwd]
+
+
 #: Blocked launch calls needed before a launch queue is inferred.
 MIN_BLOCKED = 3
 
 
-def queue_edges(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, int]:
+def queue_edges(c: Cols, end_node: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """``queue`` edges: the launch queue's back-pressure on the host.
 
     The GPU holds a bounded number ``Q`` of launched, unfinished work items; a launch call
@@ -184,9 +284,8 @@ def queue_edges(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
     queue's hold: ``n(k) = Q - 1`` and the item ``Q`` before ended while the call was
     running. Then every launch call's end gets an edge from the end of the item launched
     ``Q`` before it (where that item ended first). Returns ``(src, dst, Q)``; no edges and
-    ``Q = 0`` when no call was held.
+    ``Q = 0`` when no call was held. ``c``: the rank's event columns.
     """
-    c = Cols.of(rt.events)
     empty = np.zeros(0, dtype=np.int64)
     gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (c.ic >= 0) & (end_node >= 0))
     if gpu.size < 2:
@@ -326,7 +425,6 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
     empty_i = np.zeros(0, dtype=np.int64)
     sizes = np.asarray([g.cp.num_nodes for g in ranks], dtype=np.int64)
     offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-    n_real = int(offsets[-1])
     ts = np.concatenate([g.cp.node_ts for g in ranks]) if ranks else np.zeros(0, np.int64)
     rank_of = np.repeat(np.asarray([g.rank for g in ranks], dtype=np.int64), sizes)
     local = np.concatenate([np.arange(s) for s in sizes]) if ranks else np.zeros(0, np.int64)
@@ -349,7 +447,6 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
         delay[i] = delay[i].copy()
         delay[i][hit] = transfer[pos]
     all_ts = np.r_[ts, b_ts]
-    group = np.r_[np.zeros(n_real, dtype=np.int8), np.ones(n_bar, dtype=np.int8)]
     all_rank = np.r_[rank_of, np.full(n_bar, -1, dtype=np.int64)]
     all_pos = np.r_[np.repeat(np.arange(len(ranks)), sizes), np.full(n_bar, -1)].astype(np.int64)
     all_local = np.r_[local, np.full(n_bar, -1, dtype=np.int64)]
@@ -357,7 +454,10 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
                     np.full(n_bar, -1, dtype=np.int64)].astype(np.int64)
     all_start = np.r_[np.concatenate([g.cp.node_is_start for g in ranks]) if ranks
                       else np.zeros(0, bool), np.zeros(n_bar, dtype=bool)]
-    order = np.lexsort((all_local, all_rank, group, all_ts))
+    # each rank's nodes are in time order already: a stable sort by time keeps them so,
+    # interleaves the ranks by rank at equal times, and puts barriers last at their instant
+    order = np.argsort(all_ts, kind="stable") if (len(ranks) > 1 or n_bar) \
+        else np.arange(all_ts.size)
     pos = np.empty(order.size, dtype=np.int64)
     pos[order] = np.arange(order.size)
     e_src = pos[np.concatenate([*src, b_src])]
@@ -368,7 +468,7 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
     fwd = e_src < e_dst
     if not fwd.all():
         dropped["collective edges against the time order"] = int((~fwd).sum())
-    o = np.lexsort((e_src[fwd], e_dst[fwd]))
+    o = _by_dst_then_src(e_src[fwd], e_dst[fwd], all_ts.size)
     base_local = np.r_[np.repeat([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0
                                   for g in ranks], sizes).astype(np.int64),
                        b_ts]
@@ -383,6 +483,14 @@ def job_graph(ranks: list[RankGraph]) -> JobGraph:
                   collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
+
+
+def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """The order sorting edges by ``dst``, then ``src`` (none needed when they are)."""
+    key = dst * np.int64(max(n, 1)) + src
+    if key.size < 2 or (np.diff(key) > 0).all():
+        return np.arange(key.size)
+    return np.argsort(key, kind="stable")
 
 
 def _coupling(ranks: list[RankGraph], offsets: np.ndarray, dropped: dict[str, int]):

@@ -14,7 +14,9 @@ via(2) = the edge 1->2.
 
 Cost: chains of single-predecessor nodes (most of a trace) are collapsed with pointer
 jumping in O(n log n) vectorised steps, as :mod:`hta.analysis.critical_path.longest`
-does; a Python loop visits only the nodes with two or more predecessors, in id order.
+does, after runs of consecutive ids that each hang from the one before (most of a thread or a
+stream) are summed with one cumulative sum; a Python loop visits only the nodes with two or
+more predecessors, in id order.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
 
     Args:
         num_nodes: node ids are ``0 .. num_nodes - 1``.
-        src, dst: edge endpoints (int64), sorted by ``dst`` (ties in any order).
+        src, dst: edge endpoints (int64), sorted by ``dst``, then ``src``.
         delay: per edge, the time (ns) from the start of ``src`` to the earliest start of
             ``dst`` that the edge allows.
         base: per node, the time of a node without predecessors.
@@ -60,57 +62,71 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     single = indeg == 1
     via = np.full(n, -1, dtype=np.int64)
     via[single] = indptr[:-1][single]
-    # pointer jumping: every node's anchor (a node without exactly one predecessor) and
-    # the delay gathered from the anchor to the node
-    jump = np.arange(n)
-    jump[single] = src[via[single]]
+    pred = np.full(n, -1, dtype=np.int64)
+    pred[single] = src[via[single]]
+    d_in = np.zeros(n, dtype=np.int64)
+    d_in[single] = delay[via[single]]
+    ids = np.arange(n)
+    # runs of consecutive ids each hanging from the one before: a segmented cumulative sum
+    link = single & (pred == ids - 1)
+    head = np.maximum.accumulate(np.where(link, 0, ids))
+    csum = np.cumsum(np.where(link, d_in, 0))
+    run_acc = csum - csum[head]
+    # the other single-predecessor nodes: pointer jumping to their anchor (a node without
+    # exactly one predecessor), gathering the delay on the way
+    jump = ids.copy()
     acc = np.zeros(n, dtype=np.int64)
-    acc[single] = delay[via[single]]
-    active = np.flatnonzero(single)
+    rest = np.flatnonzero(single & ~link)
+    p_rest = pred[rest]
+    jump[rest] = head[p_rest]
+    acc[rest] = run_acc[p_rest] + d_in[rest]
+    is_chain = single & ~link
+    active = rest[is_chain[jump[rest]]]
     while active.size:
         nxt = jump[active]
         acc[active] += acc[nxt]
         jump[active] = jump[nxt]
-        active = active[single[jump[active]]]
+        active = active[is_chain[jump[active]]]
+    anchor = jump[head]
+    total = acc[head] + run_acc
     anchor_t = np.asarray(base, dtype=np.int64).copy()
     multi = np.flatnonzero(indeg >= 2)
     if multi.size:
-        _multi_loop(multi, indptr, src, delay, jump, acc, anchor_t, via)
-    return Schedule(t=anchor_t[jump] + acc, via=via)
+        _multi_loop(multi, indptr, src, delay, anchor, total, anchor_t, via)
+    return Schedule(t=anchor_t[anchor] + total, via=via)
 
 
 def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: np.ndarray,
-                jump: np.ndarray, acc: np.ndarray, anchor_t: np.ndarray,
+                anchor: np.ndarray, total: np.ndarray, anchor_t: np.ndarray,
                 via: np.ndarray) -> None:
     """Times of the nodes with several predecessors, in id order (fills ``anchor_t`` and
-    ``via`` of those nodes)."""
-    lo = indptr[multi].tolist()
-    hi = indptr[multi + 1].tolist()
-    edges = _ranges(indptr[multi], indptr[multi + 1])
+    ``via`` of those nodes). ``t(u) = anchor_t[anchor[u]] + total[u]``."""
+    lo = indptr[multi]
+    hi = indptr[multi + 1]
+    edges = _ranges(lo, hi)
     u = src[edges]
-    u_anchor = jump[u].tolist()
-    base_part = (acc[u] + delay[edges]).tolist()
-    u_id = u.tolist()
-    e_id = edges.tolist()
+    u_anchor = anchor[u].tolist()
+    part = (total[u] + delay[edges]).tolist()
+    bounds = np.r_[0, np.cumsum(hi - lo)].tolist()
     at = anchor_t.tolist()
-    chosen = [0] * multi.size
-    times = [0] * multi.size
-    pos = 0
     multi_l = multi.tolist()
-    for k in range(len(multi_l)):
-        best = None
-        best_u = -1
-        best_e = -1
-        for j in range(pos, pos + hi[k] - lo[k]):
-            d = at[u_anchor[j]] + base_part[j]
-            if best is None or d > best or (d == best and u_id[j] > best_u):
-                best, best_u, best_e = d, u_id[j], e_id[j]
-        pos += hi[k] - lo[k]
-        at[multi_l[k]] = best
-        times[k] = best
-        chosen[k] = best_e
-    anchor_t[multi] = times
-    via[multi] = chosen
+    chosen = [0] * len(multi_l)
+    for k, v in enumerate(multi_l):
+        a, b = bounds[k], bounds[k + 1]
+        if b - a == 2:  # most such nodes: a launch and a stream predecessor
+            c0 = at[u_anchor[a]] + part[a]
+            c1 = at[u_anchor[a + 1]] + part[a + 1]
+            if c1 >= c0:  # ties: the later edge (the higher predecessor id)
+                at[v], chosen[k] = c1, a + 1
+            else:
+                at[v], chosen[k] = c0, a
+            continue
+        cand = [at[x] + y for x, y in zip(u_anchor[a:b], part[a:b], strict=True)]
+        best = max(cand)
+        at[v] = best
+        chosen[k] = b - 1 - cand[::-1].index(best)
+    anchor_t[multi] = np.asarray(at, dtype=np.int64)[multi]
+    via[multi] = edges[np.asarray(chosen, dtype=np.int64)]
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

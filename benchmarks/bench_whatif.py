@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""What-if replay benchmark: build the job graph and replay it, with and without a change.
+
+Loads the ranks (not timed), then times, ``--repeat`` times each:
+
+* ``critical path graph``: :func:`hta.analysis.critical_path.build_graph` on the whole
+  trace of each rank (what the replay graph is built on), for comparison;
+* ``build``: :func:`hta.analysis.whatif.build_job` (every rank's graph with its edge
+  delays, inferred waits and launch queue, and the collective coupling);
+* ``replay``: one unchanged replay (:func:`hta.analysis.whatif.replay`);
+* ``predict``: :func:`hta.analysis.whatif.predict` with ``--change`` (a changed and the
+  unchanged replay, the stricter replay and the per-step table);
+* ``critical path (one rank)``: HTA-style longest path of the first rank's whole trace.
+
+With ``--errors`` it prints the replay error per trace folder instead (the figures of
+``docs/analyses/whatif.md``). The input is a trace folder, or with ``--generate-events N``
+a synthetic job of about N events per rank (``--ranks``) made by ``python -m
+hta.synthetic``. A benchmark: it reports, it asserts nothing.
+
+    python benchmarks/bench_whatif.py --generate-events 1000000
+    python benchmarks/bench_whatif.py --errors ../shared/traces/hta/*/
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from timing import timed
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def generate(events: int, ranks: int, out: Path, seed: int) -> Path:
+    cmd = [sys.executable, "-m", "hta.synthetic", str(out), "--ranks", str(ranks),
+           "--events-per-rank", str(events), "--seed", str(seed)]
+    subprocess.run(cmd, check=True, cwd=REPO_ROOT)
+    return out
+
+
+def load(folder: Path):
+    from hta.trace_analysis import TraceAnalysis
+
+    t0 = time.perf_counter()
+    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
+    traces = [a.t.rank(r) for r in a.t.get_ranks()]
+    return traces, time.perf_counter() - t0
+
+
+def bench(folder: Path, repeat: int, change: str) -> None:
+    from hta.analysis.critical_path import critical_path_analysis
+    from hta.analysis.critical_path.graph import build_graph
+    from hta.analysis.whatif import build_job, predict, replay
+
+    traces, load_s = load(folder)
+    events = sum(len(rt.events) for rt in traces)
+    print(f"{folder}: {len(traces)} rank(s), {events:,} events, loaded in {load_s:.2f} s")
+    cp_s, _ = timed(lambda: [build_graph(rt, annotation="") for rt in traces], repeat)
+    build_s, jg = timed(lambda: build_job(traces), repeat)
+    replay_s, _ = timed(lambda: replay(jg), repeat)
+    predict_s, table = timed(lambda: predict(jg, change), repeat)
+    one_s, _ = timed(lambda: critical_path_analysis(traces[0], annotation=""), repeat)
+    print(f"  nodes {jg.num_nodes:,}, edges {jg.src.size:,}")
+    print(f"  critical path graph (all ranks)   {cp_s:7.3f} s")
+    print(f"  build job graph                   {build_s:7.3f} s")
+    print(f"  replay (unchanged)                {replay_s:7.3f} s")
+    print(f"  build + replay                    {build_s + replay_s:7.3f} s")
+    print(f"  predict {change!r:25} {predict_s:7.3f} s")
+    print(f"  critical path (rank {traces[0].rank}, HTA-style) {one_s:7.3f} s")
+    print(f"  worst replay error {table['replay_error_pctg'].abs().max():.3f} %")
+
+
+def errors(folders: list[Path]) -> None:
+    from hta.analysis.whatif import build_job, predict
+
+    logging.disable(logging.WARNING)
+    print("| trace | ranks | steps | replay error median / worst (%) | "
+          "modelled error median / worst (%) |")
+    print("|---|---|---|---|---|")
+    for folder in folders:
+        try:
+            traces, _ = load(folder)
+            table = predict(build_job(traces))
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports every folder
+            print(f"| {folder.name} | failed: {type(exc).__name__}: {exc} | | | |")
+            continue
+        steps = table[table["step"] >= 0]
+        if not len(steps):
+            continue
+        r = steps["replay_error_pctg"].abs()
+        m = steps["modelled_error_pctg"].abs()
+        print(f"| {folder.name} | {len(traces)} | {len(steps)} | "
+              f"{r.median():.2f} / {r.max():.2f} | {m.median():.2f} / {m.max():.2f} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="*", type=Path)
+    p.add_argument("--generate-events", type=int, default=0)
+    p.add_argument("--ranks", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--change", default="kernels:gemm*0.5")
+    p.add_argument("--errors", action="store_true", help="replay error per folder")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    if args.errors:
+        errors(args.folders)
+        return
+    folders = list(args.folders)
+    tmp = None
+    if args.generate_events:
+        tmp = tempfile.TemporaryDirectory()
+        folders.append(generate(args.generate_events, args.ranks, Path(tmp.name) / "job",
+                                args.seed))
+    for folder in folders:
+        bench(folder, args.repeat, args.change)
+
+
+if __name__ == "__main__":
+    main()
