@@ -243,3 +243,16 @@ def test_prefiltered_patterns_answer_like_their_regex() -> None:
                 assert got.span() == expected.span()
                 hits += 1
         assert hits > 0, wrapped.pattern
+
+
+def test_default_patterns_compile_and_user_patterns_are_checked_when_written() -> None:
+    """The default tables' patterns are compiled on first use, not at import: all of them
+    must compile; a user's rule still fails where it is written."""
+    from hta.model.rules import DEFAULT_RULES
+
+    for rule in (*DEFAULT_RULES, KERNEL_FALLBACK, OTHER_FALLBACK):
+        for pattern in (rule.cat, rule.name):
+            if pattern is not None:
+                re.compile(pattern)
+    with pytest.raises(re.error):
+        Rule("computation", name="(unclosed")

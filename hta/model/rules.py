@@ -109,9 +109,11 @@ class Rule:
         if self.category is not None and self.category not in CATEGORIES:
             raise ValueError(f"unknown category {self.category!r}; choose one of "
                              f"{', '.join(CATEGORIES)}")
+        if _CHECKED_ON_USE:  # the default tables: compiled on first use (and by the tests)
+            return
         for pattern in (self.cat, self.name):
             if pattern is not None:
-                re.compile(pattern)
+                re.compile(pattern)  # a user's bad pattern fails here, where it is written
 
     def matches(self, cat: str, name: str) -> bool:
         """Whether this rule applies to an event of this category and name."""
@@ -148,6 +150,10 @@ _COMM_KERNEL_NAMES = (
 )
 #: One ``computation`` rule per kernel family of :data:`hta.model.categories.KERNEL_FAMILIES`
 #: (first match wins), each carrying the family's category.
+#: True while the default tables below are built: their patterns are not compiled at
+#: import (tens of long alternations, ~10 ms) but when a table is first used.
+_CHECKED_ON_USE = True
+
 _FAMILY_RULES: tuple[Rule, ...] = tuple(
     Rule("computation", cat=KERNEL_CATS, name=f.name, note=f.note, category=f.category)
     for f in KERNEL_FAMILIES
@@ -183,6 +189,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 #: The fallback for GPU kernels that match no rule; reported by ``unclassified``.
 KERNEL_FALLBACK = Rule("computation", cat=KERNEL_CATS, note="kernel matched no rule")
 OTHER_FALLBACK = Rule("other")
+_CHECKED_ON_USE = False
 
 
 _KERNEL_FALLBACK = -1
