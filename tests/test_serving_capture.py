@@ -17,18 +17,18 @@ M, K, N = 32, 4096, 1024
 LAYERS = 3
 GEMM = "Cijk_Alik_Bljk_gemm"
 ADD = "elementwise_add_kernel"
-DIMS = {"Input Dims": [[M, K], [K, N]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}
 
 
-def capture_trace(path: Path, layers: int = LAYERS) -> None:
+def capture_trace(path: Path, layers: int = LAYERS, m: int = M) -> None:
     """One capture window: per layer a wrapper op around aten::mm (one launch) and an
-    aten::add (one launch); kernels do not run while capturing."""
+    aten::add (one launch), for batch ``m``; kernels do not run while capturing."""
     b = TraceBuilder(rank=0)
+    dims = {"Input Dims": [[m, K], [K, N]], "Input type": ["c10::BFloat16"] * 2}
     b.runtime("cudaStreamBeginCapture", ts=100, dur=10)
     t = 1_000
     for _ in range(layers):
         b.cpu_op("mylib::gemm_wrapper", ts=t, dur=900)
-        b.cpu_op("aten::mm", ts=t + 100, dur=700, **DIMS)
+        b.cpu_op("aten::mm", ts=t + 100, dur=700, **dims)
         b.runtime("cudaLaunchKernel", ts=t + 200, dur=100, correlation=t)
         b.cpu_op("aten::add", ts=t + 1_000, dur=500,
                  **{"Input Dims": [[M, N], [M, N]],
@@ -39,8 +39,10 @@ def capture_trace(path: Path, layers: int = LAYERS) -> None:
     b.write(path)
 
 
-def replay_job(folder: Path, layers: int = LAYERS) -> Path:
+def replay_job(folder: Path, layers: int = LAYERS, step: str | None = None) -> Path:
     b = TraceBuilder(rank=0)
+    if step:
+        b.annotation(step, ts=39_000, dur=10_000)
     kernels = []
     t = 50_000
     for _ in range(layers):
@@ -86,6 +88,30 @@ def test_a_capture_that_does_not_match_says_so(tmp_path: Path,
     assert "match none of the 1 graph replay" in caplog.text
     # the rest of the analysis goes on
     assert a.get_temporal_breakdown()["compute_time(us)"].iloc[0] == pytest.approx(36.0)
+
+
+def test_captures_of_several_batch_sizes(tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Two captures with as many kernels, for batch 16 and 32 (execution_details.json):
+    the step's annotation (a vLLM decode of 32) picks the batch-32 one."""
+    step = "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk99sqsq32sqsk99)"
+    folder = replay_job(tmp_path / "a", step=step)
+    for m in (16, 32):
+        capture_trace(folder / "capture_traces" / f"bs_{m}_rank0.json", m=m)
+    (folder / "capture_traces" / "execution_details.json").write_text(
+        '[{"file": "bs_16_rank0.json", "batch_size": 16, "mode": "FULL"},'
+        ' {"file": "bs_32_rank0.json", "batch_size": 32, "mode": "FULL"}]')
+    s = analyzer(folder).get_capture_summary().iloc[0]
+    assert s["gemm_gflop"] == pytest.approx(LAYERS * 2 * 32 * K * N / 1e9)
+    # no annotation: ambiguous, the first is taken and a warning says so
+    bare = replay_job(tmp_path / "b")
+    (bare / "capture_traces").mkdir()
+    for f in (folder / "capture_traces").glob("*.json"):
+        (bare / "capture_traces" / f.name).write_bytes(f.read_bytes())
+    with caplog.at_level(logging.WARNING):
+        s = analyzer(bare).get_capture_summary().iloc[0]
+    assert s["gemm_gflop"] == pytest.approx(LAYERS * 2 * 16 * K * N / 1e9)
+    assert "took the first" in caplog.text
 
 
 def test_no_capture_folder(tmp_path: Path) -> None:

@@ -14,8 +14,11 @@ while capturing, so the launch is what the capture trace has of each graph node.
 
 **Matching.** A *replay* is the GPU work of one graph launch in the replay trace (every
 GPU event whose launch is that call), in start order (ties by stream). A replay of ``n``
-kernels matches the first capture window (of every capture trace given, in file and time
-order) with exactly ``n`` launches; its ``i``-th kernel is the window's ``i``-th launch.
+kernels matches a capture window with exactly ``n`` launches (of every capture trace
+given, in file and time order): the first one, or, when windows of that count were
+captured for different batch sizes (TraceLens's ``execution_details.json``), the one of
+the batch the step's annotation names (:func:`hta.analysis.serving.parse_step_name`),
+else the first with a warning. Its ``i``-th kernel is the window's ``i``-th launch.
 Graph nodes are recorded in capture order and a decode graph's kernels run in that order
 on one stream, so position identifies the node; a replay whose count no window has is
 left unmatched (said in :func:`merge_summary`), never matched by guess.
@@ -45,6 +48,7 @@ import pandas as pd
 
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.registry import model_of, work_of
+from hta.analysis.serving import parse_step_name
 from hta.model.categories import op_category
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
@@ -63,9 +67,11 @@ class Window:
     source: str
     trace: RankTrace
     launches: np.ndarray
+    #: the batch size the capture was for (TraceLens's ``execution_details.json``), -1
+    batch: int = -1
 
 
-def capture_windows(rt: RankTrace, source: str = "") -> list[Window]:
+def capture_windows(rt: RankTrace, source: str = "", batch: int = -1) -> list[Window]:
     """The capture windows of a capture trace (module docstring), in time order."""
     ev = rt.events
     if not len(ev):
@@ -85,7 +91,8 @@ def capture_windows(rt: RankTrace, source: str = "") -> list[Window]:
             continue
         e = later[0]
         inside = np.flatnonzero(launch & (tid == tid[b]) & (ts >= ts[b]) & (ts <= ts[e]))
-        out.append(Window(source, rt, inside[np.argsort(ts[inside], kind="stable")]))
+        out.append(Window(source, rt, inside[np.argsort(ts[inside], kind="stable")],
+                          batch))
     return out
 
 
@@ -140,7 +147,7 @@ def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
     dur = (ev["end"] - ev["ts"]).to_numpy(np.int64)
     names = ev["name"].to_numpy()
     for launch, rows in _replays(replay):
-        window = next((w for w in windows if w.launches.size == rows.size), None)
+        window = pick_window(replay, launch, rows.size, windows)
         seen_ops: set[tuple[int, int]] = set()
         for i, r in enumerate(rows.tolist()):
             row = {"rank": replay.rank, "launch": launch, "position": i,
@@ -164,6 +171,40 @@ def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
                             row["flops"], row["bytes"] = float(work.flops), float(work.bytes)
             rows_out.append(row)
     return pd.DataFrame(rows_out, columns=COLUMNS)
+
+
+def _step_batch(rt: RankTrace, row: int) -> int:
+    """The batch of the engine step (:func:`hta.analysis.serving.parse_step_name`) whose
+    annotation holds the call at ``row``; -1 when none says."""
+    ev = rt.events
+    t = int(ev["ts"].iat[row])
+    codes = ev["kind"].cat.codes.to_numpy()
+    ann = np.flatnonzero((codes == KIND_CODE["user_annotation"])
+                         & (ev["ts"].to_numpy() <= t) & (ev["end"].to_numpy() >= t))
+    for a in ann.tolist():
+        parsed = parse_step_name(rt.symbols[int(ev["name"].iat[a])])
+        if parsed is not None and parsed[1] > 0:
+            return parsed[1]
+    return -1
+
+
+def pick_window(replay: RankTrace, launch: int, n: int, windows: list[Window]
+                ) -> Window | None:
+    """The capture window of a replay of ``n`` kernels: those with ``n`` launches; among
+    several captured for different batch sizes, the one of the step's batch (its
+    annotation) when known, else the first, with a warning that the choice is
+    ambiguous."""
+    same = [w for w in windows if w.launches.size == n]
+    if len({w.batch for w in same}) <= 1:
+        return same[0] if same else None
+    batch = _step_batch(replay, launch)
+    mine = [w for w in same if w.batch == batch]
+    if mine:
+        return mine[0]
+    logger.warning("graph launch at row %d: %d captures of %d kernels for batch sizes %s "
+                   "and the step names no batch; took the first (%s)", launch, len(same),
+                   n, sorted({w.batch for w in same}), same[0].source)
+    return same[0]
 
 
 def _op_args(rt: RankTrace, op: int) -> tuple[str, str, str]:
@@ -201,4 +242,5 @@ def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels", "merge_summary"]
+__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels", "merge_summary",
+           "pick_window"]

@@ -25,6 +25,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _batch_sizes(folder: Path) -> dict[str, int]:
+    """File name -> captured batch size, from TraceLens's ``execution_details.json`` (a
+    list of ``{"file", "batch_size"}``); empty when absent or unreadable."""
+    import json
+
+    path = folder / "execution_details.json"
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        return {str(e["file"]): int(e["batch_size"]) for e in entries
+                if isinstance(e, dict) and "file" in e and "batch_size" in e}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+
+
 class ServingMixin:
     """``get_captured_kernels``, ``get_capture_summary``, ``get_server_iterations`` and
     ``get_server_iteration_summary``."""
@@ -74,14 +88,17 @@ class ServingMixin:
         except TraceError as exc:
             logger.warning("capture traces left out: %s", exc)
             files = []
+        batches = _batch_sizes(Path(capture_dir))
         for f in files:
             try:
-                job = load_trace(trace_files=[f], progress=False, max_workers=1)
+                job = load_trace(trace_files=[f], progress=False, max_workers=1,
+                                 cache=False)
             except TraceError as exc:  # e.g. TraceLens's execution_details.json
                 logger.info("capture folder: %s is not a capture trace: %s", f, exc)
                 continue
             for rt in job.to_memory():
-                out.extend((rt.rank, w) for w in capture_windows(rt, str(f)))
+                out.extend((rt.rank, w) for w in capture_windows(
+                    rt, str(f), batches.get(Path(str(f)).name, -1)))
         if not out:
             logger.warning("capture traces left out: %s holds no graph capture (no "
                            "BeginCapture ... EndCapture calls)", capture_dir)
