@@ -69,7 +69,7 @@ def test_real_traces_one_time_costs_are_first_calls_or_setup():
             dur = ot.end - ot.start
             assert (dur >= MIN_NS).all()
             assert (2 * ot.idle >= dur).all()
-            assert np.isin(ot.why, ["first", "setup", "warm-up"]).all()
+            assert np.isin(ot.why, ["first", "autotune", "setup", "warm-up"]).all()
 
 
 def test_cost_in_the_window_is_held_from_every_saving(tmp_path):
@@ -114,3 +114,45 @@ def test_summary_json_and_report_show_the_window_and_the_note(tmp_path, capsys):
     build(_context(a, None, None, None), section)
     (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
     assert table.note.startswith("Findings describe: the steady state")
+
+
+def _conv_loop(tmp_path, tune: bool):
+    """Five steps of one convolution (16 µs on the CPU, 200 µs kernel). With ``tune`` the
+    first call times three trial kernels of 1 ms, each followed by a cudaEventSynchronize
+    (cuDNN's benchmark find): 3.1 ms, the GPU busy most of it."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(5):
+        first = tune and k == 0
+        dur = 16_000 + (3 * 1_050_000 if first else 0)
+        b.annotation(f"ProfilerStep#{k + 1}", ts=t, dur=dur + 250_000)
+        b.cpu_op("aten::cudnn_convolution", ts=t, dur=dur)
+        c = t + 1_000
+        if first:
+            for _ in range(3):
+                b.launch_kernel("trial_conv", cpu_ts=c, cpu_dur=5_000, gpu_ts=c + 6_000,
+                                gpu_dur=1_000_000)
+                b.runtime("cudaEventSynchronize", ts=c + 6_000, dur=1_001_000)
+                c += 1_050_000
+        b.launch_kernel("implicit_convolve", cpu_ts=c, cpu_dur=5_000, gpu_ts=c + 10_000,
+                        gpu_dur=200_000)
+        t += dur + 250_000
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path, progress=False, cache=False)
+
+
+def test_autotuning_is_one_time_and_not_host_sync(tmp_path):
+    trace = _conv_loop(tmp_path, tune=True)
+    ot = one_time_costs(trace.rank(0))
+    assert ot.why.tolist() == ["autotune"]
+    out = find(trace)
+    assert "host_sync" not in _rules(out)
+
+
+def test_conv_without_tuning_is_not_one_time(tmp_path):
+    trace = _conv_loop(tmp_path, tune=False)
+    assert one_time_costs(trace.rank(0)).rows.size == 0

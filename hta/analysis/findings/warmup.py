@@ -9,8 +9,8 @@ them as a recurring saving.
 
 A **one-time cost** is a CPU operator or runtime call of the rank that runs at least
 :data:`MIN_NS` (1 ms), leaves the GPU idle (no kernel, copy or memset on any stream, graph
-replays counted busy) for at least half of its span, starts in the analysed window, and is
-one of:
+replays counted busy) for at least half of its span (autotuning excepted: it runs trial
+kernels), and is one of:
 
 * the *first call* of a *top-level call* (an operator or runtime call with no operator or
   runtime call around it; Python frames and annotations do not count) whose later calls
@@ -21,6 +21,9 @@ one of:
 * a call named as set-up (:data:`SETUP`: stream, event or library creation, module
   loading, context creation, communicator initialisation, Dynamo/Inductor compilation,
   autotuning);
+* a convolution operator (:data:`AUTOTUNED_OPS`) with :data:`TUNING_SYNCS` (2) or more
+  event synchronisations below it: cuDNN (``benchmark=True``) or MIOpen timing its
+  algorithms for a new shape;
 * an annotation, operator or Python frame named warm-up
   (:data:`~hta.analysis.findings.rule_tools.WARM_UP`).
 
@@ -61,7 +64,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.findings.sync import idle_cover
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.rowmap import RowMap
+from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -80,6 +83,13 @@ SETUP = re.compile(
     r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|_compile\.compile_inner"
     r"|^(Torch)?Dynamo|compile_fx|^CompileFunction|[Aa]utotune|cudnnFind|benchmark_fusion"
 )
+#: Convolution operators whose library may time its algorithms on the first call of a
+#: shape (cuDNN with ``torch.backends.cudnn.benchmark = True``, MIOpen find).
+AUTOTUNED_OPS = re.compile(r"(?i)cudnn_convolution|CudnnConvolution|miopen_convolution"
+                           r"|MiopenConvolution")
+EVENT_SYNC = re.compile(r"^(cuda|hip)EventSynchronize$")
+#: Event synchronisations below a convolution that make it an autotuning call.
+TUNING_SYNCS = 2
 _LAUNCH = re.compile(r"Launch")
 _ALLOC = re.compile(r"(?i)^(cuda|hip|cu)(Mem)?(Free|Malloc|Alloc|HostAlloc|MemAlloc)")
 _CREATE = re.compile(r"(?i)Create|Init|PrimaryCtx")
@@ -94,7 +104,7 @@ _ANY_KINDS = (*_CALL_KINDS, "user_annotation", "python_function")
 class OneTime:
     """The one-time costs of a rank, by start: ``rows`` (event positions), ``start``,
     ``end``, ``idle`` (GPU idle ns inside each), ``call`` (the longest runtime call inside,
-    -1 when none) and ``why`` (``first``, ``setup`` or ``warm-up``)."""
+    -1 when none) and ``why`` (``first``, ``autotune``, ``setup`` or ``warm-up``)."""
 
     rows: np.ndarray
     start: np.ndarray
@@ -173,6 +183,11 @@ def _one_time(rt: RankTrace) -> OneTime:
     is_call[calls] = True
     chosen: list[np.ndarray] = []
     why: list[np.ndarray] = []
+    # autotuning: a convolution timing its algorithms with events (cuDNN/MIOpen find);
+    # first, so that a call both tuned and first is named by its tuning
+    tuned = _autotuned(rt, parent, calls, dur)
+    chosen.append(tuned)
+    why.append(np.full(tuned.size, "autotune", dtype=object))
     # 1. first calls of top-level calls, far longer than their later calls
     top = _top_level(parent, is_call, calls)
     first = _first_outliers(rt, top, ts, dur)
@@ -189,11 +204,11 @@ def _one_time(rt: RankTrace) -> OneTime:
     reason = np.concatenate(why)
     if rows.size == 0:
         return _empty()
-    rows, at = np.unique(rows, return_index=True)
+    rows, at = np.unique(rows, return_index=True)  # the first reason listed wins
     reason = reason[at]
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), g)
     idle = dur[rows] - busy.within(ts[rows], end[rows])
-    keep = idle * 2 >= dur[rows]
+    keep = (idle * 2 >= dur[rows]) | (reason == "autotune")  # tuning runs trial kernels
     rows, reason, idle = rows[keep], reason[keep], idle[keep]
     rows, reason, idle = _outermost(parent, rows, reason, idle)
     order = np.argsort(ts[rows], kind="stable")
@@ -204,6 +219,23 @@ def _one_time(rt: RankTrace) -> OneTime:
     keep = (reason != "first") | (in_calls * 2 >= dur[rows])
     return OneTime(rows[keep], ts[rows][keep], end[rows][keep], idle[keep], call[keep],
                    reason[keep])
+
+
+def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
+               ) -> np.ndarray:
+    """Convolution operators of at least :data:`MIN_NS` with :data:`TUNING_SYNCS` or more
+    event synchronisations below them: the library timing its algorithms (cuDNN's
+    ``benchmark=True`` find, MIOpen's find), once per shape."""
+    conv = calls[dur[calls] >= MIN_NS]
+    conv = conv[name_matches(rt, conv, AUTOTUNED_OPS)]
+    if not conv.size:
+        return conv
+    syncs = calls[name_matches(rt, calls, EVENT_SYNC)]
+    if not syncs.size:
+        return np.zeros(0, dtype=np.int64)
+    row, anc = ancestor_pairs(parent, syncs)
+    count = np.bincount(anc[anc != row], minlength=parent.size)
+    return conv[count[conv] >= TUNING_SYNCS]
 
 
 def _top_level(parent: np.ndarray, is_call: np.ndarray, calls: np.ndarray) -> np.ndarray:
@@ -304,6 +336,9 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False) ->
         return "compilation"
     if re.search(r"(?i)autotune|cudnnFind|benchmark", call):
         return "autotuning"
+    if AUTOTUNED_OPS.search(name) and EVENT_SYNC.search(call or "-"):
+        return ("autotuning: the library times its algorithms for a new shape "
+                "(torch.backends.cudnn.benchmark = True)")
     if re.search(r"(?i)nccl", call):
         return "communicator set-up"
     if _LOAD.search(call) and not _LAUNCH.search(call):
