@@ -47,7 +47,8 @@ class Program:
     """Per rank and step: ops ``(kernel name, host ns, kernel ns)``; an all-reduce of
     ``transfer`` ns after them (ranks > 1), then a device synchronize (``sync``). With a
     ``queue`` depth Q, a launch call returns only once the kernel launched Q before it
-    has finished."""
+    has finished. With ``graph`` the step's kernels are submitted at its start (a CUDA
+    graph): launch calls take no time and kernels wait only for their stream."""
 
     ops: tuple[tuple[str, int, int], ...]
     ranks: int = 1
@@ -58,6 +59,7 @@ class Program:
     slow_factor: float = 1.0
     kernel_factor: dict[str, float] | None = None
     queue: int = 0  # launch queue depth (0: unbounded)
+    graph: bool = False  # launches cost nothing, kernels may start at the step's start
 
 
 def simulate(p: Program, out: Path) -> Path:
@@ -77,12 +79,13 @@ def simulate(p: Program, out: Path) -> Path:
                     k *= p.slow_factor
                 k = int(k)
                 ls = c + host // 2
-                call_end = ls + LAUNCH
+                call_end = ls + (0 if p.graph else LAUNCH)
                 if p.queue and len(done[r]) >= p.queue:
                     call_end = max(call_end, done[r][-p.queue] + RET)
                 op_end = call_end + (c + host - ls - LAUNCH)
                 b[r].cpu_op(f"aten::{name}", c, op_end - c)
-                g0 = max(ls + LAT, free[r] + GAP)
+                ready = step_start[r] if p.graph else ls + LAT
+                g0 = max(ready, free[r] + GAP)
                 b[r].launch_kernel(name, cpu_ts=ls, cpu_dur=call_end - ls, gpu_ts=g0,
                                    gpu_dur=k)
                 free[r] = g0 + k
@@ -178,6 +181,51 @@ def test_launch_queue_back_pressure(tmp_path: Path) -> None:
     # steady steps are queue-bound: half-time kernels make them about half as long
     assert (pred[2:] < 0.6 * measured[2:]).all()
     _close(pred, actual)
+
+
+def test_no_launch_overhead_as_a_cuda_graph(tmp_path: Path) -> None:
+    # launch-bound: short kernels, each waiting for its launch
+    launch_bound = Program(ops=tuple(("relu", 20_000, 3_000) for _ in range(10)))
+    measured, pred, actual = measured_and_predicted(
+        launch_bound, replace(launch_bound, graph=True), "no-launch-overhead", tmp_path)
+    assert (pred < measured).all()
+    _close(pred, actual)
+
+
+def test_overlap_comm_by_construction(tmp_path: Path) -> None:
+    # gemm [10, 110] µs, all-reduce [112, 212] on the same stream, then add [214, 314];
+    # the synchronize [30, 316] waits for add, the step ends 4 µs later
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=320_000):
+        b.launch_kernel("gemm", cpu_ts=1_000, cpu_dur=2_000, gpu_ts=10_000, gpu_dur=100_000)
+        b.launch_kernel(NCCL, cpu_ts=5_000, cpu_dur=2_000, gpu_ts=112_000, gpu_dur=100_000,
+                        **{"Collective name": "allreduce", "Process Group Name": "0"})
+        b.launch_kernel("add", cpu_ts=25_000, cpu_dur=2_000, gpu_ts=214_000, gpu_dur=100_000)
+        b.runtime("cudaDeviceSynchronize", 30_000, 286_000)
+    b.write(tmp_path / "rank-0.json")
+    a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    pred = a.what_if("overlap-comm")
+    # add no longer waits for the all-reduce: it starts the rank's usual launch latency
+    # (gemm's, 9 µs) after its launch at 25 µs and ends at 134 µs; the synchronize still
+    # waits for the all-reduce (212 µs), returns 2 µs later, and the step ends 4 µs after
+    assert pred["predicted(us)"].iloc[0] == pytest.approx(212 + 2 + 4)
+    assert a.what_if()["predicted(us)"].iloc[0] == pytest.approx(320)
+
+
+def test_no_data_loader(tmp_path: Path) -> None:
+    b = TraceBuilder(rank=0)
+    for step, t0 in ((1, 0), (2, 500_000)):
+        b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 1_000,
+                 200_000)
+        b.cpu_op("aten::mm", t0 + 202_000, 10_000)
+        b.launch_kernel("gemm", cpu_ts=t0 + 203_000, cpu_dur=2_000, gpu_ts=t0 + 210_000,
+                        gpu_dur=50_000)
+        b.runtime("cudaDeviceSynchronize", t0 + 213_000, 49_000)
+        b.annotation(f"ProfilerStep#{step}", t0, 263_000)
+    b.write(tmp_path / "rank-0.json")
+    a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    pred = a.what_if("no-data-loader")
+    assert pred["predicted(us)"].tolist() == pytest.approx([63.0, 63.0])
 
 
 def test_category_change_equals_kernel_change(tmp_path: Path) -> None:

@@ -25,8 +25,10 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
 ``overlap-comm``
     Collectives no longer block computation: the edges from the end of a communication
     kernel to the start of non-communication GPU work (stream order and event waits) are
-    removed. The host still waits where it synchronizes, and collectives stay in order.
-    An upper bound: the graph cannot tell which computation uses a collective's result.
+    removed. The host still waits where it synchronizes (a ``sync`` edge from GPU work
+    also comes from the latest collective before that work on its stream), and
+    collectives stay in order. An upper bound: the graph cannot tell which computation
+    uses a collective's result.
 ``no-host-sync``
     Host waits for the GPU disappear: every ``sync`` edge is removed, and the host time
     from the previous point of the thread to the end of a synchronizing call (a
@@ -254,19 +256,57 @@ def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
 
 def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     is_comm = np.zeros(jg.num_nodes, dtype=bool)
-    for i, g in enumerate(jg.ranks):
-        mine = np.flatnonzero(jg.node_pos == i)
-        cls = work_class(g.trace.events["kind"].iloc[jg.node_row[mine]])
-        is_comm[mine[cls == COMM]] = True
     gpu_start = np.zeros(jg.num_nodes, dtype=bool)
     for i, g in enumerate(jg.ranks):
         mine = np.flatnonzero(jg.node_pos == i)
-        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
+        ev = g.trace.events
+        cls = work_class(ev["kind"].iloc[jg.node_row[mine]])
+        is_comm[mine[cls == COMM]] = True
+        codes = ev["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
         gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
+        _host_waits_for_comm(jg, edits, i)
     typ = jg.type
     hit = np.isin(typ, [EDGE["stream"], EDGE["event_wait"]]) & is_comm[jg.src] \
         & gpu_start[jg.dst] & ~is_comm[jg.dst]
     edits.keep &= ~hit
+
+
+def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
+    """A host wait for GPU work still waits for the collectives before it on its stream:
+    per ``sync`` edge from rank ``i``'s GPU work, an edge from the end of the latest
+    communication kernel that started before that work on its stream (delay: the rank's
+    ``sync`` floor, or the measured gap when shorter)."""
+    g = jg.ranks[i]
+    ev = g.trace.events
+    sync = np.flatnonzero((jg.type == EDGE["sync"]) & (jg.node_pos[jg.src] == i))
+    if not sync.size:
+        return
+    comm = np.flatnonzero(work_class(ev["kind"]) == COMM)
+    comm = comm[g.end_node[comm] >= 0]
+    if not comm.size:
+        return
+    ts = ev["ts"].to_numpy()
+    stream = ev["stream"].to_numpy().astype(np.int64) * 4096 + ev["pid"].to_numpy() % 4096
+    rows = jg.node_row[jg.src[sync]]
+    src_new, dst_new, delay_new = [], [], []
+    for s in np.unique(stream[rows]).tolist():
+        c_rows = comm[stream[comm] == s]
+        if not c_rows.size:
+            continue
+        c_rows = c_rows[np.argsort(ts[c_rows], kind="stable")]
+        m = sync[stream[rows] == s]
+        k = np.searchsorted(ts[c_rows], ts[jg.node_row[jg.src[m]]], side="right") - 1
+        ok = k >= 0
+        c_end = jg.global_node(i, g.end_node[c_rows[k[ok]]])
+        dst = jg.dst[m[ok]]
+        fwd = c_end < dst
+        measured = jg.node_ts[dst[fwd]] - jg.node_ts[c_end[fwd]]
+        src_new.append(c_end[fwd])
+        dst_new.append(dst[fwd])
+        delay_new.append(np.minimum(measured, g.floor[EDGE["sync"]]).astype(np.float64))
+    edits.add_src.extend(src_new)
+    edits.add_dst.extend(dst_new)
+    edits.add_delay.extend(delay_new)
 
 
 def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
