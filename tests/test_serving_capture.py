@@ -77,6 +77,21 @@ def test_replayed_kernels_find_their_operators(tmp_path: Path) -> None:
     assert s["replay_time(us)"] == pytest.approx(LAYERS * 12.0)
 
 
+def test_captured_op_performance(tmp_path: Path) -> None:
+    folder = replay_job(tmp_path)
+    capture_trace(folder / "capture_traces" / "bs_32_rank0.json")
+    p = analyzer(folder).get_captured_op_performance(device="H100 SXM")
+    from hta.analysis.perf.op_performance import COLUMNS
+    assert list(p.columns) == COLUMNS and len(p) == 2 * LAYERS
+    gemm = p[p["op"] == "aten::mm"]
+    assert gemm["kernels"].tolist() == [1] * LAYERS
+    assert gemm["kernel_time(us)"].tolist() == [10.0] * LAYERS
+    # 2 M K N FLOPs in 10 µs
+    assert gemm["tflops_per_s"].tolist() == pytest.approx([2 * M * K * N / 10e-6 / 1e12]
+                                                          * LAYERS)
+    assert (gemm["pct_of_peak"] > 0).all() and (gemm["device"] == "H100 SXM").all()
+
+
 def test_a_capture_that_does_not_match_says_so(tmp_path: Path,
                                                caplog: pytest.LogCaptureFixture) -> None:
     folder = replay_job(tmp_path)
@@ -137,3 +152,8 @@ def test_tracelens_sglang_decode() -> None:
     assert s["gemm_gflop"] == pytest.approx(484.358, rel=0.01)
     assert int((k["category"] == "GEMM").sum()) == 145
     assert s["with_op_pctg"] > 99
+    # TraceLens's GEMM table: 96.02 TFLOP/s mean for the [32, 4096] x [4096, 24576] call
+    p = a.get_captured_op_performance()
+    big = p[(p["op"] == "aten::mm") & (p["input_dims"] == "[[32, 4096], [4096, 24576]]")]
+    assert len(big) == 36
+    assert big["tflops_per_s"].mean() == pytest.approx(96.02, rel=0.01)

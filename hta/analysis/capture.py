@@ -35,7 +35,15 @@ Columns of :func:`captured_kernels` (:data:`COLUMNS`), one row per replayed GPU 
 ``kernel`` (name), ``dur(us)``, ``matched`` (a window was found), ``op`` (the operator,
 ``""`` when none), ``category`` (the operator's category, :func:`hta.model.categories.op_category`,
 ``""`` when none), ``input_dims``, ``flops`` and ``bytes`` (of the operator call, on its
-first kernel; 0 on the others and where no model applies).
+first kernel; 0 on the others and where no model applies), ``op_row`` (the operator's row
+in its capture trace, -1), ``input_types``, ``peak_key`` and ``matrix`` (the model's
+peak rate, as :mod:`hta.analysis.perf.op_performance` has them).
+
+:func:`captured_op_performance` turns these into the operator table of
+:mod:`hta.analysis.perf.op_performance` (its columns; one row per replay and captured
+operator call, ``kernel_time(us)`` the call's replayed kernels' time, the roofline
+columns against the rank's device; ``index`` and ``iteration`` are the graph launch's),
+the table that ``get_op_performance`` cannot give for graph-replayed work.
 """
 
 from __future__ import annotations
@@ -48,8 +56,10 @@ import pandas as pd
 
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.registry import model_of, work_of
+from hta.analysis.perf.roofline import roofline_columns
 from hta.analysis.serving import parse_step_name
 from hta.model.categories import op_category
+from hta.model.devices import Device
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.trace import RankTrace
@@ -57,7 +67,7 @@ from hta.model.trace import RankTrace
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["rank", "launch", "position", "kernel", "dur(us)", "matched", "op", "category",
-           "input_dims", "flops", "bytes"]
+           "input_dims", "flops", "bytes", "op_row", "input_types", "peak_key", "matrix"]
 
 
 @dataclass
@@ -153,22 +163,25 @@ def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
             row = {"rank": replay.rank, "launch": launch, "position": i,
                    "kernel": sym[int(names[r])], "dur(us)": dur[r] / 1e3,
                    "matched": window is not None, "op": "", "category": "",
-                   "input_dims": "", "flops": 0.0, "bytes": 0.0}
+                   "input_dims": "", "flops": 0.0, "bytes": 0.0, "op_row": -1,
+                   "input_types": "", "peak_key": "", "matrix": False}
             if window is not None:
                 crt = window.trace
                 op = _op_of(crt, int(window.launches[i]))
                 if op >= 0:
                     name = crt.symbols[int(crt.events["name"].iat[op])]
                     row["op"] = name
+                    row["op_row"] = op
                     row["category"] = op_category(name) or ""
                     args = _op_args(crt, op)
-                    row["input_dims"] = args[0]
+                    row["input_dims"], row["input_types"] = args[0], args[1]
                     key = (id(crt), op)
-                    if key not in seen_ops:
-                        seen_ops.add(key)
-                        work = work_of(name, parse_inputs(*args))
-                        if work is not None:
+                    work = work_of(name, parse_inputs(*args))
+                    if work is not None:
+                        row["peak_key"], row["matrix"] = work.peak_key, bool(work.matrix)
+                        if key not in seen_ops:
                             row["flops"], row["bytes"] = float(work.flops), float(work.bytes)
+                    seen_ops.add(key)
             rows_out.append(row)
     return pd.DataFrame(rows_out, columns=COLUMNS)
 
@@ -220,6 +233,48 @@ def _op_args(rt: RankTrace, op: int) -> tuple[str, str, str]:
             str(a["concrete_inputs"] or ""))
 
 
+def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
+                            device: Device | None) -> pd.DataFrame:
+    """The operator calls of the matched replayed kernels of one rank, in the columns of
+    :data:`hta.analysis.perf.op_performance.COLUMNS` (module docstring)."""
+    from hta.analysis.perf.op_performance import COLUMNS as OP_COLUMNS
+
+    k = kernels[(kernels["rank"] == replay.rank) & (kernels["op_row"] >= 0)]
+    if not len(k):
+        return pd.DataFrame({c: [] for c in OP_COLUMNS})
+    g = k.groupby(["launch", "op_row"], sort=False)
+    calls = g.agg(op=("op", "first"), category=("category", "first"),
+                  input_dims=("input_dims", "first"), input_types=("input_types", "first"),
+                  kernels=("kernel", "size"), time_us=("dur(us)", "sum"),
+                  flops=("flops", "sum"), bytes=("bytes", "sum"),
+                  peak_key=("peak_key", "first"), matrix=("matrix", "first"),
+                  first=("position", "min")).reset_index().sort_values(["launch", "first"])
+    modelled = calls["peak_key"].to_numpy() != ""
+    flops = np.where(modelled, calls["flops"].to_numpy(np.float64), np.nan)
+    nbytes = np.where(modelled, calls["bytes"].to_numpy(np.float64), np.nan)
+    time_ns = np.round(calls["time_us"].to_numpy(np.float64) * 1e3).astype(np.int64)
+    roof = roofline_columns(flops, nbytes, time_ns, calls["peak_key"].to_numpy(object),
+                            calls["matrix"].to_numpy(bool), device)
+    ev = replay.events
+    launch = calls["launch"].to_numpy(np.int64)
+    out = pd.DataFrame({
+        "rank": np.int64(replay.rank), "index": ev["index"].to_numpy()[launch],
+        "iteration": ev["iteration"].to_numpy()[launch],
+        "op": calls["op"].to_numpy(object), "category": calls["category"].to_numpy(object),
+        "input_dims": calls["input_dims"].to_numpy(object),
+        "input_types": calls["input_types"].to_numpy(object),
+        "kernels": calls["kernels"].to_numpy(np.int64),
+        "kernel_time(us)": calls["time_us"].to_numpy(np.float64), "flops": flops,
+        "bytes": nbytes, "peak_key": calls["peak_key"].to_numpy(object),
+        "matrix": calls["matrix"].to_numpy(bool),
+        "device": device.name if device is not None else "",
+        **{c: roof[c] for c in ("tflops_per_s", "tb_per_s", "flops_per_byte",
+                                "roof_tflops_per_s", "pct_of_peak")},
+        "bound": np.asarray(roof["bound"], dtype=object),
+    })
+    return out[OP_COLUMNS].reset_index(drop=True)
+
+
 def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per rank: ``replays`` (graph launches), ``matched_replays``, ``kernels``,
     ``replay_time(us)`` (GPU time of the replayed kernels), ``with_op_time(us)`` (of those
@@ -242,5 +297,5 @@ def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels", "merge_summary",
-           "pick_window"]
+__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels",
+           "captured_op_performance", "merge_summary", "pick_window"]

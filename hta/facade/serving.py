@@ -40,8 +40,8 @@ def _batch_sizes(folder: Path) -> dict[str, int]:
 
 
 class ServingMixin:
-    """``get_captured_kernels``, ``get_capture_summary``, ``get_server_iterations`` and
-    ``get_server_iteration_summary``."""
+    """``get_captured_kernels``, ``get_captured_op_performance``, ``get_capture_summary``,
+    ``get_server_iterations`` and ``get_server_iteration_summary``."""
 
     t: Job
     trace_dir: str | None
@@ -90,6 +90,8 @@ class ServingMixin:
             files = []
         batches = _batch_sizes(Path(capture_dir))
         for f in files:
+            if f.name == "execution_details.json":  # TraceLens's list of the captures
+                continue
             try:
                 job = load_trace(trace_files=[f], progress=False, max_workers=1,
                                  cache=False)
@@ -126,6 +128,24 @@ class ServingMixin:
                            "kernels; replayed kernels stay without operators",
                            out["launch"].nunique())
         return out
+
+    def get_captured_op_performance(self, ranks: Ranks = None,
+                                    capture_dir: str | Path | None = None,
+                                    device: Any = None) -> pd.DataFrame:
+        """The operator calls of the graph-replayed kernels (found in the capture traces),
+        in :meth:`get_op_performance`'s columns: kernel time, FLOPs, bytes and the % of
+        the roofline against the rank's device (``device`` overrides it, as there). See
+        :func:`hta.analysis.capture.captured_op_performance`."""
+        from hta.analysis.capture import captured_op_performance
+        from hta.analysis.perf.op_performance import COLUMNS, rank_device
+
+        kernels = self.get_captured_kernels(ranks, capture_dir)
+        frames = [captured_op_performance(kernels, self.t.rank(r),
+                                          rank_device(self.t.rank(r), device))
+                  for r in self.t.selected_ranks(None if ranks is None else ranks)]
+        frames = [f for f in frames if len(f)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            {c: [] for c in COLUMNS})
 
     def get_capture_summary(self, ranks: Ranks = None,
                             capture_dir: str | Path | None = None) -> pd.DataFrame:
