@@ -229,3 +229,15 @@ def test_real_trace_every_event(tmp_path: Path) -> None:
                      if "finding" not in back.tracks[s.track][1])
         assert got == event_set(a.t.rank(rank), a.clock_shifts().get(rank, 0))
     assert stats.flows > 1_000
+
+
+def test_without_perfetto_one_error_line(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace",
+                        None)
+    r = run_cli(["export", str(SAMPLE_TRACES / "synthetic_4rank"), "--format", "perfetto",
+                 "-o", str(tmp_path / "job.pftrace"), "--no-cache"])
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and "pip install perfetto" in lines[0]
+    assert not (tmp_path / "job.pftrace").exists()

@@ -285,3 +285,13 @@ def test_torch_cpu_run(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(ea[["name", "ts", "end"]].reset_index(drop=True),
                                   eb[["name", "ts", "end"]].reset_index(drop=True))
     assert (eb["kind"].astype(str).to_numpy()[ops.to_numpy()] == "cpu_op").all()
+
+
+def test_without_perfetto_the_file_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    _, pb_dir = twins(tmp_path)
+    monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace",
+                        None)
+    with pytest.raises(TraceLoadError, match="pip install perfetto"):
+        decode_trace(pb_dir / "rank-0.pftrace")
