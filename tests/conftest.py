@@ -26,3 +26,37 @@ def shared_trace(*parts: str) -> Path:
 def shared_traces() -> Path:
     """The folder of real Kineto traces (skips when absent)."""
     return shared_trace()
+
+
+# -- the quick subset ----------------------------------------------------------------------
+# `python3 -m pytest -m "not slow"` leaves out the tests marked `slow`: a test takes that
+# mark from `@pytest.mark.slow`, or from the lists below (measured with `--durations` on a
+# 2-core machine: 0.3 s or more each), so that marking a test does not touch its file.
+#: Modules whose every test is slow: notebooks and a browser, Dask clusters, the docs
+#: build, the real traces decoded in full.
+SLOW_MODULES = frozenset({
+    "test_notebooks", "test_report_browser", "test_docs", "test_dask",
+    "test_distributed_job", "test_load_real", "test_breakdown_real", "test_critical_path_real",
+    "test_trace_diff_real",
+})
+#: Single tests (every parameter of them), as ``module::function``: tests/slow_tests.txt.
+SLOW_FUNCTIONS = frozenset(
+    line.strip() for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#"))
+#: Parameters that are slow in any test: the `hta` console script run as a process.
+SLOW_PARAMS = frozenset({"console-script"})
+
+
+def is_slow(module: str, function: str, params: str) -> bool:
+    """Whether the lists above mark ``module::function[params]`` slow."""
+    return (module in SLOW_MODULES or f"{module}::{function}" in SLOW_FUNCTIONS
+            or any(slow in params for slow in SLOW_PARAMS))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests :func:`is_slow` names ``slow``."""
+    for item in items:
+        function = getattr(item, "originalname", None) or item.name.split("[")[0]
+        params = item.name[len(function) + 1:-1] if "[" in item.name else ""
+        if is_slow(item.module.__name__.rsplit(".", 1)[-1], function, params):
+            item.add_marker(pytest.mark.slow)

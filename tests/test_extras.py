@@ -60,3 +60,28 @@ def test_the_readme_keeps_its_two_commands_and_shows_the_light_install() -> None
     assert "\npython3 -m pytest\n" in readme
     assert "python3 -m pip install -e .  " in readme  # the library alone, in a code line
     assert 'python3 -m pytest -m "not slow"' in readme
+
+
+def test_slow_tests_are_marked_and_the_quick_subset_is_documented() -> None:
+    """``-m "not slow"`` is the quick subset: the marker is registered, what the lists in
+    conftest mark names modules and functions that exist, and the README says how."""
+    import conftest
+
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"]["markers"]
+    assert any(m.startswith("slow:") for m in markers)
+    tests = ROOT / "tests"
+    for module in conftest.SLOW_MODULES:
+        assert (tests / f"{module}.py").exists(), module
+    defined: dict[str, set[str]] = {}
+    for entry in sorted(conftest.SLOW_FUNCTIONS):
+        module, function = entry.split("::")
+        if module not in defined:
+            text = (tests / f"{module}.py").read_text()
+            defined[module] = set(re.findall(r"^def (test_\w+)\(", text, flags=re.M))
+        assert function in defined[module], entry
+    assert conftest.is_slow("test_notebooks", "test_notebook_runs", "quickstart")
+    assert conftest.is_slow("test_cli", "test_x", "console-script")
+    assert not conftest.is_slow("test_cli", "test_x", "in-process")
+    readme = (ROOT / "README.md").read_text()
+    assert 'python3 -m pytest -m "not slow"' in readme and "under a minute" in readme
