@@ -25,7 +25,7 @@ def test_host_bound_saving_and_class_match_construction(tmp_path, kind):
     assert row is not None
     assert row["est_saving(us)"] * 1e3 == pytest.approx(expected, abs=1)
     assert row["subject"] == kind
-    assert row["advice"] == ADVICE[kind]
+    assert row["advice"] == ADVICE[kind]  # four stretches, none holding half
     assert row["severity"] == "high"
 
 
@@ -72,3 +72,12 @@ def test_real_trace_host_gaps_are_idle_and_classified():
         total = sum(hg.parts[c] for c in hg.parts)
         assert ((hg.end - hg.start) == total).all()
         assert (hg.end > hg.start).all()
+
+
+def test_one_long_python_stretch_gets_its_own_advice(tmp_path):
+    """One step: the python case's 200 µs of unrecorded host work is one stretch holding
+    most of the python time: the advice names host work outside the operators."""
+    trace, _ = cases.host_bound(tmp_path, kind="python", steps=1)
+    row = _row(find(trace), "host_bound")
+    assert row["subject"] == "python"
+    assert row["advice"] == ADVICE["python_stretch"]

@@ -31,7 +31,10 @@ have been queued and these gaps closed. ``ProfilerStep#N`` events (operators in 
 traces) are steps, not CPU work. The engine gives this rule the time
 last (:data:`~hta.analysis.findings.sharing.CLAIM_ORDER`): a blocking call, a data-loader
 span, a launch-bound stretch or a one-time cost holding the time is the more specific
-cause, and this finding leaves their time out. The advice fits the largest class.
+cause, and this finding leaves their time out. The advice fits the largest class; for
+``python``, when one stretch holds half of that class's time or more, the advice is about
+host work outside the operators (name it with ``with_stack``, move it off the step), not
+per-operator overhead.
 """
 
 from __future__ import annotations
@@ -81,6 +84,13 @@ ADVICE = {
         "Python work (logging, metrics, bookkeeping, data preparation) out of the loop or "
         "to another thread, give each step more work (a larger batch); record with "
         "with_stack=True to see which code runs."),
+    "python_stretch": (
+        "Most of this time is one long stretch with no operator recorded: host work outside "
+        "the profiled operators (input preparation, tokenisation or decoding, logging, "
+        "checkpointing, waiting on another process or on I/O). Record with with_stack=True "
+        "(or a record_function around the suspect code) to name it, then move it off the "
+        "step: into DataLoader workers, onto another thread, or overlapped with the "
+        "previous step's GPU work."),
     "dispatch": (
         "The host spends the time dispatching many small operators: fuse them "
         "(torch.compile, foreach and fused optimizers such as Adam(fused=True)), capture "
@@ -276,8 +286,11 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         f"{fmt_time(int(a[longest] - window[0]))} into the window."
         + (f" Most CPU time in them: {names}." if names else "")
     )
+    advice = ADVICE[top]
+    if top == "python" and 2 * int(parts["python"][longest]) >= by_class["python"]:
+        advice = ADVICE["python_stretch"]  # one long stretch: not a per-op overhead
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
-                    window[1] - window[0], subject=top, advice=ADVICE[top],
+                    window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]
 
 
