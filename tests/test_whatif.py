@@ -375,3 +375,32 @@ def test_unresolved_stream_wait_and_thread_handoff(tmp_path: Path) -> None:
     # half-time copy: the gemm, the relu behind it and the synchronize move 150 µs earlier
     pred = a.what_if("kernels:Memcpy*0.5")
     assert pred["predicted(us)"].iloc[0] == pytest.approx(1_000 - 150)
+
+
+def test_findings_get_their_change_and_the_replayed_saving(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from hta.analysis.whatif.findings import findings_with_changes
+
+    slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
+    a = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path)), cache=False, progress=False)
+    findings = pd.DataFrame({
+        "rule": ["stragglers", "fp32_gemm"], "severity": ["high", "low"],
+        "ranks": [[2], [0]], "steps": [[2, 3], []], "evidence": ["late.", "fp32."],
+        "est_saving(us)": [100.0, 7.0], "advice": ["", ""], "title": ["", ""],
+        "subject": ["", ""], "section": ["", ""], "share_pctg": [10.0, 0.7]})
+    jg, base = a._whatif_job()
+    out = findings_with_changes(findings, jg, base).set_index("rule")
+    pred = a.what_if("no-stragglers:2")
+    steps = pred[pred["step"].isin([2, 3])]
+    expected = float((steps["measured(us)"] - steps["predicted(us)"]).sum())
+    assert expected > 3 * 150  # three ranks, two steps, each over 150 µs shorter
+    assert out.loc["stragglers", "change"] == "no-stragglers:2"
+    assert out.loc["stragglers", "saving_source"] == "replay"
+    assert out.loc["stragglers", "est_saving(us)"] == pytest.approx(expected)
+    assert out.loc["stragglers", "share_pctg"] == pytest.approx(10.0 * expected / 100.0)
+    assert "Saving from the replay" in out.loc["stragglers", "evidence"]
+    assert out.loc["fp32_gemm", "change"] == ""
+    assert out.loc["fp32_gemm", "saving_source"] == "rule"
+    assert out.loc["fp32_gemm", "est_saving(us)"] == 7.0
+    assert list(out.index) == ["stragglers", "fp32_gemm"]

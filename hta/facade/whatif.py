@@ -53,6 +53,19 @@ class WhatIfMixin:
         jg, base = self._whatif_job()
         return predict(jg, changes, getattr(self, "rules", None), base=base)
 
+    def get_findings_what_if(self, ranks: Iterable[int] | int | None = None,
+                             iterations: Iterable[int] | int | None = None,
+                             min_share: float | None = None) -> pd.DataFrame:
+        """:meth:`get_findings` with the change that would fix each finding (``change``)
+        and, where the replay covers that change, ``est_saving(us)`` = measured minus
+        predicted step time (``saving_source``: ``replay`` or ``rule``). See
+        :mod:`hta.analysis.whatif.findings`."""
+        from hta.analysis.whatif.findings import findings_with_changes
+
+        findings = self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
+        jg, base = self._whatif_job()
+        return findings_with_changes(findings, jg, base, getattr(self, "rules", None))
+
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
         """The longest path through the job graph for one step (``iteration``: its
         ``ProfilerStep`` number; None: the first; -1 on traces without steps), one row
