@@ -101,6 +101,9 @@ def run_side(side: str, python: str, folder: Path, test: Path | None, repeat: in
         else:
             cmd = [python, "-c", CHILD, *args]
             env, cwd = dict(os.environ, PYTHONPATH=str(ROOT)), tmp
+            # byte-compiled modules, as an installed package has them (HTA's are): without
+            # them every module imported on first use is compiled inside the timed call
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd,
                               timeout=3600)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
