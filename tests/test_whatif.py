@@ -300,7 +300,7 @@ def test_job_critical_path_agrees_with_one_rank_path(tmp_path: Path) -> None:
 def test_replay_error_on_real_traces(folder: str) -> None:
     logging.disable(logging.WARNING)
     try:
-        a = TraceAnalysis(trace_dir=str(shared_trace(folder)), progress=False)
+        a = TraceAnalysis(trace_dir=str(shared_trace(folder)), cache=False, progress=False)
         df = a.what_if()
     finally:
         logging.disable(logging.NOTSET)
@@ -404,3 +404,42 @@ def test_findings_get_their_change_and_the_replayed_saving(tmp_path: Path) -> No
     assert out.loc["fp32_gemm", "saving_source"] == "rule"
     assert out.loc["fp32_gemm", "est_saving(us)"] == 7.0
     assert list(out.index) == ["stragglers", "fp32_gemm"]
+
+
+def test_step_bounds_name_the_slow_rank_and_its_saving(tmp_path: Path) -> None:
+    slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
+    a = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path / "a")), cache=False,
+                      progress=False)
+    b = TraceAnalysis(trace_dir=str(simulate(replace(GPU_BOUND, ranks=3), tmp_path / "b")),
+                      cache=False, progress=False)
+    bounds = a.get_step_bounds()
+    assert len(bounds) == slow.steps
+    assert (bounds["rank"] == 2).all()
+    assert (bounds["bound_by"] == "gpu").all()
+    assert bounds["top_work"].str.startswith("gpu: gemm").all()
+    fixed = b.what_if().groupby("step")["job_measured(us)"].first().to_numpy()
+    _close(bounds["at_median(us)"].to_numpy(), fixed)
+    assert (bounds["saving_at_median(us)"] > 150).all()
+    # every rank waits for rank 2's all-reduce: the path's GPU work is rank 2's
+    path = a.get_job_critical_path(iteration=2)
+    assert set(path.loc[path["kind"] == "gpu", "rank"]) == {2}
+
+
+def test_main_thread_waits_for_the_backward_thread(tmp_path: Path) -> None:
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_000_000):
+        b.annotation("## backward ##", 10_000, 900_000)
+        # the autograd thread works while the main thread sits in backward()
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", 20_000, 880_000, tid=2)
+        b.launch_kernel("gemm_bwd", cpu_ts=30_000, cpu_dur=2_000, gpu_ts=40_000,
+                        gpu_dur=800_000, tid=2)
+        b.runtime("cudaDeviceSynchronize", 50_000, 792_000, tid=2)
+    b.write(tmp_path / "rank-0.json")
+    a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    assert a.what_if()["replay_error_pctg"].iloc[0] == 0
+    pred = a.what_if("kernels:gemm_bwd*0.5")
+    # the kernel ends 400 µs earlier; so do the synchronize, the autograd op, the main
+    # thread's backward() and the step
+    assert pred["predicted(us)"].iloc[0] == pytest.approx(1_000 - 400)
+    path = a.get_job_critical_path(iteration=1)
+    assert "gemm_bwd" in set(path["name"])

@@ -3,7 +3,9 @@
 Replays the job from its traces (:meth:`hta.trace_analysis.TraceAnalysis.what_if`) and
 prints, per step, the measured job step (slowest rank), the replay of the unchanged trace
 and its error (the model's honesty figure), and the prediction with the changes applied in
-order; then the same per rank. Changes: ``kernels:PATTERN*F``, ``category:NAME*F``,
+order; what bounds each step (the rank and the work with the most time on the job's
+critical path, and the job's step were that rank at the median across ranks); then the
+per-rank table. Changes: ``kernels:PATTERN*F``, ``category:NAME*F``,
 ``no-stragglers[:RANK]``, ``no-launch-overhead``, ``overlap-comm``, ``no-host-sync``,
 ``no-data-loader`` (definitions in ``docs/analyses/whatif.md``). ``--json`` prints the
 table as records.
@@ -55,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     analyzer = load(args)
     table = analyzer.what_if(changes)
+    bounds = analyzer.get_step_bounds()
     if args.json:
         print(dumps({"trace_dir": args.trace_dir, "changes": [str(c) for c in changes],
-                     "rows": records(table)}))
+                     "rows": records(table), "step_bounds": records(bounds)}))
         return EXIT_OK
     out = Printer()
     what = ", ".join(str(c) for c in changes) or "no change"
@@ -77,6 +80,16 @@ def run(args: argparse.Namespace) -> int:
              f"{table['replay_error_pctg'].abs().max():.2f}%; without the trace's own "
              f"waits: median {table['modelled_error_pctg'].abs().median():.2f}%, worst "
              f"{table['modelled_error_pctg'].abs().max():.2f}%.")
+    out.line()
+    out.table("What bounds each step (the job's critical path in the replay)", [
+        Column("step", lambda r: "whole trace" if r["step"] < 0 else str(r["step"])),
+        Column("rank", lambda r: str(r["rank"])),
+        Column("bound by", lambda r: f"{r['bound_by']} {r['bound_share_pctg']:.0f}%",
+               numeric=False),
+        Column("rank at median (ms)", lambda r: number(r["at_median(us)"] / 1e3, 3)),
+        Column("top work", lambda r: f"{r['top_work']} ({r['top_work(us)'] / 1e3:,.3f} ms)",
+               numeric=False, wrap=True),
+    ], bounds.to_dict("records"))
     out.line()
     out.table("Per rank", [
         Column("rank", lambda r: str(r["rank"])),

@@ -66,6 +66,15 @@ class WhatIfMixin:
         jg, base = self._whatif_job()
         return findings_with_changes(findings, jg, base, getattr(self, "rules", None))
 
+    def get_step_bounds(self) -> pd.DataFrame:
+        """Per step: which rank and which work bound the job's step, and the step if that
+        rank were at the median (``no-stragglers`` on that rank alone). See
+        :func:`hta.analysis.whatif.jobpath.step_bounds`."""
+        from hta.analysis.whatif.jobpath import step_bounds
+
+        jg, base = self._whatif_job()
+        return step_bounds(jg, base, getattr(self, "rules", None))
+
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
         """The longest path through the job graph for one step (``iteration``: its
         ``ProfilerStep`` number; None: the first; -1 on traces without steps), one row

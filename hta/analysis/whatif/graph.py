@@ -176,14 +176,17 @@ def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.n
 
 def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """``thread`` edges: work on another thread is started by the main thread.
+    """``thread`` edges: the main thread hands work to other threads and waits for it.
 
     The *main thread* is the one holding the ``ProfilerStep`` events (else the one with the
     most CPU events). Every top-level CPU event (depth 0) of another thread gets an edge
     from the main thread's latest point (node) before its start: the autograd engine's
     thread runs the backward pass when the main thread calls it, and the first event of a
-    thread has no other predecessor. Without it those threads would start at the rank's
-    first timestamp in the replay, and nothing the main thread does would move them."""
+    thread has no other predecessor (without the edge it would start at the rank's first
+    timestamp in the replay, and nothing the main thread does would move it). Back, the
+    end of a main-thread event gets an edge from the latest point of the other threads
+    before it, when that point lies after the main thread's previous point: the main
+    thread sat in the call while the other thread worked, and returns when it is done."""
     empty = np.zeros(0, dtype=np.int64)
     cpu_nodes = np.flatnonzero(~kind_mask(c.codes[cp.node_event], GPU_WORK_KINDS))
     if not cpu_nodes.size:
@@ -202,7 +205,18 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
     targets = cpu_nodes[other]
     k = np.searchsorted(main_nodes, targets, side="left") - 1
     ok = k >= 0
-    return main_nodes[k[ok]], targets[ok]
+    src, dst = [main_nodes[k[ok]]], [targets[ok]]
+    # back: a main-thread event that ends after other threads worked in its gap waits for
+    # the last of that work (the call that ran the backward pass returns when it is done)
+    others = cpu_nodes[thread != main]
+    if others.size and main_nodes.size > 1:
+        ends = main_nodes[1:][~cp.node_is_start[main_nodes[1:]]]
+        prev = main_nodes[np.searchsorted(main_nodes, ends, side="left") - 1]
+        j = np.searchsorted(others, ends, side="left") - 1
+        ok = (j >= 0) & (others[np.clip(j, 0, None)] > prev)
+        src.append(others[j[ok]])
+        dst.append(ends[ok])
+    return np.concatenate(src), np.concatenate(dst)
 
 
 #: Calls that make a stream wait for an event recorded on another (GPU-side waits).

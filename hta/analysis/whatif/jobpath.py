@@ -126,3 +126,45 @@ def _name(jg: JobGraph, v: int, u: int) -> str:
         return "collective"
     g = jg.ranks[pos]
     return g.trace.symbols[int(g.trace.events["name"].iloc[int(jg.node_row[node])])]
+
+
+#: Columns of :func:`step_bounds`.
+BOUND_COLUMNS = ["step", "rank", "step(us)", "bound_by", "bound_share_pctg", "top_work",
+                 "top_work(us)", "at_median(us)", "saving_at_median(us)"]
+
+
+def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None) -> pd.DataFrame:
+    """Per step, what bounds the job: the rank holding the most time of the job's critical
+    path (``rank``; ``step(us)``: the job's replayed step, the path's length), the kind of
+    work with the most time on the path (``bound_by``, its share), the single piece of
+    work with the most time on it (``top_work``: kind and name, ``top_work(us)``), and the
+    job's step if that rank's GPU work between collectives took the median across ranks
+    (``at_median(us)``: ``no-stragglers:RANK``; ``saving_at_median(us)`` = replayed -
+    that)."""
+    from hta.analysis.whatif import predict
+
+    steps: list[int] = sorted({int(s) for g in jg.ranks for s in g.steps["step"].tolist()})
+    if not steps:
+        steps = [-1]
+    rows = []
+    cache: dict[int, pd.DataFrame] = {}
+    for step in steps:
+        path = job_critical_path(jg, sched, step)
+        if not len(path):
+            continue
+        total = float(path["dur(us)"].sum())
+        by_kind = path.groupby("kind")["dur(us)"].sum().sort_values(ascending=False)
+        by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
+        end_rank = int(path.groupby("rank")["dur(us)"].sum().idxmax())
+        if end_rank not in cache:
+            cache[end_rank] = predict(jg, f"no-stragglers:{end_rank}", rules, base=sched)
+        table = cache[end_rank]
+        at_step = table[table["step"] == step]
+        replayed = float(at_step["replayed(us)"].max()) if len(at_step) else total
+        at_median = float(at_step["job_predicted(us)"].max()) if len(at_step) else total
+        kind, name = by_work.index[0]
+        rows.append((step, end_rank, total, by_kind.index[0],
+                     100.0 * float(by_kind.iloc[0]) / total if total else 0.0,
+                     f"{kind}: {name}", float(by_work.iloc[0]), at_median,
+                     replayed - at_median))
+    return pd.DataFrame(rows, columns=BOUND_COLUMNS)
