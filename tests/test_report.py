@@ -276,6 +276,15 @@ def test_figures_keep_different_names_apart() -> None:
     assert shown[0] != shown[1] and shown[1] == shown[2]
     assert all(len(s) <= 70 for s in shown)
     assert distinct_short(["a" * 80 + "x", "a" * 80 + "y"], 20)[0].endswith("x")
+    # two kernels of a real trace (trace_diff/control) that both read
+    # "void at::native::(anonymous namespace)::CatArrayBatchedCopy…" before
+    cat = ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, "
+           "{}>(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, "
+           "unsigned int, {}>, int, unsigned int)")
+    pair = distinct_short([cat.format("2, 128, 1", "128, 1"), cat.format("2, 64, 64", "64, 64")],
+                          context.LONG_NAME, context.display_name)
+    assert pair[0] != pair[1] and all("CatArrayBatchedCopy<" in p for p in pair), pair
+    assert "2, 128, 1>" in pair[0] and "2, 64, 64>" in pair[1]
     df = pd.DataFrame({"name": long[:2], "rank": [0, 0], "kernel_type": "COMPUTATION",
                        "sum (us)": [1.0, 2.0]})
     pie = kernel_pies_figure(df, "COMPUTATION").data[0]

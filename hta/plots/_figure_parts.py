@@ -52,13 +52,20 @@ def distinct_short(names: Iterable[object], width: int = NAME_WIDTH,
 
 
 def _from(text: str, at: int, width: int) -> str:
-    """``text``'s start, ``…``, and the text from a few characters before ``at``, in about
-    ``width`` characters."""
-    head = max(8, width // 3)
-    start = max(at - 6, head)
-    if len(text) <= width or start <= head:
-        return short(text, width)
-    return short(text[:head] + "…" + text[start:], width)
+    """``text`` in about ``width`` characters around where it differs (from ``at``) from
+    names that start like it: a C++ name keeps its function name (up to its first ``<``,
+    else its first ``(``; the end of it when long) and shows its arguments from a few
+    characters before ``at``."""
+    cut = next((i for i in (text.find("<"), text.find("(")) if i > 0), len(text))
+    if at <= cut:  # they differ in the name itself
+        start = max(0, at - width // 2)
+        return short(("…" if start else "") + text[start:], width)
+    name, rest = text[:cut], text[cut:]
+    if len(name) > width // 2:
+        name = "…" + name[-(width // 2 - 1):]
+    if at - cut > 8:
+        rest = rest[0] + "…" + rest[at - cut - 6:]
+    return short(name + rest, width)
 
 
 def _clashing(shown: dict[str, str]) -> list[str]:
