@@ -100,32 +100,38 @@ def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: n
                 anchor: np.ndarray, total: np.ndarray, anchor_t: np.ndarray,
                 via: np.ndarray) -> None:
     """Times of the nodes with several predecessors, in id order (fills ``anchor_t`` and
-    ``via`` of those nodes). ``t(u) = anchor_t[anchor[u]] + total[u]``."""
+    ``via`` of those nodes). ``t(u) = anchor_t[anchor[u]] + total[u]``; the anchors are
+    numbered compactly (the multi-predecessor nodes first, then the others) so the loop
+    only handles lists of their size."""
     lo = indptr[multi]
     hi = indptr[multi + 1]
     edges = _ranges(lo, hi)
     u = src[edges]
-    u_anchor = anchor[u].tolist()
+    a_of_u = anchor[u]
+    compact = np.full(anchor_t.size, -1, dtype=np.int64)
+    compact[multi] = np.arange(multi.size)
+    others = np.unique(a_of_u[compact[a_of_u] < 0])
+    compact[others] = multi.size + np.arange(others.size)
+    u_anchor = compact[a_of_u].tolist()
     part = (total[u] + delay[edges]).tolist()
     bounds = np.r_[0, np.cumsum(hi - lo)].tolist()
-    at = anchor_t.tolist()
-    multi_l = multi.tolist()
-    chosen = [0] * len(multi_l)
-    for k, v in enumerate(multi_l):
+    at = [0] * multi.size + anchor_t[others].tolist()
+    chosen = [0] * multi.size
+    for k in range(multi.size):
         a, b = bounds[k], bounds[k + 1]
         if b - a == 2:  # most such nodes: a launch and a stream predecessor
             c0 = at[u_anchor[a]] + part[a]
             c1 = at[u_anchor[a + 1]] + part[a + 1]
             if c1 >= c0:  # ties: the later edge (the higher predecessor id)
-                at[v], chosen[k] = c1, a + 1
+                at[k], chosen[k] = c1, a + 1
             else:
-                at[v], chosen[k] = c0, a
+                at[k], chosen[k] = c0, a
             continue
         cand = [at[x] + y for x, y in zip(u_anchor[a:b], part[a:b], strict=True)]
         best = max(cand)
-        at[v] = best
+        at[k] = best
         chosen[k] = b - 1 - cand[::-1].index(best)
-    anchor_t[multi] = np.asarray(at, dtype=np.int64)[multi]
+    anchor_t[multi] = np.asarray(at[:multi.size], dtype=np.int64)
     via[multi] = edges[np.asarray(chosen, dtype=np.int64)]
 
 
