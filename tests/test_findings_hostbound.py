@@ -27,6 +27,7 @@ def test_host_bound_saving_and_class_match_construction(tmp_path, kind):
     assert row["subject"] == kind
     assert row["advice"] == ADVICE[kind]  # four stretches, none holding half
     assert row["severity"] == "high"
+    assert ("records no CPU operator" in row["evidence"]) == (kind == "python")
 
 
 @pytest.mark.parametrize("kind", ["python", "dispatch", "slow_op"])
@@ -81,3 +82,23 @@ def test_one_long_python_stretch_gets_its_own_advice(tmp_path):
     row = _row(find(trace), "host_bound")
     assert row["subject"] == "python"
     assert row["advice"] == ADVICE["python_stretch"]
+
+
+def test_a_trace_without_cpu_operators_says_so(tmp_path):
+    """The dispatch case with its operators left out of the trace (a GPU-only capture
+    with runtime calls): the evidence says the trace records no CPU operator."""
+    import gzip
+    import json
+
+    cases.host_bound(tmp_path, kind="dispatch")
+    path = tmp_path / "rank-0.json"
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") != "cpu_op"]
+    with opener(path, "wt") as f:
+        json.dump(data, f)
+    from hta.job.load import load_trace as load
+
+    row = _row(find(load(tmp_path, progress=False, cache=False)), "host_bound")
+    assert row is not None and "records no CPU operator at all" in row["evidence"]

@@ -285,6 +285,10 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         f"{fmt_time(int(left[longest]))} at "
         f"{fmt_time(int(a[longest] - window[0]))} into the window."
         + (f" Most CPU time in them: {names}." if names else "")
+        + ("" if (rt.events["kind"].cat.codes.to_numpy() == _OP).any() else
+           " The trace records no CPU operator at all (only runtime calls): the time "
+           "with nothing recorded may be operators the profiler did not record; profile "
+           "with the CPU activity to split it.")
     )
     advice = ADVICE[top]
     if top == "python" and 2 * int(parts["python"][longest]) >= by_class["python"]:
