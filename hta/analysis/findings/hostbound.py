@@ -5,7 +5,10 @@ A **host gap** is a stretch of GPU idle time in the analysed window (no kernel, 
 memset on any stream; graph replays count busy; the first stretch starts at the rank's
 first event) that ends when GPU work starts whose
 launch call *returned after the GPU went idle*: when the GPU ran dry the host had not
-yet submitted the next work, so the GPU waited on the host. Idle time after which the
+yet submitted the next work, so the GPU waited on the host. When that work started more
+than :data:`QUEUED_AFTER_NS` (100 µs) after its launch returned, the host gap ends where
+the launch returned: the rest of the stretch the work was queued and waited on something
+else. Idle time after which the
 next work had been submitted earlier (it waited on a dependency, not on the host), idle
 time with no later GPU work, and work whose launch call is not in the trace are not host
 gaps.
@@ -67,6 +70,9 @@ from hta.model.trace import RankTrace
 SLOW_OP_NS = 1_000_000
 #: ... as is one covering half of the gap or more and at least this much (ns).
 SLOW_OP_MIN_NS = 50_000
+#: A host gap whose work started more than this after its launch returned ends where the
+#: launch returned; the rest waited on something else (ns).
+QUEUED_AFTER_NS = 100_000
 #: The classes, in the order the evidence lists them.
 CLASSES = ("python", "dispatch", "slow_op", "runtime")
 CLASS_TEXT = {
@@ -166,9 +172,13 @@ def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     launch_end = w.launch_end[nxt]
     host = (launch_end >= 0) & (launch_end > s)
     queued = (launch_end >= 0) & (launch_end <= s)
+    # submitted well before it started: the host part ends where its launch returned
+    split = host & (e - launch_end > QUEUED_AFTER_NS)
+    h_end = np.where(split, launch_end, e)
     tid_of = _launch_tid(rt, nxt)
-    return ((s[host], e[host], tid_of[host], w.iteration[nxt][host]),
-            Cover(s[queued], e[queued]), Cover(s[launch_end < 0], e[launch_end < 0]))
+    return ((s[host], h_end[host], tid_of[host], w.iteration[nxt][host]),
+            Cover(np.r_[s[queued], launch_end[split]], np.r_[e[queued], e[split]]),
+            Cover(s[launch_end < 0], e[launch_end < 0]))
 
 
 def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:

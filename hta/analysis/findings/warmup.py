@@ -15,9 +15,10 @@ kernels), and is one of:
 * the *first call* of a *top-level call* (an operator or runtime call with no operator or
   runtime call around it; Python frames and annotations do not count) whose later calls
   of the same name and recorded input shapes ran at most 1/:data:`FACTOR` of its time
-  (their median), and which spent half of its time or more in runtime calls (what makes
-  a first call slow once: ``aten::conv2d`` 1.4 s the first time in cuDNN's stream and
-  event creation, a few ms after);
+  (their median), and which spent half of its time or more in runtime calls, the longest
+  of them not a wait (a synchronising call or a synchronous copy waits on work the trace
+  may not hold; what makes a first call slow once is set-up: ``aten::conv2d`` 1.4 s the
+  first time in cuDNN's stream and event creation, a few ms after);
 * a call named as set-up (:data:`SETUP`: stream, event or library creation, module
   loading, context creation, communicator initialisation, Dynamo/Inductor compilation,
   autotuning);
@@ -61,12 +62,12 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import idle_cover
+from hta.analysis.findings.sync import BLOCKING_COPY, idle_cover
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.model.derived import derived
-from hta.model.rules import RUNTIME_KINDS, kind_mask
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
 #: Shortest one-time cost (ns).
@@ -215,8 +216,14 @@ def _one_time(rt: RankTrace) -> OneTime:
     rows, reason, idle = rows[order], reason[order], idle[order]
     runtime = np.flatnonzero(kind_mask(codes, _RUNTIME_KINDS))
     call, in_calls = _inner_calls(ev, rows, runtime)
-    # a first call is one-time by what it called: runtime calls for half of it or more
-    keep = (reason != "first") | (in_calls * 2 >= dur[rows])
+    # a first call is one-time by what it called: runtime calls for half of it or more,
+    # the longest not a wait (a synchronising call or a synchronous copy waits on work
+    # the trace may not hold: that is no one-time cost)
+    waits = np.zeros(rows.size, dtype=bool)
+    has = call >= 0
+    waits[has] = (codes[call[has]] == KIND_CODE["runtime_sync"]) | \
+        name_matches(rt, call[has], BLOCKING_COPY)
+    keep = (reason != "first") | ((in_calls * 2 >= dur[rows]) & ~waits)
     return OneTime(rows[keep], ts[rows][keep], end[rows][keep], idle[keep], call[keep],
                    reason[keep])
 
