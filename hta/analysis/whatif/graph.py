@@ -124,7 +124,8 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                 np.full(v_src.size, EDGE["event_wait"], dtype=np.int8),
                 np.full(h_src.size, EDGE["thread"], dtype=np.int8)].astype(np.int8)
     o = _by_dst_then_src(src, dst, cp.num_nodes)
-    src, dst, typ = src[o], dst[o], typ[o]
+    if o is not None:
+        src, dst, typ = src[o], dst[o], typ[o]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
         src, dst, typ = src[first], dst[first], typ[first]
@@ -390,11 +391,11 @@ class JobGraph:
 
     Per global node: ``node_pos`` (position in :attr:`ranks`, -1 for barriers),
     ``node_row`` (the event's row on its rank, -1 for barriers), ``node_is_start``,
-    ``node_rank``, ``node_local`` (the rank's node id, -1 for barriers),
     ``node_ts`` (measured, ns). Per edge (sorted by ``dst``): ``src``, ``dst``, ``type``
     (index into :data:`JOB_EDGE_TYPES`), ``delay`` (the unchanged replay's), ``binding``.
-    ``barrier`` per barrier node: the collective instance id; ``comm_transfer`` per
-    coupled communication kernel: its measured transfer time.
+    ``base`` per node: where a node without predecessors starts (its rank's first
+    timestamp). ``collectives``: one row per matched communication kernel (the straggler
+    matching's columns, its ``barrier`` node, ``transfer_ns``, ``coupled``).
     """
 
     ranks: list[RankGraph]
@@ -402,8 +403,6 @@ class JobGraph:
     node_pos: np.ndarray
     node_row: np.ndarray
     node_is_start: np.ndarray
-    node_rank: np.ndarray
-    node_local: np.ndarray
     node_ts: np.ndarray
     src: np.ndarray
     dst: np.ndarray
@@ -418,6 +417,12 @@ class JobGraph:
     def num_nodes(self) -> int:
         """Nodes of every rank plus the barrier nodes."""
         return int(self.node_ts.size)
+
+    @property
+    def node_rank(self) -> np.ndarray:
+        """Per node, its rank (-1 for barriers)."""
+        ranks = np.asarray([g.rank for g in self.ranks] + [-1], dtype=np.int64)
+        return ranks[self.node_pos]
 
     def rank_index(self, rank: int) -> int:
         """Position of ``rank`` in :attr:`ranks`."""
@@ -436,74 +441,76 @@ class JobGraph:
 def job_graph(ranks: list[RankGraph]) -> JobGraph:
     """Join the ranks' graphs and couple their collectives (module docstring)."""
     dropped: dict[str, int] = {}
-    empty_i = np.zeros(0, dtype=np.int64)
     sizes = np.asarray([g.cp.num_nodes for g in ranks], dtype=np.int64)
-    offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-    ts = np.concatenate([g.cp.node_ts for g in ranks]) if ranks else np.zeros(0, np.int64)
-    rank_of = np.repeat(np.asarray([g.rank for g in ranks], dtype=np.int64), sizes)
-    local = np.concatenate([np.arange(s) for s in sizes]) if ranks else np.zeros(0, np.int64)
-    src = [g.src + offsets[i] for i, g in enumerate(ranks)]
-    dst = [g.dst + offsets[i] for i, g in enumerate(ranks)]
-    typ = [g.type.astype(np.int8) for g in ranks]
-    delay = [g.delay for g in ranks]
-    binding = [g.binding for g in ranks]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     coll, b_ts, b_src, b_dst, b_delay, transfer_of = _coupling(ranks, offsets, dropped)
     n_bar = b_ts.size
+    delay = [g.delay for g in ranks]
     # the coupled kernels' own start -> end edge takes the transfer time
     for i, g in enumerate(ranks):
         tr = transfer_of[i]
         if tr is None:
             continue
         ends, transfer = tr
-        gpu = typ[i] == EDGE["gpu"]
-        hit = np.isin(g.dst, ends) & gpu
-        pos = np.searchsorted(ends, g.dst[hit])
+        hit = np.isin(g.dst, ends) & (g.type == EDGE["gpu"])
         delay[i] = delay[i].copy()
-        delay[i][hit] = transfer[pos]
-    all_ts = np.r_[ts, b_ts]
-    all_rank = np.r_[rank_of, np.full(n_bar, -1, dtype=np.int64)]
-    all_pos = np.r_[np.repeat(np.arange(len(ranks)), sizes), np.full(n_bar, -1)].astype(np.int64)
-    all_local = np.r_[local, np.full(n_bar, -1, dtype=np.int64)]
-    all_row = np.r_[np.concatenate([g.cp.node_event for g in ranks]) if ranks else empty_i,
-                    np.full(n_bar, -1, dtype=np.int64)].astype(np.int64)
-    all_start = np.r_[np.concatenate([g.cp.node_is_start for g in ranks]) if ranks
-                      else np.zeros(0, bool), np.zeros(n_bar, dtype=bool)]
+        delay[i][hit] = transfer[np.searchsorted(ends, g.dst[hit])]
+
+    def cat(parts: list[np.ndarray], barrier: np.ndarray) -> np.ndarray:
+        return np.concatenate([*parts, barrier])
+
+    all_ts = cat([g.cp.node_ts for g in ranks], b_ts)
     # each rank's nodes are in time order already: a stable sort by time keeps them so,
     # interleaves the ranks by rank at equal times, and puts barriers last at their instant
-    order = np.argsort(all_ts, kind="stable") if (len(ranks) > 1 or n_bar) \
-        else np.arange(all_ts.size)
-    pos = np.empty(order.size, dtype=np.int64)
-    pos[order] = np.arange(order.size)
-    e_src = pos[np.concatenate([*src, b_src])]
-    e_dst = pos[np.concatenate([*dst, b_dst])]
-    e_typ = np.concatenate([*typ, np.full(b_src.size, EDGE["collective"], dtype=np.int8)])
-    e_delay = np.concatenate([*delay, b_delay]).astype(np.int64)
-    e_bind = np.concatenate([*binding, np.zeros(b_src.size, dtype=bool)])
+    identity = len(ranks) <= 1 and not n_bar
+    order = np.arange(all_ts.size) if identity else np.argsort(all_ts, kind="stable")
+    pos = order if identity else np.empty(order.size, dtype=np.int64)
+    if not identity:
+        pos[order] = np.arange(order.size)
+
+    def ordered(a: np.ndarray) -> np.ndarray:
+        return a if identity else a[order]
+
+    e_src = pos[cat([g.src + offsets[i] for i, g in enumerate(ranks)], b_src)]
+    e_dst = pos[cat([g.dst + offsets[i] for i, g in enumerate(ranks)], b_dst)]
+    e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
+    e_delay = cat(delay, b_delay.astype(np.int64))
+    e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
     fwd = e_src < e_dst
     if not fwd.all():
         dropped["collective edges against the time order"] = int((~fwd).sum())
-    o = _by_dst_then_src(e_src[fwd], e_dst[fwd], all_ts.size)
-    base_local = np.r_[np.repeat([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0
-                                  for g in ranks], sizes).astype(np.int64),
-                       b_ts]
+        e_src, e_dst, e_typ, e_delay, e_bind = (x[fwd] for x in (e_src, e_dst, e_typ,
+                                                                 e_delay, e_bind))
+    o = _by_dst_then_src(e_src, e_dst, all_ts.size)
+    if o is not None:
+        e_src, e_dst, e_typ, e_delay, e_bind = (x[o] for x in (e_src, e_dst, e_typ, e_delay,
+                                                               e_bind))
+    first = np.asarray([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0 for g in ranks],
+                       dtype=np.int64)
+    node_pos = cat([np.full(n, i, dtype=np.int64) for i, n in enumerate(sizes.tolist())],
+                   np.full(n_bar, -1, dtype=np.int64))
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
-    jg = JobGraph(ranks=ranks, offsets=offsets, node_pos=all_pos[order],
-                  node_row=all_row[order], node_is_start=all_start[order],
-                  node_rank=all_rank[order],
-                  node_local=all_local[order], node_ts=all_ts[order],
-                  src=e_src[fwd][o], dst=e_dst[fwd][o], type=e_typ[fwd][o],
-                  delay=e_delay[fwd][o], binding=e_bind[fwd][o], base=base_local[order],
-                  collectives=coll, dropped=dropped)
+    node_pos = ordered(node_pos)
+    jg = JobGraph(
+        ranks=ranks, offsets=offsets, node_pos=node_pos,
+        node_row=ordered(cat([g.cp.node_event.astype(np.int64) for g in ranks],
+                             np.full(n_bar, -1, dtype=np.int64))),
+        node_is_start=ordered(cat([g.cp.node_is_start for g in ranks],
+                                  np.zeros(n_bar, dtype=bool))),
+        node_ts=ordered(all_ts), src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
+        binding=e_bind,
+        base=np.where(node_pos >= 0, first[np.clip(node_pos, 0, None)], ordered(all_ts)),
+        collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
 
 
-def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-    """The order sorting edges by ``dst``, then ``src`` (none needed when they are)."""
+def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | None:
+    """The order sorting edges by ``dst``, then ``src``; None when they are sorted."""
     key = dst * np.int64(max(n, 1)) + src
-    if key.size < 2 or (np.diff(key) > 0).all():
-        return np.arange(key.size)
+    if key.size < 2 or (key[1:] > key[:-1]).all():
+        return None
     return np.argsort(key, kind="stable")
 
 

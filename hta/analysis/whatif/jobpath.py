@@ -95,8 +95,8 @@ def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, 
 
 
 def _rank(jg: JobGraph, v: int, u: int) -> int:
-    r = int(jg.node_rank[v])
-    return r if r >= 0 else int(jg.node_rank[u])
+    pos = int(jg.node_pos[v]) if int(jg.node_pos[v]) >= 0 else int(jg.node_pos[u])
+    return jg.ranks[pos].rank
 
 
 def _is_comm(jg: JobGraph, v: int) -> bool:
