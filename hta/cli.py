@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TraceError as exc:
         if args.verbose:
             raise
-        print(f"hta: error: {exc}", file=sys.stderr)
+        print(f"hta: error: {exc.for_command_line()}", file=sys.stderr)
         return EXIT_TRACE_ERROR
     except BrokenPipeError:
         # the reader went away (``hta summary DIR | head``): what it read is what it

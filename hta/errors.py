@@ -6,28 +6,53 @@ from pathlib import Path
 
 
 class TraceError(Exception):
-    """Base class of every error this package raises about a user's traces."""
+    """Base class of every error this package raises about a user's traces.
+
+    ``str(error)`` is what a Python caller reads (its hint may name a Python argument such
+    as ``trace_files=``); :meth:`for_command_line` is what the ``hta`` command prints, with
+    the hint that applies there."""
 
     exit_code = 2
+    #: The message for the command line, when it differs from ``str(error)``.
+    cli_message: str | None = None
+
+    def for_command_line(self) -> str:
+        """The message with the command line's hint (no Python argument in it)."""
+        return self.cli_message or str(self)
 
 
 class TraceLoadError(TraceError):
-    """A trace file could not be read; the message names the file and what to do."""
+    """A trace file could not be read; the message names the file and what to do.
 
-    def __init__(self, path: str | Path, problem: str, hint: str = "") -> None:
+    ``hint`` says what to do in Python; ``cli_hint``, when given, what to do on the
+    command line instead."""
+
+    def __init__(self, path: str | Path, problem: str, hint: str = "",
+                 cli_hint: str = "") -> None:
         self.path = str(path)
         self.problem = problem
         self.hint = hint
+        self.cli_hint = cli_hint
         text = f"{self.path}: {problem}"
-        if hint:
-            text += f" ({hint})"
-        super().__init__(text)
+        super().__init__(text + (f" ({hint})" if hint else ""))
+        if cli_hint:
+            self.cli_message = f"{text} ({cli_hint})"
 
-    def __reduce__(self) -> tuple[type[TraceLoadError], tuple[str, str, str]]:
+    def __reduce__(self) -> tuple[type[TraceLoadError], tuple[str, str, str, str]]:
         # Workers send errors back pickled; the default reduce would call __init__ with
         # the message alone and fail, breaking the whole process pool.
-        return (type(self), (self.path, self.problem, self.hint))
+        return (type(self), (self.path, self.problem, self.hint, self.cli_hint))
 
 
 class TraceDiscoveryError(TraceError):
-    """The trace folder or file list is unusable (missing, empty, clashing ranks)."""
+    """The trace folder or file list is unusable (missing, empty, clashing ranks).
+
+    ``cli_message``: the message for the command line where the Python one names a
+    Python argument."""
+
+    def __init__(self, message: str, cli_message: str | None = None) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message
+
+    def __reduce__(self) -> tuple[type[TraceDiscoveryError], tuple[str, str | None]]:
+        return (type(self), (str(self), self.cli_message))

@@ -247,7 +247,9 @@ def test_summary_on_shared_trace_filter(cmd: list[str]) -> None:
             1 for e in doc["traceEvents"] if e.get("ph") == "X")
     text = run(cmd, "summary", str(folder), "--no-cache")
     assert text.returncode == 0, text.stderr
-    assert text.stderr == ""
+    # ranks 0 and 1 of a 128-rank job: the only thing on stderr is that warning
+    assert text.stderr == (f"hta: warning: 126 of the job's 128 ranks have no trace in {folder} "
+                           "(ranks 2-127); cross-rank figures cover the 2 loaded rank(s) only\n")
     assert text.stdout.startswith(f"Job: {folder}  ranks: 2 of world size 128  "
                                   "device: unknown device  "  # GPU work, no deviceProperties
                                   f"events: {sum(counts.values()):,}\n")
@@ -278,9 +280,12 @@ def test_summary_on_cpu_training_sample_and_cache(cmd: list[str], tmp_path: Path
     expected = job_overview(load(sample).t).ranks.iloc[0]
     text = run(cmd, "summary", str(sample), "--no-cache")
     assert text.returncode == 0, text.stderr
-    gpu = text_table(text.stdout, "GPU time per rank")
-    assert gpu == [["0", "3", f"{expected['step_time_mean(us)'] / 1e3:,.3f}", "0.000", "-",
-                    "-", "-", "-", "no communication"]]
+    # a CPU-only profile: steps per rank instead of GPU tables of zeros
+    assert "No GPU work in these traces (a CPU-only profile)" in text.stdout
+    steps = text_table(text.stdout, "Steps per rank")
+    assert steps == [["0", f"{expected['events']:,}", "3",
+                      f"{expected['step_time_mean(us)'] / 1e3:,.3f}"]]
+    assert "GPU time per rank" not in text.stdout
     assert "Top " not in text.stdout  # no GPU kernels
     # default options on a copy: the cache is written beside it and reused
     copy = tmp_path / "cpu_training"
@@ -456,7 +461,7 @@ def test_empty_folder(sub: str, tmp_path: Path) -> None:
     empty.mkdir()
     line = one_line_error(run(PY, *command_line(sub, empty, tmp_path)))
     assert f"no trace files (*.json, *.json.gz) in {empty} (the folder is empty)" in line
-    assert "pass trace_files=" in line
+    assert "or give one trace file" in line and "trace_files" not in line
     assert not (tmp_path / "out").exists()
 
 
@@ -485,9 +490,11 @@ def test_corrupt_file_is_skipped_and_reported(cmd: list[str], tmp_path: Path) ->
     for sub in SUBCOMMANDS:
         if sub == "diff":
             continue
+        (tmp_path / sub).mkdir()
         proc = run(cmd, *command_line(sub, job, tmp_path / sub))
         assert proc.returncode == 0, (sub, proc.stderr)
-        lines = proc.stderr.splitlines()
+        lines = [line for line in proc.stderr.splitlines()
+                 if not line.startswith("hta: created folder")]
         assert len(lines) == 1, (sub, proc.stderr)
         assert lines[0].startswith(
             f"hta: warning: skipped {bad}: the gzip stream is truncated or corrupt")

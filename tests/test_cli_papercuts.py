@@ -71,3 +71,38 @@ def test_one_rank_has_no_cross_rank_columns(tmp_path: Path) -> None:
     assert header.split()[:2] == ["#", "total"]
     four = run_cli(["summary", str(SYNTHETIC), "--no-cache"]).stdout
     assert "spread %" in four.split("Top 10 kernels")[1].splitlines()[1]
+
+
+def test_command_line_errors_name_no_python_argument(tmp_path: Path) -> None:
+    from hta.errors import TraceDiscoveryError
+    from hta.trace_analysis import TraceAnalysis
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_cli(["summary", str(empty), "--no-cache"])
+    assert proc.returncode == 3
+    assert "trace_files" not in proc.stderr and "or give one trace file" in proc.stderr
+    with pytest.raises(TraceDiscoveryError, match="trace_files="):
+        TraceAnalysis(trace_dir=str(empty), cache=False, progress=False)
+    twice = tmp_path / "twice"
+    shutil.copytree(SYNTHETIC, twice)
+    shutil.copy(twice / "rank-1.json.gz", twice / "copy.json.gz")
+    proc = run_cli(["summary", str(twice), "--no-cache"])
+    assert proc.returncode == 3
+    assert "two files claim rank 1" in proc.stderr and "trace_files" not in proc.stderr
+    assert "move one of them out of the folder" in proc.stderr
+    with pytest.raises(TraceDiscoveryError, match=r"trace_files=\{rank: path\}"):
+        TraceAnalysis(trace_dir=str(twice), cache=False, progress=False)
+
+
+def test_errors_keep_their_command_line_text_through_pickling() -> None:
+    import pickle
+
+    from hta.errors import TraceDiscoveryError, TraceLoadError
+
+    err = pickle.loads(pickle.dumps(TraceLoadError("f.json", "bad", "py hint", "cli hint")))
+    assert str(err) == "f.json: bad (py hint)" and err.for_command_line() == "f.json: bad (cli hint)"
+    plain = pickle.loads(pickle.dumps(TraceLoadError("f.json", "bad", "hint")))
+    assert plain.for_command_line() == str(plain) == "f.json: bad (hint)"
+    disc = pickle.loads(pickle.dumps(TraceDiscoveryError("python text", cli_message="cli text")))
+    assert str(disc) == "python text" and disc.for_command_line() == "cli text"

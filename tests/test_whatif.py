@@ -467,3 +467,13 @@ def test_cli_whatif_missing_folder(tmp_path: Path) -> None:
     done = run_cli(["whatif", str(missing)])
     assert done.returncode == 3
     assert done.stderr.strip() == f"hta: error: trace folder not found: {missing}"
+
+
+def test_job_critical_path_figure(tmp_path: Path) -> None:
+    slow = replace(GPU_BOUND, ranks=2, slow_rank=1, slow_factor=1.5)
+    a = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path)), cache=False, progress=False)
+    fig = a.plot_job_critical_path(iteration=2, visualize=False)
+    path = a.get_job_critical_path(iteration=2)
+    assert sum(sum(t.x) for t in fig.data) == pytest.approx(path["dur(us)"].sum())
+    assert {t.name for t in fig.data} == set(path["kind"])
+    assert {y for t in fig.data for y in t.y} == {f"rank {r}" for r in set(path["rank"])}

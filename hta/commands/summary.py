@@ -305,6 +305,12 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
         Column("copied (MB)", lambda r: number(r["memcpy_bytes"] / 1e6)),
         Column("memsets", lambda r: f"{r['memset_count']:,}"),
     ], rows, mark)
+    print_top_kernels(out, overview, len(rows))
+    print_spread(out, overview, len(rows))
+
+
+def print_top_kernels(out: Printer, overview: Any, n_ranks: int) -> None:
+    """The top kernels with their spread across ranks (no spread columns on one rank)."""
     kernels = overview.top_kernels.to_dict("records")
     if kernels:
         across = [  # the spread across ranks: nothing to say on one rank
@@ -312,7 +318,7 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
                    f"–{number(r['rank_mean_max(us)'])}"),
             Column("slowest rank", lambda r: str(r["slowest_rank"])),
             Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
-        ] if len(rows) > 1 else []
+        ] if n_ranks > 1 else []
         out.table(f"Top {len(kernels)} kernels (all selected ranks)", [
             Column("#", lambda r: str(r["_i"])),
             Column("total (ms)", lambda r: number(r["total(us)"] / 1e3, 3)),
@@ -324,7 +330,12 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
             Column("name", lambda r: full_text(demangle(str(r["name"]))), numeric=False,
                    wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
-    if len(rows) > 1 and len(overview.spread):
+
+
+def print_spread(out: Printer, overview: Any, n_ranks: int) -> None:
+    """The spread of the main figures across ranks and the slowest rank (several ranks)."""
+    slowest = overview.job.get("slowest_rank")
+    if n_ranks > 1 and len(overview.spread):
         out.table("Spread across ranks (ms)", [
             Column("metric", lambda r: SPREAD_LABELS.get(r["metric"], r["metric"]),
                    numeric=False),
@@ -336,7 +347,7 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
             Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
         ], overview.spread.to_dict("records"))
     job = overview.job
-    if slowest is not None and len(rows) > 1:
+    if slowest is not None and n_ranks > 1:
         by = SPREAD_LABELS.get(job["slowest_rank_by"], job["slowest_rank_by"])
         lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
         more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""

@@ -201,10 +201,11 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
             _discard(value)
             continue
         if rank in loaded:
+            clash = f"two files claim rank {rank}: {loaded[rank][0].path} and {task.path}"
             raise TraceDiscoveryError(
-                f"two files claim rank {rank}: {loaded[rank][0].path} and {task.path}; "
-                "remove one or pass trace_files={rank: path}"
-            )
+                f"{clash}; remove one or pass trace_files={{rank: path}}",
+                cli_message=f"{clash}; move one of them out of the folder, or select the "
+                            "ranks to load with --ranks")
         loaded[rank] = (task, value)
     if not loaded:
         detail = "; ".join(f"{trace_location(p).name}: {r}" for p, r in skipped.items())

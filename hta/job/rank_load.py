@@ -87,6 +87,7 @@ def _rank_without_metadata(task: LoadTask) -> int:
         "no rank found: the trace has no distributedInfo.rank and the file name has no "
         "rank-N / rank_N / workerN",
         "rename the file or pass trace_files={rank: path}",
+        "rename the file to rank-N.json (N its rank)",
     )
 
 
@@ -136,7 +137,8 @@ def rank_of(task: LoadTask, top_level: dict[str, Any]) -> tuple[int, list[str]]:
     if task.lone_file:
         return 0, [f"{note}; taken as rank 0 (the only file)"]
     raise TraceLoadError(task.path, f"{note}, and the file name has no rank-N / rank_N / "
-                         "workerN", "rename the file or pass trace_files={rank: path}")
+                         "workerN", "rename the file or pass trace_files={rank: path}",
+                         "rename the file to rank-N.json (N its rank)")
 
 
 def _cache_folder(task: LoadTask) -> Path | None:

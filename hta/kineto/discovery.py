@@ -86,11 +86,10 @@ def discover(
     if not files:
         others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
         seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
-        raise TraceDiscoveryError(
-            f"no trace files (*.json, *.json.gz) in {base}{seen}; nor Perfetto protobuf "
-            "traces (*.pftrace, *.pb, *.pb.gz); "
-            "point at the folder the profiler wrote, or pass trace_files="
-        )
+        head = (f"no trace files (*.json, *.json.gz) in {base}{seen}; nor Perfetto protobuf "
+                "traces (*.pftrace, *.pb, *.pb.gz); point at the folder the profiler wrote")
+        raise TraceDiscoveryError(f"{head}, or pass trace_files=",
+                                  cli_message=f"{head}, or give one trace file")
     return files, explicit
 
 
