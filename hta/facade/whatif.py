@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hta.facade.display import show
+
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from hta.analysis.whatif import Change, JobGraph, Schedule
     from hta.model.job import Job
 
@@ -85,3 +89,36 @@ class WhatIfMixin:
 
         jg, base = self._whatif_job()
         return job_critical_path(jg, base, iteration)
+
+    def plot_job_critical_path(self, iteration: int | None = None,
+                               visualize: bool = True) -> go.Figure:
+        """The job's critical path for one step (:meth:`get_job_critical_path`) drawn over
+        the ranks: one row per rank, one bar per segment from its start to its end (µs from
+        the step's start in the replay), coloured by kind; the hover names the work. Shown
+        when ``visualize``; returned either way."""
+        import plotly.graph_objects as go
+
+        path = self.get_job_critical_path(iteration)
+        colours = {"cpu": "#4c78a8", "launch": "#f58518", "gpu": "#54a24b",
+                   "comm": "#e45756", "wait": "#bab0ac"}
+        fig = go.Figure()
+        for kind, colour in colours.items():
+            part = path[path["kind"] == kind]
+            if not len(part):
+                continue
+            fig.add_trace(go.Bar(
+                y=[f"rank {r}" for r in part["rank"]], x=part["dur(us)"],
+                base=part["start(us)"], orientation="h", name=kind,
+                marker_color=colour, customdata=part["name"],
+                hovertemplate="%{customdata}<br>%{base:,.1f} µs + %{x:,.1f} µs<extra>"
+                              + kind + "</extra>"))
+        step = "the whole trace" if iteration == -1 else \
+            f"step {iteration}" if iteration is not None else "the first step"
+        fig.update_layout(
+            title=f"The job's critical path, {step}: {path['dur(us)'].sum():,.1f} µs",
+            barmode="overlay", xaxis_title="µs from the step's start (replay)",
+            yaxis={"categoryorder": "category descending"}, height=160 + 40 *
+            max(1, path["rank"].nunique()))
+        if visualize:
+            show(fig)
+        return fig
