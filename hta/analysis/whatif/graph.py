@@ -186,8 +186,11 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
     thread has no other predecessor (without the edge it would start at the rank's first
     timestamp in the replay, and nothing the main thread does would move it). Back, the
     end of a main-thread event gets an edge from the latest point of the other threads
-    before it, when that point lies after the main thread's previous point: the main
-    thread sat in the call while the other thread worked, and returns when it is done."""
+    before it when the main thread sat in the call while that thread worked: the point
+    lies after the main thread's previous point, the main thread's gap before the end is
+    at least half the event's duration, and the other thread's top-level event around
+    the point started after the main event did (the call that ran the backward pass
+    returns when the work it handed over is done)."""
     empty = np.zeros(0, dtype=np.int64)
     cpu_nodes = np.flatnonzero(~kind_mask(c.codes[cp.node_event], GPU_WORK_KINDS))
     if not cpu_nodes.size:
@@ -214,10 +217,25 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
         ends = main_nodes[1:][~cp.node_is_start[main_nodes[1:]]]
         prev = main_nodes[np.searchsorted(main_nodes, ends, side="left") - 1]
         j = np.searchsorted(others, ends, side="left") - 1
-        ok = (j >= 0) & (others[np.clip(j, 0, None)] > prev)
-        src.append(others[j[ok]])
+        x = others[np.clip(j, 0, None)]
+        e_row = cp.node_event[ends]
+        gap = cp.node_ts[ends] - cp.node_ts[prev]
+        ok = (j >= 0) & (x > prev) & (2 * gap >= c.dur[e_row])
+        ok &= c.ts[_top_level(c, cp.node_event[x])] > c.ts[e_row]
+        src.append(x[ok])
         dst.append(ends[ok])
     return np.concatenate(src), np.concatenate(dst)
+
+
+def _top_level(c: Cols, rows: np.ndarray) -> np.ndarray:
+    """The outermost event around each of ``rows`` on its thread (itself at depth 0)."""
+    root = rows.copy()
+    while True:
+        parent = c.parent[root]
+        up = parent >= 0
+        if not up.any():
+            return root
+        root[up] = parent[up]
 
 
 #: Calls that make a stream wait for an event recorded on another (GPU-side waits).
