@@ -156,3 +156,25 @@ def test_autotuning_is_one_time_and_not_host_sync(tmp_path):
 def test_conv_without_tuning_is_not_one_time(tmp_path):
     trace = _conv_loop(tmp_path, tune=False)
     assert one_time_costs(trace.rank(0)).rows.size == 0
+
+
+def test_the_repeating_iteration_is_found(tmp_path):
+    """Ten calls of aten::linear, the first one-time: the steady state holds nine, one
+    top-level call a repeat, 20 µs apart (16 µs call + 4 µs)."""
+    from hta.analysis.findings.warmup import repeating_iteration
+
+    trace, _ = cases.warm_up(tmp_path)
+    rt = trace.rank(0)
+    rep = repeating_iteration(rt, analysis_window(rt))
+    assert rep is not None
+    assert (rep.calls, rep.repeats, rep.median_ns) == (1, 9.0, cases.WARM_OP_NS + 4_000)
+    assert "repeats a sequence of 1 top-level calls 9.0 times, 20.0 µs each" in window_text(rt)
+
+
+def test_no_repetition_no_iteration(tmp_path):
+    from hta.analysis.findings.warmup import repeating_iteration
+
+    trace, _ = cases.warm_up(tmp_path, free_ns=0, iterations=3)
+    rt = trace.rank(0)
+    assert repeating_iteration(rt, analysis_window(rt)) is None
+    assert "repeats" not in window_text(rt)

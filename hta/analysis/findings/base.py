@@ -125,7 +125,7 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
 def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> str:
     """Which window the findings of the rank describe and how it was found."""
     from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
-    from hta.analysis.findings.warmup import steady_window
+    from hta.analysis.findings.warmup import repeating_iteration, steady_window
 
     lo, hi = analysis_window(rt, iterations)
     steps = step_table(rt)
@@ -138,13 +138,17 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
     if not len(ev):
         return "nothing (an empty trace)"
     steady = steady_window(rt) if iterations is None else None
+    rep = repeating_iteration(rt, (lo, hi))
+    repeats = (f"; it repeats a sequence of {rep.calls} top-level calls {rep.repeats:.1f} "
+               f"times, {fmt_time(rep.median_ns)} each (median)") if rep else ""
     if steady is not None:
         first = int(ev["ts"].min())
         name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
         return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
                 f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
-                f"up to the end of the last one-time cost, {name}, left out)")
-    return f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost seen)"
+                f"up to the end of the last one-time cost, {name}, left out){repeats}")
+    return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
+            f"seen){repeats}")
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window",

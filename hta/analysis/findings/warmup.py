@@ -42,7 +42,9 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 :data:`MIN_STEADY_WORK` (a quarter) of the rank's GPU work starts, to the end of the
 trace; the whole trace when there is no such cost. The note then lists the costs from
 the start of the trace (what the window leaves out) and says where the window starts;
-:func:`~hta.analysis.findings.base.window_text` says which window the findings describe.
+:func:`~hta.analysis.findings.base.window_text` says which window the findings describe,
+with the repeating iteration in it (:func:`repeating_iteration`) when the top-level calls
+repeat.
 """
 
 from __future__ import annotations
@@ -163,6 +165,63 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
         if after >= MIN_STEADY_WORK * g.size and after > 0:
             return int(ot.end[i]), end, int(ot.rows[i])
     return None
+
+
+#: Top-level calls of the main thread looked at for the repeating iteration.
+MAX_SEQUENCE = 20_000
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """The repeating iteration of a window without ProfilerStep: ``calls`` top-level calls
+    a repeat, ``repeats`` (how many fit in the window, fractional) and ``median_ns`` (the
+    median time from a call to the same call one repeat later)."""
+
+    calls: int
+    repeats: float
+    median_ns: int
+
+
+def repeating_iteration(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
+    """The repeating iteration in ``window``: the sequence of top-level call names
+    (operators and runtime calls with no call around them) of the thread with the most of
+    them, its first :data:`MAX_SEQUENCE`, has a smallest period (the prefix function of
+    the sequence: the shortest ``p`` with ``seq[i] == seq[i + p]`` everywhere) that fits
+    at least twice; None when it does not (a single iteration, or no repetition)."""
+    return derived(rt, ("findings.repeat", window), lambda: _repeat(rt, window))
+
+
+def _repeat(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
+    ev = rt.events
+    if not len(ev):
+        return None
+    codes = ev["kind"].cat.codes.to_numpy()
+    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
+    parent = RowMap(ev).column(ev, "parent")
+    is_call = np.zeros(len(ev), dtype=bool)
+    is_call[calls] = True
+    top = _top_level(parent, is_call, calls)
+    ts, tid = ev["ts"].to_numpy(), ev["tid"].to_numpy()
+    top = top[(ts[top] >= window[0]) & (ts[top] < window[1])]
+    if top.size < 4:
+        return None
+    threads, counts = np.unique(tid[top], return_counts=True)
+    top = top[tid[top] == threads[np.argmax(counts)]]
+    top = top[np.argsort(ts[top], kind="stable")][:MAX_SEQUENCE]
+    seq = ev["name"].to_numpy()[top].tolist()
+    n, k = len(seq), 0
+    pi = [0] * n
+    for i in range(1, n):
+        while k and seq[i] != seq[k]:
+            k = pi[k - 1]
+        if seq[i] == seq[k]:
+            k += 1
+        pi[i] = k
+    period = n - pi[-1]
+    if period <= 0 or 2 * period > n:
+        return None
+    step = ts[top][period:] - ts[top][:-period]
+    return Repeat(period, n / period, int(np.median(step)))
 
 
 def _empty() -> OneTime:
