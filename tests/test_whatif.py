@@ -450,7 +450,8 @@ def test_launch_queue_on_a_real_gpu_bound_trace() -> None:
     # back by the full launch queue (about 1,022 items), so faster kernels shorten the steps
     logging.disable(logging.WARNING)
     try:
-        a = TraceAnalysis(trace_dir=str(shared_trace("ns_resolution_trace")), progress=False)
+        a = TraceAnalysis(trace_dir=str(shared_trace("ns_resolution_trace")), cache=False,
+                          progress=False)
         jg, _ = a._whatif_job()
         pred = a.what_if("kernels:.**0.5")
     finally:
