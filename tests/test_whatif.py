@@ -60,6 +60,7 @@ class Program:
     kernel_factor: dict[str, float] | None = None
     queue: int = 0  # launch queue depth (0: unbounded)
     graph: bool = False  # launches cost nothing, kernels may start at the step's start
+    jitter: int = 0  # seed: launch latencies, stream gaps and host times vary (0: constant)
 
 
 def simulate(p: Program, out: Path) -> Path:
@@ -69,11 +70,16 @@ def simulate(p: Program, out: Path) -> Path:
     cpu = [1_000_000] * p.ranks
     free = [1_000_000] * p.ranks  # when the stream is free
     done: list[list[int]] = [[] for _ in range(p.ranks)]  # kernel ends, in launch order
+    rng = np.random.default_rng(p.jitter)
+
+    def vary(value: int, lo: float, hi: float) -> int:
+        return int(value * rng.uniform(lo, hi)) if p.jitter else value
     for step in range(1, p.steps + 1):
         pending, step_start = [], list(cpu)
         for r in range(p.ranks):
             c = cpu[r]
-            for name, host, kern in p.ops:
+            for name, host_ns, kern in p.ops:
+                host = vary(host_ns, 0.9, 1.1)
                 k = kern * (p.kernel_factor or {}).get(name, 1.0)
                 if r == p.slow_rank:
                     k *= p.slow_factor
@@ -84,15 +90,15 @@ def simulate(p: Program, out: Path) -> Path:
                     call_end = max(call_end, done[r][-p.queue] + RET)
                 op_end = call_end + (c + host - ls - LAUNCH)
                 b[r].cpu_op(f"aten::{name}", c, op_end - c)
-                ready = step_start[r] if p.graph else ls + LAT
-                g0 = max(ready, free[r] + GAP)
+                ready = step_start[r] if p.graph else ls + vary(LAT, 0.6, 1.6)
+                g0 = max(ready, free[r] + vary(GAP, 0.5, 2.0))
                 b[r].launch_kernel(name, cpu_ts=ls, cpu_dur=call_end - ls, gpu_ts=g0,
                                    gpu_dur=k)
                 free[r] = g0 + k
                 done[r].append(free[r])
                 c = op_end + OP_GAP
             if p.ranks > 1:
-                g0 = max(c + LAT, free[r] + GAP)
+                g0 = max(c + vary(LAT, 0.6, 1.6), free[r] + vary(GAP, 0.5, 2.0))
                 pending.append((r, c, g0))
                 c += LAUNCH + OP_GAP
             cpu[r] = c
@@ -226,6 +232,31 @@ def test_no_data_loader(tmp_path: Path) -> None:
     a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
     pred = a.what_if("no-data-loader")
     assert pred["predicted(us)"].tolist() == pytest.approx([63.0, 63.0])
+
+
+@pytest.mark.parametrize("jitter", [1, 2])
+def test_counterfactuals_with_varying_latencies(jitter: int, tmp_path: Path) -> None:
+    # launch latencies, stream gaps and host times vary: the replay's floors are medians,
+    # so predictions are close, not exact
+    gpu = replace(GPU_BOUND, jitter=jitter)
+    m, pred, actual = measured_and_predicted(gpu, replace(gpu, kernel_factor={"gemm": 0.5}),
+                                             "kernels:gemm*0.5", tmp_path / "gemm")
+    _close(pred, actual)
+    host = replace(HOST_BOUND, jitter=jitter)
+    m, pred, actual = measured_and_predicted(host, replace(host, kernel_factor={"gemm": 0.5}),
+                                             "kernels:gemm*0.5", tmp_path / "host")
+    _close(pred, actual)
+    slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5, jitter=jitter)
+    m, pred, actual = measured_and_predicted(slow, replace(slow, slow_factor=1.0),
+                                             "no-stragglers", tmp_path / "slow")
+    _close(pred, actual)
+    m, pred, actual = measured_and_predicted(gpu, replace(gpu, sync=False), "no-host-sync",
+                                             tmp_path / "sync")
+    _close(pred, actual)
+    launches = Program(ops=tuple(("relu", 20_000, 3_000) for _ in range(10)), jitter=jitter)
+    m, pred, actual = measured_and_predicted(launches, replace(launches, graph=True),
+                                             "no-launch-overhead", tmp_path / "launch")
+    _close(pred, actual)
 
 
 def test_category_change_equals_kernel_change(tmp_path: Path) -> None:
