@@ -10,12 +10,14 @@ up). Each edge on it is one segment:
 ===========  ==================================================================
 kind         edge
 ===========  ==================================================================
-``cpu``      host work between two points of a thread (``cpu`` edge)
+``cpu``      host work between two points of a thread (``cpu`` edge), a hand-off
+             between threads (``thread``)
 ``launch``   from a launch call to the start of its GPU work
 ``gpu``      execution of GPU work that is not communication
 ``comm``     a communication kernel, or a collective's transfer after the last rank arrived
 ``wait``     a GPU stream waiting for the previous work or an event, the host returning
-             from a synchronization, a collective waiting for the last rank
+             from a synchronization or held by the launch queue, a collective waiting
+             for the last rank
 ===========  ==================================================================
 
 Columns: ``rank`` (the rank of the segment's end), ``kind``, ``name`` (the event whose
@@ -108,7 +110,7 @@ def _is_comm(jg: JobGraph, v: int) -> bool:
 
 
 def _kind(jg: JobGraph, u: int, v: int, ty: int) -> str:
-    if ty == EDGE["cpu"]:
+    if ty in (EDGE["cpu"], EDGE["thread"]):
         return "cpu"
     if ty == EDGE["launch"]:
         return "launch"
