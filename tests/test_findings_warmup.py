@@ -69,7 +69,7 @@ def test_real_traces_one_time_costs_are_first_calls_or_setup():
             dur = ot.end - ot.start
             assert (dur >= MIN_NS).all()
             assert (2 * ot.idle >= dur).all()
-            assert np.isin(ot.why, ["first", "autotune", "setup", "warm-up"]).all()
+            assert np.isin(ot.why, ["first", "first launch", "autotune", "setup", "warm-up"]).all()
 
 
 def test_cost_in_the_window_is_held_from_every_saving(tmp_path):
@@ -178,3 +178,31 @@ def test_no_repetition_no_iteration(tmp_path):
     rt = trace.rank(0)
     assert repeating_iteration(rt, analysis_window(rt)) is None
     assert "repeats" not in window_text(rt)
+
+
+def _python_launches(tmp_path, slow_first: bool):
+    """Twenty launches of a kernel from Python (no operator around them), 5 µs each and
+    50 µs apart; with ``slow_first`` the first takes 3 ms (module loading)."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(20):
+        call = 3_000_000 if (slow_first and k == 0) else 5_000
+        b.launch_kernel("triton_poi_fused_add_0", cpu_ts=t, cpu_dur=call,
+                        gpu_ts=t + call + 2_000, gpu_dur=10_000)
+        t += call + 50_000
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path, progress=False, cache=False)
+
+
+def test_first_launch_from_python_is_one_time(tmp_path):
+    ot = one_time_costs(_python_launches(tmp_path, True).rank(0))
+    assert ot.why.tolist() == ["first launch"]
+    assert int(ot.end[0] - ot.start[0]) == 3_000_000
+
+
+def test_even_launches_are_not_one_time(tmp_path):
+    assert one_time_costs(_python_launches(tmp_path, False).rank(0)).rows.size == 0

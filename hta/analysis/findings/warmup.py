@@ -22,6 +22,9 @@ kernels), and is one of:
 * a call named as set-up (:data:`SETUP`: stream, event or library creation, module
   loading, context creation, communicator initialisation, Dynamo/Inductor compilation,
   autotuning);
+* the *first launch of a kernel* (by name) whose launch call ran at least :data:`FACTOR`
+  times the median launch call of the rank (module loading on first use: a Triton or
+  custom kernel launched from Python, with no operator around it);
 * a convolution operator (:data:`AUTOTUNED_OPS`) with :data:`TUNING_SYNCS` (2) or more
   event synchronisations below it: cuDNN (``benchmark=True``) or MIOpen timing its
   algorithms for a new shape;
@@ -107,7 +110,8 @@ _ANY_KINDS = (*_CALL_KINDS, "user_annotation", "python_function")
 class OneTime:
     """The one-time costs of a rank, by start: ``rows`` (event positions), ``start``,
     ``end``, ``idle`` (GPU idle ns inside each), ``call`` (the longest runtime call inside,
-    -1 when none) and ``why`` (``first``, ``autotune``, ``setup`` or ``warm-up``)."""
+    -1 when none) and ``why`` (``autotune``, ``first``, ``first launch``, ``setup`` or
+    ``warm-up``)."""
 
     rows: np.ndarray
     start: np.ndarray
@@ -248,6 +252,10 @@ def _one_time(rt: RankTrace) -> OneTime:
     tuned = _autotuned(rt, parent, calls, dur)
     chosen.append(tuned)
     why.append(np.full(tuned.size, "autotune", dtype=object))
+    # the first launch of each kernel, far longer than the rank's launches
+    launch = _first_launches(rt, g, dur)
+    chosen.append(launch)
+    why.append(np.full(launch.size, "first launch", dtype=object))
     # 1. first calls of top-level calls, far longer than their later calls
     top = _top_level(parent, is_call, calls)
     first = _first_outliers(rt, top, ts, dur)
@@ -302,6 +310,25 @@ def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.nda
     row, anc = ancestor_pairs(parent, syncs)
     count = np.bincount(anc[anc != row], minlength=parent.size)
     return conv[count[conv] >= TUNING_SYNCS]
+
+
+def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Launch calls of at least :data:`MIN_NS` that are the first launch of their kernel
+    (by name) and ran :data:`FACTOR` times the median launch call of the rank or more:
+    module loading on the first launch."""
+    ev = rt.events
+    pos = RowMap(ev).positions(ev["index_correlation"].to_numpy()[g])
+    ok = pos >= 0
+    if not ok.any():
+        return np.zeros(0, dtype=np.int64)
+    launch, kernel = pos[ok], ev["name"].to_numpy()[g[ok]]
+    ts = ev["ts"].to_numpy()
+    order = np.lexsort((ts[launch], kernel))
+    launch, kernel = launch[order], kernel[order]
+    head = np.r_[True, kernel[1:] != kernel[:-1]]
+    first = np.unique(launch[head])
+    median = float(np.median(dur[np.unique(launch)]))
+    return first[(dur[first] >= MIN_NS) & (dur[first] >= FACTOR * median)]
 
 
 def _top_level(parent: np.ndarray, is_call: np.ndarray, calls: np.ndarray) -> np.ndarray:
