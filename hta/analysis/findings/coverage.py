@@ -194,25 +194,36 @@ def causes_text(causes: dict[str, int], idle: int) -> str:
 
 
 def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
-    """The rank's note on unexplained idle time (module docstring), or ``""``."""
-    notes = []
+    """The rank's note on unexplained idle time (module docstring), or ``""``: what the
+    trace lacks first (it is what a reader can act on), then the longest stretch."""
     window, idle = row["window_ns"], row["idle_ns"]
-    if window > 0 and idle < window and idle > IDLE_FLAG_SHARE * window and \
-            row["idle_explained_ns"] < EXPLAINED_ENOUGH * idle:
+    flagged = idle > 0 and window > 0 and idle > IDLE_FLAG_SHARE * window
+    lacks = _lacks(row) if flagged else []
+    notes = []
+    if flagged and idle < window and row["idle_explained_ns"] < EXPLAINED_ENOUGH * idle:
         text = (f"The GPU is idle {100 * idle / window:.0f}% of the window and the findings "
                 f"explain {100 * row['idle_explained_ns'] / idle:.0f}% of that idle time: "
                 f"{NO_CAUSE}")
+        text += "".join(f" {x}" for x in lacks)
+        lacks = []
         if pieces:
             p = pieces[0]
             text += (f" Longest unexplained stretch: {fmt_time(p['dur_ns'])} in "
                      f"{_step_text(p['step'])} ({p['gpu']}); CPU: {p['cpu'] or 'nothing recorded'}"
                      f"{'; under ' + p['annotations'] if p['annotations'] else ''}.")
         notes.append(text)
+    return " ".join(notes + lacks)
+
+
+def _lacks(row: dict[str, Any]) -> list[str]:
+    """What the trace lacks to explain the queued and unlinked idle time, when either is a
+    tenth of the idle time or more."""
+    idle = row["idle_ns"]
     causes = row.get("idle_causes_ns", {})
-    flagged = idle > 0 and window > 0 and idle > IDLE_FLAG_SHARE * window
-    if flagged and causes.get("queued", 0) >= 0.1 * idle:
+    out = []
+    if causes.get("queued", 0) >= 0.1 * idle:
         has = row.get("dependency_calls", 0)
-        notes.append(
+        out.append(
             f"{100 * causes['queued'] / idle:.0f}% of the idle time the GPU had work queued "
             f"that did not start: it waited on something the trace does not record (a "
             f"stream wait or event, another process, a device-side dependency); "
@@ -221,12 +232,12 @@ def _note(row: dict[str, Any], pieces: list[dict[str, Any]]) -> str:
                "would tell." if not has else
                f"the trace's {has} stream-wait and event-record calls do not cover these "
                f"waits: a trace of the other processes or streams would tell."))
-    if flagged and causes.get("unlinked", 0) >= 0.1 * idle:
-        notes.append(
+    if causes.get("unlinked", 0) >= 0.1 * idle:
+        out.append(
             f"{100 * causes['unlinked'] / idle:.0f}% of the idle time ends at GPU work the "
             f"trace links to no launch call (no correlation id): whether the host or a "
             f"dependency held it cannot be told.")
-    return " ".join(notes)
+    return out
 
 
 #: The note's claim that nothing explains the idle time, replaced when a note (an info
