@@ -102,3 +102,24 @@ def test_a_trace_without_cpu_operators_says_so(tmp_path):
 
     row = _row(find(load(tmp_path, progress=False, cache=False)), "host_bound")
     assert row is not None and "records no CPU operator at all" in row["evidence"]
+
+
+def test_launch_calls_are_their_own_class(tmp_path):
+    """The python case with each launch call taking 150 µs of the 200 µs of host work:
+    the launch calls, not Python, hold the GPU."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(1, 5):
+        with b.step(k, ts=t, dur=300_000):
+            b.launch_kernel("kernel_a", cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 10_000,
+                            gpu_dur=20_000)
+            b.launch_kernel("kernel_b", cpu_ts=t + 50_000, cpu_dur=150_000,
+                            gpu_ts=t + 205_000, gpu_dur=20_000)
+        t += 300_000
+    b.write(tmp_path / "rank-0.json")
+    row = _row(find(load(tmp_path, progress=False, cache=False)), "host_bound")
+    assert row["subject"] == "launch" and row["advice"] == ADVICE["launch"]

@@ -25,7 +25,9 @@ each gap, splits the time into four classes:
   slow on the CPU;
 * ``dispatch``: the other operator time (many operators, each with little GPU work:
   dispatch overhead);
-* ``runtime``: runtime calls (allocation, copies, synchronisation, launches).
+* ``launch``: kernel and graph launch calls (:data:`LAUNCH_CALL`: the runtime's
+  per-launch cost);
+* ``runtime``: other runtime calls (allocation, copies, synchronisation).
 
 The saving is the GPU idle time in the host gaps outside the one-time costs
 (:mod:`~hta.analysis.findings.warmup`), the data-loader spans and the host-sync bubbles
@@ -74,13 +76,14 @@ SLOW_OP_MIN_NS = 50_000
 #: launch returned; the rest waited on something else (ns).
 QUEUED_AFTER_NS = 100_000
 #: The classes, in the order the evidence lists them.
-CLASSES = ("python", "dispatch", "slow_op", "runtime")
+CLASSES = ("python", "dispatch", "slow_op", "launch", "runtime")
 CLASS_TEXT = {
     "python": "no operator or runtime call recorded (Python or framework code between "
               "operators)",
     "dispatch": "CPU operators with little GPU work (dispatch)",
     "slow_op": "slow CPU operators",
-    "runtime": "runtime calls",
+    "launch": "launch calls",
+    "runtime": "other runtime calls (allocation, copies, synchronisation)",
 }
 ADVICE = {
     "python": (
@@ -104,6 +107,11 @@ ADVICE = {
     "slow_op": (
         "Specific CPU operators hold the host while the GPU waits: run them on the GPU, "
         "precompute them, or move them to the data-loader workers, off the step."),
+    "launch": (
+        "The host spends the time in the launch calls themselves (the runtime's per-launch "
+        "cost): launch fewer, larger kernels: capture the step in a CUDA graph "
+        "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse small ops "
+        "(torch.compile, foreach and fused optimizers), or give each kernel more work."),
     "runtime": (
         "Runtime calls hold the host while the GPU waits: keep memory cached instead of "
         "allocating each step, replace synchronous copies by non_blocking copies from "
@@ -111,6 +119,9 @@ ADVICE = {
 }
 
 _OP = KIND_CODE["cpu_op"]
+#: Kernel and graph launch calls (the ``launch`` class; MTIA's ``runFunction - ...
+#: submit_for_execution``): not the copies that also enqueue.
+LAUNCH_CALL = re.compile(r"Launch|runFunction|submit_for_execution")
 #: ``ProfilerStep#N`` (an operator in older traces): a step, not CPU work.
 STEP = re.compile(r"^ProfilerStep#")
 _RUNTIME = tuple(sorted(RUNTIME_KINDS))
@@ -204,7 +215,10 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
     ops[op_rows[name_matches(rt, op_rows, STEP)]] = False  # old traces: steps are ops
     # operators that launch GPU work (a launch call below them) are containers, not
     # slow CPU operators
-    launches = np.flatnonzero(codes == KIND_CODE["runtime_launch"])
+    enqueue = codes == KIND_CODE["runtime_launch"]
+    launches = np.flatnonzero(enqueue)
+    is_launch = np.zeros(len(ev), dtype=bool)  # kernel and graph launches, not copies
+    is_launch[launches[name_matches(rt, launches, LAUNCH_CALL)]] = True
     row, anc = ancestor_pairs(RowMap(ev).column(ev, "parent"), launches)
     launching = np.zeros(len(ev), dtype=bool)
     launching[anc[anc != row]] = True
@@ -212,6 +226,7 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
         g = tid == t
         on = tids == t
         rc = Cover(ts[runtime & on], end[runtime & on])
+        lc = Cover(ts[is_launch & on], end[is_launch & on])
         op_rows = np.flatnonzero(ops & on)
         quiet = op_rows[~launching[op_rows]]
         oc = Cover(ts[quiet], end[quiet])
@@ -219,10 +234,12 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
                                                                   end[op_rows]])
         a, b = s[g], e[g]
         r_t = rc.within(a, b)
+        l_t = np.minimum(lc.within(a, b), r_t)
         all_t = both.within(a, b)
         op_t = np.maximum(all_t - r_t, 0)
         slow = _slow_op_time(oc, rc, a, b)
-        parts["runtime"][g] = r_t
+        parts["launch"][g] = l_t
+        parts["runtime"][g] = r_t - l_t
         parts["slow_op"][g] = np.minimum(slow, op_t)
         parts["dispatch"][g] = op_t - parts["slow_op"][g]
         parts["python"][g] = (b - a) - all_t
