@@ -14,7 +14,7 @@ time with no later GPU work, and work whose launch call is not in the trace are 
 gaps.
 
 What the CPU did during the host gaps, on the thread that launched the work that ended
-each gap, splits the time into four classes:
+each gap, splits the time into five classes:
 
 * ``python``: no operator or runtime call recorded (Python or framework code between
   operators; which code shows only with ``with_stack=True``);
