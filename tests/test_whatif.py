@@ -36,6 +36,26 @@ def test_schedule_by_hand() -> None:
     assert s.via.tolist() == [-1, 0, 2]
 
 
+def test_schedule_matches_a_plain_loop_on_random_dags() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n = int(rng.integers(2, 60))
+        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(3 * n, 2)) if a < b}
+        pairs |= {(i, i + 1) for i in range(n - 1) if rng.random() < 0.6}  # chains
+        src, dst = (np.array(x, dtype=np.int64) for x in zip(*sorted(pairs, key=lambda p:
+                                                                         (p[1], p[0]))))
+        delay = rng.integers(0, 100, size=src.size)
+        base = rng.integers(0, 50, size=n)
+        t = base.copy()
+        for v in range(n):  # the definition, node by node
+            into = dst == v
+            if into.any():
+                t[v] = max(t[u] + d for u, d in zip(src[into], delay[into], strict=True))
+        assert schedule(n, src, dst, delay, base).t.tolist() == t.tolist()
+        shuffled = rng.permutation(n)
+        assert schedule(n, src, dst, delay, base, shuffled).t.tolist() == t.tolist()
+
+
 def test_schedule_rejects_backward_edges() -> None:
     with pytest.raises(ValueError):
         schedule(2, np.array([1]), np.array([0]), np.array([1]), np.zeros(2, np.int64))

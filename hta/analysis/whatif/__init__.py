@@ -68,9 +68,9 @@ def build_job(traces: Sequence[RankTrace]) -> JobGraph:
 def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
     """Schedule the job graph as ``edits`` leave it (None: unchanged)."""
     if edits is None:
-        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base)
+        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of)
     src, dst, delay = edits.edges(jg)
-    return schedule(jg.num_nodes, src, dst, np.maximum(delay, 0), jg.base)
+    return schedule(jg.num_nodes, src, dst, np.maximum(delay, 0), jg.base, jg.order_of)
 
 
 def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list[Change]:

@@ -14,8 +14,8 @@ via(2) = the edge 1->2.
 
 Cost: chains of single-predecessor nodes (most of a trace) are collapsed with pointer
 jumping in O(n log n) vectorised steps, as :mod:`hta.analysis.critical_path.longest`
-does, after runs of consecutive ids that each hang from the one before (most of a thread or a
-stream) are summed with one cumulative sum; a Python loop visits only the nodes with two or
+does, after runs of nodes that each hang from the one before (most of a thread or a stream)
+are summed with one cumulative sum; a Python loop visits only the nodes with two or
 more predecessors, in id order.
 """
 
@@ -35,7 +35,7 @@ class Schedule:
 
 
 def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
-             base: np.ndarray) -> Schedule:
+             base: np.ndarray, chain_order: np.ndarray | None = None) -> Schedule:
     """Earliest-start times of a DAG given with ``src < dst`` on every edge.
 
     Args:
@@ -44,6 +44,9 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
         delay: per edge, the time (ns) from the start of ``src`` to the earliest start of
             ``dst`` that the edge allows.
         base: per node, the time of a node without predecessors.
+        chain_order: a permutation of the node ids in which chains of single-predecessor
+            nodes mostly follow one another (each rank's nodes together, for a job graph
+            whose ids interleave the ranks by time); None: the ids' order. Only how fast.
     """
     n = int(num_nodes)
     src = np.asarray(src, dtype=np.int64)
@@ -67,11 +70,19 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     d_in = np.zeros(n, dtype=np.int64)
     d_in[single] = delay[via[single]]
     ids = np.arange(n)
-    # runs of consecutive ids each hanging from the one before: a segmented cumulative sum
-    link = single & (pred == ids - 1)
-    head = np.maximum.accumulate(np.where(link, 0, ids))
-    csum = np.cumsum(np.where(link, d_in, 0))
-    run_acc = csum - csum[head]
+    # runs of nodes each hanging from the one before it in chain_order: a segmented
+    # cumulative sum
+    order = ids if chain_order is None else np.asarray(chain_order, dtype=np.int64)
+    before = np.empty(n, dtype=np.int64)
+    before[order] = np.concatenate([[-1], order[:-1]])
+    link = single & (pred == before)
+    link_o = link[order]
+    head_o = np.maximum.accumulate(np.where(link_o, 0, ids))
+    csum_o = np.cumsum(np.where(link_o, d_in[order], 0))
+    head = np.empty(n, dtype=np.int64)
+    head[order] = order[head_o]
+    run_acc = np.empty(n, dtype=np.int64)
+    run_acc[order] = csum_o - csum_o[head_o]
     # the other single-predecessor nodes: pointer jumping to their anchor (a node without
     # exactly one predecessor), gathering the delay on the way
     jump = ids.copy()
