@@ -133,9 +133,10 @@ class Edits:
     def edges(self, jg: JobGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, delay)`` of the kept and added edges, sorted by ``dst``."""
         if not self.add_src:  # the kept edges are still in order
-            keep = None if self.keep.all() else self.keep
-            pick = (lambda a: a) if keep is None else (lambda a: a[keep])
-            return pick(jg.src), pick(jg.dst), np.rint(pick(self.delay)).astype(np.int64)
+            if self.keep.all():
+                return jg.src, jg.dst, np.rint(self.delay).astype(np.int64)
+            k = self.keep
+            return jg.src[k], jg.dst[k], np.rint(self.delay[k]).astype(np.int64)
         src = np.concatenate([jg.src[self.keep], *self.add_src])
         dst = np.concatenate([jg.dst[self.keep], *self.add_dst])
         delay = np.concatenate([self.delay[self.keep], *self.add_delay])
