@@ -15,8 +15,9 @@ import hta
 from hta.trace_analysis import TraceAnalysis
 
 SYNTHETIC = SAMPLE_TRACES / "synthetic_4rank"
-#: Methods that write files take an output folder too.
-WRITES = {"generate_trace_with_counters": "output_dir"}
+#: Methods that write files take an output folder (or file) too.
+WRITES = {"generate_trace_with_counters": ("output_dir", ""),
+          "write_perfetto_job": ("path", "job.pftrace")}
 #: Methods that need a trace with CUPTI counters (the sample has none): the shared one.
 CUPTI = {"get_cupti_counter_data_with_operators"}
 
@@ -34,7 +35,11 @@ def analyzer() -> TraceAnalysis:
 
 def _call(analyzer: TraceAnalysis, name: str, tmp: Path, **kwargs: object) -> object:
     if name in WRITES:
-        kwargs[WRITES[name]] = str(tmp)
+        argument, file_name = WRITES[name]
+        if file_name:
+            pytest.importorskip("perfetto", reason="the perfetto extra writes .pftrace files")
+            tmp.mkdir(parents=True, exist_ok=True)
+        kwargs[argument] = str(tmp / file_name) if file_name else str(tmp)
     return getattr(analyzer, name)(**kwargs)
 
 
