@@ -214,7 +214,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         return []
     fp32_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
     hit, tensor, tf32 = fp32_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], tf32_sym[ids]
-    if not hit.any():
+    if not hit.any() or int(dur.sum()) <= 0:  # no measurable compute time (all dur 0)
         return []
     fp32 = int(dur[hit].sum())
     longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
