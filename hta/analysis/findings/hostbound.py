@@ -168,6 +168,8 @@ def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     if not len(w):
         return (empty, empty, empty, empty), Cover(empty, empty), Cover(empty, empty)
     busy = idle_cover(rt, Cover(empty, empty))
+    if busy.s.size == 0:  # GPU work of zero length only: no busy piece to end a gap
+        return (empty, empty, empty, empty), Cover(empty, empty), Cover(empty, empty)
     # idle stretches from the rank's first event and between busy pieces; each ends
     # where the next work starts
     first = int(ev["ts"].min())
