@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         payload["findings_coverage"] = records(coverage)
         payload["unexplained_time"] = records(unexplained)
         payload["load_warnings"] = load_warnings(analyzer)
+        capture = capture_merge(analyzer)
+        payload["capture_merge"] = records(capture) if capture is not None else None
         print(dumps(payload))
         report_missing_ranks(analyzer)
         return EXIT_OK
@@ -136,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
     print_hardware_efficiency(out, efficiency)
+    print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)
     report_missing_ranks(analyzer)
     if not args.quiet:
@@ -355,6 +358,37 @@ def print_spread(out: Printer, overview: Any, n_ranks: int) -> None:
                  f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
+
+
+def capture_merge(analyzer: Any) -> Any:
+    """Per rank, how much graph-replayed kernel time found its operator in the capture
+    traces (``TraceAnalysis.get_capture_summary``), or ``None`` when the trace folder has
+    no ``capture_traces/`` folder."""
+    from pathlib import Path
+
+    if not analyzer.trace_dir or not (Path(analyzer.trace_dir) / "capture_traces").is_dir():
+        return None
+    return analyzer.get_capture_summary()
+
+
+def print_capture_merge(out: Printer, summary: Any) -> None:
+    """One line: graph replays, how many matched a capture, and the share of their kernel
+    time that found its operator (and so its FLOPs)."""
+    if summary is None:
+        return
+    if not len(summary):
+        out.line("Graph capture traces: capture_traces/ is there, but no kernel of these "
+                 "traces was replayed from a CUDA/HIP graph.", style="yellow")
+        return
+    total = float(summary["replay_time(us)"].sum())
+    found = float(summary["with_op_time(us)"].sum())
+    share = 100.0 * found / total if total else 0.0
+    out.line(f"Graph replays: {int(summary['matched_replays'].sum()):,} of "
+             f"{int(summary['replays'].sum()):,} matched a capture in capture_traces/; "
+             f"{share:.1f}% of the replayed kernel time ({total / 1e3:,.3f} ms) found its "
+             f"operator (GEMM {float(summary['gemm_gflop'].sum()):,.3f} GFLOP); see "
+             "TraceAnalysis.get_captured_op_performance()",
+             style=None if share >= 90 else "yellow")
 
 
 #: Short labels of the kernel types in the top-kernels table (the column stays narrow so
