@@ -102,8 +102,7 @@ class Prefiltered:
 
     def search(self, text: str) -> re.Match[str] | None:
         """``regex.search(text)``, skipped (None) when the filter rules the text out."""
-        if self.filter is not None and text.isascii() and not may_match(self.filter,
-                                                                         text.lower()):
+        if self.filter is not None and not may_match(self.filter, filter_text(text)):
             return None
         return self.regex.search(text)
 
