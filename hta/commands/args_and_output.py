@@ -83,14 +83,19 @@ OUT_OF_MEMORY_FILES = 2
 
 def in_memory_for(trace_dir: str) -> bool | None:
     """``False`` (ranks stay out of this process) for a folder of at least
-    :data:`OUT_OF_MEMORY_FILES` trace files, else ``None`` (the loader decides)."""
+    :data:`OUT_OF_MEMORY_FILES` trace files, else ``None`` (the loader decides). A small
+    local job (:func:`hta.job.load.small_local_job`, a few MB in all) stays in memory:
+    its analyses take less than starting the worker processes would."""
+    from hta.job.load import small_local_job
     from hta.kineto.discovery import discover
 
     try:
         files, _ = discover(trace_dir)
     except Exception:  # noqa: BLE001 - the load itself reports a bad folder properly
         return None
-    return False if len(files) >= OUT_OF_MEMORY_FILES else None
+    if len(files) < OUT_OF_MEMORY_FILES or small_local_job([str(f) for f in files]):
+        return None
+    return False
 
 
 def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:

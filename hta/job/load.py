@@ -30,6 +30,7 @@ from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     Executor,
     Outcome,
+    SerialExecutor,
     available_cpus,
     available_memory,
     resolve_executor,
@@ -53,6 +54,11 @@ from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
+
+#: A job of several local files taking at most this many bytes on disk (compressed as
+#: they are) is decoded in this process, one file after the other, when no executor or
+#: client is given: two worker processes and the Arrow round trip cost more than that.
+SMALL_JOB_BYTES = 4 << 20
 
 #: With ``in_memory=None``, ranks are read into this process when their in-memory size
 #: (as measured by the workers) is at most this fraction of the available memory.
@@ -117,8 +123,13 @@ def load_trace(
     wanted = set(ranks) if ranks is not None else None
     if wanted is not None:
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
-    in_process = len(tasks) == 1 and not runner.remote and in_memory is not False
-    outcomes = _run_tasks(runner, tasks, in_process, progress)
+    small = executor is None and client is None and len(tasks) > 1 and \
+        small_local_job([t.path for t in tasks])
+    in_process = (len(tasks) == 1 or small) and not runner.remote and in_memory is not False
+    # a small job of several files: decoded here one file after the other (starting worker
+    # processes and reading their Arrow folders back costs more than the decoding)
+    outcomes = _run_tasks(SerialExecutor() if small and in_process else runner, tasks,
+                          in_process, progress)
     try:
         loaded, skipped = _gather(tasks, outcomes, wanted, strict)
     except BaseException:  # a strict failure, two files for one rank: free what loaded
@@ -143,6 +154,20 @@ def load_trace(
         return lazy.to_memory()
     finally:
         lazy.close()
+
+
+def small_local_job(paths: Iterable[str]) -> bool:
+    """True when every path is a local file and together they take at most
+    :data:`SMALL_JOB_BYTES` on disk: such a job loads fastest in this process."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except (OSError, ValueError, TypeError):  # a URL, or a file gone: not small-local
+            return False
+        if total > SMALL_JOB_BYTES:
+            return False
+    return True
 
 
 def _load_tasks(files: list[Any], explicit: dict[Any, int], user_rules: tuple[Rule, ...],
