@@ -41,6 +41,32 @@ def drop_twins(files: list[TracePath]) -> list[TracePath]:
                                      and _stem(p.name) in json_stems)]
 
 
+# What this package's exports write beside a trace (``generate_trace_with_counters``,
+# the pattern and critical-path overlays): the source's name with a suffix before the
+# extension, or with a prefix.
+EXPORT_SUFFIXES = ("_with_counters",)
+EXPORT_PREFIXES = ("overlaid_critical_path_", "overlaid_")
+
+
+def drop_exports(files: list[TracePath]) -> list[TracePath]:
+    """The files without those our exports wrote from another file of the same list
+    (``x_with_counters.json.gz`` or ``overlaid_x.json.gz`` next to ``x.json.gz``): a folder
+    an export wrote into loads again with the same ranks. An exported file alone in its
+    folder (``output_dir=``) is kept: there it is the trace."""
+    names = {p.name for p in files}
+
+    def source_present(name: str) -> bool:
+        stem = _stem(name)
+        ext = name[len(stem):]
+        for suffix in EXPORT_SUFFIXES:
+            if stem.endswith(suffix) and stem[:-len(suffix)] + ext in names:
+                return True
+        return any(name.startswith(prefix) and name[len(prefix):] in names
+                   for prefix in EXPORT_PREFIXES)
+
+    return [p for p in files if not source_present(p.name)]
+
+
 def discover(
     trace_dir: str | Path | None = None,
     trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
@@ -50,7 +76,8 @@ def discover(
 
     ``trace_files`` may be a mapping rank -> file (HTA's form; the rank is then given) or
     a list of files; relative names are taken inside ``trace_dir``. Without it every
-    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken. Folders and files
+    ``*.json``/``*.json.gz`` directly inside ``trace_dir`` is taken, except the files our
+    exports wrote from another trace of the folder (see :func:`drop_exports`). Folders and files
     may be fsspec URLs (``s3://...``, ``memory://...``; see :mod:`hta.kineto.files`).
     """
     base = trace_location(trace_dir, storage_options) if trace_dir is not None else None
@@ -82,7 +109,7 @@ def discover(
     if not base.is_dir():
         raise TraceDiscoveryError(f"not a folder: {base}")
     found = [p for p in base.iterdir() if is_trace_name(p)]
-    files = drop_twins(sorted(p for p in found if p.is_file()))
+    files = drop_exports(drop_twins(sorted(p for p in found if p.is_file())))
     if not files:
         others = sorted(p.name for p in base.iterdir() if not p.name.startswith("."))[:5]
         seen = f" (found: {', '.join(others)})" if others else " (the folder is empty)"
