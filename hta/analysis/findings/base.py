@@ -11,14 +11,14 @@ circle: the engine reaches the rules through the explicit list of :mod:`.catalog
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.claims import Claim
-from hta.analysis.gpu_work import as_list
+from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.model.derived import derived
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace, Trace
@@ -94,6 +94,27 @@ def _step_table(rt: RankTrace) -> pd.DataFrame:
                          "end_ns": spans["end"].to_numpy(np.int64)})
 
 
+def rank_work(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> GpuWork:
+    """The rank's GPU work (:func:`~hta.analysis.gpu_work.gpu_work` of ``rt.events``,
+    optionally of the given iterations), computed once per rank and selection
+    (:func:`hta.model.derived.derived`; its arrays are read-only)."""
+    key = None if iterations is None else tuple(as_list(iterations))
+    return derived(rt, ("findings.gpu_work", key),
+                   lambda: _read_only(gpu_work(rt.rank, rt.events, iterations)))
+
+
+def _read_only(w: GpuWork) -> GpuWork:
+    """``w`` with read-only views of its arrays: what one rule gets, the next gets too."""
+    views = {}
+    for f in fields(w):
+        value = getattr(w, f.name)
+        if isinstance(value, np.ndarray):
+            value = value.view()
+            value.flags.writeable = False
+            views[f.name] = value
+    return replace(w, **views)
+
+
 def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
                     ) -> tuple[int, int]:
     """(start, end) in ns of what is analysed on this rank.
@@ -102,8 +123,15 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
     Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
     steady state (:func:`hta.analysis.findings.warmup.steady_window`: from the end of the
     latest one-time cost that a quarter of the GPU work or more follows, to the end of
-    the trace), else the span of every event. ``(0, 0)`` for an empty rank.
+    the trace), else the span of every event. ``(0, 0)`` for an empty rank. Computed
+    once per rank and selection (:func:`hta.model.derived.derived`).
     """
+    key = None if iterations is None else tuple(as_list(iterations))
+    return derived(rt, ("findings.window", key), lambda: _analysis_window(rt, iterations))
+
+
+def _analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None
+                     ) -> tuple[int, int]:
     steps = step_table(rt)
     if iterations is not None:
         steps = steps[steps["step"].isin(as_list(iterations))]
@@ -152,4 +180,4 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window",
-           "step_table", "window_text"]
+           "rank_work", "step_table", "window_text"]

@@ -50,10 +50,10 @@ import pandas as pd
 
 from hta.analysis import collectives as coll
 from hta.analysis.clock import aligned_arrivals
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
-from hta.analysis.gpu_work import COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import straggler_summary
@@ -216,7 +216,7 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
         return pd.DataFrame(columns=columns), calls
     calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
         calls["collective"], calls["context"], calls["source"])]
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_work(rt, iterations)
     groups = sorted(calls["group"].unique())
     table = _coverage(w, calls, groups)
     # the same kernels as the overlap table's: set 0 computation, the others communication
@@ -307,7 +307,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
 
 def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:
     """The union of the rank's computation kernels (of the selected steps)."""
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_work(rt, iterations)
     return Cover(w.ts[w.cls == COMPUTE], w.end[w.cls == COMPUTE])
 
 

@@ -62,12 +62,12 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
-from hta.analysis.findings.base import step_table, window_text
+from hta.analysis.findings.base import rank_work, step_table, window_text
 from hta.analysis.findings.claims import difference
 from hta.analysis.findings.hostbound import host_gaps, queued_idle, unlinked_idle
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sharing import KeptTime
-from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, gpu_work
+from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
@@ -110,7 +110,7 @@ _ANNOTATION = KIND_CODE["user_annotation"]
 def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int, int],
                   kept: KeptTime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The coverage row of one rank (ns fields) and its largest unexplained pieces."""
-    w = gpu_work(rt.rank, rt.events)
+    w = rank_work(rt)
     lo, hi = window
     win = (np.array([lo]), np.array([hi]))
 
@@ -170,7 +170,7 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     s, e, _ = difference(idle_s, idle_e, kept.cover)
     ev = rt.events
     hg = host_gaps(rt)
-    w = gpu_work(rt.rank, ev)
+    w = rank_work(rt)
     last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
     end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
     for name, cover in (("host", Cover(hg.start, hg.end)), ("end", end_cover),

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
@@ -61,7 +61,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.findings.sync import idle_cover, sync_bubbles
 from hta.analysis.findings.warmup import one_time_costs
-from hta.analysis.gpu_work import gpu_work, work_class
+from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.model.derived import derived
@@ -163,7 +163,7 @@ def _gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
 
 def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     ev = rt.events
-    w = gpu_work(rt.rank, ev)
+    w = rank_work(rt)
     empty = np.zeros(0, np.int64)
     if not len(w):
         return (empty, empty, empty, empty), Cover(empty, empty), Cover(empty, empty)

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
@@ -69,7 +69,7 @@ from hta.analysis.findings.kernel_common import (
 )
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
-from hta.analysis.gpu_work import COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
@@ -117,7 +117,7 @@ def small_kernel_pairs(rt: RankTrace, iterations: Sequence[int] | None,
     ``name``, ``step`` and ``ts`` of ``b``; plus ``small`` (ids of every small kernel in the
     selection), ``small_graph`` (whether each was replayed from a graph) and ``n_compute``
     (how many compute kernels the selection has)."""
-    w = gpu_work(rt.rank, rt.events)
+    w = rank_work(rt)
     graph = graph_replayed_work(rt)
     sel = in_steps(rt, w.iteration, w.ts, iterations, window)
     dur = w.end - w.ts

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.kernel_common import (
     graph_replayed_work,
@@ -49,7 +49,7 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
 )
 from hta.analysis.findings.sync import sync_bubbles
-from hta.analysis.gpu_work import MEMORY, GpuWork, gpu_work
+from hta.analysis.gpu_work import MEMORY, GpuWork
 from hta.analysis.intervals import Cover, merge
 from hta.model.trace import RankTrace
 
@@ -68,7 +68,7 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
     ``start``, ``end`` (the gap), ``dur`` (the work's), ``launch_dur`` (its call's),
     ``step`` (the work's iteration), ``name`` (the work's name id), ``copy`` (whether the
     work is a copy or memset). ``w``: the rank's :func:`gpu_work` when the caller has it."""
-    w = gpu_work(rt.rank, rt.events) if w is None else w
+    w = rank_work(rt) if w is None else w
     order = np.lexsort((w.ts, w.stream))
     stream, ts, end = w.stream[order], w.ts[order], w.end[order]
     l_ts, l_end, it = w.launch_ts[order], w.launch_end[order], w.iteration[order]
@@ -96,8 +96,7 @@ def launch_bound_gaps(rt: RankTrace, iterations: list[int] | None,
 def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``launch_bound`` finding of one rank."""
     window = analysis_window(rt, iterations)
-    ev = rt.events
-    w = gpu_work(rt.rank, ev)
+    w = rank_work(rt)
     gaps = launch_bound_gaps(rt, iterations, window, w)
     if gaps["start"].size < MIN_GAPS:
         return []
