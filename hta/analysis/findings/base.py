@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,8 @@ from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.model.derived import derived
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace, Trace
+
+D = TypeVar("D", bound=Any)
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,12 @@ def rank_work(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> G
     (:func:`hta.model.derived.derived`; its arrays are read-only)."""
     key = None if iterations is None else tuple(as_list(iterations))
     return derived(rt, ("findings.gpu_work", key),
-                   lambda: _read_only(gpu_work(rt.rank, rt.events, iterations)))
+                   lambda: read_only(gpu_work(rt.rank, rt.events, iterations)))
 
 
-def _read_only(w: GpuWork) -> GpuWork:
-    """``w`` with read-only views of its arrays: what one rule gets, the next gets too."""
+def read_only(w: D) -> D:
+    """A copy of the dataclass ``w`` with read-only views of its arrays: a value kept for
+    the next rule (:func:`hta.model.derived.derived`) cannot be changed by this one."""
     views = {}
     for f in fields(w):
         value = getattr(w, f.name)
@@ -180,4 +183,4 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window",
-           "rank_work", "step_table", "window_text"]
+           "rank_work", "read_only", "step_table", "window_text"]

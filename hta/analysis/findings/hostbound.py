@@ -284,7 +284,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     # the time of the more specific causes is theirs: one-time costs, data-loader
     # spans, blocking calls (each class shrinks in proportion)
     dl = data_loader_cover(rt)
-    sb = sync_bubbles(rt, dl)
+    sb = sync_bubbles(rt)
     ot = one_time_costs(rt)
     held = Cover(np.concatenate([dl.s, sb.bubble_start, ot.start]),
                  np.concatenate([dl.e, sb.bubble_end, ot.end]))

@@ -101,7 +101,7 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     if gaps["start"].size < MIN_GAPS:
         return []
     dl = data_loader_cover(rt)
-    sb = sync_bubbles(rt, dl)
+    sb = sync_bubbles(rt)
     excluded = Cover(np.concatenate([w.ts, dl.s, sb.bubble_start]),
                      np.concatenate([w.end, dl.e, sb.bubble_end]))
     ms, me = merge(gaps["start"], gaps["end"])

@@ -18,6 +18,7 @@ import pandas as pd
 from hta.analysis.findings.base import step_table
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
@@ -38,14 +39,34 @@ _ANNOTATION = KIND_CODE["user_annotation"]
 
 
 def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
-    """Whether each row's name matches ``pattern`` (tested once per distinct name)."""
+    """Whether each row's name matches ``pattern``: each distinct name is tested once
+    per rank and pattern (the verdicts are kept for the next call,
+    :func:`hta.model.derived.derived`)."""
     ids = rt.events["name"].to_numpy()[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
-    uniq = pd.unique(ids)  # a hash, not a sort: this runs over most of the events
-    lut = np.zeros(int(uniq.max()) + 1, dtype=bool)
-    lut[uniq] = [pattern.search(rt.symbols[i]) is not None for i in uniq.tolist()]
-    return lut[ids]
+    tests = derived(rt, "findings.name_tests", _NameTests)
+    lut = tests.verdicts.get(pattern)
+    need = max(len(rt.symbols), int(ids.max()) + 1)
+    if lut is None or lut.size < need:
+        grown = np.full(need, -1, dtype=np.int8)  # -1: not tested yet
+        if lut is not None:
+            grown[:lut.size] = lut
+        lut = tests.verdicts[pattern] = grown
+    got = lut[ids]
+    untested = got < 0
+    if untested.any():
+        new = pd.unique(ids[untested])  # a hash, not a sort: this may run over most events
+        lut[new] = [pattern.search(rt.symbols[i]) is not None for i in new.tolist()]
+        got = lut[ids]
+    return got > 0
+
+
+class _NameTests:
+    """Per pattern, the verdict on each name id of a rank (1, 0, or -1: not tested)."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[re.Pattern[str], np.ndarray] = {}
 
 
 def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,
@@ -65,7 +86,8 @@ def fmt_time(ns: float) -> str:
 
 def fmt_steps(steps: Sequence[int]) -> str:
     """``steps 3-10``, ``steps 3, 5, 9``, ``step 4`` or ``no ProfilerStep``."""
-    steps = sorted({int(s) for s in steps if s >= 0})
+    values = np.asarray(steps, dtype=np.int64).ravel()
+    steps = np.unique(values[values >= 0]).tolist()
     if not steps:
         return "outside any ProfilerStep"
     if len(steps) == 1:
@@ -145,7 +167,12 @@ def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
 
 # -- data-loader spans ---------------------------------------------------------------------
 def data_loader_rows(rt: RankTrace) -> np.ndarray:
-    """Positions of the data-loader spans (see the module docstring)."""
+    """Positions of the data-loader spans (see the module docstring); computed once per
+    rank (:func:`hta.model.derived.derived`, a read-only array)."""
+    return derived(rt, "findings.data_loader_rows", lambda: _data_loader_rows(rt))
+
+
+def _data_loader_rows(rt: RankTrace) -> np.ndarray:
     codes = rt.events["kind"].cat.codes.to_numpy()
     cpu = np.flatnonzero(kind_mask(codes, _CPU_KINDS))
     hit = name_matches(rt, cpu, DATA_LOADER)

@@ -58,7 +58,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.base import (
+    Finding,
+    FindingRule,
+    analysis_window,
+    read_only,
+    step_table,
+)
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.rule_tools import (
     bytes_of,
@@ -80,6 +86,7 @@ from hta.analysis.findings.sync_sites import (
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import RowMap
+from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -135,7 +142,12 @@ class SyncBubbles:
 
 
 def blocking_rows(rt: RankTrace) -> np.ndarray:
-    """Positions of the blocking calls, and of sync operators holding none, in time order."""
+    """Positions of the blocking calls, and of sync operators holding none, in time order
+    (computed once per rank: :func:`hta.model.derived.derived`, a read-only array)."""
+    return derived(rt, "findings.blocking_rows", lambda: _blocking_rows(rt))
+
+
+def _blocking_rows(rt: RankTrace) -> np.ndarray:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     sync = np.flatnonzero(codes == _SYNC)
@@ -300,7 +312,17 @@ def _drained(gend: np.ndarray, at: np.ndarray, own: np.ndarray, rank_of: np.ndar
 def sync_bubbles(rt: RankTrace, dl: Cover | None = None,
                  window: tuple[int, int] | None = None) -> SyncBubbles:
     """Every blocking call of the rank with its group, claimed range and saving (ns);
-    claims stay inside ``window`` when given."""
+    claims stay inside ``window`` when given. Without ``dl`` (the rank's data-loader
+    spans) and ``window``, computed once per rank (:func:`hta.model.derived.derived`;
+    its arrays are then read-only)."""
+    if dl is None and window is None:
+        return derived(rt, "findings.sync_bubbles",
+                       lambda: read_only(_sync_bubbles(rt, None, None)))
+    return _sync_bubbles(rt, dl, window)
+
+
+def _sync_bubbles(rt: RankTrace, dl: Cover | None, window: tuple[int, int] | None
+                  ) -> SyncBubbles:
     ev = rt.events
     rows = blocking_rows(rt)
     s0 = ev["ts"].to_numpy()[rows]
