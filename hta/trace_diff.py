@@ -37,7 +37,7 @@ from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_fi
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DeviceType", "JobDiff", "TraceDiff"]
+__all__ = ["DeviceType", "JobDiff", "LabeledTrace", "TraceDiff"]
 
 
 class DeviceType(Enum):
@@ -64,6 +64,41 @@ def as_trace(value: Any) -> Trace:
         f"expected a loaded trace (TraceAnalysis, or its .t) or a trace folder, got "
         f"{type(value).__name__}; load it with TraceAnalysis(trace_dir=...)."
     )
+
+
+class LabeledTrace:
+    """A loaded trace with a label (HTA's form of a diff's input).
+
+    Give either ``trace_dir`` (loaded here, every step kept, no cache written) or ``t``:
+    a loaded trace, a ``TraceAnalysis`` or an :class:`hta.common.trace.Trace` (parsed here
+    if it is not yet). ``TraceDiff``'s methods take it wherever they take a trace.
+    """
+
+    def __init__(self, label: str | None = None, t: Any = None,
+                 trace_dir: str | Path | None = None) -> None:
+        if t is not None:
+            if getattr(t, "is_parsed", True) is False:
+                t.parse_traces()
+            self.t = as_trace(t)
+        elif trace_dir is not None and Path(str(trace_dir)).expanduser().is_dir():
+            self.t = as_trace(Path(str(trace_dir)).expanduser())
+        else:
+            raise ValueError("LabeledTrace needs a loaded trace (t=) or an existing trace "
+                             f"folder (trace_dir=); got t={t!r}, trace_dir={trace_dir!r}")
+        self.label = label or "trace"
+
+    def ranks(self) -> list[int]:
+        """The loaded ranks, ascending."""
+        return self.t.get_ranks()
+
+    def iterations(self) -> list[int]:
+        """The ``ProfilerStep#N`` numbers named in the trace, ascending."""
+        steps = set()
+        for name in self.t.symbol_table.get_sym_table():
+            head, _, number = name.partition("#")
+            if head == "ProfilerStep" and number.isdigit():
+                steps.add(int(number))
+        return sorted(steps)
 
 
 class TraceDiff:

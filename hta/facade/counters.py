@@ -24,6 +24,7 @@ import pandas as pd
 
 from hta.analysis import launch, queue
 from hta.facade.display import show
+from hta.facade.per_rank import per_rank_frame
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class CountersMixin:
                                              launch_delay_cutoff, include_memory_events)
         if visualize:
             show(launch_stats_figure(df, runtime_cutoff, launch_delay_cutoff))
-        return df
+        return per_rank_frame(df)
 
     def get_launch_pairing_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per rank, launches and GPU events with and without a partner.
@@ -211,7 +212,7 @@ class CountersMixin:
         """
         from hta.analysis import cupti
 
-        return cupti.cupti_counter_data_with_operators(self.t, ranks)
+        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, ranks))
 
 
 def _not_bool(name: str, value: object) -> None:

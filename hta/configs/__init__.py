@@ -1,0 +1,1 @@
+"""HTA's ``hta.configs`` names: the parser configuration and ``HtaConfig``."""

@@ -1,0 +1,1 @@
+"""HTA's ``hta.utils`` helpers that notebooks import."""

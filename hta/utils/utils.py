@@ -1,0 +1,25 @@
+"""HTA's name and table helpers, over this package's definitions.
+
+``shorten_name`` is :func:`hta.analysis.names.short_name` (template and function
+arguments and the return type removed).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hta.analysis.names import short_name
+
+__all__ = ["flatten_column_names", "shorten_name"]
+
+
+def shorten_name(name: str) -> str:
+    """A kernel or operator name without its template and function arguments."""
+    return short_name(name)
+
+
+def flatten_column_names(df: pd.DataFrame) -> None:
+    """Join the levels of ``df``'s column MultiIndex with ``_``, in place (no-op on
+    flat columns)."""
+    if isinstance(df.columns, pd.MultiIndex):
+        df.columns = ["_".join(str(p) for p in col if str(p)) for col in df.columns]
