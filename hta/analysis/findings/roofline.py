@@ -3,10 +3,12 @@
 ``ops_below_roof``
     From :func:`hta.analysis.perf.op_performance.rank_op_performance` (one row per call
     that launched GPU work, with FLOPs and bytes from its recorded shapes and its % of the
-    device's roof), the calls of the analysis (launched in a selected step; every call
-    without ``iterations``) are grouped by operator, shapes and types. A group is *far
-    below its roof* when its time-weighted ``pct_of_peak`` is under :data:`FAR_BELOW`
-    (35%: half of the attainable fraction) and it ran at least :data:`MIN_TIME_NS` (100 µs).
+    device's roof; graph-replayed calls found in the capture traces among them, where the
+    capture is merged: :mod:`hta.analysis.perf.replayed`), the calls of the analysis
+    (launched in a selected step; every call without ``iterations``) are grouped by
+    operator, shapes and types. A group is *far below its roof* when its time-weighted
+    ``pct_of_peak`` is under :data:`FAR_BELOW` (35%: half of the attainable fraction)
+    and it ran at least :data:`MIN_TIME_NS` (100 µs).
 
     **Saving.** A well-tuned kernel reaches about :data:`ATTAINABLE` (70%) of its roof
     (cuBLAS/CUTLASS GEMMs of large shapes reach 70-80% of the tensor peak; streaming
@@ -45,6 +47,7 @@ from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance
+from hta.analysis.perf.replayed import first_rows, replayed_slots
 from hta.analysis.rowmap import RowMap
 from hta.model.trace import RankTrace
 
@@ -81,28 +84,78 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
 
 
 def _kernels_of(rt: RankTrace) -> pd.DataFrame:
-    """GPU work rows with their owner's event index, and whether another rule claims them."""
+    """GPU work rows with their owner's event index, and whether another rule claims them.
+    A graph-replayed kernel counted with its captured call (a capture merge,
+    :mod:`hta.analysis.perf.replayed`) is owned by that call, whose ``index`` in the
+    operator table is its first kernel's."""
     ev = rt.events
     rows = gpu_rows(rt)
     owner = RowMap(ev).column(ev, "op_index")[rows]
+    slots = replayed_slots(rt, rows)
+    if slots is not None and (slots >= 0).any():
+        first = first_rows(rows, slots, int(slots.max()) + 1)
+        owner = np.where(slots >= 0, first[np.clip(slots, 0, None)], owner)
     ok = owner >= 0
     return pd.DataFrame({"row": rows[ok], "owner_index": ev["index"].to_numpy()[owner[ok]],
                          "claimed": _claimed_elsewhere(rt)[rows[ok]]})
 
 
+#: :func:`_groups`' summed columns (name: source column) and those taken from the
+#: group's first call.
+_SUMS = {"t_ns": "t_ns", "saving": "saving", "w": "w", "flops": "flops", "nbytes": "bytes"}
+_FIRSTS = {"roof": "roof_tflops_per_s", "bound": "bound", "key": "peak_key",
+           "device": "device", "category": "category"}
+
+
 def _groups(calls: pd.DataFrame) -> pd.DataFrame:
-    """Per (op, shapes, types): time, saving at the attainable fraction, pct of roof."""
+    """Per (op, shapes, types), in order of first appearance: calls, time, saving at the
+    attainable fraction, pct of roof; the groups far below their roof with enough time.
+
+    The keys are factorised to one integer code (rows with a missing key are left out, as
+    a groupby does) and the sums run in one groupby over that code (the same summation,
+    so the same floats); the first call of each group gives the other columns (a groupby's
+    ``first``, which skips missing values: used instead when any is missing)."""
     t = calls["kernel_time(us)"].to_numpy() * 1e3
     pct = calls["pct_of_peak"].to_numpy()
     floor = calls["kernels"].to_numpy() * float(SMALL_NS)
     target = np.maximum(t * pct / (100 * ATTAINABLE), floor)
     calls = calls.assign(t_ns=t, saving=np.clip(t - target, 0, None), w=t * pct)
+    if not len(calls) or any(calls[c].dtype != np.float64 for c in _SUMS.values()) or any(
+            calls[c].isna().any() for c in _FIRSTS.values()):
+        return _groups_by_pandas(calls)
+    code = np.zeros(len(calls), np.int64)
+    ok = np.ones(len(calls), dtype=bool)
+    for k in _KEYS:
+        c, uniq = pd.factorize(calls[k].to_numpy(), sort=False)
+        ok &= c >= 0
+        code = code * (len(uniq) + 1) + c
+    rows = np.flatnonzero(ok)
+    group, uniq = pd.factorize(code[rows], sort=False)
+    first = rows[np.unique(group, return_index=True)[1]]
+    sums = calls[list(_SUMS.values())].iloc[rows].groupby(group, sort=False).sum()
+    # the keys as a groupby gives them back (its index infers their dtype)
+    out = {k: pd.Series(calls[k].to_numpy()[first]) for k in _KEYS}
+    out["calls"] = pd.Series(np.bincount(group, minlength=len(uniq)).astype(np.int64))
+    for name, src in _SUMS.items():
+        out[name] = pd.Series(sums[src].to_numpy())
+    for name, src in _FIRSTS.items():
+        out[name] = pd.Series(calls[src].to_numpy()[first], dtype=calls[src].dtype)
+    return _far_below(pd.DataFrame(out))
+
+
+def _groups_by_pandas(calls: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_groups` by a groupby on the key columns (``calls`` with ``t_ns``,
+    ``saving`` and ``w``)."""
     g = calls.groupby(_KEYS, sort=False).agg(
         calls=("index", "size"), t_ns=("t_ns", "sum"), saving=("saving", "sum"),
         w=("w", "sum"), flops=("flops", "sum"), nbytes=("bytes", "sum"),
         roof=("roof_tflops_per_s", "first"), bound=("bound", "first"),
         key=("peak_key", "first"), device=("device", "first"),
         category=("category", "first")).reset_index()
+    return _far_below(g)
+
+
+def _far_below(g: pd.DataFrame) -> pd.DataFrame:
     g["pct"] = g["w"] / g["t_ns"]
     return g[(g["pct"] < FAR_BELOW) & (g["t_ns"] >= MIN_TIME_NS)]
 
@@ -123,19 +176,24 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
     if not len(calls):
         return []
     kernels = _kernels_of(rt)
-    claimed = set(kernels.loc[kernels["claimed"], "owner_index"].tolist())
-    calls = calls[~calls["index"].isin(claimed)]
+    owner = kernels["owner_index"].to_numpy()
+    claimed = np.unique(owner[kernels["claimed"].to_numpy()])
+    calls = calls[~np.isin(calls["index"].to_numpy(), claimed)]
     groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
     if not len(groups):
         return []
     window = analysis_window(rt, iterations)
     ev = rt.events
     all_gpu = gpu_rows(rt)
+    kernel_rows = kernels["row"].to_numpy()
+    keys = [calls[k].to_numpy() for k in _KEYS]
+    # what a group's evidence reads of its calls
+    slim = calls[[c for c in ("index", "iteration", "captured") if c in calls]]
     found = []
     for g in groups.itertuples(index=False):
-        members = calls[(calls["op"] == g.op) & (calls["input_dims"] == g.input_dims)
-                        & (calls["input_types"] == g.input_types)]
-        rows = kernels.loc[kernels["owner_index"].isin(members["index"]), "row"].to_numpy()
+        members = slim[(keys[0] == g.op) & (keys[1] == g.input_dims)
+                       & (keys[2] == g.input_types)]
+        rows = kernel_rows[np.isin(owner, members["index"].to_numpy())]
         rest = np.setdiff1d(all_gpu, rows, assume_unique=True)
         others = Cover(ev["ts"].to_numpy()[rest], ev["end"].to_numpy()[rest])
         saving = min(int(g.saving), _exposed(rt, rows, others), window[1] - window[0])
@@ -160,7 +218,9 @@ def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int
             f"+{fmt_time(first - window[0])} into the window, for {fmt_time(g.t_ns)} of "  # type: ignore[attr-defined]
             f"GPU time at {rate}: {g.pct:.1f}% of its {g.bound}-bound roof on the "  # type: ignore[attr-defined]
             f"{g.device} ({g.key}); at {100 * ATTAINABLE:.0f}% of the roof it would take "  # type: ignore[attr-defined]
-            f"{fmt_time(g.t_ns - g.saving)} (operator performance table).")  # type: ignore[attr-defined]
+            f"{fmt_time(g.t_ns - g.saving)} (operator performance table"  # type: ignore[attr-defined]
+            + ("; graph-replayed calls, operator and shapes from the capture traces"
+               if "captured" in members and members["captured"].any() else "") + ").")
 
 
 #: Least sequence length for a square score matrix to be read as unfused attention.
