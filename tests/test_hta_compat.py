@@ -120,13 +120,11 @@ def test_timelines_draw_the_filtered_gpu_work(parsed) -> None:  # type: ignore[n
 
 
 def test_not_supported_names_raise_and_say_what_instead() -> None:
-    from hta.analyzers.critical_path_analysis import restore_cpgraph
     from hta.common import execution_trace
     from hta.common.timeline import align_module_with_kernels
     from hta.configs.config import HtaConfig
 
-    for call, hint in ((lambda: restore_cpgraph("x.zip", None, 0), "critical_path_analysis"),
-                       (lambda: execution_trace.load_execution_trace("x"), "op_args"),
+    for call, hint in ((lambda: execution_trace.load_execution_trace("x"), "op_args"),
                        (lambda: align_module_with_kernels(None, [], None),
                         "get_gpu_kernels_with_user_annotations"),
                        (lambda: HtaConfig.get_test_data_path("h100"), "trace_dir")):
@@ -228,3 +226,29 @@ def test_launch_stats_index_by_rank() -> None:
     # column access and derived tables are unchanged
     assert stats["rank"].nunique() == 2
     assert type(stats[stats["rank"] == 0]) is pd.DataFrame
+
+
+SIMPLE_ADD = SHARED / "critical_path" / "simple_add"
+
+
+@pytest.mark.skipif(not SIMPLE_ADD.is_dir(), reason="shared critical_path traces absent")
+def test_critical_path_graph_saves_and_restores(tmp_path: Path) -> None:
+    from hta.analyzers.critical_path_analysis import CPGraph, restore_cpgraph
+    from hta.trace_analysis import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir=SIMPLE_ADD, cache=False, progress=False)
+    annotation = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
+    cp_graph, path = analyzer.critical_path_analysis(rank=0, annotation=annotation,
+                                                     instance_id=1)
+    assert isinstance(cp_graph, CPGraph) and len(path) == len(cp_graph.path_edges)
+    zip_file = cp_graph.save(out_dir=tmp_path / "saved")
+    assert Path(zip_file).is_file()
+    restored = restore_cpgraph(zip_filename=zip_file, t_full=analyzer.t, rank=0)
+    assert len(restored.nodes) == len(cp_graph.nodes) == cp_graph.num_nodes
+    assert restored.critical_path_edges_set == cp_graph.critical_path_edges_set
+    assert restored.summary().equals(cp_graph.summary())
+    restored.path_edges = restored.path_edges[:0]
+    assert restored.critical_path() is True
+    assert restored.critical_path_edges_set == cp_graph.critical_path_edges_set
+    with pytest.raises(KeyError):
+        restore_cpgraph(zip_filename=zip_file, t_full=analyzer.t, rank=1)

@@ -1,29 +1,26 @@
 """HTA's critical-path module names.
 
 ``TraceAnalysis.critical_path_analysis(rank, annotation, instance_id)`` returns
-``(graph, path table)``: the graph is :class:`CPGraph` here (this package's
-:class:`~hta.analysis.critical_path.graph.CriticalPathGraph`, with ``summary()``), and
-failures raise instead of returning ``success=False``. The graph cannot be saved and
-restored; :func:`restore_cpgraph` says so instead of returning something else.
+``(graph, path table)``: the graph is a :class:`CPGraph` (this package's
+:class:`~hta.analysis.critical_path.graph.CriticalPathGraph` with HTA's ``save``,
+``summary()``, ``critical_path()``), and failures raise instead of returning
+``success=False`` (the second value is the path's edges, one row each).
+:func:`restore_cpgraph` reads a saved graph back.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any
 
-from hta.analysis.critical_path.graph import CriticalPathGraph
+from hta.facade.cp_graph import CPGraph, restore_graph
 
 __all__ = ["CPGraph", "restore_cpgraph"]
 
-#: HTA's graph class name for the graph ``critical_path_analysis`` returns.
-CPGraph = CriticalPathGraph
 
-
-def restore_cpgraph(zip_filename: str, t_full: Any, rank: int) -> NoReturn:
-    """Not supported: graphs are not saved here. Compute the graph again with
-    ``TraceAnalysis.critical_path_analysis(rank, annotation, instance_id)`` (a few
-    seconds on a step), or keep its path table (``DataFrame.to_parquet``)."""
-    raise NotImplementedError(
-        "restore_cpgraph: critical-path graphs are not saved in this package; call "
-        "TraceAnalysis.critical_path_analysis(rank, annotation, instance_id) again, or "
-        "keep the path table it returns (DataFrame.to_parquet); see docs/coming_from_hta.md")
+def restore_cpgraph(zip_filename: str | Path, t_full: Any, rank: int) -> CPGraph:
+    """The graph :meth:`CPGraph.save` wrote, for ``rank`` of the loaded trace ``t_full``
+    (``analyzer.t``, or an :class:`hta.common.trace.Trace`), which must be the trace the
+    graph was built from."""
+    model = getattr(t_full, "t", t_full)
+    return restore_graph(zip_filename, model.rank(rank))

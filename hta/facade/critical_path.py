@@ -35,14 +35,18 @@ class CriticalPathMixin:
 
         ``annotation=""`` (or None) analyses the whole trace. HTA returns
         ``(graph, success)``; here failures raise, and the second value is the path's
-        edges, one row each. See :func:`hta.analysis.critical_path.critical_path_analysis`.
+        edges, one row each. The graph is a :class:`hta.facade.cp_graph.CPGraph` (HTA's
+        ``save``, ``critical_path()``). See
+        :func:`hta.analysis.critical_path.critical_path_analysis`.
         The graph spans the whole rank, so on a distributed job that one rank is read into
         this process (``t.rank``).
         """
         from hta.analysis import critical_path as cp
+        from hta.facade.cp_graph import CPGraph
 
-        return cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
-                                         data_load_events)
+        graph, path = cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
+                                                data_load_events)
+        return CPGraph.of(graph), path
 
     def overlay_critical_path_analysis(
         self, rank: int, critical_path_graph: cp.CriticalPathGraph, output_dir: str | Path,
