@@ -62,14 +62,13 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
-from hta.analysis.findings.base import rank_work, step_table, window_text
+from hta.analysis.findings.base import link, rank_work, step_table, window_text
 from hta.analysis.findings.claims import difference
 from hta.analysis.findings.hostbound import host_gaps, queued_idle, unlinked_idle
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY
 from hta.analysis.intervals import Cover, union_length
-from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
@@ -280,7 +279,7 @@ class _Host:
         uniq, inv = np.unique(names, return_inverse=True)
         step = np.array([rt.symbols[i].startswith("ProfilerStep#") for i in uniq.tolist()],
                         dtype=bool)
-        return cls(rt, step_table(rt), RowMap(ev).column(ev, "parent"),
+        return cls(rt, step_table(rt), link(rt, "parent"),
                    np.full(len(ev), -1, dtype=np.int64),
                    np.flatnonzero(kind_mask(codes, _CPU_KINDS)),
                    ann[~step[inv.reshape(-1)]] if ann.size else ann)

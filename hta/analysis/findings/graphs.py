@@ -34,12 +34,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link, step_table
 from hta.analysis.findings.kernel_common import fmt_at
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import merge
-from hta.analysis.rowmap import RowMap
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import CPU_KINDS, KIND_CODE, kind_codes
 from hta.model.trace import RankTrace
@@ -154,7 +153,7 @@ def _thread_ids(ev: pd.DataFrame) -> np.ndarray:
 def _annotation_around(rt: RankTrace, row: int) -> str:
     """The innermost ``record_function`` label around ``row`` (not a ProfilerStep)."""
     ev = rt.events
-    parent = RowMap(ev).column(ev, "parent")
+    parent = link(rt, "parent")
     codes = ev["kind"].cat.codes.to_numpy()
     names = ev["name"].to_numpy()
     cur = int(parent[row])

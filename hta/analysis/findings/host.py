@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.rule_tools import (
     data_loader_rows,
@@ -37,7 +37,6 @@ from hta.analysis.findings.sync import RULE as HOST_SYNC
 from hta.analysis.findings.sync import graph_spans
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.rowmap import RowMap
 from hta.model.trace import RankTrace
 
 
@@ -66,7 +65,7 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
     hit_steps = steps[idle[np.clip(pieces, 0, None)] > 0]
     names = ev["name"].to_numpy()[rows]
     top = rt.symbols[int(pd.Series(end - start).groupby(names).sum().idxmax())]
-    parent = RowMap(ev).column(ev, "parent")[rows]
+    parent = link(rt, "parent")[rows]
     outer = int(np.count_nonzero(~np.isin(parent, rows)))  # nested frames count once
     evidence = (
         f"{outer} data-loader span(s) ({top}) in {steps_text(rt, steps)} ran "

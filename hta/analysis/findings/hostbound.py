@@ -50,7 +50,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
+from hta.analysis.findings.base import (
+    Finding,
+    FindingRule,
+    analysis_window,
+    link,
+    rank_work,
+    row_map,
+)
 from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
@@ -63,7 +70,7 @@ from hta.analysis.findings.sync import idle_cover, sync_bubbles
 from hta.analysis.findings.warmup import one_time_costs
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover
-from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -199,7 +206,7 @@ def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     :func:`~hta.analysis.gpu_work.gpu_work` order; -1 where unknown)."""
     ev = rt.events
     work = np.flatnonzero(work_class(ev["kind"]) >= 0)[rows]
-    pos = RowMap(ev).positions(ev["index_correlation"].to_numpy()[work])
+    pos = row_map(rt).positions(ev["index_correlation"].to_numpy()[work])
     tid = ev["tid"].to_numpy()
     return np.where(pos >= 0, tid[np.maximum(pos, 0)], -1)
 
@@ -221,7 +228,7 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
     launches = np.flatnonzero(enqueue)
     is_launch = np.zeros(len(ev), dtype=bool)  # kernel and graph launches, not copies
     is_launch[launches[name_matches(rt, launches, LAUNCH_CALL)]] = True
-    row, anc = ancestor_pairs(RowMap(ev).column(ev, "parent"), launches)
+    row, anc = ancestor_pairs(link(rt, "parent"), launches)
     launching = np.zeros(len(ev), dtype=bool)
     launching[anc[anc != row]] = True
     for t in np.unique(tid).tolist():

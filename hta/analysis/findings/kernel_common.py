@@ -38,11 +38,10 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from hta.analysis.findings.base import step_table
+from hta.analysis.findings.base import link, step_table
 from hta.analysis.findings.rule_tools import fmt_time
 from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
-from hta.analysis.rowmap import RowMap
 from hta.model.links import graph_replayed
 from hta.model.prefilter import Prefiltered
 from hta.model.trace import RankTrace
@@ -184,7 +183,7 @@ def graph_replayed_work(rt: RankTrace) -> np.ndarray:
     CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
     ev = rt.events
     rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
-    launch = RowMap(ev).column(ev, "index_correlation")
+    launch = link(rt, "index_correlation")
     return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
 
 

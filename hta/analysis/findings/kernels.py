@@ -56,7 +56,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
@@ -72,7 +72,6 @@ from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, st
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
-from hta.analysis.rowmap import RowMap
 from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
@@ -218,7 +217,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         return []
     fp32 = int(dur[hit].sum())
     longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
-    ops = RowMap(ev).column(ev, "op_index")[rows[hit]]
+    ops = link(rt, "op_index")[rows[hit]]
     evidence = (
         f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
         f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in "

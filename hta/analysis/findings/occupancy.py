@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, analysis_window
+from hta.analysis.findings.base import Finding, analysis_window, row_map
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
@@ -58,7 +58,6 @@ from hta.analysis.findings.kernel_common import (
 )
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.intervals import merge
-from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
@@ -106,7 +105,7 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
     args = rt.tables.get("kernel_args")
     if args is None or not len(args) or not len(ev):
         return None
-    pos = RowMap(ev).positions(args["index"].to_numpy())
+    pos = row_map(rt).positions(args["index"].to_numpy())
     ok = pos >= 0
     pos = pos[ok]
     grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]

@@ -41,14 +41,13 @@ import json
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link, row_map
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance
 from hta.analysis.perf.replayed import first_rows, replayed_slots
-from hta.analysis.rowmap import RowMap
 from hta.model.trace import RankTrace
 
 #: Fraction of the roof a well-tuned kernel reaches (the saving's target).
@@ -72,7 +71,7 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
     claimed[rows] = ev["dur"].to_numpy()[rows] < SMALL_NS
     args = rt.tables.get("kernel_args")
     if args is not None and len(args) and "blocks_per_sm" in args:
-        pos = RowMap(ev).positions(args["index"].to_numpy())
+        pos = row_map(rt).positions(args["index"].to_numpy())
         low = (args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)
         claimed[pos[low]] = True
     names = ev["name"].to_numpy()[rows]
@@ -90,7 +89,7 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
     operator table is its first kernel's."""
     ev = rt.events
     rows = gpu_rows(rt)
-    owner = RowMap(ev).column(ev, "op_index")[rows]
+    owner = link(rt, "op_index")[rows]
     slots = replayed_slots(rt, rows)
     if slots is not None and (slots >= 0).any():
         first = first_rows(rows, slots, int(slots.max()) + 1)
@@ -209,7 +208,7 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
 def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int, int]
               ) -> str:
     ev = rt.events
-    first = int(ev["ts"].to_numpy()[RowMap(ev).positions(members["index"].to_numpy()[:1])][0])
+    first = int(ev["ts"].to_numpy()[row_map(rt).positions(members["index"].to_numpy()[:1])][0])
     secs = g.t_ns / 1e9  # type: ignore[attr-defined]
     rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
             else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import step_table
+from hta.analysis.findings.base import link, step_table
 from hta.analysis.intervals import Cover
-from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -161,7 +161,7 @@ def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     marked[callers[name_matches(rt, callers, WARM_UP)]] = True
     if not rows.size or not marked.any():
         return np.zeros(rows.size, dtype=bool)
-    row, anc = ancestor_pairs(RowMap(ev).column(ev, "parent"), rows)
+    row, anc = ancestor_pairs(link(rt, "parent"), rows)
     return np.isin(rows, row[marked[anc]])
 
 

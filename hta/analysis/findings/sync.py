@@ -62,7 +62,9 @@ from hta.analysis.findings.base import (
     Finding,
     FindingRule,
     analysis_window,
+    link,
     read_only,
+    row_map,
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside
@@ -85,7 +87,6 @@ from hta.analysis.findings.sync_sites import (
 )
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.rowmap import RowMap
 from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
@@ -158,7 +159,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
     calls = np.union1d(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     copies = copies[name_matches(rt, copies, PAGEABLE)]
-    staged = RowMap(ev).positions(ev["index_correlation"].to_numpy()[copies])
+    staged = row_map(rt).positions(ev["index_correlation"].to_numpy()[copies])
     staged = staged[staged >= 0]
     calls = np.union1d(calls, staged[codes[staged] == _LAUNCH])
     ops = np.flatnonzero(codes == _CPU_OP)
@@ -168,7 +169,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
     ops = ops[lut[names[ops]]]
     if ops.size:
         # mark every ancestor of a call, one level of the parent links at a time
-        parent = RowMap(ev).column(ev, "parent")
+        parent = link(rt, "parent")
         holds = np.zeros(len(ev), dtype=bool)
         up = parent[calls]
         while (up := up[up >= 0]).size:
@@ -206,7 +207,7 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
     work = np.flatnonzero(kind_mask(codes, _WORK_KINDS))
-    target = RowMap(ev).column(ev, "index_correlation")
+    target = link(rt, "index_correlation")
     out = end[rows].copy()
     for th in np.unique(thread[rows]).tolist():
         mine = np.flatnonzero(thread[rows] == th)
@@ -265,7 +266,7 @@ def graph_spans(rt: RankTrace, g: np.ndarray | None = None
     span are not taken as idle."""
     ev = rt.events
     g = gpu_rows(rt) if g is None else g
-    launch = RowMap(ev).column(ev, "index_correlation")[g]
+    launch = link(rt, "index_correlation")[g]
     ok = launch >= 0
     g, launch = g[ok], launch[ok]
     graph = name_matches(rt, launch, GRAPH_LAUNCH)

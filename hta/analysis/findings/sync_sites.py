@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hta.analysis.findings.base import link, row_map
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -123,8 +124,8 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     names = ev["name"].to_numpy()
-    rowmap = RowMap(ev)
-    parent = rowmap.column(ev, "parent")
+    rowmap = row_map(rt)
+    parent = link(rt, "parent")
     n = rows.size
     op = np.where(codes[rows] == _CPU_OP, rows, -1)
     label = np.full(n, -1, dtype=np.int64)
@@ -158,7 +159,7 @@ def linked_copies(rt: RankTrace, rows: np.ndarray, rowmap: RowMap | None = None
     """The GPU copy (a memcpy, not a memset) each row's launch enqueued; -1 if none."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    rowmap = RowMap(ev) if rowmap is None else rowmap
+    rowmap = row_map(rt) if rowmap is None else rowmap
     target = rowmap.positions(ev["index_correlation"].to_numpy()[rows])
     ok = target >= 0
     is_copy = kind_mask(codes[np.where(ok, target, 0)], MEMORY_KINDS - {"memset"})

@@ -58,7 +58,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, step_table
+from hta.analysis.findings.base import (
+    Finding,
+    FindingRule,
+    analysis_window,
+    link,
+    row_map,
+    step_table,
+)
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.rule_tools import (
     WARM_UP,
@@ -70,7 +77,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.findings.sync import BLOCKING_COPY, idle_cover
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -201,7 +208,7 @@ def _repeat(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
         return None
     codes = ev["kind"].cat.codes.to_numpy()
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
-    parent = RowMap(ev).column(ev, "parent")
+    parent = link(rt, "parent")
     is_call = np.zeros(len(ev), dtype=bool)
     is_call[calls] = True
     top = _top_level(parent, is_call, calls)
@@ -242,7 +249,7 @@ def _one_time(rt: RankTrace) -> OneTime:
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     dur = end - ts
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
-    parent = RowMap(ev).column(ev, "parent")
+    parent = link(rt, "parent")
     is_call = np.zeros(len(ev), dtype=bool)
     is_call[calls] = True
     chosen: list[np.ndarray] = []
@@ -317,7 +324,7 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     (by name) and ran :data:`FACTOR` times the median launch call of the rank or more:
     module loading on the first launch."""
     ev = rt.events
-    pos = RowMap(ev).positions(ev["index_correlation"].to_numpy()[g])
+    pos = row_map(rt).positions(ev["index_correlation"].to_numpy()[g])
     ok = pos >= 0
     if not ok.any():
         return np.zeros(0, dtype=np.int64)
@@ -370,7 +377,7 @@ def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     table = rt.tables.get("op_args")
     if table is None or not len(table) or "input_dims" not in table:
         return names
-    pos = RowMap(rt.events).positions(table["index"].to_numpy())
+    pos = row_map(rt).positions(table["index"].to_numpy())
     slot = np.full(len(rt.events), -1, dtype=np.int64)
     ok = pos >= 0
     slot[pos[ok]] = np.flatnonzero(ok)
