@@ -37,13 +37,18 @@ Columns of :func:`captured_kernels` (:data:`COLUMNS`), one row per replayed GPU 
 ``""`` when none), ``input_dims``, ``flops`` and ``bytes`` (of the operator call, on its
 first kernel; 0 on the others and where no model applies), ``op_row`` (the operator's row
 in its capture trace, -1), ``input_types``, ``peak_key`` and ``matrix`` (the model's
-peak rate, as :mod:`hta.analysis.perf.op_performance` has them).
+peak rate, as :mod:`hta.analysis.perf.op_performance` has them), ``row`` (the replayed
+event's row in the replay trace).
 
-:func:`captured_op_performance` turns these into the operator table of
-:mod:`hta.analysis.perf.op_performance` (its columns; one row per replay and captured
-operator call, ``kernel_time(us)`` the call's replayed kernels' time, the roofline
-columns against the rank's device; ``index`` and ``iteration`` are the graph launch's),
-the table that ``get_op_performance`` cannot give for graph-replayed work.
+:func:`capture_table` turns these into the rank's side table of
+:mod:`hta.analysis.perf.replayed` (one captured call per replay and operator call of the
+capture), through which the operator tables, the category split and the roofline
+finding count graph-replayed work with its operators; :func:`captured_op_performance`
+gives those calls' rows of the operator table
+(:func:`hta.analysis.perf.op_performance.replayed_op_rows`: its columns, ``captured``
+true; ``kernel_time(us)`` the call's replayed kernels' time, the roofline columns
+against the rank's device; ``index`` and ``iteration`` are the call's first kernel's),
+the same rows ``get_op_performance`` holds for them once the capture is merged.
 """
 
 from __future__ import annotations
@@ -54,20 +59,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.analysis.perf.calls import gpu_categories
 from hta.analysis.perf.inputs import parse_inputs
+from hta.analysis.perf.op_performance import COLUMNS as OP_COLUMNS
+from hta.analysis.perf.op_performance import compact_json, replayed_op_rows
 from hta.analysis.perf.registry import model_of, work_of
-from hta.analysis.perf.roofline import roofline_columns
+from hta.analysis.perf.replayed import TABLE_COLUMNS, calls_of, empty_table, slots_in
 from hta.analysis.serving import parse_step_name
 from hta.model.categories import op_category
 from hta.model.devices import Device
 from hta.model.links import GRAPH_LAUNCH
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
 COLUMNS = ["rank", "launch", "position", "kernel", "dur(us)", "matched", "op", "category",
-           "input_dims", "flops", "bytes", "op_row", "input_types", "peak_key", "matrix"]
+           "input_dims", "flops", "bytes", "op_row", "input_types", "peak_key", "matrix",
+           "row"]
 
 
 @dataclass
@@ -160,7 +169,7 @@ def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
         window = pick_window(replay, launch, rows.size, windows)
         seen_ops: set[tuple[int, int]] = set()
         for i, r in enumerate(rows.tolist()):
-            row = {"rank": replay.rank, "launch": launch, "position": i,
+            row = {"rank": replay.rank, "launch": launch, "position": i, "row": r,
                    "kernel": sym[int(names[r])], "dur(us)": dur[r] / 1e3,
                    "matched": window is not None, "op": "", "category": "",
                    "input_dims": "", "flops": 0.0, "bytes": 0.0, "op_row": -1,
@@ -233,46 +242,54 @@ def _op_args(rt: RankTrace, op: int) -> tuple[str, str, str]:
             str(a["concrete_inputs"] or ""))
 
 
-def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
-                            device: Device | None) -> pd.DataFrame:
-    """The operator calls of the matched replayed kernels of one rank, in the columns of
-    :data:`hta.analysis.perf.op_performance.COLUMNS` (module docstring)."""
-    from hta.analysis.perf.op_performance import COLUMNS as OP_COLUMNS
-
+def capture_table(kernels: pd.DataFrame, replay: RankTrace) -> pd.DataFrame:
+    """The side table of :mod:`hta.analysis.perf.replayed` for one rank: its replayed
+    kernels that found their operator (``op_row >= 0``), keyed by start and stream (an
+    event whose key another replayed event shares is left out: it stays as it was), one
+    ``call`` per replay and captured operator call, numbered in replay order."""
     k = kernels[(kernels["rank"] == replay.rank) & (kernels["op_row"] >= 0)]
     if not len(k):
+        return empty_table()
+    rows = k["row"].to_numpy(np.int64)
+    ts = replay.events["ts"].to_numpy(np.int64)[rows]
+    stream = replay.events["stream"].to_numpy(np.int64)[rows]
+    unique = ~pd.MultiIndex.from_arrays([ts, stream]).duplicated(keep=False)
+    # one call per (replay, captured operator call); FLOPs and bytes per call (they are
+    # on its first kernel), NaN where no model applies
+    call = pd.MultiIndex.from_arrays([k["launch"].to_numpy(), k["op_row"].to_numpy()])
+    codes = pd.factorize(call)[0].astype(np.int64)
+    modelled = k["peak_key"].to_numpy(dtype=object) != ""
+    flops = np.bincount(codes, weights=k["flops"].to_numpy(np.float64))[codes]
+    nbytes = np.bincount(codes, weights=k["bytes"].to_numpy(np.float64))[codes]
+    table = pd.DataFrame({
+        "ts": ts, "stream": stream, "call": codes, "op": k["op"].to_numpy(dtype=object),
+        "category": k["category"].to_numpy(dtype=object),
+        "input_dims": [compact_json(str(d)) for d in k["input_dims"]],
+        "input_types": [compact_json(str(t)) for t in k["input_types"]],
+        "flops": np.where(modelled, flops, np.nan),
+        "bytes": np.where(modelled, nbytes, np.nan),
+        "peak_key": k["peak_key"].to_numpy(dtype=object),
+        "matrix": k["matrix"].to_numpy(bool)})
+    return table[unique].reset_index(drop=True)[TABLE_COLUMNS]
+
+
+def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
+                            device: Device | None, rules: RuleSet | None = None
+                            ) -> pd.DataFrame:
+    """The operator calls of the matched replayed kernels of one rank, in the columns of
+    :data:`hta.analysis.perf.op_performance.COLUMNS` (module docstring): the rows that
+    ``get_op_performance`` holds for them once the capture is merged."""
+    table = capture_table(kernels, replay)
+    if not len(table):
         return pd.DataFrame({c: [] for c in OP_COLUMNS})
-    g = k.groupby(["launch", "op_row"], sort=False)
-    calls = g.agg(op=("op", "first"), category=("category", "first"),
-                  input_dims=("input_dims", "first"), input_types=("input_types", "first"),
-                  kernels=("kernel", "size"), time_us=("dur(us)", "sum"),
-                  flops=("flops", "sum"), bytes=("bytes", "sum"),
-                  peak_key=("peak_key", "first"), matrix=("matrix", "first"),
-                  first=("position", "min")).reset_index().sort_values(["launch", "first"])
-    modelled = calls["peak_key"].to_numpy() != ""
-    flops = np.where(modelled, calls["flops"].to_numpy(np.float64), np.nan)
-    nbytes = np.where(modelled, calls["bytes"].to_numpy(np.float64), np.nan)
-    time_ns = np.round(calls["time_us"].to_numpy(np.float64) * 1e3).astype(np.int64)
-    roof = roofline_columns(flops, nbytes, time_ns, calls["peak_key"].to_numpy(object),
-                            calls["matrix"].to_numpy(bool), device)
     ev = replay.events
-    launch = calls["launch"].to_numpy(np.int64)
-    out = pd.DataFrame({
-        "rank": np.int64(replay.rank), "index": ev["index"].to_numpy()[launch],
-        "iteration": ev["iteration"].to_numpy()[launch],
-        "op": calls["op"].to_numpy(object), "category": calls["category"].to_numpy(object),
-        "input_dims": calls["input_dims"].to_numpy(object),
-        "input_types": calls["input_types"].to_numpy(object),
-        "kernels": calls["kernels"].to_numpy(np.int64),
-        "kernel_time(us)": calls["time_us"].to_numpy(np.float64), "flops": flops,
-        "bytes": nbytes, "peak_key": calls["peak_key"].to_numpy(object),
-        "matrix": calls["matrix"].to_numpy(bool),
-        "device": device.name if device is not None else "",
-        **{c: roof[c] for c in ("tflops_per_s", "tb_per_s", "flops_per_byte",
-                                "roof_tflops_per_s", "pct_of_peak")},
-        "bound": np.asarray(roof["bound"], dtype=object),
-    })
-    return out[OP_COLUMNS].reset_index(drop=True)
+    rows = np.sort(kernels.loc[kernels["rank"] == replay.rank, "row"].to_numpy(np.int64))
+    slots = slots_in(table, ev["ts"].to_numpy()[rows], ev["stream"].to_numpy()[rows])
+    hit = slots >= 0
+    rows = rows[hit]
+    return replayed_op_rows(replay, rows, slots[hit], calls_of(table), device,
+                            gpu_categories(replay, rows, rules or RuleSet()),
+                            ev["dur"].to_numpy()[rows])
 
 
 def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -297,5 +314,5 @@ def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-__all__ = ["COLUMNS", "Window", "capture_windows", "captured_kernels",
+__all__ = ["COLUMNS", "Window", "capture_table", "capture_windows", "captured_kernels",
            "captured_op_performance", "merge_summary", "pick_window"]

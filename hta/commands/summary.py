@@ -386,8 +386,9 @@ def print_capture_merge(out: Printer, summary: Any) -> None:
     out.line(f"Graph replays: {int(summary['matched_replays'].sum()):,} of "
              f"{int(summary['replays'].sum()):,} matched a capture in capture_traces/; "
              f"{share:.1f}% of the replayed kernel time ({total / 1e3:,.3f} ms) found its "
-             f"operator (GEMM {float(summary['gemm_gflop'].sum()):,.3f} GFLOP); see "
-             "TraceAnalysis.get_captured_op_performance()",
+             f"operator (GEMM {float(summary['gemm_gflop'].sum()):,.3f} GFLOP), and counts "
+             "with it in the operator tables and findings above (get_op_performance: "
+             "captured)",
              style=None if share >= 90 else "yellow")
 
 

@@ -31,6 +31,9 @@ class FindingsMixin:
         if min_share is None:
             min_share = DEFAULT_MIN_SHARE
 
+        merge = getattr(self, "merge_capture_traces", None)
+        if merge is not None:  # graph-replayed work with its captured operators
+            merge()
         cache = self.__dict__.setdefault("_findings_cache", {})
         key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
         if key not in cache:

@@ -39,10 +39,13 @@ class PerformanceMixin(ServingMixin):
         ``rank, op, category, input_dims, input_types, kernel_time(us), flops, bytes,
         tflops_per_s, tb_per_s, flops_per_byte, bound, pct_of_peak`` (NaN where no model
         applies or shapes were not recorded: profile with ``record_shapes=True``).
+        Graph-replayed operator calls found in ``capture_traces/`` are rows with
+        ``captured`` true (:meth:`merge_capture_traces`).
         See :func:`hta.analysis.perf.op_performance.op_performance`."""
         from hta.analysis.perf.op_performance import op_performance
 
         _not_bool("ranks", ranks)
+        self.merge_capture_traces()
         return map_ranks(self.t, op_performance, ranks,
                          kwargs={"device": device, "rules": self.rules},
                          description="Operator performance")
@@ -58,6 +61,7 @@ class PerformanceMixin(ServingMixin):
 
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
+        self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
             return map_ranks(self.t, rank_op_summary, ranks,
@@ -71,6 +75,7 @@ class PerformanceMixin(ServingMixin):
         from hta.analysis.perf.summary import category_time
 
         _not_bool("ranks", ranks)
+        self.merge_capture_traces()
         return map_ranks(self.t, category_time, ranks, kwargs={"rules": self.rules},
                          description="Time by category")
 

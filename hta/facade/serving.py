@@ -6,7 +6,10 @@ The capture traces are read from ``capture_dir``, by default the ``capture_trace
 folder inside the trace folder (TraceLens's layout); each file is loaded on its own (one
 file per captured batch size, all of the same rank). A folder that is absent, holds no
 trace, or whose captures match no replay is said in a warning, and the analysis goes on
-without it (every replayed kernel then unmatched).
+without it (every replayed kernel then unmatched). ``merge_capture_traces`` puts the
+matches on the ranks (:mod:`hta.analysis.perf.replayed`), so the operator tables, the
+roofline and the findings count replayed kernels with their captured operators; it runs
+on first use of those when ``capture_traces/`` is there, and reads nothing when not.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _batch_sizes(folder: Path) -> dict[str, int]:
 
 class ServingMixin:
     """``get_captured_kernels``, ``get_captured_op_performance``, ``get_capture_summary``,
-    ``get_server_iterations`` and ``get_server_iteration_summary``."""
+    ``merge_capture_traces``, ``get_server_iterations`` and
+    ``get_server_iteration_summary``."""
 
     t: Job
     trace_dir: str | None
@@ -134,18 +138,59 @@ class ServingMixin:
                                     device: Any = None) -> pd.DataFrame:
         """The operator calls of the graph-replayed kernels (found in the capture traces),
         in :meth:`get_op_performance`'s columns: kernel time, FLOPs, bytes and the % of
-        the roofline against the rank's device (``device`` overrides it, as there). See
-        :func:`hta.analysis.capture.captured_op_performance`."""
+        the roofline against the rank's device (``device`` overrides it, as there); the
+        rows ``captured`` true of :meth:`get_op_performance` once the capture is merged.
+        See :func:`hta.analysis.capture.captured_op_performance`."""
         from hta.analysis.capture import captured_op_performance
         from hta.analysis.perf.op_performance import COLUMNS, rank_device
 
         kernels = self.get_captured_kernels(ranks, capture_dir)
+        rules = getattr(self, "rules", None)
         frames = [captured_op_performance(kernels, self.t.rank(r),
-                                          rank_device(self.t.rank(r), device))
+                                          rank_device(self.t.rank(r), device), rules)
                   for r in self.t.selected_ranks(None if ranks is None else ranks)]
         frames = [f for f in frames if len(f)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
             {c: [] for c in COLUMNS})
+
+    def merge_capture_traces(self, capture_dir: str | Path | None = None) -> pd.DataFrame:
+        """Count graph-replayed work with the operators that captured it in the operator
+        tables (:meth:`get_op_performance`, its summary, :meth:`get_category_time`), the
+        roofline and the findings, from now on: each replayed kernel that found its
+        operator (:meth:`get_captured_kernels`) counts with that call (a row with
+        ``captured`` true), the others as before (:mod:`hta.analysis.perf.replayed`).
+
+        Done on first use of those analyses when the trace folder has ``capture_traces/``;
+        call it to name another folder (``capture_dir``). ``capture_dir=None`` after a
+        merge changes nothing. Returns :meth:`get_capture_summary` (empty when there is
+        no capture folder: nothing is merged, nothing read)."""
+        from hta.analysis.capture import COLUMNS, capture_table, merge_summary
+        from hta.analysis.perf.replayed import AttachReplayed
+
+        done = self.__dict__.get("_capture_merged")
+        if capture_dir is None and done is not None:
+            return done.copy()
+        if capture_dir is None and not self._capture_folder_here():
+            self.__dict__["_capture_merged"] = summary = merge_summary(
+                pd.DataFrame(columns=COLUMNS))
+            return summary.copy()
+        kernels = self.get_captured_kernels(None, capture_dir)
+        tables = {r: capture_table(kernels, self.t.rank(r))
+                  for r in self.t.selected_ranks(None)}
+        tables = {r: t for r, t in tables.items() if len(t)}
+        if tables or done is not None:  # nothing to take back on a first empty merge
+            self.t.add_transform(AttachReplayed(tables))
+            self.__dict__.pop("_findings_cache", None)  # findings counted without it
+        self.__dict__["_capture_merged"] = summary = merge_summary(kernels)
+        if tables:
+            logger.info("capture merge: %d replayed kernels of %d rank(s) count with their "
+                        "captured operators", sum(map(len, tables.values())), len(tables))
+        return summary.copy()
+
+    def _capture_folder_here(self) -> bool:
+        """Whether the trace folder has ``capture_traces/`` (one look at the disk)."""
+        return (self.trace_dir is not None and Path(self.trace_dir).is_dir()
+                and (Path(self.trace_dir) / "capture_traces").is_dir())
 
     def get_capture_summary(self, ranks: Ranks = None,
                             capture_dir: str | Path | None = None) -> pd.DataFrame:

@@ -47,6 +47,9 @@ def job_answers(analyzer: Any, selection: Selection, top: int = 10, device: Any 
                 errors: str = "raise") -> JobAnswers:
     """Every answer of :class:`JobAnswers` for ``selection`` (resolved here if it is not),
     from one visit of each selected rank; ``device`` for the operators' % of peak."""
+    merge = getattr(analyzer, "merge_capture_traces", None)
+    if merge is not None:  # graph-replayed work with its captured operators (issue 26)
+        merge()
     job = analyzer.t
     selection = selection.resolve(job)
     ranks, iterations = list(selection.ranks), selection.iteration_list

@@ -46,7 +46,13 @@ def hardware(ctx: Context, s: Section) -> None:
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(
             modelled, roof_curves(device, roofs_of(mine)), f"{device.name}, rank {first}")))
-    s.tables.append(table_of(summary[SUMMARY_COLUMNS].head(OPS_SHOWN),
+    columns = SUMMARY_COLUMNS
+    if "captured" in summary and summary["captured"].any():  # a capture merge (issue 26)
+        columns = [*SUMMARY_COLUMNS, "captured"]
+        s.notes.append("Rows with captured true are graph-replayed operator calls found in "
+                       "the capture traces (capture_traces/): their operator and shapes "
+                       "are the capture's, their kernels and time the replay's.")
+    s.tables.append(table_of(summary[columns].head(OPS_SHOWN),
                              "Operators and shapes with the most GPU time, and their % of "
                              "the roof", max_rows=OPS_SHOWN))
     # ---- Collective bandwidth (issue 20, item 5) --------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.analysis.perf.replayed import replayed_slots
 from hta.analysis.rowmap import RowMap
 from hta.model.categories import op_category
 from hta.model.derived import derived
@@ -46,7 +47,9 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     model's ``op_index``), ``kernels``, ``time_ns``, ``name``, ``category``,
     ``link_copy`` (the call copied to or from the host or a peer); and one row
     per GPU work event with its owner position (-1: launched outside any operator),
-    duration and kernel category. Computed once per rank and rules (the operator
+    duration and kernel category; with a capture merge on the rank
+    (:mod:`hta.analysis.perf.replayed`), also ``replayed``: the event's captured call
+    (-1: none), and such an event has no owner here. Computed once per rank and rules (the operator
     performance and the category split share it: :func:`hta.model.derived.derived`)."""
     return derived(rt, ("op_calls", rules.fingerprint()), lambda: _op_calls(rt, rules))
 
@@ -59,6 +62,10 @@ def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     kcat = gpu_categories(rt, rows, rules)
     work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
                          "kernel_category": pd.Series(kcat, dtype=object, copy=False)})
+    slots = replayed_slots(rt, rows)  # None (nothing done) without a capture merge
+    if slots is not None:  # a replayed kernel counts with its captured call, not here
+        work["owner"] = np.where(slots >= 0, -1, owner)
+        work["replayed"] = slots
     linked = work[work["owner"] >= 0]
     if not len(linked):
         return {}, work

@@ -14,7 +14,12 @@ for ``aten::addmm``), so no kernel counts twice. Per row:
 * the roofline columns of :mod:`hta.analysis.perf.roofline` against the rank's device
   (matched from ``deviceProperties``, or the one the caller names), at the peak of the
   math the call's kernels ran (:mod:`hta.analysis.perf.kernel_math`: a SIMT fp32 GEMM
-  against the fp32 vector peak, not the TF32 tensor-core one).
+  against the fp32 vector peak, not the TF32 tensor-core one);
+* ``captured``: false for these calls; true for a graph-replayed operator call found in
+  the capture traces (:mod:`hta.analysis.perf.replayed`, where the rank holds a capture
+  merge): its operator, shapes and FLOPs are the capture's, its kernels and time the
+  replay's, ``index`` its first kernel's; those kernels leave the call around the graph
+  launch, so each counts once.
 
 Definitions and derivations: ``docs/analyses/performance.md``.
 """
@@ -31,6 +36,7 @@ from hta.analysis.perf.calls import Calls, attach_shapes, op_calls
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.kernel_math import PEAK_OF, call_math, row_math
 from hta.analysis.perf.registry import work_of
+from hta.analysis.perf.replayed import TABLE, calls_of, first_rows
 from hta.analysis.perf.roofline import roofline_columns
 from hta.analysis.select import select_ranks
 from hta.model.derived import derived
@@ -42,6 +48,7 @@ COLUMNS = [
     "rank", "index", "iteration", "op", "category", "input_dims", "input_types", "kernels",
     "kernel_time(us)", "flops", "bytes", "tflops_per_s", "tb_per_s", "flops_per_byte",
     "peak_key", "matrix", "roof_tflops_per_s", "bound", "pct_of_peak", "device",
+    "captured",
 ]
 
 DeviceArg = Device | str | None
@@ -139,6 +146,70 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
 
 def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd.DataFrame:
     calls, gpu_work = op_calls(rt, rules)
+    if "replayed" not in gpu_work:  # no capture merge on this rank
+        return _trace_calls(rt, calls, gpu_work, device)
+    slots = gpu_work["replayed"].to_numpy()
+    hit = slots >= 0
+    replayed = replayed_op_rows(rt, gpu_work["row"].to_numpy()[hit], slots[hit],
+                                calls_of(rt.tables[TABLE]), rank_device(rt, device),
+                                gpu_work["kernel_category"].to_numpy(dtype=object)[hit],
+                                gpu_work["dur"].to_numpy()[hit])
+    out = pd.concat([f for f in (_trace_calls(rt, calls, gpu_work, device), replayed)
+                     if len(f)] or [replayed], ignore_index=True)
+    return out.sort_values("index", kind="stable", ignore_index=True)[COLUMNS]
+
+
+def replayed_op_rows(rt: RankTrace, rows: np.ndarray, slots: np.ndarray,
+                     calls: pd.DataFrame, device: Device | None,
+                     kernel_category: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    """The rows (:data:`COLUMNS`, ``captured`` true) of the graph-replayed operator calls
+    (:mod:`hta.analysis.perf.replayed`): per captured call among ``slots`` (the call of
+    each replayed GPU event at the positions ``rows``, with its kernel category and
+    duration in ns), its events' count and summed time, the call's FLOPs and bytes and the
+    roofline columns against ``device``; ``index`` and ``iteration`` are its first event's,
+    ``category`` the operator's, else that of the kernels with most of its time."""
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    n = len(calls)
+    kernels = np.bincount(slots, minlength=n)
+    present = np.flatnonzero(kernels > 0)
+    time_ns = np.bincount(slots, weights=dur, minlength=n).astype(np.int64)[present]
+    first = first_rows(rows, slots, n)[present]
+    by_cat = pd.DataFrame({"call": slots, "cat": kernel_category, "dur": dur}).groupby(
+        ["call", "cat"], sort=False)["dur"].sum().reset_index()
+    top = by_cat.sort_values(["call", "dur"], ascending=[True, False]).drop_duplicates(
+        "call").set_index("call")["cat"].reindex(present).to_numpy(dtype=object)
+    c = calls.iloc[present]
+    named = c["category"].to_numpy(dtype=object)
+    modelled = c["peak_key"].to_numpy(dtype=object) != ""
+    flops = np.where(modelled, c["flops"].to_numpy(np.float64), np.nan)
+    nbytes = np.where(modelled, c["bytes"].to_numpy(np.float64), np.nan)
+    key, matrix = c["peak_key"].to_numpy(dtype=object), c["matrix"].to_numpy(bool)
+    roof = roofline_columns(flops, nbytes, time_ns, key, matrix, device)
+    ev = rt.events
+    text = {"op": c["op"].to_numpy(dtype=object),
+            "category": np.where(named != "", named, top).astype(object),
+            "input_dims": c["input_dims"].to_numpy(dtype=object),
+            "input_types": c["input_types"].to_numpy(dtype=object), "peak_key": key,
+            "bound": np.asarray(roof["bound"], dtype=object),
+            "device": np.full(len(present), device.name if device is not None else "",
+                              dtype=object)}
+    out = pd.DataFrame({
+        "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[first],
+        "iteration": ev["iteration"].to_numpy()[first] if "iteration" in ev else -1,
+        **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
+        "kernels": kernels[present].astype(np.int64), "kernel_time(us)": time_ns / 1e3,
+        "flops": flops, "bytes": nbytes,
+        **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
+                                "roof_tflops_per_s", "pct_of_peak")},
+        "matrix": matrix, "captured": True,
+    })
+    return out[COLUMNS]
+
+
+def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: DeviceArg
+                 ) -> pd.DataFrame:
+    """The rows of the operator calls the trace itself links to their GPU work."""
     if not calls:
         return pd.DataFrame({c: [] for c in COLUMNS})
     calls = attach_shapes(rt, calls)
@@ -162,7 +233,7 @@ def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd
         "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
                                 "roof_tflops_per_s", "pct_of_peak")},
-        "matrix": work["matrix"].to_numpy(),
+        "matrix": work["matrix"].to_numpy(), "captured": False,
     })
     return out[COLUMNS]
 

@@ -2,14 +2,17 @@
 
 ``op_performance_summary`` groups the rows of
 :func:`~hta.analysis.perf.op_performance.op_performance` by rank, operator, shapes and
-types: ``calls``, ``kernel_time(us)`` (sum), ``tflops_per_s`` and ``tb_per_s`` (total
+types (and ``captured``: graph-replayed calls found in the capture traces are their own
+groups): ``calls``, ``kernel_time(us)`` (sum), ``tflops_per_s`` and ``tb_per_s`` (total
 FLOPs or bytes over total time), and ``pct_of_peak`` weighted by time (which equals the
 group's total rate over its roof, every call of a group doing the same work).
 
 ``category_time`` splits a rank's GPU work time (sum of the durations of kernels, copies
 and memsets) by category: the category of the operator that launched the work where the
 operator's name is in the tables, else the kernel's own category (graph replays, compiled
-regions, work launched outside any operator).
+regions, work launched outside any operator); a graph-replayed kernel whose operator was
+found in the capture traces (:mod:`hta.analysis.perf.replayed`) takes that operator's
+category where its name has one.
 """
 
 from __future__ import annotations
@@ -21,15 +24,16 @@ import pandas as pd
 
 from hta.analysis.perf.calls import op_calls
 from hta.analysis.perf.op_performance import op_performance
+from hta.analysis.perf.replayed import TABLE, calls_of
 from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES, op_category
 from hta.model.rules import RuleSet
-from hta.model.trace import Trace
+from hta.model.trace import RankTrace, Trace
 
 SUMMARY_COLUMNS = [
     "rank", "op", "category", "input_dims", "input_types", "calls", "kernel_time(us)",
     "flops", "bytes", "tflops_per_s", "tb_per_s", "flops_per_byte", "bound", "pct_of_peak",
-    "device",
+    "device", "captured",
 ]
 CATEGORY_COLUMNS = ["rank", "category", "kernel_time(us)", "share(%)"]
 BY_CATEGORY_COLUMNS = ["rank", "category", "calls", "kernel_time(us)", "modelled(%)",
@@ -41,6 +45,9 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     if not len(rows):
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     keys = ["rank", "op", "category", "input_dims", "input_types", "device"]
+    captured = "captured" in rows and bool(rows["captured"].any())
+    if captured:  # a capture merge: replayed calls are groups of their own
+        keys.append("captured")
     frame = rows.assign(
         _w=rows["pct_of_peak"] * rows["kernel_time(us)"],
         _wt=np.where(rows["pct_of_peak"].notna(), rows["kernel_time(us)"], 0.0))
@@ -58,6 +65,8 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
         out["pct_of_peak"] = np.where(out["wt"] > 0, out["w"] / out["wt"], np.nan)
     out.loc[none, ["flops", "bytes"]] = np.nan
     out = out.rename(columns={"time": "kernel_time(us)"})
+    if not captured:
+        out["captured"] = False
     out = out.sort_values(["rank", "kernel_time(us)"], ascending=[True, False],
                           ignore_index=True)
     return out[SUMMARY_COLUMNS]
@@ -114,6 +123,8 @@ def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
                            for i in uniq.tolist()], dtype=object)
         named = labels[inverse.reshape(-1)]
         cat = np.where(named != "", named, work["kernel_category"].to_numpy())
+        if "replayed" in work:  # a capture merge: the captured operator's category
+            cat = _replayed_categories(rt, work["replayed"].to_numpy(), cat)
         per = pd.Series(work["dur"].to_numpy(), index=cat).groupby(level=0).sum()
         per = per.reindex([c for c in CATEGORIES if c in per.index])
         total = float(per.sum())
@@ -124,6 +135,16 @@ def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
     if not frames:
         return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
     return pd.concat(frames, ignore_index=True)[CATEGORY_COLUMNS]
+
+
+def _replayed_categories(rt: RankTrace, slots: np.ndarray, cat: np.ndarray) -> np.ndarray:
+    """``cat`` with the category of the captured operator (:mod:`hta.analysis.perf.replayed`)
+    for the replayed events that have one (``slots``: their calls, -1 none)."""
+    named = calls_of(rt.tables[TABLE])["category"].to_numpy(dtype=object)
+    hit = slots >= 0
+    mine = np.full(len(slots), "", dtype=object)
+    mine[hit] = named[slots[hit]]
+    return np.where(mine != "", mine, cat)
 
 
 def below_roof(summary: pd.DataFrame, fraction: float = 0.5, top: int = 5) -> pd.DataFrame:
