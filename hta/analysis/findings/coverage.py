@@ -55,7 +55,7 @@ as a note, never as a finding.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,9 @@ class _Host:
     slot: np.ndarray
     cpu: np.ndarray
     ann: np.ndarray
+    #: per list of rows (by id): their starts and running maximum of ends (None when
+    #: the starts are not ascending)
+    _order: dict[int, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, rt: RankTrace) -> _Host:
@@ -283,6 +286,26 @@ class _Host:
                    np.full(len(ev), -1, dtype=np.int64),
                    np.flatnonzero(kind_mask(codes, _CPU_KINDS)),
                    ann[~step[inv.reshape(-1)]] if ann.size else ann)
+
+    def overlapping(self, rows: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The ones of ``rows`` (``cpu`` or ``ann``) that overlap ``[a, b)``, in their
+        order. Rows in start order (the events table is sorted by start) are tested only
+        over the stretch that can overlap: from the first whose running maximum of ends
+        passes ``a`` to the last starting before ``b``."""
+        ts, end = self.rt.events["ts"].to_numpy(), self.rt.events["end"].to_numpy()
+        key = id(rows)
+        if key not in self._order:
+            starts = ts[rows]
+            ordered = not (starts.size > 1 and (starts[1:] < starts[:-1]).any())
+            self._order[key] = (starts, np.maximum.accumulate(end[rows]) if ordered
+                                else None)
+        starts, reach = self._order[key]
+        if reach is None:
+            return rows[(starts < b) & (end[rows] > a)]
+        hi = int(np.searchsorted(starts, b, side="left"))
+        lo = int(np.searchsorted(reach[:hi], a, side="right"))
+        part = rows[lo:hi]
+        return part[end[part] > a]
 
 
 def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
@@ -307,7 +330,7 @@ def _cpu_activity(host: _Host, a: int, b: int) -> str:
     when none runs for more than half of the piece."""
     ev = host.rt.events
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    rows = host.cpu[(ts[host.cpu] < b) & (end[host.cpu] > a)]
+    rows = host.overlapping(host.cpu, a, b)
     if rows.size == 0:
         return ""
     overlap = (np.minimum(end[rows], b) - np.maximum(ts[rows], a)).astype(np.int64)
@@ -336,7 +359,7 @@ def _annotations(host: _Host, a: int, b: int) -> str:
     """The user annotations overlapping ``[a, b)`` most (innermost first on ties)."""
     ev = host.rt.events
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    rows = host.ann[(ts[host.ann] < b) & (end[host.ann] > a)]
+    rows = host.overlapping(host.ann, a, b)
     if rows.size == 0:
         return ""
     names = ev["name"].to_numpy()[rows]
