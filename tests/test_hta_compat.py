@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -223,6 +224,7 @@ def test_launch_stats_index_by_rank() -> None:
     assert sorted(per_rank) == [0, 1]
     assert len(stats[0]) + len(stats[1]) == len(stats)
     assert (stats[1]["rank"] == 1).all()
+    assert stats[np.int64(1)].equals(stats[1])
     # column access and derived tables are unchanged
     assert stats["rank"].nunique() == 2
     assert type(stats[stats["rank"] == 0]) is pd.DataFrame

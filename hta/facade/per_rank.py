@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["PerRankFrame", "per_rank_frame"]
@@ -25,9 +26,9 @@ class PerRankFrame(pd.DataFrame):
         return pd.DataFrame
 
     def __getitem__(self, key: Any) -> Any:
-        if (isinstance(key, int) and not isinstance(key, bool)
+        if (isinstance(key, (int, np.integer)) and not isinstance(key, bool)
                 and key not in self.columns and "rank" in self.columns):
-            return self.rank_frame(key)
+            return self.rank_frame(int(key))
         return super().__getitem__(key)
 
     def rank_frame(self, rank: int) -> pd.DataFrame:
