@@ -1,9 +1,35 @@
 """HTA's example notebooks' calls, made through HTA's module names, on the shared traces.
 
-The reference figures come from HTA 0.5 on the same folders, in its own environment:
-``python hta_ref.py`` calling, with HTA installed, the same functions as each test below
-(``Trace(trace_dir=...).parse_traces(); decode_symbol_ids()``, the filters,
-``LabeledTrace``/``TraceDiff``, ``get_cupti_counter_data_with_operators(ranks=[0])[0]``).
+The reference figures come from HTA 0.5 (pandas<3, in its own virtual environment) on the
+same folders, printed by this script run with that environment's python::
+
+    from hta.common.trace import Trace
+    from hta.common.trace_filter import *
+    t = Trace(trace_dir=D + "/trace_filter"); t.parse_traces(); t.decode_symbol_ids()
+    df, st = t.get_trace(0), t.symbol_table
+    print(len(NameFilter("aten::.*mm")(df, st)))                                  # 378
+    print(len(TimeRangeFilter((1682725898237042, 1682725898240570))(df)))         # 93
+    print(len(CompositeFilter([IterationIndexFilter(0), GPUKernelFilter(),
+                               NameFilter("^nccl", symbol_table=st)])(df)))       # 5
+    print(sorted(df.iteration.unique()))                                          # 551, 552
+    from hta.trace_diff import LabeledTrace, DeviceType, TraceDiff
+    c = LabeledTrace(label="Control", trace_dir=D + "/trace_diff/control")
+    x = LabeledTrace(label="Test", trace_dir=D + "/trace_diff/test")
+    print(c.ranks(), x.ranks(), c.iterations())                    # [3] [1] 1009..1014
+    d = TraceDiff.compare_traces(c, x, 3, 1, 1010, 1010, DeviceType.CPU)
+    print(d.shape, d[["Control_counts", "Test_counts"]].sum().tolist())  # (231, 7) 10641 9124
+    print({k: len(v) for k, v in TraceDiff.ops_diff(c, x, 3, 1, 1010, 1010,
+                                                    DeviceType.CPU).items()})
+    k = TraceDiff.ops_diff(c, x, device_type=DeviceType.GPU)       # added 27, deleted 66
+    from hta.utils.utils import shorten_name                       # 26 and 19 short names
+    from hta.trace_analysis import TraceAnalysis
+    from hta.analyzers.cupti_counter_analysis import CUDA_SASS_INSTRUCTION_COUNTER_FLOPS
+    g = TraceAnalysis(trace_dir=D + "/cupti_profiler").get_cupti_counter_data_with_operators(
+        ranks=[0])[0]                                              # 77 rows
+    print(sum(g[c] * f for c, f in CUDA_SASS_INSTRUCTION_COUNTER_FLOPS.items()).sum())
+    # 80231038456; row 0: top_level_op aten::rand, bottom_level_op aten::uniform_
+
+with ``D = "/work/shared/traces/hta"``.
 """
 
 from __future__ import annotations
