@@ -8,8 +8,7 @@ import numpy as np
 from conftest import shared_trace
 
 from hta.analysis.findings import analyse, analysis_window, find
-from hta.analysis.findings.base import window_text
-from hta.analysis.findings.warmup import FACTOR, MIN_NS, one_time_costs
+from hta.analysis.findings.warmup import FACTOR, MIN_NS, one_time_costs, window_text
 from hta.job.load import load_trace
 
 

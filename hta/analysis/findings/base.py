@@ -132,6 +132,32 @@ def read_only(w: D) -> D:
     return replace(w, **views)
 
 
+@dataclass(frozen=True)
+class SteadyState:
+    """How the steady state of a trace without ``ProfilerStep`` is found: ``window(rt)``
+    gives ``(start, end, row of the last one-time cost)`` or None.
+    :mod:`hta.analysis.findings.warmup`, whose rules import this module, gives it
+    (:func:`use_steady_state`) when the findings package loads; this module cannot import
+    it without an import circle."""
+
+    window: Callable[[RankTrace], Any]
+
+
+_STEADY: list[SteadyState] = []
+
+
+def use_steady_state(steady: SteadyState) -> None:
+    """Set how the steady state is found (called once, by :mod:`.warmup`)."""
+    _STEADY[:] = [steady]
+
+
+def _steady_state() -> SteadyState:
+    if not _STEADY:
+        raise RuntimeError("hta.analysis.findings.warmup was not imported: import the "
+                           "findings through hta.analysis.findings")
+    return _STEADY[0]
+
+
 def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
                     ) -> tuple[int, int]:
     """(start, end) in ns of what is analysed on this rank.
@@ -158,43 +184,11 @@ def _analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None
     if not len(ev):
         return 0, 0
     if iterations is None and not len(step_table(rt)):
-        # warmup's rules import this module: imported here, not at the top
-        from hta.analysis.findings.warmup import steady_window
-
-        steady = steady_window(rt)
+        steady = _steady_state().window(rt)
         if steady is not None:
             return steady[0], steady[1]
     return int(ev["ts"].min()), int(ev["end"].max())
 
 
-def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> str:
-    """Which window the findings of the rank describe and how it was found."""
-    from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
-    from hta.analysis.findings.warmup import repeating_iteration, steady_window
-
-    lo, hi = analysis_window(rt, iterations)
-    steps = step_table(rt)
-    if iterations is not None:
-        steps = steps[steps["step"].isin(as_list(iterations))]
-    if len(steps):
-        return (f"{fmt_steps(steps['step'].tolist())} ({fmt_time(hi - lo)}, ProfilerStep "
-                f"spans{'' if iterations is None else ', as selected'})")
-    ev = rt.events
-    if not len(ev):
-        return "nothing (an empty trace)"
-    steady = steady_window(rt) if iterations is None else None
-    rep = repeating_iteration(rt, (lo, hi))
-    repeats = (f"; it repeats a sequence of {rep.calls} top-level calls {rep.repeats:.1f} "
-               f"times, {fmt_time(rep.median_ns)} each (median)") if rep else ""
-    if steady is not None:
-        first = int(ev["ts"].min())
-        name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
-        return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
-                f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
-                f"up to the end of the last one-time cost, {name}, left out){repeats}")
-    return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
-            f"seen){repeats}")
-
-
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window", "link",
-           "rank_work", "read_only", "row_map", "step_table", "window_text"]
+           "rank_work", "read_only", "row_map", "step_table", "use_steady_state", "SteadyState"]

@@ -44,7 +44,7 @@ idle time or more on a rank idle over 20% of its window, the note says what the 
 lacks to explain it (for queued work: whether it holds stream-wait and event-record
 calls at all). ``window``
 says which window the rank's findings describe and how it was found
-(:func:`~hta.analysis.findings.base.window_text`: the selected ProfilerSteps, the steady
+(:func:`~hta.analysis.findings.warmup.window_text`: the selected ProfilerSteps, the steady
 state after the one-time costs, or the whole trace).
 
 The coverage table also carries the rank's unclassified kernel time
@@ -62,11 +62,12 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings import unclassified as unknown_kinds
-from hta.analysis.findings.base import link, rank_work, step_table, window_text
+from hta.analysis.findings.base import link, rank_work, step_table
 from hta.analysis.findings.claims import difference
 from hta.analysis.findings.hostbound import host_gaps, queued_idle, unlinked_idle
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sharing import KeptTime
+from hta.analysis.findings.warmup import window_text
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY
 from hta.analysis.intervals import Cover, union_length
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask

@@ -59,6 +59,7 @@ from hta.analysis.findings.base import (
     row_map,
 )
 from hta.analysis.findings.claims import claim_outside, difference
+from hta.analysis.findings.gpu_cover import idle_cover
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
     fmt_time,
@@ -66,7 +67,7 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import idle_cover, sync_bubbles
+from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.findings.warmup import one_time_costs
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover

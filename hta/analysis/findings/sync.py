@@ -68,6 +68,7 @@ from hta.analysis.findings.base import (
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
 from hta.analysis.findings.rule_tools import (
     bytes_of,
     data_loader_cover,
@@ -85,6 +86,7 @@ from hta.analysis.findings.sync_sites import (
     linked_copies,
     site_advice,
 )
+from hta.analysis.findings.warmup import in_one_time
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.model.derived import derived
@@ -94,8 +96,6 @@ from hta.model.trace import RankTrace
 
 #: Runtime-sync names that only make a stream wait; the CPU goes on.
 STREAM_WAIT = re.compile(r"WaitEvent|waitOnEvent")
-#: Synchronous copy calls (``runtime_launch`` in the kind rules): no ``Async`` in the name.
-BLOCKING_COPY = re.compile(r"^(cuda|cu|hip)Memcpy(?!\w*Async)\w*$")
 #: Copies from or to pageable host memory: their launch call returns only once the data
 #: is staged, so it blocks the host even when it is ``cudaMemcpyAsync``.
 PAGEABLE = re.compile(r"Pageable")
@@ -256,40 +256,6 @@ def _claims(calls: dict[str, np.ndarray], busy: Cover, limit: tuple[int, int]
     avail = np.where(h > a, (h - a) - busy.within(a, np.maximum(a, h)), 0)
     claim = np.minimum(blocked, np.maximum(avail, 0))
     return grp, a, idle_reach(busy, a, claim), claim
-
-
-def graph_spans(rt: RankTrace, g: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``(start, end)`` of each graph replay: from the first to the last end of the GPU work
-    one graph launch enqueued (``g``: the rank's GPU rows, when the caller has them).
-    Traces often hold only some of a replayed graph's kernels, so the gaps inside that
-    span are not taken as idle."""
-    ev = rt.events
-    g = gpu_rows(rt) if g is None else g
-    launch = link(rt, "index_correlation")[g]
-    ok = launch >= 0
-    g, launch = g[ok], launch[ok]
-    graph = name_matches(rt, launch, GRAPH_LAUNCH)
-    if not graph.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    g, launch = g[graph], launch[graph]
-    ids, inverse = np.unique(launch, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    start = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
-    end = np.full(ids.size, _NEVER, dtype=np.int64)
-    np.minimum.at(start, inverse, ev["ts"].to_numpy()[g])
-    np.maximum.at(end, inverse, ev["end"].to_numpy()[g])
-    return start, end
-
-
-def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
-    """What does not count as GPU idle: GPU work (rows ``g``, found when not given), graph
-    replay spans and the data-loader spans ``dl``."""
-    ev = rt.events
-    g = gpu_rows(rt) if g is None else g
-    spans = graph_spans(rt, g)
-    return Cover(np.concatenate([ev["ts"].to_numpy()[g], dl.s, spans[0]]),
-                 np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
 
 
 def _drained(gend: np.ndarray, at: np.ndarray, own: np.ndarray, rank_of: np.ndarray
@@ -478,9 +444,6 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     dl = data_loader_cover(rt)
     sb = sync_bubbles(rt, dl, window)
     keep = in_selection(rt, sb.rows, iterations, window) & (sb.group >= 0)
-    # warmup imports this module (idle_cover): imported here, not at the top
-    from hta.analysis.findings.warmup import in_one_time
-
     keep &= ~under_warm_up(rt, sb.rows) & ~in_one_time(rt, sb.rows)
     if not (sb.saving[keep] > 0).any():
         return []

@@ -45,7 +45,7 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 :data:`MIN_STEADY_WORK` (a quarter) of the rank's GPU work starts, to the end of the
 trace; the whole trace when there is no such cost. The note then lists the costs from
 the start of the trace (what the window leaves out) and says where the window starts;
-:func:`~hta.analysis.findings.base.window_text` says which window the findings describe,
+:func:`window_text` says which window the findings describe,
 with the repeating iteration in it (:func:`repeating_iteration`) when the top-level calls
 repeat.
 """
@@ -53,6 +53,7 @@ repeat.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,20 +62,24 @@ import pandas as pd
 from hta.analysis.findings.base import (
     Finding,
     FindingRule,
+    SteadyState,
     analysis_window,
     link,
     row_map,
     step_table,
+    use_steady_state,
 )
 from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
 from hta.analysis.findings.rule_tools import (
     WARM_UP,
+    fmt_steps,
     fmt_time,
     name_matches,
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import BLOCKING_COPY, idle_cover
+from hta.analysis.gpu_work import as_list
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
@@ -532,3 +537,33 @@ RULES: list[FindingRule] = [
         info=True,
     ),
 ]
+
+def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> str:
+    """Which window the findings of the rank describe and how it was found."""
+    lo, hi = analysis_window(rt, iterations)
+    steps = step_table(rt)
+    if iterations is not None:
+        steps = steps[steps["step"].isin(as_list(iterations))]
+    if len(steps):
+        return (f"{fmt_steps(steps['step'].tolist())} ({fmt_time(hi - lo)}, ProfilerStep "
+                f"spans{'' if iterations is None else ', as selected'})")
+    ev = rt.events
+    if not len(ev):
+        return "nothing (an empty trace)"
+    steady = steady_window(rt) if iterations is None else None
+    rep = repeating_iteration(rt, (lo, hi))
+    repeats = (f"; it repeats a sequence of {rep.calls} top-level calls {rep.repeats:.1f} "
+               f"times, {fmt_time(rep.median_ns)} each (median)") if rep else ""
+    if steady is not None:
+        first = int(ev["ts"].min())
+        name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
+        return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
+                f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
+                f"up to the end of the last one-time cost, {name}, left out){repeats}")
+    return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
+            f"seen){repeats}")
+
+
+# the analysed window of a trace without ProfilerStep is its steady state (base cannot
+# import this module: this module's rules import base)
+use_steady_state(SteadyState(window=steady_window))

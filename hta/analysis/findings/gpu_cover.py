@@ -1,0 +1,58 @@
+"""What holds the GPU, as intervals the findings share: its work, the spans of graph
+replays (traces often hold only some of a replayed graph's kernels), and which copy calls
+block the host. Below the rules (:mod:`.sync`, :mod:`.warmup`, :mod:`.hostbound` and
+:mod:`.host` use it), so that they can use each other without import circles."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from hta.analysis.findings.base import link
+from hta.analysis.findings.rule_tools import name_matches
+from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
+from hta.model.links import GRAPH_LAUNCH
+from hta.model.trace import RankTrace
+
+#: Synchronous copy calls (``runtime_launch`` in the kind rules): no ``Async`` in the name.
+BLOCKING_COPY = re.compile(r"^(cuda|cu|hip)Memcpy(?!\w*Async)\w*$")
+_NEVER = np.iinfo(np.int64).min // 4
+
+
+def graph_spans(rt: RankTrace, g: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` of each graph replay: from the first to the last end of the GPU work
+    one graph launch enqueued (``g``: the rank's GPU rows, when the caller has them).
+    Traces often hold only some of a replayed graph's kernels, so the gaps inside that
+    span are not taken as idle."""
+    ev = rt.events
+    g = gpu_rows(rt) if g is None else g
+    launch = link(rt, "index_correlation")[g]
+    ok = launch >= 0
+    g, launch = g[ok], launch[ok]
+    graph = name_matches(rt, launch, GRAPH_LAUNCH)
+    if not graph.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    g, launch = g[graph], launch[graph]
+    ids, inverse = np.unique(launch, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    start = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(ids.size, _NEVER, dtype=np.int64)
+    np.minimum.at(start, inverse, ev["ts"].to_numpy()[g])
+    np.maximum.at(end, inverse, ev["end"].to_numpy()[g])
+    return start, end
+
+
+def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
+    """What does not count as GPU idle: GPU work (rows ``g``, found when not given), graph
+    replay spans and the data-loader spans ``dl``."""
+    ev = rt.events
+    g = gpu_rows(rt) if g is None else g
+    spans = graph_spans(rt, g)
+    return Cover(np.concatenate([ev["ts"].to_numpy()[g], dl.s, spans[0]]),
+                 np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
+
+
+__all__ = ["BLOCKING_COPY", "graph_spans", "idle_cover"]
