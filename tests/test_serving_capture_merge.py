@@ -162,7 +162,10 @@ def test_restricted_to_steps(tmp_path: Path) -> None:
 
 def test_kept_out_of_memory(tmp_path: Path) -> None:
     """A job whose ranks stay in local entries gets the merge where the rank is read."""
+    from hta.job.distributed import DistributedJob
+
     a = analyzer(replay_job(tmp_path), in_memory=False)
+    assert isinstance(a.t, DistributedJob)
     rows = a.get_op_performance()
     assert rows["captured"].sum() == 2 * LAYERS
     assert rows.loc[rows["category"] == "GEMM", "flops"].sum() == (LAYERS + 1) * GEMM_FLOPS
