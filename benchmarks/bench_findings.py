@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Findings benchmark: the first ``get_findings()`` (with its coverage table) on real
+traces and on a generated multi-rank job, next to the load, each in a fresh interpreter.
+
+A user runs the findings once, in a fresh process, right after loading: so does this
+script. Each run is its own ``python`` process that loads the folder
+(``TraceAnalysis(cache=False)``, timed as ``load``), then times the first
+``get_findings()`` and ``get_findings_coverage()`` together (``findings``: the rules, the
+sharing of each rank's time, the coverage; the import of the findings modules included).
+Per folder it reports the minimum and the median of ``--repeat`` runs, the trace events
+(the ``traceEvents`` entries of the files, what the issue tracker's "events" count) and
+the findings' time per million of them (target: under 1 s), and findings / load.
+
+    python benchmarks/bench_findings.py                       # the shared real traces
+    python benchmarks/bench_findings.py ../shared/traces/hta/df_index_resolver -n 9
+    python benchmarks/bench_findings.py --job-ranks 8 --job-events-per-rank 216000 \\
+        --tmp-dir /tmp/bench_findings
+    git archive OLD hta | tar -x -C /tmp/old && \\
+        python benchmarks/bench_findings.py --root /tmp/old          # before/after
+
+Timings on a shared machine are noisy: compare figures from the same run (or runs
+alternated in time), and quote the minimum next to the median. It reports, never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared" / "traces" / "hta"
+#: The real traces of the speed acceptance (folders under the shared traces).
+DEFAULT_TRACES = ("df_index_resolver", "trace_diff/control", "trace_diff/test",
+                  "ns_resolution_trace", "nccl_parser_config", "mtia_trace_single_rank")
+
+_WORKER = """
+import json, sys, time, warnings
+warnings.filterwarnings("ignore")
+from hta.trace_analysis import TraceAnalysis
+t0 = time.perf_counter()
+ta = TraceAnalysis(trace_dir=sys.argv[1], cache=False)
+t1 = time.perf_counter()
+ta.get_findings()
+ta.get_findings_coverage()
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "findings_s": t2 - t1,
+                  "rows": sum(len(ta.t.rank(r).events) for r in ta.t.get_ranks())}))
+"""
+
+
+def trace_events(folder: Path) -> int:
+    """The ``traceEvents`` entries of the folder's trace files."""
+    total = 0
+    for path in sorted(folder.iterdir()):
+        if not path.name.endswith((".json", ".json.gz")):
+            continue
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+        if isinstance(doc, dict):
+            total += len(doc.get("traceEvents", []))
+    return total
+
+
+def one_run(folder: Path, root: Path = REPO_ROOT) -> dict[str, float]:
+    """Load and first findings in a fresh interpreter, with the ``hta`` package of
+    ``root`` (the working folder of the run, first on its path)."""
+    out = subprocess.run([sys.executable, "-c", _WORKER, str(folder.resolve())], cwd=root,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench(folder: Path, repeat: int, root: Path = REPO_ROOT) -> dict[str, Any]:
+    """``repeat`` fresh-process runs on ``folder``: minimum and median of each time."""
+    runs = [one_run(folder, root) for _ in range(repeat)]
+    events = trace_events(folder)
+    row: dict[str, Any] = {"trace": str(folder), "trace_events": events,
+                           "rows": int(runs[0]["rows"])}
+    for key in ("load_s", "findings_s"):
+        values = [r[key] for r in runs]
+        row[key.replace("_s", "_min_s")] = min(values)
+        row[key.replace("_s", "_median_s")] = statistics.median(values)
+    row["findings_s_per_M_events"] = row["findings_median_s"] / events * 1e6 if events else 0
+    row["findings_over_load"] = row["findings_median_s"] / row["load_median_s"]
+    return row
+
+
+def synthetic_job(tmp: Path, ranks: int, events: int, seed: int) -> Path:
+    """A generated job (``python -m hta.synthetic``), reused when already there."""
+    out = tmp / f"job_{ranks}x{events}_s{seed}"
+    if not out.exists() or not any(out.iterdir()):
+        subprocess.run([sys.executable, "-m", "hta.synthetic", str(out), "--ranks",
+                        str(ranks), "--events-per-rank", str(events), "--seed", str(seed)],
+                       cwd=REPO_ROOT, check=True, capture_output=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("traces", nargs="*", type=Path,
+                        help="trace folders (default: the shared real traces of the "
+                        "acceptance that are present)")
+    parser.add_argument("--repeat", "-n", type=int, default=5,
+                        help="fresh-process runs per folder (5)")
+    parser.add_argument("--job-ranks", type=int, default=0,
+                        help="also a generated job of this many ranks (0: none)")
+    parser.add_argument("--job-events-per-rank", type=int, default=216_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tmp-dir", type=Path, help="where the generated job goes (kept)")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT,
+                        help="time the hta package of this folder (default: this "
+                        "repository; e.g. an exported older commit, for before/after)")
+    args = parser.parse_args(argv)
+
+    folders = list(args.traces) or [SHARED / t for t in DEFAULT_TRACES
+                                    if (SHARED / t).exists()]
+    if args.job_ranks:
+        tmp = args.tmp_dir or Path(tempfile.mkdtemp(prefix="bench_findings_"))
+        tmp.mkdir(parents=True, exist_ok=True)
+        folders.append(synthetic_job(tmp, args.job_ranks, args.job_events_per_rank,
+                                     args.seed))
+    rows = []
+    print(f"{'trace':<42} {'events':>9} {'load s':>15} {'findings s':>15} "
+          f"{'s/M ev':>7} {'f/load':>6}")
+    for folder in folders:
+        r = bench(folder, args.repeat, args.root.resolve())
+        rows.append(r)
+        name = str(folder.relative_to(SHARED)) if folder.is_relative_to(SHARED) else \
+            folder.name
+        print(f"{name:<42} {r['trace_events']:>9,} "
+              f"{r['load_min_s']:>6.3f} / {r['load_median_s']:<6.3f} "
+              f"{r['findings_min_s']:>6.3f} / {r['findings_median_s']:<6.3f} "
+              f"{r['findings_s_per_M_events']:>7.2f} {r['findings_over_load']:>6.2f}")
+    print("(times: minimum / median of the runs; s/M ev and f/load from the medians)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
