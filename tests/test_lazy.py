@@ -143,6 +143,8 @@ def test_lazy_trace_holds_at_most_its_budget(job: Path, eager_job: TraceAnalysis
 
 def test_in_memory_is_chosen_from_the_ranks_size(job: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # the rule for jobs over SMALL_JOB_BYTES (smaller ones load in this process)
+    monkeypatch.setattr(loader_module, "SMALL_JOB_BYTES", 0)
     monkeypatch.setattr(loader_module, "available_memory", lambda: 10 << 30)
     assert not isinstance(TraceAnalysis(trace_dir=job, cache=False, progress=False).t,
                           DistributedJob)

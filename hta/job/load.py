@@ -56,8 +56,9 @@ from hta.model.trace import RankTrace, Trace
 logger = logging.getLogger(__name__)
 
 #: A job of several local files taking at most this many bytes on disk (compressed as
-#: they are) is decoded in this process, one file after the other, when no executor or
-#: client is given: two worker processes and the Arrow round trip cost more than that.
+#: they are) is decoded in this process, one file after the other, when no executor,
+#: client or ``max_workers`` is given: two worker processes and the Arrow round trip cost
+#: more than that.
 SMALL_JOB_BYTES = 4 << 20
 
 #: With ``in_memory=None``, ranks are read into this process when their in-memory size
@@ -123,8 +124,8 @@ def load_trace(
     wanted = set(ranks) if ranks is not None else None
     if wanted is not None:
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
-    small = executor is None and client is None and len(tasks) > 1 and \
-        small_local_job([t.path for t in tasks])
+    small = executor is None and client is None and max_workers is None and \
+        len(tasks) > 1 and small_local_job([t.path for t in tasks])
     in_process = (len(tasks) == 1 or small) and not runner.remote and in_memory is not False
     # a small job of several files: decoded here one file after the other (starting worker
     # processes and reading their Arrow folders back costs more than the decoding)
