@@ -319,9 +319,10 @@ def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
     gpu = "idle" if idle * 2 >= length else (
         "exposed communication" if in_comm >= in_mem else "exposed memory")
     steps = host.steps
-    at = steps[(steps["start_ns"] <= a) & (steps["end_ns"] > a)]["step"]
+    at = steps["step"].to_numpy()[(steps["start_ns"].to_numpy() <= a)
+                                  & (steps["end_ns"].to_numpy() > a)]
     return {"rank": host.rt.rank, "start_ns": a, "end_ns": b, "dur_ns": length,
-            "step": int(at.iloc[0]) if len(at) else -1, "gpu": gpu,
+            "step": int(at[0]) if len(at) else -1, "gpu": gpu,
             "cpu": _cpu_activity(host, a, b), "annotations": _annotations(host, a, b)}
 
 
@@ -377,10 +378,15 @@ def _annotations(host: _Host, a: int, b: int) -> str:
 
 
 def _top(rt: RankTrace, ids: np.ndarray, weight: np.ndarray, length: int) -> str:
-    total = pd.Series(weight).groupby(ids).sum().sort_values(ascending=False, kind="stable")
-    parts = [f"{rt.symbols[int(i)]} {100 * t / length:.0f}% ({fmt_time(t)})"
-             for k, (i, t) in enumerate(total.head(TOP_NAMES).items())
-             if t > 0 and (k == 0 or t >= 0.01 * length)]
+    # per name (ascending ids), the largest total first, ties in id order
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    total = np.zeros(uniq.size, dtype=np.asarray(weight).dtype)
+    np.add.at(total, inverse.reshape(-1), weight)
+    order = np.argsort(-total, kind="stable")[:TOP_NAMES]
+    parts = [f"{rt.symbols[int(uniq[j])]} {100 * total[j] / length:.0f}% "
+             f"({fmt_time(total[j])})"
+             for k, j in enumerate(order.tolist())
+             if total[j] > 0 and (k == 0 or total[j] >= 0.01 * length)]
     return ", ".join(parts)
 
 
