@@ -232,16 +232,21 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
     row, anc = ancestor_pairs(link(rt, "parent"), launches)
     launching = np.zeros(len(ev), dtype=bool)
     launching[anc[anc != row]] = True
+    # the rows of each sort once, then per thread a selection among them (not a pass
+    # over every event per thread)
+    runtime_rows, launch_rows, all_ops = (np.flatnonzero(runtime), np.flatnonzero(is_launch),
+                                          np.flatnonzero(ops))
+    runtime_tid, launch_tid, op_tid = tids[runtime_rows], tids[launch_rows], tids[all_ops]
     for t in np.unique(tid).tolist():
         g = tid == t
-        on = tids == t
-        rc = Cover(ts[runtime & on], end[runtime & on])
-        lc = Cover(ts[is_launch & on], end[is_launch & on])
-        op_rows = np.flatnonzero(ops & on)
+        calls = runtime_rows[runtime_tid == t]
+        rc = Cover(ts[calls], end[calls])
+        mine = launch_rows[launch_tid == t]
+        lc = Cover(ts[mine], end[mine])
+        op_rows = all_ops[op_tid == t]
         quiet = op_rows[~launching[op_rows]]
         oc = Cover(ts[quiet], end[quiet])
-        both = Cover(np.r_[ts[runtime & on], ts[op_rows]], np.r_[end[runtime & on],
-                                                                  end[op_rows]])
+        both = Cover(np.r_[ts[calls], ts[op_rows]], np.r_[end[calls], end[op_rows]])
         a, b = s[g], e[g]
         r_t = rc.within(a, b)
         l_t = np.minimum(lc.within(a, b), r_t)
