@@ -47,10 +47,10 @@ def test_the_one_folder_o_names_is_created_and_said(sub: str, tmp_path: Path) ->
     out = tmp_path / "out"
     proc = run_cli([sub, str(job), "--no-cache", "-q", "-o", str(out)])
     assert proc.returncode == 0, proc.stderr
-    assert f"hta: created folder {out}" in proc.stderr
+    assert proc.stdout.startswith(f"Created folder {out}\n") and proc.stderr == ""
     assert out.is_dir()
     again = run_cli([sub, str(job), "--no-cache", "-q", "-o", str(out), "--force"])
-    assert again.returncode == 0 and "created folder" not in again.stderr
+    assert again.returncode == 0 and "Created folder" not in again.stdout
 
 
 @pytest.mark.parametrize("sub", ["report", "counters", "export", "diff"])
@@ -101,7 +101,8 @@ def test_errors_keep_their_command_line_text_through_pickling() -> None:
     from hta.errors import TraceDiscoveryError, TraceLoadError
 
     err = pickle.loads(pickle.dumps(TraceLoadError("f.json", "bad", "py hint", "cli hint")))
-    assert str(err) == "f.json: bad (py hint)" and err.for_command_line() == "f.json: bad (cli hint)"
+    assert str(err) == "f.json: bad (py hint)"
+    assert err.for_command_line() == "f.json: bad (cli hint)"
     plain = pickle.loads(pickle.dumps(TraceLoadError("f.json", "bad", "hint")))
     assert plain.for_command_line() == str(plain) == "f.json: bad (hint)"
     disc = pickle.loads(pickle.dumps(TraceDiscoveryError("python text", cli_message="cli text")))

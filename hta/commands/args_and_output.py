@@ -163,9 +163,10 @@ def check_output_place(path: Path, folder: bool = False) -> bool:
 
 
 def create_output_folder(path: Path) -> None:
-    """Create the one folder ``-o`` names (its parent exists) and say so on stderr."""
+    """Create the one folder ``-o`` names (its parent exists) and say so, with the files
+    written, on stdout."""
     path.mkdir()
-    print(f"hta: created folder {path}", file=sys.stderr)
+    print(f"Created folder {path}")
 
 
 # -- JSON ------------------------------------------------------------------------------------
