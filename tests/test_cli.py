@@ -374,7 +374,7 @@ def test_counters_writes_traces_that_load_back(folder: str, tmp_path: Path) -> N
     original = load(source)
     written = sorted(out.iterdir())
     assert len(written) == len(original.ranks)
-    assert proc.stdout.splitlines() == [
+    assert proc.stdout.splitlines() == [f"Created folder {out}"] + [
         f"Wrote {p} (rank {original.t.rank(r).rank})"
         for r, p in zip(original.ranks, sorted(written, key=lambda p: p.name))]
     again = load(out)
@@ -420,7 +420,8 @@ def test_export_writes_decoded_parquet(folder: str, tmp_path: Path) -> None:
             assert instants["name"].map(type).eq(str).all()
         meta = json.loads((out / f"rank-{rank}" / "meta.json").read_text())
         assert meta["rank"] == rank
-    assert proc.stdout.splitlines()[0].startswith(f"Wrote {out / 'rank-0'}/ (events.parquet: ")
+    assert proc.stdout.splitlines()[0] == f"Created folder {out}"
+    assert proc.stdout.splitlines()[1].startswith(f"Wrote {out / 'rank-0'}/ (events.parquet: ")
     refused = run(PY, "export", str(source), "--no-cache", "-o", str(out))
     assert refused.returncode == EXIT_ERROR and "--force" in refused.stderr
 

@@ -397,8 +397,13 @@ def plain_iterations(ev: pd.DataFrame, symbols: list[str]) -> np.ndarray:
                                     "ns_resolution_trace"])
 def test_vectorised_links_match_a_plain_implementation(folder: str) -> None:
     path = shared_trace(*folder.split("/"))
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    a = TraceAnalysis(trace_dir=path, cache=False, progress=False)
+    hta_logger = logging.getLogger("hta")
+    level = hta_logger.level
+    hta_logger.setLevel(logging.ERROR)  # the load's warnings are not under test here
+    try:
+        a = TraceAnalysis(trace_dir=path, cache=False, progress=False)
+    finally:  # later tests read hta's warnings
+        hta_logger.setLevel(level)
     for rt in a.t:
         ev = rt.events
         parent, depth = plain_call_stacks(ev)
