@@ -45,6 +45,22 @@ class RowMap:
         return self.positions(events[name].to_numpy())
 
 
+def has_marked_ancestor(parent: np.ndarray, rows: np.ndarray, mark: np.ndarray
+                        ) -> np.ndarray:
+    """Per row of ``rows``: whether a strict ancestor (``parent`` as positions) is marked
+    in ``mark`` (a bool per position). Each row's walk up stops at its first marked
+    ancestor, so rows whose parent is marked cost one step."""
+    found = np.zeros(rows.size, dtype=bool)
+    anc = parent[rows]
+    live = anc >= 0
+    while live.any():
+        safe = np.where(live, anc, 0)
+        found |= live & mark[safe]
+        anc = np.where(live & ~found, parent[safe], -1)
+        live = anc >= 0
+    return found
+
+
 def ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row, ancestor) for every ancestor of each of ``rows``, the row itself included;
     ``parent``: the ``parent`` link as positions (:meth:`RowMap.column`)."""

@@ -171,7 +171,7 @@ def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> No
             numeric=False, wrap=True),
     ], shown)
     for r in findings[findings["rule"] == "warmup"].head(1).to_dict("records"):
-        out.line(printable(f"Warm-up (one-time, not a saving): {r['evidence']}", 400),
+        out.line(full_text(f"Warm-up (one-time, not a saving): {r['evidence']}", 1200),
                  style="yellow")
 
 
@@ -368,7 +368,7 @@ def capture_merge(analyzer: Any) -> Any:
 
     if not analyzer.trace_dir or not (Path(analyzer.trace_dir) / "capture_traces").is_dir():
         return None
-    return analyzer.get_capture_summary()
+    return analyzer.merge_capture_traces()  # done once already by the answers: kept
 
 
 def print_capture_merge(out: Printer, summary: Any) -> None:

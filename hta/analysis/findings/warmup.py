@@ -82,7 +82,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.gpu_work import as_list
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.rowmap import ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -345,16 +345,7 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
 
 def _top_level(parent: np.ndarray, is_call: np.ndarray, calls: np.ndarray) -> np.ndarray:
     """The calls with no call (operator or runtime call) among their ancestors."""
-    top = np.ones(calls.size, dtype=bool)
-    anc = parent[calls]
-    for _ in range(512):
-        live = anc >= 0
-        if not live.any():
-            break
-        safe = np.where(live, anc, 0)
-        top &= ~(live & is_call[safe])
-        anc = np.where(live & top, parent[safe], -1)
-    return calls[top]
+    return calls[~has_marked_ancestor(parent, calls, is_call)]
 
 
 def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndarray
@@ -399,15 +390,7 @@ def _outermost(parent: np.ndarray, rows: np.ndarray, reason: np.ndarray,
     """Leave out the costs nested in another cost."""
     mark = np.zeros(parent.size, dtype=bool)
     mark[rows] = True
-    inner = np.zeros(rows.size, dtype=bool)
-    anc = parent[rows]
-    for _ in range(512):
-        live = anc >= 0
-        if not live.any():
-            break
-        safe = np.where(live, anc, 0)
-        inner |= live & mark[safe]
-        anc = np.where(live & ~inner, parent[safe], -1)
+    inner = has_marked_ancestor(parent, rows, mark)
     return rows[~inner], reason[~inner], idle[~inner]
 
 
