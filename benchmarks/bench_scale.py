@@ -58,7 +58,7 @@ OURS_CODE = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
-from hta.job.distributed import LazyTrace
+from hta.job.distributed import DistributedJob
 trace_dir, mode = sys.argv[1], sys.argv[2]
 in_memory = {"lazy": False, "memory": True, "auto": None, "dask": None}[mode]
 times = {"import_s": time.perf_counter() - t0}
@@ -91,7 +91,7 @@ a.get_gpu_kernel_breakdown(visualize=False)
 times["other_breakdowns_s"] = time.perf_counter() - t
 phase("end")
 events = int(a.get_rank_summary()["events"].sum())
-lazy = isinstance(a.t, LazyTrace)
+lazy = isinstance(a.t, DistributedJob)
 a.close()
 print("@@BENCH_SCALE@@" + json.dumps({**times, "ranks": len(a.ranks), "events": events,
                                       "kept_out_of_memory": lazy}), flush=True)

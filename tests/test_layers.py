@@ -77,7 +77,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def _module_graph() -> dict[str, set[str]]:
     g = grimp.build_graph("hta", cache_dir=None)
-    modules = {m for m in g.modules if not m.startswith("hta.loading") and m != "hta.parallel"}
+    modules = set(g.modules)
     graph: dict[str, set[str]] = {}
     for m in modules:
         # A package's __init__ importing its own submodules is not a circle of meaning.
@@ -97,13 +97,9 @@ def test_the_cycle_finder_sees_a_circle() -> None:
 
 
 def test_no_import_module_calls_hide_dependencies() -> None:
-    """``importlib.import_module`` hides an import from the contract: only the module that
-    keeps old names working may use it."""
-    allowed = {PACKAGE / "_moved.py"}
+    """``importlib.import_module`` hides an import from the contract: nothing uses it."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path in allowed:
-            continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
                 offenders.append(str(path.relative_to(ROOT)))
@@ -117,25 +113,3 @@ def test_analyses_never_import_plotly() -> None:
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n.startswith("plotly") for n in names), path
-
-
-def test_nothing_imports_the_old_module_names() -> None:
-    """The old names of moved modules (``hta.loading.*``, ``hta.parallel`` and the
-    renamed ones in :data:`hta._moved.MOVED`) only keep old user code working; the
-    package, its tests and benchmarks use the new names (an old name would hide its real
-    dependency from the contract)."""
-    from hta._moved import MOVED
-
-    old = tuple(MOVED) + ("hta.loading",)
-    offenders = []
-    for folder in ("hta", "tests", "benchmarks"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.name in ("_moved.py", "test_moved_names.py") or "loading" in path.parts \
-                    or ".".join(path.relative_to(ROOT).with_suffix("").parts) in MOVED:
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(n == o or n.startswith(o + ".") for n in names for o in old):
-                    offenders.append(str(path.relative_to(ROOT)))
-    assert not offenders, sorted(set(offenders))

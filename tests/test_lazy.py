@@ -117,13 +117,6 @@ def test_a_rank_read_from_a_distributed_job_is_a_private_copy(job: Path) -> None
     lazy.close()
 
 
-def test_the_old_name_still_imports_with_a_warning() -> None:
-    import hta.job.distributed as distributed
-
-    with pytest.warns(DeprecationWarning, match="LazyTrace is now DistributedJob"):
-        assert distributed.LazyTrace is DistributedJob
-
-
 # -- bounded memory -----------------------------------------------------------------------
 
 

@@ -85,7 +85,3 @@ class StepsAndOpsMixin:
         from hta.analysis import queue_summary
 
         return queue_summary.queue_length_summary_from_time_series(self.t, queue_length_dict)
-
-
-#: The mixin's old name (``hta.facade.hta_main.HtaMainMixin``), kept for old imports.
-HtaMainMixin = StepsAndOpsMixin

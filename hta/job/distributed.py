@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -424,18 +423,6 @@ def _view(rt: RankTrace) -> RankTrace:
     return RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
                      tables=_copy_tables(rt.tables), meta=dict(rt.meta),
                      unclassified=rt.unclassified.copy())
-
-
-_DEPRECATED = {"LazyTrace": "DistributedJob"}
-
-
-def __getattr__(name: str) -> Any:
-    """``LazyTrace``: the old name of :class:`DistributedJob` (deprecated)."""
-    if name in _DEPRECATED:
-        warnings.warn(f"hta.job.distributed.{name} is now {_DEPRECATED[name]} (the old name "
-                      "will be removed)", DeprecationWarning, stacklevel=2)
-        return globals()[_DEPRECATED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _release(executor: Executor, handles: list[RankHandle]) -> None:

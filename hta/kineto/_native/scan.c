@@ -3,7 +3,7 @@
  *
  * scan(buffer) reads one JSON array of trace events and returns typed columns, one
  * entry per array element, for every field the loader reads (the fields of
- * hta/loading/structs.py). Strings are interned once per call into a local table.
+ * hta/kineto/structs.py). Strings are interned once per call into a local table.
  *
  * It handles only what it can decode exactly like the Python decoder (msgspec into
  * Event/Args structs, then hta.kineto.decode); for anything else (a value of an

@@ -1,5 +1,0 @@
-"""Deprecated alias of :mod:`hta.analysis.diff.scope`."""
-
-from hta._moved import alias
-
-alias(__name__)
