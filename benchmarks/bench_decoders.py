@@ -112,7 +112,7 @@ PATHS = {"orjson": _columns_orjson, "msgspec-typed": _columns_msgspec,
 
 
 def _child(method: str, path: str) -> None:
-    from hta.kineto.decode import read_bytes
+    from hta.kineto.rawio import read_bytes
 
     data = read_bytes(Path(path))
     gc.disable()

@@ -21,7 +21,7 @@ from scale_cases import assert_same_answers, complete_events_in_json, make_job
 import hta.job.executors as parallel_module
 import hta.job.load as loader_module
 from hta.analysis.summary import rank_summary
-from hta.job.distributed import DistributedJob, map_ranks, rank_nbytes
+from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     FAULT_ENV,
     DaskExecutor,
@@ -30,8 +30,9 @@ from hta.job.executors import (
     WorkerDiedError,
     resolve_executor,
 )
+from hta.job.rank_load import rank_nbytes
 from hta.model.rules import KINDS
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace, Trace, map_ranks
 from hta.trace_analysis import TraceAnalysis
 
 

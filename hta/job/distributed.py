@@ -48,23 +48,21 @@ from hta.errors import TraceLoadError
 from hta.job.arrow_files import ArrowTables
 from hta.job.cache import read_entry
 from hta.job.executors import Executor, WorkerDiedError, available_memory
-from hta.job.rank_load import (  # noqa: F401 - KeptRank... are re-exported
+from hta.job.rank_load import (
     KeptRank,
     LoadResult,
     LoadTask,
     kept_summary,
     load_rank,
     load_rank_kept,
-    rank_nbytes,
     task_source,
 )
 from hta.kineto.files import trace_location
-from hta.model.trace import (  # noqa: F401 - map_ranks re-exported
+from hta.model.trace import (
     RankTrace,
     SymbolView,
     Trace,
     intern_symbols,
-    map_ranks,
     selected_ranks,
 )
 

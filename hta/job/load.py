@@ -35,15 +35,11 @@ from hta.job.executors import (
     available_memory,
     resolve_executor,
 )
-
-# What one rank's loading is (re-exported: callers and tests know them from here).
-from hta.job.rank_load import (  # noqa: F401
+from hta.job.rank_load import (
     USER_CACHE,
     LoadResult,
     LoadTask,
-    decode_trace,
     kept_summary,
-    load_rank,
     load_rank_file,
     load_rank_in_process,
     load_rank_kept,
@@ -110,7 +106,7 @@ def load_trace(
     plain :class:`Trace`); ``False`` leaves them as Arrow folders, or on the Dask
     workers, and returns a :class:`~hta.job.distributed.DistributedJob` that reads one rank
     at a time when asked and runs per-rank analyses next to the data
-    (:func:`~hta.job.distributed.map_ranks`); ``None`` (default) keeps them on the Dask
+    (:func:`~hta.model.trace.map_ranks`); ``None`` (default) keeps them on the Dask
     workers when there is a client, and otherwise reads them into memory when they take
     at most half the available memory, else stays lazy.
     """

@@ -1,11 +1,10 @@
 """Decode one Kineto trace file into columnar tables.
 
 A file in Kineto's layout is inflated and cut into pieces of whole events as it is read
-(``stream.py``); each piece becomes columns (``native.py``, else ``events.py``) before
+(``stream.py``); each piece becomes columns (``native.py``, else ``pydecode.py``) before
 the next is read. Other layouts are read whole (``rawio.py``, which repairs known writer
-bugs). The modules: ``rawio`` (bytes), ``events`` + ``side_tables`` (Python decoder),
-``native`` (native scanner), ``columns`` and ``symbols`` (helpers); the names other
-modules import from here are re-exported.
+bugs). The modules: ``rawio`` (bytes), ``pydecode`` + ``side_tables`` (Python decoder),
+``native`` (native scanner), ``columns`` and ``symbols`` (helpers).
 """
 
 from __future__ import annotations
@@ -23,27 +22,23 @@ import pandas as pd
 
 from hta.errors import TraceLoadError
 from hta.kineto import native
-from hta.kineto.columns import (  # noqa: F401 - re-exported
+from hta.kineto.columns import (
     Table,
     _concat_tables,
     _frame,
     _mask,
     _table_len,
-    float_column,
-    int_column,
-    raw_text,
-    timestamps_ns,
 )
 from hta.kineto.files import RemotePath, trace_location
 from hta.kineto.heap import release_free_memory
 from hta.kineto.pftrace import is_protobuf_file, to_kineto_json
-from hta.kineto.pydecode import (  # noqa: F401 - re-exported
+from hta.kineto.pydecode import (
     _EVENT_COLUMNS,
     _TABLE_COLUMNS,
     Accumulator,
     _Partial,
 )
-from hta.kineto.rawio import (  # noqa: F401 - re-exported
+from hta.kineto.rawio import (
     _DECODE_ERRORS,
     INFLATE_ERRORS,
     _repairs,
