@@ -38,34 +38,42 @@ from hta.analysis.whatif.schedule import Schedule
 PATH_COLUMNS = ["rank", "kind", "name", "start(us)", "dur(us)"]
 
 
-def job_critical_path(jg: JobGraph, sched: Schedule, step: int | None = None
-                      ) -> pd.DataFrame:
+def job_critical_path(jg: JobGraph, sched: Schedule, step: int | None = None,
+                      binding: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """The job's critical path for ``step`` (None: the first step; traces without
-    ``ProfilerStep``: the whole trace), :data:`PATH_COLUMNS` (module docstring)."""
+    ``ProfilerStep``: the whole trace), :data:`PATH_COLUMNS` (module docstring).
+    ``binding``: :func:`binding_edges` of ``sched`` when already computed."""
     end_node, start_t = _step_bounds(jg, sched, step)
+    src_of, typ_of = binding if binding is not None else binding_edges(jg, sched)
+    t = sched.t
+    us, vs = [], []
+    v = int(end_node)
+    while src_of[v] >= 0 and t[v] > start_t:
+        u = int(src_of[v])
+        us.append(u)
+        vs.append(v)
+        v = u
+    u_arr = np.asarray(us[::-1], dtype=np.int64)
+    v_arr = np.asarray(vs[::-1], dtype=np.int64)
+    start = np.maximum(t[u_arr], start_t)
+    dur = t[v_arr] - start
+    keep = dur > 0
+    u_arr, v_arr, start, dur = u_arr[keep], v_arr[keep], start[keep], dur[keep]
+    ranks, kinds, names = _describe(jg, u_arr, v_arr, typ_of[v_arr])
+    return pd.DataFrame({"rank": ranks, "kind": kinds, "name": names,
+                         "start(us)": (start - start_t) / 1e3, "dur(us)": dur / 1e3},
+                        columns=PATH_COLUMNS)
+
+
+def binding_edges(jg: JobGraph, sched: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, the source and the type of its binding edge in ``sched`` (-1: none)."""
     src_of = np.full(jg.num_nodes, -1, dtype=np.int64)
     typ_of = np.full(jg.num_nodes, -1, dtype=np.int64)
     has = sched.via >= 0
     # via indexes the edges the schedule saw; the unchanged replay uses the job's edges
     src_of[has] = jg.src[sched.via[has]]
     typ_of[has] = jg.type[sched.via[has]]
-    segs = []
-    v = int(end_node)
-    t = sched.t
-    while src_of[v] >= 0 and t[v] > start_t:
-        u = int(src_of[v])
-        segs.append((u, v, int(typ_of[v])))
-        v = u
-    segs.reverse()
-    rows = []
-    for u, v, ty in segs:
-        s = max(int(t[u]), start_t)
-        dur = int(t[v]) - s
-        if dur <= 0:
-            continue
-        rows.append((_rank(jg, v, u), _kind(jg, u, v, ty), _name(jg, v, u), (s - start_t) / 1e3,
-                     dur / 1e3))
-    return pd.DataFrame(rows, columns=PATH_COLUMNS)
+    return src_of, typ_of
 
 
 def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, int]:
@@ -96,38 +104,36 @@ def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, 
     return best[1], best[2]
 
 
-def _rank(jg: JobGraph, v: int, u: int) -> int:
-    pos = int(jg.node_pos[v]) if int(jg.node_pos[v]) >= 0 else int(jg.node_pos[u])
-    return jg.ranks[pos].rank
-
-
-def _is_comm(jg: JobGraph, v: int) -> bool:
-    pos = int(jg.node_pos[v])
-    if pos < 0:
-        return True
-    ev = jg.ranks[pos].trace.events
-    return bool(work_class(ev["kind"].iloc[[int(jg.node_row[v])]])[0] == COMM)
-
-
-def _kind(jg: JobGraph, u: int, v: int, ty: int) -> str:
-    if ty in (EDGE["cpu"], EDGE["thread"]):
-        return "cpu"
-    if ty == EDGE["launch"]:
-        return "launch"
-    if ty == EDGE["gpu"]:
-        return "comm" if _is_comm(jg, v) else "gpu"
-    if ty == EDGE["collective"]:
-        return "wait" if int(jg.node_pos[v]) < 0 else "comm"
-    return "wait"
-
-
-def _name(jg: JobGraph, v: int, u: int) -> str:
-    node = v if int(jg.node_pos[v]) >= 0 else u
-    pos = int(jg.node_pos[node])
-    if pos < 0:
-        return "collective"
-    g = jg.ranks[pos]
-    return g.trace.symbols[int(g.trace.events["name"].iloc[int(jg.node_row[node])])]
+def _describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment ``u -> v`` (binding edge type ``ty``): its rank (of ``v``, else of
+    ``u`` for a barrier), kind and name (of the event whose point is ``v``, else ``u``;
+    ``collective`` for a barrier between two barriers)."""
+    node = np.where(jg.node_pos[v] >= 0, v, u)
+    pos = jg.node_pos[node]
+    rank_of = np.asarray([g.rank for g in jg.ranks] + [-1], dtype=np.int64)
+    ranks = rank_of[pos]
+    names = np.full(node.size, "collective", dtype=object)
+    v_comm = jg.node_pos[v] < 0  # a barrier's edge into a kernel end is communication
+    for i, g in enumerate(jg.ranks):
+        here = pos == i
+        if here.any():
+            ev = g.trace.events
+            rows = jg.node_row[node[here]]
+            sym = np.asarray(g.trace.symbols, dtype=object)
+            names[here] = sym[ev["name"].to_numpy()[rows]]
+        mine = jg.node_pos[v] == i
+        if mine.any():
+            cls = work_class(g.trace.events["kind"].iloc[jg.node_row[v[mine]]])
+            v_comm[mine] = cls == COMM
+    kinds = np.full(node.size, "wait", dtype=object)
+    kinds[np.isin(ty, [EDGE["cpu"], EDGE["thread"]])] = "cpu"
+    kinds[ty == EDGE["launch"]] = "launch"
+    gpu = ty == EDGE["gpu"]
+    kinds[gpu] = np.where(v_comm[gpu], "comm", "gpu")
+    coll = ty == EDGE["collective"]
+    kinds[coll] = np.where(jg.node_pos[v[coll]] < 0, "wait", "comm")
+    return ranks, kinds, names
 
 
 #: Columns of :func:`step_bounds`.
