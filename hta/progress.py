@@ -24,9 +24,6 @@ class _NoBar:
     def update(self, n: int = 1) -> None:
         """Do nothing."""
 
-    def set_postfix_str(self, text: str) -> None:
-        """Do nothing."""
-
 
 def in_jupyter_kernel() -> bool:
     """Whether this process is a Jupyter (IPython) kernel."""

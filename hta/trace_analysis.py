@@ -36,7 +36,6 @@ from hta.model.trace import map_ranks
 if TYPE_CHECKING:
     from hta.job.executors import Executor
     from hta.model.job import Job
-    from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -164,14 +163,6 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""
         return pd.DataFrame(self.rules.describe())
-
-
-def _drop_last_step(rt: RankTrace) -> None:
-    """Remove the events of the rank's last ProfilerStep (kept for older imports; see
-    :func:`hta.job.load.drop_last_step`)."""
-    from hta.job.load import drop_last_step
-
-    drop_last_step(rt)
 
 
 def __getattr__(name: str) -> Any:

@@ -59,7 +59,6 @@ DIRECTION = {
     "memcpy_other": "Memcpy Other",
     "memset": "Memset",
 }
-DIRECTIONS = list(DIRECTION.values())
 _MEMORY_CODES = kind_codes(MEMORY_KINDS)
 _DIRECTION_BY_CODE = np.array([DIRECTION.get(k, "") for k in KINDS], dtype=object)
 

@@ -275,11 +275,6 @@ class Printer:
             if rich or console.is_terminal:
                 self.console = console
 
-    @property
-    def is_rich(self) -> bool:
-        """True when printing rich tables."""
-        return self.console is not None
-
     def line(self, text: str = "", style: str | None = None) -> None:
         """One line of text (styled on a terminal)."""
         if self.console is None:

@@ -306,10 +306,6 @@ class DaskExecutor(Executor):
                 bar.update(1)
         return results
 
-    def worker_addresses(self) -> list[str]:
-        """Addresses of the workers now connected."""
-        return sorted(self.client.scheduler_info().get("workers", {}))
-
 
 def _dask_outcome(future: Any) -> Outcome | None:
     """The outcome of a Dask future (waiting for it if it is being computed again);

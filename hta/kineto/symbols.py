@@ -27,7 +27,3 @@ class SymbolTable:
                     strings.append(text)
                 index[key] = index[text]
         return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
-
-    def id_of(self, value: str) -> int:
-        """Return the id of one string, adding it when unseen."""
-        return int(self.ids([value])[0])

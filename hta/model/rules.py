@@ -263,14 +263,6 @@ def _matcher_for(rules: tuple[Rule, ...]) -> _Matcher:
     return found
 
 
-@dataclass(frozen=True)
-class Classification:
-    """Kinds per symbol pair and which kernel names fell through to the fallback."""
-
-    codes: np.ndarray
-    unmatched_kernel_pairs: frozenset[int]
-
-
 class RuleSet:
     """An ordered rule table: user rules first, then the defaults."""
 

@@ -77,7 +77,6 @@ SYMBOL_COLUMNS: dict[str, tuple[str, ...]] = {
     name: tuple(c.name for c in t.columns if c.unit == SYMBOL_ID) for name, t in TABLES.items()
     if any(c.unit == SYMBOL_ID for c in t.columns)
 }
-EVENT_SYMBOL_COLUMNS = tuple(c.name for c in EVENT_COLUMNS if c.unit == SYMBOL_ID)
 
 KIND_DTYPE = pd.CategoricalDtype(list(KINDS))
 #: NumPy dtype of each numeric events column. Row numbers, links and step numbers are
