@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"hta: error: {exc.for_command_line()}", file=sys.stderr)
-        return EXIT_TRACE_ERROR
+        return exc.exit_code
     except BrokenPipeError:
         # the reader went away (``hta summary DIR | head``): what it read is what it
         # wanted, so stop quietly with 0, as ``head`` expects of its writer; stdout goes

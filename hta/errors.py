@@ -12,7 +12,9 @@ class TraceError(Exception):
     as ``trace_files=``); :meth:`for_command_line` is what the ``hta`` command prints, with
     the hint that applies there."""
 
-    exit_code = 2
+    #: The ``hta`` command's exit status for it (docs/cli.md: 3, the traces cannot be
+    #: read); :data:`hta.commands.args_and_output.EXIT_TRACE_ERROR` is this number.
+    exit_code = 3
     #: The message for the command line, when it differs from ``str(error)``.
     cli_message: str | None = None
 

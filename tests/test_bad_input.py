@@ -52,7 +52,7 @@ def load_error(path: Path) -> TraceLoadError:
     err = info.value
     assert err.path == str(path)
     assert str(err).startswith(f"{path}: ")  # the message names the file first
-    assert isinstance(err, TraceError) and err.exit_code == 2
+    assert isinstance(err, TraceError) and err.exit_code == 3  # hta's trace-error status
     return err
 
 

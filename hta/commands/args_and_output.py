@@ -12,13 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from hta.errors import TraceError
+
 if TYPE_CHECKING:
     import pandas as pd
 
+# The ``hta`` command's exit statuses, the table of docs/cli.md; every command and
+# :func:`hta.cli.main` use these names, and the errors carry theirs as ``exit_code``.
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_TRACE_ERROR = 3
+EXIT_TRACE_ERROR = TraceError.exit_code  # 3: the traces cannot be read
 EXIT_INTERRUPTED = 130
 
 

@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hta.commands.args_and_output import (
+    EXIT_OK,
     UsageError,
     dumps,
     finite,
@@ -28,7 +29,6 @@ from hta.commands.missing_ranks import report_missing_ranks
 if TYPE_CHECKING:
     import pandas as pd
 
-EXIT_OK = 0
 NAME_WIDTH = 90
 
 
