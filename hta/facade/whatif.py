@@ -70,14 +70,37 @@ class WhatIfMixin:
         jg, base = self._whatif_job()
         return findings_with_changes(findings, jg, base, getattr(self, "rules", None))
 
-    def get_step_bounds(self) -> pd.DataFrame:
-        """Per step: which rank and which work bound the job's step, and the step if that
-        rank were at the median (``no-stragglers`` on that rank alone). See
-        :func:`hta.analysis.whatif.jobpath.step_bounds`."""
-        from hta.analysis.whatif.jobpath import step_bounds
+    def get_step_bounds(self, iterations: Iterable[int] | int | None = None
+                        ) -> pd.DataFrame:
+        """Per step (``iterations``: those only): which rank and which work bound the job's
+        step, the step if that rank were at the median (``no-stragglers`` on that rank
+        alone), the measured step and the replay's error. See
+        :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
+        return self._step_bound(iterations)[0].copy()
 
-        jg, base = self._whatif_job()
-        return step_bounds(jg, base, getattr(self, "rules", None))
+    def get_job_step_bound(self, iterations: Iterable[int] | int | None = None
+                           ) -> dict[str, Any] | None:
+        """What bounds the job's step over the steps (``iterations``: those only): the rank
+        bounding the most steps, the work on the job's critical path by kind and its
+        largest piece, the mean step if that rank alone were at the median
+        (``no-stragglers:RANK``) and the replay's error; None without a step. What ``hta
+        summary`` and ``hta report`` show. See
+        :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
+        found = self._step_bound(iterations)[1]
+        return dict(found) if found is not None else None
+
+    def _step_bound(self, iterations: Iterable[int] | int | None
+                    ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+        from hta.analysis.whatif.jobpath import job_step_bound
+
+        steps = None if iterations is None else \
+            [int(iterations)] if isinstance(iterations, int) else [int(i) for i in iterations]
+        key = None if steps is None else tuple(steps)
+        done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
+        if key not in done:
+            jg, base = self._whatif_job()
+            done[key] = job_step_bound(jg, base, getattr(self, "rules", None), steps)
+        return done[key]
 
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
         """The longest path through the job graph for one step (``iteration``: its

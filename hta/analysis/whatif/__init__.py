@@ -83,12 +83,14 @@ def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list
 
 
 def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None = None,
-            rules: RuleSet | None = None, base: Schedule | None = None) -> pd.DataFrame:
-    """:data:`COLUMNS` for a built job graph (see :func:`what_if`)."""
+            rules: RuleSet | None = None, base: Schedule | None = None,
+            modelled: bool = True) -> pd.DataFrame:
+    """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
+    the stricter replay is not run and ``modelled_error_pctg`` is NaN."""
     parsed = parse_changes(changes)
     base = base or replay(jg)
     changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
-    modelled = replay(jg, modelled_edits(jg))
+    strict = replay(jg, modelled_edits(jg)) if modelled else None
     rows = []
     for i, g in enumerate(jg.ranks):
         if len(g.steps):
@@ -98,7 +100,8 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
             measured = g.steps["dur"].to_numpy(np.int64)
             rep = base.t[e_nodes] - base.t[s_nodes]
             pred = changed.t[e_nodes] - changed.t[s_nodes]
-            mod = modelled.t[e_nodes] - modelled.t[s_nodes]
+            mod = strict.t[e_nodes] - strict.t[s_nodes] if strict is not None else np.full(
+                steps.size, np.nan)
         else:
             mine = np.flatnonzero(jg.node_pos == i)
             if not mine.size:
@@ -107,7 +110,8 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
             measured = np.asarray([jg.node_ts[mine].max() - jg.node_ts[mine].min()])
             rep = np.asarray([base.t[mine].max() - base.t[mine].min()])
             pred = np.asarray([changed.t[mine].max() - changed.t[mine].min()])
-            mod = np.asarray([modelled.t[mine].max() - modelled.t[mine].min()])
+            mod = np.asarray([strict.t[mine].max() - strict.t[mine].min()
+                              if strict is not None else np.nan])
         rows.append(pd.DataFrame({
             "rank": np.full(steps.size, g.rank, dtype=np.int64), "step": steps,
             "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,

@@ -28,6 +28,8 @@ so the durations add up to the step's replayed duration exactly.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -138,41 +140,142 @@ def _describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
 
 #: Columns of :func:`step_bounds`.
 BOUND_COLUMNS = ["step", "rank", "step(us)", "bound_by", "bound_share_pctg", "top_work",
-                 "top_work(us)", "at_median(us)", "saving_at_median(us)"]
+                 "top_work(us)", "at_median(us)", "saving_at_median(us)", "work_shares",
+                 "measured(us)", "replay_error_pctg", "modelled_error_pctg"]
+
+#: A kind of work is named in ``work_shares`` from this share (%) of the path on.
+SHARE_SHOWN_PCTG = 0.5
 
 
-def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None) -> pd.DataFrame:
-    """Per step, what bounds the job: the rank holding the most time of the job's critical
-    path (``rank``; ``step(us)``: the job's replayed step, the path's length), the kind of
-    work with the most time on the path (``bound_by``, its share), the single piece of
-    work with the most time on it (``top_work``: kind and name, ``top_work(us)``), and the
-    job's step if that rank's GPU work between collectives took the median across ranks
-    (``at_median(us)``: ``no-stragglers:RANK``; ``saving_at_median(us)`` = replayed -
-    that)."""
+def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None,
+                steps: list[int] | None = None) -> pd.DataFrame:
+    """Per step (``steps``: those only; None: every step, or -1 for a trace without
+    ``ProfilerStep``), what bounds the job: :data:`BOUND_COLUMNS`, the first table of
+    :func:`job_step_bound` (its docstring)."""
+    return job_step_bound(jg, sched, rules, steps)[0]
+
+
+def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
+                   steps: list[int] | None = None
+                   ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """What bounds the job's step, per step and over the steps.
+
+    Per step (the table, :data:`BOUND_COLUMNS`): the rank holding the most time of the
+    job's critical path (``rank``; ``step(us)``: the job's replayed step, the path's
+    length), the kind of work with the most time on the path (``bound_by``, its share
+    ``bound_share_pctg``; ``work_shares``: every kind's share, e.g. ``gpu 62%, cpu 20%``),
+    the single piece of work with the most time on it (``top_work``: kind and name,
+    ``top_work(us)``), the job's step if that rank's GPU work between collectives took the
+    median across ranks (``at_median(us)``: ``no-stragglers:RANK``;
+    ``saving_at_median(us)`` = ``step(us)`` - that, negative when the median is slower),
+    the job's measured step (``measured(us)``, the slowest rank's) and the replay's
+    honesty figures for it: ``replay_error_pctg`` = 100 * (``step(us)`` - measured) /
+    measured, and ``modelled_error_pctg``, the same for the stricter replay (the slowest
+    rank's step there; :func:`hta.analysis.whatif.what_if`).
+
+    Over the steps (the dict; None without a step): ``steps``; ``rank``, the rank bounding
+    the most steps (ties: the most time on the paths) and ``rank_steps``, how many;
+    ``other_ranks``, the ranks bounding the other steps; ``work_shares``, ``bound_by``,
+    ``bound_share_pctg`` and ``top_work`` over all the steps' paths; ``top_work(us)``,
+    ``measured(us)``, ``replayed(us)`` (the job's step, replayed), ``at_median(us)`` (the
+    job's step with ``no-stragglers:RANK`` on that one rank) and ``saving_at_median(us)``
+    as means per step; ``change`` (``no-stragglers:RANK``); and the honesty figures per
+    rank and step as ``hta whatif`` prints them: ``replay_error_median_pctg``,
+    ``replay_error_worst_pctg``, ``modelled_error_median_pctg``,
+    ``modelled_error_worst_pctg`` (absolute values).
+    """
     from hta.analysis.whatif import predict
 
-    steps: list[int] = sorted({int(s) for g in jg.ranks for s in g.steps["step"].tolist()})
-    if not steps:
-        steps = [-1]
-    rows = []
+    every = sorted({int(s) for g in jg.ranks for s in g.steps["step"].tolist()}) or [-1]
+    wanted = every if steps is None else [s for s in every if s in set(steps)]
+    binding = binding_edges(jg, sched)
+    unchanged = predict(jg, None, rules, base=sched)
+    unchanged = unchanged[unchanged["step"].isin(wanted)]
     cache: dict[int, pd.DataFrame] = {}
-    for step in steps:
-        path = job_critical_path(jg, sched, step)
+
+    def at_median(rank: int) -> pd.Series:
+        """The job's predicted step per step with ``no-stragglers:rank``."""
+        if rank not in cache:
+            table = predict(jg, f"no-stragglers:{rank}", rules, base=sched, modelled=False)
+            cache[rank] = table.groupby("step")["job_predicted(us)"].max()
+        return cache[rank]
+
+    rows, paths = [], []
+    job = _job_figures(unchanged)
+    for step in wanted:
+        path = job_critical_path(jg, sched, step, binding)
         if not len(path):
             continue
+        paths.append(path)
         total = float(path["dur(us)"].sum())
         by_kind = path.groupby("kind")["dur(us)"].sum().sort_values(ascending=False)
         by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
         end_rank = int(path.groupby("rank")["dur(us)"].sum().idxmax())
-        if end_rank not in cache:
-            cache[end_rank] = predict(jg, f"no-stragglers:{end_rank}", rules, base=sched)
-        table = cache[end_rank]
-        at_step = table[table["step"] == step]
-        replayed = float(at_step["replayed(us)"].max()) if len(at_step) else total
-        at_median = float(at_step["job_predicted(us)"].max()) if len(at_step) else total
+        med = float(at_median(end_rank).get(step, total))
         kind, name = by_work.index[0]
+        measured, modelled = job.get(step, (float("nan"), float("nan")))
         rows.append((step, end_rank, total, by_kind.index[0],
-                     100.0 * float(by_kind.iloc[0]) / total if total else 0.0,
-                     f"{kind}: {name}", float(by_work.iloc[0]), at_median,
-                     replayed - at_median))
-    return pd.DataFrame(rows, columns=BOUND_COLUMNS)
+                     _pct(float(by_kind.iloc[0]), total), f"{kind}: {name}",
+                     float(by_work.iloc[0]), med, total - med, _shares(by_kind, total),
+                     measured, _err(total, measured), _err(modelled, measured)))
+    table = pd.DataFrame(rows, columns=BOUND_COLUMNS)
+    if not len(table):
+        return table, None
+    return table, _over_steps(table, pd.concat(paths, ignore_index=True), unchanged,
+                              at_median)
+
+
+def _job_figures(unchanged: pd.DataFrame) -> dict[int, tuple[float, float]]:
+    """Per step: the job's measured step and its step in the stricter replay (each the
+    slowest rank's)."""
+    m = unchanged["measured(us)"]
+    strict = m * (1 + unchanged["modelled_error_pctg"] / 100)
+    by = pd.DataFrame({"step": unchanged["step"], "m": m, "s": strict}).groupby("step").max()
+    return {int(k): (float(r["m"]), float(r["s"])) for k, r in by.iterrows()}
+
+
+def _over_steps(table: pd.DataFrame, path: pd.DataFrame, unchanged: pd.DataFrame,
+                at_median: Any) -> dict[str, Any]:
+    """The dict of :func:`job_step_bound` from its table and the steps' paths."""
+    per_rank = table.groupby("rank").agg(n=("step", "size"), t=("step(us)", "sum"))
+    per_rank = per_rank.sort_values(["n", "t"], ascending=False, kind="stable")
+    rank = int(per_rank.index[0])
+    total = float(path["dur(us)"].sum())
+    by_kind = path.groupby("kind")["dur(us)"].sum().sort_values(ascending=False)
+    by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
+    kind, name = by_work.index[0]
+    n = len(table)
+    med = at_median(rank).reindex(table["step"].to_numpy())
+    med = med.fillna(table.set_index("step")["step(us)"])
+    replayed = float(table["step(us)"].mean())
+    rep = unchanged["replay_error_pctg"].abs()
+    mod = unchanged["modelled_error_pctg"].abs()
+    return {
+        "steps": [int(s) for s in table["step"]], "rank": rank,
+        "rank_steps": int(per_rank["n"].iloc[0]),
+        "other_ranks": sorted(int(r) for r in per_rank.index[1:]),
+        "work_shares": _shares(by_kind, total), "bound_by": str(by_kind.index[0]),
+        "bound_share_pctg": _pct(float(by_kind.iloc[0]), total),
+        "top_work": f"{kind}: {name}", "top_work(us)": float(by_work.iloc[0]) / n,
+        "measured(us)": float(table["measured(us)"].mean()), "replayed(us)": replayed,
+        "at_median(us)": float(med.mean()), "saving_at_median(us)": replayed - float(med.mean()),
+        "change": f"no-stragglers:{rank}",
+        "replay_error_median_pctg": float(rep.median()) if len(rep) else float("nan"),
+        "replay_error_worst_pctg": float(rep.max()) if len(rep) else float("nan"),
+        "modelled_error_median_pctg": float(mod.median()) if len(mod) else float("nan"),
+        "modelled_error_worst_pctg": float(mod.max()) if len(mod) else float("nan"),
+    }
+
+
+def _pct(part: float, total: float) -> float:
+    return 100.0 * part / total if total else 0.0
+
+
+def _err(value: float, measured: float) -> float:
+    return 100.0 * (value - measured) / measured if measured > 0 else float("nan")
+
+
+def _shares(by_kind: pd.Series, total: float) -> str:
+    """``gpu 62%, cpu 20%, ...``: each kind's share of the path, largest first."""
+    return ", ".join(f"{k} {_pct(float(v), total):.0f}%" for k, v in by_kind.items()
+                     if _pct(float(v), total) >= SHARE_SHOWN_PCTG)
