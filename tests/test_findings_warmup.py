@@ -30,10 +30,12 @@ def test_first_call_free_is_a_one_time_cost_not_host_sync(tmp_path):
     assert ot.rows.size == 1 and int(ot.end[0] - ot.start[0]) == expected
     # no ProfilerStep: the findings describe the steady state after the cost
     rt = trace.rank(0)
-    assert analysis_window(rt) == (int(ot.end[0]), int(rt.events["end"].max()))
+    # from the next iteration on: the second call starts 4 µs after the first ends
+    window = analysis_window(rt)
+    assert window == (int(ot.end[0]) + 4_000, int(rt.events["end"].max()))
     assert "steady state" in note["evidence"] and "steady state" in window_text(rt)
     assert "left out" in window_text(rt)
-    assert result.coverage.iloc[0]["window(us)"] * 1e3 == analysis_window(rt)[1] - ot.end[0]
+    assert result.coverage.iloc[0]["window(us)"] * 1e3 == window[1] - window[0]
 
 
 def test_recurring_free_is_host_sync_not_warm_up(tmp_path):
@@ -158,25 +160,95 @@ def test_conv_without_tuning_is_not_one_time(tmp_path):
 
 
 def test_the_repeating_iteration_is_found(tmp_path):
-    """Ten calls of aten::linear, the first one-time: the steady state holds nine, one
-    top-level call a repeat, 20 µs apart (16 µs call + 4 µs)."""
-    from hta.analysis.findings.warmup import repeating_iteration
+    """Ten calls of aten::linear, the first one-time: ten iterations of one top-level call,
+    the first a warm-up one; the steady state holds nine, 20 µs apart (16 µs call +
+    4 µs)."""
+    from hta.analysis.findings.warmup import iterations_found
 
     trace, _ = cases.warm_up(tmp_path)
     rt = trace.rank(0)
-    rep = repeating_iteration(rt, analysis_window(rt))
-    assert rep is not None
-    assert (rep.calls, rep.repeats, rep.median_ns) == (1, 9.0, cases.WARM_OP_NS + 4_000)
-    assert "repeats a sequence of 1 top-level calls 9.0 times, 20.0 µs each" in window_text(rt)
+    it = iterations_found(rt)
+    assert it is not None
+    assert (it.calls, it.starts.size, it.warm_up) == (1, 10, 1)
+    assert it.median_ns == cases.WARM_OP_NS + 4_000
+    assert it.count_in(analysis_window(rt)) == 9
+    assert "9 iterations of 1 top-level calls (from one aten::linear to the next), " \
+        "20.0 µs each" in window_text(rt)
 
 
 def test_no_repetition_no_iteration(tmp_path):
-    from hta.analysis.findings.warmup import repeating_iteration
+    from kineto_builder import TraceBuilder
 
-    trace, _ = cases.warm_up(tmp_path, free_ns=0, iterations=3)
+    from hta.analysis.findings.warmup import iterations_found
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    for k, name in enumerate(["aten::a", "aten::b", "aten::c", "aten::d", "aten::e"]):
+        b.cpu_op(name, ts=k * 50_000, dur=20_000)
+        b.launch_kernel(f"k{k}", cpu_ts=k * 50_000 + 1_000, cpu_dur=5_000,
+                        gpu_ts=k * 50_000 + 10_000, gpu_dur=10_000)
+    b.write(tmp_path / "rank-0.json")
+    rt = load(tmp_path, progress=False, cache=False).rank(0)
+    assert iterations_found(rt) is None
+    assert "iterations of" not in window_text(rt)
+
+
+def _loop(tmp_path, first_ms: float, iterations: int = 8, extra_first: int = 0):
+    """A loop of ``iterations`` iterations of randn, three linears and an optimizer step
+    (each call 20 µs on the CPU, its kernel 10 µs), 200 µs apart. The first iteration's
+    calls each take ``first_ms`` more in total (spread over its five calls: none alone
+    10x its later calls when short), and it holds ``extra_first`` more calls (the
+    optimizer creating its state)."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    names = ["aten::randn", "aten::linear", "aten::linear", "aten::linear",
+             "aten::_foreach_add_"]
+    for k in range(iterations):
+        calls = names + (["aten::zeros_like"] * extra_first if k == 0 else [])
+        each = 20_000 + (int(first_ms * 1e6) // len(calls) if k == 0 else 0)
+        for name in calls:
+            b.cpu_op(name, ts=t, dur=each)
+            b.launch_kernel(f"{name}_kernel", cpu_ts=t + 1_000, cpu_dur=5_000,
+                            gpu_ts=t + 8_000, gpu_dur=10_000)
+            t += each + 20_000
+        t += 100_000
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path, progress=False, cache=False)
+
+
+def test_a_slow_first_iteration_is_warm_up_whatever_its_calls(tmp_path):
+    from hta.analysis.findings.warmup import WARM_ITERATION_FACTOR, iterations_found
+
+    trace = _loop(tmp_path, first_ms=3.0, extra_first=3)
     rt = trace.rank(0)
-    assert repeating_iteration(rt, analysis_window(rt)) is None
-    assert "repeats" not in window_text(rt)
+    it = iterations_found(rt)
+    assert it is not None and it.calls == 5 and it.warm_up == 1
+    assert it.starts.size == 8
+    steady = 5 * 40_000 + 100_000
+    assert it.median_ns == steady
+    assert it.durations[0] >= WARM_ITERATION_FACTOR * steady
+    # the window starts with the second iteration, at its randn
+    assert analysis_window(rt)[0] == int(it.starts[1])
+    out = find(trace)
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert "its first 1 iteration(s)" in note["evidence"]
+    assert "the 7 after" in note["evidence"]
+    assert "7 iterations of 5 top-level calls" in window_text(rt)
+
+
+def test_even_iterations_are_not_warm_up(tmp_path):
+    from hta.analysis.findings.warmup import iterations_found
+
+    trace = _loop(tmp_path, first_ms=0.0)
+    rt = trace.rank(0)
+    it = iterations_found(rt)
+    assert it is not None and it.warm_up == 0 and it.starts.size == 8
+    assert analysis_window(rt) == (int(rt.events["ts"].min()), int(rt.events["end"].max()))
+    assert "warmup" not in _rules(find(trace))
 
 
 def _python_launches(tmp_path, slow_first: bool):

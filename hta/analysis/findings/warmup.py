@@ -41,13 +41,19 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 
 **The steady state.** On a rank without ``ProfilerStep`` spans the analysed window
 (:func:`~hta.analysis.findings.base.analysis_window`) is the steady state
-(:func:`steady_window`): from the end of the latest one-time cost after which at least
-:data:`MIN_STEADY_WORK` (a quarter) of the rank's GPU work starts, to the end of the
-trace; the whole trace when there is no such cost. The note then lists the costs from
-the start of the trace (what the window leaves out) and says where the window starts;
-:func:`window_text` says which window the findings describe,
-with the repeating iteration in it (:func:`repeating_iteration`) when the top-level calls
-repeat.
+(:func:`steady_window`) to the end of the trace. It starts at the later of two points:
+the end of the latest one-time cost after which at least :data:`MIN_STEADY_WORK` (a
+quarter) of the rank's GPU work starts, and the first iteration after the *warm-up
+iterations*. The iterations are found by repetition (:func:`iterations_found`): the
+rank's top-level calls repeat with a period, and one call that runs once a period marks
+where each iteration starts; the leading iterations that ran at least
+:data:`WARM_ITERATION_FACTOR` times the median of the later ones are warm-up, whatever
+made them slow (many first calls each too short to judge alone, the optimizer creating
+its state, a backward pass compiled on its first call). A start inside an iteration
+moves on to the next iteration, so the window holds whole iterations. The whole trace
+when there is neither. The note then lists the costs and the warm-up iterations from the
+start of the trace (what the window leaves out) and says where the window starts;
+:func:`window_text` says which window the findings describe, with its iterations.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ SETUP = re.compile(
     r"^(cuda|hip)(StreamCreate|EventCreate)|^cu(Module|Library)Load|^cuInit$|^cuCtxCreate"
     r"|^cuDevicePrimaryCtxRetain|^(cublas|cublasLt|cudnn|miopen|rocblas|hipblas)Create"
     r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|_compile\.compile_inner"
-    r"|^(Torch)?Dynamo|compile_fx|^CompileFunction|[Aa]utotune|cudnnFind|benchmark_fusion"
+    r"|^(Torch)?Dynamo|compile_fx|^entire_(frame|backward)_compile|^CompileFunction|[Aa]utotune|cudnnFind|benchmark_fusion"
 )
 #: Convolution operators whose library may time its algorithms on the first call of a
 #: shape (cuDNN with ``torch.backends.cudnn.benchmark = True``, MIOpen find).
@@ -162,52 +168,105 @@ MIN_STEADY_WORK = 0.25
 
 
 def steady_window(rt: RankTrace) -> tuple[int, int, int] | None:
-    """The steady state of a rank without ``ProfilerStep`` spans: ``(start, end, row)``,
-    from the end of its latest one-time cost (``row``) after which at least
-    :data:`MIN_STEADY_WORK` of its GPU work starts, to the end of its last event; None
-    when the rank has no such cost (the window is then the whole trace)."""
+    """The steady state of a rank without ``ProfilerStep`` spans: ``(start, end, row)``
+    to the end of its last event, from the later of the end of its latest one-time cost
+    (``row``) after which at least :data:`MIN_STEADY_WORK` of its GPU work starts and the
+    first iteration after the warm-up iterations (:func:`iterations_found`; ``row`` -1),
+    moved on to the start of the next iteration when the trace repeats one; None when
+    the rank has neither (the window is then the whole trace)."""
     return derived(rt, "findings.steady_window", lambda: _steady(rt))
 
 
 def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
-    ot = one_time_costs(rt)
     ev = rt.events
-    if not ot.rows.size or not len(ev):
+    if not len(ev):
         return None
-    g = np.sort(ev["ts"].to_numpy()[gpu_rows(rt)])
     end = int(ev["end"].max())
-    for i in np.argsort(-ot.end, kind="stable").tolist():
-        after = g.size - np.searchsorted(g, ot.end[i], side="left")
-        if after >= MIN_STEADY_WORK * g.size and after > 0:
-            return int(ot.end[i]), end, int(ot.rows[i])
-    return None
+    start: int | None = None
+    row = -1
+    ot = one_time_costs(rt)
+    if ot.rows.size:
+        g = np.sort(ev["ts"].to_numpy()[gpu_rows(rt)])
+        for i in np.argsort(-ot.end, kind="stable").tolist():
+            after = g.size - np.searchsorted(g, ot.end[i], side="left")
+            if after >= MIN_STEADY_WORK * g.size and after > 0:
+                start, row = int(ot.end[i]), int(ot.rows[i])
+                break
+    it = iterations_found(rt)
+    if it is None:
+        return None if start is None else (start, end, row)
+    if start is not None:  # from the next iteration on: whole iterations
+        k = int(np.searchsorted(it.starts, start, side="left"))
+        if k < it.starts.size:
+            start = int(it.starts[k])
+    if it.warm_up and (start is None or it.steady_start > start):
+        start, row = it.steady_start, -1
+    return None if start is None else (start, end, row)
 
 
 #: Top-level calls of the main thread looked at for the repeating iteration.
 MAX_SEQUENCE = 20_000
+#: Candidate periods scored when looking for the repeating iteration (the smallest
+#: distances between two calls of the same name that occur at least twice).
+MAX_PERIODS = 256
+#: A leading iteration is warm-up when it ran at least this many times the median of the
+#: iterations after the first.
+WARM_ITERATION_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
-class Repeat:
-    """The repeating iteration of a window without ProfilerStep: ``calls`` top-level calls
-    a repeat, ``repeats`` (how many fit in the window, fractional) and ``median_ns`` (the
-    median time from a call to the same call one repeat later)."""
+class Iterations:
+    """The repeating iteration of a rank without ProfilerStep (:func:`iterations_found`).
 
+    ``starts`` (ns) are the starts of the iterations: each call of the *anchor*, the
+    top-level call that runs once per repetition and is seen first in the trace;
+    ``end`` is where the last one ends (the end of the last call of the repeating region
+    on that thread). ``calls`` is the number of top-level calls a repetition holds and
+    ``warm_up`` how many leading iterations ran at least :data:`WARM_ITERATION_FACTOR`
+    times the median of the iterations after the first."""
+
+    starts: np.ndarray
+    end: int
     calls: int
-    repeats: float
-    median_ns: int
+    anchor: int
+    warm_up: int
+
+    @property
+    def durations(self) -> np.ndarray:
+        """Each iteration's duration (ns)."""
+        return np.diff(np.r_[self.starts, self.end])
+
+    @property
+    def median_ns(self) -> int:
+        """The median duration of the iterations after the warm-up ones."""
+        d = self.durations[self.warm_up:]
+        return int(np.median(d)) if d.size else 0
+
+    @property
+    def steady_start(self) -> int:
+        """The start of the first iteration after the warm-up ones."""
+        return int(self.starts[min(self.warm_up, self.starts.size - 1)])
+
+    def count_in(self, window: tuple[int, int]) -> int:
+        """How many iterations start inside ``window``."""
+        return int(((self.starts >= window[0]) & (self.starts < window[1])).sum())
 
 
-def repeating_iteration(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
-    """The repeating iteration in ``window``: the sequence of top-level call names
-    (operators and runtime calls with no call around them) of the thread with the most of
-    them, its first :data:`MAX_SEQUENCE`, has a smallest period (the prefix function of
-    the sequence: the shortest ``p`` with ``seq[i] == seq[i + p]`` everywhere) that fits
-    at least twice; None when it does not (a single iteration, or no repetition)."""
-    return derived(rt, ("findings.repeat", window), lambda: _repeat(rt, window))
+def iterations_found(rt: RankTrace) -> Iterations | None:
+    """The repeating iteration of the rank's top-level calls (operators and runtime calls
+    with no call around them), on the thread with the most of them, its first
+    :data:`MAX_SEQUENCE`: the period ``p`` of the longest run where each call's name is
+    the name ``p`` calls later (the smallest such ``p`` within 5 % of the longest run,
+    among the distances between calls of the same name); the anchor is the call seen
+    first in the trace among those that occur once a period; the iterations run from one
+    call of the anchor to the next. A warm-up iteration (a first call of an operator, a
+    library's set-up, compilation, allocator growth, the optimizer's state) is longer
+    than the others, so the run starts after it but the anchor's calls still mark it.
+    None when nothing repeats at least twice."""
+    return derived(rt, "findings.iterations", lambda: _iterations(rt))
 
 
-def _repeat(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
+def _iterations(rt: RankTrace) -> Iterations | None:
     ev = rt.events
     if not len(ev):
         return None
@@ -217,27 +276,68 @@ def _repeat(rt: RankTrace, window: tuple[int, int]) -> Repeat | None:
     is_call = np.zeros(len(ev), dtype=bool)
     is_call[calls] = True
     top = _top_level(parent, is_call, calls)
-    ts, tid = ev["ts"].to_numpy(), ev["tid"].to_numpy()
-    top = top[(ts[top] >= window[0]) & (ts[top] < window[1])]
     if top.size < 4:
         return None
+    ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
     threads, counts = np.unique(tid[top], return_counts=True)
     top = top[tid[top] == threads[np.argmax(counts)]]
     top = top[np.argsort(ts[top], kind="stable")][:MAX_SEQUENCE]
-    seq = ev["name"].to_numpy()[top].tolist()
-    n, k = len(seq), 0
-    pi = [0] * n
-    for i in range(1, n):
-        while k and seq[i] != seq[k]:
-            k = pi[k - 1]
-        if seq[i] == seq[k]:
-            k += 1
-        pi[i] = k
-    period = n - pi[-1]
-    if period <= 0 or 2 * period > n:
+    seq = ev["name"].to_numpy()[top].astype(np.int64)
+    period, run_start, run = _period(seq)
+    if period == 0:
         return None
-    step = ts[top][period:] - ts[top][:-period]
-    return Repeat(period, n / period, int(np.median(step)))
+    first = seq[run_start:run_start + period]
+    names, count = np.unique(first, return_counts=True)
+    once = names[count == 1]
+    if not once.size:
+        return None
+    # the anchor: of the names that occur once a period, the one seen first in the trace
+    seen = np.flatnonzero(np.isin(seq, once))[0]
+    anchor = int(seq[seen])
+    region_end = run_start + run + period  # calls [run_start, region_end) repeat
+    at = np.flatnonzero(seq[:region_end] == anchor)
+    if at.size < 2:
+        return None
+    starts = ts[top[at]]
+    stop = int(end[top[at[-1]:region_end]].max())
+    durations = np.diff(np.r_[starts, stop])
+    warm = 0
+    if durations.size >= 2:
+        ref = float(np.median(durations[1:]))
+        while warm < durations.size - 1 and durations[warm] >= WARM_ITERATION_FACTOR * ref:
+            warm += 1
+    return Iterations(starts.astype(np.int64), stop, period, int(top[at[0]]), warm)
+
+
+def _period(seq: np.ndarray) -> tuple[int, int, int]:
+    """``(period, start, run)`` of the longest run of calls whose name is the name
+    ``period`` calls later (``run`` of them from ``start``), covering at least two
+    periods; ``(0, 0, 0)`` when none."""
+    n = seq.size
+    order = np.lexsort((np.arange(n), seq))
+    same = seq[order][1:] == seq[order][:-1]
+    gaps = (order[1:] - order[:-1])[same]
+    if not gaps.size:
+        return 0, 0, 0
+    values, times = np.unique(gaps, return_counts=True)
+    cand = values[(times >= 2) & (2 * values <= n)][:MAX_PERIODS]
+    best: list[tuple[int, int, int, int]] = []  # (covered, period, start, run)
+    for p in cand.tolist():
+        match = np.r_[False, seq[:-p] == seq[p:], False].astype(np.int8)
+        edge = np.diff(match)
+        ups, downs = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+        if not ups.size:
+            continue
+        k = int(np.argmax(downs - ups))
+        run = int(downs[k] - ups[k])
+        if run >= p:
+            best.append((run + p, p, int(ups[k]), run))
+    if not best:
+        return 0, 0, 0
+    most = max(b[0] for b in best)
+    covered, p, start, run = min((b for b in best if b[0] >= 0.95 * most),
+                                 key=lambda b: b[1])
+    return p, start, run
 
 
 def _empty() -> OneTime:
@@ -290,21 +390,24 @@ def _one_time(rt: RankTrace) -> OneTime:
     idle = dur[rows] - busy.within(ts[rows], end[rows])
     keep = (idle * 2 >= dur[rows]) | (reason == "autotune")  # tuning runs trial kernels
     rows, reason, idle = rows[keep], reason[keep], idle[keep]
-    rows, reason, idle = _outermost(parent, rows, reason, idle)
-    order = np.argsort(ts[rows], kind="stable")
-    rows, reason, idle = rows[order], reason[order], idle[order]
     runtime = np.flatnonzero(kind_mask(codes, _RUNTIME_KINDS))
     call, in_calls = _inner_calls(ev, rows, runtime)
     # a first call is one-time by what it called: runtime calls for half of it or more,
     # the longest not a wait (a synchronising call or a synchronous copy waits on work
-    # the trace may not hold: that is no one-time cost)
+    # the trace may not hold: that is no one-time cost). Judged before nesting is: a
+    # first call left out must not hide a set-up call inside it (a backward pass
+    # compiled on its first call)
     waits = np.zeros(rows.size, dtype=bool)
     has = call >= 0
     waits[has] = (codes[call[has]] == KIND_CODE["runtime_sync"]) | \
         name_matches(rt, call[has], BLOCKING_COPY)
     keep = (reason != "first") | ((in_calls * 2 >= dur[rows]) & ~waits)
-    return OneTime(rows[keep], ts[rows][keep], end[rows][keep], idle[keep], call[keep],
-                   reason[keep])
+    rows, reason, idle, call = rows[keep], reason[keep], idle[keep], call[keep]
+    inner = _nested(parent, rows)
+    rows, reason, idle, call = rows[~inner], reason[~inner], idle[~inner], call[~inner]
+    order = np.argsort(ts[rows], kind="stable")
+    return OneTime(rows[order], ts[rows][order], end[rows][order], idle[order],
+                   call[order], reason[order])
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -385,13 +488,11 @@ def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     return names * (len(uniq) + 1) + dcode
 
 
-def _outermost(parent: np.ndarray, rows: np.ndarray, reason: np.ndarray,
-               idle: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Leave out the costs nested in another cost."""
+def _nested(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` is nested in another of ``rows``."""
     mark = np.zeros(parent.size, dtype=bool)
     mark[rows] = True
-    inner = has_marked_ancestor(parent, rows, mark)
-    return rows[~inner], reason[~inner], idle[~inner]
+    return has_marked_ancestor(parent, rows, mark)
 
 
 def _inner_calls(ev: pd.DataFrame, rows: np.ndarray, runtime: np.ndarray
@@ -454,17 +555,38 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         steady_window(rt) is not None
     # with the steady state as the window, the costs before it are what it leaves out
     lo = int(rt.events["ts"].min()) if steady else window[0]
+    span = window[1] - lo
     sel = (ot.start >= lo) & (ot.start < window[1])
     if iterations is not None and sel.any():
         sel &= np.isin(rt.events["iteration"].to_numpy()[ot.rows], iterations)
-    if not sel.any():
+    it = iterations_found(rt) if steady else None
+    warm = it.warm_up if it is not None and window[0] >= it.steady_start else 0
+    total_idle = int(ot.idle[sel].sum())
+    if span <= 0 or (not warm and total_idle < MIN_SHARE * span):
         return []
+    parts = []
+    if sel.any():
+        parts.append(_costs_text(rt, ot, sel, lo, window[1], span, steady))
+    if warm:
+        assert it is not None
+        parts.append(_warm_iterations_text(rt, it, lo))
+    parts.append("They run once: no finding counts this time as a recurring saving.")
+    if steady:
+        parts.append(f"The findings describe the steady state after them: the last "
+                     f"{fmt_time(window[1] - window[0])} of the trace, from "
+                     f"+{fmt_time(window[0] - lo)}.")
+    rows = ot.rows[sel]
+    steps = step_tuple(rt.events["iteration"].to_numpy()[rows])
+    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    return [Finding((rt.rank,), steps, " ".join(parts), 0, span,
+                    claim=claim_outside(*_merged(ot.start[sel], ot.end[sel]), None, busy))]
+
+
+def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, span: int,
+                steady: bool) -> str:
+    """The one-time costs ``sel`` of ``ot``: how many, how long, the four longest."""
     rows, start, end, idle = ot.rows[sel], ot.start[sel], ot.end[sel], ot.idle[sel]
     calls = ot.call[sel]
-    span = window[1] - lo
-    total_idle = int(idle.sum())
-    if span <= 0 or total_idle < MIN_SHARE * span:
-        return []
     ev = rt.events
     names = ev["name"].to_numpy()
     runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), _RUNTIME_KINDS))
@@ -478,22 +600,29 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
                      f"+{fmt_time(int(start[i] - lo))}{inner} "
                      f"({cause_text(rt, name, call, calls[i] == first_rt)})")
-    length = int(Cover(start, end).within(np.array([lo]), np.array([window[1]]))[0])
+    length = int(Cover(start, end).within(np.array([lo]), np.array([hi]))[0])
     where = "the trace" if steady else "the window"
-    evidence = (
-        f"{rows.size} one-time cost(s) in {steps_text(rt, ev['iteration'].to_numpy()[rows])}"
-        f" ran {fmt_time(length)} ({100 * length / span:.0f}% of {where}), the GPU idle "
-        f"{fmt_time(total_idle)} of it: {'; '.join(shown)}. They run once (a first call "
-        f"at least {FACTOR:.0f}x its later ones, or set-up): no finding counts this time "
-        f"as a recurring saving."
-        + (f" The findings describe the steady state after them: the last "
-           f"{fmt_time(window[1] - window[0])} of the trace, from "
-           f"+{fmt_time(window[0] - lo)}." if steady else "")
-    )
-    steps = step_tuple(ev["iteration"].to_numpy()[rows])
-    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
-    return [Finding((rt.rank,), steps, evidence, 0, span,
-                    claim=claim_outside(*_merged(start, end), None, busy))]
+    return (f"{rows.size} one-time cost(s) in "
+            f"{steps_text(rt, ev['iteration'].to_numpy()[rows])} ran {fmt_time(length)} "
+            f"({100 * length / span:.0f}% of {where}), the GPU idle "
+            f"{fmt_time(int(idle.sum()))} of it: {'; '.join(shown)} (a first call at "
+            f"least {FACTOR:.0f}x its later ones, or set-up).")
+
+
+def _warm_iterations_text(rt: RankTrace, it: Iterations, lo: int) -> str:
+    """The warm-up iterations: how many, how long against the median, what ran longest
+    in them."""
+    d = it.durations
+    k = it.warm_up
+    anchor = rt.symbols[int(rt.events["name"].to_numpy()[it.anchor])]
+    each = ", ".join(fmt_time(int(x)) for x in d[:min(k, 4)]) + (", ..." if k > 4 else "")
+    return (f"The trace repeats an iteration of {it.calls} top-level calls (from one "
+            f"{anchor} to the next); its first {k} iteration(s), from "
+            f"+{fmt_time(int(it.starts[0] - lo))}, ran {each} against a median of "
+            f"{fmt_time(it.median_ns)} for the {d.size - k} after: "
+            f"{fmt_time(int(d[:k].sum() - k * it.median_ns))} more than steady iterations "
+            f"(first calls of operators and kernels, library set-up, allocator growth, "
+            f"optimizer state, compilation).")
 
 
 def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -534,15 +663,25 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
     if not len(ev):
         return "nothing (an empty trace)"
     steady = steady_window(rt) if iterations is None else None
-    rep = repeating_iteration(rt, (lo, hi))
-    repeats = (f"; it repeats a sequence of {rep.calls} top-level calls {rep.repeats:.1f} "
-               f"times, {fmt_time(rep.median_ns)} each (median)") if rep else ""
+    it = iterations_found(rt)
+    repeats = ""
+    if it is not None and it.count_in((lo, hi)):
+        anchor = rt.symbols[int(ev["name"].to_numpy()[it.anchor])]
+        repeats = (f"; {it.count_in((lo, hi))} iterations of {it.calls} top-level calls "
+                   f"(from one {anchor} to the next), {fmt_time(it.median_ns)} each "
+                   f"(median)")
     if steady is not None:
         first = int(ev["ts"].min())
-        name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
+        if steady[2] >= 0:
+            name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
+            why = f"up to the end of the last one-time cost, {name}"
+        else:
+            assert it is not None
+            why = (f"the first {it.warm_up} iteration(s), {WARM_ITERATION_FACTOR:.0f}x the "
+                   f"median iteration or longer")
         return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
                 f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
-                f"up to the end of the last one-time cost, {name}, left out){repeats}")
+                f"{why}, left out){repeats}")
     return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
             f"seen){repeats}")
 
