@@ -88,8 +88,9 @@ PRESET = ("analyzer", "control", "test", "DIR", "TraceAnalysis", "iterations")
 #: ``cpu_training`` there.
 CPU_PAGES: frozenset[str] = frozenset()
 
-#: Text in a block -> the optional package (an extra) the block needs. Without it the block
-#: is left out, the page's other blocks still run, and the page then skips with the reason.
+#: Text in a Python block or an ``hta`` command -> the optional package (an extra) it needs.
+#: Without the package that block or command is left out, the page's other examples still
+#: run, and the page then skips, naming what it left out.
 REQUIRES = {
     "--format perfetto": ("perfetto", "pip install -e '.[perfetto]'"),
     "write_perfetto_job": ("perfetto", "pip install -e '.[perfetto]'"),
@@ -316,9 +317,15 @@ def preset(page: str, code: str, paths: dict[str, str]) -> dict[str, object]:
     return ns
 
 
-def run_shell(example: Example, paths: dict[str, str], cwd: Path) -> None:
-    """Run the ``hta`` commands of a shell block (see the module docstring)."""
+def run_shell(example: Example, paths: dict[str, str], cwd: Path) -> list[str]:
+    """Run the ``hta`` commands of a shell block (see the module docstring); returns those
+    left out for a missing extra (:data:`REQUIRES`)."""
+    left_out = []
     for words in hta_commands(example.code):
+        missing = missing_extra(shlex.join(words))
+        if missing:
+            left_out.append(f"{example.where} `{shlex.join(words)}` (needs {missing})")
+            continue
         stages: list[list[str]] = [[]]
         for word in words:
             if word == "|":
@@ -338,6 +345,7 @@ def run_shell(example: Example, paths: dict[str, str], cwd: Path) -> None:
                 assert piped.returncode == 0, f"{example.where}: {piped.stderr}"
             else:
                 json.loads(done.stdout)
+    return left_out
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -358,16 +366,14 @@ def test_page_examples_run(page, samples, tmp_path, monkeypatch):
                  **(preset(page, python, paths) if python else {})}
     left_out = []
     for example in examples:
-        missing = missing_extra(example.code)
-        if missing:
-            left_out.append(f"{example.where} (needs {missing})")
-            continue
         start = time.perf_counter()
-        if example.language == "python":
+        if example.language == "shell":
+            left_out += run_shell(example, paths, tmp_path)
+        elif missing := missing_extra(example.code):
+            left_out.append(f"{example.where} (needs {missing})")
+        else:
             code = compile(map_python(example.code, paths), example.where, "exec")
             exec(code, namespace)  # noqa: S102 - the documentation's own example
-        else:
-            run_shell(example, paths, tmp_path)
         print(f"{example.where}: {time.perf_counter() - start:.2f} s")
     if left_out:
         pytest.skip("the other blocks ran; left out: " + ", ".join(left_out))
