@@ -28,8 +28,8 @@ directory, so that the files an example writes (``"out/"``, ``report.html``) lan
   allowed). The page's other blocks still run, and each skipped block is a skipped test,
   ``test_skipped_example[PAGE:LINE]``, with its reason (``pytest -rs`` lists them).
 
-The samples are copied once per session to a temporary folder, so the cache the loads write
-goes there and not into ``sample_traces/``.
+The samples are copied once per run of this module to a temporary folder, so the cache the
+loads write goes there and not into ``sample_traces/``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ OUTPUTS = {"OUT": "out"}
 PRESET = ("analyzer", "control", "test", "DIR", "TraceAnalysis", "iterations")
 
 #: Pages whose examples are about a CPU-only trace: ``analyzer`` and the paths are
-#: ``cpu_training`` there.
+#: ``cpu_training`` there. None today: no page's example is about one (an example that names
+#: ``sample_traces/cpu_training`` gets it through :data:`PATHS`).
 CPU_PAGES: frozenset[str] = frozenset()
 
 #: Text in a Python block or an ``hta`` command -> the optional package (an extra) it needs.
@@ -96,7 +97,8 @@ REQUIRES = {
     "write_perfetto_job": ("perfetto", "pip install -e '.[perfetto]'"),
 }
 
-#: Pages (and modules) that take more than 10 s on two cores: marked slow.
+#: Pages (and modules) that take about 10 s or more on two cores (README.md 9-12 s, its seven
+#: commands; docs/report.md 7-8 s, three reports): marked slow.
 SLOW_PAGES = frozenset({"README.md", "docs/report.md"})
 
 #: The public API whose docstrings' examples run.
@@ -112,7 +114,7 @@ FENCE = re.compile(r"^(\s*)(```+)\s*([\w+-]*)")
 @dataclass(frozen=True)
 class Example:
     page: str       # README.md, docs/x.md, hta/x.py
-    line: int       # 1-based line of the fence (or of the docstring)
+    line: int       # 1-based line of the fence (in a docstring: of the `::` or first `>>>`)
     language: str   # "python" or "shell"
     code: str
     skip: str | None = None   # the reason of an <!-- example: skip ... --> marker
@@ -214,8 +216,10 @@ def hta_commands(script: str) -> list[list[str]]:
     """The ``hta`` commands of a shell block, each as its words (a pipe's later stages
     follow a ``|`` word); comments, continuation lines and ``&&`` chains understood."""
     commands = []
-    for line in script.replace("\\\n", " ").splitlines():
-        line = line.strip().removeprefix("$ ")
+    lines = [line.strip() for line in script.replace("\\\n", " ").splitlines()]
+    if any(line.startswith("$ ") for line in lines):   # a console session: the rest is output
+        lines = [line[2:] for line in lines if line.startswith("$ ")]
+    for line in lines:
         if not line:
             continue
         lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;")
@@ -417,5 +421,7 @@ def test_hta_commands_are_parsed():
     assert hta_commands('pip install -e ".[x]" && hta summary DIR  # note\n'
                         "hta diff A \\\n  B --json | jq .x\n") == [
         ["hta", "summary", "DIR"], ["hta", "diff", "A", "B", "--json", "|", "jq", ".x"]]
+    assert hta_commands("$ hta summary DIR\nhta: error: no trace files\n") == [
+        ["hta", "summary", "DIR"]]
     assert map_python('TraceAnalysis(trace_dir="traces/", x=f"{a}")', {"traces/": "/t"}) \
         == "TraceAnalysis(trace_dir='/t', x=f\"{a}\")"
