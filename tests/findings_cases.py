@@ -216,7 +216,7 @@ HOST_KERNEL_NS = 20_000
 
 
 def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
-               steps: int = STEPS) -> tuple[Trace, int]:
+               steps: int = STEPS, frames: bool = False) -> tuple[Trace, int]:
     """Each step launches kernel A and, after ``H`` of host work (:data:`HOST_STEP_GAP_NS`),
     kernel B. The host work: nothing recorded (``python``), 20 CPU operators of H/20 each
     with no GPU work (``dispatch``), one CPU operator of H (``slow_op``).
@@ -226,7 +226,9 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     waits on the host: expected saving = the steps' span less the kernels' time less that
     last stretch. Not bound: A and B run H + 40 µs each, both launched at the start of
     the step, back to back on the GPU across steps: no host gap but the first 6 µs, under
-    the noise floor."""
+    the noise floor. With ``frames`` (``python`` only) the host work is a Python frame
+    ``train.py(10): log_metrics`` whose second half is a child frame
+    ``<built-in function sum>`` (``with_stack=True``)."""
     b = TraceBuilder(rank=0)
     h = HOST_STEP_GAP_NS[kind]
     kernel = HOST_KERNEL_NS if bound else h + 40_000
@@ -242,6 +244,10 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
                     b.cpu_op("aten::view", ts=work + i * (h // 20), dur=h // 20 - 500)
             elif kind == "slow_op":
                 b.cpu_op("aten::unique", ts=work, dur=h)
+            if frames:
+                b.complete("train.py(10): log_metrics", "python_function", ts=work, dur=h)
+                b.complete("<built-in function sum>", "python_function", ts=work + h // 2,
+                           dur=h // 2)
             if bound:
                 launch, b_start = t + 6_000 + h, t + 6_000 + h + 10_000
             else:

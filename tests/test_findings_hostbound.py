@@ -123,3 +123,24 @@ def test_launch_calls_are_their_own_class(tmp_path):
     b.write(tmp_path / "rank-0.json")
     row = _row(find(load(tmp_path, progress=False, cache=False)), "host_bound")
     assert row["subject"] == "launch" and row["advice"] == ADVICE["launch"]
+
+
+def test_python_frames_name_the_code(tmp_path):
+    """with_stack frames in the host gaps: the evidence names them by their own time (the
+    parent frame less its child), and the advice no longer asks for with_stack."""
+    trace, _ = cases.host_bound(tmp_path, "python", frames=True)
+    row = find(trace).set_index("rule").loc["host_bound"]
+    half = cases.HOST_STEP_GAP_NS["python"] // 2
+    ev = row["evidence"]
+    assert "Python code with the most time of its own in them (with_stack frames): " in ev
+    assert "train.py(10): log_metrics" in ev and "<built-in function sum>" in ev
+    from hta.analysis.findings.rule_tools import fmt_time
+    assert f"<built-in function sum> {fmt_time(half * cases.STEPS)}" in ev
+    assert "with_stack=True" not in row["advice"]
+
+
+def test_without_frames_the_advice_asks_for_them(tmp_path):
+    trace, _ = cases.host_bound(tmp_path, "python")
+    row = find(trace).set_index("rule").loc["host_bound"]
+    assert "with_stack frames" not in row["evidence"]
+    assert "with_stack=True" in row["advice"]

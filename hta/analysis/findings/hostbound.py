@@ -17,7 +17,9 @@ What the CPU did during the host gaps, on the thread that launched the work that
 each gap, splits the time into five classes:
 
 * ``python``: no operator or runtime call recorded (Python or framework code between
-  operators; which code shows only with ``with_stack=True``);
+  operators; which code shows only with ``with_stack=True``: the evidence then names the
+  Python frames with the most time of their own in the longest gaps, their time less
+  their child frames, operators, annotations and runtime calls);
 * ``slow_op``: a CPU operator that launches no GPU work (operators nested in one another
   or back to back count as one piece; an operator with a launch call below it is a
   container, its time dispatch) covering at least :data:`SLOW_OP_NS` (1 ms) of one gap,
@@ -319,6 +321,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     longest = int(np.argmax(left))
     ps, pe, owner = difference(a, b, held)
     names = _cpu_names(rt, ps, pe, tids[owner])
+    frames = _python_frames(rt, ps, pe, tids[owner]) if by_class["python"] else ""
     evidence = (
         f"{a.size} stretches in {steps_text(rt, steps_of)} where the GPU ran dry "
         f"before the host had submitted its next work left the GPU idle {fmt_time(total)}"
@@ -327,6 +330,8 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         f"{fmt_time(int(left[longest]))} at "
         f"{fmt_time(int(a[longest] - window[0]))} into the window."
         + (f" Most CPU time in them: {names}." if names else "")
+        + (f" Python code with the most time of its own in them (with_stack frames): "
+           f"{frames}." if frames else "")
         + ("" if (rt.events["kind"].cat.codes.to_numpy() == _OP).any() else
            " The trace records no CPU operator at all (only runtime calls): the time "
            "with nothing recorded may be operators the profiler did not record; profile "
@@ -335,6 +340,8 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     advice = ADVICE[top]
     if top == "python" and 2 * int(parts["python"][longest]) >= by_class["python"]:
         advice = ADVICE["python_stretch"]  # one long stretch: not a per-op overhead
+    if frames:  # the trace names the code already
+        advice = re.sub(r"[;.] [Rr]ecord with with_stack=True[^.;:]*", "", advice)
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
                     window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]
@@ -373,6 +380,50 @@ def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> 
         return ""
     total = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
     return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in total.items()
+                     if t > 0)
+
+
+#: Kinds whose time is not a Python frame's own time (a frame's children).
+_CHILD_KINDS = ("python_function", "cpu_op", "user_annotation", *sorted(RUNTIME_KINDS))
+
+
+def _python_frames(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> str:
+    """The Python frames (``python_function`` events, ``with_stack=True``) with the most
+    time of their own (less their child frames, operators, annotations and runtime
+    calls) inside the longest gaps (at most 16 looked at) on their threads; "" when the
+    trace has none."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    py = KIND_CODE.get("python_function")
+    if py is None or not (codes == py).any() or a.size == 0:
+        return ""
+    rows = np.flatnonzero(kind_mask(codes, _CHILD_KINDS))
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    rows = rows[np.argsort(ts[rows], kind="stable")]
+    rts, rend, rtid = ts[rows], end[rows], ev["tid"].to_numpy()[rows]
+    parent = link(rt, "parent")
+    names = ev["name"].to_numpy()
+    weight: dict[int, int] = {}
+    for i in np.argsort(-(b - a), kind="stable")[:16].tolist():
+        hi = np.searchsorted(rts, b[i], side="left")
+        cand = rows[:hi][(rend[:hi] > a[i]) & (rtid[:hi] == tid[i])]
+        if cand.size == 0:
+            continue
+        over = np.minimum(end[cand], b[i]) - np.maximum(ts[cand], a[i])
+        order = np.argsort(cand)
+        sorted_rows = cand[order]
+        at = np.searchsorted(sorted_rows, parent[cand])
+        at = np.clip(at, 0, cand.size - 1)
+        has = sorted_rows[at] == parent[cand]
+        children = np.bincount(order[at[has]], weights=over[has], minlength=cand.size)
+        own = np.maximum(over - children.astype(np.int64), 0)
+        frame = codes[cand] == py
+        for n, o in zip(names[cand[frame]].tolist(), own[frame].tolist(), strict=True):
+            weight[n] = weight.get(n, 0) + int(o)
+    if not weight:
+        return ""
+    top = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
+    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in top.items()
                      if t > 0)
 
 

@@ -1,0 +1,91 @@
+"""The findings on the real CUDA traces in ``sample_traces/cuda_h100`` (H100, torch 2.11)
+name the cause each workload was built to show (see that folder's README)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hta.analysis.findings import analysis_window
+from hta.analysis.findings.warmup import iterations_found
+from hta.trace_analysis import TraceAnalysis
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda_h100"
+
+
+@cache
+def _analysis(workload: str) -> TraceAnalysis:
+    return TraceAnalysis(trace_dir=str(SAMPLES / workload), cache=False, progress=False)
+
+
+@cache
+def _findings(workload: str) -> pd.DataFrame:
+    return _analysis(workload).get_findings()
+
+
+def _problems(workload: str) -> pd.DataFrame:
+    out = _findings(workload)
+    return out[out["severity"] != "info"]
+
+
+def _top(workload: str) -> str:
+    return str(_problems(workload).iloc[0]["rule"])
+
+
+@pytest.mark.parametrize(("workload", "rule"), [
+    ("host_bound_steps", "host_bound"),
+    ("dataloader_steps", "data_loading"),
+    ("pageable_copy_steps", "pageable_copies"),
+    ("sync_steps", "host_bound"),
+])
+def test_the_top_finding_is_the_cause_built_in(workload: str, rule: str) -> None:
+    assert _top(workload) == rule
+
+
+def test_python_between_layers_is_the_python_class() -> None:
+    top = _problems("host_bound_steps").iloc[0]
+    assert top["subject"] == "python"
+    # recorded with_stack=True: the frames of the Python work between the layers
+    assert "(with_stack frames): " in top["evidence"]
+    assert "host_bound_steps" in top["evidence"] and "<built-in function sum>" in top["evidence"]
+
+
+def test_a_step_that_reads_the_loss_syncs_and_runs_fp32_gemms() -> None:
+    rules = _problems("sync_steps")["rule"].tolist()
+    assert "host_sync" in rules and "fp32_gemm" in rules
+
+
+def test_a_busy_gpu_has_no_problem() -> None:
+    sev = _problems("gpu_bound_steps")["severity"].tolist()
+    assert "high" not in sev and "medium" not in sev
+
+
+@pytest.mark.parametrize(("workload", "warm_ms", "steady_ms"), [
+    ("warmup_nosched", 600, 30),
+    ("compile_nosched", 4_000, 3),
+])
+def test_the_first_iteration_is_warm_up_and_left_out(workload: str, warm_ms: int,
+                                                     steady_ms: int) -> None:
+    """No ProfilerStep: the first iteration (first calls, compilation) is warm-up, the
+    findings describe the iterations after it, and no saving is larger than them."""
+    a = _analysis(workload)
+    rt = a.t.rank(0)
+    it = iterations_found(rt)
+    assert it is not None and it.warm_up == 1
+    assert it.durations[0] > warm_ms * 1e6 and it.median_ns < steady_ms * 1e6
+    window = analysis_window(rt)
+    assert window[0] >= it.starts[1]
+    out = _findings(workload)
+    assert "warmup" in out["rule"].tolist()
+    assert out["est_saving(us)"].max() * 1e3 <= window[1] - window[0]
+    assert _top(workload) in ("host_bound", "launch_bound")
+
+
+def test_compilation_is_named_as_such() -> None:
+    out = _findings("compile_nosched")
+    note = out[out["rule"] == "warmup"].iloc[0]["evidence"]
+    assert "entire_frame_compile" in note and "entire_backward_compile" in note
+    assert "(compilation)" in note
