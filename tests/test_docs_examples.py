@@ -295,7 +295,7 @@ def map_python(code: str, paths: dict[str, str]) -> str:
     return tokenize.untokenize(tokens)
 
 
-def preset(page: str, code: str, paths: dict[str, str]) -> dict[str, object]:
+def preset(code: str, paths: dict[str, str]) -> dict[str, object]:
     """The names of :data:`PRESET` that ``code`` uses and does not bind itself."""
     from hta.trace_analysis import TraceAnalysis
 
@@ -367,7 +367,7 @@ def test_page_examples_run(page, samples, tmp_path, monkeypatch):
     examples = [e for e in EXAMPLES[page] if not e.skip]
     python = "\n".join(e.code for e in examples if e.language == "python")
     namespace = {"__name__": "__docs_example__",
-                 **(preset(page, python, paths) if python else {})}
+                 **(preset(python, paths) if python else {})}
     left_out = []
     for example in examples:
         start = time.perf_counter()
