@@ -89,3 +89,31 @@ def test_compilation_is_named_as_such() -> None:
     note = out[out["rule"] == "warmup"].iloc[0]["evidence"]
     assert "entire_frame_compile" in note and "entire_backward_compile" in note
     assert "(compilation)" in note
+
+
+@pytest.mark.parametrize("workload", ["gpu_bound_steps", "host_bound_steps", "sync_steps",
+                                      "dataloader_steps", "pageable_copy_steps",
+                                      "cuda_graph_steps"])
+def test_the_replay_reproduces_every_step(workload: str) -> None:
+    df = _analysis(workload).what_if()
+    assert len(df) == 4 and df["replay_error_pctg"].abs().max() <= 1.0
+    # the stricter replay: within 5 % (the CUDA-graph steps, 130-300 µs, move most with
+    # the usual launch delays)
+    assert df["modelled_error_pctg"].abs().median() <= 5.0
+
+
+def _total(workload: str, change: str) -> tuple[float, float]:
+    df = _analysis(workload).what_if(change)
+    return float(df["measured(us)"].sum()), float(df["predicted(us)"].sum())
+
+
+def test_faster_gemms_shorten_a_gpu_bound_step_but_not_a_host_bound_one() -> None:
+    measured, predicted = _total("gpu_bound_steps", "kernels:nvjet|gemm*0.5")
+    assert predicted < 0.95 * measured
+    measured, predicted = _total("host_bound_steps", "kernels:gemv|gemm*0.5")
+    assert predicted == pytest.approx(measured, rel=0.01)
+
+
+def test_removing_the_data_loader_leaves_the_gpu_work() -> None:
+    measured, predicted = _total("dataloader_steps", "no-data-loader")
+    assert predicted < 0.2 * measured

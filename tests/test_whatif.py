@@ -303,9 +303,13 @@ def test_rank_no_longer_slow(tmp_path: Path) -> None:
 
 
 def test_sync_removed(tmp_path: Path) -> None:
+    # the host no longer waits, but the GPU still runs every kernel: a step is done when
+    # its work is, so the step shrinks by the sync's bubble only (the host's part), not
+    # to the host's own time
     measured, pred, actual = measured_and_predicted(
         GPU_BOUND, replace(GPU_BOUND, sync=False), "no-host-sync", tmp_path)
-    assert (pred < 0.5 * measured).all()
+    assert (pred < measured).all()
+    assert (pred > 0.9 * measured).all()
     _close(pred, actual, 0.05)
 
 
@@ -357,8 +361,11 @@ def test_replay_error_on_real_traces(folder: str) -> None:
         logging.disable(logging.NOTSET)
     assert len(df) and (df["step"] >= 0).all()
     assert df["replay_error_pctg"].abs().max() <= 5.0
-    slower = a.what_if("kernels:.**2")
-    assert (slower["predicted(us)"] >= slower["measured(us)"] - 1e-6).all()
+    # slower kernels never finish the steps sooner: each rank's steps together take
+    # longer (one step alone may shrink: it starts at the previous step's completion)
+    slower = a.what_if("kernels:.**2").groupby("rank")[["measured(us)", "predicted(us)"]]
+    total = slower.sum()
+    assert (total["predicted(us)"] >= total["measured(us)"] - 1e-6).all()
 
 
 def test_unresolved_event_synchronize_waits_for_the_gpu(tmp_path: Path) -> None:

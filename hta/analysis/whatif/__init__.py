@@ -9,9 +9,14 @@ changed work and nothing else.
 
 Per rank and ``ProfilerStep`` (:func:`what_if`):
 
-* ``measured(us)``: the step's duration in the trace (its ``ProfilerStep`` span);
-* ``replayed(us)``: the same span in the replay without change (end node's time minus
-  start node's time);
+* ``measured(us)``: the step's duration in the trace, to the step's *completion*: a step
+  is done when its ``ProfilerStep`` span has ended and the GPU work launched inside the
+  span has finished (:func:`~.graph.step_work_ends`); it runs from the later of its
+  span's start and the previous step's completion to its own completion. Where the host
+  waits on the GPU every step this is the ``ProfilerStep`` span; where the host runs
+  ahead (a GPU-bound loop with no synchronisation) it is the GPU's pace, which is what
+  a faster kernel changes;
+* ``replayed(us)``: the same in the replay without change;
 * ``predicted(us)``: the span in the replay with the changes (equal to ``replayed``
   without a change);
 * ``replay_error_pctg`` = ``100 * (replayed - measured) / measured``: the model's
@@ -94,14 +99,12 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     rows = []
     for i, g in enumerate(jg.ranks):
         if len(g.steps):
-            s_nodes = jg.global_node(i, g.steps["start_node"].to_numpy())
-            e_nodes = jg.global_node(i, g.steps["end_node"].to_numpy())
             steps = g.steps["step"].to_numpy(np.int64)
-            measured = g.steps["dur"].to_numpy(np.int64)
-            rep = base.t[e_nodes] - base.t[s_nodes]
-            pred = changed.t[e_nodes] - changed.t[s_nodes]
-            mod = strict.t[e_nodes] - strict.t[s_nodes] if strict is not None else np.full(
-                steps.size, np.nan)
+            measured = _step_durations(jg, i, g, jg.node_ts)
+            rep = _step_durations(jg, i, g, base.t)
+            pred = _step_durations(jg, i, g, changed.t)
+            mod = (_step_durations(jg, i, g, strict.t) if strict is not None
+                   else np.full(steps.size, np.nan))
         else:
             mine = np.flatnonzero(jg.node_pos == i)
             if not mine.size:
@@ -128,6 +131,20 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     out["job_measured(us)"] = by_step["measured(us)"].transform("max")
     out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
     return out[COLUMNS].sort_values(["step", "rank"], ignore_index=True)
+
+
+def _step_durations(jg: JobGraph, i: int, g: RankGraph, t: np.ndarray) -> np.ndarray:
+    """Per step of rank ``i``, its duration under node times ``t`` (module docstring):
+    from the later of its span's start and the previous step's completion to its
+    completion (its span's end or the end of the GPU work it launched, the later)."""
+    start = t[jg.global_node(i, g.steps["start_node"].to_numpy())].astype(np.int64)
+    done = t[jg.global_node(i, g.steps["end_node"].to_numpy())].astype(np.int64)
+    k, nodes = g.step_work
+    if k.size:
+        np.maximum.at(done, k, t[jg.global_node(i, nodes)].astype(np.int64))
+    begin = start.copy()
+    begin[1:] = np.maximum(start[1:], done[:-1])
+    return done - begin
 
 
 def modelled_edits(jg: JobGraph) -> Edits:

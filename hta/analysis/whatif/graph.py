@@ -78,6 +78,9 @@ class RankGraph:
         floor: per edge type code, the median binding delay of that type (ns).
         start_node, end_node: per event row, its start / end node (-1: not a node).
         steps: the rank's ``ProfilerStep`` spans with their ``start_node``/``end_node``.
+        step_work: ``(step position, node)``: per step (its position in ``steps``) and
+            stream, the end node of the GPU work launched inside the step's span that
+            ends last (:func:`step_work_ends`).
     """
 
     rank: int
@@ -93,6 +96,8 @@ class RankGraph:
     start_node: np.ndarray
     end_node: np.ndarray
     steps: pd.DataFrame
+    step_work: tuple[np.ndarray, np.ndarray] = field(
+        default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)))
 
     @property
     def delay(self) -> np.ndarray:
@@ -139,7 +144,31 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     return RankGraph(rank=rt.rank, cp=cp, trace=rt, queue_depth=depth, src=src, dst=dst,
                      type=typ,
                      measured=measured, binding=binding,
-                     floor=floor, start_node=start_node, end_node=end_node, steps=steps)
+                     floor=floor, start_node=start_node, end_node=end_node, steps=steps,
+                     step_work=step_work_ends(c, steps, end_node))
+
+
+def step_work_ends(c: Cols, steps: pd.DataFrame, end_node: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (position in ``steps``) and stream, the end node of the GPU work whose
+    launch call starts inside the step's span and that ends last: a step is done when its
+    span has ended and this work has finished (``c``: the rank's event columns)."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(steps):
+        return empty, empty
+    gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (c.ic >= 0) & (end_node >= 0))
+    if not gpu.size:
+        return empty, empty
+    launched = c.ts[c.ic[gpu]]
+    t0 = steps["ts"].to_numpy(np.int64)
+    t1 = steps["end"].to_numpy(np.int64)
+    k = np.searchsorted(t0, launched, side="right") - 1
+    ok = (k >= 0) & (launched < t1[np.clip(k, 0, None)])
+    gpu, k = gpu[ok], k[ok]
+    order = np.lexsort((c.end[gpu], c.stream[gpu], k))
+    gpu, k, stream = gpu[order], k[order], c.stream[gpu][order]
+    last = np.r_[(k[1:] != k[:-1]) | (stream[1:] != stream[:-1]), True] if k.size else k
+    return k[last].astype(np.int64), end_node[gpu[last]].astype(np.int64)
 
 
 def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.ndarray
