@@ -9,7 +9,10 @@ explain of each rank's idle and exposed time and the longest unexplained stretch
 time per rank (step time, GPU span, compute,
 exposed communication and memory, idle, communication overlapped by computation), idle
 time by cause, launch queue length and copies per rank, the top kernels with their spread
-across ranks, the spread of the main figures across ranks and the slowest rank. Every
+across ranks, the spread of the main figures across ranks and the slowest rank; on a job
+of several ranks with steps, with ``--step-bound``, which rank and which work bound the
+job's step and the step with that rank alone at the median, with the replay's error
+(:mod:`hta.commands.summary_bound`; ``--json``: ``step_bound``, ``step_bound_note``). Every
 number is defined in :mod:`hta.report.overview`. Tables and colour on a terminal, aligned
 plain text when piped, ``--json`` for machines.
 """
@@ -37,6 +40,7 @@ from hta.commands.args_and_output import (
 from hta.commands.cluster import add_cluster_options, load
 from hta.commands.load_warnings import load_warnings, print_load_warnings
 from hta.commands.missing_ranks import report_missing_ranks
+from hta.commands.summary_bound import add_step_bound_option, print_step_bound, step_bound
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.model.demangle import demangle
@@ -71,6 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="kernels to list (default 10; 0 for none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_device_option(p)
+    add_step_bound_option(p)
     add_load_options(p, quiet_help="no progress bar and no load warnings")
     add_cluster_options(p)
     p.set_defaults(func=run)
@@ -116,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     findings, coverage, unexplained = found.findings, found.coverage, found.unexplained
     efficiency = hardware(answers.op_summary, answers.category_time)
     efficiency["cpu_only"] = is_cpu_only(overview)
+    bound, bound_note = step_bound(analyzer, iterations, args.step_bound,
+                                   efficiency["cpu_only"])
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -131,12 +138,15 @@ def run(args: argparse.Namespace) -> int:
         payload["load_warnings"] = load_warnings(analyzer)
         capture = capture_merge(analyzer)
         payload["capture_merge"] = records(capture) if capture is not None else None
+        payload["step_bound"] = bound
+        payload["step_bound_note"] = bound_note
         print(dumps(payload))
         report_missing_ranks(analyzer)
         return EXIT_OK
     out = Printer()
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
+    print_step_bound(out, bound, bound_note, len(overview.ranks))
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)

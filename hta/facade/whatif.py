@@ -76,7 +76,7 @@ class WhatIfMixin:
         step, the step if that rank were at the median (``no-stragglers`` on that rank
         alone), the measured step and the replay's error. See
         :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
-        return self._step_bound(iterations)[0].copy()
+        return self._step_bound(iterations, each_step=True)[0].copy()
 
     def get_job_step_bound(self, iterations: Iterable[int] | int | None = None
                            ) -> dict[str, Any] | None:
@@ -86,21 +86,24 @@ class WhatIfMixin:
         (``no-stragglers:RANK``) and the replay's error; None without a step. What ``hta
         summary`` and ``hta report`` show. See
         :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
-        found = self._step_bound(iterations)[1]
+        found = self._step_bound(iterations, each_step=False)[1]
         return dict(found) if found is not None else None
 
-    def _step_bound(self, iterations: Iterable[int] | int | None
+    def _step_bound(self, iterations: Iterable[int] | int | None, each_step: bool
                     ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+        """:func:`~hta.analysis.whatif.jobpath.job_step_bound`, kept per selection of steps
+        (a result with every step's prediction also answers a call without)."""
         from hta.analysis.whatif.jobpath import job_step_bound
 
         steps = None if iterations is None else \
             [int(iterations)] if isinstance(iterations, int) else [int(i) for i in iterations]
         key = None if steps is None else tuple(steps)
         done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
-        if key not in done:
+        if key not in done or (each_step and not done[key][0]):
             jg, base = self._whatif_job()
-            done[key] = job_step_bound(jg, base, getattr(self, "rules", None), steps)
-        return done[key]
+            done[key] = (each_step, job_step_bound(jg, base, getattr(self, "rules", None),
+                                                   steps, each_step))
+        return done[key][1]
 
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
         """The longest path through the job graph for one step (``iteration``: its

@@ -7,7 +7,8 @@ contents. The page opens with the job in one sentence and the **findings** (what
 the job down, the estimated saving, the evidence and what to try, each linking to the
 section holding its evidence), then the sections, in order: the job at a glance
 (:mod:`hta.report.overview`), GPU timeline, temporal breakdown, idle time, GPU kernels,
-communication/computation overlap, stragglers, user annotations, kernel launches, launch
+communication/computation overlap, stragglers, what bounds the step (the what-if
+replay: :mod:`hta.report.sections_whatif`), user annotations, kernel launches, launch
 queue length, memory bandwidth, memory timeline, operators, hardware efficiency
 (:mod:`hta.report.sections_hardware`), critical path, and the
 kernels no kind rule matched. Each section shows the figures of :mod:`hta.plots` drawn from
@@ -38,7 +39,7 @@ from hta.model.selection import Selection
 from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
-from hta.report import sections_findings
+from hta.report import sections_findings, sections_whatif
 from hta.report import sections_hardware as hardware
 from hta.report.context import (
     MAX_SERIES_POINTS,
@@ -76,6 +77,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
      "Share of the communication time hidden under computation.", breakdowns.overlap),
     ("stragglers", "Stragglers", "Which rank starts its collectives late, and how long the "
      "others wait for it.", sections_findings.stragglers),
+    ("step-bound", "What bounds the step", "", sections_whatif.step_bound),
     ("collectives", "Collective bandwidth", "Bus bandwidth of every collective against its "
      "message size and the link between the GPUs.", collectives.collective_bandwidth),
     ("annotations", "User annotations", "", breakdowns.annotations),

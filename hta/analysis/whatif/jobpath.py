@@ -156,9 +156,11 @@ def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None,
 
 
 def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
-                   steps: list[int] | None = None
+                   steps: list[int] | None = None, each_step: bool = True
                    ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
-    """What bounds the job's step, per step and over the steps.
+    """What bounds the job's step, per step and over the steps (``each_step`` False: the
+    table's ``at_median(us)`` only for the steps the dict's rank bounds, NaN elsewhere,
+    which saves a replay per other bounding rank).
 
     Per step (the table, :data:`BOUND_COLUMNS`): the rank holding the most time of the
     job's critical path (``rank``; ``step(us)``: the job's replayed step, the path's
@@ -211,18 +213,31 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
         by_kind = path.groupby("kind")["dur(us)"].sum().sort_values(ascending=False)
         by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
         end_rank = int(path.groupby("rank")["dur(us)"].sum().idxmax())
-        med = float(at_median(end_rank).get(step, total))
         kind, name = by_work.index[0]
         measured, modelled = job.get(step, (float("nan"), float("nan")))
         rows.append((step, end_rank, total, by_kind.index[0],
                      _pct(float(by_kind.iloc[0]), total), f"{kind}: {name}",
-                     float(by_work.iloc[0]), med, total - med, _shares(by_kind, total),
-                     measured, _err(total, measured), _err(modelled, measured)))
+                     float(by_work.iloc[0]), float("nan"), float("nan"),
+                     _shares(by_kind, total), measured, _err(total, measured),
+                     _err(modelled, measured)))
     table = pd.DataFrame(rows, columns=BOUND_COLUMNS)
     if not len(table):
         return table, None
+    top = _top_rank(table)
+    for i, (step, rank, total) in enumerate(zip(table["step"].tolist(),
+                                                table["rank"].tolist(),
+                                                table["step(us)"].tolist(), strict=True)):
+        if each_step or rank == top:
+            med = float(at_median(rank).get(step, total))
+            table.loc[i, ["at_median(us)", "saving_at_median(us)"]] = [med, total - med]
     return table, _over_steps(table, pd.concat(paths, ignore_index=True), unchanged,
-                              at_median)
+                              at_median(top), top)
+
+
+def _top_rank(table: pd.DataFrame) -> int:
+    """The rank bounding the most steps (ties: the most time on the paths)."""
+    per_rank = table.groupby("rank").agg(n=("step", "size"), t=("step(us)", "sum"))
+    return int(per_rank.sort_values(["n", "t"], ascending=False, kind="stable").index[0])
 
 
 def _job_figures(unchanged: pd.DataFrame) -> dict[int, tuple[float, float]]:
@@ -235,25 +250,24 @@ def _job_figures(unchanged: pd.DataFrame) -> dict[int, tuple[float, float]]:
 
 
 def _over_steps(table: pd.DataFrame, path: pd.DataFrame, unchanged: pd.DataFrame,
-                at_median: Any) -> dict[str, Any]:
-    """The dict of :func:`job_step_bound` from its table and the steps' paths."""
-    per_rank = table.groupby("rank").agg(n=("step", "size"), t=("step(us)", "sum"))
-    per_rank = per_rank.sort_values(["n", "t"], ascending=False, kind="stable")
-    rank = int(per_rank.index[0])
+                at_median: pd.Series, rank: int) -> dict[str, Any]:
+    """The dict of :func:`job_step_bound` from its table, the steps' paths and the job's
+    predicted step per step with ``no-stragglers:rank``."""
+    bounding = table["rank"].to_numpy()
     total = float(path["dur(us)"].sum())
     by_kind = path.groupby("kind")["dur(us)"].sum().sort_values(ascending=False)
     by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
     kind, name = by_work.index[0]
     n = len(table)
-    med = at_median(rank).reindex(table["step"].to_numpy())
+    med = at_median.reindex(table["step"].to_numpy())
     med = med.fillna(table.set_index("step")["step(us)"])
     replayed = float(table["step(us)"].mean())
     rep = unchanged["replay_error_pctg"].abs()
     mod = unchanged["modelled_error_pctg"].abs()
     return {
         "steps": [int(s) for s in table["step"]], "rank": rank,
-        "rank_steps": int(per_rank["n"].iloc[0]),
-        "other_ranks": sorted(int(r) for r in per_rank.index[1:]),
+        "rank_steps": int((bounding == rank).sum()),
+        "other_ranks": sorted({int(r) for r in bounding if r != rank}),
         "work_shares": _shares(by_kind, total), "bound_by": str(by_kind.index[0]),
         "bound_share_pctg": _pct(float(by_kind.iloc[0]), total),
         "top_work": f"{kind}: {name}", "top_work(us)": float(by_work.iloc[0]) / n,
@@ -272,7 +286,11 @@ def _pct(part: float, total: float) -> float:
 
 
 def _err(value: float, measured: float) -> float:
-    return 100.0 * (value - measured) / measured if measured > 0 else float("nan")
+    """``100 * (value - measured) / measured``; float noise (under 1e-9 %) is 0."""
+    if not measured > 0:
+        return float("nan")
+    err = 100.0 * (value - measured) / measured
+    return 0.0 if abs(err) < 1e-9 else err
 
 
 def _shares(by_kind: pd.Series, total: float) -> str:

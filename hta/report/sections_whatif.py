@@ -1,0 +1,101 @@
+"""What bounds the job's step, from the what-if replay: the report section and the lines
+``hta summary`` prints.
+
+The figures are :func:`hta.analysis.whatif.jobpath.job_step_bound`'s (through
+``TraceAnalysis.get_job_step_bound`` and ``get_step_bounds``): the rank holding the most
+time of the job's critical path in the replay, the work on that path by kind and its
+largest piece, the job's step if that rank alone ran its GPU work between collectives at
+the median across ranks (``no-stragglers:RANK``), and, beside every prediction, the
+replay's error against the measured steps. Shown for jobs of two or more ranks with
+``ProfilerStep``; every loaded rank is replayed (collectives couple them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hta.model.demangle import demangle
+from hta.report.context import Context, Section, display_name, table_of
+
+#: Characters of the top work's name in the lines (the report's table keeps it whole).
+NAME_WIDTH = 80
+
+
+def bound_lines(bound: dict[str, Any], name_width: int = NAME_WIDTH) -> list[str]:
+    """Two sentences: which rank and which work bound the step; the step with that rank
+    at the median, with the replay's error."""
+    steps = bound["steps"]
+    n = len(steps)
+    where = f"{n} step{'s' if n != 1 else ''}"
+    rank = bound["rank"]
+    often = "" if bound["rank_steps"] == n else \
+        f" on {bound['rank_steps']} of {n} steps; also rank" \
+        f"{'s' if len(bound['other_ranks']) > 1 else ''} " \
+        f"{', '.join(str(r) for r in bound['other_ranks'])}"
+    kind, _, name = str(bound["top_work"]).partition(": ")
+    top = display_name(demangle(name), name_width)
+    first = (f"What bounds the step (the job's critical path in the replay, {where}): rank "
+             f"{rank}{often}: {bound['work_shares']}; top: {kind} {top} "
+             f"({_ms(bound['top_work(us)'])} a step).")
+    replayed, med = bound["replayed(us)"], bound["at_median(us)"]
+    change = 100.0 * (med - replayed) / replayed if replayed > 0 else 0.0
+    second = (f"With rank {rank} alone at the median across ranks ({bound['change']}): step "
+              f"{_ms(med)} against {_ms(replayed)} replayed ({change:+.1f}%; measured "
+              f"{_ms(bound['measured(us)'])}). Replay error per rank and step (replayed vs "
+              f"measured): median {bound['replay_error_median_pctg']:.2f}%, worst "
+              f"{bound['replay_error_worst_pctg']:.2f}%; modelled, without the trace's own "
+              f"waits: median {bound['modelled_error_median_pctg']:.2f}%, worst "
+              f"{bound['modelled_error_worst_pctg']:.2f}%.")
+    return [first, second]
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f} ms"
+
+
+def step_bound_note(analyzer: Any, n_ranks: int, iterations: list[int] | None) -> str:
+    """Why there is no step bound to show (``""``: there is one)."""
+    if n_ranks < 2:
+        return "one rank: no other rank to bound the job's step"
+    from hta.model.selection import step_table
+
+    steps = step_table(analyzer.t)["step"].unique().tolist()
+    if not steps:
+        return ("no ProfilerStep in the traces: no step to bound (hta whatif replays the "
+                "whole trace)")
+    if iterations is not None and not set(steps) & set(iterations):
+        return "no selected ProfilerStep"
+    return ""
+
+
+def step_bound(ctx: Context, s: Section) -> None:
+    """The section: the two sentences, the per-step table and its definitions."""
+    from hta.analysis.whatif import jobpath
+
+    s.definitions = __doc__.strip() + "\n\n" + (jobpath.job_step_bound.__doc__ or "")
+    s.source = "TraceAnalysis.get_job_step_bound, get_step_bounds"
+    n_ranks = len(ctx.trace.get_ranks())
+    note = step_bound_note(ctx.analyzer, n_ranks, ctx.iterations)
+    if note:
+        s.notes.append(note[0].upper() + note[1:] + ".")
+        return
+    bound = ctx.analyzer.get_job_step_bound(ctx.iterations)
+    if bound is None:
+        s.notes.append("The replay found no step to bound.")
+        return
+    first, second = bound_lines(bound, name_width=120)
+    s.intro = first
+    s.notes.append(second)
+    if len(ctx.ranks) < n_ranks:
+        s.notes.append(f"Every loaded rank ({n_ranks}) is replayed, not only the selected "
+                       "ones: collectives couple them.")
+    table = ctx.analyzer.get_step_bounds(ctx.iterations)
+    split = table["top_work"].str.partition(": ")
+    table = table.assign(top_kind=split[0], top_work=split[2]).rename(columns={
+        "step(us)": "replayed(us)", "top_work(us)": "top_work_time(us)"})
+    s.tables.append(table_of(table, "Per step (times in µs)", columns=[
+        "step", "rank", "measured(us)", "replayed(us)", "replay_error_pctg",
+        "modelled_error_pctg", "work_shares", "top_kind", "top_work", "top_work_time(us)",
+        "at_median(us)", "saving_at_median(us)"]))
+
+__all__ = ["bound_lines", "step_bound", "step_bound_note"]
