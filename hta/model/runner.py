@@ -1,0 +1,237 @@
+"""One unit of per-rank work, and one runner that takes it to the ranks.
+
+Every analysis that reads the events of several ranks reaches them here, and nowhere
+else. The design:
+
+* **The unit** is a :class:`RankWork`: a module-level per-rank function
+  ``fn(rank: RankTrace, *args, **kwargs) -> DataFrame`` with its arguments, a
+  ``finish`` run in the caller on the concatenation of the per-rank tables (the
+  default returns it unchanged), and a ``description`` for the progress bar. It holds
+  nothing but picklable values, so it travels to the worker that holds a rank.
+  Per-rank functions written on a trace, ``fn(trace, ranks, *args, **kwargs)`` (the
+  shape the analyses' own public functions keep, so callers and tests may hand them a
+  whole trace), enter through :meth:`RankWork.of_trace`: the runner calls them on a
+  one-rank trace of each rank in turn.
+* **The runner** is :func:`run` (:func:`run_one` for a single work): one call on the job
+  with a list of works. It visits each selected rank **once**, where the rank lives,
+  through the job's own transport (``job.map_ranks``: one call in this process for an
+  in-memory :class:`~hta.model.trace.Trace`; one call per rank in a local worker process
+  or on the Dask worker that holds it for a :class:`hta.job.distributed.DistributedJob`,
+  which also reloads ranks lost with a worker and reports the ones it cannot reach in
+  ``job.skipped``). On each rank it
+
+  1. restricts the rank to the selected steps, when ``iterations`` (or the work's own
+     ``steps``) are given, once per distinct choice of steps
+     (:func:`restrict_rank`: GPU work counts in the step of its launch);
+  2. runs the works in order (so what they share, :func:`hta.model.derived.derived`,
+     is computed once);
+  3. adds a ``rank`` column (first) to each table that has none (``add_rank``; works
+     on a trace name their rank themselves and pass unchanged).
+
+  Only the tables travel back. Per work, the runner concatenates the tables in rank
+  order (:func:`concat_tables`: a work may answer a tuple of tables, each concatenated;
+  the work's :meth:`RankWork.no_rank` table when no rank answered) and applies
+  ``finish``.
+* **One failure policy**: a work that raises on a rank does not stop the other works
+  there. ``errors="raise"`` (the default) raises the first such exception once the
+  visit is over; ``errors="return"`` makes the exception that work's answer (a report
+  shows it in the work's own section). ``finish`` raising is treated the same way.
+
+``job.map_ranks`` (both job classes have it) is the runner's transport and is internal:
+analyses, the facade, the report and the CLI call :func:`run`, never it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
+
+#: What a selection of steps is, once resolved: step numbers, or ``None`` (every event).
+Steps = tuple[int, ...] | None
+
+
+def _same(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame
+
+
+@dataclass(frozen=True)
+class RankWork:
+    """A per-rank analysis: ``fn(rank, *args, **kwargs) -> DataFrame`` on each selected
+    rank (module-level, so it can be sent to a worker), then ``finish(concatenation)``
+    in the caller.
+
+    ``steps``: restrict each rank to these ``ProfilerStep`` numbers before ``fn`` runs
+    (``None``: the run's ``iterations``). ``add_rank``: add a ``rank`` column to a table
+    that lacks one. ``empty``: the table for no rank (default: ``fn`` on an empty
+    trace for works on a trace, else a frame with a ``rank`` column only).
+    """
+
+    fn: Callable[..., pd.DataFrame]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    finish: Callable[[pd.DataFrame], Any] = _same
+    description: str = ""
+    steps: Steps = None
+    add_rank: bool = True
+    empty: Callable[[], pd.DataFrame] | None = None
+
+    @classmethod
+    def of_trace(cls, fn: Callable[..., pd.DataFrame], args: Sequence[Any] = (),
+                 kwargs: Mapping[str, Any] | None = None, *,
+                 finish: Callable[[pd.DataFrame], Any] = _same,
+                 description: str = "") -> RankWork:
+        """A work from a per-rank function written on a trace,
+        ``fn(trace, ranks, *args, **kwargs)`` (its answer for several ranks is the
+        concatenation of its answers for each; it returns no symbol ids): run on a
+        one-rank trace of each rank; its tables pass unchanged."""
+        return cls(OnTrace(fn), tuple(args), dict(kwargs or {}), finish=finish,
+                   description=description, add_rank=False)
+
+    def on_steps(self, iterations: Iterable[int] | None) -> RankWork:
+        """The same work on each rank restricted to the ``ProfilerStep`` numbers
+        ``iterations`` (restricted where the rank is); ``None``: this work."""
+        if iterations is None:
+            return self
+        return replace(self, steps=tuple(sorted({int(i) for i in iterations})))
+
+    def no_rank(self) -> pd.DataFrame:
+        """The work's table when no rank answered (its columns)."""
+        if self.empty is not None:
+            return self.empty()
+        if isinstance(self.fn, OnTrace):
+            return self.fn.fn(Trace({}), [], *self.args, **dict(self.kwargs))
+        return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64)})
+
+    @property
+    def name(self) -> str:
+        """The function's name (for progress and logs)."""
+        fn = self.fn.fn if isinstance(self.fn, OnTrace) else self.fn
+        return self.description or getattr(fn, "__name__", "per-rank work")
+
+
+@dataclass(frozen=True)
+class OnTrace:
+    """A per-rank function written on a trace, called on one rank:
+    ``fn(one_rank_trace, [rank], *args, **kwargs)`` (see :meth:`RankWork.of_trace`)."""
+
+    fn: Callable[..., pd.DataFrame]
+
+    def __call__(self, rank: RankTrace, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return self.fn(one_rank_trace(rank), [rank.rank], *args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What a work raised on a rank (handed back to :func:`run`)."""
+
+    error: Exception
+
+
+def run(job: RankMapper, works: Sequence[RankWork],
+        ranks: Iterable[int] | int | None = None, iterations: Iterable[int] | None = None,
+        *, errors: str = "raise", description: str = "", strict: bool = False
+        ) -> list[Any]:
+    """Every work's answer, from one visit of each selected rank (see the module
+    docstring): ``ranks`` (``None``: every loaded rank), each restricted to the steps
+    ``iterations`` (``None``: every event) unless a work names its own ``steps``.
+    ``errors``: ``"raise"`` or ``"return"`` (the failure policy). ``strict``: a rank a
+    distributed job cannot reach raises instead of being reported in ``job.skipped``."""
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
+    default = None if iterations is None else tuple(sorted({int(i) for i in iterations}))
+    calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
+                   else default, w.add_rank) for w in works)
+    what = description or ", ".join(dict.fromkeys(w.name for w in works))
+    visits = job.map_ranks(visit, ranks, (calls,), description=what, strict=strict)
+    per_rank = [row for part in visits for row in part]
+    answers: list[Any] = []
+    for i, work in enumerate(works):
+        frames = [row[1][i] for row in per_rank]
+        failed = next((f.error for f in frames if isinstance(f, Failed)), None)
+        if failed is not None:
+            if errors == "raise":
+                raise failed
+            answers.append(failed)
+            continue
+        try:
+            answers.append(work.finish(concat_tables(frames) if frames else work.no_rank()))
+        except Exception as exc:
+            if errors == "raise":
+                raise
+            answers.append(exc)
+    return answers
+
+
+def concat_tables(tables: Sequence[Any]) -> Any:
+    """Per-rank answers in rank order, concatenated: frames into one frame
+    (:func:`~hta.model.trace.concat_frames`), tuples of frames (a work answering several
+    tables) into the tuple of each one's concatenation."""
+    if isinstance(tables[0], tuple):
+        return tuple(concat_frames(list(parts)) for parts in zip(*tables))
+    return concat_frames(tables)
+
+
+def run_one(job: RankMapper, work: RankWork, ranks: Iterable[int] | int | None = None,
+            iterations: Iterable[int] | None = None, *, strict: bool = False) -> Any:
+    """One work's answer (:func:`run` with ``errors="raise"``)."""
+    return run(job, [work], ranks, iterations, strict=strict)[0]
+
+
+Call = tuple[Callable[..., pd.DataFrame], tuple[Any, ...], dict[str, Any], Steps, bool]
+
+
+def visit(trace: Trace, ranks: Iterable[int] | int | None, calls: tuple[Call, ...]
+          ) -> list[tuple[int, list[Any]]]:
+    """Where the ranks are: per selected rank, ``(rank, [each call's table or
+    Failed])``, the calls in order on the rank (restricted once per choice of steps)."""
+    out = []
+    for r in trace.selected_ranks(ranks):
+        whole = trace.rank(r)
+        seen: dict[Steps, RankTrace] = {None: whole}
+        answers: list[Any] = []
+        for fn, args, kwargs, steps, add_rank in calls:
+            try:
+                if steps not in seen:
+                    seen[steps] = restrict_rank(whole, steps)
+                frame = fn(seen[steps], *args, **kwargs)
+                if add_rank and isinstance(frame, pd.DataFrame) and "rank" not in frame:
+                    frame = frame.copy()
+                    frame.insert(0, "rank", np.full(len(frame), r, dtype=np.int64))
+                answers.append(frame)
+            except Exception as exc:  # noqa: BLE001 - the failure policy is run's
+                answers.append(Failed(exc))
+        out.append((r, answers))
+    return out
+
+
+def restrict_rank(rt: RankTrace, steps: Iterable[int] | None) -> RankTrace:
+    """A copy of ``rt`` keeping only the events of the ``ProfilerStep`` numbers ``steps``
+    (``iteration`` column; GPU work counts in its launch's step); ``None``: ``rt``
+    itself. Data is shared, rows are filtered; the side tables a reopened rank holds as
+    Arrow stay unconverted."""
+    if steps is None:
+        return rt
+    wanted = sorted({int(i) for i in steps})
+    copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
+                     tables=rt.tables.copy(), meta=rt.meta, unclassified=rt.unclassified)
+    copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
+    return copy
+
+
+def one_rank_trace(rt: RankTrace) -> Trace:
+    """A :class:`Trace` of ``rt`` alone, sharing its symbol table (``rt`` unchanged)."""
+    trace = Trace({})
+    trace.symbols = rt.symbols
+    trace._symbol_index = {text: i for i, text in reversed(list(enumerate(rt.symbols)))}
+    trace.ranks = {rt.rank: rt}
+    return trace
+
+
+__all__ = ["Failed", "OnTrace", "RankWork", "concat_tables", "one_rank_trace",
+           "restrict_rank", "run", "run_one", "visit"]
