@@ -17,8 +17,9 @@ from scale_cases import assert_same_answers, make_job
 import hta.job.rank_load as rank_load_module
 from hta.errors import TraceDiscoveryError
 from hta.kineto.decode import decode_trace
-from hta.kineto.discovery import discover, peek_rank
+from hta.kineto.discovery import discover
 from hta.kineto.files import RemotePath, is_url, trace_location
+from hta.kineto.rank import peek_rank
 from hta.trace_analysis import TraceAnalysis
 
 

@@ -44,8 +44,9 @@ from hta.job.rank_load import (
     load_rank_in_process,
     load_rank_kept,
 )
-from hta.kineto.discovery import discover, peek_rank
+from hta.kineto.discovery import TracePath, discover
 from hta.kineto.files import trace_location
+from hta.kineto.rank import peek_rank
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
 
@@ -76,7 +77,7 @@ def drop_last_step(rt: RankTrace) -> None:
 
 def load_trace(
     trace_dir: str | Path | None = None,
-    trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
+    trace_files: Mapping[int, str | TracePath] | Iterable[str | TracePath] | None = None,
     *,
     ranks: Iterable[int] | None = None,
     rules: Iterable[Rule] = (),

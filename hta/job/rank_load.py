@@ -27,15 +27,12 @@ from hta.job.cache import (
 )
 from hta.kineto.decode import decode_trace, require_durations
 from hta.kineto.files import trace_location
-from hta.model.build import build_rank, rank_from_filename
+from hta.kineto.rank import MAX_WORLD_SIZE, file_rank
+from hta.model.build import build_rank
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
-
-#: Largest ``distributedInfo.world_size`` taken as one (larger: ignored, with a warning);
-#: jobs have at most some hundred thousand ranks.
-MAX_WORLD_SIZE = 1 << 20
 
 #: ``LoadTask.cache_dir`` meaning "the user cache folder of the machine that loads it".
 USER_CACHE = "@user-cache"
@@ -74,71 +71,11 @@ class LoadResult:
     ref: Any = field(default=None, compare=False, repr=False)  # Dask future of the rank
 
 
-def _rank_without_metadata(task: LoadTask) -> int:
-    """The rank of a file whose trace names none: from its file name, else 0 for a lone
-    file; else the file is refused."""
-    from_name = rank_from_filename(task.path)
-    if from_name is not None:
-        return from_name
-    if task.lone_file:
-        return 0
-    raise TraceLoadError(
-        task.path,
-        "no rank found: the trace has no distributedInfo.rank and the file name has no "
-        "rank-N / rank_N / workerN",
-        "rename the file or pass trace_files={rank: path}",
-        "rename the file to rank-N.json (N its rank)",
-    )
-
-
-def _whole_number(value: Any) -> int | None:
-    """``value`` as an integer when it is one (``3``, ``"3"``, ``3.0``), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
 def rank_of(task: LoadTask, top_level: dict[str, Any]) -> tuple[int, list[str]]:
-    """The rank of a decoded file, and the warnings its ``distributedInfo`` calls for.
-
-    A rank given by the caller wins. A ``distributedInfo.rank`` that is not a whole
-    number from 0 below :data:`MAX_WORLD_SIZE` (``-1``, ``1.5``, text, ``2**70``) is not
-    used: the file name's rank is, with a
-    warning, and without one the file is refused (unless it is the only file). A rank
-    at or above a ``world_size`` over 1 is kept, with a warning (a world size of 1 is
-    what tools that are not distributed write, whatever the rank).
-    """
-    if task.rank_hint >= 0:
-        return task.rank_hint, []
-    info = top_level.get("distributedInfo")
-    if not isinstance(info, dict) or "rank" not in info:
-        return _rank_without_metadata(task), []
-    raw = info["rank"]
-    rank = _whole_number(raw)
-    if rank is not None and 0 <= rank < MAX_WORLD_SIZE:
-        world = _whole_number(info.get("world_size"))
-        if world is not None and 1 < world <= rank:
-            return rank, [f"distributedInfo.rank {rank} is not below its world_size {world}"]
-        return rank, []
-    shown = repr(raw) if len(repr(raw)) <= 40 else repr(raw)[:39] + "…"
-    note = f"distributedInfo.rank {shown} is not a rank (a whole number from 0 to 2**20)"
-    from_name = rank_from_filename(task.path)
-    if from_name is not None:
-        return from_name, [f"{note}; rank {from_name} taken from the file name"]
-    if task.lone_file:
-        return 0, [f"{note}; taken as rank 0 (the only file)"]
-    raise TraceLoadError(task.path, f"{note}, and the file name has no rank-N / rank_N / "
-                         "workerN", "rename the file or pass trace_files={rank: path}",
-                         "rename the file to rank-N.json (N its rank)")
+    """The rank of a decoded file, and the warnings its ``distributedInfo`` calls for: the
+    file format's rules (:func:`hta.kineto.rank.file_rank`), with the task's given rank
+    and whether it is the only file."""
+    return file_rank(task.path, top_level, given=task.rank_hint, lone_file=task.lone_file)
 
 
 def _cache_folder(task: LoadTask) -> Path | None:

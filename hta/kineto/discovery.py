@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -69,7 +67,7 @@ def drop_exports(files: list[TracePath]) -> list[TracePath]:
 
 def discover(
     trace_dir: str | Path | None = None,
-    trace_files: Mapping[int, str | Path] | Iterable[str | Path] | None = None,
+    trace_files: Mapping[int, str | TracePath] | Iterable[str | TracePath] | None = None,
     storage_options: dict | None = None,
 ) -> tuple[list[TracePath], dict[TracePath, int]]:
     """Trace files to load, and the ranks the caller fixed explicitly.
@@ -118,25 +116,3 @@ def discover(
         raise TraceDiscoveryError(f"{head}, or pass trace_files=",
                                   cli_message=f"{head}, or give one trace file")
     return files, explicit
-
-
-_RANK_IN_HEAD = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*"?(\d+)"?\s*[,}]')
-_HEAD_BYTES = 1 << 18
-
-
-def peek_rank(path: TracePath) -> int | None:
-    """``distributedInfo.rank`` if it appears in the first 256 KiB of the file's text.
-
-    Kineto writes ``distributedInfo`` near the top, so ranks are known before a file is
-    decoded: unwanted ranks are never loaded and clashing ranks fail fast. ``None``
-    when the head holds no rank (the full load then looks at the whole file).
-    """
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(_HEAD_BYTES)
-        if raw[:2] == b"\x1f\x8b":
-            raw = zlib.decompressobj(31).decompress(raw, _HEAD_BYTES)
-    except (OSError, zlib.error):
-        return None
-    match = _RANK_IN_HEAD.search(raw)
-    return int(match.group(1)) if match else None

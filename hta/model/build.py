@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,26 +25,6 @@ from hta.model.schema import EVENT_DTYPES, MAX_DEPTH, NARROWED
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
-
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", re.IGNORECASE)
-
-
-def rank_from_filename(path: str | Path) -> int | None:
-    """The rank written in a file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``)."""
-    match = _RANK_IN_NAME.search(Path(path).name)
-    return int(match.group(1)) if match else None
-
-
-def rank_from_metadata(top_level: dict[str, Any]) -> int | None:
-    """``distributedInfo.rank`` when present and an integer (possibly quoted)."""
-    info = top_level.get("distributedInfo")
-    if not isinstance(info, dict) or "rank" not in info:
-        return None
-    try:
-        return int(info["rank"])
-    except (TypeError, ValueError):
-        return None
-
 
 def time_origin_ns(decoded: DecodedTrace) -> int:
     """What to add to the file's timestamps to make them absolute epoch nanoseconds.
@@ -218,7 +196,9 @@ def build_metadata(
 ) -> dict[str, Any]:
     """Rank-level facts: world size, devices, process groups, time origin, settings."""
     top = decoded.top_level
-    info = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    info = top.get("distributedInfo")
+    if not isinstance(info, dict):
+        info = {}
     pg_config = info.get("pg_config") or []
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
@@ -261,4 +241,4 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-__all__ = ["build_rank", "rank_from_filename", "rank_from_metadata", "KINDS"]
+__all__ = ["build_rank", "KINDS"]
