@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 class TraceError(Exception):
     """Base class of every error this package raises about a user's traces.
@@ -29,9 +27,9 @@ class TraceLoadError(TraceError):
     ``hint`` says what to do in Python; ``cli_hint``, when given, what to do on the
     command line instead."""
 
-    def __init__(self, path: str | Path, problem: str, hint: str = "",
+    def __init__(self, path: object, problem: str, hint: str = "",
                  cli_hint: str = "") -> None:
-        self.path = str(path)
+        self.path = str(path)  # a str or Path, or a URL's RemotePath
         self.problem = problem
         self.hint = hint
         self.cli_hint = cli_hint

@@ -196,7 +196,7 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
 
 
-def _decode_streaming(path: Path, workers: int, overlap: bool = False
+def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = False
                       ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
     """Decode a file piece by piece (see :mod:`hta.kineto.stream`).
 
@@ -274,7 +274,7 @@ def decode_trace(
             gc.enable()
 
 
-def _decode_protobuf(path: Path, chunk_events: int) -> DecodedTrace:
+def _decode_protobuf(path: Path | RemotePath, chunk_events: int) -> DecodedTrace:
     """A Perfetto protobuf trace (:mod:`hta.kineto.pftrace`): turned into Kineto's JSON,
     decoded as JSON from a temporary file, reported under its own name."""
     import dataclasses
@@ -290,7 +290,7 @@ def _decode_protobuf(path: Path, chunk_events: int) -> DecodedTrace:
                                warnings=notes + decoded.warnings)
 
 
-def _decode_whole(path: Path, chunk_events: int
+def _decode_whole(path: Path | RemotePath, chunk_events: int
                   ) -> tuple[_Partial, dict[str, msgspec.Raw], int, list[str]]:
     """Decode a file held in memory at once (any JSON layout; repairs known bugs).
 
@@ -302,9 +302,9 @@ def _decode_whole(path: Path, chunk_events: int
     try:
         top, items, repairs = parse_top_level(path, data)
         repairs = bom + repairs
-        _require_events(path, top, items)
+        events = _require_events(path, top, items)
         del data
-        return _decode_items(items, chunk_events), top, uncompressed, repairs
+        return _decode_items(events, chunk_events), top, uncompressed, repairs
     except _DECODE_ERRORS as first:
         error: Exception = first
     data = read_bytes(path)
@@ -313,8 +313,8 @@ def _decode_whole(path: Path, chunk_events: int
         notes.append(what)
         try:
             top, items, _ = parse_top_level(path, repaired)
-            _require_events(path, top, items)
-            return _decode_items(items, chunk_events), top, uncompressed, list(notes)
+            events = _require_events(path, top, items)
+            return _decode_items(events, chunk_events), top, uncompressed, list(notes)
         except _DECODE_ERRORS as exc:
             error = exc
     raise TraceLoadError(path, f"invalid JSON inside traceEvents: {error}",
@@ -322,7 +322,7 @@ def _decode_whole(path: Path, chunk_events: int
                          ) from error
 
 
-def _decode_trace(path: Path, chunk_events: int, workers: int) -> DecodedTrace:
+def _decode_trace(path: Path | RemotePath, chunk_events: int, workers: int) -> DecodedTrace:
     repairs: list[str] = []
     try:
         # The native scanner decodes faster than worker processes can ship columns back.

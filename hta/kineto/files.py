@@ -42,8 +42,8 @@ def file_url_path(url: str) -> Path:
     return Path(unquote(parsed.path))
 
 
-def trace_location(location: str | Path, storage_options: dict[str, Any] | None = None
-                   ) -> Path | RemotePath:
+def trace_location(location: str | Path | RemotePath,
+                   storage_options: dict[str, Any] | None = None) -> Path | RemotePath:
     """A local :class:`~pathlib.Path` for paths and ``file://`` URLs, else a
     :class:`RemotePath` for the fsspec URL."""
     if isinstance(location, RemotePath):

@@ -46,11 +46,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from hta.errors import TraceLoadError
+
+if TYPE_CHECKING:
+    from hta.kineto.files import RemotePath
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +96,7 @@ def is_protobuf_file(path: Any) -> bool:
     return looks_like_protobuf(head)
 
 
-def _protos(path: Path) -> Any:
+def _protos(path: Path | RemotePath) -> Any:
     try:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2
     except ImportError:
@@ -149,7 +152,7 @@ def infer_category(name: str, args: dict[str, Any]) -> str:
     return "cpu_op"
 
 
-def to_kineto(path: Path, data: bytes | bytearray) -> tuple[dict[str, Any], list[str]]:
+def to_kineto(path: Path | RemotePath, data: bytes | bytearray) -> tuple[dict[str, Any], list[str]]:
     """The trace in ``data`` (a protobuf ``Trace``, inflated) as a Kineto JSON document,
     and notes on what was inferred or dropped. Raises :class:`TraceLoadError` (one line)
     for a truncated or foreign file."""
@@ -190,8 +193,8 @@ def to_kineto(path: Path, data: bytes | bytearray) -> tuple[dict[str, Any], list
         if e.type == pb.TrackEvent.TYPE_SLICE_END:
             stack = open_.get(e.track_uuid)
             if stack:
-                ts, name, cat, args = stack.pop()
-                slices.append((e.track_uuid, ts, p.timestamp, name, cat, args))
+                ts, name, cat, begin_args = stack.pop()
+                slices.append((e.track_uuid, ts, p.timestamp, name, cat, begin_args))
             continue
         name = e.name if e.HasField("name") else names[seq].get(e.name_iid, "")
         ann = {a.name: _annotation_value(a) for a in e.debug_annotations}
@@ -208,12 +211,13 @@ def to_kineto(path: Path, data: bytes | bytearray) -> tuple[dict[str, Any], list
         if e.type != pb.TrackEvent.TYPE_SLICE_BEGIN:
             continue
         cat = list(e.categories) or [cats[seq].get(i, "") for i in e.category_iids]
-        args: dict[str, Any] | None = {}
+        args: dict[str, Any] = {}
         if isinstance(ann.get("metadata"), str):
-            args = _args(ann["metadata"])
-            if args is None:
+            parsed = _args(ann["metadata"])
+            if parsed is None:
                 bad_args += 1
-                args = {}
+            else:
+                args = parsed
         if ann.get("correlation_id") and "correlation" not in args:
             args["correlation"] = ann["correlation_id"]
         open_[e.track_uuid].append((p.timestamp, name, cat, args))
@@ -283,7 +287,8 @@ def _document(tracks: dict[int, Any], slices: list[Any], top: dict[str, Any]
     return doc, notes
 
 
-def to_kineto_json(path: Path, data: bytes | bytearray) -> tuple[bytes, list[str]]:
+def to_kineto_json(path: Path | RemotePath, data: bytes | bytearray
+                   ) -> tuple[bytes, list[str]]:
     """:func:`to_kineto` as JSON text (what the JSON decoders read)."""
     doc, notes = to_kineto(path, data)
     return orjson.dumps(doc), notes

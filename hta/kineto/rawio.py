@@ -8,18 +8,24 @@ import logging
 import re
 import zlib
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 from hta.errors import TraceLoadError
 
+if TYPE_CHECKING:
+    from hta.kineto.files import RemotePath
+
 logger = logging.getLogger(__name__)
 
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
+_fast_gzip: ModuleType | None
+_fast_gzip_zlib: ModuleType | None
 try:  # Intel ISA-L inflates gzip 2-3x faster than zlib when it is installed.
     from isal import igzip as _fast_gzip
     from isal import isal_zlib as _fast_gzip_zlib
@@ -38,20 +44,20 @@ BOM = b"\xef\xbb\xbf"
 BOM_NOTE = "skipped the UTF-8 byte-order mark at the start of the file"
 
 
-def read_bytes(path: Path, notes: list[str] | None = None) -> bytes | bytearray:
+def read_bytes(path: Path | RemotePath, notes: list[str] | None = None) -> bytes | bytearray:
     """Read a trace file, inflating gzip (detected by its magic bytes, not its name).
 
     A leading UTF-8 byte-order mark is dropped (JSON has none); ``notes``, when given,
     gets :data:`BOM_NOTE` appended then.
     """
     try:
-        data = path.read_bytes()
+        data: bytes | bytearray = path.read_bytes()
     except OSError as exc:
         raise TraceLoadError(path, f"cannot read the file: {exc.strerror or exc}") from exc
     if data[:2] == b"\x1f\x8b":
         try:
             data = _inflate(data)
-        except (*INFLATE_ERRORS, ValueError) as exc:
+        except INFLATE_ERRORS + (ValueError,) as exc:
             raise TraceLoadError(
                 path,
                 f"the gzip stream is truncated or corrupt ({exc})",
@@ -73,7 +79,7 @@ _INFLATE_STEP = 1 << 24
 MAX_INFLATE_RATIO = 1032
 
 
-def _inflate(data: bytes) -> bytes | bytearray:
+def _inflate(data: bytes | bytearray) -> bytes | bytearray:
     """Inflate gzip into a buffer sized from the trailer, so the text is held once.
 
     Growing an output buffer while inflating costs about twice the text's size at its
@@ -112,9 +118,9 @@ _CONTROL_TO_SPACE = bytes.maketrans(_CONTROL, b" " * 32)
 _BARE_NONFINITE = re.compile(rb"(?<=[:,\[\s])(-?Infinity|NaN)(?=[\s,\]}])")
 
 
-def _repairs(data: bytes) -> list[tuple[str, bytes]]:
+def _repairs(data: bytes | bytearray) -> list[tuple[str, bytes | bytearray]]:
     """Cheap, safe rewrites of text that real writers produced but JSON forbids."""
-    out: list[tuple[str, bytes]] = []
+    out: list[tuple[str, bytes | bytearray]] = []
     text = data
     if any(c in text for c in (b"\x00", b"\x01", b"\x1b", b"\x7f")) or re.search(
         rb"[\x00-\x08\x0b\x0c\x0e-\x1f]", text
@@ -132,7 +138,7 @@ def _repairs(data: bytes) -> list[tuple[str, bytes]]:
     return out
 
 
-def _position(data: bytes, exc: Exception) -> str:
+def _position(data: bytes | bytearray, exc: Exception) -> str:
     match = re.search(r"byte (\d+)", str(exc))
     if not match:
         return ""
@@ -183,7 +189,7 @@ def duplicate_key(data: bytes | bytearray | memoryview,
     return None
 
 
-def require_unique_keys(path: Path, data: bytes | bytearray | memoryview,
+def require_unique_keys(path: Path | RemotePath, data: bytes | bytearray | memoryview,
                         top: dict[str, msgspec.Raw]) -> None:
     """Raise :class:`TraceLoadError` when the file's top level repeats a key: which of
     the values the writer meant cannot be told (a second ``traceEvents`` would replace
@@ -193,7 +199,7 @@ def require_unique_keys(path: Path, data: bytes | bytearray | memoryview,
         raise duplicate_key_error(path, key)
 
 
-def duplicate_key_error(path: Path, key: str) -> TraceLoadError:
+def duplicate_key_error(path: Path | RemotePath, key: str) -> TraceLoadError:
     """The error of a file whose top level holds ``key`` twice."""
     return TraceLoadError(
         path, f"the top level holds the key {key!r} more than once; which value is meant "
@@ -202,7 +208,7 @@ def duplicate_key_error(path: Path, key: str) -> TraceLoadError:
     )
 
 
-def _split(data: bytes) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None]:
+def _split(data: bytes | bytearray) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None]:
     top = _top_decoder.decode(data)
     events = top.get("traceEvents")
     return top, (_raw_list_decoder.decode(events) if events is not None else None)
@@ -212,7 +218,7 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeErr
 
 
 def parse_top_level(
-    path: Path, data: bytes
+    path: Path | RemotePath, data: bytes | bytearray
 ) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw] | None, list[str]]:
     """Split the file into its top-level keys and its raw events.
 
@@ -256,7 +262,7 @@ def parse_top_level(
         ) from error
 
 
-def text_size(path: Path) -> int:
+def text_size(path: Path | RemotePath) -> int:
     """Bytes of JSON text in a file: its size, or for gzip the size in its trailer."""
     size = path.stat().st_size
     with path.open("rb") as fh:
@@ -266,7 +272,7 @@ def text_size(path: Path) -> int:
         return int.from_bytes(fh.read(4), "little")
 
 
-def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+def _top_level_values(path: Path | RemotePath, top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, raw in top.items():
         if key == "traceEvents":
@@ -278,8 +284,9 @@ def _top_level_values(path: Path, top: dict[str, msgspec.Raw]) -> dict[str, Any]
     return out
 
 
-def _require_events(path: Path, top: dict[str, msgspec.Raw],
-                    items: list[msgspec.Raw] | None) -> None:
+def _require_events(path: Path | RemotePath, top: dict[str, msgspec.Raw],
+                    items: list[msgspec.Raw] | None) -> list[msgspec.Raw]:
+    """``items``, the events; a trace error when the file has none."""
     if items is None:
         keys = ", ".join(sorted(top)[:6]) or "none"
         raise TraceLoadError(
@@ -287,3 +294,4 @@ def _require_events(path: Path, top: dict[str, msgspec.Raw],
             f"the file is JSON but not a Kineto trace: no 'traceEvents' (top-level keys: {keys})",
             "point hta at the profiler's .json or .json.gz output",
         )
+    return items

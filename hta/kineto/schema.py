@@ -18,6 +18,7 @@ model computes (``index``, ``end``, ``kind``, links, ``iteration``), renames ``r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -199,7 +200,7 @@ DECODED_TABLES: dict[str, Table] = {**DECODED_ARG_TABLES, "copy_sizes": COPY_SIZ
                                     **EVENT_TABLES}
 
 
-def frame(table: Table, values: dict[str, object]) -> pd.DataFrame:
+def frame(table: Table, values: dict[str, Any]) -> pd.DataFrame:
     """A side table as a DataFrame with exactly the schema's columns and dtypes
     (``values``: column -> array or list; a missing column must mean an empty table)."""
     extra = set(values) - set(table.names)

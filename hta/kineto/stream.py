@@ -25,13 +25,18 @@ import threading
 import zlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from hta.kineto.rawio import BOM, duplicate_key_error, require_unique_keys
 from hta.kineto.split import Splitter
 
+if TYPE_CHECKING:
+    from hta.kineto.files import RemotePath
+
+_zlib: ModuleType
 try:
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - optional dependency
@@ -51,7 +56,7 @@ class NotStreamable(Exception):
     """The file is not in Kineto's layout; decode it as a whole document instead."""
 
 
-def _text_blocks(path: Path) -> Iterator[bytes]:
+def _text_blocks(path: Path | RemotePath) -> Iterator[bytes]:
     """The file's text, inflated if gzip, in blocks of about TARGET_CHUNK bytes."""
     with path.open("rb") as fh:
         head = fh.read(2)
@@ -93,7 +98,7 @@ def _take_events(buf: bytearray, cut: int) -> bytes:
     return piece
 
 
-def _bare_end(buf: bytearray, cut: int) -> int:
+def _bare_end(buf: bytes | bytearray, cut: int) -> int:
     """Where the events before ``cut`` end (the trailing comma and spaces dropped)."""
     end = cut
     while end > 0 and buf[end - 1] in _SPACE:
@@ -134,7 +139,7 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
 
 
 def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool
-                       ) -> Generator[tuple[str, object], None, bytearray]:
+                       ) -> Generator[tuple[str, Any], None, bytearray]:
     """Pieces of whole events of an array in any layout, cut where events end.
 
     ``buf`` starts just after the array's ``[``. Yields ``("bare", view)`` (``bare``) or
@@ -174,7 +179,14 @@ def _first_event(buf: bytearray) -> int:
     return start
 
 
-def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, object]]:
+def _counted(blocks: Iterator[bytes], sizes: list[int]) -> Iterator[bytes]:
+    """``blocks``, each one's length appended to ``sizes`` as it is read."""
+    for block in blocks:
+        sizes.append(len(block))
+        yield block
+
+
+def iter_event_chunks(path: Path | RemotePath, bare: bool = False) -> Iterator[tuple[str, Any]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
 
@@ -186,7 +198,7 @@ def iter_event_chunks(path: Path, bare: bool = False) -> Iterator[tuple[str, obj
     look like Kineto's layout, and ``EOFError``/``zlib.error`` for broken gzip.
     """
     sizes: list[int] = []
-    blocks = (sizes.append(len(b)) or b for b in _text_blocks(path))
+    blocks = _counted(_text_blocks(path), sizes)
     buf = bytearray()
     match = None
     for block in blocks:
