@@ -141,3 +141,19 @@ def test_report_and_summary_escape_the_bounding_kernels_name(tmp_path: Path) -> 
     done = run_cli(["summary", str(folder), "--no-cache", "-q", "--step-bound"])
     first = next(x for x in done.stdout.splitlines() if x.startswith("What bounds the step"))
     assert "\x1b" not in first and "gemm\\x1b[2J" in first
+
+
+def test_step_bounds_per_step_agree_with_what_if(jobs) -> None:
+    folder, _ = jobs
+    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
+    table = a.get_step_bounds(iterations=[2, 3])
+    assert table["step"].tolist() == [2, 3] and (table["rank"] == 2).all()
+    job = a.what_if().groupby("step").agg(m=("job_measured(us)", "first"),
+                                          r=("replayed(us)", "max")).loc[[2, 3]]
+    assert table["measured(us)"].tolist() == pytest.approx(job["m"].tolist())
+    assert table["replayed(us)"].tolist() == pytest.approx(job["r"].tolist())
+    # the host waits for the GPU each step: the path spans the whole step
+    assert table["step(us)"].tolist() == pytest.approx(job["r"].tolist())
+    assert (table["saving_at_median(us)"]
+            == table["replayed(us)"] - table["at_median(us)"]).all()
+    assert (table["replay_error_pctg"] == 0).all()

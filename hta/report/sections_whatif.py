@@ -92,9 +92,10 @@ def step_bound(ctx: Context, s: Section) -> None:
     table = ctx.analyzer.get_step_bounds(ctx.iterations)
     split = table["top_work"].str.partition(": ")
     table = table.assign(top_kind=split[0], top_work=split[2]).rename(columns={
-        "step(us)": "replayed(us)", "top_work(us)": "top_work_time(us)"})
+        "step(us)": "critical_path(us)", "top_work(us)": "top_work_time(us)"})
     s.tables.append(table_of(table, "Per step (times in µs)", columns=[
         "step", "rank", "measured(us)", "replayed(us)", "replay_error_pctg",
+        "critical_path(us)",
         "modelled_error_pctg", "work_shares", "top_kind", "top_work", "top_work_time(us)",
         "at_median(us)", "saving_at_median(us)"]))
 

@@ -141,7 +141,7 @@ def _describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
 #: Columns of :func:`step_bounds`.
 BOUND_COLUMNS = ["step", "rank", "step(us)", "bound_by", "bound_share_pctg", "top_work",
                  "top_work(us)", "at_median(us)", "saving_at_median(us)", "work_shares",
-                 "measured(us)", "replay_error_pctg", "modelled_error_pctg"]
+                 "measured(us)", "replayed(us)", "replay_error_pctg", "modelled_error_pctg"]
 
 #: A kind of work is named in ``work_shares`` from this share (%) of the path on.
 SHARE_SHOWN_PCTG = 0.5
@@ -163,17 +163,21 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
     which saves a replay per other bounding rank).
 
     Per step (the table, :data:`BOUND_COLUMNS`): the rank holding the most time of the
-    job's critical path (``rank``; ``step(us)``: the job's replayed step, the path's
-    length), the kind of work with the most time on the path (``bound_by``, its share
-    ``bound_share_pctg``; ``work_shares``: every kind's share, e.g. ``gpu 62%, cpu 20%``),
+    job's critical path (``rank``; ``step(us)``: the path's length, the ``ProfilerStep``
+    span of the rank whose span ends last in the replay), the kind of work with the most
+    time on the path (``bound_by``, its share ``bound_share_pctg``; ``work_shares``: every
+    kind's share, e.g. ``gpu 62%, cpu 20%``),
     the single piece of work with the most time on it (``top_work``: kind and name,
     ``top_work(us)``), the job's step if that rank's GPU work between collectives took the
-    median across ranks (``at_median(us)``: ``no-stragglers:RANK``;
-    ``saving_at_median(us)`` = ``step(us)`` - that, negative when the median is slower),
-    the job's measured step (``measured(us)``, the slowest rank's) and the replay's
-    honesty figures for it: ``replay_error_pctg`` = 100 * (``step(us)`` - measured) /
-    measured, and ``modelled_error_pctg``, the same for the stricter replay (the slowest
-    rank's step there; :func:`hta.analysis.whatif.what_if`).
+    median across ranks (``at_median(us)``: ``no-stragglers:RANK``, the slowest rank's
+    predicted step; ``saving_at_median(us)`` = ``replayed(us)`` - that, negative when the
+    median is slower), the job's step as :func:`hta.analysis.whatif.what_if` measures it
+    (to the step's completion, the slowest rank's): ``measured(us)`` in the trace,
+    ``replayed(us)`` in the replay without change, and the replay's honesty figures:
+    ``replay_error_pctg`` = 100 * (replayed - measured) / measured, and
+    ``modelled_error_pctg``, the same for the stricter replay (the slowest rank's step
+    there). Where the host waits for the GPU every step, ``step(us)`` equals
+    ``replayed(us)``; where it runs ahead, the step's GPU work ends after its span.
 
     Over the steps (the dict; None without a step): ``steps``; ``rank``, the rank bounding
     the most steps (ties: the most time on the paths) and ``rank_steps``, how many;
@@ -214,22 +218,23 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
         by_work = path.groupby(["kind", "name"])["dur(us)"].sum().sort_values(ascending=False)
         end_rank = int(path.groupby("rank")["dur(us)"].sum().idxmax())
         kind, name = by_work.index[0]
-        measured, modelled = job.get(step, (float("nan"), float("nan")))
+        measured, replayed, modelled = job.get(step, (float("nan"), total, float("nan")))
         rows.append((step, end_rank, total, by_kind.index[0],
                      _pct(float(by_kind.iloc[0]), total), f"{kind}: {name}",
                      float(by_work.iloc[0]), float("nan"), float("nan"),
-                     _shares(by_kind, total), measured, _err(total, measured),
+                     _shares(by_kind, total), measured, replayed, _err(replayed, measured),
                      _err(modelled, measured)))
     table = pd.DataFrame(rows, columns=BOUND_COLUMNS)
     if not len(table):
         return table, None
     top = _top_rank(table)
-    for i, (step, rank, total) in enumerate(zip(table["step"].tolist(),
-                                                table["rank"].tolist(),
-                                                table["step(us)"].tolist(), strict=True)):
+    for i, (step, rank, replayed) in enumerate(zip(table["step"].tolist(),
+                                                   table["rank"].tolist(),
+                                                   table["replayed(us)"].tolist(),
+                                                   strict=True)):
         if each_step or rank == top:
-            med = float(at_median(rank).get(step, total))
-            table.loc[i, ["at_median(us)", "saving_at_median(us)"]] = [med, total - med]
+            med = float(at_median(rank).get(step, replayed))
+            table.loc[i, ["at_median(us)", "saving_at_median(us)"]] = [med, replayed - med]
     return table, _over_steps(table, pd.concat(paths, ignore_index=True), unchanged,
                               at_median(top), top)
 
@@ -240,13 +245,14 @@ def _top_rank(table: pd.DataFrame) -> int:
     return int(per_rank.sort_values(["n", "t"], ascending=False, kind="stable").index[0])
 
 
-def _job_figures(unchanged: pd.DataFrame) -> dict[int, tuple[float, float]]:
-    """Per step: the job's measured step and its step in the stricter replay (each the
-    slowest rank's)."""
+def _job_figures(unchanged: pd.DataFrame) -> dict[int, tuple[float, float, float]]:
+    """Per step: the job's measured step, its replayed step and its step in the stricter
+    replay (each the slowest rank's)."""
     m = unchanged["measured(us)"]
     strict = m * (1 + unchanged["modelled_error_pctg"] / 100)
-    by = pd.DataFrame({"step": unchanged["step"], "m": m, "s": strict}).groupby("step").max()
-    return {int(k): (float(r["m"]), float(r["s"])) for k, r in by.iterrows()}
+    by = pd.DataFrame({"step": unchanged["step"], "m": m, "r": unchanged["replayed(us)"],
+                       "s": strict}).groupby("step").max()
+    return {int(k): (float(r["m"]), float(r["r"]), float(r["s"])) for k, r in by.iterrows()}
 
 
 def _over_steps(table: pd.DataFrame, path: pd.DataFrame, unchanged: pd.DataFrame,
@@ -260,8 +266,8 @@ def _over_steps(table: pd.DataFrame, path: pd.DataFrame, unchanged: pd.DataFrame
     kind, name = by_work.index[0]
     n = len(table)
     med = at_median.reindex(table["step"].to_numpy())
-    med = med.fillna(table.set_index("step")["step(us)"])
-    replayed = float(table["step(us)"].mean())
+    med = med.fillna(table.set_index("step")["replayed(us)"])
+    replayed = float(table["replayed(us)"].mean())
     rep = unchanged["replay_error_pctg"].abs()
     mod = unchanged["modelled_error_pctg"].abs()
     return {
