@@ -28,7 +28,7 @@ class _NoBar:
 def in_jupyter_kernel() -> bool:
     """Whether this process is a Jupyter (IPython) kernel."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 

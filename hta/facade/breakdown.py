@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
+from hta.facade.selecting import resolved
 from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
 
@@ -43,7 +44,7 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, temporal.temporal_breakdown, ranks, (iterations,),
+        df = map_ranks(self.t, temporal.temporal_breakdown, resolved(ranks), (iterations,),
                        description="Temporal breakdown")
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
@@ -57,7 +58,7 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, temporal.temporal_breakdown_detail, ranks,
+        df = map_ranks(self.t, temporal.temporal_breakdown_detail, resolved(ranks),
                        (iterations, per_iteration), description="Temporal breakdown")
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
@@ -84,7 +85,7 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         delay = _delay_ns(consecutive_kernel_delay_ns, consecutive_kernel_delay)
         df, stats = idle.idle_time_breakdown_and_stats(
-            self.t, ranks, streams, iterations, delay, show_idle_interval_stats)
+            self.t, resolved(ranks), streams, resolved(iterations), delay, show_idle_interval_stats)
         _show(visualize, lambda: [idle_time_breakdown_figure(df, pctg=visualize_pctg)])
         return df, stats
 
@@ -105,7 +106,8 @@ class BreakdownMixin:
         _not_bool("duration_ratio", duration_ratio)
         _not_bool("ranks", ranks)
         types, table = kernels.gpu_kernel_breakdown(
-            self.t, ranks, iterations, duration_ratio, num_kernels, include_memory_kernels)
+            self.t, resolved(ranks), resolved(iterations), duration_ratio, num_kernels,
+            include_memory_kernels)
         def figures() -> list[Any]:
             figs = [kernel_type_figure(types)]
             for kind in table["kernel_type"].unique():
@@ -123,7 +125,7 @@ class BreakdownMixin:
         from hta.plots.overlap import comm_comp_overlap_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, overlap.comm_comp_overlap, ranks, (iterations,),
+        df = map_ranks(self.t, overlap.comm_comp_overlap, resolved(ranks), (iterations,),
                        description="Comm/compute overlap")
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
@@ -144,8 +146,8 @@ class BreakdownMixin:
 
         _not_bool("ranks", ranks)
         df = annotations.user_annotation_breakdown(
-            self.t, ranks, iterations, use_gpu_annotation, duration_ratio, num_kernels,
-            allowlist_patterns)
+            self.t, resolved(ranks), resolved(iterations), use_gpu_annotation, duration_ratio,
+            num_kernels, allowlist_patterns)
         _show(visualize and len(df) > 0,
               lambda: [user_annotation_figure(df), user_annotation_duration_figure(df)],
               image_renderer)

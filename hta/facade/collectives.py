@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.facade.display import show
+from hta.facade.selecting import resolved
 from hta.model.selection import Iterations, Ranks
 from hta.model.trace import map_ranks
 
@@ -34,7 +35,7 @@ class CollectivesMixin:
         from hta.analysis.collectives import collective_performance
         from hta.plots.collectives import collective_bandwidth_figure
 
-        perf = map_ranks(self.t, collective_performance, ranks, (iterations,),
+        perf = map_ranks(self.t, collective_performance, resolved(ranks), (iterations,),
                          description="Collectives")
         if visualize:
             show(collective_bandwidth_figure(perf))
@@ -56,6 +57,7 @@ class CollectivesMixin:
         :mod:`hta.analysis.findings.collective_bw`."""
         from hta.analysis.findings.collective_bw import slow_collectives
 
+        ranks, iterations = resolved(ranks), resolved(iterations)
         r = None if ranks is None else ([int(ranks)] if isinstance(ranks, int)
                                         else [int(x) for x in ranks])
         i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)

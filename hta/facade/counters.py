@@ -25,6 +25,7 @@ import pandas as pd
 from hta.analysis import launch, queue
 from hta.facade.display import show
 from hta.facade.per_rank import per_rank_frame
+from hta.facade.selecting import resolved
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class CountersMixin:
         from hta.plots.launch import launch_stats_figure
 
         _not_bool("ranks", ranks)
-        df = launch.cuda_kernel_launch_stats(self.t, ranks, runtime_cutoff,
+        df = launch.cuda_kernel_launch_stats(self.t, resolved(ranks), runtime_cutoff,
                                              launch_delay_cutoff, include_memory_events)
         if visualize:
             show(launch_stats_figure(df, runtime_cutoff, launch_delay_cutoff))
@@ -66,7 +67,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.launch.launch_pairing_summary`.
         """
-        return launch.launch_pairing_summary(self.t, ranks)
+        return launch.launch_pairing_summary(self.t, resolved(ranks))
 
     def get_queue_length_time_series(self, ranks: Ranks = None,
                                      visualize: bool = False) -> pd.DataFrame:
@@ -77,7 +78,7 @@ class CountersMixin:
         from hta.plots.queue import queue_length_figure
 
         _not_bool("ranks", ranks)
-        df = queue.queue_length_time_series(self.t, ranks)
+        df = queue.queue_length_time_series(self.t, resolved(ranks))
         if visualize:
             show(queue_length_figure(df))
         return df
@@ -87,7 +88,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.queue.queue_length_summary`.
         """
-        return queue.queue_length_summary(self.t, ranks)
+        return queue.queue_length_summary(self.t, resolved(ranks))
 
     def get_time_spent_blocked_on_full_queue(
         self, queue_length_threshold: int | pd.DataFrame = queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
@@ -109,7 +110,8 @@ class CountersMixin:
                             "with a rank column), not a dict per rank")
         if max_queue_length is not None:
             threshold = max_queue_length
-        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold), ranks, series)
+        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold), resolved(ranks),
+                                                      series)
 
     def get_memory_bw_time_series(self, ranks: Ranks = None,
                                   visualize: bool = False) -> pd.DataFrame:
@@ -121,7 +123,7 @@ class CountersMixin:
         from hta.plots.bandwidth import memory_bw_figure
 
         _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_time_series(self.t, ranks)
+        df = bandwidth.memory_bw_time_series(self.t, resolved(ranks))
         if visualize:
             show(memory_bw_figure(df))
         return df
@@ -136,7 +138,7 @@ class CountersMixin:
         from hta.plots.bandwidth import memory_bw_summary_figure
 
         _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_summary(self.t, ranks)
+        df = bandwidth.memory_bw_summary(self.t, resolved(ranks))
         if visualize:
             show(memory_bw_summary_figure(df))
         return df
@@ -153,7 +155,7 @@ class CountersMixin:
         """
         from hta.export.counters_trace import generate_trace_with_counters
 
-        return generate_trace_with_counters(self.t, time_series, ranks, output_suffix,
+        return generate_trace_with_counters(self.t, time_series, resolved(ranks), output_suffix,
                                             output_dir)
 
     def get_frequent_cuda_kernel_sequences(
@@ -200,7 +202,7 @@ class CountersMixin:
         from hta.plots.operators import operator_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = operators.operator_breakdown(self.t, ranks, group_by_input_shape)
+        df = operators.operator_breakdown(self.t, resolved(ranks), group_by_input_shape)
         if visualize:
             show(operator_breakdown_figure(df))
         return df
@@ -212,7 +214,7 @@ class CountersMixin:
         """
         from hta.analysis import cupti
 
-        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, ranks))
+        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, resolved(ranks)))
 
 
 def _not_bool(name: str, value: object) -> None:

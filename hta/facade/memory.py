@@ -15,6 +15,7 @@ import pandas as pd
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
+from hta.facade.selecting import resolved
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 
@@ -37,9 +38,10 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, memory.memory_timeline, ranks, description="Memory timeline")
+        df = map_ranks(self.t, memory.memory_timeline, resolved(ranks),
+                       description="Memory timeline")
         if visualize:
-            summary = map_ranks(self.t, memory.memory_summary, ranks,
+            summary = map_ranks(self.t, memory.memory_summary, resolved(ranks),
                                 description="Memory summary")
             show(memory_timeline_figure(df, summary))
         return df
@@ -53,11 +55,11 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, memory.memory_summary, ranks, description="Memory summary")
+        df = map_ranks(self.t, memory.memory_summary, resolved(ranks), description="Memory summary")
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = map_ranks(self.t, memory.memory_timeline, ranks,
+            timeline = map_ranks(self.t, memory.memory_timeline, resolved(ranks),
                                  description="Memory timeline")
             show(memory_timeline_figure(timeline, df))
         return df
@@ -67,7 +69,7 @@ class MemoryMixin:
         device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
         from hta.analysis import memory
 
-        return map_ranks(self.t, memory.memory_peak_operators, ranks,
+        return map_ranks(self.t, memory.memory_peak_operators, resolved(ranks),
                          description="Memory at peak")
 
     @staticmethod

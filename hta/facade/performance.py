@@ -16,6 +16,7 @@ import pandas as pd
 
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
+from hta.facade.selecting import resolved
 from hta.facade.serving import ServingMixin
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
@@ -46,7 +47,7 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return map_ranks(self.t, op_performance, ranks,
+        return map_ranks(self.t, op_performance, resolved(ranks),
                          kwargs={"device": device, "rules": self.rules},
                          description="Operator performance")
 
@@ -64,7 +65,7 @@ class PerformanceMixin(ServingMixin):
         self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
-            return map_ranks(self.t, rank_op_summary, ranks,
+            return map_ranks(self.t, rank_op_summary, resolved(ranks),
                              kwargs={"device": device, "rules": self.rules},
                              description="Operator performance")
         return op_performance_by_category(self.get_op_performance(ranks, device))
@@ -76,7 +77,7 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return map_ranks(self.t, category_time, ranks, kwargs={"rules": self.rules},
+        return map_ranks(self.t, category_time, resolved(ranks), kwargs={"rules": self.rules},
                          description="Time by category")
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,

@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
 
-from hta.model.selection import ALL, FIRST, Marker, Selection, normalize_ranks
+from hta.model.selection import ALL, FIRST, Iterations, Marker, Ranks, Selection, normalize_ranks
 
 T = TypeVar("T", bound=type)
 
@@ -59,6 +59,14 @@ def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> Any:
     return iterations
 
 
+def resolved(value: Ranks | Iterations) -> Iterable[int] | int | None:
+    """``ranks`` or ``iterations`` inside a method :func:`accept_selections` wraps, typed as
+    the analyses take them: the wrapper has resolved it already (no ``ALL``, ``FIRST`` or
+    ``"all"`` is left), so this returns ``value`` unchanged; it only tells the type
+    checker so."""
+    return cast("Iterable[int] | int | None", value)
+
+
 def _accepting(method: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(method)
 
@@ -93,4 +101,4 @@ def accept_selections(cls: T) -> T:
     return cls
 
 
-__all__ = ["accept_selections", "resolve_iterations", "resolve_ranks"]
+__all__ = ["accept_selections", "resolve_iterations", "resolve_ranks", "resolved"]

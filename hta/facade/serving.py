@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hta.facade.selecting import resolved
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ class ServingMixin:
         from hta.analysis.serving import server_iterations
         from hta.model.trace import map_ranks
 
-        return map_ranks(self.t, server_iterations, ranks, (getattr(self, "rules", None),),
-                         description="Server iterations")
+        return map_ranks(self.t, server_iterations, resolved(ranks),
+                         (getattr(self, "rules", None),), description="Server iterations")
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first
@@ -120,7 +121,7 @@ class ServingMixin:
 
         windows = self._capture_windows(capture_dir)
         frames = []
-        for r in self.t.selected_ranks(None if ranks is None else ranks):
+        for r in self.t.selected_ranks(resolved(ranks)):
             mine = [w for rank, w in windows if rank == r] or [w for _, w in windows]
             frames.append(captured_kernels(self.t.rank(r), mine))
         frames = [f for f in frames if len(f)]
@@ -148,7 +149,7 @@ class ServingMixin:
         rules = getattr(self, "rules", None)
         frames = [captured_op_performance(kernels, self.t.rank(r),
                                           rank_device(self.t.rank(r), device), rules)
-                  for r in self.t.selected_ranks(None if ranks is None else ranks)]
+                  for r in self.t.selected_ranks(resolved(ranks))]
         frames = [f for f in frames if len(f)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
             {c: [] for c in COLUMNS})

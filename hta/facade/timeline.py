@@ -18,6 +18,7 @@ import pandas as pd
 
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
+from hta.facade.selecting import resolved
 from hta.model.selection import Ranks
 from hta.model.trace import map_ranks
 
@@ -53,8 +54,8 @@ class TimelineMixin(ClockMixin):
         from hta.analysis.clock import shift_times
         from hta.analysis.timeline import timeline_segments
 
-        per_rank = _per_rank_budget(self.t, ranks, max_segments)
-        segments = map_ranks(self.t, timeline_segments, ranks,
+        per_rank = _per_rank_budget(self.t, resolved(ranks), max_segments)
+        segments = map_ranks(self.t, timeline_segments, resolved(ranks),
                              (iterations, streams, per_rank, resolution_ns),
                              description="GPU timeline")
         return shift_times(segments, self.clock_shifts(align_clocks))
@@ -124,13 +125,13 @@ class TimelineMixin(ClockMixin):
         )
 
         protos()  # fail before any work when Perfetto's package is missing
-        selected = self.t.selected_ranks(None if ranks is None else ranks)
+        selected = self.t.selected_ranks(resolved(ranks))
         drawn = rank_finding_slices(self.t, selected) if findings else None
         return write_job_perfetto(self.t, path, selected,
                                   offsets=self.clock_shifts(align_clocks), findings=drawn)
 
 
-def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:
+def _per_rank_budget(trace: Job, ranks: Iterable[int] | int | None, total: int) -> int:
     from hta.analysis.timeline import segments_per_rank
 
     if ranks is None:

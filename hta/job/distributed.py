@@ -313,7 +313,7 @@ class DistributedJob:
                 continue
             error = outcome.error
             if strict or not isinstance(error, (WorkerDiedError, TraceLoadError)):
-                raise error  # type: ignore[misc]
+                raise error
             source = self.handles[rank].source
             self.skipped[source] = f"rank {rank} left out of {what}: {error}"
             logger.warning("rank %d left out of %s: %s", rank, what, error)
@@ -342,7 +342,7 @@ class DistributedJob:
                 self._reload([rank])
                 outcome = self._map(fetch_rank, call, [rank], "", False)[0]
             if not outcome.ok:
-                raise outcome.error  # type: ignore[misc]
+                raise outcome.error
             rt = outcome.value
         else:
             rt = fetch_rank(handle, call)

@@ -23,12 +23,13 @@ letting more names through.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, TypeAlias
 
-try:  # Python 3.11+
-    import re._parser as _sre_parse  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+if sys.version_info >= (3, 11):
+    import re._parser as _sre_parse
+else:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre_parse
 
 #: A literal (lower-case ASCII substring), or ``(op, literals, parts)`` with ``op`` one of
 #: ``"&"`` (all required) and ``"|"`` (one required), the literal parts (tested together)
@@ -47,7 +48,8 @@ def literal_filter(pattern: str, flags: int = 0) -> Filter | None:
     except (re.error, RecursionError, TypeError, ValueError):
         return None
     try:
-        return _sequence(list(parsed))
+        # typeshed's SubPattern lacks __iter__; it iterates through __getitem__
+        return _sequence(list(parsed))  # type: ignore[call-overload]
     except (RecursionError, TypeError, ValueError, IndexError):
         return None
 
@@ -71,7 +73,7 @@ def may_match(node: Filter | None, lowered: str) -> bool:
     ``node`` requires: the pattern cannot match it. True means it has to be run."""
     if node is None:
         return True
-    if type(node) is str:
+    if isinstance(node, str):
         return node in lowered
     op, literals, parts = node
     if op == "&":

@@ -147,7 +147,7 @@ class Selection:
         (``strict``) or at least one must (``strict=False``). ``steps``: the job's
         :func:`step_table` when the caller has it already."""
         loaded = job.get_ranks()
-        if self.ranks is ALL:
+        if isinstance(self.ranks, Marker):  # ALL, the only marker of ranks
             ranks: tuple[int, ...] = tuple(loaded)
         else:
             missing = [r for r in self.ranks if r not in set(loaded)]
@@ -161,7 +161,7 @@ class Selection:
         steps = (step_table(job, list(ranks)) if steps is None
                  else steps[steps["rank"].isin(ranks)])
         available = sorted({int(s) for s in steps["step"]})
-        if iterations is FIRST:
+        if isinstance(iterations, Marker):  # FIRST: ALL returned above
             return Selection(ranks, tuple(available[:1]) if available else ALL)
         missing = [i for i in iterations if i not in set(available)]
         if missing and (strict or not set(iterations) & set(available)):
@@ -173,10 +173,11 @@ class Selection:
 
     def describe(self) -> str:
         """A short text for headers and logs, e.g. ``ranks 0-3, steps 5-7``."""
-        ranks = "all ranks" if self.ranks is ALL else f"rank(s) {format_ranges(self.ranks)}"
+        ranks = ("all ranks" if isinstance(self.ranks, Marker)
+                 else f"rank(s) {format_ranges(self.ranks)}")
         if self.iterations is ALL:
             steps = "every event"
-        elif self.iterations is FIRST:
+        elif isinstance(self.iterations, Marker):  # FIRST
             steps = "the first step"
         else:
             steps = f"step(s) {format_ranges(self.iterations)}"
@@ -212,7 +213,7 @@ def step_table(job: Trace, ranks: Ranks = None) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
     then start; computed where each rank is (:func:`~hta.model.trace.map_ranks`)."""
     wanted = normalize_ranks(ranks)
-    return map_ranks(job, _steps_of, None if wanted is ALL else list(wanted),
+    return map_ranks(job, _steps_of, None if isinstance(wanted, Marker) else list(wanted),
                      description="Profiler steps")
 
 

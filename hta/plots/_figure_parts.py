@@ -175,8 +175,12 @@ def plain_text_names(fig: go.Figure) -> go.Figure:
 def _escape(value: object) -> object:
     if isinstance(value, str):
         return value.translate(_PSEUDO_HTML)
-    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
-        items = value.tolist() if hasattr(value, "tolist") else list(value)
-        if any(isinstance(v, (str, list, tuple)) for v in items):
-            return [_escape(v) for v in items]
+    if hasattr(value, "tolist"):
+        items = value.tolist()
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        return value
+    if any(isinstance(v, (str, list, tuple)) for v in items):
+        return [_escape(v) for v in items]
     return value

@@ -73,7 +73,7 @@ class _Tally:
 
     base: int
     by_cat: Counter[str] = field(default_factory=Counter)
-    by_ph: Counter[str] = field(default_factory=Counter)
+    by_ph: Counter[str | None] = field(default_factory=Counter)
     flows: Counter[str] = field(default_factory=Counter)
     kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("computation", "communication", "memcpy_HtoD", "memcpy_DtoH", "memcpy_DtoD",

@@ -165,7 +165,7 @@ def generate_job(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     suffix = ".json.gz" if gzip else ".json"
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "steps": steps,
         "kernels_per_step": kernels_per_step,
         "seed": seed,

@@ -51,7 +51,7 @@ def pair_frames(control: pd.DataFrame, test: pd.DataFrame, column: str = "name"
     mapping = paired_names(control[column].dropna(), test[column].dropna())
     if not mapping:
         return control, test
-    return tuple(  # type: ignore[return-value]
+    return tuple(
         frame.assign(**{column: frame[column].map(lambda n: mapping.get(n, n))})
         for frame in (control, test))
 

@@ -144,7 +144,7 @@ def _elementwise(x: Inputs, flops_per_element: float, reads: int | None = None,
     per output element; bytes = every tensor input read once (the first ``reads``
     arguments when given) + ``outputs`` outputs of the first input's type written once."""
     args = range(len(x.dims) if reads is None else min(reads, len(x.dims)))
-    shapes = [x.shape(i) for i in args if x.shape(i) is not None]
+    shapes = [s for i in args if (s := x.shape(i)) is not None]
     if not shapes:
         return None
     out_shape: tuple[int, ...] | None = shapes[0]

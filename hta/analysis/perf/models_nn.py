@@ -171,7 +171,7 @@ def attended_pairs(lq: int, lk: int, causal: str) -> int:
 def _causal_kind(x: Inputs, sig: AttnArgs) -> str | None:
     value = x.value(sig.causal)
     if sig.mask_type:
-        return {0: "none", 1: "top_left", 2: "bottom_right"}.get(value)  # type: ignore[arg-type]
+        return {0: "none", 1: "top_left", 2: "bottom_right"}.get(value)
     return None if value is None or not isinstance(value, bool) else (
         "top_left" if value else "none")
 
