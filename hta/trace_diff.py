@@ -32,6 +32,7 @@ from hta.analysis.findings import find
 from hta.analysis.findings.compare import DEFAULT_THRESHOLD_PCT as FINDINGS_THRESHOLD_PCT
 from hta.analysis.findings.compare import compare_findings
 from hta.facade.display import show
+from hta.model.job import Job
 from hta.model.trace import Trace
 from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_figure
 
@@ -48,9 +49,9 @@ class DeviceType(Enum):
     ALL = 3
 
 
-def as_trace(value: Any) -> Trace:
-    """A :class:`~hta.model.trace.Trace` from a Trace, a ``TraceAnalysis`` (its ``.t``) or a
-    trace folder (loaded without cache writes nor progress bar)."""
+def as_trace(value: Any) -> Job:
+    """A loaded job (:class:`~hta.model.job.Job`) from a Trace, a ``TraceAnalysis`` (its
+    ``.t``) or a trace folder (loaded without cache writes nor progress bar)."""
     if isinstance(value, Trace):
         return value
     inner = getattr(value, "t", None)
@@ -198,8 +199,11 @@ class TraceDiff:
         matches them on (rule, subject); definitions in
         :func:`hta.analysis.findings.compare.compare_findings`.
         """
-        control = find(as_trace(control_analyzer), control_ranks, control_iterations)
-        test = find(as_trace(test_analyzer), test_ranks, test_iterations)
+        # TEMPORARY: find() runs on any Job but is annotated Trace; hta.analysis.findings is
+        # being edited in parallel, its annotation fixed next (these ignores then go).
+        control = find(as_trace(control_analyzer),  # type: ignore[arg-type]
+                       control_ranks, control_iterations)
+        test = find(as_trace(test_analyzer), test_ranks, test_iterations)  # type: ignore[arg-type]
         return compare_findings(control, test, threshold_pct)
 
 

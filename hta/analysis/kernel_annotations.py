@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.names import short_name
+from hta.model.job import Job
 from hta.model.rules import GPU_WORK_KINDS, MEMORY_KINDS
-from hta.model.trace import Trace
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def _assign(k_ts: np.ndarray, k_end: np.ndarray, a_ts: np.ndarray, a_end: np.nda
     return label, count
 
 
-def gpu_kernels_with_user_annotations(trace: Trace, rank: int, expand_names: bool = True,
+def gpu_kernels_with_user_annotations(trace: Job, rank: int, expand_names: bool = True,
                                       shorten_names: bool = True) -> pd.DataFrame | None:
     """The rank's GPU work events with their GPU user annotation (module docstring)."""
     rt = trace.rank(rank)

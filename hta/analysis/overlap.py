@@ -26,7 +26,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace
+from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ NO_COMMUNICATION = "no communication"
 COLUMNS = ["rank", "comp_comm_overlap_pctg", "comm_time(us)", "overlap_time(us)", "note"]
 
 
-def comm_comp_overlap(trace: Trace, ranks: Iterable[int] | int | None = None,
+def comm_comp_overlap(trace: Job, ranks: Iterable[int] | int | None = None,
                       iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """One row per rank with :data:`COLUMNS` (definitions in the module docstring)."""
     rows = []

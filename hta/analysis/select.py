@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from hta.model.trace import RankTrace, Trace
+from hta.model.job import Job
+from hta.model.trace import RankTrace
 
 
-def select_ranks(trace: Trace, ranks: Iterable[int] | int | None = None) -> list[RankTrace]:
+def select_ranks(trace: Job, ranks: Iterable[int] | int | None = None) -> list[RankTrace]:
     """The requested ranks (all when ``None``), in ascending order; unknown ranks raise."""
     if ranks is None:
         return list(trace)

@@ -37,7 +37,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace
+from hta.model.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ NO_GPU_WORK = "no GPU work (kernels, memcpy, memset) on this rank in the selecti
 ZERO_SPAN = "GPU work spans 0 ns (zero-duration events only): percentages undefined"
 
 
-def temporal_breakdown(trace: Trace, ranks: Iterable[int] | int | None = None,
+def temporal_breakdown(trace: Job, ranks: Iterable[int] | int | None = None,
                        iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """HTA's ``get_temporal_breakdown`` table: one row per rank, columns :data:`HTA_COLUMNS`.
 
@@ -61,7 +61,7 @@ def temporal_breakdown(trace: Trace, ranks: Iterable[int] | int | None = None,
 
 
 def temporal_breakdown_detail(
-    trace: Trace, ranks: Iterable[int] | int | None = None,
+    trace: Job, ranks: Iterable[int] | int | None = None,
     iterations: Iterable[int] | int | None = None, per_iteration: bool = False,
 ) -> pd.DataFrame:
     """The temporal breakdown with exposed communication and memory time.

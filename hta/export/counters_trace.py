@@ -43,7 +43,8 @@ from hta.export.rawtrace import (
     source_of,
     write_raw,
 )
-from hta.model.trace import RankTrace, Trace
+from hta.model.job import Job
+from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def write_trace_with_counters(rt: RankTrace, queue: pd.DataFrame, bandwidth: pd.
 
 
 def generate_trace_with_counters(
-    trace: Trace,
+    trace: Job,
     time_series: TimeSeriesTypes | str | Iterable[str] | None = None,
     ranks: Iterable[int] | int | None = None,
     output_suffix: str = "_with_counters",

@@ -45,6 +45,7 @@ from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace, map_ranks
 
 if TYPE_CHECKING:
+    from hta.model.job import Job
     from hta.model.trace import Trace
 
 
@@ -139,7 +140,7 @@ class Selection:
                              "iterations (FIRST depends on the steps the ranks hold)")
         return None if isinstance(self.iterations, Marker) else list(self.iterations)
 
-    def resolve(self, job: Trace, steps: pd.DataFrame | None = None, *,
+    def resolve(self, job: Job, steps: pd.DataFrame | None = None, *,
                 strict: bool = True) -> Selection:
         """The concrete selection on ``job``: the loaded ranks, :data:`FIRST` replaced by
         the first step of those ranks (or :data:`ALL` when they have none), explicit
@@ -209,7 +210,7 @@ def _steps_of(trace: Trace, ranks: Any) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def step_table(job: Trace, ranks: Ranks = None) -> pd.DataFrame:
+def step_table(job: Job, ranks: Ranks = None) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
     then start; computed where each rank is (:func:`~hta.model.trace.map_ranks`)."""
     wanted = normalize_ranks(ranks)

@@ -31,7 +31,7 @@ from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import RowMap
-from hta.model.trace import Trace
+from hta.model.job import Job
 
 
 # -- job-level comparison -------------------------------------------------------------------
@@ -106,7 +106,7 @@ class JobDiff:
 
 
 def job_diff(
-    control: Trace, test: Trace, *, control_ranks: Ranks = None, test_ranks: Ranks = None,
+    control: Job, test: Job, *, control_ranks: Ranks = None, test_ranks: Ranks = None,
     control_iterations: Iterations = None, test_iterations: Iterations = None,
     use_short_name: bool = False, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
 ) -> JobDiff:

@@ -20,11 +20,11 @@ from hta.analysis.diff.scope import (
 from hta.analysis.diff.vendors import paired_names
 from hta.analysis.names import short_name
 from hta.analysis.select import select_ranks
-from hta.model.trace import Trace
+from hta.model.job import Job
 
 
 # -- per-name comparison (HTA's compare_traces) ----------------------------------------------
-def name_totals(trace: Trace, ranks: Ranks = None, iterations: Iterable[int] | None = None,
+def name_totals(trace: Job, ranks: Ranks = None, iterations: Iterable[int] | None = None,
                 device_type: Any = "ALL", use_short_name: bool = False) -> pd.DataFrame:
     """Per name (or short name): ``counts`` and ``total_duration(ns)`` over the selected
     ranks, iterations (``None``: every event) and device type. Sorted by name."""
@@ -126,7 +126,7 @@ def _totals_by_name(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def compare_traces(
-    control: Trace, test: Trace, control_rank: Ranks = None, test_rank: Ranks = None,
+    control: Job, test: Job, control_rank: Ranks = None, test_rank: Ranks = None,
     control_iteration: Iterations = None, test_iteration: Iterations = None,
     device_type: Any = "ALL", use_short_name: bool = False,
     control_label: str = "Control", test_label: str = "Test",

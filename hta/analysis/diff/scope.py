@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import select_ranks
+from hta.model.job import Job
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, KINDS
 from hta.model.selection import ALL, FIRST, Selection
 from hta.model.selection import Iterations as Iterations
 from hta.model.selection import Ranks as Ranks
-from hta.model.trace import Trace
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def device_type_name(value: Any) -> str:
     )
 
 
-def resolve_iterations(trace: Trace, ranks: Ranks, iteration: Iterations,
+def resolve_iterations(trace: Job, ranks: Ranks, iteration: Iterations,
                        steps: pd.DataFrame | None = None) -> list[int] | None:
     """The step numbers to compare: ``None`` means every event.
 
@@ -61,7 +61,7 @@ def resolve_iterations(trace: Trace, ranks: Ranks, iteration: Iterations,
     return resolved.iteration_list
 
 
-def _first_rank(trace: Trace, rank: Ranks) -> list[int]:
+def _first_rank(trace: Job, rank: Ranks) -> list[int]:
     if rank is None:
         loaded = trace.get_ranks()
         if not loaded:

@@ -11,15 +11,15 @@ import pandas as pd
 
 from hta.analysis.diff.scope import Iterations, Ranks, resolve_iterations
 from hta.analysis.select import select_ranks
+from hta.model.job import Job
 from hta.model.selection import step_table
-from hta.model.trace import Trace
 
 
 @dataclass
 class _Side:
     """One trace's selection: ranks, steps per rank, the iterations to analyse."""
 
-    trace: Trace
+    trace: Job
     ranks: list[int]
     steps: pd.DataFrame  # selected step spans
     n_steps: dict[int, int]  # per rank; 1 when the trace has no steps
@@ -35,7 +35,7 @@ class _Side:
                      / len(self.ranks))
 
 
-def _side(trace: Trace, ranks: Ranks, iterations: Iterations) -> _Side:
+def _side(trace: Job, ranks: Ranks, iterations: Iterations) -> _Side:
     selected = [rt.rank for rt in select_ranks(trace, ranks)]
     if not selected:
         raise ValueError("no rank selected; check the ranks argument against the loaded "

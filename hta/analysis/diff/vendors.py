@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from hta.model.trace import Trace
+from hta.model.job import Job
 
 _RUNTIME = re.compile(r"^(cuda|hip)([A-Z]\w*)$")
 
@@ -56,7 +56,7 @@ def pair_frames(control: pd.DataFrame, test: pd.DataFrame, column: str = "name"
         for frame in (control, test))
 
 
-def device_names(trace: Trace, ranks: Sequence[int]) -> list[str]:
+def device_names(trace: Job, ranks: Sequence[int]) -> list[str]:
     """Sorted names of the devices the ranks list in their ``deviceProperties``."""
     names: set[str] = set()
     for rank in ranks:
