@@ -35,9 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "whatif", help="predict the step time after a change by replaying the trace",
         description="Replay the job's dependency graph from its traces and predict each "
                     "step after the changes, e.g. 'kernels:gemm*0.5' (GEMM kernels twice "
-                    "as fast), 'category:attention*0.8', 'no-stragglers', "
-                    "'no-launch-overhead', 'overlap-comm', 'no-host-sync', "
-                    "'no-data-loader'. Times in ms (µs in --json).",
+                    "as fast), 'category:attention*0.8', 'no-stragglers' (every rank's GPU "
+                    "work between collectives at the median across ranks), "
+                    "'no-stragglers:RANK' (that rank alone), 'no-launch-overhead', "
+                    "'overlap-comm', 'no-host-sync', 'no-data-loader' (definitions: "
+                    "docs/analyses/whatif.md). Times in ms (µs in --json).",
     )
     p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
     p.add_argument("changes", metavar="CHANGE", nargs="*",
