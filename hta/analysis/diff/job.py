@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,6 @@ from hta.analysis.diff.scope import (
     DEFAULT_THRESHOLD_PCT,
     NO_OPERATOR,
     Iterations,
-    Ranks,
 )
 from hta.analysis.diff.sides import _Side, _side, _steps_rows
 from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
@@ -106,7 +106,8 @@ class JobDiff:
 
 
 def job_diff(
-    control: Job, test: Job, *, control_ranks: Ranks = None, test_ranks: Ranks = None,
+    control: Job, test: Job, *, control_ranks: Iterable[int] | int | None = None,
+    test_ranks: Iterable[int] | int | None = None,
     control_iterations: Iterations = None, test_iterations: Iterations = None,
     use_short_name: bool = False, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
 ) -> JobDiff:
@@ -262,7 +263,7 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
     frame = _group_names(side.trace.symbols, ids, values, use_short_name, {no_op: NO_OPERATOR})
     if by == "kernel":
         labels = np.asarray(CLASS_NAMES + ("",), dtype=object)
-        types = pd.DataFrame({"name": [_text(side.trace.symbols, i, None) for i in ids],
+        types = pd.DataFrame({"name": [_text(side.trace.symbols, int(i), None) for i in ids],
                               "kernel_type": labels[kind[ids]]})
         if use_short_name:
             types["name"] = [short_name(x) for x in types["name"]]

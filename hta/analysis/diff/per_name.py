@@ -12,7 +12,6 @@ import pandas as pd
 from hta.analysis.diff.scope import (
     _GPU_CODES,
     Iterations,
-    Ranks,
     _first_rank,
     device_type_name,
     resolve_iterations,
@@ -24,7 +23,8 @@ from hta.model.job import Job
 
 
 # -- per-name comparison (HTA's compare_traces) ----------------------------------------------
-def name_totals(trace: Job, ranks: Ranks = None, iterations: Iterable[int] | None = None,
+def name_totals(trace: Job, ranks: Iterable[int] | int | None = None,
+                iterations: Iterable[int] | None = None,
                 device_type: Any = "ALL", use_short_name: bool = False) -> pd.DataFrame:
     """Per name (or short name): ``counts`` and ``total_duration(ns)`` over the selected
     ranks, iterations (``None``: every event) and device type. Sorted by name."""
@@ -126,7 +126,8 @@ def _totals_by_name(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def compare_traces(
-    control: Job, test: Job, control_rank: Ranks = None, test_rank: Ranks = None,
+    control: Job, test: Job, control_rank: Iterable[int] | int | None = None,
+    test_rank: Iterable[int] | int | None = None,
     control_iteration: Iterations = None, test_iteration: Iterations = None,
     device_type: Any = "ALL", use_short_name: bool = False,
     control_label: str = "Control", test_label: str = "Test",

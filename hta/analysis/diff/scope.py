@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,7 @@ def resolve_iterations(trace: Job, ranks: Ranks, iteration: Iterations,
     return resolved.iteration_list
 
 
-def _first_rank(trace: Job, rank: Ranks) -> list[int]:
+def _first_rank(trace: Job, rank: Iterable[int] | int | None) -> list[int]:
     if rank is None:
         loaded = trace.get_ranks()
         if not loaded:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.scope import Iterations, Ranks, resolve_iterations
+from hta.analysis.diff.scope import Iterations, resolve_iterations
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.selection import step_table
@@ -35,7 +36,7 @@ class _Side:
                      / len(self.ranks))
 
 
-def _side(trace: Job, ranks: Ranks, iterations: Iterations) -> _Side:
+def _side(trace: Job, ranks: Iterable[int] | int | None, iterations: Iterations) -> _Side:
     selected = [rt.rank for rt in select_ranks(trace, ranks)]
     if not selected:
         raise ValueError("no rank selected; check the ranks argument against the loaded "
