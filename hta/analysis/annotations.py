@@ -25,7 +25,8 @@ import pandas as pd
 
 from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
 from hta.analysis.select import select_iterations, select_ranks
-from hta.model.trace import RankMapper, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +49,16 @@ def user_annotation_breakdown(
     """
     check_folding(num_kernels, duration_ratio)
     kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
-    totals = trace.map_ranks(rank_annotation_totals, ranks, (iterations, kind),
-                             description="Annotation totals")
+    totals = [run_one(trace,
+                      RankWork.of_trace(rank_annotation_totals, (iterations, kind),
+                                        description="Annotation totals"), ranks)]
     if not any(len(t) for t in totals):
         logger.warning("no %s events in the selected ranks and iterations", kind)
         return pd.DataFrame({c: [] for c in COLUMNS})
     kept = kept_names(totals, num_kernels, duration_ratio, keep=allowlist_patterns)
-    stats = map_ranks(trace, rank_annotation_stats, ranks, (iterations, kind, kept),
-                      description="Annotation statistics")
+    stats = run_one(trace,
+                    RankWork.of_trace(rank_annotation_stats, (iterations, kind, kept),
+                                      description="Annotation statistics"), ranks)
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,

@@ -48,7 +48,8 @@ from hta.analysis.intervals import union_length
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
-from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, RankTrace, Trace
 
 #: Direction names, as HTA and Kineto name them.
 DIRECTION = {
@@ -72,15 +73,18 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None
-                  ) -> pd.DataFrame:
+def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+                  iterations: Iterable[int] | None = None) -> pd.DataFrame:
     """One row per copy or memset (:data:`COPY_COLUMNS`), in start order per rank.
 
     ``ts``/``dur`` in integer ns, ``bytes`` (NaN when absent), ``memory_bw_gbps`` as
     defined in this module's docstring and ``bw_source``: ``"arg"``, ``"bytes/dur"`` or
-    ``"undefined"``. Found per rank, where the rank is.
+    ``"undefined"``. Found per rank, where the rank is. ``iterations``: each rank
+    restricted to those ``ProfilerStep`` numbers first, where it lives (``None``: every
+    event).
     """
-    return map_ranks(trace, rank_memory_copies, ranks, description="Memory copies")
+    return run_one(trace, RankWork.of_trace(rank_memory_copies, description="Memory copies"),
+                   ranks, iterations)
 
 
 def rank_memory_copies(trace: Trace, ranks: Iterable[int] | int | None = None
@@ -143,7 +147,9 @@ def memory_bw_time_series(trace: RankMapper, ranks: Iterable[int] | int | None =
     ``copies`` (from :func:`memory_copies`) to reuse it instead.
     """
     if copies is None:
-        return map_ranks(trace, rank_memory_bw_series, ranks, description="Memory bandwidth")
+        return run_one(trace,
+                       RankWork.of_trace(rank_memory_bw_series, description="Memory bandwidth"),
+                       ranks)
     return bw_series(copies)
 
 
@@ -198,8 +204,9 @@ def memory_bw_summary(trace: RankMapper, ranks: Iterable[int] | int | None = Non
     Computed per rank, where the rank is; pass ``copies`` to reuse them instead.
     """
     if copies is None:
-        return map_ranks(trace, rank_memory_bw_summary, ranks,
-                         description="Memory bandwidth summary")
+        return run_one(trace,
+                       RankWork.of_trace(rank_memory_bw_summary,
+                                         description="Memory bandwidth summary"), ranks)
     return bw_summary(copies)
 
 

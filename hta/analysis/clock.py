@@ -57,7 +57,8 @@ import pandas as pd
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives, rank_collectives
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def rank_host(rt: RankTrace) -> str:
 
 def rank_hosts(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
-    ``rank``, ``host``. Per rank, so it runs through :func:`~hta.model.trace.map_ranks`."""
+    ``rank``, ``host``. Per rank, so it runs through the runner (:mod:`hta.model.runner`)."""
     rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, ranks)]
     return pd.DataFrame(rows, columns=["rank", "host"])
 
@@ -114,13 +115,14 @@ def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
     module docstring defines them), in rank order."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
-                        description="Collectives")
+    kernels = run_one(trace,
+                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
+                      selected)
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
 def _hosts(trace: Trace, selected: list[int]) -> dict[int, str]:
-    hosts = map_ranks(trace, rank_hosts, selected, description="Hosts")
+    hosts = run_one(trace, RankWork.of_trace(rank_hosts, description="Hosts"), selected)
     return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
 
 
@@ -234,8 +236,9 @@ def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
     them from the same kernels (the selected ranks and steps), ``{}`` keeps raw clocks."""
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
-                        description="Collectives")
+    kernels = run_one(trace,
+                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
+                      selected)
     if offsets is None:
         offsets = (applied_offsets(offsets_from_kernels(kernels, _hosts(trace, selected),
                                                         selected))

@@ -210,7 +210,7 @@ def collective_performance(trace: Trace, ranks: Iterable[int] | int | None = Non
                            iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """One row per communication kernel of each rank (:data:`COLUMNS`), in start order.
 
-    Per rank, so it runs through :func:`~hta.model.trace.map_ranks`. ``iterations``
+    Per rank, so it runs through the runner (:mod:`hta.model.runner`). ``iterations``
     keeps the kernels launched in those ``ProfilerStep`` numbers. Definitions: the
     module docstring.
     """

@@ -37,6 +37,7 @@ from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
+from hta.model.runner import RankWork, run_one
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,9 @@ def cupti_counter_data_with_operators(trace: Job,
     Each rank's counters are read and paired where the rank is; only the rows travel.
     """
     selected = trace.selected_ranks(ranks)
-    frames = [f for f in trace.map_ranks(rank_cupti_counters, selected,
-                                         description="CUPTI counters") if len(f)]
+    counters = run_one(trace, RankWork.of_trace(rank_cupti_counters,
+                                                description="CUPTI counters"), selected)
+    frames = [counters] if len(counters) else []
     found = {int(r) for f in frames for r in pd.unique(f["rank"])}
     missing = [r for r in selected if r not in found]
     if not frames:

@@ -38,7 +38,8 @@ import pandas as pd
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.analysis.queue import _dense_pairs
 from hta.analysis.select import select_ranks
-from hta.model.trace import RankMapper, Trace, map_ranks, map_ranks_tables
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, Trace
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -56,9 +57,10 @@ def idle_intervals(
     ending the gap), ``start``/``end`` (absolute ns), ``idle_time(ns)`` and
     ``idle_category`` (see the module docstring). Found per rank, where the rank is."""
     _check_threshold(consecutive_kernel_delay_ns)
-    return map_ranks(trace, rank_idle_intervals, ranks,
-                     (streams, iterations, consecutive_kernel_delay_ns),
-                     description="Idle intervals")
+    return run_one(trace,
+                   RankWork.of_trace(rank_idle_intervals,
+                                     (streams, iterations, consecutive_kernel_delay_ns),
+                                     description="Idle intervals"), ranks)
 
 
 def idle_time_breakdown(
@@ -87,10 +89,11 @@ def idle_time_breakdown_and_stats(
     """HTA's pair: (:func:`idle_time_breakdown`, :func:`idle_interval_stats` or None),
     finding the gaps once per rank, where the rank is (both tables are per rank)."""
     _check_threshold(consecutive_kernel_delay_ns)
-    totals, stats = map_ranks_tables(
-        trace, rank_idle_breakdown, ranks,
+    work = RankWork.of_trace(
+        rank_idle_breakdown,
         (streams, iterations, consecutive_kernel_delay_ns, show_idle_interval_stats),
         description="Idle time breakdown")
+    totals, stats = run_one(trace, work, ranks)
     return totals, stats if show_idle_interval_stats else None
 
 
@@ -98,7 +101,7 @@ def rank_idle_intervals(trace: Trace, ranks: Iterable[int] | int | None,
                         streams: Iterable[int] | int | None,
                         iterations: Iterable[int] | int | None, delay_ns: int
                         ) -> pd.DataFrame:
-    """Per-rank part of :func:`idle_intervals` (for :func:`~hta.model.trace.map_ranks`)."""
+    """Per-rank part of :func:`idle_intervals` (for :mod:`hta.model.runner`)."""
     return _collect(trace, ranks, streams, iterations, delay_ns)[0]
 
 

@@ -31,7 +31,8 @@ from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_
 from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, gpu_work
 from hta.analysis.intervals import coverage
 from hta.analysis.select import select_ranks
-from hta.model.trace import RankMapper, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, Trace
 
 KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)",
                   "kernel_type", "rank", "count"]
@@ -63,8 +64,9 @@ def kernel_type_breakdown(
     (:func:`rank_kernel_type_time`), then added up here.
     """
     n_types = 3 if include_memory_kernels else 2
-    out = map_ranks(trace, rank_kernel_type_time, ranks, (iterations, n_types),
-                    description="Kernel types")
+    out = run_one(trace,
+                  RankWork.of_trace(rank_kernel_type_time, (iterations, n_types),
+                                    description="Kernel types"), ranks)
     if not len(out):
         return pd.DataFrame(columns=(["rank"] if by_rank else []) + ["kernel_type", "sum",
                                                                      "percentage"])
@@ -113,10 +115,13 @@ def kernel_breakdown(
     """
     check_folding(num_kernels, duration_ratio)
     args = (iterations, include_memory_kernels)
-    totals = trace.map_ranks(rank_kernel_totals, ranks, args, description="Kernel totals")
+    totals = [run_one(trace,
+                      RankWork.of_trace(rank_kernel_totals, args, description="Kernel totals"),
+                      ranks)]
     kept = kept_names(totals, num_kernels, duration_ratio)
-    stats = map_ranks(trace, rank_kernel_stats, ranks, (*args, kept),
-                      description="Kernel statistics")
+    stats = run_one(trace,
+                    RankWork.of_trace(rank_kernel_stats, (*args, kept),
+                                      description="Kernel statistics"), ranks)
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,

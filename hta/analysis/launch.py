@@ -53,7 +53,8 @@ from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
-from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, RankTrace, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None 
     launch call starts (clock skew between the CPU and GPU timelines). Counted per rank,
     where the rank is.
     """
-    return map_ranks(trace, rank_launch_pairing, ranks, description="Launch pairing")
+    return run_one(trace, RankWork.of_trace(rank_launch_pairing, description="Launch pairing"),
+                   ranks)
 
 
 def rank_launch_pairing(trace: Trace, ranks: Iterable[int] | int | None = None
@@ -173,9 +175,10 @@ def cuda_kernel_launch_stats(
     then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
     Computed per rank, where the rank is; only the rows travel.
     """
-    return map_ranks(trace, rank_launch_stats, ranks,
-                     (runtime_cutoff, launch_delay_cutoff, include_memory_events),
-                     description="Launch statistics")
+    return run_one(trace,
+                   RankWork.of_trace(rank_launch_stats,
+                                     (runtime_cutoff, launch_delay_cutoff, include_memory_events),
+                                     description="Launch statistics"), ranks)
 
 
 def rank_launch_stats(trace: Trace, ranks: Iterable[int] | int | None,
@@ -219,8 +222,9 @@ def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | No
     a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
-    return map_ranks(trace, rank_flagged_histograms, ranks, (runtime_cutoff, launch_delay_cutoff),
-                     description="Launch histograms")
+    return run_one(trace,
+                   RankWork.of_trace(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
+                                     description="Launch histograms"), ranks)
 
 
 def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:

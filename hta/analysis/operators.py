@@ -53,7 +53,8 @@ from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
-from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, RankTrace, Trace
 
 CALL_COLUMNS = [
     "rank", "index", "name", "input_shapes", "parent_op", "top_level", "cpu_total(ns)",
@@ -79,7 +80,8 @@ def operator_calls(trace: RankMapper, ranks: Iterable[int] | int | None = None
     enclosing ``cpu_op``, -1 for top-level calls), ``top_level``, times in integer ns.
     Found per rank, where the rank is (one row per call travels).
     """
-    return map_ranks(trace, rank_operator_calls, ranks, description="Operator calls")
+    return run_one(trace, RankWork.of_trace(rank_operator_calls, description="Operator calls"),
+                   ranks)
 
 
 def rank_operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None
@@ -217,17 +219,20 @@ def _input_shapes(rt: RankTrace, rows: RowMap, ops: np.ndarray) -> np.ndarray:
 
 
 def operator_breakdown(trace: RankMapper, ranks: Iterable[int] | int | None = None,
-                       group_by_input_shape: bool = False) -> pd.DataFrame:
+                       group_by_input_shape: bool = False,
+                       iterations: Iterable[int] | None = None) -> pd.DataFrame:
     """Per rank and operator name (and input shapes): :data:`BREAKDOWN_COLUMNS`.
 
     Sums of :func:`operator_calls` over the calls of each group, times in µs; definitions
     in this module's docstring. ``input_shapes`` is ``""`` unless
     ``group_by_input_shape``. Sorted by rank, then GPU time, CPU total time (both
     descending), name and input shapes. Computed per rank, where the rank is (only the
-    groups travel).
+    groups travel). ``iterations``: each rank restricted to those ``ProfilerStep`` numbers first,
+    where it lives (``None``: every event).
     """
-    return map_ranks(trace, rank_operator_breakdown, ranks, (group_by_input_shape,),
-                     description="Operator breakdown")
+    return run_one(trace,
+                   RankWork.of_trace(rank_operator_breakdown, (group_by_input_shape,),
+                                     description="Operator breakdown"), ranks, iterations)
 
 
 def rank_operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None,

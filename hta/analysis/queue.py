@@ -44,7 +44,8 @@ from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.select import select_ranks
 from hta.analysis.thinning import every_kth
 from hta.model.derived import derived
-from hta.model.trace import RankMapper, RankTrace, Trace, map_ranks, map_ranks_tables
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, RankTrace, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def queue_length_time_series(trace: RankMapper, ranks: Iterable[int] | int | Non
     stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
     Computed per rank, where the rank is; the series travels (one row per change).
     """
-    return map_ranks(trace, rank_queue_series, ranks, description="Queue length")
+    return run_one(trace, RankWork.of_trace(rank_queue_series, description="Queue length"), ranks)
 
 
 def rank_queue_series(trace: Trace, ranks: Iterable[int] | int | None = None
@@ -90,13 +91,16 @@ def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 
 def thinned_queue_series(trace: RankMapper, ranks: Iterable[int] | int | None,
-                         max_points_per_line: int) -> tuple[pd.DataFrame, bool]:
+                         max_points_per_line: int, iterations: Iterable[int] | None = None
+                         ) -> tuple[pd.DataFrame, bool]:
     """:func:`queue_length_time_series` with each (rank, pid, stream) line cut to about
     ``max_points_per_line`` rows (:func:`hta.analysis.thinning.every_kth`), where the
     rank is: a figure's rows travel, not every change of a big job's queues. Also
-    whether any line was cut."""
-    series, cut = map_ranks_tables(trace, rank_thinned_queue_series, ranks,
-                                   (max_points_per_line,), description="Queue length")
+    whether any line was cut. ``iterations``: each rank restricted to those
+    ``ProfilerStep`` numbers first, where it lives (``None``: every event)."""
+    series, cut = run_one(trace,
+                          RankWork.of_trace(rank_thinned_queue_series, (max_points_per_line,),
+                                            description="Queue length"), ranks, iterations)
     return series, bool(cut["thinned"].any()) if len(cut) else False
 
 
@@ -209,11 +213,14 @@ def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = 
     counts per stream are computed per rank.
     """
     if series is None:
-        return map_ranks(trace, rank_queue_summary, ranks, description="Queue length summary")
+        return run_one(trace,
+                       RankWork.of_trace(rank_queue_summary, description="Queue length summary"),
+                       ranks)
     if len(series) == 0:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
-    counts = map_ranks(trace, rank_stream_counts, _ranks_of(series),
-                       description="Queue length counts")
+    counts = run_one(trace,
+                     RankWork.of_trace(rank_stream_counts, description="Queue length counts"),
+                     _ranks_of(series))
     return _summary(series, counts)
 
 
@@ -375,11 +382,13 @@ def time_spent_blocked_on_full_queue(
     duration is.
     """
     if series is None:
-        return map_ranks(trace, rank_blocked_on_full_queue, ranks, (queue_length_threshold,),
-                         description="Full queue")
+        return run_one(trace,
+                       RankWork.of_trace(rank_blocked_on_full_queue, (queue_length_threshold,),
+                                         description="Full queue"), ranks)
     if len(series) == 0:
         return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
-    spans = map_ranks(trace, rank_spans, _ranks_of(series), description="Trace spans")
+    spans = run_one(trace, RankWork.of_trace(rank_spans, description="Trace spans"),
+                    _ranks_of(series))
     return _blocked(series, queue_length_threshold, spans)
 
 

@@ -34,7 +34,8 @@ from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import RowMap, ancestor_pairs
 from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
-from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
 
 PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)",
                    "kernels", "event_indices"]
@@ -54,8 +55,9 @@ def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: 
     if not operator_name:
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
-    return map_ranks(trace, rank_kernel_patterns, [rank], (operator_name, min_pattern_len),
-                     description="Kernel sequences")
+    return run_one(trace,
+                   RankWork.of_trace(rank_kernel_patterns, (operator_name, min_pattern_len),
+                                     description="Kernel sequences"), [rank])
 
 
 def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operator_name: str,

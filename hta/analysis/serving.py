@@ -148,7 +148,7 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
 def server_iterations(trace: Trace, ranks: Iterable[int] | int | None = None,
                       rules: RuleSet | None = None) -> pd.DataFrame:
     """Every selected rank's iterations (module docstring); per rank, so it runs through
-    :func:`~hta.model.trace.map_ranks`."""
+    the runner (:mod:`hta.model.runner`)."""
     frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:

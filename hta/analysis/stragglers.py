@@ -64,7 +64,8 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """The communication kernels of each rank with their collective args
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
-    :func:`~hta.model.trace.map_ranks`. ``seq`` is -1 where the kernel has none."""
+    the runner (:mod:`hta.model.runner`). ``seq`` is -1 where the kernel has none."""
     frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -210,13 +211,14 @@ def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
 
     ``ranks`` limits the ranks compared (a collective's lag is then measured among those
     ranks only); ``iterations`` the ``ProfilerStep`` numbers. Each rank's kernels are
-    read next to the data (:func:`~hta.model.trace.map_ranks`) and matched here.
+    read next to the data (:mod:`hta.model.runner`) and matched here.
     Definitions: the module docstring.
     """
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
     iters = None if iterations is None else as_list(iterations)
-    kernels = map_ranks(trace, rank_collectives, selected, (iters,),
-                        description="Collectives")
+    kernels = run_one(trace,
+                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
+                      selected)
     return match_collectives(kernels)
 
 

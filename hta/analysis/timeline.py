@@ -83,7 +83,7 @@ def timeline_segments(
     One row per segment with :data:`COLUMNS`, sorted by rank, stream and start (the
     definitions and the aggregation rule are in the module docstring). ``iterations`` and
     ``streams`` keep only those ``ProfilerStep`` numbers and stream ids. Per rank, so it
-    runs under :func:`hta.model.trace.map_ranks`.
+    runs under the runner (:mod:`hta.model.runner`).
     """
     if max_segments < 1:
         raise ValueError(f"max_segments must be at least 1, got {max_segments}")
