@@ -1,4 +1,4 @@
-"""Several per-rank analyses in one visit of each rank (hta.model.visits), the values
+"""Several per-rank analyses in one visit of each rank (hta.model.runner.run), the values
 they share there (hta.model.derived), and the summary built on both."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from hta.analysis.summary import rank_summary
 from hta.job.distributed import DistributedJob
 from hta.model import derived as derived_module
 from hta.model.derived import KEPT_RANKS, derived
+from hta.model.runner import RankWork, run, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
-from hta.model.visits import RankPlan, run_plan, run_together
 from hta.report.answers import job_answers
 from hta.report.overview import job_overview, overview_plan
 from hta.trace_analysis import TraceAnalysis
@@ -107,23 +107,23 @@ def visited(trace: Trace, ranks: list[int] | None, log: list[int]) -> pd.DataFra
     return pd.DataFrame({"rank": selected, "n": [len(trace.rank(r).events) for r in selected]})
 
 
-def test_run_together_equals_one_plan_at_a_time_in_memory() -> None:
+def test_run_equals_one_work_at_a_time_in_memory() -> None:
     trace = _analyzer(True).t
     log: list[int] = []
-    plans = [RankPlan(rank_summary), RankPlan(visited, (log,)),
-             RankPlan(rank_summary, finish=len)]
-    together = run_together(trace, plans, [1, 3])
-    alone = [run_plan(trace, plans[0], [1, 3])]
+    plans = [RankWork.of_trace(rank_summary), RankWork.of_trace(visited, (log,)),
+             RankWork.of_trace(rank_summary, finish=len)]
+    together = run(trace, plans, [1, 3])
+    alone = [run_one(trace, plans[0], [1, 3])]
     pd.testing.assert_frame_equal(together[0], alone[0])
     assert together[1]["rank"].tolist() == [1, 3]
     assert log == [1, 1]  # one rank at a time: what a rank's analyses share stays warm
     assert together[2] == 2
     # no rank selected: each plan's own empty answer
-    empty = run_together(trace, plans[:1], [])
-    pd.testing.assert_frame_equal(empty[0], run_plan(trace, plans[0], []))
+    empty = run(trace, plans[:1], [])
+    pd.testing.assert_frame_equal(empty[0], run_one(trace, plans[0], []))
 
 
-def test_run_together_reads_each_rank_once_on_a_job_kept_out_of_memory(
+def test_run_reads_each_rank_once_on_a_job_kept_out_of_memory(
         monkeypatch: pytest.MonkeyPatch) -> None:
     analyzer = _analyzer(False)
     job = analyzer.t
@@ -140,8 +140,8 @@ def test_run_together_reads_each_rank_once_on_a_job_kept_out_of_memory(
     want_overview = job_overview(job)
     plans = [overview_plan(job, selection), findings_plan(job)]
     monkeypatch.setattr(job, "map_ranks", counting)
-    overview, found = run_together(job, plans, list(selection.ranks))
-    assert calls == ["each_on_its_own"]  # one pass over the ranks for both analyses
+    overview, found = run(job, plans, list(selection.ranks))
+    assert calls == ["visit"]  # one pass over the ranks for both analyses
     pd.testing.assert_frame_equal(overview.ranks, want_overview.ranks)
     pd.testing.assert_frame_equal(overview.top_kernels, want_overview.top_kernels)
     pd.testing.assert_frame_equal(found.findings, want_findings.findings)
@@ -182,14 +182,14 @@ def failing(trace: Trace, ranks: list[int] | None) -> pd.DataFrame:
 
 def test_a_failing_analysis_fails_alone() -> None:
     trace = _analyzer(True).t
-    plans = [RankPlan(failing), RankPlan(rank_summary)]
+    plans = [RankWork.of_trace(failing), RankWork.of_trace(rank_summary)]
     with pytest.raises(ValueError, match="rank 2 is broken"):
-        run_together(trace, plans)
-    broken, summary = run_together(trace, plans, errors="return")
+        run(trace, plans)
+    broken, summary = run(trace, plans, errors="return")
     assert isinstance(broken, ValueError)
     assert summary["rank"].tolist() == trace.get_ranks()  # the other analysis answered
     with pytest.raises(ValueError, match="errors"):
-        run_together(trace, plans, errors="ignore")
+        run(trace, plans, errors="ignore")
 
 
 def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
@@ -198,12 +198,13 @@ def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
 
     analyzer = _analyzer(False)
     job = analyzer.t
-    calls = []
+    visits: list[set[str]] = []  # per visit of the ranks, the works run on each
     original = job.map_ranks
 
-    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        calls.append(args[0].__name__)
-        return original(*args, **kwargs)
+    def counting(fn, ranks, args, *rest, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        visits.append({getattr(c[0], "fn", c[0]).__name__ for c in args[0]}
+                      if fn.__name__ == "visit" else {fn.__name__})
+        return original(fn, ranks, args, *rest, **kwargs)
 
     monkeypatch.setattr(job, "map_ranks", counting)
     ctx = builder._context(analyzer, None, None, None)
@@ -212,9 +213,9 @@ def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
             section = builder.Section(sid, "", "")
             build(ctx, section)
             assert not section.error
-    assert calls.count("each_on_its_own") == 1
-    assert "rank_overview" not in calls and "rank_analysis" not in calls
-    assert "category_time" not in calls and "rank_op_summary" not in calls
+    shared = {"rank_overview", "rank_analysis", "category_time", "rank_op_summary"}
+    together = [v for v in visits if v & shared]
+    assert len(together) == 1 and shared <= together[0]  # one visit for all four
     pd.testing.assert_frame_equal(ctx.answer("findings").findings, analyzer.get_findings())
     pd.testing.assert_frame_equal(ctx.answer("category_time"), analyzer.get_category_time())
 

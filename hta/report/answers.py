@@ -4,8 +4,8 @@ The overview, the findings (with their coverage and unexplained time), the GPU t
 category, the operator summary, the unclassified kernels and the rank summary are
 per-rank analyses; on a job whose ranks are kept out of memory each would read every
 rank again. They run here
-as :class:`~hta.model.visits.RankPlan` objects in a single visit of each rank
-(:func:`~hta.model.visits.run_together`): a rank is read once, the analyses share what
+as :class:`~hta.model.runner.RankWork` objects in a single visit of each rank
+(:func:`~hta.model.runner.run`): a rank is read once, the analyses share what
 they compute on it (:mod:`hta.model.derived`: the operator calls behind both the roofline
 finding and the operator summary, the step table), and only their per-rank answers
 travel back. Each answer equals its ``TraceAnalysis`` method's on the same selection
@@ -22,8 +22,8 @@ from hta.analysis.findings.engine import findings_plan
 from hta.analysis.perf.summary import category_time, rank_op_summary
 from hta.analysis.summary import rank_summary
 from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
+from hta.model.runner import RankWork, run
 from hta.model.selection import Selection
-from hta.model.visits import RankPlan, run_together
 from hta.report.overview import overview_plan
 
 
@@ -57,14 +57,13 @@ def job_answers(analyzer: Any, selection: Selection, top: int = 10, device: Any 
     plans = [
         overview_plan(job, selection, top),
         findings_plan(job, ranks, iterations),
-        RankPlan(category_time, (rules,)).on_steps(iterations),
-        RankPlan(rank_op_summary, kwargs={"device": device, "rules": rules}).on_steps(
-            iterations),
-        RankPlan(unclassified_kernels, finish=sorted_unclassified),
-        RankPlan(rank_summary),
+        RankWork.of_trace(category_time, (rules,)).on_steps(iterations),
+        RankWork.of_trace(rank_op_summary, kwargs={"device": device, "rules": rules}
+                          ).on_steps(iterations),
+        RankWork.of_trace(unclassified_kernels, finish=sorted_unclassified),
+        RankWork.of_trace(rank_summary),
     ]
-    return JobAnswers(*run_together(job, plans, ranks, description="Summary",
-                                    errors=errors))
+    return JobAnswers(*run(job, plans, ranks, description="Summary", errors=errors))
 
 
 __all__ = ["JobAnswers", "job_answers"]

@@ -24,7 +24,7 @@ from hta.analysis.names import short_name
 from hta.analysis.thinning import every_kth
 from hta.model.demangle import demangle
 from hta.model.job import Job
-from hta.model.selection import Selection, format_ranges, on_steps
+from hta.model.selection import Selection, format_ranges
 from hta.plots._figure_parts import distinct_short, plain_text_names, short
 
 #: Rows shown per table (the rest is counted in a note under it).
@@ -250,10 +250,10 @@ class Context:
         #: the resolved selection every section analyses
         self.selection = selection
         self.ranks: list[int] = list(selection.rank_list or self.trace.get_ranks())
+        #: the selected steps (``None``: every event); analyses without an ``iterations``
+        #: argument of their own get them through the runner (:func:`hta.model.runner.run`),
+        #: which restricts each rank next to the data
         self.iterations: list[int] | None = selection.iteration_list
-        #: the job seen through the selected steps, for analyses without an
-        #: ``iterations`` argument (restricted next to the data, never copied here)
-        self.restricted = on_steps(self.trace, self.iterations)
         self.critical_path_rank = critical_path_rank
         #: section id -> title, for the links between sections
         self.section_titles = section_titles or {}

@@ -49,7 +49,7 @@ Example: two ranks with compute 8 and 10 ms and mean steps of 12.0 ms each: slow
 
 Selection: :func:`job_overview` takes one :class:`~hta.model.selection.Selection`,
 resolves it once against the job, and computes each rank's figures where the rank is
-(:func:`~hta.model.trace.map_ranks`: a worker process or a Dask worker for a distributed
+(:func:`hta.model.runner.run`: a worker process or a Dask worker for a distributed
 job), so only one row per rank (and its per-kernel totals) travels back. With steps
 selected, the temporal, overlap, idle and kernel figures use those analyses' own
 ``iterations`` selection; event counts, queue length and copies are taken on the rank
@@ -70,9 +70,9 @@ import pandas as pd
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import rank_summary
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection, rank_steps, restrict
 from hta.model.trace import Trace
-from hta.model.visits import RankPlan, run_plan
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -135,13 +135,13 @@ def job_overview(job: Trace, ranks: Iterable[int] | None = None,
     if selection is None:
         selection = Selection.of(ranks, iterations)
     selection = selection.resolve(job)
-    return run_plan(job, overview_plan(job, selection, top), list(selection.ranks))
+    return run_one(job, overview_plan(job, selection, top), list(selection.ranks))
 
 
-def overview_plan(job: Trace, selection: Selection, top: int = 10) -> RankPlan:
-    """:func:`job_overview` as a :class:`~hta.model.visits.RankPlan` over the (resolved)
+def overview_plan(job: Trace, selection: Selection, top: int = 10) -> RankWork:
+    """:func:`job_overview` as a :class:`~hta.model.runner.RankWork` over the (resolved)
     ``selection``'s ranks, to run with other per-rank analyses in one visit of each rank
-    (:func:`hta.model.visits.run_together`)."""
+    (:func:`hta.model.runner.run`)."""
     selected, iters = list(selection.ranks), selection.iteration_list
 
     def finish(per_rank: pd.DataFrame) -> JobOverview:
@@ -156,7 +156,8 @@ def overview_plan(job: Trace, selection: Selection, top: int = 10) -> RankPlan:
         return JobOverview(table, top_table, spread, _job(job, table, selected, iters),
                            details)
 
-    return RankPlan(rank_overview, (iters,), finish=finish, description="Job overview")
+    return RankWork.of_trace(rank_overview, (iters,), finish=finish,
+                             description="Job overview")
 
 
 def rank_overview(trace: Trace, ranks: Iterable[int] | None,

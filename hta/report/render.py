@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hta._version import __version__
-from hta.model.trace import map_ranks
+from hta.model.runner import RankWork, run_one
 from hta.report.context import Section, ranges
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
@@ -55,7 +55,8 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
                       f"{(max(ends) - min(starts)) / 1e6:,.3f} ms"))
-    counts = map_ranks(job, _events_and_steps, list(ranks), description="Report header")
+    counts = run_one(job, RankWork.of_trace(_events_and_steps, description="Report header"),
+                     list(ranks))
     events = int(counts["events"].sum()) if len(counts) else 0
     items.append(("events", f"{events:,} complete events"))
     steps = sorted({int(i) for held in counts.get("steps", []) for i in held})

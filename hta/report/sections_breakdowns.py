@@ -4,7 +4,7 @@ idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills
 
 from __future__ import annotations
 
-from hta.model.trace import map_ranks
+from hta.model.runner import RankWork, run_one
 from hta.report.context import Context, Section, doc, table_of
 
 #: The overview's per-rank table, in three parts that fit the page (title, columns).
@@ -55,9 +55,10 @@ def temporal(ctx: Context, s: Section) -> None:
         return
     s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
     s.tables.append(table_of(df, "Per rank"))
-    per_step = map_ranks(ctx.trace, temporal.temporal_breakdown_detail, ctx.ranks,
-                         (ctx.iterations,), {"per_iteration": True},
-                         description="Temporal breakdown per step")
+    per_step = run_one(ctx.trace,
+                       RankWork.of_trace(temporal.temporal_breakdown_detail, (ctx.iterations,),
+                                         {"per_iteration": True},
+                                         description="Temporal breakdown per step"), ctx.ranks)
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))

@@ -21,7 +21,7 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
     """Collective performance of the selection: figure, summary and the slowest calls."""
     from hta.analysis import collectives
     from hta.analysis.findings.collective_bw import MIN_MSG_BYTES, rank_links
-    from hta.model.trace import map_ranks
+    from hta.model.runner import RankWork, run_one
     from hta.plots.collectives import collective_bandwidth_figure
 
     if not s.definitions:
@@ -41,8 +41,9 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
                        "NCCL process group (profile with record_shapes=True).")
         s.tables.append(summary)
         return
-    links = map_ranks(ctx.trace, rank_links, ctx.ranks, (ctx.iterations,),
-                      description="Links")
+    links = run_one(ctx.trace,
+                    RankWork.of_trace(rank_links, (ctx.iterations,), description="Links"),
+                    ctx.ranks)
     known = links.dropna(subset=["link_gbps"])
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None
     link = str(known["link"].iloc[0]) if len(known) else ""

@@ -19,16 +19,17 @@ from hta.report.context import (
 
 def launch(ctx: Context, s: Section) -> None:
     from hta.analysis import launch
-    from hta.model.visits import RankPlan, run_together
+    from hta.model.runner import RankWork, run
     from hta.plots.launch import launch_histogram_figure
 
     s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
     # One visit of each rank; only the pairing counts and per-rank histograms of the
     # flagged launches travel back (the counts per rank are the histograms' sums).
-    hist, pairing = run_together(ctx.restricted, [
-        RankPlan(launch.rank_flagged_histograms,
-                 (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)),
-        RankPlan(launch.rank_launch_pairing)], ctx.ranks, description="Kernel launches")
+    hist, pairing = run(ctx.trace, [
+        RankWork.of_trace(launch.rank_flagged_histograms,
+                          (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)),
+        RankWork.of_trace(launch.rank_launch_pairing)], ctx.ranks, ctx.iterations,
+        description="Kernel launches")
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
     if paired:
@@ -49,22 +50,22 @@ def launch(ctx: Context, s: Section) -> None:
 
 def queue(ctx: Context, s: Section) -> None:
     from hta.analysis import queue
-    from hta.model.visits import RankPlan, run_together
+    from hta.model.runner import RankWork, run
     from hta.plots.queue import queue_length_figure
 
     s.definitions, s.source = doc(queue), "hta.analysis.queue.queue_length_summary"
     # The statistics in one visit of each rank (its series computed once there), then
     # the figure's rows thinned where the ranks are: no rank's whole series travels.
-    summary, blocked = run_together(ctx.restricted, [
-        RankPlan(queue.rank_queue_summary),
-        RankPlan(queue.rank_blocked_on_full_queue,
-                 (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,))], ctx.ranks,
-        description="Queue length")
+    summary, blocked = run(ctx.trace, [
+        RankWork.of_trace(queue.rank_queue_summary),
+        RankWork.of_trace(queue.rank_blocked_on_full_queue,
+                          (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,))], ctx.ranks,
+        ctx.iterations, description="Queue length")
     if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
         return
     limit = line_limit(len(summary))
-    shown, thinned = queue.thinned_queue_series(ctx.restricted, ctx.ranks, limit)
+    shown, thinned = queue.thinned_queue_series(ctx.trace, ctx.ranks, limit, ctx.iterations)
     if thinned:
         s.notes.append(thinned_note(limit))
     s.figures.append(ctx.figure(queue_length_figure(shown)))
@@ -78,12 +79,12 @@ def bandwidth(ctx: Context, s: Section) -> None:
     from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
 
     s.definitions, s.source = doc(bandwidth), "hta.analysis.bandwidth.memory_bw_summary"
-    copies = bandwidth.memory_copies(ctx.restricted, ctx.ranks)
+    copies = bandwidth.memory_copies(ctx.trace, ctx.ranks, ctx.iterations)
     if copies.empty:
         s.notes.append("No memcpy or memset in the selection.")
         return
-    summary = bandwidth.memory_bw_summary(ctx.restricted, ctx.ranks, copies)
-    series = bandwidth.memory_bw_time_series(ctx.restricted, ctx.ranks)
+    summary = bandwidth.memory_bw_summary(ctx.trace, ctx.ranks, copies)
+    series = bandwidth.memory_bw_time_series(ctx.trace, ctx.ranks, copies)
     shown, note = thin(series, ["rank", "pid", "name"])
     if note:
         s.notes.append(note)
@@ -97,7 +98,7 @@ def operators(ctx: Context, s: Section) -> None:
     from hta.plots.operators import operator_breakdown_figure
 
     s.definitions, s.source = doc(operators), "hta.analysis.operators.operator_breakdown"
-    df = operators.operator_breakdown(ctx.restricted, ctx.ranks)
+    df = operators.operator_breakdown(ctx.trace, ctx.ranks, iterations=ctx.iterations)
     if df.empty:
         s.notes.append("No CPU operators in the selection.")
         return

@@ -4,7 +4,7 @@ operators with the most time and their % of peak. ``hardware(ctx, section)`` fil
 
 from __future__ import annotations
 
-from hta.model.trace import map_ranks
+from hta.model.runner import RankWork, run_one
 from hta.report.context import Context, Section, doc, table_of
 
 OPS_SHOWN = 30
@@ -41,8 +41,9 @@ def hardware(ctx: Context, s: Section) -> None:
         s.notes.append("The device is not in the peak table (hta.model.devices): % of peak "
                        "is not computed; name one with get_op_performance(device=...).")
     else:
-        mine = map_ranks(ctx.restricted, perf.op_performance, [first],
-                         kwargs={"rules": rules}, description="Roofline")
+        mine = run_one(ctx.trace, RankWork.of_trace(perf.op_performance, kwargs={"rules": rules},
+                                                    description="Roofline"),
+                       [first], ctx.iterations)
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(
             modelled, roof_curves(device, roofs_of(mine)), f"{device.name}, rank {first}")))

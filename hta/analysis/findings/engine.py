@@ -10,8 +10,8 @@ would lose if the problem went away.
 Rules come in two scopes:
 
 * ``"rank"``: ``check(rank_trace, iterations) -> list[Finding]``, one rank at a time, run
-  next to the data through :func:`hta.model.trace.map_ranks` (Dask workers, ranks kept
-  on disk);
+  next to the data by the runner (:func:`hta.model.runner.run`: Dask workers, ranks
+  kept on disk);
 * ``"job"``: ``check(trace, ranks, iterations) -> list[Finding]``, for what needs several
   ranks at once (stragglers).
 
@@ -83,8 +83,8 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
 )
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
+from hta.model.runner import RankWork, run_one
 from hta.model.trace import Trace
-from hta.model.visits import RankPlan, run_plan
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
 
     One row per rank: ``rank``, ``findings`` (a list of :data:`RAW_COLUMNS` dicts),
     ``coverage`` (a dict) and ``pieces`` (a list of dicts). Per rank, so
-    :func:`~hta.model.trace.map_ranks` runs it next to the data; no claim travels back.
+    :mod:`hta.model.runner` runs it next to the data; no claim travels back.
     ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
     rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
@@ -182,18 +182,18 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
     skipped: one broken rule must not hide the others' findings.
     """
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
-    return run_plan(trace, findings_plan(trace, selected, iterations, rules, min_share),
-                    selected)
+    return run_one(trace, findings_plan(trace, selected, iterations, rules, min_share),
+                   selected)
 
 
 def findings_plan(trace: Trace, ranks: Iterable[int] | int | None = None,
                   iterations: Iterable[int] | int | None = None,
                   rules: Sequence[FindingRule] | None = None,
-                  min_share: float = DEFAULT_MIN_SHARE) -> RankPlan:
-    """:func:`analyse` as a :class:`~hta.model.visits.RankPlan`: the job rules run now
+                  min_share: float = DEFAULT_MIN_SHARE) -> RankWork:
+    """:func:`analyse` as a :class:`~hta.model.runner.RankWork`: the job rules run now
     (they need several ranks at once), the rank rules and the sharing of each rank's
     time where the rank is, with the other per-rank analyses of one visit
-    (:func:`hta.model.visits.run_together`); ``finish`` merges the rows into the
+    (:func:`hta.model.runner.run`); ``finish`` merges the rows into the
     :class:`FindingsResult`. Run it over the same ``ranks``."""
     rules = default_rules() if rules is None else list(rules)
     selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
@@ -217,8 +217,8 @@ def findings_plan(trace: Trace, ranks: Iterable[int] | int | None = None,
         return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
                               coverage.piece_table(pieces))
 
-    return RankPlan(rank_analysis, (iters, rules, min_share, reserved), finish=finish,
-                    description="Findings")
+    return RankWork.of_trace(rank_analysis, (iters, rules, min_share, reserved),
+                             finish=finish, description="Findings")
 
 
 def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,
