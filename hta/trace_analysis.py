@@ -31,7 +31,7 @@ from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.facade.whatif import WhatIfMixin
 from hta.model.rules import Rule, RuleSet
-from hta.model.trace import map_ranks
+from hta.model.runner import RankWork, run_one
 
 if TYPE_CHECKING:
     from hta.job.executors import Executor
@@ -147,8 +147,8 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """
         from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
 
-        return sorted_unclassified(map_ranks(self.t, unclassified_kernels, ranks,
-                                             description="Unclassified kernels"))
+        return run_one(self.t, RankWork.of_trace(unclassified_kernels, finish=sorted_unclassified,
+                                                 description="Unclassified kernels"), ranks)
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -158,7 +158,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """
         from hta.analysis.summary import rank_summary
 
-        return map_ranks(self.t, rank_summary, ranks, description="Rank summary")
+        return run_one(self.t, RankWork.of_trace(rank_summary, description="Rank summary"), ranks)
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""

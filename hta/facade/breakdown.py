@@ -4,7 +4,7 @@ Each method calls one function of :mod:`hta.analysis` (whose docstring holds the
 definitions), shows the figures of :mod:`hta.plots` when ``visualize`` is true, and returns
 the DataFrame(s). ``ranks=None`` means every loaded rank; ``iterations=None`` the whole
 trace, a list of ``ProfilerStep`` numbers otherwise. Every analysis here runs per rank
-through :func:`~hta.model.trace.map_ranks` (the kernel and annotation breakdowns in two
+through :func:`~hta.model.runner.run` (the kernel and annotation breakdowns in two
 passes: per-rank totals, the top names chosen over all ranks, then per-rank statistics),
 so on a distributed job (ranks kept out of memory or on Dask workers) it runs next to the
 data and only its rows travel; no rank is read into this process.
@@ -20,8 +20,8 @@ import pandas as pd
 
 from hta.facade.display import show
 from hta.facade.selecting import resolved
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks
-from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -44,8 +44,9 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, temporal.temporal_breakdown, resolved(ranks), (iterations,),
-                       description="Temporal breakdown")
+        df = run_one(self.t,
+                     RankWork.of_trace(temporal.temporal_breakdown, (iterations,),
+                                       description="Temporal breakdown"), resolved(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -58,8 +59,10 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, temporal.temporal_breakdown_detail, resolved(ranks),
-                       (iterations, per_iteration), description="Temporal breakdown")
+        df = run_one(self.t,
+                     RankWork.of_trace(temporal.temporal_breakdown_detail,
+                                       (iterations, per_iteration),
+                                       description="Temporal breakdown"), resolved(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -125,8 +128,9 @@ class BreakdownMixin:
         from hta.plots.overlap import comm_comp_overlap_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, overlap.comm_comp_overlap, resolved(ranks), (iterations,),
-                       description="Comm/compute overlap")
+        df = run_one(self.t,
+                     RankWork.of_trace(overlap.comm_comp_overlap, (iterations,),
+                                       description="Comm/compute overlap"), resolved(ranks))
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 

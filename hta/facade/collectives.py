@@ -3,7 +3,7 @@ and the figure of bus bandwidth against message size.
 
 The definitions (operation, message size, algorithm and bus bandwidth, imbalance) are in
 :mod:`hta.analysis.collectives`; each rank's calls are read next to the data
-(:func:`~hta.model.trace.map_ranks`).
+(:func:`~hta.model.runner.run`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pandas as pd
 
 from hta.facade.display import show
 from hta.facade.selecting import resolved
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks
-from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from hta.model.trace import Trace
@@ -35,8 +35,9 @@ class CollectivesMixin:
         from hta.analysis.collectives import collective_performance
         from hta.plots.collectives import collective_bandwidth_figure
 
-        perf = map_ranks(self.t, collective_performance, resolved(ranks), (iterations,),
-                         description="Collectives")
+        perf = run_one(self.t,
+                       RankWork.of_trace(collective_performance, (iterations,),
+                                         description="Collectives"), resolved(ranks))
         if visualize:
             show(collective_bandwidth_figure(perf))
         return perf

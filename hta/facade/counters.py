@@ -6,7 +6,7 @@ docstring holds the exact definitions), shows the figures of :mod:`hta.plots` wh
 rank 0). Results are single DataFrames with a ``rank`` column where HTA returns a dict or
 list per rank. See ``docs/counters.md`` for the definitions side by side with HTA's.
 
-Every analysis runs per rank through :func:`~hta.model.trace.map_ranks` (on a distributed
+Every analysis runs per rank through :func:`~hta.model.runner.run` (on a distributed
 job, where the rank is; only its rows travel). Two methods also read ranks into this
 process: :meth:`CountersMixin.get_frequent_cuda_kernel_sequences` reads its one rank to
 write the overlaid trace, and :meth:`CountersMixin.generate_trace_with_counters` reads

@@ -1,7 +1,7 @@
 """Memory timeline and peak on ``TraceAnalysis`` (from ``[memory]`` instant events).
 
 Each method calls one function of :mod:`hta.analysis.memory` (whose docstring holds the
-definitions) through :func:`~hta.model.trace.map_ranks`, and with ``visualize`` shows
+definitions) through :func:`~hta.model.runner.run`, and with ``visualize`` shows
 :func:`hta.plots.memory.memory_timeline_figure`.
 """
 
@@ -16,8 +16,8 @@ from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
 from hta.facade.selecting import resolved
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
-from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -38,11 +38,13 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, memory.memory_timeline, resolved(ranks),
-                       description="Memory timeline")
+        df = run_one(self.t,
+                     RankWork.of_trace(memory.memory_timeline, description="Memory timeline"),
+                     resolved(ranks))
         if visualize:
-            summary = map_ranks(self.t, memory.memory_summary, resolved(ranks),
-                                description="Memory summary")
+            summary = run_one(self.t,
+                              RankWork.of_trace(memory.memory_summary,
+                                                description="Memory summary"), resolved(ranks))
             show(memory_timeline_figure(df, summary))
         return df
 
@@ -55,12 +57,14 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = map_ranks(self.t, memory.memory_summary, resolved(ranks), description="Memory summary")
+        df = run_one(self.t, RankWork.of_trace(memory.memory_summary, description="Memory summary"),
+                     resolved(ranks))
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = map_ranks(self.t, memory.memory_timeline, resolved(ranks),
-                                 description="Memory timeline")
+            timeline = run_one(self.t,
+                               RankWork.of_trace(memory.memory_timeline,
+                                                 description="Memory timeline"), resolved(ranks))
             show(memory_timeline_figure(timeline, df))
         return df
 
@@ -69,8 +73,9 @@ class MemoryMixin:
         device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
         from hta.analysis import memory
 
-        return map_ranks(self.t, memory.memory_peak_operators, resolved(ranks),
-                         description="Memory at peak")
+        return run_one(self.t,
+                       RankWork.of_trace(memory.memory_peak_operators,
+                                         description="Memory at peak"), resolved(ranks))
 
     @staticmethod
     def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:

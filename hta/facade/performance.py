@@ -2,7 +2,7 @@
 roofline, their summary, GPU time per category and the roofline figure.
 
 Each method calls one function of :mod:`hta.analysis.perf` (whose docstrings hold the
-definitions) through :func:`~hta.model.trace.map_ranks`. ``device`` overrides the
+definitions) through :func:`~hta.model.runner.run`. ``device`` overrides the
 device matched from the trace's ``deviceProperties``: a name of the table
 (:data:`hta.model.devices.DEVICES`, e.g. ``"H100 SXM"``) or a
 :class:`~hta.model.devices.Device` (:func:`hta.model.devices.custom_device`).
@@ -18,8 +18,8 @@ from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.selecting import resolved
 from hta.facade.serving import ServingMixin
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
-from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from hta.analysis.perf.op_performance import DeviceArg
@@ -47,9 +47,10 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return map_ranks(self.t, op_performance, resolved(ranks),
-                         kwargs={"device": device, "rules": self.rules},
-                         description="Operator performance")
+        return run_one(self.t,
+                       RankWork.of_trace(op_performance,
+                                         kwargs={"device": device, "rules": self.rules},
+                                         description="Operator performance"), resolved(ranks))
 
     def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
                                    by: str = "shape") -> pd.DataFrame:
@@ -65,9 +66,10 @@ class PerformanceMixin(ServingMixin):
         self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
-            return map_ranks(self.t, rank_op_summary, resolved(ranks),
-                             kwargs={"device": device, "rules": self.rules},
-                             description="Operator performance")
+            return run_one(self.t,
+                           RankWork.of_trace(rank_op_summary,
+                                             kwargs={"device": device, "rules": self.rules},
+                                             description="Operator performance"), resolved(ranks))
         return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
@@ -77,8 +79,9 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return map_ranks(self.t, category_time, resolved(ranks), kwargs={"rules": self.rules},
-                         description="Time by category")
+        return run_one(self.t,
+                       RankWork.of_trace(category_time, kwargs={"rules": self.rules},
+                                         description="Time by category"), resolved(ranks))
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,
                       visualize: bool = True) -> Any:

@@ -57,10 +57,11 @@ class ServingMixin:
         GPU busy time, idle time and GPU time per kernel category. See
         :mod:`hta.analysis.serving`."""
         from hta.analysis.serving import server_iterations
-        from hta.model.trace import map_ranks
+        from hta.model.runner import RankWork, run_one
 
-        return map_ranks(self.t, server_iterations, resolved(ranks),
-                         (getattr(self, "rules", None),), description="Server iterations")
+        return run_one(self.t,
+                       RankWork.of_trace(server_iterations, (getattr(self, "rules", None),),
+                                         description="Server iterations"), resolved(ranks))
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first

@@ -2,7 +2,7 @@
 their annotation, queue summary from a series).
 
 Each calls one function of :mod:`hta.analysis` (whose docstring holds the definitions);
-the per-rank ones go through :func:`~hta.model.trace.map_ranks` (on a distributed job,
+the per-rank ones go through :func:`~hta.model.runner.run` (on a distributed job,
 where the rank is). :meth:`StepsAndOpsMixin.get_gpu_kernels_with_user_annotations` returns
 one rank's events and reads that rank. Names, arguments and
 return types are HTA main's; ``docs/analyses/hta_main.md`` says where the answers differ.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.model.trace import map_ranks
+from hta.model.runner import RankWork, run_one
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -43,7 +43,8 @@ class StepsAndOpsMixin:
         (:func:`hta.analysis.steps.profiler_steps`)."""
         from hta.analysis import steps
 
-        return map_ranks(self.t, steps.profiler_steps, ranks, description="Profiler steps")
+        return run_one(self.t,
+                       RankWork.of_trace(steps.profiler_steps, description="Profiler steps"), ranks)
 
     def get_aten_op_kernels_and_delay(
         self, ranks: Iterable[int] | int | None = None,
@@ -55,8 +56,9 @@ class StepsAndOpsMixin:
         launch no kernel maps to an empty frame. See :mod:`hta.analysis.aten_ops`."""
         from hta.analysis import aten_ops
 
-        df = map_ranks(self.t, aten_ops.aten_op_kernels_and_delay, ranks, (sort_by,),
-                       description="ATen op kernels")
+        df = run_one(self.t,
+                     RankWork.of_trace(aten_ops.aten_op_kernels_and_delay, (sort_by,),
+                                       description="ATen op kernels"), ranks)
         wanted = self.t.get_ranks() if ranks is None else (
             [ranks] if isinstance(ranks, int) else sorted(set(ranks)))
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]

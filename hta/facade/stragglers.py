@@ -3,7 +3,7 @@ explain its answer.
 
 The definitions (matching collectives across ranks, arrival lag, wait caused, score)
 are in :mod:`hta.analysis.stragglers`; each rank's communication kernels are read next to
-the data (:func:`~hta.model.trace.map_ranks`) and matched here.
+the data (:func:`~hta.model.runner.run`) and matched here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Both draw :func:`hta.plots.timeline.timeline_figure` of
 :func:`hta.analysis.timeline.timeline_segments`, run per rank through
-:func:`~hta.model.trace.map_ranks` (so lazy and Dask-held ranks send back only their
+:func:`~hta.model.runner.run` (so lazy and Dask-held ranks send back only their
 segments). The segment budget is for the whole figure: each selected rank gets an equal
 share, so a figure never holds more than ``max_segments`` bars.
 """
@@ -19,8 +19,8 @@ import pandas as pd
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.selecting import resolved
+from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
-from hta.model.trace import map_ranks
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,9 +55,10 @@ class TimelineMixin(ClockMixin):
         from hta.analysis.timeline import timeline_segments
 
         per_rank = _per_rank_budget(self.t, resolved(ranks), max_segments)
-        segments = map_ranks(self.t, timeline_segments, resolved(ranks),
-                             (iterations, streams, per_rank, resolution_ns),
-                             description="GPU timeline")
+        segments = run_one(self.t,
+                           RankWork.of_trace(timeline_segments,
+                                             (iterations, streams, per_rank, resolution_ns),
+                                             description="GPU timeline"), resolved(ranks))
         return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(
