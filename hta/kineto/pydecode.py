@@ -21,7 +21,7 @@ from hta.kineto.columns import (
     int_column,
     timestamps_ns,
 )
-from hta.kineto.schema import DECODED_EVENT_COLUMNS, DECODED_TABLES, DTYPES
+from hta.kineto.schema import DECODED_EVENT_COLUMNS, DECODED_TABLES, DTYPES, key_of
 from hta.kineto.side_tables import (
     PROFILER_RANGE_CATEGORY,
     StructArgs,
@@ -34,6 +34,13 @@ from hta.kineto.structs import EMPTY_ARGS, PHASE_GROUP, Args, Event
 from hta.kineto.symbols import SymbolTable
 
 _event_list_decoder = msgspec.json.Decoder(list[Event])
+
+
+def _ints(args: list[Args], field: str, warnings: list[str]) -> np.ndarray:
+    """An int64 column of an ``Args`` field (warnings name its raw key)."""
+    return int_column([getattr(a, field) for a in args], key_of(field), warnings)
+
+
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -128,15 +135,12 @@ class Accumulator:
             "ts": ts,
             "cat": cat,
             "name": self.symbols.ids([e.name for e in events]),
-            "external_id": int_column([a.external_id for a in args], "External id", warnings),
-            "external_id_legacy": int_column(
-                [a.external_id_legacy for a in args], "external id", warnings),
+            "external_id": _ints(args, "external_id", warnings),
+            "external_id_legacy": _ints(args, "external_id_legacy", warnings),
             "pid": self.ids_column([e.pid for e in events]),
             "tid": self.ids_column([e.tid for e in events]),
-            "correlation": int_column([a.correlation for a in args], "correlation", warnings),
-            "stream": int_column([a.stream for a in args], "stream", warnings),
-            "device": int_column([a.device for a in args], "device", warnings),
-            "graph_id": int_column([a.graph_id for a in args], "graph id", warnings),
+            **{f: _ints(args, f, warnings) for f in ("correlation", "stream", "device",
+                                                      "graph_id")},
         })
         side_tables(self, StructArgs(args, warnings), cat, rows)
 
@@ -374,7 +378,8 @@ def _loose_event(raw: msgspec.Raw) -> Event | None:
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 
-    def pick(key: str, kinds: tuple[type, ...], default: Any) -> Any:
+    def pick(field: str, kinds: tuple[type, ...], default: Any) -> Any:
+        key = key_of(field)
         if key not in fields:
             return default
         try:
@@ -384,12 +389,12 @@ def _loose_event(raw: msgspec.Raw) -> Event | None:
         return v if isinstance(v, kinds) and not isinstance(v, bool) else default
 
     args = EMPTY_ARGS
-    if "args" in fields:
+    if key_of("args") in fields:
         try:
-            args = _args_decoder.decode(fields["args"])
+            args = _args_decoder.decode(fields[key_of("args")])
         except (msgspec.ValidationError, msgspec.DecodeError):
             args = EMPTY_ARGS
-    ts = fields.get("ts", msgspec.Raw())
+    ts = fields.get(key_of("ts"), msgspec.Raw())
     if not isinstance(pick("ts", (int, float), None), (int, float)):
         ts = msgspec.Raw()  # keep the exact text of a numeric ts, drop anything else
     return Event(

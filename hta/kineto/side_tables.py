@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 
 from hta.kineto.columns import _dims, float_column, int_column, raw_text, timestamps_ns
-from hta.kineto.schema import EVENT_TABLES
+from hta.kineto.schema import EVENT_TABLES, key_of
 from hta.kineto.structs import Args, CounterEvent
 
 if TYPE_CHECKING:
@@ -46,8 +46,9 @@ class ArgValues(Protocol):
 
 
 #: Where each arg-table column comes from: ``(how, field, extra)``, ``how`` one of the
-#: :class:`ArgValues` methods, ``extra`` the index of a ``dims`` value or the arg's name in
-#: warnings. Columns in the schema's order (:mod:`hta.kineto.schema`); ``row`` is added.
+#: :class:`ArgValues` methods, ``field`` a :data:`hta.kineto.schema.RAW_KEYS` field (the
+#: column's ``source``), ``extra`` the index of a ``dims`` value. Columns in the schema's
+#: order (:mod:`hta.kineto.schema`); ``row`` is added. Warnings name the field's raw key.
 ARG_SOURCES: dict[str, dict[str, tuple[str, str, Any]]] = {
     "kernel_args": {
         **{f"{k}_{a}": ("dims", k, i) for k in ("grid", "block") for i, a in enumerate("xyz")},
@@ -74,11 +75,10 @@ ARG_SOURCES: dict[str, dict[str, tuple[str, str, Any]]] = {
     },
     "op_args": {"input_type": ("raws", "input_type", None),
                 "concrete_inputs": ("raws", "concrete_inputs", None),
-                "fwd_thread_id": ("ints", "fwd_thread_id", "Fwd thread id")},
+                "fwd_thread_id": ("ints", "fwd_thread_id", None)},
     "sync_args": {
-        "wait_on_stream": ("ints", "wait_on_stream", "wait_on_stream"),
-        "wait_on_event_correlation": ("ints", "wait_on_event_corr",
-                                      "wait_on_cuda_event_record_corr_id"),
+        "wait_on_stream": ("ints", "wait_on_stream", None),
+        "wait_on_event_correlation": ("ints", "wait_on_event_corr", None),
     },
 }
 
@@ -92,7 +92,7 @@ def _columns(values: ArgValues, name: str, sel: np.ndarray) -> dict[str, Any]:
                 dims[field] = values.dims(field, sel)
             out[column] = dims[field][:, extra]
         elif how == "ints":
-            out[column] = values.ints(field, sel, extra)
+            out[column] = values.ints(field, sel, key_of(field))
         else:
             out[column] = getattr(values, how)(field, sel)
     return out
@@ -120,7 +120,7 @@ def side_tables(acc: ColumnSink, values: ArgValues, cat: np.ndarray, rows: np.nd
     sel = acc._rows_for(acc.op_cats, cat)
     if sel.size:
         dims = values.op_dims(sel)
-        seq = values.ints("sequence_number", sel, "Sequence number")
+        seq = values.ints("sequence_number", sel, key_of("sequence_number"))
         has = np.fromiter(map(bool, dims), dtype=bool, count=len(dims)) | (seq >= 0)
         if has.any():
             keep = np.flatnonzero(has)
@@ -194,39 +194,40 @@ class PhaseValues(Protocol):
 
 
 #: Columns of the instants, flows and metadata tables in the schema's order:
-#: ``(how, field, label)``, ``how`` one of the :class:`PhaseValues` methods or ``"ts"``
-#: (the timestamps the decoder converted).
-PHASE_SOURCES: dict[str, dict[str, tuple[str, str, str]]] = {
+#: ``(how, field)``, ``how`` one of the :class:`PhaseValues` methods or ``"ts"`` (the
+#: timestamps the decoder converted), ``field`` a :data:`hta.kineto.schema.RAW_KEYS`
+#: field (the column's ``source``). Warnings name the field's raw key.
+PHASE_SOURCES: dict[str, dict[str, tuple[str, str]]] = {
     "instants": {
-        "ts": ("ts", "ts", ""),
-        "name": ("symbols", "name", ""),
-        "cat": ("symbols", "cat", ""),
-        "pid": ("ids", "pid", ""),
-        "tid": ("ids", "tid", ""),
-        "scope": ("symbols", "s", ""),
-        "addr": ("ints", "addr", "Addr"),
-        "bytes": ("floats", "mem_bytes", ""),
-        "total_allocated": ("floats", "total_allocated", ""),
-        "total_reserved": ("floats", "total_reserved", ""),
-        "device_type": ("ints", "device_type", "Device Type"),
-        "device_id": ("ints", "device_id", "Device Id"),
+        "ts": ("ts", "ts"),
+        "name": ("symbols", "name"),
+        "cat": ("symbols", "cat"),
+        "pid": ("ids", "pid"),
+        "tid": ("ids", "tid"),
+        "scope": ("symbols", "s"),
+        "addr": ("ints", "addr"),
+        "bytes": ("floats", "mem_bytes"),
+        "total_allocated": ("floats", "total_allocated"),
+        "total_reserved": ("floats", "total_reserved"),
+        "device_type": ("ints", "device_type"),
+        "device_id": ("ints", "device_id"),
     },
     "flows": {
-        "ph": ("symbols", "ph", ""),
-        "id": ("ints", "id", "id"),
-        "ts": ("ts", "ts", ""),
-        "pid": ("ids", "pid", ""),
-        "tid": ("ids", "tid", ""),
-        "cat": ("symbols", "cat", ""),
-        "name": ("symbols", "name", ""),
+        "ph": ("symbols", "ph"),
+        "id": ("ints", "id"),
+        "ts": ("ts", "ts"),
+        "pid": ("ids", "pid"),
+        "tid": ("ids", "tid"),
+        "cat": ("symbols", "cat"),
+        "name": ("symbols", "name"),
     },
     "metadata_events": {
-        "name": ("texts", "name", ""),
-        "pid": ("ids", "pid", ""),
-        "tid": ("ids", "tid", ""),
-        "value": ("texts", "meta_name", ""),
-        "labels": ("texts", "labels", ""),
-        "sort_index": ("ints", "sort_index", "sort_index"),
+        "name": ("texts", "name"),
+        "pid": ("ids", "pid"),
+        "tid": ("ids", "tid"),
+        "value": ("texts", "meta_name"),
+        "labels": ("texts", "labels"),
+        "sort_index": ("ints", "sort_index"),
     },
 }
 
@@ -236,11 +237,11 @@ def phase_columns(name: str, values: PhaseValues, ts: np.ndarray | None = None
     """The columns of table ``name`` (a :data:`PHASE_SOURCES` key) from either decoder's
     ``values``, evaluated in column order (symbols are interned in first-seen order)."""
     out: dict[str, Any] = {}
-    for column, (how, field, label) in PHASE_SOURCES[name].items():
+    for column, (how, field) in PHASE_SOURCES[name].items():
         if how == "ts":
             out[column] = ts
         elif how == "ints":
-            out[column] = values.ints(field, label)
+            out[column] = values.ints(field, key_of(field))
         else:
             out[column] = getattr(values, how)(field)
     return out

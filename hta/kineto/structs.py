@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import msgspec
 
+from hta.kineto.schema import RAW_KEYS
+
+#: The JSON name of each field of :class:`Args` and :class:`Event`: the schema's raw keys.
+_ARG_KEYS = {field: raw.key for field, raw in RAW_KEYS.items() if raw.in_args}
+_EVENT_KEYS = {field: raw.key for field, raw in RAW_KEYS.items() if not raw.in_args}
+
 NAN = float("nan")
 
 #: Phases whose events go to the same table, so it keeps the file's order (both decoders).
@@ -21,62 +27,61 @@ NumLike = int | float | str | None
 NameLike = str | int | float | None
 
 
-class Args(msgspec.Struct, frozen=True, gc=False):
-    """The ``args`` keys analyses need; every other key is skipped while decoding."""
+class Args(msgspec.Struct, frozen=True, gc=False, rename=_ARG_KEYS):
+    """The ``args`` keys analyses need; every other key is skipped while decoding. The
+    JSON name of each field is its raw key in :data:`hta.kineto.schema.RAW_KEYS`."""
 
-    external_id: IntLike = msgspec.field(default=-1, name="External id")
-    external_id_legacy: IntLike = msgspec.field(default=-1, name="external id")
+    external_id: IntLike = -1
+    external_id_legacy: IntLike = -1
     correlation: IntLike = -1
     stream: IntLike = -1
     device: IntLike = -1
     cbid: IntLike = -1
     cid: IntLike = -1
-    graph_id: IntLike = msgspec.field(default=-1, name="graph id")
+    graph_id: IntLike = -1
     # kernels
     grid: tuple[IntLike, ...] | str = ()
     block: tuple[IntLike, ...] | str = ()
-    registers_per_thread: NumLike = msgspec.field(default=NAN, name="registers per thread")
-    shared_memory: NumLike = msgspec.field(default=NAN, name="shared memory")
-    blocks_per_sm: NumLike = msgspec.field(default=NAN, name="blocks per SM")
-    warps_per_sm: NumLike = msgspec.field(default=NAN, name="warps per SM")
-    occupancy_pct: NumLike = msgspec.field(default=NAN, name="est. achieved occupancy %")
+    registers_per_thread: NumLike = NAN
+    shared_memory: NumLike = NAN
+    blocks_per_sm: NumLike = NAN
+    warps_per_sm: NumLike = NAN
+    occupancy_pct: NumLike = NAN
     # memcpy / memset
-    nbytes: NumLike = msgspec.field(default=NAN, name="bytes")
+    nbytes: NumLike = NAN
     size: NumLike = NAN  # copy size on ROCm runtime calls and MTIA DMA requests
-    bandwidth_gbps: NumLike = msgspec.field(default=NAN, name="memory bandwidth (GB/s)")
+    bandwidth_gbps: NumLike = NAN
     # collectives (record_param_comms ops and the NCCL kernels that copy their args)
-    collective_name: NameLike = msgspec.field(default="", name="Collective name")
+    collective_name: NameLike = ""
     dtype: NameLike = ""
-    in_msg_nelems: NumLike = msgspec.field(default=NAN, name="In msg nelems")
-    out_msg_nelems: NumLike = msgspec.field(default=NAN, name="Out msg nelems")
-    group_size: NumLike = msgspec.field(default=NAN, name="Group size")
-    pg_name: NameLike = msgspec.field(default="", name="Process Group Name")
-    pg_desc: NameLike = msgspec.field(default="", name="Process Group Description")
-    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Process Group Ranks")
-    seq: NumLike = msgspec.field(default=NAN, name="Seq")
-    in_split: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="In split size")
-    out_split: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Out split size")
+    in_msg_nelems: NumLike = NAN
+    out_msg_nelems: NumLike = NAN
+    group_size: NumLike = NAN
+    pg_name: NameLike = ""
+    pg_desc: NameLike = ""
+    pg_ranks: msgspec.Raw = msgspec.Raw()
+    seq: NumLike = NAN
+    in_split: msgspec.Raw = msgspec.Raw()
+    out_split: msgspec.Raw = msgspec.Raw()
     # CPU operators
-    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
-    input_dims_legacy: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")
-    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
-    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
-    sequence_number: IntLike = msgspec.field(default=-1, name="Sequence number")
-    fwd_thread_id: IntLike = msgspec.field(default=-1, name="Fwd thread id")
+    input_dims: msgspec.Raw = msgspec.Raw()
+    input_dims_legacy: msgspec.Raw = msgspec.Raw()
+    input_type: msgspec.Raw = msgspec.Raw()
+    concrete_inputs: msgspec.Raw = msgspec.Raw()
+    sequence_number: IntLike = -1
+    fwd_thread_id: IntLike = -1
     # synchronization
     wait_on_stream: IntLike = -1
-    wait_on_event_corr: IntLike = msgspec.field(
-        default=-1, name="wait_on_cuda_event_record_corr_id"
-    )
+    wait_on_event_corr: IntLike = -1
     # [memory] instant events
-    addr: IntLike = msgspec.field(default=-1, name="Addr")
-    mem_bytes: NumLike = msgspec.field(default=NAN, name="Bytes")
-    total_allocated: NumLike = msgspec.field(default=NAN, name="Total Allocated")
-    total_reserved: NumLike = msgspec.field(default=NAN, name="Total Reserved")
-    device_type: IntLike = msgspec.field(default=-1, name="Device Type")
-    device_id: IntLike = msgspec.field(default=-1, name="Device Id")
+    addr: IntLike = -1
+    mem_bytes: NumLike = NAN
+    total_allocated: NumLike = NAN
+    total_reserved: NumLike = NAN
+    device_type: IntLike = -1
+    device_id: IntLike = -1
     # metadata events
-    meta_name: NameLike = msgspec.field(default="", name="name")
+    meta_name: NameLike = ""
     labels: NameLike = ""
     sort_index: IntLike = -1
 
@@ -84,8 +89,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
 EMPTY_ARGS = Args()
 
 
-class Event(msgspec.Struct, gc=False):
-    """One element of ``traceEvents``."""
+class Event(msgspec.Struct, gc=False, rename=_EVENT_KEYS):
+    """One element of ``traceEvents`` (JSON names: :data:`hta.kineto.schema.RAW_KEYS`)."""
 
     ph: str = ""
     cat: NameLike = ""

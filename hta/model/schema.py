@@ -9,8 +9,10 @@ after sorting) in place of the decoders' ``row`` in the arg tables. ``copy_sizes
 decoded but not kept: building folds it into ``memory_args.bytes``.
 
 ``python3 -m hta.model.schema`` rewrites the column reference of ``docs/loading.md``
-(sections 4 and 5) from it; a test checks that the page holds exactly that text, and
-that a loaded rank's tables have exactly these columns and dtypes, with both decoders.
+(sections 4 and 5) from it, with the raw Kineto key each column is read from
+(:attr:`hta.kineto.schema.Column.source`, :data:`hta.kineto.schema.RAW_KEYS`); a test
+checks that the page holds exactly that text, and that a loaded rank's tables have
+exactly these columns and dtypes, with both decoders.
 """
 
 from __future__ import annotations
@@ -114,9 +116,15 @@ def check_frame(frame: pd.DataFrame, columns: tuple[Column, ...], what: str) -> 
     return problems
 
 
+def _read_from(column: Column) -> str:
+    """The raw keys a column is read from, for the docs (first present wins)."""
+    return ", else ".join(f"`{key}`" for key in column.raw_keys)
+
+
 def _table_md(columns: tuple[Column, ...]) -> list[str]:
-    lines = ["| column | dtype | unit | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.meaning} |" for c in columns]
+    lines = ["| column | dtype | unit | read from | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {_read_from(c)} | {c.meaning} |"
+              for c in columns]
     return lines
 
 
