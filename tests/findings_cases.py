@@ -222,9 +222,9 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     with no GPU work (``dispatch``), one CPU operator of H (``slow_op``).
 
     Host-bound: A and B run 20 µs, each starting 5 µs after its launch returns (A at
-    +10 µs), so every GPU idle stretch but the last (after the last B, no later work)
-    waits on the host: expected saving = the steps' span less the kernels' time less that
-    last stretch. Not bound: A and B run H + 40 µs each, both launched at the start of
+    +10 µs), so every GPU idle stretch waits on the host (the last, after the last B, to
+    the end of the last step: the host works on in the step): expected saving = the
+    steps' span less the kernels' time. Not bound: A and B run H + 40 µs each, both launched at the start of
     the step, back to back on the GPU across steps: no host gap but the first 6 µs, under
     the noise floor. With ``frames`` (``python`` only) the host work is a Python frame
     ``train.py(10): log_metrics`` whose second half is a child frame
@@ -254,5 +254,5 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
                 launch, b_start = t + 6_100, t + 6_000 + kernel
             b.launch_kernel("kernel_b", cpu_ts=launch, cpu_dur=5_000, gpu_ts=b_start,
                             gpu_dur=kernel)
-    last = length - (6_000 + h + 10_000 + kernel)  # after the last B: no later work
-    return _load(b, tmp_path), (steps * (length - 2 * kernel) - last if bound else 0)
+    # after the last B the host works on to the end of the last step: a host gap too
+    return _load(b, tmp_path), (steps * (length - 2 * kernel) if bound else 0)

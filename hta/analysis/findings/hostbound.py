@@ -11,7 +11,10 @@ the launch returned: the rest of the stretch the work was queued and waited on s
 else. Idle time after which the
 next work had been submitted earlier (it waited on a dependency, not on the host), idle
 time with no later GPU work, and work whose launch call is not in the trace are not host
-gaps.
+gaps, but for the stretch from the end of the last GPU work to the end of the last
+``ProfilerStep`` when the rank has two steps or more (the host works on in the step;
+the next step's work, beyond the trace, waits for it), which is a host gap on the thread
+that launched the last work.
 
 What the CPU did during the host gaps, on the thread that launched the work that ended
 each gap, splits the time into five classes:
@@ -59,6 +62,7 @@ from hta.analysis.findings.base import (
     link,
     rank_work,
     row_map,
+    step_table,
 )
 from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.gpu_cover import idle_cover
@@ -199,9 +203,32 @@ def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     split = host & (e - launch_end > QUEUED_AFTER_NS)
     h_end = np.where(split, launch_end, e)
     tid_of = _launch_tid(rt, nxt)
-    return ((s[host], h_end[host], tid_of[host], w.iteration[nxt][host]),
+    hs, he, ht, hi = s[host], h_end[host], tid_of[host], w.iteration[nxt][host]
+    tail = _last_step_tail(rt, int(busy.e[-1]), int(_launch_tid(rt, order[-1:])[0]))
+    if tail is not None:
+        hs, he = np.r_[hs, tail[0]], np.r_[he, tail[1]]
+        ht, hi = np.r_[ht, tail[2]], np.r_[hi, tail[3]]
+    return ((hs, he, ht, hi),
             Cover(np.r_[s[queued], launch_end[split]], np.r_[e[queued], e[split]]),
             Cover(s[launch_end < 0], e[launch_end < 0]))
+
+
+def _last_step_tail(rt: RankTrace, last_busy: int, tid: int
+                    ) -> tuple[int, int, int, int] | None:
+    """The idle stretch from the end of the rank's last GPU work to the end of its last
+    ``ProfilerStep`` (``start, end, tid, step``), when the step ends later: the host
+    works on in the step and the next step's work, not in the trace, waits for it, so
+    it is a host gap on ``tid`` (the thread that launched the last work). None with fewer
+    than two steps (no loop seen: one step may be a warm-up, a graph capture) or when
+    the last step ends with its GPU work."""
+    steps = step_table(rt)
+    if len(steps) < 2 or tid < 0:  # one step: no loop seen that the next step continues
+        return None
+    last = int(steps["end_ns"].to_numpy().max())
+    if last <= last_busy:
+        return None
+    k = int(np.argmax(steps["end_ns"].to_numpy()))
+    return last_busy, last, tid, int(steps["step"].to_numpy()[k])
 
 
 def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
