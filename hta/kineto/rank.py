@@ -44,8 +44,8 @@ _CLI_HINT = "rename the file to rank-N.json (N its rank)"
 def rank_from_filename(path: str | Path | RemotePath) -> int | None:
     """The rank written in a file name (``rank-3``, ``rank_3``, ``rank3``, ``worker3``;
     rule 3), else None."""
-    name = path.name if hasattr(path, "name") else Path(str(path)).name
-    match = _RANK_IN_NAME.search(str(name))
+    name = Path(path).name if isinstance(path, (str, Path)) else path.name
+    match = _RANK_IN_NAME.search(name)
     return int(match.group(1)) if match else None
 
 
