@@ -15,6 +15,7 @@ Definitions (all times in integer nanoseconds, shown in µs):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,7 @@ def rank_summary(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFra
             busy = union_length(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
         else:
             span = busy = 0
-        row = {
+        row: dict[str, Any] = {
             "rank": rank,
             "events": len(ev),
             "other_events": int(sum(len(rt.tables.get(t, ())) for t in EVENT_TABLES)),

@@ -20,6 +20,7 @@ Read them back with ``pandas.read_parquet`` (or any Parquet reader).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -111,17 +112,24 @@ def run(args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         tables = decoded_tables(rt)
         for name, frame in tables.items():
-            write_atomically(folder / f"{name}.parquet",
-                             lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
+            write_atomically(folder / f"{name}.parquet", functools.partial(_write_parquet, frame))
         meta = {k: v for k, v in rt.meta.items()}
         text = json.dumps(finite(meta), indent=1, default=_json_value) + "\n"
-        write_atomically(folder / "meta.json",
-                         lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+        write_atomically(folder / "meta.json", functools.partial(_write_text, text))
         print(f"Wrote {folder}/ (events.parquet: {len(tables['events']):,} rows, "
               f"{len(tables) - 1} side tables, meta.json)")
     report_skipped(analyzer)
     report_missing_ranks(analyzer)
     return EXIT_OK
+
+
+def _write_parquet(frame: Any, tmp: Path) -> None:
+    """A table written to ``tmp`` as Parquet (:func:`write_atomically`'s writer)."""
+    frame.to_parquet(tmp, index=False)
+
+
+def _write_text(text: str, tmp: Path) -> None:
+    tmp.write_text(text, encoding="utf-8")
 
 
 def run_perfetto(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -41,6 +42,7 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
+_fast_gzip: ModuleType | None
 try:  # Intel ISA-L compresses gzip several times faster than zlib when installed
     from isal import igzip as _fast_gzip
 except ImportError:  # pragma: no cover - optional dependency

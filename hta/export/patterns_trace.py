@@ -34,6 +34,7 @@ from hta.export.rawtrace import (
     source_of,
     write_raw,
 )
+from hta.kineto.files import RemotePath
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -114,9 +115,9 @@ def with_arg(event: bytes | msgspec.Raw, key: str, value: Any) -> bytes:
     key_text = _encode(key)
     value_text = bytes(value) if isinstance(value, msgspec.Raw) else _encode(value)
     if key_text not in text:
-        found = _ARGS.findall(text, 0)
+        found = list(_ARGS.finditer(text))
         if len(found) == 1:
-            at = _ARGS.search(text).end()
+            at = found[0].end()
             rest = text[at:].lstrip()
             comma = b"" if rest[:1] == b"}" else b","
             return text[:at] + key_text + b":" + value_text + comma + text[at:]
@@ -143,7 +144,7 @@ class _Name(msgspec.Struct, gc=False):
     name: Any = ""
 
 
-def _check_name(item: msgspec.Raw, expected: str, source: Path) -> None:
+def _check_name(item: msgspec.Raw, expected: str, source: Path | RemotePath) -> None:
     found = msgspec.json.decode(item, type=_Name).name
     if str(found) != expected:
         raise ValueError(f"{source}: event {found!r} found where {expected!r} was loaded; was "

@@ -14,6 +14,7 @@ import gzip
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Union
 
 import msgspec
@@ -27,6 +28,7 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
+_fast_gzip: ModuleType | None
 try:  # ISA-L compresses gzip several times faster than zlib when installed
     from isal import igzip as _fast_gzip
 except ImportError:  # pragma: no cover - optional dependency
@@ -175,10 +177,13 @@ def output_path(source: Path | RemotePath, *, suffix: str = "", prefix: str = ""
     name = source.name
     at = name.find(".json")
     stem, ext = (name[:at], name[at:]) if at >= 0 else (name, ".json")
-    if output_dir is None and isinstance(source, RemotePath):
+    if output_dir is not None:
+        folder = Path(output_dir)
+    elif isinstance(source, RemotePath):
         raise ValueError(f"{source} was read from a URL; give output_dir, a local folder "
                          "for the written trace")
-    folder = Path(output_dir) if output_dir is not None else Path(source.parent)
+    else:
+        folder = source.parent
     out = folder / f"{prefix}{stem}{suffix}{ext}"
     if isinstance(source, Path) and out.resolve() == source.resolve():
         raise ValueError(f"refusing to overwrite the input trace {source}; give a non-empty "

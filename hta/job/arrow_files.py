@@ -19,6 +19,7 @@ import threading
 import weakref
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ def write_table(table: pa.Table, path: Path) -> None:
         writer.write_table(table)
 
 
-def read_column(path: Path, name: str) -> list[object]:
+def read_column(path: Path, name: str) -> list[Any]:
     """One column of a file as a Python list (the symbol table)."""
     with pa.memory_map(str(path)) as source:
         return pa.ipc.open_file(source).read_all().column(name).to_pylist()

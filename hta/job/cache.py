@@ -316,7 +316,9 @@ def read_entry(folder: Path, problems: list[str] | None = None) -> RankTrace | N
                             "trace")
         return None
     _release_arrow_memory()
-    return RankTrace(rank=int(meta["rank"]), events=events, symbols=symbols, tables=tables,
+    # ArrowTables stands in for the tables' dict (a mapping with copy(); read on access)
+    return RankTrace(rank=int(meta["rank"]), events=events, symbols=symbols,
+                     tables=tables,  # type: ignore[arg-type]
                      meta=meta, unclassified=unclassified)
 
 

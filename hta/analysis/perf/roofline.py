@@ -50,7 +50,9 @@ def roofline_columns(flops: np.ndarray, nbytes: np.ndarray, time_ns: np.ndarray,
         roof = np.where(compute, peak, intensity * bw)
         pct = np.where(compute, 100 * tflops / peak, 100 * tbs / bw)
     modelled = ~np.isnan(flops) & ~np.isnan(nbytes) & (device is not None)
-    bound = np.where(~modelled, None, np.where(compute, "compute", "memory"))
+    # numpy's stubs refuse None as a value; it makes an object array, as meant
+    bound = np.where(~modelled, None,  # type: ignore[call-overload]
+                     np.where(compute, "compute", "memory"))
     return {
         "tflops_per_s": tflops, "tb_per_s": tbs, "flops_per_byte": intensity,
         "roof_tflops_per_s": np.where(modelled, roof, np.nan),

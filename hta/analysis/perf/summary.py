@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.calls import op_calls
-from hta.analysis.perf.op_performance import op_performance
+from hta.analysis.perf.op_performance import DeviceArg, op_performance
 from hta.analysis.perf.replayed import TABLE, calls_of
 from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES, op_category
@@ -73,7 +73,7 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_op_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
-                    device: object = None, rules: RuleSet | None = None) -> pd.DataFrame:
+                    device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """:func:`op_performance_summary` of the selected ranks, computed from their calls
     where the ranks are (per rank: only the summary travels, never the per-call rows)."""
     return op_performance_summary(op_performance(trace, ranks, device=device, rules=rules))
