@@ -1,7 +1,7 @@
 """Ranks kept out of memory (DistributedJob) with the local executor, and the executors.
 
 A distributed job must answer exactly as the in-memory one (every per-rank analysis runs
-through map_ranks; tests/test_distributed_job.py goes over each facade method); it holds
+through the runner; tests/test_distributed_job.py goes over each facade method); it holds
 at most its LRU budget of ranks; worker processes that die lose only their own rank.
 """
 
@@ -32,7 +32,8 @@ from hta.job.executors import (
 )
 from hta.job.rank_load import rank_nbytes
 from hta.model.rules import KINDS
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankTrace, Trace
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -234,7 +235,7 @@ def test_a_worker_that_dies_in_an_analysis_loses_only_its_rank(
     lazy.close()
 
 
-# -- map_ranks ------------------------------------------------------------------------------
+# -- the runner on a lazy job ---------------------------------------------------------------
 
 
 def _count_rows(trace: Trace, ranks: Any, scale: int = 1, *, offset: int = 0) -> pd.DataFrame:
@@ -250,30 +251,32 @@ def _fails(trace: Trace, ranks: Any) -> pd.DataFrame:
     raise ValueError("iteration 9 does not exist")
 
 
-def test_map_ranks_passes_arguments_and_keeps_rank_order(job: Path,
-                                                         eager_job: TraceAnalysis) -> None:
+def test_the_runner_passes_arguments_and_keeps_rank_order(job: Path,
+                                                           eager_job: TraceAnalysis) -> None:
     lazy = _lazy(job, max_workers=2)
-    got = map_ranks(lazy.t, _count_rows, [5, 1, 3], (2,), {"offset": 1})
-    expected = map_ranks(eager_job.t, _count_rows, [1, 3, 5], (2,), {"offset": 1})
+    count = RankWork.of_trace(_count_rows, (2,), {"offset": 1})
+    got = run_one(lazy.t, count, [5, 1, 3])
+    expected = run_one(eager_job.t, count, [1, 3, 5])
     pd.testing.assert_frame_equal(got, expected)
     assert got["n"].tolist() == [2 * len(eager_job.t.get_trace(r)) + 1 for r in (1, 3, 5)]
-    assert map_ranks(lazy.t, _count_rows, 4)["rank"].tolist() == [4]
+    assert run_one(lazy.t, RankWork.of_trace(_count_rows), 4)["rank"].tolist() == [4]
     with pytest.raises(ValueError, match="iteration 9 does not exist"):
-        map_ranks(lazy.t, _fails)
+        run_one(lazy.t, RankWork.of_trace(_fails))
     with pytest.raises(KeyError, match="rank 9 is not loaded"):
-        map_ranks(lazy.t, rank_summary, [9])
+        run_one(lazy.t, RankWork.of_trace(rank_summary), [9])
     lazy.close()
 
 
-def test_map_ranks_on_an_in_memory_trace_is_one_call(eager_job: TraceAnalysis) -> None:
+def test_the_runner_on_an_in_memory_trace_runs_each_rank_alone(
+        eager_job: TraceAnalysis) -> None:
     calls = []
 
     def record(trace: Trace, ranks: Any) -> pd.DataFrame:
-        calls.append(ranks)
+        calls.append((ranks, trace.get_ranks()))
         return rank_summary(trace, ranks)
 
-    got = map_ranks(eager_job.t, record, [2, 0])
-    assert calls == [[2, 0]]
+    got = run_one(eager_job.t, RankWork.of_trace(record), [2, 0])
+    assert calls == [([0], [0]), ([2], [2])]  # in rank order, each on its own
     pd.testing.assert_frame_equal(got, rank_summary(eager_job.t, [0, 2]))
 
 

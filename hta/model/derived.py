@@ -4,7 +4,7 @@ Many analyses start from the same per-rank inputs (the ``ProfilerStep`` spans, t
 operator calls with their FLOPs, the collective table). :func:`derived` keeps what was
 computed for the events table most recently asked about (and the one before it), keyed
 by what was asked, so the analyses run on one rank in a row (the findings rules, the
-summary's sections: :func:`hta.model.visits.run_together`) compute each input once.
+summary's sections: :func:`hta.model.runner.run`) compute each input once.
 
 Entries follow the events table itself (a weak reference) and the rank's
 ``generation`` (bumped by ``classify`` and ``remap_symbols``): a rank that is filtered,

@@ -6,11 +6,12 @@ Two classes implement :class:`Job`:
 * :class:`hta.job.distributed.DistributedJob`: the ranks stay where they were loaded
   (Arrow entries read by local worker processes, or the memory of Dask workers).
 
-Analyses reach the ranks through :meth:`Job.map_ranks` (or the module function
-:func:`hta.model.trace.map_ranks`, which concatenates the per-rank frames): a per-rank
-function runs next to the data and only its result travels. :meth:`Job.rank` reads one
-whole rank into this process; the facade uses it only where a method is about one rank
-(critical path, a kernel-sequence overlay) and says so.
+Analyses reach the ranks through the runner, :func:`hta.model.runner.run`: a per-rank
+work (:class:`hta.model.runner.RankWork`) runs next to the data and only its table
+travels. :meth:`Job.map_ranks` is the runner's transport, internal to it (analyses never
+call it). :meth:`Job.rank` reads one whole rank into this process; the facade uses it
+only where a method is about one rank (critical path, a kernel-sequence overlay) and
+says so.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ class Job(RankMapper, Protocol):
     def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
-        """Run ``fn(trace, ranks, *args, **kwargs)`` where the ranks are: one call over
-        the selected ranks in memory, or one call per rank on a one-rank trace. ``fn``
-        must return per-rank results without symbol ids."""
+        """The runner's transport (internal: call :func:`hta.model.runner.run`): run
+        ``fn(trace, ranks, *args, **kwargs)`` where the ranks are: one call over the
+        selected ranks in memory, or one call per rank on a one-rank trace; the results
+        in a list."""
         ...
 
     def rank(self, rank: int) -> RankTrace:

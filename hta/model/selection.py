@@ -35,14 +35,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from hta.model.links import step_spans
 from hta.model.rules import KIND_CODE
-from hta.model.trace import RankTrace, map_ranks
+from hta.model.runner import RankWork, restrict_rank, run_one
+from hta.model.trace import RankTrace
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -202,112 +203,32 @@ def rank_steps(rt: RankTrace) -> pd.DataFrame:
     return table.drop_duplicates("step", keep="first").reset_index(drop=True)
 
 
-def _steps_of(trace: Trace, ranks: Any) -> pd.DataFrame:
-    frames = [rank_steps(trace.rank(r)) for r in trace.selected_ranks(ranks)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+def _no_steps() -> pd.DataFrame:
+    return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
 
 
 def step_table(job: Job, ranks: Ranks = None) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
-    then start; computed where each rank is (:func:`~hta.model.trace.map_ranks`)."""
+    then start; computed where each rank is (:func:`hta.model.runner.run`)."""
     wanted = normalize_ranks(ranks)
-    return map_ranks(job, _steps_of, None if isinstance(wanted, Marker) else list(wanted),
-                     description="Profiler steps")
+    return run_one(job, RankWork(rank_steps, description="Profiler steps", empty=_no_steps),
+                   None if isinstance(wanted, Marker) else list(wanted))
 
 
 def restrict(trace: Trace, iterations: Iterable[int] | None,
              ranks: Iterable[int] | int | None = None) -> Trace:
     """A copy of an in-memory ``trace`` keeping only the events of the given
     ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its launch's
-    step); ``None``: ``trace`` itself. Data is shared, rows are filtered. ``ranks``:
-    only those ranks are copied (per-rank work on one rank of a big job)."""
+    step; :func:`hta.model.runner.restrict_rank` per rank); ``None``: ``trace`` itself.
+    Data is shared, rows are filtered. ``ranks``: only those ranks are copied."""
     from hta.model.trace import Trace
 
     if iterations is None:
         return trace
     wanted = sorted({int(i) for i in iterations})
     chosen = trace if ranks is None else [trace.rank(r) for r in trace.selected_ranks(ranks)]
-    kept = {}
-    for rt in chosen:
-        # the tables' own copy: side tables a reopened rank holds as Arrow stay unconverted
-        copy = RankTrace(rank=rt.rank, events=rt.events.copy(deep=False), symbols=rt.symbols,
-                         tables=rt.tables.copy(), meta=rt.meta, unclassified=rt.unclassified)
-        copy.filter_rows(rt.events["iteration"].isin(wanted).to_numpy())
-        kept[rt.rank] = copy
+    kept = {rt.rank: restrict_rank(rt, wanted) for rt in chosen}
     return Trace(kept, trace_dir=trace.trace_dir, skipped=trace.skipped)
-
-
-@dataclass(frozen=True)
-class OnSteps:
-    """``fn`` called on the selected ranks restricted to some steps (only those ranks
-    are copied; picklable: it travels to the worker that holds the rank, and the
-    restriction happens there). :class:`StepsView` and
-    :meth:`hta.model.visits.RankPlan.on_steps` both run per-rank work through it."""
-
-    fn: Any
-    iterations: tuple[int, ...]
-
-    def __call__(self, trace: Trace, ranks: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(restrict(trace, self.iterations, ranks), ranks, *args, **kwargs)
-
-
-class StepsView:
-    """A job seen through a choice of steps: per-rank work (``map_ranks``) sees each
-    rank restricted to the events of those steps, restricted where the rank is (a
-    worker, for a distributed job), so nothing but the results travels. Analyses that
-    have no ``iterations`` argument of their own (launch statistics, queue length,
-    copies, operators) run on it unchanged."""
-
-    def __init__(self, job: Any, iterations: Iterable[int]) -> None:
-        self.job = job
-        self.iterations = tuple(sorted({int(i) for i in iterations}))
-        self.trace_dir = job.trace_dir
-        self.skipped = job.skipped
-        self.symbols = job.symbols
-
-    def get_ranks(self) -> list[int]:
-        """The job's ranks."""
-        return self.job.get_ranks()
-
-    def selected_ranks(self, ranks: Any = None) -> list[int]:
-        """As the job's :meth:`selected_ranks`."""
-        return self.job.selected_ranks(ranks)
-
-    def meta(self, rank: int) -> dict[str, Any]:
-        """The rank's metadata."""
-        return self.job.meta(rank)
-
-    def rank(self, rank: int) -> RankTrace:
-        """One rank, restricted to the steps (read into this process)."""
-        one = restrict(_one_rank_trace(self.job.rank(rank)), self.iterations)
-        return one.rank(rank)
-
-    def map_ranks(self, fn: Any, ranks: Any = None, args: Any = (), kwargs: Any = None, *,
-                  description: str = "", strict: bool = False) -> list[Any]:
-        """The job's ``map_ranks`` with each rank restricted to the steps first."""
-        return self.job.map_ranks(OnSteps(fn, self.iterations), ranks, args, kwargs,
-                                  description=description, strict=strict)
-
-    def __iter__(self) -> Any:
-        return iter(self.rank(r) for r in self.get_ranks())
-
-    def __len__(self) -> int:
-        return len(self.get_ranks())
-
-
-def _one_rank_trace(rt: RankTrace) -> Trace:
-    from hta.model.trace import Trace
-
-    return Trace({rt.rank: rt})
-
-
-def on_steps(job: Any, iterations: Iterable[int] | None) -> Any:
-    """``job`` restricted to the given steps for per-rank work (:class:`StepsView`), or
-    ``job`` itself when ``iterations`` is ``None`` (every event)."""
-    return job if iterations is None else StepsView(job, iterations)
 
 
 def format_ranges(values: Iterable[int], sep: str = ", ") -> str:
@@ -330,7 +251,6 @@ def brief_list(values: list[int], most: int = 20) -> str:
     return ", ".join(map(str, values[:most])) + (" ..." if len(values) > most else "")
 
 
-__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "OnSteps", "Ranks",
-           "Selection",
-           "StepsView", "brief_list", "format_ranges", "normalize_iterations",
-           "normalize_ranks", "on_steps", "rank_steps", "restrict", "step_table"]
+__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
+           "brief_list", "format_ranges", "normalize_iterations", "normalize_ranks",
+           "rank_steps", "restrict", "step_table"]

@@ -211,11 +211,11 @@ class Trace:
     def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
-        """Per-rank work on ranks held in this process: one call
-        ``fn(self, ranks, *args, **kwargs)`` with ``ranks`` as given (a per-rank function's
-        answer for several ranks is the concatenation of its per-rank answers), returned
-        as a one-element list. A distributed job (:class:`hta.job.distributed.DistributedJob`)
-        has the same method and runs ``fn`` once per rank where the rank is."""
+        """The runner's transport (internal: analyses call :func:`hta.model.runner.run`)
+        on ranks held in this process: one call ``fn(self, ranks, *args, **kwargs)`` with
+        ``ranks`` as given, returned as a one-element list. A distributed job
+        (:class:`hta.job.distributed.DistributedJob`) has the same method and runs ``fn``
+        once per rank where the rank is."""
         del description, strict  # nothing runs elsewhere, so nothing is lost or shown
         return [fn(self, ranks, *args, **dict(kwargs or {}))]
 
@@ -227,9 +227,9 @@ class Trace:
 
 
 class RankMapper(Protocol):
-    """What :func:`map_ranks` needs of a job: its own ``map_ranks`` method (an in-memory
-    :class:`Trace` and a distributed job both have it; the whole interface they share is
-    :class:`hta.model.job.Job`)."""
+    """What the runner (:func:`hta.model.runner.run`) needs of a job: its transport, a
+    ``map_ranks`` method (an in-memory :class:`Trace` and a distributed job both have
+    it; the whole interface they share is :class:`hta.model.job.Job`)."""
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
@@ -275,6 +275,10 @@ def map_ranks(trace: RankMapper, fn: Callable[..., Any],
               description: str = "") -> pd.DataFrame:
     """Run a per-rank analysis next to the data; only its result travels.
 
+    Superseded by the runner (:func:`hta.model.runner.run_one` with
+    :meth:`hta.model.runner.RankWork.of_trace`, the same answer); kept only until its
+    last callers (two findings modules) move, then deleted.
+
     ``fn(trace, ranks, *args, **kwargs) -> DataFrame`` must be per rank: its answer for
     several ranks is the concatenation of its answers for each rank alone, in rank
     order, and it must not return symbol ids (a worker sees one rank's own symbol
@@ -298,7 +302,8 @@ def map_ranks_tables(trace: RankMapper, fn: Callable[..., tuple[pd.DataFrame, ..
                      kwargs: Mapping[str, Any] | None = None, *,
                      description: str = "") -> tuple[pd.DataFrame, ...]:
     """:func:`map_ranks` for a per-rank function returning several tables (a tuple of
-    DataFrames, each per rank): the tuple of their concatenations."""
+    DataFrames, each per rank): the tuple of their concatenations. Superseded by the
+    runner (a work may answer a tuple of tables); kept only until its last caller moves."""
     results = trace.map_ranks(fn, ranks, args, kwargs, description=description)
     if not results:
         results = [fn(Trace({}), [], *args, **dict(kwargs or {}))]
