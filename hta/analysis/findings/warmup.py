@@ -41,7 +41,9 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 
 **The steady state.** On a rank without ``ProfilerStep`` spans the analysed window
 (:func:`~hta.analysis.findings.base.analysis_window`) is the steady state
-(:func:`steady_window`) to the end of the trace. It starts at the later of two points:
+(:func:`steady_window`). It ends at the later of the end of the last GPU work and the end
+of the last iteration (what the host does after both, tear-down or the profiler
+stopping, is no iteration), and starts at the later of two points:
 the end of the latest one-time cost after which at least :data:`MIN_STEADY_WORK` (a
 quarter) of the rank's GPU work starts, and the first iteration after the *warm-up
 iterations*. The iterations are found by repetition (:func:`iterations_found`): the
@@ -169,7 +171,8 @@ MIN_STEADY_WORK = 0.25
 
 def steady_window(rt: RankTrace) -> tuple[int, int, int] | None:
     """The steady state of a rank without ``ProfilerStep`` spans: ``(start, end, row)``
-    to the end of its last event, from the later of the end of its latest one-time cost
+    to the later of the end of its last GPU work and the end of its last iteration
+    (:func:`_steady_end`), from the later of the end of its latest one-time cost
     (``row``) after which at least :data:`MIN_STEADY_WORK` of its GPU work starts and the
     first iteration after the warm-up iterations (:func:`iterations_found`; ``row`` -1),
     moved on to the start of the next iteration when the trace repeats one; None when
@@ -179,7 +182,7 @@ def steady_window(rt: RankTrace) -> tuple[int, int, int] | None:
 
 def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     ev = rt.events
-    if not len(ev):
+    if not len(ev) or not gpu_rows(rt).size:  # no GPU work: nothing it describes
         return None
     end = int(ev["end"].max())
     start: int | None = None
@@ -194,14 +197,25 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
                 break
     it = iterations_found(rt)
     if it is None:
-        return None if start is None else (start, end, row)
+        return None if start is None else (start, _steady_end(rt, None, start, end), row)
     if start is not None:  # from the next iteration on: whole iterations
         k = int(np.searchsorted(it.starts, start, side="left"))
         if k < it.starts.size:
             start = int(it.starts[k])
     if it.warm_up and (start is None or it.steady_start > start):
         start, row = it.steady_start, -1
-    return None if start is None else (start, end, row)
+    return None if start is None else (start, _steady_end(rt, it, start, end), row)
+
+
+def _steady_end(rt: RankTrace, it: Iterations | None, start: int, end: int) -> int:
+    """Where the steady state ends: the later of the end of the last GPU work and the end
+    of the last iteration (when the trace repeats one), at most the end of the trace;
+    what the host does after both (tear-down, the profiler stopping) is no iteration."""
+    g = gpu_rows(rt)
+    stop = int(rt.events["end"].to_numpy()[g].max()) if g.size else end
+    if it is not None:
+        stop = max(stop, it.end)
+    return min(end, stop) if stop > start else end
 
 
 #: Top-level calls of the main thread looked at for the repeating iteration.
@@ -679,8 +693,12 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
             assert it is not None
             why = (f"the first {it.warm_up} iteration(s), {WARM_ITERATION_FACTOR:.0f}x the "
                    f"median iteration or longer")
+        last = int(ev["end"].max())
+        to = ("to its end" if hi >= last else
+              f"to its last GPU work or iteration, the {fmt_time(last - hi)} after it left "
+              f"out")
         return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
-                f"the trace to its end (no ProfilerStep: the {fmt_time(lo - first)} before, "
+                f"the trace {to} (no ProfilerStep: the {fmt_time(lo - first)} before, "
                 f"{why}, left out){repeats}")
     return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
             f"seen){repeats}")
