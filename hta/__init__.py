@@ -38,10 +38,15 @@ def load(trace_dir: str | None = None, **options: Any) -> TraceAnalysis:
 
 def __getattr__(name: str) -> Any:
     # Imported on first use (PEP 562), so that ``import hta`` does not load pandas.
+    value: Any
     if name == "TraceAnalysis":
-        from hta.trace_analysis import TraceAnalysis as value
+        from hta.trace_analysis import TraceAnalysis
+
+        value = TraceAnalysis
     elif name == "TraceDiff":
-        from hta.trace_diff import TraceDiff as value
+        from hta.trace_diff import TraceDiff
+
+        value = TraceDiff
     elif name in ("Selection", "ALL", "FIRST"):
         from hta.model import selection
 

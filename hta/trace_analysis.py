@@ -11,6 +11,7 @@ methods. An HTA notebook's first lines run unchanged::
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -169,17 +170,17 @@ def __getattr__(name: str) -> Any:
     # Names importable from here as in HTA and earlier versions, imported on first use
     # (PEP 562) so that ``import hta.trace_analysis`` stays light.
     if name in ("UNCLASSIFIED_COLUMNS", "sorted_unclassified", "unclassified_kernels"):
-        from hta.analysis import unclassified as module
+        module = "hta.analysis.unclassified"
     elif name == "TimeSeriesTypes":
-        from hta.export import counters_trace as module
+        module = "hta.export.counters_trace"
     elif name == "Executor":
-        from hta.job import executors as module
+        module = "hta.job.executors"
     elif name == "Job":
-        from hta.model import job as module
+        module = "hta.model.job"
     elif name == "RankTrace":
-        from hta.model import trace as module
+        module = "hta.model.trace"
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(module, name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -16,6 +16,7 @@ from hta.errors import TraceError
 
 if TYPE_CHECKING:
     import pandas as pd
+    from rich.console import Console
 
 # The ``hta`` command's exit statuses, the table of docs/cli.md; every command and
 # :func:`hta.cli.main` use these names, and the errors carry theirs as ``exit_code``.
@@ -258,6 +259,11 @@ class Column:
     wrap: bool = False
 
 
+
+def _cell_style(column: Column, row: dict[str, Any]) -> str:
+    """The style of ``column``'s cell in ``row`` (``""``: none)."""
+    return (column.style(row) if column.style else None) or ""
+
 class Printer:
     """Writes titled tables and lines: rich tables with colour on a terminal, aligned plain
     text otherwise (a pipe, a file, ``NO_COLOR``/``TERM=dumb`` as rich decides).
@@ -298,7 +304,7 @@ class Printer:
         from rich.table import Table
         from rich.text import Text
 
-        layout = self._layout(columns, cells)
+        layout = self._layout(columns, cells, self.console.width)
         if layout is None:
             # too narrow for the numbers side by side: whole lines, as when piped (the
             # terminal wraps them), rather than a cut cell
@@ -319,20 +325,19 @@ class Printer:
             table.add_column(Text(c.header), justify="right" if c.numeric else "left",
                              overflow="fold", width=widths[i])
         for n, (row, texts) in enumerate(zip(rows, cells), start=1):
-            styled = [Text(texts[i], style=(columns[i].style(row) if columns[i].style
-                                            else None) or "") for i in keep]
+            styled = [Text(texts[i], style=_cell_style(columns[i], row)) for i in keep]
             if numbered:
                 styled.insert(0, Text(str(n)))
             table.add_row(*styled, style=(row_style(row) if row_style else None) or "")
         self.console.print(table)
         if moved:
-            self._numbered_text(columns, cells, moved, numbered)
+            self._numbered_text(self.console, columns, cells, moved, numbered)
         self.console.print()
 
-    def _layout(self, columns: Sequence[Column],
-                cells: list[list[str]]) -> tuple[list[int], list[int]] | None:
-        """Each column's width on this terminal and the wrapped columns moved under the
-        table; ``None`` when even the narrowest layout does not fit.
+    def _layout(self, columns: Sequence[Column], cells: list[list[str]],
+                width: int) -> tuple[list[int], list[int]] | None:
+        """Each column's width on this terminal (``width`` characters) and the wrapped
+        columns moved under the table; ``None`` when even the narrowest layout does not fit.
 
         A column starts at its natural width (header or widest cell); when the row is too
         wide, wrapped text columns shrink to :data:`MIN_WRAP_WIDTH`, then the others towards
@@ -344,7 +349,7 @@ class Printer:
         for moved in ([], [i for i, c in enumerate(columns) if c.wrap]):
             shown = [i for i in range(len(columns)) if i not in moved]
             numbered = bool(moved) and columns[0].header != "#"
-            room = self.console.width - 3 * (len(shown) + numbered - 1) - \
+            room = width - 3 * (len(shown) + numbered - 1) - \
                 (len(str(len(cells))) if numbered else 0)
             if sum(least[i] for i in shown) > room:
                 continue
@@ -367,8 +372,8 @@ class Printer:
             return widths, moved
         return None
 
-    def _numbered_text(self, columns: Sequence[Column], cells: list[list[str]],
-                       moved: list[int], numbered: bool) -> None:
+    def _numbered_text(self, console: Console, columns: Sequence[Column],
+                       cells: list[list[str]], moved: list[int], numbered: bool) -> None:
         """The moved columns' text under the table, one entry per row, keyed by its number
         (or the row's first cell), continuation lines indented."""
         from rich.table import Table
@@ -382,7 +387,7 @@ class Printer:
             text = "; ".join(f"{columns[i].header}: {texts[i]}" if len(moved) > 1 else texts[i]
                              for i in moved)
             grid.add_row(Text(f"{key}."), Text(text))
-        self.console.print(grid)
+        console.print(grid)
 
     def _plain(self, title: str, columns: Sequence[Column], cells: list[list[str]]) -> None:
         widths = [max([len(c.header)] + [len(row[i]) for row in cells])

@@ -18,13 +18,13 @@ from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
-    from hta.model.trace import Trace
+    from hta.model.job import Job
 
 
 class CollectivesMixin:
     """Methods of the collective performance analysis."""
 
-    t: Trace
+    t: Job
 
     def get_collective_performance(self, ranks: Ranks = None, iterations: Iterations = None,
                                    visualize: bool = False) -> pd.DataFrame:
@@ -63,4 +63,6 @@ class CollectivesMixin:
                                         else [int(x) for x in ranks])
         i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)
                                              else [int(x) for x in iterations])
-        return slow_collectives(self.t, r, i, link_gbps)
+        # TEMPORARY: slow_collectives() runs on any Job but is annotated Trace;
+        # hta.analysis.findings is being edited in parallel (fixed next, this ignore then goes)
+        return slow_collectives(self.t, r, i, link_gbps)  # type: ignore[arg-type]

@@ -23,15 +23,15 @@ from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
     from hta.analysis.perf.op_performance import DeviceArg
+    from hta.model.job import Job
     from hta.model.rules import RuleSet
-    from hta.model.trace import Trace
 
 
 class PerformanceMixin(ServingMixin):
     """``get_op_performance``, ``get_op_performance_summary``, ``get_category_time``,
     ``plot_roofline`` (and the graph-capture merge of :class:`ServingMixin`)."""
 
-    t: Trace
+    t: Job
     rules: RuleSet
 
     def get_op_performance(self, ranks: Ranks = None, device: DeviceArg = None

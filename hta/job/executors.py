@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from hta.errors import TraceError
 from hta.progress import progress_bar
@@ -58,6 +58,11 @@ class Outcome(Generic[R]):
     def ok(self) -> bool:
         """True when the item succeeded."""
         return self.error is None
+
+    @property
+    def result(self) -> R:
+        """``value``, typed as the item's result: read it only when :attr:`ok`."""
+        return cast(R, self.value)
 
 
 class WorkerDiedError(TraceError):
