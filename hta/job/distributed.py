@@ -398,7 +398,7 @@ class DistributedJob:
                                           labels=[h.name for h in handles])
         for handle, outcome in zip(handles, outcomes):
             if outcome.ok:
-                ref, info = outcome.value
+                ref, info = outcome.result
                 self.executor.release([handle.ref])
                 self.handles[handle.rank] = replace(handle, ref=ref, worker=info.worker)
         self._finalizer.detach()

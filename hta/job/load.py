@@ -194,7 +194,7 @@ def _run_tasks(runner: Executor, tasks: list[LoadTask], in_process: bool,
     if runner.remote:
         kept = runner.map_keep(load_rank_kept, tasks, kept_summary, progress=progress,
                                description="Loading traces", labels=labels)
-        return [Outcome(value=replace(o.value[1], ref=o.value[0])) if o.ok else o
+        return [Outcome(value=replace(o.result[1], ref=o.result[0])) if o.ok else o
                 for o in kept]
     worker_fn: Callable[[LoadTask], Any] = (load_rank_in_process if in_process
                                             else load_rank_file)
@@ -203,12 +203,12 @@ def _run_tasks(runner: Executor, tasks: list[LoadTask], in_process: bool,
 
 
 def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | None,
-            strict: bool) -> tuple[dict[int, tuple[LoadTask, RankTrace | LoadResult]],
-                                   dict[str, str]]:
-    """The loaded ranks by rank (with their task) and the skipped files with the reason;
+            strict: bool) -> tuple[dict[int, tuple[LoadTask, Any]], dict[str, str]]:
+    """The loaded ranks by rank (with their task: a RankTrace when loaded in this process,
+    else a LoadResult) and the skipped files with the reason;
     raises the first failure with ``strict``, and when two files claim one rank or no
     rank loaded."""
-    loaded: dict[int, tuple[LoadTask, RankTrace | LoadResult]] = {}
+    loaded: dict[int, tuple[LoadTask, Any]] = {}
     skipped: dict[str, str] = {}
     for task, outcome in zip(tasks, outcomes):
         if not outcome.ok:
@@ -218,7 +218,7 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
             skipped[task.path] = err.problem
             logger.warning("skipped %s: %s", task.path, err.problem)
             continue
-        value = outcome.value
+        value = outcome.result
         rank = value.rank
         if wanted is not None and rank not in wanted:
             _discard(value)
@@ -296,7 +296,7 @@ def _keep_out_of_memory(results: Mapping[int, LoadResult], runner: Executor,
     return False
 
 
-def _discard(value: RankTrace | LoadResult) -> None:
+def _discard(value: RankTrace | LoadResult | None) -> None:
     if not isinstance(value, LoadResult):
         return
     if value.ref is not None:
