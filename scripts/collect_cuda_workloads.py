@@ -40,7 +40,11 @@ Run on a machine with a GPU::
     (``Torch-Compiled Region``, dynamo and inductor frames) happens once, inside the
     window.
 
-``--only NAME`` (repeatable) runs a subset. A workload that fails is reported and the
+``--holdout`` runs four more, kept apart to judge the findings on last (a ResNet-style
+net with AMP, cuDNN benchmark and two loader workers from its first iteration; GPT
+decoding token by token; a compiled MLP recompiled when the batch changes mid-profile;
+a side-stream copy joined by events with ``empty_cache`` each step). ``--only NAME``
+(repeatable) runs a subset. A workload that fails is reported and the
 others still run; the exit status is 1 when any failed, 2 without CUDA.
 """
 
@@ -297,6 +301,118 @@ def compile_nosched(out: Path) -> None:
     export(prof)
 
 
+def resnet_amp_nosched(out: Path) -> None:
+    """ResNet-style conv net, AMP and channels_last, cuDNN benchmark on, a DataLoader with
+    two workers, profiled from its first iteration without a schedule."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.backends.cudnn.benchmark = True
+    layers: list[nn.Module] = [
+        nn.Conv2d(3, 64, 7, stride=2, padding=3),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+    ]
+    for _ in range(6):
+        layers += [nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU()]
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 100)]
+    model = nn.Sequential(*layers).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler()
+    data = TensorDataset(torch.randn(1024, 3, 112, 112), torch.randint(0, 100, (1024,)))
+    loader = DataLoader(data, batch_size=64, num_workers=2, pin_memory=True)
+    prof, export = _profiler(out, steps=False)
+    with prof:
+        for i, (xb, yb) in enumerate(loader):
+            if i == 10:
+                break
+            xb = xb.cuda(non_blocking=True).to(memory_format=torch.channels_last)
+            yb = yb.cuda(non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        torch.cuda.synchronize()
+    assert export is not None
+    export(prof)
+
+
+def gpt_decode_steps(out: Path) -> None:
+    """Token-by-token greedy decoding of a small GPT (random weights, KV cache), one
+    ProfilerStep per generated token."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(n_layer=6, n_embd=512, n_head=8, vocab_size=8192)
+    model = GPT2LMHeadModel(cfg).cuda().eval().half()
+    ids = torch.randint(0, 8192, (4, 64), device="cuda")
+    with torch.no_grad():
+        for _ in range(2):
+            model(ids)
+    torch.cuda.synchronize()
+    prof, _ = _profiler(out, steps=True)
+    with prof, torch.no_grad():
+        outs = model(ids, use_cache=True)
+        past = outs.past_key_values
+        tok = outs.logits[:, -1].argmax(-1, keepdim=True)
+        for _ in range(7):
+            outs = model(tok, past_key_values=past, use_cache=True)
+            past = outs.past_key_values
+            tok = outs.logits[:, -1].argmax(-1, keepdim=True)
+            prof.step()
+        torch.cuda.synchronize()
+
+
+def recompile_steps(out: Path) -> None:
+    """A compiled MLP whose batch size changes at the fifth step (a recompilation in
+    the middle of the profiled steps)."""
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)).cuda()
+    compiled = torch.compile(model, dynamic=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for _ in range(3):
+        compiled(torch.randn(512, 1024, device="cuda")).sum().backward()
+    torch.cuda.synchronize()
+    prof, _ = _profiler(out, steps=True)
+    with prof:
+        for k in range(7):
+            batch = 512 if k < 4 else 384
+            loss = compiled(torch.randn(batch, 1024, device="cuda")).float().pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            prof.step()
+        torch.cuda.synchronize()
+
+
+def side_stream_steps(out: Path) -> None:
+    """Compute on the default stream while the next batch is copied on a side stream,
+    joined with events; a memory-hungry step that frees the cache each step."""
+    model = nn.Sequential(nn.Linear(2048, 8192), nn.ReLU(), nn.Linear(8192, 2048)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    copy_stream = torch.cuda.Stream()
+    host = [torch.randn(4096, 2048).pin_memory() for _ in range(2)]
+    nxt = host[0].cuda()
+    prof, _ = _profiler(out, steps=True)
+    with prof:
+        for k in range(7):
+            cur = nxt
+            with torch.cuda.stream(copy_stream):
+                nxt = host[(k + 1) % 2].cuda(non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record(copy_stream)
+            loss = model(cur).pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            torch.cuda.current_stream().wait_event(ready)
+            del cur
+            torch.cuda.empty_cache()
+            prof.step()
+        torch.cuda.synchronize()
+
+
+HOLDOUT = ("resnet_amp_nosched", "gpt_decode_steps", "recompile_steps", "side_stream_steps")
+
 RUNNERS: dict[str, Callable[[Path], None]] = {
     "warmup_nosched": warmup_nosched,
     "gpu_bound_steps": gpu_bound_steps,
@@ -306,6 +422,10 @@ RUNNERS: dict[str, Callable[[Path], None]] = {
     "pageable_copy_steps": pageable_copy_steps,
     "cuda_graph_steps": cuda_graph_steps,
     "compile_nosched": compile_nosched,
+    "resnet_amp_nosched": resnet_amp_nosched,
+    "gpt_decode_steps": gpt_decode_steps,
+    "recompile_steps": recompile_steps,
+    "side_stream_steps": side_stream_steps,
 }
 
 
@@ -313,8 +433,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run each chosen workload in its own process (or one, with ``--child``)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("/tmp/cuda_workloads"))
-    p.add_argument("--only", action="append", choices=WORKLOADS)
-    p.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
+    p.add_argument("--only", action="append", choices=(*WORKLOADS, *HOLDOUT))
+    p.add_argument(
+        "--holdout",
+        action="store_true",
+        help="run the workloads kept apart to judge the findings on last",
+    )
+    p.add_argument("--child", choices=(*WORKLOADS, *HOLDOUT), help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per workload")
     args = p.parse_args(argv)
     if args.child:
@@ -325,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: CUDA is not available; this script needs a GPU.", file=sys.stderr)
         return 2
     failed = []
-    for name in args.only or WORKLOADS:
+    for name in args.only or (HOLDOUT if args.holdout else WORKLOADS):
         start = time.perf_counter()
         cmd = [sys.executable, __file__, "--out", str(args.out), "--child", name]
         try:
