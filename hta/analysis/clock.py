@@ -57,6 +57,7 @@ import pandas as pd
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives, rank_collectives
+from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import RankTrace, Trace
 
@@ -109,7 +110,7 @@ def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:
     return {int(r): float(o) for r, o in zip(rank_values, offset)}
 
 
-def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
+def clock_offsets(trace: Job, ranks: Iterable[int] | int | None = None,
                   iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
     module docstring defines them), in rank order."""
@@ -121,7 +122,7 @@ def clock_offsets(trace: Trace, ranks: Iterable[int] | int | None = None,
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
-def _hosts(trace: Trace, selected: list[int]) -> dict[int, str]:
+def _hosts(trace: Job, selected: list[int]) -> dict[int, str]:
     hosts = run_one(trace, RankWork.of_trace(rank_hosts, description="Hosts"), selected)
     return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
 
@@ -227,7 +228,7 @@ def shift_rank(rt: RankTrace, offset_ns: int) -> RankTrace:
     return dataclasses.replace(rt, events=events)
 
 
-def aligned_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
+def aligned_arrivals(trace: Job, ranks: Iterable[int] | int | None = None,
                      iterations: Iterable[int] | int | None = None,
                      offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:func:`hta.analysis.stragglers.collective_arrivals` with each rank's kernel times

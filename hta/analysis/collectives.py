@@ -326,7 +326,7 @@ def _ancestors(rt: RankTrace, rows: np.ndarray) -> list[list[int]]:
     parent = rmap.positions(ev["parent"].to_numpy())
     chains: list[list[int]] = []
     for pos in launch.tolist():
-        chain = []
+        chain: list[int] = []
         p = parent[pos] if pos >= 0 else -1
         while p >= 0 and len(chain) < 64:
             chain.append(int(p))

@@ -87,7 +87,8 @@ def _ranges(rt: RankTrace) -> tuple[str, list[tuple[int, str, str, int, int]]]:
     codes = ev["kind"].cat.codes.to_numpy()
     names = ev["name"].to_numpy()
     ann = np.flatnonzero(codes == KIND_CODE["user_annotation"])
-    vllm, sglang = [], []
+    vllm: list[tuple[int, str, str, int, int]] = []
+    sglang: list[tuple[int, str, str, int, int]] = []
     for r in ann.tolist():
         text = sym[int(names[r])]
         parsed = parse_step_name(text)
