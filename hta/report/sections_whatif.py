@@ -89,14 +89,11 @@ def step_bound(ctx: Context, s: Section) -> None:
     if len(ctx.ranks) < n_ranks:
         s.notes.append(f"Every loaded rank ({n_ranks}) is replayed, not only the selected "
                        "ones: collectives couple them.")
-    table = ctx.analyzer.get_step_bounds(ctx.iterations)
-    split = table["top_work"].str.partition(": ")
-    table = table.assign(top_kind=split[0], top_work=split[2]).rename(columns={
-        "step(us)": "critical_path(us)", "top_work(us)": "top_work_time(us)"})
+    table = ctx.analyzer.get_step_bounds(ctx.iterations).rename(
+        columns={"top_work(us)": "top_work_time(us)"})
     s.tables.append(table_of(table, "Per step (times in µs)", columns=[
         "step", "rank", "measured(us)", "replayed(us)", "replay_error_pctg",
-        "critical_path(us)",
-        "modelled_error_pctg", "work_shares", "top_kind", "top_work", "top_work_time(us)",
+        "modelled_error_pctg", "work_shares", "top_work", "top_work_time(us)",
         "at_median(us)", "saving_at_median(us)"]))
 
 __all__ = ["bound_lines", "step_bound", "step_bound_note"]
