@@ -21,8 +21,15 @@ if TYPE_CHECKING:
     from hta.model.job import Job
 
 
+def _steps(iterations: Iterable[int] | int | None) -> list[int] | None:
+    """``iterations`` as the runner takes them: a list of steps, or ``None``."""
+    if iterations is None:
+        return None
+    return [int(iterations)] if isinstance(iterations, int) else [int(i) for i in iterations]
+
+
 class StepsAndOpsMixin:
-    """``get_profiler_steps``, ``get_aten_op_kernels_and_delay``,
+    """``get_profiler_steps``, ``get_event_counts``, ``get_aten_op_kernels_and_delay``,
     ``get_gpu_kernels_with_user_annotations``,
     ``get_queue_length_summary_from_time_series``."""
 
@@ -36,6 +43,17 @@ class StepsAndOpsMixin:
         from hta.analysis import steps
 
         return steps.step_numbers(self.get_profiler_step_spans())
+
+    def get_event_counts(self, ranks: Iterable[int] | int | None = None,
+                         iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+        """Per rank and event kind: how many events, and their summed duration in µs
+        (definitions: :mod:`hta.analysis.event_counts`); with ``iterations``, only the
+        events of those steps."""
+        from hta.analysis import event_counts
+
+        work = RankWork(event_counts.rank_event_counts, empty=event_counts.no_event_counts,
+                        description="Event counts")
+        return run_one(self.t, work, ranks, _steps(iterations))
 
     def get_profiler_step_spans(self, ranks: Iterable[int] | int | None = None
                                 ) -> pd.DataFrame:
