@@ -277,3 +277,45 @@ def test_first_launch_from_python_is_one_time(tmp_path):
 
 def test_even_launches_are_not_one_time(tmp_path):
     assert one_time_costs(_python_launches(tmp_path, False).rank(0)).rows.size == 0
+
+
+def _compiled_loop(tmp_path, compile_step: int):
+    """Four steps, each running ``Torch-Compiled Region: 0/0`` (a kernel of 200 µs); in
+    step ``compile_step`` an ``entire_frame_compile`` of 50 ms (the GPU idle) runs first:
+    a recompilation when compiled code ran in an earlier step, the first compilation
+    when it is step 1."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(1, 5):
+        extra = 50_000_000 if k == compile_step else 0
+        length = extra + 400_000
+        with b.step(k, ts=t, dur=length):
+            if extra:
+                b.cpu_op("entire_frame_compile", ts=t + 1_000, dur=extra - 2_000)
+            r = t + extra + 1_000
+            b.cpu_op("Torch-Compiled Region: 0/0", ts=r, dur=100_000)
+            b.launch_kernel("triton_poi_fused_0", cpu_ts=r + 10_000, cpu_dur=5_000,
+                            gpu_ts=r + 20_000, gpu_dur=200_000)
+        t += length
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path, progress=False, cache=False)
+
+
+def test_a_compilation_after_compiled_code_ran_is_a_recompilation(tmp_path):
+    out = find(_compiled_loop(tmp_path, compile_step=3))
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert "A recompilation: compiled code ran before it without compiling " \
+        "(Torch-Compiled Region: 0/0 in step 2), then compiled again in step 3" \
+        in note["evidence"]
+    assert "TORCH_LOGS=recompiles" in note["advice"] and "dynamic=True" in note["advice"]
+
+
+def test_the_first_compilation_is_no_recompilation(tmp_path):
+    out = find(_compiled_loop(tmp_path, compile_step=1))
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert "recompilation" not in note["evidence"]
+    assert "schedule" in note["advice"]

@@ -590,10 +590,73 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
                      f"{fmt_time(window[1] - window[0])} of the trace, from "
                      f"+{fmt_time(window[0] - lo)}.")
     rows = ot.rows[sel]
+    recompiled = _recompilation(rt, rows)
+    advice = ""
+    if recompiled:
+        parts.insert(-1 if not steady else -2, recompiled)
+        advice = RECOMPILE_ADVICE
     steps = step_tuple(rt.events["iteration"].to_numpy()[rows])
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
-    return [Finding((rt.rank,), steps, " ".join(parts), 0, span,
+    return [Finding((rt.rank,), steps, " ".join(parts), 0, span, advice=advice,
                     claim=claim_outside(*_merged(ot.start[sel], ot.end[sel]), None, busy))]
+
+
+#: Calls that run code ``torch.compile`` compiled.
+COMPILED_CALL = re.compile(r"^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
+#: Calls that compile.
+COMPILING = re.compile(r"(?i)^entire_(frame|backward)_compile|_compile\.compile_inner"
+                       r"|compile_fx|^(Torch)?Dynamo")
+RECOMPILE_ADVICE = (
+    "Find why it compiled again with TORCH_LOGS=recompiles (a new input shape, dtype or "
+    "device, a changed Python value the graph depends on). For inputs whose shapes vary, "
+    "compile for dynamic shapes (torch.compile(dynamic=True), or "
+    "torch._dynamo.mark_dynamic on the dimension that varies) or pad/bucket the inputs "
+    "to a few shapes and warm each up before the loop; past "
+    "torch._dynamo.config.cache_size_limit recompilations, the code falls back to eager.")
+
+
+def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
+    """Evidence that a compilation among the one-time ``rows`` is a *recompilation*:
+    compiled code (:data:`COMPILED_CALL`) of its direction (the forward, or the backward
+    pass, which compiles on its first call after the forward ran compiled) finished
+    before it started without compiling, so the same code compiled again (a new shape
+    or a failed guard, which recurs with each new shape); "" when none is."""
+    ev = rt.events
+    if not rows.size:
+        return ""
+    comp = rows[name_matches(rt, rows, COMPILING)]
+    if not comp.size:
+        return ""
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    codes = ev["kind"].cat.codes.to_numpy()
+    calls = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
+    ran = calls[name_matches(rt, calls, COMPILED_CALL)]
+    if not ran.size:
+        return ""
+    compiling = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
+    compiling = compiling[name_matches(rt, compiling, COMPILING)]
+    # compiled code that ran without compiling inside it
+    held = Cover(ts[compiling], end[compiling])
+    clean = ran[held.within(ts[ran], end[ran]) == 0]
+    # the backward pass compiles on its first call, after the forward ran compiled: a
+    # compilation repeats one of its own direction
+    names = ev["name"].to_numpy()
+    back = np.asarray(["ackward" in rt.symbols[int(n)] for n in names[clean]], dtype=bool)
+    again, last = [], -1
+    for c in comp.tolist():
+        c_back = "ackward" in rt.symbols[int(names[c])]
+        prior = clean[(back == c_back) & (end[clean] <= ts[c])]
+        if prior.size:
+            again.append(c)
+            last = int(prior[np.argmax(end[prior])])
+    if not again:
+        return ""
+    it = ev["iteration"].to_numpy()
+    where = steps_text(rt, it[np.asarray(again)])
+    return (f"A recompilation: compiled code ran before it without compiling "
+            f"({rt.symbols[int(ev['name'].to_numpy()[last])]} in "
+            f"{steps_text(rt, it[[last]])}), then compiled again in {where}: the inputs "
+            f"or a guard changed, and it recurs with each new shape.")
 
 
 def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, span: int,
