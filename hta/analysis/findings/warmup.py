@@ -593,7 +593,10 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     recompiled = _recompilation(rt, rows)
     advice = ""
     if recompiled:
-        parts.insert(-1 if not steady else -2, recompiled)
+        at = len(parts) - (2 if steady else 1)
+        parts[at] = ("Each ran once in this window: no finding counts this time as a "
+                     "saving.")
+        parts.insert(at, recompiled)
         advice = RECOMPILE_ADVICE
     steps = step_tuple(rt.events["iteration"].to_numpy()[rows])
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
