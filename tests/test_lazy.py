@@ -32,7 +32,7 @@ from hta.job.executors import (
 )
 from hta.job.rank_load import rank_nbytes
 from hta.model.rules import KINDS
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, run, run_one
 from hta.model.trace import RankTrace, Trace
 from hta.trace_analysis import TraceAnalysis
 
@@ -267,8 +267,7 @@ def test_the_runner_passes_arguments_and_keeps_rank_order(job: Path,
     lazy.close()
 
 
-def test_the_runner_on_an_in_memory_trace_runs_each_rank_alone(
-        eager_job: TraceAnalysis) -> None:
+def test_the_runner_on_an_in_memory_trace(eager_job: TraceAnalysis) -> None:
     calls = []
 
     def record(trace: Trace, ranks: Any) -> pd.DataFrame:
@@ -276,8 +275,11 @@ def test_the_runner_on_an_in_memory_trace_runs_each_rank_alone(
         return rank_summary(trace, ranks)
 
     got = run_one(eager_job.t, RankWork.of_trace(record), [2, 0])
-    assert calls == [([0], [0]), ([2], [2])]  # in rank order, each on its own
+    assert calls == [([0, 2], eager_job.t.get_ranks())]  # one work: one call over them
     pd.testing.assert_frame_equal(got, rank_summary(eager_job.t, [0, 2]))
+    calls.clear()
+    run(eager_job.t, [RankWork.of_trace(record), RankWork.of_trace(record)], [2, 0])
+    assert calls == [([0], [0]), ([0], [0]), ([2], [2]), ([2], [2])]  # rank by rank
 
 
 # -- executors -----------------------------------------------------------------------------

@@ -28,7 +28,10 @@ else. The design:
   3. adds a ``rank`` column (first) to each table that has none (``add_rank``; works
      on a trace name their rank themselves and pass unchanged).
 
-  Only the tables travel back. Per work, the runner concatenates the tables in rank
+  (A single work on a trace, on every event of ranks held in this process, runs in one
+  call over them, as the trace-shaped functions were written to: the same answer, the
+  fixed cost of a call paid once.) Only the tables travel back. Per work, the runner
+  concatenates the tables in rank
   order (:func:`concat_tables`: a work may answer a tuple of tables, each concatenated;
   the work's :meth:`RankWork.no_rank` table when no rank answered) and applies
   ``finish``.
@@ -189,9 +192,21 @@ Call = tuple[Callable[..., pd.DataFrame], tuple[Any, ...], dict[str, Any], Steps
 def visit(trace: Trace, ranks: Iterable[int] | int | None, calls: tuple[Call, ...]
           ) -> list[tuple[int, list[Any]]]:
     """Where the ranks are: per selected rank, ``(rank, [each call's table or
-    Failed])``, the calls in order on the rank (restricted once per choice of steps)."""
+    Failed])``, the calls in order on the rank (restricted once per choice of steps).
+
+    One work on a trace over every event of several ranks held here (an in-memory job)
+    is one call over them: its answer is by contract the concatenation of its per-rank
+    answers, and the fixed cost of each call is paid once."""
+    selected = trace.selected_ranks(ranks)
+    if len(calls) == 1 and len(selected) > 1 and isinstance(calls[0][0], OnTrace) \
+            and calls[0][3] is None:
+        fn, args, kwargs = calls[0][0].fn, calls[0][1], calls[0][2]
+        try:
+            return [(selected[0], [fn(trace, selected, *args, **kwargs)])]
+        except Exception as exc:  # noqa: BLE001 - the failure policy is run's
+            return [(selected[0], [Failed(exc)])]
     out = []
-    for r in trace.selected_ranks(ranks):
+    for r in selected:
         whole = trace.rank(r)
         seen: dict[Steps, RankTrace] = {None: whole}
         answers: list[Any] = []
