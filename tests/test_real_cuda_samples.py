@@ -117,3 +117,36 @@ def test_faster_gemms_shorten_a_gpu_bound_step_but_not_a_host_bound_one() -> Non
 def test_removing_the_data_loader_leaves_the_gpu_work() -> None:
     measured, predicted = _total("dataloader_steps", "no-data-loader")
     assert predicted < 0.2 * measured
+
+
+# -- the four traces kept apart until the end of the round -------------------------------
+
+
+def test_eager_decoding_is_host_bound() -> None:
+    assert _top("gpt_decode_steps") == "host_bound"
+    assert _problems("gpt_decode_steps").iloc[0]["severity"] == "high"
+
+
+def test_a_batch_change_mid_profile_is_a_recompilation() -> None:
+    out = _findings("recompile_steps")
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert "A recompilation" in note["evidence"] and "step 4" in note["evidence"]
+    assert "TORCH_LOGS=recompiles" in note["advice"]
+    assert not (_problems("recompile_steps")["severity"] == "high").any()
+
+
+def test_empty_cache_each_step_is_named() -> None:
+    out = _problems("side_stream_steps")
+    sync = out[out["rule"] == "host_sync"].iloc[0]
+    assert "cudaFree" in sync["evidence"] and "empty_cache" in sync["advice"]
+    assert _top("side_stream_steps") == "fp32_gemm"
+
+
+def test_a_conv_net_from_its_first_iteration_leaves_its_warm_up_out() -> None:
+    out = _findings("resnet_amp_nosched")
+    assert "warmup" in out["rule"].tolist()
+    assert _top("resnet_amp_nosched") == "host_bound"
+    rt = _analysis("resnet_amp_nosched").t.rank(0)
+    window = analysis_window(rt)
+    assert window[1] - window[0] < 0.1 * (int(rt.events["end"].max())
+                                          - int(rt.events["ts"].min()))
