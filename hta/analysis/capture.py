@@ -62,7 +62,7 @@ import pandas as pd
 from hta.analysis.perf.calls import gpu_categories
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.op_performance import COLUMNS as OP_COLUMNS
-from hta.analysis.perf.op_performance import compact_json, replayed_op_rows
+from hta.analysis.perf.op_performance import DeviceArg, compact_json, rank_device, replayed_op_rows
 from hta.analysis.perf.registry import model_of, work_of
 from hta.analysis.perf.replayed import TABLE_COLUMNS, calls_of, empty_table, slots_in
 from hta.analysis.serving import parse_step_name
@@ -292,6 +292,32 @@ def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
                             ev["dur"].to_numpy()[rows])
 
 
+def rank_captured_kernels(replay: RankTrace, windows: list[tuple[int, Window]]
+                          ) -> pd.DataFrame:
+    """Per-rank work (:mod:`hta.model.runner`): :func:`captured_kernels` of one rank with
+    the capture windows of ``(rank, window)`` pairs that are its own, else all of them."""
+    mine = [w for r, w in windows if r == replay.rank] or [w for _, w in windows]
+    return captured_kernels(replay, mine)
+
+
+def rank_captured_op_performance(replay: RankTrace, kernels: pd.DataFrame,
+                                 device: DeviceArg = None, rules: RuleSet | None = None
+                                 ) -> pd.DataFrame:
+    """Per-rank work (:mod:`hta.model.runner`): :func:`captured_op_performance` of one
+    rank against its device (``device`` overrides it, as :func:`rank_device` says)."""
+    return captured_op_performance(kernels, replay, rank_device(replay, device), rules)
+
+
+def no_captured_kernels() -> pd.DataFrame:
+    """:func:`captured_kernels`' table of no rank."""
+    return pd.DataFrame(columns=COLUMNS)
+
+
+def no_captured_op_performance() -> pd.DataFrame:
+    """:func:`captured_op_performance`'s table of no rank."""
+    return pd.DataFrame({c: [] for c in OP_COLUMNS})
+
+
 def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per rank: ``replays`` (graph launches), ``matched_replays``, ``kernels``,
     ``replay_time(us)`` (GPU time of the replayed kernels), ``with_op_time(us)`` (of those
@@ -315,4 +341,6 @@ def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["COLUMNS", "Window", "capture_table", "capture_windows", "captured_kernels",
-           "captured_op_performance", "merge_summary", "pick_window"]
+           "captured_op_performance", "merge_summary", "no_captured_kernels",
+           "no_captured_op_performance", "pick_window", "rank_captured_kernels",
+           "rank_captured_op_performance"]

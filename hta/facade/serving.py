@@ -118,16 +118,14 @@ class ServingMixin:
         """Each graph-replayed GPU event with the operator that captured it, its shapes and
         FLOPs (columns and matching: :mod:`hta.analysis.capture`). Capture traces of the
         replay's rank are used when there are any, else all of them."""
-        from hta.analysis.capture import COLUMNS, captured_kernels
+        from hta.analysis.capture import no_captured_kernels, rank_captured_kernels
+        from hta.model.runner import RankWork, run_one
 
         windows = self._capture_windows(capture_dir)
-        frames = []
-        for r in self.t.selected_ranks(resolved(ranks)):
-            mine = [w for rank, w in windows if rank == r] or [w for _, w in windows]
-            frames.append(captured_kernels(self.t.rank(r), mine))
-        frames = [f for f in frames if len(f)]
-        out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-            columns=COLUMNS)
+        out = run_one(self.t, RankWork(rank_captured_kernels, (windows,),
+                                       empty=no_captured_kernels,
+                                       description="Captured kernels"), resolved(ranks))
+        out = out.reset_index(drop=True) if len(out) else no_captured_kernels()
         if len(out) and windows and not out["matched"].any():
             logger.warning("the capture traces match none of the %d graph replay(s): no "
                            "capture window has as many kernel launches as a replay has "
@@ -143,17 +141,15 @@ class ServingMixin:
         the roofline against the rank's device (``device`` overrides it, as there); the
         rows ``captured`` true of :meth:`get_op_performance` once the capture is merged.
         See :func:`hta.analysis.capture.captured_op_performance`."""
-        from hta.analysis.capture import captured_op_performance
-        from hta.analysis.perf.op_performance import COLUMNS, rank_device
+        from hta.analysis.capture import no_captured_op_performance, rank_captured_op_performance
+        from hta.model.runner import RankWork, run_one
 
         kernels = self.get_captured_kernels(ranks, capture_dir)
-        rules = getattr(self, "rules", None)
-        frames = [captured_op_performance(kernels, self.t.rank(r),
-                                          rank_device(self.t.rank(r), device), rules)
-                  for r in self.t.selected_ranks(resolved(ranks))]
-        frames = [f for f in frames if len(f)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-            {c: [] for c in COLUMNS})
+        work = RankWork(rank_captured_op_performance,
+                        (kernels, device, getattr(self, "rules", None)),
+                        empty=no_captured_op_performance, description="Captured operators")
+        out = run_one(self.t, work, resolved(ranks))
+        return out.reset_index(drop=True) if len(out) else no_captured_op_performance()
 
     def merge_capture_traces(self, capture_dir: str | Path | None = None) -> pd.DataFrame:
         """Count graph-replayed work with the operators that captured it in the operator
