@@ -13,8 +13,8 @@ A :class:`DistributedJob` holds a job whose ranks are not in this process. It is
 
 Two ways to use the ranks:
 
-* :meth:`DistributedJob.map_ranks` (the way analyses use it, through
-  :func:`hta.model.trace.map_ranks`): run a per-rank function next to the data, in the
+* :meth:`DistributedJob.map_ranks` (the runner's transport: analyses use it through
+  :func:`hta.model.runner.run`): run a per-rank function next to the data, in the
   Dask worker that holds the rank or in a local worker process that reads the rank's
   Arrow folder, and bring back only its result (a small DataFrame). The same call on an
   in-memory :class:`~hta.model.trace.Trace` is one call over its ranks.
@@ -187,7 +187,7 @@ def fetch_rank(data: RankHandle | KeptRank, call: RankCall) -> RankTrace:
 
 
 def run_on_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
-    """Worker side of :func:`map_ranks`: the call on a one-rank trace."""
+    """Worker side of :meth:`DistributedJob.map_ranks`: the call on a one-rank trace."""
     rt = fetch_rank(data, call)
     return call.fn(Trace({rt.rank: rt}), [rt.rank], *call.args, **call.kwargs)
 

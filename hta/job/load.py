@@ -107,7 +107,7 @@ def load_trace(
     plain :class:`Trace`); ``False`` leaves them as Arrow folders, or on the Dask
     workers, and returns a :class:`~hta.job.distributed.DistributedJob` that reads one rank
     at a time when asked and runs per-rank analyses next to the data
-    (:func:`~hta.model.trace.map_ranks`); ``None`` (default) keeps them on the Dask
+    (:func:`hta.model.runner.run`); ``None`` (default) keeps them on the Dask
     workers when there is a client, and otherwise reads them into memory when they take
     at most half the available memory, else stays lazy.
     """
