@@ -64,6 +64,7 @@ def compare_findings(control: pd.DataFrame, test: pd.DataFrame,
         else:
             status = "unchanged"
         shown = b if b is not None else a
+        assert shown is not None  # a key comes from one side at least
         rows.append({
             "rule": key[0], "subject": key[1], "status": status,
             "title": str(shown.get("title", "")),

@@ -30,6 +30,7 @@ saving.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -74,7 +75,7 @@ def _calls(rt: RankTrace, pattern: re.Pattern[str], window: tuple[int, int]) -> 
     return np.flatnonzero(hit & (ts >= window[0]) & (ts < window[1]))
 
 
-def where_steps(rt: RankTrace, steps: np.ndarray) -> str:
+def where_steps(rt: RankTrace, steps: Sequence[int] | np.ndarray) -> str:
     """``steps 3-5``, or ``no ProfilerStep: the span of the trace`` when it has none."""
     if not len(step_table(rt)):
         return "no ProfilerStep: the span of the trace"

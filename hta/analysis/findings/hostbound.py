@@ -192,7 +192,7 @@ def _find_gaps(rt: RankTrace) -> tuple[tuple[np.ndarray, ...], Cover, Cover]:
     s, e = s[ok], e[ok]
     order = np.argsort(w.ts, kind="stable")
     wts = w.ts[order]
-    at = np.searchsorted(wts, e, side="left")
+    at = np.asarray(np.searchsorted(wts, e, side="left"))
     ok = at < wts.size
     s, e, at = s[ok], e[ok], at[ok]
     nxt = order[at]  # the first work (in start order) starting at e

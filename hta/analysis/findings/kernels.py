@@ -279,7 +279,7 @@ def has_tf32(rt: RankTrace) -> bool | None:
     from ``deviceProperties`` (``computeMajor``), else from the architecture in its kernel
     names (``volta_``/``turing_``... only: no; ``ampere_``, ``sm80_``... : yes); ``None``
     when neither tells."""
-    majors = [p.get("computeMajor") for p in rt.meta.get("device_properties") or []
+    majors = [int(p["computeMajor"]) for p in rt.meta.get("device_properties") or []
               if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)]
     if majors:
         return max(majors) >= 8

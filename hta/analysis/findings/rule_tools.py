@@ -84,7 +84,7 @@ def fmt_time(ns: float) -> str:
     return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"
 
 
-def fmt_steps(steps: Sequence[int]) -> str:
+def fmt_steps(steps: Sequence[int] | np.ndarray) -> str:
     """``steps 3-10``, ``steps 3, 5, 9``, ``step 4`` or ``no ProfilerStep``."""
     values = np.asarray(steps, dtype=np.int64).ravel()
     steps = np.unique(values[values >= 0]).tolist()
@@ -98,7 +98,7 @@ def fmt_steps(steps: Sequence[int]) -> str:
     return f"steps {shown}{', ...' if len(steps) > 6 else ''}"
 
 
-def steps_text(rt: RankTrace, steps: Sequence[int]) -> str:
+def steps_text(rt: RankTrace, steps: Sequence[int] | np.ndarray) -> str:
     """:func:`fmt_steps`, or ``the trace (no ProfilerStep)`` on a rank without
     ``ProfilerStep`` spans (the loader gives all its events step 0, which is no step)."""
     if not len(step_table(rt)):
