@@ -2,8 +2,8 @@
 the step with that rank alone at the median across ranks, and the replay's error
 (:mod:`hta.report.sections_whatif`; figures of
 :func:`hta.analysis.whatif.jobpath.job_step_bound`). Jobs of two or more ranks with
-``ProfilerStep`` only, and only with ``--step-bound``: the replay adds about a quarter to
-the summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``)."""
+``ProfilerStep`` only, and only with ``--step-bound``: the replay adds a third to the
+summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def add_step_bound_option(p: argparse.ArgumentParser) -> None:
                    help="replay a job of several ranks and say which rank and which work "
                         "bound its step, and the step with that rank alone at the median "
                         "across ranks (no-stragglers:RANK), with the replay's error "
-                        "(adds about a quarter to the time; hta report always shows it)")
+                        "(adds 5-40%% to the time, the most on large jobs; hta report always "
+                        "shows it)")
 
 
 def step_bound(analyzer: Any, iterations: list[int] | None, wanted: bool = True,
