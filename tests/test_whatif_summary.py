@@ -21,6 +21,8 @@ from test_whatif import GPU_BOUND, simulate
 from hta.report.builder import build_report, build_sections
 from hta.trace_analysis import TraceAnalysis
 
+pytestmark = pytest.mark.slow  # each test runs the summary or the report: 1-3 s
+
 SLOW = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
 #: A kernel name a page must not run and a terminal must not obey.
 HOSTILE = '<img src=x onerror="alert(1)">gemm\x1b[2J'
