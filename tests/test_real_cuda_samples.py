@@ -150,3 +150,15 @@ def test_a_conv_net_from_its_first_iteration_leaves_its_warm_up_out() -> None:
     window = analysis_window(rt)
     assert window[1] - window[0] < 0.1 * (int(rt.events["end"].max())
                                           - int(rt.events["ts"].min()))
+
+
+@pytest.mark.parametrize("workload", ["gpu_bound_steps", "sync_steps"])
+def test_the_job_critical_path_adds_up_to_the_step(workload: str) -> None:
+    """The path (in the replay) runs to the step's completion, as what_if replays the
+    step: on the GPU-bound loop whose host runs ahead, that is past the ProfilerStep
+    span."""
+    a = _analysis(workload)
+    steps = a.what_if()
+    for step, replayed in zip(steps["step"], steps["replayed(us)"], strict=True):
+        path = a.get_job_critical_path(iteration=int(step))
+        assert path["dur(us)"].sum() == pytest.approx(replayed, rel=1e-6, abs=1.0)

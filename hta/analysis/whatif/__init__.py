@@ -47,6 +47,7 @@ from hta.analysis.whatif.graph import (
     RankGraph,
     job_graph,
     rank_graph,
+    step_completion,
 )
 from hta.analysis.whatif.schedule import Schedule, schedule
 from hta.model.rules import RuleSet
@@ -137,14 +138,8 @@ def _step_durations(jg: JobGraph, i: int, g: RankGraph, t: np.ndarray) -> np.nda
     """Per step of rank ``i``, its duration under node times ``t`` (module docstring):
     from the later of its span's start and the previous step's completion to its
     completion (its span's end or the end of the GPU work it launched, the later)."""
-    start = t[jg.global_node(i, g.steps["start_node"].to_numpy())].astype(np.int64)
-    done = t[jg.global_node(i, g.steps["end_node"].to_numpy())].astype(np.int64)
-    k, nodes = g.step_work
-    if k.size:
-        np.maximum.at(done, k, t[jg.global_node(i, nodes)].astype(np.int64))
-    begin = start.copy()
-    begin[1:] = np.maximum(start[1:], done[:-1])
-    return done - begin
+    begin, done_node = step_completion(jg, i, t)
+    return t[done_node].astype(np.int64) - begin
 
 
 def modelled_edits(jg: JobGraph) -> Edits:

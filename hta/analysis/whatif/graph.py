@@ -148,6 +148,26 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                      step_work=step_work_ends(c, steps, end_node))
 
 
+def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step of the rank at position ``i`` under node times ``t``: when it begins (the
+    later of its span's start and the previous step's completion) and its completion node
+    (global: its span's end node, or the end node of the GPU work it launched that ends
+    last, :func:`step_work_ends`, the later)."""
+    g = jg.ranks[i]
+    start = t[jg.global_node(i, g.steps["start_node"].to_numpy())].astype(np.int64)
+    done_node = jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64)
+    k, nodes = g.step_work
+    if k.size:
+        work = jg.global_node(i, nodes).astype(np.int64)
+        for j, n in zip(k.tolist(), work.tolist(), strict=True):
+            if t[n] > t[done_node[j]]:
+                done_node[j] = n
+    done = t[done_node].astype(np.int64)
+    begin = start.copy()
+    begin[1:] = np.maximum(start[1:], done[:-1])
+    return begin, done_node
+
+
 def step_work_ends(c: Cols, steps: pd.DataFrame, end_node: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Per step (position in ``steps``) and stream, the end node of the GPU work whose

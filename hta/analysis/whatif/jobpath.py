@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import COMM, work_class
-from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.analysis.whatif.graph import EDGE, JobGraph, step_completion
 from hta.analysis.whatif.schedule import Schedule
 
 PATH_COLUMNS = ["rank", "kind", "name", "start(us)", "dur(us)"]
@@ -79,25 +79,30 @@ def binding_edges(jg: JobGraph, sched: Schedule) -> tuple[np.ndarray, np.ndarray
 
 
 def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, int]:
-    """End node of the step on the rank that ends it last, and that rank's step start."""
+    """Completion node of the step on the rank whose step is longest, and when that
+    rank's step begins (:func:`~.graph.step_completion`: a step runs to its completion,
+    as ``what_if`` measures it)."""
     best = None
     for i, g in enumerate(jg.ranks):
         if len(g.steps):
             steps = g.steps
             want = int(steps["step"].iloc[0]) if step is None else int(step)
-            row = steps[steps["step"] == want]
-            if not len(row):
+            pos = np.flatnonzero(steps["step"].to_numpy() == want)
+            if not pos.size:
                 continue
-            s = int(jg.global_node(i, row["start_node"].to_numpy()[:1])[0])
-            e = int(jg.global_node(i, row["end_node"].to_numpy()[:1])[0])
-        else:
-            if step is not None and step != -1:
-                continue
-            mine = np.flatnonzero(jg.node_pos == i)
-            if not mine.size:
-                continue
-            s = int(mine[np.argmin(sched.t[mine])])
-            e = int(mine[np.argmax(sched.t[mine])])
+            begin, done_node = step_completion(jg, i, sched.t)
+            e = int(done_node[pos[0]])
+            dur = int(sched.t[e] - begin[pos[0]])
+            if best is None or dur > best[0]:
+                best = (dur, e, int(begin[pos[0]]))
+            continue
+        if step is not None and step != -1:
+            continue
+        mine = np.flatnonzero(jg.node_pos == i)
+        if not mine.size:
+            continue
+        s = int(mine[np.argmin(sched.t[mine])])
+        e = int(mine[np.argmax(sched.t[mine])])
         dur = int(sched.t[e] - sched.t[s])
         if best is None or dur > best[0]:
             best = (dur, e, int(sched.t[s]))
@@ -163,8 +168,9 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
     which saves a replay per other bounding rank).
 
     Per step (the table, :data:`BOUND_COLUMNS`): the rank holding the most time of the
-    job's critical path (``rank``; ``step(us)``: the path's length, the ``ProfilerStep``
-    span of the rank whose span ends last in the replay), the kind of work with the most
+    job's critical path (``rank``; ``step(us)``: the path's length, the step of the rank
+    whose step is longest in the replay, to the step's completion as
+    :func:`hta.analysis.whatif.what_if` measures it), the kind of work with the most
     time on the path (``bound_by``, its share ``bound_share_pctg``; ``work_shares``: every
     kind's share, e.g. ``gpu 62%, cpu 20%``),
     the single piece of work with the most time on it (``top_work``: kind and name,
@@ -176,8 +182,7 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
     ``replayed(us)`` in the replay without change, and the replay's honesty figures:
     ``replay_error_pctg`` = 100 * (replayed - measured) / measured, and
     ``modelled_error_pctg``, the same for the stricter replay (the slowest rank's step
-    there). Where the host waits for the GPU every step, ``step(us)`` equals
-    ``replayed(us)``; where it runs ahead, the step's GPU work ends after its span.
+    there). ``step(us)`` equals ``replayed(us)``.
 
     Over the steps (the dict; None without a step): ``steps``; ``rank``, the rank bounding
     the most steps (ties: the most time on the paths) and ``rank_steps``, how many;
