@@ -21,13 +21,6 @@ if TYPE_CHECKING:
     from hta.model.job import Job
 
 
-def _steps(iterations: Iterable[int] | int | None) -> list[int] | None:
-    """``iterations`` as the runner takes them: a list of steps, or ``None``."""
-    if iterations is None:
-        return None
-    return [int(iterations)] if isinstance(iterations, int) else [int(i) for i in iterations]
-
-
 class StepsAndOpsMixin:
     """``get_profiler_steps``, ``get_event_counts``, ``get_aten_op_kernels_and_delay``,
     ``get_gpu_kernels_with_user_annotations``,
@@ -53,7 +46,7 @@ class StepsAndOpsMixin:
 
         work = RankWork(event_counts.rank_event_counts, empty=event_counts.no_event_counts,
                         description="Event counts")
-        return run_one(self.t, work, ranks, _steps(iterations))
+        return run_one(self.t, work, ranks, iterations)
 
     def get_profiler_step_spans(self, ranks: Iterable[int] | int | None = None
                                 ) -> pd.DataFrame:

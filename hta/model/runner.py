@@ -137,7 +137,8 @@ class Failed:
 
 
 def run(job: RankMapper, works: Sequence[RankWork],
-        ranks: Iterable[int] | int | None = None, iterations: Iterable[int] | None = None,
+        ranks: Iterable[int] | int | None = None,
+        iterations: Iterable[int] | int | None = None,
         *, errors: str = "raise", description: str = "", strict: bool = False
         ) -> list[Any]:
     """Every work's answer, from one visit of each selected rank (see the module
@@ -147,6 +148,8 @@ def run(job: RankMapper, works: Sequence[RankWork],
     distributed job cannot reach raises instead of being reported in ``job.skipped``."""
     if errors not in ("raise", "return"):
         raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
+    if isinstance(iterations, (int, np.integer)):
+        iterations = [int(iterations)]
     default = None if iterations is None else tuple(sorted({int(i) for i in iterations}))
     calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
                    else default, w.add_rank) for w in works)
@@ -181,7 +184,7 @@ def concat_tables(tables: Sequence[Any]) -> Any:
 
 
 def run_one(job: RankMapper, work: RankWork, ranks: Iterable[int] | int | None = None,
-            iterations: Iterable[int] | None = None, *, strict: bool = False) -> Any:
+            iterations: Iterable[int] | int | None = None, *, strict: bool = False) -> Any:
     """One work's answer (:func:`run` with ``errors="raise"``)."""
     return run(job, [work], ranks, iterations, strict=strict)[0]
 
