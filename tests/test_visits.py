@@ -216,8 +216,8 @@ def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
     shared = {"rank_overview", "rank_analysis", "category_time", "rank_op_summary"}
     together = [v for v in visits if v & shared]
     assert len(together) == 1 and shared <= together[0]  # one visit for all four
-    pd.testing.assert_frame_equal(ctx.answer("findings").findings, analyzer.get_findings())
-    pd.testing.assert_frame_equal(ctx.answer("category_time"), analyzer.get_category_time())
+    pd.testing.assert_frame_equal(ctx.answers.findings.findings, analyzer.get_findings())
+    pd.testing.assert_frame_equal(ctx.answers.category_time, analyzer.get_category_time())
 
 
 def test_report_sections_on_steps_equal_the_methods() -> None:
@@ -231,7 +231,7 @@ def test_report_sections_on_steps_equal_the_methods() -> None:
     from hta.model.selection import restrict
 
     want = category_time(restrict(analyzer.t, steps[:1]), None, analyzer.rules)
-    pd.testing.assert_frame_equal(ctx.answer("category_time"), want)
+    pd.testing.assert_frame_equal(ctx.answers.category_time, want)
     full = category_time(analyzer.t, None, analyzer.rules)
-    assert float(ctx.answer("category_time")["kernel_time(us)"].sum()) < float(
+    assert float(ctx.answers.category_time["kernel_time(us)"].sum()) < float(
         full["kernel_time(us)"].sum())

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
+    from hta.report.analyzer import Analyzer
+    from hta.trace_analysis import TraceAnalysis
+
 # The ``hta`` command's exit statuses, the table of docs/cli.md; every command and
 # :func:`hta.cli.main` use these names, and the errors carry theirs as ``exit_code``.
 EXIT_OK = 0
@@ -103,7 +106,7 @@ def in_memory_for(trace_dir: str) -> bool | None:
     return False
 
 
-def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
+def load(args: argparse.Namespace, trace_dir: str | None = None) -> TraceAnalysis:
     """A ``TraceAnalysis`` of ``trace_dir`` (default ``args.trace_dir``) with the load options."""
     from hta.trace_analysis import TraceAnalysis
 
@@ -115,7 +118,7 @@ def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
     )
 
 
-def report_skipped(analyzer: Any, stream: TextIO | None = None) -> None:
+def report_skipped(analyzer: Analyzer, stream: TextIO | None = None) -> None:
     """One ``hta: warning: skipped FILE: reason`` line on stderr per file that could not
     be loaded."""
     for path, reason in analyzer.skipped.items():

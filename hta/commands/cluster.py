@@ -11,10 +11,13 @@ import argparse
 import atexit
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import CommandError, parse_ranks
 from hta.commands.args_and_output import load as load_locally
+
+if TYPE_CHECKING:
+    from hta.trace_analysis import TraceAnalysis
 
 #: Seconds to wait for the scheduler before giving up.
 CONNECT_TIMEOUT_S = 20
@@ -62,7 +65,7 @@ def client_from_args(args: argparse.Namespace) -> Any | None:
     return client
 
 
-def load(args: argparse.Namespace, trace_dir: str | None = None) -> Any:
+def load(args: argparse.Namespace, trace_dir: str | None = None) -> TraceAnalysis:
     """:func:`hta.commands.args_and_output.load`, on the Dask cluster when the options name one."""
     client = client_from_args(args)
     if client is None:

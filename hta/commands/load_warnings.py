@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from hta.report.analyzer import Analyzer
 
 _COUNT = re.compile(r"^(\d+) (.+)$", re.DOTALL)
 
 
-def load_warnings(analyzer: Any) -> list[dict[str, Any]]:
+def load_warnings(analyzer: Analyzer) -> list[dict[str, Any]]:
     """One record per kind of loader warning: ``kind``, ``count`` (events summed over
     ranks, or ``None`` when the message gives none), ``ranks`` (sorted), ``files`` (the
     ranks' trace files, in the same order), ``message`` (the line to show)."""
@@ -43,7 +46,7 @@ def load_warnings(analyzer: Any) -> list[dict[str, Any]]:
     return list(kinds.values())
 
 
-def print_load_warnings(analyzer: Any, stream: TextIO | None = None) -> None:
+def print_load_warnings(analyzer: Analyzer, stream: TextIO | None = None) -> None:
     """One ``hta: warning: ...`` line per kind of loader warning, on stderr."""
     for entry in load_warnings(analyzer):
         print(f"hta: warning: {entry['message']}", file=stream or sys.stderr)

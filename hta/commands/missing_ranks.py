@@ -8,10 +8,13 @@ ranks) then describe seven ranks; the user is told which rank is absent.
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from hta.report.analyzer import Analyzer
 
 
-def missing_ranks_message(analyzer: Any) -> str | None:
+def missing_ranks_message(analyzer: Analyzer) -> str | None:
     """The one line saying which ranks have no trace, or ``None`` when none is missing."""
     from hta.model.selection import format_ranges
 
@@ -26,7 +29,7 @@ def missing_ranks_message(analyzer: Any) -> str | None:
             f"cross-rank figures cover the {len(analyzer.ranks)} loaded rank(s) only")
 
 
-def report_missing_ranks(analyzer: Any, stream: TextIO | None = None) -> None:
+def report_missing_ranks(analyzer: Analyzer, stream: TextIO | None = None) -> None:
     """``hta: warning: ...`` on stderr when ranks of the job have no trace."""
     message = missing_ranks_message(analyzer)
     if message:

@@ -20,7 +20,7 @@ plain text when piped, ``--json`` for machines.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import (
     EXIT_OK,
@@ -45,6 +45,12 @@ from hta.commands.summary_perf import add_device_option, device_arg, hardware, h
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.model.demangle import demangle
 from hta.report.devices import device_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hta.report.analyzer import Analyzer
+    from hta.report.overview import JobOverview
 
 NAME_WIDTH = 70
 #: Findings printed before the per-rank tables (``--json`` has them all).
@@ -91,7 +97,7 @@ def _count(text: str) -> int:
     return value
 
 
-def selected_iterations(analyzer: Any, text: str | None) -> list[int] | None:
+def selected_iterations(analyzer: Analyzer, text: str | None) -> list[int] | None:
     """``--iterations`` as a list, checked against the steps of the loaded ranks."""
     from hta.model.selection import step_table
 
@@ -156,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_findings(out: Printer, findings: Any, top: int = FINDINGS_SHOWN) -> None:
+def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDINGS_SHOWN) -> None:
     """The ``top`` findings, one line each: severity, saving, share, ranks, title."""
     if findings is None:
         return
@@ -194,7 +200,7 @@ def _severity_style(row: dict[str, Any]) -> str | None:
     return {"high": "red", "medium": "yellow"}.get(row["severity"])
 
 
-def _header(meta: dict[str, Any], ranks: Any, trace_dir: str,
+def _header(meta: dict[str, Any], ranks: pd.DataFrame, trace_dir: str,
             iterations: list[int] | None) -> str:
     """The job's one-line header: folder, ranks, device, events, steps."""
     head = f"Job: {trace_dir}  ranks: {len(ranks)}"
@@ -209,7 +215,8 @@ def _header(meta: dict[str, Any], ranks: Any, trace_dir: str,
     return head
 
 
-def print_coverage(out: Printer, coverage: Any, unexplained: Any,
+def print_coverage(out: Printer, coverage: pd.DataFrame | None,
+                   unexplained: pd.DataFrame | None,
                    n_unclassified: int = 0) -> None:
     """What the findings explain per rank (the least explained first, at most
     :data:`COVERAGE_SHOWN` ranks), each rank's note, and the unknown kernel kinds note."""
@@ -217,7 +224,7 @@ def print_coverage(out: Printer, coverage: Any, unexplained: Any,
         return
     rows = coverage.sort_values(["explained_pctg", "rank"], na_position="first",
                                 kind="stable").head(COVERAGE_SHOWN).to_dict("records")
-    longest = {}
+    longest: dict[int, dict[str, Any]] = {}
     for p in (unexplained.to_dict("records") if unexplained is not None else []):
         longest.setdefault(int(p["rank"]), p)
     more = f", the {len(rows)} least explained of {len(coverage)}" \
@@ -269,9 +276,9 @@ def _flag_style(row: dict[str, Any]) -> str | None:
     return "yellow" if row.get("_flag") else None
 
 
-def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
-                   iterations: list[int] | None, findings: Any = None,
-                   coverage: tuple[Any, Any, int] | None = None) -> None:
+def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trace_dir: str,
+                   iterations: list[int] | None, findings: pd.DataFrame | None = None,
+                   coverage: tuple[pd.DataFrame, pd.DataFrame, int] | None = None) -> None:
     """The header line, the top findings and their coverage (when given) and the four
     tables."""
     ranks = overview.ranks
@@ -322,7 +329,7 @@ def print_overview(out: Printer, analyzer: Any, overview: Any, trace_dir: str,
     print_spread(out, overview, len(rows))
 
 
-def print_top_kernels(out: Printer, overview: Any, n_ranks: int) -> None:
+def print_top_kernels(out: Printer, overview: JobOverview, n_ranks: int) -> None:
     """The top kernels with their spread across ranks (no spread columns on one rank)."""
     kernels = overview.top_kernels.to_dict("records")
     if kernels:
@@ -345,7 +352,7 @@ def print_top_kernels(out: Printer, overview: Any, n_ranks: int) -> None:
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
 
 
-def print_spread(out: Printer, overview: Any, n_ranks: int) -> None:
+def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
     """The spread of the main figures across ranks and the slowest rank (several ranks)."""
     slowest = overview.job.get("slowest_rank")
     if n_ranks > 1 and len(overview.spread):
@@ -361,7 +368,8 @@ def print_spread(out: Printer, overview: Any, n_ranks: int) -> None:
         ], overview.spread.to_dict("records"))
     job = overview.job
     if slowest is not None and n_ranks > 1:
-        by = SPREAD_LABELS.get(job["slowest_rank_by"], job["slowest_rank_by"])
+        metric = str(job["slowest_rank_by"])  # set with slowest_rank
+        by = SPREAD_LABELS.get(metric, metric)
         lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
         more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
         out.line(f"Slowest rank: {slowest} ({by} {hi / 1e3:,.3f} ms; fastest rank "
@@ -370,7 +378,7 @@ def print_spread(out: Printer, overview: Any, n_ranks: int) -> None:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
 
 
-def capture_merge(analyzer: Any) -> Any:
+def capture_merge(analyzer: Analyzer) -> pd.DataFrame | None:
     """Per rank, how much graph-replayed kernel time found its operator in the capture
     traces (``TraceAnalysis.get_capture_summary``), or ``None`` when the trace folder has
     no ``capture_traces/`` folder."""
@@ -381,7 +389,7 @@ def capture_merge(analyzer: Any) -> Any:
     return analyzer.merge_capture_traces()  # done once already by the answers: kept
 
 
-def print_capture_merge(out: Printer, summary: Any) -> None:
+def print_capture_merge(out: Printer, summary: pd.DataFrame | None) -> None:
     """One line: graph replays, how many matched a capture, and the share of their kernel
     time that found its operator (and so its FLOPs)."""
     if summary is None:
@@ -412,7 +420,7 @@ def _kernel_type(kernel_type: str) -> str:
     return KERNEL_TYPE_LABELS.get(label, label)
 
 
-def is_cpu_only(overview: Any) -> bool:
+def is_cpu_only(overview: JobOverview) -> bool:
     """True when no selected rank has GPU work (kernels, copies, memsets): a CPU-only
     profile, where GPU time, idle time and kernels do not apply."""
     ranks = overview.ranks

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import Printer, printable
+
+if TYPE_CHECKING:
+    from hta.report.analyzer import Analyzer
 
 logger = logging.getLogger(__name__)
 #: Reasons for no step bound that the text output does not print.
@@ -28,7 +31,7 @@ def add_step_bound_option(p: argparse.ArgumentParser) -> None:
                         "shows it)")
 
 
-def step_bound(analyzer: Any, iterations: list[int] | None, wanted: bool = True,
+def step_bound(analyzer: Analyzer, iterations: list[int] | None, wanted: bool = True,
                cpu_only: bool = False) -> tuple[dict[str, Any] | None, str]:
     """The job's step bound over the selected steps (``TraceAnalysis.get_job_step_bound``)
     and ``""``, or None and why there is none."""

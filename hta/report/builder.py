@@ -41,6 +41,7 @@ from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
 from hta.report import sections_findings, sections_whatif
 from hta.report import sections_hardware as hardware
+from hta.report.analyzer import Analyzer
 from hta.report.context import (
     MAX_SERIES_POINTS,
     MAX_TABLE_ROWS,
@@ -80,7 +81,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
     ("step-bound", "What bounds the step", "", sections_whatif.step_bound),
     ("collectives", "Collective bandwidth", "Bus bandwidth of every collective against its "
      "message size and the link between the GPUs.", collectives.collective_bandwidth),
-    ("annotations", "User annotations", "", breakdowns.annotations),
+    ("annotations", "User annotations", "", breakdowns.user_annotations),
     ("launch", "Kernel launches", "How long launch calls take, and how long GPU work "
      "waits after its launch call returns.", details.launch),
     ("queue", "Launch queue length", "How many launched operations wait on each stream.",
@@ -97,7 +98,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
 ]
 
 
-def _context(analyzer: Any, ranks: Iterable[int] | None, iterations: Iterable[int] | None,
+def _context(analyzer: Analyzer, ranks: Iterable[int] | None, iterations: Iterable[int] | None,
              critical_path_rank: int | None) -> Context:
     # Resolved once: unknown ranks and steps fail here, naming what the job holds.
     selection = Selection.of(ranks, iterations).resolve(analyzer.t, strict=False)
@@ -118,14 +119,14 @@ def _sections(ctx: Context) -> list[Section]:
     return sections
 
 
-def build_sections(analyzer: Any, ranks: Iterable[int] | None = None,
+def build_sections(analyzer: Analyzer, ranks: Iterable[int] | None = None,
                    iterations: Iterable[int] | None = None,
                    critical_path_rank: int | None = None) -> list[Section]:
     """Every section of the report (a failing analysis gives a section with ``error``)."""
     return _sections(_context(analyzer, ranks, iterations, critical_path_rank))
 
 
-def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
+def build_report(analyzer: Analyzer, ranks: Iterable[int] | None = None,
                  iterations: Iterable[int] | None = None, title: str | None = None,
                  critical_path_rank: int | None = None, plotlyjs: str = "embed") -> str:
     """The report of a loaded job (a ``TraceAnalysis``) as HTML text; ``plotlyjs``: how
@@ -146,7 +147,7 @@ def build_report(analyzer: Any, ranks: Iterable[int] | None = None,
                   plotlyjs=plotlyjs)
 
 
-def write_report(analyzer: Any, path: str | os.PathLike[str], *, force: bool = False,
+def write_report(analyzer: Analyzer, path: str | os.PathLike[str], *, force: bool = False,
                  **options: Any) -> Path:
     """Write :func:`build_report` to ``path``; refuses to overwrite unless ``force``."""
     out = Path(path)

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,11 @@ from hta.model.demangle import demangle
 from hta.model.job import Job
 from hta.model.selection import Selection, format_ranges
 from hta.plots._figure_parts import distinct_short, plain_text_names, short
+
+if TYPE_CHECKING:
+    from hta.report.analyzer import Analyzer
+    from hta.report.answers import JobAnswers
+    from hta.report.overview import JobOverview
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
@@ -242,7 +247,8 @@ class Context:
     """The job and selection a report is built for; numbers several sections share
     (the overview) are computed once, on first use."""
 
-    def __init__(self, analyzer: Any, selection: Selection, critical_path_rank: int | None,
+    def __init__(self, analyzer: Analyzer, selection: Selection,
+                 critical_path_rank: int | None,
                  section_titles: dict[str, str] | None = None) -> None:
         self.analyzer = analyzer
         #: the loaded job (in memory or distributed)
@@ -258,32 +264,24 @@ class Context:
         #: section id -> title, for the links between sections
         self.section_titles = section_titles or {}
         self._n = 0
-        self._shared: Any = None
+        self._shared: JobAnswers | None = None
 
     @property
-    def answers(self) -> Any:
+    def answers(self) -> JobAnswers:
         """The overview, findings, categories, operator summary and unclassified kernels
         of the selection, computed together in one visit of each rank on first use
-        (:func:`hta.report.answers.job_answers`); an analysis that failed is its
-        exception, raised by :meth:`answer` in the section that asks for it."""
+        (:func:`hta.report.answers.job_answers`); reading the answer of an analysis that
+        failed raises its exception, in the section that reads it."""
         if self._shared is None:
             from hta.report.answers import job_answers
 
             self._shared = job_answers(self.analyzer, self.selection, errors="return")
         return self._shared
 
-    def answer(self, name: str) -> Any:
-        """One of :attr:`answers` (``"overview"``, ``"findings"``, ``"category_time"``,
-        ``"op_summary"``, ``"unclassified"``), raising the exception of a failed one."""
-        value = getattr(self.answers, name)
-        if isinstance(value, Exception):
-            raise value
-        return value
-
     @property
-    def overview(self) -> Any:
+    def overview(self) -> JobOverview:
         """:func:`hta.report.overview.job_overview` of the selection."""
-        return self.answer("overview")
+        return self.answers.overview
 
     def figure(self, fig: Any) -> Figure:
         """A :class:`Figure` with the next id; names in it are made plain text."""

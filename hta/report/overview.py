@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,7 @@ import pandas as pd
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import rank_summary
+from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection, rank_steps, restrict
 from hta.model.trace import Trace
@@ -93,6 +94,18 @@ _IDLE_COLUMN = {"host_wait": "host_wait(us)", "kernel_wait": "kernel_wait(us)",
                 "other": "other_idle(us)"}
 
 
+#: The job's own figures (:attr:`JobOverview.job`): where and what was selected, and the
+#: slowest rank (see the module docstring); the ``slowest_rank_value``,
+#: ``fastest_rank*``, ``longest_step_rank`` and ``step_time_mean(us)`` keys are there
+#: only when the ranks have the figure.
+JobFacts = TypedDict("JobFacts", {
+    "trace_dir": str, "ranks": list[int], "world_size": int | None,
+    "iterations": list[int] | None, "slowest_rank": int | None,
+    "slowest_rank_by": str | None, "slowest_rank_value": float, "fastest_rank": int,
+    "fastest_rank_value": float, "longest_step_rank": int, "step_time_mean(us)": float,
+}, total=False)
+
+
 @dataclass
 class JobOverview:
     """Result of :func:`job_overview` (definitions in this module's docstring)."""
@@ -100,7 +113,7 @@ class JobOverview:
     ranks: pd.DataFrame
     top_kernels: pd.DataFrame
     spread: pd.DataFrame
-    job: dict[str, Any] = field(default_factory=dict)
+    job: JobFacts = field(default_factory=lambda: JobFacts())
     #: the analyses' own per-rank tables the overview was built from (``"temporal"``:
     #: :func:`~hta.analysis.temporal.temporal_breakdown_detail`, ``"overlap"``:
     #: :func:`~hta.analysis.overlap.comm_comp_overlap`, ``"idle"``:
@@ -124,7 +137,7 @@ def restrict_to_iterations(trace: Trace, iterations: Iterable[int] | None) -> Tr
     return restrict(trace, iterations)
 
 
-def job_overview(job: Trace, ranks: Iterable[int] | None = None,
+def job_overview(job: Job, ranks: Iterable[int] | None = None,
                  iterations: Iterable[int] | None = None, top: int = 10, *,
                  selection: Selection | None = None) -> JobOverview:
     """Per-rank figures, top kernels and spread across ranks of the selected ranks and
@@ -135,14 +148,14 @@ def job_overview(job: Trace, ranks: Iterable[int] | None = None,
     if selection is None:
         selection = Selection.of(ranks, iterations)
     selection = selection.resolve(job)
-    return run_one(job, overview_plan(job, selection, top), list(selection.ranks))
+    return run_one(job, overview_plan(job, selection, top), selection.rank_list)
 
 
-def overview_plan(job: Trace, selection: Selection, top: int = 10) -> RankWork:
+def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
     """:func:`job_overview` as a :class:`~hta.model.runner.RankWork` over the (resolved)
     ``selection``'s ranks, to run with other per-rank analyses in one visit of each rank
     (:func:`hta.model.runner.run`)."""
-    selected, iters = list(selection.ranks), selection.iteration_list
+    selected, iters = selection.rank_list or job.get_ranks(), selection.iteration_list
 
     def finish(per_rank: pd.DataFrame) -> JobOverview:
         table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
@@ -286,10 +299,10 @@ def spread_across_ranks(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SPREAD_COLUMNS)
 
 
-def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
-         iterations: list[int] | None) -> dict[str, Any]:
+def _job(trace: Job, table: pd.DataFrame, ranks: list[int],
+         iterations: list[int] | None) -> JobFacts:
     first = trace.meta(ranks[0]) if ranks else {}
-    job: dict[str, Any] = {
+    job: JobFacts = {
         "trace_dir": trace.trace_dir,
         "ranks": ranks,
         "world_size": first.get("world_size"),
@@ -314,5 +327,5 @@ def _job(trace: Trace, table: pd.DataFrame, ranks: list[int],
     return job
 
 
-__all__ = ["JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
+__all__ = ["JobFacts", "JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
            "spread_across_ranks", "top_kernels_of"]

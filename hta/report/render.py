@@ -16,6 +16,7 @@ import pandas as pd
 
 from hta._version import __version__
 from hta.model.runner import RankWork, run_one
+from hta.report.analyzer import Analyzer
 from hta.report.context import Section, ranges
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
@@ -23,7 +24,7 @@ from hta.report.packing import pack, packed_plotly, plotly_cdn_url
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | None
+def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[int] | None
                ) -> list[tuple[str, str]]:
     """(label, value) pairs describing the job, from the loaded ranks' metadata."""
     job = analyzer.t
@@ -33,7 +34,7 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
     world = first.get("world_size")
     items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
                   + (f" of world size {world}" if world else "")))
-    missing = list(getattr(analyzer, "missing_ranks", []) or [])
+    missing = list(analyzer.missing_ranks)
     if missing:
         items.append(("missing ranks", f"{len(missing)} ({ranges(missing)}): no trace in the "
                       "folder or an unreadable file; cross-rank figures cover the loaded "
@@ -49,8 +50,8 @@ def job_header(analyzer: Any, ranks: Sequence[int], iterations: Sequence[int] | 
                     if (m.get("settings") or {}).get("host_name")})
     if hosts:
         items.append(("hosts", ", ".join(hosts[:8]) + (" ..." if len(hosts) > 8 else "")))
-    starts = [m.get("trace_start_ns") for m in metas if m.get("trace_start_ns")]
-    ends = [m.get("trace_end_ns") for m in metas if m.get("trace_end_ns")]
+    starts: list[int] = [s for m in metas if (s := m.get("trace_start_ns"))]
+    ends: list[int] = [e for m in metas if (e := m.get("trace_end_ns"))]
     if starts and ends:
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "

@@ -115,7 +115,7 @@ def overlap(ctx: Context, s: Section) -> None:
     s.tables.append(table_of(df, "Per rank"))
 
 
-def annotations(ctx: Context, s: Section) -> None:
+def user_annotations(ctx: Context, s: Section) -> None:
     from hta.analysis import annotations
     from hta.plots.annotations import user_annotation_duration_figure, user_annotation_figure
 
@@ -134,4 +134,4 @@ def annotations(ctx: Context, s: Section) -> None:
     s.notes.append("The selection has no user annotations (record_function ranges).")
 
 
-__all__ = ["overview", "temporal", "idle", "kernels", "overlap", "annotations"]
+__all__ = ["overview", "temporal", "idle", "kernels", "overlap", "user_annotations"]

@@ -138,7 +138,7 @@ def critical_path(ctx: Context, s: Section) -> None:
 
 def unclassified(ctx: Context, s: Section) -> None:
     s.source = "TraceAnalysis.get_unclassified_kernels"
-    df = ctx.answer("unclassified")
+    df = ctx.answers.unclassified
     if df.empty:
         s.notes.append("Every GPU kernel matched a kind rule.")
         return

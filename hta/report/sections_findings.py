@@ -78,7 +78,7 @@ def findings(ctx: Context, s: Section) -> None:
 
     s.definitions = doc(engine) + "\n\n" + doc(cov)
     s.source = "TraceAnalysis.get_findings, get_findings_coverage"
-    df = ctx.answer("findings").findings
+    df = ctx.answers.findings.findings
     if df.empty:
         s.notes.append("No rule found a problem worth "
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
@@ -111,7 +111,7 @@ def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
 def coverage_tables(ctx: Context, s: Section) -> None:
     """Below the findings: what they explain per rank (its notes under the table, unknown
     kernel kinds included) and the longest unexplained stretches."""
-    coverage = ctx.answer("findings").coverage
+    coverage = ctx.answers.findings.coverage
     if coverage.empty:
         return
     noted = [r for r in coverage.to_dict("records") if r["note"]]
@@ -135,7 +135,7 @@ def coverage_tables(ctx: Context, s: Section) -> None:
                          "idle_explained_pctg", "saving(us)", "unclassified_pctg"],
                      note=" ".join(notes))
     s.tables.append(table)
-    pieces = ctx.answer("findings").unexplained
+    pieces = ctx.answers.findings.unexplained
     if len(pieces):
         s.tables.append(table_of(pieces, "Longest unexplained stretches, with what the CPU "
                                  "did meanwhile (TraceAnalysis.get_unexplained_time)",

@@ -20,16 +20,16 @@ def hardware(ctx: Context, s: Section) -> None:
     from hta.plots.roofline import category_time_figure, roofline_figure
 
     s.definitions, s.source = doc(perf), "hta.analysis.perf.op_performance.op_performance"
-    rules = getattr(ctx.analyzer, "rules", None)
+    rules = ctx.analyzer.rules
     # Per rank where the ranks are, with the overview and the findings (one visit of
     # each rank); only the per-rank tables travel.
-    cats = ctx.answer("category_time")
+    cats = ctx.answers.category_time
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
     s.figures.append(ctx.figure(category_time_figure(cats)))
     s.tables.append(table_of(cats, "GPU time by category"))
-    summary = ctx.answer("op_summary")
+    summary = ctx.answers.op_summary
     if not len(summary) or not (summary["input_dims"] != "").any():
         s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
                        "profile with torch.profiler.profile(record_shapes=True).")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from hta.model.demangle import demangle
+from hta.report.analyzer import Analyzer
 from hta.report.context import Context, Section, display_name, table_of
 
 #: Characters of the top work's name in the lines (the report's table keeps it whole).
@@ -53,7 +54,7 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:,.3f} ms"
 
 
-def step_bound_note(analyzer: Any, n_ranks: int, iterations: list[int] | None) -> str:
+def step_bound_note(analyzer: Analyzer, n_ranks: int, iterations: list[int] | None) -> str:
     """Why there is no step bound to show (``""``: there is one)."""
     if n_ranks < 2:
         return "one rank: no other rank to bound the job's step"
