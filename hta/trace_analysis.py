@@ -11,10 +11,10 @@ methods. An HTA notebook's first lines run unchanged::
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -169,18 +169,24 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
 def __getattr__(name: str) -> Any:
     # Names importable from here as in HTA and earlier versions, imported on first use
     # (PEP 562) so that ``import hta.trace_analysis`` stays light.
+    module: ModuleType
     if name in ("UNCLASSIFIED_COLUMNS", "sorted_unclassified", "unclassified_kernels"):
-        module = "hta.analysis.unclassified"
+        from hta.analysis import unclassified
+        module = unclassified
     elif name == "TimeSeriesTypes":
-        module = "hta.export.counters_trace"
+        from hta.export import counters_trace
+        module = counters_trace
     elif name == "Executor":
-        module = "hta.job.executors"
+        from hta.job import executors
+        module = executors
     elif name == "Job":
-        module = "hta.model.job"
+        from hta.model import job
+        module = job
     elif name == "RankTrace":
-        module = "hta.model.trace"
+        from hta.model import trace
+        module = trace
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(module, name)
     globals()[name] = value
     return value

@@ -269,47 +269,6 @@ def selected_ranks(loaded: Sequence[int], ranks: Iterable[int] | int | None = No
     return selected
 
 
-def map_ranks(trace: RankMapper, fn: Callable[..., Any],
-              ranks: Iterable[int] | int | None = None, args: Sequence[Any] = (),
-              kwargs: Mapping[str, Any] | None = None, *,
-              description: str = "") -> pd.DataFrame:
-    """Run a per-rank analysis next to the data; only its result travels.
-
-    Superseded by the runner (:func:`hta.model.runner.run_one` with
-    :meth:`hta.model.runner.RankWork.of_trace`, the same answer); kept only until its
-    last callers (two findings modules) move, then deleted.
-
-    ``fn(trace, ranks, *args, **kwargs) -> DataFrame`` must be per rank: its answer for
-    several ranks is the concatenation of its answers for each rank alone, in rank
-    order, and it must not return symbol ids (a worker sees one rank's own symbol
-    table). ``rank_summary``, ``temporal_breakdown``, ``comm_comp_overlap`` are such
-    functions.
-
-    On an in-memory :class:`Trace` this is one call ``fn(trace, ranks, ...)``. On a
-    distributed job (ranks kept in local Arrow entries or on Dask workers) ``fn`` runs
-    once per rank where the rank is and the per-rank DataFrames are concatenated; ranks
-    lost to a dead worker are reported in ``trace.skipped``. Analyses call this, never
-    the job layer, so they run unchanged on both.
-    """
-    frames = trace.map_ranks(fn, ranks, args, kwargs, description=description)
-    if not frames:
-        return fn(Trace({}), [], *args, **dict(kwargs or {}))
-    return concat_frames(frames)
-
-
-def map_ranks_tables(trace: RankMapper, fn: Callable[..., tuple[pd.DataFrame, ...]],
-                     ranks: Iterable[int] | int | None = None, args: Sequence[Any] = (),
-                     kwargs: Mapping[str, Any] | None = None, *,
-                     description: str = "") -> tuple[pd.DataFrame, ...]:
-    """:func:`map_ranks` for a per-rank function returning several tables (a tuple of
-    DataFrames, each per rank): the tuple of their concatenations. Superseded by the
-    runner (a work may answer a tuple of tables); kept only until its last caller moves."""
-    results = trace.map_ranks(fn, ranks, args, kwargs, description=description)
-    if not results:
-        results = [fn(Trace({}), [], *args, **dict(kwargs or {}))]
-    return tuple(concat_frames(list(parts)) for parts in zip(*results))
-
-
 def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """Per-rank frames in order, one frame: the non-empty ones concatenated (the first,
     empty, frame when all are empty)."""

@@ -49,7 +49,8 @@ from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
-from hta.model.trace import Trace, map_ranks_tables
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import Trace
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +120,8 @@ def _rank_inputs(trace: Trace, ranks: list[int], iterations: list[int] | None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
     over them (each rank is read once, where it is)."""
-    return map_ranks_tables(trace, _rank_tables, ranks, (iterations,),
-                            description="Collective bandwidth")
+    work = RankWork.of_trace(_rank_tables, (iterations,), description="Collective bandwidth")
+    return run_one(trace, work, ranks)
 
 
 def _rank_tables(trace: Trace, ranks: Iterable[int] | int | None,

@@ -57,7 +57,8 @@ from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import straggler_summary
-from hta.model.trace import RankTrace, Trace, map_ranks
+from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankTrace, Trace
 
 GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
 #: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
@@ -368,8 +369,9 @@ def check_stragglers(trace: Trace, ranks: list[int],
     hit = summary[summary["total_excess_lag(us)"] > 0]
     if not len(hit):
         return []
-    windows = map_ranks(trace, _windows, [int(r) for r in hit["rank"]], (iterations,),
-                        description="Analysis windows").set_index("rank")["window_ns"]
+    work = RankWork.of_trace(_windows, (iterations,), description="Analysis windows")
+    windows = run_one(trace, work, [int(r) for r in hit["rank"]]).set_index("rank")[
+        "window_ns"]
     found = []
     for row in hit.to_dict("records"):
         rank = int(row["rank"])
