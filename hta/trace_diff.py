@@ -199,11 +199,9 @@ class TraceDiff:
         matches them on (rule, subject); definitions in
         :func:`hta.analysis.findings.compare.compare_findings`.
         """
-        # TEMPORARY: find() runs on any Job but is annotated Trace; hta.analysis.findings is
-        # being edited in parallel, its annotation fixed next (these ignores then go).
-        control = find(as_trace(control_analyzer),  # type: ignore[arg-type]
+        control = find(as_trace(control_analyzer),
                        control_ranks, control_iterations)
-        test = find(as_trace(test_analyzer), test_ranks, test_iterations)  # type: ignore[arg-type]
+        test = find(as_trace(test_analyzer), test_ranks, test_iterations)
         return compare_findings(control, test, threshold_pct)
 
 

@@ -63,6 +63,4 @@ class CollectivesMixin:
                                         else [int(x) for x in ranks])
         i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)
                                              else [int(x) for x in iterations])
-        # TEMPORARY: slow_collectives() runs on any Job but is annotated Trace;
-        # hta.analysis.findings is being edited in parallel (fixed next, this ignore then goes)
-        return slow_collectives(self.t, r, i, link_gbps)  # type: ignore[arg-type]
+        return slow_collectives(self.t, r, i, link_gbps)

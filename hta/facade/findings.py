@@ -38,9 +38,7 @@ class FindingsMixin:
         key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
         if key not in cache:
             cache.clear()
-            # TEMPORARY: analyse() runs on any Job but is annotated Trace;
-            # hta.analysis.findings is being edited in parallel (fixed next)
-            cache[key] = analyse(self.t, ranks, iterations,  # type: ignore[arg-type]
+            cache[key] = analyse(self.t, ranks, iterations,
                                  min_share=min_share)
         return cache[key]
 

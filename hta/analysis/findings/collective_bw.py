@@ -49,6 +49,7 @@ from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
+from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import Trace
 
@@ -116,7 +117,7 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
     return found
 
 
-def _rank_inputs(trace: Trace, ranks: list[int], iterations: list[int] | None
+def _rank_inputs(trace: Job, ranks: list[int], iterations: list[int] | None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
     over them (each rank is read once, where it is)."""
@@ -256,7 +257,7 @@ def collective_bw_rule(link_gbps: float | None = None) -> FindingRule:
     return replace(rule, check=partial(check_collective_bw, link_gbps=float(link_gbps)))
 
 
-def slow_collectives(trace: Trace, ranks: list[int] | None = None,
+def slow_collectives(trace: Job, ranks: list[int] | None = None,
                      iterations: list[int] | None = None,
                      link_gbps: float | None = None) -> pd.DataFrame:
     """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""

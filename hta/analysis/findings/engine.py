@@ -61,6 +61,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -83,6 +84,7 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
 )
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
+from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import Trace
 
@@ -172,7 +174,7 @@ def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
-def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
+def analyse(trace: Job, ranks: Iterable[int] | int | None = None,
             iterations: Iterable[int] | int | None = None,
             rules: Sequence[FindingRule] | None = None,
             min_share: float = DEFAULT_MIN_SHARE) -> FindingsResult:
@@ -186,7 +188,7 @@ def analyse(trace: Trace, ranks: Iterable[int] | int | None = None,
                    selected)
 
 
-def findings_plan(trace: Trace, ranks: Iterable[int] | int | None = None,
+def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
                   iterations: Iterable[int] | int | None = None,
                   rules: Sequence[FindingRule] | None = None,
                   min_share: float = DEFAULT_MIN_SHARE) -> RankWork:
@@ -221,10 +223,10 @@ def findings_plan(trace: Trace, ranks: Iterable[int] | int | None = None,
                              finish=finish, description="Findings")
 
 
-def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,
+def _job_findings(trace: Job, selected: list[int], iters: list[int] | None,
                   rules: Sequence[FindingRule]) -> list[tuple[FindingRule, Finding]]:
     """The job rules' findings; a rule that raises is logged and skipped."""
-    out = []
+    out: list[tuple[FindingRule, Finding]] = []
     for rule in (r for r in rules if r.scope == "job"):
         try:
             found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
@@ -235,7 +237,7 @@ def _job_findings(trace: Trace, selected: list[int], iters: list[int] | None,
     return out
 
 
-def find(trace: Trace, ranks: Iterable[int] | int | None = None,
+def find(trace: Job, ranks: Iterable[int] | int | None = None,
          iterations: Iterable[int] | int | None = None,
          rules: Sequence[FindingRule] | None = None,
          min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
@@ -244,7 +246,7 @@ def find(trace: Trace, ranks: Iterable[int] | int | None = None,
     return analyse(trace, ranks, iterations, rules, min_share).findings
 
 
-def _cap_job_finding(row: dict[str, object], f: Finding,
+def _cap_job_finding(row: dict[str, Any], f: Finding,
                      covs: dict[int, dict]) -> dict[str, object]:
     """A job finding about one rank takes at most the window time of that rank that no
     other finding holds (and leaves less for the next)."""
@@ -314,7 +316,7 @@ def _claim_length(f: Finding) -> int:
     return int((claim.end - claim.start).sum())
 
 
-def _raw_row(rule: FindingRule, rank: int, f: Finding) -> dict[str, object]:
+def _raw_row(rule: FindingRule, rank: int, f: Finding) -> dict[str, Any]:
     return {
         "rule": rule.id, "rank": rank, "ranks": [int(r) for r in f.ranks],
         "steps": [int(s) for s in f.steps], "evidence": f.evidence,

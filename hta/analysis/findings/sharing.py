@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def claim_priority(rule_id: str, position: int) -> tuple[int, int]:
 def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
                  window: tuple[int, int], min_share: float,
                  reserved: Sequence[tuple[str, Finding]] = ()
-                 ) -> tuple[list[dict[str, object]], KeptTime]:
+                 ) -> tuple[list[dict[str, Any]], KeptTime]:
     """Share the rank's time among its findings (module docstring, *Claims*): the raw
     rows (:data:`RAW_COLUMNS`) of the findings kept, and the time they hold.
 

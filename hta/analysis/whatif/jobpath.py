@@ -36,6 +36,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph, step_completion
 from hta.analysis.whatif.schedule import Schedule
+from hta.model.rules import RuleSet
 
 PATH_COLUMNS = ["rank", "kind", "name", "start(us)", "dur(us)"]
 
@@ -152,7 +153,7 @@ BOUND_COLUMNS = ["step", "rank", "step(us)", "bound_by", "bound_share_pctg", "to
 SHARE_SHOWN_PCTG = 0.5
 
 
-def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None,
+def step_bounds(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
                 steps: list[int] | None = None) -> pd.DataFrame:
     """Per step (``steps``: those only; None: every step, or -1 for a trace without
     ``ProfilerStep``), what bounds the job: :data:`BOUND_COLUMNS`, the first table of
@@ -160,7 +161,7 @@ def step_bounds(jg: JobGraph, sched: Schedule, rules: object = None,
     return job_step_bound(jg, sched, rules, steps)[0]
 
 
-def job_step_bound(jg: JobGraph, sched: Schedule, rules: object = None,
+def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
                    steps: list[int] | None = None, each_step: bool = True
                    ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """What bounds the job's step, per step and over the steps (``each_step`` False: the
