@@ -30,9 +30,9 @@ from conftest import ROOT, SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
 from overview_cases import write_job
 
-from hta.commands.args_and_output import full_text
 from hta.report.overview import job_overview
 from hta.report.packing import packed_plotly
+from hta.report.present import full_text
 from hta.trace_analysis import TraceAnalysis
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRACE_ERROR = 0, 1, 2, 3

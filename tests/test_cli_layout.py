@@ -11,7 +11,8 @@ import pytest
 from cli_runner import run_cli
 from conftest import SAMPLE_TRACES
 
-from hta.commands.args_and_output import LONGEST_CELL, Column, Printer, full_text
+from hta.commands.args_and_output import Column, Printer
+from hta.report.present import LONGEST_CELL, full_text
 from hta.trace_analysis import TraceAnalysis
 
 SYNTHETIC = SAMPLE_TRACES / "synthetic_4rank"

@@ -72,9 +72,10 @@ def test_a_sync_in_every_step_is_a_finding_of_the_report(tmp_path: Path) -> None
     s = by_id(build_sections(analyzer_of(tmp_path)))["findings"]
     sync = [f for f in s.findings if f.rule == "host_sync"]
     assert len(sync) == 1 and sync[0].section == "idle" and sync[0].ranks == "rank 0"
-    # "~20.0 µs (2.5%)": 4 steps x 5 µs bubble, in a window of 4 steps of 199 µs (+ gaps)
-    shown = float(re.match(r"~([\d.,]+) µs", sync[0].saving)[1])
-    assert shown == pytest.approx(expected_ns / 1e3, rel=0.05)
+    # "~0.020 ms (2.5%)": 4 steps x 5 µs bubble, in a window of 4 steps of 199 µs (+ gaps);
+    # times read as in hta summary (hta.report.present.time_text: ms, 3 decimals)
+    shown = float(re.match(r"~([\d.,]+) ms", sync[0].saving)[1])
+    assert shown * 1e3 == pytest.approx(expected_ns / 1e3, rel=0.05)
 
 
 def test_job_sentence_from_the_overview(sample: TraceAnalysis) -> None:
@@ -86,7 +87,7 @@ def test_job_sentence_from_the_overview(sample: TraceAnalysis) -> None:
     mean_ms = ranks["step_time_mean(us)"].mean() / 1e3
     html = build_report(sample)
     sentence = re.search(r'<p class="summary">(.*?)</p>', html)[1]
-    assert sentence == (f"4 ranks on 4 × NVIDIA A100-SXM4-80GB, 3 steps of {mean_ms:,.2f} ms "
+    assert sentence == (f"4 ranks on 4 × NVIDIA A100-SXM4-80GB, 3 steps of {mean_ms:,.3f} ms "
                         f"on average, the GPUs are busy {busy:.0f}% and idle {idle:.0f}% of "
                         "their span.")
 

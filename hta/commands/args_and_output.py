@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from hta.errors import TraceError
+from hta.report.present import printable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,38 +211,10 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 # -- terminal text -----------------------------------------------------------------------------
-#: Longest text a table cell shows in full; a longer one keeps its start and its end.
-LONGEST_CELL = 400
+# Numbers, times and names read the same on the terminal and the page: hta.report.present.
 #: Narrowest a wrapped column may get before its text moves to a numbered list under the
 #: table (on a terminal too narrow for it beside the numbers).
 MIN_WRAP_WIDTH = 24
-
-
-def printable(text: object, width: int | None = None) -> str:
-    """A name safe to print: control characters as ``\\xNN`` escapes, cut to ``width``."""
-    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
-    if width is not None and len(out) > width:
-        out = out[: width - 1] + "…"
-    return out
-
-
-def full_text(text: object, limit: int = LONGEST_CELL) -> str:
-    """A name shown whole (control characters escaped); past ``limit`` characters its start
-    and end are kept around ``…`` (template arguments at the end tell kernels apart)."""
-    out = printable(text)
-    if len(out) <= limit:
-        return out
-    tail = limit // 4
-    return f"{out[: limit - tail - 1]}…{out[-tail:]}"
-
-
-def number(value: Any, digits: int = 1, unit: str = "") -> str:
-    """``1,234.5`` (thousands separators), ``-`` for a missing value."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, str):
-        return value
-    return f"{value:,.{digits}f}{unit}"
 
 
 @dataclass

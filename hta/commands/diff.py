@@ -10,7 +10,6 @@ kernels and operators whose GPU time per step grew or shrank most. Definitions i
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -20,11 +19,11 @@ from hta.commands.args_and_output import (
     dumps,
     finite,
     parse_ranks,
-    printable,
     records,
     report_skipped,
 )
 from hta.commands.missing_ranks import report_missing_ranks
+from hta.report.present import demangled, finding_what, number, printable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -141,13 +140,6 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _number(value: float, pct: bool = False, signed: bool = False) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    sign = "+" if signed else ""
-    return f"{value:{sign},.1f}" + ("%" if pct else "")
-
-
 def format_summary(summary: pd.DataFrame) -> str:
     """The summary table: one metric per line under its section; times in µs per step."""
     width = max([len(printable(m)) for m in summary["metric"]] + [6]) + 2
@@ -157,9 +149,9 @@ def format_summary(summary: pd.DataFrame) -> str:
         for row in part.to_dict("records"):
             pct = row["metric"].endswith("_pctg")
             lines.append(
-                f"  {printable(row['metric']):<{width}}{_number(row['control']):>16}"
-                f"{_number(row['test']):>16}{_number(row['delta'], signed=True):>16}"
-                f"{'' if pct else _number(row['delta_pctg'], pct=True, signed=True):>10}")
+                f"  {printable(row['metric']):<{width}}{number(row['control']):>16}"
+                f"{number(row['test']):>16}{number(row['delta'], signed=True):>16}"
+                f"{'' if pct else number(row['delta_pctg'], unit='%', signed=True):>10}")
     return "\n".join(lines)
 
 
@@ -167,11 +159,11 @@ def format_changes(table: pd.DataFrame) -> str:
     """One line per name: delta, relative change, control -> test, status, name."""
     lines = []
     for row in table.to_dict("records"):
-        name = printable(row["name"], NAME_WIDTH)
+        name = printable(demangled(row["name"]), NAME_WIDTH)
         lines.append(
-            f"  {_number(row['delta_time(us)'], signed=True):>14} µs "
-            f"{_number(row['delta_pctg'], pct=True, signed=True):>9}  "
-            f"{_number(row['control_time(us)']):>12} -> {_number(row['test_time(us)']):<12} "
+            f"  {number(row['delta_time(us)'], signed=True):>14} µs "
+            f"{number(row['delta_pctg'], unit='%', signed=True):>9}  "
+            f"{number(row['control_time(us)']):>12} -> {number(row['test_time(us)']):<12} "
             f"{row['status']:<9} {name}")
     return "\n".join(lines)
 
@@ -186,12 +178,11 @@ def format_findings(table: pd.DataFrame) -> str:
                      ("appeared", "disappeared", "changed", "unchanged"))
     lines = [f"Findings ({head}; savings in µs, control -> test):"]
     for row in table[table["status"] != "unchanged"].to_dict("records"):
-        what = printable(row["title"] + (f": {row['subject']}" if row["subject"] else ""),
-                         NAME_WIDTH)
+        what = printable(finding_what(row), NAME_WIDTH)
         severity = row["test_severity"] or row["control_severity"]
         lines.append(
             f"  {row['status']:<11} {severity:<6} "
-            f"{_number(row['control_saving(us)']):>12} -> {_number(row['test_saving(us)']):<12}"
+            f"{number(row['control_saving(us)']):>12} -> {number(row['test_saving(us)']):<12}"
             f" {what}")
     if len(lines) == 1:
         lines.append("  no finding appeared, disappeared or changed")

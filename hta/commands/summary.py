@@ -30,10 +30,7 @@ from hta.commands.args_and_output import (
     add_load_options,
     dumps,
     finite,
-    full_text,
-    number,
     parse_ranks,
-    printable,
     records,
     report_skipped,
 )
@@ -43,8 +40,20 @@ from hta.commands.missing_ranks import report_missing_ranks
 from hta.commands.summary_bound import add_step_bound_option, print_step_bound, step_bound
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
-from hta.model.demangle import demangle
 from hta.report.devices import device_name
+from hta.report.present import (
+    demangled,
+    finding_saving,
+    finding_share,
+    finding_what,
+    full_text,
+    ms,
+    number,
+    printable,
+    ranges_text,
+    ranks_text,
+    time_text,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,7 +115,7 @@ def selected_iterations(analyzer: Analyzer, text: str | None) -> list[int] | Non
         return None
     steps = sorted(step_table(analyzer.t)["step"].unique().tolist())
     if not set(wanted) & set(steps):
-        have = f"its steps are {_ranges(steps)}" if steps else "it has no ProfilerStep"
+        have = f"its steps are {ranges_text(steps)}" if steps else "it has no ProfilerStep"
         raise UsageError(f"--iterations {text}: no such ProfilerStep in {analyzer.trace_dir}; "
                          f"{have}")
     return wanted
@@ -179,21 +188,14 @@ def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDI
     out.table(f"Findings ({more}, largest estimated saving first; details: hta report, "
               "TraceAnalysis.get_findings())", [
         Column("severity", lambda r: r["severity"], numeric=False, style=_severity_style),
-        Column("saving (ms)", lambda r: _info_or(r, number(r["est_saving(us)"] / 1e3, 3))),
-        Column("% of time", lambda r: _info_or(r, number(r["share_pctg"]))),
-        Column("ranks", lambda r: _ranges(list(r["ranks"])) or "job", numeric=False),
-        Column("finding", lambda r: full_text(
-            r["title"] + (f": {r['subject']}" if r["subject"] else "")),
-            numeric=False, wrap=True),
+        Column("saving (ms)", finding_saving),
+        Column("% of time", finding_share),
+        Column("ranks", lambda r: ranks_text(r["ranks"], labelled=False), numeric=False),
+        Column("finding", lambda r: full_text(finding_what(r)), numeric=False, wrap=True),
     ], shown)
     for r in findings[findings["rule"] == "warmup"].head(1).to_dict("records"):
         out.line(full_text(f"Warm-up (one-time, not a saving): {r['evidence']}", 1200),
                  style="yellow")
-
-
-def _info_or(row: dict[str, Any], text: str) -> str:
-    """``note`` for an info finding (a note, with no saving), else ``text``."""
-    return "note" if row["severity"] == "info" else text
 
 
 def _severity_style(row: dict[str, Any]) -> str | None:
@@ -211,7 +213,7 @@ def _header(meta: dict[str, Any], ranks: pd.DataFrame, trace_dir: str,
         head += f"  device: {printable(device, NAME_WIDTH)}"
     head += f"  events: {int(ranks['events'].sum()):,}"
     if iterations is not None:
-        head += f"  steps: {_ranges(iterations)}"
+        head += f"  steps: {ranges_text(iterations)}"
     return head
 
 
@@ -238,11 +240,11 @@ def print_coverage(out: Printer, coverage: pd.DataFrame | None,
                                f"{rows[0]['idle_causes']}", 400))
     out.table(f"What the findings explain of the time the GPU does not compute (ms{more})", [
         Column("rank", lambda r: str(r["rank"])),
-        Column("idle + exposed", lambda r: number(r["not_computing(us)"] / 1e3, 3)),
+        Column("idle + exposed", lambda r: ms(r["not_computing(us)"])),
         Column("idle % of window", lambda r: number(r["idle_pctg"]), style=_flag_style),
         Column("explained %", lambda r: number(r["explained_pctg"])),
         Column("idle explained %", lambda r: number(r["idle_explained_pctg"])),
-        Column("unexplained", lambda r: number(r["unexplained(us)"] / 1e3, 3)),
+        Column("unexplained", lambda r: ms(r["unexplained(us)"])),
         Column("longest unexplained (CPU meanwhile)", lambda r: _longest(
             longest.get(int(r["rank"]))), numeric=False, wrap=True),
     ], [dict(r, _flag=bool(r["note"])) for r in rows])
@@ -269,7 +271,7 @@ def _longest(piece: dict[str, Any] | None) -> str:
         return "-"
     step = f"step {piece['step']}" if piece["step"] >= 0 else "no step"
     cpu = piece["cpu"].split(", ")[0] if piece["cpu"] else "no CPU event"
-    return full_text(f"{number(piece['dur(us)'] / 1e3, 3)} ms {piece['gpu']}, {step} ({cpu})")
+    return full_text(f"{time_text(piece['dur(us)'])} {piece['gpu']}, {step} ({cpu})")
 
 
 def _flag_style(row: dict[str, Any]) -> str | None:
@@ -303,8 +305,8 @@ def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trac
     out.table("GPU time per rank (ms; % of the GPU span)", [
         Column("rank", lambda r: str(r["rank"])),
         Column("steps", lambda r: str(r["steps"])),
-        Column("step (ms)", lambda r: number(r["step_time_mean(us)"] / 1e3, 3)),
-        Column("GPU span (ms)", lambda r: number(r["kernel_time(us)"] / 1e3, 3)),
+        Column("step (ms)", lambda r: ms(r["step_time_mean(us)"])),
+        Column("GPU span (ms)", lambda r: ms(r["kernel_time(us)"])),
         Column("compute %", lambda r: number(r["compute_time_pctg"])),
         Column("exposed comm %", lambda r: number(r["exposed_comm_time_pctg"])),
         Column("exposed memory %", lambda r: number(r["exposed_memory_time_pctg"])),
@@ -315,7 +317,7 @@ def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trac
     out.table("Why the GPU is idle (GPU idle: no stream busy, the idle % above; causes: "
               "shares of the streams' idle gaps, adding up to 100%), launch queue, copies", [
         Column("rank", lambda r: str(r["rank"])),
-        Column("GPU idle (ms)", lambda r: number(r["idle_time(us)"] / 1e3, 3)),
+        Column("GPU idle (ms)", lambda r: ms(r["idle_time(us)"])),
         Column("host wait %", lambda r: number(idle_share(r, "host_wait(us)"))),
         Column("kernel wait %", lambda r: number(idle_share(r, "kernel_wait(us)"))),
         Column("other %", lambda r: number(idle_share(r, "other_idle(us)"))),
@@ -341,14 +343,13 @@ def print_top_kernels(out: Printer, overview: JobOverview, n_ranks: int) -> None
         ] if n_ranks > 1 else []
         out.table(f"Top {len(kernels)} kernels (all selected ranks)", [
             Column("#", lambda r: str(r["_i"])),
-            Column("total (ms)", lambda r: number(r["total(us)"] / 1e3, 3)),
+            Column("total (ms)", lambda r: ms(r["total(us)"])),
             Column("share %", lambda r: number(r["share_pctg"])),
             Column("count", lambda r: f"{r['count']:,}"),
             Column("mean (µs)", lambda r: number(r["mean(us)"])),
             *across,
             Column("type", lambda r: _kernel_type(r["kernel_type"]), numeric=False),
-            Column("name", lambda r: full_text(demangle(str(r["name"]))), numeric=False,
-                   wrap=True),
+            Column("name", lambda r: full_text(demangled(r["name"])), numeric=False, wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
 
 
@@ -359,11 +360,11 @@ def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
         out.table("Spread across ranks (ms)", [
             Column("metric", lambda r: SPREAD_LABELS.get(r["metric"], r["metric"]),
                    numeric=False),
-            Column("min", lambda r: number(r["min"] / 1e3, 3)),
+            Column("min", lambda r: ms(r["min"])),
             Column("rank", lambda r: str(r["min_rank"])),
-            Column("max", lambda r: number(r["max"] / 1e3, 3)),
+            Column("max", lambda r: ms(r["max"])),
             Column("rank", lambda r: str(r["max_rank"])),
-            Column("mean", lambda r: number(r["mean"] / 1e3, 3)),
+            Column("mean", lambda r: ms(r["mean"])),
             Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
         ], overview.spread.to_dict("records"))
     job = overview.job
@@ -372,8 +373,8 @@ def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
         by = SPREAD_LABELS.get(metric, metric)
         lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
         more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
-        out.line(f"Slowest rank: {slowest} ({by} {hi / 1e3:,.3f} ms; fastest rank "
-                 f"{job['fastest_rank']}: {lo / 1e3:,.3f} ms{more})", style="bold")
+        out.line(f"Slowest rank: {slowest} ({by} {time_text(hi)}; fastest rank "
+                 f"{job['fastest_rank']}: {time_text(lo)}{more})", style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
 
@@ -403,7 +404,7 @@ def print_capture_merge(out: Printer, summary: pd.DataFrame | None) -> None:
     share = 100.0 * found / total if total else 0.0
     out.line(f"Graph replays: {int(summary['matched_replays'].sum()):,} of "
              f"{int(summary['replays'].sum()):,} matched a capture in capture_traces/; "
-             f"{share:.1f}% of the replayed kernel time ({total / 1e3:,.3f} ms) found its "
+             f"{share:.1f}% of the replayed kernel time ({time_text(total)}) found its "
              f"operator (GEMM {float(summary['gemm_gflop'].sum()):,.3f} GFLOP), and counts "
              "with it in the operator tables and findings above (get_op_performance: "
              "captured)",
@@ -436,7 +437,7 @@ def print_cpu_only(out: Printer, rows: list[dict[str, Any]]) -> None:
         Column("rank", lambda r: str(r["rank"])),
         Column("events", lambda r: f"{r['events']:,}"),
         Column("steps", lambda r: str(r["steps"])),
-        Column("step (ms)", lambda r: number(r["step_time_mean(us)"] / 1e3, 3)),
+        Column("step (ms)", lambda r: ms(r["step_time_mean(us)"])),
     ], rows)
 
 
@@ -457,11 +458,3 @@ def _spread_style(row: dict[str, Any]) -> str | None:
 
 __all__ = ["add_parser", "print_coverage", "print_findings", "print_overview", "run",
            "selected_iterations"]
-
-
-def _ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 5]`` -> ``"1-3,5"`` (:func:`hta.model.selection.format_ranges`, imported
-    when used so that ``hta --help`` loads no pandas)."""
-    from hta.model.selection import format_ranges
-
-    return format_ranges(values, ",")

@@ -11,7 +11,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from hta.commands.args_and_output import Printer, printable
+from hta.commands.args_and_output import Printer
+from hta.report.present import printable
 
 if TYPE_CHECKING:
     from hta.report.analyzer import Analyzer

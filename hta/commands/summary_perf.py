@@ -7,14 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from hta.commands.args_and_output import (
-    Column,
-    Printer,
-    UsageError,
-    full_text,
-    number,
-    records,
-)
+from hta.commands.args_and_output import Column, Printer, UsageError, records
+from hta.report.present import full_text, ms, number
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,7 +84,7 @@ def print_hardware(out: Printer, h: dict[str, Any]) -> None:
     out.table(f"Operators with the most time below half of their roof "
               f"({', '.join(h['devices'])})", [
         Column("rank", lambda r: str(r["rank"])),
-        Column("time (ms)", lambda r: number(r["kernel_time(us)"] / 1e3, 3)),
+        Column("time (ms)", lambda r: ms(r["kernel_time(us)"])),
         Column("calls", lambda r: f"{r['calls']:,}"),
         Column("TFLOP/s", lambda r: number(r["tflops_per_s"], 2)),
         Column("TB/s", lambda r: number(r["tb_per_s"], 3)),

@@ -22,11 +22,11 @@ from hta.commands.args_and_output import (
     UsageError,
     add_load_options,
     dumps,
-    number,
     records,
     report_skipped,
 )
 from hta.commands.cluster import load
+from hta.report.present import ms, number, time_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
     rows = job.to_dict("records")
     out.table(f"Job step (slowest rank), {what}", [
         Column("step", lambda r: "whole trace" if r["step"] < 0 else str(r["step"])),
-        Column("measured (ms)", lambda r: number(r["measured"] / 1e3, 3)),
-        Column("replayed (ms)", lambda r: number(r["replayed"] / 1e3, 3)),
-        Column("predicted (ms)", lambda r: number(r["predicted"] / 1e3, 3)),
+        Column("measured (ms)", lambda r: ms(r["measured"])),
+        Column("replayed (ms)", lambda r: ms(r["replayed"])),
+        Column("predicted (ms)", lambda r: ms(r["predicted"])),
         Column("change", lambda r: _pct(r["predicted"], r["replayed"])),
     ], rows)
     out.line(f"Replay error (replayed vs measured, per rank and step): median "
@@ -88,16 +88,16 @@ def run(args: argparse.Namespace) -> int:
         Column("rank", lambda r: str(r["rank"])),
         Column("bound by", lambda r: f"{r['bound_by']} {r['bound_share_pctg']:.0f}%",
                numeric=False),
-        Column("rank at median (ms)", lambda r: number(r["at_median(us)"] / 1e3, 3)),
-        Column("top work", lambda r: f"{r['top_work']} ({r['top_work(us)'] / 1e3:,.3f} ms)",
+        Column("rank at median (ms)", lambda r: ms(r["at_median(us)"])),
+        Column("top work", lambda r: f"{r['top_work']} ({time_text(r['top_work(us)'])})",
                numeric=False, wrap=True),
     ], bounds.to_dict("records"))
     out.line()
     out.table("Per rank", [
         Column("rank", lambda r: str(r["rank"])),
         Column("step", lambda r: "whole trace" if r["step"] < 0 else str(r["step"])),
-        Column("measured (ms)", lambda r: number(r["measured(us)"] / 1e3, 3)),
-        Column("predicted (ms)", lambda r: number(r["predicted(us)"] / 1e3, 3)),
+        Column("measured (ms)", lambda r: ms(r["measured(us)"])),
+        Column("predicted (ms)", lambda r: ms(r["predicted(us)"])),
         Column("replay error (%)", lambda r: number(r["replay_error_pctg"], 2)),
     ], table.to_dict("records"))
     report_skipped(analyzer)
@@ -108,4 +108,4 @@ def _pct(new: float, old: float) -> str:
     """``new`` against ``old`` in percent, signed."""
     if old <= 0:
         return ""
-    return f"{100 * (new - old) / old:+.1f}%"
+    return number(100 * (new - old) / old, unit="%", signed=True)

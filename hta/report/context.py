@@ -1,7 +1,8 @@
 """What every report section is built from: the table, figure and section records, the
 cell formatting, and the context (the job, the selection, the shared overview).
 
-Long names (kernels, operators) are shown shortened in tables (:func:`display_name`), never
+Long names (kernels, operators) are shown shortened in tables
+(:func:`hta.report.present.display_name`), never
 two different names the same way, with the full name kept for the hover title; headers are
 the column names in words (:func:`column_label`), each unit said once; the template escapes
 all of it (Jinja2 autoescape).
@@ -10,7 +11,6 @@ all of it (Jinja2 autoescape).
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,12 +20,11 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from hta.analysis.names import short_name
 from hta.analysis.thinning import every_kth
-from hta.model.demangle import demangle
 from hta.model.job import Job
-from hta.model.selection import Selection, format_ranges
-from hta.plots._figure_parts import distinct_short, plain_text_names, short
+from hta.model.selection import Selection
+from hta.plots._figure_parts import distinct_short, plain_text_names
+from hta.report.present import LONG_NAME, display_name, number, ranges_text
 
 if TYPE_CHECKING:
     from hta.report.analyzer import Analyzer
@@ -41,8 +40,6 @@ MAX_SERIES_POINTS = 200_000
 MAX_FIGURE_POINTS = 400_000
 #: ... but never fewer than this many per line.
 MIN_LINE_POINTS = 1_000
-#: Text cells longer than this are shown shortened, the full text on hover.
-LONG_NAME = 60
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
                  0x2028: "\\u2028", 0x2029: "\\u2029"}
 
@@ -115,31 +112,13 @@ def format_cell(value: Any) -> str:
     if isinstance(value, (int, np.integer)):
         return f"{int(value):,}"
     if isinstance(value, (float, np.floating)):
-        return "-" if not math.isfinite(float(value)) else f"{float(value):,.3f}"
+        return number(float(value), 3)
     if value is pd.NA or value is pd.NaT:
         return "-"
     if isinstance(value, (list, tuple, np.ndarray)):
-        return ranges([int(v) for v in value]) if all(
+        return ranges_text(value) if all(
             isinstance(v, (int, np.integer)) for v in value) else ", ".join(map(str, value))
     return str(value)
-
-
-def display_name(text: str, width: int = LONG_NAME) -> str:
-    """``text`` as a table shows it: unchanged up to ``width`` characters; else its
-    :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
-    text before its first ``<`` or ``(`` ends with the short name's last part); cut to
-    ``width`` with an ellipsis (:func:`hta.plots._figure_parts.short`) when still too long or
-    not a signature. A mangled C++ name (``_ZN...``) is demangled first
-    (:func:`hta.model.demangle.demangle`); the hover keeps the raw name."""
-    text = demangle(text)
-    if len(text) <= width:
-        return text
-    brief = short_name(text)
-    cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=-1)
-    last = brief.rsplit("::", 1)[-1]
-    if brief != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
-        text = brief
-    return short(text, width)
 
 
 #: Units a column name ends with, as ``name(unit)`` or a suffix, and how a header says them.
@@ -237,11 +216,6 @@ def thinned_note(limit: int) -> str:
             "(the tables use every point).")
 
 
-def ranges(values: list[int]) -> str:
-    """``[1, 2, 3, 5]`` -> ``"1-3,5"`` (:func:`hta.model.selection.format_ranges`)."""
-    return format_ranges(values, ",")
-
-
 # -- the context -----------------------------------------------------------------------------
 class Context:
     """The job and selection a report is built for; numbers several sections share
@@ -292,4 +266,4 @@ class Context:
 
 __all__ = ["Context", "FindingItem", "Figure", "LONG_NAME", "MAX_SERIES_POINTS",
            "MAX_TABLE_ROWS", "Section", "Table", "column_label", "display_name", "doc",
-           "figure_json", "format_cell", "ranges", "table_labels", "table_of", "thin"]
+           "figure_json", "format_cell", "table_labels", "table_of", "thin"]

@@ -17,9 +17,10 @@ import pandas as pd
 from hta._version import __version__
 from hta.model.runner import RankWork, run_one
 from hta.report.analyzer import Analyzer
-from hta.report.context import Section, ranges
+from hta.report.context import Section
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
+from hta.report.present import ranges_text
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -32,11 +33,11 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
     first = metas[0] if metas else {}
     items: list[tuple[str, str]] = [("trace folder", str(analyzer.trace_dir or ""))]
     world = first.get("world_size")
-    items.append(("ranks", f"{len(ranks)} ({ranges(list(ranks))})"
+    items.append(("ranks", f"{len(ranks)} ({ranges_text(ranks)})"
                   + (f" of world size {world}" if world else "")))
     missing = list(analyzer.missing_ranks)
     if missing:
-        items.append(("missing ranks", f"{len(missing)} ({ranges(missing)}): no trace in the "
+        items.append(("missing ranks", f"{len(missing)} ({ranges_text(missing)}): no trace in the "
                       "folder or an unreadable file; cross-rank figures cover the loaded "
                       "ranks only"))
     names = sorted({name for m in metas for name in device_names(m)})
@@ -62,9 +63,9 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
     items.append(("events", f"{events:,} complete events"))
     steps = sorted({int(i) for held in counts.get("steps", []) for i in held})
     if steps:
-        items.append(("steps", ranges(steps)))
+        items.append(("steps", ranges_text(steps)))
     if iterations is not None:
-        items.append(("steps analysed", ranges(list(iterations))))
+        items.append(("steps analysed", ranges_text(iterations)))
     files = [Path(str(m.get("source"))).name for m in metas if m.get("source")]
     if files:
         items.append(("files", ", ".join(files[:8]) + (f" and {len(files) - 8} more"

@@ -6,21 +6,11 @@ and the stragglers. Each ``name(ctx, section)`` fills its
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pandas as pd
 
-from hta.report.context import (
-    Context,
-    FindingItem,
-    Section,
-    display_name,
-    doc,
-    ranges,
-    table_of,
-)
+from hta.report.context import Context, FindingItem, Section, doc, table_of
 from hta.report.devices import device_name
+from hta.report.present import display_name, finding_saving_text, ranks_text, time_text
 
 #: Ranks whose unexplained-idle note is written under the coverage table.
 NOTES_SHOWN = 8
@@ -44,7 +34,7 @@ def job_sentence(ctx: Context) -> str:
     mean = table["step_time_mean(us)"].astype(float).dropna()
     if steps and len(mean):
         parts.append(f"{int(steps)} step{'s' if steps != 1 else ''} of "
-                     f"{_ms(float(mean.mean()))} on average")
+                     f"{time_text(float(mean.mean()))} on average")
     span = float(table["kernel_time(us)"].fillna(0).sum())
     if span > 0:
         busy = float(table["busy_time(us)"].fillna(0).sum())
@@ -64,10 +54,6 @@ def _devices(ctx: Context) -> str:
         if name:
             names[name] = names.get(name, 0) + 1
     return ", ".join(f"{count} × {name}" for name, count in names.items())
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1e3:,.2f} ms" if us >= 1000 else f"{us:,.1f} µs"
 
 
 def findings(ctx: Context, s: Section) -> None:
@@ -97,8 +83,7 @@ def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
         seen.add(advice)
         s.findings.append(FindingItem(
             severity=str(row["severity"]), title=str(row["title"]),
-            saving=("note (no saving)" if row["severity"] == "info"
-                    else saving_text(row["est_saving(us)"], row["share_pctg"])),
+            saving=finding_saving_text(row),
             ranks=ranks_text(row["ranks"]), evidence=str(row["evidence"]),
             advice=shown_advice, section=str(row["section"]),
             section_title=titles.get(str(row["section"]), str(row["section"])),
@@ -141,23 +126,6 @@ def coverage_tables(ctx: Context, s: Section) -> None:
                                  "did meanwhile (TraceAnalysis.get_unexplained_time)",
                                  columns=["rank", "step", "dur(us)", "gpu", "cpu",
                                           "annotations"]))
-
-
-def saving_text(saving_us: float, share_pctg: float) -> str:
-    """``"~1.23 ms (4.5%)"``: an estimated saving and its share of the analysed time."""
-    if saving_us is None or not math.isfinite(float(saving_us)):
-        return "-"
-    share = "" if share_pctg is None or not math.isfinite(float(share_pctg)) else \
-        f" ({float(share_pctg):.1f}%)"
-    return f"~{_ms(float(saving_us))}{share}"
-
-
-def ranks_text(ranks: Any) -> str:
-    """``"ranks 0-3"``, ``"rank 2"`` or ``"job"`` (no rank)."""
-    values = [int(r) for r in ranks] if ranks is not None else []
-    if not values:
-        return "job"
-    return ("rank " if len(values) == 1 else "ranks ") + ranges(values)
 
 
 def timeline(ctx: Context, s: Section) -> None:
@@ -234,5 +202,4 @@ def stragglers(ctx: Context, s: Section) -> None:
             "wait_caused(us)", "participants", "matched_by"]))
 
 
-__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "ranks_text",
-           "saving_text", "stragglers", "timeline"]
+__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "stragglers", "timeline"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hta.model.demangle import demangle
 from hta.report.analyzer import Analyzer
-from hta.report.context import Context, Section, display_name, table_of
+from hta.report.context import Context, Section, table_of
+from hta.report.present import display_name, time_text
 
 #: Characters of the top work's name in the lines (the report's table keeps it whole).
 NAME_WIDTH = 80
@@ -34,24 +34,20 @@ def bound_lines(bound: dict[str, Any], name_width: int = NAME_WIDTH) -> list[str
         f"{'s' if len(bound['other_ranks']) > 1 else ''} " \
         f"{', '.join(str(r) for r in bound['other_ranks'])}"
     kind, _, name = str(bound["top_work"]).partition(": ")
-    top = display_name(demangle(name), name_width)
+    top = display_name(name, name_width)
     first = (f"What bounds the step (the job's critical path in the replay, {where}): rank "
              f"{rank}{often}: {bound['work_shares']}; top: {kind} {top} "
-             f"({_ms(bound['top_work(us)'])} a step).")
+             f"({time_text(bound['top_work(us)'])} a step).")
     replayed, med = bound["replayed(us)"], bound["at_median(us)"]
     change = 100.0 * (med - replayed) / replayed if replayed > 0 else 0.0
     second = (f"With rank {rank} alone at the median across ranks ({bound['change']}): step "
-              f"{_ms(med)} against {_ms(replayed)} replayed ({change:+.1f}%; measured "
-              f"{_ms(bound['measured(us)'])}). Replay error per rank and step (replayed vs "
+              f"{time_text(med)} against {time_text(replayed)} replayed ({change:+.1f}%; measured "
+              f"{time_text(bound['measured(us)'])}). Replay error per rank and step (replayed vs "
               f"measured): median {bound['replay_error_median_pctg']:.2f}%, worst "
               f"{bound['replay_error_worst_pctg']:.2f}%; modelled, without the trace's own "
               f"waits: median {bound['modelled_error_median_pctg']:.2f}%, worst "
               f"{bound['modelled_error_worst_pctg']:.2f}%.")
     return [first, second]
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1e3:,.3f} ms"
 
 
 def step_bound_note(analyzer: Analyzer, n_ranks: int, iterations: list[int] | None) -> str:

@@ -1,0 +1,165 @@
+"""The one presenter of the terminal (``hta summary``, ``hta diff``, ...) and the report's
+page: how a number, a time, a list of ranks, a kernel or operator name and a finding read.
+
+* numbers: :func:`number` (``1,234.5``, ``-`` when missing, signed on request);
+* times: the analyses' µs, shown in ms with 3 decimals: :func:`ms` for a table column
+  headed ``(ms)``, :func:`time_text` in a sentence (``1,234.567 ms``);
+* ranks and steps: :func:`ranges_text` (``0-3,5``), :func:`ranks_text` (``ranks 0-3``);
+* names: :func:`display_name` (demangled; shortened to a width when it reads as a C++
+  signature, else cut), :func:`printable` and :func:`full_text` (control characters
+  escaped, for the terminal);
+* findings: :func:`finding_what` (title and subject), :func:`finding_saving`,
+  :func:`finding_share` and :func:`saving_text` (the estimated saving and its share of
+  the analysed time; ``note`` for an info finding, which has none).
+
+Nothing here escapes HTML: the page does (Jinja2 autoescape, :mod:`hta.report.builder`).
+The module imports nothing heavy (``hta --help`` loads no pandas); name shortening imports
+what it needs when called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Longest text a terminal table cell shows in full; a longer one keeps its start and its
+#: end.
+LONGEST_CELL = 400
+#: Text cells longer than this are shown shortened in the report, the full text on hover.
+LONG_NAME = 60
+
+
+# -- numbers and times ------------------------------------------------------------------------
+def number(value: Any, digits: int = 1, unit: str = "", *, signed: bool = False) -> str:
+    """``1,234.5`` (thousands separators; ``+1,234.5`` when ``signed``), ``-`` for a
+    missing value; a text is returned as it is."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, str):
+        return value
+    return f"{value:{'+' if signed else ''},.{digits}f}{unit}"
+
+
+def ms(us: Any, digits: int = 3) -> str:
+    """A time of the analyses (µs) in ms for a column headed ``(ms)``: ``1,234.567``."""
+    if us is None or (isinstance(us, float) and not math.isfinite(us)):
+        return "-"
+    return number(us / 1e3, digits)
+
+
+def time_text(us: float, digits: int = 3) -> str:
+    """A time (µs) in a sentence, with its unit: ``1,234.567 ms``."""
+    return f"{ms(us, digits)} ms"
+
+
+# -- ranks and steps --------------------------------------------------------------------------
+def ranges_text(values: Iterable[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"1-3,5"`` (:func:`hta.model.selection.format_ranges`, imported
+    when used so that ``hta --help`` loads no pandas)."""
+    from hta.model.selection import format_ranges
+
+    return format_ranges([int(v) for v in values], ",")
+
+
+def ranks_text(ranks: Iterable[int] | None, labelled: bool = True) -> str:
+    """``"ranks 0-3"``, ``"rank 2"`` or ``"job"`` (no rank); ``labelled=False`` (a column
+    headed ranks): ``"0-3"``, ``"2"`` or ``"job"``."""
+    values = [int(r) for r in ranks] if ranks is not None else []
+    if not values:
+        return "job"
+    if not labelled:
+        return ranges_text(values)
+    return ("rank " if len(values) == 1 else "ranks ") + ranges_text(values)
+
+
+# -- names ------------------------------------------------------------------------------------
+def printable(text: object, width: int | None = None) -> str:
+    """A name safe to print: control characters as ``\\xNN`` escapes, cut to ``width``."""
+    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))
+    if width is not None and len(out) > width:
+        out = out[: width - 1] + "…"
+    return out
+
+
+def full_text(text: object, limit: int = LONGEST_CELL) -> str:
+    """A name shown whole (control characters escaped); past ``limit`` characters its start
+    and end are kept around ``…`` (template arguments at the end tell kernels apart)."""
+    out = printable(text)
+    if len(out) <= limit:
+        return out
+    tail = limit // 4
+    return f"{out[: limit - tail - 1]}…{out[-tail:]}"
+
+
+def display_name(text: str, width: int = LONG_NAME) -> str:
+    """``text`` as a table shows it: unchanged up to ``width`` characters; else its
+    :func:`~hta.analysis.names.short_name` when the name reads as a C++ signature (the
+    text before its first ``<`` or ``(`` ends with the short name's last part); cut to
+    ``width`` with an ellipsis (:func:`hta.plots._figure_parts.short`) when still too long or
+    not a signature. A mangled C++ name (``_ZN...``) is demangled first
+    (:func:`hta.model.demangle.demangle`); the hover keeps the raw name."""
+    from hta.analysis.names import short_name
+    from hta.model.demangle import demangle
+    from hta.plots._figure_parts import short
+
+    text = demangle(text)
+    if len(text) <= width:
+        return text
+    brief = short_name(text)
+    cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=-1)
+    last = brief.rsplit("::", 1)[-1]
+    if brief != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
+        text = brief
+    return short(text, width)
+
+
+def demangled(text: object) -> str:
+    """A kernel or operator name demangled (``_ZN...``; others unchanged), whole."""
+    from hta.model.demangle import demangle
+
+    return demangle(str(text))
+
+
+# -- findings ---------------------------------------------------------------------------------
+def is_note(finding: Mapping[str, Any]) -> bool:
+    """An info finding: a note, with no saving."""
+    return bool(finding["severity"] == "info")
+
+
+def finding_what(finding: Mapping[str, Any]) -> str:
+    """A finding's title, with its subject after a colon when it has one."""
+    subject = finding.get("subject")
+    return str(finding["title"]) + (f": {subject}" if subject else "")
+
+
+def finding_saving(finding: Mapping[str, Any]) -> str:
+    """The estimated saving in ms (:func:`ms`), or ``note`` for an info finding."""
+    return "note" if is_note(finding) else ms(finding["est_saving(us)"])
+
+
+def finding_share(finding: Mapping[str, Any]) -> str:
+    """The saving's share (%) of the analysed time, or ``note`` for an info finding."""
+    return "note" if is_note(finding) else number(finding["share_pctg"])
+
+
+def saving_text(saving_us: float | None, share_pctg: float | None) -> str:
+    """``"~1.234 ms (4.5%)"``: an estimated saving and its share of the analysed time."""
+    if saving_us is None or not math.isfinite(float(saving_us)):
+        return "-"
+    share = "" if share_pctg is None or not math.isfinite(float(share_pctg)) else \
+        f" ({float(share_pctg):.1f}%)"
+    return f"~{time_text(float(saving_us))}{share}"
+
+
+def finding_saving_text(finding: Mapping[str, Any]) -> str:
+    """:func:`saving_text` of a finding, or ``note (no saving)`` for an info finding."""
+    if is_note(finding):
+        return "note (no saving)"
+    return saving_text(finding["est_saving(us)"], finding["share_pctg"])
+
+
+__all__ = ["LONGEST_CELL", "LONG_NAME", "demangled", "display_name", "finding_saving",
+           "finding_saving_text", "finding_share", "finding_what", "full_text", "is_note",
+           "ms", "number", "printable", "ranges_text", "ranks_text", "saving_text",
+           "time_text"]
