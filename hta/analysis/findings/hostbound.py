@@ -403,10 +403,15 @@ def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> 
         for n, o in zip(ev["name"].to_numpy()[rows[cand]].tolist(), over.tolist(),
                         strict=True):
             weight[n] = weight.get(n, 0) + int(o)
+    return _top_three(rt, weight)
+
+
+def _top_three(rt: RankTrace, weight: dict[int, int]) -> str:
+    """``name time, ...`` for the three names (symbol ids) with the most time."""
     if not weight:
         return ""
-    total = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
-    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in total.items()
+    top = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
+    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in top.items()
                      if t > 0)
 
 
@@ -447,11 +452,7 @@ def _python_frames(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray)
         frame = codes[cand] == py
         for n, o in zip(names[cand[frame]].tolist(), own[frame].tolist(), strict=True):
             weight[n] = weight.get(n, 0) + int(o)
-    if not weight:
-        return ""
-    top = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
-    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in top.items()
-                     if t > 0)
+    return _top_three(rt, weight)
 
 
 RULES: list[FindingRule] = [
