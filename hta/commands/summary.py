@@ -47,11 +47,13 @@ from hta.report.present import (
     finding_share,
     finding_what,
     full_text,
+    metric_label,
     ms,
     number,
     printable,
     ranges_text,
     ranks_text,
+    slowest_rank_text,
     time_text,
 )
 
@@ -66,9 +68,6 @@ NAME_WIDTH = 70
 FINDINGS_SHOWN = 5
 HIGH_IDLE_PCTG = 25.0
 HIGH_SPREAD_PCTG = 10.0
-SPREAD_LABELS = {"step_time_mean(us)": "mean step time", "kernel_time(us)": "GPU span",
-                 "busy_time(us)": "GPU busy", "compute_time(us)": "compute",
-                 "exposed_comm_time(us)": "exposed communication", "idle_time(us)": "GPU idle"}
 #: Ranks in the coverage table (the least explained first; ``--json`` has them all).
 COVERAGE_SHOWN = 8
 
@@ -355,11 +354,9 @@ def print_top_kernels(out: Printer, overview: JobOverview, n_ranks: int) -> None
 
 def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
     """The spread of the main figures across ranks and the slowest rank (several ranks)."""
-    slowest = overview.job.get("slowest_rank")
     if n_ranks > 1 and len(overview.spread):
         out.table("Spread across ranks (ms)", [
-            Column("metric", lambda r: SPREAD_LABELS.get(r["metric"], r["metric"]),
-                   numeric=False),
+            Column("metric", lambda r: metric_label(r["metric"]), numeric=False),
             Column("min", lambda r: ms(r["min"])),
             Column("rank", lambda r: str(r["min_rank"])),
             Column("max", lambda r: ms(r["max"])),
@@ -368,13 +365,9 @@ def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
             Column("spread %", lambda r: number(r["spread_pctg"]), style=_spread_style),
         ], overview.spread.to_dict("records"))
     job = overview.job
-    if slowest is not None and n_ranks > 1:
-        metric = str(job["slowest_rank_by"])  # set with slowest_rank
-        by = SPREAD_LABELS.get(metric, metric)
-        lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
-        more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
-        out.line(f"Slowest rank: {slowest} ({by} {time_text(hi)}; fastest rank "
-                 f"{job['fastest_rank']}: {time_text(lo)}{more})", style="bold")
+    line = slowest_rank_text(job)
+    if line is not None and n_ranks > 1:
+        out.line(line, style="bold")
         if "longest_step_rank" in job:
             out.line(f"Longest mean step: rank {job['longest_step_rank']}")
 

@@ -3,8 +3,9 @@ page: how a number, a time, a list of ranks, a kernel or operator name and a fin
 
 * numbers: :func:`number` (``1,234.5``, ``-`` when missing, signed on request);
 * times: the analyses' µs, shown in ms with 3 decimals: :func:`ms` for a table column
-  headed ``(ms)``, :func:`time_text` in a sentence (``1,234.567 ms``);
+  headed ``(ms)``, :func:`time_text` in a sentence (``1,234.567 ms``; µs or s on request);
 * ranks and steps: :func:`ranges_text` (``0-3,5``), :func:`ranks_text` (``ranks 0-3``);
+  the overview's figures: :func:`metric_label`, :func:`slowest_rank_text`;
 * names: :func:`display_name` (demangled; shortened to a width when it reads as a C++
   signature, else cut), :func:`printable` and :func:`full_text` (control characters
   escaped, for the terminal);
@@ -48,9 +49,37 @@ def ms(us: Any, digits: int = 3) -> str:
     return number(us / 1e3, digits)
 
 
-def time_text(us: float, digits: int = 3) -> str:
-    """A time (µs) in a sentence, with its unit: ``1,234.567 ms``."""
-    return f"{ms(us, digits)} ms"
+#: What a time in µs is divided by to read in each unit of :func:`time_text`.
+TIME_UNITS = {"µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def time_text(us: float, digits: int = 3, unit: str = "ms") -> str:
+    """A time (µs) in a sentence, with its unit: ``1,234.567 ms`` (as ``hta summary``
+    says every time); ``unit="µs"`` or ``"s"`` where a figure needs that scale."""
+    return f"{number(us / TIME_UNITS[unit], digits)} {unit}"
+
+
+#: The overview's figures (:mod:`hta.report.overview`) in words.
+METRIC_LABELS = {"step_time_mean(us)": "mean step time", "kernel_time(us)": "GPU span",
+                 "busy_time(us)": "GPU busy", "compute_time(us)": "compute",
+                 "exposed_comm_time(us)": "exposed communication",
+                 "idle_time(us)": "GPU idle"}
+
+
+def metric_label(metric: object) -> str:
+    """An overview figure in words (:data:`METRIC_LABELS`); another name as it is."""
+    return METRIC_LABELS.get(str(metric), str(metric))
+
+
+def slowest_rank_text(job: Mapping[str, Any]) -> str | None:
+    """``Slowest rank: 1 (compute 1.235 ms; fastest rank 0: 1.000 ms, +23.5%)``, from an
+    overview's job figures (:data:`hta.report.overview.JobFacts`); ``None`` without one."""
+    if job.get("slowest_rank") is None:
+        return None
+    lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
+    more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
+    return (f"Slowest rank: {job['slowest_rank']} ({metric_label(job['slowest_rank_by'])} "
+            f"{time_text(hi)}; fastest rank {job['fastest_rank']}: {time_text(lo)}{more})")
 
 
 # -- ranks and steps --------------------------------------------------------------------------
@@ -159,7 +188,7 @@ def finding_saving_text(finding: Mapping[str, Any]) -> str:
     return saving_text(finding["est_saving(us)"], finding["share_pctg"])
 
 
-__all__ = ["LONGEST_CELL", "LONG_NAME", "demangled", "display_name", "finding_saving",
-           "finding_saving_text", "finding_share", "finding_what", "full_text", "is_note",
-           "ms", "number", "printable", "ranges_text", "ranks_text", "saving_text",
-           "time_text"]
+__all__ = ["LONGEST_CELL", "LONG_NAME", "METRIC_LABELS", "TIME_UNITS", "demangled", "display_name",
+           "finding_saving", "finding_saving_text", "finding_share", "finding_what",
+           "full_text", "is_note", "metric_label", "ms", "number", "printable", "ranges_text",
+           "ranks_text", "saving_text", "slowest_rank_text", "time_text"]

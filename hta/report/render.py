@@ -20,7 +20,7 @@ from hta.report.analyzer import Analyzer
 from hta.report.context import Section
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
-from hta.report.present import ranges_text
+from hta.report.present import ranges_text, time_text
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -56,7 +56,7 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
     if starts and ends:
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
-                      f"{(max(ends) - min(starts)) / 1e6:,.3f} ms"))
+                      f"{time_text((max(ends) - min(starts)) / 1e3)}"))
     counts = run_one(job, RankWork.of_trace(_events_and_steps, description="Report header"),
                      list(ranks))
     events = int(counts["events"].sum()) if len(counts) else 0

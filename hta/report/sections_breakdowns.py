@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hta.model.runner import RankWork, run_one
 from hta.report.context import Context, Section, doc, table_of
+from hta.report.present import slowest_rank_text
 
 #: The overview's per-rank table, in three parts that fit the page (title, columns).
 PER_RANK_TABLES = [
@@ -28,13 +29,9 @@ def overview(ctx: Context, s: Section) -> None:
     ov = ctx.overview
     s.definitions = doc(overview)
     s.source = "hta.report.overview.job_overview"
-    job = ov.job
-    if job.get("slowest_rank") is not None and len(ctx.ranks) > 1:
-        by = job["slowest_rank_by"]
-        lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
-        more = f" ({100.0 * (hi - lo) / lo:+.1f}%)" if lo > 0 else ""
-        s.notes.append(f"Slowest rank: {job['slowest_rank']}, by {by}: {hi:,.3f} µs against "
-                       f"{lo:,.3f} µs on rank {job['fastest_rank']}{more}.")
+    slowest = slowest_rank_text(ov.job)
+    if slowest is not None and len(ctx.ranks) > 1:
+        s.notes.append(f"{slowest}.")
     for title, columns in PER_RANK_TABLES:
         s.tables.append(table_of(ov.ranks, title, columns=columns))
     if len(ov.spread):

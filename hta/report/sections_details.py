@@ -15,6 +15,7 @@ from hta.report.context import (
     thin,
     thinned_note,
 )
+from hta.report.present import time_text
 
 
 def launch(ctx: Context, s: Section) -> None:
@@ -128,8 +129,9 @@ def critical_path(ctx: Context, s: Section) -> None:
     graph, path = cp.critical_path_analysis(rt, annotation, instance)
     bounds, events = cp.critical_path_summary(path)
     where = graph.annotation or "whole trace"
-    s.intro = (f"Rank {rank}, {where}: the path is {graph.path_length_ns / 1e3:,.3f} µs long in "
-               f"a {graph.span_ns / 1e3:,.3f} µs window.")
+    s.intro = (f"Rank {rank}, {where}: the path is "
+               f"{time_text(graph.path_length_ns / 1e3, unit='µs')} long in a "
+               f"{time_text(graph.span_ns / 1e3, unit='µs')} window.")
     s.figures.append(ctx.figure(critical_path_figure(
         bounds, events, 15, title=f"Critical path of rank {rank}, {where}")))
     s.tables.append(table_of(bounds, "Time on the critical path per bound type"))

@@ -188,7 +188,7 @@ def stragglers(ctx: Context, s: Section) -> None:
     top = summary.iloc[0]
     if float(top["score"]) > 0:
         s.intro = (f"Rank {int(top['rank'])} caused the most wait: "
-                   f"{float(top['total_wait_caused(us)']):,.1f} µs over "
+                   f"{time_text(float(top['total_wait_caused(us)']), 1, 'µs')} over "
                    f"{int(top['late_count'])} collective(s) where it arrived last "
                    f"(score {float(top['score']):.2f}).")
     s.tables.append(table_of(summary, "Per rank (times in µs)"))
