@@ -133,16 +133,15 @@ def run(args: argparse.Namespace) -> int:
     unclassified = answers.unclassified
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
     findings, coverage, unexplained = found.findings, found.coverage, found.unexplained
-    efficiency = hardware(answers.op_summary, answers.category_time)
-    efficiency["cpu_only"] = is_cpu_only(overview)
+    efficiency = hardware(answers.op_summary, answers.category_time, is_cpu_only(overview))
     bound, bound_note = step_bound(analyzer, iterations, args.step_bound,
-                                   efficiency["cpu_only"])
+                                   efficiency.cpu_only)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
         payload["rank_summary"] = records(answers.rank_summary)
         payload["skipped"] = analyzer.skipped
-        payload["cpu_only"] = efficiency["cpu_only"]
+        payload["cpu_only"] = efficiency.cpu_only
         payload["missing_ranks"] = analyzer.missing_ranks
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
