@@ -110,9 +110,7 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     rules = analyzer.rules
     plans = [
         overview_plan(job, selection, top),
-        # TEMPORARY: findings_plan() runs on any Job but is annotated Trace;
-        # hta.analysis.findings is being edited in parallel (fixed next)
-        findings_plan(job, ranks, iterations),  # type: ignore[arg-type]
+        findings_plan(job, ranks, iterations),
         RankWork.of_trace(category_time, (rules,)).on_steps(iterations),
         RankWork.of_trace(rank_op_summary, kwargs={"device": device, "rules": rules}
                           ).on_steps(iterations),
