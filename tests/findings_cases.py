@@ -224,11 +224,11 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     Host-bound: A and B run 20 µs, each starting 5 µs after its launch returns (A at
     +10 µs), so every GPU idle stretch waits on the host (the last, after the last B, to
     the end of the last step: the host works on in the step): expected saving = the
-    steps' span less the kernels' time. Not bound: A and B run H + 40 µs each, both launched at the start of
-    the step, back to back on the GPU across steps: no host gap but the first 6 µs, under
-    the noise floor. With ``frames`` (``python`` only) the host work is a Python frame
-    ``train.py(10): log_metrics`` whose second half is a child frame
-    ``<built-in function sum>`` (``with_stack=True``)."""
+    steps' span less the kernels' time. Not bound: A and B run H + 40 µs each, both
+    launched at the start of the step, back to back on the GPU across steps: no host gap
+    but the first 6 µs, under the noise floor. With ``frames`` (``python`` only) the host
+    work is a Python frame ``train.py(10): log_metrics`` whose second half is a child
+    frame ``<built-in function sum>`` (``with_stack=True``)."""
     b = TraceBuilder(rank=0)
     h = HOST_STEP_GAP_NS[kind]
     kernel = HOST_KERNEL_NS if bound else h + 40_000
