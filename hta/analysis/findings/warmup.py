@@ -268,7 +268,9 @@ class Iterations:
 
 def iterations_found(rt: RankTrace) -> Iterations | None:
     """The repeating iteration of the rank's top-level calls (operators and runtime calls
-    with no call around them), on the thread with the most of them, its first
+    with no call around them), on the thread that runs the loop (of the threads with a
+    quarter of the most top-level calls or more, the one whose first call comes first),
+    its first
     :data:`MAX_SEQUENCE`: the period ``p`` of the longest run where each call's name is
     the name ``p`` calls later (the smallest such ``p`` within 5 % of the longest run,
     among the distances between calls of the same name); the anchor is the call seen
@@ -293,8 +295,13 @@ def _iterations(rt: RankTrace) -> Iterations | None:
     if top.size < 4:
         return None
     ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
+    # the thread that runs the loop: of the threads with a quarter of the most top-level
+    # calls or more, the one whose first call comes first (the main thread, not the
+    # autograd engine's thread that it hands the backward pass to)
     threads, counts = np.unique(tid[top], return_counts=True)
-    top = top[tid[top] == threads[np.argmax(counts)]]
+    busy = threads[counts * 4 >= counts.max()]
+    first = np.asarray([ts[top][tid[top] == t].min() for t in busy.tolist()])
+    top = top[tid[top] == busy[np.argmin(first)]]
     top = top[np.argsort(ts[top], kind="stable")][:MAX_SEQUENCE]
     seq = ev["name"].to_numpy()[top].astype(np.int64)
     period, run_start, run = _period(seq)
