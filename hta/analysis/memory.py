@@ -60,8 +60,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import select_ranks
-from hta.analysis.steps import rank_step_spans
 from hta.model.links import assign_iterations
+from hta.model.selection import rank_step_spans
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)

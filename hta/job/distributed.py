@@ -63,8 +63,8 @@ from hta.model.trace import (
     SymbolView,
     Trace,
     intern_symbols,
-    selected_ranks,
 )
+from hta.model.vocabulary import Ranks, selected_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -266,9 +266,9 @@ class DistributedJob:
         """The loaded ranks, ascending."""
         return list(self.handles)
 
-    def selected_ranks(self, ranks: Iterable[int] | int | None = None) -> list[int]:
-        """``ranks`` as a sorted list of loaded ranks (all when ``None``); an unknown rank
-        raises ``KeyError`` naming the loaded ones."""
+    def selected_ranks(self, ranks: Ranks = None) -> list[int]:
+        """``ranks`` as a sorted list of loaded ranks (all when ``None``/``ALL``); an
+        unknown rank raises ``KeyError`` naming the loaded ones."""
         return selected_ranks(self.get_ranks(), ranks)
 
     def meta(self, rank: int) -> dict[str, Any]:

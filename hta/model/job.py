@@ -22,8 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 import pandas as pd
 
 from hta.model.trace import RankMapper, RankTrace, SymbolView, Trace
+from hta.model.vocabulary import Ranks
 
-Ranks = Iterable[int] | int | None
 #: A function changing one rank in place (e.g. dropping the last profiler step).
 Transform = Callable[[RankTrace], None]
 
@@ -50,7 +50,7 @@ class Job(RankMapper, Protocol):
         rank raises ``KeyError`` naming the loaded ones."""
         ...
 
-    def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
+    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """The runner's transport (internal: call :func:`hta.model.runner.run`): run

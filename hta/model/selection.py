@@ -44,73 +44,25 @@ from hta.model.links import step_spans
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, restrict_rank, run_one
 from hta.model.trace import RankTrace
+from hta.model.vocabulary import (
+    ALL,
+    FIRST,
+    Iterations,
+    Marker,
+    Ranks,
+    iteration_list,
+    normalize_iterations,
+    normalize_ranks,
+    rank_list,
+)
 
 if TYPE_CHECKING:
     from hta.model.job import Job
     from hta.model.trace import Trace
 
 
-class Marker:
-    """A named selection value (:data:`ALL`, :data:`FIRST`)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-    def __reduce__(self) -> str:
-        return self.name  # unpickles as the module-level singleton
-
-
-#: Every rank, or every event (the whole trace).
-ALL = Marker("ALL")
-#: The first ``ProfilerStep`` of the selected ranks.
-FIRST = Marker("FIRST")
-
-#: What callers may pass for ranks: a rank, several, ``None`` or :data:`ALL`.
-Ranks = Iterable[int] | int | Marker | None
-#: What callers may pass for iterations: a step, several, ``None``, ``"all"``,
-#: :data:`ALL` or :data:`FIRST`.
-Iterations = Iterable[int] | int | str | Marker | None
-
 STEP_COLUMNS = ["rank", "step", "ts", "end", "dur"]
 _STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
-
-
-def normalize_ranks(ranks: Ranks) -> tuple[int, ...] | Marker:
-    """``ranks`` as a sorted tuple of distinct ints, or :data:`ALL` for ``None``/``ALL``."""
-    if ranks is None or ranks is ALL:
-        return ALL
-    if isinstance(ranks, Marker):
-        raise ValueError(f"ranks={ranks!r}: pass rank numbers, or ALL")
-    if isinstance(ranks, (int, np.integer)):
-        return (int(ranks),)
-    if isinstance(ranks, str):
-        raise TypeError(f"ranks={ranks!r}: pass rank numbers (ints), not text")
-    return tuple(sorted({int(r) for r in ranks}))
-
-
-def normalize_iterations(iterations: Iterations, *, none_means: Marker = ALL
-                         ) -> tuple[int, ...] | Marker:
-    """``iterations`` as a sorted tuple of step numbers, :data:`ALL` or :data:`FIRST`.
-
-    ``None`` becomes ``none_means``; the text ``"all"`` (any case) becomes :data:`ALL`.
-    """
-    if iterations is None:
-        return none_means
-    if isinstance(iterations, Marker):
-        return iterations
-    if isinstance(iterations, str):
-        if iterations.strip().lower() == "all":
-            return ALL
-        raise ValueError(f"iterations={iterations!r}: pass a step number, a list of them, "
-                         "\"all\" (every event) or FIRST (the first step)")
-    if isinstance(iterations, (int, np.integer)):
-        return (int(iterations),)
-    return tuple(sorted({int(i) for i in iterations}))
 
 
 @dataclass(frozen=True)
@@ -186,18 +138,31 @@ class Selection:
         return f"{ranks}, {steps}"
 
 
-def rank_steps(rt: RankTrace) -> pd.DataFrame:
-    """One rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by start time."""
+def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, step number) of every ``ProfilerStep#N`` span of one rank, by start:
+    :func:`hta.model.links.step_spans` over its ``user_annotation`` and ``cpu_op`` rows, the
+    spans that gave its events their ``iteration`` (a number seen twice is kept twice).
+    The one computation of a loaded rank's steps; :func:`rank_steps` is its table."""
     ev = rt.events
     if not len(ev):
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy()
     starts, ends, numbers = step_spans(
         rt.symbols, ev["name"].to_numpy(),
         np.isin(ev["kind"].cat.codes.to_numpy(), _STEP_KINDS),
         ev["ts"].to_numpy(), ev["end"].to_numpy())
+    return starts, ends, np.asarray(numbers, dtype=np.int64)
+
+
+def rank_steps(rt: RankTrace) -> pd.DataFrame:
+    """One rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by start time
+    (:func:`rank_step_spans`; a step number seen twice keeps its first span)."""
+    if not len(rt.events):
+        return _no_steps()
+    starts, ends, numbers = rank_step_spans(rt)
     table = pd.DataFrame({
         "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64),
-        "step": np.asarray(numbers, dtype=np.int64), "ts": starts, "end": ends,
+        "step": numbers, "ts": starts, "end": ends,
         "dur": ends - starts,
     })
     return table.drop_duplicates("step", keep="first").reset_index(drop=True)
@@ -210,13 +175,12 @@ def _no_steps() -> pd.DataFrame:
 def step_table(job: Job, ranks: Ranks = None) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
     then start; computed where each rank is (:func:`hta.model.runner.run`)."""
-    wanted = normalize_ranks(ranks)
     return run_one(job, RankWork(rank_steps, description="Profiler steps", empty=_no_steps),
-                   None if isinstance(wanted, Marker) else list(wanted))
+                   rank_list(ranks))
 
 
 def restrict(trace: Trace, iterations: Iterable[int] | None,
-             ranks: Iterable[int] | int | None = None) -> Trace:
+             ranks: Ranks = None) -> Trace:
     """A copy of an in-memory ``trace`` keeping only the events of the given
     ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its launch's
     step; :func:`hta.model.runner.restrict_rank` per rank); ``None``: ``trace`` itself.
@@ -225,7 +189,7 @@ def restrict(trace: Trace, iterations: Iterable[int] | None,
 
     if iterations is None:
         return trace
-    wanted = sorted({int(i) for i in iterations})
+    wanted = iteration_list(iterations) or []
     chosen = trace if ranks is None else [trace.rank(r) for r in trace.selected_ranks(ranks)]
     kept = {rt.rank: restrict_rank(rt, wanted) for rt in chosen}
     return Trace(kept, trace_dir=trace.trace_dir, skipped=trace.skipped)
@@ -252,5 +216,6 @@ def brief_list(values: list[int], most: int = 20) -> str:
 
 
 __all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
-           "brief_list", "format_ranges", "normalize_iterations", "normalize_ranks",
-           "rank_steps", "restrict", "step_table"]
+           "brief_list", "format_ranges", "iteration_list", "normalize_iterations",
+           "normalize_ranks", "rank_list", "rank_step_spans", "rank_steps", "restrict",
+           "step_table"]

@@ -12,6 +12,7 @@ import pandas as pd
 
 from hta.model import schema
 from hta.model.rules import GPU_WORK_KINDS, KINDS, RuleSet, classify
+from hta.model.vocabulary import Ranks, selected_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -203,9 +204,10 @@ class Trace:
                 f"rank {rank} is not loaded; loaded ranks: {self.get_ranks()}"
             ) from None
 
-    def selected_ranks(self, ranks: Iterable[int] | int | None = None) -> list[int]:
-        """``ranks`` as a sorted list of loaded ranks (all when ``None``); an unknown rank
-        raises naming the loaded ones."""
+    def selected_ranks(self, ranks: Ranks = None) -> list[int]:
+        """``ranks`` as a sorted list of loaded ranks (all when ``None``/``ALL``); an
+        unknown rank raises naming the loaded ones
+        (:func:`hta.model.vocabulary.selected_ranks`)."""
         return selected_ranks(self.get_ranks(), ranks)
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
@@ -251,22 +253,6 @@ def intern_symbols(table: list[str], index: dict[str, int], symbols: Sequence[st
             table.append(text)
         mapping[i] = sid
     return mapping
-
-
-def selected_ranks(loaded: Sequence[int], ranks: Iterable[int] | int | None = None
-                   ) -> list[int]:
-    """``ranks`` as a sorted list of ``loaded`` ranks (all when ``None``); an unknown rank
-    raises ``KeyError`` naming the loaded ones."""
-    if ranks is None:
-        return sorted(loaded)
-    if isinstance(ranks, (int, np.integer)):
-        ranks = [int(ranks)]
-    selected = sorted({int(r) for r in ranks})
-    known = set(loaded)
-    for r in selected:
-        if r not in known:
-            raise KeyError(f"rank {r} is not loaded; loaded ranks: {sorted(loaded)}")
-    return selected
 
 
 def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
