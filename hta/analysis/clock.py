@@ -54,11 +54,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import as_list
-from hta.analysis.select import select_ranks
+from hta.analysis.select import rank_numbers, select_ranks
 from hta.analysis.stragglers import match_collectives, rank_collectives
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import iteration_list
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -114,8 +114,8 @@ def clock_offsets(trace: Job, ranks: Iterable[int] | int | None = None,
                   iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
     module docstring defines them), in rank order."""
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
-    iters = None if iterations is None else as_list(iterations)
+    selected = rank_numbers(trace, ranks)
+    iters = iteration_list(iterations)
     kernels = run_one(trace,
                       RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
                       selected)
@@ -235,8 +235,8 @@ def aligned_arrivals(trace: Job, ranks: Iterable[int] | int | None = None,
     first moved onto the reference clock, so lags, waits and stragglers compare true
     times. ``offsets``: rank -> ns to subtract (:func:`applied_offsets`); None estimates
     them from the same kernels (the selected ranks and steps), ``{}`` keeps raw clocks."""
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
-    iters = None if iterations is None else as_list(iterations)
+    selected = rank_numbers(trace, ranks)
+    iters = iteration_list(iterations)
     kernels = run_one(trace,
                       RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
                       selected)

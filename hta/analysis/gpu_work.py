@@ -21,6 +21,7 @@ import pandas as pd
 
 from hta.analysis.rowmap import RowMap
 from hta.model.rules import KINDS, MEMORY_KINDS
+from hta.model.selection import Marker, normalize_iterations
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
 #: Labels of the classes, as HTA names its kernel types.
@@ -84,8 +85,13 @@ def gpu_work(rank: int, events: pd.DataFrame,
 
 
 def as_list(values: Iterable[int] | int) -> list[int]:
-    """An int or an iterable of ints as a list."""
-    return [int(values)] if isinstance(values, (int, np.integer)) else [int(v) for v in values]
+    """An int or an iterable of ints (steps, ranks or stream ids) as a sorted list of
+    distinct ints: :func:`hta.model.selection.normalize_iterations`, which reads every
+    ``iterations`` argument; ``None``, ``"all"`` and the markers are not numbers here."""
+    wanted = normalize_iterations(values)
+    if isinstance(wanted, Marker):
+        raise TypeError(f"expected a number or a list of numbers, got {values!r}")
+    return list(wanted)
 
 
 def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,34 +1,38 @@
-"""Choosing the ranks and iterations an analysis runs on."""
+"""Choosing the ranks and iterations an analysis runs on (read by the one pair of
+normalisers, :func:`hta.model.selection.normalize_ranks` and
+:func:`hta.model.selection.normalize_iterations`)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import pandas as pd
 
 from hta.model.job import Job
+from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 from hta.model.trace import RankTrace
 
 
-def select_ranks(trace: Job, ranks: Iterable[int] | int | None = None) -> list[RankTrace]:
+def select_ranks(trace: Job, ranks: Ranks = None) -> list[RankTrace]:
     """The requested ranks (all when ``None``), in ascending order; unknown ranks raise."""
-    if ranks is None:
+    wanted = rank_list(ranks)
+    if wanted is None:
         return list(trace)
-    if isinstance(ranks, int):
-        ranks = [ranks]
-    return [trace.rank(r) for r in sorted(set(ranks))]
+    return [trace.rank(r) for r in wanted]
 
 
-def select_iterations(
-    events: pd.DataFrame, iterations: Iterable[int] | int | None = None
-) -> pd.DataFrame:
+def rank_numbers(trace: Job, ranks: Ranks = None) -> list[int]:
+    """The rank numbers ``ranks`` names, ascending: every loaded rank for ``None``; not
+    checked against the loaded ones here (the runner does)."""
+    wanted = rank_list(ranks)
+    return sorted(trace.get_ranks()) if wanted is None else wanted
+
+
+def select_iterations(events: pd.DataFrame, iterations: Iterations = None) -> pd.DataFrame:
     """Rows of the given ``ProfilerStep`` numbers (all rows when ``None``).
 
     GPU events carry the iteration of the CPU launch that enqueued them, so a kernel
     launched in step N counts in step N even if it runs after the step's CPU span ends.
     """
-    if iterations is None:
+    wanted = iteration_list(iterations)
+    if wanted is None:
         return events
-    if isinstance(iterations, int):
-        iterations = [iterations]
-    return events[events["iteration"].isin(list(iterations))]
+    return events[events["iteration"].isin(wanted)]

@@ -63,8 +63,9 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.rowmap import RowMap
-from hta.analysis.select import select_ranks
+from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import iteration_list
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -214,8 +215,8 @@ def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
     read next to the data (:mod:`hta.model.runner`) and matched here.
     Definitions: the module docstring.
     """
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
-    iters = None if iterations is None else as_list(iterations)
+    selected = rank_numbers(trace, ranks)
+    iters = iteration_list(iterations)
     kernels = run_one(trace,
                       RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
                       selected)

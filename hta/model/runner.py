@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
+from hta.model.vocabulary import iteration_list
 
 #: What a selection of steps is, once resolved: step numbers, or ``None`` (every event).
 Steps = tuple[int, ...] | None
@@ -148,9 +149,8 @@ def run(job: RankMapper, works: Sequence[RankWork],
     distributed job cannot reach raises instead of being reported in ``job.skipped``."""
     if errors not in ("raise", "return"):
         raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
-    if isinstance(iterations, (int, np.integer)):
-        iterations = [int(iterations)]
-    default = None if iterations is None else tuple(sorted({int(i) for i in iterations}))
+    steps = iteration_list(iterations)
+    default = None if steps is None else tuple(steps)
     calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
                    else default, w.add_rank) for w in works)
     what = description or ", ".join(dict.fromkeys(w.name for w in works))
