@@ -15,7 +15,7 @@ import pandas as pd
 from hta.facade.display import show
 from hta.facade.selecting import resolved
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Iterations, Ranks
+from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -58,9 +58,5 @@ class CollectivesMixin:
         :mod:`hta.analysis.findings.collective_bw`."""
         from hta.analysis.findings.collective_bw import slow_collectives
 
-        ranks, iterations = resolved(ranks), resolved(iterations)
-        r = None if ranks is None else ([int(ranks)] if isinstance(ranks, int)
-                                        else [int(x) for x in ranks])
-        i = None if iterations is None else ([int(iterations)] if isinstance(iterations, int)
-                                             else [int(x) for x in iterations])
-        return slow_collectives(self.t, r, i, link_gbps)
+        return slow_collectives(self.t, rank_list(ranks), iteration_list(iterations),
+                                link_gbps)

@@ -14,49 +14,37 @@ from __future__ import annotations
 
 import functools
 import inspect
-import numbers
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
-from hta.model.selection import ALL, FIRST, Iterations, Marker, Ranks, Selection, normalize_ranks
+from hta.model.selection import (
+    FIRST,
+    Iterations,
+    Marker,
+    Ranks,
+    Selection,
+    normalize_iterations,
+    normalize_ranks,
+    rank_list,
+)
 
 T = TypeVar("T", bound=type)
 
 
-def _is_all(value: Any) -> bool:
-    return value is ALL or (isinstance(value, str) and value.strip().lower() == "all")
+def resolve_ranks(ranks: Any) -> list[int] | None:
+    """``None``/``ALL``/``"all"`` -> ``None``; a rank, a list or a ``range`` -> a sorted
+    list of distinct ranks (:func:`hta.model.selection.normalize_ranks`)."""
+    return rank_list(ranks)
 
 
-def resolve_ranks(ranks: Any) -> Any:
-    """``ALL``/``"all"`` -> ``None``; a ``range`` or one rank -> a list; anything else
-    unchanged (the analyses check it)."""
-    if ranks is None or _is_all(ranks):
-        return None
-    if isinstance(ranks, Marker):
-        raise ValueError(f"ranks={ranks!r}: pass rank numbers, or ALL for every rank")
-    if isinstance(ranks, range):
-        return list(ranks)
-    if isinstance(ranks, numbers.Integral) and not isinstance(ranks, bool):
-        return [int(ranks)]
-    return ranks
-
-
-def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> Any:
-    """``ALL``/``"all"`` -> ``None``; ``FIRST`` -> ``[first step]`` of the selected ranks
-    (``None`` when they have no step); a ``range`` -> a list; anything else unchanged."""
-    if iterations is None or _is_all(iterations):
-        return None
-    if iterations is FIRST:
-        chosen = Selection(normalize_ranks(ranks), FIRST).resolve(job)
-        return chosen.iteration_list
-    if isinstance(iterations, Marker):
-        raise ValueError(f"iterations={iterations!r}: pass step numbers, ALL or FIRST")
-    if isinstance(iterations, str):
-        raise ValueError(f"iterations={iterations!r}: pass a step number, a list of them, "
-                         "\"all\" (every event) or FIRST (the first step)")
-    if isinstance(iterations, range):
-        return list(iterations)
-    return iterations
+def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> list[int] | None:
+    """``None``/``ALL``/``"all"`` -> ``None``; ``FIRST`` -> ``[first step]`` of the selected
+    ranks (``None`` when they have no step); a step, a list or a ``range`` -> a sorted list
+    (:func:`hta.model.selection.normalize_iterations`)."""
+    wanted = normalize_iterations(iterations)
+    if wanted is FIRST:
+        return Selection(normalize_ranks(ranks), FIRST).resolve(job).iteration_list
+    return None if isinstance(wanted, Marker) else list(wanted)
 
 
 def resolved(value: Ranks | Iterations) -> Iterable[int] | int | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import rank_list
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -70,11 +71,10 @@ class StepsAndOpsMixin:
         df = run_one(self.t,
                      RankWork.of_trace(aten_ops.aten_op_kernels_and_delay, (sort_by,),
                                        description="ATen op kernels"), ranks)
-        wanted = self.t.get_ranks() if ranks is None else (
-            [ranks] if isinstance(ranks, int) else sorted(set(ranks)))
+        wanted = rank_list(ranks)
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]
         return {int(r): df.loc[df["rank"] == r, cols].reset_index(drop=True)
-                for r in wanted}
+                for r in (self.t.get_ranks() if wanted is None else wanted)}
 
     def get_gpu_kernels_with_user_annotations(
         self, rank: int, expand_names: bool = True, shorten_names: bool = True,

@@ -20,7 +20,7 @@ from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.selecting import resolved
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Ranks
+from hta.model.selection import Ranks, iteration_list, rank_list
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -135,19 +135,14 @@ class TimelineMixin(ClockMixin):
 def _per_rank_budget(trace: Job, ranks: Iterable[int] | int | None, total: int) -> int:
     from hta.analysis.timeline import segments_per_rank
 
-    if ranks is None:
-        n = len(trace.get_ranks())
-    elif isinstance(ranks, int):
-        n = 1
-    else:
-        n = len(set(ranks))
-    return segments_per_rank(total, n)
+    wanted = rank_list(ranks)
+    return segments_per_rank(total, len(trace.get_ranks()) if wanted is None else len(wanted))
 
 
 def _title(segments: pd.DataFrame, iterations: Iterable[int] | int | None) -> str:
     ranks = segments["rank"].nunique() if len(segments) else 0
     text = f"GPU timeline: {ranks} rank(s)"
-    if iterations is not None:
-        its = [iterations] if isinstance(iterations, int) else list(iterations)
+    its = iteration_list(iterations)
+    if its is not None:
         text += ", iteration(s) " + ", ".join(str(i) for i in its)
     return text

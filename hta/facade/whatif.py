@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
+from hta.model.selection import iteration_list
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -95,8 +96,7 @@ class WhatIfMixin:
         (a result with every step's prediction also answers a call without)."""
         from hta.analysis.whatif.jobpath import job_step_bound
 
-        steps = None if iterations is None else \
-            [int(iterations)] if isinstance(iterations, int) else [int(i) for i in iterations]
+        steps = iteration_list(iterations)
         key = None if steps is None else tuple(steps)
         done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
         if key not in done or (each_step and not done[key][0]):

@@ -13,7 +13,7 @@ import pandas as pd
 from hta.analysis.diff.scope import Iterations, resolve_iterations
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
-from hta.model.selection import step_table
+from hta.model.selection import ALL, normalize_iterations, step_table
 
 
 @dataclass
@@ -44,7 +44,7 @@ def _side(trace: Job, ranks: Iterable[int] | int | None, iterations: Iterations)
     steps = step_table(trace, selected)
     has_steps = len(steps) > 0
     if has_steps:
-        if iterations is None or (isinstance(iterations, str) and iterations.lower() == "all"):
+        if normalize_iterations(iterations) is ALL:  # None or "all": every step
             wanted = sorted(set(steps["step"].tolist()))
         else:
             wanted = resolve_iterations(trace, selected, iterations, steps) or []
@@ -56,8 +56,7 @@ def _side(trace: Job, ranks: Iterable[int] | int | None, iterations: Iterations)
             raise ValueError(f"rank(s) {empty} hold none of the selected steps {wanted}; "
                              "select other ranks or iterations.")
         return _Side(trace, selected, steps, n_steps, wanted, True)
-    if iterations is not None and not (isinstance(iterations, str)
-                                       and iterations.lower() == "all"):
+    if normalize_iterations(iterations) is not ALL:
         raise ValueError("iterations were given but the trace has no ProfilerStep; "
                          "leave them out to compare whole traces.")
     return _Side(trace, selected, steps, dict.fromkeys(selected, 1), None, False)
