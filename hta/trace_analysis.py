@@ -33,6 +33,7 @@ from hta.facade.timeline import TimelineMixin
 from hta.facade.whatif import WhatIfMixin
 from hta.model.rules import Rule, RuleSet
 from hta.model.runner import RankWork, run_one
+from hta.model.vocabulary import rank_list
 
 if TYPE_CHECKING:
     from hta.job.executors import Executor
@@ -93,7 +94,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         self.trace_dir = str(trace_dir) if trace_dir is not None else None
         self.storage_options = storage_options  # the exporters read the files again
         self.rules = RuleSet(kind_rules)
-        self._requested_ranks = None if ranks is None else [int(r) for r in ranks]
+        self._requested_ranks = rank_list(ranks)
         self.t: Job = load_trace(
             trace_dir, trace_files, ranks=ranks, rules=self.rules.user_rules, cache=cache,
             cache_dir=cache_dir, strict=strict, progress=progress, executor=executor,

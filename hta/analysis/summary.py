@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
+from hta.analysis.select import rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KINDS
 from hta.model.trace import EVENT_TABLES, Trace
 
@@ -30,7 +31,7 @@ GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
 def rank_summary(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
     """One row per rank with the columns described in this module's docstring."""
     rows = []
-    selected = trace.get_ranks() if ranks is None else sorted(set(ranks))
+    selected = rank_numbers(trace, ranks)
     for rank in selected:
         rt = trace.rank(rank)
         ev = rt.events

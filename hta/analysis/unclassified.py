@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from hta.analysis.select import rank_numbers
 from hta.model.trace import Trace
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
@@ -22,7 +23,7 @@ def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd
     """Per (rank, kernel name) that matched no kind rule: ``count`` and
     ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
     frames = []
-    for rank in trace.get_ranks() if ranks is None else sorted(set(ranks)):
+    for rank in rank_numbers(trace, ranks):
         rt = trace.rank(rank)
         mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
         if mask is None or not mask.any():

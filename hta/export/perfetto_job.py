@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hta.analysis.intervals import merge
+from hta.analysis.select import rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE
 
 if TYPE_CHECKING:
@@ -427,7 +428,7 @@ def write_job_perfetto(job: Job, path: str | Path, ranks: Iterable[int] | None =
     (:func:`rank_finding_slices`). Written to a temporary name, then renamed."""
     pb = protos()
     path = Path(path)
-    selected = sorted(job.get_ranks()) if ranks is None else sorted({int(r) for r in ranks})
+    selected = rank_numbers(job, ranks)
     stats = ExportStats(path=path, ranks=selected)
     tmp = path.with_name(path.name + ".tmp")
     try:

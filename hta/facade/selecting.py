@@ -31,16 +31,22 @@ from hta.model.selection import (
 T = TypeVar("T", bound=type)
 
 
-def resolve_ranks(ranks: Any) -> list[int] | None:
+def resolve_ranks(ranks: Any) -> Any:
     """``None``/``ALL``/``"all"`` -> ``None``; a rank, a list or a ``range`` -> a sorted
-    list of distinct ranks (:func:`hta.model.selection.normalize_ranks`)."""
+    list of distinct ranks (:func:`hta.model.selection.normalize_ranks`). A bool is
+    passed on: the method names it as HTA's positional ``visualize``."""
+    if isinstance(ranks, bool):
+        return ranks
     return rank_list(ranks)
 
 
-def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> list[int] | None:
+def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> Any:
     """``None``/``ALL``/``"all"`` -> ``None``; ``FIRST`` -> ``[first step]`` of the selected
     ranks (``None`` when they have no step); a step, a list or a ``range`` -> a sorted list
-    (:func:`hta.model.selection.normalize_iterations`)."""
+    (:func:`hta.model.selection.normalize_iterations`). A bool is passed on, as for
+    ranks."""
+    if isinstance(iterations, bool):
+        return iterations
     wanted = normalize_iterations(iterations)
     if wanted is FIRST:
         return Selection(normalize_ranks(ranks), FIRST).resolve(job).iteration_list

@@ -49,6 +49,7 @@ from hta.kineto.files import trace_location
 from hta.kineto.rank import peek_rank
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
+from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ def load_trace(
         remove_leftovers(user_cache_root() if root == USER_CACHE else Path(root))
     tasks = _load_tasks(files, explicit, tuple(rules), runner, root, max_workers,
                         storage_options)
-    wanted = set(ranks) if ranks is not None else None
+    listed = rank_list(ranks)
+    wanted = set(listed) if listed is not None else None
     if wanted is not None:
         tasks = _wanted_tasks(tasks, wanted, files, trace_dir)
     small = executor is None and client is None and max_workers is None and \

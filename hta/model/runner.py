@@ -100,9 +100,8 @@ class RankWork:
     def on_steps(self, iterations: Iterable[int] | None) -> RankWork:
         """The same work on each rank restricted to the ``ProfilerStep`` numbers
         ``iterations`` (restricted where the rank is); ``None``: this work."""
-        if iterations is None:
-            return self
-        return replace(self, steps=tuple(sorted({int(i) for i in iterations})))
+        steps = iteration_list(iterations)
+        return self if steps is None else replace(self, steps=tuple(steps))
 
     def no_rank(self) -> pd.DataFrame:
         """The work's table when no rank answered (its columns)."""
