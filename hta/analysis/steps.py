@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
-from hta.model.selection import STEP_COLUMNS, rank_steps
+from hta.model.selection import STEP_COLUMNS, step_table
 from hta.model.trace import Trace
 
 COLUMNS = STEP_COLUMNS
@@ -25,12 +23,8 @@ COLUMNS = STEP_COLUMNS
 
 def profiler_steps(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
     """One row per rank and ``ProfilerStep`` span (columns :data:`COLUMNS`), by rank then
-    start time: the model's step table (:func:`hta.model.selection.rank_steps`)."""
-    frames = [rank_steps(rt) for rt in select_ranks(trace, ranks)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+    start time: the model's step table (:func:`hta.model.selection.step_table`)."""
+    return step_table(trace, ranks)
 
 
 def step_numbers(steps: pd.DataFrame) -> list[int]:

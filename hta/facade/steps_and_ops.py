@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import rank_list
+from hta.model.selection import rank_list, step_table
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -51,12 +51,9 @@ class StepsAndOpsMixin:
 
     def get_profiler_step_spans(self, ranks: Iterable[int] | int | None = None
                                 ) -> pd.DataFrame:
-        """Per rank and step: start, end and duration in ns
-        (:func:`hta.analysis.steps.profiler_steps`)."""
-        from hta.analysis import steps
-
-        return run_one(self.t,
-                       RankWork.of_trace(steps.profiler_steps, description="Profiler steps"), ranks)
+        """Per rank and step: start, end and duration in ns: the model's step table
+        (:func:`hta.model.selection.step_table`)."""
+        return step_table(self.t, ranks)
 
     def get_aten_op_kernels_and_delay(
         self, ranks: Iterable[int] | int | None = None,

@@ -72,7 +72,7 @@ from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import rank_summary
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Selection, rank_steps, restrict
+from hta.model.selection import Selection, restrict, step_table
 from hta.model.trace import Trace
 
 RANK_COLUMNS = [
@@ -192,8 +192,7 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
                 iterations: list[int] | None, details: dict[str, pd.DataFrame]
                 ) -> pd.DataFrame:
     base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
-    steps = pd.concat([rank_steps(trace.rank(r)) for r in ranks], ignore_index=True) \
-        if ranks else pd.DataFrame({"rank": [], "step": [], "dur": []})
+    steps = step_table(trace, ranks) if ranks else pd.DataFrame({"rank": [], "step": [], "dur": []})
     if iterations is not None:
         steps = steps[steps["step"].isin(iterations)]
     step_stats = steps.groupby("rank")["dur"].agg(["count", "mean"])

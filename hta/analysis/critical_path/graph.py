@@ -199,6 +199,11 @@ def select_window(
     instances, in start order; ``instance_id`` picks one (0-based; None = the first) or an
     inclusive range ``(first, last)``, and the window runs from the earliest start to the
     latest end of the picked instances.
+
+    Not the ``ProfilerStep`` spans of :func:`hta.model.selection.rank_steps` on purpose:
+    HTA's critical path takes any annotation (a substring of a CPU event's name, operators
+    and Python functions included) and an instance number, so ``"ProfilerStep"`` picks
+    events by name and position, not step numbers.
     """
     ev = rt.events
     if not annotation:

@@ -152,7 +152,10 @@ def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np
     """Per step of the rank at position ``i`` under node times ``t``: when it begins (the
     later of its span's start and the previous step's completion) and its completion node
     (global: its span's end node, or the end node of the GPU work it launched that ends
-    last, :func:`step_work_ends`, the later)."""
+    last, :func:`step_work_ends`, the later). Not the ``ProfilerStep`` span of
+    :func:`hta.model.selection.rank_steps` on purpose: the what-if measures a step to its
+    completion (the GPU work it launched), which is what a faster kernel changes; the
+    spans it starts from are :func:`_steps`, i.e. ``rank_steps``."""
     g = jg.ranks[i]
     start = t[jg.global_node(i, g.steps["start_node"].to_numpy())].astype(np.int64)
     done_node = jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64)
