@@ -52,6 +52,7 @@ from hta.analysis.stragglers import match_collectives
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import Trace
+from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +262,8 @@ def slow_collectives(trace: Job, ranks: list[int] | None = None,
                      iterations: list[int] | None = None,
                      link_gbps: float | None = None) -> pd.DataFrame:
     """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(ranks))
+    wanted = rank_list(ranks)
+    selected = sorted(trace.get_ranks()) if wanted is None else wanted
     perf, info = _rank_inputs(trace, selected, iterations)
     if not len(perf):
         return perf

@@ -87,6 +87,7 @@ from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import Trace
+from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +184,16 @@ def analyse(trace: Job, ranks: Iterable[int] | int | None = None,
     ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
     skipped: one broken rule must not hide the others' findings.
     """
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    selected = _selected(trace, ranks)
     return run_one(trace, findings_plan(trace, selected, iterations, rules, min_share),
                    selected)
+
+
+def _selected(trace: Job, ranks: Iterable[int] | int | None) -> list[int]:
+    """``ranks`` as a sorted list (:func:`~hta.model.vocabulary.rank_list`), every loaded
+    rank for ``None``."""
+    wanted = rank_list(ranks)
+    return sorted(trace.get_ranks()) if wanted is None else wanted
 
 
 def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
@@ -198,7 +206,7 @@ def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
     (:func:`hta.model.runner.run`); ``finish`` merges the rows into the
     :class:`FindingsResult`. Run it over the same ``ranks``."""
     rules = default_rules() if rules is None else list(rules)
-    selected = sorted(trace.get_ranks()) if ranks is None else sorted(set(as_list(ranks)))
+    selected = _selected(trace, ranks)
     iters = None if iterations is None else as_list(iterations)
     job = _job_findings(trace, selected, iters, rules)
     reserved: dict[int, list[tuple[str, Finding]]] = {}
