@@ -50,6 +50,7 @@ per-operator overhead.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -374,34 +375,37 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
                     claim=claim_outside(a, b, None, held))]
 
 
+#: Gaps looked at for the names in the evidence (the longest).
+NAMED_GAPS = 16
+
+
+def _in_longest_gaps(rt: RankTrace, rows: np.ndarray, a: np.ndarray, b: np.ndarray,
+                     tid: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """For each of the :data:`NAMED_GAPS` longest gaps ``[a, b)`` (launching thread
+    ``tid``): the ones of ``rows`` on that thread that overlap it, and their overlap
+    (ns)."""
+    ts, end = rt.events["ts"].to_numpy(), rt.events["end"].to_numpy()
+    rows = rows[np.argsort(ts[rows], kind="stable")]
+    rts, rend, rtid = ts[rows], end[rows], rt.events["tid"].to_numpy()[rows]
+    for i in np.argsort(-(b - a), kind="stable")[:NAMED_GAPS].tolist():
+        hi = np.searchsorted(rts, b[i], side="left")
+        cand = rows[:hi][(rend[:hi] > a[i]) & (rtid[:hi] == tid[i])]
+        if cand.size:
+            yield cand, np.minimum(end[cand], b[i]) - np.maximum(ts[cand], a[i])
+
+
 def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> str:
-    """The operators and runtime calls (outermost) with the most time inside the longest
-    gaps (at most 16 gaps looked at)."""
+    """The operators and runtime calls (outermost in each gap) with the most time inside
+    the longest gaps."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     rows = np.flatnonzero(kind_mask(codes, ("cpu_op", *_RUNTIME)))
     rows = rows[~name_matches(rt, rows, STEP)]
-    if rows.size == 0:
-        return ""
-    depth = ev["depth"].to_numpy()[rows]
-    order = np.argsort(ts[rows], kind="stable")
-    rows, depth = rows[order], depth[order]
-    rts = ts[rows]
-    tids = ev["tid"].to_numpy()[rows]
-    pick = np.argsort(-(b - a), kind="stable")[:16]
+    depth, names = ev["depth"].to_numpy(), ev["name"].to_numpy()
     weight: dict[int, int] = {}
-    rend = end[rows]
-    for i in pick.tolist():
-        hi = np.searchsorted(rts, b[i], side="left")
-        cand = np.flatnonzero((rend[:hi] > a[i]) & (tids[:hi] == tid[i]))
-        if cand.size == 0:
-            continue
-        dmin = depth[cand].min()
-        cand = cand[depth[cand] == dmin]
-        over = np.minimum(end[rows[cand]], b[i]) - np.maximum(rts[cand], a[i])
-        for n, o in zip(ev["name"].to_numpy()[rows[cand]].tolist(), over.tolist(),
-                        strict=True):
+    for cand, over in _in_longest_gaps(rt, rows, a, b, tid):
+        top = depth[cand] == depth[cand].min()
+        for n, o in zip(names[cand[top]].tolist(), over[top].tolist(), strict=True):
             weight[n] = weight.get(n, 0) + int(o)
     return _top_three(rt, weight)
 
@@ -422,31 +426,21 @@ _CHILD_KINDS = ("python_function", "cpu_op", "user_annotation", *sorted(RUNTIME_
 def _python_frames(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> str:
     """The Python frames (``python_function`` events, ``with_stack=True``) with the most
     time of their own (less their child frames, operators, annotations and runtime
-    calls) inside the longest gaps (at most 16 looked at) on their threads; "" when the
-    trace has none."""
+    calls) inside the longest gaps on their threads; "" when the trace has none."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     py = KIND_CODE.get("python_function")
-    if py is None or not (codes == py).any() or a.size == 0:
+    if py is None or not (codes == py).any():
         return ""
-    rows = np.flatnonzero(kind_mask(codes, _CHILD_KINDS))
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    rows = rows[np.argsort(ts[rows], kind="stable")]
-    rts, rend, rtid = ts[rows], end[rows], ev["tid"].to_numpy()[rows]
     parent = link(rt, "parent")
     names = ev["name"].to_numpy()
     weight: dict[int, int] = {}
-    for i in np.argsort(-(b - a), kind="stable")[:16].tolist():
-        hi = np.searchsorted(rts, b[i], side="left")
-        cand = rows[:hi][(rend[:hi] > a[i]) & (rtid[:hi] == tid[i])]
-        if cand.size == 0:
-            continue
-        over = np.minimum(end[cand], b[i]) - np.maximum(ts[cand], a[i])
+    rows = np.flatnonzero(kind_mask(codes, _CHILD_KINDS))
+    for cand, over in _in_longest_gaps(rt, rows, a, b, tid):
+        # a frame's own time: its overlap less its children's
         order = np.argsort(cand)
-        sorted_rows = cand[order]
-        at = np.searchsorted(sorted_rows, parent[cand])
-        at = np.clip(at, 0, cand.size - 1)
-        has = sorted_rows[at] == parent[cand]
+        at = np.clip(np.searchsorted(cand[order], parent[cand]), 0, cand.size - 1)
+        has = cand[order][at] == parent[cand]
         children = np.bincount(order[at[has]], weights=over[has], minlength=cand.size)
         own = np.maximum(over - children.astype(np.int64), 0)
         frame = codes[cand] == py

@@ -102,12 +102,16 @@ MIN_NS = 1_000_000
 FACTOR = 10.0
 #: Share of the window the one-time idle time must reach for the note.
 MIN_SHARE = 0.005
+#: Names of the calls that compile: Dynamo, Inductor, the backward compiled on its first
+#: call.
+COMPILE_NAMES = (r"^entire_(frame|backward)_compile|_compile\.compile_inner|compile_fx"
+                 r"|^(Torch)?Dynamo")
 #: Names of set-up calls: one-time whatever their count.
 SETUP = re.compile(
     r"^(cuda|hip)(StreamCreate|EventCreate)|^cu(Module|Library)Load|^cuInit$|^cuCtxCreate"
     r"|^cuDevicePrimaryCtxRetain|^(cublas|cublasLt|cudnn|miopen|rocblas|hipblas)Create"
-    r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|_compile\.compile_inner"
-    r"|^(Torch)?Dynamo|compile_fx|^entire_(frame|backward)_compile|^CompileFunction|[Aa]utotune|cudnnFind|benchmark_fusion"
+    r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|^CompileFunction"
+    r"|[Aa]utotune|cudnnFind|benchmark_fusion|" + COMPILE_NAMES
 )
 #: Convolution operators whose library may time its algorithms on the first call of a
 #: shape (cuDNN with ``torch.backends.cudnn.benchmark = True``, MIOpen find).
@@ -286,12 +290,7 @@ def _iterations(rt: RankTrace) -> Iterations | None:
     ev = rt.events
     if not len(ev):
         return None
-    codes = ev["kind"].cat.codes.to_numpy()
-    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
-    parent = link(rt, "parent")
-    is_call = np.zeros(len(ev), dtype=bool)
-    is_call[calls] = True
-    top = _top_level(parent, is_call, calls)
+    top = top_level_calls(rt)
     if top.size < 4:
         return None
     ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
@@ -376,8 +375,6 @@ def _one_time(rt: RankTrace) -> OneTime:
     dur = end - ts
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
     parent = link(rt, "parent")
-    is_call = np.zeros(len(ev), dtype=bool)
-    is_call[calls] = True
     chosen: list[np.ndarray] = []
     why: list[np.ndarray] = []
     # autotuning: a convolution timing its algorithms with events (cuDNN/MIOpen find);
@@ -390,8 +387,7 @@ def _one_time(rt: RankTrace) -> OneTime:
     chosen.append(launch)
     why.append(np.full(launch.size, "first launch", dtype=object))
     # 1. first calls of top-level calls, far longer than their later calls
-    top = _top_level(parent, is_call, calls)
-    first = _first_outliers(rt, top, ts, dur)
+    first = _first_outliers(rt, top_level_calls(rt), ts, dur)
     chosen.append(first)
     why.append(np.full(first.size, "first", dtype=object))
     # 2. set-up calls and 3. warm-up code, whatever their count
@@ -467,9 +463,19 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     return first[(dur[first] >= MIN_NS) & (dur[first] >= FACTOR * median)]
 
 
-def _top_level(parent: np.ndarray, is_call: np.ndarray, calls: np.ndarray) -> np.ndarray:
-    """The calls with no call (operator or runtime call) among their ancestors."""
-    return calls[~has_marked_ancestor(parent, calls, is_call)]
+def top_level_calls(rt: RankTrace) -> np.ndarray:
+    """The rank's calls (operators and runtime calls) with no call among their ancestors
+    (Python frames and annotations do not count), by row; computed once per rank (the
+    first-call test and the iterations both read them)."""
+    return derived(rt, "findings.top_level_calls", lambda: _top_level(rt))
+
+
+def _top_level(rt: RankTrace) -> np.ndarray:
+    codes = rt.events["kind"].cat.codes.to_numpy()
+    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
+    is_call = np.zeros(len(rt.events), dtype=bool)
+    is_call[calls] = True
+    return calls[~has_marked_ancestor(link(rt, "parent"), calls, is_call)]
 
 
 def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndarray
@@ -614,8 +620,7 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
 #: Calls that run code ``torch.compile`` compiled.
 COMPILED_CALL = re.compile(r"^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
 #: Calls that compile.
-COMPILING = re.compile(r"(?i)^entire_(frame|backward)_compile|_compile\.compile_inner"
-                       r"|compile_fx|^(Torch)?Dynamo")
+COMPILING = re.compile(COMPILE_NAMES)
 RECOMPILE_ADVICE = (
     "Find why it compiled again with TORCH_LOGS=recompiles (a new input shape, dtype or "
     "device, a changed Python value the graph depends on). For inputs whose shapes vary, "
@@ -643,8 +648,7 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     ran = calls[name_matches(rt, calls, COMPILED_CALL)]
     if not ran.size:
         return ""
-    compiling = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
-    compiling = compiling[name_matches(rt, compiling, COMPILING)]
+    compiling = calls[name_matches(rt, calls, COMPILING)]
     # compiled code that ran without compiling inside it
     held = Cover(ts[compiling], end[compiling])
     clean = ran[held.within(ts[ran], end[ran]) == 0]
