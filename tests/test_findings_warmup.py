@@ -172,7 +172,8 @@ def test_the_repeating_iteration_is_found(tmp_path):
     assert (it.calls, it.starts.size, it.warm_up) == (1, 10, 1)
     assert it.median_ns == cases.WARM_OP_NS + 4_000
     assert it.count_in(analysis_window(rt)) == 9
-    assert "9 iterations of 1 top-level calls (from one aten::linear to the next), " \
+    assert "it repeats a sequence of 1 top-level calls 9 times (from one aten::linear to " \
+        "the next), " \
         "20.0 µs each" in window_text(rt)
 
 
@@ -190,7 +191,7 @@ def test_no_repetition_no_iteration(tmp_path):
     b.write(tmp_path / "rank-0.json")
     rt = load(tmp_path, progress=False, cache=False).rank(0)
     assert iterations_found(rt) is None
-    assert "iterations of" not in window_text(rt)
+    assert "repeats" not in window_text(rt)
 
 
 def _loop(tmp_path, first_ms: float, iterations: int = 8, extra_first: int = 0):
@@ -237,7 +238,7 @@ def test_a_slow_first_iteration_is_warm_up_whatever_its_calls(tmp_path):
     note = out[out["rule"] == "warmup"].iloc[0]
     assert "its first 1 iteration(s)" in note["evidence"]
     assert "the 7 after" in note["evidence"]
-    assert "7 iterations of 5 top-level calls" in window_text(rt)
+    assert "it repeats a sequence of 5 top-level calls 7 times" in window_text(rt)
 
 
 def test_even_iterations_are_not_warm_up(tmp_path):

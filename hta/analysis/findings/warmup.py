@@ -282,7 +282,8 @@ def iterations_found(rt: RankTrace) -> Iterations | None:
     call of the anchor to the next. A warm-up iteration (a first call of an operator, a
     library's set-up, compilation, allocator growth, the optimizer's state) is longer
     than the others, so the run starts after it but the anchor's calls still mark it.
-    None when nothing repeats at least twice."""
+    None when nothing repeats at least twice, or when the iterations span less than half
+    of the thread's top-level calls (a short repeat inside one pass, not a loop)."""
     return derived(rt, "findings.iterations", lambda: _iterations(rt))
 
 
@@ -320,6 +321,10 @@ def _iterations(rt: RankTrace) -> Iterations | None:
         return None
     starts = ts[top[at]]
     stop = int(end[top[at[-1]:region_end]].max())
+    # a loop, not a short repeat inside one pass: the iterations span half of the
+    # thread's top-level calls or more
+    if 2 * (stop - int(starts[0])) < int(end[top].max()) - int(ts[top].min()):
+        return None
     durations = np.diff(np.r_[starts, stop])
     warm = 0
     if durations.size >= 2:
@@ -758,9 +763,10 @@ def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) ->
     repeats = ""
     if it is not None and it.count_in((lo, hi)):
         anchor = rt.symbols[int(ev["name"].to_numpy()[it.anchor])]
-        repeats = (f"; {it.count_in((lo, hi))} iterations of {it.calls} top-level calls "
-                   f"(from one {anchor} to the next), {fmt_time(it.median_ns)} each "
-                   f"(median)")
+        # "repeats", not "iterations": in one forward pass the repeat is a layer
+        repeats = (f"; it repeats a sequence of {it.calls} top-level calls "
+                   f"{it.count_in((lo, hi))} times (from one {anchor} to the next), "
+                   f"{fmt_time(it.median_ns)} each (median)")
     if steady is not None:
         first = int(ev["ts"].min())
         if steady[2] >= 0:
