@@ -447,8 +447,7 @@ def test_findings_get_their_change_and_the_replayed_saving(tmp_path: Path) -> No
         "ranks": [[2], [0]], "steps": [[2, 3], []], "evidence": ["late.", "fp32."],
         "est_saving(us)": [100.0, 7.0], "advice": ["", ""], "title": ["", ""],
         "subject": ["", ""], "section": ["", ""], "share_pctg": [10.0, 0.7]})
-    jg, base = a._whatif_job()
-    out = findings_with_changes(findings, jg, base).set_index("rule")
+    out = findings_with_changes(findings, a.what_if).set_index("rule")
     pred = a.what_if("no-stragglers:2")
     steps = pred[pred["step"].isin([2, 3])]
     expected = float((steps["measured(us)"] - steps["predicted(us)"]).sum())

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from hta.analysis.whatif import Change, JobGraph, Schedule
+    from hta.analysis.whatif.coupled import Coupling
     from hta.model.job import Job
+    from hta.model.runner import Kept
 
 
 class WhatIfMixin:
@@ -43,6 +45,33 @@ class WhatIfMixin:
             self._whatif_cache = cached
         return cached
 
+    def _whatif_coupled(self) -> tuple[Kept, Coupling]:
+        """Every rank's replay graph kept where the rank lives, coupled through the
+        collectives' times (:mod:`hta.analysis.whatif.coupled`; built once)."""
+        from hta.analysis.whatif.coupled import coupled_ranks
+
+        cached: Any = getattr(self, "_whatif_coupled_cache", None)
+        if cached is None:
+            shifts = self.clock_shifts() if hasattr(self, "clock_shifts") else {}
+            cached = coupled_ranks(self.t, shifts)
+            self._whatif_coupled_cache = cached
+        return cached
+
+    def _whatif_predict(self, changes: Iterable[str | Change] | str | Change | None,
+                        modelled: bool = True) -> pd.DataFrame:
+        """The what-if table: on a job whose ranks live on Dask workers, per-rank replays
+        coupled through the collectives' times (only those travel); else the job graph
+        in this process. Both give the same table."""
+        from hta.analysis.whatif import predict
+        from hta.analysis.whatif.coupled import coupled_predict
+
+        rules = getattr(self, "rules", None)
+        if getattr(self.t, "keeps_remotely", False):
+            kept, coupling = self._whatif_coupled()
+            return coupled_predict(kept, coupling, changes, rules, modelled)
+        jg, base = self._whatif_job()
+        return predict(jg, changes, rules, base=base, modelled=modelled)
+
     def what_if(self, changes: Iterable[str | Change] | str | Change | None = None
                 ) -> pd.DataFrame:
         """Replay the job from its trace and predict each rank's step time after
@@ -50,13 +79,11 @@ class WhatIfMixin:
         trace as it is. One row per rank and ``ProfilerStep`` with ``measured(us)``,
         ``replayed(us)``, ``predicted(us)``, the replay's error and the job's (slowest
         rank's) measured and predicted step. See :func:`hta.analysis.whatif.what_if`.
-        Every loaded rank is replayed: collectives couple them, so on a distributed job
-        the ranks are read into this process.
+        Every loaded rank is replayed (collectives couple them). On a job loaded on a
+        Dask cluster each rank replays where it lives, and only the collectives' start
+        times travel (:mod:`hta.analysis.whatif.coupled`); the answer is the same.
         """
-        from hta.analysis.whatif import predict
-
-        jg, base = self._whatif_job()
-        return predict(jg, changes, getattr(self, "rules", None), base=base)
+        return self._whatif_predict(changes)
 
     def get_findings_what_if(self, ranks: Iterable[int] | int | None = None,
                              iterations: Iterable[int] | int | None = None,
@@ -68,8 +95,7 @@ class WhatIfMixin:
         from hta.analysis.whatif.findings import findings_with_changes
 
         findings = self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
-        jg, base = self._whatif_job()
-        return findings_with_changes(findings, jg, base, getattr(self, "rules", None))
+        return findings_with_changes(findings, self._whatif_predict)
 
     def get_step_bounds(self, iterations: Iterable[int] | int | None = None
                         ) -> pd.DataFrame:

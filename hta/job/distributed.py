@@ -192,6 +192,23 @@ def run_on_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
     return call.fn(Trace({rt.rank: rt}), [rt.rank], *call.args, **call.kwargs)
 
 
+def _keep_rank(data: RankHandle | KeptRank, call: RankCall) -> Any:
+    """Worker side of :meth:`DistributedJob.keep_ranks`: ``fn(rank, item)``."""
+    return call.fn(fetch_rank(data, call), *call.args)
+
+
+def _value(outcome: Any) -> Any:
+    """An outcome's value; its error raised."""
+    if not outcome.ok:
+        raise outcome.error
+    return outcome.result
+
+
+def _nothing(value: Any) -> None:
+    """No summary."""
+    return None
+
+
 # -- client side ------------------------------------------------------------------------
 
 
@@ -318,6 +335,54 @@ class DistributedJob:
             self.skipped[source] = f"rank {rank} left out of {what}: {error}"
             logger.warning("rank %d left out of %s: %s", rank, what, error)
         return values
+
+    # -- values kept next to the ranks (the runner's Kept) -----------------------------
+    @property
+    def keeps_remotely(self) -> bool:
+        """Whether values made from the ranks stay on the workers (Dask); local worker
+        processes keep nothing between calls, so :class:`hta.model.runner.Kept` keeps
+        their values in this process."""
+        return bool(self.executor.remote)
+
+    def keep_ranks(self, fn: Callable[[RankTrace, Any], Any], items: Mapping[int, Any],
+                   summary: Callable[[Any], Any] | None, description: str = ""
+                   ) -> dict[int, tuple[Any, Any]]:
+        """Per rank of ``items``: ``fn(rank, item)`` kept on the worker holding the rank
+        (transforms applied first), as ``(reference, summary(value))``. Internal: the
+        runner's :func:`~hta.model.runner.keep` calls it."""
+        ranks = list(items)
+        call = [RankCall(fn, (items[r],), {}, tuple(self.transforms)) for r in ranks]
+        return self._keep(_keep_rank, call, ranks, [self.handles[r].ref for r in ranks],
+                          summary, description)
+
+    def keep_on(self, fn: Callable[[Any, Any], Any], refs: Mapping[int, Any],
+                items: Mapping[int, Any], summary: Callable[[Any], Any] | None,
+                description: str = "") -> dict[int, tuple[Any, Any]]:
+        """Per rank: ``fn(kept value, item)`` kept where that value is."""
+        ranks = list(items)
+        return self._keep(fn, [items[r] for r in ranks], ranks, [refs[r] for r in ranks],
+                          summary, description)
+
+    def map_on(self, fn: Callable[[Any, Any], Any], refs: Mapping[int, Any],
+               items: Mapping[int, Any], description: str = "") -> dict[int, Any]:
+        """Per rank: ``fn(kept value, item)`` run where that value is, brought back."""
+        ranks = list(items)
+        outcomes = self.executor.map(
+            fn, [items[r] for r in ranks], progress=self.progress, description=description,
+            labels=[self.handles[r].name for r in ranks], data=[refs[r] for r in ranks])
+        return {r: _value(o) for r, o in zip(ranks, outcomes, strict=True)}
+
+    def release_kept(self, refs: Sequence[Any]) -> None:
+        """Free kept values."""
+        self.executor.release(refs)
+
+    def _keep(self, fn: Callable[..., Any], items: list[Any], ranks: list[int],
+              data: list[Any], summary: Callable[[Any], Any] | None, description: str
+              ) -> dict[int, tuple[Any, Any]]:
+        outcomes = self.executor.map_keep(
+            fn, items, summary or _nothing, progress=self.progress, description=description,
+            labels=[self.handles[r].name for r in ranks], data=data)
+        return {r: _value(o) for r, o in zip(ranks, outcomes, strict=True)}
 
     # -- reading ranks into this process -------------------------------------------------
     def rank(self, rank: int) -> RankTrace:

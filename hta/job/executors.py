@@ -116,10 +116,12 @@ class Executor:
         raise NotImplementedError
 
     def map_keep(
-        self, fn: Callable[[T], Any], items: Sequence[T], summary: Callable[[Any], R], *,
+        self, fn: Callable[..., Any], items: Sequence[T], summary: Callable[[Any], R], *,
         progress: bool = True, description: str = "", labels: Sequence[str] | None = None,
+        data: Sequence[Any] | None = None,
     ) -> list[Outcome[tuple[Any, R]]]:
-        """``fn(item)`` for every item, its result kept where it was computed; per item
+        """``fn(item)`` (``fn(data[i], item)`` when ``data`` is given, as :meth:`map`)
+        for every item, its result kept where it was computed; per item
         ``(reference, summary(result))``. Pass the references as ``data`` to :meth:`map`
         and to :meth:`release`.
 
@@ -127,7 +129,7 @@ class Executor:
         return something small, such as where it stored its work).
         """
         outcomes = self.map(fn, items, progress=progress, description=description,
-                            labels=labels)
+                            labels=labels, data=data)
         return [Outcome(value=(o.value, summary(o.value))) if o.ok else Outcome(error=o.error)
                 for o in outcomes]
 
@@ -252,13 +254,14 @@ class DaskExecutor(Executor):
         return self._run(len(items), submit, names, progress, description)
 
     def map_keep(self, fn, items, summary, *, progress=True,  # noqa: D102
-                 description="", labels=None):
+                 description="", labels=None, data=None):
         names = _labels(items, labels)
         what = description or getattr(fn, "__name__", "task")
         kept: dict[int, Any] = {}
 
         def submit(i: int) -> Any:
-            kept[i] = self._submit(run_item, (fn, items[i], names[i]), what, names[i])
+            kept[i] = self._submit(run_item, (fn, items[i], names[i], *_data(data, i)),
+                                   what, names[i])
             return self._submit(summary, (kept[i],), f"{what} summary", names[i])
 
         outcomes = self._run(len(items), submit, names, progress, description)

@@ -48,13 +48,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
 from hta.model.vocabulary import iteration_list
+
+if TYPE_CHECKING:
+    from hta.model.job import Job
 
 #: What a selection of steps is, once resolved: step numbers, or ``None`` (every event).
 Steps = tuple[int, ...] | None
@@ -227,6 +230,93 @@ def visit(trace: Trace, ranks: Iterable[int] | int | None, calls: tuple[Call, ..
     return out
 
 
+class Kept:
+    """Per-rank values kept where their ranks live, for work in rounds.
+
+    :func:`keep` makes a value per rank from the rank (``fn(rank, item)``), kept in the
+    process or on the Dask worker that holds the rank; :meth:`then` makes new kept
+    values from them, :meth:`map` brings back ``fn(value, item)`` per rank (small
+    answers), :meth:`release` frees them. Only the items and the answers travel: what a
+    round of an iterative analysis needs (the coupled what-if replay,
+    :mod:`hta.analysis.whatif.coupled`). A job whose ranks are in this process (an
+    in-memory trace, or local worker processes, whose workers keep nothing between
+    calls) keeps the values here.
+
+    ``summaries``: per rank, ``summary(value)`` of the values made (when asked).
+    """
+
+    def __init__(self, job: RankMapper, refs: Mapping[int, Any],
+                 summaries: Mapping[int, Any] | None = None) -> None:
+        self.job = job
+        self.refs = dict(refs)
+        self.summaries = dict(summaries or {})
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks holding a value, ascending."""
+        return sorted(self.refs)
+
+    def then(self, fn: Callable[[Any, Any], Any], items: Mapping[int, Any] | None = None,
+             *, summary: Callable[[Any], Any] | None = None, description: str = ""
+             ) -> Kept:
+        """New kept values ``fn(value, items[rank])`` (``items`` None: ``None`` each)."""
+        items = _items(self.ranks, items)
+        if _remote(self.job):
+            made = self.job.keep_on(fn, {r: self.refs[r] for r in items}, items,  # type: ignore[attr-defined]
+                                    summary, description)
+            return Kept(self.job, {r: m[0] for r, m in made.items()},
+                        {r: m[1] for r, m in made.items()} if summary else None)
+        values = {r: fn(self.refs[r], item) for r, item in items.items()}
+        return Kept(self.job, values,
+                    {r: summary(v) for r, v in values.items()} if summary else None)
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Mapping[int, Any] | None = None,
+            description: str = "") -> dict[int, Any]:
+        """Per rank of ``items`` (None: every rank with ``None``), ``fn(value, item)``,
+        run where the value is; the answers here."""
+        items = _items(self.ranks, items)
+        if _remote(self.job):
+            return self.job.map_on(fn, {r: self.refs[r] for r in items}, items,  # type: ignore[attr-defined]
+                                   description)
+        return {r: fn(self.refs[r], item) for r, item in items.items()}
+
+    def release(self) -> None:
+        """Free the values (on Dask workers: drop their futures)."""
+        if _remote(self.job):
+            self.job.release_kept(list(self.refs.values()))  # type: ignore[attr-defined]
+        self.refs.clear()
+
+
+def keep(job: Job, fn: Callable[[RankTrace, Any], Any],
+         items: Mapping[int, Any], *, summary: Callable[[Any], Any] | None = None,
+         description: str = "") -> Kept:
+    """Per rank of ``items``, ``fn(rank, items[rank])`` kept where the rank lives
+    (:class:`Kept`); ``summary(value)`` of each comes back in ``Kept.summaries``.
+    ``fn`` and ``summary`` must be module-level functions (they travel to workers)."""
+    job_ranks = job.selected_ranks(list(items))
+    items = {r: items[r] for r in job_ranks}
+    if _remote(job):
+        made = job.keep_ranks(fn, items, summary, description)  # type: ignore[attr-defined]
+        return Kept(job, {r: m[0] for r, m in made.items()},
+                    {r: m[1] for r, m in made.items()} if summary else None)
+    values = {r: fn(job.rank(r), item) for r, item in items.items()}
+    return Kept(job, values, {r: summary(v) for r, v in values.items()} if summary else None)
+
+
+def _remote(job: Any) -> bool:
+    """Whether ``job`` keeps values on remote workers (a Dask job)."""
+    return bool(getattr(job, "keeps_remotely", False))
+
+
+def _items(ranks: list[int], items: Mapping[int, Any] | None) -> dict[int, Any]:
+    if items is None:
+        return {r: None for r in ranks}
+    unknown = sorted(set(items) - set(ranks))
+    if unknown:
+        raise KeyError(f"no kept value for rank(s) {unknown}")
+    return {r: items[r] for r in sorted(items)}
+
+
 def restrict_rank(rt: RankTrace, steps: Iterable[int] | None) -> RankTrace:
     """A copy of ``rt`` keeping only the events of the ``ProfilerStep`` numbers ``steps``
     (``iteration`` column; GPU work counts in its launch's step); ``None``: ``rt``
@@ -250,5 +340,5 @@ def one_rank_trace(rt: RankTrace) -> Trace:
     return trace
 
 
-__all__ = ["Failed", "OnTrace", "RankWork", "concat_tables", "one_rank_trace",
-           "restrict_rank", "run", "run_one", "visit"]
+__all__ = ["Failed", "Kept", "OnTrace", "RankWork", "concat_tables", "keep",
+           "one_rank_trace", "restrict_rank", "run", "run_one", "visit"]

@@ -54,7 +54,7 @@ from hta.model.rules import RuleSet
 from hta.model.trace import RankTrace
 
 __all__ = ["COLUMNS", "JOB_EDGE_TYPES", "Change", "JobGraph", "RankGraph", "Schedule",
-           "build_job", "predict", "replay", "what_if"]
+           "assemble", "build_job", "predict", "replay", "what_if"]
 
 #: Columns of :func:`what_if`.
 COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
@@ -97,7 +97,7 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     base = base or replay(jg)
     changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
     strict = replay(jg, modelled_edits(jg)) if modelled else None
-    rows = []
+    parts = []
     for i, g in enumerate(jg.ranks):
         if len(g.steps):
             steps = g.steps["step"].to_numpy(np.int64)
@@ -116,10 +116,19 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
             pred = np.asarray([changed.t[mine].max() - changed.t[mine].min()])
             mod = np.asarray([strict.t[mine].max() - strict.t[mine].min()
                               if strict is not None else np.nan])
-        rows.append(pd.DataFrame({
-            "rank": np.full(steps.size, g.rank, dtype=np.int64), "step": steps,
-            "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
-            "predicted(us)": pred / 1e3, "_mod": mod / 1e3}))
+        parts.append((g.rank, steps, measured, rep, pred, mod))
+    return assemble(parts)
+
+
+def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                   np.ndarray]]) -> pd.DataFrame:
+    """:data:`COLUMNS` from per-rank ``(rank, steps, measured, replayed, predicted,
+    modelled)`` step durations (ns; modelled NaN when not replayed)."""
+    rows = [pd.DataFrame({
+        "rank": np.full(steps.size, rank, dtype=np.int64), "step": steps,
+        "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
+        "predicted(us)": pred / 1e3, "_mod": mod / 1e3})
+        for rank, steps, measured, rep, pred, mod in parts if steps.size]
     if not rows:
         return pd.DataFrame({c: [] for c in COLUMNS})
     out = pd.concat(rows, ignore_index=True)

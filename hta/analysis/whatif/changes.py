@@ -42,6 +42,7 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,11 +146,17 @@ class Edits:
         return src[ok][o], dst[ok][o], np.rint(delay[ok][o]).astype(np.int64)
 
 
-def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None) -> Edits:
-    """The edits all ``changes`` make, in order."""
+def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None,
+          medians: Mapping[int, float] | None = None) -> Edits:
+    """The edits all ``changes`` make, in order. ``medians``: per segment, the median
+    over the job's ranks of its GPU computation (``no-stragglers``), when ``jg`` holds
+    only some of the ranks (:mod:`.coupled`); None: computed over ``jg``'s ranks."""
     edits = Edits.of(jg)
     for ch in changes:
-        _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
+        if ch.kind == "no-stragglers":
+            _no_stragglers(jg, edits, ch, rules or RuleSet(), medians)
+        else:
+            _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
     return edits
 
 
@@ -194,36 +201,49 @@ def _scale_category(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
         _scale_end_edges(jg, edits, i, rows[cats == ch.pattern], ch.factor)
 
 
-def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+def straggler_segments(jg: JobGraph, i: int) -> tuple[np.ndarray, np.ndarray, dict[int, float]]:
+    """Rank position ``i``'s GPU computation cut into segments by its coupled collectives
+    (``no-stragglers``): its rows, each row's segment (the collective instance ending it,
+    -1 after the last) and each segment's total duration (ns)."""
     coll = jg.collectives
-    if not len(coll):
+    g = jg.ranks[i]
+    ev = g.trace.events
+    rows = _gpu_rows(i, jg)
+    rows = rows[work_class(ev["kind"].iloc[rows]) != COMM]
+    mine = coll[coll["coupled"] & (coll["_pos"] == i)].sort_values("start_ns")
+    starts = mine["start_ns"].to_numpy(np.int64)
+    ids = np.r_[mine["collective"].to_numpy(np.int64), -1]
+    seg = ids[np.searchsorted(starts, ev["ts"].to_numpy()[rows], side="right")]
+    dur = ev["dur"].to_numpy()[rows].astype(np.float64)
+    keys, inv = np.unique(seg, return_inverse=True)
+    sums = np.bincount(inv, weights=dur, minlength=keys.size)
+    return rows, seg, dict(zip(keys.tolist(), sums.tolist(), strict=True))
+
+
+def straggler_totals(jg: JobGraph, i: int) -> dict[int, float]:
+    """Segment -> total GPU computation (ns) of rank position ``i``
+    (:func:`straggler_segments`); empty when nothing is coupled."""
+    if not len(jg.collectives):
+        return {}
+    return straggler_segments(jg, i)[2]
+
+
+def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
+                   medians: Mapping[int, float] | None = None) -> None:
+    if not len(jg.collectives):
         return
-    coll = coll[coll["coupled"]]
-    totals: dict[tuple[int, int], float] = {}
-    segments = []
-    for i, g in enumerate(jg.ranks):
-        ev = g.trace.events
-        rows = _gpu_rows(i, jg)
-        rows = rows[work_class(ev["kind"].iloc[rows]) != COMM]
-        mine = coll[coll["_pos"] == i].sort_values("start_ns")
-        starts = mine["start_ns"].to_numpy(np.int64)
-        ids = np.r_[mine["collective"].to_numpy(np.int64), -1]
-        seg = ids[np.searchsorted(starts, ev["ts"].to_numpy()[rows], side="right")]
-        dur = ev["dur"].to_numpy()[rows].astype(np.float64)
-        keys, inv = np.unique(seg, return_inverse=True)
-        sums = np.bincount(inv, weights=dur, minlength=keys.size)
-        for k, s in zip(keys.tolist(), sums.tolist(), strict=True):
-            totals[(i, k)] = s
-        segments.append((i, rows, seg))
-    by_key: dict[int, list[float]] = {}
-    for (_, k), s in totals.items():
-        by_key.setdefault(k, []).append(s)
-    median = {k: float(np.median(v)) for k, v in by_key.items()}
-    for i, rows, seg in segments:
+    segments = [straggler_segments(jg, i) for i in range(len(jg.ranks))]
+    if medians is None:
+        by_key: dict[int, list[float]] = {}
+        for _, _, totals in segments:
+            for k, s in totals.items():
+                by_key.setdefault(k, []).append(s)
+        medians = {k: float(np.median(v)) for k, v in by_key.items()}
+    for i, (rows, seg, totals) in enumerate(segments):
         if ch.rank is not None and jg.ranks[i].rank != ch.rank:
             continue
-        own = np.asarray([totals[(i, k)] for k in seg.tolist()], dtype=np.float64)
-        med = np.asarray([median[k] for k in seg.tolist()], dtype=np.float64)
+        own = np.asarray([totals[k] for k in seg.tolist()], dtype=np.float64)
+        med = np.asarray([medians[k] for k in seg.tolist()], dtype=np.float64)
         factor = np.where(own > 0, med / np.where(own > 0, own, 1.0), 1.0)
         _scale_end_edges(jg, edits, i, rows, factor)
 

@@ -17,12 +17,10 @@ negative (the change would not help on that rank and step); it is summed as it i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
-
-from hta.analysis.whatif import Schedule, predict
-from hta.analysis.whatif.graph import JobGraph
-from hta.model.rules import RuleSet
 
 #: Findings rule id -> the change that removes the problem it names.
 RULE_CHANGES: dict[str, str] = {
@@ -45,10 +43,12 @@ def change_for(rule: str, ranks: list[int]) -> str:
     return change
 
 
-def findings_with_changes(findings: pd.DataFrame, jg: JobGraph, base: Schedule,
-                          rules: RuleSet | None = None) -> pd.DataFrame:
+def findings_with_changes(findings: pd.DataFrame,
+                          predict_with: Callable[[str], pd.DataFrame]) -> pd.DataFrame:
     """``findings`` with ``change`` and ``saving_source`` columns and replayed savings
-    (module docstring), largest saving first."""
+    (module docstring), largest saving first. ``predict_with(change)``: the what-if
+    table with that change (:func:`hta.analysis.whatif.predict` on the job graph, or
+    the coupled per-rank replays)."""
     out = findings.copy()
     changes = [change_for(r, list(k)) for r, k in zip(out["rule"], out["ranks"], strict=True)]
     out["change"] = changes
@@ -60,7 +60,7 @@ def findings_with_changes(findings: pd.DataFrame, jg: JobGraph, base: Schedule,
         if not change or row.severity == "info":
             continue
         if change not in cache:
-            cache[change] = predict(jg, change, rules, base=base)
+            cache[change] = predict_with(change)
         table = cache[change]
         steps = list(row.steps) if len(row.steps) else None
         mask = np.ones(len(table), dtype=bool)

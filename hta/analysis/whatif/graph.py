@@ -508,12 +508,24 @@ class JobGraph:
     order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-def job_graph(ranks: list[RankGraph]) -> JobGraph:
-    """Join the ranks' graphs and couple their collectives (module docstring)."""
+def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> JobGraph:
+    """Join the ranks' graphs and couple their collectives (module docstring).
+
+    ``instances``: the coupling decided elsewhere (:func:`match_slots`' rows of these
+    ranks, ``_pos`` their position here): each instance's barrier is then a node without
+    predecessors, whose time a replay gives as its ``base`` (:mod:`.coupled`: one rank's
+    graph, coupled to the other ranks through the barriers' times alone)."""
     dropped: dict[str, int] = {}
     sizes = np.asarray([g.cp.num_nodes for g in ranks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    coll, b_ts, b_src, b_dst, b_delay, transfer_of = _coupling(ranks, offsets, dropped)
+    if instances is None:
+        coupling = _coupling(ranks, offsets, dropped)
+    elif len(instances):
+        coupling = _barriers(instances, ranks, offsets, external=True)
+    else:
+        empty = np.zeros(0, dtype=np.int64)
+        coupling = (instances, empty, empty, empty, empty, [None] * len(ranks))
+    coll, b_ts, b_src, b_dst, b_delay, transfer_of = coupling
     n_bar = b_ts.size
     delay = [g.delay for g in ranks]
     # the coupled kernels' own start -> end edge takes the transfer time
@@ -584,6 +596,53 @@ def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | N
     return np.argsort(key, kind="stable")
 
 
+def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
+    """One rank's communication kernels (:func:`~hta.analysis.stragglers.comm_kernels`)
+    with their event row ``_row``, the rank's position ``_pos`` and their local start /
+    end nodes ``_s`` / ``_e`` (-1: not a node): what the coupling needs of a rank."""
+    k = comm_kernels(g.trace)
+    rows = np.flatnonzero(work_class(g.trace.events["kind"]) == COMM)
+    return k.assign(_row=rows, _pos=pos, _s=g.start_node[rows], _e=g.end_node[rows])
+
+
+def match_slots(frames: list[pd.DataFrame], dropped: dict[str, int] | None = None
+                ) -> pd.DataFrame:
+    """The coupled collective kernels of the ranks' :func:`comm_slots` (two ranks or more
+    with communication kernels): one row per kernel of an instance with two participants
+    or more and with nodes, the straggler matching's columns plus ``_pos``, ``_s``,
+    ``_e``, ``inst`` (the instance's barrier number, 0 ..), ``latest_ns`` (its last
+    rank's start), ``transfer_ns`` (``end - latest``) and ``coupled`` (transfer >= 0).
+    Instances are numbered by collective id; barriers are ordered by (``latest_ns``,
+    ``inst``). Empty without two frames."""
+    frames = [f for f in frames if len(f)]
+    if len(frames) < 2:
+        return pd.DataFrame()
+    kernels = pd.concat(frames, ignore_index=True)
+    where = {(int(r), int(s), int(e)): (int(p), int(a), int(b)) for r, s, e, p, a, b in zip(
+        kernels["rank"], kernels["start_ns"], kernels["end_ns"], kernels["_pos"],
+        kernels["_s"], kernels["_e"], strict=True)}
+    arr = match_collectives(kernels.drop(columns=["_row", "_pos", "_s", "_e"]))
+    arr = arr[arr["participants"] >= 2]
+    if not len(arr):
+        return arr
+    key = zip(arr["rank"].tolist(), arr["start_ns"].tolist(), arr["end_ns"].tolist(),
+              strict=True)
+    found = np.asarray([where[k] for k in key], dtype=np.int64).reshape(-1, 3)
+    arr = arr.assign(_pos=found[:, 0], _s=found[:, 1], _e=found[:, 2])
+    arr = arr[(arr["_s"] >= 0) & (arr["_e"] >= 0)]
+    _, inst = np.unique(arr["collective"].to_numpy(), return_inverse=True)
+    start = arr["start_ns"].to_numpy(np.int64)
+    latest = np.full(int(inst.max()) + 1 if inst.size else 0, np.iinfo(np.int64).min,
+                     dtype=np.int64)
+    np.maximum.at(latest, inst, start)
+    transfer = arr["end_ns"].to_numpy(np.int64) - latest[inst]
+    ok = transfer >= 0
+    if (~ok).any() and dropped is not None:
+        dropped["collective kernels ending before the last rank started"] = int((~ok).sum())
+    return arr.assign(inst=inst.astype(np.int64), latest_ns=latest[inst],
+                      transfer_ns=transfer, coupled=ok)
+
+
 def _coupling(ranks: list[RankGraph], offsets: np.ndarray, dropped: dict[str, int]):
     """Barrier nodes and edges of the collective instances with two or more ranks.
 
@@ -591,58 +650,47 @@ def _coupling(ranks: list[RankGraph], offsets: np.ndarray, dropped: dict[str, in
     nodes, transfer) or None)``; edge endpoints are pre-order ids (rank offset + local id,
     barriers after every rank's nodes).
     """
-    n_real = int(offsets[-1])
     empty = np.zeros(0, dtype=np.int64)
     none: list = [None] * len(ranks)
-    frames = []
-    for i, g in enumerate(ranks):
-        k = comm_kernels(g.trace)
-        if not len(k):
-            continue
-        rows = np.flatnonzero(work_class(g.trace.events["kind"]) == COMM)
-        k = k.assign(_row=rows, _pos=i)
-        frames.append(k)
-    if len(frames) < 2:
-        return pd.DataFrame(), empty, empty, empty, empty, none
-    kernels = pd.concat(frames, ignore_index=True)
-    rows_by = {(int(r), int(s), int(e)): (int(p), int(w)) for r, s, e, p, w in zip(
-        kernels["rank"], kernels["start_ns"], kernels["end_ns"], kernels["_pos"],
-        kernels["_row"], strict=True)}
-    arr = match_collectives(kernels.drop(columns=["_row", "_pos"]))
-    arr = arr[arr["participants"] >= 2]
+    arr = match_slots([comm_slots(g, i) for i, g in enumerate(ranks)], dropped)
     if not len(arr):
         return arr, empty, empty, empty, empty, none
-    key = list(zip(arr["rank"].tolist(), arr["start_ns"].tolist(), arr["end_ns"].tolist(),
-                   strict=True))
-    pos_row = np.asarray([rows_by[k] for k in key], dtype=np.int64)
-    p, row = pos_row[:, 0], pos_row[:, 1]
-    s_local = np.asarray([ranks[a].start_node[b] for a, b in zip(p, row, strict=True)])
-    e_local = np.asarray([ranks[a].end_node[b] for a, b in zip(p, row, strict=True)])
-    arr = arr.assign(_pos=p, _s=s_local, _e=e_local)
-    arr = arr[(arr["_s"] >= 0) & (arr["_e"] >= 0)]
-    cid, inst = np.unique(arr["collective"].to_numpy(), return_inverse=True)
-    start = arr["start_ns"].to_numpy(np.int64)
-    end = arr["end_ns"].to_numpy(np.int64)
-    latest = np.full(cid.size, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, inst, start)
-    transfer = end - latest[inst]
-    ok = transfer >= 0
-    if (~ok).any():
-        dropped["collective kernels ending before the last rank started"] = int((~ok).sum())
-    g_start = offsets[arr["_pos"].to_numpy()] + arr["_s"].to_numpy()
-    g_end = offsets[arr["_pos"].to_numpy()] + arr["_e"].to_numpy()
+    return _barriers(arr, ranks, offsets, external=False)
+
+
+def _barriers(arr: pd.DataFrame, ranks: list[RankGraph], offsets: np.ndarray,
+              external: bool):
+    """:func:`_coupling`'s answer for the kernels ``arr`` (:func:`match_slots`' rows of
+    the ranks in ``ranks``). ``external``: the barriers are sources (their time is given
+    at replay, :mod:`.coupled`), so only their edges to the kernels' ends are made, and
+    the barriers are the instances of ``arr`` alone, renumbered in order."""
+    n_real = int(offsets[-1])
+    inst = arr["inst"].to_numpy(np.int64)
+    if external:
+        ids, inst = np.unique(inst, return_inverse=True)
+        latest = np.zeros(ids.size, dtype=np.int64)
+        latest[inst] = arr["latest_ns"].to_numpy(np.int64)
+    else:
+        latest = np.zeros(int(inst.max()) + 1, dtype=np.int64)
+        latest[inst] = arr["latest_ns"].to_numpy(np.int64)
+    transfer = arr["transfer_ns"].to_numpy(np.int64)
+    ok = arr["coupled"].to_numpy(bool)
+    pos_arr = arr["_pos"].to_numpy(np.int64)
+    e_arr = arr["_e"].to_numpy(np.int64)
+    g_start = offsets[pos_arr] + arr["_s"].to_numpy(np.int64)
+    g_end = offsets[pos_arr] + e_arr
     barrier = n_real + inst
-    b_src = np.r_[g_start, barrier[ok]]
-    b_dst = np.r_[barrier, g_end[ok]]
-    b_delay = np.r_[np.zeros(g_start.size, dtype=np.int64), transfer[ok]]
+    if external:
+        b_src, b_dst, b_delay = barrier[ok], g_end[ok], transfer[ok]
+    else:
+        b_src = np.r_[g_start, barrier[ok]]
+        b_dst = np.r_[barrier, g_end[ok]]
+        b_delay = np.r_[np.zeros(g_start.size, dtype=np.int64), transfer[ok]]
     per_rank: list = [None] * len(ranks)
-    pos_arr = arr["_pos"].to_numpy()
-    e_arr = arr["_e"].to_numpy()
     for i in range(len(ranks)):
         m = (pos_arr == i) & ok
         if m.any():
             o = np.argsort(e_arr[m])
             per_rank[i] = (e_arr[m][o], transfer[m][o])
-    inst_frame = arr.assign(barrier=barrier, transfer_ns=transfer, coupled=ok).drop(
-        columns=["_s", "_e"])
-    return inst_frame, latest, b_src, b_dst, b_delay, per_rank
+    inst_frame = arr.assign(barrier=barrier).drop(columns=["_s", "_e"])
+    return inst_frame, latest, b_src, b_dst, b_delay.astype(np.int64), per_rank

@@ -1,0 +1,386 @@
+"""The job's replay as per-rank replays coupled through the collectives' times alone.
+
+The job graph (:mod:`.graph`) joins every rank's graph in one process. This module gets
+the same schedule without ever putting two ranks' graphs together, so each rank's graph
+can stay where the rank lives (a Dask worker) and only a few numbers per collective
+travel:
+
+* **Per rank** the graph is the rank's own (:func:`~.graph.rank_graph`) plus one node
+  per collective instance it takes part in, its *barrier*, with the edges from the
+  barrier to the rank's kernel end (the transfer time), as in the job graph, but no edge
+  into it: the barrier is a source whose time, the instance's *release time* ``R(c)``,
+  is given to the replay (:func:`~.graph.job_graph` with ``instances``).
+* **Across ranks** the job graph's barrier is at the latest start of the instance's
+  kernels: ``R(c) = max over ranks of s_r(c)``, where ``s_r(c)``, the rank's kernel
+  start, is what the rank's replay gives for the release times it was handed. The
+  job's schedule is the fixed point ``R = F(R)`` of that map; it is unique, because
+  ``s_r(c)`` depends only on the release times of instances whose barrier comes before
+  ``c`` in the job graph's node order (barriers are ordered by their measured time,
+  :func:`~.graph.match_slots`), and at the fixed point every rank's node times equal
+  the job graph's replay exactly (the same edges, delays and order; by induction over
+  that order).
+
+**Solving for the fixed point (policy iteration).** Plain iteration ``R <- F(R)`` is
+exact but needs as many rounds as there are collectives one after the other on the
+longest chain (each round settles one more). Instead each round, every rank replays
+with the current ``R`` and returns, per kernel, its start and what set it: following
+the replay's binding edges back from the kernel's start reaches a source node, either a
+barrier ``b`` (then ``s_r(c) = R(b) + L`` with the path's length ``L``) or a node of the
+rank's own (then ``s_r(c)`` is a constant ``a``). The client solves that max-plus system
+in barrier order, ``R'(c) = max over ranks of (a, or R'(b) + L)``, in one pass, which
+carries a shift along the whole chain at once, and hands ``R'`` out for the next round.
+It stops when the ranks' starts reproduce the ``R`` they were given (``F(R) = R``: the
+fixed point, so the answer is exact, not a tolerance). Each round keeps the barriers
+already exact (the prefix in barrier order) and settles at least one more, so at worst
+there are as many rounds as instances; in practice two or three, since a change moves
+the whole chain with the same binding paths.
+
+Changes are the same (:mod:`.changes`) and are applied to each rank's graph where it
+lives; ``no-stragglers`` needs the median over the ranks of each segment's GPU time,
+gathered in one more round first (:func:`segment_totals`).
+
+:func:`coupled_predict` drives it on any :class:`~hta.model.runner.Kept` (per-rank
+values kept where the ranks are: in this process, or on Dask workers). See
+``docs/analyses/whatif.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.clock import shift_rank
+from hta.analysis.whatif.changes import Change, Edits, apply, straggler_totals
+from hta.analysis.whatif.graph import (
+    JobGraph,
+    RankGraph,
+    comm_slots,
+    job_graph,
+    match_slots,
+    rank_graph,
+    step_completion,
+)
+from hta.analysis.whatif.schedule import schedule
+from hta.model.rules import RuleSet
+from hta.model.runner import Kept, keep
+from hta.model.trace import RankTrace
+
+if TYPE_CHECKING:
+    from hta.model.job import Job
+
+logger = logging.getLogger(__name__)
+
+#: What an unknown release time is (a barrier that holds nothing back).
+NEVER = np.iinfo(np.int64).min // 4
+
+#: The replays :func:`coupled_predict` runs: as measured, with the changes, the stricter.
+KINDS = ("base", "changed", "strict")
+
+
+# -- where the rank lives ----------------------------------------------------------------
+def build_rank(rt: RankTrace, shift_ns: int) -> RankGraph:
+    """The rank's replay graph, its times moved onto the reference clock by ``shift_ns``
+    (:func:`~hta.analysis.clock.shift_rank`)."""
+    return rank_graph(shift_rank(rt, int(shift_ns)))
+
+
+def slots(g: RankGraph) -> pd.DataFrame:
+    """What the client needs of a rank to match its collectives: its communication
+    kernels (:func:`~.graph.comm_slots`)."""
+    return comm_slots(g)
+
+
+@dataclass
+class CoupledRank:
+    """One rank's graph with its barriers as sources (kept where the rank lives).
+
+    ``jg``: the one-rank job graph; ``barrier_nodes`` / ``barrier_inst``: its barrier
+    nodes and their instance numbers (global); ``start_nodes`` / ``start_inst``: per
+    kernel of the rank in a matched instance, its start node and instance.
+    """
+
+    jg: JobGraph
+    barrier_nodes: np.ndarray
+    barrier_inst: np.ndarray
+    start_nodes: np.ndarray
+    start_inst: np.ndarray
+    edits: dict[Any, Edits | None] = field(default_factory=dict)
+
+
+def couple(g: RankGraph, instances: pd.DataFrame) -> CoupledRank:
+    """The rank's graph coupled through the barriers of ``instances`` (its rows of
+    :func:`~.graph.match_slots`)."""
+    rows = instances.assign(_pos=0)
+    jg = job_graph([g], rows)
+    n_real = int(jg.offsets[-1])
+    if len(rows):
+        inst = np.unique(rows["inst"].to_numpy(np.int64))
+        b_nodes = jg.order_of[n_real + np.arange(inst.size)]
+        s_nodes = jg.global_node(0, rows["_s"].to_numpy(np.int64))
+        s_inst = rows["inst"].to_numpy(np.int64)
+    else:
+        inst = b_nodes = s_nodes = s_inst = np.zeros(0, dtype=np.int64)
+    return CoupledRank(jg=jg, barrier_nodes=b_nodes, barrier_inst=inst,
+                       start_nodes=s_nodes, start_inst=s_inst)
+
+
+def rank_segment_totals(cr: CoupledRank, _: Any = None) -> dict[int, float]:
+    """The rank's GPU computation per segment between collectives (``no-stragglers``)."""
+    return straggler_totals(cr.jg, 0)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One replay asked of a rank: ``kind`` (:data:`KINDS`), the release times of its
+    instances (``release``, aligned with the rank's ``barrier_inst``), the changes, the
+    rules and the segment medians (``no-stragglers``)."""
+
+    kind: str
+    release: np.ndarray
+    changes: tuple[Change, ...] = ()
+    rules: RuleSet | None = None
+    medians: Mapping[int, float] | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A rank's replay: per kernel its instance, ``start`` and what set it (``via_inst``:
+    the instance of the barrier its binding path starts from, -1 for a node of the
+    rank's own; ``offset``: the start minus that barrier's release time, or the start);
+    and its steps (``steps``; ``measured`` / ``replayed``: per step, ns)."""
+
+    rank: int
+    inst: np.ndarray
+    start: np.ndarray
+    via_inst: np.ndarray
+    offset: np.ndarray
+    steps: np.ndarray
+    measured: np.ndarray
+    replayed: np.ndarray
+
+
+def replay_rank(cr: CoupledRank, req: Request) -> Answer:
+    """The rank's replay under ``req`` (module docstring)."""
+    from hta.analysis.whatif import modelled_edits
+
+    jg = cr.jg
+    key = (req.kind, req.changes, id(req.rules) if req.rules is not None else None,
+           tuple(sorted(req.medians.items())) if req.medians else None)
+    if key not in cr.edits:
+        if req.kind == "strict":
+            cr.edits[key] = modelled_edits(jg)
+        elif req.kind == "changed" and req.changes:
+            cr.edits[key] = apply(jg, list(req.changes), req.rules, req.medians)
+        else:
+            cr.edits[key] = None
+    edits = cr.edits[key]
+    base = jg.base.copy()
+    base[cr.barrier_nodes] = np.asarray(req.release, dtype=np.int64)
+    if edits is None:
+        src, dst, delay = jg.src, jg.dst, jg.delay
+    else:
+        src, dst, delay = edits.edges(jg)
+        delay = np.maximum(delay, 0)
+    sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of)
+    t = sched.t
+    start = t[cr.start_nodes]
+    root = _roots(sched.via, src, cr.start_nodes)
+    b_of = np.full(jg.num_nodes, -1, dtype=np.int64)
+    b_of[cr.barrier_nodes] = cr.barrier_inst
+    via_inst = b_of[root]
+    offset = np.where(via_inst >= 0, start - t[root], start)
+    steps, measured, replayed = _rank_steps(jg, t)
+    return Answer(rank=jg.ranks[0].rank, inst=cr.start_inst, start=start,
+                  via_inst=via_inst, offset=offset, steps=steps, measured=measured,
+                  replayed=replayed)
+
+
+def _roots(via: np.ndarray, src: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Per node of ``nodes``, the source its chain of binding edges starts from (pointer
+    jumping over the whole graph: log2 of the longest chain passes)."""
+    n = via.size
+    parent = np.where(via >= 0, src[np.clip(via, 0, None)], np.arange(n))
+    active = np.flatnonzero(parent != parent[parent])
+    while active.size:
+        parent[active] = parent[parent[active]]
+        active = active[parent[active] != parent[parent[active]]]
+    return parent[nodes]
+
+
+def _rank_steps(jg: JobGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank's steps and their durations measured and under ``t`` (ns), as
+    :func:`hta.analysis.whatif.predict` measures them."""
+    g = jg.ranks[0]
+    if len(g.steps):
+        begin, done = step_completion(jg, 0, jg.node_ts)
+        measured = jg.node_ts[done].astype(np.int64) - begin
+        begin, done = step_completion(jg, 0, t)
+        return g.steps["step"].to_numpy(np.int64), measured, t[done].astype(np.int64) - begin
+    mine = np.flatnonzero(jg.node_pos == 0)
+    if not mine.size:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    ts = jg.node_ts[mine]
+    return (np.asarray([-1]), np.asarray([ts.max() - ts.min()]),
+            np.asarray([t[mine].max() - t[mine].min()]))
+
+
+# -- the client ----------------------------------------------------------------------------
+class Ranks(Protocol):
+    """What :func:`coupled_predict` needs of the ranks: ``fn(value, item)`` on each rank's
+    kept :class:`CoupledRank`, where it lives (:class:`hta.model.runner.Kept`)."""
+
+    def map(self, fn: Any, items: Mapping[int, Any], description: str = ""
+            ) -> dict[int, Any]:
+        """Per rank of ``items``, ``fn(its value, items[rank])``."""
+        ...
+
+
+@dataclass
+class Coupling:
+    """The client's view of the coupling: per rank its instances in barrier order
+    (``inst`` of its barriers), the barrier order of all instances (``order``) and
+    their measured release times (``measured``)."""
+
+    rank_inst: dict[int, np.ndarray]
+    order: np.ndarray
+    measured: np.ndarray
+    rounds: dict[str, int] = field(default_factory=dict)
+    release: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, instances: pd.DataFrame, ranks: Iterable[int]) -> Coupling:
+        """From :func:`~.graph.match_slots`' rows (``rank``, ``inst``, ``latest_ns``)."""
+        if not len(instances):
+            z = np.zeros(0, dtype=np.int64)
+            return cls({r: z for r in ranks}, z, z)
+        inst = instances["inst"].to_numpy(np.int64)
+        k = int(inst.max()) + 1
+        measured = np.zeros(k, dtype=np.int64)
+        measured[inst] = instances["latest_ns"].to_numpy(np.int64)
+        order = np.lexsort((np.arange(k), measured))
+        by_rank = instances.groupby("rank")["inst"]
+        rank_inst = {r: np.unique(by_rank.get_group(r).to_numpy(np.int64))
+                     if r in by_rank.groups else np.zeros(0, dtype=np.int64) for r in ranks}
+        return cls(rank_inst, order, measured)
+
+
+def coupled_predict(ranks: Ranks, coupling: Coupling,
+                    changes: Iterable[str | Change] | str | Change | None = None,
+                    rules: RuleSet | None = None, modelled: bool = True,
+                    max_rounds: int | None = None) -> pd.DataFrame:
+    """:func:`hta.analysis.whatif.predict`'s table from per-rank replays coupled through
+    the release times (module docstring). ``ranks``: the :class:`CoupledRank` of every
+    rank, kept where it lives; ``coupling``: :class:`Coupling` of their instances.
+    ``coupling.rounds`` records the rounds each replay took."""
+    from hta.analysis.whatif import assemble, parse_changes
+
+    parsed = tuple(parse_changes(changes))
+    medians = None
+    if any(c.kind == "no-stragglers" for c in parsed):
+        totals = ranks.map(rank_segment_totals, {r: None for r in coupling.rank_inst},
+                           "What-if: segment times")
+        by_seg: dict[int, list[float]] = {}
+        for part in totals.values():
+            for seg, total in part.items():
+                by_seg.setdefault(seg, []).append(total)
+        medians = {k: float(np.median(v)) for k, v in by_seg.items()}
+    base = solve(ranks, coupling, Request("base", np.zeros(0), rules=rules),
+                 max_rounds=max_rounds)
+    changed = solve(ranks, coupling, Request("changed", np.zeros(0), parsed, rules, medians),
+                    coupling.release.get("base"), max_rounds) if parsed else base
+    strict = solve(ranks, coupling, Request("strict", np.zeros(0), rules=rules),
+                   coupling.release.get("base"), max_rounds) if modelled else None
+    parts = []
+    for rank in sorted(base):
+        b, c = base[rank], changed[rank]
+        mod = strict[rank].replayed if strict is not None else np.full(b.steps.size, np.nan)
+        parts.append((rank, b.steps, b.measured, b.replayed, c.replayed, mod))
+    return assemble(parts)
+
+
+def solve(ranks: Ranks, coupling: Coupling, req: Request,
+          start: np.ndarray | None = None, max_rounds: int | None = None
+          ) -> dict[int, Answer]:
+    """The ranks' answers at the fixed point of the release times for the replay ``req``
+    (module docstring); ``start``: the first guess (default: the measured times)."""
+    release = (coupling.measured if start is None else start).copy()
+    limit = max_rounds or coupling.measured.size + 2
+    for rounds in range(1, limit + 1):
+        items = {r: _with_release(req, release[inst]) for r, inst in coupling.rank_inst.items()}
+        answers = ranks.map(replay_rank, items, f"What-if: {req.kind} replay, round {rounds}")
+        reached = _max_start(answers, release.size)
+        if np.array_equal(reached[_used(coupling)], release[_used(coupling)]):
+            coupling.rounds[req.kind] = rounds
+            coupling.release[req.kind] = release
+            return answers
+        release = _solve_linear(answers, coupling, release.size)
+    raise RuntimeError(f"the coupled {req.kind} replay did not settle in {limit} rounds")
+
+
+def _with_release(req: Request, release: np.ndarray) -> Request:
+    return Request(req.kind, release, req.changes, req.rules, req.medians)
+
+
+def _used(coupling: Coupling) -> np.ndarray:
+    """Instances some rank takes part in (all, when matched)."""
+    used = np.zeros(coupling.measured.size, dtype=bool)
+    for inst in coupling.rank_inst.values():
+        used[inst] = True
+    return used
+
+
+def _max_start(answers: Mapping[int, Answer], k: int) -> np.ndarray:
+    """Per instance, the latest start the ranks reached: ``F(R)``."""
+    out = np.full(k, NEVER, dtype=np.int64)
+    for a in answers.values():
+        np.maximum.at(out, a.inst, a.start)
+    return out
+
+
+def _solve_linear(answers: Mapping[int, Answer], coupling: Coupling, k: int) -> np.ndarray:
+    """The release times of the max-plus system the answers state, in barrier order."""
+    inst = np.concatenate([a.inst for a in answers.values()])
+    via = np.concatenate([a.via_inst for a in answers.values()])
+    off = np.concatenate([a.offset for a in answers.values()])
+    rank_of = np.empty(k, dtype=np.int64)
+    rank_of[coupling.order] = np.arange(k)
+    # constants first, then the terms read off the barriers, visited in barrier order
+    out = np.full(k, NEVER, dtype=np.int64)
+    const = via < 0
+    np.maximum.at(out, inst[const], off[const])
+    dep = ~const
+    d_inst, d_via, d_off = inst[dep], via[dep], off[dep]
+    o = np.argsort(rank_of[d_inst], kind="stable")
+    d_inst, d_via, d_off = d_inst[o].tolist(), d_via[o].tolist(), d_off[o].tolist()
+    r = out.tolist()
+    for c, b, length in zip(d_inst, d_via, d_off, strict=True):
+        v = r[b] + length
+        if v > r[c]:
+            r[c] = v
+    return np.asarray(r, dtype=np.int64)
+
+
+def coupled_ranks(job: Job, shifts: Mapping[int, int] | None = None,
+                  ranks: Iterable[int] | None = None) -> tuple[Kept, Coupling]:
+    """Every rank's :class:`CoupledRank`, built and kept where the rank lives, and the
+    client's :class:`Coupling`: one round builds the ranks' graphs and brings back their
+    communication kernels, the client matches the collectives, a second round couples
+    each rank's graph to its instances. ``shifts``: rank -> ns to move its clock by."""
+    shifts = shifts or {}
+    wanted = list(ranks) if ranks is not None else job.get_ranks()
+    graphs = keep(job, build_rank, {r: int(shifts.get(r, 0)) for r in wanted},
+                  summary=slots, description="What-if: rank graphs")
+    frames = [graphs.summaries[r].assign(_pos=i) for i, r in enumerate(graphs.ranks)]
+    instances = match_slots(frames)
+    empty = frames[0].iloc[:0] if frames else pd.DataFrame()
+    mine = {r: instances[instances["rank"] == r] if len(instances) else empty
+            for r in graphs.ranks}
+    coupled = graphs.then(couple, mine, description="What-if: coupling")
+    graphs.release()
+    return coupled, Coupling.of(instances, coupled.ranks)

@@ -1,0 +1,107 @@
+"""The what-if replay as per-rank replays coupled through the collectives' times alone.
+
+:mod:`hta.analysis.whatif.coupled` must give the job graph's table exactly (the fixed
+point of the release times is the job's schedule, not an approximation), in a few rounds
+even where hundreds of collectives follow one another, and on a Dask cluster without
+reading a rank into the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import shared_trace
+from test_whatif import GPU_BOUND, simulate
+
+from hta.analysis.whatif import predict
+from hta.analysis.whatif.coupled import Coupling, coupled_predict, coupled_ranks
+from hta.synthetic import generate_job
+from hta.trace_analysis import TraceAnalysis
+
+CHANGES = [None, "kernels:gemm*0.5", "kernels:nccl*2", "no-stragglers", "no-stragglers:1",
+           "overlap-comm", "no-host-sync", "no-launch-overhead", "no-data-loader",
+           ["kernels:gemm*0.5", "no-stragglers"]]
+
+
+def _both(a: TraceAnalysis, change: object) -> tuple[pd.DataFrame, pd.DataFrame, Coupling]:
+    jg, base = a._whatif_job()
+    kept, coupling = coupled_ranks(a.t, a.clock_shifts())
+    return (predict(jg, change, a.rules, base=base),
+            coupled_predict(kept, coupling, change, a.rules), coupling)
+
+
+@pytest.fixture(scope="module")
+def many_collectives(tmp_path_factory: pytest.TempPathFactory) -> TraceAnalysis:
+    """Four ranks, six steps, six collectives per step one after the other."""
+    folder = tmp_path_factory.mktemp("coupled")
+    generate_job(folder, ranks=4, steps=6, kernels_per_step=120)
+    return TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=str)
+def test_coupled_replay_equals_the_job_graph(many_collectives: TraceAnalysis,
+                                             change: object) -> None:
+    ref, got, coupling = _both(many_collectives, change)
+    pd.testing.assert_frame_equal(got, ref)
+    k = coupling.measured.size
+    assert k >= 30  # a long chain of collectives
+    # policy iteration settles in a few rounds where plain iteration needs one per
+    # collective on the chain
+    assert max(coupling.rounds.values()) <= 8 < k
+
+
+def test_coupled_replay_moves_a_straggler(tmp_path: Path) -> None:
+    slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
+    a = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path)), cache=False, progress=False)
+    for change in ("no-stragglers", "no-stragglers:2", "kernels:gemm*0.5"):
+        ref, got, _ = _both(a, change)
+        pd.testing.assert_frame_equal(got, ref)
+    assert (got["predicted(us)"] < got["replayed(us)"]).any()
+
+
+@pytest.mark.parametrize("name", ["trace_filter", "synthetic_4rank"])
+def test_coupled_replay_on_real_and_bundled_jobs(name: str) -> None:
+    folder = (Path(__file__).parent.parent / "sample_traces" / name
+              if name == "synthetic_4rank" else shared_trace(name))
+    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
+    for change in (None, "kernels:gemm*0.5", "no-stragglers", "overlap-comm"):
+        ref, got, coupling = _both(a, change)
+        pd.testing.assert_frame_equal(got, ref)
+        assert coupling.rounds["base"] == 1  # the measured times are the replay's
+
+
+def test_release_times_settle_at_the_job_graphs_barriers(
+        many_collectives: TraceAnalysis) -> None:
+    from hta.analysis.whatif import replay
+    from hta.analysis.whatif.changes import Change, apply
+
+    a = many_collectives
+    jg, _ = a._whatif_job()
+    kept, coupling = coupled_ranks(a.t, a.clock_shifts())
+    coupled_predict(kept, coupling, "kernels:gemm*0.5", a.rules, modelled=False)
+    changed = replay(jg, apply(jg, [Change.parse("kernels:gemm*0.5")], a.rules))
+    coll = jg.collectives.drop_duplicates("inst").sort_values("inst")
+    barrier_t = changed.t[jg.order_of[coll["barrier"].to_numpy()]]
+    assert np.array_equal(coupling.release["changed"][coll["inst"].to_numpy()], barrier_t)
+
+
+def test_coupled_replay_on_dask_reads_no_rank_into_the_client(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from dask_cases import local_client
+
+    generate_job(tmp_path, ranks=4, steps=3, kernels_per_step=60)
+    local = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+    with local_client() as client:
+        remote = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False,
+                               client=client)
+        assert remote.t.keeps_remotely
+        for change in (None, "kernels:gemm*0.5", "no-stragglers"):
+            pd.testing.assert_frame_equal(remote.what_if(change), local.what_if(change))
+        assert remote.t.resident_ranks() == []  # every replay ran on the workers
+        kept, _ = remote._whatif_coupled()
+        assert set(kept.refs) == set(remote.t.get_ranks())
+        remote.close()
