@@ -12,6 +12,12 @@ Loads the ranks (not timed), then times, ``--repeat`` times each:
   unchanged replay, the stricter replay and the per-step table);
 * ``critical path (one rank)``: HTA-style longest path of the first rank's whole trace.
 
+With ``--dask N`` it times the coupled per-rank replays instead
+(:mod:`hta.analysis.whatif.coupled`) on a local Dask cluster of N worker processes: the
+job loaded there, the ranks' graphs built and coupled on the workers, a prediction with
+``--change`` (its rounds, and the bytes the answers of one round bring back), against the
+job graph built in this process from the same ranks.
+
 With ``--errors`` it prints the replay error per trace folder instead (the figures of
 ``docs/analyses/whatif.md``). The input is a trace folder, or with ``--generate-events N``
 a synthetic job of about N events per rank (``--ranks``) made by ``python -m
@@ -19,6 +25,7 @@ hta.synthetic``. A benchmark: it reports, it asserts nothing.
 
     python benchmarks/bench_whatif.py --generate-events 1000000
     python benchmarks/bench_whatif.py --errors ../shared/traces/hta/*/
+    python benchmarks/bench_whatif.py --generate-events 216000 --ranks 8 --dask 2
 """
 
 from __future__ import annotations
@@ -76,6 +83,50 @@ def bench(folder: Path, repeat: int, change: str) -> None:
     print(f"  worst replay error {table['replay_error_pctg'].abs().max():.3f} %")
 
 
+def bench_dask(folder: Path, workers: int, repeat: int, change: str) -> None:
+    import pickle
+
+    import distributed
+
+    from hta.analysis.whatif import build_job, predict
+    from hta.analysis.whatif.coupled import coupled_predict, coupled_ranks, replay_rank
+    from hta.trace_analysis import TraceAnalysis
+
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                       dashboard_address=None, silence_logs=logging.ERROR)
+    client = distributed.Client(cluster)
+    try:
+        t0 = time.perf_counter()
+        a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False, client=client)
+        load_s = time.perf_counter() - t0
+        print(f"{folder}: {len(a.t.get_ranks())} rank(s) loaded on {workers} Dask "
+              f"workers in {load_s:.2f} s")
+        build_s, (kept, coupling) = timed(lambda: coupled_ranks(a.t), repeat)
+        pred_s, table = timed(lambda: coupled_predict(kept, coupling, change), repeat)
+        print(f"  coupled: build and couple on the workers {build_s:7.3f} s")
+        print(f"  coupled: predict {change!r:22} {pred_s:7.3f} s, rounds "
+              f"{dict(coupling.rounds)}, {coupling.measured.size} collective instances")
+        print(f"  ranks read into the client: {a.t.resident_ranks()}")
+        # what one round brings back: the answers, pickled
+        from hta.analysis.whatif.coupled import Request
+
+        items = {r: Request("base", coupling.measured[i]) for r, i in
+                 coupling.rank_inst.items()}
+        answers = kept.map(replay_rank, items)
+        size = sum(len(pickle.dumps(v)) for v in answers.values())
+        print(f"  one round's answers: {size:,} bytes for {len(answers)} ranks")
+        t0 = time.perf_counter()
+        traces = [a.t.rank(r) for r in a.t.get_ranks()]
+        read_s = time.perf_counter() - t0
+        jg_s, jg = timed(lambda: build_job(traces), repeat)
+        local_s, local = timed(lambda: predict(jg, change), repeat)
+        print(f"  job graph here: ranks read {read_s:.2f} s, build {jg_s:.3f} s, "
+              f"predict {local_s:.3f} s; same table: {local.equals(table)}")
+    finally:
+        client.close()
+        cluster.close()
+
+
 def errors(folders: list[Path]) -> None:
     from hta.analysis.whatif import build_job, predict
 
@@ -108,6 +159,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--change", default="kernels:gemm*0.5")
     p.add_argument("--errors", action="store_true", help="replay error per folder")
+    p.add_argument("--dask", type=int, default=0,
+                   help="time the coupled per-rank replays on N Dask workers")
     args = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     if args.errors:
@@ -120,7 +173,10 @@ def main() -> None:
         folders.append(generate(args.generate_events, args.ranks, Path(tmp.name) / "job",
                                 args.seed))
     for folder in folders:
-        bench(folder, args.repeat, args.change)
+        if args.dask:
+            bench_dask(folder, args.dask, args.repeat, args.change)
+        else:
+            bench(folder, args.repeat, args.change)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,30 @@ def test_release_times_settle_at_the_job_graphs_barriers(
     assert np.array_equal(coupling.release["changed"][coll["inst"].to_numpy()], barrier_t)
 
 
+def _every_path(a: TraceAnalysis) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    from hta.analysis.whatif.coupled import coupled_critical_path
+    from hta.analysis.whatif.jobpath import job_critical_path
+
+    jg, base = a._whatif_job()
+    kept, coupling = coupled_ranks(a.t, a.clock_shifts())
+    steps = [None, *sorted({int(s) for g in jg.ranks for s in g.steps["step"]})]
+    return ([job_critical_path(jg, base, s) for s in steps],
+            [coupled_critical_path(kept, coupling, s) for s in steps])
+
+
+def test_coupled_critical_path_equals_the_job_graphs(many_collectives: TraceAnalysis,
+                                                     tmp_path: Path) -> None:
+    slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
+    straggler = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path)), cache=False,
+                              progress=False)
+    crossed = 0
+    for a in (many_collectives, straggler):
+        for ref, got in zip(*_every_path(a), strict=True):
+            pd.testing.assert_frame_equal(got, ref)
+            crossed += got["rank"].nunique() > 1
+    assert crossed  # some paths go from rank to rank through a collective
+
+
 def test_coupled_replay_on_dask_reads_no_rank_into_the_client(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     from dask_cases import local_client
@@ -101,6 +125,11 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(tmp_path: Path) ->
         assert remote.t.keeps_remotely
         for change in (None, "kernels:gemm*0.5", "no-stragglers"):
             pd.testing.assert_frame_equal(remote.what_if(change), local.what_if(change))
+        for step in (None, 1):
+            pd.testing.assert_frame_equal(remote.get_job_critical_path(step),
+                                          local.get_job_critical_path(step))
+        pd.testing.assert_frame_equal(remote.get_step_bounds(), local.get_step_bounds())
+        assert remote.get_job_step_bound() == local.get_job_step_bound()
         assert remote.t.resident_ranks() == []  # every replay ran on the workers
         kept, _ = remote._whatif_coupled()
         assert set(kept.refs) == set(remote.t.get_ranks())

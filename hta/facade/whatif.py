@@ -120,15 +120,20 @@ class WhatIfMixin:
                     ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         """:func:`~hta.analysis.whatif.jobpath.job_step_bound`, kept per selection of steps
         (a result with every step's prediction also answers a call without)."""
-        from hta.analysis.whatif.jobpath import job_step_bound
+        from hta.analysis.whatif.jobpath import job_step_bound, step_bound_of
 
         steps = iteration_list(iterations)
         key = None if steps is None else tuple(steps)
         done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
         if key not in done or (each_step and not done[key][0]):
-            jg, base = self._whatif_job()
-            done[key] = (each_step, job_step_bound(jg, base, getattr(self, "rules", None),
-                                                   steps, each_step))
+            if getattr(self.t, "keeps_remotely", False):
+                found = step_bound_of(lambda change, modelled: self._whatif_predict(
+                    change, modelled), self.get_job_critical_path, steps, each_step)
+            else:
+                jg, base = self._whatif_job()
+                found = job_step_bound(jg, base, getattr(self, "rules", None), steps,
+                                       each_step)
+            done[key] = (each_step, found)
         return done[key][1]
 
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:
@@ -137,8 +142,12 @@ class WhatIfMixin:
         per segment: ``rank``, ``kind`` (cpu, launch, gpu, comm, wait), ``name``,
         ``start(us)``, ``dur(us)``; the durations add up to the step. See
         :mod:`hta.analysis.whatif.jobpath`."""
+        from hta.analysis.whatif.coupled import coupled_critical_path
         from hta.analysis.whatif.jobpath import job_critical_path
 
+        if getattr(self.t, "keeps_remotely", False):
+            kept, coupling = self._whatif_coupled()
+            return coupled_critical_path(kept, coupling, iteration)
         jg, base = self._whatif_job()
         return job_critical_path(jg, base, iteration)
 

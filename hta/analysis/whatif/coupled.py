@@ -149,7 +149,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Answer:
-    """A rank's replay: per kernel its instance, ``start`` and what set it (``via_inst``:
+    """A rank's replay: per kernel its instance, ``start`` (``measured_start``: in the
+    trace) and what set it (``via_inst``:
     the instance of the barrier its binding path starts from, -1 for a node of the
     rank's own; ``offset``: the start minus that barrier's release time, or the start);
     and its steps (``steps``; ``measured`` / ``replayed``: per step, ns)."""
@@ -162,6 +163,7 @@ class Answer:
     steps: np.ndarray
     measured: np.ndarray
     replayed: np.ndarray
+    measured_start: np.ndarray
 
 
 def replay_rank(cr: CoupledRank, req: Request) -> Answer:
@@ -197,7 +199,7 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     steps, measured, replayed = _rank_steps(jg, t)
     return Answer(rank=jg.ranks[0].rank, inst=cr.start_inst, start=start,
                   via_inst=via_inst, offset=offset, steps=steps, measured=measured,
-                  replayed=replayed)
+                  replayed=replayed, measured_start=jg.node_ts[cr.start_nodes])
 
 
 def _roots(via: np.ndarray, src: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -384,3 +386,169 @@ def coupled_ranks(job: Job, shifts: Mapping[int, int] | None = None,
     coupled = graphs.then(couple, mine, description="What-if: coupling")
     graphs.release()
     return coupled, Coupling.of(instances, coupled.ranks)
+
+
+# -- the job's critical path from the coupled replays ---------------------------------------
+@dataclass(frozen=True)
+class PathAsk:
+    """What a rank walks back along its binding edges in the unchanged replay (with the
+    release times ``release``): from its completion of step ``step`` when ``end`` (the
+    rank whose step is the job's; ``step`` None: its first step, -1: its whole trace),
+    and from its kernel start of each instance in ``from_inst``; every walk stops at a
+    point at or before ``begin_ns`` (None: the rank's own begin of the step)."""
+
+    release: np.ndarray
+    step: int | None = None
+    end: bool = False
+    begin_ns: int | None = None
+    from_inst: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A walk back on one rank: its segments in path order (``rank``, ``kind``,
+    ``name``, ``start_ns``, ``dur_ns``; :mod:`.jobpath`'s kinds) and where it stopped:
+    ``stop_inst``, the instance whose barrier set its first point (-1: none), and that
+    barrier's release time ``stop_ns``."""
+
+    segments: pd.DataFrame
+    stop_inst: int
+    stop_ns: int
+
+
+def rank_path(cr: CoupledRank, ask: PathAsk) -> tuple[int, Piece | None, dict[int, Piece]]:
+    """The rank's walks for ``ask``: ``(begin_ns, the walk from the step's completion or
+    None, instance -> the walk from its kernel start)``."""
+    from hta.analysis.whatif.jobpath import describe
+
+    jg = cr.jg
+    base = jg.base.copy()
+    base[cr.barrier_nodes] = np.asarray(ask.release, dtype=np.int64)
+    sched = schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, base, jg.order_of)
+    t, via = sched.t, sched.via
+    begin = ask.begin_ns
+    end_piece = None
+    b_of = np.full(jg.num_nodes, -1, dtype=np.int64)
+    b_of[cr.barrier_nodes] = cr.barrier_inst
+
+    def walk(v: int, stop_t: int) -> Piece:
+        us, vs = [], []
+        while via[v] >= 0 and t[v] > stop_t:
+            u = int(jg.src[via[v]])
+            us.append(u)
+            vs.append(v)
+            v = u
+        u_arr = np.asarray(us[::-1], dtype=np.int64)
+        v_arr = np.asarray(vs[::-1], dtype=np.int64)
+        start = np.maximum(t[u_arr], stop_t)
+        dur = t[v_arr] - start
+        keep = dur > 0
+        u_arr, v_arr, start, dur = u_arr[keep], v_arr[keep], start[keep], dur[keep]
+        ranks, kinds, names = describe(jg, u_arr, v_arr, jg.type[via[v_arr]])
+        crossed = int(b_of[v]) if t[v] > stop_t else -1
+        return Piece(pd.DataFrame({"rank": ranks, "kind": kinds, "name": names,
+                                   "start_ns": start, "dur_ns": dur}),
+                     crossed, int(t[v]))
+
+    if ask.end:
+        end_node, own_begin = _completion(jg, t, ask.step)
+        begin = own_begin if begin is None else begin
+        end_piece = walk(end_node, begin)
+    pieces = {}
+    if begin is not None and ask.from_inst.size:
+        where = dict(zip(cr.start_inst.tolist(), cr.start_nodes.tolist(), strict=True))
+        for c in ask.from_inst.tolist():
+            pieces[int(c)] = walk(int(where[c]), begin)
+    return (begin if begin is not None else 0), end_piece, pieces
+
+
+def _completion(jg: JobGraph, t: np.ndarray, step: int | None) -> tuple[int, int]:
+    """The one-rank graph's completion node of ``step`` and the step's begin under ``t``
+    (:func:`hta.analysis.whatif.jobpath._step_bounds` for this rank)."""
+    g = jg.ranks[0]
+    if len(g.steps):
+        steps = g.steps["step"].to_numpy()
+        want = int(steps[0]) if step is None else int(step)
+        pos = int(np.flatnonzero(steps == want)[0])
+        begin, done = step_completion(jg, 0, t)
+        return int(done[pos]), int(begin[pos])
+    mine = np.flatnonzero(jg.node_pos == 0)
+    return int(mine[np.argmax(t[mine])]), int(t[mine[np.argmin(t[mine])]])
+
+
+def coupled_critical_path(ranks: Ranks, coupling: Coupling, step: int | None = None
+                          ) -> pd.DataFrame:
+    """:func:`hta.analysis.whatif.jobpath.job_critical_path` from the coupled replays:
+    the rank whose step is longest walks back from its completion; where the walk
+    reaches a collective's barrier it goes on from the kernel start of the rank that
+    arrived last (the job graph's binding edge: the latest start, ties to the later
+    measured start, then the higher rank). Two rounds: that rank's walk (it gives the
+    step's begin), then every last arriver's walks from its kernel starts inside the
+    step."""
+    from hta.analysis.whatif.jobpath import PATH_COLUMNS
+
+    base = solve(ranks, coupling, Request("base", np.zeros(0)),
+                 coupling.release.get("base"))
+    release = coupling.release["base"]
+    ending = _ending_rank(base, step)
+    if ending is None:
+        raise ValueError(f"no rank has step {step}")
+    own = {r: release[i] for r, i in coupling.rank_inst.items()}
+    begin, end_piece, _ = ranks.map(rank_path, {ending: PathAsk(own[ending], step, True)},
+                                    "What-if: critical path")[ending]
+    assert end_piece is not None
+    last = _last_arrivers(base, coupling)
+    pieces: dict[int, Piece] = {}
+    if end_piece.stop_inst >= 0:
+        inside = np.flatnonzero((release > begin) & (release <= end_piece.stop_ns))
+        asks: dict[int, list[int]] = {}
+        for c in inside.tolist():  # each instance's last arriver walks back from it
+            asks.setdefault(int(last[c]), []).append(c)
+        answers = ranks.map(rank_path, {r: PathAsk(own[r], begin_ns=begin,
+                                                   from_inst=np.asarray(cs, dtype=np.int64))
+                                        for r, cs in asks.items()}, "What-if: critical path")
+        for _, _, found in answers.values():
+            pieces.update(found)
+    chain = [end_piece]
+    while chain[-1].stop_inst >= 0 and chain[-1].stop_inst in pieces:
+        chain.append(pieces[chain[-1].stop_inst])
+    seg = pd.concat([p.segments for p in reversed(chain)], ignore_index=True)
+    return pd.DataFrame({"rank": seg["rank"].to_numpy(np.int64), "kind": seg["kind"],
+                         "name": seg["name"], "start(us)": (seg["start_ns"] - begin) / 1e3,
+                         "dur(us)": seg["dur_ns"] / 1e3}, columns=PATH_COLUMNS)
+
+
+def _ending_rank(answers: Mapping[int, Answer], step: int | None) -> int | None:
+    """The rank whose step ``step`` is longest in the replay (the first on ties)."""
+    best = None
+    for rank in sorted(answers):
+        a = answers[rank]
+        if a.steps.size and a.steps[0] >= 0:
+            want = int(a.steps[0]) if step is None else int(step)
+            pos = np.flatnonzero(a.steps == want)
+            if not pos.size:
+                continue
+            dur = int(a.replayed[pos[0]])
+        elif step is None or step == -1:
+            if not a.steps.size:
+                continue
+            dur = int(a.replayed[0])
+        else:
+            continue
+        if best is None or dur > best[0]:
+            best = (dur, rank)
+    return None if best is None else best[1]
+
+
+def _last_arrivers(answers: Mapping[int, Answer], coupling: Coupling) -> np.ndarray:
+    """Per instance, the rank whose kernel started last (ties: the later measured start,
+    then the higher rank): where the job graph's barrier takes its time from."""
+    k = coupling.measured.size
+    rows = [(a.inst, a.start, a.measured_start, np.full(a.inst.size, r, dtype=np.int64))
+            for r, a in answers.items()]
+    inst, start, measured, rank = (np.concatenate(x) for x in zip(*rows, strict=True))
+    o = np.lexsort((rank, measured, start, inst))
+    inst, rank = inst[o], rank[o]
+    out = np.full(k, -1, dtype=np.int64)
+    out[inst] = rank  # the last of each instance's run wins
+    return out

@@ -28,6 +28,7 @@ so the durations add up to the step's replayed duration exactly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def job_critical_path(jg: JobGraph, sched: Schedule, step: int | None = None,
     dur = t[v_arr] - start
     keep = dur > 0
     u_arr, v_arr, start, dur = u_arr[keep], v_arr[keep], start[keep], dur[keep]
-    ranks, kinds, names = _describe(jg, u_arr, v_arr, typ_of[v_arr])
+    ranks, kinds, names = describe(jg, u_arr, v_arr, typ_of[v_arr])
     return pd.DataFrame({"rank": ranks, "kind": kinds, "name": names,
                          "start(us)": (start - start_t) / 1e3, "dur(us)": dur / 1e3},
                         columns=PATH_COLUMNS)
@@ -112,7 +113,7 @@ def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, 
     return best[1], best[2]
 
 
-def _describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
+def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per segment ``u -> v`` (binding edge type ``ty``): its rank (of ``v``, else of
     ``u`` for a barrier), kind and name (of the event whose point is ``v``, else ``u``;
@@ -198,24 +199,36 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
     """
     from hta.analysis.whatif import predict
 
-    every = sorted({int(s) for g in jg.ranks for s in g.steps["step"].tolist()}) or [-1]
-    wanted = every if steps is None else [s for s in every if s in set(steps)]
     binding = binding_edges(jg, sched)
-    unchanged = predict(jg, None, rules, base=sched)
+    return step_bound_of(
+        lambda change, modelled: predict(jg, change, rules, base=sched, modelled=modelled),
+        lambda step: job_critical_path(jg, sched, step, binding), steps, each_step)
+
+
+def step_bound_of(predict_with: Callable[[str | None, bool], pd.DataFrame],
+                  path_of: Callable[[int], pd.DataFrame], steps: list[int] | None = None,
+                  each_step: bool = True) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """:func:`job_step_bound` from a replay however it is run: ``predict_with(change,
+    modelled)``, the what-if table (:func:`hta.analysis.whatif.predict` on the job
+    graph, or the coupled per-rank replays), and ``path_of(step)``, the job's critical
+    path of a step."""
+    unchanged = predict_with(None, True)
+    every = sorted({int(s) for s in unchanged["step"].tolist() if s >= 0}) or [-1]
+    wanted = every if steps is None else [s for s in every if s in set(steps)]
     unchanged = unchanged[unchanged["step"].isin(wanted)]
-    cache: dict[int, pd.DataFrame] = {}
+    cache: dict[int, pd.Series] = {}
 
     def at_median(rank: int) -> pd.Series:
         """The job's predicted step per step with ``no-stragglers:rank``."""
         if rank not in cache:
-            table = predict(jg, f"no-stragglers:{rank}", rules, base=sched, modelled=False)
+            table = predict_with(f"no-stragglers:{rank}", False)
             cache[rank] = table.groupby("step")["job_predicted(us)"].max()
         return cache[rank]
 
     rows, paths = [], []
     job = _job_figures(unchanged)
     for step in wanted:
-        path = job_critical_path(jg, sched, step, binding)
+        path = path_of(step)
         if not len(path):
             continue
         paths.append(path)
