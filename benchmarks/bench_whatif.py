@@ -89,7 +89,13 @@ def bench_dask(folder: Path, workers: int, repeat: int, change: str) -> None:
     import distributed
 
     from hta.analysis.whatif import build_job, predict
-    from hta.analysis.whatif.coupled import coupled_predict, coupled_ranks, replay_rank
+    from hta.analysis.whatif.coupled import (
+        coupled_critical_path,
+        coupled_predict,
+        coupled_ranks,
+        replay_rank,
+    )
+    from hta.analysis.whatif.jobpath import job_critical_path
     from hta.trace_analysis import TraceAnalysis
 
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
@@ -103,9 +109,15 @@ def bench_dask(folder: Path, workers: int, repeat: int, change: str) -> None:
               f"workers in {load_s:.2f} s")
         build_s, (kept, coupling) = timed(lambda: coupled_ranks(a.t), repeat)
         pred_s, table = timed(lambda: coupled_predict(kept, coupling, change), repeat)
+        again_s, _ = timed(lambda: coupled_predict(kept, coupling, "no-stragglers"), repeat)
         print(f"  coupled: build and couple on the workers {build_s:7.3f} s")
         print(f"  coupled: predict {change!r:22} {pred_s:7.3f} s, rounds "
               f"{dict(coupling.rounds)}, {coupling.measured.size} collective instances")
+        print(f"  coupled: then predict 'no-stragglers'     {again_s:7.3f} s, rounds "
+              f"{coupling.rounds['changed']} (the unchanged replays are kept)")
+        path_s, path = timed(lambda: coupled_critical_path(kept, coupling), repeat)
+        print(f"  coupled: the first step's critical path   {path_s:7.3f} s "
+              f"({len(path)} segments on ranks {sorted(set(path['rank']))})")
         print(f"  ranks read into the client: {a.t.resident_ranks()}")
         # what one round brings back: the answers, pickled
         from hta.analysis.whatif.coupled import Request
@@ -120,8 +132,12 @@ def bench_dask(folder: Path, workers: int, repeat: int, change: str) -> None:
         read_s = time.perf_counter() - t0
         jg_s, jg = timed(lambda: build_job(traces), repeat)
         local_s, local = timed(lambda: predict(jg, change), repeat)
+        from hta.analysis.whatif import replay
+
+        here_path_s, here_path = timed(lambda: job_critical_path(jg, replay(jg)), repeat)
         print(f"  job graph here: ranks read {read_s:.2f} s, build {jg_s:.3f} s, "
-              f"predict {local_s:.3f} s; same table: {local.equals(table)}")
+              f"predict {local_s:.3f} s, replay and critical path {here_path_s:.3f} s; "
+              f"same table: {local.equals(table)}, same path: {here_path.equals(path)}")
     finally:
         client.close()
         cluster.close()

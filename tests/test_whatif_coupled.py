@@ -34,6 +34,28 @@ def _both(a: TraceAnalysis, change: object) -> tuple[pd.DataFrame, pd.DataFrame,
             coupled_predict(kept, coupling, change, a.rules), coupling)
 
 
+def test_schedule_roots_follow_the_binding_edges_on_random_dags() -> None:
+    from hta.analysis.whatif.schedule import schedule
+
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        n = int(rng.integers(2, 80))
+        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
+        pairs |= {(i, i + 1) for i in range(n - 1) if rng.random() < 0.7}
+        if not pairs:
+            continue
+        src, dst = (np.array(x, dtype=np.int64) for x in zip(*sorted(pairs, key=lambda p:
+                                                                         (p[1], p[0]))))
+        s = schedule(n, src, dst, rng.integers(0, 9, size=src.size), rng.integers(0, 20, n),
+                     rng.permutation(n), roots=True)
+        expected = []
+        for v in range(n):  # follow the binding edges back, node by node
+            while s.via[v] >= 0:
+                v = int(src[s.via[v]])
+            expected.append(v)
+        assert s.root is not None and s.root.tolist() == expected
+
+
 @pytest.fixture(scope="module")
 def many_collectives(tmp_path_factory: pytest.TempPathFactory) -> TraceAnalysis:
     """Four ranks, six steps, six collectives per step one after the other."""

@@ -188,10 +188,11 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     else:
         src, dst, delay = edits.edges(jg)
         delay = np.maximum(delay, 0)
-    sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of)
+    sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of, roots=True)
     t = sched.t
     start = t[cr.start_nodes]
-    root = _roots(sched.via, src, cr.start_nodes)
+    assert sched.root is not None
+    root = sched.root[cr.start_nodes]
     b_of = np.full(jg.num_nodes, -1, dtype=np.int64)
     b_of[cr.barrier_nodes] = cr.barrier_inst
     via_inst = b_of[root]
@@ -200,18 +201,6 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     return Answer(rank=jg.ranks[0].rank, inst=cr.start_inst, start=start,
                   via_inst=via_inst, offset=offset, steps=steps, measured=measured,
                   replayed=replayed, measured_start=jg.node_ts[cr.start_nodes])
-
-
-def _roots(via: np.ndarray, src: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Per node of ``nodes``, the source its chain of binding edges starts from (pointer
-    jumping over the whole graph: log2 of the longest chain passes)."""
-    n = via.size
-    parent = np.where(via >= 0, src[np.clip(via, 0, None)], np.arange(n))
-    active = np.flatnonzero(parent != parent[parent])
-    while active.size:
-        parent[active] = parent[parent[active]]
-        active = active[parent[active] != parent[parent[active]]]
-    return parent[nodes]
 
 
 def _rank_steps(jg: JobGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -254,6 +243,7 @@ class Coupling:
     measured: np.ndarray
     rounds: dict[str, int] = field(default_factory=dict)
     release: dict[str, np.ndarray] = field(default_factory=dict)
+    settled: dict[str, dict[int, Answer]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, instances: pd.DataFrame, ranks: Iterable[int]) -> Coupling:
@@ -292,18 +282,27 @@ def coupled_predict(ranks: Ranks, coupling: Coupling,
             for seg, total in part.items():
                 by_seg.setdefault(seg, []).append(total)
         medians = {k: float(np.median(v)) for k, v in by_seg.items()}
-    base = solve(ranks, coupling, Request("base", np.zeros(0), rules=rules),
-                 max_rounds=max_rounds)
+    base = _settled(ranks, coupling, "base", max_rounds)
     changed = solve(ranks, coupling, Request("changed", np.zeros(0), parsed, rules, medians),
                     coupling.release.get("base"), max_rounds) if parsed else base
-    strict = solve(ranks, coupling, Request("strict", np.zeros(0), rules=rules),
-                   coupling.release.get("base"), max_rounds) if modelled else None
+    strict = _settled(ranks, coupling, "strict", max_rounds) if modelled else None
     parts = []
     for rank in sorted(base):
         b, c = base[rank], changed[rank]
         mod = strict[rank].replayed if strict is not None else np.full(b.steps.size, np.nan)
         parts.append((rank, b.steps, b.measured, b.replayed, c.replayed, mod))
     return assemble(parts)
+
+
+def _settled(ranks: Ranks, coupling: Coupling, kind: str, max_rounds: int | None
+             ) -> dict[int, Answer]:
+    """The answers of a replay that no change alters (``base``, ``strict``), solved once
+    and kept in ``coupling``."""
+    if kind not in coupling.settled:
+        start = coupling.release.get("base") if kind != "base" else None
+        coupling.settled[kind] = solve(ranks, coupling, Request(kind, np.zeros(0)), start,
+                                       max_rounds)
+    return coupling.settled[kind]
 
 
 def solve(ranks: Ranks, coupling: Coupling, req: Request,
@@ -487,8 +486,7 @@ def coupled_critical_path(ranks: Ranks, coupling: Coupling, step: int | None = N
     step."""
     from hta.analysis.whatif.jobpath import PATH_COLUMNS
 
-    base = solve(ranks, coupling, Request("base", np.zeros(0)),
-                 coupling.release.get("base"))
+    base = _settled(ranks, coupling, "base", None)
     release = coupling.release["base"]
     ending = _ending_rank(base, step)
     if ending is None:

@@ -28,14 +28,17 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Schedule:
-    """Per node: its scheduled time ``t`` (ns) and binding edge ``via`` (-1: source)."""
+    """Per node: its scheduled time ``t`` (ns) and binding edge ``via`` (-1: source);
+    ``root`` (when asked for): the source its chain of binding edges starts from."""
 
     t: np.ndarray
     via: np.ndarray
+    root: np.ndarray | None = None
 
 
 def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
-             base: np.ndarray, chain_order: np.ndarray | None = None) -> Schedule:
+             base: np.ndarray, chain_order: np.ndarray | None = None,
+             roots: bool = False) -> Schedule:
     """Earliest-start times of a DAG given with ``src < dst`` on every edge.
 
     Args:
@@ -47,6 +50,7 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
         chain_order: a permutation of the node ids in which chains of single-predecessor
             nodes mostly follow one another (each rank's nodes together, for a job graph
             whose ids interleave the ranks by time); None: the ids' order. Only how fast.
+        roots: also give each node's ``root``, the source its binding edges lead back to.
     """
     n = int(num_nodes)
     src = np.asarray(src, dtype=np.int64)
@@ -58,7 +62,7 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
         raise ValueError("schedule needs the edges sorted by destination")
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
-        return Schedule(z, z.copy())
+        return Schedule(z, z.copy(), z.copy() if roots else None)
     indeg = np.bincount(dst, minlength=n)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(indeg, out=indptr[1:])
@@ -102,18 +106,22 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     total = acc[head] + run_acc
     anchor_t = np.asarray(base, dtype=np.int64).copy()
     multi = np.flatnonzero(indeg >= 2)
+    root_of = ids.copy()  # per anchor (a source or a multi-predecessor node), its root
     if multi.size:
-        _multi_loop(multi, indptr, src, delay, anchor, total, anchor_t, via)
-    return Schedule(t=anchor_t[anchor] + total, via=via)
+        _multi_loop(multi, indptr, src, delay, anchor, total, anchor_t, via,
+                    root_of if roots else None)
+    return Schedule(t=anchor_t[anchor] + total, via=via,
+                    root=root_of[anchor] if roots else None)
 
 
 def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: np.ndarray,
                 anchor: np.ndarray, total: np.ndarray, anchor_t: np.ndarray,
-                via: np.ndarray) -> None:
+                via: np.ndarray, root_of: np.ndarray | None = None) -> None:
     """Times of the nodes with several predecessors, in id order (fills ``anchor_t`` and
-    ``via`` of those nodes). ``t(u) = anchor_t[anchor[u]] + total[u]``; the anchors are
-    numbered compactly (the multi-predecessor nodes first, then the others) so the loop
-    only handles lists of their size."""
+    ``via`` of those nodes, and ``root_of`` when given: the source each one's binding
+    edges lead back to). ``t(u) = anchor_t[anchor[u]] + total[u]``; the anchors are
+    numbered compactly (the multi-predecessor nodes first, then the others, which are
+    sources) so the loop only handles lists of their size."""
     lo = indptr[multi]
     hi = indptr[multi + 1]
     edges = _ranges(lo, hi)
@@ -144,6 +152,15 @@ def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: n
         chosen[k] = b - 1 - cand[::-1].index(best)
     anchor_t[multi] = np.asarray(at[:multi.size], dtype=np.int64)
     via[multi] = edges[np.asarray(chosen, dtype=np.int64)]
+    if root_of is not None:
+        # a multi node's root is its chosen predecessor's anchor's root (anchors before it)
+        m = multi.size
+        root_c = list(range(m + others.size))
+        for k in range(m):
+            a = u_anchor[chosen[k]]
+            root_c[k] = root_c[a] if a < m else a
+        nodes = np.concatenate([multi, others])
+        root_of[multi] = nodes[np.asarray(root_c[:m], dtype=np.int64)]
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
