@@ -135,9 +135,15 @@ def test_coupled_critical_path_equals_the_job_graphs(many_collectives: TraceAnal
     assert crossed  # some paths go from rank to rank through a collective
 
 
-def test_coupled_replay_on_dask_reads_no_rank_into_the_client(tmp_path: Path) -> None:
+def test_coupled_replay_on_dask_reads_no_rank_into_the_client(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")
+    import json
+
     from dask_cases import local_client
+
+    from hta.cli import main
+    from hta.commands import cluster as cluster_command
 
     generate_job(tmp_path, ranks=4, steps=3, kernels_per_step=60)
     local = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
@@ -156,3 +162,10 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(tmp_path: Path) ->
         kept, _ = remote._whatif_coupled()
         assert set(kept.refs) == set(remote.t.get_ranks())
         remote.close()
+        # the command on the cluster prints what it prints locally
+        args = ["whatif", str(tmp_path), "kernels:gemm*0.5", "--json", "--no-cache", "-q"]
+        assert main(args) == 0
+        here = json.loads(capsys.readouterr().out)
+        assert main([*args, "--scheduler", client.scheduler.address]) == 0
+        assert json.loads(capsys.readouterr().out) == here
+        cluster_command.close_clients()

@@ -8,7 +8,8 @@ critical path, and the job's step were that rank at the median across ranks); th
 per-rank table. Changes: ``kernels:PATTERN*F``, ``category:NAME*F``,
 ``no-stragglers[:RANK]``, ``no-launch-overhead``, ``overlap-comm``, ``no-host-sync``,
 ``no-data-loader`` (definitions in ``docs/analyses/whatif.md``). ``--json`` prints the
-table as records.
+table as records. With ``--scheduler``/``--scheduler-file`` the ranks are loaded on a Dask
+cluster and each replays where it lives (only the collectives' times travel).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hta.commands.args_and_output import (
     records,
     report_skipped,
 )
-from hta.commands.cluster import load
+from hta.commands.cluster import add_cluster_options, load
 from hta.report.present import ms, number, time_text
 
 
@@ -46,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="changes applied in order (none: replay the trace as it is)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_load_options(p, quiet_help="no progress bar")
+    add_cluster_options(p)
     p.set_defaults(func=run)
 
 
