@@ -79,6 +79,40 @@ class RankTrace:
         kind = self.events["kind"]
         return self.events[kind.isin(GPU_WORK_KINDS)]
 
+    # -- joins: links and side tables ------------------------------------------------
+    # ``index`` is the row's position in ``events``: loading numbers the rows so and
+    # :meth:`filter_rows` renumbers them (tests/test_rank_joins.py checks it on every
+    # shared trace). Links and side tables name rows by ``index``, so these joins are
+    # plain lookups; analyses use them instead of mapping ``index`` values themselves.
+    def link(self, name: str) -> np.ndarray:
+        """A link column (``parent``, ``index_correlation``, ``op_index``) as row
+        positions of ``events``, int64; -1 where the event has no such link."""
+        if name not in LINK_COLUMNS:
+            raise KeyError(f"{name!r} is not a link column; one of {', '.join(LINK_COLUMNS)}")
+        if name not in self.events:
+            return np.full(len(self.events), -1, dtype=np.int64)
+        return self.events[name].to_numpy(np.int64)
+
+    def side_rows(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
+        """Side table ``table`` (``collective_args``, ``memory_args`` ...; empty when the
+        rank has none) and, per row of it, the ``events`` row it describes (-1 when out
+        of range)."""
+        frame = self.tables.get(table)
+        if frame is None or not len(frame) or "index" not in frame:
+            empty = frame.iloc[:0] if frame is not None else pd.DataFrame({"index": []})
+            return empty, np.zeros(0, dtype=np.int64)
+        rows = frame["index"].to_numpy(np.int64)
+        return frame, np.where((rows >= 0) & (rows < len(self.events)), rows, -1)
+
+    def side_row_of_event(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
+        """Side table ``table`` and, per ``events`` row, the row of the table that
+        describes it (-1: none; the last one when several do)."""
+        frame, rows = self.side_rows(table)
+        out = np.full(len(self.events), -1, dtype=np.int64)
+        ok = rows >= 0
+        out[rows[ok]] = np.flatnonzero(ok)
+        return frame, out
+
     def classify(self, rules: RuleSet) -> None:
         """(Re)compute the ``kind`` column from a rule table."""
         coll = self.tables.get("collective_args")
