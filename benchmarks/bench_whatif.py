@@ -109,10 +109,11 @@ def bench_dask(folder: Path, workers: int, repeat: int, change: str) -> None:
               f"workers in {load_s:.2f} s")
         build_s, (kept, coupling) = timed(lambda: coupled_ranks(a.t), repeat)
         pred_s, table = timed(lambda: coupled_predict(kept, coupling, change), repeat)
+        first_rounds = dict(coupling.rounds)
         again_s, _ = timed(lambda: coupled_predict(kept, coupling, "no-stragglers"), repeat)
         print(f"  coupled: build and couple on the workers {build_s:7.3f} s")
         print(f"  coupled: predict {change!r:22} {pred_s:7.3f} s, rounds "
-              f"{dict(coupling.rounds)}, {coupling.measured.size} collective instances")
+              f"{first_rounds}, {coupling.measured.size} collective instances")
         print(f"  coupled: then predict 'no-stragglers'     {again_s:7.3f} s, rounds "
               f"{coupling.rounds['changed']} (the unchanged replays are kept)")
         path_s, path = timed(lambda: coupled_critical_path(kept, coupling), repeat)

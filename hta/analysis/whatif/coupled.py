@@ -101,7 +101,9 @@ class CoupledRank:
 
     ``jg``: the one-rank job graph; ``barrier_nodes`` / ``barrier_inst``: its barrier
     nodes and their instance numbers (global); ``start_nodes`` / ``start_inst``: per
-    kernel of the rank in a matched instance, its start node and instance.
+    kernel of the rank in a matched instance, its start node and instance; ``edits``:
+    per replay kind, the last request's key and edits (a cache: a copy of this value
+    that lost it, e.g. one Dask computed again, computes them again).
     """
 
     jg: JobGraph
@@ -109,7 +111,7 @@ class CoupledRank:
     barrier_inst: np.ndarray
     start_nodes: np.ndarray
     start_inst: np.ndarray
-    edits: dict[Any, Edits | None] = field(default_factory=dict)
+    edits: dict[str, tuple[Any, Edits | None]] = field(default_factory=dict)
 
 
 def couple(g: RankGraph, instances: pd.DataFrame) -> CoupledRank:
@@ -150,10 +152,10 @@ class Request:
 @dataclass(frozen=True)
 class Answer:
     """A rank's replay: per kernel its instance, ``start`` (``measured_start``: in the
-    trace) and what set it (``via_inst``:
-    the instance of the barrier its binding path starts from, -1 for a node of the
-    rank's own; ``offset``: the start minus that barrier's release time, or the start);
-    and its steps (``steps``; ``measured`` / ``replayed``: per step, ns)."""
+    trace) and what set it (``via_inst``: the instance of the barrier its binding path
+    starts from, -1 for a node of the rank's own; ``offset``: the start minus that
+    barrier's release time, or the start); and its steps (``steps``; ``measured`` /
+    ``replayed``: per step, ns)."""
 
     rank: int
     inst: np.ndarray
@@ -171,16 +173,20 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     from hta.analysis.whatif import modelled_edits
 
     jg = cr.jg
-    key = (req.kind, req.changes, id(req.rules) if req.rules is not None else None,
+    # the edits of the kind's last request are kept for its next rounds (the rules come
+    # unpickled each round on a worker: compared by their table, not their identity)
+    key = (req.changes, req.rules.rules if req.rules is not None else None,
            tuple(sorted(req.medians.items())) if req.medians else None)
-    if key not in cr.edits:
+    kept = cr.edits.get(req.kind)
+    if kept is None or kept[0] != key:
         if req.kind == "strict":
-            cr.edits[key] = modelled_edits(jg)
+            edits = modelled_edits(jg)
         elif req.kind == "changed" and req.changes:
-            cr.edits[key] = apply(jg, list(req.changes), req.rules, req.medians)
+            edits = apply(jg, list(req.changes), req.rules, req.medians)
         else:
-            cr.edits[key] = None
-    edits = cr.edits[key]
+            edits = None
+        cr.edits[req.kind] = (key, edits)
+    edits = cr.edits[req.kind][1]
     base = jg.base.copy()
     base[cr.barrier_nodes] = np.asarray(req.release, dtype=np.int64)
     if edits is None:
