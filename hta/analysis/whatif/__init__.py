@@ -31,6 +31,10 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
 
 A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
 first to its last node. See ``docs/analyses/whatif.md``.
+
+On a job whose ranks live on Dask workers, :mod:`.coupled` gives the same table from
+per-rank replays kept where the ranks are, coupled through the collectives' release times
+alone (:func:`~.coupled.coupled_predict`, :func:`~.coupled.coupled_critical_path`).
 """
 
 from __future__ import annotations
