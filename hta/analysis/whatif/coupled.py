@@ -424,36 +424,22 @@ class Piece:
 def rank_path(cr: CoupledRank, ask: PathAsk) -> tuple[int, Piece | None, dict[int, Piece]]:
     """The rank's walks for ``ask``: ``(begin_ns, the walk from the step's completion or
     None, instance -> the walk from its kernel start)``."""
-    from hta.analysis.whatif.jobpath import describe
+    from hta.analysis.whatif.jobpath import binding_edges, walk_back
 
     jg = cr.jg
     base = jg.base.copy()
     base[cr.barrier_nodes] = np.asarray(ask.release, dtype=np.int64)
     sched = schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, base, jg.order_of)
-    t, via = sched.t, sched.via
+    t = sched.t
+    binding = binding_edges(jg, sched)
     begin = ask.begin_ns
     end_piece = None
     b_of = np.full(jg.num_nodes, -1, dtype=np.int64)
     b_of[cr.barrier_nodes] = cr.barrier_inst
 
     def walk(v: int, stop_t: int) -> Piece:
-        us, vs = [], []
-        while via[v] >= 0 and t[v] > stop_t:
-            u = int(jg.src[via[v]])
-            us.append(u)
-            vs.append(v)
-            v = u
-        u_arr = np.asarray(us[::-1], dtype=np.int64)
-        v_arr = np.asarray(vs[::-1], dtype=np.int64)
-        start = np.maximum(t[u_arr], stop_t)
-        dur = t[v_arr] - start
-        keep = dur > 0
-        u_arr, v_arr, start, dur = u_arr[keep], v_arr[keep], start[keep], dur[keep]
-        ranks, kinds, names = describe(jg, u_arr, v_arr, jg.type[via[v_arr]])
-        crossed = int(b_of[v]) if t[v] > stop_t else -1
-        return Piece(pd.DataFrame({"rank": ranks, "kind": kinds, "name": names,
-                                   "start_ns": start, "dur_ns": dur}),
-                     crossed, int(t[v]))
+        segments, last = walk_back(jg, t, binding, v, stop_t)
+        return Piece(segments, int(b_of[last]) if t[last] > stop_t else -1, int(t[last]))
 
     if ask.end:
         end_node, own_begin = _completion(jg, t, ask.step)

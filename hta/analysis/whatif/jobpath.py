@@ -48,25 +48,35 @@ def job_critical_path(jg: JobGraph, sched: Schedule, step: int | None = None,
     ``ProfilerStep``: the whole trace), :data:`PATH_COLUMNS` (module docstring).
     ``binding``: :func:`binding_edges` of ``sched`` when already computed."""
     end_node, start_t = _step_bounds(jg, sched, step)
-    src_of, typ_of = binding if binding is not None else binding_edges(jg, sched)
-    t = sched.t
+    binding = binding if binding is not None else binding_edges(jg, sched)
+    path, _ = walk_back(jg, sched.t, binding, int(end_node), start_t)
+    return pd.DataFrame({"rank": path["rank"], "kind": path["kind"], "name": path["name"],
+                         "start(us)": (path["start_ns"] - start_t) / 1e3,
+                         "dur(us)": path["dur_ns"] / 1e3}, columns=PATH_COLUMNS)
+
+
+def walk_back(jg: JobGraph, t: np.ndarray, binding: tuple[np.ndarray, np.ndarray], v: int,
+              stop_t: int) -> tuple[pd.DataFrame, int]:
+    """The binding edges from node ``v`` back to the first node at or before ``stop_t``
+    (or a node without one), as segments in path order: ``rank``, ``kind``, ``name``
+    (:func:`describe`), ``start_ns`` (cut at ``stop_t``), ``dur_ns`` (segments of no time
+    left out); and the node the walk stopped at. ``binding``: :func:`binding_edges`."""
+    src_of, typ_of = binding
     us, vs = [], []
-    v = int(end_node)
-    while src_of[v] >= 0 and t[v] > start_t:
+    while src_of[v] >= 0 and t[v] > stop_t:
         u = int(src_of[v])
         us.append(u)
         vs.append(v)
         v = u
     u_arr = np.asarray(us[::-1], dtype=np.int64)
     v_arr = np.asarray(vs[::-1], dtype=np.int64)
-    start = np.maximum(t[u_arr], start_t)
+    start = np.maximum(t[u_arr], stop_t)
     dur = t[v_arr] - start
     keep = dur > 0
     u_arr, v_arr, start, dur = u_arr[keep], v_arr[keep], start[keep], dur[keep]
     ranks, kinds, names = describe(jg, u_arr, v_arr, typ_of[v_arr])
-    return pd.DataFrame({"rank": ranks, "kind": kinds, "name": names,
-                         "start(us)": (start - start_t) / 1e3, "dur(us)": dur / 1e3},
-                        columns=PATH_COLUMNS)
+    return pd.DataFrame({"rank": ranks, "kind": kinds, "name": names, "start_ns": start,
+                         "dur_ns": dur}), v
 
 
 def binding_edges(jg: JobGraph, sched: Schedule) -> tuple[np.ndarray, np.ndarray]:
