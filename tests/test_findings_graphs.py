@@ -19,7 +19,6 @@ from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings import launch_bound as launch_rules
 from hta.analysis.findings.engine import default_rules
 from hta.analysis.launch import cuda_kernel_launch_stats, launch_pairing_summary
-from hta.analysis.rowmap import RowMap
 from hta.job.load import load_trace
 from hta.model.links import GRAPH_LAUNCH, graph_replayed
 from hta.model.trace import Trace
@@ -163,7 +162,7 @@ def test_replayed_kernels_are_attributed_to_their_graph_launch(tmp_path, in_op):
     trace = replay(tmp_path, n=20, in_op=in_op)
     rt = trace.rank(0)
     ev = rt.events
-    pos = RowMap(ev).column(ev, "index_correlation")
+    pos = rt.link("index_correlation")
     names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()]
     launches = np.flatnonzero(names == "cudaGraphLaunch")
     kernels = np.flatnonzero(names == ADD)
@@ -175,7 +174,7 @@ def test_replayed_kernels_are_attributed_to_their_graph_launch(tmp_path, in_op):
     assert (stats["launch_name"] == "cudaGraphLaunch").sum() == 40
     pairing = launch_pairing_summary(trace).iloc[0]
     assert (pairing["paired_launches"], pairing["paired_gpu_events"]) == (2, 40)
-    ops = RowMap(ev).column(ev, "op_index")[kernels]
+    ops = rt.link("op_index")[kernels]
     if in_op:
         assert set(names[ops].tolist()) == {"aten::graph_replay"}
     else:

@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import KIND_CODE, kind_codes
@@ -51,7 +50,7 @@ def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     aten_symbol = np.fromiter((s.startswith("aten::") for s in rt.symbols), dtype=bool,
                               count=len(rt.symbols))
     is_aten = (codes == KIND_CODE["cpu_op"]) & aten_symbol[name_ids]
-    parent = RowMap(ev).column(ev, "parent")
+    parent = rt.link("parent")
     op = enclosing_ops(parent, is_aten, launch)
     keep = op >= 0
     gpu, launch, op = gpu[keep], launch[keep], op[keep]

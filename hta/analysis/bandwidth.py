@@ -45,7 +45,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
@@ -105,12 +104,8 @@ def _rank_copies(rt: RankTrace) -> pd.DataFrame:
         return pd.DataFrame(columns=COPY_COLUMNS)
     nbytes = np.full(rows.size, np.nan)
     arg_bw = np.full(rows.size, np.nan)
-    table = rt.tables.get("memory_args")
-    if table is not None and len(table):
-        pos = RowMap(ev).positions(table["index"].to_numpy())
-        slot = np.full(len(ev), -1, dtype=np.int64)
-        ok = pos >= 0
-        slot[pos[ok]] = np.flatnonzero(ok)
+    table, slot = rt.side_row_of_event("memory_args")
+    if len(table):
         where = slot[rows]
         has = where >= 0
         nbytes[has] = table["bytes"].to_numpy(dtype=np.float64)[where[has]]

@@ -67,7 +67,6 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.derived import derived
 from hta.model.trace import RankTrace, Trace
@@ -241,7 +240,7 @@ def _rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int 
     rows = np.flatnonzero(keep)
     if not rows.size:
         return empty()
-    where = _collective_rows(rt)
+    _, where = rt.side_row_of_event("collective_args")  # per event: its args row, -1
     chains = _ancestors(rt, rows)
     args = _args_rows(where, rows, chains)
     ops, sources = _operations(rt, rows, where, chains)
@@ -309,7 +308,7 @@ def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     if not len(named):
         return out
     threads = set(zip(named["pid"].tolist(), named["tid"].tolist()))
-    launch = RowMap(ev).positions(ev["index_correlation"].to_numpy()[rows])
+    launch = rt.link("index_correlation")[rows]
     ok = launch >= 0
     pid = ev["pid"].to_numpy()[launch[ok]]
     tid = ev["tid"].to_numpy()[launch[ok]]
@@ -320,10 +319,8 @@ def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
 def _ancestors(rt: RankTrace, rows: np.ndarray) -> list[list[int]]:
     """Per kernel row: the positions of its launch call's enclosing events, innermost
     first (empty when it has no launch call in the trace)."""
-    ev = rt.events
-    rmap = RowMap(ev)
-    launch = rmap.positions(ev["index_correlation"].to_numpy()[rows])
-    parent = rmap.positions(ev["parent"].to_numpy())
+    launch = rt.link("index_correlation")[rows]
+    parent = rt.link("parent")
     chains: list[list[int]] = []
     for pos in launch.tolist():
         chain: list[int] = []
@@ -335,23 +332,12 @@ def _ancestors(rt: RankTrace, rows: np.ndarray) -> list[list[int]]:
     return chains
 
 
-def _collective_rows(rt: RankTrace) -> np.ndarray:
-    """Per event position: its row in ``collective_args``, or -1."""
-    ev = rt.events
-    where = np.full(len(ev), -1, dtype=np.int64)
-    coll = rt.tables.get("collective_args")
-    if coll is None or not len(coll):
-        return where
-    pos = RowMap(ev).positions(coll["index"].to_numpy())
-    ok = pos >= 0
-    where[pos[ok]] = np.flatnonzero(ok)
-    return where
-
-
 def _args_rows(where: np.ndarray, rows: np.ndarray, chains: list[list[int]]) -> np.ndarray:
     """Per kernel: the ``collective_args`` row of its own args, else of the nearest
     ``record_param_comms`` op (any event with collective args) around its launch; -1.
-    ``where``: :func:`_collective_rows`; ``chains``: :func:`_ancestors` of ``rows``."""
+    ``where``: per event row, its ``collective_args`` row or -1
+    (:meth:`~hta.model.trace.RankTrace.side_row_of_event`); ``chains``:
+    :func:`_ancestors` of ``rows``."""
     out = where[rows].copy()
     for i in np.flatnonzero(out < 0).tolist():
         for p in chains[i]:

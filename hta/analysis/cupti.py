@@ -33,7 +33,6 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
@@ -140,7 +139,7 @@ def _rank_counters(rt: RankTrace) -> pd.DataFrame:
 def _op_stacks(rt: RankTrace, launches: np.ndarray) -> list[list[str]]:
     """Names of the cpu_op ancestors of each launch, outermost first."""
     ev = rt.events
-    parent = RowMap(ev).column(ev, "parent")
+    parent = rt.link("parent")
     is_op = ev["kind"].cat.codes.to_numpy() == KIND_CODE["cpu_op"]
     names = ev["name"].to_numpy()
     levels: list[np.ndarray] = []

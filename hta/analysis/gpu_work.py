@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.rowmap import RowMap
 from hta.model.rules import KINDS, MEMORY_KINDS
 from hta.model.selection import Marker, normalize_iterations
 
@@ -94,13 +93,30 @@ def as_list(values: Iterable[int] | int) -> list[int]:
     return list(wanted)
 
 
-def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of the launch call of each of ``rows`` (-1 where unlinked).
+def index_positions(events: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+    """Row positions in ``events`` of ``index`` values (a link column's), int64; -1 where
+    a value names no row (-1 included).
 
-    ``index_correlation`` holds ``index`` values, which :class:`RowMap` turns into
-    positions (they differ once rows were dropped after loading).
+    For the functions that take a bare events table. In a rank's table ``index`` is the
+    row's position (the model keeps it so; analyses given the rank read links with
+    :meth:`~hta.model.trace.RankTrace.link`), so the values are their own positions; a
+    frame cut from one by hand (``events[mask]``, which keeps the old numbers) is looked
+    up by ``index``.
     """
-    pos = RowMap(events).positions(events["index_correlation"].to_numpy()[rows])
+    values = np.asarray(values, dtype=np.int64)
+    index = events["index"].to_numpy(np.int64)
+    n = index.size
+    if n == 0 or (index[0] == 0 and index[-1] == n - 1
+                  and np.array_equal(index, np.arange(n))):
+        return np.where((values >= 0) & (values < n), values, -1)
+    lookup = np.full(int(index.max()) + 2, -1, dtype=np.int64)  # last slot: no row
+    lookup[index] = np.arange(n, dtype=np.int64)
+    return lookup[np.where((values >= 0) & (values < lookup.size - 1), values, -1)]
+
+
+def _launch_times(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of the launch call of each of ``rows`` (-1 where unlinked)."""
+    pos = index_positions(events, events["index_correlation"].to_numpy()[rows])
     ok = pos >= 0
     safe = np.where(ok, pos, 0)
     if len(events) == 0:

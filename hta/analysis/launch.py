@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.rowmap import RowMap
+from hta.analysis.gpu_work import index_positions
 from hta.analysis.select import select_ranks
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
@@ -92,11 +92,13 @@ class LaunchPairs:
 
 
 def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
-    """Pair GPU work rows with their ``runtime_launch`` rows (see the module docstring)."""
+    """Pair GPU work rows with their ``runtime_launch`` rows (see the module docstring);
+    ``index_correlation`` read as positions by
+    :func:`~hta.analysis.gpu_work.index_positions`."""
     codes = events["kind"].cat.codes.to_numpy()
     is_launch = codes == _LAUNCH_CODE
     gpu_rows = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
-    partner = RowMap(events).positions(events["index_correlation"].to_numpy()[gpu_rows])
+    partner = index_positions(events, events["index_correlation"].to_numpy()[gpu_rows])
     ok = partner >= 0
     ok[ok] = is_launch[partner[ok]]
     launch = partner[ok]

@@ -49,7 +49,6 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
@@ -100,8 +99,7 @@ def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     ops = np.flatnonzero(codes == _OP_CODE)
     if ops.size == 0:
         return pd.DataFrame(columns=CALL_COLUMNS)
-    rows = RowMap(ev)
-    parent = rows.column(ev, "parent")
+    parent = rt.link("parent")
     ts = ev["ts"].to_numpy()
     end = ev["end"].to_numpy()
     n = len(ev)
@@ -112,7 +110,7 @@ def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     # GPU work and the operator it was launched under, then every enclosing operator
     all_work = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
     gpu = all_work
-    owner = rows.positions(ev["op_index"].to_numpy()[gpu])
+    owner = rt.link("op_index")[gpu]
     has = owner >= 0
     gpu, owner = gpu[has], owner[has]
     share = np.zeros(n, dtype=np.float64)
@@ -137,7 +135,7 @@ def _rank_calls(rt: RankTrace) -> pd.DataFrame:
         "rank": rt.rank,
         "index": index[ops],
         "name": np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[ops]],
-        "input_shapes": _input_shapes(rt, rows, ops),
+        "input_shapes": _input_shapes(rt, ops),
         "parent_op": np.where(parent_op >= 0, index[np.clip(parent_op, 0, None)], -1),
         "top_level": parent_op < 0,
         "cpu_total(ns)": ev["dur"].to_numpy()[ops],
@@ -202,15 +200,11 @@ def _union_per_owner(owner: np.ndarray, start: np.ndarray, end: np.ndarray, n: i
     return total, count
 
 
-def _input_shapes(rt: RankTrace, rows: RowMap, ops: np.ndarray) -> np.ndarray:
+def _input_shapes(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     out = np.full(ops.size, "", dtype=object)
-    table = rt.tables.get("op_args")
-    if table is None or len(table) == 0 or "input_dims" not in table:
+    table, slot = rt.side_row_of_event("op_args")
+    if len(table) == 0 or "input_dims" not in table:
         return out
-    pos = rows.positions(table["index"].to_numpy())
-    slot = np.full(len(rt.events), -1, dtype=np.int64)
-    ok = pos >= 0
-    slot[pos[ok]] = np.flatnonzero(ok)
     where = slot[ops]
     has = where >= 0
     dims = table["input_dims"].to_numpy(dtype=object)[where[has]]

@@ -1,48 +1,13 @@
-"""From ``index`` values (what links and side tables hold) to row positions.
+"""Walks up the ``parent`` links of one rank's events.
 
-Links between events (``parent``, ``index_correlation``, ``op_index``) and the side
-tables (``memory_args``, ``op_args`` ...) name rows by their ``index`` value. That value is
-the row's position right after loading, but not after rows were dropped (for example
-``include_last_profiler_step=False``). :class:`RowMap` turns index values into positions in
-both cases, with ``-1`` for values that name no remaining row.
+The ``parent`` link as row positions comes from :meth:`hta.model.trace.RankTrace.link`
+(``index`` is the row's position; -1: no parent); these helpers follow it upwards for
+many rows at once.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
-
-NO_ROW = -1
-
-
-class RowMap:
-    """Positions of the rows of one events table, looked up by ``index`` value."""
-
-    def __init__(self, events: pd.DataFrame) -> None:
-        index = events["index"].to_numpy()
-        n = index.shape[0]
-        self.n = n
-        self.identity = bool(n == 0 or (index[0] == 0 and index[-1] == n - 1
-                                        and np.array_equal(index, np.arange(n))))
-        if self.identity:
-            self._lookup = None
-        else:
-            self._lookup = np.full(int(index.max()) + 1, NO_ROW, dtype=np.int64)
-            self._lookup[index] = np.arange(n, dtype=np.int64)
-
-    def positions(self, values: np.ndarray) -> np.ndarray:
-        """Row position of each index value; ``-1`` for ``-1`` and for dropped rows."""
-        values = np.asarray(values, dtype=np.int64)
-        if self.identity:
-            return np.where((values >= 0) & (values < self.n), values, NO_ROW)
-        lookup = self._lookup
-        assert lookup is not None
-        inside = (values >= 0) & (values < lookup.shape[0])
-        return np.where(inside, lookup[np.clip(values, 0, lookup.shape[0] - 1)], NO_ROW)
-
-    def column(self, events: pd.DataFrame, name: str) -> np.ndarray:
-        """A link column (``parent``, ``index_correlation``, ``op_index``) as positions."""
-        return self.positions(events[name].to_numpy())
 
 
 def has_marked_ancestor(parent: np.ndarray, rows: np.ndarray, mark: np.ndarray
@@ -63,7 +28,8 @@ def has_marked_ancestor(parent: np.ndarray, rows: np.ndarray, mark: np.ndarray
 
 def ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row, ancestor) for every ancestor of each of ``rows``, the row itself included;
-    ``parent``: the ``parent`` link as positions (:meth:`RowMap.column`)."""
+    ``parent``: the ``parent`` link as positions
+    (:meth:`~hta.model.trace.RankTrace.link`)."""
     out_row, out_anc = [rows], [rows]
     cur = parent[rows]
     live = cur >= 0

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.rowmap import RowMap, ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs
 from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
@@ -79,7 +79,7 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     if not candidate.any():
         raise ValueError(f"rank {rt.rank}: no operator name contains {operator_name!r}; "
                          "check the spelling (the match is case-sensitive)")
-    parent = RowMap(ev).column(ev, "parent")
+    parent = rt.link("parent")
     cand_rows = np.flatnonzero(candidate)
     row, anc = ancestor_pairs(parent, cand_rows)
     nested = np.zeros(len(ev), dtype=bool)

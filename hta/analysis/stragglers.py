@@ -62,7 +62,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
-from hta.analysis.rowmap import RowMap
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import iteration_list
@@ -120,12 +119,8 @@ def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -
     name = kernel.copy()
     seq = np.full(n, NO_SEQ, dtype=np.int64)
     nelems = np.full(n, np.nan)
-    coll = rt.tables.get("collective_args")
-    if n and coll is not None and len(coll):
-        pos = RowMap(ev).positions(coll["index"].to_numpy())
-        where = np.full(len(ev), -1, dtype=np.int64)
-        ok = pos >= 0
-        where[pos[ok]] = np.flatnonzero(ok)
+    coll, where = rt.side_row_of_event("collective_args")
+    if n and len(coll):
         arg = where[rows]
         has = arg >= 0
         a = coll.iloc[arg[has]]

@@ -25,7 +25,6 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from hta.analysis.rowmap import RowMap
 from hta.export.rawtrace import (
     event_items,
     output_path,
@@ -67,9 +66,9 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     raw = read_raw(source, storage_options)
     items = event_items(raw)
     item_of_row = row_items(items, rt, rt.time_origin_ns)
-    positions_of = RowMap(rt.events).positions
+    n_rows = len(rt.events)
     symbols = rt.symbols
-    name_of_index = pd.Series(rt.events["name"].to_numpy(), index=rt.events["index"])
+    names = rt.events["name"].to_numpy()
     listing = [
         {"label": pattern_label(i, str(p), int(k)), "pattern": str(p), "count": int(c),
          "kernels": int(k)}
@@ -78,15 +77,14 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     marks: dict[int, list[int]] = {}
     checked = 0
     for position, indices in enumerate(patterns["event_indices"]):
-        indices = np.asarray(indices, dtype=np.int64)
-        rows = positions_of(indices)
-        if (rows < 0).any():
+        rows = np.asarray(indices, dtype=np.int64)  # an event's ``index`` is its row
+        if ((rows < 0) | (rows >= n_rows)).any():
             raise ValueError(f"rank {rt.rank}: pattern {position} names events that are not "
                              "loaded; compute the patterns on this trace")
-        for index, item in zip(indices.tolist(), item_of_row[rows].tolist()):
+        for row, item in zip(rows.tolist(), item_of_row[rows].tolist()):
             marks.setdefault(item, []).append(position)
             if checked < NAME_CHECKS:
-                _check_name(items[item], symbols[name_of_index[index]], source)
+                _check_name(items[item], symbols[names[row]], source)
                 checked += 1
     encoded: dict[tuple[int, ...], msgspec.Raw] = {}
     for item, positions in marks.items():

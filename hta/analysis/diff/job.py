@@ -30,7 +30,6 @@ from hta.analysis.diff.sides import _Side, _side, _steps_rows
 from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
-from hta.analysis.rowmap import RowMap
 from hta.model.job import Job
 
 
@@ -240,7 +239,8 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
     time = np.zeros(size, dtype=float)
     kind = np.full(size, -1, dtype=np.int64)
     for rank in side.ranks:
-        ev = side.trace.rank(rank).events
+        rt = side.trace.rank(rank)
+        ev = rt.events
         keep = np.isin(ev["kind"].cat.codes.to_numpy(), _WORK_CODES)
         if side.iterations is not None:
             keep &= np.isin(ev["iteration"].to_numpy(), side.iterations)
@@ -250,7 +250,7 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
             cls = work_class(ev["kind"].iloc[rows])
             kind[ids] = np.where(kind[ids] >= 0, kind[ids], cls)
         else:
-            op = RowMap(ev).column(ev, "op_index")[rows]
+            op = rt.link("op_index")[rows]
             names = ev["name"].to_numpy()
             ids = np.where(op >= 0, names[np.clip(op, 0, None)] if len(ev) else 0, no_op)
             ids = ids.astype(np.int64)

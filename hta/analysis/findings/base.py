@@ -19,7 +19,6 @@ import pandas as pd
 
 from hta.analysis.findings.claims import Claim
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
-from hta.analysis.rowmap import RowMap
 from hta.model.derived import derived
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace, Trace
@@ -106,17 +105,11 @@ def rank_work(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> G
                    lambda: read_only(gpu_work(rt.rank, rt.events, iterations)))
 
 
-def row_map(rt: RankTrace) -> RowMap:
-    """The :class:`~hta.analysis.rowmap.RowMap` of the rank's events, built once per rank
-    (:func:`hta.model.derived.derived`)."""
-    return derived(rt, "findings.row_map", lambda: RowMap(rt.events))
-
-
 def link(rt: RankTrace, name: str) -> np.ndarray:
     """A link column of the rank's events (``parent``, ``index_correlation``,
-    ``op_index``) as row positions (:meth:`RowMap.column`), computed once per rank (a
-    read-only array)."""
-    return derived(rt, ("findings.link", name), lambda: row_map(rt).column(rt.events, name))
+    ``op_index``) as row positions (:meth:`~hta.model.trace.RankTrace.link`; -1: no
+    link), computed once per rank (a read-only array)."""
+    return derived(rt, ("findings.link", name), lambda: rt.link(name))
 
 
 def read_only(w: D) -> D:
@@ -191,4 +184,4 @@ def _analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window", "link",
-           "rank_work", "read_only", "row_map", "step_table", "use_steady_state", "SteadyState"]
+           "rank_work", "read_only", "step_table", "use_steady_state", "SteadyState"]

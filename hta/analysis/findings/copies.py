@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.bandwidth import DIRECTION
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, row_map
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.rule_tools import (
     bytes_of,
@@ -158,7 +158,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     if transfers.size == 0:
         return []
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    launch = row_map(rt).positions(ev["index_correlation"].to_numpy())
+    launch = link(rt, "index_correlation")
     all_kernels = np.flatnonzero(codes == _COMPUTE)
     blocked = np.zeros(transfers.size, dtype=np.int64)
     held_from = np.zeros(transfers.size, dtype=np.int64)

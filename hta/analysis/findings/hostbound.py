@@ -62,7 +62,6 @@ from hta.analysis.findings.base import (
     analysis_window,
     link,
     rank_work,
-    row_map,
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside, difference
@@ -237,7 +236,7 @@ def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     :func:`~hta.analysis.gpu_work.gpu_work` order; -1 where unknown)."""
     ev = rt.events
     work = np.flatnonzero(work_class(ev["kind"]) >= 0)[rows]
-    pos = row_map(rt).positions(ev["index_correlation"].to_numpy()[work])
+    pos = link(rt, "index_correlation")[work]
     tid = ev["tid"].to_numpy()
     return np.where(pos >= 0, tid[np.maximum(pos, 0)], -1)
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, analysis_window, row_map
+from hta.analysis.findings.base import Finding, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
@@ -102,10 +102,9 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
              window: tuple[int, int]) -> SmTable | None:
     """:class:`SmTable` of the rank, ``None`` without ``blocks per SM`` args."""
     ev = rt.events
-    args = rt.tables.get("kernel_args")
-    if args is None or not len(args) or not len(ev):
+    args, pos = rt.side_rows("kernel_args")
+    if not len(args) or not len(ev):
         return None
-    pos = row_map(rt).positions(args["index"].to_numpy())
     ok = pos >= 0
     pos = pos[ok]
     grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]

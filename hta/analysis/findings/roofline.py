@@ -41,7 +41,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link, row_map
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
@@ -69,9 +69,8 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
     claimed = np.zeros(len(ev), dtype=bool)
     rows = gpu_rows(rt)
     claimed[rows] = ev["dur"].to_numpy()[rows] < SMALL_NS
-    args = rt.tables.get("kernel_args")
-    if args is not None and len(args) and "blocks_per_sm" in args:
-        pos = row_map(rt).positions(args["index"].to_numpy())
+    args, pos = rt.side_rows("kernel_args")
+    if len(args) and "blocks_per_sm" in args:
         low = (args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)
         claimed[pos[low]] = True
     names = ev["name"].to_numpy()[rows]
@@ -208,7 +207,7 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
 def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int, int]
               ) -> str:
     ev = rt.events
-    first = int(ev["ts"].to_numpy()[row_map(rt).positions(members["index"].to_numpy()[:1])][0])
+    first = int(ev["ts"].to_numpy()[int(members["index"].to_numpy()[0])])
     secs = g.t_ns / 1e9  # type: ignore[attr-defined]
     rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
             else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]

@@ -64,7 +64,6 @@ from hta.analysis.findings.base import (
     analysis_window,
     link,
     read_only,
-    row_map,
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside
@@ -159,7 +158,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
     calls = np.union1d(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     copies = copies[name_matches(rt, copies, PAGEABLE)]
-    staged = row_map(rt).positions(ev["index_correlation"].to_numpy()[copies])
+    staged = link(rt, "index_correlation")[copies]
     staged = staged[staged >= 0]
     calls = np.union1d(calls, staged[codes[staged] == _LAUNCH])
     ops = np.flatnonzero(codes == _CPU_OP)

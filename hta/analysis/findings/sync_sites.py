@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hta.analysis.findings.base import link, row_map
-from hta.analysis.rowmap import RowMap
+from hta.analysis.findings.base import link
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
@@ -124,7 +123,6 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
     names = ev["name"].to_numpy()
-    rowmap = row_map(rt)
     parent = link(rt, "parent")
     n = rows.size
     op = np.where(codes[rows] == _CPU_OP, rows, -1)
@@ -147,20 +145,18 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
         outer[live[is_label]] = at[is_label]
         flags[live[is_op]] |= _name_flags(rt, names[at[is_op]])
         cur[live] = parent[at]
-    copy = linked_copies(rt, rows, rowmap)
+    copy = linked_copies(rt, rows)
     transfer = kind_mask(codes[np.where(copy >= 0, copy, 0)], ("memcpy_htod", "memcpy_dtoh"))
     flags[(copy >= 0) & transfer] |= 1 << FLAG_ORDER.index("host_copy")
     _gpu_labels(rt, copy, label, outer)
     return Sites(op, label, outer, copy, flags)
 
 
-def linked_copies(rt: RankTrace, rows: np.ndarray, rowmap: RowMap | None = None
-                  ) -> np.ndarray:
+def linked_copies(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """The GPU copy (a memcpy, not a memset) each row's launch enqueued; -1 if none."""
     ev = rt.events
     codes = ev["kind"].cat.codes.to_numpy()
-    rowmap = row_map(rt) if rowmap is None else rowmap
-    target = rowmap.positions(ev["index_correlation"].to_numpy()[rows])
+    target = link(rt, "index_correlation")[rows]
     ok = target >= 0
     is_copy = kind_mask(codes[np.where(ok, target, 0)], MEMORY_KINDS - {"memset"})
     return np.where(ok & is_copy, target, -1)

@@ -73,7 +73,6 @@ from hta.analysis.findings.base import (
     SteadyState,
     analysis_window,
     link,
-    row_map,
     step_table,
     use_steady_state,
 )
@@ -454,7 +453,7 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     (by name) and ran :data:`FACTOR` times the median launch call of the rank or more:
     module loading on the first launch."""
     ev = rt.events
-    pos = row_map(rt).positions(ev["index_correlation"].to_numpy()[g])
+    pos = link(rt, "index_correlation")[g]
     ok = pos >= 0
     if not ok.any():
         return np.zeros(0, dtype=np.int64)
@@ -505,13 +504,9 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
 def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """One integer per distinct (name, recorded input shapes) of ``rows``."""
     names = rt.events["name"].to_numpy()[rows].astype(np.int64)
-    table = rt.tables.get("op_args")
-    if table is None or not len(table) or "input_dims" not in table:
+    table, slot = rt.side_row_of_event("op_args")
+    if not len(table) or "input_dims" not in table:
         return names
-    pos = row_map(rt).positions(table["index"].to_numpy())
-    slot = np.full(len(rt.events), -1, dtype=np.int64)
-    ok = pos >= 0
-    slot[pos[ok]] = np.flatnonzero(ok)
     where = slot[rows]
     dims = np.full(rows.size, "", dtype=object)
     has = where >= 0

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.replayed import replayed_slots
-from hta.analysis.rowmap import RowMap
 from hta.model.categories import op_category
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
@@ -28,12 +27,9 @@ def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarra
     ev = rt.events
     cats = categories(rt.symbols, ev["cat"].to_numpy()[rows], ev["name"].to_numpy()[rows],
                       rules)
-    coll = rt.tables.get("collective_args")
-    if coll is not None and len(coll):
-        flagged = np.zeros(len(ev), dtype=bool)
-        pos = RowMap(ev).positions(coll["index"].to_numpy())
-        flagged[pos[pos >= 0]] = True
-        hit = flagged[rows] & (cats != "copy/memset")
+    coll, args_row = rt.side_row_of_event("collective_args")
+    if len(coll):
+        hit = (args_row[rows] >= 0) & (cats != "copy/memset")
         cats[hit] = "communication"
     return cats
 
@@ -57,7 +53,7 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
 def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     ev = rt.events
     rows = gpu_rows(rt)
-    owner = RowMap(ev).column(ev, "op_index")[rows]
+    owner = rt.link("op_index")[rows]
     dur = ev["dur"].to_numpy()[rows]
     kcat = gpu_categories(rt, rows, rules)
     work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
@@ -96,12 +92,8 @@ def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
     n = len(calls["op"])
     cols = {c: np.full(n, "", dtype=object) for c in ("input_dims", "input_type",
                                                       "concrete_inputs")}
-    table = rt.tables.get("op_args")
-    if table is not None and len(table) and n:
-        pos = RowMap(rt.events).positions(table["index"].to_numpy())
-        slot = np.full(len(rt.events), -1, dtype=np.int64)
-        ok = pos >= 0
-        slot[pos[ok]] = np.flatnonzero(ok)
+    table, slot = rt.side_row_of_event("op_args")
+    if len(table) and n:
         where = slot[calls["op"]]
         has = where >= 0
         for c in cols:
