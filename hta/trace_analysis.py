@@ -151,10 +151,15 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         Check it for communication kernels the default rules do not know, then add a
         ``Rule("communication", name=...)`` through ``kind_rules``.
         """
-        from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
+        from hta.analysis.unclassified import (
+            no_unclassified,
+            sorted_unclassified,
+            unclassified_of_rank,
+        )
 
-        return run_one(self.t, RankWork.of_trace(unclassified_kernels, finish=sorted_unclassified,
-                                                 description="Unclassified kernels"), ranks)
+        return run_one(self.t, RankWork(unclassified_of_rank, finish=sorted_unclassified,
+                                        description="Unclassified kernels",
+                                        empty=no_unclassified), ranks)
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -162,9 +167,10 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         See :mod:`hta.analysis.summary` for the definitions. On a lazy trace (Dask
         workers, or ranks kept on disk) each rank's row is computed where the rank is.
         """
-        from hta.analysis.summary import rank_summary
+        from hta.analysis.summary import no_summary, summary_of_rank
 
-        return run_one(self.t, RankWork.of_trace(rank_summary, description="Rank summary"), ranks)
+        return run_one(self.t, RankWork(summary_of_rank, description="Rank summary",
+                                        empty=no_summary), ranks)
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""

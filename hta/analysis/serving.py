@@ -153,8 +153,13 @@ def server_iterations(trace: Trace, ranks: Iterable[int] | int | None = None,
     frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame(columns=COLUMNS + CATEGORY_COLUMNS)
+        return no_iterations()
     return pd.concat(frames, ignore_index=True)
+
+
+def no_iterations() -> pd.DataFrame:
+    """:func:`server_iterations` of no rank."""
+    return pd.DataFrame(columns=COLUMNS + CATEGORY_COLUMNS)
 
 
 def iteration_summary(iterations: pd.DataFrame) -> pd.DataFrame:
@@ -176,4 +181,4 @@ def iteration_summary(iterations: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["CATEGORY_COLUMNS", "COLUMNS", "SUMMARY_COLUMNS", "iteration_summary",
-           "parse_step_name", "rank_iterations", "server_iterations"]
+           "no_iterations", "parse_step_name", "rank_iterations", "server_iterations"]

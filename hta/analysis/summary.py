@@ -23,38 +23,47 @@ import pandas as pd
 from hta.analysis.intervals import union_length
 from hta.analysis.select import rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KINDS
-from hta.model.trace import EVENT_TABLES, Trace
+from hta.model.trace import EVENT_TABLES, RankTrace, Trace
 
 GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
 
 
 def rank_summary(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
     """One row per rank with the columns described in this module's docstring."""
-    rows = []
-    selected = rank_numbers(trace, ranks)
-    for rank in selected:
-        rt = trace.rank(rank)
-        ev = rt.events
-        gpu = ev[ev["kind"].isin(GPU_WORK_KINDS)]
-        counts = gpu["kind"].value_counts()
-        if len(gpu):
-            start = int(gpu["ts"].min())
-            span = int(gpu["end"].max()) - start
-            busy = union_length(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
-        else:
-            span = busy = 0
-        row: dict[str, Any] = {
-            "rank": rank,
-            "events": len(ev),
-            "other_events": int(sum(len(rt.tables.get(t, ())) for t in EVENT_TABLES)),
-            "gpu_events": len(gpu),
-        }
-        row.update({k: int(counts.get(k, 0)) for k in GPU_WORK_ORDER})
-        row.update({
-            "gpu_span(us)": span / 1e3,
-            "gpu_busy(us)": busy / 1e3,
-            "gpu_idle(us)": (span - busy) / 1e3,
-            "gpu_idle_pctg": round(100.0 * (span - busy) / span, 2) if span else np.nan,
-        })
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([_summary_row(trace.rank(r)) for r in rank_numbers(trace, ranks)])
+
+
+def summary_of_rank(rt: RankTrace) -> pd.DataFrame:
+    """One rank's row of :func:`rank_summary` (the runner's per-rank function)."""
+    return pd.DataFrame([_summary_row(rt)])
+
+
+def no_summary() -> pd.DataFrame:
+    """:func:`rank_summary` of no rank."""
+    return pd.DataFrame([])
+
+
+def _summary_row(rt: RankTrace) -> dict[str, Any]:
+    ev = rt.events
+    gpu = ev[ev["kind"].isin(GPU_WORK_KINDS)]
+    counts = gpu["kind"].value_counts()
+    if len(gpu):
+        start = int(gpu["ts"].min())
+        span = int(gpu["end"].max()) - start
+        busy = union_length(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
+    else:
+        span = busy = 0
+    row: dict[str, Any] = {
+        "rank": rt.rank,
+        "events": len(ev),
+        "other_events": int(sum(len(rt.tables.get(t, ())) for t in EVENT_TABLES)),
+        "gpu_events": len(gpu),
+    }
+    row.update({k: int(counts.get(k, 0)) for k in GPU_WORK_ORDER})
+    row.update({
+        "gpu_span(us)": span / 1e3,
+        "gpu_busy(us)": busy / 1e3,
+        "gpu_idle(us)": (span - busy) / 1e3,
+        "gpu_idle_pctg": round(100.0 * (span - busy) / span, 2) if span else np.nan,
+    })
+    return row

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import rank_numbers
-from hta.model.trace import Trace
+from hta.model.trace import RankTrace, Trace
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
 
@@ -22,24 +22,31 @@ UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
 def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
     """Per (rank, kernel name) that matched no kind rule: ``count`` and
     ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
-    frames = []
-    for rank in rank_numbers(trace, ranks):
-        rt = trace.rank(rank)
-        mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
-        if mask is None or not mask.any():
-            continue
-        ev = rt.events[mask]
-        grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"])
-        grouped = grouped.reset_index()
-        frames.append(pd.DataFrame({
-            "rank": rt.rank,
-            "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
-            "count": grouped["count"].to_numpy(),
-            "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
-        }))
+    frames = [unclassified_of_rank(trace.rank(r)) for r in rank_numbers(trace, ranks)]
+    frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
+        return no_unclassified()
     return pd.concat(frames, ignore_index=True)
+
+
+def unclassified_of_rank(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`unclassified_kernels` (the runner's per-rank function)."""
+    mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
+    if mask is None or not mask.any():
+        return no_unclassified()
+    ev = rt.events[mask]
+    grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"]).reset_index()
+    return pd.DataFrame({
+        "rank": rt.rank,
+        "name": np.asarray(rt.symbols, dtype=object)[grouped["name"].to_numpy()],
+        "count": grouped["count"].to_numpy(),
+        "total_duration(us)": grouped["sum"].to_numpy() / 1e3,
+    })
+
+
+def no_unclassified() -> pd.DataFrame:
+    """:func:`unclassified_kernels` of no rank (:data:`UNCLASSIFIED_COLUMNS`)."""
+    return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
 
 
 def sorted_unclassified(frame: pd.DataFrame) -> pd.DataFrame:
@@ -50,4 +57,5 @@ def sorted_unclassified(frame: pd.DataFrame) -> pd.DataFrame:
                              ignore_index=True)
 
 
-__all__ = ["UNCLASSIFIED_COLUMNS", "sorted_unclassified", "unclassified_kernels"]
+__all__ = ["UNCLASSIFIED_COLUMNS", "no_unclassified", "sorted_unclassified",
+           "unclassified_kernels", "unclassified_of_rank"]

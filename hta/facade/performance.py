@@ -43,14 +43,15 @@ class PerformanceMixin(ServingMixin):
         Graph-replayed operator calls found in ``capture_traces/`` are rows with
         ``captured`` true (:meth:`merge_capture_traces`).
         See :func:`hta.analysis.perf.op_performance.op_performance`."""
-        from hta.analysis.perf.op_performance import op_performance
+        from hta.analysis.perf.op_performance import no_op_performance, rank_op_performance
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
         return run_one(self.t,
-                       RankWork.of_trace(op_performance,
-                                         kwargs={"device": device, "rules": self.rules},
-                                         description="Operator performance"), resolved(ranks))
+                       RankWork(rank_op_performance,
+                                kwargs={"device": device, "rules": self.rules},
+                                description="Operator performance", empty=no_op_performance),
+                       resolved(ranks))
 
     def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
                                    by: str = "shape") -> pd.DataFrame:
@@ -59,7 +60,11 @@ class PerformanceMixin(ServingMixin):
         ``by="category"``: per rank and category
         (:func:`hta.analysis.perf.summary.op_performance_by_category`). All GPU time by
         category, work outside operators included, is :meth:`get_category_time`."""
-        from hta.analysis.perf.summary import op_performance_by_category, rank_op_summary
+        from hta.analysis.perf.summary import (
+            no_op_summary,
+            op_performance_by_category,
+            op_summary_of_rank,
+        )
 
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
@@ -67,21 +72,23 @@ class PerformanceMixin(ServingMixin):
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
             return run_one(self.t,
-                           RankWork.of_trace(rank_op_summary,
-                                             kwargs={"device": device, "rules": self.rules},
-                                             description="Operator performance"), resolved(ranks))
+                           RankWork(op_summary_of_rank,
+                                    kwargs={"device": device, "rules": self.rules},
+                                    description="Operator performance", empty=no_op_summary),
+                           resolved(ranks))
         return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).
         See :func:`hta.analysis.perf.summary.category_time`."""
-        from hta.analysis.perf.summary import category_time
+        from hta.analysis.perf.summary import category_time_of_rank, no_category_time
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
         return run_one(self.t,
-                       RankWork.of_trace(category_time, kwargs={"rules": self.rules},
-                                         description="Time by category"), resolved(ranks))
+                       RankWork(category_time_of_rank, kwargs={"rules": self.rules},
+                                description="Time by category", empty=no_category_time),
+                       resolved(ranks))
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,
                       visualize: bool = True) -> Any:

@@ -56,12 +56,13 @@ class ServingMixin:
         a graph launch): its kind (prefill, decode, mixed where the trace says), time,
         GPU busy time, idle time and GPU time per kernel category. See
         :mod:`hta.analysis.serving`."""
-        from hta.analysis.serving import server_iterations
+        from hta.analysis.serving import no_iterations, rank_iterations
         from hta.model.runner import RankWork, run_one
 
         return run_one(self.t,
-                       RankWork.of_trace(server_iterations, (getattr(self, "rules", None),),
-                                         description="Server iterations"), resolved(ranks))
+                       RankWork(rank_iterations, (getattr(self, "rules", None),),
+                                description="Server iterations", empty=no_iterations),
+                       resolved(ranks))
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first

@@ -19,9 +19,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from hta.analysis.findings.engine import FindingsResult, findings_plan
-from hta.analysis.perf.summary import category_time, rank_op_summary
-from hta.analysis.summary import rank_summary
-from hta.analysis.unclassified import sorted_unclassified, unclassified_kernels
+from hta.analysis.perf.summary import (
+    category_time_of_rank,
+    no_category_time,
+    no_op_summary,
+    op_summary_of_rank,
+)
+from hta.analysis.summary import no_summary, summary_of_rank
+from hta.analysis.unclassified import (
+    no_unclassified,
+    sorted_unclassified,
+    unclassified_of_rank,
+)
 from hta.model.runner import RankWork, run
 from hta.model.selection import Selection
 from hta.report.overview import JobOverview, overview_plan
@@ -111,11 +120,12 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     plans = [
         overview_plan(job, selection, top),
         findings_plan(job, ranks, iterations),
-        RankWork.of_trace(category_time, (rules,)).on_steps(iterations),
-        RankWork.of_trace(rank_op_summary, kwargs={"device": device, "rules": rules}
-                          ).on_steps(iterations),
-        RankWork.of_trace(unclassified_kernels, finish=sorted_unclassified),
-        RankWork.of_trace(rank_summary),
+        RankWork(category_time_of_rank, (rules,), empty=no_category_time
+                 ).on_steps(iterations),
+        RankWork(op_summary_of_rank, kwargs={"device": device, "rules": rules},
+                 empty=no_op_summary).on_steps(iterations),
+        RankWork(unclassified_of_rank, finish=sorted_unclassified, empty=no_unclassified),
+        RankWork(summary_of_rank, empty=no_summary),
     ]
     return JobAnswers(*run(job, plans, ranks, description="Summary", errors=errors))
 

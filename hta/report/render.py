@@ -8,7 +8,6 @@ import datetime as _dt
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import jinja2
 import numpy as np
@@ -16,6 +15,7 @@ import pandas as pd
 
 from hta._version import __version__
 from hta.model.runner import RankWork, run_one
+from hta.model.trace import RankTrace
 from hta.report.analyzer import Analyzer
 from hta.report.context import Section
 from hta.report.devices import device_names
@@ -57,8 +57,8 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
                       f"{time_text((max(ends) - min(starts)) / 1e3)}"))
-    counts = run_one(job, RankWork.of_trace(_events_and_steps, description="Report header"),
-                     list(ranks))
+    counts = run_one(job, RankWork(_events_and_steps, description="Report header",
+                                   empty=_no_counts), list(ranks))
     events = int(counts["events"].sum()) if len(counts) else 0
     items.append(("events", f"{events:,} complete events"))
     steps = sorted({int(i) for held in counts.get("steps", []) for i in held})
@@ -73,14 +73,19 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
     return items
 
 
-def _events_and_steps(trace: Any, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Per rank (next to the data): complete events, and the steps its events belong to."""
-    rows = []
-    for r in trace.selected_ranks(ranks):
-        ev = trace.rank(r).events
-        rows.append({"rank": r, "events": len(ev),
-                     "steps": [int(i) for i in np.unique(ev["iteration"]) if i > 0]})
-    return pd.DataFrame(rows, columns=["rank", "events", "steps"])
+def _events_and_steps(rt: RankTrace) -> pd.DataFrame:
+    """One rank (next to the data): its complete events, and the steps they belong to."""
+    ev = rt.events
+    return pd.DataFrame([{"rank": rt.rank, "events": len(ev),
+                          "steps": [int(i) for i in np.unique(ev["iteration"]) if i > 0]}],
+                        columns=_COUNT_COLUMNS)
+
+
+_COUNT_COLUMNS = ["rank", "events", "steps"]
+
+
+def _no_counts() -> pd.DataFrame:
+    return pd.DataFrame([], columns=_COUNT_COLUMNS)
 
 
 def _environment() -> jinja2.Environment:

@@ -41,8 +41,8 @@ def hardware(ctx: Context, s: Section) -> None:
         s.notes.append("The device is not in the peak table (hta.model.devices): % of peak "
                        "is not computed; name one with get_op_performance(device=...).")
     else:
-        mine = run_one(ctx.trace, RankWork.of_trace(perf.op_performance, kwargs={"rules": rules},
-                                                    description="Roofline"),
+        mine = run_one(ctx.trace, RankWork(perf.rank_op_performance, kwargs={"rules": rules},
+                                           description="Roofline", empty=perf.no_op_performance),
                        [first], ctx.iterations)
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(

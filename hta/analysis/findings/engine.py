@@ -86,7 +86,7 @@ from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import Trace
+from hta.model.trace import RankTrace, Trace
 from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
@@ -139,29 +139,53 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
     :mod:`hta.model.runner` runs it next to the data; no claim travels back.
     ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
-    rules = [r for r in (default_rules() if rules is None else rules) if r.scope == "rank"]
+    rows = [_analysis_row(rt, iterations, rules, min_share, reserved)
+            for rt in select_ranks(trace, ranks)]
+    return pd.DataFrame(rows, columns=ANALYSIS_COLUMNS)
+
+
+#: Columns of :func:`rank_analysis`.
+ANALYSIS_COLUMNS = ["rank", "findings", "coverage", "pieces"]
+
+
+def analysis_of_rank(rt: RankTrace, iterations: Iterable[int] | int | None = None,
+                     rules: Sequence[FindingRule] | None = None,
+                     min_share: float = DEFAULT_MIN_SHARE,
+                     reserved: dict[int, list[tuple[str, Finding]]] | None = None
+                     ) -> pd.DataFrame:
+    """One rank's row of :func:`rank_analysis` (the runner's per-rank function)."""
+    return pd.DataFrame([_analysis_row(rt, iterations, rules, min_share, reserved)],
+                        columns=ANALYSIS_COLUMNS)
+
+
+def no_analysis() -> pd.DataFrame:
+    """:func:`rank_analysis` of no rank."""
+    return pd.DataFrame([], columns=ANALYSIS_COLUMNS)
+
+
+def _analysis_row(rt: RankTrace, iterations: Iterable[int] | int | None,
+                  rules: Sequence[FindingRule] | None, min_share: float,
+                  reserved: dict[int, list[tuple[str, Finding]]] | None) -> dict[str, Any]:
+    rank_rules = [r for r in (default_rules() if rules is None else rules)
+                  if r.scope == "rank"]
     iters = None if iterations is None else as_list(iterations)
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        window = analysis_window(rt, iters)
-        found = [(rule, f) for rule in rules
-                 for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
-        # Notes (info rules) claim no time and have no saving: kept as they are.
-        notes = [_raw_row(rule, rt.rank, f) for rule, f in found if rule.info]
-        # A note with a claim (warm-up) holds its time first: no saving counts it.
-        held = [(rule.id, replace(f, est_saving_ns=_claim_length(f)))
-                for rule, f in found if rule.info and f.claim is not None]
-        found = [(rule, f) for rule, f in found if not rule.info]
-        raw, kept = resolve_rank(rt.rank, found, window, min_share,
-                                 held + list((reserved or {}).get(rt.rank, [])))
-        cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
-        cov["note"] = coverage.with_notes(cov["note"], [str(n["rule"]) for n in notes])
-        cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
-        cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
-            int(r["est_saving_ns"]) for r in raw if not r["claimed"]), 0)
-        rows.append({"rank": rt.rank, "findings": raw + notes, "coverage": cov,
-                     "pieces": pieces})
-    return pd.DataFrame(rows, columns=["rank", "findings", "coverage", "pieces"])
+    window = analysis_window(rt, iters)
+    found = [(rule, f) for rule in rank_rules
+             for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
+    # Notes (info rules) claim no time and have no saving: kept as they are.
+    notes = [_raw_row(rule, rt.rank, f) for rule, f in found if rule.info]
+    # A note with a claim (warm-up) holds its time first: no saving counts it.
+    held = [(rule.id, replace(f, est_saving_ns=_claim_length(f)))
+            for rule, f in found if rule.info and f.claim is not None]
+    found = [(rule, f) for rule, f in found if not rule.info]
+    raw, kept = resolve_rank(rt.rank, found, window, min_share,
+                             held + list((reserved or {}).get(rt.rank, [])))
+    cov, pieces = coverage.rank_coverage(rt, iters, window, kept)
+    cov["note"] = coverage.with_notes(cov["note"], [str(n["rule"]) for n in notes])
+    cov["saving_ns"] = int(sum(int(r["est_saving_ns"]) for r in raw))
+    cov["free_ns"] = max(cov["window_ns"] - kept.kept_total - sum(
+        int(r["est_saving_ns"]) for r in raw if not r["claimed"]), 0)
+    return {"rank": rt.rank, "findings": raw + notes, "coverage": cov, "pieces": pieces}
 
 
 def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
@@ -227,8 +251,8 @@ def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
         return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
                               coverage.piece_table(pieces))
 
-    return RankWork.of_trace(rank_analysis, (iters, rules, min_share, reserved),
-                             finish=finish, description="Findings")
+    return RankWork(analysis_of_rank, (iters, rules, min_share, reserved), finish=finish,
+                    description="Findings", empty=no_analysis)
 
 
 def _job_findings(trace: Job, selected: list[int], iters: list[int] | None,

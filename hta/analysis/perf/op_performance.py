@@ -245,5 +245,10 @@ def op_performance(trace: Trace, ranks: Iterable[int] | int | None = None,
     frames = [rank_op_performance(rt, device, rules) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame({c: [] for c in COLUMNS})
+        return no_op_performance()
     return pd.concat(frames, ignore_index=True)
+
+
+def no_op_performance() -> pd.DataFrame:
+    """:func:`op_performance` of no rank (:data:`COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in COLUMNS})

@@ -23,7 +23,12 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.calls import op_calls
-from hta.analysis.perf.op_performance import DeviceArg, op_performance
+from hta.analysis.perf.op_performance import (
+    DeviceArg,
+    no_op_performance,
+    op_performance,
+    rank_op_performance,
+)
 from hta.analysis.perf.replayed import TABLE, calls_of
 from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES, op_category
@@ -79,6 +84,18 @@ def rank_op_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
     return op_performance_summary(op_performance(trace, ranks, device=device, rules=rules))
 
 
+def op_summary_of_rank(rt: RankTrace, device: DeviceArg = None,
+                       rules: RuleSet | None = None) -> pd.DataFrame:
+    """One rank's rows of :func:`rank_op_summary` (the runner's per-rank function: the
+    summary travels, never the per-call rows)."""
+    return op_performance_summary(rank_op_performance(rt, device, rules))
+
+
+def no_op_summary() -> pd.DataFrame:
+    """:func:`rank_op_summary` of no rank."""
+    return op_performance_summary(no_op_performance())
+
+
 def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
     """Per rank and operator category (:data:`BY_CATEGORY_COLUMNS`): ``calls``, summed
     ``kernel_time(us)``, ``modelled(%)`` the part of that time with a model, the modelled
@@ -110,31 +127,40 @@ def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
                   rules: RuleSet | None = None) -> pd.DataFrame:
     """GPU work time per rank and category (:data:`CATEGORY_COLUMNS`; module docstring),
     in the order of :data:`~hta.model.categories.CATEGORIES`."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        _, work = op_calls(rt, rules or RuleSet())
-        if not len(work):
-            continue
-        owner = work["owner"].to_numpy()
-        ev = rt.events
-        owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
-        uniq, inverse = np.unique(owner_name, return_inverse=True)
-        labels = np.array([op_category(rt.symbols[i]) or "" if i >= 0 else ""
-                           for i in uniq.tolist()], dtype=object)
-        named = labels[inverse.reshape(-1)]
-        cat = np.where(named != "", named, work["kernel_category"].to_numpy())
-        if "replayed" in work:  # a capture merge: the captured operator's category
-            cat = _replayed_categories(rt, work["replayed"].to_numpy(), cat)
-        per = pd.Series(work["dur"].to_numpy(), index=cat).groupby(level=0).sum()
-        per = per.reindex([c for c in CATEGORIES if c in per.index])
-        total = float(per.sum())
-        frames.append(pd.DataFrame({
-            "rank": np.int64(rt.rank), "category": per.index.to_numpy(dtype=object),
-            "kernel_time(us)": per.to_numpy() / 1e3,
-            "share(%)": 100 * per.to_numpy() / total if total else np.nan}))
+    frames = [category_time_of_rank(rt, rules) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
+        return no_category_time()
     return pd.concat(frames, ignore_index=True)[CATEGORY_COLUMNS]
+
+
+def category_time_of_rank(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame:
+    """One rank's rows of :func:`category_time` (the runner's per-rank function)."""
+    _, work = op_calls(rt, rules or RuleSet())
+    if not len(work):
+        return no_category_time()
+    owner = work["owner"].to_numpy()
+    ev = rt.events
+    owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
+    uniq, inverse = np.unique(owner_name, return_inverse=True)
+    labels = np.array([op_category(rt.symbols[i]) or "" if i >= 0 else ""
+                       for i in uniq.tolist()], dtype=object)
+    named = labels[inverse.reshape(-1)]
+    cat = np.where(named != "", named, work["kernel_category"].to_numpy())
+    if "replayed" in work:  # a capture merge: the captured operator's category
+        cat = _replayed_categories(rt, work["replayed"].to_numpy(), cat)
+    per = pd.Series(work["dur"].to_numpy(), index=cat).groupby(level=0).sum()
+    per = per.reindex([c for c in CATEGORIES if c in per.index])
+    total = float(per.sum())
+    return pd.DataFrame({
+        "rank": np.int64(rt.rank), "category": per.index.to_numpy(dtype=object),
+        "kernel_time(us)": per.to_numpy() / 1e3,
+        "share(%)": 100 * per.to_numpy() / total if total else np.nan})[CATEGORY_COLUMNS]
+
+
+def no_category_time() -> pd.DataFrame:
+    """:func:`category_time` of no rank."""
+    return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
 
 
 def _replayed_categories(rt: RankTrace, slots: np.ndarray, cat: np.ndarray) -> np.ndarray:
