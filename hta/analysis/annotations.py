@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
-from hta.analysis.select import select_iterations, select_ranks
+from hta.analysis.select import select_iterations
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +50,17 @@ def user_annotation_breakdown(
     check_folding(num_kernels, duration_ratio)
     kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
     totals = [run_one(trace,
-                      RankWork.of_trace(rank_annotation_totals, (iterations, kind),
-                                        description="Annotation totals"), ranks)]
+                      RankWork(rank_annotation_totals, (iterations, kind),
+                               description="Annotation totals", add_rank=False,
+                               empty=no_annotation_totals), ranks)]
     if not any(len(t) for t in totals):
         logger.warning("no %s events in the selected ranks and iterations", kind)
         return pd.DataFrame({c: [] for c in COLUMNS})
     kept = kept_names(totals, num_kernels, duration_ratio, keep=allowlist_patterns)
     stats = run_one(trace,
-                    RankWork.of_trace(rank_annotation_stats, (iterations, kind, kept),
-                                      description="Annotation statistics"), ranks)
+                    RankWork(rank_annotation_stats, (iterations, kind, kept),
+                             description="Annotation statistics", add_rank=False,
+                             empty=no_annotation_stats), ranks)
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -69,30 +71,35 @@ def user_annotation_breakdown(
     return out.sort_values(["rank", "name"], ignore_index=True)
 
 
-def _annotation_frame(trace: Trace, ranks: Iterable[int] | int | None,
-                      iterations: Iterable[int] | int | None, kind: str) -> pd.DataFrame:
-    """``rank``, ``group`` (0), ``name`` (symbol id), ``dur`` of the ranges of ``kind``."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        ev = select_iterations(rt.events, iterations)
-        ev = ev[(ev["kind"] == kind).to_numpy()]
-        frames.append(pd.DataFrame({"rank": rt.rank, "group": 0, "name": ev["name"].to_numpy(),
-                                    "dur": ev["dur"].to_numpy()}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+def _annotation_frame(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str
+                      ) -> pd.DataFrame:
+    """``rank``, ``group`` (0), ``name`` (symbol id), ``dur`` of the rank's ranges of
+    ``kind``."""
+    ev = select_iterations(rt.events, iterations)
+    ev = ev[(ev["kind"] == kind).to_numpy()]
+    return pd.DataFrame({"rank": rt.rank, "group": 0, "name": ev["name"].to_numpy(),
+                         "dur": ev["dur"].to_numpy()})
 
 
-def rank_annotation_totals(trace: Trace, ranks: Iterable[int] | int | None,
-                           iterations: Iterable[int] | int | None, kind: str
+def rank_annotation_totals(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str
                            ) -> pd.DataFrame:
-    """Total duration per label (text) of the ranks' ranges of ``kind``: the first pass
-    of :func:`user_annotation_breakdown`."""
-    return name_totals(_annotation_frame(trace, ranks, iterations, kind), trace.symbols)
+    """One rank's total duration per label (text) of its ranges of ``kind``: the first
+    pass of :func:`user_annotation_breakdown`."""
+    return name_totals(_annotation_frame(rt, iterations, kind), rt.symbols)
 
 
-def rank_annotation_stats(trace: Trace, ranks: Iterable[int] | int | None,
-                          iterations: Iterable[int] | int | None, kind: str,
+def rank_annotation_stats(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str,
                           kept: pd.DataFrame) -> pd.DataFrame:
-    """Duration statistics per rank and kept label (the others folded): the second pass
-    of :func:`user_annotation_breakdown`."""
-    return label_stats(_annotation_frame(trace, ranks, iterations, kind), trace.symbols,
-                       kept)
+    """One rank's duration statistics per kept label (the others folded): the second
+    pass of :func:`user_annotation_breakdown`."""
+    return label_stats(_annotation_frame(rt, iterations, kind), rt.symbols, kept)
+
+
+def no_annotation_totals() -> pd.DataFrame:
+    """The table of :func:`rank_annotation_totals` for no rank."""
+    return name_totals(pd.DataFrame(), [])
+
+
+def no_annotation_stats() -> pd.DataFrame:
+    """The table of :func:`rank_annotation_stats` for no rank."""
+    return label_stats(pd.DataFrame(), [], pd.DataFrame({"group": [], "text": []}))

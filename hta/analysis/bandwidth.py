@@ -45,10 +45,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
-from hta.analysis.select import select_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 #: Direction names, as HTA and Kineto name them.
 DIRECTION = {
@@ -82,18 +81,19 @@ def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None,
     restricted to those ``ProfilerStep`` numbers first, where it lives (``None``: every
     event).
     """
-    return run_one(trace, RankWork.of_trace(rank_memory_copies, description="Memory copies"),
-                   ranks, iterations)
+    return run_one(trace, RankWork(rank_memory_copies, description="Memory copies",
+                                   add_rank=False, empty=no_memory_copies), ranks, iterations)
 
 
-def rank_memory_copies(trace: Trace, ranks: Iterable[int] | int | None = None
-                       ) -> pd.DataFrame:
-    """The rows of :func:`memory_copies` of the ranks of ``trace``."""
-    frames = [_rank_copies(rt) for rt in select_ranks(trace, ranks)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame({c: [] for c in COPY_COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+def rank_memory_copies(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_copies`: its copies and memsets, in start order."""
+    copies = _rank_copies(rt)
+    return copies if len(copies) else no_memory_copies()
+
+
+def no_memory_copies() -> pd.DataFrame:
+    """The table of :func:`memory_copies` without rows (:data:`COPY_COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in COPY_COLUMNS})
 
 
 def _rank_copies(rt: RankTrace) -> pd.DataFrame:
@@ -143,22 +143,27 @@ def memory_bw_time_series(trace: RankMapper, ranks: Iterable[int] | int | None =
     """
     if copies is None:
         return run_one(trace,
-                       RankWork.of_trace(rank_memory_bw_series, description="Memory bandwidth"),
-                       ranks)
+                       RankWork(rank_memory_bw_series, description="Memory bandwidth",
+                                add_rank=False, empty=no_memory_bw_series), ranks)
     return bw_series(copies)
 
 
-def rank_memory_bw_series(trace: Trace, ranks: Iterable[int] | int | None = None
-                          ) -> pd.DataFrame:
-    """The rows of :func:`memory_bw_time_series` of the ranks of ``trace``."""
-    return bw_series(rank_memory_copies(trace, ranks))
+def rank_memory_bw_series(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_bw_time_series`: its copy bandwidth per device and
+    direction over time."""
+    return bw_series(rank_memory_copies(rt))
+
+
+def no_memory_bw_series() -> pd.DataFrame:
+    """The table of :func:`memory_bw_time_series` without rows (:data:`SERIES_COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in SERIES_COLUMNS})
 
 
 def bw_series(copies: pd.DataFrame) -> pd.DataFrame:
     """:func:`memory_bw_time_series` of the rows of :func:`memory_copies`."""
     live = copies[(copies["dur"] > 0) & np.isfinite(copies["memory_bw_gbps"])]
     if len(live) == 0:
-        return pd.DataFrame({c: [] for c in SERIES_COLUMNS})
+        return no_memory_bw_series()
     group_cols = ["rank", "pid", "name"]
     keys = live[group_cols].drop_duplicates().sort_values(group_cols, ignore_index=True)
     key = live[group_cols].merge(keys.reset_index(), on=group_cols, how="left")["index"]
@@ -200,21 +205,26 @@ def memory_bw_summary(trace: RankMapper, ranks: Iterable[int] | int | None = Non
     """
     if copies is None:
         return run_one(trace,
-                       RankWork.of_trace(rank_memory_bw_summary,
-                                         description="Memory bandwidth summary"), ranks)
+                       RankWork(rank_memory_bw_summary, description="Memory bandwidth summary",
+                                add_rank=False, empty=no_memory_bw_summary), ranks)
     return bw_summary(copies)
 
 
-def rank_memory_bw_summary(trace: Trace, ranks: Iterable[int] | int | None = None
-                           ) -> pd.DataFrame:
-    """The rows of :func:`memory_bw_summary` of the ranks of ``trace``."""
-    return bw_summary(rank_memory_copies(trace, ranks))
+def rank_memory_bw_summary(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_bw_summary`: the statistics of its copies per
+    direction."""
+    return bw_summary(rank_memory_copies(rt))
+
+
+def no_memory_bw_summary() -> pd.DataFrame:
+    """The table of :func:`memory_bw_summary` without rows (:data:`SUMMARY_COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
 
 
 def bw_summary(copies: pd.DataFrame) -> pd.DataFrame:
     """:func:`memory_bw_summary` of the rows of :func:`memory_copies`."""
     if len(copies) == 0:
-        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+        return no_memory_bw_summary()
     rows = []
     for (rank, name), grp in copies.groupby(["rank", "name"], sort=True):
         dur = grp["dur"].to_numpy()

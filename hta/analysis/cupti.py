@@ -33,11 +33,10 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +63,8 @@ def cupti_counter_data_with_operators(trace: Job,
     Each rank's counters are read and paired where the rank is; only the rows travel.
     """
     selected = trace.selected_ranks(ranks)
-    counters = run_one(trace, RankWork.of_trace(rank_cupti_counters,
-                                                description="CUPTI counters"), selected)
+    counters = run_one(trace, RankWork(rank_cupti_counters, description="CUPTI counters",
+                                       add_rank=False, empty=no_cupti_counters), selected)
     frames = [counters] if len(counters) else []
     found = {int(r) for f in frames for r in pd.unique(f["rank"])}
     missing = [r for r in selected if r not in found]
@@ -76,14 +75,15 @@ def cupti_counter_data_with_operators(trace: Job,
     return pd.concat(frames, ignore_index=True)
 
 
-def rank_cupti_counters(trace: Trace, ranks: Iterable[int] | int | None = None
-                        ) -> pd.DataFrame:
-    """The rows of :func:`cupti_counter_data_with_operators` of the ranks of ``trace``
-    that have range-profiler events (an empty frame when none has)."""
-    frames = [_rank_counters(rt) for rt in select_ranks(trace, ranks) if _range_rows(rt).size]
-    if not frames:
-        return pd.DataFrame(columns=BASE_COLUMNS)
-    return pd.concat(frames, ignore_index=True)
+def rank_cupti_counters(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`cupti_counter_data_with_operators`: counters per kernel
+    with its launch's operator stack (no rows when it has no range-profiler events)."""
+    return _rank_counters(rt) if _range_rows(rt).size else no_cupti_counters()
+
+
+def no_cupti_counters() -> pd.DataFrame:
+    """The table of :func:`rank_cupti_counters` without rows (:data:`BASE_COLUMNS`)."""
+    return pd.DataFrame(columns=BASE_COLUMNS)
 
 
 def _range_rows(rt: RankTrace) -> np.ndarray:

@@ -31,15 +31,15 @@ selected iteration on a stream count (gaps between steps belong to no step).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.analysis.queue import _dense_pairs
-from hta.analysis.select import select_ranks
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -58,9 +58,10 @@ def idle_intervals(
     ``idle_category`` (see the module docstring). Found per rank, where the rank is."""
     _check_threshold(consecutive_kernel_delay_ns)
     return run_one(trace,
-                   RankWork.of_trace(rank_idle_intervals,
-                                     (streams, iterations, consecutive_kernel_delay_ns),
-                                     description="Idle intervals"), ranks)
+                   RankWork(rank_idle_intervals,
+                            (streams, iterations, consecutive_kernel_delay_ns),
+                            description="Idle intervals", add_rank=False,
+                            empty=no_idle_intervals), ranks)
 
 
 def idle_time_breakdown(
@@ -89,29 +90,42 @@ def idle_time_breakdown_and_stats(
     """HTA's pair: (:func:`idle_time_breakdown`, :func:`idle_interval_stats` or None),
     finding the gaps once per rank, where the rank is (both tables are per rank)."""
     _check_threshold(consecutive_kernel_delay_ns)
-    work = RankWork.of_trace(
+    work = RankWork(
         rank_idle_breakdown,
         (streams, iterations, consecutive_kernel_delay_ns, show_idle_interval_stats),
-        description="Idle time breakdown")
+        description="Idle time breakdown", add_rank=False,
+        empty=partial(no_idle_breakdown, show_idle_interval_stats))
     totals, stats = run_one(trace, work, ranks)
     return totals, stats if show_idle_interval_stats else None
 
 
-def rank_idle_intervals(trace: Trace, ranks: Iterable[int] | int | None,
-                        streams: Iterable[int] | int | None,
+def rank_idle_intervals(rt: RankTrace, streams: Iterable[int] | int | None,
                         iterations: Iterable[int] | int | None, delay_ns: int
                         ) -> pd.DataFrame:
-    """Per-rank part of :func:`idle_intervals` (for :mod:`hta.model.runner`)."""
-    return _collect(trace, ranks, streams, iterations, delay_ns)[0]
+    """One rank's rows of :func:`idle_intervals`: every gap on its selected streams."""
+    return _collect(rt, streams, iterations, delay_ns)[0]
 
 
-def rank_idle_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
-                        streams: Iterable[int] | int | None,
+def no_idle_intervals() -> pd.DataFrame:
+    """The table of :func:`idle_intervals` without rows (:data:`INTERVAL_COLUMNS`)."""
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in INTERVAL_COLUMNS[:-1]}
+                        | {"idle_category": pd.Categorical([], categories=CATEGORIES)})
+
+
+def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
                         iterations: Iterable[int] | int | None, delay_ns: int,
                         with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-rank part of :func:`idle_time_breakdown_and_stats`: (totals, gap statistics,
-    an empty frame unless ``with_stats``)."""
-    intervals, keys = _collect(trace, ranks, streams, iterations, delay_ns)
+    """One rank's part of :func:`idle_time_breakdown_and_stats`: (its idle totals per
+    stream and category, its gap statistics, an empty frame unless ``with_stats``)."""
+    intervals, keys = _collect(rt, streams, iterations, delay_ns)
+    stats = idle_interval_stats(intervals) if with_stats else pd.DataFrame()
+    return _totals(intervals, keys), stats
+
+
+def no_idle_breakdown(with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tables of :func:`rank_idle_breakdown` for no rank."""
+    intervals = no_idle_intervals()
+    keys = pd.DataFrame({"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64)})
     stats = idle_interval_stats(intervals) if with_stats else pd.DataFrame()
     return _totals(intervals, keys), stats
 
@@ -175,25 +189,19 @@ def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
     return stats
 
 
-def _collect(trace: Trace, ranks: Iterable[int] | int | None,
-             streams: Iterable[int] | int | None, iterations: Iterable[int] | int | None,
-             delay_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(idle intervals, the sorted (rank, stream) pairs that have selected GPU work)."""
+def _collect(rt: RankTrace, streams: Iterable[int] | int | None,
+             iterations: Iterable[int] | int | None, delay_ns: int
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the rank's idle intervals, its sorted (rank, stream) pairs that have selected GPU
+    work)."""
     _check_threshold(delay_ns)
-    frames, pairs = [], []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        keep = np.ones(len(w), dtype=bool) if streams is None else np.isin(
-            w.stream, as_list(streams))
-        frames.append(_rank_intervals(w, keep, iterations is not None, delay_ns))
-        pairs.append(pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])}))
-    frames = [f for f in frames if len(f)]
-    intervals = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        {c: pd.Series(dtype=np.int64) for c in INTERVAL_COLUMNS[:-1]}
-        | {"idle_category": pd.Categorical([], categories=CATEGORIES)})
-    keys = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(
-        {"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64)})
-    return intervals, keys
+    w = gpu_work(rt.rank, rt.events, iterations)
+    keep = np.ones(len(w), dtype=bool) if streams is None else np.isin(
+        w.stream, as_list(streams))
+    intervals = _rank_intervals(w, keep, iterations is not None, delay_ns)
+    if not len(intervals):
+        intervals = no_idle_intervals()
+    return intervals, pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])})
 
 
 def _rank_intervals(w: GpuWork, keep: np.ndarray, by_iteration: bool,

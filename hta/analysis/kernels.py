@@ -30,9 +30,8 @@ import pandas as pd
 from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
 from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, gpu_work
 from hta.analysis.intervals import coverage
-from hta.analysis.select import select_ranks
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)",
                   "kernel_type", "rank", "count"]
@@ -65,8 +64,9 @@ def kernel_type_breakdown(
     """
     n_types = 3 if include_memory_kernels else 2
     out = run_one(trace,
-                  RankWork.of_trace(rank_kernel_type_time, (iterations, n_types),
-                                    description="Kernel types"), ranks)
+                  RankWork(rank_kernel_type_time, (iterations, n_types),
+                           description="Kernel types", add_rank=False,
+                           empty=no_kernel_type_time), ranks)
     if not len(out):
         return pd.DataFrame(columns=(["rank"] if by_rank else []) + ["kernel_type", "sum",
                                                                      "percentage"])
@@ -81,22 +81,21 @@ def kernel_type_breakdown(
     return out[keys + ["sum", "percentage"]].reset_index(drop=True)
 
 
-def rank_kernel_type_time(trace: Trace, ranks: Iterable[int] | int | None,
-                          iterations: Iterable[int] | int | None, n_types: int
-                          ) -> pd.DataFrame:
-    """Per rank and kernel-type class (every class, empty ones included): ``rank``,
-    ``kernel_type``, ``ns`` (time the class covers). The per-rank part of
+def rank_kernel_type_time(rt: RankTrace, iterations: Iterable[int] | int | None,
+                          n_types: int) -> pd.DataFrame:
+    """One rank's time per kernel-type class (every class, empty ones included):
+    ``rank``, ``kernel_type``, ``ns`` (time the class covers). The per-rank part of
     :func:`kernel_type_breakdown`."""
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        sel = w.cls < n_types
-        table = coverage(w.ts[sel], w.end[sel], w.cls[sel], n_types)[0]
-        rows.append(pd.DataFrame({"rank": rt.rank, "kernel_type": _class_labels(n_types),
-                                  "ns": table[1:]}))
-    if not rows:
-        return pd.DataFrame({"rank": [], "kernel_type": [], "ns": []})
-    return pd.concat(rows, ignore_index=True)
+    w = gpu_work(rt.rank, rt.events, iterations)
+    sel = w.cls < n_types
+    table = coverage(w.ts[sel], w.end[sel], w.cls[sel], n_types)[0]
+    return pd.DataFrame({"rank": rt.rank, "kernel_type": _class_labels(n_types),
+                         "ns": table[1:]})
+
+
+def no_kernel_type_time() -> pd.DataFrame:
+    """The table of :func:`rank_kernel_type_time` for no rank."""
+    return pd.DataFrame({"rank": [], "kernel_type": [], "ns": []})
 
 
 def kernel_breakdown(
@@ -116,12 +115,13 @@ def kernel_breakdown(
     check_folding(num_kernels, duration_ratio)
     args = (iterations, include_memory_kernels)
     totals = [run_one(trace,
-                      RankWork.of_trace(rank_kernel_totals, args, description="Kernel totals"),
+                      RankWork(rank_kernel_totals, args, description="Kernel totals",
+                               add_rank=False, empty=no_kernel_totals),
                       ranks)]
     kept = kept_names(totals, num_kernels, duration_ratio)
     stats = run_one(trace,
-                    RankWork.of_trace(rank_kernel_stats, (*args, kept),
-                                      description="Kernel statistics"), ranks)
+                    RankWork(rank_kernel_stats, (*args, kept), description="Kernel statistics",
+                             add_rank=False, empty=no_kernel_stats), ranks)
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -133,37 +133,40 @@ def kernel_breakdown(
     return out.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
 
 
-def _kernel_frame(trace: Trace, ranks: Iterable[int] | int | None,
-                  iterations: Iterable[int] | int | None,
+def _kernel_frame(rt: RankTrace, iterations: Iterable[int] | int | None,
                   include_memory_kernels: bool) -> pd.DataFrame:
-    """``rank``, ``group`` (class), ``name`` (symbol id), ``dur`` of the selected work."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        sel = (w.cls != MEMORY) | include_memory_kernels
-        frames.append(pd.DataFrame({"rank": rt.rank, "group": w.cls[sel],
-                                    "name": w.name[sel], "dur": (w.end - w.ts)[sel]}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        {"rank": [], "group": [], "name": [], "dur": []})
+    """``rank``, ``group`` (class), ``name`` (symbol id), ``dur`` of the rank's selected
+    work."""
+    w = gpu_work(rt.rank, rt.events, iterations)
+    sel = (w.cls != MEMORY) | include_memory_kernels
+    return pd.DataFrame({"rank": rt.rank, "group": w.cls[sel], "name": w.name[sel],
+                         "dur": (w.end - w.ts)[sel]})
 
 
-def rank_kernel_totals(trace: Trace, ranks: Iterable[int] | int | None,
-                       iterations: Iterable[int] | int | None,
+def rank_kernel_totals(rt: RankTrace, iterations: Iterable[int] | int | None,
                        include_memory_kernels: bool) -> pd.DataFrame:
-    """Total duration per class and kernel name (text) of the ranks: the first pass of
+    """One rank's total duration per class and kernel name (text): the first pass of
     :func:`kernel_breakdown` (see :func:`hta.analysis.aggregate.name_totals`)."""
-    return name_totals(_kernel_frame(trace, ranks, iterations, include_memory_kernels),
-                       trace.symbols)
+    return name_totals(_kernel_frame(rt, iterations, include_memory_kernels), rt.symbols)
 
 
-def rank_kernel_stats(trace: Trace, ranks: Iterable[int] | int | None,
-                      iterations: Iterable[int] | int | None, include_memory_kernels: bool,
-                      kept: pd.DataFrame) -> pd.DataFrame:
-    """Duration statistics per rank, class and kept kernel (the others folded): the
+def rank_kernel_stats(rt: RankTrace, iterations: Iterable[int] | int | None,
+                      include_memory_kernels: bool, kept: pd.DataFrame) -> pd.DataFrame:
+    """One rank's duration statistics per class and kept kernel (the others folded): the
     second pass of :func:`kernel_breakdown` (see
     :func:`hta.analysis.aggregate.label_stats`)."""
-    return label_stats(_kernel_frame(trace, ranks, iterations, include_memory_kernels),
-                       trace.symbols, kept)
+    return label_stats(_kernel_frame(rt, iterations, include_memory_kernels), rt.symbols,
+                       kept)
+
+
+def no_kernel_totals() -> pd.DataFrame:
+    """The table of :func:`rank_kernel_totals` for no rank."""
+    return name_totals(pd.DataFrame(), [])
+
+
+def no_kernel_stats() -> pd.DataFrame:
+    """The table of :func:`rank_kernel_stats` for no rank."""
+    return label_stats(pd.DataFrame(), [], pd.DataFrame({"group": [], "text": []}))
 
 
 def _class_labels(n_types: int) -> list[str]:

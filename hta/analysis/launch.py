@@ -50,11 +50,10 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import index_positions
-from hta.analysis.select import select_ranks
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -136,30 +135,32 @@ def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None 
     launch call starts (clock skew between the CPU and GPU timelines). Counted per rank,
     where the rank is.
     """
-    return run_one(trace, RankWork.of_trace(rank_launch_pairing, description="Launch pairing"),
-                   ranks)
+    return run_one(trace, RankWork(rank_launch_pairing, description="Launch pairing",
+                                   add_rank=False, empty=no_launch_pairing), ranks)
 
 
-def rank_launch_pairing(trace: Trace, ranks: Iterable[int] | int | None = None
-                        ) -> pd.DataFrame:
-    """The rows of :func:`launch_pairing_summary` of the ranks of ``trace`` (per rank)."""
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        ev = rt.events
-        pairs = rank_launch_pairs(rt)
-        ts = ev["ts"].to_numpy()
-        n_launch = int(np.count_nonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH_CODE))
-        rows.append({
-            "rank": rt.rank,
-            "launches": n_launch,
-            "paired_launches": n_launch - len(pairs.unpaired_launches),
-            "unpaired_launches": len(pairs.unpaired_launches),
-            "gpu_events": len(pairs.gpu) + len(pairs.unpaired_gpu),
-            "paired_gpu_events": len(pairs.gpu),
-            "unpaired_gpu_events": len(pairs.unpaired_gpu),
-            "gpu_before_launch": int(np.count_nonzero(ts[pairs.gpu] < ts[pairs.launch])),
-        })
-    return pd.DataFrame(rows, columns=PAIRING_COLUMNS)
+def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
+    """One rank's row of :func:`launch_pairing_summary`: its launches and GPU events
+    with and without a partner."""
+    ev = rt.events
+    pairs = rank_launch_pairs(rt)
+    ts = ev["ts"].to_numpy()
+    n_launch = int(np.count_nonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH_CODE))
+    return pd.DataFrame([{
+        "rank": rt.rank,
+        "launches": n_launch,
+        "paired_launches": n_launch - len(pairs.unpaired_launches),
+        "unpaired_launches": len(pairs.unpaired_launches),
+        "gpu_events": len(pairs.gpu) + len(pairs.unpaired_gpu),
+        "paired_gpu_events": len(pairs.gpu),
+        "unpaired_gpu_events": len(pairs.unpaired_gpu),
+        "gpu_before_launch": int(np.count_nonzero(ts[pairs.gpu] < ts[pairs.launch])),
+    }], columns=PAIRING_COLUMNS)
+
+
+def no_launch_pairing() -> pd.DataFrame:
+    """The table of :func:`launch_pairing_summary` for no rank (:data:`PAIRING_COLUMNS`)."""
+    return pd.DataFrame([], columns=PAIRING_COLUMNS)
 
 
 def cuda_kernel_launch_stats(
@@ -178,22 +179,24 @@ def cuda_kernel_launch_stats(
     Computed per rank, where the rank is; only the rows travel.
     """
     return run_one(trace,
-                   RankWork.of_trace(rank_launch_stats,
-                                     (runtime_cutoff, launch_delay_cutoff, include_memory_events),
-                                     description="Launch statistics"), ranks)
+                   RankWork(rank_launch_stats,
+                            (runtime_cutoff, launch_delay_cutoff, include_memory_events),
+                            description="Launch statistics", add_rank=False,
+                            empty=no_launch_stats), ranks)
 
 
-def rank_launch_stats(trace: Trace, ranks: Iterable[int] | int | None,
-                      runtime_cutoff: float, launch_delay_cutoff: float,
+def rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
                       include_memory_events: bool) -> pd.DataFrame:
-    """The rows of :func:`cuda_kernel_launch_stats` of the ranks of ``trace``."""
-    frames = [_rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff,
-                                 include_memory_events)
-              for rt in select_ranks(trace, ranks)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return _empty(LAUNCH_STATS_COLUMNS)
-    return pd.concat(frames, ignore_index=True)
+    """One rank's rows of :func:`cuda_kernel_launch_stats`: one per paired (launch, GPU
+    event)."""
+    stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, include_memory_events)
+    return stats if len(stats) else no_launch_stats()
+
+
+def no_launch_stats() -> pd.DataFrame:
+    """The table of :func:`cuda_kernel_launch_stats` without rows
+    (:data:`LAUNCH_STATS_COLUMNS`)."""
+    return _empty(LAUNCH_STATS_COLUMNS)
 
 
 #: The three flag columns of :func:`cuda_kernel_launch_stats`.
@@ -225,8 +228,9 @@ def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | No
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
     return run_one(trace,
-                   RankWork.of_trace(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
-                                     description="Launch histograms"), ranks)
+                   RankWork(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
+                            description="Launch histograms", add_rank=False,
+                            empty=no_flagged_histograms), ranks)
 
 
 def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:
@@ -240,24 +244,30 @@ def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:
     return counts.rename_axis(index="rank", columns=None).reset_index()
 
 
-def rank_flagged_histograms(trace: Trace, ranks: Iterable[int] | int | None,
-                            runtime_cutoff: float, launch_delay_cutoff: float) -> pd.DataFrame:
-    """The rows of :func:`flagged_launch_histograms` of the ranks of ``trace``."""
+def rank_flagged_histograms(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float
+                            ) -> pd.DataFrame:
+    """One rank's rows of :func:`flagged_launch_histograms`: per flag, the non-empty bins
+    of its flagged launches."""
+    stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, True)
     frames = []
-    for rt in select_ranks(trace, ranks):
-        stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, True)
-        for flag, column in FLAG_VALUES.items():
-            values = stats.loc[stats[flag].to_numpy(dtype=bool), column].to_numpy(float)
-            if values.size:
-                frames.append(_bins(rt.rank, flag, column, values))
+    for flag, column in FLAG_VALUES.items():
+        values = stats.loc[stats[flag].to_numpy(dtype=bool), column].to_numpy(float)
+        if values.size:
+            frames.append(_bins(rt.rank, flag, column, values))
     if not frames:
-        return pd.DataFrame({"rank": pd.Series([], dtype=np.int64),
-                             "flag": pd.Series([], dtype=object),
-                             "value": pd.Series([], dtype=object),
-                             "lo(us)": pd.Series([], dtype=float),
-                             "hi(us)": pd.Series([], dtype=float),
-                             "launches": pd.Series([], dtype=np.int64)})
+        return no_flagged_histograms()
     return pd.concat(frames, ignore_index=True)[HISTOGRAM_COLUMNS]
+
+
+def no_flagged_histograms() -> pd.DataFrame:
+    """The table of :func:`flagged_launch_histograms` without rows
+    (:data:`HISTOGRAM_COLUMNS`)."""
+    return pd.DataFrame({"rank": pd.Series([], dtype=np.int64),
+                         "flag": pd.Series([], dtype=object),
+                         "value": pd.Series([], dtype=object),
+                         "lo(us)": pd.Series([], dtype=float),
+                         "hi(us)": pd.Series([], dtype=float),
+                         "launches": pd.Series([], dtype=np.int64)})
 
 
 def _bins(rank: int, flag: str, column: str, values: np.ndarray) -> pd.DataFrame:

@@ -41,11 +41,10 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.select import select_ranks
 from hta.analysis.thinning import every_kth
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import RankMapper, RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -72,17 +71,20 @@ def queue_length_time_series(trace: RankMapper, ranks: Iterable[int] | int | Non
     stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
     Computed per rank, where the rank is; the series travels (one row per change).
     """
-    return run_one(trace, RankWork.of_trace(rank_queue_series, description="Queue length"), ranks)
+    return run_one(trace, RankWork(rank_queue_series, description="Queue length",
+                                   add_rank=False, empty=no_queue_series), ranks)
 
 
-def rank_queue_series(trace: Trace, ranks: Iterable[int] | int | None = None
-                      ) -> pd.DataFrame:
-    """The rows of :func:`queue_length_time_series` of the ranks of ``trace``."""
-    frames = [_rank_series(rt) for rt in select_ranks(trace, ranks)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in SERIES_COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+def rank_queue_series(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`queue_length_time_series`: its queue length per stream,
+    one row per change."""
+    series = _rank_series(rt)
+    return series if len(series) else no_queue_series()
+
+
+def no_queue_series() -> pd.DataFrame:
+    """The table of :func:`queue_length_time_series` without rows (:data:`SERIES_COLUMNS`)."""
+    return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in SERIES_COLUMNS})
 
 
 def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -98,21 +100,27 @@ def thinned_queue_series(trace: RankMapper, ranks: Iterable[int] | int | None,
     rank is: a figure's rows travel, not every change of a big job's queues. Also
     whether any line was cut. ``iterations``: each rank restricted to those
     ``ProfilerStep`` numbers first, where it lives (``None``: every event)."""
-    series, cut = run_one(trace,
-                          RankWork.of_trace(rank_thinned_queue_series, (max_points_per_line,),
-                                            description="Queue length"), ranks, iterations)
+    work = RankWork(rank_thinned_queue_series, (max_points_per_line,),
+                    description="Queue length", add_rank=False,
+                    empty=no_thinned_queue_series)
+    series, cut = run_one(trace, work, ranks, iterations)
     return series, bool(cut["thinned"].any()) if len(cut) else False
 
 
-def rank_thinned_queue_series(trace: Trace, ranks: Iterable[int] | int | None,
-                              max_points_per_line: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of :func:`thinned_queue_series` of the ranks of ``trace``, and per rank
-    whether a line was cut (``rank``, ``thinned``)."""
-    selected = trace.selected_ranks(ranks)
-    series = rank_queue_series(trace, selected)
+def rank_thinned_queue_series(rt: RankTrace, max_points_per_line: int
+                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One rank's rows of :func:`thinned_queue_series` (each line cut to about
+    ``max_points_per_line`` rows), and whether a line was cut (``rank``, ``thinned``)."""
+    series = rank_queue_series(rt)
     shown, thinned = every_kth(series, ["rank", "pid", "stream"], max_points_per_line)
-    return shown, pd.DataFrame({"rank": np.array(selected, dtype=np.int64),
-                                "thinned": np.full(len(selected), thinned)})
+    return shown, pd.DataFrame({"rank": np.array([rt.rank], dtype=np.int64),
+                                "thinned": np.full(1, thinned)})
+
+
+def no_thinned_queue_series() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tables of :func:`rank_thinned_queue_series` for no rank."""
+    return no_queue_series(), pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
+                                            "thinned": np.zeros(0, dtype=bool)})
 
 
 def _rank_series(rt: RankTrace) -> pd.DataFrame:
@@ -214,23 +222,28 @@ def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = 
     """
     if series is None:
         return run_one(trace,
-                       RankWork.of_trace(rank_queue_summary, description="Queue length summary"),
-                       ranks)
+                       RankWork(rank_queue_summary, description="Queue length summary",
+                                add_rank=False, empty=no_queue_summary), ranks)
     if len(series) == 0:
-        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+        return no_queue_summary()
     counts = run_one(trace,
-                     RankWork.of_trace(rank_stream_counts, description="Queue length counts"),
-                     _ranks_of(series))
+                     RankWork(rank_stream_counts, description="Queue length counts",
+                              add_rank=False, empty=no_stream_counts), _ranks_of(series))
     return _summary(series, counts)
 
 
-def rank_queue_summary(trace: Trace, ranks: Iterable[int] | int | None = None
-                       ) -> pd.DataFrame:
-    """The rows of :func:`queue_length_summary` of the ranks of ``trace``."""
-    series = rank_queue_series(trace, ranks)
+def rank_queue_summary(rt: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`queue_length_summary`: the time-weighted queue length
+    statistics of each of its streams."""
+    series = rank_queue_series(rt)
     if len(series) == 0:
-        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
-    return _summary(series, rank_stream_counts(trace, _ranks_of(series)))
+        return no_queue_summary()
+    return _summary(series, rank_stream_counts(rt))
+
+
+def no_queue_summary() -> pd.DataFrame:
+    """The table of :func:`queue_length_summary` without rows (:data:`SUMMARY_COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
 
 
 def _ranks_of(series: pd.DataFrame) -> list[int]:
@@ -337,31 +350,30 @@ def _quantiles_by_histogram(key: np.ndarray, value: np.ndarray, hold: np.ndarray
     return result
 
 
-def rank_stream_counts(trace: Trace, ranks: Iterable[int] | int | None = None
-                       ) -> pd.DataFrame:
-    """Paired and unpaired GPU events per (``rank``, ``pid``, ``stream``) of the ranks of
-    ``trace``: columns ``rank``, ``pid``, ``stream``, ``paired``, ``unpaired``, sorted by
-    rank, pid and stream."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        ev = rt.events
-        pairs = rank_launch_pairs(rt)
-        rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
-        if rows.size == 0:
-            continue
-        pid, stream, key = _dense_pairs(ev["pid"].to_numpy()[rows], _stream_of(ev, rows))
-        n = pairs.gpu.size
-        frames.append(pd.DataFrame({
-            "rank": np.full(len(pid), rt.rank, dtype=np.int64),
-            "pid": pid,
-            "stream": stream,
-            "paired": np.bincount(key[:n], minlength=len(pid)).astype(np.int64),
-            "unpaired": np.bincount(key[n:], minlength=len(pid)).astype(np.int64),
-        }))
-    if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64)
-                             for c in ("rank", "pid", "stream", "paired", "unpaired")})
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+def rank_stream_counts(rt: RankTrace) -> pd.DataFrame:
+    """One rank's paired and unpaired GPU events per (``rank``, ``pid``, ``stream``):
+    columns ``rank``, ``pid``, ``stream``, ``paired``, ``unpaired``, sorted by pid and
+    stream."""
+    ev = rt.events
+    pairs = rank_launch_pairs(rt)
+    rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
+    if rows.size == 0:
+        return no_stream_counts()
+    pid, stream, key = _dense_pairs(ev["pid"].to_numpy()[rows], _stream_of(ev, rows))
+    n = pairs.gpu.size
+    return pd.DataFrame({
+        "rank": np.full(len(pid), rt.rank, dtype=np.int64),
+        "pid": pid,
+        "stream": stream,
+        "paired": np.bincount(key[:n], minlength=len(pid)).astype(np.int64),
+        "unpaired": np.bincount(key[n:], minlength=len(pid)).astype(np.int64),
+    })
+
+
+def no_stream_counts() -> pd.DataFrame:
+    """The table of :func:`rank_stream_counts` without rows."""
+    return pd.DataFrame({c: np.zeros(0, dtype=np.int64)
+                         for c in ("rank", "pid", "stream", "paired", "unpaired")})
 
 
 def time_spent_blocked_on_full_queue(
@@ -383,30 +395,42 @@ def time_spent_blocked_on_full_queue(
     """
     if series is None:
         return run_one(trace,
-                       RankWork.of_trace(rank_blocked_on_full_queue, (queue_length_threshold,),
-                                         description="Full queue"), ranks)
+                       RankWork(rank_blocked_on_full_queue, (queue_length_threshold,),
+                                description="Full queue", add_rank=False,
+                                empty=no_blocked_on_full_queue), ranks)
     if len(series) == 0:
-        return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
-    spans = run_one(trace, RankWork.of_trace(rank_spans, description="Trace spans"),
-                    _ranks_of(series))
+        return no_blocked_on_full_queue()
+    spans = run_one(trace, RankWork(rank_span, description="Trace spans", add_rank=False,
+                                    empty=no_spans), _ranks_of(series))
     return _blocked(series, queue_length_threshold, spans)
 
 
-def rank_blocked_on_full_queue(trace: Trace, ranks: Iterable[int] | int | None,
-                               queue_length_threshold: int) -> pd.DataFrame:
-    """The rows of :func:`time_spent_blocked_on_full_queue` of the ranks of ``trace``."""
-    series = rank_queue_series(trace, ranks)
+def rank_blocked_on_full_queue(rt: RankTrace, queue_length_threshold: int) -> pd.DataFrame:
+    """One rank's rows of :func:`time_spent_blocked_on_full_queue`: per stream, the time
+    its queue holds at least ``queue_length_threshold`` entries."""
+    series = rank_queue_series(rt)
     if len(series) == 0:
-        return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
-    return _blocked(series, queue_length_threshold, rank_spans(trace, _ranks_of(series)))
+        return no_blocked_on_full_queue()
+    return _blocked(series, queue_length_threshold, rank_span(rt))
 
 
-def rank_spans(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
-    """Per rank, ``span(ns)``: last event end minus first event start (0 when empty)."""
-    rts = select_ranks(trace, ranks)
-    return pd.DataFrame({"rank": np.array([rt.rank for rt in rts], dtype=np.int64),
-                         "span(ns)": np.array([_trace_duration(rt) for rt in rts],
-                                              dtype=np.int64)})
+def no_blocked_on_full_queue() -> pd.DataFrame:
+    """The table of :func:`time_spent_blocked_on_full_queue` without rows
+    (:data:`BLOCKED_COLUMNS`)."""
+    return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
+
+
+def rank_span(rt: RankTrace) -> pd.DataFrame:
+    """One rank's row ``rank``, ``span(ns)``: last event end minus first event start (0
+    when empty)."""
+    return pd.DataFrame({"rank": np.array([rt.rank], dtype=np.int64),
+                         "span(ns)": np.array([_trace_duration(rt)], dtype=np.int64)})
+
+
+def no_spans() -> pd.DataFrame:
+    """The table of :func:`rank_span` for no rank."""
+    return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
+                         "span(ns)": np.zeros(0, dtype=np.int64)})
 
 
 def _blocked(series: pd.DataFrame, queue_length_threshold: int, spans: pd.DataFrame

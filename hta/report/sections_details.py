@@ -27,9 +27,11 @@ def launch(ctx: Context, s: Section) -> None:
     # One visit of each rank; only the pairing counts and per-rank histograms of the
     # flagged launches travel back (the counts per rank are the histograms' sums).
     hist, pairing = run(ctx.trace, [
-        RankWork.of_trace(launch.rank_flagged_histograms,
-                          (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)),
-        RankWork.of_trace(launch.rank_launch_pairing)], ctx.ranks, ctx.iterations,
+        RankWork(launch.rank_flagged_histograms,
+                 (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US), add_rank=False,
+                 empty=launch.no_flagged_histograms),
+        RankWork(launch.rank_launch_pairing, add_rank=False, empty=launch.no_launch_pairing)],
+        ctx.ranks, ctx.iterations,
         description="Kernel launches")
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
@@ -58,9 +60,9 @@ def queue(ctx: Context, s: Section) -> None:
     # The statistics in one visit of each rank (its series computed once there), then
     # the figure's rows thinned where the ranks are: no rank's whole series travels.
     summary, blocked = run(ctx.trace, [
-        RankWork.of_trace(queue.rank_queue_summary),
-        RankWork.of_trace(queue.rank_blocked_on_full_queue,
-                          (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,))], ctx.ranks,
+        RankWork(queue.rank_queue_summary, add_rank=False, empty=queue.no_queue_summary),
+        RankWork(queue.rank_blocked_on_full_queue, (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,),
+                 add_rank=False, empty=queue.no_blocked_on_full_queue)], ctx.ranks,
         ctx.iterations, description="Queue length")
     if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
