@@ -29,7 +29,7 @@ from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import KIND_CODE, kind_codes
-from hta.model.trace import Trace
+from hta.model.trace import RankTrace, Trace
 
 COLUMNS = ["rank", "aten_op_name", "kernel_sequence", "occurrence_count",
            "avg_aten_op_launch_delay", "avg_runtime_delay"]
@@ -66,42 +66,60 @@ def aten_op_kernels_and_delay(trace: Trace, ranks: Iterable[int] | int | None = 
     """One row per rank, ATen op name and kernel sequence (columns :data:`COLUMNS`),
     sorted per rank by ``sort_by`` descending (default ``occurrence_count``), then by
     name and sequence. Definitions in the module docstring."""
-    sort_by = ["occurrence_count"] if not sort_by else (
+    sort_by = sort_columns(sort_by)
+    frames = [rank_aten_op_kernels_and_delay(rt, sort_by) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return no_aten_op_kernels_and_delay()
+    return pd.concat(frames, ignore_index=True)
+
+
+def sort_columns(sort_by: Sequence[str] | str | None) -> list[str]:
+    """The columns ``sort_by`` names (default ``occurrence_count``); unknown ones raise."""
+    columns = ["occurrence_count"] if not sort_by else (
         [sort_by] if isinstance(sort_by, str) else list(sort_by))
-    unknown = [c for c in sort_by if c not in COLUMNS]
+    unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
         raise ValueError(f"sort_by: unknown column(s) {unknown}; choose from {COLUMNS[1:]}")
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        inst = _rank_instances(rt)
-        if not len(inst):
-            continue
-        ev = rt.events
-        names = np.asarray(rt.symbols, dtype=object)
-        per_op = inst.groupby("op", sort=False).agg(
-            kernel_sequence=("kernel", " -> ".join), launch=("launch", "first"),
-            launch_ts=("launch_ts", "first"), gpu_ts=("gpu_ts", "first")).reset_index()
-        op = per_op["op"].to_numpy()
-        per_op["aten_op_name"] = names[ev["name"].to_numpy()[op]]
-        per_op["launch_delay"] = per_op["launch_ts"] - ev["ts"].to_numpy()[op]
-        per_op["runtime_delay"] = per_op["gpu_ts"] - per_op["launch_ts"]
-        grouped = per_op.groupby(["aten_op_name", "kernel_sequence"], sort=True).agg(
-            occurrence_count=("op", "size"), launch=("launch_delay", "mean"),
-            runtime=("runtime_delay", "mean")).reset_index()
-        out = pd.DataFrame({
-            "rank": np.int64(rt.rank),
-            "aten_op_name": grouped["aten_op_name"].astype(object),
-            "kernel_sequence": grouped["kernel_sequence"].astype(object),
-            "occurrence_count": grouped["occurrence_count"].astype(np.int64),
-            "avg_aten_op_launch_delay": (grouped["launch"] / 1e3).round(3),
-            "avg_runtime_delay": (grouped["runtime"] / 1e3).round(3),
-        })
-        out = out.sort_values(sort_by, ascending=False, kind="stable", ignore_index=True)
-        frames.append(out)
-    if not frames:
-        return pd.DataFrame({
-            "rank": np.zeros(0, dtype=np.int64), "aten_op_name": np.zeros(0, dtype=object),
-            "kernel_sequence": np.zeros(0, dtype=object),
-            "occurrence_count": np.zeros(0, dtype=np.int64),
-            "avg_aten_op_launch_delay": np.zeros(0), "avg_runtime_delay": np.zeros(0)})
-    return pd.concat(frames, ignore_index=True)
+    return columns
+
+
+def rank_aten_op_kernels_and_delay(rank: RankTrace, sort_by: Sequence[str] | str | None = None
+                                   ) -> pd.DataFrame:
+    """One rank's rows of :func:`aten_op_kernels_and_delay` (typed and empty when its ops
+    launch no kernel)."""
+    sort_by = sort_columns(sort_by)
+    rt = rank
+    inst = _rank_instances(rt)
+    if not len(inst):
+        return no_aten_op_kernels_and_delay()
+    ev = rt.events
+    names = np.asarray(rt.symbols, dtype=object)
+    per_op = inst.groupby("op", sort=False).agg(
+        kernel_sequence=("kernel", " -> ".join), launch=("launch", "first"),
+        launch_ts=("launch_ts", "first"), gpu_ts=("gpu_ts", "first")).reset_index()
+    op = per_op["op"].to_numpy()
+    per_op["aten_op_name"] = names[ev["name"].to_numpy()[op]]
+    per_op["launch_delay"] = per_op["launch_ts"] - ev["ts"].to_numpy()[op]
+    per_op["runtime_delay"] = per_op["gpu_ts"] - per_op["launch_ts"]
+    grouped = per_op.groupby(["aten_op_name", "kernel_sequence"], sort=True).agg(
+        occurrence_count=("op", "size"), launch=("launch_delay", "mean"),
+        runtime=("runtime_delay", "mean")).reset_index()
+    out = pd.DataFrame({
+        "rank": np.int64(rt.rank),
+        "aten_op_name": grouped["aten_op_name"].astype(object),
+        "kernel_sequence": grouped["kernel_sequence"].astype(object),
+        "occurrence_count": grouped["occurrence_count"].astype(np.int64),
+        "avg_aten_op_launch_delay": (grouped["launch"] / 1e3).round(3),
+        "avg_runtime_delay": (grouped["runtime"] / 1e3).round(3),
+    })
+    return out.sort_values(sort_by, ascending=False, kind="stable", ignore_index=True)
+
+
+def no_aten_op_kernels_and_delay() -> pd.DataFrame:
+    """The table of no rank of :func:`aten_op_kernels_and_delay` (typed :data:`COLUMNS`)."""
+    return pd.DataFrame({
+        "rank": np.zeros(0, dtype=np.int64), "aten_op_name": np.zeros(0, dtype=object),
+        "kernel_sequence": np.zeros(0, dtype=object),
+        "occurrence_count": np.zeros(0, dtype=np.int64),
+        "avg_aten_op_launch_delay": np.zeros(0), "avg_runtime_delay": np.zeros(0)})

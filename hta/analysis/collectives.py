@@ -229,6 +229,14 @@ def rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int |
     return derived(rt, key, lambda: _rank_collective_performance(rt, iterations))
 
 
+def rank_collective_rows(rank: RankTrace, iterations: Iterable[int] | int | None = None
+                         ) -> pd.DataFrame:
+    """One rank's rows of :func:`collective_performance`, in a frame of their own (the
+    rank's derived table, :func:`rank_collective_performance`, stays unshared)."""
+    frame = rank_collective_performance(rank, iterations)
+    return pd.concat([frame], ignore_index=True) if len(frame) else empty()
+
+
 def _rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int | None
                                  ) -> pd.DataFrame:
     ev = rt.events

@@ -133,16 +133,26 @@ def memory_timeline(trace: Trace, ranks: Iterable[int] | int | None = None) -> p
     """Allocated and reserved bytes after every ``[memory]`` event, per rank and device
     (columns :data:`TIMELINE_COLUMNS`, sorted by rank, device, ts). Definitions in the
     module docstring. Empty (typed) when no selected rank recorded memory events."""
-    frames = []
-    for rt in select_ranks(trace, ranks):
-        mem = _memory_events(rt)
-        if len(mem):
-            frame = mem[["device", "ts", "total_allocated", "total_reserved"]].copy()
-            frame.insert(0, "rank", np.int64(rt.rank))
-            frames.append(frame)
+    frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, ranks)]
+    frames = [f for f in frames if len(f)]
     if not frames:
         return _empty_timeline()
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_memory_timeline(rank: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_timeline` (typed and empty without memory events)."""
+    mem = _memory_events(rank)
+    if not len(mem):
+        return _empty_timeline()
+    frame = mem[["device", "ts", "total_allocated", "total_reserved"]].copy()
+    frame.insert(0, "rank", np.int64(rank.rank))
+    return frame.reset_index(drop=True)
+
+
+def no_memory_timeline() -> pd.DataFrame:
+    """The table of no rank of :func:`memory_timeline` (typed :data:`TIMELINE_COLUMNS`)."""
+    return _empty_timeline()
 
 
 def _empty_timeline() -> pd.DataFrame:
@@ -277,6 +287,20 @@ def memory_summary(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd
     rows: list[dict] = []
     for rt in select_ranks(trace, ranks):
         rows += _rank_peaks(rt)[0]
+    return _summary_table(rows)
+
+
+def rank_memory_summary(rank: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_summary`: one per device with memory events."""
+    return _summary_table(_rank_peaks(rank)[0])
+
+
+def no_memory_summary() -> pd.DataFrame:
+    """The table of no rank of :func:`memory_summary` (typed :data:`SUMMARY_COLUMNS`)."""
+    return _summary_table([])
+
+
+def _summary_table(rows: list[dict]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("device", "top_operators")
                                           else np.int64) for c in SUMMARY_COLUMNS})
@@ -291,6 +315,20 @@ def memory_peak_operators(trace: Trace, ranks: Iterable[int] | int | None = None
     frames: list[pd.DataFrame] = []
     for rt in select_ranks(trace, ranks):
         frames += [f for f in _rank_peaks(rt)[1] if len(f)]
+    return _operator_table(frames)
+
+
+def rank_memory_peak_operators(rank: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`memory_peak_operators`: per device, its operators."""
+    return _operator_table([f for f in _rank_peaks(rank)[1] if len(f)])
+
+
+def no_memory_peak_operators() -> pd.DataFrame:
+    """The table of no rank of :func:`memory_peak_operators` (typed :data:`OPERATOR_COLUMNS`)."""
+    return _operator_table([])
+
+
+def _operator_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
                              "device": np.zeros(0, dtype=object),

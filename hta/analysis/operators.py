@@ -79,8 +79,8 @@ def operator_calls(trace: RankMapper, ranks: Iterable[int] | int | None = None
     enclosing ``cpu_op``, -1 for top-level calls), ``top_level``, times in integer ns.
     Found per rank, where the rank is (one row per call travels).
     """
-    return run_one(trace, RankWork.of_trace(rank_operator_calls, description="Operator calls"),
-                   ranks)
+    return run_one(trace, RankWork(rank_calls, description="Operator calls", add_rank=False,
+                                   empty=no_calls), ranks)
 
 
 def rank_operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None
@@ -89,8 +89,19 @@ def rank_operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None
     frames = [_rank_calls(rt) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame({c: [] for c in CALL_COLUMNS})
+        return no_calls()
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_calls(rank: RankTrace) -> pd.DataFrame:
+    """One rank's rows of :func:`operator_calls`: one per ``cpu_op`` call."""
+    frame = _rank_calls(rank)
+    return frame if len(frame) else no_calls()
+
+
+def no_calls() -> pd.DataFrame:
+    """The table of no rank of :func:`operator_calls` (:data:`CALL_COLUMNS`, no rows)."""
+    return pd.DataFrame({c: [] for c in CALL_COLUMNS})
 
 
 def _rank_calls(rt: RankTrace) -> pd.DataFrame:
@@ -225,16 +236,31 @@ def operator_breakdown(trace: RankMapper, ranks: Iterable[int] | int | None = No
     where it lives (``None``: every event).
     """
     return run_one(trace,
-                   RankWork.of_trace(rank_operator_breakdown, (group_by_input_shape,),
-                                     description="Operator breakdown"), ranks, iterations)
+                   RankWork(rank_breakdown, (group_by_input_shape,),
+                            description="Operator breakdown", add_rank=False,
+                            empty=no_breakdown), ranks, iterations)
 
 
 def rank_operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
                             group_by_input_shape: bool) -> pd.DataFrame:
     """The rows of :func:`operator_breakdown` of the ranks of ``trace``."""
-    calls = rank_operator_calls(trace, ranks)
+    return _breakdown(rank_operator_calls(trace, ranks), group_by_input_shape)
+
+
+def rank_breakdown(rank: RankTrace, group_by_input_shape: bool = False) -> pd.DataFrame:
+    """One rank's rows of :func:`operator_breakdown`: one per operator name (and shapes)."""
+    return _breakdown(rank_calls(rank), group_by_input_shape)
+
+
+def no_breakdown() -> pd.DataFrame:
+    """The table of no rank of :func:`operator_breakdown` (:data:`BREAKDOWN_COLUMNS`,
+    no rows)."""
+    return pd.DataFrame({c: [] for c in BREAKDOWN_COLUMNS})
+
+
+def _breakdown(calls: pd.DataFrame, group_by_input_shape: bool) -> pd.DataFrame:
     if len(calls) == 0:
-        return pd.DataFrame({c: [] for c in BREAKDOWN_COLUMNS})
+        return no_breakdown()
     if not group_by_input_shape:
         calls = calls.assign(input_shapes="")
     grouped = calls.groupby(["rank", "name", "input_shapes"], sort=False).agg(

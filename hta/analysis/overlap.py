@@ -27,6 +27,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
+from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -37,23 +38,36 @@ COLUMNS = ["rank", "comp_comm_overlap_pctg", "comm_time(us)", "overlap_time(us)"
 def comm_comp_overlap(trace: Job, ranks: Iterable[int] | int | None = None,
                       iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
     """One row per rank with :data:`COLUMNS` (definitions in the module docstring)."""
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        w = gpu_work(rt.rank, rt.events, iterations)
-        sel = (w.cls == COMPUTE) | (w.cls == COMM)
-        table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
-        comm = int(mask_total(table, all_of=1 << COMM)[0])
-        both = int(mask_total(table, all_of=(1 << COMM) | (1 << COMPUTE))[0])
-        if not (w.cls == COMM).any():
-            logger.info("rank %d: no communication kernels; overlap is undefined", rt.rank)
-        rows.append({
-            "rank": rt.rank,
-            "comp_comm_overlap_pctg": 100.0 * both / comm if comm else np.nan,
-            "comm_time(us)": comm / 1e3,
-            "overlap_time(us)": both / 1e3,
-            "note": "" if comm else _why_empty(w.cls),
-        })
+    rows = [_rank_row(rt, iterations) for rt in select_ranks(trace, ranks)]
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def rank_comm_comp_overlap(rank: RankTrace, iterations: Iterable[int] | int | None = None
+                           ) -> pd.DataFrame:
+    """One rank's row of :func:`comm_comp_overlap` (:data:`COLUMNS`)."""
+    return pd.DataFrame([_rank_row(rank, iterations)], columns=COLUMNS)
+
+
+def no_comm_comp_overlap() -> pd.DataFrame:
+    """The table of no rank of :func:`comm_comp_overlap` (:data:`COLUMNS`, no rows)."""
+    return pd.DataFrame([], columns=COLUMNS)
+
+
+def _rank_row(rt: RankTrace, iterations: Iterable[int] | int | None) -> dict:
+    w = gpu_work(rt.rank, rt.events, iterations)
+    sel = (w.cls == COMPUTE) | (w.cls == COMM)
+    table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
+    comm = int(mask_total(table, all_of=1 << COMM)[0])
+    both = int(mask_total(table, all_of=(1 << COMM) | (1 << COMPUTE))[0])
+    if not (w.cls == COMM).any():
+        logger.info("rank %d: no communication kernels; overlap is undefined", rt.rank)
+    return {
+        "rank": rt.rank,
+        "comp_comm_overlap_pctg": 100.0 * both / comm if comm else np.nan,
+        "comm_time(us)": comm / 1e3,
+        "overlap_time(us)": both / 1e3,
+        "note": "" if comm else _why_empty(w.cls),
+    }
 
 
 def _why_empty(cls: np.ndarray) -> str:

@@ -56,8 +56,9 @@ def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: 
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
     return run_one(trace,
-                   RankWork.of_trace(rank_kernel_patterns, (operator_name, min_pattern_len),
-                                     description="Kernel sequences"), [rank])
+                   RankWork(rank_kernel_sequences, (operator_name, min_pattern_len),
+                            description="Kernel sequences", add_rank=False,
+                            empty=no_kernel_sequences), [rank])
 
 
 def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operator_name: str,
@@ -66,7 +67,18 @@ def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operat
     (one rank in practice), one after the other."""
     frames = [_rank_patterns(rt, operator_name, min_pattern_len)
               for rt in select_ranks(trace, ranks)]
-    return concat_frames(frames) if frames else pd.DataFrame(columns=PATTERN_COLUMNS)
+    return concat_frames(frames) if frames else no_kernel_sequences()
+
+
+def rank_kernel_sequences(rank: RankTrace, operator_name: str, min_pattern_len: int
+                          ) -> pd.DataFrame:
+    """One rank's patterns of :func:`frequent_cuda_kernel_sequences` (no ``rank`` column)."""
+    return _rank_patterns(rank, operator_name, min_pattern_len)
+
+
+def no_kernel_sequences() -> pd.DataFrame:
+    """The table of no rank of :func:`frequent_cuda_kernel_sequences` (no rows)."""
+    return pd.DataFrame(columns=PATTERN_COLUMNS)
 
 
 def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> pd.DataFrame:

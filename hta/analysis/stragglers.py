@@ -97,8 +97,20 @@ def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
     frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return _empty(KERNEL_COLUMNS)
+        return no_collective_kernels()
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_collective_kernels(rank: RankTrace, iterations: Iterable[int] | int | None = None
+                            ) -> pd.DataFrame:
+    """One rank's rows of :func:`rank_collectives`: its communication kernels."""
+    frame = comm_kernels(rank, iterations)
+    return frame if len(frame) else no_collective_kernels()
+
+
+def no_collective_kernels() -> pd.DataFrame:
+    """The table of no rank of :func:`rank_collectives` (:data:`KERNEL_COLUMNS`, no rows)."""
+    return _empty(KERNEL_COLUMNS)
 
 
 def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
@@ -213,8 +225,8 @@ def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
     selected = rank_numbers(trace, ranks)
     iters = iteration_list(iterations)
     kernels = run_one(trace,
-                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
-                      selected)
+                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                               add_rank=False, empty=no_collective_kernels), selected)
     return match_collectives(kernels)
 
 

@@ -38,6 +38,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
+from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +74,34 @@ def temporal_breakdown_detail(
     ``note`` (empty, or why a row is empty). ``non_compute_time(us)`` equals
     ``exposed_comm_time(us) + exposed_memory_time(us)`` exactly.
     """
-    frames = [_rank_rows(rt.rank, rt.events, iterations, per_iteration)
+    frames = [rank_breakdown_detail(rt, iterations, per_iteration)
               for rt in select_ranks(trace, ranks)]
     if not frames:
-        return pd.DataFrame(columns=HTA_COLUMNS)
+        return no_breakdown_detail()
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_breakdown(rank: RankTrace, iterations: Iterable[int] | int | None = None
+                   ) -> pd.DataFrame:
+    """One rank's row of :func:`temporal_breakdown` (:data:`HTA_COLUMNS`)."""
+    return rank_breakdown_detail(rank, iterations)[HTA_COLUMNS]
+
+
+def rank_breakdown_detail(rank: RankTrace, iterations: Iterable[int] | int | None = None,
+                          per_iteration: bool = False) -> pd.DataFrame:
+    """One rank's rows of :func:`temporal_breakdown_detail` (one, or one per iteration)."""
+    return _rank_rows(rank.rank, rank.events, iterations, per_iteration)
+
+
+def no_breakdown() -> pd.DataFrame:
+    """The table of no rank of :func:`temporal_breakdown` (:data:`HTA_COLUMNS`, no rows)."""
+    return no_breakdown_detail()[HTA_COLUMNS]
+
+
+def no_breakdown_detail() -> pd.DataFrame:
+    """The table of no rank of :func:`temporal_breakdown_detail` (:data:`HTA_COLUMNS`,
+    no rows: the table it has always answered for no rank)."""
+    return pd.DataFrame(columns=HTA_COLUMNS)
 
 
 def _rank_rows(rank: int, events: pd.DataFrame, iterations: Iterable[int] | int | None,

@@ -85,16 +85,40 @@ def timeline_segments(
     ``streams`` keep only those ``ProfilerStep`` numbers and stream ids. Per rank, so it
     runs under the runner (:mod:`hta.model.runner`).
     """
-    if max_segments < 1:
-        raise ValueError(f"max_segments must be at least 1, got {max_segments}")
-    if resolution_ns is not None and resolution_ns < 0:
-        raise ValueError(f"resolution_ns must be >= 0, got {resolution_ns}")
+    check_budget(max_segments, resolution_ns)
     frames = [_rank_segments(rt, iterations, streams, max_segments, resolution_ns)
               for rt in select_ranks(trace, ranks)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return _empty()
     return pd.concat(frames, ignore_index=True)
+
+
+def rank_timeline_segments(
+    rank: RankTrace,
+    iterations: Iterable[int] | int | None = None,
+    streams: Iterable[int] | int | None = None,
+    max_segments: int = DEFAULT_MAX_SEGMENTS,
+    resolution_ns: int | None = None,
+) -> pd.DataFrame:
+    """One rank's segments of :func:`timeline_segments` (typed and empty without GPU work
+    in the selection)."""
+    check_budget(max_segments, resolution_ns)
+    frame = _rank_segments(rank, iterations, streams, max_segments, resolution_ns)
+    return pd.concat([frame], ignore_index=True) if len(frame) else _empty()
+
+
+def no_timeline_segments() -> pd.DataFrame:
+    """The table of no rank of :func:`timeline_segments` (typed :data:`COLUMNS`)."""
+    return _empty()
+
+
+def check_budget(max_segments: int, resolution_ns: int | None) -> None:
+    """Raise for a ``max_segments`` below 1 or a negative ``resolution_ns``."""
+    if max_segments < 1:
+        raise ValueError(f"max_segments must be at least 1, got {max_segments}")
+    if resolution_ns is not None and resolution_ns < 0:
+        raise ValueError(f"resolution_ns must be >= 0, got {resolution_ns}")
 
 
 def _empty() -> pd.DataFrame:

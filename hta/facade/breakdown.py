@@ -45,8 +45,9 @@ class BreakdownMixin:
 
         _not_bool("ranks", ranks)
         df = run_one(self.t,
-                     RankWork.of_trace(temporal.temporal_breakdown, (iterations,),
-                                       description="Temporal breakdown"), resolved(ranks))
+                     RankWork(temporal.rank_breakdown, (iterations,),
+                              description="Temporal breakdown", add_rank=False,
+                              empty=temporal.no_breakdown), resolved(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -60,9 +61,9 @@ class BreakdownMixin:
 
         _not_bool("ranks", ranks)
         df = run_one(self.t,
-                     RankWork.of_trace(temporal.temporal_breakdown_detail,
-                                       (iterations, per_iteration),
-                                       description="Temporal breakdown"), resolved(ranks))
+                     RankWork(temporal.rank_breakdown_detail, (iterations, per_iteration),
+                              description="Temporal breakdown", add_rank=False,
+                              empty=temporal.no_breakdown_detail), resolved(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -129,8 +130,9 @@ class BreakdownMixin:
 
         _not_bool("ranks", ranks)
         df = run_one(self.t,
-                     RankWork.of_trace(overlap.comm_comp_overlap, (iterations,),
-                                       description="Comm/compute overlap"), resolved(ranks))
+                     RankWork(overlap.rank_comm_comp_overlap, (iterations,),
+                              description="Comm/compute overlap", add_rank=False,
+                              empty=overlap.no_comm_comp_overlap), resolved(ranks))
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 

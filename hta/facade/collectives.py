@@ -32,12 +32,13 @@ class CollectivesMixin:
         process_group, group_size, dtype, msg_bytes, time(us), algbw(GB/s), busbw(GB/s),
         stream`` and more; see :func:`hta.analysis.collectives.collective_performance`.
         ``visualize`` shows :func:`hta.plots.collectives.collective_bandwidth_figure`."""
-        from hta.analysis.collectives import collective_performance
+        from hta.analysis import collectives
         from hta.plots.collectives import collective_bandwidth_figure
 
         perf = run_one(self.t,
-                       RankWork.of_trace(collective_performance, (iterations,),
-                                         description="Collectives"), resolved(ranks))
+                       RankWork(collectives.rank_collective_rows, (iterations,),
+                                description="Collectives", add_rank=False,
+                                empty=collectives.empty), resolved(ranks))
         if visualize:
             show(collective_bandwidth_figure(perf))
         return perf

@@ -34,17 +34,12 @@ class MemoryMixin:
         free (columns ``rank, device, ts, total_allocated, total_reserved``). Needs a
         trace recorded with ``profile_memory=True``; empty otherwise.
         See :func:`hta.analysis.memory.memory_timeline`."""
-        from hta.analysis import memory
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t,
-                     RankWork.of_trace(memory.memory_timeline, description="Memory timeline"),
-                     resolved(ranks))
+        df = run_one(self.t, _timeline_work(), resolved(ranks))
         if visualize:
-            summary = run_one(self.t,
-                              RankWork.of_trace(memory.memory_summary,
-                                                description="Memory summary"), resolved(ranks))
+            summary = run_one(self.t, _summary_work(), resolved(ranks))
             show(memory_timeline_figure(df, summary))
         return df
 
@@ -53,18 +48,14 @@ class MemoryMixin:
         """Per rank and device: peak allocated bytes, when (ns and step), reserved bytes,
         and the operators holding the most memory at the peak.
         See :func:`hta.analysis.memory.memory_summary`."""
-        from hta.analysis import memory
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, RankWork.of_trace(memory.memory_summary, description="Memory summary"),
-                     resolved(ranks))
+        df = run_one(self.t, _summary_work(), resolved(ranks))
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = run_one(self.t,
-                               RankWork.of_trace(memory.memory_timeline,
-                                                 description="Memory timeline"), resolved(ranks))
+            timeline = run_one(self.t, _timeline_work(), resolved(ranks))
             show(memory_timeline_figure(timeline, df))
         return df
 
@@ -74,8 +65,9 @@ class MemoryMixin:
         from hta.analysis import memory
 
         return run_one(self.t,
-                       RankWork.of_trace(memory.memory_peak_operators,
-                                         description="Memory at peak"), resolved(ranks))
+                       RankWork(memory.rank_memory_peak_operators, description="Memory at peak",
+                                add_rank=False, empty=memory.no_memory_peak_operators),
+                       resolved(ranks))
 
     @staticmethod
     def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:
@@ -89,3 +81,19 @@ class MemoryMixin:
         if visualize:
             show(raw_memory_timeline_figure(df))
         return df
+
+
+def _timeline_work() -> RankWork:
+    """Each rank's rows of :func:`hta.analysis.memory.memory_timeline`."""
+    from hta.analysis import memory
+
+    return RankWork(memory.rank_memory_timeline, description="Memory timeline",
+                    add_rank=False, empty=memory.no_memory_timeline)
+
+
+def _summary_work() -> RankWork:
+    """Each rank's rows of :func:`hta.analysis.memory.memory_summary`."""
+    from hta.analysis import memory
+
+    return RankWork(memory.rank_memory_summary, description="Memory summary",
+                    add_rank=False, empty=memory.no_memory_summary)

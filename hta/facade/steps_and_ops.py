@@ -65,9 +65,10 @@ class StepsAndOpsMixin:
         launch no kernel maps to an empty frame. See :mod:`hta.analysis.aten_ops`."""
         from hta.analysis import aten_ops
 
-        df = run_one(self.t,
-                     RankWork.of_trace(aten_ops.aten_op_kernels_and_delay, (sort_by,),
-                                       description="ATen op kernels"), ranks)
+        work = RankWork(aten_ops.rank_aten_op_kernels_and_delay,
+                        (aten_ops.sort_columns(sort_by),), description="ATen op kernels",
+                        add_rank=False, empty=aten_ops.no_aten_op_kernels_and_delay)
+        df = run_one(self.t, work, ranks)
         wanted = rank_list(ranks)
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]
         return {int(r): df.loc[df["rank"] == r, cols].reset_index(drop=True)

@@ -51,14 +51,16 @@ class TimelineMixin(ClockMixin):
         and stream (see :mod:`hta.analysis.timeline` for the columns and the merge rule).
         ``max_segments`` is for all selected ranks together. Times are on the reference
         clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``."""
+        from hta.analysis import timeline
         from hta.analysis.clock import shift_times
-        from hta.analysis.timeline import timeline_segments
 
         per_rank = _per_rank_budget(self.t, resolved(ranks), max_segments)
+        timeline.check_budget(per_rank, resolution_ns)
         segments = run_one(self.t,
-                           RankWork.of_trace(timeline_segments,
-                                             (iterations, streams, per_rank, resolution_ns),
-                                             description="GPU timeline"), resolved(ranks))
+                           RankWork(timeline.rank_timeline_segments,
+                                    (iterations, streams, per_rank, resolution_ns),
+                                    description="GPU timeline", add_rank=False,
+                                    empty=timeline.no_timeline_segments), resolved(ranks))
         return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(

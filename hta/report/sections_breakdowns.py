@@ -53,9 +53,10 @@ def temporal(ctx: Context, s: Section) -> None:
     s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
     s.tables.append(table_of(df, "Per rank"))
     per_step = run_one(ctx.trace,
-                       RankWork.of_trace(temporal.temporal_breakdown_detail, (ctx.iterations,),
-                                         {"per_iteration": True},
-                                         description="Temporal breakdown per step"), ctx.ranks)
+                       RankWork(temporal.rank_breakdown_detail, (ctx.iterations,),
+                                {"per_iteration": True},
+                                description="Temporal breakdown per step", add_rank=False,
+                                empty=temporal.no_breakdown_detail), ctx.ranks)
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))

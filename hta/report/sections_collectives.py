@@ -20,7 +20,7 @@ CALL_COLUMNS = ["rank", "collective", "process_group", "group_size", "dtype", "m
 def collective_bandwidth(ctx: Context, s: Section) -> None:
     """Collective performance of the selection: figure, summary and the slowest calls."""
     from hta.analysis import collectives
-    from hta.analysis.findings.collective_bw import MIN_MSG_BYTES, rank_links
+    from hta.analysis.findings.collective_bw import MIN_MSG_BYTES, no_links, rank_link
     from hta.model.runner import RankWork, run_one
     from hta.plots.collectives import collective_bandwidth_figure
 
@@ -42,7 +42,8 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
         s.tables.append(summary)
         return
     links = run_one(ctx.trace,
-                    RankWork.of_trace(rank_links, (ctx.iterations,), description="Links"),
+                    RankWork(rank_link, (ctx.iterations,), description="Links",
+                             add_rank=False, empty=no_links),
                     ctx.ranks)
     known = links.dropna(subset=["link_gbps"])
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None

@@ -51,7 +51,7 @@ from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import match_collectives
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
-from hta.model.trace import Trace
+from hta.model.trace import RankTrace, Trace
 from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,9 @@ MIN_MSG_BYTES = 4 << 20
 FAR_BELOW = 0.25
 ATTAINABLE = 0.5
 GPUS_PER_NODE = 8
+#: Columns of :func:`rank_links`.
+LINK_COLUMNS = ["rank", "device", "link", "link_gbps", "window_start", "window_ns",
+                "world_size", "node_local"]
 NAMED_CALLS = 2
 NO_ARGS_NOTE = (
     "collective bandwidth: no communication kernel carries a message size, so no "
@@ -122,16 +125,21 @@ def _rank_inputs(trace: Job, ranks: list[int], iterations: list[int] | None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
     over them (each rank is read once, where it is)."""
-    work = RankWork.of_trace(_rank_tables, (iterations,), description="Collective bandwidth")
+    work = RankWork(_rank_tables, (iterations,), description="Collective bandwidth",
+                    add_rank=False, empty=_no_tables)
     return run_one(trace, work, ranks)
 
 
-def _rank_tables(trace: Trace, ranks: Iterable[int] | int | None,
-                 iterations: list[int] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per rank: :func:`~hta.analysis.collectives.collective_performance` and
-    :func:`rank_links`."""
-    return (coll.collective_performance(trace, ranks, iterations),
-            rank_links(trace, ranks, iterations))
+def _rank_tables(rank: RankTrace, iterations: list[int] | None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One rank's :func:`~hta.analysis.collectives.collective_performance` rows and its
+    row of :func:`rank_links`."""
+    return coll.rank_collective_rows(rank, iterations), rank_link(rank, iterations)
+
+
+def _no_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two tables of no rank."""
+    return coll.empty(), no_links()
 
 
 def rank_links(trace: Trace, ranks: Iterable[int] | int | None,
@@ -139,21 +147,31 @@ def rank_links(trace: Trace, ranks: Iterable[int] | int | None,
     """Per rank: ``rank``, ``device``, ``link`` (name), ``link_gbps``, ``window_start``,
     ``window_ns``, ``world_size`` and ``node_local`` (process group names whose ranks
     lie in one node, comma-separated; ``*`` for all when the job fits in one node)."""
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        meta = rt.meta
-        devices = meta.get("device_properties") or [{}]
-        device = str(devices[0].get("name", "")) if isinstance(devices[0], dict) else ""
-        link: Link | None = link_for_device(device)
-        start, end = analysis_window(rt, iterations)
-        world = int(meta.get("world_size") or 0)
-        rows.append({"rank": rt.rank, "device": device, "link": link.name if link else "",
-                     "link_gbps": link.gbps if link else np.nan, "window_start": start,
-                     "window_ns": end - start, "world_size": world,
-                     "node_local": _node_local(meta, world)})
-    return pd.DataFrame(rows, columns=["rank", "device", "link", "link_gbps",
-                                       "window_start", "window_ns", "world_size",
-                                       "node_local"])
+    rows = [_link_row(rt, iterations) for rt in select_ranks(trace, ranks)]
+    return pd.DataFrame(rows, columns=LINK_COLUMNS)
+
+
+def rank_link(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
+    """One rank's row of :func:`rank_links`: its device, link and analysis window."""
+    return pd.DataFrame([_link_row(rank, iterations)], columns=LINK_COLUMNS)
+
+
+def no_links() -> pd.DataFrame:
+    """The table of no rank of :func:`rank_links` (:data:`LINK_COLUMNS`, no rows)."""
+    return pd.DataFrame([], columns=LINK_COLUMNS)
+
+
+def _link_row(rt: RankTrace, iterations: list[int] | None) -> dict:
+    meta = rt.meta
+    devices = meta.get("device_properties") or [{}]
+    device = str(devices[0].get("name", "")) if isinstance(devices[0], dict) else ""
+    link: Link | None = link_for_device(device)
+    start, end = analysis_window(rt, iterations)
+    world = int(meta.get("world_size") or 0)
+    return {"rank": rt.rank, "device": device, "link": link.name if link else "",
+            "link_gbps": link.gbps if link else np.nan, "window_start": start,
+            "window_ns": end - start, "world_size": world,
+            "node_local": _node_local(meta, world)}
 
 
 def _node_local(meta: dict, world: int) -> str:

@@ -43,7 +43,7 @@ others up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,6 @@ from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
-from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import straggler_summary
 from hta.model.runner import RankWork, run_one
 from hta.model.trace import RankTrace, Trace
@@ -369,7 +368,8 @@ def check_stragglers(trace: Trace, ranks: list[int],
     hit = summary[summary["total_excess_lag(us)"] > 0]
     if not len(hit):
         return []
-    work = RankWork.of_trace(_windows, (iterations,), description="Analysis windows")
+    work = RankWork(_rank_window, (iterations,), description="Analysis windows",
+                    add_rank=False, empty=_no_windows)
     windows = run_one(trace, work, [int(r) for r in hit["rank"]]).set_index("rank")[
         "window_ns"]
     found = []
@@ -418,13 +418,16 @@ def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
             for q, idx in others.groupby("rank").indices.items()}
 
 
-def _windows(trace: Trace, ranks: Iterable[int] | int | None,
-             iterations: list[int] | None) -> pd.DataFrame:
-    rows = []
-    for rt in select_ranks(trace, ranks):
-        start, end = analysis_window(rt, iterations)
-        rows.append({"rank": rt.rank, "window_ns": end - start})
-    return pd.DataFrame(rows, columns=["rank", "window_ns"])
+def _rank_window(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
+    """One rank's ``rank`` and ``window_ns``: the length of its analysis window."""
+    start, end = analysis_window(rank, iterations)
+    return pd.DataFrame([{"rank": rank.rank, "window_ns": end - start}],
+                        columns=["rank", "window_ns"])
+
+
+def _no_windows() -> pd.DataFrame:
+    """The windows of no rank (``rank``, ``window_ns``; no rows)."""
+    return pd.DataFrame([], columns=["rank", "window_ns"])
 
 
 def _group_label(group: str) -> str:
