@@ -55,7 +55,11 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import rank_numbers, select_ranks
-from hta.analysis.stragglers import match_collectives, rank_collectives
+from hta.analysis.stragglers import (
+    match_collectives,
+    no_collective_kernels,
+    rank_collective_kernels,
+)
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import iteration_list
@@ -80,9 +84,19 @@ def rank_host(rt: RankTrace) -> str:
 
 def rank_hosts(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
-    ``rank``, ``host``. Per rank, so it runs through the runner (:mod:`hta.model.runner`)."""
+    ``rank``, ``host`` (the rows of :func:`rank_host_row` of the ranks of ``trace``)."""
     rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, ranks)]
     return pd.DataFrame(rows, columns=["rank", "host"])
+
+
+def rank_host_row(rt: RankTrace) -> pd.DataFrame:
+    """One rank's row ``rank``, ``host`` (its ``host_name``, ``""`` when none)."""
+    return pd.DataFrame([{"rank": rt.rank, "host": rank_host(rt)}], columns=["rank", "host"])
+
+
+def no_hosts() -> pd.DataFrame:
+    """The table of :func:`rank_host_row` for no rank."""
+    return pd.DataFrame([], columns=["rank", "host"])
 
 
 def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:
@@ -117,20 +131,21 @@ def clock_offsets(trace: Job, ranks: Iterable[int] | int | None = None,
     selected = rank_numbers(trace, ranks)
     iters = iteration_list(iterations)
     kernels = run_one(trace,
-                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
-                      selected)
+                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                               add_rank=False, empty=no_collective_kernels), selected)
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
 def _hosts(trace: Job, selected: list[int]) -> dict[int, str]:
-    hosts = run_one(trace, RankWork.of_trace(rank_hosts, description="Hosts"), selected)
+    hosts = run_one(trace, RankWork(rank_host_row, description="Hosts", add_rank=False,
+                                    empty=no_hosts), selected)
     return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
 
 
 def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
                          selected: list[int]) -> pd.DataFrame:
     """:func:`clock_offsets` from a table of communication kernels
-    (:func:`hta.analysis.stragglers.rank_collectives`) and each rank's host."""
+    (:func:`hta.analysis.stragglers.rank_collective_kernels`) and each rank's host."""
     arrivals = match_collectives(kernels)
     shared = arrivals[arrivals["participants"] >= 2] if len(arrivals) else arrivals
     raw = estimate_offsets(shared) if len(shared) else {}
@@ -238,8 +253,8 @@ def aligned_arrivals(trace: Job, ranks: Iterable[int] | int | None = None,
     selected = rank_numbers(trace, ranks)
     iters = iteration_list(iterations)
     kernels = run_one(trace,
-                      RankWork.of_trace(rank_collectives, (iters,), description="Collectives"),
-                      selected)
+                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                               add_rank=False, empty=no_collective_kernels), selected)
     if offsets is None:
         offsets = (applied_offsets(offsets_from_kernels(kernels, _hosts(trace, selected),
                                                         selected))
@@ -248,5 +263,5 @@ def aligned_arrivals(trace: Job, ranks: Iterable[int] | int | None = None,
 
 
 __all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "offsets_from_kernels", "rank_host", "rank_hosts", "shift_rank",
-           "shift_times"]
+           "estimate_offsets", "no_hosts", "offsets_from_kernels", "rank_host", "rank_host_row",
+           "rank_hosts", "shift_rank", "shift_times"]
