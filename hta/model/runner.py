@@ -7,11 +7,12 @@ else. The design:
   ``fn(rank: RankTrace, *args, **kwargs) -> DataFrame`` with its arguments, a
   ``finish`` run in the caller on the concatenation of the per-rank tables (the
   default returns it unchanged), and a ``description`` for the progress bar. It holds
-  nothing but picklable values, so it travels to the worker that holds a rank.
-  Per-rank functions written on a trace, ``fn(trace, ranks, *args, **kwargs)`` (the
-  shape the analyses' own public functions keep, so callers and tests may hand them a
-  whole trace), enter through :meth:`RankWork.of_trace`: the runner calls them on a
-  one-rank trace of each rank in turn.
+  nothing but picklable values, so it travels to the worker that holds a rank; its
+  ``empty`` gives the table of no rank. Every analysis gives the runner such a
+  function. A function written on a trace, ``fn(trace, ranks, *args, **kwargs)``,
+  enters through :meth:`RankWork.of_trace` (the runner calls it on a one-rank trace of
+  each rank in turn): left for composites of several job-level analyses (the report's
+  overview).
 * **The runner** is :func:`run` (:func:`run_one` for a single work): one call on the job
   with a list of works. It visits each selected rank **once**, where the rank lives,
   through the job's own transport (``job.map_ranks``: one call in this process for an
