@@ -228,7 +228,7 @@ def _rank_steps(jg: JobGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 
 
 # -- the client ----------------------------------------------------------------------------
-class Ranks(Protocol):
+class RankValues(Protocol):
     """What :func:`coupled_predict` needs of the ranks: ``fn(value, item)`` on each rank's
     kept :class:`CoupledRank`, where it lives (:class:`hta.model.runner.Kept`)."""
 
@@ -268,7 +268,7 @@ class Coupling:
         return cls(rank_inst, order, measured)
 
 
-def coupled_predict(ranks: Ranks, coupling: Coupling,
+def coupled_predict(ranks: RankValues, coupling: Coupling,
                     changes: Iterable[str | Change] | str | Change | None = None,
                     rules: RuleSet | None = None, modelled: bool = True,
                     max_rounds: int | None = None) -> pd.DataFrame:
@@ -300,7 +300,7 @@ def coupled_predict(ranks: Ranks, coupling: Coupling,
     return assemble(parts)
 
 
-def _settled(ranks: Ranks, coupling: Coupling, kind: str, max_rounds: int | None
+def _settled(ranks: RankValues, coupling: Coupling, kind: str, max_rounds: int | None
              ) -> dict[int, Answer]:
     """The answers of a replay that no change alters (``base``, ``strict``), solved once
     and kept in ``coupling``."""
@@ -311,7 +311,7 @@ def _settled(ranks: Ranks, coupling: Coupling, kind: str, max_rounds: int | None
     return coupling.settled[kind]
 
 
-def solve(ranks: Ranks, coupling: Coupling, req: Request,
+def solve(ranks: RankValues, coupling: Coupling, req: Request,
           start: np.ndarray | None = None, max_rounds: int | None = None
           ) -> dict[int, Answer]:
     """The ranks' answers at the fixed point of the release times for the replay ``req``
@@ -325,6 +325,8 @@ def solve(ranks: Ranks, coupling: Coupling, req: Request,
         if np.array_equal(reached[_used(coupling)], release[_used(coupling)]):
             coupling.rounds[req.kind] = rounds
             coupling.release[req.kind] = release
+            logger.info("coupled what-if: the %s replay settled in %d round(s) over %d "
+                        "collective instance(s)", req.kind, rounds, release.size)
             return answers
         release = _solve_linear(answers, coupling, release.size)
     raise RuntimeError(f"the coupled {req.kind} replay did not settle in {limit} rounds")
@@ -467,7 +469,7 @@ def _completion(jg: JobGraph, t: np.ndarray, step: int | None) -> tuple[int, int
     return int(mine[np.argmax(t[mine])]), int(t[mine[np.argmin(t[mine])]])
 
 
-def coupled_critical_path(ranks: Ranks, coupling: Coupling, step: int | None = None
+def coupled_critical_path(ranks: RankValues, coupling: Coupling, step: int | None = None
                           ) -> pd.DataFrame:
     """:func:`hta.analysis.whatif.jobpath.job_critical_path` from the coupled replays:
     the rank whose step is longest walks back from its completion; where the walk
