@@ -139,6 +139,7 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")
     import json
+    import re
 
     from dask_cases import local_client
 
@@ -168,4 +169,13 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(
         here = json.loads(capsys.readouterr().out)
         assert main([*args, "--scheduler", client.scheduler.address]) == 0
         assert json.loads(capsys.readouterr().out) == here
+        # and the report, whose "What bounds the step" replays the job there
+        pages = []
+        for where, extra in (("here", []), ("there", ["--scheduler",
+                                                      client.scheduler.address])):
+            out = tmp_path / f"report-{where}.html"
+            assert main(["report", str(tmp_path), "-o", str(out), "--no-cache", "-q",
+                         *extra]) == 0
+            pages.append(re.sub(r"\d{4}-\d\d-\d\d[ T][\d:]+", "", out.read_text()))
+        assert "What bounds the step" in pages[1] and pages[0] == pages[1]
         cluster_command.close_clients()

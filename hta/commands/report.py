@@ -2,7 +2,9 @@
 
 Every analysis's figures and tables, a header with the job's metadata and a table of
 contents; plotly.js is embedded, so the file opens offline and can be attached or mailed.
-Built by :func:`hta.report.builder.build_report`.
+Built by :func:`hta.report.builder.build_report`. With ``--scheduler``/``--scheduler-file``
+the ranks are loaded on a Dask cluster and the per-rank work (the what-if replay too) runs
+there.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from hta.commands.args_and_output import (
     add_load_options,
     check_output_place,
     check_writable,
-    load,
     report_skipped,
 )
+from hta.commands.cluster import add_cluster_options, load
 from hta.commands.missing_ranks import report_missing_ranks
 
 
@@ -45,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--critical-path-rank", type=int, metavar="RANK",
                    help="rank whose critical path is shown (default: the first loaded)")
     add_load_options(p)
+    add_cluster_options(p)
     p.set_defaults(func=run)
 
 
