@@ -213,7 +213,8 @@ def test_report_reads_each_rank_once_for_overview_findings_and_hardware(
             section = builder.Section(sid, "", "")
             build(ctx, section)
             assert not section.error
-    shared = {"rank_overview", "analysis_of_rank", "category_time_of_rank", "op_summary_of_rank"}
+    shared = {"overview_of_rank", "analysis_of_rank", "category_time_of_rank",
+              "op_summary_of_rank"}
     together = [v for v in visits if v & shared]
     assert len(together) == 1 and shared <= together[0]  # one visit for all four
     pd.testing.assert_frame_equal(ctx.answers.findings.findings, analyzer.get_findings())

@@ -122,6 +122,22 @@ def kernel_breakdown(
     stats = run_one(trace,
                     RankWork(rank_kernel_stats, (*args, kept), description="Kernel statistics",
                              add_rank=False, empty=no_kernel_stats), ranks)
+    return _breakdown_table(stats)
+
+
+def rank_kernel_breakdown(rt: RankTrace, iterations: Iterable[int] | int | None = None,
+                          duration_ratio: float = 0.8, num_kernels: int = 10,
+                          include_memory_kernels: bool = True) -> pd.DataFrame:
+    """:func:`kernel_breakdown` of one rank alone (its top kernels chosen over its own
+    totals): both passes where the rank is."""
+    check_folding(num_kernels, duration_ratio)
+    args = (iterations, include_memory_kernels)
+    kept = kept_names([rank_kernel_totals(rt, *args)], num_kernels, duration_ratio)
+    return _breakdown_table(rank_kernel_stats(rt, *args, kept))
+
+
+def _breakdown_table(stats: pd.DataFrame) -> pd.DataFrame:
+    """:data:`KERNEL_COLUMNS` from the ranks' :func:`rank_kernel_stats`, sorted as HTA does."""
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,

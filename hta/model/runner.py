@@ -8,11 +8,10 @@ else. The design:
   ``finish`` run in the caller on the concatenation of the per-rank tables (the
   default returns it unchanged), and a ``description`` for the progress bar. It holds
   nothing but picklable values, so it travels to the worker that holds a rank; its
-  ``empty`` gives the table of no rank. Every analysis gives the runner such a
-  function. A function written on a trace, ``fn(trace, ranks, *args, **kwargs)``,
-  enters through :meth:`RankWork.of_trace` (the runner calls it on a one-rank trace of
-  each rank in turn): left for composites of several job-level analyses (the report's
-  overview).
+  ``empty`` gives the table of no rank. Every analysis of the package gives the runner
+  such a function. A function a user wrote on a trace, ``fn(trace, ranks, *args,
+  **kwargs)``, enters through :meth:`RankWork.of_trace` (the runner calls it on a
+  one-rank trace of each rank in turn).
 * **The runner** is :func:`run` (:func:`run_one` for a single work): one call on the job
   with a list of works. It visits each selected rank **once**, where the rank lives,
   through the job's own transport (``job.map_ranks``: one call in this process for an

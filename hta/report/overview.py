@@ -69,11 +69,11 @@ import pandas as pd
 
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
-from hta.analysis.summary import rank_summary
+from hta.analysis.summary import summary_of_rank
 from hta.model.job import Job
-from hta.model.runner import RankWork, run_one
-from hta.model.selection import Selection, restrict, step_table
-from hta.model.trace import Trace
+from hta.model.runner import RankWork, restrict_rank, run_one
+from hta.model.selection import Selection, rank_steps, restrict
+from hta.model.trace import RankTrace, Trace
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -169,37 +169,49 @@ def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
         return JobOverview(table, top_table, spread, _job(job, table, selected, iters),
                            details)
 
-    return RankWork.of_trace(rank_overview, (iters,), finish=finish,
-                             description="Job overview")
+    return RankWork(overview_of_rank, (iters,), finish=finish, description="Job overview",
+                    empty=no_overview)
 
 
 def rank_overview(trace: Trace, ranks: Iterable[int] | None,
                   iterations: list[int] | None) -> pd.DataFrame:
     """Per rank: one row of :data:`RANK_COLUMNS`, plus ``kernel_stats`` (the rank's
     per-kernel totals, for :func:`top_kernels_of`) and the rank's rows of the analyses'
-    tables (:attr:`JobOverview.details`). Runs next to the data."""
-    selected = trace.selected_ranks(ranks)
-    restricted = restrict_to_iterations(trace, iterations)
+    tables (:attr:`JobOverview.details`): :func:`overview_of_rank` of each rank."""
+    rows = [overview_of_rank(trace.rank(r), iterations) for r in trace.selected_ranks(ranks)]
+    return pd.concat(rows, ignore_index=True) if rows else no_overview()
+
+
+def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
+    """One rank's row of :func:`rank_overview` (the runner's per-rank function, next to
+    the data), from the analyses' per-rank functions."""
+    restricted = restrict_rank(rt, iterations)
     details: dict[str, pd.DataFrame] = {}
-    table = _rank_table(trace, restricted, selected, iterations, details)
-    details["kernel_stats"] = _kernel_stats(trace, selected, iterations)
+    row = _rank_row(rt, restricted, iterations, details)
+    details["kernel_stats"] = kernels.rank_kernel_breakdown(
+        rt, iterations, duration_ratio=1.0, num_kernels=2**62,
+        include_memory_kernels=True)[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
     for key, frame in details.items():
-        table[key] = [frame[frame["rank"] == r].reset_index(drop=True) for r in table["rank"]]
-    return table
+        row[key] = [frame[frame["rank"] == rt.rank].reset_index(drop=True)]
+    return row
 
 
-def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
-                iterations: list[int] | None, details: dict[str, pd.DataFrame]
-                ) -> pd.DataFrame:
-    base = rank_summary(restricted, ranks)[["rank", "events", "gpu_events"]]
-    steps = step_table(trace, ranks) if ranks else pd.DataFrame({"rank": [], "step": [], "dur": []})
+def no_overview() -> pd.DataFrame:
+    """:func:`rank_overview` of no rank."""
+    return pd.DataFrame({c: [] for c in RANK_COLUMNS})
+
+
+def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None,
+              details: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    base = summary_of_rank(restricted)[["rank", "events", "gpu_events"]]
+    steps = rank_steps(rt)
     if iterations is not None:
         steps = steps[steps["step"].isin(iterations)]
     step_stats = steps.groupby("rank")["dur"].agg(["count", "mean"])
     base["steps"] = base["rank"].map(step_stats["count"]).fillna(0).astype(np.int64)
     base["step_time_mean(us)"] = base["rank"].map(step_stats["mean"] / 1e3).astype(float)
 
-    details["temporal"] = temporal.temporal_breakdown_detail(trace, ranks, iterations)
+    details["temporal"] = temporal.rank_breakdown_detail(rt, iterations)
     detail = details["temporal"].set_index("rank")
     for col in ("kernel_time(us)", "compute_time(us)", "exposed_comm_time(us)",
                 "exposed_memory_time(us)", "idle_time(us)", "memory_time(us)",
@@ -208,24 +220,25 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
         base[col] = base["rank"].map(detail[col]).astype(float)
     base["busy_time(us)"] = base["kernel_time(us)"] - base["idle_time(us)"]
 
-    details["overlap"] = overlap.comm_comp_overlap(trace, ranks, iterations)
+    details["overlap"] = overlap.rank_comm_comp_overlap(rt, iterations)
     ov = details["overlap"].set_index("rank")
     base["comp_comm_overlap_pctg"] = base["rank"].map(ov["comp_comm_overlap_pctg"]).astype(
         float)
     base["overlap_note"] = base["rank"].map(ov["note"]).fillna("").astype(str)
 
-    gaps = details["idle"] = idle.idle_time_breakdown(trace, ranks, None, iterations)
+    gaps = details["idle"] = idle.rank_idle_breakdown(
+        rt, None, iterations, idle.DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS, False)[0]
     by_cause = gaps.groupby(["rank", "idle_category"])["idle_time"].sum()
     for category, col in _IDLE_COLUMN.items():
-        values = {r: float(by_cause.get((r, category), 0.0)) for r in ranks}
-        base[col] = base["rank"].map(values).astype(float)
+        value = float(by_cause.get((rt.rank, category), 0.0))
+        base[col] = base["rank"].map({rt.rank: value}).astype(float)
 
-    q = queue.queue_length_summary(restricted, ranks)
+    q = queue.rank_queue_summary(restricted)
     q_stats = q.groupby("rank").agg(mean=("mean", "max"), max=("max", "max"))
     base["queue_length_mean"] = base["rank"].map(q_stats["mean"]).astype(float)
     base["queue_length_max"] = base["rank"].map(q_stats["max"]).astype(float)
 
-    bw = bandwidth.memory_bw_summary(restricted, ranks)
+    bw = bandwidth.rank_memory_bw_summary(restricted)
     is_set = bw["name"] == "Memset"
     copies = bw[~is_set].groupby("rank").agg(count=("count", "sum"), nbytes=("total_bytes", "sum"))
     sets = bw[is_set].groupby("rank")["count"].sum()
@@ -237,17 +250,6 @@ def _rank_table(trace: Trace, restricted: Trace, ranks: list[int],
 
 _KERNEL_STAT_COLUMNS = ["rank", "kernel_type", "name", "sum (us)", "count"]
 _DETAILS = ("temporal", "overlap", "idle")
-
-
-def _kernel_stats(trace: Trace, ranks: list[int], iterations: list[int] | None
-                  ) -> pd.DataFrame:
-    """Per rank, kernel type and kernel name (memcpy and memset included): the summed
-    duration (µs) and count, nothing folded."""
-    if not ranks:
-        return pd.DataFrame(columns=_KERNEL_STAT_COLUMNS)
-    stats = kernels.kernel_breakdown(trace, ranks, iterations, duration_ratio=1.0,
-                                     num_kernels=2**62, include_memory_kernels=True)
-    return stats[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
 
 
 def top_kernels_of(stats: pd.DataFrame, top: int = 10) -> pd.DataFrame:
