@@ -103,25 +103,31 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     strict = replay(jg, modelled_edits(jg)) if modelled else None
     parts = []
     for i, g in enumerate(jg.ranks):
-        if len(g.steps):
-            steps = g.steps["step"].to_numpy(np.int64)
-            measured = _step_durations(jg, i, g, jg.node_ts)
-            rep = _step_durations(jg, i, g, base.t)
-            pred = _step_durations(jg, i, g, changed.t)
-            mod = (_step_durations(jg, i, g, strict.t) if strict is not None
-                   else np.full(steps.size, np.nan))
-        else:
-            mine = np.flatnonzero(jg.node_pos == i)
-            if not mine.size:
-                continue
-            steps = np.asarray([-1])
-            measured = np.asarray([jg.node_ts[mine].max() - jg.node_ts[mine].min()])
-            rep = np.asarray([base.t[mine].max() - base.t[mine].min()])
-            pred = np.asarray([changed.t[mine].max() - changed.t[mine].min()])
-            mod = np.asarray([strict.t[mine].max() - strict.t[mine].min()
-                              if strict is not None else np.nan])
-        parts.append((g.rank, steps, measured, rep, pred, mod))
+        steps, measured = step_durations(jg, i, jg.node_ts)
+        if not steps.size:
+            continue
+        mod = (step_durations(jg, i, strict.t)[1] if strict is not None
+               else np.full(steps.size, np.nan))
+        parts.append((g.rank, steps, measured, step_durations(jg, i, base.t)[1],
+                      step_durations(jg, i, changed.t)[1], mod))
     return assemble(parts)
+
+
+def step_durations(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank position ``i``'s steps and their durations (ns) under node times ``t``
+    (module docstring): per ``ProfilerStep``, from the later of its span's start and the
+    previous step's completion to its completion; a rank without steps has one, ``-1``,
+    from its first to its last node (none when it has no node)."""
+    g = jg.ranks[i]
+    if len(g.steps):
+        begin, done_node = step_completion(jg, i, t)
+        return (g.steps["step"].to_numpy(np.int64),
+                t[done_node].astype(np.int64) - begin)
+    mine = np.flatnonzero(jg.node_pos == i)
+    if not mine.size:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    return np.asarray([-1]), np.asarray([t[mine].max() - t[mine].min()])
 
 
 def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -145,14 +151,6 @@ def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
     out["job_measured(us)"] = by_step["measured(us)"].transform("max")
     out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
     return out[COLUMNS].sort_values(["step", "rank"], ignore_index=True)
-
-
-def _step_durations(jg: JobGraph, i: int, g: RankGraph, t: np.ndarray) -> np.ndarray:
-    """Per step of rank ``i``, its duration under node times ``t`` (module docstring):
-    from the later of its span's start and the previous step's completion to its
-    completion (its span's end or the end of the GPU work it launched, the later)."""
-    begin, done_node = step_completion(jg, i, t)
-    return t[done_node].astype(np.int64) - begin
 
 
 def modelled_edits(jg: JobGraph) -> Edits:

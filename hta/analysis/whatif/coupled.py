@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.clock import shift_rank
+from hta.analysis.whatif import step_durations
 from hta.analysis.whatif.changes import Change, Edits, apply, straggler_totals
 from hta.analysis.whatif.graph import (
     JobGraph,
@@ -63,9 +64,8 @@ from hta.analysis.whatif.graph import (
     job_graph,
     match_slots,
     rank_graph,
-    step_completion,
 )
-from hta.analysis.whatif.schedule import schedule
+from hta.analysis.whatif.schedule import Schedule, schedule
 from hta.model.rules import RuleSet
 from hta.model.runner import Kept, keep
 from hta.model.trace import RankTrace
@@ -101,9 +101,12 @@ class CoupledRank:
 
     ``jg``: the one-rank job graph; ``barrier_nodes`` / ``barrier_inst``: its barrier
     nodes and their instance numbers (global); ``start_nodes`` / ``start_inst``: per
-    kernel of the rank in a matched instance, its start node and instance; ``edits``:
-    per replay kind, the last request's key and edits (a cache: a copy of this value
-    that lost it, e.g. one Dask computed again, computes them again).
+    kernel of the rank in a matched instance, its start node and instance;
+    ``measured``: its steps' durations in the trace (ns); ``measured_start``: its
+    kernels' starts in the trace; ``edits``: per replay kind, the last request's key and
+    edits; ``base``: the last unchanged replay and the release times it had (caches: a
+    copy of this value that lost them, e.g. one Dask computed again, computes them
+    again).
     """
 
     jg: JobGraph
@@ -111,7 +114,10 @@ class CoupledRank:
     barrier_inst: np.ndarray
     start_nodes: np.ndarray
     start_inst: np.ndarray
+    measured: np.ndarray
+    measured_start: np.ndarray
     edits: dict[str, tuple[Any, Edits | None]] = field(default_factory=dict)
+    base: tuple[bytes, Schedule] | None = None
 
 
 def couple(g: RankGraph, instances: pd.DataFrame) -> CoupledRank:
@@ -128,7 +134,9 @@ def couple(g: RankGraph, instances: pd.DataFrame) -> CoupledRank:
     else:
         inst = b_nodes = s_nodes = s_inst = np.zeros(0, dtype=np.int64)
     return CoupledRank(jg=jg, barrier_nodes=b_nodes, barrier_inst=inst,
-                       start_nodes=s_nodes, start_inst=s_inst)
+                       start_nodes=s_nodes, start_inst=s_inst,
+                       measured=step_durations(jg, 0, jg.node_ts)[1],
+                       measured_start=jg.node_ts[s_nodes])
 
 
 def rank_segment_totals(cr: CoupledRank, _: Any = None) -> dict[int, float]:
@@ -195,6 +203,8 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
         src, dst, delay = edits.edges(jg)
         delay = np.maximum(delay, 0)
     sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of, roots=True)
+    if edits is None:  # the unchanged replay: the critical path's walks start from it
+        cr.base = (np.asarray(req.release, dtype=np.int64).tobytes(), sched)
     t = sched.t
     start = t[cr.start_nodes]
     assert sched.root is not None
@@ -203,28 +213,10 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     b_of[cr.barrier_nodes] = cr.barrier_inst
     via_inst = b_of[root]
     offset = np.where(via_inst >= 0, start - t[root], start)
-    steps, measured, replayed = _rank_steps(jg, t)
+    steps, replayed = step_durations(jg, 0, t)
     return Answer(rank=jg.ranks[0].rank, inst=cr.start_inst, start=start,
-                  via_inst=via_inst, offset=offset, steps=steps, measured=measured,
-                  replayed=replayed, measured_start=jg.node_ts[cr.start_nodes])
-
-
-def _rank_steps(jg: JobGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The rank's steps and their durations measured and under ``t`` (ns), as
-    :func:`hta.analysis.whatif.predict` measures them."""
-    g = jg.ranks[0]
-    if len(g.steps):
-        begin, done = step_completion(jg, 0, jg.node_ts)
-        measured = jg.node_ts[done].astype(np.int64) - begin
-        begin, done = step_completion(jg, 0, t)
-        return g.steps["step"].to_numpy(np.int64), measured, t[done].astype(np.int64) - begin
-    mine = np.flatnonzero(jg.node_pos == 0)
-    if not mine.size:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z
-    ts = jg.node_ts[mine]
-    return (np.asarray([-1]), np.asarray([ts.max() - ts.min()]),
-            np.asarray([t[mine].max() - t[mine].min()]))
+                  via_inst=via_inst, offset=offset, steps=steps, measured=cr.measured,
+                  replayed=replayed, measured_start=cr.measured_start)
 
 
 # -- the client ----------------------------------------------------------------------------
@@ -426,12 +418,17 @@ class Piece:
 def rank_path(cr: CoupledRank, ask: PathAsk) -> tuple[int, Piece | None, dict[int, Piece]]:
     """The rank's walks for ``ask``: ``(begin_ns, the walk from the step's completion or
     None, instance -> the walk from its kernel start)``."""
-    from hta.analysis.whatif.jobpath import binding_edges, walk_back
+    from hta.analysis.whatif.jobpath import binding_edges, step_end, walk_back
 
     jg = cr.jg
-    base = jg.base.copy()
-    base[cr.barrier_nodes] = np.asarray(ask.release, dtype=np.int64)
-    sched = schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, base, jg.order_of)
+    release = np.asarray(ask.release, dtype=np.int64)
+    if cr.base is not None and cr.base[0] == release.tobytes():
+        sched = cr.base[1]
+    else:
+        base = jg.base.copy()
+        base[cr.barrier_nodes] = release
+        sched = schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, base, jg.order_of)
+        cr.base = (release.tobytes(), sched)
     t = sched.t
     binding = binding_edges(jg, sched)
     begin = ask.begin_ns
@@ -444,7 +441,10 @@ def rank_path(cr: CoupledRank, ask: PathAsk) -> tuple[int, Piece | None, dict[in
         return Piece(segments, int(b_of[last]) if t[last] > stop_t else -1, int(t[last]))
 
     if ask.end:
-        end_node, own_begin = _completion(jg, t, ask.step)
+        found = step_end(jg, 0, t, ask.step)
+        if found is None:
+            raise ValueError(f"rank {jg.ranks[0].rank} has no step {ask.step}")
+        _, end_node, own_begin = found
         begin = own_begin if begin is None else begin
         end_piece = walk(end_node, begin)
     pieces = {}
@@ -453,20 +453,6 @@ def rank_path(cr: CoupledRank, ask: PathAsk) -> tuple[int, Piece | None, dict[in
         for c in ask.from_inst.tolist():
             pieces[int(c)] = walk(int(where[c]), begin)
     return (begin if begin is not None else 0), end_piece, pieces
-
-
-def _completion(jg: JobGraph, t: np.ndarray, step: int | None) -> tuple[int, int]:
-    """The one-rank graph's completion node of ``step`` and the step's begin under ``t``
-    (:func:`hta.analysis.whatif.jobpath._step_bounds` for this rank)."""
-    g = jg.ranks[0]
-    if len(g.steps):
-        steps = g.steps["step"].to_numpy()
-        want = int(steps[0]) if step is None else int(step)
-        pos = int(np.flatnonzero(steps == want)[0])
-        begin, done = step_completion(jg, 0, t)
-        return int(done[pos]), int(begin[pos])
-    mine = np.flatnonzero(jg.node_pos == 0)
-    return int(mine[np.argmax(t[mine])]), int(t[mine[np.argmin(t[mine])]])
 
 
 def coupled_critical_path(ranks: RankValues, coupling: Coupling, step: int | None = None

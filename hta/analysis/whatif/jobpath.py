@@ -91,36 +91,42 @@ def binding_edges(jg: JobGraph, sched: Schedule) -> tuple[np.ndarray, np.ndarray
 
 
 def _step_bounds(jg: JobGraph, sched: Schedule, step: int | None) -> tuple[int, int]:
-    """Completion node of the step on the rank whose step is longest, and when that
-    rank's step begins (:func:`~.graph.step_completion`: a step runs to its completion,
-    as ``what_if`` measures it)."""
+    """Completion node of the step on the rank whose step is longest (the first on
+    ties), and when that rank's step begins (:func:`step_end`)."""
     best = None
-    for i, g in enumerate(jg.ranks):
-        if len(g.steps):
-            steps = g.steps
-            want = int(steps["step"].iloc[0]) if step is None else int(step)
-            pos = np.flatnonzero(steps["step"].to_numpy() == want)
-            if not pos.size:
-                continue
-            begin, done_node = step_completion(jg, i, sched.t)
-            e = int(done_node[pos[0]])
-            dur = int(sched.t[e] - begin[pos[0]])
-            if best is None or dur > best[0]:
-                best = (dur, e, int(begin[pos[0]]))
-            continue
-        if step is not None and step != -1:
-            continue
-        mine = np.flatnonzero(jg.node_pos == i)
-        if not mine.size:
-            continue
-        s = int(mine[np.argmin(sched.t[mine])])
-        e = int(mine[np.argmax(sched.t[mine])])
-        dur = int(sched.t[e] - sched.t[s])
-        if best is None or dur > best[0]:
-            best = (dur, e, int(sched.t[s]))
+    for i in range(len(jg.ranks)):
+        found = step_end(jg, i, sched.t, step)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
     if best is None:
         raise ValueError(f"no rank has step {step}")
     return best[1], best[2]
+
+
+def step_end(jg: JobGraph, i: int, t: np.ndarray, step: int | None
+             ) -> tuple[int, int, int] | None:
+    """Rank position ``i``'s step ``step`` (None: its first; -1 or None on a rank without
+    steps: its whole trace) under node times ``t``: ``(duration, completion node,
+    begin)`` (:func:`~.graph.step_completion`: a step runs to its completion, as
+    ``what_if`` measures it); None when the rank has no such step."""
+    g = jg.ranks[i]
+    if len(g.steps):
+        steps = g.steps["step"].to_numpy()
+        want = int(steps[0]) if step is None else int(step)
+        pos = np.flatnonzero(steps == want)
+        if not pos.size:
+            return None
+        begin, done_node = step_completion(jg, i, t)
+        e = int(done_node[pos[0]])
+        return int(t[e] - begin[pos[0]]), e, int(begin[pos[0]])
+    if step is not None and step != -1:
+        return None
+    mine = np.flatnonzero(jg.node_pos == i)
+    if not mine.size:
+        return None
+    s = int(mine[np.argmin(t[mine])])
+    e = int(mine[np.argmax(t[mine])])
+    return int(t[e] - t[s]), e, int(t[s])
 
 
 def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
