@@ -127,8 +127,8 @@ class WhatIfMixin:
         done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
         if key not in done or (each_step and not done[key][0]):
             if getattr(self.t, "keeps_remotely", False):
-                found = step_bound_of(lambda change, modelled: self._whatif_predict(
-                    change, modelled), self.get_job_critical_path, steps, each_step)
+                found = step_bound_of(self._whatif_predict, self.get_job_critical_path,
+                                      steps, each_step)
             else:
                 jg, base = self._whatif_job()
                 found = job_step_bound(jg, base, getattr(self, "rules", None), steps,
@@ -157,29 +157,12 @@ class WhatIfMixin:
         the ranks: one row per rank, one bar per segment from its start to its end (µs from
         the step's start in the replay), coloured by kind; the hover names the work. Shown
         when ``visualize``; returned either way."""
-        import plotly.graph_objects as go
+        from hta.plots.whatif import job_critical_path_figure
 
         path = self.get_job_critical_path(iteration)
-        colours = {"cpu": "#4c78a8", "launch": "#f58518", "gpu": "#54a24b",
-                   "comm": "#e45756", "wait": "#bab0ac"}
-        fig = go.Figure()
-        for kind, colour in colours.items():
-            part = path[path["kind"] == kind]
-            if not len(part):
-                continue
-            fig.add_trace(go.Bar(
-                y=[f"rank {r}" for r in part["rank"]], x=part["dur(us)"],
-                base=part["start(us)"], orientation="h", name=kind,
-                marker_color=colour, customdata=part["name"],
-                hovertemplate="%{customdata}<br>%{base:,.1f} µs + %{x:,.1f} µs<extra>"
-                              + kind + "</extra>"))
         step = "the whole trace" if iteration == -1 else \
             f"step {iteration}" if iteration is not None else "the first step"
-        fig.update_layout(
-            title=f"The job's critical path, {step}: {path['dur(us)'].sum():,.1f} µs",
-            barmode="overlay", xaxis_title="µs from the step's start (replay)",
-            yaxis={"categoryorder": "category descending"}, height=160 + 40 *
-            max(1, path["rank"].nunique()))
+        fig = job_critical_path_figure(path, step)
         if visualize:
             show(fig)
         return fig
