@@ -27,6 +27,7 @@ from hta.analysis.collectives import rank_collective_performance  # noqa: E402
 from hta.analysis.findings.collective_bw import check_collective_bw  # noqa: E402
 from hta.analysis.findings.communication import check_exposed  # noqa: E402
 from hta.job.load import load_trace  # noqa: E402
+from hta.model.selection import Selection  # noqa: E402
 
 
 def main() -> int:
@@ -44,8 +45,8 @@ def main() -> int:
     for label, fn in (
             ("rank_collective_performance (one rank)", lambda: rank_collective_performance(rt)),
             ("check_exposed (one rank)", lambda: check_exposed(rt, None)),
-            ("check_collective_bw (all ranks)", lambda: check_collective_bw(trace, ranks,
-                                                                             None))):
+            ("check_collective_bw (all ranks)", lambda: check_collective_bw(
+                trace, Selection.of(ranks)))):
         t = median_time(fn, args.repeat)
         print(f"{label:42s} {t:8.3f} s   {t / n * 1e6:8.3f} s per million events of a rank")
     return 0

@@ -30,6 +30,7 @@ from timing import median_time  # noqa: E402
 
 from hta.analysis.perf.op_performance import op_performance  # noqa: E402
 from hta.analysis.perf.summary import category_time, op_performance_summary  # noqa: E402
+from hta.model.selection import Selection  # noqa: E402
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
 
@@ -56,13 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         load_s = time.perf_counter() - start
         rt = analyzer.t.rank(analyzer.ranks[0])
         n = len(rt.events)
-        rows = op_performance(analyzer.t, rt.rank)
+        rows = op_performance(analyzer.t, Selection.of(rt.rank))
         print(f"{folder}: {n:,} complete events, {len(rows):,} operator calls with GPU "
               f"work, {int(rows['flops'].notna().sum()):,} modelled; loaded in {load_s:.1f} s")
         for label, fn in (
-            ("get_op_performance", lambda: op_performance(analyzer.t, rt.rank)),
+            ("get_op_performance", lambda: op_performance(analyzer.t, Selection.of(rt.rank))),
             ("op_performance_summary", lambda: op_performance_summary(rows)),
-            ("category_time", lambda: category_time(analyzer.t, rt.rank)),
+            ("category_time", lambda: category_time(analyzer.t, Selection.of(rt.rank))),
         ):
             secs = median_time(fn, args.repeat)
             print(f"  {label:28s} {secs:7.3f} s   {secs / (n / 1e6):7.3f} s per 1M events")

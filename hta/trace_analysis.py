@@ -26,7 +26,7 @@ from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.performance import PerformanceMixin
-from hta.facade.selecting import accept_selections
+from hta.facade.selecting import accept_selections, chosen
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
@@ -159,7 +159,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
 
         return run_one(self.t, RankWork(unclassified_of_rank, finish=sorted_unclassified,
                                         description="Unclassified kernels",
-                                        empty=no_unclassified), ranks)
+                                        empty=no_unclassified), chosen(ranks))
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -170,7 +170,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         from hta.analysis.summary import no_summary, summary_of_rank
 
         return run_one(self.t, RankWork(summary_of_rank, description="Rank summary",
-                                        empty=no_summary), ranks)
+                                        empty=no_summary), chosen(ranks))
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""

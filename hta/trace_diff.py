@@ -33,6 +33,7 @@ from hta.analysis.findings.compare import DEFAULT_THRESHOLD_PCT as FINDINGS_THRE
 from hta.analysis.findings.compare import compare_findings
 from hta.facade.display import show
 from hta.model.job import Job
+from hta.model.selection import Selection
 from hta.model.trace import Trace
 from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_figure
 
@@ -199,9 +200,8 @@ class TraceDiff:
         matches them on (rule, subject); definitions in
         :func:`hta.analysis.findings.compare.compare_findings`.
         """
-        control = find(as_trace(control_analyzer),
-                       control_ranks, control_iterations)
-        test = find(as_trace(test_analyzer), test_ranks, test_iterations)
+        control = find(as_trace(control_analyzer), Selection.of(control_ranks, control_iterations))
+        test = find(as_trace(test_analyzer), Selection.of(test_ranks, test_iterations))
         return compare_findings(control, test, threshold_pct)
 
 

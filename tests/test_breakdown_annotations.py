@@ -7,6 +7,7 @@ from breakdown_cases import load
 from kineto_builder import TraceBuilder
 
 from hta.analysis.annotations import COLUMNS, user_annotation_breakdown
+from hta.model.selection import Selection
 
 
 def _annotated(rank: int) -> TraceBuilder:
@@ -56,7 +57,7 @@ def test_cpu_annotations_and_folding(tmp_path):
 
 def test_iterations_and_absence(tmp_path, caplog):
     a = load(tmp_path, _annotated(0))
-    df = user_annotation_breakdown(a.t, iterations=[2])
+    df = user_annotation_breakdown(a.t, Selection.of(iterations=[2]))
     assert df["name"].tolist() == ["forward"]
     assert df["sum (us)"].tolist() == [14.0]
     b = TraceBuilder(rank=0)

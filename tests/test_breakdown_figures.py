@@ -42,8 +42,7 @@ def test_temporal(two_ranks, tmp_path):
                                           "idle"]
     assert list(fig.data[0].x) == ["rank 0", "rank 1"]
     assert fig.data[2].y[0] == round(100 * 21_600 / 62_000, 2)
-    detail = temporal_breakdown_figure(temporal_breakdown_detail(two_ranks.t,
-                                                                 per_iteration=True))
+    detail = temporal_breakdown_figure(temporal_breakdown_detail(two_ranks.t, per_iteration=True))
     assert [t.name for t in detail.data][1:3] == ["exposed communication", "exposed memory"]
     assert list(detail.data[0].x) == ["rank 0, step 1", "rank 1, step 1"]
 

@@ -11,6 +11,7 @@ from hta.analysis.idle import (
     idle_time_breakdown,
     idle_time_breakdown_and_stats,
 )
+from hta.model.selection import Selection
 
 DELAY = 1_000  # ns
 
@@ -65,11 +66,11 @@ def test_threshold_is_strict_and_in_ns(tmp_path):
 
 def test_iterations_exclude_gaps_between_steps(tmp_path):
     a = load(tmp_path, idle_case())
-    step2 = _table(idle_time_breakdown(a.t, streams=7, iterations=[2],
+    step2 = _table(idle_time_breakdown(a.t, Selection.of(iterations=[2]), streams=7,
                                        consecutive_kernel_delay_ns=DELAY))
     assert step2 == {(7, "host_wait"): (0, 0), (7, "kernel_wait"): (800, 2),
                      (7, "other"): (9_000, 1)}
-    both = _table(idle_time_breakdown(a.t, streams=7, iterations=[1, 2],
+    both = _table(idle_time_breakdown(a.t, Selection.of(iterations=[1, 2]), streams=7,
                                       consecutive_kernel_delay_ns=DELAY))
     assert both[(7, "host_wait")] == (9_000, 1)  # the 24_500 between the steps is left out
 

@@ -7,6 +7,7 @@ import math
 from breakdown_cases import DEEPEP, FUSED, load, mixed, overlap_rank
 
 from hta.analysis.overlap import COLUMNS, NO_COMMUNICATION, comm_comp_overlap
+from hta.model.selection import Selection
 
 
 def _ranks(tmp_path):
@@ -54,6 +55,7 @@ def test_mixed_trace_and_iterations(tmp_path):
     a = load(tmp_path, mixed(0))
     row = comm_comp_overlap(a.t).iloc[0]
     assert row["comp_comm_overlap_pctg"] == 50.0
-    assert comm_comp_overlap(a.t, iterations=[1])["comp_comm_overlap_pctg"].tolist() == [50.0]
-    empty = comm_comp_overlap(a.t, iterations=[9]).iloc[0]
+    only1 = comm_comp_overlap(a.t, Selection.of(iterations=[1]))
+    assert only1["comp_comm_overlap_pctg"].tolist() == [50.0]
+    empty = comm_comp_overlap(a.t, Selection.of(iterations=[9])).iloc[0]
     assert empty["note"] == NO_COMMUNICATION

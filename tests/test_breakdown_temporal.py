@@ -8,6 +8,7 @@ import pytest
 from breakdown_cases import idle_case, load, mixed
 
 from hta.analysis.temporal import HTA_COLUMNS, temporal_breakdown, temporal_breakdown_detail
+from hta.model.selection import Selection
 
 
 def _ns(row, col):
@@ -62,20 +63,20 @@ def test_per_iteration_windows_and_selection(tmp_path):
     assert _ns(per.loc[1], "idle_time(us)") == 30_000 - 15_600
     assert _ns(per.loc[2], "kernel_time(us)") == 16_400
     assert _ns(per.loc[2], "idle_time(us)") == 16_400 - 6_600
-    both = temporal_breakdown(a.t, iterations=[1, 2]).iloc[0]
+    both = temporal_breakdown(a.t, Selection.of(iterations=[1, 2])).iloc[0]
     assert _ns(both, "kernel_time(us)") == 30_000 + 16_400
     assert _ns(both, "idle_time(us)") == 14_400 + 9_800
     whole = temporal_breakdown(a.t).iloc[0]  # one window: the time between steps is idle
     assert _ns(whole, "kernel_time(us)") == 71_900 - 1_000
     assert _ns(whole, "idle_time(us)") == 70_900 - 15_600 - 6_600
-    only2 = temporal_breakdown(a.t, iterations=2).iloc[0]
+    only2 = temporal_breakdown(a.t, Selection.of(iterations=2)).iloc[0]
     assert _ns(only2, "compute_time(us)") == 6_600
 
 
 def test_gpu_work_without_launch_in_the_trace_counts(tmp_path):
     # kernel I [70_000, 71_000) has no launch call: the GPU was busy, so it is compute
     a = load(tmp_path, idle_case())
-    row = temporal_breakdown(a.t, iterations=2).iloc[0]
+    row = temporal_breakdown(a.t, Selection.of(iterations=2)).iloc[0]
     assert _ns(row, "compute_time(us)") == 6_600  # 1_000 of it is kernel I
 
 
@@ -95,7 +96,7 @@ def test_rank_without_gpu_work_says_so(tmp_path, caplog):
 
 def test_selected_iteration_without_gpu_work_gets_a_row_with_a_note(tmp_path):
     a = load(tmp_path, idle_case())
-    per = temporal_breakdown_detail(a.t, iterations=[2, 7], per_iteration=True)
+    per = temporal_breakdown_detail(a.t, Selection.of(iterations=[2, 7]), per_iteration=True)
     assert per["iteration"].tolist() == [2, 7]
     assert per["note"].tolist()[0] == ""
     assert "no GPU work" in per["note"].tolist()[1]
@@ -103,10 +104,10 @@ def test_selected_iteration_without_gpu_work_gets_a_row_with_a_note(tmp_path):
 
 def test_ranks_selection_and_unknown_rank(tmp_path):
     a = load(tmp_path, mixed(0), mixed(1))
-    assert temporal_breakdown(a.t, ranks=[1])["rank"].tolist() == [1]
+    assert temporal_breakdown(a.t, Selection.of([1]))["rank"].tolist() == [1]
     assert temporal_breakdown(a.t)["rank"].tolist() == [0, 1]
     with pytest.raises(KeyError, match="rank 5 is not loaded"):
-        temporal_breakdown(a.t, ranks=[5])
+        temporal_breakdown(a.t, Selection.of([5]))
 
 
 def test_docs_example(tmp_path):

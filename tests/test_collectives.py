@@ -19,6 +19,7 @@ from hta.analysis.findings.communication import exposed_by_operation
 from hta.analysis.interconnect import LINKS, link_for_device
 from hta.analysis.overlap import comm_comp_overlap
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 from hta.trace_analysis import TraceAnalysis
 
 STEP_NS = 10_000_000
@@ -274,7 +275,7 @@ def test_waiting_for_a_late_peer_is_not_the_link(tmp_path: Path) -> None:
 def test_one_rank_or_no_sizes_is_silent(tmp_path: Path, caplog) -> None:
     trace = load(collective_job(tmp_path, "all-reduce", transfer_ns=4_000_000))
     with caplog.at_level("INFO", logger="hta.analysis.findings.collective_bw"):
-        assert not len(find(trace, ranks=[0], rules=BW_RULES))
+        assert not len(find(trace, Selection.of([0]), rules=BW_RULES))
     assert "one rank loaded" in caplog.text
 
 
@@ -283,7 +284,7 @@ def test_link_override(tmp_path: Path) -> None:
     from hta.analysis.findings.collective_bw import check_collective_bw
 
     trace = load(collective_job(tmp_path, "all-reduce", transfer_ns=1_000_000))
-    found = check_collective_bw(trace, [0, 1, 2, 3], None, link_gbps=1000.0)
+    found = check_collective_bw(trace, Selection.of([0, 1, 2, 3]), link_gbps=1000.0)
     assert len(found) == 4  # one per rank; the engine merges them by subject
     assert found[0].est_saving_ns == 2 * int(1_000_000 - 1.5e8 / 500)
 
@@ -418,7 +419,7 @@ def test_group_of_one_is_never_slow(tmp_path: Path) -> None:
     trace = load(tmp_path)
     perf = coll.collective_performance(trace)
     assert (perf["busbw(GB/s)"] == 0).all()
-    assert not check_collective_bw(trace, [0, 1], None, link_gbps=100.0)
+    assert not check_collective_bw(trace, Selection.of([0, 1]), link_gbps=100.0)
 
 
 def test_a_collective_of_unknown_operation_says_so(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from test_collectives import collective_job
 
-from hta.model.selection import Selection
+from hta.model.selection import Selection, resolve
 from hta.plots.collectives import collective_bandwidth_figure
 from hta.report.context import Context, Section
 from hta.report.sections_collectives import collective_bandwidth
@@ -39,7 +39,7 @@ def test_figure_says_what_it_left_out(tmp_path: Path) -> None:
 def test_report_part(tmp_path: Path) -> None:
     a = analyzer(collective_job(tmp_path, "all-reduce", transfer_ns=4_000_000))
     s = Section("collectives", "Collectives")
-    collective_bandwidth(Context(a, Selection.of(a.ranks).resolve(a.t), None), s)
+    collective_bandwidth(Context(a, resolve(Selection.of(a.ranks), a.t), None), s)
     assert len(s.figures) == 1 and "NVLink 4" in s.notes[0]
     summary, slow = s.tables
     assert summary.rows[0][summary.headers.index("calls")] == "8"
@@ -56,7 +56,7 @@ def test_report_part_without_sizes(tmp_path: Path) -> None:
     b.write(tmp_path / "rank-0.json")
     a = analyzer(tmp_path)
     s = Section("collectives", "Collectives")
-    collective_bandwidth(Context(a, Selection.of(a.ranks).resolve(a.t), None), s)
+    collective_bandwidth(Context(a, resolve(Selection.of(a.ranks), a.t), None), s)
     assert not s.figures and "message size" in s.notes[0]
     (summary,) = s.tables
     assert summary.rows[0][summary.headers.index("collective")] == "all-reduce"

@@ -20,6 +20,7 @@ from hta.analysis.findings.communication import RULES, exposed_by_operation
 from hta.analysis.overlap import comm_comp_overlap
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 from hta.trace_analysis import TraceAnalysis
 
 STEPS, PER_STEP = 3, 4
@@ -47,7 +48,7 @@ def test_exposed_communication_is_found(tmp_path: Path) -> None:
     assert row["ranks"] == [0, 1, 2, 3] and row["steps"] == [1, 2, 3]
     assert row["section"] == "overlap"
     # the evidence quotes the overlap table
-    table = comm_comp_overlap(trace, 0)
+    table = comm_comp_overlap(trace, Selection.of(0))
     assert f"comm_time {table['comm_time(us)'].iloc[0]:,.1f} µs" in row["evidence"]
     assert "12 all-reduce kernels" in row["evidence"]
     assert "bucket_cap_mb" not in row["advice"]

@@ -13,6 +13,7 @@ from kineto_builder import TraceBuilder
 from hta.analysis.findings import analysis_window, copies, find
 from hta.analysis.findings.copies import fmt_bytes
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 
 RULES = copies.RULES
 
@@ -101,7 +102,8 @@ def test_copy_before_a_kernel_launched_later_blocks_nothing(tmp_path):
 
 def test_iterations_select_steps(tmp_path):
     trace, expected = cases.copies_on_compute(tmp_path)
-    row = _findings(trace, "copies_on_compute_stream", iterations=[4]).iloc[0]
+    row = _findings(trace, "copies_on_compute_stream",
+                    selection=Selection.of(iterations=[4])).iloc[0]
     assert row["steps"] == [4]
     assert row["est_saving(us)"] * 1e3 == pytest.approx(expected / 4, rel=0.05)
 
@@ -147,7 +149,8 @@ def test_real_pageable_by_hand():
     # the copies upload the model during set-up: the steady state the findings describe
     # by default leaves them out; the whole trace (its events are all "step 0") has them
     assert _findings(trace, "pageable_copies", min_share=0.0).empty
-    row = _findings(trace, "pageable_copies", min_share=0.0, iterations=[0]).iloc[0]
+    row = _findings(trace, "pageable_copies", min_share=0.0,
+                    selection=Selection.of(iterations=[0])).iloc[0]
     assert row["est_saving(us)"] * 1e3 == pytest.approx(expected, abs=1)
     mb = re.search(r"moved ([\d.]+) MB", row["evidence"]).group(1)
     assert float(mb) == pytest.approx(nbytes.sum() / 1e6, abs=0.05)

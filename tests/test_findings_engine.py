@@ -10,6 +10,7 @@ from kineto_builder import TraceBuilder
 from hta.analysis.findings import Finding, FindingRule, analysis_window, find, step_table
 from hta.analysis.findings.engine import severity
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 
 
 def _job(tmp_path, ranks=(0, 1, 2)):
@@ -81,7 +82,7 @@ def test_subjects_stay_apart_and_sort_by_saving(tmp_path):
 def test_failing_job_rule_is_logged_not_fatal(tmp_path, caplog):
     trace = _job(tmp_path, ranks=(0,))
 
-    def broken(trace, ranks, iterations):
+    def broken(trace, selection):
         raise RuntimeError("boom")
 
     rules = [FindingRule("bad", "Bad", "idle", "", "", broken, "job"),
@@ -95,5 +96,5 @@ def test_failing_job_rule_is_logged_not_fatal(tmp_path, caplog):
 @pytest.mark.parametrize("ranks", [[1], 1])
 def test_rank_selection(tmp_path, ranks):
     trace = _job(tmp_path)
-    out = find(trace, ranks, rules=[_rule(lambda r: 20_000)])
+    out = find(trace, Selection.of(ranks), rules=[_rule(lambda r: 20_000)])
     assert out.iloc[0]["ranks"] == [1]

@@ -147,7 +147,7 @@ def test_findings_without_a_claim_share_the_free_window(tmp_path):
 def test_job_findings_take_only_the_free_window(tmp_path):
     trace = _job(tmp_path, ranks=(0, 1))
 
-    def late(trace, ranks, iterations):
+    def late(trace, selection):
         return [Finding((1,), (1,), "rank 1 late", 900_000, WINDOW, subject="rank 1")]
 
     rules = [_rule("host_sync", ("x", 400_000, [(0, 400_000)], None)),

@@ -18,6 +18,7 @@ from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
 from hta.model.rules import GPU_WORK_KINDS
+from hta.model.selection import Selection
 
 RULES = host.RULES + launch_bound.RULES
 
@@ -61,7 +62,7 @@ def test_host_sync_saving_capped_by_the_time_blocked(tmp_path):
 
 def test_host_sync_iterations_and_window(tmp_path):
     trace, expected = cases.host_sync(tmp_path)
-    row = _findings(trace, "host_sync", iterations=[2, 3]).iloc[0]
+    row = _findings(trace, "host_sync", selection=Selection.of(iterations=[2, 3])).iloc[0]
     assert row["steps"] == [2, 3]
     assert _saving_ns(row) == pytest.approx(expected / 2, rel=0.05)
 
@@ -340,7 +341,7 @@ def test_real_launch_bound_by_hand():
     row = _findings(trace, "launch_bound", min_share=0.0).iloc[0]
     assert f"{len(gaps)} gaps" in row["evidence"]
     assert row["est_saving(us)"] * 1e3 == pytest.approx(idle, abs=1)  # no sync, no loader
-    stats = cuda_kernel_launch_stats(trace, 0)
+    stats = cuda_kernel_launch_stats(trace, Selection.of(0))
     stats = stats[stats["gpu_index"].isin(kernels)]
     assert f"median {stats['gpu_duration(us)'].median():.1f} µs on the GPU" in row["evidence"]
     assert f"against {stats['cpu_duration(us)'].median():.1f} µs" in row["evidence"]

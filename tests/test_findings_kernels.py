@@ -21,6 +21,7 @@ from hta.analysis.findings import find
 from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings.engine import analysis_window, default_rules
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 
 RULES = kernel_rules.RULES
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def test_small_kernels_needs_enough_of_them(tmp_path):
 
 def test_small_kernels_iteration_selection(tmp_path):
     trace, expected = small_kernels(tmp_path)
-    rows = _only(trace, "small_kernels", iterations=[2])
+    rows = _only(trace, "small_kernels", selection=Selection.of(iterations=[2]))
     assert _saving_ns(rows) == expected // 2
     assert rows.iloc[0]["steps"] == [2]
 
@@ -95,7 +96,8 @@ def test_kernels_belong_to_the_step_that_launched_them(tmp_path):
     trace, expected = fp32_gemm(tmp_path, late=True)
     rows = _only(trace, "fp32_gemm")
     assert _saving_ns(rows) == expected and rows.iloc[0]["steps"] == [1, 2]
-    assert _saving_ns(_only(trace, "fp32_gemm", iterations=[2])) == expected // 2
+    only2 = _only(trace, "fp32_gemm", selection=Selection.of(iterations=[2]))
+    assert _saving_ns(only2) == expected // 2
 
 
 def test_fp32_gemm_quiet_with_tensor_core_kernels(tmp_path):

@@ -18,6 +18,7 @@ from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings.kernel_common import kernel_labels
 from hta.analysis.findings.occupancy import sm_table
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 from hta.model.trace import Trace
 
 SMS = 132
@@ -194,7 +195,7 @@ def test_kernels_side_by_side_never_claim_more_than_half_the_time_they_cover(tmp
 
 def test_iteration_selection(tmp_path):
     trace, expected = low_grid(tmp_path)
-    rows = _rows(trace, iterations=[2])
+    rows = _rows(trace, selection=Selection.of(iterations=[2]))
     assert _saving_ns(rows) == expected // 2 and rows.iloc[0]["steps"] == [2]
 
 

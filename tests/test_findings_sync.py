@@ -22,6 +22,7 @@ from hta.analysis.findings.sync_sites import ADVICE, EXCHANGE_ADVICE
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 
 RULES = host.RULES + launch_bound.RULES + copies.RULES
 US = cases.US
@@ -105,7 +106,7 @@ def test_iterations_select_steps(tmp_path):
     """Steps 2-3 only: both reads of each; the last one's claim stops at the window end,
     the one of step 2 goes on into step 3's first millisecond."""
     trace, _ = cases.hidden_sync(tmp_path)
-    row = _row(find(trace, rules=RULES, iterations=[2, 3]), "host_sync")
+    row = _row(find(trace, Selection.of(iterations=[2, 3]), rules=RULES), "host_sync")
     first = 38 * US + 29_960 * US  # after the first read of a step
     second = 38 * US + 14_960 * US + cases.MS  # then to the end of the step
     assert row["est_saving(us)"] * 1e3 == 2 * first + 2 * second + cases.MS

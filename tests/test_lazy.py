@@ -33,6 +33,7 @@ from hta.job.executors import (
 from hta.job.rank_load import rank_nbytes
 from hta.model.rules import KINDS
 from hta.model.runner import RankWork, run, run_one
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 from hta.trace_analysis import TraceAnalysis
 
@@ -238,16 +239,18 @@ def test_a_worker_that_dies_in_an_analysis_loses_only_its_rank(
 # -- the runner on a lazy job ---------------------------------------------------------------
 
 
-def _count_rows(trace: Trace, ranks: Any, scale: int = 1, *, offset: int = 0) -> pd.DataFrame:
-    return pd.DataFrame({"rank": [rt.rank for rt in _ranks(trace, ranks)],
-                         "n": [scale * len(rt.events) + offset for rt in _ranks(trace, ranks)]})
+def _count_rows(trace: Trace, selection: Selection, scale: int = 1, *, offset: int = 0
+                ) -> pd.DataFrame:
+    ranks = _ranks(trace, selection)
+    return pd.DataFrame({"rank": [rt.rank for rt in ranks],
+                         "n": [scale * len(rt.events) + offset for rt in ranks]})
 
 
-def _ranks(trace: Trace, ranks: Any) -> list[RankTrace]:
-    return [trace.rank(r) for r in (trace.get_ranks() if ranks is None else ranks)]
+def _ranks(trace: Trace, selection: Selection) -> list[RankTrace]:
+    return [trace.rank(r) for r in trace.selected_ranks(selection.rank_list)]
 
 
-def _fails(trace: Trace, ranks: Any) -> pd.DataFrame:
+def _fails(trace: Trace, selection: Selection) -> pd.DataFrame:
     raise ValueError("iteration 9 does not exist")
 
 
@@ -255,30 +258,30 @@ def test_the_runner_passes_arguments_and_keeps_rank_order(job: Path,
                                                            eager_job: TraceAnalysis) -> None:
     lazy = _lazy(job, max_workers=2)
     count = RankWork.of_trace(_count_rows, (2,), {"offset": 1})
-    got = run_one(lazy.t, count, [5, 1, 3])
-    expected = run_one(eager_job.t, count, [1, 3, 5])
+    got = run_one(lazy.t, count, Selection.of([5, 1, 3]))
+    expected = run_one(eager_job.t, count, Selection.of([1, 3, 5]))
     pd.testing.assert_frame_equal(got, expected)
     assert got["n"].tolist() == [2 * len(eager_job.t.get_trace(r)) + 1 for r in (1, 3, 5)]
-    assert run_one(lazy.t, RankWork.of_trace(_count_rows), 4)["rank"].tolist() == [4]
+    assert run_one(lazy.t, RankWork.of_trace(_count_rows), Selection.of(4))["rank"].tolist() == [4]
     with pytest.raises(ValueError, match="iteration 9 does not exist"):
         run_one(lazy.t, RankWork.of_trace(_fails))
     with pytest.raises(KeyError, match="rank 9 is not loaded"):
-        run_one(lazy.t, RankWork.of_trace(rank_summary), [9])
+        run_one(lazy.t, RankWork.of_trace(rank_summary), Selection.of([9]))
     lazy.close()
 
 
 def test_the_runner_on_an_in_memory_trace(eager_job: TraceAnalysis) -> None:
     calls = []
 
-    def record(trace: Trace, ranks: Any) -> pd.DataFrame:
-        calls.append((ranks, trace.get_ranks()))
-        return rank_summary(trace, ranks)
+    def record(trace: Trace, selection: Selection) -> pd.DataFrame:
+        calls.append((selection.rank_list, trace.get_ranks()))
+        return rank_summary(trace, selection)
 
-    got = run_one(eager_job.t, RankWork.of_trace(record), [2, 0])
+    got = run_one(eager_job.t, RankWork.of_trace(record), Selection.of([2, 0]))
     assert calls == [([0, 2], eager_job.t.get_ranks())]  # one work: one call over them
-    pd.testing.assert_frame_equal(got, rank_summary(eager_job.t, [0, 2]))
+    pd.testing.assert_frame_equal(got, rank_summary(eager_job.t, Selection.of([0, 2])))
     calls.clear()
-    run(eager_job.t, [RankWork.of_trace(record), RankWork.of_trace(record)], [2, 0])
+    run(eager_job.t, [RankWork.of_trace(record), RankWork.of_trace(record)], Selection.of([2, 0]))
     assert calls == [([0], [0]), ([0], [0]), ([2], [2]), ([2], [2])]  # rank by rank
 
 

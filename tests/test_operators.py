@@ -12,6 +12,7 @@ from counters_cases import load, operators_case
 
 from hta.analysis.operators import gpu_shares, operator_breakdown, operator_calls
 from hta.analysis.summary import rank_summary
+from hta.model.selection import Selection
 from hta.trace_analysis import TraceAnalysis
 
 CALLS = {  # (name, start): cpu total, cpu self, gpu, gpu self, union, kernels, self kernels
@@ -106,7 +107,7 @@ def test_top_level_gpu_time_within_busy_time_on_real_traces(folder):
         mine = calls[(calls["rank"] == rank) & calls["top_level"]]["gpu_time(ns)"].sum() / 1e3
         assert 0 < mine <= busy_us + 1e-6
         # the union per call is allowed to double count across streams: not bounded
-        breakdown = operator_breakdown(a.t, rank)
+        breakdown = operator_breakdown(a.t, Selection.of(rank))
         assert (breakdown["gpu_time(us)"] <= breakdown["gpu_union_time(us)"] + 1e-9).all()
         assert (breakdown["cpu_self_time(us)"] <= breakdown["cpu_total_time(us)"]).all()
 

@@ -14,12 +14,12 @@ from conftest import SAMPLE_TRACES, shared_trace
 from overview_cases import GEMM, LATE, NCCL, RELU, write_job
 
 from hta.analysis import queue
+from hta.model.selection import EVERYTHING, Selection, restrict
 from hta.report.overview import (
     RANK_COLUMNS,
     SPREAD_COLUMNS,
     TOP_KERNEL_COLUMNS,
     job_overview,
-    restrict_to_iterations,
 )
 from hta.trace_analysis import TraceAnalysis
 
@@ -111,7 +111,7 @@ def test_spread_and_slowest_rank(job: TraceAnalysis) -> None:
 
 def test_one_iteration(job: TraceAnalysis) -> None:
     """Step 2 only: its own window [110 000, 171 000) ns, gaps inside it only."""
-    ov = job_overview(job.t, iterations=[2])
+    ov = job_overview(job.t, Selection.of(iterations=[2]))
     r0 = row(ov.ranks, 0)
     assert (r0["steps"], r0["events"], r0["gpu_events"]) == (1, 12, 5)
     assert (r0["kernel_time(us)"], r0["busy_time(us)"], r0["compute_time(us)"]) == (
@@ -120,19 +120,20 @@ def test_one_iteration(job: TraceAnalysis) -> None:
         0.0, 1.0, 37.0)
     assert (r0["memcpy_count"], r0["memcpy_bytes"]) == (1, 1_000_000.0)
     assert ov.job["iterations"] == [2]
-    assert job_overview(job.t, iterations=[2]).top_kernels["total(us)"].iloc[0] == 50.0
+    assert job_overview(job.t,
+                        Selection.of(iterations=[2])).top_kernels["total(us)"].iloc[0] == 50.0
 
 
-def test_restrict_to_iterations_leaves_the_trace_alone(job: TraceAnalysis) -> None:
+def test_restrict_leaves_the_trace_alone(job: TraceAnalysis) -> None:
     before = {r: len(job.t.rank(r).events) for r in (0, 1)}
-    restricted = restrict_to_iterations(job.t, [1])
+    restricted = restrict(job.t, Selection.of(iterations=[1]))
     assert {r: len(restricted.rank(r).events) for r in (0, 1)} == {0: 12, 1: 12}
     assert {r: len(job.t.rank(r).events) for r in (0, 1)} == before
-    assert restrict_to_iterations(job.t, None) is job.t
+    assert restrict(job.t, EVERYTHING) is job.t
 
 
 def test_selected_ranks(job: TraceAnalysis) -> None:
-    ov = job_overview(job.t, ranks=[1])
+    ov = job_overview(job.t, Selection.of([1]))
     assert ov.ranks["rank"].tolist() == [1]
     assert ov.top_kernels.iloc[0]["total(us)"] == 60.0
     assert ov.job["slowest_rank"] == 1
@@ -207,8 +208,8 @@ def test_overview_runs_next_to_the_data_on_a_distributed_job(tmp_path: Path) -> 
                          max_workers=2)
     try:
         for iterations in (None, [2]):
-            want = job_overview(eager.t, iterations=iterations)
-            got = job_overview(lazy.t, iterations=iterations)
+            want = job_overview(eager.t, Selection.of(iterations=iterations))
+            got = job_overview(lazy.t, Selection.of(iterations=iterations))
             pdt.assert_frame_equal(got.ranks, want.ranks)
             pdt.assert_frame_equal(got.top_kernels, want.top_kernels)
             pdt.assert_frame_equal(got.spread, want.spread)

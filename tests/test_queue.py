@@ -21,6 +21,7 @@ from hta.analysis.queue import (
     queue_length_time_series,
     time_spent_blocked_on_full_queue,
 )
+from hta.model.selection import EVERYTHING
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -173,8 +174,8 @@ def test_thinned_series_is_cut_where_the_rank_is(tmp_path):
     full = queue_length_time_series(trace)
     longest = int(full.groupby(["rank", "pid", "stream"]).size().max())
     assert longest > 4
-    shown, thinned = thinned_queue_series(trace, None, 4)
+    shown, thinned = thinned_queue_series(trace, EVERYTHING, max_points_per_line=4)
     want, _ = every_kth(full, ["rank", "pid", "stream"], 4)
     assert thinned and shown.reset_index(drop=True).equals(want.reset_index(drop=True))
-    whole, thinned = thinned_queue_series(trace, None, longest)
+    whole, thinned = thinned_queue_series(trace, EVERYTHING, max_points_per_line=longest)
     assert not thinned and len(whole) == len(full)

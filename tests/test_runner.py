@@ -14,6 +14,7 @@ from conftest import ROOT
 from hta.analysis.summary import rank_summary
 from hta.job.distributed import DistributedJob
 from hta.model.runner import RankWork, restrict_rank, run, run_one
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 from hta.trace_analysis import TraceAnalysis
 
@@ -40,30 +41,30 @@ def broken_on_two(rt: RankTrace) -> pd.DataFrame:
 
 def test_a_work_runs_on_each_rank_with_its_arguments_and_gets_a_rank_column() -> None:
     trace = _analyzer(True).t
-    got = run_one(trace, RankWork(events_per_step, (2,), {"offset": 1}), [3, 1])
+    got = run_one(trace, RankWork(events_per_step, (2,), {"offset": 1}), Selection.of([3, 1]))
     assert list(got.columns) == ["rank", "step", "n"]
     assert got["rank"].unique().tolist() == [1, 3]
     one = trace.rank(1).events["iteration"].value_counts().sort_index()
     assert got[got["rank"] == 1]["n"].tolist() == (2 * one.to_numpy() + 1).tolist()
-    empty = run_one(trace, RankWork(events_per_step), [])
+    empty = run_one(trace, RankWork(events_per_step), Selection.of([]))
     assert list(empty.columns) == ["rank"] and not len(empty)
     with pytest.raises(KeyError, match="rank 9 is not loaded"):
-        run_one(trace, RankWork(events_per_step), [9])
+        run_one(trace, RankWork(events_per_step), Selection.of([9]))
 
 
 def test_works_on_a_trace_answer_as_on_the_whole_trace() -> None:
     trace = _analyzer(True).t
     pd.testing.assert_frame_equal(run_one(trace, RankWork.of_trace(rank_summary)),
                                   rank_summary(trace))
-    pd.testing.assert_frame_equal(run_one(trace, RankWork.of_trace(rank_summary), []),
-                                  rank_summary(trace, []))
+    pd.testing.assert_frame_equal(run_one(trace, RankWork.of_trace(rank_summary), Selection.of([])),
+                                  rank_summary(trace, Selection.of([])))
 
 
 def test_iterations_restrict_each_rank_where_it_lives() -> None:
     analyzer = _analyzer(False)
     job = analyzer.t
     steps = sorted(int(s) for s in job.rank(0).events["iteration"].unique() if s > 0)[:2]
-    got = run_one(job, RankWork(events_per_step), None, steps)
+    got = run_one(job, RankWork(events_per_step), Selection.of(iterations=steps))
     assert sorted(got["step"].unique().tolist()) == steps
     on_one = RankWork(events_per_step).on_steps(steps[:1])
     whole, narrowed = run(job, [RankWork(events_per_step), on_one])
@@ -115,7 +116,8 @@ def test_a_work_travels_to_a_worker() -> None:
 def test_a_tuple_of_tables_is_concatenated_table_by_table() -> None:
     trace = _analyzer(True).t
 
-    def pair(t: Trace, ranks: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def pair(t: Trace, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
+        ranks = t.selected_ranks(selection.rank_list)
         return (pd.DataFrame({"rank": ranks}), pd.DataFrame({"r2": [2 * r for r in ranks]}))
 
     first, second = run_one(trace, RankWork.of_trace(pair))

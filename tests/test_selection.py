@@ -16,6 +16,7 @@ from hta.model.selection import (
     normalize_iterations,
     normalize_ranks,
     rank_steps,
+    resolve,
     step_table,
 )
 
@@ -70,36 +71,36 @@ def test_step_table_has_the_documented_columns_and_values(tmp_path):
     assert steps["ts"].tolist() == [300 * US, 400 * US, 400 * US, 500 * US]
     assert steps["dur"].tolist() == [10 * US, 10 * US, 11 * US, 11 * US]
     assert (steps["end"] - steps["ts"] == steps["dur"]).all()
-    assert step_table(job, 1)["step"].tolist() == [4, 5]
+    assert step_table(job, Selection.of(1))["step"].tolist() == [4, 5]
     assert rank_steps(job.rank(0))["step"].tolist() == [3, 4]
 
 
 def test_resolve_all_first_and_explicit(tmp_path):
     job = _job(tmp_path, {0: [3, 4], 1: [4, 5]})
-    assert Selection().resolve(job) == Selection((0, 1), ALL)
+    assert resolve(Selection(), job) == Selection((0, 1), ALL)
     # FIRST is the first step of the selected ranks, not of the job
-    assert Selection.of(None, FIRST).resolve(job) == Selection((0, 1), (3,))
-    assert Selection.of(1, FIRST).resolve(job) == Selection((1,), (4,))
-    assert Selection.of([1, 0], [5, 4]).resolve(job).iteration_list == [4, 5]
-    assert Selection.of(None, None).resolve(job).iteration_list is None
+    assert resolve(Selection.of(None, FIRST), job) == Selection((0, 1), (3,))
+    assert resolve(Selection.of(1, FIRST), job) == Selection((1,), (4,))
+    assert resolve(Selection.of([1, 0], [5, 4]), job).iteration_list == [4, 5]
+    assert resolve(Selection.of(None, None), job).iteration_list is None
 
 
 def test_resolve_errors_name_what_exists(tmp_path):
     job = _job(tmp_path, {0: [3, 4], 1: [4, 5]})
     with pytest.raises(KeyError, match=r"loaded ranks: \[0, 1\]"):
-        Selection.of(7).resolve(job)
+        resolve(Selection.of(7), job)
     with pytest.raises(ValueError, match=r"\[9\] not found.*ProfilerStep 3, 4"):
-        Selection.of(0, [4, 9]).resolve(job)
+        resolve(Selection.of(0, [4, 9]), job)
     # lenient: at least one of the steps exists
-    assert Selection.of(0, [4, 9]).resolve(job, strict=False).iteration_list == [4, 9]
+    assert resolve(Selection.of(0, [4, 9]), job, strict=False).iteration_list == [4, 9]
     with pytest.raises(ValueError, match="not found"):
-        Selection.of(0, [8, 9]).resolve(job, strict=False)
+        resolve(Selection.of(0, [8, 9]), job, strict=False)
 
 
 def test_first_without_steps_is_every_event(tmp_path):
     job = _job(tmp_path, {0: []})
     assert len(step_table(job)) == 0
-    assert Selection.of(None, FIRST).resolve(job) == Selection((0,), ALL)
+    assert resolve(Selection.of(None, FIRST), job) == Selection((0,), ALL)
 
 
 def test_iterations_must_be_resolved_before_reading_first():
@@ -122,7 +123,7 @@ def test_the_front_door(tmp_path):
     del job
     analyzer = hta.load(str(tmp_path), cache=False, progress=False)
     assert type(analyzer) is hta.TraceAnalysis and analyzer.ranks == [0]
-    assert hta.Selection.of(None, hta.FIRST).resolve(analyzer.t).iteration_list == [1]
+    assert resolve(hta.Selection.of(None, hta.FIRST), analyzer.t).iteration_list == [1]
     assert {"load", "TraceAnalysis", "TraceDiff", "Selection", "ALL", "FIRST"} <= set(dir(hta))
     with pytest.raises(AttributeError):
         _ = hta.no_such_name

@@ -18,7 +18,7 @@ from test_serving_capture import ADD, GEMM, K, M, N
 from hta.analysis.perf.op_performance import op_performance
 from hta.analysis.perf.replayed import TABLE
 from hta.model.categories import op_category
-from hta.model.selection import restrict
+from hta.model.selection import Selection, restrict
 from hta.trace_analysis import TraceAnalysis
 
 LAYERS = 3
@@ -153,10 +153,10 @@ def test_restricted_to_steps(tmp_path: Path) -> None:
     numbers change) keeps its replayed calls."""
     a = analyzer(replay_job(tmp_path))
     a.merge_capture_traces()
-    only5 = op_performance(restrict(a.t, [5]))
+    only5 = op_performance(restrict(a.t, Selection.of(iterations=[5])))
     assert only5["captured"].sum() == 2 * LAYERS
     assert not (~only5["captured"] & (only5["op"] == "aten::mm")).any()
-    only6 = op_performance(restrict(a.t, [6]))
+    only6 = op_performance(restrict(a.t, Selection.of(iterations=[6])))
     assert not only6["captured"].any() and only6["op"].tolist() == ["aten::mm"]
 
 

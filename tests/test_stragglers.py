@@ -21,6 +21,7 @@ from hta.analysis.stragglers import (
     straggler_summary,
 )
 from hta.job.load import load_trace
+from hta.model.selection import Selection
 from hta.plots.stragglers import straggler_figure
 from hta.trace_analysis import TraceAnalysis
 
@@ -193,9 +194,9 @@ def test_order_matching_is_per_step_and_group(tmp_path: Path) -> None:
 def test_iterations_and_ranks_select(tmp_path: Path) -> None:
     straggler_job(tmp_path, late={2: 5_000})
     trace = load(tmp_path)
-    step2 = collective_arrivals(trace, iterations=[2])
+    step2 = collective_arrivals(trace, Selection.of(iterations=[2]))
     assert set(step2["iteration"]) == {2} and step2["collective"].nunique() == 4
-    without = collective_arrivals(trace, ranks=[0, 1, 3])
+    without = collective_arrivals(trace, Selection.of([0, 1, 3]))
     assert set(without["rank"]) == {0, 1, 3}
     assert (without["wait_caused_ns"] == 0).all() and (without["arrival_lag_ns"] == 0).all()
     analyzer = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
@@ -341,7 +342,7 @@ def test_what_a_rank_sends_for_matching_does_not_grow_with_the_group(tmp_path: P
         folder = tmp_path / f"g{group}"
         folder.mkdir()
         b.write(folder / "rank-0.json")
-        kernels = rank_collectives(load(folder), [0])
+        kernels = rank_collectives(load(folder), Selection.of([0]))
         assert len(kernels) == 50
         return len(pickle.dumps(kernels))
 

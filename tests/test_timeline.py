@@ -15,6 +15,7 @@ from kineto_builder import TraceBuilder
 from hta.analysis.intervals import union_length
 from hta.analysis.timeline import COLUMNS, WORK_KINDS, aggregated, timeline_segments
 from hta.model.rules import GPU_WORK_KINDS, KINDS
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 from hta.plots.timeline import timeline_figure
 from hta.trace_analysis import TraceAnalysis
@@ -64,7 +65,7 @@ def _t0(analyzer: TraceAnalysis) -> int:
 
 
 def test_every_event_is_a_segment_when_they_fit(job):
-    df = timeline_segments(job.t, ranks=0)
+    df = timeline_segments(job.t, Selection.of(0))
     assert list(df.columns) == COLUMNS
     t0 = _t0(job)
     got = [(r.stream, r.kind, r.start_ns - t0, r.end_ns - t0, r.name, r.iteration)
@@ -90,15 +91,15 @@ def test_ranks_share_the_clock_and_filters_apply(job):
     first = both[both["rank"] == 0]["start_ns"].to_numpy()
     second = both[both["rank"] == 1]["start_ns"].to_numpy()
     assert (second - first == 1_000_000).all()  # rank 1 written 1 ms later, drawn 1 ms later
-    assert timeline_segments(job.t, ranks=[1])["rank"].unique().tolist() == [1]
+    assert timeline_segments(job.t, Selection.of([1]))["rank"].unique().tolist() == [1]
     assert timeline_segments(job.t, streams=[20, 24])["stream"].tolist() == [20, 24, 20, 24]
-    step2 = timeline_segments(job.t, ranks=0, iterations=2)
+    step2 = timeline_segments(job.t, Selection.of(0, 2))
     assert step2["name"].tolist() == [TEMPLATED, "sgemm"]
     assert len(timeline_segments(job.t, streams=99)) == 0
 
 
 def test_merge_rule_at_a_given_resolution(job):
-    df = timeline_segments(job.t, ranks=0, resolution_ns=1_000)
+    df = timeline_segments(job.t, Selection.of(0), resolution_ns=1_000)
     t0 = _t0(job)
     s7 = df[df["stream"] == 7]
     # K1 (long), K2 500 ns later, S1 200 ns later and short: one segment, mostly compute.
@@ -111,20 +112,20 @@ def test_merge_rule_at_a_given_resolution(job):
     ]
     assert (df["resolution_ns"] == 1_000).all() and aggregated(df)
     # at 300 ns, S1 is 200 ns after K2 but K2 lasts 500 ns: rule 2 keeps them apart
-    fine = timeline_segments(job.t, ranks=0, streams=7, resolution_ns=300)
+    fine = timeline_segments(job.t, Selection.of(0), streams=7, resolution_ns=300)
     assert fine["kind"].tolist() == ["computation", "computation", "memset", "computation"]
     assert fine["count"].tolist() == [1, 1, 1, 2]
 
 
 def test_budget_picks_the_finest_resolution_that_fits(job):
-    df = timeline_segments(job.t, ranks=0, max_segments=5)
+    df = timeline_segments(job.t, Selection.of(0), max_segments=5)
     assert len(df) <= 5
     res = int(df["resolution_ns"].iloc[0])
     assert res > 0
-    finer = timeline_segments(job.t, ranks=0, resolution_ns=res // 2, max_segments=10**6)
+    finer = timeline_segments(job.t, Selection.of(0), resolution_ns=res // 2, max_segments=10**6)
     assert len(finer) > 5
     # one segment per stream at worst, even when iterations x streams exceed the budget
-    assert len(timeline_segments(job.t, ranks=0, max_segments=1)) == 3
+    assert len(timeline_segments(job.t, Selection.of(0), max_segments=1)) == 3
 
 
 def _check_preserved(segments: pd.DataFrame, analyzer: TraceAnalysis) -> None:

@@ -197,7 +197,7 @@ def test_ops_diff_groups(tmp_path):
 
 def test_name_totals_exact_ns(tmp_path):
     c, _ = pair(tmp_path)
-    totals = name_totals(c.t, iterations=None, device_type="GPU")
+    totals = name_totals(c.t, device_type="GPU")
     assert totals.set_index("name").to_dict("index") == {
         GEMM_F: {"counts": 2, "total_duration(ns)": 2 * MS},
         RELU: {"counts": 2, "total_duration(ns)": MS},

@@ -17,7 +17,7 @@ from hta.job.distributed import DistributedJob
 from hta.model import derived as derived_module
 from hta.model.derived import KEPT_RANKS, derived
 from hta.model.runner import RankWork, run, run_one
-from hta.model.selection import Selection
+from hta.model.selection import Selection, resolve
 from hta.model.trace import RankTrace, Trace
 from hta.report.answers import job_answers
 from hta.report.overview import job_overview, overview_plan
@@ -100,9 +100,9 @@ def test_derived_keeps_few_ranks_and_read_only_arrays() -> None:
 
 
 # -- visits ---------------------------------------------------------------------------------
-def visited(trace: Trace, ranks: list[int] | None, log: list[int]) -> pd.DataFrame:
+def visited(trace: Trace, selection: Selection, log: list[int]) -> pd.DataFrame:
     """A per-rank analysis that records which ranks it saw in one call."""
-    selected = trace.selected_ranks(ranks)
+    selected = trace.selected_ranks(selection.rank_list)
     log.append(len(selected))
     return pd.DataFrame({"rank": selected, "n": [len(trace.rank(r).events) for r in selected]})
 
@@ -112,15 +112,15 @@ def test_run_equals_one_work_at_a_time_in_memory() -> None:
     log: list[int] = []
     plans = [RankWork.of_trace(rank_summary), RankWork.of_trace(visited, (log,)),
              RankWork.of_trace(rank_summary, finish=len)]
-    together = run(trace, plans, [1, 3])
-    alone = [run_one(trace, plans[0], [1, 3])]
+    together = run(trace, plans, Selection.of([1, 3]))
+    alone = [run_one(trace, plans[0], Selection.of([1, 3]))]
     pd.testing.assert_frame_equal(together[0], alone[0])
     assert together[1]["rank"].tolist() == [1, 3]
     assert log == [1, 1]  # one rank at a time: what a rank's analyses share stays warm
     assert together[2] == 2
     # no rank selected: each plan's own empty answer
-    empty = run(trace, plans[:1], [])
-    pd.testing.assert_frame_equal(empty[0], run_one(trace, plans[0], []))
+    empty = run(trace, plans[:1], Selection.of([]))
+    pd.testing.assert_frame_equal(empty[0], run_one(trace, plans[0], Selection.of([])))
 
 
 def test_run_reads_each_rank_once_on_a_job_kept_out_of_memory(
@@ -128,7 +128,7 @@ def test_run_reads_each_rank_once_on_a_job_kept_out_of_memory(
     analyzer = _analyzer(False)
     job = analyzer.t
     assert isinstance(job, DistributedJob)
-    selection = Selection.of(None, None).resolve(job)
+    selection = resolve(Selection.of(None, None), job)
     calls = []
     original = job.map_ranks
 
@@ -140,7 +140,7 @@ def test_run_reads_each_rank_once_on_a_job_kept_out_of_memory(
     want_overview = job_overview(job)
     plans = [overview_plan(job, selection), findings_plan(job)]
     monkeypatch.setattr(job, "map_ranks", counting)
-    overview, found = run(job, plans, list(selection.ranks))
+    overview, found = run(job, plans, Selection.of(list(selection.ranks)))
     assert calls == ["visit"]  # one pass over the ranks for both analyses
     pd.testing.assert_frame_equal(overview.ranks, want_overview.ranks)
     pd.testing.assert_frame_equal(overview.top_kernels, want_overview.top_kernels)
@@ -172,9 +172,9 @@ def test_summary_answers_equal_the_trace_analysis_methods(in_memory: bool) -> No
 
 
 
-def failing(trace: Trace, ranks: list[int] | None) -> pd.DataFrame:
+def failing(trace: Trace, selection: Selection) -> pd.DataFrame:
     """A per-rank analysis that fails on rank 2."""
-    selected = trace.selected_ranks(ranks)
+    selected = trace.selected_ranks(selection.rank_list)
     if 2 in selected:
         raise ValueError("rank 2 is broken")
     return pd.DataFrame({"rank": selected})
@@ -229,10 +229,11 @@ def test_report_sections_on_steps_equal_the_methods() -> None:
     steps = sorted(int(s) for s in analyzer.t.rank(0).events["iteration"].unique() if s > 0)
     ctx = builder._context(analyzer, None, steps[:1], None)
     from hta.analysis.perf.summary import category_time
-    from hta.model.selection import restrict
+    from hta.model.selection import Selection, restrict
 
-    want = category_time(restrict(analyzer.t, steps[:1]), None, analyzer.rules)
+    want = category_time(restrict(analyzer.t, Selection.of(iterations=steps[:1])),
+                         rules=analyzer.rules)
     pd.testing.assert_frame_equal(ctx.answers.category_time, want)
-    full = category_time(analyzer.t, None, analyzer.rules)
+    full = category_time(analyzer.t, rules=analyzer.rules)
     assert float(ctx.answers.category_time["kernel_time(us)"].sum()) < float(
         full["kernel_time(us)"].sum())

@@ -18,7 +18,7 @@ and a warning names the kind that was looked for (HTA returns None instead).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ import pandas as pd
 from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
 from hta.analysis.select import select_iterations
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -35,8 +36,8 @@ COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "r
 
 
 def user_annotation_breakdown(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None, use_gpu_annotation: bool = True,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    use_gpu_annotation: bool = True,
     duration_ratio: float = 0.8, num_kernels: int = 1000,
     allowlist_patterns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -49,18 +50,16 @@ def user_annotation_breakdown(
     """
     check_folding(num_kernels, duration_ratio)
     kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
-    totals = [run_one(trace,
-                      RankWork(rank_annotation_totals, (iterations, kind),
-                               description="Annotation totals", add_rank=False,
-                               empty=no_annotation_totals), ranks)]
+    totals = [run_one(trace, RankWork(rank_annotation_totals, (selection.iteration_list, kind),
+                                      description="Annotation totals", add_rank=False,
+                                      empty=no_annotation_totals), selection.every_event())]
     if not any(len(t) for t in totals):
         logger.warning("no %s events in the selected ranks and iterations", kind)
         return pd.DataFrame({c: [] for c in COLUMNS})
     kept = kept_names(totals, num_kernels, duration_ratio, keep=allowlist_patterns)
-    stats = run_one(trace,
-                    RankWork(rank_annotation_stats, (iterations, kind, kept),
-                             description="Annotation statistics", add_rank=False,
-                             empty=no_annotation_stats), ranks)
+    stats = run_one(trace, RankWork(rank_annotation_stats, (selection.iteration_list, kind, kept),
+                                    description="Annotation statistics", add_rank=False,
+                                    empty=no_annotation_stats), selection.every_event())
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -71,7 +70,7 @@ def user_annotation_breakdown(
     return out.sort_values(["rank", "name"], ignore_index=True)
 
 
-def _annotation_frame(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str
+def _annotation_frame(rt: RankTrace, iterations: StepList, kind: str
                       ) -> pd.DataFrame:
     """``rank``, ``group`` (0), ``name`` (symbol id), ``dur`` of the rank's ranges of
     ``kind``."""
@@ -81,14 +80,14 @@ def _annotation_frame(rt: RankTrace, iterations: Iterable[int] | int | None, kin
                          "dur": ev["dur"].to_numpy()})
 
 
-def rank_annotation_totals(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str
+def rank_annotation_totals(rt: RankTrace, iterations: StepList, kind: str
                            ) -> pd.DataFrame:
     """One rank's total duration per label (text) of its ranges of ``kind``: the first
     pass of :func:`user_annotation_breakdown`."""
     return name_totals(_annotation_frame(rt, iterations, kind), rt.symbols)
 
 
-def rank_annotation_stats(rt: RankTrace, iterations: Iterable[int] | int | None, kind: str,
+def rank_annotation_stats(rt: RankTrace, iterations: StepList, kind: str,
                           kept: pd.DataFrame) -> pd.DataFrame:
     """One rank's duration statistics per kept label (the others folded): the second
     pass of :func:`user_annotation_breakdown`."""

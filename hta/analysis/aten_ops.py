@@ -20,7 +20,7 @@ Definitions, per rank:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import KIND_CODE, kind_codes
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 COLUMNS = ["rank", "aten_op_name", "kernel_sequence", "occurrence_count",
@@ -61,13 +62,13 @@ def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
                              ignore_index=True)
 
 
-def aten_op_kernels_and_delay(trace: Trace, ranks: Iterable[int] | int | None = None,
+def aten_op_kernels_and_delay(trace: Trace, selection: Selection = EVERYTHING,
                               sort_by: Sequence[str] | str | None = None) -> pd.DataFrame:
     """One row per rank, ATen op name and kernel sequence (columns :data:`COLUMNS`),
     sorted per rank by ``sort_by`` descending (default ``occurrence_count``), then by
     name and sequence. Definitions in the module docstring."""
     sort_by = sort_columns(sort_by)
-    frames = [rank_aten_op_kernels_and_delay(rt, sort_by) for rt in select_ranks(trace, ranks)]
+    frames = [rank_aten_op_kernels_and_delay(rt, sort_by) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_aten_op_kernels_and_delay()

@@ -39,14 +39,13 @@ defined: ``mean_bw_gbps``, ``std_bw_gbps`` (sample, ddof=1), ``min_bw_gbps``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
 #: Direction names, as HTA and Kineto name them.
@@ -71,8 +70,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | None = None) -> pd.DataFrame:
+def memory_copies(trace: RankMapper, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per copy or memset (:data:`COPY_COLUMNS`), in start order per rank.
 
     ``ts``/``dur`` in integer ns, ``bytes`` (NaN when absent), ``memory_bw_gbps`` as
@@ -82,7 +80,7 @@ def memory_copies(trace: RankMapper, ranks: Iterable[int] | int | None = None,
     event).
     """
     return run_one(trace, RankWork(rank_memory_copies, description="Memory copies",
-                                   add_rank=False, empty=no_memory_copies), ranks, iterations)
+                                   add_rank=False, empty=no_memory_copies), selection)
 
 
 def rank_memory_copies(rt: RankTrace) -> pd.DataFrame:
@@ -133,7 +131,7 @@ def _rank_copies(rt: RankTrace) -> pd.DataFrame:
     }, columns=COPY_COLUMNS)
 
 
-def memory_bw_time_series(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+def memory_bw_time_series(trace: RankMapper, selection: Selection = EVERYTHING,
                           copies: pd.DataFrame | None = None) -> pd.DataFrame:
     """Concurrent copy bandwidth per rank, device and direction (:data:`SERIES_COLUMNS`).
 
@@ -142,9 +140,8 @@ def memory_bw_time_series(trace: RankMapper, ranks: Iterable[int] | int | None =
     ``copies`` (from :func:`memory_copies`) to reuse it instead.
     """
     if copies is None:
-        return run_one(trace,
-                       RankWork(rank_memory_bw_series, description="Memory bandwidth",
-                                add_rank=False, empty=no_memory_bw_series), ranks)
+        return run_one(trace, RankWork(rank_memory_bw_series, description="Memory bandwidth",
+                                       add_rank=False, empty=no_memory_bw_series), selection)
     return bw_series(copies)
 
 
@@ -194,7 +191,7 @@ def bw_series(copies: pd.DataFrame) -> pd.DataFrame:
     return out[SERIES_COLUMNS]
 
 
-def memory_bw_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+def memory_bw_summary(trace: RankMapper, selection: Selection = EVERYTHING,
                       copies: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and direction, the statistics of :data:`SUMMARY_COLUMNS`.
 
@@ -206,7 +203,7 @@ def memory_bw_summary(trace: RankMapper, ranks: Iterable[int] | int | None = Non
     if copies is None:
         return run_one(trace,
                        RankWork(rank_memory_bw_summary, description="Memory bandwidth summary",
-                                add_rank=False, empty=no_memory_bw_summary), ranks)
+                                add_rank=False, empty=no_memory_bw_summary), selection)
     return bw_summary(copies)
 
 

@@ -62,7 +62,7 @@ from hta.analysis.stragglers import (
 )
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import iteration_list
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -82,10 +82,10 @@ def rank_host(rt: RankTrace) -> str:
     return str(host) if host else ""
 
 
-def rank_hosts(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def rank_hosts(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
     ``rank``, ``host`` (the rows of :func:`rank_host_row` of the ranks of ``trace``)."""
-    rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, ranks)]
+    rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, selection)]
     return pd.DataFrame(rows, columns=["rank", "host"])
 
 
@@ -124,21 +124,20 @@ def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:
     return {int(r): float(o) for r, o in zip(rank_values, offset)}
 
 
-def clock_offsets(trace: Job, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def clock_offsets(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
     module docstring defines them), in rank order."""
-    selected = rank_numbers(trace, ranks)
-    iters = iteration_list(iterations)
-    kernels = run_one(trace,
-                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                               add_rank=False, empty=no_collective_kernels), selected)
+    selected = rank_numbers(trace, selection)
+    iters = selection.iteration_list
+    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                                      add_rank=False, empty=no_collective_kernels),
+                      Selection.of(selected))
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
 def _hosts(trace: Job, selected: list[int]) -> dict[int, str]:
     hosts = run_one(trace, RankWork(rank_host_row, description="Hosts", add_rank=False,
-                                    empty=no_hosts), selected)
+                                    empty=no_hosts), Selection.of(selected))
     return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
 
 
@@ -243,18 +242,17 @@ def shift_rank(rt: RankTrace, offset_ns: int) -> RankTrace:
     return dataclasses.replace(rt, events=events)
 
 
-def aligned_arrivals(trace: Job, ranks: Iterable[int] | int | None = None,
-                     iterations: Iterable[int] | int | None = None,
+def aligned_arrivals(trace: Job, selection: Selection = EVERYTHING,
                      offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:func:`hta.analysis.stragglers.collective_arrivals` with each rank's kernel times
     first moved onto the reference clock, so lags, waits and stragglers compare true
     times. ``offsets``: rank -> ns to subtract (:func:`applied_offsets`); None estimates
     them from the same kernels (the selected ranks and steps), ``{}`` keeps raw clocks."""
-    selected = rank_numbers(trace, ranks)
-    iters = iteration_list(iterations)
-    kernels = run_one(trace,
-                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                               add_rank=False, empty=no_collective_kernels), selected)
+    selected = rank_numbers(trace, selection)
+    iters = selection.iteration_list
+    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                                      add_rank=False, empty=no_collective_kernels),
+                      Selection.of(selected))
     if offsets is None:
         offsets = (applied_offsets(offsets_from_kernels(kernels, _hosts(trace, selected),
                                                         selected))

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -69,6 +68,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.select import select_ranks
 from hta.model.derived import derived
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER = "all-reduce", "reduce-scatter", "all-gather"
@@ -205,22 +205,22 @@ def _json_list(raw: object) -> list | None:
 
 
 # -- per rank ------------------------------------------------------------------------------
-def collective_performance(trace: Trace, ranks: Iterable[int] | int | None = None,
-                           iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def collective_performance(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per communication kernel of each rank (:data:`COLUMNS`), in start order.
 
     Per rank, so it runs through the runner (:mod:`hta.model.runner`). ``iterations``
     keeps the kernels launched in those ``ProfilerStep`` numbers. Definitions: the
     module docstring.
     """
-    frames = [rank_collective_performance(rt, iterations) for rt in select_ranks(trace, ranks)]
+    steps = selection.iteration_list
+    frames = [rank_collective_performance(rt, steps) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return empty()
     return pd.concat(frames, ignore_index=True)
 
 
-def rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int | None = None
+def rank_collective_performance(rt: RankTrace, iterations: StepList = None
                                 ) -> pd.DataFrame:
     """:func:`collective_performance` for one rank (computed once per rank and
     iterations: :func:`hta.model.derived.derived`)."""
@@ -229,7 +229,7 @@ def rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int |
     return derived(rt, key, lambda: _rank_collective_performance(rt, iterations))
 
 
-def rank_collective_rows(rank: RankTrace, iterations: Iterable[int] | int | None = None
+def rank_collective_rows(rank: RankTrace, iterations: StepList = None
                          ) -> pd.DataFrame:
     """One rank's rows of :func:`collective_performance`, in a frame of their own (the
     rank's derived table, :func:`rank_collective_performance`, stays unshared)."""
@@ -237,7 +237,7 @@ def rank_collective_rows(rank: RankTrace, iterations: Iterable[int] | int | None
     return pd.concat([frame], ignore_index=True) if len(frame) else empty()
 
 
-def _rank_collective_performance(rt: RankTrace, iterations: Iterable[int] | int | None
+def _rank_collective_performance(rt: RankTrace, iterations: StepList
                                  ) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):

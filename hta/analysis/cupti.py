@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -36,6 +35,7 @@ import pandas as pd
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ NO_COUNTERS = (
 
 
 def cupti_counter_data_with_operators(trace: Job,
-                                      ranks: Iterable[int] | int | None = None
+                                      selection: Selection = EVERYTHING
                                       ) -> pd.DataFrame:
     """Counters per kernel with the operator stack of its launch (see module docstring).
 
@@ -62,9 +62,10 @@ def cupti_counter_data_with_operators(trace: Job,
     selected rank has any, or when a rank's ranges and kernel launches do not pair up.
     Each rank's counters are read and paired where the rank is; only the rows travel.
     """
-    selected = trace.selected_ranks(ranks)
+    selected = trace.selected_ranks(selection.rank_list)
     counters = run_one(trace, RankWork(rank_cupti_counters, description="CUPTI counters",
-                                       add_rank=False, empty=no_cupti_counters), selected)
+                                       add_rank=False, empty=no_cupti_counters),
+                       Selection.of(selected))
     frames = [counters] if len(counters) else []
     found = {int(r) for f in frames for r in pd.unique(f["rank"])}
     missing = [r for r in selected if r not in found]

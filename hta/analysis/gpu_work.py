@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hta.model.rules import KINDS, MEMORY_KINDS
-from hta.model.selection import Marker, normalize_iterations
+from hta.model.selection import Marker, StepList, normalize_iterations
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
 #: Labels of the classes, as HTA names its kernel types.
@@ -62,7 +62,7 @@ def work_class(kind: pd.Series) -> np.ndarray:
 
 
 def gpu_work(rank: int, events: pd.DataFrame,
-             iterations: Iterable[int] | int | None = None) -> GpuWork:
+             iterations: StepList = None) -> GpuWork:
     """The GPU work rows of ``events`` (optionally only those of the given iterations)."""
     cls = work_class(events["kind"])
     keep = cls >= 0

@@ -39,6 +39,7 @@ import pandas as pd
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.analysis.queue import _dense_pairs
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS = 30_000
@@ -49,24 +50,23 @@ INTERVAL_COLUMNS = ["rank", "stream", "iteration", "start", "end", "idle_time(ns
 
 
 def idle_intervals(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    streams: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
 ) -> pd.DataFrame:
     """Every idle interval, one row each: ``rank``, ``stream``, ``iteration`` (of the event
     ending the gap), ``start``/``end`` (absolute ns), ``idle_time(ns)`` and
     ``idle_category`` (see the module docstring). Found per rank, where the rank is."""
     _check_threshold(consecutive_kernel_delay_ns)
-    return run_one(trace,
-                   RankWork(rank_idle_intervals,
-                            (streams, iterations, consecutive_kernel_delay_ns),
-                            description="Idle intervals", add_rank=False,
-                            empty=no_idle_intervals), ranks)
+    return run_one(trace, RankWork(rank_idle_intervals,
+                                   (streams, selection.iteration_list, consecutive_kernel_delay_ns),
+                                   description="Idle intervals", add_rank=False,
+                                   empty=no_idle_intervals), selection.every_event())
 
 
 def idle_time_breakdown(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    streams: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
 ) -> pd.DataFrame:
     """Idle time per rank, stream and category (HTA's first table).
@@ -77,13 +77,13 @@ def idle_time_breakdown(
     is never idle), and ``idle_intervals`` (number of gaps). A stream with a single event
     has no gaps and shows zeros. Computed per rank, where the rank is.
     """
-    return idle_time_breakdown_and_stats(trace, ranks, streams, iterations,
-                                         consecutive_kernel_delay_ns)[0]
+    return idle_time_breakdown_and_stats(trace, selection, streams=streams,
+                                         consecutive_kernel_delay_ns=consecutive_kernel_delay_ns)[0]
 
 
 def idle_time_breakdown_and_stats(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    streams: Iterable[int] | int | None = None, iterations: Iterable[int] | int | None = None,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    streams: Iterable[int] | int | None = None,
     consecutive_kernel_delay_ns: int = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS,
     show_idle_interval_stats: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -92,15 +92,15 @@ def idle_time_breakdown_and_stats(
     _check_threshold(consecutive_kernel_delay_ns)
     work = RankWork(
         rank_idle_breakdown,
-        (streams, iterations, consecutive_kernel_delay_ns, show_idle_interval_stats),
+        (streams, selection.iteration_list, consecutive_kernel_delay_ns, show_idle_interval_stats),
         description="Idle time breakdown", add_rank=False,
         empty=partial(no_idle_breakdown, show_idle_interval_stats))
-    totals, stats = run_one(trace, work, ranks)
+    totals, stats = run_one(trace, work, selection.every_event())
     return totals, stats if show_idle_interval_stats else None
 
 
 def rank_idle_intervals(rt: RankTrace, streams: Iterable[int] | int | None,
-                        iterations: Iterable[int] | int | None, delay_ns: int
+                        iterations: StepList, delay_ns: int
                         ) -> pd.DataFrame:
     """One rank's rows of :func:`idle_intervals`: every gap on its selected streams."""
     return _collect(rt, streams, iterations, delay_ns)[0]
@@ -113,7 +113,7 @@ def no_idle_intervals() -> pd.DataFrame:
 
 
 def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
-                        iterations: Iterable[int] | int | None, delay_ns: int,
+                        iterations: StepList, delay_ns: int,
                         with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One rank's part of :func:`idle_time_breakdown_and_stats`: (its idle totals per
     stream and category, its gap statistics, an empty frame unless ``with_stats``)."""
@@ -190,7 +190,7 @@ def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def _collect(rt: RankTrace, streams: Iterable[int] | int | None,
-             iterations: Iterable[int] | int | None, delay_ns: int
+             iterations: StepList, delay_ns: int
              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the rank's idle intervals, its sorted (rank, stream) pairs that have selected GPU
     work)."""

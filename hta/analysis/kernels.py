@@ -22,8 +22,6 @@ and kernel name, the durations of the individual kernels: ``sum (us)``, ``max (u
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -31,6 +29,7 @@ from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_
 from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, gpu_work
 from hta.analysis.intervals import coverage
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
 KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)",
@@ -38,21 +37,21 @@ KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (u
 
 
 def gpu_kernel_breakdown(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None, duration_ratio: float = 0.8,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    duration_ratio: float = 0.8,
     num_kernels: int = 10, include_memory_kernels: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """HTA's pair: (:func:`kernel_type_breakdown`, :func:`kernel_breakdown`)."""
     return (
-        kernel_type_breakdown(trace, ranks, iterations, include_memory_kernels),
-        kernel_breakdown(trace, ranks, iterations, duration_ratio, num_kernels,
-                         include_memory_kernels),
+        kernel_type_breakdown(trace, selection, include_memory_kernels=include_memory_kernels),
+        kernel_breakdown(trace, selection, duration_ratio=duration_ratio, num_kernels=num_kernels,
+                         include_memory_kernels=include_memory_kernels),
     )
 
 
 def kernel_type_breakdown(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None, include_memory_kernels: bool = True,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    include_memory_kernels: bool = True,
     by_rank: bool = False,
 ) -> pd.DataFrame:
     """Time per kernel-type class (see the module docstring), longest first.
@@ -63,10 +62,9 @@ def kernel_type_breakdown(
     (:func:`rank_kernel_type_time`), then added up here.
     """
     n_types = 3 if include_memory_kernels else 2
-    out = run_one(trace,
-                  RankWork(rank_kernel_type_time, (iterations, n_types),
-                           description="Kernel types", add_rank=False,
-                           empty=no_kernel_type_time), ranks)
+    out = run_one(trace, RankWork(rank_kernel_type_time, (selection.iteration_list, n_types),
+                                  description="Kernel types", add_rank=False,
+                                  empty=no_kernel_type_time), selection.every_event())
     if not len(out):
         return pd.DataFrame(columns=(["rank"] if by_rank else []) + ["kernel_type", "sum",
                                                                      "percentage"])
@@ -81,7 +79,7 @@ def kernel_type_breakdown(
     return out[keys + ["sum", "percentage"]].reset_index(drop=True)
 
 
-def rank_kernel_type_time(rt: RankTrace, iterations: Iterable[int] | int | None,
+def rank_kernel_type_time(rt: RankTrace, iterations: StepList,
                           n_types: int) -> pd.DataFrame:
     """One rank's time per kernel-type class (every class, empty ones included):
     ``rank``, ``kernel_type``, ``ns`` (time the class covers). The per-rank part of
@@ -99,8 +97,8 @@ def no_kernel_type_time() -> pd.DataFrame:
 
 
 def kernel_breakdown(
-    trace: RankMapper, ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None, duration_ratio: float = 0.8,
+    trace: RankMapper, selection: Selection = EVERYTHING,
+    duration_ratio: float = 0.8,
     num_kernels: int = 10, include_memory_kernels: bool = True,
 ) -> pd.DataFrame:
     """Duration statistics per rank, kernel type and kernel (columns :data:`KERNEL_COLUMNS`).
@@ -113,19 +111,18 @@ def kernel_breakdown(
     each rank's statistics of the chosen kernels (:func:`rank_kernel_stats`).
     """
     check_folding(num_kernels, duration_ratio)
-    args = (iterations, include_memory_kernels)
-    totals = [run_one(trace,
-                      RankWork(rank_kernel_totals, args, description="Kernel totals",
-                               add_rank=False, empty=no_kernel_totals),
-                      ranks)]
+    args = (selection.iteration_list, include_memory_kernels)
+    totals = [run_one(trace, RankWork(rank_kernel_totals, args, description="Kernel totals",
+                                      add_rank=False, empty=no_kernel_totals),
+                      selection.every_event())]
     kept = kept_names(totals, num_kernels, duration_ratio)
     stats = run_one(trace,
                     RankWork(rank_kernel_stats, (*args, kept), description="Kernel statistics",
-                             add_rank=False, empty=no_kernel_stats), ranks)
+                             add_rank=False, empty=no_kernel_stats), selection.every_event())
     return _breakdown_table(stats)
 
 
-def rank_kernel_breakdown(rt: RankTrace, iterations: Iterable[int] | int | None = None,
+def rank_kernel_breakdown(rt: RankTrace, iterations: StepList = None,
                           duration_ratio: float = 0.8, num_kernels: int = 10,
                           include_memory_kernels: bool = True) -> pd.DataFrame:
     """:func:`kernel_breakdown` of one rank alone (its top kernels chosen over its own
@@ -149,7 +146,7 @@ def _breakdown_table(stats: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
 
 
-def _kernel_frame(rt: RankTrace, iterations: Iterable[int] | int | None,
+def _kernel_frame(rt: RankTrace, iterations: StepList,
                   include_memory_kernels: bool) -> pd.DataFrame:
     """``rank``, ``group`` (class), ``name`` (symbol id), ``dur`` of the rank's selected
     work."""
@@ -159,14 +156,14 @@ def _kernel_frame(rt: RankTrace, iterations: Iterable[int] | int | None,
                          "dur": (w.end - w.ts)[sel]})
 
 
-def rank_kernel_totals(rt: RankTrace, iterations: Iterable[int] | int | None,
+def rank_kernel_totals(rt: RankTrace, iterations: StepList,
                        include_memory_kernels: bool) -> pd.DataFrame:
     """One rank's total duration per class and kernel name (text): the first pass of
     :func:`kernel_breakdown` (see :func:`hta.analysis.aggregate.name_totals`)."""
     return name_totals(_kernel_frame(rt, iterations, include_memory_kernels), rt.symbols)
 
 
-def rank_kernel_stats(rt: RankTrace, iterations: Iterable[int] | int | None,
+def rank_kernel_stats(rt: RankTrace, iterations: StepList,
                       include_memory_kernels: bool, kept: pd.DataFrame) -> pd.DataFrame:
     """One rank's duration statistics per class and kept kernel (the others folded): the
     second pass of :func:`kernel_breakdown` (see

@@ -53,6 +53,7 @@ from hta.analysis.gpu_work import index_positions
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def rank_launch_pairs(rt: RankTrace) -> LaunchPairs:
     return derived(rt, "launch_pairs", compute)
 
 
-def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None
+def launch_pairing_summary(trace: RankMapper, selection: Selection = EVERYTHING
                            ) -> pd.DataFrame:
     """Per rank, how many launches and GPU events were paired (columns :data:`PAIRING_COLUMNS`).
 
@@ -136,7 +137,7 @@ def launch_pairing_summary(trace: RankMapper, ranks: Iterable[int] | int | None 
     where the rank is.
     """
     return run_one(trace, RankWork(rank_launch_pairing, description="Launch pairing",
-                                   add_rank=False, empty=no_launch_pairing), ranks)
+                                   add_rank=False, empty=no_launch_pairing), selection)
 
 
 def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
@@ -165,7 +166,7 @@ def no_launch_pairing() -> pd.DataFrame:
 
 def cuda_kernel_launch_stats(
     trace: RankMapper,
-    ranks: Iterable[int] | int | None = None,
+    selection: Selection = EVERYTHING,
     runtime_cutoff: float = RUNTIME_CUTOFF_US,
     launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
     include_memory_events: bool = True,
@@ -178,11 +179,10 @@ def cuda_kernel_launch_stats(
     then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
     Computed per rank, where the rank is; only the rows travel.
     """
-    return run_one(trace,
-                   RankWork(rank_launch_stats,
-                            (runtime_cutoff, launch_delay_cutoff, include_memory_events),
-                            description="Launch statistics", add_rank=False,
-                            empty=no_launch_stats), ranks)
+    return run_one(trace, RankWork(rank_launch_stats,
+                                   (runtime_cutoff, launch_delay_cutoff, include_memory_events),
+                                   description="Launch statistics", add_rank=False,
+                                   empty=no_launch_stats), selection)
 
 
 def rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
@@ -214,7 +214,7 @@ BINS_PER_DECADE = 20
 _LOWEST_EDGE_EXP = -3  # 0.001 µs: smaller values (and zero) count in the first bin
 
 
-def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+def flagged_launch_histograms(trace: RankMapper, selection: Selection = EVERYTHING,
                               runtime_cutoff: float = RUNTIME_CUTOFF_US,
                               launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US
                               ) -> pd.DataFrame:
@@ -227,10 +227,9 @@ def flagged_launch_histograms(trace: RankMapper, ranks: Iterable[int] | int | No
     a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
-    return run_one(trace,
-                   RankWork(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
-                            description="Launch histograms", add_rank=False,
-                            empty=no_flagged_histograms), ranks)
+    return run_one(trace, RankWork(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
+                                   description="Launch histograms", add_rank=False,
+                                   empty=no_flagged_histograms), selection)
 
 
 def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:

@@ -53,7 +53,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +60,7 @@ import pandas as pd
 
 from hta.analysis.select import select_ranks
 from hta.model.links import assign_iterations
-from hta.model.selection import rank_step_spans
+from hta.model.selection import EVERYTHING, Selection, rank_step_spans
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -129,11 +128,11 @@ def _memory_events(rt: RankTrace) -> pd.DataFrame:
     return out
 
 
-def memory_timeline(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def memory_timeline(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Allocated and reserved bytes after every ``[memory]`` event, per rank and device
     (columns :data:`TIMELINE_COLUMNS`, sorted by rank, device, ts). Definitions in the
     module docstring. Empty (typed) when no selected rank recorded memory events."""
-    frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, ranks)]
+    frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return _empty_timeline()
@@ -280,12 +279,12 @@ def _rank_peaks(rt: RankTrace) -> tuple[list[dict], list[pd.DataFrame]]:
     return rows, ops
 
 
-def memory_summary(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def memory_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per rank and device: the allocation peak, when it happened, and the operators
     holding the most memory at that moment (columns :data:`SUMMARY_COLUMNS`; definitions
     in the module docstring)."""
     rows: list[dict] = []
-    for rt in select_ranks(trace, ranks):
+    for rt in select_ranks(trace, selection):
         rows += _rank_peaks(rt)[0]
     return _summary_table(rows)
 
@@ -307,13 +306,13 @@ def _summary_table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-def memory_peak_operators(trace: Trace, ranks: Iterable[int] | int | None = None
+def memory_peak_operators(trace: Trace, selection: Selection = EVERYTHING
                           ) -> pd.DataFrame:
     """Per rank, device and operator: bytes of the allocations live at the device's
     peak (``live_bytes``), how many (``allocations``) and ``share`` of the peak
     (columns :data:`OPERATOR_COLUMNS`, most bytes first)."""
     frames: list[pd.DataFrame] = []
-    for rt in select_ranks(trace, ranks):
+    for rt in select_ranks(trace, selection):
         frames += [f for f in _rank_peaks(rt)[1] if len(f)]
     return _operator_table(frames)
 

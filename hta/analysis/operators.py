@@ -44,8 +44,6 @@ total 50, self 40, gpu_time = gpu_self_time 15, union 20, kernels 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -53,6 +51,7 @@ from hta.analysis.select import select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace, Trace
 
 CALL_COLUMNS = [
@@ -70,7 +69,7 @@ _CPU_CODES = kind_codes(CPU_KINDS)
 _GPU_WORK_CODES = kind_codes(GPU_WORK_KINDS)
 
 
-def operator_calls(trace: RankMapper, ranks: Iterable[int] | int | None = None
+def operator_calls(trace: RankMapper, selection: Selection = EVERYTHING
                    ) -> pd.DataFrame:
     """One row per ``cpu_op`` call with the per-call values of this module's docstring.
 
@@ -80,13 +79,13 @@ def operator_calls(trace: RankMapper, ranks: Iterable[int] | int | None = None
     Found per rank, where the rank is (one row per call travels).
     """
     return run_one(trace, RankWork(rank_calls, description="Operator calls", add_rank=False,
-                                   empty=no_calls), ranks)
+                                   empty=no_calls), selection)
 
 
-def rank_operator_calls(trace: Trace, ranks: Iterable[int] | int | None = None
+def rank_operator_calls(trace: Trace, selection: Selection = EVERYTHING
                         ) -> pd.DataFrame:
     """The rows of :func:`operator_calls` of the ranks of ``trace``."""
-    frames = [_rank_calls(rt) for rt in select_ranks(trace, ranks)]
+    frames = [_rank_calls(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_calls()
@@ -223,9 +222,8 @@ def _input_shapes(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     return out
 
 
-def operator_breakdown(trace: RankMapper, ranks: Iterable[int] | int | None = None,
-                       group_by_input_shape: bool = False,
-                       iterations: Iterable[int] | None = None) -> pd.DataFrame:
+def operator_breakdown(trace: RankMapper, selection: Selection = EVERYTHING,
+                       group_by_input_shape: bool = False) -> pd.DataFrame:
     """Per rank and operator name (and input shapes): :data:`BREAKDOWN_COLUMNS`.
 
     Sums of :func:`operator_calls` over the calls of each group, times in µs; definitions
@@ -235,16 +233,15 @@ def operator_breakdown(trace: RankMapper, ranks: Iterable[int] | int | None = No
     groups travel). ``iterations``: each rank restricted to those ``ProfilerStep`` numbers first,
     where it lives (``None``: every event).
     """
-    return run_one(trace,
-                   RankWork(rank_breakdown, (group_by_input_shape,),
-                            description="Operator breakdown", add_rank=False,
-                            empty=no_breakdown), ranks, iterations)
+    return run_one(trace, RankWork(rank_breakdown, (group_by_input_shape,),
+                                   description="Operator breakdown", add_rank=False,
+                                   empty=no_breakdown), selection)
 
 
-def rank_operator_breakdown(trace: Trace, ranks: Iterable[int] | int | None,
+def rank_operator_breakdown(trace: Trace, selection: Selection,
                             group_by_input_shape: bool) -> pd.DataFrame:
     """The rows of :func:`operator_breakdown` of the ranks of ``trace``."""
-    return _breakdown(rank_operator_calls(trace, ranks), group_by_input_shape)
+    return _breakdown(rank_operator_calls(trace, selection), group_by_input_shape)
 
 
 def rank_breakdown(rank: RankTrace, group_by_input_shape: bool = False) -> pd.DataFrame:

@@ -18,7 +18,6 @@ Example: NCCL ``[0, 10)`` µs and ``[20, 30)``, compute ``[5, 25)``: comm 20, ov
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,6 +26,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -35,14 +35,13 @@ NO_COMMUNICATION = "no communication"
 COLUMNS = ["rank", "comp_comm_overlap_pctg", "comm_time(us)", "overlap_time(us)", "note"]
 
 
-def comm_comp_overlap(trace: Job, ranks: Iterable[int] | int | None = None,
-                      iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def comm_comp_overlap(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank with :data:`COLUMNS` (definitions in the module docstring)."""
-    rows = [_rank_row(rt, iterations) for rt in select_ranks(trace, ranks)]
+    rows = [_rank_row(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def rank_comm_comp_overlap(rank: RankTrace, iterations: Iterable[int] | int | None = None
+def rank_comm_comp_overlap(rank: RankTrace, iterations: StepList = None
                            ) -> pd.DataFrame:
     """One rank's row of :func:`comm_comp_overlap` (:data:`COLUMNS`)."""
     return pd.DataFrame([_rank_row(rank, iterations)], columns=COLUMNS)
@@ -53,7 +52,7 @@ def no_comm_comp_overlap() -> pd.DataFrame:
     return pd.DataFrame([], columns=COLUMNS)
 
 
-def _rank_row(rt: RankTrace, iterations: Iterable[int] | int | None) -> dict:
+def _rank_row(rt: RankTrace, iterations: StepList) -> dict:
     w = gpu_work(rt.rank, rt.events, iterations)
     sel = (w.cls == COMPUTE) | (w.cls == COMM)
     table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)

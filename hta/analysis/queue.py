@@ -35,7 +35,6 @@ max 1.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -44,6 +43,7 @@ from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.thinning import every_kth
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ BLOCKED_COLUMNS = [
 ]
 
 
-def queue_length_time_series(trace: RankMapper, ranks: Iterable[int] | int | None = None
+def queue_length_time_series(trace: RankMapper, selection: Selection = EVERYTHING
                              ) -> pd.DataFrame:
     """Queue length per rank and stream as a step function (columns :data:`SERIES_COLUMNS`).
 
@@ -72,7 +72,7 @@ def queue_length_time_series(trace: RankMapper, ranks: Iterable[int] | int | Non
     Computed per rank, where the rank is; the series travels (one row per change).
     """
     return run_one(trace, RankWork(rank_queue_series, description="Queue length",
-                                   add_rank=False, empty=no_queue_series), ranks)
+                                   add_rank=False, empty=no_queue_series), selection)
 
 
 def rank_queue_series(rt: RankTrace) -> pd.DataFrame:
@@ -92,8 +92,8 @@ def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.where(stream >= 0, stream, events["tid"].to_numpy()[rows])
 
 
-def thinned_queue_series(trace: RankMapper, ranks: Iterable[int] | int | None,
-                         max_points_per_line: int, iterations: Iterable[int] | None = None
+def thinned_queue_series(trace: RankMapper, selection: Selection,
+                         max_points_per_line: int
                          ) -> tuple[pd.DataFrame, bool]:
     """:func:`queue_length_time_series` with each (rank, pid, stream) line cut to about
     ``max_points_per_line`` rows (:func:`hta.analysis.thinning.every_kth`), where the
@@ -103,7 +103,7 @@ def thinned_queue_series(trace: RankMapper, ranks: Iterable[int] | int | None,
     work = RankWork(rank_thinned_queue_series, (max_points_per_line,),
                     description="Queue length", add_rank=False,
                     empty=no_thinned_queue_series)
-    series, cut = run_one(trace, work, ranks, iterations)
+    series, cut = run_one(trace, work, selection)
     return series, bool(cut["thinned"].any()) if len(cut) else False
 
 
@@ -210,7 +210,7 @@ def _dense_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return uniq // width + a_min, uniq % width + b_min, key.reshape(-1)
 
 
-def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = None,
+def queue_length_summary(trace: RankMapper, selection: Selection = EVERYTHING,
                          series: pd.DataFrame | None = None) -> pd.DataFrame:
     """Time-weighted queue length statistics per rank and stream (:data:`SUMMARY_COLUMNS`).
 
@@ -221,14 +221,13 @@ def queue_length_summary(trace: RankMapper, ranks: Iterable[int] | int | None = 
     counts per stream are computed per rank.
     """
     if series is None:
-        return run_one(trace,
-                       RankWork(rank_queue_summary, description="Queue length summary",
-                                add_rank=False, empty=no_queue_summary), ranks)
+        return run_one(trace, RankWork(rank_queue_summary, description="Queue length summary",
+                                       add_rank=False, empty=no_queue_summary), selection)
     if len(series) == 0:
         return no_queue_summary()
-    counts = run_one(trace,
-                     RankWork(rank_stream_counts, description="Queue length counts",
-                              add_rank=False, empty=no_stream_counts), _ranks_of(series))
+    counts = run_one(trace, RankWork(rank_stream_counts, description="Queue length counts",
+                                     add_rank=False, empty=no_stream_counts),
+                     Selection.of(_ranks_of(series)))
     return _summary(series, counts)
 
 
@@ -379,7 +378,7 @@ def no_stream_counts() -> pd.DataFrame:
 def time_spent_blocked_on_full_queue(
     trace: RankMapper,
     queue_length_threshold: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
-    ranks: Iterable[int] | int | None = None,
+    selection: Selection = EVERYTHING,
     series: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Time each stream's queue spends at or above ``queue_length_threshold``.
@@ -394,14 +393,13 @@ def time_spent_blocked_on_full_queue(
     duration is.
     """
     if series is None:
-        return run_one(trace,
-                       RankWork(rank_blocked_on_full_queue, (queue_length_threshold,),
-                                description="Full queue", add_rank=False,
-                                empty=no_blocked_on_full_queue), ranks)
+        return run_one(trace, RankWork(rank_blocked_on_full_queue, (queue_length_threshold,),
+                                       description="Full queue", add_rank=False,
+                                       empty=no_blocked_on_full_queue), selection)
     if len(series) == 0:
         return no_blocked_on_full_queue()
     spans = run_one(trace, RankWork(rank_span, description="Trace spans", add_rank=False,
-                                    empty=no_spans), _ranks_of(series))
+                                    empty=no_spans), Selection.of(_ranks_of(series)))
     return _blocked(series, queue_length_threshold, spans)
 
 

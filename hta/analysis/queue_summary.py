@@ -60,4 +60,4 @@ def queue_length_summary_from_time_series(
     frame = as_series_frame(series)
     if not len(frame):
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
-    return queue_length_summary(trace, None, frame)
+    return queue_length_summary(trace, series=frame)

@@ -7,22 +7,24 @@ from __future__ import annotations
 import pandas as pd
 
 from hta.model.job import Job
-from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
+from hta.model.selection import EVERYTHING, Iterations, Selection, iteration_list
 from hta.model.trace import RankTrace
 
 
-def select_ranks(trace: Job, ranks: Ranks = None) -> list[RankTrace]:
-    """The requested ranks (all when ``None``), in ascending order; unknown ranks raise."""
-    wanted = rank_list(ranks)
+def select_ranks(trace: Job, selection: Selection = EVERYTHING) -> list[RankTrace]:
+    """The selection's ranks (every loaded rank for :data:`~hta.model.selection.ALL`), in
+    ascending order; unknown ranks raise."""
+    wanted = selection.rank_list
     if wanted is None:
         return list(trace)
     return [trace.rank(r) for r in wanted]
 
 
-def rank_numbers(trace: Job, ranks: Ranks = None) -> list[int]:
-    """The rank numbers ``ranks`` names, ascending: every loaded rank for ``None``; not
-    checked against the loaded ones here (the runner does)."""
-    wanted = rank_list(ranks)
+def rank_numbers(trace: Job, selection: Selection = EVERYTHING) -> list[int]:
+    """The rank numbers the selection names, ascending: every loaded rank for
+    :data:`~hta.model.selection.ALL`; not checked against the loaded ones here (the runner
+    does)."""
+    wanted = selection.rank_list
     return sorted(trace.get_ranks()) if wanted is None else wanted
 
 

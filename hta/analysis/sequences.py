@@ -25,8 +25,6 @@ Example: two ``aten::linear`` calls each launching ``gemm`` then ``bias``, with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -35,6 +33,7 @@ from hta.analysis.rowmap import ancestor_pairs
 from hta.analysis.select import select_ranks
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import Selection
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
 
 PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)",
@@ -55,18 +54,17 @@ def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: 
     if not operator_name:
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
-    return run_one(trace,
-                   RankWork(rank_kernel_sequences, (operator_name, min_pattern_len),
-                            description="Kernel sequences", add_rank=False,
-                            empty=no_kernel_sequences), [rank])
+    return run_one(trace, RankWork(rank_kernel_sequences, (operator_name, min_pattern_len),
+                                   description="Kernel sequences", add_rank=False,
+                                   empty=no_kernel_sequences), Selection.of([rank]))
 
 
-def rank_kernel_patterns(trace: Trace, ranks: Iterable[int] | int | None, operator_name: str,
+def rank_kernel_patterns(trace: Trace, selection: Selection, operator_name: str,
                          min_pattern_len: int) -> pd.DataFrame:
     """The patterns of :func:`frequent_cuda_kernel_sequences` of each rank of ``trace``
     (one rank in practice), one after the other."""
     frames = [_rank_patterns(rt, operator_name, min_pattern_len)
-              for rt in select_ranks(trace, ranks)]
+              for rt in select_ranks(trace, selection)]
     return concat_frames(frames) if frames else no_kernel_sequences()
 
 

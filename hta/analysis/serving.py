@@ -36,7 +36,6 @@ decode totals.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -47,6 +46,7 @@ from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 COLUMNS = ["rank", "iteration", "source", "name", "kind", "batch", "tokens", "start_ns",
@@ -146,11 +146,11 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
     return pd.DataFrame(rows, columns=cols)
 
 
-def server_iterations(trace: Trace, ranks: Iterable[int] | int | None = None,
+def server_iterations(trace: Trace, selection: Selection = EVERYTHING,
                       rules: RuleSet | None = None) -> pd.DataFrame:
     """Every selected rank's iterations (module docstring); per rank, so it runs through
     the runner (:mod:`hta.model.runner`)."""
-    frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, ranks)]
+    frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_iterations()

@@ -11,20 +11,18 @@ it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 
-from hta.model.selection import STEP_COLUMNS, step_table
+from hta.model.selection import EVERYTHING, STEP_COLUMNS, Selection, step_table
 from hta.model.trace import Trace
 
 COLUMNS = STEP_COLUMNS
 
 
-def profiler_steps(trace: Trace, ranks: Iterable[int] | int | None = None) -> pd.DataFrame:
+def profiler_steps(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank and ``ProfilerStep`` span (columns :data:`COLUMNS`), by rank then
     start time: the model's step table (:func:`hta.model.selection.step_table`)."""
-    return step_table(trace, ranks)
+    return step_table(trace, selection)
 
 
 def step_numbers(steps: pd.DataFrame) -> list[int]:

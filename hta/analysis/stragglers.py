@@ -56,7 +56,6 @@ every collective, not by one kernel.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -64,7 +63,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import iteration_list
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -89,19 +88,18 @@ NO_SEQ = -1
 
 
 # -- one rank -------------------------------------------------------------------------------
-def rank_collectives(trace: Trace, ranks: Iterable[int] | int | None = None,
-                     iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def rank_collectives(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """The communication kernels of each rank with their collective args
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
     the runner (:mod:`hta.model.runner`). ``seq`` is -1 where the kernel has none."""
-    frames = [comm_kernels(rt, iterations) for rt in select_ranks(trace, ranks)]
+    frames = [comm_kernels(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_collective_kernels()
     return pd.concat(frames, ignore_index=True)
 
 
-def rank_collective_kernels(rank: RankTrace, iterations: Iterable[int] | int | None = None
+def rank_collective_kernels(rank: RankTrace, iterations: StepList = None
                             ) -> pd.DataFrame:
     """One rank's rows of :func:`rank_collectives`: its communication kernels."""
     frame = comm_kernels(rank, iterations)
@@ -113,7 +111,7 @@ def no_collective_kernels() -> pd.DataFrame:
     return _empty(KERNEL_COLUMNS)
 
 
-def comm_kernels(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def comm_kernels(rt: RankTrace, iterations: StepList = None) -> pd.DataFrame:
     """One rank's communication kernels, :data:`KERNEL_COLUMNS` (see :func:`rank_collectives`)."""
     ev = rt.events
     if not len(ev):
@@ -213,8 +211,7 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["collective", "rank"], kind="stable", ignore_index=True)
 
 
-def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
-                        iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def collective_arrivals(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per (collective instance, rank): :data:`ARRIVAL_COLUMNS`.
 
     ``ranks`` limits the ranks compared (a collective's lag is then measured among those
@@ -222,11 +219,11 @@ def collective_arrivals(trace: Trace, ranks: Iterable[int] | int | None = None,
     read next to the data (:mod:`hta.model.runner`) and matched here.
     Definitions: the module docstring.
     """
-    selected = rank_numbers(trace, ranks)
-    iters = iteration_list(iterations)
-    kernels = run_one(trace,
-                      RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                               add_rank=False, empty=no_collective_kernels), selected)
+    selected = rank_numbers(trace, selection)
+    iters = selection.iteration_list
+    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                                      add_rank=False, empty=no_collective_kernels),
+                      Selection.of(selected))
     return match_collectives(kernels)
 
 

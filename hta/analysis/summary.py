@@ -14,7 +14,6 @@ Definitions (all times in integer nanoseconds, shown in µs):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -23,14 +22,15 @@ import pandas as pd
 from hta.analysis.intervals import union_length
 from hta.analysis.select import rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KINDS
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import EVENT_TABLES, RankTrace, Trace
 
 GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
 
 
-def rank_summary(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+def rank_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank with the columns described in this module's docstring."""
-    return pd.DataFrame([_summary_row(trace.rank(r)) for r in rank_numbers(trace, ranks)])
+    return pd.DataFrame([_summary_row(trace.rank(r)) for r in rank_numbers(trace, selection)])
 
 
 def summary_of_rank(rt: RankTrace) -> pd.DataFrame:

@@ -29,7 +29,6 @@ the time between steps and the unselected steps count nowhere.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -38,6 +37,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -51,19 +51,18 @@ NO_GPU_WORK = "no GPU work (kernels, memcpy, memset) on this rank in the selecti
 ZERO_SPAN = "GPU work spans 0 ns (zero-duration events only): percentages undefined"
 
 
-def temporal_breakdown(trace: Job, ranks: Iterable[int] | int | None = None,
-                       iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+def temporal_breakdown(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """HTA's ``get_temporal_breakdown`` table: one row per rank, columns :data:`HTA_COLUMNS`.
 
     Definitions in this module's docstring. A rank without GPU work gets zeros and NaN
     percentages (the detail says why in its ``note`` column, and a warning is logged).
     """
-    return temporal_breakdown_detail(trace, ranks, iterations)[HTA_COLUMNS]
+    return temporal_breakdown_detail(trace, selection)[HTA_COLUMNS]
 
 
 def temporal_breakdown_detail(
-    trace: Job, ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None, per_iteration: bool = False,
+    trace: Job, selection: Selection = EVERYTHING,
+    per_iteration: bool = False,
 ) -> pd.DataFrame:
     """The temporal breakdown with exposed communication and memory time.
 
@@ -74,20 +73,20 @@ def temporal_breakdown_detail(
     ``note`` (empty, or why a row is empty). ``non_compute_time(us)`` equals
     ``exposed_comm_time(us) + exposed_memory_time(us)`` exactly.
     """
-    frames = [rank_breakdown_detail(rt, iterations, per_iteration)
-              for rt in select_ranks(trace, ranks)]
+    frames = [rank_breakdown_detail(rt, selection.iteration_list, per_iteration)
+              for rt in select_ranks(trace, selection)]
     if not frames:
         return no_breakdown_detail()
     return pd.concat(frames, ignore_index=True)
 
 
-def rank_breakdown(rank: RankTrace, iterations: Iterable[int] | int | None = None
+def rank_breakdown(rank: RankTrace, iterations: StepList = None
                    ) -> pd.DataFrame:
     """One rank's row of :func:`temporal_breakdown` (:data:`HTA_COLUMNS`)."""
     return rank_breakdown_detail(rank, iterations)[HTA_COLUMNS]
 
 
-def rank_breakdown_detail(rank: RankTrace, iterations: Iterable[int] | int | None = None,
+def rank_breakdown_detail(rank: RankTrace, iterations: StepList = None,
                           per_iteration: bool = False) -> pd.DataFrame:
     """One rank's rows of :func:`temporal_breakdown_detail` (one, or one per iteration)."""
     return _rank_rows(rank.rank, rank.events, iterations, per_iteration)
@@ -104,7 +103,7 @@ def no_breakdown_detail() -> pd.DataFrame:
     return pd.DataFrame(columns=HTA_COLUMNS)
 
 
-def _rank_rows(rank: int, events: pd.DataFrame, iterations: Iterable[int] | int | None,
+def _rank_rows(rank: int, events: pd.DataFrame, iterations: StepList,
                per_iteration: bool) -> pd.DataFrame:
     w = gpu_work(rank, events, iterations)
     if per_iteration or iterations is not None:

@@ -54,6 +54,7 @@ import pandas as pd
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.model.rules import GPU_WORK_KINDS, KINDS
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
 logger = logging.getLogger(__name__)
@@ -72,8 +73,7 @@ _LOCAL_CODE = np.array([WORK_KINDS.index(k) if k in GPU_WORK_KINDS else -1 for k
 
 def timeline_segments(
     trace: Trace,
-    ranks: Iterable[int] | int | None = None,
-    iterations: Iterable[int] | int | None = None,
+    selection: Selection = EVERYTHING,
     streams: Iterable[int] | int | None = None,
     max_segments: int = DEFAULT_MAX_SEGMENTS,
     resolution_ns: int | None = None,
@@ -86,8 +86,8 @@ def timeline_segments(
     runs under the runner (:mod:`hta.model.runner`).
     """
     check_budget(max_segments, resolution_ns)
-    frames = [_rank_segments(rt, iterations, streams, max_segments, resolution_ns)
-              for rt in select_ranks(trace, ranks)]
+    frames = [_rank_segments(rt, selection.iteration_list, streams, max_segments, resolution_ns)
+              for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return _empty()
@@ -96,7 +96,7 @@ def timeline_segments(
 
 def rank_timeline_segments(
     rank: RankTrace,
-    iterations: Iterable[int] | int | None = None,
+    iterations: StepList = None,
     streams: Iterable[int] | int | None = None,
     max_segments: int = DEFAULT_MAX_SEGMENTS,
     resolution_ns: int | None = None,
@@ -128,7 +128,7 @@ def _empty() -> pd.DataFrame:
     return df[COLUMNS]
 
 
-def _rank_segments(rt: RankTrace, iterations: Iterable[int] | int | None,
+def _rank_segments(rt: RankTrace, iterations: StepList,
                    streams: Iterable[int] | int | None, max_segments: int,
                    resolution_ns: int | None) -> pd.DataFrame:
     ev = rt.events

@@ -8,21 +8,20 @@ shows: by rank, longest first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
 from hta.analysis.select import rank_numbers
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
 
 
-def unclassified_kernels(trace: Trace, ranks: Iterable[int] | None = None) -> pd.DataFrame:
+def unclassified_kernels(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per (rank, kernel name) that matched no kind rule: ``count`` and
     ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
-    frames = [unclassified_of_rank(trace.rank(r)) for r in rank_numbers(trace, ranks)]
+    frames = [unclassified_of_rank(trace.rank(r)) for r in rank_numbers(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_unclassified()

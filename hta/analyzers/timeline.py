@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 
 from hta.analysis.timeline import timeline_segments
 from hta.facade.display import show
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace, SymbolView
 from hta.model.trace import Trace as ModelTrace
 from hta.plots.timeline import timeline_figure
@@ -54,7 +55,7 @@ def timeline_gpu_kernels_figure(
     trace = frame_trace(df, symbol_table)
     if ranks is not None:
         ranks = [r for r in ranks if r in trace.ranks]
-    segments = timeline_segments(trace, ranks, iterations, streams)
+    segments = timeline_segments(trace, Selection.of(ranks, iterations), streams=streams)
     return timeline_figure(segments, title=title)
 
 

@@ -44,6 +44,7 @@ from hta.export.rawtrace import (
     write_raw,
 )
 from hta.model.job import Job
+from hta.model.selection import Ranks, Selection
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ def write_trace_with_counters(rt: RankTrace, queue: pd.DataFrame, bandwidth: pd.
 def generate_trace_with_counters(
     trace: Job,
     time_series: TimeSeriesTypes | str | Iterable[str] | None = None,
-    ranks: Iterable[int] | int | None = None,
+    ranks: Ranks = None,
     output_suffix: str = "_with_counters",
     output_dir: str | Path | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -183,12 +184,12 @@ def generate_trace_with_counters(
     """
     kinds = parse_time_series(time_series)
     written: dict[int, Path] = {}
-    for rt in select_ranks(trace, ranks):
+    for rt in select_ranks(trace, Selection.of(ranks)):
         source = source_of(rt, storage_options)
         out = output_path(source, suffix=output_suffix, output_dir=output_dir)
-        queue = (queue_length_time_series(trace, rt.rank)
+        queue = (queue_length_time_series(trace, Selection.of(rt.rank))
                  if TimeSeriesTypes.QUEUE_LENGTH in kinds else pd.DataFrame())
-        bandwidth = (memory_bw_time_series(trace, rt.rank)
+        bandwidth = (memory_bw_time_series(trace, Selection.of(rt.rank))
                      if TimeSeriesTypes.MEMCPY_BANDWIDTH in kinds else pd.DataFrame())
         written[rt.rank] = write_trace_with_counters(rt, queue, bandwidth, out,
                                                      storage_options)

@@ -40,6 +40,7 @@ import numpy as np
 from hta.analysis.intervals import merge
 from hta.analysis.select import rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE
+from hta.model.selection import Selection
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -382,18 +383,21 @@ def claim_slices(rule: Any, finding: Any, claim: Any) -> FindingSlice | None:
                         finding.advice or rule.advice, int(finding.est_saving_ns), s, e, got)
 
 
-def rank_finding_slices(job: Job, ranks: list[int],
-                        iterations: list[int] | None = None) -> dict[int, list[FindingSlice]]:
-    """Per rank, the findings to draw: each non-informational rule's findings with the
-    time they claim (rank rules on the rank, job rules on each rank they claim time on).
-    A rule that fails is logged and left out."""
+def rank_finding_slices(job: Job, selection: Selection) -> dict[int, list[FindingSlice]]:
+    """Per rank of ``selection`` (resolved: its ranks named), the findings to draw: each
+    non-informational rule's findings with the time they claim (rank rules on the rank,
+    job rules on each rank they claim time on). A rule that fails is logged and left
+    out."""
     from hta.analysis.findings.catalog import default_rules
 
+    ranks = rank_numbers(job, selection)
+    iterations = selection.iteration_list
+    selection = Selection.of(ranks, iterations)
     out: dict[int, list[FindingSlice]] = {r: [] for r in ranks}
     rules = [r for r in default_rules() if not r.info]
     for rule in (r for r in rules if r.scope == "job"):
         try:
-            found = rule.check(job, ranks, iterations)  # type: ignore[call-arg,arg-type]
+            found = rule.check(job, selection)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - one broken rule must not sink the export
             logger.warning("finding rule %s left out of the export: %s", rule.id, exc)
             continue
@@ -406,7 +410,7 @@ def rank_finding_slices(job: Job, ranks: list[int],
         rt = job.rank(r)
         for rule in (x for x in rules if x.scope == "rank"):
             try:
-                found = rule.check(rt, iterations)  # type: ignore[call-arg,arg-type]
+                found = rule.check(rt, iterations)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - as above
                 logger.warning("finding rule %s left out of the export on rank %s: %s",
                                rule.id, r, exc)
@@ -428,7 +432,7 @@ def write_job_perfetto(job: Job, path: str | Path, ranks: Iterable[int] | None =
     (:func:`rank_finding_slices`). Written to a temporary name, then renamed."""
     pb = protos()
     path = Path(path)
-    selected = rank_numbers(job, ranks)
+    selected = rank_numbers(job, Selection.of(ranks))
     stats = ExportStats(path=path, ranks=selected)
     tmp = path.with_name(path.name + ".tmp")
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks
 
@@ -44,10 +44,9 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t,
-                     RankWork(temporal.rank_breakdown, (iterations,),
-                              description="Temporal breakdown", add_rank=False,
-                              empty=temporal.no_breakdown), resolved(ranks))
+        df = run_one(self.t, RankWork(temporal.rank_breakdown, (iterations,),
+                                      description="Temporal breakdown", add_rank=False,
+                                      empty=temporal.no_breakdown), chosen(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -60,10 +59,9 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t,
-                     RankWork(temporal.rank_breakdown_detail, (iterations, per_iteration),
-                              description="Temporal breakdown", add_rank=False,
-                              empty=temporal.no_breakdown_detail), resolved(ranks))
+        df = run_one(self.t, RankWork(temporal.rank_breakdown_detail, (iterations, per_iteration),
+                                      description="Temporal breakdown", add_rank=False,
+                                      empty=temporal.no_breakdown_detail), chosen(ranks))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -89,7 +87,8 @@ class BreakdownMixin:
         _not_bool("ranks", ranks)
         delay = _delay_ns(consecutive_kernel_delay_ns, consecutive_kernel_delay)
         df, stats = idle.idle_time_breakdown_and_stats(
-            self.t, resolved(ranks), streams, resolved(iterations), delay, show_idle_interval_stats)
+            self.t, chosen(ranks, iterations), streams=streams, consecutive_kernel_delay_ns=delay,
+            show_idle_interval_stats=show_idle_interval_stats)
         _show(visualize, lambda: [idle_time_breakdown_figure(df, pctg=visualize_pctg)])
         return df, stats
 
@@ -109,9 +108,10 @@ class BreakdownMixin:
 
         _not_bool("duration_ratio", duration_ratio)
         _not_bool("ranks", ranks)
-        types, table = kernels.gpu_kernel_breakdown(
-            self.t, resolved(ranks), resolved(iterations), duration_ratio, num_kernels,
-            include_memory_kernels)
+        types, table = kernels.gpu_kernel_breakdown(self.t, chosen(ranks, iterations),
+                                                    duration_ratio=duration_ratio,
+                                                    num_kernels=num_kernels,
+                                                    include_memory_kernels=include_memory_kernels)
         def figures() -> list[Any]:
             figs = [kernel_type_figure(types)]
             for kind in table["kernel_type"].unique():
@@ -129,10 +129,9 @@ class BreakdownMixin:
         from hta.plots.overlap import comm_comp_overlap_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t,
-                     RankWork(overlap.rank_comm_comp_overlap, (iterations,),
-                              description="Comm/compute overlap", add_rank=False,
-                              empty=overlap.no_comm_comp_overlap), resolved(ranks))
+        df = run_one(self.t, RankWork(overlap.rank_comm_comp_overlap, (iterations,),
+                                      description="Comm/compute overlap", add_rank=False,
+                                      empty=overlap.no_comm_comp_overlap), chosen(ranks))
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 
@@ -151,9 +150,11 @@ class BreakdownMixin:
         )
 
         _not_bool("ranks", ranks)
-        df = annotations.user_annotation_breakdown(
-            self.t, resolved(ranks), resolved(iterations), use_gpu_annotation, duration_ratio,
-            num_kernels, allowlist_patterns)
+        df = annotations.user_annotation_breakdown(self.t, chosen(ranks, iterations),
+                                                   use_gpu_annotation=use_gpu_annotation,
+                                                   duration_ratio=duration_ratio,
+                                                   num_kernels=num_kernels,
+                                                   allowlist_patterns=allowlist_patterns)
         _show(visualize and len(df) > 0,
               lambda: [user_annotation_figure(df), user_annotation_duration_figure(df)],
               image_renderer)

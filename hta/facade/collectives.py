@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.facade.display import show
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 
@@ -35,10 +35,9 @@ class CollectivesMixin:
         from hta.analysis import collectives
         from hta.plots.collectives import collective_bandwidth_figure
 
-        perf = run_one(self.t,
-                       RankWork(collectives.rank_collective_rows, (iterations,),
-                                description="Collectives", add_rank=False,
-                                empty=collectives.empty), resolved(ranks))
+        perf = run_one(self.t, RankWork(collectives.rank_collective_rows, (iterations,),
+                                        description="Collectives", add_rank=False,
+                                        empty=collectives.empty), chosen(ranks))
         if visualize:
             show(collective_bandwidth_figure(perf))
         return perf
@@ -59,5 +58,5 @@ class CollectivesMixin:
         :mod:`hta.analysis.findings.collective_bw`."""
         from hta.analysis.findings.collective_bw import slow_collectives
 
-        return slow_collectives(self.t, rank_list(ranks), iteration_list(iterations),
-                                link_gbps)
+        return slow_collectives(self.t, chosen(rank_list(ranks), iteration_list(iterations)),
+                                link_gbps=link_gbps)

@@ -25,7 +25,7 @@ import pandas as pd
 from hta.analysis import launch, queue
 from hta.facade.display import show
 from hta.facade.per_rank import per_rank_frame
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -56,8 +56,9 @@ class CountersMixin:
         from hta.plots.launch import launch_stats_figure
 
         _not_bool("ranks", ranks)
-        df = launch.cuda_kernel_launch_stats(self.t, resolved(ranks), runtime_cutoff,
-                                             launch_delay_cutoff, include_memory_events)
+        df = launch.cuda_kernel_launch_stats(self.t, chosen(ranks), runtime_cutoff=runtime_cutoff,
+                                             launch_delay_cutoff=launch_delay_cutoff,
+                                             include_memory_events=include_memory_events)
         if visualize:
             show(launch_stats_figure(df, runtime_cutoff, launch_delay_cutoff))
         return per_rank_frame(df)
@@ -67,7 +68,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.launch.launch_pairing_summary`.
         """
-        return launch.launch_pairing_summary(self.t, resolved(ranks))
+        return launch.launch_pairing_summary(self.t, chosen(ranks))
 
     def get_queue_length_time_series(self, ranks: Ranks = None,
                                      visualize: bool = False) -> pd.DataFrame:
@@ -78,7 +79,7 @@ class CountersMixin:
         from hta.plots.queue import queue_length_figure
 
         _not_bool("ranks", ranks)
-        df = queue.queue_length_time_series(self.t, resolved(ranks))
+        df = queue.queue_length_time_series(self.t, chosen(ranks))
         if visualize:
             show(queue_length_figure(df))
         return df
@@ -88,7 +89,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.queue.queue_length_summary`.
         """
-        return queue.queue_length_summary(self.t, resolved(ranks))
+        return queue.queue_length_summary(self.t, chosen(ranks))
 
     def get_time_spent_blocked_on_full_queue(
         self, queue_length_threshold: int | pd.DataFrame = queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
@@ -110,8 +111,8 @@ class CountersMixin:
                             "with a rank column), not a dict per rank")
         if max_queue_length is not None:
             threshold = max_queue_length
-        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold), resolved(ranks),
-                                                      series)
+        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold), chosen(ranks),
+                                                      series=series)
 
     def get_memory_bw_time_series(self, ranks: Ranks = None,
                                   visualize: bool = False) -> pd.DataFrame:
@@ -123,7 +124,7 @@ class CountersMixin:
         from hta.plots.bandwidth import memory_bw_figure
 
         _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_time_series(self.t, resolved(ranks))
+        df = bandwidth.memory_bw_time_series(self.t, chosen(ranks))
         if visualize:
             show(memory_bw_figure(df))
         return df
@@ -138,7 +139,7 @@ class CountersMixin:
         from hta.plots.bandwidth import memory_bw_summary_figure
 
         _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_summary(self.t, resolved(ranks))
+        df = bandwidth.memory_bw_summary(self.t, chosen(ranks))
         if visualize:
             show(memory_bw_summary_figure(df))
         return df
@@ -155,8 +156,8 @@ class CountersMixin:
         """
         from hta.export.counters_trace import generate_trace_with_counters
 
-        return generate_trace_with_counters(self.t, time_series, resolved(ranks), output_suffix,
-                                            output_dir)
+        return generate_trace_with_counters(self.t, time_series, chosen(ranks).rank_list,
+                                            output_suffix, output_dir)
 
     def get_frequent_cuda_kernel_sequences(
         self, operator_name: str, output_dir: str | Path, min_pattern_len: int = 3,
@@ -202,7 +203,8 @@ class CountersMixin:
         from hta.plots.operators import operator_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = operators.operator_breakdown(self.t, resolved(ranks), group_by_input_shape)
+        df = operators.operator_breakdown(self.t, chosen(ranks),
+                                          group_by_input_shape=group_by_input_shape)
         if visualize:
             show(operator_breakdown_figure(df))
         return df
@@ -214,7 +216,7 @@ class CountersMixin:
         """
         from hta.analysis import cupti
 
-        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, resolved(ranks)))
+        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, chosen(ranks)))
 
 
 def _not_bool(name: str, value: object) -> None:

@@ -3,12 +3,11 @@ unexplained."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.model.selection import normalize_iterations, normalize_ranks
+from hta.model.selection import Iterations, Ranks, normalize_iterations, normalize_ranks
 
 if TYPE_CHECKING:
     from hta.analysis.findings import FindingsResult
@@ -20,13 +19,14 @@ class FindingsMixin:
 
     t: Job
 
-    def _findings(self, ranks: Iterable[int] | int | None,
-                  iterations: Iterable[int] | int | None, min_share: float | None
+    def _findings(self, ranks: Ranks,
+                  iterations: Iterations, min_share: float | None
                   ) -> FindingsResult:
         """One run of the rules per selection, kept for the companion methods;
         ``min_share=None`` is the engine's default (imported here, on first use)."""
         from hta.analysis.findings import analyse
         from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
+        from hta.facade.selecting import chosen
 
         if min_share is None:
             min_share = DEFAULT_MIN_SHARE
@@ -38,12 +38,11 @@ class FindingsMixin:
         key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
         if key not in cache:
             cache.clear()
-            cache[key] = analyse(self.t, ranks, iterations,
-                                 min_share=min_share)
+            cache[key] = analyse(self.t, chosen(ranks, iterations), min_share=min_share)
         return cache[key]
 
-    def get_findings(self, ranks: Iterable[int] | int | None = None,
-                     iterations: Iterable[int] | int | None = None,
+    def get_findings(self, ranks: Ranks = None,
+                     iterations: Iterations = None,
                      min_share: float | None = None) -> pd.DataFrame:
         """What slows the job down, why, and what to try, largest estimated saving first.
 
@@ -58,8 +57,8 @@ class FindingsMixin:
         """
         return self._findings(ranks, iterations, min_share).findings.copy()
 
-    def get_findings_coverage(self, ranks: Iterable[int] | int | None = None,
-                              iterations: Iterable[int] | int | None = None,
+    def get_findings_coverage(self, ranks: Ranks = None,
+                              iterations: Iterations = None,
                               min_share: float | None = None) -> pd.DataFrame:
         """Per rank, how much of the idle and exposed time the findings explain.
 
@@ -74,8 +73,8 @@ class FindingsMixin:
         """
         return self._findings(ranks, iterations, min_share).coverage.copy()
 
-    def get_unexplained_time(self, ranks: Iterable[int] | int | None = None,
-                             iterations: Iterable[int] | int | None = None,
+    def get_unexplained_time(self, ranks: Ranks = None,
+                             iterations: Iterations = None,
                              min_share: float | None = None) -> pd.DataFrame:
         """The longest stretches (up to 5 per rank) of idle or exposed time no finding
         explains: ``start_ns``, ``end_ns``, ``dur(us)``, ``step``, ``gpu`` (idle or the

@@ -15,7 +15,7 @@ import pandas as pd
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
 
@@ -37,9 +37,9 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, _timeline_work(), resolved(ranks))
+        df = run_one(self.t, _timeline_work(), chosen(ranks))
         if visualize:
-            summary = run_one(self.t, _summary_work(), resolved(ranks))
+            summary = run_one(self.t, _summary_work(), chosen(ranks))
             show(memory_timeline_figure(df, summary))
         return df
 
@@ -51,11 +51,11 @@ class MemoryMixin:
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, _summary_work(), resolved(ranks))
+        df = run_one(self.t, _summary_work(), chosen(ranks))
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = run_one(self.t, _timeline_work(), resolved(ranks))
+            timeline = run_one(self.t, _timeline_work(), chosen(ranks))
             show(memory_timeline_figure(timeline, df))
         return df
 
@@ -67,7 +67,7 @@ class MemoryMixin:
         return run_one(self.t,
                        RankWork(memory.rank_memory_peak_operators, description="Memory at peak",
                                 add_rank=False, empty=memory.no_memory_peak_operators),
-                       resolved(ranks))
+                       chosen(ranks))
 
     @staticmethod
     def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:

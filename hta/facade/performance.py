@@ -16,7 +16,7 @@ import pandas as pd
 
 from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.facade.serving import ServingMixin
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
@@ -47,11 +47,9 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return run_one(self.t,
-                       RankWork(rank_op_performance,
-                                kwargs={"device": device, "rules": self.rules},
-                                description="Operator performance", empty=no_op_performance),
-                       resolved(ranks))
+        work = RankWork(rank_op_performance, kwargs={"device": device, "rules": self.rules},
+                        description="Operator performance", empty=no_op_performance)
+        return run_one(self.t, work, chosen(ranks))
 
     def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
                                    by: str = "shape") -> pd.DataFrame:
@@ -71,11 +69,9 @@ class PerformanceMixin(ServingMixin):
         self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
-            return run_one(self.t,
-                           RankWork(op_summary_of_rank,
-                                    kwargs={"device": device, "rules": self.rules},
-                                    description="Operator performance", empty=no_op_summary),
-                           resolved(ranks))
+            work = RankWork(op_summary_of_rank, kwargs={"device": device, "rules": self.rules},
+                            description="Operator performance", empty=no_op_summary)
+            return run_one(self.t, work, chosen(ranks))
         return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
@@ -85,10 +81,9 @@ class PerformanceMixin(ServingMixin):
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return run_one(self.t,
-                       RankWork(category_time_of_rank, kwargs={"rules": self.rules},
-                                description="Time by category", empty=no_category_time),
-                       resolved(ranks))
+        return run_one(self.t, RankWork(category_time_of_rank, kwargs={"rules": self.rules},
+                                        description="Time by category", empty=no_category_time),
+                       chosen(ranks))
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,
                       visualize: bool = True) -> Any:

@@ -1,9 +1,9 @@
 """Every :class:`~hta.trace_analysis.TraceAnalysis` method that takes ``ranks`` or
 ``iterations`` accepts the whole selection vocabulary of :mod:`hta.model.selection`.
 
-The analyses take ranks as ``None`` (every rank), a rank or a list, and iterations as
-``None`` (every event), a step or a list. What a user may also pass is resolved here, once,
-before the method runs: :data:`~hta.model.selection.ALL` or ``"all"`` (any case) for every
+The analyses take one :class:`~hta.model.selection.Selection`. What a user may pass is
+resolved here, once, before the method runs (a method's body then puts the two in one
+object with :func:`chosen`): :data:`~hta.model.selection.ALL` or ``"all"`` (any case) for every
 rank or every event, :data:`~hta.model.selection.FIRST` for the first ``ProfilerStep`` of the
 selected ranks (every event when they have none), and a ``range``. So
 ``analyzer.get_temporal_breakdown(ranks=[0, 1], iterations=hta.FIRST)`` works on every
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from hta.model.selection import (
@@ -26,6 +26,7 @@ from hta.model.selection import (
     normalize_iterations,
     normalize_ranks,
     rank_list,
+    resolve,
 )
 
 T = TypeVar("T", bound=type)
@@ -49,16 +50,16 @@ def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> Any:
         return iterations
     wanted = normalize_iterations(iterations)
     if wanted is FIRST:
-        return Selection(normalize_ranks(ranks), FIRST).resolve(job).iteration_list
+        return resolve(Selection(normalize_ranks(ranks), FIRST), job).iteration_list
     return None if isinstance(wanted, Marker) else list(wanted)
 
 
-def resolved(value: Ranks | Iterations) -> Iterable[int] | int | None:
-    """``ranks`` or ``iterations`` inside a method :func:`accept_selections` wraps, typed as
-    the analyses take them: the wrapper has resolved it already (no ``ALL``, ``FIRST`` or
-    ``"all"`` is left), so this returns ``value`` unchanged; it only tells the type
-    checker so."""
-    return cast("Iterable[int] | int | None", value)
+def chosen(ranks: Ranks | Iterations = None, iterations: Iterations = None) -> Selection:
+    """The :class:`~hta.model.selection.Selection` the analyses take, from ``ranks`` and
+    ``iterations`` inside a method :func:`accept_selections` wraps: the wrapper has
+    resolved them already (no :data:`~hta.model.selection.FIRST` is left), so this only
+    puts them in one object."""
+    return Selection.of(cast("Ranks", ranks), iterations)
 
 
 def _accepting(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,4 +96,4 @@ def accept_selections(cls: T) -> T:
     return cls
 
 
-__all__ = ["accept_selections", "resolve_iterations", "resolve_ranks", "resolved"]
+__all__ = ["accept_selections", "chosen", "resolve_iterations", "resolve_ranks"]

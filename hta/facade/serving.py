@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -59,10 +59,9 @@ class ServingMixin:
         from hta.analysis.serving import no_iterations, rank_iterations
         from hta.model.runner import RankWork, run_one
 
-        return run_one(self.t,
-                       RankWork(rank_iterations, (getattr(self, "rules", None),),
-                                description="Server iterations", empty=no_iterations),
-                       resolved(ranks))
+        return run_one(self.t, RankWork(rank_iterations, (getattr(self, "rules", None),),
+                                        description="Server iterations", empty=no_iterations),
+                       chosen(ranks))
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first
@@ -125,7 +124,7 @@ class ServingMixin:
         windows = self._capture_windows(capture_dir)
         out = run_one(self.t, RankWork(rank_captured_kernels, (windows,),
                                        empty=no_captured_kernels,
-                                       description="Captured kernels"), resolved(ranks))
+                                       description="Captured kernels"), chosen(ranks))
         out = out.reset_index(drop=True) if len(out) else no_captured_kernels()
         if len(out) and windows and not out["matched"].any():
             logger.warning("the capture traces match none of the %d graph replay(s): no "
@@ -149,7 +148,7 @@ class ServingMixin:
         work = RankWork(rank_captured_op_performance,
                         (kernels, device, getattr(self, "rules", None)),
                         empty=no_captured_op_performance, description="Captured operators")
-        out = run_one(self.t, work, resolved(ranks))
+        out = run_one(self.t, work, chosen(ranks))
         return out.reset_index(drop=True) if len(out) else no_captured_op_performance()
 
     def merge_capture_traces(self, capture_dir: str | Path | None = None) -> pd.DataFrame:

@@ -10,13 +10,14 @@ return types are HTA main's; ``docs/analyses/hta_main.md`` says where the answer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from hta.facade.selecting import chosen
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import rank_list, step_table
+from hta.model.selection import Iterations, Ranks, rank_list, step_table
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -38,8 +39,8 @@ class StepsAndOpsMixin:
 
         return steps.step_numbers(self.get_profiler_step_spans())
 
-    def get_event_counts(self, ranks: Iterable[int] | int | None = None,
-                         iterations: Iterable[int] | int | None = None) -> pd.DataFrame:
+    def get_event_counts(self, ranks: Ranks = None,
+                         iterations: Iterations = None) -> pd.DataFrame:
         """Per rank and event kind: how many events, and their summed duration in µs
         (definitions: :mod:`hta.analysis.event_counts`); with ``iterations``, only the
         events of those steps."""
@@ -47,16 +48,16 @@ class StepsAndOpsMixin:
 
         work = RankWork(event_counts.rank_event_counts, empty=event_counts.no_event_counts,
                         description="Event counts")
-        return run_one(self.t, work, ranks, iterations)
+        return run_one(self.t, work, chosen(ranks, iterations))
 
-    def get_profiler_step_spans(self, ranks: Iterable[int] | int | None = None
+    def get_profiler_step_spans(self, ranks: Ranks = None
                                 ) -> pd.DataFrame:
         """Per rank and step: start, end and duration in ns: the model's step table
         (:func:`hta.model.selection.step_table`)."""
-        return step_table(self.t, ranks)
+        return step_table(self.t, chosen(ranks))
 
     def get_aten_op_kernels_and_delay(
-        self, ranks: Iterable[int] | int | None = None,
+        self, ranks: Ranks = None,
         sort_by: Sequence[str] | str | None = None,
     ) -> dict[int, pd.DataFrame]:
         """Per rank (HTA's dict), per ATen op and kernel sequence: occurrences, mean delay
@@ -68,7 +69,7 @@ class StepsAndOpsMixin:
         work = RankWork(aten_ops.rank_aten_op_kernels_and_delay,
                         (aten_ops.sort_columns(sort_by),), description="ATen op kernels",
                         add_rank=False, empty=aten_ops.no_aten_op_kernels_and_delay)
-        df = run_one(self.t, work, ranks)
+        df = run_one(self.t, work, chosen(ranks))
         wanted = rank_list(ranks)
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]
         return {int(r): df.loc[df["rank"] == r, cols].reset_index(drop=True)

@@ -17,7 +17,7 @@ import pandas as pd
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.empty import one_rank, say_why_empty
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ class StragglersMixin(ClockMixin):
         reference clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``."""
         from hta.analysis.clock import aligned_arrivals
 
-        return aligned_arrivals(self.t, resolved(ranks), resolved(iterations),
-                                self.clock_shifts(align_clocks))
+        return aligned_arrivals(self.t, chosen(ranks, iterations),
+                                offsets=self.clock_shifts(align_clocks))
 
     def get_straggler_summary(self, ranks: Ranks = None, iterations: Iterations = None,
                               visualize: bool = False) -> pd.DataFrame:
@@ -91,7 +91,7 @@ class StragglersMixin(ClockMixin):
             raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}: "
                              f"no collective in those steps; steps with collectives: {have}")
         summary = straggler_summary(arrivals)
-        selected = len(self.t.selected_ranks(resolved(ranks)))
+        selected = len(self.t.selected_ranks(ranks))
         if selected < 2:
             say_why_empty(self, "stragglers", one_rank(selected))
         if straggler_identification_impl is None:

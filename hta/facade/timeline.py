@@ -18,9 +18,9 @@ import pandas as pd
 
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
-from hta.facade.selecting import resolved
+from hta.facade.selecting import chosen
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Ranks, iteration_list, rank_list
+from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,7 +42,7 @@ class TimelineMixin(ClockMixin):
     t: Job
 
     def get_timeline_segments(
-        self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
+        self, ranks: Ranks = None, iterations: Iterations = None,
         streams: Iterable[int] | int | None = None,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
         align_clocks: bool = True,
@@ -54,17 +54,16 @@ class TimelineMixin(ClockMixin):
         from hta.analysis import timeline
         from hta.analysis.clock import shift_times
 
-        per_rank = _per_rank_budget(self.t, resolved(ranks), max_segments)
+        per_rank = _per_rank_budget(self.t, chosen(ranks).rank_list, max_segments)
         timeline.check_budget(per_rank, resolution_ns)
-        segments = run_one(self.t,
-                           RankWork(timeline.rank_timeline_segments,
-                                    (iterations, streams, per_rank, resolution_ns),
-                                    description="GPU timeline", add_rank=False,
-                                    empty=timeline.no_timeline_segments), resolved(ranks))
+        segments = run_one(self.t, RankWork(timeline.rank_timeline_segments,
+                                            (iterations, streams, per_rank, resolution_ns),
+                                            description="GPU timeline", add_rank=False,
+                                            empty=timeline.no_timeline_segments), chosen(ranks))
         return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(
-        self, ranks: Ranks = None, iterations: Iterable[int] | int | None = None,
+        self, ranks: Ranks = None, iterations: Iterations = None,
         streams: Iterable[int] | int | None = None, *,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
         title: str | None = None, visualize: bool = False, align_clocks: bool = True,
@@ -128,20 +127,20 @@ class TimelineMixin(ClockMixin):
         )
 
         protos()  # fail before any work when Perfetto's package is missing
-        selected = self.t.selected_ranks(resolved(ranks))
-        drawn = rank_finding_slices(self.t, selected) if findings else None
+        selected = self.t.selected_ranks(ranks)
+        drawn = rank_finding_slices(self.t, chosen(selected)) if findings else None
         return write_job_perfetto(self.t, path, selected,
                                   offsets=self.clock_shifts(align_clocks), findings=drawn)
 
 
-def _per_rank_budget(trace: Job, ranks: Iterable[int] | int | None, total: int) -> int:
+def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:
     from hta.analysis.timeline import segments_per_rank
 
     wanted = rank_list(ranks)
     return segments_per_rank(total, len(trace.get_ranks()) if wanted is None else len(wanted))
 
 
-def _title(segments: pd.DataFrame, iterations: Iterable[int] | int | None) -> str:
+def _title(segments: pd.DataFrame, iterations: Iterations) -> str:
     ranks = segments["rank"].nunique() if len(segments) else 0
     text = f"GPU timeline: {ranks} rank(s)"
     its = iteration_list(iterations)

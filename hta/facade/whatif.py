@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
-from hta.model.selection import iteration_list
+from hta.model.selection import Iterations, Ranks, iteration_list
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -85,8 +85,8 @@ class WhatIfMixin:
         """
         return self._whatif_predict(changes)
 
-    def get_findings_what_if(self, ranks: Iterable[int] | int | None = None,
-                             iterations: Iterable[int] | int | None = None,
+    def get_findings_what_if(self, ranks: Ranks = None,
+                             iterations: Iterations = None,
                              min_share: float | None = None) -> pd.DataFrame:
         """:meth:`get_findings` with the change that would fix each finding (``change``)
         and, where the replay covers that change, ``est_saving(us)`` = measured minus
@@ -97,7 +97,7 @@ class WhatIfMixin:
         findings = self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
         return findings_with_changes(findings, self._whatif_predict)
 
-    def get_step_bounds(self, iterations: Iterable[int] | int | None = None
+    def get_step_bounds(self, iterations: Iterations = None
                         ) -> pd.DataFrame:
         """Per step (``iterations``: those only): which rank and which work bound the job's
         step, the step if that rank were at the median (``no-stragglers`` on that rank
@@ -105,7 +105,7 @@ class WhatIfMixin:
         :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
         return self._step_bound(iterations, each_step=True)[0].copy()
 
-    def get_job_step_bound(self, iterations: Iterable[int] | int | None = None
+    def get_job_step_bound(self, iterations: Iterations = None
                            ) -> dict[str, Any] | None:
         """What bounds the job's step over the steps (``iterations``: those only): the rank
         bounding the most steps, the work on the job's critical path by kind and its
@@ -116,7 +116,7 @@ class WhatIfMixin:
         found = self._step_bound(iterations, each_step=False)[1]
         return dict(found) if found is not None else None
 
-    def _step_bound(self, iterations: Iterable[int] | int | None, each_step: bool
+    def _step_bound(self, iterations: Iterations, each_step: bool
                     ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         """:func:`~hta.analysis.whatif.jobpath.job_step_bound`, kept per selection of steps
         (a result with every step's prediction also answers a call without)."""

@@ -36,7 +36,7 @@ import shutil
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -302,7 +302,7 @@ class DistributedJob:
         return len(self.handles)
 
     # -- per-rank work next to the data ----------------------------------------------
-    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+    def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """``fn(one_rank_trace, [rank], *args, **kwargs)`` for each selected rank, run

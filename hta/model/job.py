@@ -50,7 +50,7 @@ class Job(RankMapper, Protocol):
         rank raises ``KeyError`` naming the loaded ones."""
         ...
 
-    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+    def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """The runner's transport (internal: call :func:`hta.model.runner.run`): run

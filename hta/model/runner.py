@@ -9,19 +9,22 @@ else. The design:
   default returns it unchanged), and a ``description`` for the progress bar. It holds
   nothing but picklable values, so it travels to the worker that holds a rank; its
   ``empty`` gives the table of no rank. Every analysis of the package gives the runner
-  such a function. A function a user wrote on a trace, ``fn(trace, ranks, *args,
+  such a function. A function a user wrote on a trace, ``fn(trace, selection, *args,
   **kwargs)``, enters through :meth:`RankWork.of_trace` (the runner calls it on a
   one-rank trace of each rank in turn).
 * **The runner** is :func:`run` (:func:`run_one` for a single work): one call on the job
-  with a list of works. It visits each selected rank **once**, where the rank lives,
+  with a list of works and one :class:`~hta.model.vocabulary.Selection` (the ranks and
+  steps; :data:`~hta.model.vocabulary.EVERYTHING` by default, its ``FIRST`` resolved
+  beforehand: :func:`hta.model.selection.resolve`). It visits each rank of the selection
+  **once**, where the rank lives,
   through the job's own transport (``job.map_ranks``: one call in this process for an
   in-memory :class:`~hta.model.trace.Trace`; one call per rank in a local worker process
   or on the Dask worker that holds it for a :class:`hta.job.distributed.DistributedJob`,
   which also reloads ranks lost with a worker and reports the ones it cannot reach in
   ``job.skipped``). On each rank it
 
-  1. restricts the rank to the selected steps, when ``iterations`` (or the work's own
-     ``steps``) are given, once per distinct choice of steps
+  1. restricts the rank to the selection's steps (or the work's own ``steps``), when
+     there are some, once per distinct choice of steps
      (:func:`restrict_rank`: GPU work counts in the step of its launch);
   2. runs the works in order (so what they share, :func:`hta.model.derived.derived`,
      is computed once);
@@ -54,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
-from hta.model.vocabulary import iteration_list
+from hta.model.vocabulary import ALL, EVERYTHING, Ranks, Selection, iteration_list
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -94,9 +97,12 @@ class RankWork:
                  finish: Callable[[pd.DataFrame], Any] = _same,
                  description: str = "") -> RankWork:
         """A work from a per-rank function written on a trace,
-        ``fn(trace, ranks, *args, **kwargs)`` (its answer for several ranks is the
-        concatenation of its answers for each; it returns no symbol ids): run on a
-        one-rank trace of each rank; its tables pass unchanged."""
+        ``fn(trace, selection, *args, **kwargs)`` (``selection``: a
+        :class:`~hta.model.vocabulary.Selection` naming the ranks to answer for, every
+        event of them: the runner has restricted them to the selected steps already; its
+        answer for several ranks is the concatenation of its answers for each; it
+        returns no symbol ids): run on a one-rank trace of each rank; its tables pass
+        unchanged."""
         return cls(OnTrace(fn), tuple(args), dict(kwargs or {}), finish=finish,
                    description=description, add_rank=False)
 
@@ -111,7 +117,7 @@ class RankWork:
         if self.empty is not None:
             return self.empty()
         if isinstance(self.fn, OnTrace):
-            return self.fn.fn(Trace({}), [], *self.args, **dict(self.kwargs))
+            return self.fn.fn(Trace({}), Selection((), ALL), *self.args, **dict(self.kwargs))
         return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64)})
 
     @property
@@ -124,12 +130,13 @@ class RankWork:
 @dataclass(frozen=True)
 class OnTrace:
     """A per-rank function written on a trace, called on one rank:
-    ``fn(one_rank_trace, [rank], *args, **kwargs)`` (see :meth:`RankWork.of_trace`)."""
+    ``fn(one_rank_trace, Selection((rank,), ALL), *args, **kwargs)`` (see
+    :meth:`RankWork.of_trace`)."""
 
     fn: Callable[..., pd.DataFrame]
 
     def __call__(self, rank: RankTrace, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return self.fn(one_rank_trace(rank), [rank.rank], *args, **kwargs)
+        return self.fn(one_rank_trace(rank), Selection((rank.rank,), ALL), *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -140,23 +147,22 @@ class Failed:
 
 
 def run(job: RankMapper, works: Sequence[RankWork],
-        ranks: Iterable[int] | int | None = None,
-        iterations: Iterable[int] | int | None = None,
+        selection: Selection = EVERYTHING,
         *, errors: str = "raise", description: str = "", strict: bool = False
         ) -> list[Any]:
-    """Every work's answer, from one visit of each selected rank (see the module
-    docstring): ``ranks`` (``None``: every loaded rank), each restricted to the steps
-    ``iterations`` (``None``: every event) unless a work names its own ``steps``.
+    """Every work's answer, from one visit of each rank of ``selection`` (see the module
+    docstring; :data:`~hta.model.vocabulary.EVERYTHING`: every loaded rank, every event),
+    each restricted to the selection's steps unless a work names its own ``steps``.
     ``errors``: ``"raise"`` or ``"return"`` (the failure policy). ``strict``: a rank a
     distributed job cannot reach raises instead of being reported in ``job.skipped``."""
     if errors not in ("raise", "return"):
         raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
-    steps = iteration_list(iterations)
+    steps = selection.iteration_list
     default = None if steps is None else tuple(steps)
     calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
                    else default, w.add_rank) for w in works)
     what = description or ", ".join(dict.fromkeys(w.name for w in works))
-    visits = job.map_ranks(visit, ranks, (calls,), description=what, strict=strict)
+    visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what, strict=strict)
     per_rank = [row for part in visits for row in part]
     answers: list[Any] = []
     for i, work in enumerate(works):
@@ -185,16 +191,16 @@ def concat_tables(tables: Sequence[Any]) -> Any:
     return concat_frames(tables)
 
 
-def run_one(job: RankMapper, work: RankWork, ranks: Iterable[int] | int | None = None,
-            iterations: Iterable[int] | int | None = None, *, strict: bool = False) -> Any:
+def run_one(job: RankMapper, work: RankWork, selection: Selection = EVERYTHING,
+            *, strict: bool = False) -> Any:
     """One work's answer (:func:`run` with ``errors="raise"``)."""
-    return run(job, [work], ranks, iterations, strict=strict)[0]
+    return run(job, [work], selection, strict=strict)[0]
 
 
 Call = tuple[Callable[..., pd.DataFrame], tuple[Any, ...], dict[str, Any], Steps, bool]
 
 
-def visit(trace: Trace, ranks: Iterable[int] | int | None, calls: tuple[Call, ...]
+def visit(trace: Trace, ranks: Ranks, calls: tuple[Call, ...]
           ) -> list[tuple[int, list[Any]]]:
     """Where the ranks are: per selected rank, ``(rank, [each call's table or
     Failed])``, the calls in order on the rank (restricted once per choice of steps).
@@ -207,7 +213,7 @@ def visit(trace: Trace, ranks: Iterable[int] | int | None, calls: tuple[Call, ..
             and calls[0][3] is None:
         fn, args, kwargs = calls[0][0].fn, calls[0][1], calls[0][2]
         try:
-            return [(selected[0], [fn(trace, selected, *args, **kwargs)])]
+            return [(selected[0], [fn(trace, Selection(tuple(selected), ALL), *args, **kwargs)])]
         except Exception as exc:  # noqa: BLE001 - the failure policy is run's
             return [(selected[0], [Failed(exc)])]
     out = []

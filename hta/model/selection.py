@@ -4,7 +4,7 @@ A :class:`Selection` names ranks and iterations (``ProfilerStep#N`` numbers). Bo
 :data:`ALL`; iterations may also be :data:`FIRST` (the first step of the selected ranks,
 HTA's default for trace comparison). The front ends turn their arguments into a
 ``Selection`` once (:meth:`Selection.of`), resolve it against the loaded job once
-(:meth:`Selection.resolve`: unknown ranks and steps fail there, with what exists named),
+(:func:`resolve`: unknown ranks and steps fail there, with what exists named),
 and hand the resolved selection to each analysis.
 
 What each value means, everywhere:
@@ -33,8 +33,6 @@ otherwise), so no analysis ever has to guess what ``None`` meant.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,10 +44,15 @@ from hta.model.runner import RankWork, restrict_rank, run_one
 from hta.model.trace import RankTrace
 from hta.model.vocabulary import (
     ALL,
+    EVERYTHING,
     FIRST,
     Iterations,
     Marker,
     Ranks,
+    Selection,
+    StepList,
+    brief_list,
+    format_ranges,
     iteration_list,
     normalize_iterations,
     normalize_ranks,
@@ -63,79 +66,6 @@ if TYPE_CHECKING:
 
 STEP_COLUMNS = ["rank", "step", "ts", "end", "dur"]
 _STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Ranks and iterations to analyse (see the module docstring for the values)."""
-
-    ranks: tuple[int, ...] | Marker = ALL
-    iterations: tuple[int, ...] | Marker = ALL
-
-    @classmethod
-    def of(cls, ranks: Ranks = None, iterations: Iterations = None, *,
-           none_means: Marker = ALL) -> Selection:
-        """A selection from what a caller passed (``None`` iterations: ``none_means``)."""
-        return cls(normalize_ranks(ranks), normalize_iterations(iterations,
-                                                                none_means=none_means))
-
-    @property
-    def rank_list(self) -> list[int] | None:
-        """The ranks as a list, ``None`` for every rank."""
-        return None if isinstance(self.ranks, Marker) else list(self.ranks)
-
-    @property
-    def iteration_list(self) -> list[int] | None:
-        """The steps as a list, ``None`` for every event (only after :meth:`resolve` is
-        :data:`FIRST` gone; before, it raises)."""
-        if self.iterations is FIRST:
-            raise ValueError("resolve the selection against the job before reading its "
-                             "iterations (FIRST depends on the steps the ranks hold)")
-        return None if isinstance(self.iterations, Marker) else list(self.iterations)
-
-    def resolve(self, job: Job, steps: pd.DataFrame | None = None, *,
-                strict: bool = True) -> Selection:
-        """The concrete selection on ``job``: the loaded ranks, :data:`FIRST` replaced by
-        the first step of those ranks (or :data:`ALL` when they have none), explicit
-        steps checked against the steps of the selected ranks: each must exist
-        (``strict``) or at least one must (``strict=False``). ``steps``: the job's
-        :func:`step_table` when the caller has it already."""
-        loaded = job.get_ranks()
-        if isinstance(self.ranks, Marker):  # ALL, the only marker of ranks
-            ranks: tuple[int, ...] = tuple(loaded)
-        else:
-            missing = [r for r in self.ranks if r not in set(loaded)]
-            if missing:
-                which = f"rank {missing[0]} is" if len(missing) == 1 else f"ranks {missing} are"
-                raise KeyError(f"{which} not loaded; loaded ranks: {loaded}")
-            ranks = tuple(self.ranks)
-        iterations = self.iterations
-        if iterations is ALL:
-            return Selection(ranks, ALL)
-        steps = (step_table(job, list(ranks)) if steps is None
-                 else steps[steps["rank"].isin(ranks)])
-        available = sorted({int(s) for s in steps["step"]})
-        if isinstance(iterations, Marker):  # FIRST: ALL returned above
-            return Selection(ranks, tuple(available[:1]) if available else ALL)
-        missing = [i for i in iterations if i not in set(available)]
-        if missing and (strict or not set(iterations) & set(available)):
-            raise ValueError(
-                f"iteration(s) {missing} not found; the selected ranks hold "
-                f"ProfilerStep {brief_list(available) or 'none'}. Pass one of those, or \"all\" "
-                "for every event.")
-        return Selection(ranks, tuple(iterations))
-
-    def describe(self) -> str:
-        """A short text for headers and logs, e.g. ``ranks 0-3, steps 5-7``."""
-        ranks = ("all ranks" if isinstance(self.ranks, Marker)
-                 else f"rank(s) {format_ranges(self.ranks)}")
-        if self.iterations is ALL:
-            steps = "every event"
-        elif isinstance(self.iterations, Marker):  # FIRST
-            steps = "the first step"
-        else:
-            steps = f"step(s) {format_ranges(self.iterations)}"
-        return f"{ranks}, {steps}"
 
 
 def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,50 +102,64 @@ def _no_steps() -> pd.DataFrame:
     return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
 
 
-def step_table(job: Job, ranks: Ranks = None) -> pd.DataFrame:
+def step_table(job: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
     then start; computed where each rank is (:func:`hta.model.runner.run`)."""
     return run_one(job, RankWork(rank_steps, description="Profiler steps", empty=_no_steps),
-                   rank_list(ranks))
+                   selection.every_event())
 
 
-def restrict(trace: Trace, iterations: Iterable[int] | None,
-             ranks: Ranks = None) -> Trace:
-    """A copy of an in-memory ``trace`` keeping only the events of the given
-    ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its launch's
-    step; :func:`hta.model.runner.restrict_rank` per rank); ``None``: ``trace`` itself.
-    Data is shared, rows are filtered. ``ranks``: only those ranks are copied."""
+def resolve(selection: Selection, job: Job, steps: pd.DataFrame | None = None, *,
+            strict: bool = True) -> Selection:
+    """``selection`` made concrete on ``job``: the loaded ranks, :data:`FIRST` replaced by
+    the first step of those ranks (or :data:`ALL` when they have none), explicit steps
+    checked against the steps of the selected ranks: each must exist (``strict``) or at
+    least one must (``strict=False``). Unknown ranks raise ``KeyError``, unknown steps
+    ``ValueError``, each naming what exists. ``steps``: the job's :func:`step_table` when
+    the caller has it already."""
+    loaded = job.get_ranks()
+    if isinstance(selection.ranks, Marker):  # ALL, the only marker of ranks
+        ranks: tuple[int, ...] = tuple(loaded)
+    else:
+        missing = [r for r in selection.ranks if r not in set(loaded)]
+        if missing:
+            which = f"rank {missing[0]} is" if len(missing) == 1 else f"ranks {missing} are"
+            raise KeyError(f"{which} not loaded; loaded ranks: {loaded}")
+        ranks = tuple(selection.ranks)
+    iterations = selection.iterations
+    if iterations is ALL:
+        return Selection(ranks, ALL)
+    steps = (step_table(job, Selection(ranks, ALL)) if steps is None
+             else steps[steps["rank"].isin(ranks)])
+    available = sorted({int(s) for s in steps["step"]})
+    if isinstance(iterations, Marker):  # FIRST: ALL returned above
+        return Selection(ranks, tuple(available[:1]) if available else ALL)
+    missing = [i for i in iterations if i not in set(available)]
+    if missing and (strict or not set(iterations) & set(available)):
+        raise ValueError(
+            f"iteration(s) {missing} not found; the selected ranks hold "
+            f"ProfilerStep {brief_list(available) or 'none'}. Pass one of those, or \"all\" "
+            "for every event.")
+    return Selection(ranks, tuple(iterations))
+
+
+def restrict(trace: Trace, selection: Selection = EVERYTHING) -> Trace:
+    """A copy of an in-memory ``trace`` keeping the selection's ranks and only the events
+    of its ``ProfilerStep`` numbers (``iteration`` column; GPU work counts in its
+    launch's step; :func:`hta.model.runner.restrict_rank` per rank); every event of every
+    rank: ``trace`` itself. Data is shared, rows are filtered."""
     from hta.model.trace import Trace
 
-    if iterations is None:
+    wanted = selection.iteration_list
+    if wanted is None:
         return trace
-    wanted = iteration_list(iterations) or []
+    ranks = selection.rank_list
     chosen = trace if ranks is None else [trace.rank(r) for r in trace.selected_ranks(ranks)]
     kept = {rt.rank: restrict_rank(rt, wanted) for rt in chosen}
     return Trace(kept, trace_dir=trace.trace_dir, skipped=trace.skipped)
 
 
-def format_ranges(values: Iterable[int], sep: str = ", ") -> str:
-    """Distinct ``values`` as runs, e.g. ``[0, 1, 2, 5]`` as ``0-2, 5`` (``sep`` between
-    runs)."""
-    ordered = sorted(set(values))
-    out: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return sep.join(out)
-
-
-def brief_list(values: list[int], most: int = 20) -> str:
-    """The first ``most`` values, comma separated, `` ...`` when there are more."""
-    return ", ".join(map(str, values[:most])) + (" ..." if len(values) > most else "")
-
-
-__all__ = ["ALL", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks", "Selection",
-           "brief_list", "format_ranges", "iteration_list", "normalize_iterations",
-           "normalize_ranks", "rank_list", "rank_step_spans", "rank_steps", "restrict",
-           "step_table"]
+__all__ = ["ALL", "EVERYTHING", "FIRST", "STEP_COLUMNS", "Iterations", "Marker", "Ranks",
+           "Selection", "StepList", "brief_list", "format_ranges", "iteration_list",
+           "normalize_iterations", "normalize_ranks", "rank_list", "rank_step_spans",
+           "rank_steps", "resolve", "restrict", "step_table"]

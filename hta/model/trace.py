@@ -244,7 +244,7 @@ class Trace:
         (:func:`hta.model.vocabulary.selected_ranks`)."""
         return selected_ranks(self.get_ranks(), ranks)
 
-    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+    def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """The runner's transport (internal: analyses call :func:`hta.model.runner.run`)
@@ -267,7 +267,7 @@ class RankMapper(Protocol):
     ``map_ranks`` method (an in-memory :class:`Trace` and a distributed job both have
     it; the whole interface they share is :class:`hta.model.job.Job`)."""
 
-    def map_ranks(self, fn: Callable[..., Any], ranks: Iterable[int] | int | None = None,
+    def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
                   description: str = "", strict: bool = False) -> list[Any]:
         """``fn`` over the selected ranks, where they are; the per-call results."""

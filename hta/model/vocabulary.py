@@ -1,7 +1,7 @@
-"""The selection vocabulary: the markers, the two argument aliases and the one normaliser
-of each (what :mod:`hta.model.selection` builds its :class:`~hta.model.selection.Selection`
-from, and what every front end and analysis reads a ``ranks`` or ``iterations`` argument
-with).
+"""The selection vocabulary: the markers, the two argument aliases, the one normaliser
+of each, and :class:`Selection`, the one object in which ranks and steps travel from a
+front end to the runner and the analyses (:mod:`hta.model.selection` documents the
+values and holds the step table).
 
 It imports nothing of the model, so the lowest modules (:mod:`hta.model.trace`,
 :mod:`hta.model.runner`) can use it too; import the names from
@@ -11,6 +11,7 @@ It imports nothing of the model, so the lowest modules (:mod:`hta.model.trace`,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,6 +41,9 @@ Ranks = Iterable[int] | int | Marker | None
 #: What callers may pass for iterations: a step, several, ``None``, ``"all"``,
 #: :data:`ALL` or :data:`FIRST`.
 Iterations = Iterable[int] | int | str | Marker | None
+#: The steps a per-rank function is given: step numbers (a resolved selection's
+#: :attr:`Selection.iteration_list`), or ``None`` for every event.
+StepList = Iterable[int] | None
 
 
 def _is_all(value: object) -> bool:
@@ -90,7 +94,7 @@ def rank_list(ranks: Ranks | str) -> list[int] | None:
 def iteration_list(iterations: Iterations) -> list[int] | None:
     """:func:`normalize_iterations` as a list, ``None`` for every event (``None``,
     :data:`ALL`, ``"all"``); :data:`FIRST` raises (resolve it against the job first:
-    :meth:`hta.model.selection.Selection.resolve`)."""
+    :func:`hta.model.selection.resolve`)."""
     wanted = normalize_iterations(iterations)
     if wanted is FIRST:
         raise ValueError("iterations=FIRST depends on the steps the ranks hold: resolve the "
@@ -111,5 +115,78 @@ def selected_ranks(loaded: Sequence[int], ranks: Ranks | str = None) -> list[int
     return list(wanted)
 
 
-__all__ = ["ALL", "FIRST", "Iterations", "Marker", "Ranks", "iteration_list",
+@dataclass(frozen=True)
+class Selection:
+    """Ranks and iterations to analyse, the one object in which they travel from a front
+    end to the runner and the analyses (:mod:`hta.model.selection` says what each value
+    means). Build it with :meth:`of`; an analysis reads :attr:`rank_list` and
+    :attr:`iteration_list`."""
+
+    ranks: tuple[int, ...] | Marker = ALL
+    iterations: tuple[int, ...] | Marker = ALL
+
+    @classmethod
+    def of(cls, ranks: Ranks = None, iterations: Iterations = None, *,
+           none_means: Marker = ALL) -> Selection:
+        """A selection from what a caller passed (``None`` iterations: ``none_means``)."""
+        return cls(normalize_ranks(ranks), normalize_iterations(iterations,
+                                                                none_means=none_means))
+
+    @property
+    def rank_list(self) -> list[int] | None:
+        """The ranks as a list, ``None`` for every rank."""
+        return None if isinstance(self.ranks, Marker) else list(self.ranks)
+
+    @property
+    def iteration_list(self) -> list[int] | None:
+        """The steps as a list, ``None`` for every event (:data:`FIRST` raises: resolve the
+        selection against the job first, :func:`hta.model.selection.resolve`)."""
+        if self.iterations is FIRST:
+            raise ValueError("resolve the selection against the job before reading its "
+                             "iterations (FIRST depends on the steps the ranks hold)")
+        return None if isinstance(self.iterations, Marker) else list(self.iterations)
+
+    def every_event(self) -> Selection:
+        """The same ranks, every event (for an analysis that reads whole ranks)."""
+        return Selection(self.ranks, ALL)
+
+    def describe(self) -> str:
+        """A short text for headers and logs, e.g. ``ranks 0-3, steps 5-7``."""
+        ranks = ("all ranks" if isinstance(self.ranks, Marker)
+                 else f"rank(s) {format_ranges(self.ranks)}")
+        if self.iterations is ALL:
+            steps = "every event"
+        elif isinstance(self.iterations, Marker):  # FIRST
+            steps = "the first step"
+        else:
+            steps = f"step(s) {format_ranges(self.iterations)}"
+        return f"{ranks}, {steps}"
+
+
+#: Every rank, every event: the default selection of every analysis.
+EVERYTHING = Selection()
+
+
+def format_ranges(values: Iterable[int], sep: str = ", ") -> str:
+    """Distinct ``values`` as runs, e.g. ``[0, 1, 2, 5]`` as ``0-2, 5`` (``sep`` between
+    runs)."""
+    ordered = sorted(set(values))
+    out: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return sep.join(out)
+
+
+def brief_list(values: list[int], most: int = 20) -> str:
+    """The first ``most`` values, comma separated, `` ...`` when there are more."""
+    return ", ".join(map(str, values[:most])) + (" ..." if len(values) > most else "")
+
+
+__all__ = ["ALL", "EVERYTHING", "FIRST", "Iterations", "Marker", "Ranks", "Selection",
+           "StepList", "brief_list", "format_ranges", "iteration_list",
            "normalize_iterations", "normalize_ranks", "rank_list", "selected_ranks"]

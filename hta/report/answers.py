@@ -32,7 +32,7 @@ from hta.analysis.unclassified import (
     unclassified_of_rank,
 )
 from hta.model.runner import RankWork, run
-from hta.model.selection import Selection
+from hta.model.selection import Selection, resolve
 from hta.report.overview import JobOverview, overview_plan
 
 if TYPE_CHECKING:
@@ -114,12 +114,12 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     from one visit of each selected rank; ``device`` for the operators' % of peak."""
     analyzer.merge_capture_traces()  # graph-replayed work with its captured operators
     job = analyzer.t
-    selection = selection.resolve(job)
+    selection = resolve(selection, job)
     ranks, iterations = selection.rank_list, selection.iteration_list
     rules = analyzer.rules
     plans = [
         overview_plan(job, selection, top),
-        findings_plan(job, ranks, iterations),
+        findings_plan(job, Selection.of(ranks, iterations)),
         RankWork(category_time_of_rank, (rules,), empty=no_category_time
                  ).on_steps(iterations),
         RankWork(op_summary_of_rank, kwargs={"device": device, "rules": rules},
@@ -127,7 +127,7 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         RankWork(unclassified_of_rank, finish=sorted_unclassified, empty=no_unclassified),
         RankWork(summary_of_rank, empty=no_summary),
     ]
-    return JobAnswers(*run(job, plans, ranks, description="Summary", errors=errors))
+    return JobAnswers(*run(job, plans, Selection.of(ranks), description="Summary", errors=errors))
 
 
 __all__ = ["JobAnswers", "job_answers"]

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hta.model.selection import Selection
+from hta.model.selection import Selection, resolve
 from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
@@ -101,7 +101,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
 def _context(analyzer: Analyzer, ranks: Iterable[int] | None, iterations: Iterable[int] | None,
              critical_path_rank: int | None) -> Context:
     # Resolved once: unknown ranks and steps fail here, naming what the job holds.
-    selection = Selection.of(ranks, iterations).resolve(analyzer.t, strict=False)
+    selection = resolve(Selection.of(ranks, iterations), analyzer.t, strict=False)
     titles = {sid: title for sid, title, *_ in SECTIONS}
     return Context(analyzer, selection, critical_path_rank, titles)
 

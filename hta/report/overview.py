@@ -53,14 +53,13 @@ resolves it once against the job, and computes each rank's figures where the ran
 job), so only one row per rank (and its per-kernel totals) travels back. With steps
 selected, the temporal, overlap, idle and kernel figures use those analyses' own
 ``iterations`` selection; event counts, queue length and copies are taken on the rank
-restricted to the events of those steps (:func:`restrict_to_iterations`, applied next to
-the data).
+restricted to the events of those steps (:func:`hta.model.runner.restrict_rank`, applied
+next to the data).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -72,8 +71,8 @@ from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import summary_of_rank
 from hta.model.job import Job
 from hta.model.runner import RankWork, restrict_rank, run_one
-from hta.model.selection import Selection, rank_steps, restrict
-from hta.model.trace import RankTrace, Trace
+from hta.model.selection import EVERYTHING, Selection, rank_steps, resolve
+from hta.model.trace import RankTrace
 
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
@@ -131,24 +130,12 @@ class JobOverview:
         }
 
 
-def restrict_to_iterations(trace: Trace, iterations: Iterable[int] | None) -> Trace:
-    """A copy of an in-memory ``trace`` keeping only the events of the given
-    ``ProfilerStep`` numbers; ``None``: ``trace`` (:func:`hta.model.selection.restrict`)."""
-    return restrict(trace, iterations)
-
-
-def job_overview(job: Job, ranks: Iterable[int] | None = None,
-                 iterations: Iterable[int] | None = None, top: int = 10, *,
-                 selection: Selection | None = None) -> JobOverview:
+def job_overview(job: Job, selection: Selection = EVERYTHING, top: int = 10) -> JobOverview:
     """Per-rank figures, top kernels and spread across ranks of the selected ranks and
-    iterations (see the module docstring for every column).
-
-    ``selection`` (a :class:`~hta.model.selection.Selection`, resolved here if it is not)
-    replaces ``ranks`` and ``iterations``; ``None`` iterations mean every event."""
-    if selection is None:
-        selection = Selection.of(ranks, iterations)
-    selection = selection.resolve(job)
-    return run_one(job, overview_plan(job, selection, top), selection.rank_list)
+    iterations (see the module docstring for every column); ``selection`` is resolved
+    here if it is not."""
+    selection = resolve(selection, job)
+    return run_one(job, overview_plan(job, selection, top), selection.every_event())
 
 
 def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
@@ -173,18 +160,11 @@ def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
                     empty=no_overview)
 
 
-def rank_overview(trace: Trace, ranks: Iterable[int] | None,
-                  iterations: list[int] | None) -> pd.DataFrame:
-    """Per rank: one row of :data:`RANK_COLUMNS`, plus ``kernel_stats`` (the rank's
-    per-kernel totals, for :func:`top_kernels_of`) and the rank's rows of the analyses'
-    tables (:attr:`JobOverview.details`): :func:`overview_of_rank` of each rank."""
-    rows = [overview_of_rank(trace.rank(r), iterations) for r in trace.selected_ranks(ranks)]
-    return pd.concat(rows, ignore_index=True) if rows else no_overview()
-
-
 def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
-    """One rank's row of :func:`rank_overview` (the runner's per-rank function, next to
-    the data), from the analyses' per-rank functions."""
+    """One rank's row of the overview's table (:data:`RANK_COLUMNS`, plus ``kernel_stats``,
+    the rank's per-kernel totals for :func:`top_kernels_of`, and the rank's rows of the
+    analyses' tables, :attr:`JobOverview.details`): the runner's per-rank function, next
+    to the data, built from the analyses' per-rank functions."""
     restricted = restrict_rank(rt, iterations)
     details: dict[str, pd.DataFrame] = {}
     row = _rank_row(rt, restricted, iterations, details)
@@ -197,7 +177,7 @@ def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFram
 
 
 def no_overview() -> pd.DataFrame:
-    """:func:`rank_overview` of no rank."""
+    """:func:`overview_of_rank`'s table of no rank."""
     return pd.DataFrame({c: [] for c in RANK_COLUMNS})
 
 
@@ -328,5 +308,5 @@ def _job(trace: Job, table: pd.DataFrame, ranks: list[int],
     return job
 
 
-__all__ = ["JobFacts", "JobOverview", "job_overview", "rank_overview", "restrict_to_iterations",
+__all__ = ["JobFacts", "JobOverview", "job_overview", "no_overview", "overview_of_rank",
            "spread_across_ranks", "top_kernels_of"]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from hta._version import __version__
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace
 from hta.report.analyzer import Analyzer
 from hta.report.context import Section
@@ -58,7 +59,7 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
                       f"{time_text((max(ends) - min(starts)) / 1e3)}"))
     counts = run_one(job, RankWork(_events_and_steps, description="Report header",
-                                   empty=_no_counts), list(ranks))
+                                   empty=_no_counts), Selection.of(list(ranks)))
     events = int(counts["events"].sum()) if len(counts) else 0
     items.append(("events", f"{events:,} complete events"))
     steps = sorted({int(i) for held in counts.get("steps", []) for i in held})

@@ -5,6 +5,7 @@ operators with the most time and their % of peak. ``hardware(ctx, section)`` fil
 from __future__ import annotations
 
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
 
 OPS_SHOWN = 30
@@ -43,7 +44,7 @@ def hardware(ctx: Context, s: Section) -> None:
     else:
         mine = run_one(ctx.trace, RankWork(perf.rank_op_performance, kwargs={"rules": rules},
                                            description="Roofline", empty=perf.no_op_performance),
-                       [first], ctx.iterations)
+                       Selection.of([first], ctx.iterations))
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(
             modelled, roof_curves(device, roofs_of(mine)), f"{device.name}, rank {first}")))

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +30,7 @@ from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.model.job import Job
+from hta.model.selection import Ranks, Selection
 
 
 # -- job-level comparison -------------------------------------------------------------------
@@ -105,8 +105,8 @@ class JobDiff:
 
 
 def job_diff(
-    control: Job, test: Job, *, control_ranks: Iterable[int] | int | None = None,
-    test_ranks: Iterable[int] | int | None = None,
+    control: Job, test: Job, *, control_ranks: Ranks = None,
+    test_ranks: Ranks = None,
     control_iterations: Iterations = None, test_iterations: Iterations = None,
     use_short_name: bool = False, threshold_pct: float = DEFAULT_THRESHOLD_PCT,
 ) -> JobDiff:
@@ -176,8 +176,8 @@ def job_diff(
     if threshold_pct < 0 or not math.isfinite(threshold_pct):
         raise ValueError(f"threshold_pct must be a non-negative percentage, got "
                          f"{threshold_pct!r}.")
-    c = _side(control, control_ranks, control_iterations)
-    t = _side(test, test_ranks, test_iterations)
+    c = _side(control, Selection.of(control_ranks, control_iterations))
+    t = _side(test, Selection.of(test_ranks, test_iterations))
     notes = _notes(c, t)
     steps = pd.concat([_steps_rows("control", c), _steps_rows("test", t)], ignore_index=True)
     rows: list[tuple[str, str, float, float]] = []

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -20,26 +19,27 @@ from hta.analysis.diff.vendors import paired_names
 from hta.analysis.names import short_name
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
+from hta.model.selection import EVERYTHING, Ranks, Selection
 
 
 # -- per-name comparison (HTA's compare_traces) ----------------------------------------------
-def name_totals(trace: Job, ranks: Iterable[int] | int | None = None,
-                iterations: Iterable[int] | None = None,
+def name_totals(trace: Job, selection: Selection = EVERYTHING,
                 device_type: Any = "ALL", use_short_name: bool = False) -> pd.DataFrame:
     """Per name (or short name): ``counts`` and ``total_duration(ns)`` over the selected
     ranks, iterations (``None``: every event) and device type. Sorted by name."""
     device = device_type_name(device_type)
+    steps = selection.iteration_list
     n_sym = len(trace.symbols)
     counts = np.zeros(n_sym, dtype=np.int64)
     total = np.zeros(n_sym, dtype=np.int64)
-    for rt in select_ranks(trace, ranks):
+    for rt in select_ranks(trace, selection):
         ev = rt.events
         keep = np.ones(len(ev), dtype=bool)
         if device != "ALL":
             on_gpu = np.isin(ev["kind"].cat.codes.to_numpy(), _GPU_CODES)
             keep &= on_gpu if device == "GPU" else ~on_gpu
-        if iterations is not None:
-            keep &= np.isin(ev["iteration"].to_numpy(), list(iterations))
+        if steps is not None:
+            keep &= np.isin(ev["iteration"].to_numpy(), steps)
         names = ev["name"].to_numpy()[keep]
         counts += np.bincount(names, minlength=n_sym)
         total += np.bincount(names, weights=ev["dur"].to_numpy()[keep],
@@ -126,8 +126,8 @@ def _totals_by_name(frame: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def compare_traces(
-    control: Job, test: Job, control_rank: Iterable[int] | int | None = None,
-    test_rank: Iterable[int] | int | None = None,
+    control: Job, test: Job, control_rank: Ranks = None,
+    test_rank: Ranks = None,
     control_iteration: Iterations = None, test_iteration: Iterations = None,
     device_type: Any = "ALL", use_short_name: bool = False,
     control_label: str = "Control", test_label: str = "Test",
@@ -143,7 +143,8 @@ def compare_traces(
                                    (test, test_rank, test_iteration)):
         ranks = _first_rank(trace, rank)
         iterations = resolve_iterations(trace, ranks, iteration)
-        sides.append(name_totals(trace, ranks, iterations, device_type, use_short_name))
+        sides.append(name_totals(trace, Selection.of(ranks, iterations), device_type=device_type,
+                                 use_short_name=use_short_name))
     return compare_name_totals(sides[0], sides[1], control_label, test_label,
                                "short_name" if use_short_name else "name")
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,7 @@ import pandas as pd
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, KINDS
-from hta.model.selection import ALL, FIRST, Selection
+from hta.model.selection import ALL, FIRST, Selection, resolve
 from hta.model.selection import Iterations as Iterations
 from hta.model.selection import Ranks as Ranks
 
@@ -56,16 +55,16 @@ def resolve_iterations(trace: Job, ranks: Ranks, iteration: Iterations,
     :class:`hta.model.selection.Selection`'s, with ``None`` meaning :data:`FIRST`.
     """
     selection = Selection.of(ranks, iteration, none_means=FIRST)
-    resolved = selection.resolve(trace, steps)
+    resolved = resolve(selection, trace, steps)
     if selection.iterations is FIRST and resolved.iterations is ALL:
         logger.info("no ProfilerStep in the selected ranks: comparing every event")
     return resolved.iteration_list
 
 
-def _first_rank(trace: Job, rank: Iterable[int] | int | None) -> list[int]:
+def _first_rank(trace: Job, rank: Ranks) -> list[int]:
     if rank is None:
         loaded = trace.get_ranks()
         if not loaded:
             raise ValueError("the trace holds no rank; load a folder with trace files.")
         return loaded[:1]
-    return [rt.rank for rt in select_ranks(trace, rank)]
+    return [rt.rank for rt in select_ranks(trace, Selection.of(rank))]

@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from hta.analysis.diff.scope import Iterations, resolve_iterations
+from hta.analysis.diff.scope import resolve_iterations
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
-from hta.model.selection import ALL, normalize_iterations, step_table
+from hta.model.selection import ALL, Selection, step_table
 
 
 @dataclass
@@ -36,18 +35,18 @@ class _Side:
                      / len(self.ranks))
 
 
-def _side(trace: Job, ranks: Iterable[int] | int | None, iterations: Iterations) -> _Side:
-    selected = [rt.rank for rt in select_ranks(trace, ranks)]
+def _side(trace: Job, selection: Selection) -> _Side:
+    selected = [rt.rank for rt in select_ranks(trace, selection)]
     if not selected:
         raise ValueError("no rank selected; check the ranks argument against the loaded "
                          f"ranks {trace.get_ranks()}.")
-    steps = step_table(trace, selected)
+    steps = step_table(trace, Selection.of(selected))
     has_steps = len(steps) > 0
     if has_steps:
-        if normalize_iterations(iterations) is ALL:  # None or "all": every step
+        if selection.iterations is ALL:  # None or "all": every step
             wanted = sorted(set(steps["step"].tolist()))
         else:
-            wanted = resolve_iterations(trace, selected, iterations, steps) or []
+            wanted = resolve_iterations(trace, selected, selection.iterations, steps) or []
         steps = steps[steps["step"].isin(wanted)].reset_index(drop=True)
         counts = steps.groupby("rank")["step"].nunique()
         n_steps = {r: int(counts.get(r, 0)) for r in selected}
@@ -56,7 +55,7 @@ def _side(trace: Job, ranks: Iterable[int] | int | None, iterations: Iterations)
             raise ValueError(f"rank(s) {empty} hold none of the selected steps {wanted}; "
                              "select other ranks or iterations.")
         return _Side(trace, selected, steps, n_steps, wanted, True)
-    if normalize_iterations(iterations) is not ALL:
+    if selection.iterations is not ALL:
         raise ValueError("iterations were given but the trace has no ProfilerStep; "
                          "leave them out to compare whole traces.")
     return _Side(trace, selected, steps, dict.fromkeys(selected, 1), None, False)

@@ -10,7 +10,7 @@ circle: the engine reaches the rules through the explicit list of :mod:`.catalog
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
@@ -20,7 +20,7 @@ import pandas as pd
 from hta.analysis.findings.claims import Claim
 from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
 from hta.model.derived import derived
-from hta.model.selection import rank_steps
+from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace, Trace
 
 D = TypeVar("D", bound=Any)
@@ -55,7 +55,7 @@ class Finding:
 
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
-JobCheck = Callable[[Trace, "list[int]", "list[int] | None"], "list[Finding]"]
+JobCheck = Callable[[Trace, "Selection"], "list[Finding]"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _step_table(rt: RankTrace) -> pd.DataFrame:
                          "end_ns": spans["end"].to_numpy(np.int64)})
 
 
-def rank_work(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> GpuWork:
+def rank_work(rt: RankTrace, iterations: StepList = None) -> GpuWork:
     """The rank's GPU work (:func:`~hta.analysis.gpu_work.gpu_work` of ``rt.events``,
     optionally of the given iterations), computed once per rank and selection
     (:func:`hta.model.derived.derived`; its arrays are read-only)."""
@@ -151,7 +151,7 @@ def _steady_state() -> SteadyState:
     return _STEADY[0]
 
 
-def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
+def analysis_window(rt: RankTrace, iterations: StepList = None
                     ) -> tuple[int, int]:
     """(start, end) in ns of what is analysed on this rank.
 
@@ -166,7 +166,7 @@ def analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None = None
     return derived(rt, ("findings.window", key), lambda: _analysis_window(rt, iterations))
 
 
-def _analysis_window(rt: RankTrace, iterations: Iterable[int] | int | None
+def _analysis_window(rt: RankTrace, iterations: StepList
                      ) -> tuple[int, int]:
     steps = step_table(rt)
     if iterations is not None:

@@ -35,7 +35,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
 
@@ -47,12 +46,12 @@ from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
-from hta.analysis.select import select_ranks
+from hta.analysis.select import rank_numbers, select_ranks
 from hta.analysis.stragglers import match_collectives
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
-from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
 
@@ -84,17 +83,17 @@ ADVICE = (
     "network's bandwidth per GPU instead.")
 
 
-def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | None,
-                        link_gbps: float | None = None) -> list[Finding]:
+def check_collective_bw(trace: Trace, selection: Selection, link_gbps: float | None = None
+                        ) -> list[Finding]:
     """``collective_bw``: per rank, operation and process group, the slow calls
     (module docstring); ``link_gbps`` overrides the link bandwidth of every rank."""
-    perf, info = _rank_inputs(trace, ranks, iterations)
+    perf, info = _rank_inputs(trace, selection)
     if not len(perf):
         return []
     if not np.isfinite(perf["msg_bytes"].to_numpy(float)).any():
         logger.info(NO_ARGS_NOTE)
         return []
-    if len(ranks) < 2:
+    if len(rank_numbers(trace, selection)) < 2:
         logger.info(ONE_RANK_NOTE)
         return []
     calls = slow_calls(perf, info, link_gbps)
@@ -121,13 +120,13 @@ def check_collective_bw(trace: Trace, ranks: list[int], iterations: list[int] | 
     return found
 
 
-def _rank_inputs(trace: Job, ranks: list[int], iterations: list[int] | None
+def _rank_inputs(trace: Job, selection: Selection
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
     over them (each rank is read once, where it is)."""
-    work = RankWork(_rank_tables, (iterations,), description="Collective bandwidth",
-                    add_rank=False, empty=_no_tables)
-    return run_one(trace, work, ranks)
+    work = RankWork(_rank_tables, (selection.iteration_list,),
+                    description="Collective bandwidth", add_rank=False, empty=_no_tables)
+    return run_one(trace, work, selection.every_event())
 
 
 def _rank_tables(rank: RankTrace, iterations: list[int] | None
@@ -142,12 +141,11 @@ def _no_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return coll.empty(), no_links()
 
 
-def rank_links(trace: Trace, ranks: Iterable[int] | int | None,
-               iterations: list[int] | None) -> pd.DataFrame:
+def rank_links(trace: Trace, selection: Selection) -> pd.DataFrame:
     """Per rank: ``rank``, ``device``, ``link`` (name), ``link_gbps``, ``window_start``,
     ``window_ns``, ``world_size`` and ``node_local`` (process group names whose ranks
     lie in one node, comma-separated; ``*`` for all when the job fits in one node)."""
-    rows = [_link_row(rt, iterations) for rt in select_ranks(trace, ranks)]
+    rows = [_link_row(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
@@ -276,13 +274,10 @@ def collective_bw_rule(link_gbps: float | None = None) -> FindingRule:
     return replace(rule, check=partial(check_collective_bw, link_gbps=float(link_gbps)))
 
 
-def slow_collectives(trace: Job, ranks: list[int] | None = None,
-                     iterations: list[int] | None = None,
+def slow_collectives(trace: Job, selection: Selection = EVERYTHING,
                      link_gbps: float | None = None) -> pd.DataFrame:
     """The calls the rule judges slow, one row each (:func:`slow_calls`'s table)."""
-    wanted = rank_list(ranks)
-    selected = sorted(trace.get_ranks()) if wanted is None else wanted
-    perf, info = _rank_inputs(trace, selected, iterations)
+    perf, info = _rank_inputs(trace, selection)
     if not len(perf):
         return perf
     return slow_calls(perf, info, link_gbps).reset_index(drop=True)

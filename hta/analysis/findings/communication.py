@@ -55,8 +55,10 @@ from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
+from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import straggler_summary
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 
 GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
@@ -356,21 +358,20 @@ def _named_calls(calls: pd.DataFrame, window_start: int) -> str:
 
 
 # -- stragglers ---------------------------------------------------------------------------------
-def check_stragglers(trace: Trace, ranks: list[int],
-                     iterations: list[int] | None) -> list[Finding]:
+def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
     """``stragglers``: one finding per rank that alone arrived last and held others up."""
-    if len(ranks) < 2:
+    if len(rank_numbers(trace, selection)) < 2:
         return []
-    arrivals = aligned_arrivals(trace, ranks, iterations)
+    arrivals = aligned_arrivals(trace, selection)
     summary = straggler_summary(arrivals)
     if not len(summary):
         return []
     hit = summary[summary["total_excess_lag(us)"] > 0]
     if not len(hit):
         return []
-    work = RankWork(_rank_window, (iterations,), description="Analysis windows",
+    work = RankWork(_rank_window, (selection.iteration_list,), description="Analysis windows",
                     add_rank=False, empty=_no_windows)
-    windows = run_one(trace, work, [int(r) for r in hit["rank"]]).set_index("rank")[
+    windows = run_one(trace, work, Selection.of([int(r) for r in hit["rank"]])).set_index("rank")[
         "window_ns"]
     found = []
     for row in hit.to_dict("records"):

@@ -59,7 +59,7 @@ are always kept.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -86,8 +86,8 @@ from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
+from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
-from hta.model.vocabulary import rank_list
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +125,7 @@ class FindingsResult:
     unexplained: pd.DataFrame
 
 
-def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None,
+def rank_analysis(trace: Trace, selection: Selection = EVERYTHING,
                   rules: Sequence[FindingRule] | None = None,
                   min_share: float = DEFAULT_MIN_SHARE,
                   reserved: dict[int, list[tuple[str, Finding]]] | None = None
@@ -139,8 +138,8 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
     :mod:`hta.model.runner` runs it next to the data; no claim travels back.
     ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
-    rows = [_analysis_row(rt, iterations, rules, min_share, reserved)
-            for rt in select_ranks(trace, ranks)]
+    rows = [_analysis_row(rt, selection.iteration_list, rules, min_share, reserved)
+            for rt in select_ranks(trace, selection)]
     return pd.DataFrame(rows, columns=ANALYSIS_COLUMNS)
 
 
@@ -148,7 +147,7 @@ def rank_analysis(trace: Trace, ranks: Iterable[int] | int | None = None,
 ANALYSIS_COLUMNS = ["rank", "findings", "coverage", "pieces"]
 
 
-def analysis_of_rank(rt: RankTrace, iterations: Iterable[int] | int | None = None,
+def analysis_of_rank(rt: RankTrace, iterations: StepList = None,
                      rules: Sequence[FindingRule] | None = None,
                      min_share: float = DEFAULT_MIN_SHARE,
                      reserved: dict[int, list[tuple[str, Finding]]] | None = None
@@ -163,7 +162,7 @@ def no_analysis() -> pd.DataFrame:
     return pd.DataFrame([], columns=ANALYSIS_COLUMNS)
 
 
-def _analysis_row(rt: RankTrace, iterations: Iterable[int] | int | None,
+def _analysis_row(rt: RankTrace, iterations: StepList,
                   rules: Sequence[FindingRule] | None, min_share: float,
                   reserved: dict[int, list[tuple[str, Finding]]] | None) -> dict[str, Any]:
     rank_rules = [r for r in (default_rules() if rules is None else rules)
@@ -171,7 +170,7 @@ def _analysis_row(rt: RankTrace, iterations: Iterable[int] | int | None,
     iters = None if iterations is None else as_list(iterations)
     window = analysis_window(rt, iters)
     found = [(rule, f) for rule in rank_rules
-             for f in rule.check(rt, iters)]  # type: ignore[call-arg,arg-type]
+             for f in rule.check(rt, iters)]  # type: ignore[arg-type]
     # Notes (info rules) claim no time and have no saving: kept as they are.
     notes = [_raw_row(rule, rt.rank, f) for rule, f in found if rule.info]
     # A note with a claim (warm-up) holds its time first: no saving counts it.
@@ -188,19 +187,17 @@ def _analysis_row(rt: RankTrace, iterations: Iterable[int] | int | None,
     return {"rank": rt.rank, "findings": raw + notes, "coverage": cov, "pieces": pieces}
 
 
-def rank_findings(trace: Trace, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None,
+def rank_findings(trace: Trace, selection: Selection = EVERYTHING,
                   rules: Sequence[FindingRule] | None = None,
                   min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
     """The rank-scope rules' findings, one row per finding and rank (:data:`RAW_COLUMNS`),
     after :func:`resolve_rank`."""
-    per_rank = rank_analysis(trace, ranks, iterations, rules, min_share)
+    per_rank = rank_analysis(trace, selection, rules=rules, min_share=min_share)
     rows = [r for found in per_rank["findings"] for r in found]
     return pd.DataFrame(rows, columns=RAW_COLUMNS)
 
 
-def analyse(trace: Job, ranks: Iterable[int] | int | None = None,
-            iterations: Iterable[int] | int | None = None,
+def analyse(trace: Job, selection: Selection = EVERYTHING,
             rules: Sequence[FindingRule] | None = None,
             min_share: float = DEFAULT_MIN_SHARE) -> FindingsResult:
     """Run the rules; the findings, largest saving first, with the coverage per rank.
@@ -208,20 +205,18 @@ def analyse(trace: Job, ranks: Iterable[int] | int | None = None,
     ``rules`` defaults to :func:`default_rules`. A job rule that raises is logged and
     skipped: one broken rule must not hide the others' findings.
     """
-    selected = _selected(trace, ranks)
-    return run_one(trace, findings_plan(trace, selected, iterations, rules, min_share),
-                   selected)
+    return run_one(trace, findings_plan(trace, selection, rules, min_share),
+                   selection.every_event())
 
 
-def _selected(trace: Job, ranks: Iterable[int] | int | None) -> list[int]:
-    """``ranks`` as a sorted list (:func:`~hta.model.vocabulary.rank_list`), every loaded
-    rank for ``None``."""
-    wanted = rank_list(ranks)
+def _selected(trace: Job, selection: Selection) -> list[int]:
+    """The selection's ranks as a sorted list, every loaded rank for
+    :data:`~hta.model.selection.ALL`."""
+    wanted = selection.rank_list
     return sorted(trace.get_ranks()) if wanted is None else wanted
 
 
-def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
-                  iterations: Iterable[int] | int | None = None,
+def findings_plan(trace: Job, selection: Selection = EVERYTHING,
                   rules: Sequence[FindingRule] | None = None,
                   min_share: float = DEFAULT_MIN_SHARE) -> RankWork:
     """:func:`analyse` as a :class:`~hta.model.runner.RankWork`: the job rules run now
@@ -230,9 +225,9 @@ def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
     (:func:`hta.model.runner.run`); ``finish`` merges the rows into the
     :class:`FindingsResult`. Run it over the same ``ranks``."""
     rules = default_rules() if rules is None else list(rules)
-    selected = _selected(trace, ranks)
-    iters = None if iterations is None else as_list(iterations)
-    job = _job_findings(trace, selected, iters, rules)
+    selected = _selected(trace, selection)
+    iters = selection.iteration_list
+    job = _job_findings(trace, Selection.of(selected, iters), rules)
     reserved: dict[int, list[tuple[str, Finding]]] = {}
     for rule, f in job:
         for r, claim in (f.rank_claims or {}).items():
@@ -255,13 +250,14 @@ def findings_plan(trace: Job, ranks: Iterable[int] | int | None = None,
                     description="Findings", empty=no_analysis)
 
 
-def _job_findings(trace: Job, selected: list[int], iters: list[int] | None,
-                  rules: Sequence[FindingRule]) -> list[tuple[FindingRule, Finding]]:
-    """The job rules' findings; a rule that raises is logged and skipped."""
+def _job_findings(trace: Job, selection: Selection, rules: Sequence[FindingRule]
+                  ) -> list[tuple[FindingRule, Finding]]:
+    """The job rules' findings on ``selection`` (its ranks named); a rule that raises is
+    logged and skipped."""
     out: list[tuple[FindingRule, Finding]] = []
     for rule in (r for r in rules if r.scope == "job"):
         try:
-            found = rule.check(trace, selected, iters)  # type: ignore[call-arg,arg-type]
+            found = rule.check(trace, selection)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - see analyse's docstring
             logger.warning("finding rule %s failed: %s", rule.id, exc, exc_info=True)
             continue
@@ -269,13 +265,12 @@ def _job_findings(trace: Job, selected: list[int], iters: list[int] | None,
     return out
 
 
-def find(trace: Job, ranks: Iterable[int] | int | None = None,
-         iterations: Iterable[int] | int | None = None,
+def find(trace: Job, selection: Selection = EVERYTHING,
          rules: Sequence[FindingRule] | None = None,
          min_share: float = DEFAULT_MIN_SHARE) -> pd.DataFrame:
     """Run the rules and return the findings (:data:`COLUMNS`), largest saving first
     (:func:`analyse`'s ``findings``)."""
-    return analyse(trace, ranks, iterations, rules, min_share).findings
+    return analyse(trace, selection, rules=rules, min_share=min_share).findings
 
 
 def _cap_job_finding(row: dict[str, Any], f: Finding,

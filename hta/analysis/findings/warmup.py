@@ -61,7 +61,6 @@ start of the trace (what the window leaves out) and says where the window starts
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +91,7 @@ from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
+from hta.model.selection import StepList
 from hta.model.trace import RankTrace
 
 #: Shortest one-time cost (ns).
@@ -741,7 +741,7 @@ RULES: list[FindingRule] = [
     ),
 ]
 
-def window_text(rt: RankTrace, iterations: Iterable[int] | int | None = None) -> str:
+def window_text(rt: RankTrace, iterations: StepList = None) -> str:
     """Which window the findings of the rank describe and how it was found."""
     lo, hi = analysis_window(rt, iterations)
     steps = step_table(rt)

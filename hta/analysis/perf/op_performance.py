@@ -27,7 +27,6 @@ Definitions and derivations: ``docs/analyses/performance.md``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,6 +41,7 @@ from hta.analysis.select import select_ranks
 from hta.model.derived import derived
 from hta.model.devices import Device, device_by_name, match_device
 from hta.model.rules import RuleSet
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 COLUMNS = [
@@ -238,11 +238,11 @@ def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: De
     return out[COLUMNS]
 
 
-def op_performance(trace: Trace, ranks: Iterable[int] | int | None = None,
+def op_performance(trace: Trace, selection: Selection = EVERYTHING,
                    device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """One row per operator call with GPU work, on the selected ranks (module docstring;
     columns :data:`COLUMNS`)."""
-    frames = [rank_op_performance(rt, device, rules) for rt in select_ranks(trace, ranks)]
+    frames = [rank_op_performance(rt, device, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_op_performance()

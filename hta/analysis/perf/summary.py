@@ -17,8 +17,6 @@ category where its name has one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -33,6 +31,7 @@ from hta.analysis.perf.replayed import TABLE, calls_of
 from hta.analysis.select import select_ranks
 from hta.model.categories import CATEGORIES, op_category
 from hta.model.rules import RuleSet
+from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 SUMMARY_COLUMNS = [
@@ -77,11 +76,11 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     return out[SUMMARY_COLUMNS]
 
 
-def rank_op_summary(trace: Trace, ranks: Iterable[int] | int | None = None,
+def rank_op_summary(trace: Trace, selection: Selection = EVERYTHING,
                     device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """:func:`op_performance_summary` of the selected ranks, computed from their calls
     where the ranks are (per rank: only the summary travels, never the per-call rows)."""
-    return op_performance_summary(op_performance(trace, ranks, device=device, rules=rules))
+    return op_performance_summary(op_performance(trace, selection, device=device, rules=rules))
 
 
 def op_summary_of_rank(rt: RankTrace, device: DeviceArg = None,
@@ -123,11 +122,11 @@ def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
                            ignore_index=True)
 
 
-def category_time(trace: Trace, ranks: Iterable[int] | int | None = None,
+def category_time(trace: Trace, selection: Selection = EVERYTHING,
                   rules: RuleSet | None = None) -> pd.DataFrame:
     """GPU work time per rank and category (:data:`CATEGORY_COLUMNS`; module docstring),
     in the order of :data:`~hta.model.categories.CATEGORIES`."""
-    frames = [category_time_of_rank(rt, rules) for rt in select_ranks(trace, ranks)]
+    frames = [category_time_of_rank(rt, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return no_category_time()
