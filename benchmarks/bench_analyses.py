@@ -48,6 +48,7 @@ from hta.analysis import (  # noqa: E402
 from hta.analysis import findings as findings_engine  # noqa: E402
 from hta.analysis.findings.engine import FindingRule, rank_findings  # noqa: E402
 from hta.model.rules import GPU_WORK_KINDS  # noqa: E402
+from hta.model.selection import Selection  # noqa: E402
 from hta.model.trace import Trace  # noqa: E402
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
@@ -72,7 +73,7 @@ ANALYSES: dict[str, Callable[[Trace], Any]] = {
 def _one_rule(rule: FindingRule) -> Callable[[Trace], Any]:
     if rule.scope == "rank":
         return lambda t: rank_findings(t, rules=[rule])
-    return lambda t: rule.check(t, t.get_ranks(), None)  # type: ignore[call-arg]
+    return lambda t: rule.check(t, Selection.of(t.get_ranks()))  # type: ignore[arg-type]
 
 
 ANALYSES.update({f"  finding rule {r.id}": _one_rule(r) for r in findings_engine.default_rules()})
