@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from hta.model.selection import (
     FIRST,
@@ -54,12 +54,12 @@ def resolve_iterations(job: Any, ranks: Any, iterations: Any) -> Any:
     return None if isinstance(wanted, Marker) else list(wanted)
 
 
-def chosen(ranks: Ranks | Iterations = None, iterations: Iterations = None) -> Selection:
+def chosen(ranks: Ranks = None, iterations: Iterations = None) -> Selection:
     """The :class:`~hta.model.selection.Selection` the analyses take, from ``ranks`` and
     ``iterations`` inside a method :func:`accept_selections` wraps: the wrapper has
     resolved them already (no :data:`~hta.model.selection.FIRST` is left), so this only
     puts them in one object."""
-    return Selection.of(cast("Ranks", ranks), iterations)
+    return Selection.of(ranks, iterations)
 
 
 def _accepting(method: Callable[..., Any]) -> Callable[..., Any]:
