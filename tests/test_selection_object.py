@@ -16,6 +16,7 @@ from conftest import SAMPLE_TRACES
 import hta
 import hta.analysis
 from hta.analysis.findings.catalog import default_rules
+from hta.analysis.select import check_whole_ranks
 from hta.analysis.summary import rank_summary
 from hta.analysis.temporal import temporal_breakdown
 from hta.model.runner import RankWork, restrict_rank, run, run_one
@@ -129,3 +130,29 @@ def test_job_rules_take_the_selection(trace: Trace) -> None:
         params = list(inspect.signature(rule.check).parameters)
         assert params[:2] == ["trace", "selection"], (rule.id, params)
         assert isinstance(rule.check(trace, Selection.of([0, 1], [1])), list)
+
+
+def _whole_rank_analyses() -> list[object]:
+    """Every entry point that reads whole ranks (it calls ``check_whole_ranks``)."""
+    found = []
+    for name in _modules():
+        module = importlib.import_module(name)
+        for fn in vars(module).values():
+            if (inspect.isfunction(fn) and fn.__module__ == name and fn is not check_whole_ranks
+                    and "check_whole_ranks(selection" in inspect.getsource(fn)):
+                found.append(fn)
+    return found
+
+
+def test_no_step_is_silently_ignored(trace: Trace) -> None:
+    """An analysis that reads every event of its ranks refuses a selection with steps
+    (it used to take ``ranks`` only), saying what to pass."""
+    analyses = _whole_rank_analyses()
+    assert len(analyses) >= 20
+    for fn in analyses:
+        params = inspect.signature(fn).parameters
+        required = {p: None for p, v in list(params.items())[1:]
+                    if v.default is inspect.Parameter.empty and p != "selection"}
+        for steps in ([1], FIRST):
+            with pytest.raises(ValueError, match="takes no steps"):
+                fn(trace, selection=Selection.of(iterations=steps), **required)

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
+from hta.analysis.select import check_whole_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
@@ -139,6 +140,7 @@ def memory_bw_time_series(trace: RankMapper, selection: Selection = EVERYTHING,
     docstring. Sorted by rank, pid, name, ts. Computed per rank, where the rank is; pass
     ``copies`` (from :func:`memory_copies`) to reuse it instead.
     """
+    check_whole_ranks(selection, "memory_bw_time_series")
     if copies is None:
         return run_one(trace, RankWork(rank_memory_bw_series, description="Memory bandwidth",
                                        add_rank=False, empty=no_memory_bw_series), selection)
@@ -200,6 +202,7 @@ def memory_bw_summary(trace: RankMapper, selection: Selection = EVERYTHING,
     count 2, busy 0.15 µs, achieved 4000/150 = 26.67 GB/s, per-copy bandwidths 10 and 30.
     Computed per rank, where the rank is; pass ``copies`` to reuse them instead.
     """
+    check_whole_ranks(selection, "memory_bw_summary")
     if copies is None:
         return run_one(trace,
                        RankWork(rank_memory_bw_summary, description="Memory bandwidth summary",

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import rank_numbers, select_ranks
+from hta.analysis.select import check_whole_ranks, rank_numbers, select_ranks
 from hta.analysis.stragglers import (
     match_collectives,
     no_collective_kernels,
@@ -85,6 +85,7 @@ def rank_host(rt: RankTrace) -> str:
 def rank_hosts(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
     ``rank``, ``host`` (the rows of :func:`rank_host_row` of the ranks of ``trace``)."""
+    check_whole_ranks(selection, "rank_hosts")
     rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, selection)]
     return pd.DataFrame(rows, columns=["rank", "host"])
 

@@ -32,6 +32,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from hta.analysis.select import check_whole_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
@@ -62,6 +63,7 @@ def cupti_counter_data_with_operators(trace: Job,
     selected rank has any, or when a rank's ranges and kernel launches do not pair up.
     Each rank's counters are read and paired where the rank is; only the rows travel.
     """
+    check_whole_ranks(selection, "cupti_counter_data_with_operators")
     selected = trace.selected_ranks(selection.rank_list)
     counters = run_one(trace, RankWork(rank_cupti_counters, description="CUPTI counters",
                                        add_rank=False, empty=no_cupti_counters),

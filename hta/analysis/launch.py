@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import index_positions
+from hta.analysis.select import check_whole_ranks
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
 from hta.model.runner import RankWork, run_one
@@ -136,6 +137,7 @@ def launch_pairing_summary(trace: RankMapper, selection: Selection = EVERYTHING
     launch call starts (clock skew between the CPU and GPU timelines). Counted per rank,
     where the rank is.
     """
+    check_whole_ranks(selection, "launch_pairing_summary")
     return run_one(trace, RankWork(rank_launch_pairing, description="Launch pairing",
                                    add_rank=False, empty=no_launch_pairing), selection)
 
@@ -179,6 +181,7 @@ def cuda_kernel_launch_stats(
     then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
     Computed per rank, where the rank is; only the rows travel.
     """
+    check_whole_ranks(selection, "cuda_kernel_launch_stats")
     return run_one(trace, RankWork(rank_launch_stats,
                                    (runtime_cutoff, launch_delay_cutoff, include_memory_events),
                                    description="Launch statistics", add_rank=False,
@@ -227,6 +230,7 @@ def flagged_launch_histograms(trace: RankMapper, selection: Selection = EVERYTHI
     a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
+    check_whole_ranks(selection, "flagged_launch_histograms")
     return run_one(trace, RankWork(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
                                    description="Launch histograms", add_rank=False,
                                    empty=no_flagged_histograms), selection)

@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
+from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
 from hta.model.runner import RankWork, run_one
@@ -78,6 +78,7 @@ def operator_calls(trace: RankMapper, selection: Selection = EVERYTHING
     enclosing ``cpu_op``, -1 for top-level calls), ``top_level``, times in integer ns.
     Found per rank, where the rank is (one row per call travels).
     """
+    check_whole_ranks(selection, "operator_calls")
     return run_one(trace, RankWork(rank_calls, description="Operator calls", add_rank=False,
                                    empty=no_calls), selection)
 
@@ -85,6 +86,7 @@ def operator_calls(trace: RankMapper, selection: Selection = EVERYTHING
 def rank_operator_calls(trace: Trace, selection: Selection = EVERYTHING
                         ) -> pd.DataFrame:
     """The rows of :func:`operator_calls` of the ranks of ``trace``."""
+    check_whole_ranks(selection, "rank_operator_calls")
     frames = [_rank_calls(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -241,6 +243,7 @@ def operator_breakdown(trace: RankMapper, selection: Selection = EVERYTHING,
 def rank_operator_breakdown(trace: Trace, selection: Selection,
                             group_by_input_shape: bool) -> pd.DataFrame:
     """The rows of :func:`operator_breakdown` of the ranks of ``trace``."""
+    check_whole_ranks(selection, "rank_operator_breakdown")
     return _breakdown(rank_operator_calls(trace, selection), group_by_input_shape)
 
 

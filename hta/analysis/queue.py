@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
+from hta.analysis.select import check_whole_ranks
 from hta.analysis.thinning import every_kth
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
@@ -71,6 +72,7 @@ def queue_length_time_series(trace: RankMapper, selection: Selection = EVERYTHIN
     stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
     Computed per rank, where the rank is; the series travels (one row per change).
     """
+    check_whole_ranks(selection, "queue_length_time_series")
     return run_one(trace, RankWork(rank_queue_series, description="Queue length",
                                    add_rank=False, empty=no_queue_series), selection)
 
@@ -220,6 +222,7 @@ def queue_length_summary(trace: RankMapper, selection: Selection = EVERYTHING,
     ``series`` (from :func:`queue_length_time_series`) to reuse it: then only the event
     counts per stream are computed per rank.
     """
+    check_whole_ranks(selection, "queue_length_summary")
     if series is None:
         return run_one(trace, RankWork(rank_queue_summary, description="Queue length summary",
                                        add_rank=False, empty=no_queue_summary), selection)
@@ -392,6 +395,7 @@ def time_spent_blocked_on_full_queue(
     Computed per rank, where the rank is; with ``series`` given, only each rank's trace
     duration is.
     """
+    check_whole_ranks(selection, "time_spent_blocked_on_full_queue")
     if series is None:
         return run_one(trace, RankWork(rank_blocked_on_full_queue, (queue_length_threshold,),
                                        description="Full queue", add_rank=False,

@@ -30,7 +30,7 @@ import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import ancestor_pairs
-from hta.analysis.select import select_ranks
+from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.rules import KIND_CODE
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
@@ -63,6 +63,7 @@ def rank_kernel_patterns(trace: Trace, selection: Selection, operator_name: str,
                          min_pattern_len: int) -> pd.DataFrame:
     """The patterns of :func:`frequent_cuda_kernel_sequences` of each rank of ``trace``
     (one rank in practice), one after the other."""
+    check_whole_ranks(selection, "rank_kernel_patterns")
     frames = [_rank_patterns(rt, operator_name, min_pattern_len)
               for rt in select_ranks(trace, selection)]
     return concat_frames(frames) if frames else no_kernel_sequences()

@@ -42,7 +42,7 @@ import pandas as pd
 
 from hta.analysis.intervals import merge
 from hta.analysis.perf.calls import gpu_categories
-from hta.analysis.select import select_ranks
+from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.categories import CATEGORIES
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
@@ -150,6 +150,7 @@ def server_iterations(trace: Trace, selection: Selection = EVERYTHING,
                       rules: RuleSet | None = None) -> pd.DataFrame:
     """Every selected rank's iterations (module docstring); per rank, so it runs through
     the runner (:mod:`hta.model.runner`)."""
+    check_whole_ranks(selection, "server_iterations")
     frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hta.analysis.select import check_whole_ranks
 from hta.model.selection import EVERYTHING, STEP_COLUMNS, Selection, step_table
 from hta.model.trace import Trace
 
@@ -22,6 +23,7 @@ COLUMNS = STEP_COLUMNS
 def profiler_steps(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank and ``ProfilerStep`` span (columns :data:`COLUMNS`), by rank then
     start time: the model's step table (:func:`hta.model.selection.step_table`)."""
+    check_whole_ranks(selection, "profiler_steps")
     return step_table(trace, selection)
 
 

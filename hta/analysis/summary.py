@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
-from hta.analysis.select import rank_numbers
+from hta.analysis.select import check_whole_ranks, rank_numbers
 from hta.model.rules import GPU_WORK_KINDS, KINDS
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import EVENT_TABLES, RankTrace, Trace
@@ -30,6 +30,7 @@ GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
 
 def rank_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank with the columns described in this module's docstring."""
+    check_whole_ranks(selection, "rank_summary")
     return pd.DataFrame([_summary_row(trace.rank(r)) for r in rank_numbers(trace, selection)])
 
 

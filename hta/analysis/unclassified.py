@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import rank_numbers
+from hta.analysis.select import check_whole_ranks, rank_numbers
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -21,6 +21,7 @@ UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
 def unclassified_kernels(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per (rank, kernel name) that matched no kind rule: ``count`` and
     ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
+    check_whole_ranks(selection, "unclassified_kernels")
     frames = [unclassified_of_rank(trace.rank(r)) for r in rank_numbers(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:

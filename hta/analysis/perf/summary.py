@@ -28,7 +28,7 @@ from hta.analysis.perf.op_performance import (
     rank_op_performance,
 )
 from hta.analysis.perf.replayed import TABLE, calls_of
-from hta.analysis.select import select_ranks
+from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.categories import CATEGORIES, op_category
 from hta.model.rules import RuleSet
 from hta.model.selection import EVERYTHING, Selection
@@ -80,6 +80,7 @@ def rank_op_summary(trace: Trace, selection: Selection = EVERYTHING,
                     device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """:func:`op_performance_summary` of the selected ranks, computed from their calls
     where the ranks are (per rank: only the summary travels, never the per-call rows)."""
+    check_whole_ranks(selection, "rank_op_summary")
     return op_performance_summary(op_performance(trace, selection, device=device, rules=rules))
 
 
@@ -126,6 +127,7 @@ def category_time(trace: Trace, selection: Selection = EVERYTHING,
                   rules: RuleSet | None = None) -> pd.DataFrame:
     """GPU work time per rank and category (:data:`CATEGORY_COLUMNS`; module docstring),
     in the order of :data:`~hta.model.categories.CATEGORIES`."""
+    check_whole_ranks(selection, "category_time")
     frames = [category_time_of_rank(rt, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
