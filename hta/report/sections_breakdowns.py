@@ -5,7 +5,6 @@ idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills
 from __future__ import annotations
 
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
 from hta.report.present import slowest_rank_text
 
@@ -56,7 +55,7 @@ def temporal(ctx: Context, s: Section) -> None:
     work = RankWork(temporal.rank_breakdown_detail, (ctx.iterations,), {"per_iteration": True},
                     description="Temporal breakdown per step", add_rank=False,
                     empty=temporal.no_breakdown_detail)
-    per_step = run_one(ctx.trace, work, Selection.of(ctx.ranks))
+    per_step = run_one(ctx.trace, work, ctx.selection.every_event())
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))
@@ -76,9 +75,7 @@ def idle(ctx: Context, s: Section) -> None:
     s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=True)))
     s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=False)))
     s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
-    stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace,
-                                                         Selection.of(ctx.ranks, ctx.iterations),
-                                                         streams=None))
+    stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.selection))
     s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
 
 
@@ -87,9 +84,8 @@ def kernels(ctx: Context, s: Section) -> None:
     from hta.plots.kernels import kernel_duration_figure, kernel_pies_figure, kernel_type_figure
 
     s.definitions, s.source = doc(kernels), "hta.analysis.kernels.gpu_kernel_breakdown"
-    types = kernels.kernel_type_breakdown(ctx.trace, Selection.of(ctx.ranks, ctx.iterations),
-                                          by_rank=True)
-    table = kernels.kernel_breakdown(ctx.trace, Selection.of(ctx.ranks, ctx.iterations))
+    types = kernels.kernel_type_breakdown(ctx.trace, ctx.selection, by_rank=True)
+    table = kernels.kernel_breakdown(ctx.trace, ctx.selection)
     if types.empty:
         s.notes.append("No GPU kernels, copies or memsets in the selection.")
         return
@@ -123,8 +119,7 @@ def user_annotations(ctx: Context, s: Section) -> None:
     s.source = "hta.analysis.annotations.user_annotation_breakdown"
     for gpu, label in ((True, "GPU annotations (gpu_user_annotation)"),
                        (False, "CPU annotations (user_annotation)")):
-        df = annotations.user_annotation_breakdown(ctx.trace,
-                                                   Selection.of(ctx.ranks, ctx.iterations),
+        df = annotations.user_annotation_breakdown(ctx.trace, ctx.selection,
                                                    use_gpu_annotation=gpu)
         if len(df):
             s.intro = f"Time per annotation name, from the {label}."

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
 
 #: Columns of the slowest-calls table.
@@ -42,8 +41,9 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
                        "NCCL process group (profile with record_shapes=True).")
         s.tables.append(summary)
         return
-    links = run_one(ctx.trace, RankWork(rank_link, (ctx.iterations,), description="Links",
-                                        add_rank=False, empty=no_links), Selection.of(ctx.ranks))
+    work = RankWork(rank_link, (ctx.iterations,), description="Links", add_rank=False,
+                    empty=no_links)
+    links = run_one(ctx.trace, work, ctx.selection.every_event())
     known = links.dropna(subset=["link_gbps"])
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None
     link = str(known["link"].iloc[0]) if len(known) else ""

@@ -32,7 +32,7 @@ def launch(ctx: Context, s: Section) -> None:
                  (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US), add_rank=False,
                  empty=launch.no_flagged_histograms),
         RankWork(launch.rank_launch_pairing, add_rank=False, empty=launch.no_launch_pairing)],
-                        Selection.of(ctx.ranks, ctx.iterations), description="Kernel launches")
+                        ctx.selection, description="Kernel launches")
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
     if paired:
@@ -63,12 +63,12 @@ def queue(ctx: Context, s: Section) -> None:
         RankWork(queue.rank_queue_summary, add_rank=False, empty=queue.no_queue_summary),
         RankWork(queue.rank_blocked_on_full_queue, (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,),
                  add_rank=False, empty=queue.no_blocked_on_full_queue)],
-                           Selection.of(ctx.ranks, ctx.iterations), description="Queue length")
+                           ctx.selection, description="Queue length")
     if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
         return
     limit = line_limit(len(summary))
-    shown, thinned = queue.thinned_queue_series(ctx.trace, Selection.of(ctx.ranks, ctx.iterations),
+    shown, thinned = queue.thinned_queue_series(ctx.trace, ctx.selection,
                                                 max_points_per_line=limit)
     if thinned:
         s.notes.append(thinned_note(limit))
@@ -83,12 +83,12 @@ def bandwidth(ctx: Context, s: Section) -> None:
     from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
 
     s.definitions, s.source = doc(bandwidth), "hta.analysis.bandwidth.memory_bw_summary"
-    copies = bandwidth.memory_copies(ctx.trace, Selection.of(ctx.ranks, ctx.iterations))
+    copies = bandwidth.memory_copies(ctx.trace, ctx.selection)
     if copies.empty:
         s.notes.append("No memcpy or memset in the selection.")
         return
-    summary = bandwidth.memory_bw_summary(ctx.trace, Selection.of(ctx.ranks), copies=copies)
-    series = bandwidth.memory_bw_time_series(ctx.trace, Selection.of(ctx.ranks), copies=copies)
+    summary = bandwidth.memory_bw_summary(ctx.trace, ctx.selection.every_event(), copies=copies)
+    series = bandwidth.memory_bw_time_series(ctx.trace, ctx.selection.every_event(), copies=copies)
     shown, note = thin(series, ["rank", "pid", "name"])
     if note:
         s.notes.append(note)
@@ -102,7 +102,7 @@ def operators(ctx: Context, s: Section) -> None:
     from hta.plots.operators import operator_breakdown_figure
 
     s.definitions, s.source = doc(operators), "hta.analysis.operators.operator_breakdown"
-    df = operators.operator_breakdown(ctx.trace, Selection.of(ctx.ranks, ctx.iterations))
+    df = operators.operator_breakdown(ctx.trace, ctx.selection)
     if df.empty:
         s.notes.append("No CPU operators in the selection.")
         return

@@ -15,7 +15,6 @@ from hta.analysis.idle import idle_time_breakdown
 from hta.analysis.kernels import kernel_type_breakdown
 from hta.analysis.overlap import comm_comp_overlap
 from hta.analysis.temporal import temporal_breakdown_detail
-from hta.model.selection import Selection
 
 
 def _step_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
@@ -42,7 +41,7 @@ _TEMPORAL_PCTG = ("compute_time", "exposed_comm_time", "exposed_memory_time", "i
 def _temporal_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     values = []
     for side in (c, t):
-        df = temporal_breakdown_detail(side.trace, Selection.of(side.ranks, side.iterations)).copy()
+        df = temporal_breakdown_detail(side.trace, side.selection).copy()
         df["busy_time(us)"] = df["kernel_time(us)"] - df["idle_time(us)"]
         values.append({k: side.per_step(df, f"{k}(us)") for k in _TEMPORAL_TIMES})
     rows = [("gpu_time", f"{k}(us)", values[0][k], values[1][k]) for k in _TEMPORAL_TIMES]
@@ -54,7 +53,7 @@ def _temporal_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]
 def _kernel_type_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     per_type: list[dict[str, float]] = []
     for side in (c, t):
-        df = kernel_type_breakdown(side.trace, Selection.of(side.ranks, side.iterations),
+        df = kernel_type_breakdown(side.trace, side.selection,
                                    include_memory_kernels=True, by_rank=True)
         per_type.append({k: side.per_step(df[df["kernel_type"] == k], "sum")
                          for k in df["kernel_type"].unique().tolist()} if len(df) else {})
@@ -71,7 +70,7 @@ def _kernel_type_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, floa
 def _overlap_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     vals = []
     for side in (c, t):
-        df = comm_comp_overlap(side.trace, Selection.of(side.ranks, side.iterations))
+        df = comm_comp_overlap(side.trace, side.selection)
         vals.append((side.per_step(df, "comm_time(us)"), side.per_step(df, "overlap_time(us)")))
     return [
         ("overlap", "comm_time(us)", vals[0][0], vals[1][0]),
@@ -89,7 +88,7 @@ IDLE_SECTION = "stream_idle_summed_over_streams"
 def _idle_metrics(c: _Side, t: _Side) -> list[tuple[str, str, float, float]]:
     vals = []
     for side in (c, t):
-        df = idle_time_breakdown(side.trace, Selection.of(side.ranks, side.iterations))
+        df = idle_time_breakdown(side.trace, side.selection)
         vals.append({k: side.per_step(df[df["idle_category"] == k], "idle_time")
                      for k in IDLE_CATEGORIES})
     rows = [(IDLE_SECTION, f"{k}(us)", vals[0][k], vals[1][k]) for k in IDLE_CATEGORIES]

@@ -26,6 +26,11 @@ class _Side:
     iterations: list[int] | None
     has_steps: bool
 
+    @property
+    def selection(self) -> Selection:
+        """The side's ranks and iterations, as the analyses take them."""
+        return Selection.of(self.ranks, self.iterations)
+
     def per_step(self, frame: pd.DataFrame, value: str) -> float:
         """Mean over the selected ranks of (rank's sum of ``value``) / (rank's steps)."""
         if not self.ranks:
