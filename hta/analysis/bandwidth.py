@@ -76,9 +76,8 @@ def memory_copies(trace: RankMapper, selection: Selection = EVERYTHING) -> pd.Da
 
     ``ts``/``dur`` in integer ns, ``bytes`` (NaN when absent), ``memory_bw_gbps`` as
     defined in this module's docstring and ``bw_source``: ``"arg"``, ``"bytes/dur"`` or
-    ``"undefined"``. Found per rank, where the rank is. ``iterations``: each rank
-    restricted to those ``ProfilerStep`` numbers first, where it lives (``None``: every
-    event).
+    ``"undefined"``. Found per rank, where the rank is, each rank first restricted to
+    the selection's ``ProfilerStep`` numbers (every event when it names none).
     """
     return run_one(trace, RankWork(rank_memory_copies, description="Memory copies",
                                    add_rank=False, empty=no_memory_copies), selection)

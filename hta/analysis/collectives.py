@@ -208,8 +208,8 @@ def _json_list(raw: object) -> list | None:
 def collective_performance(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per communication kernel of each rank (:data:`COLUMNS`), in start order.
 
-    Per rank, so it runs through the runner (:mod:`hta.model.runner`). ``iterations``
-    keeps the kernels launched in those ``ProfilerStep`` numbers. Definitions: the
+    Per rank, so it runs through the runner (:mod:`hta.model.runner`). The selection's steps
+    keep the kernels launched in those ``ProfilerStep`` numbers. Definitions: the
     module docstring.
     """
     steps = selection.iteration_list

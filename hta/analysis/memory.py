@@ -136,7 +136,7 @@ def memory_timeline(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataF
     frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return _empty_timeline()
+        return no_memory_timeline()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -144,7 +144,7 @@ def rank_memory_timeline(rank: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`memory_timeline` (typed and empty without memory events)."""
     mem = _memory_events(rank)
     if not len(mem):
-        return _empty_timeline()
+        return no_memory_timeline()
     frame = mem[["device", "ts", "total_allocated", "total_reserved"]].copy()
     frame.insert(0, "rank", np.int64(rank.rank))
     return frame.reset_index(drop=True)
@@ -152,10 +152,6 @@ def rank_memory_timeline(rank: RankTrace) -> pd.DataFrame:
 
 def no_memory_timeline() -> pd.DataFrame:
     """The table of no rank of :func:`memory_timeline` (typed :data:`TIMELINE_COLUMNS`)."""
-    return _empty_timeline()
-
-
-def _empty_timeline() -> pd.DataFrame:
     return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
                          "device": np.zeros(0, dtype=object),
                          "ts": np.zeros(0, dtype=np.int64),

@@ -232,8 +232,8 @@ def operator_breakdown(trace: RankMapper, selection: Selection = EVERYTHING,
     in this module's docstring. ``input_shapes`` is ``""`` unless
     ``group_by_input_shape``. Sorted by rank, then GPU time, CPU total time (both
     descending), name and input shapes. Computed per rank, where the rank is (only the
-    groups travel). ``iterations``: each rank restricted to those ``ProfilerStep`` numbers first,
-    where it lives (``None``: every event).
+    groups travel), each rank first restricted to the selection's ``ProfilerStep``
+    numbers (every event when it names none).
     """
     return run_one(trace, RankWork(rank_breakdown, (group_by_input_shape,),
                                    description="Operator breakdown", add_rank=False,

@@ -100,8 +100,8 @@ def thinned_queue_series(trace: RankMapper, selection: Selection,
     """:func:`queue_length_time_series` with each (rank, pid, stream) line cut to about
     ``max_points_per_line`` rows (:func:`hta.analysis.thinning.every_kth`), where the
     rank is: a figure's rows travel, not every change of a big job's queues. Also
-    whether any line was cut. ``iterations``: each rank restricted to those
-    ``ProfilerStep`` numbers first, where it lives (``None``: every event)."""
+    whether any line was cut. Each rank is first restricted to the selection's
+    ``ProfilerStep`` numbers, where it lives (every event when it names none)."""
     work = RankWork(rank_thinned_queue_series, (max_points_per_line,),
                     description="Queue length", add_rank=False,
                     empty=no_thinned_queue_series)

@@ -214,8 +214,8 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
 def collective_arrivals(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per (collective instance, rank): :data:`ARRIVAL_COLUMNS`.
 
-    ``ranks`` limits the ranks compared (a collective's lag is then measured among those
-    ranks only); ``iterations`` the ``ProfilerStep`` numbers. Each rank's kernels are
+    The selection's ranks limit the ranks compared (a collective's lag is then measured
+    among those ranks only); its steps, the ``ProfilerStep`` numbers. Each rank's kernels are
     read next to the data (:mod:`hta.model.runner`) and matched here.
     Definitions: the module docstring.
     """

@@ -81,8 +81,8 @@ def timeline_segments(
     """Segments of GPU work per rank and stream, at most ``max_segments`` per rank.
 
     One row per segment with :data:`COLUMNS`, sorted by rank, stream and start (the
-    definitions and the aggregation rule are in the module docstring). ``iterations`` and
-    ``streams`` keep only those ``ProfilerStep`` numbers and stream ids. Per rank, so it
+    definitions and the aggregation rule are in the module docstring). The selection's steps
+    and ``streams`` keep only those ``ProfilerStep`` numbers and stream ids. Per rank, so it
     runs under the runner (:mod:`hta.model.runner`).
     """
     check_budget(max_segments, resolution_ns)
@@ -90,7 +90,7 @@ def timeline_segments(
               for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return _empty()
+        return no_timeline_segments()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -105,12 +105,7 @@ def rank_timeline_segments(
     in the selection)."""
     check_budget(max_segments, resolution_ns)
     frame = _rank_segments(rank, iterations, streams, max_segments, resolution_ns)
-    return pd.concat([frame], ignore_index=True) if len(frame) else _empty()
-
-
-def no_timeline_segments() -> pd.DataFrame:
-    """The table of no rank of :func:`timeline_segments` (typed :data:`COLUMNS`)."""
-    return _empty()
+    return pd.concat([frame], ignore_index=True) if len(frame) else no_timeline_segments()
 
 
 def check_budget(max_segments: int, resolution_ns: int | None) -> None:
@@ -121,7 +116,8 @@ def check_budget(max_segments: int, resolution_ns: int | None) -> None:
         raise ValueError(f"resolution_ns must be >= 0, got {resolution_ns}")
 
 
-def _empty() -> pd.DataFrame:
+def no_timeline_segments() -> pd.DataFrame:
+    """The table of no rank of :func:`timeline_segments` (typed :data:`COLUMNS`)."""
     df = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in COLUMNS})
     for col in ("kind", "kinds", "name"):
         df[col] = pd.Series(dtype=object)
@@ -141,7 +137,7 @@ def _rank_segments(rt: RankTrace, iterations: StepList,
         keep &= np.isin(ev["stream"].to_numpy(), as_list(streams))
     rows = np.flatnonzero(keep)
     if rows.size == 0:
-        return _empty()
+        return no_timeline_segments()
     stream = ev["stream"].to_numpy()[rows]
     ts = ev["ts"].to_numpy()[rows]
     end = np.maximum(ev["end"].to_numpy()[rows], ts)

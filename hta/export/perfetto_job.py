@@ -392,7 +392,6 @@ def rank_finding_slices(job: Job, selection: Selection) -> dict[int, list[Findin
 
     ranks = rank_numbers(job, selection)
     iterations = selection.iteration_list
-    selection = Selection.of(ranks, iterations)
     out: dict[int, list[FindingSlice]] = {r: [] for r in ranks}
     rules = [r for r in default_rules() if not r.info]
     for rule in (r for r in rules if r.scope == "job"):

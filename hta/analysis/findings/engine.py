@@ -209,13 +209,6 @@ def analyse(trace: Job, selection: Selection = EVERYTHING,
                    selection.every_event())
 
 
-def _selected(trace: Job, selection: Selection) -> list[int]:
-    """The selection's ranks as a sorted list, every loaded rank for
-    :data:`~hta.model.selection.ALL`."""
-    wanted = selection.rank_list
-    return sorted(trace.get_ranks()) if wanted is None else wanted
-
-
 def findings_plan(trace: Job, selection: Selection = EVERYTHING,
                   rules: Sequence[FindingRule] | None = None,
                   min_share: float = DEFAULT_MIN_SHARE) -> RankWork:
@@ -223,11 +216,10 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
     (they need several ranks at once), the rank rules and the sharing of each rank's
     time where the rank is, with the other per-rank analyses of one visit
     (:func:`hta.model.runner.run`); ``finish`` merges the rows into the
-    :class:`FindingsResult`. Run it over the same ``ranks``."""
+    :class:`FindingsResult`. Run it over the same selection's ranks."""
     rules = default_rules() if rules is None else list(rules)
-    selected = _selected(trace, selection)
     iters = selection.iteration_list
-    job = _job_findings(trace, Selection.of(selected, iters), rules)
+    job = _job_findings(trace, selection, rules)
     reserved: dict[int, list[tuple[str, Finding]]] = {}
     for rule, f in job:
         for r, claim in (f.rank_claims or {}).items():
@@ -252,8 +244,8 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
 
 def _job_findings(trace: Job, selection: Selection, rules: Sequence[FindingRule]
                   ) -> list[tuple[FindingRule, Finding]]:
-    """The job rules' findings on ``selection`` (its ranks named); a rule that raises is
-    logged and skipped."""
+    """The job rules' findings on ``selection``; a rule that raises is logged and
+    skipped."""
     out: list[tuple[FindingRule, Finding]] = []
     for rule in (r for r in rules if r.scope == "job"):
         try:
