@@ -23,16 +23,20 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from hta.analysis import diff
 from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, JobDiff
+from hta.analysis.diff.scope import device_type_name
 from hta.analysis.findings import find
 from hta.analysis.findings.compare import DEFAULT_THRESHOLD_PCT as FINDINGS_THRESHOLD_PCT
 from hta.analysis.findings.compare import compare_findings
+from hta.analysis.names import short_name
 from hta.facade.display import show
 from hta.model.job import Job
+from hta.model.rules import GPU_KINDS
 from hta.model.selection import Selection
 from hta.model.trace import Trace
 from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_figure
@@ -101,6 +105,93 @@ class LabeledTrace:
             if head == "ProfilerStep" and number.isdigit():
                 steps.add(int(number))
         return sorted(steps)
+
+    def extract_ops(self, rank: int | list[int] | None = None,
+                    iteration: int | list[int] | None = None,
+                    device_type: DeviceType | str = DeviceType.ALL) -> pd.DataFrame:
+        """The events of some ranks, steps and device type (HTA 0.5's method).
+
+        ``rank``: a rank or a list (default: the first loaded rank); several ranks are
+        concatenated with a ``rank`` column. ``iteration``: a ``ProfilerStep`` number or a
+        list (default: the first step). ``device_type``: ``CPU`` (events not on the GPU),
+        ``GPU`` (GPU work, annotations and sync records, by the rule table's kind) or
+        ``ALL``. Names stay symbol ids, times integer ns, as in ``t.get_trace``. A rank or
+        step the trace does not have raises ``ValueError``.
+        """
+        ranks = _as_ints(rank, "rank", self.ranks()[:1])
+        if not ranks:
+            raise ValueError(f"trace {self.label!r} has no rank")
+        for r in ranks:
+            if r not in self.ranks():
+                raise ValueError(f"trace {self.label!r} has no rank {r}; its ranks: "
+                                 f"{self.ranks()}")
+        known = self.iterations()
+        steps = _as_ints(iteration, "iteration", known[:1])
+        if not steps:
+            raise ValueError(f"trace {self.label!r} has no ProfilerStep; pass the events "
+                             "with t.get_trace(rank) instead")
+        for step in steps:
+            if step not in known:
+                raise ValueError(f"trace {self.label!r} has no step {step}; its steps: "
+                                 f"{known}")
+        frames = [self.t.get_trace(r) for r in ranks]
+        events = frames[0] if len(ranks) == 1 else pd.concat(
+            [f.assign(rank=r) for r, f in zip(ranks, frames)], ignore_index=True)
+        keep = events["iteration"].isin(steps)
+        device = device_type_name(device_type)
+        if device != "ALL":
+            on_gpu = events["kind"].isin(GPU_KINDS)
+            keep &= on_gpu if device == "GPU" else ~on_gpu
+        return events.loc[keep]
+
+    def get_ops_summary(self, ops: pd.DataFrame) -> pd.DataFrame:
+        """Counts and total duration per (category, name) of a set of events, such as
+        :meth:`extract_ops` gives (HTA 0.5's method).
+
+        Columns: ``cat``, ``name``, ``short_name`` (text), ``counts``, ``total_duration``
+        (µs, as HTA's), ``cat_id``, ``name_id`` (the symbol ids; -1 when ``ops`` holds
+        names as text). One row per (cat, name), in the order of their ids.
+        """
+        columns = ["cat", "name", "short_name", "counts", "total_duration", "cat_id",
+                   "name_id"]
+        missing = {"cat", "name", "dur"} - set(ops.columns)
+        if missing:
+            raise ValueError(f"get_ops_summary needs the columns cat, name and dur; missing: "
+                             f"{sorted(missing)}")
+        if ops.empty:
+            dtypes = {"counts": "int64", "total_duration": "float64", "cat_id": "int64",
+                      "name_id": "int64"}
+            return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, object)) for c in columns})
+        grouped = (ops.groupby(["cat", "name"], observed=True, sort=True)["dur"]
+                   .agg(["count", "sum"]).reset_index())
+        symbols = self.t.symbol_table.get_sym_table()
+
+        def text(values: pd.Series) -> tuple[list[str], list[int]]:
+            if pd.api.types.is_integer_dtype(values):
+                ids = [int(i) for i in values]
+                return [symbols[i] if 0 <= i < len(symbols) else "" for i in ids], ids
+            return [str(v) for v in values], [-1] * len(values)
+
+        cat, cat_id = text(grouped["cat"])
+        name, name_id = text(grouped["name"])
+        return pd.DataFrame({
+            "cat": cat, "name": name, "short_name": [short_name(n) for n in name],
+            "counts": grouped["count"].astype("int64").to_numpy(),
+            "total_duration": grouped["sum"].to_numpy() / 1e3,
+            "cat_id": cat_id, "name_id": name_id,
+        }, columns=columns)
+
+
+def _as_ints(value: int | list[int] | None, what: str, default: list[int]) -> list[int]:
+    """``value`` as a list of ints (``default`` for None); ``ValueError`` otherwise."""
+    if value is None:
+        return list(default)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return [int(value)]
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return [int(v) for v in value]
+    raise ValueError(f"{what} must be an int or a list of ints, got {value!r}")
 
 
 class TraceDiff:

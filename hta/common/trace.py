@@ -16,17 +16,55 @@ from typing import Any
 import pandas as pd
 
 from hta.analysis.names import short_name
+from hta.common.trace_symbol_table import TraceSymbolTable
 from hta.configs.parser_config import ParserConfig
+from hta.errors import TraceDiscoveryError
+from hta.kineto.discovery import discover
+from hta.kineto.rank import peek_rank, rank_from_filename
 from hta.model.trace import SymbolView
 from hta.model.trace import Trace as ModelTrace
 from hta.trace_analysis import TraceAnalysis
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Trace", "TraceSymbolTable"]
+__all__ = ["RankNotLoadedError", "Trace", "TraceSymbolTable", "rank_files"]
 
-#: HTA's symbol table type; here the model's read-only view of the shared table.
-TraceSymbolTable = SymbolView
+
+class RankNotLoadedError(KeyError, ValueError):
+    """A rank that is not loaded: a ``KeyError`` (a missing key of ``traces``) and the
+    ``ValueError`` HTA's ``Trace.get_trace`` raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def rank_files(trace_dir: str, trace_files: Mapping[int, str] | Iterable[str] | None
+               ) -> dict[int, str]:
+    """Rank -> file of the traces a ``Trace`` will load, as HTA's ``Trace.trace_files``.
+
+    A mapping gives its ranks; a list of files or a folder gives each file's
+    ``distributedInfo.rank`` from the head of the file, else the rank in its name
+    (``rank-3``), else 0 for a lone file (:mod:`hta.kineto.rank`'s rules). Files whose rank
+    only a full load can tell are left out until :meth:`Trace.parse_traces`, which
+    replaces this mapping with the loaded ranks' files. A folder or file that cannot be
+    found gives an empty mapping here; ``parse_traces`` then raises the loader's error.
+    """
+    try:
+        files, explicit = discover(trace_dir or None, trace_files)
+    except TraceDiscoveryError:
+        return {}
+    out: dict[int, str] = {}
+    for path in files:
+        rank = explicit.get(path)
+        if rank is None and isinstance(path, Path):
+            rank = peek_rank(path)
+        if rank is None:
+            rank = rank_from_filename(path)
+        if rank is None and len(files) == 1:
+            rank = 0
+        if rank is not None:
+            out.setdefault(rank, str(path))
+    return dict(sorted(out.items()))
 
 
 class Trace:
@@ -51,8 +89,14 @@ class Trace:
         cache: bool = False,
         include_last_profiler_step: bool = True,
     ) -> None:
-        self.trace_files = trace_files
+        if trace_files is not None and (isinstance(trace_files, (str, bytes))
+                                        or not isinstance(trace_files, Iterable)):
+            raise TypeError("trace_files must be a list of trace files or a mapping rank -> "
+                            f"file, got {type(trace_files).__name__}: {trace_files!r}")
         self.trace_path = str(Path(str(trace_dir)).expanduser()) if trace_dir else ""
+        self.trace_files: dict[int, str] = rank_files(self.trace_path, trace_files)
+        self._given_files = trace_files
+        self._found_files = dict(self.trace_files)
         self.parser_config = parser_config
         self.cache = cache
         self.include_last_profiler_step = include_last_profiler_step
@@ -73,15 +117,24 @@ class Trace:
                      use_memory_profiling: bool = True) -> None:
         """Load the traces (the first ``max_ranks`` ranks when it is positive).
 
+        The files are those given to the constructor, or ``trace_files`` when the caller
+        changed that mapping since (HTA's way to choose files after construction).
+
         ``use_multiprocessing`` and ``use_memory_profiling`` are accepted for HTA's
         signature; the loader decides how to spread the work.
         """
         del use_multiprocessing, use_memory_profiling
         ranks = None
-        if max_ranks > 0 and isinstance(self.trace_files, Mapping):
-            ranks = sorted(int(r) for r in self.trace_files)[:max_ranks]
+        given = self._given_files
+        if self.trace_files != self._found_files:  # the caller edited trace_files
+            if not isinstance(self.trace_files, Mapping) or not self.trace_files:
+                raise ValueError("trace_files holds no trace file to parse: give a mapping "
+                                 f"rank -> file, got {self.trace_files!r}")
+            given = dict(self.trace_files)
+        if max_ranks > 0 and isinstance(given, Mapping):
+            ranks = sorted(int(r) for r in given)[:max_ranks]
         self.analyzer = TraceAnalysis(
-            trace_dir=self.trace_path or None, trace_files=self.trace_files, ranks=ranks,
+            trace_dir=self.trace_path or None, trace_files=given, ranks=ranks,
             include_last_profiler_step=self.include_last_profiler_step, cache=self.cache,
             progress=False)
         model = self.analyzer.t
@@ -96,6 +149,8 @@ class Trace:
                 events = cfg.join_args(events, model.rank(r).tables)
             self.traces[r] = events
         self._model = model
+        self.trace_files = {r: str(model.meta(r).get("source", self.trace_files.get(r, "")))
+                            for r in model.get_ranks()}
         self.is_parsed = True
 
     def _loaded(self) -> ModelTrace:
@@ -121,7 +176,8 @@ class Trace:
     def get_trace(self, rank: int) -> pd.DataFrame:
         """One rank's events table."""
         if rank not in self.traces:
-            raise KeyError(f"rank {rank} is not loaded; loaded ranks: {self.get_ranks()}")
+            raise RankNotLoadedError(
+                f"rank {rank} is not loaded; loaded ranks: {self.get_ranks()}")
         return self.traces[rank]
 
     def get_all_traces(self) -> dict[int, pd.DataFrame]:

@@ -22,6 +22,32 @@ if TYPE_CHECKING:
 Instance = int | tuple[int, int] | None
 
 
+class CriticalPathTable(pd.DataFrame):
+    """The critical path's edges (one row each), which also stands for HTA's success flag.
+
+    HTA's ``critical_path_analysis`` returns ``(graph, success)``; here it returns
+    ``(graph, path table)`` and failures raise. So that HTA's
+    ``cp_graph, success = analyzer.critical_path_analysis(...)`` followed by
+    ``if success:`` keeps working, the table is true in a boolean context (the analysis
+    succeeded, or it would have raised) and has ``success`` (True). Everything else is a
+    DataFrame's; tables derived from it (a filter, a sort) are plain DataFrames.
+    """
+
+    _metadata: list[str] = []
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    @property
+    def success(self) -> bool:
+        """True: a path table exists only when the analysis succeeded."""
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
 class CriticalPathMixin:
     """Methods added by the critical path analysis."""
 
@@ -30,13 +56,14 @@ class CriticalPathMixin:
     def critical_path_analysis(
         self, rank: int, annotation: str | None = "ProfilerStep", instance_id: Instance = None,
         data_load_events: Iterable[str] | None = None,
-    ) -> tuple[cp.CriticalPathGraph, pd.DataFrame]:
+    ) -> tuple[cp.CriticalPathGraph, CriticalPathTable]:
         """Critical path of one rank's window: ``(graph, path table)``.
 
         ``annotation=""`` (or None) analyses the whole trace. HTA returns
         ``(graph, success)``; here failures raise, and the second value is the path's
-        edges, one row each. The graph is a :class:`hta.facade.cp_graph.CPGraph` (HTA's
-        ``save``, ``critical_path()``). See
+        edges, one row each, a :class:`CriticalPathTable`: a DataFrame that is also true
+        in a boolean context, so HTA's ``if success:`` runs unchanged. The graph is a
+        :class:`hta.facade.cp_graph.CPGraph` (HTA's ``save``, ``critical_path()``). See
         :func:`hta.analysis.critical_path.critical_path_analysis`.
         The graph spans the whole rank, so on a distributed job that one rank is read into
         this process (``t.rank``).
@@ -46,7 +73,7 @@ class CriticalPathMixin:
 
         graph, path = cp.critical_path_analysis(self.t.rank(rank), annotation, instance_id,
                                                 data_load_events)
-        return CPGraph.of(graph), path
+        return CPGraph.of(graph), CriticalPathTable(path)
 
     def overlay_critical_path_analysis(
         self, rank: int, critical_path_graph: cp.CriticalPathGraph, output_dir: str | Path,

@@ -300,6 +300,17 @@ def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(filled, ignore_index=True)
 
 
+def text_name_columns(df: pd.DataFrame) -> tuple[str, str]:
+    """The columns of ``df`` holding events' names and categories as text: ``name`` /
+    ``cat`` when they hold text, else ``s_name`` / ``s_cat`` (what
+    :meth:`SymbolView.add_symbols_to_trace_df` writes); ``""`` when neither does."""
+    def pick(*columns: str) -> str:
+        return next((c for c in columns
+                     if c in df.columns and pd.api.types.is_string_dtype(df[c])), "")
+
+    return pick("name", "s_name"), pick("cat", "s_cat")
+
+
 @dataclass(frozen=True)
 class SymbolView:
     """Read-only symbol table with the attribute names HTA notebooks use."""
