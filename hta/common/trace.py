@@ -185,10 +185,13 @@ class Trace:
         return dict(self.traces)
 
     def get_iterations(self, rank: int | None = None) -> list[int]:
-        """The profiler steps of a rank (the first loaded rank by default), ascending."""
+        """The profiler steps of a rank (the first loaded rank by default), ascending;
+        ``[]`` for a table without an ``iteration`` column."""
         rank = self.get_ranks()[0] if rank is None else rank
-        its = self.get_trace(rank)["iteration"]
-        return sorted(int(i) for i in its.unique() if i >= 0)
+        events = self.get_trace(rank)
+        if "iteration" not in events.columns:
+            return []
+        return sorted(int(i) for i in events["iteration"].unique() if i >= 0)
 
     def get_trace_duration(self, rank: int | None = None) -> int:
         """Last end minus first start of a rank's events, in ns (HTA: µs)."""
