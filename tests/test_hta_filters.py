@@ -243,3 +243,40 @@ def test_symbol_table_grows_and_keeps_ids() -> None:
     assert TraceSymbolTable().is_empty() and not table.is_empty()
     with pytest.raises(TypeError, match="a symbol is a str"):
         table.add_symbols([1])  # type: ignore[list-item]
+
+
+def test_symbol_table_builds_from_frames_maps_and_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    df = pd.DataFrame({"name": ["a", "b", "a", "c"],
+                       "cat": ["kernel", "cpu_op", "kernel", "kernel"]})
+    table = TraceSymbolTable.create_from_df(df)
+    assert table.get_sym_table() == ["kernel", "cpu_op", "a", "b", "c"]
+    encoded = df.copy()
+    table.encode_df(encoded)
+    assert encoded["name"].tolist() == [2, 3, 2, 4] and encoded["cat"].tolist() == [0, 1, 0, 0]
+    table.decode_df(encoded)
+    assert encoded["s_name"].tolist() == df["name"].tolist()
+    assert encoded["s_cat"].tolist() == df["cat"].tolist()
+    with pytest.raises(ValueError, match="'name' holds int64"):
+        TraceSymbolTable.create_from_df(pd.DataFrame({"name": [1], "cat": ["x"]}))
+    with pytest.raises(KeyError, match="lacks"):
+        TraceSymbolTable(["kernel"]).encode_df(df.copy())
+    gaps = TraceSymbolTable.create_from_symbol_id_map({"A": 1, "B": 2, "C": 4})
+    assert gaps.get_sym_table() == ["Undefined-0", "A", "B", "Undefined-3", "C"]
+    combined = TraceSymbolTable.combine_symbol_tables([TraceSymbolTable(["x", "y"]),
+                                                       TraceSymbolTable(["y", "z"])])
+    assert combined.get_sym_id_map() == {"x": 0, "y": 1, "z": 2}
+    clone = TraceSymbolTable.clone(combined)
+    clone.add_symbols(["w"])
+    assert "w" not in combined.sym_index and clone.get_sym_table()[:3] == ["x", "y", "z"]
+    assert combined.get_sym_table_series().tolist() == ["x", "y", "z"]
+    assert combined.get_sym_index_series().to_dict() == {"x": 0, "y": 1, "z": 2}
+    path = tmp_path / "symbols.csv"
+    combined.to_csv_file(path)
+    assert TraceSymbolTable.from_csv_file(path).get_sym_table() == ["x", "y", "z"]
+    with pytest.raises(FileNotFoundError):
+        TraceSymbolTable.from_csv_file(tmp_path / "absent.csv")
+    # ids written with one table, re-encoded with another
+    old = TraceSymbolTable(["p", "q"])
+    frame = pd.DataFrame({"name": [1, 0], "cat": [0, 0]})
+    TraceSymbolTable(["q", "p"]).update_encoded_df(frame, old)
+    assert frame["name"].tolist() == [0, 1] and frame["cat"].tolist() == [1, 1]
