@@ -60,3 +60,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = item.name[len(function) + 1:-1] if "[" in item.name else ""
         if is_slow(item.module.__name__.rsplit(".", 1)[-1], function, params):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _figures_in_a_session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Figures that facade methods show outside Jupyter go to one temporary folder of the
+    test session, not to the system's ``hta-figures`` (see ``hta.facade.display``)."""
+    import os
+
+    if "HTA_FIGURES_DIR" not in os.environ:
+        os.environ["HTA_FIGURES_DIR"] = str(tmp_path_factory.mktemp("figures"))
