@@ -2,9 +2,10 @@
 
 Each subcommand lives in :mod:`hta.commands` (``add_parser`` + ``run(args) -> int``).
 Errors about the user's input end as one line on stderr and a non-zero exit code, never
-a traceback (``--verbose`` shows details). Exit codes: 0 done, 1 any other error (an
-output that exists without ``--force`` ...), 2 usage (bad options), 3 a trace that cannot
-be read, 130 interrupted.
+a traceback (``--verbose`` adds the traceback, the exit code unchanged). Exit codes: 0
+done, 1 any other error (an output that exists without ``--force`` ...), 2 usage (bad
+options, ranks or steps the traces do not have), 3 a trace that cannot be read, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from hta._version import __version__
@@ -67,13 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
         return code
     except CommandError as exc:
-        if args.verbose:
-            raise
+        _traceback_if(args.verbose)
         print(f"hta: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except TraceError as exc:
-        if args.verbose:
-            raise
+        _traceback_if(args.verbose)
         print(f"hta: error: {exc.for_command_line()}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
@@ -87,10 +87,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI never ends in a bare traceback
         if args.verbose:
-            raise
-        print(f"hta: error: {type(exc).__name__}: {exc} (run with --verbose for details)",
-              file=sys.stderr)
+            traceback.print_exc()
+            print(f"hta: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        else:
+            print(f"hta: error: {type(exc).__name__}: {exc} (run with --verbose for "
+                  "details)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _traceback_if(verbose: bool) -> None:
+    """With ``--verbose``, the traceback of the error being handled, on stderr; the exit
+    code stays the error's own (``-v`` changes what is shown, not the exit code)."""
+    if verbose:
+        traceback.print_exc()
 
 
 def _silence_stdout() -> None:

@@ -56,3 +56,11 @@ class TraceDiscoveryError(TraceError):
 
     def __reduce__(self) -> tuple[type[TraceDiscoveryError], tuple[str, str | None]]:
         return (type(self), (str(self), self.cli_message))
+
+
+class MissingRanksError(TraceDiscoveryError):
+    """The ranks asked for (``ranks=``, ``--ranks``) are not among the traces: a usage
+    error on the command line (exit 2, like a step the traces do not have), not a trace
+    that cannot be read."""
+
+    exit_code = 2

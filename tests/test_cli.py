@@ -535,8 +535,22 @@ def test_unknown_rank(tmp_path: Path) -> None:
 
 def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
     proc = run(PY, "summary", str(tmp_path / "nowhere"), "--no-cache", "--verbose")
-    assert proc.returncode != 0
+    assert proc.returncode == EXIT_TRACE_ERROR
     assert "Traceback" in proc.stderr and "trace folder not found" in proc.stderr
+
+
+@pytest.mark.parametrize("verbose", [[], ["-v"]], ids=["plain", "verbose"])
+@pytest.mark.parametrize("args, code", [
+    (["--ranks", "7"], EXIT_USAGE),           # a rank the folder does not hold
+    (["--iterations", "9-12"], EXIT_USAGE),   # steps the traces do not have
+    (["--ranks", "x"], EXIT_USAGE),
+], ids=["absent-rank", "absent-steps", "bad-value"])
+def test_exit_codes_by_cause_with_or_without_verbose(args, code, verbose) -> None:  # type: ignore[no-untyped-def]
+    proc = run(PY, *verbose, "summary", str(SYNTHETIC), "--no-cache", *args)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("hta: error:")
+    # -v adds the traceback and leaves the exit code as it is
+    assert ("Traceback" in proc.stderr) == bool(verbose)
 
 
 # --------------------------------------------------------------------------------------------

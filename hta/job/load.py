@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hta.errors import TraceDiscoveryError, TraceError, TraceLoadError
+from hta.errors import MissingRanksError, TraceDiscoveryError, TraceError, TraceLoadError
 from hta.job.cache import (
     CACHE_DIR_ENV,
     default_cache_root,
@@ -234,8 +234,9 @@ def _gather(tasks: list[LoadTask], outcomes: list[Outcome], wanted: set[int] | N
         loaded[rank] = (task, value)
     if not loaded:
         detail = "; ".join(f"{trace_location(p).name}: {r}" for p, r in skipped.items())
-        raise TraceDiscoveryError(f"no rank could be loaded ({detail})" if detail
-                                  else "no rank matched the requested ranks")
+        if not detail:
+            raise MissingRanksError("no rank matched the requested ranks")
+        raise TraceDiscoveryError(f"no rank could be loaded ({detail})")
     return loaded, skipped
 
 
@@ -275,7 +276,7 @@ def _wanted_tasks(tasks: list[LoadTask], wanted: set[int], files: list[Any],
              for t in tasks}
     kept = [t for t in tasks if known[t.path] is None or known[t.path] in wanted]
     if not kept:
-        raise TraceDiscoveryError(
+        raise MissingRanksError(
             f"none of the ranks {sorted(wanted)} is in {trace_dir or 'the given files'}; "
             f"found ranks {sorted({r for r in known.values() if r is not None})}"
         )
