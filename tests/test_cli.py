@@ -529,7 +529,8 @@ def test_bad_option_values_are_usage_errors(args: list[str], message: str) -> No
 
 
 def test_unknown_rank(tmp_path: Path) -> None:
-    line = one_line_error(run(PY, "summary", str(SYNTHETIC), "--no-cache", "--ranks", "7"))
+    line = one_line_error(run(PY, "summary", str(SYNTHETIC), "--no-cache", "--ranks", "7"),
+                          EXIT_USAGE)
     assert line == f"hta: error: none of the ranks [7] is in {SYNTHETIC}; found ranks [0, 1, 2, 3]"
 
 
