@@ -97,6 +97,36 @@ def test_unescaped_quote_in_a_name_gives_line_and_column(tmp_path: Path) -> None
     assert "unescaped quote" in str(err)
 
 
+@pytest.mark.parametrize(("content", "shown"), [
+    (b"hello world, this is no trace", "'hello world, thi'"),
+    (bytes(range(200, 216)), "the bytes c8 c9 ca cb cc cd ce cf"),
+], ids=["text", "binary"])
+def test_a_file_that_is_not_json_is_called_so_not_truncated(tmp_path: Path, content: bytes,
+                                                            shown: str) -> None:
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(content)
+    err = load_error(path)
+    assert err.problem == (f"not JSON: the file starts with {shown}, where a Kineto trace "
+                           "starts with '{'")
+    assert "truncated" not in str(err) and "not a profiler trace" in str(err)
+
+
+def test_a_gz_name_on_a_file_that_is_not_gzip_is_said(tmp_path: Path) -> None:
+    path = tmp_path / "rank-0.json.gz"
+    path.write_bytes(b"BZh91AY&SY a bzip2 file, not gzip")
+    err = load_error(path)
+    assert err.problem == ("the file is named .gz but is not gzip (no gzip header) and not "
+                           "JSON either: it starts with 'BZh91AY&SY a bzi'")
+    # plain JSON named .gz loads; cut short, the error says both
+    path.write_text(trace_text([op(), op("aten::add")])[:-30])
+    err = load_error(path)
+    assert "invalid JSON" in err.problem and err.problem.endswith(
+        "the file is named .gz but is not gzip (it was read as plain text)")
+    assert "looks truncated" in str(err)
+    path.write_text(trace_text([op()]))
+    assert len(load_file(path, strict=True).t.get_trace(0)) == 1
+
+
 def test_zero_byte_file(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.json"
     path.write_bytes(b"")
@@ -593,7 +623,11 @@ def test_a_duplicate_top_level_key_is_refused(tmp_path: Path, layout: str, extra
     ([{k: v for k, v in op(ts=t).items() if k != "cat"} for t in (1, 2)],
      "no complete event has a 'cat': none can be told apart (kernels, operators, copies), "
      "every event counts as other"),
-], ids=["empty", "metadata-only", "no-cat"])
+    ([{k: v for k, v in op(ts=t).items() if k != "name"} for t in (1, 2)],
+     "none of its 2 complete events has a 'name': tables and figures by operator or kernel "
+     "show one unnamed row, and rules that look for a name (steps, syncs, collectives) find "
+     "nothing; the file was written by a tool that drops names, or edited"),
+], ids=["empty", "metadata-only", "no-cat", "no-name"])
 def test_a_file_with_nothing_to_analyse_says_so(tmp_path: Path, events: list[dict],
                                                 warning: str) -> None:
     path = tmp_path / "rank-0.json"

@@ -241,3 +241,17 @@ def test_without_perfetto_one_error_line(tmp_path: Path,
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode == 1 and len(lines) == 1 and "pip install perfetto" in lines[0]
     assert not (tmp_path / "job.pftrace").exists()
+
+
+def test_the_export_read_as_a_trace_says_what_it_is(tmp_path: Path) -> None:
+    from hta.errors import TraceDiscoveryError, TraceLoadError
+
+    a = analyzer(two_host_job(tmp_path / "job"))
+    out = tmp_path / "job.pftrace"
+    a.write_perfetto_job(out, findings=False)
+    with pytest.raises(TraceLoadError, match=r"job-wide Perfetto trace written by 'hta export "
+                       r"--format perfetto' \(4 rank\(s\) on one timeline: 0, 1, 2, 3\), "
+                       "not a profiler trace"):
+        TraceAnalysis(trace_files=[out], cache=False, progress=False, strict=True)
+    with pytest.raises(TraceDiscoveryError, match="job-wide Perfetto trace .* not a profiler"):
+        TraceAnalysis(trace_dir=out, cache=False, progress=False)

@@ -403,10 +403,16 @@ def _stats_warnings(part: _Partial) -> list[str]:
         out.append("no complete ('X') events: the rank shows no activity" + (
             f" (the file has {others} other event(s): metadata, instants, flows, counters)"
             if others else " ('traceEvents' is empty)"))
-    elif "" in part.symbols and bool(
-            (part.columns["cat"] == part.symbols.index("")).all()):
-        out.append("no complete event has a 'cat': none can be told apart (kernels, "
-                   "operators, copies), every event counts as other")
+    else:
+        empty = part.symbols.index("") if "" in part.symbols else -1
+        if empty >= 0 and bool((part.columns["cat"] == empty).all()):
+            out.append("no complete event has a 'cat': none can be told apart (kernels, "
+                       "operators, copies), every event counts as other")
+        if empty >= 0 and bool((part.columns["name"] == empty).all()):
+            out.append(f"none of its {n:,} complete events has a 'name': tables and figures "
+                       "by operator or kernel show one unnamed row, and rules that look "
+                       "for a name (steps, syncs, collectives) find nothing; the file was "
+                       "written by a tool that drops names, or edited")
     return out
 
 

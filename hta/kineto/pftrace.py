@@ -44,6 +44,7 @@ Slices left open at the end of the file are dropped and counted.
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -221,6 +222,12 @@ def to_kineto(path: Path | RemotePath, data: bytes | bytearray) -> tuple[dict[st
         if ann.get("correlation_id") and "correlation" not in args:
             args["correlation"] = ann["correlation_id"]
         open_[e.track_uuid].append((p.timestamp, name, cat, args))
+    exported = _exported_ranks(tracks)
+    if exported:
+        raise TraceLoadError(
+            path, f"a job-wide Perfetto trace written by 'hta export --format perfetto' "
+            f"({len(exported)} rank(s) on one timeline: {_rank_list(exported)}), not a "
+            "profiler trace", "analyse the trace folder it was exported from")
     if not slices:
         raise TraceLoadError(path, "a protobuf file with no slices: not a profiler trace",
                              "give the JSON trace, or the .pftrace PyTorch wrote")
@@ -232,6 +239,33 @@ def to_kineto(path: Path | RemotePath, data: bytes | bytearray) -> tuple[dict[st
         notes.append(f"{bad_args:,} slice(s) had metadata that is not JSON; read "
                      "without args")
     return doc, notes
+
+
+#: The process name :mod:`hta.export.perfetto_job` gives each rank: ``rank R`` or
+#: ``rank R (host)``.
+_EXPORTED_RANK = re.compile(r"rank (\d+)(?: \(.*\))?")
+
+
+def _exported_ranks(tracks: dict[int, Any]) -> list[int]:
+    """The ranks of a job-wide export of this package (its processes are named ``rank R``
+    and it has ``finding: ...`` or ``GPU D stream S`` tracks); [] for any other file."""
+    ranks, ours = [], False
+    for td in tracks.values():
+        if td.HasField("process"):
+            match = _EXPORTED_RANK.fullmatch(td.process.process_name)
+            if match:
+                ranks.append(int(match.group(1)))
+        name = td.name if td.HasField("name") else ""
+        ours = ours or name.startswith("finding: ") or bool(_GPU_TRACK.fullmatch(name))
+    return sorted(set(ranks)) if ours else []
+
+
+_GPU_TRACK = re.compile(r"GPU \d+ stream \d+(?: \(overlap \d+\))?")
+
+
+def _rank_list(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return shown + (", ..." if len(ranks) > 8 else "")
 
 
 def _owner(tracks: dict[int, Any], uuid: int) -> tuple[int, int, bool]:

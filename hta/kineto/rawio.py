@@ -251,6 +251,9 @@ def parse_top_level(
                 "the file is JSON but not a Kineto trace (its top level is not an object "
                 "or 'traceEvents' is not a list)",
             ) from error
+        not_json = not_json_problem(path, data)
+        if not_json is not None:
+            raise TraceLoadError(path, *not_json) from error
         truncated = not data.rstrip().endswith(b"}")
         hint = (
             "the file looks truncated; the profiler may have crashed while writing"
@@ -258,8 +261,47 @@ def parse_top_level(
             else "a name may contain an unescaped quote, or the file was edited by hand"
         )
         raise TraceLoadError(
-            path, f"invalid JSON{_position(data_for_pos, error)}: {error}", hint
+            path, f"invalid JSON{_position(data_for_pos, error)}: {error}{_gzip_note(path)}",
+            hint,
         ) from error
+
+
+def _raw_head(path: Path | RemotePath) -> bytes:
+    """The file's first two bytes as stored (before any decompression)."""
+    try:
+        with path.open("rb") as fh:
+            return bytes(fh.read(2))
+    except OSError:
+        return b""
+
+
+def _named_gzip_but_not(path: Path | RemotePath) -> bool:
+    return str(path).lower().endswith(".gz") and _raw_head(path) != b"\x1f\x8b"
+
+
+def _gzip_note(path: Path | RemotePath) -> str:
+    """A note for a file named ``.gz`` that holds no gzip data."""
+    return ("; the file is named .gz but is not gzip (it was read as plain text)"
+            if _named_gzip_but_not(path) else "")
+
+
+def not_json_problem(path: Path | RemotePath, data: bytes | bytearray
+                     ) -> tuple[str, str] | None:
+    """(problem, hint) for a file whose text does not start as JSON does (``{`` or
+    ``[``), saying what it starts with; None when it does."""
+    start = bytes(data).lstrip()[:16]
+    if start[:1] in (b"{", b"["):
+        return None
+    text = start.decode("ascii") if start.isascii() else ""
+    shown = repr(text) if text.isprintable() and text else \
+        "the bytes " + " ".join(f"{b:02x}" for b in start[:8])
+    if _named_gzip_but_not(path):
+        return (f"the file is named .gz but is not gzip (no gzip header) and not JSON either: "
+                f"it starts with {shown}",
+                "it is not a profiler trace; collect it again, or take it out of the folder")
+    return (f"not JSON: the file starts with {shown}, where a Kineto trace starts with '{{'",
+            "it is not a profiler trace; take it out of the folder, or name a Perfetto "
+            "protobuf trace .pftrace")
 
 
 def text_size(path: Path | RemotePath) -> int:
