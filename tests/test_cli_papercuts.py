@@ -61,7 +61,8 @@ def test_quiet_help_speaks_of_this_command(sub: str) -> None:
 
 
 def test_quiet_help_of_summary_names_the_warnings() -> None:
-    assert "no progress bar and no load warnings" in run_cli(["summary", "--help"]).stdout
+    text = " ".join(run_cli(["summary", "--help"]).stdout.split())
+    assert "no progress bar, no load warnings and no missing-ranks warning" in text
 
 
 def test_one_rank_has_no_cross_rank_columns(tmp_path: Path) -> None:
@@ -107,3 +108,19 @@ def test_errors_keep_their_command_line_text_through_pickling() -> None:
     assert plain.for_command_line() == str(plain) == "f.json: bad (hint)"
     disc = pickle.loads(pickle.dumps(TraceDiscoveryError("python text", cli_message="cli text")))
     assert str(disc) == "python text" and disc.for_command_line() == "cli text"
+
+
+def test_warnings_with_nothing_to_do_only_with_verbose(tmp_path: Path) -> None:
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder()
+    b.cpu_op("aten::outer", 1_000, 5_000)
+    b.cpu_op("aten::straddles", 4_000, 5_000)  # starts inside, ends after: not nested
+    b.cpu_op("aten::mm", 12_000, 1_000)
+    b.write(tmp_path / "rank-0.json")
+    plain = run_cli(["summary", str(tmp_path), "--no-cache"])
+    verbose = run_cli(["-v", "summary", str(tmp_path), "--no-cache"])
+    assert plain.returncode == verbose.returncode == 0
+    note = "overlap their parent without nesting in it"
+    assert note not in plain.stderr and note in verbose.stderr
+    assert "nothing to do" in verbose.stderr

@@ -58,11 +58,16 @@ def test_summary_warns_and_json_lists_it(without_rank_2: Path) -> None:
 
 def test_report_says_it(without_rank_2: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    proc = run_cli(["report", str(without_rank_2), "--no-cache", "-q", "-o", str(out)])
+    proc = run_cli(["report", str(without_rank_2), "--no-cache", "-o", str(out)])
     assert proc.returncode == 0, proc.stderr
     assert "rank 2" in proc.stderr
     page = out.read_text()
     assert "missing ranks" in page and "1 (2): no trace in the folder" in page
+    # -q leaves the warning out; the page still says it
+    quiet = run_cli(["report", str(without_rank_2), "--no-cache", "-q", "--force", "-o",
+                     str(out)])
+    assert quiet.returncode == 0 and "has no trace" not in quiet.stderr
+    assert "1 (2): no trace in the folder" in out.read_text()
 
 
 def test_diff_warns_for_each_side(without_rank_2: Path) -> None:

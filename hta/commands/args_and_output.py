@@ -71,7 +71,7 @@ def parse_ranks(text: str | None, what: str = "--ranks") -> list[int] | None:
 
 
 def add_load_options(p: argparse.ArgumentParser, ranks: bool = True,
-                     quiet_help: str = "no progress bar") -> None:
+                     quiet_help: str = "no progress bar and no missing-ranks warning") -> None:
     """``--ranks``, ``--no-cache``, ``--strict`` and ``-q`` (every command that loads;
     ``quiet_help`` says what ``-q`` leaves out in this command)."""
     if ranks:

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         create_output_folder(out_dir)
     written = generate_trace_with_counters(analyzer.t, series, None, args.suffix, out_dir)
     report_skipped(analyzer)
-    report_missing_ranks(analyzer)
+    report_missing_ranks(analyzer, quiet=args.quiet)
     for rank, path in sorted(written.items()):
         print(f"Wrote {path} (rank {rank})")
     return EXIT_OK

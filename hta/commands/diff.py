@@ -61,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first unreadable file instead of skipping it")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar and no missing-ranks warning")
     p.set_defaults(func=run)
 
 
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         payload["findings"] = records(findings)
         print(dumps(payload))
         for analyzer in loaded:
-            report_missing_ranks(analyzer)
+            report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
     side = {"control": (args.control_dir, loaded[0]), "test": (args.test_dir, loaded[1])}
     for label, (path, analyzer) in side.items():
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             print(format_changes(table) if len(table) else "  none")
     for analyzer in loaded:
         report_skipped(analyzer)
-        report_missing_ranks(analyzer)
+        report_missing_ranks(analyzer, quiet=args.quiet)
     return EXIT_OK
 
 

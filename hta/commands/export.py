@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {folder}/ (events.parquet: {len(tables['events']):,} rows, "
               f"{len(tables) - 1} side tables, meta.json)")
     report_skipped(analyzer)
-    report_missing_ranks(analyzer)
+    report_missing_ranks(analyzer, quiet=args.quiet)
     return EXIT_OK
 
 
@@ -159,7 +159,7 @@ def run_perfetto(args: argparse.Namespace) -> int:
           f"{stats.slices:,} slices, {stats.flows:,} flows, {stats.finding_slices:,} "
           f"finding slices, {time.perf_counter() - started:,.1f} s{clocks})")
     report_skipped(analyzer)
-    report_missing_ranks(analyzer)
+    report_missing_ranks(analyzer, quiet=args.quiet)
     return EXIT_OK
 
 

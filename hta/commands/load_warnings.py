@@ -46,10 +46,19 @@ def load_warnings(analyzer: Analyzer) -> list[dict[str, Any]]:
     return list(kinds.values())
 
 
-def print_load_warnings(analyzer: Analyzer, stream: TextIO | None = None) -> None:
-    """One ``hta: warning: ...`` line per kind of loader warning, on stderr."""
+def needs_no_action(message: str) -> bool:
+    """Whether a loader warning says there is nothing to do (a note on how an oddity of
+    the file was read, which changes no figure the user acts on)."""
+    return "nothing to do" in message.lower()
+
+
+def print_load_warnings(analyzer: Analyzer, stream: TextIO | None = None,
+                        verbose: bool = False) -> None:
+    """One ``hta: warning: ...`` line per kind of loader warning, on stderr; those that
+    say there is nothing to do (:func:`needs_no_action`) only with ``verbose``."""
     for entry in load_warnings(analyzer):
-        print(f"hta: warning: {entry['message']}", file=stream or sys.stderr)
+        if verbose or not needs_no_action(entry["message"]):
+            print(f"hta: warning: {entry['message']}", file=stream or sys.stderr)
 
 
 #: Files named in one warning line at most (the rest are counted).
@@ -73,4 +82,4 @@ def _file_name(source: str) -> str:
     return source.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
 
 
-__all__ = ["load_warnings", "print_load_warnings"]
+__all__ = ["load_warnings", "needs_no_action", "print_load_warnings"]

@@ -29,10 +29,12 @@ def missing_ranks_message(analyzer: Analyzer) -> str | None:
             f"cross-rank figures cover the {len(analyzer.ranks)} loaded rank(s) only")
 
 
-def report_missing_ranks(analyzer: Analyzer, stream: TextIO | None = None) -> None:
-    """``hta: warning: ...`` on stderr when ranks of the job have no trace."""
+def report_missing_ranks(analyzer: Analyzer, stream: TextIO | None = None,
+                         quiet: bool = False) -> None:
+    """``hta: warning: ...`` on stderr when ranks of the job have no trace (not with
+    ``quiet``: ``-q``; ``--json`` still lists them)."""
     message = missing_ranks_message(analyzer)
-    if message:
+    if message and not quiet:
         print(f"hta: warning: {message}", file=stream or sys.stderr)
 
 

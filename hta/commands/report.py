@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     write_report(analyzer, out, force=True, iterations=iterations, title=args.title,
                  critical_path_rank=args.critical_path_rank, plotlyjs=args.plotlyjs)
     report_skipped(analyzer)
-    report_missing_ranks(analyzer)
+    report_missing_ranks(analyzer, quiet=args.quiet)
     print(f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)", file=sys.stdout)
     return EXIT_OK
 

@@ -90,7 +90,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_device_option(p)
     add_step_bound_option(p)
-    add_load_options(p, quiet_help="no progress bar and no load warnings")
+    add_load_options(p, quiet_help="no progress bar, no load warnings and no missing-ranks "
+                                   "warning")
     add_cluster_options(p)
     p.set_defaults(func=run)
 
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         payload["step_bound"] = bound
         payload["step_bound_note"] = bound_note
         print(dumps(payload))
-        report_missing_ranks(analyzer)
+        report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
     out = Printer()
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
@@ -163,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)
-    report_missing_ranks(analyzer)
+    report_missing_ranks(analyzer, quiet=args.quiet)
     if not args.quiet:
-        print_load_warnings(analyzer)
+        print_load_warnings(analyzer, verbose=getattr(args, "verbose", False))
     return EXIT_OK
 
 
