@@ -144,8 +144,13 @@ def test_summary_text_on_the_sample(cmd: list[str]) -> None:
     spread = text_table(proc.stdout, "Spread across ranks")
     assert [c[0] for c in spread] == ["mean step time", "GPU span", "GPU busy", "compute",
                                       "exposed communication", "GPU idle"]
+    # the sample's ranks compute within 0.3% of each other: no rank is called the slowest,
+    # and no second notion of it ("longest mean step") is printed beside it
     job = expected.job
-    assert f"Slowest rank: {job['slowest_rank']} (compute " in proc.stdout
+    lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
+    assert 100 * (hi - lo) / lo < 2
+    assert "No slowest rank: compute " in proc.stdout and "Slowest rank:" not in proc.stdout
+    assert "Longest mean step" not in proc.stdout
 
 
 @pytest.mark.parametrize("cmd", ENTRY_POINTS)

@@ -124,3 +124,16 @@ def test_warnings_with_nothing_to_do_only_with_verbose(tmp_path: Path) -> None:
     note = "overlap their parent without nesting in it"
     assert note not in plain.stderr and note in verbose.stderr
     assert "nothing to do" in verbose.stderr
+
+
+def test_one_notion_of_the_slowest_rank() -> None:
+    from hta.report.present import slowest_rank_text
+
+    job = {"slowest_rank": 1, "slowest_rank_by": "compute_time(us)", "fastest_rank": 0,
+           "slowest_rank_value": 1_235.0, "fastest_rank_value": 1_000.0}
+    assert slowest_rank_text(job) == ("Slowest rank: 1 (compute 1.235 ms; fastest rank 0: "
+                                      "1.000 ms, +23.5%)")
+    alike = {**job, "slowest_rank_value": 1_019.0}
+    assert slowest_rank_text(alike) == ("No slowest rank: compute 1.000 ms to 1.019 ms on "
+                                        "every rank (+1.9%, under 2%)")
+    assert slowest_rank_text({"slowest_rank": None}) is None

@@ -368,8 +368,6 @@ def print_spread(out: Printer, overview: JobOverview, n_ranks: int) -> None:
     line = slowest_rank_text(job)
     if line is not None and n_ranks > 1:
         out.line(line, style="bold")
-        if "longest_step_rank" in job:
-            out.line(f"Longest mean step: rank {job['longest_step_rank']}")
 
 
 def capture_merge(analyzer: Analyzer) -> pd.DataFrame | None:

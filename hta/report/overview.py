@@ -42,7 +42,12 @@ on ties), ``mean``, and ``spread_pctg`` = 100 x (max - min) / min (NaN when min 
 **Slowest rank** (``job["slowest_rank"]``): the rank whose GPU computes longest (largest
 ``compute_time(us)``): in a synchronous job the other ranks wait for it in their
 collectives, which shows as their larger exposed communication. Without compute on any
-rank, the rank with the longest mean step, else none.
+rank, the rank with the longest mean step, else none. This is the one notion of the
+slowest rank the summary, the report and the notebooks show
+(:func:`hta.report.present.slowest_rank_text`); when the ranks' figures differ by less
+than 2 % they say no rank is slower. ``longest_step_rank`` (the rank with the longest
+mean step, which in a synchronous job differs from the others by the measurement window
+only) is kept in ``--json``; the spread table shows it.
 
 Example: two ranks with compute 8 and 10 ms and mean steps of 12.0 ms each: slowest rank
 1, compute spread 25 %, step time spread 0 %.

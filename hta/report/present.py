@@ -71,14 +71,28 @@ def metric_label(metric: object) -> str:
     return METRIC_LABELS.get(str(metric), str(metric))
 
 
+#: Ranks whose figure (compute time, else mean step) differs by less than this (%) are
+#: alike: no rank is called the slowest (run-to-run noise of the same work on the same
+#: kind of GPU is of this order).
+ALIKE_PCT = 2.0
+
+
 def slowest_rank_text(job: Mapping[str, Any]) -> str | None:
     """``Slowest rank: 1 (compute 1.235 ms; fastest rank 0: 1.000 ms, +23.5%)``, from an
-    overview's job figures (:data:`hta.report.overview.JobFacts`); ``None`` without one."""
+    overview's job figures (:data:`hta.report.overview.JobFacts`); when the ranks differ by
+    less than :data:`ALIKE_PCT`, ``No slowest rank: compute 1.191-1.194 ms on every rank
+    (+0.3%)``; ``None`` without a figure. The one notion of the slowest rank in the
+    summary and the report (the spread table gives every figure's longest rank)."""
     if job.get("slowest_rank") is None:
         return None
     lo, hi = job["fastest_rank_value"], job["slowest_rank_value"]
-    more = f", {100.0 * (hi - lo) / lo:+.1f}%" if lo > 0 else ""
-    return (f"Slowest rank: {job['slowest_rank']} ({metric_label(job['slowest_rank_by'])} "
+    pct = 100.0 * (hi - lo) / lo if lo > 0 else math.inf
+    more = f", {pct:+.1f}%" if lo > 0 else ""
+    label = metric_label(job["slowest_rank_by"])
+    if pct < ALIKE_PCT:
+        return (f"No slowest rank: {label} {time_text(lo)} to {time_text(hi)} on every rank "
+                f"({pct:+.1f}%, under {ALIKE_PCT:g}%)")
+    return (f"Slowest rank: {job['slowest_rank']} ({label} "
             f"{time_text(hi)}; fastest rank {job['fastest_rank']}: {time_text(lo)}{more})")
 
 
