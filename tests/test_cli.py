@@ -32,7 +32,8 @@ from overview_cases import write_job
 
 from hta.report.overview import job_overview
 from hta.report.packing import packed_plotly
-from hta.report.present import full_text
+from hta.analysis.display_names import DISPLAY_WIDTH
+from hta.report.present import display_name, full_text
 from hta.trace_analysis import TraceAnalysis
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRACE_ERROR = 0, 1, 2, 3
@@ -139,8 +140,13 @@ def test_summary_text_on_the_sample(cmd: list[str]) -> None:
         assert close(cells[6], r["queue_length_max"], 0)
         assert cells[7] == str(r["memcpy_count"]) and cells[9] == str(r["memset_count"])
     kernels = text_table(proc.stdout, "Top 10 kernels")
-    # piped, names are whole (long ones keep their start and end)
-    assert [c[-1] for c in kernels] == [full_text(n) for n in expected.top_kernels["name"]]
+    # each kernel by its display name (function and key template parameters), at most
+    # DISPLAY_WIDTH characters; --json keeps the whole name
+    shown = [c[-1] for c in kernels]
+    assert shown == [full_text(display_name(n, DISPLAY_WIDTH))
+                     for n in expected.top_kernels["name"]]
+    assert max(len(n) for n in shown) <= DISPLAY_WIDTH
+    assert "ncclDevKernel_AllReduce_Sum_f32_RING_LL" in shown
     spread = text_table(proc.stdout, "Spread across ranks")
     assert [c[0] for c in spread] == ["mean step time", "GPU span", "GPU busy", "compute",
                                       "exposed communication", "GPU idle"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from hta.analysis.display_names import DISPLAY_WIDTH
 from hta.commands.args_and_output import (
     EXIT_OK,
     Column,
@@ -42,7 +43,7 @@ from hta.commands.summary_perf import add_device_option, device_arg, hardware, h
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.report.devices import device_name
 from hta.report.present import (
-    demangled,
+    display_name,
     finding_saving,
     finding_share,
     finding_what,
@@ -348,7 +349,9 @@ def print_top_kernels(out: Printer, overview: JobOverview, n_ranks: int) -> None
             Column("mean (µs)", lambda r: number(r["mean(us)"])),
             *across,
             Column("type", lambda r: _kernel_type(r["kernel_type"]), numeric=False),
-            Column("name", lambda r: full_text(demangled(r["name"])), numeric=False, wrap=True),
+            Column("name", lambda r: full_text(display_name(str(r["name"]), DISPLAY_WIDTH)),
+                   numeric=False,
+                   wrap=True),
         ], [dict(r, _i=i) for i, r in enumerate(kernels, start=1)])
 
 
