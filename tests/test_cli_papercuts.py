@@ -137,3 +137,47 @@ def test_one_notion_of_the_slowest_rank() -> None:
     assert slowest_rank_text(alike) == ("No slowest rank: compute 1.000 ms to 1.019 ms on "
                                         "every rank (+1.9%, under 2%)")
     assert slowest_rank_text({"slowest_rank": None}) is None
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_summary_keeps_to_columns(width: int, terminal: bool) -> None:
+    import re
+
+    env = {"COLUMNS": str(width)}
+    if terminal:
+        env.update(FORCE_COLOR="1", TERM="xterm-256color")
+    proc = run_cli(["summary", str(SYNTHETIC), "--no-cache"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    text = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width, max(lines, key=len)
+    # kernels are named by their display names; a list that moved under its table has
+    # its header
+    assert "vectorized_elementwise_kernel<4, threshold_kernel_impl::λ, …>" in text
+    if width == 80:
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith("1. ncclDev"))
+        assert lines[at - 1].split() == ["#", "name"]
+
+
+def test_plain_tables_wrap_headers_and_move_long_text_under_a_header() -> None:
+    import io
+
+    from hta.commands.args_and_output import Column, Printer
+
+    out = io.StringIO()
+    rows = [{"n": 1.5, "name": "x" * 70}, {"n": 22.25, "name": "short"}]
+    Printer(out, rich=False, width=40).table("A title that is longer than forty characters", [
+        Column("a long numeric header", lambda r: f"{r['n']:.2f}"),
+        Column("name", lambda r: r["name"], numeric=False, wrap=True),
+    ], rows)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 40
+    assert lines[:2] == ["A title that is longer than forty", "  characters"]
+    assert "# name" in [line.strip() for line in lines]
+    assert any(line.strip().startswith("1. xxxx") for line in lines)
+    # no width: one line per row, whole (as before)
+    out = io.StringIO()
+    Printer(out, rich=False).table("t", [Column("name", lambda r: r["name"], numeric=False,
+                                                wrap=True)], rows)
+    assert "x" * 70 in out.getvalue()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -252,6 +253,9 @@ class Printer:
     def __init__(self, file: TextIO | None = None, rich: bool | None = None,
                  width: int | None = None) -> None:
         self.file = file or sys.stdout
+        #: The line width plain text keeps to: ``width``, else ``COLUMNS`` when it is set
+        #: (also when the output is piped or redirected), else none.
+        self.width = width or columns_from_environment()
         self.console = None
         if rich is not False:
             from rich.console import Console
@@ -261,8 +265,14 @@ class Printer:
                 self.console = console
 
     def line(self, text: str = "", style: str | None = None) -> None:
-        """One line of text (styled on a terminal)."""
+        """One line of text (styled on a terminal; wrapped to :attr:`width` when set)."""
         if self.console is None:
+            if self.width and len(text) > self.width:
+                import textwrap
+
+                text = "\n".join(textwrap.wrap(text, self.width, subsequent_indent="  ",
+                                                break_long_words=False,
+                                                break_on_hyphens=False)) or text
             print(text, file=self.file)
         else:
             from rich.text import Text
@@ -274,7 +284,7 @@ class Printer:
         """A titled table, one line per row (long text wrapped, never cut)."""
         cells = [[c.cell(r) for c in columns] for r in rows]
         if self.console is None:
-            self._plain(title, columns, cells)
+            self._plain(title, columns, cells, self.width)
             return
         from rich.table import Table
         from rich.text import Text
@@ -283,7 +293,7 @@ class Printer:
         if layout is None:
             # too narrow for the numbers side by side: whole lines, as when piped (the
             # terminal wraps them), rather than a cut cell
-            self._plain(title, columns, cells)
+            self._plain(title, columns, cells, self.console.width)
             return
         widths, moved = layout
         keep = [i for i in range(len(columns)) if i not in moved]
@@ -357,6 +367,8 @@ class Printer:
         grid = Table.grid(padding=(0, 1))
         grid.add_column(justify="right", no_wrap=True)
         grid.add_column(overflow="fold", ratio=1)
+        key, heading = _moved_heading(columns, moved, numbered)
+        grid.add_row(Text(key, style="bold cyan"), Text(heading, style="bold cyan"))
         for n, texts in enumerate(cells, start=1):
             key = str(n) if numbered else texts[0]
             text = "; ".join(f"{columns[i].header}: {texts[i]}" if len(moved) > 1 else texts[i]
@@ -364,20 +376,107 @@ class Printer:
             grid.add_row(Text(f"{key}."), Text(text))
         console.print(grid)
 
-    def _plain(self, title: str, columns: Sequence[Column], cells: list[list[str]]) -> None:
-        widths = [max([len(c.header)] + [len(row[i]) for row in cells])
-                  for i, c in enumerate(columns)]
+    def _plain(self, title: str, columns: Sequence[Column], cells: list[list[str]],
+               width: int | None = None) -> None:
+        """Aligned text. Past ``width`` characters, the long-text columns move under the
+        table as numbered lines (under their header), wrapped to ``width``."""
+        moved: list[int] = []
+        if width and _plain_width(columns, cells, range(len(columns))) > width:
+            moved = [i for i, c in enumerate(columns) if c.wrap]
+        numbered = bool(moved) and columns[0].header != "#"
+        shown = [i for i in range(len(columns)) if i not in moved]
+        heads = (["#"] if numbered else []) + [columns[i].header for i in shown]
+        rows = [([str(n)] if numbered else []) + [row[i] for i in shown]
+                for n, row in enumerate(cells, start=1)]
+        kinds = ([True] if numbered else []) + [columns[i].numeric for i in shown]
+        widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(heads)]
+        header_lines = [heads]
+        if width and sum(widths) + 2 * (len(widths) - 1) > width:
+            widths, header_lines = _wrapped_headers(heads, rows, width)
 
         def fmt(values: Sequence[str]) -> str:
-            parts = [v.rjust(w) if c.numeric else v.ljust(w)
-                     for v, w, c in zip(values, widths, columns)]
+            parts = [v.rjust(w) if numeric else v.ljust(w)
+                     for v, w, numeric in zip(values, widths, kinds)]
             return "  ".join(parts).rstrip()
 
+        if width and len(title) > width:
+            import textwrap
+
+            title = "\n".join(textwrap.wrap(title, width, subsequent_indent="  ",
+                                             break_on_hyphens=False)) or title
         print(title, file=self.file)
-        print(fmt([c.header for c in columns]), file=self.file)
-        for row in cells:
+        for header in header_lines:
+            print(fmt(header), file=self.file)
+        for row in rows:
             print(fmt(row), file=self.file)
+        if moved:
+            self._plain_numbered(columns, cells, moved, numbered, width or 80)
         print(file=self.file)
+
+    def _plain_numbered(self, columns: Sequence[Column], cells: list[list[str]],
+                        moved: list[int], numbered: bool, width: int) -> None:
+        """The moved columns' text, one entry per row under a header line, wrapped."""
+        import textwrap
+
+        keys = [f"{n}." if numbered else f"{row[0]}." for n, row in enumerate(cells, start=1)]
+        pad = max(len(k) for k in keys) if keys else 2
+        key, heading = _moved_heading(columns, moved, numbered)
+        print(f"{key.rjust(pad)} {heading}", file=self.file)
+        for k, row in zip(keys, cells):
+            text = "; ".join(f"{columns[i].header}: {row[i]}" if len(moved) > 1 else row[i]
+                             for i in moved)
+            lines = textwrap.wrap(text, max(width - pad - 1, 20), break_long_words=True,
+                                  break_on_hyphens=False) or [""]
+            print(f"{k.rjust(pad)} {lines[0]}", file=self.file)
+            for more in lines[1:]:
+                print(f"{'':{pad}} {more}", file=self.file)
+
+
+def _wrapped_headers(heads: list[str], rows: list[list[str]], width: int
+                     ) -> tuple[list[int], list[list[str]]]:
+    """Column widths and header lines when the headers wrap between their words to bring
+    the table within ``width`` (the widest headers first; a cell is never cut). The
+    header lines are bottom-aligned: a short header sits on the last line."""
+    import textwrap
+
+    cells = [max([len(r[k]) for r in rows] + [1]) for k in range(len(heads))]
+    least = [max(cells[k], max(len(w) for w in (h.split() or [""]))) for k, h in
+             enumerate(heads)]
+    widths = [max(len(h), c) for h, c in zip(heads, cells)]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    for k in sorted(range(len(heads)), key=lambda j: least[j] - widths[j]):
+        if excess <= 0:
+            break
+        cut = min(excess, widths[k] - least[k])
+        widths[k] -= cut
+        excess -= cut
+    wrapped = [textwrap.wrap(h, w, break_long_words=False) or [""]
+               for h, w in zip(heads, widths)]
+    depth = max(len(w) for w in wrapped)
+    lines = [[(w[len(w) - depth + n] if n >= depth - len(w) else "") for w in wrapped]
+             for n in range(depth)]
+    return widths, lines
+
+
+def columns_from_environment() -> int | None:
+    """``COLUMNS`` as a width (a whole number from 20 up), else None."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 20 else None
+
+
+def _plain_width(columns: Sequence[Column], cells: list[list[str]], which: Iterable[int]
+                 ) -> int:
+    """Characters of the widest plain-text line with the columns ``which``."""
+    which = list(which)
+    return sum(max(len(columns[i].header), _widest(cells, i)) for i in which) + \
+        2 * (len(which) - 1)
+
+
+def _moved_heading(columns: Sequence[Column], moved: list[int], numbered: bool
+                   ) -> tuple[str, str]:
+    """The header line over moved columns: the key column's name, the moved headers."""
+    key = "#" if numbered or columns[0].header == "#" else columns[0].header
+    return key, "; ".join(columns[i].header for i in moved)
 
 
 def _widest(cells: list[list[str]], i: int) -> int:

@@ -104,6 +104,6 @@ def print_hardware(out: Printer, h: Hardware) -> None:
         Column("TB/s", lambda r: number(r["tb_per_s"], 3)),
         Column("% of roof", lambda r: number(r["pct_of_peak"])),
         Column("bound", lambda r: str(r["bound"]), numeric=False),
-        Column("op", lambda r: full_text(r["op"]), numeric=False),
+        Column("op", lambda r: full_text(r["op"]), numeric=False, wrap=True),
         Column("shapes", lambda r: full_text(r["input_dims"]), numeric=False, wrap=True),
     ], low.to_dict("records"))

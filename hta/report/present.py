@@ -140,20 +140,20 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     reads as a C++ signature (the text before its first ``<`` or ``(`` ends with the
     function's name), its function name and key template parameters
     (:func:`hta.analysis.display_names.display_name`); cut to ``width`` with an ellipsis
-    (:func:`hta.plots._figure_parts.short`) when still too long or not a signature. A mangled C++ name (``_ZN...``) is demangled first
-    (:func:`hta.model.demangle.demangle`); the hover, ``--json`` and the tables returned in
-    Python keep the whole name."""
+    (:func:`hta.plots._figure_parts.short`) when still too long or not a signature. A
+    mangled C++ name (``_ZN...``) is demangled first (:func:`hta.model.demangle.demangle`);
+    the hover, ``--json`` and the tables returned in Python keep the whole name."""
     from hta.analysis.display_names import display_name as key_parts
+    from hta.analysis.names import short_name
     from hta.model.demangle import demangle
     from hta.plots._figure_parts import short
-
-    from hta.analysis.names import short_name
 
     text = demangle(text)
     if len(text) <= width:
         return text
     brief = short_name(text)
-    cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=-1)
+    plain = text.replace("(anonymous namespace)", "_" * len("(anonymous namespace)"))
+    cut = min((i for i in (plain.find("<"), plain.find("(")) if i >= 0), default=-1)
     last = brief.rsplit("::", 1)[-1]
     if brief != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
         text = key_parts(text, width)  # a C++ signature: its function and key parameters
