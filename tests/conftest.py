@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,12 +15,34 @@ SAMPLE_TRACES = ROOT / "sample_traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def absent_reason(path: Path) -> str:
+    """The one skip reason of a test whose real traces are absent."""
+    return f"real traces not available: {path} is absent"
+
+
 def shared_trace(*parts: str) -> Path:
     """Path under ../shared/traces/hta, skipping the test when it is absent."""
     path = SHARED_TRACES.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"real traces not available: {path} is absent")
+        pytest.skip(absent_reason(path))
     return path
+
+
+def needs_shared(*parts: str) -> pytest.MarkDecorator:
+    """A mark skipping the test, with :func:`absent_reason`, when the path under
+    ../shared/traces/hta is absent."""
+    path = SHARED_TRACES.joinpath(*parts)
+    return pytest.mark.skipif(not path.exists(), reason=absent_reason(path))
+
+
+def params_or_absent(values: list, ids: Any = None, where: Path = SHARED_TRACES) -> list:
+    """``values`` as parameters (``ids``: a function naming each), or, when there are none
+    because ``where`` is absent, one parameter that skips saying so (pytest's own "got
+    empty parameter set" explains nothing)."""
+    if values:
+        return [pytest.param(v, id=ids(v) if ids else None) for v in values]
+    return [pytest.param(None, id="absent", marks=pytest.mark.skip(
+        reason=absent_reason(where) if not where.exists() else f"nothing to test in {where}"))]
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from conftest import ROOT, SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
 from overview_cases import write_job
 
+from hta.analysis.display_names import DISPLAY_WIDTH
 from hta.report.overview import job_overview
 from hta.report.packing import packed_plotly
-from hta.analysis.display_names import DISPLAY_WIDTH
 from hta.report.present import display_name, full_text
 from hta.trace_analysis import TraceAnalysis
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, absent_reason
 
 from hta.analysis.findings.engine import analysis_window
 from hta.trace_analysis import TraceAnalysis
@@ -94,7 +94,7 @@ def _case(job: str, invariant: str):
 def _cases(invariant: str) -> list:
     if not JOBS:
         return [pytest.param("", marks=pytest.mark.skip(
-            reason=f"real traces not available: {SHARED_TRACES} is absent"), id="absent")]
+            reason=absent_reason(SHARED_TRACES)), id="absent")]
     return [_case(job, invariant) for job in JOBS]
 
 
@@ -193,5 +193,5 @@ def test_stem_keeps_what_findings_print() -> None:
 def test_shared_traces_found() -> None:
     """The job list is not silently empty when the shared traces are there."""
     if not Path(SHARED_TRACES).is_dir():
-        pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
+        pytest.skip(absent_reason(SHARED_TRACES))
     assert len(JOBS) >= 10, JOBS

@@ -39,16 +39,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SHARED_TRACES, needs_shared
 
-SHARED = Path("/work/shared/traces/hta")
+SHARED = SHARED_TRACES
 TRACE_FILTER = SHARED / "trace_filter"
 TRACE_DIFF = SHARED / "trace_diff"
 CUPTI = SHARED / "cupti_profiler"
 
-needs_filter = pytest.mark.skipif(not TRACE_FILTER.is_dir(),
-                                  reason="shared trace_filter traces absent")
-needs_diff = pytest.mark.skipif(not TRACE_DIFF.is_dir(), reason="shared trace_diff traces absent")
-needs_cupti = pytest.mark.skipif(not CUPTI.is_dir(), reason="shared cupti_profiler trace absent")
+needs_filter = needs_shared("trace_filter")
+needs_diff = needs_shared("trace_diff")
+needs_cupti = needs_shared("cupti_profiler")
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +261,7 @@ def test_launch_stats_index_by_rank() -> None:
 SIMPLE_ADD = SHARED / "critical_path" / "simple_add"
 
 
-@pytest.mark.skipif(not SIMPLE_ADD.is_dir(), reason="shared critical_path traces absent")
+@needs_shared("critical_path", "simple_add")
 def test_critical_path_graph_saves_and_restores(tmp_path: Path) -> None:
     from hta.analyzers.critical_path_analysis import CPGraph, restore_cpgraph
     from hta.trace_analysis import TraceAnalysis

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
+from conftest import SHARED_TRACES, needs_shared
 
 from hta.kineto.discovery import discover, drop_exports
 from hta.trace_analysis import TraceAnalysis
 
-SHARED = Path("/work/shared/traces/hta/trace_filter")
+SHARED = SHARED_TRACES / "trace_filter"
 
 
 def test_drop_exports_leaves_out_files_written_from_a_neighbour() -> None:
@@ -21,7 +21,7 @@ def test_drop_exports_leaves_out_files_written_from_a_neighbour() -> None:
     assert kept == ["a.json.gz", "b_with_counters.json"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared trace_filter traces absent")
+@needs_shared("trace_filter")
 def test_folder_with_counters_written_loads_again(tmp_path: Path) -> None:
     for f in SHARED.iterdir():
         shutil.copy(f, tmp_path / f.name)

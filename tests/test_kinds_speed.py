@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import SAMPLE_TRACES, SHARED_TRACES
+from conftest import SAMPLE_TRACES, SHARED_TRACES, absent_reason
 
 from hta.model.categories import KERNEL_FAMILIES
 from hta.model.prefilter import literal_filter, may_match
@@ -75,7 +75,7 @@ def trace_pairs(folder: Path) -> set[tuple[str, str]]:
 
 def test_real_traces_same_kinds_and_categories() -> None:
     if not SHARED_TRACES.exists():
-        pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
+        pytest.skip(absent_reason(SHARED_TRACES))
     pairs = trace_pairs(SHARED_TRACES)
     kernels = {p for p in pairs if p[0] == "kernel"}
     assert len(kernels) > 300  # the GPU traces' kernel names are there

@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, SHARED_TRACES
+from conftest import ROOT, SHARED_TRACES, absent_reason
 
 from hta.kineto import native, stream
 from hta.kineto.decode import DecodedTrace, decode_trace
 from hta.kineto.schema import DECODED_TABLES
 
-pytestmark = pytest.mark.skipif(not native.built(), reason="the native scanner is not built")
+pytestmark = pytest.mark.skipif(not native.built(),
+                                reason="the native scanner (hta.kineto._scan) is not built")
 
 TABLES = tuple(DECODED_TABLES)
 
@@ -70,7 +71,7 @@ def test_the_scanner_takes_real_kineto_chunks() -> None:
 
     path = SHARED_TRACES / "df_index_resolver" / "df_index_resolver.json.gz"
     if not path.exists():
-        pytest.skip("shared traces absent")
+        pytest.skip(absent_reason(path))
     pieces = [p for kind, p in iter_event_chunks(path) if kind == "events"]
     assert pieces and all(native.scan(p) is not None for p in pieces)
 

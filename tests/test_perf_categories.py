@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, absent_reason
 
 from hta.model.categories import CATEGORIES, op_base_name, op_category
 from hta.model.rules import DEFAULT_RULES, KERNEL_CATS, Rule, RuleSet, categories
@@ -169,7 +169,7 @@ def _real_files() -> list[Path]:
     return [TRACES / n for n in names]
 
 
-@pytest.mark.skipif(not TRACES.exists(), reason="../shared/traces is absent")
+@pytest.mark.skipif(not TRACES.exists(), reason=absent_reason(TRACES))
 @pytest.mark.parametrize("path", _real_files(), ids=lambda p: p.parent.name)
 def test_real_traces_classified(path: Path) -> None:
     """Under 5% of kernel time unclassified; the kinds equal the old rules' kinds."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, absent_reason
 from kineto_builder import TraceBuilder
 
 from hta.model.devices import custom_device
@@ -101,7 +101,7 @@ def test_summary_category_time_and_figure(tmp_path: Path) -> None:
 def _real(rel: str) -> Path:
     path = TRACES / rel
     if not path.exists():
-        pytest.skip(f"{path} is absent")
+        pytest.skip(absent_reason(path))
     return path
 
 

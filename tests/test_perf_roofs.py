@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, absent_reason
 from kineto_builder import TraceBuilder
 
 from hta.analysis.perf.kernel_math import (
@@ -129,7 +129,7 @@ def test_call_math_longest_class_wins_split_k_takes_no_side() -> None:
 
 
 @pytest.mark.skipif(not (TRACES / "trace_diff/control").exists(),
-                    reason="../shared/traces is absent")
+                    reason=absent_reason(TRACES / "trace_diff/control"))
 def test_real_a100_sgemm_calls_are_judged_against_fp32() -> None:
     """trace_diff/control (A100-PG509-200, fp32 TorchRec): every call whose kernel is an
     ampere_sgemm has the fp32 vector roof, the cutlass tensorop (TF32) ones keep TF32, and

@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 
 import pytest
-from conftest import SHARED_TRACES, shared_trace
+from conftest import SHARED_TRACES, params_or_absent, shared_trace
 from counters_cases import (
     FULL_QUEUE,
     full_queue_case,
@@ -96,7 +96,7 @@ def _gpu_trace_dirs():
                    if ".hta_cache" not in p.parts})
 
 
-@pytest.mark.parametrize("folder", _gpu_trace_dirs(), ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", params_or_absent(_gpu_trace_dirs(), ids=lambda p: p.name))
 def test_never_negative_on_real_traces(folder):
     a = TraceAnalysis(trace_dir=folder, cache=False, progress=False)
     s = queue_length_time_series(a.t)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED_TRACES
+from conftest import SHARED_TRACES, absent_reason
 
 from hta.kineto import split, stream
 from hta.kineto.decode import DecodedTrace, decode_trace
@@ -207,7 +207,7 @@ def test_real_trace_in_every_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path = SHARED_TRACES / "nccl_parser_config"
     files = sorted(path.glob("*.json*")) if path.exists() else []
     if not files:
-        pytest.skip(f"real traces not available: {path} is absent")
+        pytest.skip(absent_reason(path))
     opener = gzip.open if files[0].suffix == ".gz" else open
     with opener(files[0], "rt") as fh:
         src = json.load(fh)

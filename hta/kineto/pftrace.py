@@ -222,12 +222,7 @@ def to_kineto(path: Path | RemotePath, data: bytes | bytearray) -> tuple[dict[st
         if ann.get("correlation_id") and "correlation" not in args:
             args["correlation"] = ann["correlation_id"]
         open_[e.track_uuid].append((p.timestamp, name, cat, args))
-    exported = _exported_ranks(tracks)
-    if exported:
-        raise TraceLoadError(
-            path, f"a job-wide Perfetto trace written by 'hta export --format perfetto' "
-            f"({len(exported)} rank(s) on one timeline: {_rank_list(exported)}), not a "
-            "profiler trace", "analyse the trace folder it was exported from")
+    _refuse_export(path, tracks)
     if not slices:
         raise TraceLoadError(path, "a protobuf file with no slices: not a profiler trace",
                              "give the JSON trace, or the .pftrace PyTorch wrote")
@@ -244,6 +239,17 @@ def to_kineto(path: Path | RemotePath, data: bytes | bytearray) -> tuple[dict[st
 #: The process name :mod:`hta.export.perfetto_job` gives each rank: ``rank R`` or
 #: ``rank R (host)``.
 _EXPORTED_RANK = re.compile(r"rank (\d+)(?: \(.*\))?")
+
+
+def _refuse_export(path: Path | RemotePath, tracks: dict[int, Any]) -> None:
+    """Raise a :class:`TraceLoadError` naming a job-wide export of this package (read as
+    one rank it would be nonsense: every rank's events on one CPU-only 'rank')."""
+    exported = _exported_ranks(tracks)
+    if exported:
+        raise TraceLoadError(
+            path, f"a job-wide Perfetto trace written by 'hta export --format perfetto' "
+            f"({len(exported)} rank(s) on one timeline: {_rank_list(exported)}), not a "
+            "profiler trace", "analyse the trace folder it was exported from")
 
 
 def _exported_ranks(tracks: dict[int, Any]) -> list[int]:
