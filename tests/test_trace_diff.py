@@ -241,7 +241,8 @@ def metric(job, section: str, name: str) -> tuple[float, float]:
 def test_job_step_time_and_verdict(tmp_path):
     c, t = pair(tmp_path)
     job = TraceDiff.compare_jobs(c, t)
-    assert job.verdict == "step time 10.0 ms -> 8.0 ms (-20.0%)"
+    assert job.verdict == ("step time 10.0 ms -> 8.0 ms (-20.0%); "
+        "GPU busy time 1.5 ms -> 2.2 ms (+46.7%) per step")
     assert job.notes == ["steps per rank differ (2 vs 4): every time is per step"]
     assert metric(job, "steps", "step_time_mean(us)") == (10_000.0, 8_000.0)
     row = job.metric("step_time_mean(us)")
@@ -359,7 +360,8 @@ def test_job_without_steps(tmp_path):
 def test_job_identical_traces_change_nothing(tmp_path):
     c, _ = pair(tmp_path)
     job = TraceDiff.compare_jobs(c, c)
-    assert job.verdict == "step time 10.0 ms -> 10.0 ms (+0.0%)"
+    assert job.verdict == ("step time 10.0 ms -> 10.0 ms (+0.0%); "
+        "GPU busy time 1.5 ms -> 1.5 ms (+0.0%) per step")
     assert (job.summary["delta"].fillna(0) == 0).all()
     assert set(job.kernels["status"]) == {"unchanged"}
     assert job.regressions().empty and job.improvements("operator").empty
@@ -389,3 +391,24 @@ def test_job_to_dict_and_figure(tmp_path, shown):
         job.metric("nope")
     with pytest.raises(ValueError, match="kernel"):
         job.regressions(by="stream")
+
+
+def test_verdict_digits_show_the_change_and_tiny_changes_are_unchanged() -> None:
+    import pandas as pd
+
+    from hta.analysis.diff.job import _name_diff, format_time_pair
+
+    # one decimal would print 1.9 ms twice for a +3.6% change
+    assert format_time_pair(1_851.0, 1_917.6) == ("1.85 ms", "1.92 ms")
+    assert format_time_pair(1_851.0, 1_851.0) == ("1.9 ms", "1.9 ms")
+    assert format_time_pair(10_000.0, 8_000.0) == ("10.0 ms", "8.0 ms")
+    c = pd.DataFrame({"name": ["tiny", "gemm", "same"], "count": [1.0, 1.0, 1.0],
+                      "time(us)": [2.0, 1_000.0, 50.0]})
+    t = pd.DataFrame({"name": ["tiny", "gemm", "same"], "count": [1.0, 1.0, 1.0],
+                      "time(us)": [2.2, 2_000.0, 50.0]})
+    table = _name_diff(c, t, threshold_pct=5.0, with_type=False).set_index("name")
+    # +10% of 2 µs is 0.2 µs per step: below MIN_DELTA_US, unchanged
+    assert table.loc["tiny", "delta_pctg"] == pytest.approx(10.0)
+    assert table.loc["tiny", "status"] == "unchanged"
+    assert table.loc["gemm", "status"] == "slower"
+    assert table.loc["same", "status"] == "unchanged"

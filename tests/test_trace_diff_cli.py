@@ -43,7 +43,8 @@ def test_text_output(dirs):
     assert lines[0] == f"control: {c}  ranks: 2  steps: 3"
     assert lines[1] == f"test:    {t}  ranks: 2  steps: 4"
     # rank 0: 2 steps of 10 ms, rank 1: 3 of 10 ms; test: 4 steps of 8 ms on both ranks
-    assert lines[2] == "step time 10.0 ms -> 8.0 ms (-20.0%)"
+    assert lines[2] == ("step time 10.0 ms -> 8.0 ms (-20.0%); "
+        "GPU busy time 1.5 ms -> 2.2 ms (+46.7%) per step")
     assert lines[3] == "note: steps per rank differ (2.5 vs 4): every time is per step"
     assert summary_line(proc.stdout, "step_time_mean(us)") == [
         "10,000.0", "8,000.0", "-2,000.0", "-20.0%"]
@@ -94,9 +95,13 @@ def test_options(dirs):
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["control_ranks"] == [1] and payload["test_ranks"] == [1]
-    assert payload["verdict"] == "step time 10.0 ms -> 8.0 ms (-20.0%)"
-    top = payload["regressions"]["kernels"][0]
-    assert (top["name"], top["delta_time(us)"], top["status"]) == ("gemm", 500.0, "unchanged")
+    assert payload["verdict"] == ("step time 10.0 ms -> 8.0 ms (-20.0%); "
+        "GPU busy time 1.5 ms -> 2.2 ms (+46.7%) per step")
+    # with --threshold 60, gemm's +50% is unchanged: the regressions list only names
+    # beyond the thresholds (slower or added)
+    top = payload["regressions"]["kernels"]
+    assert [(r["name"], r["delta_time(us)"], r["status"]) for r in top] == [
+        ("new_kernel", 200.0, "added")]
     proc = run("diff", str(c), str(t), "--top", "0")
     assert proc.returncode == 2 and "positive integer" in proc.stderr
 
@@ -132,7 +137,8 @@ def test_shared_trace_compare():
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     # ProfilerStep#1009 (100298 µs) and #1010 (122149 µs) on both sides
-    assert payload["verdict"] == "step time 111.2 ms -> 111.2 ms (+0.0%)"
+    assert payload["verdict"] == ("step time 111.2 ms -> 111.2 ms (+0.0%); "
+        "GPU busy time 843.0 µs -> 841.0 µs (-0.2%) per step")
     imp = payload["improvements"]["kernels"]
     assert len(imp) == 1 and "CUDAFunctor_add<int>" in imp[0]["name"]
     assert (imp[0]["control_time(us)"], imp[0]["test_time(us)"]) == (6.0, 4.0)

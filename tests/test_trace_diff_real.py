@@ -16,6 +16,7 @@ import pytest
 from conftest import shared_trace
 
 from hta.analysis.diff.metrics import IDLE_SECTION
+from hta.analysis.diff.scope import MIN_DELTA_US
 from hta.trace_analysis import TraceAnalysis
 from hta.trace_diff import TraceDiff
 
@@ -171,7 +172,8 @@ def test_compare_jobs_by_hand(compare_pair):
     test."""
     c, t, _, _ = compare_pair
     job = TraceDiff.compare_jobs(c, t)
-    assert job.verdict == "step time 111.2 ms -> 111.2 ms (+0.0%)"
+    assert job.verdict == ("step time 111.2 ms -> 111.2 ms (+0.0%); "
+        "GPU busy time 843.0 µs -> 841.0 µs (-0.2%) per step")
     assert job.metric("step_time_mean(us)")[["control", "test"]].tolist() == [111223.5] * 2
     assert job.metric("busy_time(us)")[["control", "test"]].tolist() == [843.0, 841.0]
     k = job.kernels.set_index("name")
@@ -222,8 +224,8 @@ def test_diff_job_against_reference(diff_pair):
     assert job.metric("step_time_mean(us)")[["control", "test"]].tolist() == pytest.approx(
         means)
     pct = 100 * (means[1] - means[0]) / means[0]
-    assert job.verdict == (f"step time {means[0] / 1e3:,.1f} ms -> {means[1] / 1e3:,.1f} ms "
-                           f"({pct:+.1f}%)")
+    assert job.verdict.startswith(f"step time {means[0] / 1e3:,.1f} ms -> "
+                                  f"{means[1] / 1e3:,.1f} ms ({pct:+.1f}%); GPU busy time ")
     assert job.metric("steps_per_rank")[["control", "test"]].tolist() == [6.0, 6.0]
     # GPU time per kernel and per step, against the JSON
     for side, ref in (("control", rc), ("test", rt)):
@@ -245,13 +247,15 @@ def test_diff_job_against_reference(diff_pair):
             assert row["status"] == "added"
         elif row["test_count"] == 0:
             assert row["status"] == "removed"
-        elif math.isfinite(row["delta_pctg"]) and abs(row["delta_pctg"]) >= 5.0:
+        elif (math.isfinite(row["delta_pctg"]) and abs(row["delta_pctg"]) >= 5.0
+              and abs(row["delta_time(us)"]) >= MIN_DELTA_US):
             assert row["status"] == ("slower" if row["delta_pctg"] > 0 else "faster")
         else:
             assert row["status"] == "unchanged"
     reg = job.regressions(top=None)["delta_time(us)"].tolist()
     assert reg == sorted(reg, reverse=True) and all(d > 0 for d in reg)
-    assert len(reg) + len(job.improvements(top=None)) + int((k["delta_time(us)"] == 0).sum()) \
+    # every row is a regression, an improvement or unchanged (below the thresholds)
+    assert len(reg) + len(job.improvements(top=None)) + int((k["status"] == "unchanged").sum()) \
         == len(k)
 
 

@@ -22,6 +22,7 @@ from hta.analysis.diff.per_name import _group_names, _text
 from hta.analysis.diff.scope import (
     _WORK_CODES,
     DEFAULT_THRESHOLD_PCT,
+    MIN_DELTA_US,
     NO_OPERATOR,
     Iterations,
 )
@@ -53,17 +54,21 @@ class JobDiff:
     threshold_pct: float = DEFAULT_THRESHOLD_PCT
 
     def regressions(self, by: str = "kernel", top: int | None = 10) -> pd.DataFrame:
-        """Names whose GPU time per step grew, largest absolute growth first."""
+        """Names whose GPU time per step grew beyond the thresholds (``status`` ``slower``
+        or ``added``), largest absolute growth first."""
         table = self._table(by)
-        out = table[table["delta_time(us)"] > 0].sort_values(
+        grew = (table["delta_time(us)"] > 0) & table["status"].isin(["slower", "added"])
+        out = table[grew].sort_values(
             ["delta_time(us)", "name"], ascending=[False, True], kind="stable")
         return out.head(top).reset_index(drop=True) if top is not None else out.reset_index(
             drop=True)
 
     def improvements(self, by: str = "kernel", top: int | None = 10) -> pd.DataFrame:
-        """Names whose GPU time per step shrank, largest absolute saving first."""
+        """Names whose GPU time per step shrank beyond the thresholds (``status`` ``faster``
+        or ``removed``), largest absolute saving first."""
         table = self._table(by)
-        out = table[table["delta_time(us)"] < 0].sort_values(
+        shrank = (table["delta_time(us)"] < 0) & table["status"].isin(["faster", "removed"])
+        out = table[shrank].sort_values(
             ["delta_time(us)", "name"], ascending=[True, True], kind="stable")
         return out.head(top).reset_index(drop=True) if top is not None else out.reset_index(
             drop=True)
@@ -302,27 +307,34 @@ def _name_diff(c: pd.DataFrame, t: pd.DataFrame, threshold_pct: float,
 def _status(out: pd.DataFrame, threshold_pct: float) -> np.ndarray:
     cc, tc = out["control_count"].to_numpy(), out["test_count"].to_numpy()
     pct = out["delta_pctg"].to_numpy()
+    big = np.abs(out["delta_time(us)"].to_numpy()) >= MIN_DELTA_US
     with np.errstate(invalid="ignore"):
-        slower = np.isfinite(pct) & (pct > 0) & (pct >= threshold_pct)
-        faster = np.isfinite(pct) & (pct < 0) & (-pct >= threshold_pct)
+        slower = np.isfinite(pct) & (pct > 0) & (pct >= threshold_pct) & big
+        faster = np.isfinite(pct) & (pct < 0) & (-pct >= threshold_pct) & big
     return np.select([(cc == 0) & (tc > 0), (cc > 0) & (tc == 0), slower, faster],
                      ["added", "removed", "slower", "faster"], "unchanged").astype(object)
 
 
 def format_time_pair(control_us: float, test_us: float) -> tuple[str, str]:
     """Two µs values, each in its own unit (:func:`format_time`), so that neither reads
-    ``0.0 s`` beside the other's seconds."""
-    return format_time(control_us), format_time(test_us)
+    ``0.0 s`` beside the other's seconds; with more decimals (up to three more) when the
+    usual ones would print two different values alike (``1.9 ms -> 1.9 ms``)."""
+    for extra in range(4):
+        a, b = format_time(control_us, extra), format_time(test_us, extra)
+        if a != b or control_us == test_us:
+            break
+    return a, b
 
 
-def format_time(us: float) -> str:
-    """A µs value in the unit that suits it: ``1.23 s``, ``47.2 ms``, ``812.0 µs``."""
+def format_time(us: float, extra_decimals: int = 0) -> str:
+    """A µs value in the unit that suits it: ``1.23 s``, ``47.2 ms``, ``812.0 µs``
+    (``extra_decimals`` more digits after the point)."""
     size = abs(us)
     if size >= 1e6:
-        return f"{us / 1e6:,.2f} s"
+        return f"{us / 1e6:,.{2 + extra_decimals}f} s"
     if size >= 1e3:
-        return f"{us / 1e3:,.1f} ms"
-    return f"{us:,.1f} µs"
+        return f"{us / 1e3:,.{1 + extra_decimals}f} ms"
+    return f"{us:,.{1 + extra_decimals}f} µs"
 
 
 def _verdict(summary: pd.DataFrame, c: _Side, t: _Side) -> str:
@@ -337,8 +349,11 @@ def _verdict(summary: pd.DataFrame, c: _Side, t: _Side) -> str:
         pct = r["delta_pctg"]
         return f"{a} -> {b} ({f'{pct:+.1f}%' if pd.notna(pct) else 'n/a'})"
 
+    busy = row("busy_time(us)")
+    gpu_line = (f"; GPU busy time {change('busy_time(us)')} per step"
+                if float(busy["control"]) > 0 and float(busy["test"]) > 0 else "")
     if c.has_steps and t.has_steps:
-        return f"step time {change('step_time_mean(us)')}"
+        return f"step time {change('step_time_mean(us)')}{gpu_line}"
     tail = " per trace" if not (c.has_steps or t.has_steps) else \
         " per step (a trace without steps counts as one)"
     span = row("kernel_time(us)")

@@ -24,6 +24,10 @@ DEVICE_TYPES = ("ALL", "CPU", "GPU")
 NO_OPERATOR = "(no operator)"
 #: Relative change of GPU time per step (%) below which a name counts as unchanged.
 DEFAULT_THRESHOLD_PCT = 5.0
+#: Change of GPU time per step (µs) below which a name counts as unchanged whatever its
+#: relative change: below a microsecond per step, a kernel's time moves with the timer's
+#: resolution and run-to-run jitter, not with the code.
+MIN_DELTA_US = 1.0
 STATUSES = ("added", "removed", "slower", "faster", "unchanged")
 
 _GPU_CODES = np.array([KIND_CODE[k] for k in KINDS if k in GPU_KINDS], dtype=np.int64)
