@@ -15,6 +15,7 @@ cluster and each replays where it lives (only the collectives' times travel).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hta.commands.args_and_output import (
     EXIT_OK,
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     analyzer = load(args)
+    _refuse_patterns_matching_nothing(analyzer, changes)
     table = analyzer.what_if(changes)
     bounds = analyzer.get_step_bounds()
     if args.json:
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         Column("predicted (ms)", lambda r: ms(r["predicted"])),
         Column("change", lambda r: _pct(r["predicted"], r["replayed"])),
     ], rows)
+    for note in _prediction_notes(analyzer, changes, table, rows):
+        out.line(note, style="yellow")
     out.line(f"Replay error (replayed vs measured, per rank and step): median "
              f"{table['replay_error_pctg'].abs().median():.2f}%, worst "
              f"{table['replay_error_pctg'].abs().max():.2f}%; without the trace's own "
@@ -104,6 +108,60 @@ def run(args: argparse.Namespace) -> int:
     ], table.to_dict("records"))
     report_skipped(analyzer)
     return EXIT_OK
+
+
+def _refuse_patterns_matching_nothing(analyzer: Any, changes: list[Any]) -> None:
+    """A usage error (exit 2) for a ``kernels:PATTERN*F`` whose pattern matches no name in
+    the traces: its prediction would be a silent +0.0%."""
+    import re
+
+    names = analyzer.t.symbols
+    for change in changes:
+        if change.kind == "kernels":
+            pattern = re.compile(change.pattern)
+            if not any(pattern.search(n) for n in names):
+                raise UsageError(f"{change}: no name in these traces matches "
+                                 f"{change.pattern!r} (a regular expression, searched); see "
+                                 "the kernel names with 'hta summary'")
+
+
+#: Changes that act on GPU work only.
+_GPU_CHANGES = ("kernels", "category", "no-stragglers", "overlap-comm", "no-launch-overhead")
+#: Under this (µs) a predicted step equals its replay.
+_SAME_US = 0.5
+
+
+def _prediction_notes(analyzer: Any, changes: list[Any], table: Any,
+                      job_rows: list[dict[str, Any]]) -> list[str]:
+    """Words for what the numbers alone do not say: a change that altered no step (and
+    why), the steps together when a step got longer while the job got shorter."""
+    if not changes or not len(table):
+        return []
+    diff = (table["predicted(us)"] - table["replayed(us)"]).abs()
+    what = ", ".join(str(c) for c in changes)
+    if bool((diff < _SAME_US).all()):
+        summary = analyzer.get_rank_summary()
+        if int(summary["gpu_events"].sum()) == 0 and all(c.kind in _GPU_CHANGES
+                                                         for c in changes):
+            return [f"No step changes: these traces hold no GPU work (a CPU-only profile), "
+                    f"and {what} changes GPU work only."]
+        return [f"No step changes: what {what} changes is on no step's critical path (or "
+                "matches no work in these traces); see what bounds each step below."]
+    replayed = sum(r["replayed"] for r in job_rows)
+    predicted = sum(r["predicted"] for r in job_rows)
+    longer = [r for r in job_rows if r["predicted"] > r["replayed"] + _SAME_US]
+    notes = [f"All steps together: {ms(replayed)} ms replayed, {ms(predicted)} ms predicted "
+             f"({_pct(predicted, replayed)})."]
+    if longer and predicted < replayed:
+        steps = ", ".join(str(r["step"]) for r in longer)
+        notes.append(f"Step(s) {steps} get longer while the steps together get shorter: a "
+                     "step starts earlier when the one before it ends earlier, and still "
+                     "ends when what bounds it (below) ends.")
+    elif longer:
+        notes.append(f"The job gets slower: {what} lengthens work on the critical path "
+                     "(a factor above 1, or work moved onto the path); see what bounds "
+                     "each step below.")
+    return notes
 
 
 def _pct(new: float, old: float) -> str:

@@ -11,12 +11,13 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
     ``attention``, ``communication`` ...; kernels carrying collective args are
     ``communication``).
 ``no-stragglers`` (``no-stragglers:RANK``)
-    Every rank's GPU computation between two collectives takes the median across ranks of
-    its duration: per rank, the non-communication GPU work is cut into segments by the
-    rank's coupled collectives (a segment is named by the collective instance that ends
-    it, the last one by "after the last"); its events are scaled by the median over the
-    ranks of the segment's total duration divided by this rank's. With ``:RANK`` only
-    that rank changes.
+    No rank's GPU computation between two collectives takes longer than the median across
+    ranks of its duration: per rank, the non-communication GPU work is cut into segments
+    by the rank's coupled collectives (a segment is named by the collective instance that
+    ends it, the last one by "after the last"); the events of a segment longer than the
+    median are scaled by the median over the ranks of the segment's total duration divided
+    by this rank's. Segments at or below the median keep their time: removing stragglers
+    never slows a rank down. With ``:RANK`` only that rank changes.
 ``no-launch-overhead``
     Launch calls take no time and the host submits ahead, as a CUDA graph of the step
     would: every launch edge is replaced by an edge of delay 0 from the start of the
@@ -244,7 +245,9 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
             continue
         own = np.asarray([totals[k] for k in seg.tolist()], dtype=np.float64)
         med = np.asarray([medians[k] for k in seg.tolist()], dtype=np.float64)
-        factor = np.where(own > 0, med / np.where(own > 0, own, 1.0), 1.0)
+        # a rank above the median comes down to it; a rank below keeps its own time
+        # (evening out would slow it, and no fix of a straggler slows the others)
+        factor = np.where(own > med, med / np.where(own > 0, own, 1.0), 1.0)
         _scale_end_edges(jg, edits, i, rows, factor)
 
 

@@ -192,11 +192,12 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
     time on the path (``bound_by``, its share ``bound_share_pctg``; ``work_shares``: every
     kind's share, e.g. ``gpu 62%, cpu 20%``),
     the single piece of work with the most time on it (``top_work``: kind and name,
-    ``top_work(us)``), the job's step if that rank's GPU work between collectives took the
+    ``top_work(us)``), the job's step if that rank's GPU work between collectives took at most the
     median across ranks (``at_median(us)``: ``no-stragglers:RANK``, the slowest rank's
-    predicted step; ``saving_at_median(us)`` = ``replayed(us)`` - that, negative when the
-    median is slower), the job's step as :func:`hta.analysis.whatif.what_if` measures it
-    (to the step's completion, the slowest rank's): ``measured(us)`` in the trace,
+    predicted step; ``saving_at_median(us)`` = ``replayed(us)`` - that; a step can still
+    lengthen when the one before it shrinks), the job's step as
+    :func:`hta.analysis.whatif.what_if` measures it (to the step's completion, the slowest
+    rank's): ``measured(us)`` in the trace,
     ``replayed(us)`` in the replay without change, and the replay's honesty figures:
     ``replay_error_pctg`` = 100 * (replayed - measured) / measured, and
     ``modelled_error_pctg``, the same for the stricter replay (the slowest rank's step
