@@ -56,3 +56,40 @@ def test_arguments_that_do_not_fit_are_elided_from_the_end() -> None:
     assert display_name(name, 200) == (
         "multi_tensor_apply_kernel<TensorListMetadata<3>, FusedSgdMathFunctor<float, 3>, "
         "double, double*, double, double, bool, bool, bool, float*, float const*>")
+
+
+@pytest.mark.parametrize("name", [
+    "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+    "torch/nn/modules/module.py(1783): _call_impl",
+    "Memcpy HtoD (Pageable -> Device)",
+    "<built-in method relu of type object at 0x7fc65873e180>",
+    "## forward ##",
+])
+def test_names_that_are_not_signatures_are_shown_as_they_are(name: str) -> None:
+    assert display_name(name) == name
+
+
+def test_critical_path_rows_never_read_as_one_row_twice() -> None:
+    import pandas as pd
+
+    from hta.plots.critical_path import critical_path_figure
+
+    long_a = ("void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, "
+              "at::detail::Array<char*, 2> >(int, at::native::AbsFunctor<float>)")
+    long_b = long_a.replace("AbsFunctor", "NegFunctor")
+    events = pd.DataFrame({
+        "bound_by": ["gpu_compute_bound", "gpu_compute_bound", "launch_overhead",
+                     "gpu_compute_bound"],
+        "name": [long_a, long_b, "Memset (Device)", "Memset (Device)"],
+        "kind": ["computation", "computation", "memset", "memset"],
+        "count": [1, 1, 1, 1], "duration(us)": [4.0, 3.0, 2.0, 1.0],
+        "duration_pctg": [40.0, 30.0, 20.0, 10.0]})
+    bounds = pd.DataFrame({"bound_by": ["gpu_compute_bound", "launch_overhead"],
+                           "duration(us)": [8.0, 2.0], "duration_pctg": [80.0, 20.0]})
+    labels = list(critical_path_figure(bounds, events).layout.yaxis2.categoryarray)[::-1]
+    # the names differ past their 60th character: shown by their key parameters
+    assert labels == ["1. vectorized_elementwise_kernel<4, AbsFunctor<float>, …>",
+                      "2. vectorized_elementwise_kernel<4, NegFunctor<float>, …>",
+                      "3. Memset (Device) [launch_overhead]",
+                      "4. Memset (Device) [gpu_compute_bound]"]
+    assert len(set(labels)) == len(labels)

@@ -6,10 +6,11 @@ functor, lambda and array type, then the parameter list). Tables printed on a te
 show :func:`display_name` instead; ``--json``, the tables returned in Python and the
 report's tooltips keep the whole name. The rule, on a demangled name:
 
-1. a name without a template argument list (``ampere_sgemm_64x32_sliced1x4_nn``,
-   ``Memcpy HtoD (Pinned -> Device)``, ``aten::mm``) is its short name
-   (:func:`hta.analysis.names.short_name`: no parameter list, no return type), or the
-   name itself when that is already short;
+1. a name that does not read as a C++ signature (:func:`is_signature`: operators,
+   Python frames, annotations, ``Memcpy HtoD (Pinned -> Device)``,
+   ``ampere_sgemm_64x32_sliced1x4_nn``) is shown as it is; a signature without a
+   template argument list is its short name (:func:`hta.analysis.names.short_name`: no
+   parameter list, no return type);
 2. otherwise the function's own name (namespaces dropped) followed by its template
    arguments, each simplified: namespaces dropped (``at::native::`` ...), a lambda named
    after the function that holds it (``threshold_kernel_impl::λ``), a nested argument
@@ -35,7 +36,7 @@ from functools import lru_cache
 
 from hta.analysis.names import short_name
 
-__all__ = ["DISPLAY_WIDTH", "NESTED_MAX", "display_name"]
+__all__ = ["DISPLAY_WIDTH", "NESTED_MAX", "display_name", "is_signature"]
 
 #: Longest display name (characters) unless the caller asks for another width.
 DISPLAY_WIDTH = 72
@@ -125,6 +126,23 @@ def _mangled_display(name: str) -> str:
     return "::".join(parts[-2:]) + ("<…>" if name[i:i + 1] == "I" else "")
 
 
+_SIGNATURE_END = re.compile(r"[)>]\s*(?:const)?\s*(?:&&?)?\s*(?:\[clone [^\]]*\])?\s*$")
+
+
+def is_signature(name: str) -> bool:
+    """Whether ``name`` reads as a C++ function signature: it ends with its parameter or
+    template list (qualifiers aside), and the text before its first ``<`` or ``(`` ends
+    with the function's name (:func:`~hta.analysis.names.short_name`). Operator names,
+    Python frames, annotations and copies (``Memcpy HtoD (Pinned -> Device)``) are not."""
+    if not name or not _SIGNATURE_END.search(name):
+        return False
+    brief = short_name(name)
+    plain = name.replace("(anonymous namespace)", "_" * len("(anonymous namespace)"))
+    cut = min((i for i in (plain.find("<"), plain.find("(")) if i >= 0), default=-1)
+    last = brief.rsplit("::", 1)[-1]
+    return brief != name and cut > 0 and bool(last) and plain[:cut].rstrip().endswith(last)
+
+
 @lru_cache(maxsize=1 << 14)
 def display_name(name: str, width: int = DISPLAY_WIDTH) -> str:
     """A short display form of a (demangled) kernel or operator name: see the module
@@ -132,9 +150,10 @@ def display_name(name: str, width: int = DISPLAY_WIDTH) -> str:
     A mangled name (``_Z...``) that reached here undemangled shows its leading names."""
     if name.startswith("_Z"):
         return _mangled_display(name)
-    if not name or "<" not in name:
-        short = short_name(name) if name and "(" in name else name
-        return short if len(short) <= len(name) else name
+    if not is_signature(name):
+        return name
+    if "<" not in name:
+        return short_name(name)
     qualified = short_name(name)
     function = _NAMESPACES.sub("", qualified) or qualified
     at = name.find(qualified + "<") if qualified else -1

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from hta.analysis.display_names import display_name
+from hta.model.demangle import demangle
 from hta.plots._figure_parts import BOTTOM_PX, PANEL_GAP_PX, TOP_PX, short
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, OTHER
@@ -45,10 +48,11 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
         customdata=order[["duration_pctg"]],
         hovertemplate="%{y}<br>%{x:,.3f} µs (%{customdata[0]:.2f}% of the path)<extra></extra>",
     ), row=1, col=1)
+    labels = _event_labels(top)
     for bound in dict.fromkeys(top["bound_by"]):
         part = top[top["bound_by"] == bound]
         fig.add_trace(go.Bar(
-            y=[f"{i}. {short(n, 60)}" for i, n in zip(part.index + 1, part["name"])],
+            y=labels[(top["bound_by"] == bound).to_numpy()],
             x=part["duration(us)"], orientation="h", name=bound,
             marker_color=COLORS.get(bound, OTHER),
             customdata=part[["name", "kind", "count", "duration_pctg"]],
@@ -56,12 +60,22 @@ def critical_path_figure(bounds: pd.DataFrame, events: pd.DataFrame, top_k: int 
                           "<br>%{x:,.3f} µs (%{customdata[3]:.2f}% of the path)<extra></extra>",
         ), row=2, col=1)
     fig.update_yaxes(type="category", row=2, col=1,
-                     categoryorder="array",
-                     categoryarray=[f"{i}. {short(n, 60)}" for i, n in
-                                    zip(top.index + 1, top["name"])])
+                     categoryorder="array", categoryarray=list(labels))
     fig.update_xaxes(title_text="time on the critical path (µs)", row=1, col=1)
     fig.update_xaxes(title_text="time on the critical path (µs)", row=2, col=1)
     fig.update_layout(title_text=title, height=plot_px + TOP_PX + BOTTOM_PX,
                       margin={"t": TOP_PX, "b": BOTTOM_PX},
                       legend_title_text="bound type", barmode="overlay")
     return fig
+
+
+def _event_labels(top: pd.DataFrame) -> np.ndarray:
+    """``N. name`` per row of the top events (N its rank in the table; kernels by their
+    display name, function and key template parameters, so that two kernels whose names
+    start alike stay apart); a name that comes back under another bound type says which
+    (``[gpu_compute_bound]``), so two rows of one kernel do not read as one row twice."""
+    names = [short(display_name(demangle(str(n)), 60), 60) for n in top["name"]]
+    again = pd.Series(names).duplicated(keep=False).to_numpy()
+    return np.asarray([f"{i}. {n}" + (f" [{b}]" if twice else "") for i, n, b, twice in
+                       zip(range(len(top), 0, -1), names, top["bound_by"], again)],
+                      dtype=object)

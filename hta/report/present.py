@@ -144,20 +144,13 @@ def display_name(text: str, width: int = LONG_NAME) -> str:
     mangled C++ name (``_ZN...``) is demangled first (:func:`hta.model.demangle.demangle`);
     the hover, ``--json`` and the tables returned in Python keep the whole name."""
     from hta.analysis.display_names import display_name as key_parts
-    from hta.analysis.names import short_name
     from hta.model.demangle import demangle
     from hta.plots._figure_parts import short
 
     text = demangle(text)
     if len(text) <= width:
         return text
-    brief = short_name(text)
-    plain = text.replace("(anonymous namespace)", "_" * len("(anonymous namespace)"))
-    cut = min((i for i in (plain.find("<"), plain.find("(")) if i >= 0), default=-1)
-    last = brief.rsplit("::", 1)[-1]
-    if brief != text and cut > 0 and last and text[:cut].rstrip().endswith(last):
-        text = key_parts(text, width)  # a C++ signature: its function and key parameters
-    return short(text, width)  # anything else is cut, never rewritten
+    return short(key_parts(text, width), width)  # anything but a signature: cut, as it is
 
 
 def demangled(text: object) -> str:
