@@ -118,3 +118,30 @@ def test_long_kernel_names_are_cut_in_labels_but_kept_in_hover():
     label = fig.data[0].labels[0]
     assert len(label) == 70 and label.endswith("…")
     assert fig.data[0].customdata[0] == name
+
+
+def test_figures_have_their_own_titles_and_no_step_minus_one() -> None:
+    """Issue 40, item 6: the two temporal and the two idle figures of the report each
+    have a title of their own; the per-step figure draws no "step -1" (the time outside
+    the steps); pie labels stay inside their slices (never over a subplot title)."""
+    import pandas as pd
+
+    from conftest import SAMPLE_TRACES
+    from hta.report.builder import build_sections
+    from hta.trace_analysis import TraceAnalysis
+
+    per_step = pd.DataFrame({
+        "rank": [0, 0, 0], "iteration": [-1, 1, 2],
+        **{c: [1.0, 2.0, 3.0] for c in ("kernel_time(us)", "compute_time(us)",
+                                        "exposed_comm_time(us)", "exposed_memory_time(us)",
+                                        "idle_time(us)")},
+        **{c: [25.0] * 3 for c in ("compute_time_pctg", "exposed_comm_time_pctg",
+                                   "exposed_memory_time_pctg", "idle_time_pctg")}})
+    fig = temporal_breakdown_figure(per_step)
+    assert list(fig.data[0].x) == ["rank 0, step 1", "rank 0, step 2"]
+    assert "per rank and step" in fig.layout.title.text
+    a = TraceAnalysis(trace_dir=SAMPLE_TRACES / "synthetic_4rank", cache=False, progress=False)
+    titles = [f.title for s in build_sections(a) for f in s.figures]
+    assert len(titles) == len(set(titles)), sorted(titles)
+    pies = kernel_pies_figure(a.get_gpu_kernel_breakdown(visualize=False)[1], "COMPUTATION")
+    assert {t.textposition for t in pies.data} == {"inside"}

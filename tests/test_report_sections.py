@@ -187,3 +187,15 @@ def test_job_sentence_without_gpu_work() -> None:
     html = build_report(analyzer_of(shared_trace("cpu_only")))
     sentence = re.search(r'<p class="summary">(.*?)</p>', html)[1]
     assert sentence.endswith(", no GPU work."), sentence
+
+
+def test_an_operator_above_its_roof_is_flagged() -> None:
+    from hta.report.sections_hardware import over_roof_note
+
+    rows = pd.DataFrame({"op": ["aten::mm", "aten::add"], "input_dims": ["[[8,8],[8,8]]", "[]"],
+                         "pct_of_peak": [106.0, 40.0]})
+    note = over_roof_note(rows)
+    assert note is not None and note.startswith("1 operator row(s) run above 100% of their "
+                                                "roof (up to 106%: aten::mm [[8,8],[8,8]])")
+    assert "guessed wrong" in note
+    assert over_roof_note(rows.assign(pct_of_peak=[101.0, 40.0])) is None  # rounding

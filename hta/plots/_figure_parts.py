@@ -94,11 +94,14 @@ def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: st
         fig.add_trace(go.Pie(  # equal labels would be one slice: keep different names apart
             labels=distinct_short(frame[labels]), values=frame[values],
             customdata=frame[labels], sort=False, textinfo="percent",
+            # inside: a label outside a small slice runs into the subplot title above
+            textposition="inside", insidetextorientation="horizontal",
             marker={"colors": [color(x) or OTHER for x in frame[labels]]} if color else None,
             hovertemplate=f"%{{customdata}}<br>%{{value:,.3f}} {hover_unit}"
                           "<br>%{percent}<extra></extra>",
         ), row=i // cols + 1, col=i % cols + 1)
-    fig.update_layout(title_text=title, height=380 * rows + 120, legend_title_text="name")
+    fig.update_layout(title_text=title, height=380 * rows + 120, legend_title_text="name",
+                      uniformtext_minsize=10, uniformtext_mode="hide")
     return fig
 
 

@@ -33,8 +33,9 @@ def idle_time_breakdown_figure(df: pd.DataFrame, pctg: bool = True) -> go.Figure
                           " (%{customdata[1]:.2%} of the stream's idle time)"
                           "<br>%{customdata[2]} gaps<extra></extra>",
         ))
-    fig.update_layout(barmode="stack", title_text="GPU idle time per stream, by cause",
-                      legend_title_text="idle category")
+    title = ("GPU idle time per stream, by cause (share of the stream's idle time)" if pctg
+             else "GPU idle time per stream, by cause (µs)")
+    fig.update_layout(barmode="stack", title_text=title, legend_title_text="idle category")
     fig.update_xaxes(title_text="rank, stream", type="category",
                      categoryorder="array", categoryarray=list(x_of.values()))
     fig.update_yaxes(title_text="share of the stream's idle time (%)" if pctg

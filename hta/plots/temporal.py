@@ -29,9 +29,13 @@ def temporal_breakdown_figure(df: pd.DataFrame) -> go.Figure:
     communication and exposed memory, for the detail table), idle; in % of the span.
 
     Takes the table of :func:`hta.analysis.temporal.temporal_breakdown` or of
-    :func:`~hta.analysis.temporal.temporal_breakdown_detail` (per iteration too).
+    :func:`~hta.analysis.temporal.temporal_breakdown_detail` (per iteration too: one bar
+    per rank and step, the time outside the steps, iteration -1, left out).
     """
     parts = DETAIL_PARTS if "exposed_comm_time_pctg" in df else HTA_PARTS
+    per_step = "iteration" in df
+    if per_step:  # the time outside the steps (iteration -1) is no step: not drawn
+        df = df[df["iteration"] >= 0]
     x = [_label(row) for row in df.to_dict("records")]
     fig = go.Figure()
     for label, pctg, us in parts:
@@ -41,10 +45,9 @@ def temporal_breakdown_figure(df: pd.DataFrame) -> go.Figure:
             hovertemplate="%{x}<br>" + label + ": %{y:.2f}% = %{customdata[0]:,.3f} µs"
                           "<br>GPU span %{customdata[1]:,.3f} µs<extra></extra>",
         ))
-    fig.update_layout(
-        barmode="stack", title_text="GPU time breakdown per rank (share of the GPU time span)",
-        legend_title_text="GPU time",
-    )
+    title = ("GPU time breakdown per rank and step (share of each step's GPU time span)"
+             if per_step else "GPU time breakdown per rank (share of the GPU time span)")
+    fig.update_layout(barmode="stack", title_text=title, legend_title_text="GPU time")
     fig.update_xaxes(title_text="rank" if "iteration" not in df else "rank, step",
                      type="category")
     fig.update_yaxes(title_text="share of GPU time span (%)", range=[0, 100])

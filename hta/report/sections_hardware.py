@@ -4,11 +4,16 @@ operators with the most time and their % of peak. ``hardware(ctx, section)`` fil
 
 from __future__ import annotations
 
+import pandas as pd
+
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
 
 OPS_SHOWN = 30
+#: % of the roof above which a row is flagged: beyond rounding and timer jitter, a call
+#: cannot beat its roof.
+OVER_ROOF_PCT = 102.0
 SUMMARY_COLUMNS = ["rank", "op", "category", "input_dims", "calls", "kernel_time(us)",
                    "tflops_per_s", "tb_per_s", "flops_per_byte", "bound", "pct_of_peak"]
 
@@ -54,9 +59,25 @@ def hardware(ctx: Context, s: Section) -> None:
         s.notes.append("Rows with captured true are graph-replayed operator calls found in "
                        "the capture traces (capture_traces/): their operator and shapes "
                        "are the capture's, their kernels and time the replay's.")
+    note = over_roof_note(summary)
+    if note:
+        s.notes.append(note)
     s.tables.append(table_of(summary[columns].head(OPS_SHOWN),
                              "Operators and shapes with the most GPU time, and their % of "
                              "the roof", max_rows=OPS_SHOWN))
     # ---- Collective bandwidth (issue 20, item 5) --------------------------------------
     # The collectives' bus bandwidth against the link (get_collective_performance) is
     # added here by the collectives work: its figure and table append to this section.
+
+
+def over_roof_note(summary: pd.DataFrame) -> str | None:
+    """The warning for operator rows above :data:`OVER_ROOF_PCT` of their roof (None when
+    there is none): a call cannot beat its roof, so what was guessed was wrong."""
+    over = summary[summary["pct_of_peak"] > OVER_ROOF_PCT]
+    if not len(over):
+        return None
+    worst = over.loc[over["pct_of_peak"].idxmax()]
+    return (f"{len(over)} operator row(s) run above 100% of their roof (up to "
+            f"{worst['pct_of_peak']:.0f}%: {worst['op']} {worst['input_dims']}): no call can "
+            "beat its roof, so its dtype (e.g. TF32 or bf16 read as fp32), its FLOP count or "
+            "the device's peak was guessed wrong; read its % of the roof as unknown.")
