@@ -181,3 +181,14 @@ def test_plain_tables_wrap_headers_and_move_long_text_under_a_header() -> None:
     Printer(out, rich=False).table("t", [Column("name", lambda r: r["name"], numeric=False,
                                                 wrap=True)], rows)
     assert "x" * 70 in out.getvalue()
+
+
+def test_figures_name_their_window() -> None:
+    summary = run_cli(["summary", str(SYNTHETIC), "--no-cache"]).stdout
+    assert ("GPU time per rank (ms; % of the GPU span: each rank's whole trace, first GPU "
+            "work to last; per step: hta diff)") in summary
+    steps = run_cli(["summary", str(SYNTHETIC), "--no-cache", "--iterations", "2-3"]).stdout
+    assert "GPU time per rank (ms; % of the GPU span: the selected steps 2-3)" in steps
+    diff = run_cli(["diff", str(SYNTHETIC), str(SYNTHETIC), "--no-cache"]).stdout
+    assert ("gpu_time  (per step: each ProfilerStep its own window, mean over steps and "
+            "ranks; hta summary's shares are of the whole trace's GPU span)") in diff

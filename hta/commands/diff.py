@@ -141,12 +141,25 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The window each section of the diff's summary is measured over (its figures differ from
+#: ``hta summary``'s, which are over each rank's whole trace).
+SECTION_WINDOWS = {
+    "steps": "ProfilerStep spans, mean over ranks",
+    "gpu_time": "per step: each ProfilerStep its own window, mean over steps and ranks; "
+                "hta summary's shares are of the whole trace's GPU span",
+    "kernel_types": "the selected steps together, per step",
+    "overlap": "the selected steps together",
+    "stream_idle_summed_over_streams": "the selected steps, per step, summed over streams",
+}
+
+
 def format_summary(summary: pd.DataFrame) -> str:
     """The summary table: one metric per line under its section; times in µs per step."""
     width = max([len(printable(m)) for m in summary["metric"]] + [6]) + 2
     lines = [f"{'metric':<{width + 2}}{'control':>16}{'test':>16}{'delta':>16}{'change':>10}"]
     for section, part in summary.groupby("section", sort=False):
-        lines.append(f"{section}")
+        window = SECTION_WINDOWS.get(str(section))
+        lines.append(f"{section}" + (f"  ({window})" if window else ""))
         for row in part.to_dict("records"):
             pct = row["metric"].endswith("_pctg")
             lines.append(

@@ -302,7 +302,9 @@ def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trac
         v = row["idle_time_pctg"]
         return "yellow" if isinstance(v, float) and v >= HIGH_IDLE_PCTG else None
 
-    out.table("GPU time per rank (ms; % of the GPU span)", [
+    window = (f"the selected steps {ranges_text(iterations)}" if iterations else
+              "each rank's whole trace, first GPU work to last; per step: hta diff")
+    out.table(f"GPU time per rank (ms; % of the GPU span: {window})", [
         Column("rank", lambda r: str(r["rank"])),
         Column("steps", lambda r: str(r["steps"])),
         Column("step (ms)", lambda r: ms(r["step_time_mean(us)"])),
