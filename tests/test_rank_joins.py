@@ -26,7 +26,8 @@ def _folders() -> list[str]:
     if not SHARED_TRACES.is_dir():
         return ["trace_filter"]
     found = {p.parent.relative_to(SHARED_TRACES).as_posix()
-             for p in SHARED_TRACES.rglob("*.json*") if p.is_file()}
+             for p in SHARED_TRACES.rglob("*.json*")
+             if p.is_file() and ".hta_cache" not in p.parts}  # a cache is no trace folder
     return sorted(found) or ["trace_filter"]
 
 
