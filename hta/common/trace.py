@@ -18,7 +18,6 @@ import pandas as pd
 from hta.analysis.names import short_name
 from hta.common.trace_symbol_table import TraceSymbolTable
 from hta.configs.parser_config import ParserConfig
-from hta.errors import TraceDiscoveryError
 from hta.kineto.discovery import discover
 from hta.kineto.rank import peek_rank, rank_from_filename
 from hta.model.trace import SymbolView
@@ -51,7 +50,7 @@ def rank_files(trace_dir: str, trace_files: Mapping[int, str] | Iterable[str] | 
     """
     try:
         files, explicit = discover(trace_dir or None, trace_files)
-    except TraceDiscoveryError:
+    except Exception:  # noqa: BLE001 - parse_traces reports what is wrong, with the loader's words
         return {}
     out: dict[int, str] = {}
     for path in files:
