@@ -145,3 +145,7 @@ def test_figures_have_their_own_titles_and_no_step_minus_one() -> None:
     assert len(titles) == len(set(titles)), sorted(titles)
     pies = kernel_pies_figure(a.get_gpu_kernel_breakdown(visualize=False)[1], "COMPUTATION")
     assert {t.textposition for t in pies.data} == {"inside"}
+    # slices are named by display name (function and key template parameters), all apart
+    labels = list(pies.data[0].labels)
+    assert "vectorized_elementwise_kernel<4, threshold_kernel_impl::λ, …>" in labels
+    assert len(set(labels)) == len(labels)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
+from hta.analysis.display_names import display_name
 from hta.model.demangle import demangle
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import OTHER
@@ -26,6 +27,13 @@ def short(name: str, width: int = NAME_WIDTH) -> str:
     a mangled C++ name is demangled first."""
     text = demangle(str(name))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def display_short(name: str, width: int = NAME_WIDTH) -> str:
+    """A kernel or operator name as figures show it: demangled, a C++ signature by its
+    function and key template parameters (:func:`hta.analysis.display_names.
+    display_name`), cut to ``width`` (:func:`short`)."""
+    return short(display_name(demangle(str(name)), width), width)
 
 
 def distinct_short(names: Iterable[object], width: int = NAME_WIDTH,
@@ -92,7 +100,7 @@ def pie_grid(frames: Sequence[tuple[str, pd.DataFrame]], labels: str, values: st
                         subplot_titles=[t for t, _ in frames] or None)
     for i, (_, frame) in enumerate(frames):
         fig.add_trace(go.Pie(  # equal labels would be one slice: keep different names apart
-            labels=distinct_short(frame[labels]), values=frame[values],
+            labels=distinct_short(frame[labels], shorten=display_short), values=frame[values],
             customdata=frame[labels], sort=False, textinfo="percent",
             # inside: a label outside a small slice runs into the subplot title above
             textposition="inside", insidetextorientation="horizontal",
@@ -125,7 +133,7 @@ def duration_bars(df: pd.DataFrame, names: Sequence[str], title: str,
     """
     n = max(1, len(names))
     plot_px = n * PANEL_PX + (n - 1) * PANEL_GAP_PX
-    shown = distinct_short(names, 100)
+    shown = distinct_short(names, 100, shorten=lambda t: display_short(t, 100))
     # titles are Plotly pseudo-HTML: escape a template's <...>, which would vanish as a tag
     titles = [(subtitle_prefix + t).translate(_PSEUDO_HTML) for t in shown]
     fig = make_subplots(rows=n, cols=1, vertical_spacing=PANEL_GAP_PX / plot_px if n > 1 else 0,
