@@ -58,6 +58,10 @@ def test_trace_parses_the_files_the_caller_chose_after_construction(tmp_path: Pa
     t.trace_files = {1: t.trace_files[1]}
     t.parse_traces()
     assert t.get_ranks() == [1]
+    edited = Trace(trace_dir=tmp_path)
+    del edited.trace_files[0]  # edited in place, as HTA's callers do
+    edited.parse_traces()
+    assert edited.get_ranks() == [1]
     emptied = Trace(trace_dir=tmp_path)
     emptied.trace_files = {}
     with pytest.raises(ValueError, match="no trace file to parse"):

@@ -20,6 +20,7 @@ from hta.common.trace_symbol_table import TraceSymbolTable
 from hta.configs.parser_config import ParserConfig
 from hta.kineto.discovery import discover
 from hta.kineto.rank import peek_rank, rank_from_filename
+from hta.model.job import Job
 from hta.model.trace import SymbolView
 from hta.model.trace import Trace as ModelTrace
 from hta.trace_analysis import TraceAnalysis
@@ -93,9 +94,10 @@ class Trace:
             raise TypeError("trace_files must be a list of trace files or a mapping rank -> "
                             f"file, got {type(trace_files).__name__}: {trace_files!r}")
         self.trace_path = str(Path(str(trace_dir)).expanduser()) if trace_dir else ""
-        self.trace_files: dict[int, str] = rank_files(self.trace_path, trace_files)
         self._given_files = trace_files
-        self._found_files = dict(self.trace_files)
+        # rank -> file, found when first asked for (it peeks into every file's head)
+        self._trace_files: Any = None
+        self._found_files: dict[int, str] = {}
         self.parser_config = parser_config
         self.cache = cache
         self.include_last_profiler_step = include_last_profiler_step
@@ -103,12 +105,39 @@ class Trace:
         self.traces: dict[int, pd.DataFrame] = {}
         self.is_parsed = False
 
+    @property
+    def trace_files(self) -> Any:
+        """Rank -> trace file, as HTA's ``Trace.trace_files``: before :meth:`parse_traces`
+        the files it will load (:func:`rank_files`), after it the loaded ranks' files.
+        Assign a mapping (or edit this one) before :meth:`parse_traces` to choose the
+        files to load."""
+        if self._trace_files is None:
+            self._trace_files = rank_files(self.trace_path, self._given_files)
+            self._found_files = dict(self._trace_files)
+        return self._trace_files
+
+    @trace_files.setter
+    def trace_files(self, value: Any) -> None:
+        self._trace_files = value
+        self._found_files = {-1: ""}  # differs from any mapping: the caller chose
+
+    def _chosen_files(self) -> Any:
+        """The files the caller chose since construction, or None when it chose none."""
+        if self._trace_files is None or self._trace_files == self._found_files:
+            return None
+        return self._trace_files
+
+    def _set_loaded_files(self, model: Job) -> None:
+        self._trace_files = {r: str(model.meta(r).get("source", "")) for r in model.get_ranks()}
+        self._found_files = dict(self._trace_files)
+
     @classmethod
     def from_model(cls, trace: ModelTrace) -> Trace:
         """Wrap an already loaded trace (``analyzer.t``) without reading anything again."""
         out = cls(trace_dir=getattr(trace, "trace_dir", ""))
         out._model = trace
         out.traces = trace.get_all_traces()
+        out._set_loaded_files(trace)
         out.is_parsed = True
         return out
 
@@ -125,11 +154,12 @@ class Trace:
         del use_multiprocessing, use_memory_profiling
         ranks = None
         given = self._given_files
-        if self.trace_files != self._found_files:  # the caller edited trace_files
-            if not isinstance(self.trace_files, Mapping) or not self.trace_files:
+        chosen = self._chosen_files()
+        if chosen is not None:  # the caller assigned or edited trace_files
+            if not isinstance(chosen, Mapping) or not chosen:
                 raise ValueError("trace_files holds no trace file to parse: give a mapping "
-                                 f"rank -> file, got {self.trace_files!r}")
-            given = dict(self.trace_files)
+                                 f"rank -> file, got {chosen!r}")
+            given = dict(chosen)
         if max_ranks > 0 and isinstance(given, Mapping):
             ranks = sorted(int(r) for r in given)[:max_ranks]
         self.analyzer = TraceAnalysis(
@@ -148,8 +178,7 @@ class Trace:
                 events = cfg.join_args(events, model.rank(r).tables)
             self.traces[r] = events
         self._model = model
-        self.trace_files = {r: str(model.meta(r).get("source", self.trace_files.get(r, "")))
-                            for r in model.get_ranks()}
+        self._set_loaded_files(model)
         self.is_parsed = True
 
     def _loaded(self) -> ModelTrace:
