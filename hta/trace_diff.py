@@ -23,7 +23,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -39,6 +38,7 @@ from hta.model.job import Job
 from hta.model.rules import GPU_KINDS
 from hta.model.selection import Selection
 from hta.model.trace import Trace
+from hta.model.vocabulary import whole_numbers
 from hta.plots.diff import counts_diff_figure, duration_diff_figure, job_diff_figure
 
 logger = logging.getLogger(__name__)
@@ -183,15 +183,14 @@ class LabeledTrace:
 
 
 def _as_ints(value: int | list[int] | None, what: str, default: list[int]) -> list[int]:
-    """``value`` as a list of ints (``default`` for None); ``ValueError`` otherwise."""
+    """``value`` as a list of ints (``default`` for None); ``ValueError``, as HTA 0.5's
+    ``extract_ops`` raises, for anything else (:func:`hta.model.vocabulary.whole_numbers`)."""
     if value is None:
         return list(default)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return [int(value)]
-    if isinstance(value, (list, tuple)) and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-        return [int(v) for v in value]
-    raise ValueError(f"{what} must be an int or a list of ints, got {value!r}")
+    try:
+        return whole_numbers(value, what)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class TraceDiff:

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,13 +268,7 @@ class Printer:
     def line(self, text: str = "", style: str | None = None) -> None:
         """One line of text (styled on a terminal; wrapped to :attr:`width` when set)."""
         if self.console is None:
-            if self.width and len(text) > self.width:
-                import textwrap
-
-                text = "\n".join(textwrap.wrap(text, self.width, subsequent_indent="  ",
-                                                break_long_words=False,
-                                                break_on_hyphens=False)) or text
-            print(text, file=self.file)
+            print(_wrapped(text, self.width), file=self.file)
         else:
             from rich.text import Text
 
@@ -343,12 +338,7 @@ class Printer:
             wrapped = [i for i in shown if columns[i].wrap]
             excess = sum(widths[i] for i in fixed) + \
                 sum(min(natural[i], MIN_WRAP_WIDTH) for i in wrapped) - room
-            for i in sorted(fixed, key=lambda j: least[j] - natural[j]):
-                if excess <= 0:
-                    break
-                cut = min(excess, natural[i] - least[i])
-                widths[i] -= cut
-                excess -= cut
+            _shrink(widths, least, fixed, excess)
             left = room - sum(widths[i] for i in fixed)
             for k, i in enumerate(wrapped):
                 share = left // (len(wrapped) - k)
@@ -399,12 +389,7 @@ class Printer:
                      for v, w, numeric in zip(values, widths, kinds)]
             return "  ".join(parts).rstrip()
 
-        if width and len(title) > width:
-            import textwrap
-
-            title = "\n".join(textwrap.wrap(title, width, subsequent_indent="  ",
-                                             break_on_hyphens=False)) or title
-        print(title, file=self.file)
+        print(_wrapped(title, width), file=self.file)
         for header in header_lines:
             print(fmt(header), file=self.file)
         for row in rows:
@@ -416,8 +401,6 @@ class Printer:
     def _plain_numbered(self, columns: Sequence[Column], cells: list[list[str]],
                         moved: list[int], numbered: bool, width: int) -> None:
         """The moved columns' text, one entry per row under a header line, wrapped."""
-        import textwrap
-
         keys = [f"{n}." if numbered else f"{row[0]}." for n, row in enumerate(cells, start=1)]
         pad = max(len(k) for k in keys) if keys else 2
         key, heading = _moved_heading(columns, moved, numbered)
@@ -437,25 +420,38 @@ def _wrapped_headers(heads: list[str], rows: list[list[str]], width: int
     """Column widths and header lines when the headers wrap between their words to bring
     the table within ``width`` (the widest headers first; a cell is never cut). The
     header lines are bottom-aligned: a short header sits on the last line."""
-    import textwrap
-
     cells = [max([len(r[k]) for r in rows] + [1]) for k in range(len(heads))]
     least = [max(cells[k], max(len(w) for w in (h.split() or [""]))) for k, h in
              enumerate(heads)]
     widths = [max(len(h), c) for h, c in zip(heads, cells)]
-    excess = sum(widths) + 2 * (len(widths) - 1) - width
-    for k in sorted(range(len(heads)), key=lambda j: least[j] - widths[j]):
-        if excess <= 0:
-            break
-        cut = min(excess, widths[k] - least[k])
-        widths[k] -= cut
-        excess -= cut
+    _shrink(widths, least, range(len(heads)), sum(widths) + 2 * (len(widths) - 1) - width)
     wrapped = [textwrap.wrap(h, w, break_long_words=False) or [""]
                for h, w in zip(heads, widths)]
     depth = max(len(w) for w in wrapped)
     lines = [[(w[len(w) - depth + n] if n >= depth - len(w) else "") for w in wrapped]
              for n in range(depth)]
     return widths, lines
+
+
+def _shrink(widths: list[int], least: Sequence[int], which: Iterable[int],
+            excess: int) -> None:
+    """Take ``excess`` characters off the columns ``which``, in place, none below its
+    ``least``; the columns that can give most first."""
+    for i in sorted(which, key=lambda j: least[j] - widths[j]):
+        if excess <= 0:
+            return
+        cut = min(excess, widths[i] - least[i])
+        widths[i] -= cut
+        excess -= cut
+
+
+def _wrapped(text: str, width: int | None) -> str:
+    """``text`` wrapped to ``width`` between words (continuation lines indented by two);
+    as it is without a width or when it fits."""
+    if not width or len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False)) or text
 
 
 def columns_from_environment() -> int | None:

@@ -41,11 +41,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS
 from hta.model.trace import text_name_columns
+from hta.model.vocabulary import whole_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +55,10 @@ __all__ = ["CPUOperatorFilter", "CompositeFilter", "Filter", "FirstIterationFilt
            "NameStringColumnFilter", "QueryFilter", "RankFilter", "TimeRangeFilter",
            "ZeroDurationFilter"]
 
+#: The kinds of memory copies (every direction).
+COPY_KINDS = tuple(k for k in GPU_WORK_KINDS if k.startswith("memcpy"))
 #: Names of the device-wide synchronisation records HTA counts as GPU events.
 SYNC_EVENT_NAMES = ("Event Sync", "Context Sync")
-
-
-def _whole_numbers(value: Any, what: str) -> list[int]:
-    """``value`` (an int or a sequence of ints) as a list; TypeError otherwise."""
-    def whole(v: Any) -> bool:
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-    if whole(value):
-        return [int(value)]
-    if isinstance(value, (Sequence, np.ndarray, range, set, frozenset)) and \
-            not isinstance(value, (str, bytes)) and all(whole(v) for v in value):
-        return [int(v) for v in value]
-    raise TypeError(f"{what} must be an int or a list of ints, got {value!r}")
 
 
 def _missing(df: pd.DataFrame, column: str, who: str) -> bool:
@@ -91,15 +80,12 @@ def _is_package_table(df: pd.DataFrame) -> bool:
 
 
 def _sym_index(table: Any) -> dict[str, int]:
-    """Name -> id of a symbol table (ours, HTA's, or a plain list of names)."""
+    """Name -> id of a symbol table (``t.symbol_table``, ours or HTA's)."""
     index = getattr(table, "sym_index", None)
     if isinstance(index, dict):
         return index
     if hasattr(table, "get_sym_id_map"):
         return dict(table.get_sym_id_map())
-    names = table.get_sym_table() if hasattr(table, "get_sym_table") else table
-    if isinstance(names, (list, tuple)):
-        return {s: i for i, s in enumerate(names)}
     raise TypeError(f"symbol_table must be a symbol table (t.symbol_table), got "
                     f"{type(table).__name__}")
 
@@ -126,7 +112,7 @@ class IterationFilter(Filter):
     """Events of the given profiler step numbers (the ``iteration`` column)."""
 
     def __init__(self, iterations: int | Sequence[int]) -> None:
-        self.iterations = _whole_numbers(iterations, "iterations")
+        self.iterations = whole_numbers(iterations, "iterations")
 
     def __call__(self, df: pd.DataFrame, symbol_table: Any = None) -> pd.DataFrame:
         if _missing(df, "iteration", "IterationFilter"):
@@ -142,7 +128,7 @@ class IterationIndexFilter(Filter):
     """
 
     def __init__(self, iteration_index: int | Sequence[int]) -> None:
-        self.iteration_index = _whole_numbers(iteration_index, "iteration_index")
+        self.iteration_index = whole_numbers(iteration_index, "iteration_index")
 
     def __call__(self, df: pd.DataFrame, symbol_table: Any = None) -> pd.DataFrame:
         if _missing(df, "iteration", "IterationIndexFilter"):
@@ -169,7 +155,7 @@ class RankFilter(Filter):
     """Rows of the given ranks (a ``rank`` column, as a concatenation of ranks has)."""
 
     def __init__(self, ranks: int | Sequence[int]) -> None:
-        self.ranks = _whole_numbers(ranks, "ranks")
+        self.ranks = whole_numbers(ranks, "ranks")
 
     def __call__(self, df: pd.DataFrame, symbol_table: Any = None) -> pd.DataFrame:
         if _missing(df, "rank", "RankFilter"):
@@ -316,6 +302,12 @@ def _gpu_rows(df: pd.DataFrame, symbol_table: Any) -> pd.Series | None:
     return on_gpu
 
 
+def _unknown_device(df: pd.DataFrame, who: str) -> pd.DataFrame:
+    """``df`` whole, with the warning that it says nothing of where its events ran."""
+    logger.warning("%s: the frame has no 'kind' nor 'stream' column; every row is kept", who)
+    return df
+
+
 class GPUKernelFilter(Filter):
     """GPU work: kernels, copies and memsets (this package's ``kind``; on other frames,
     HTA's rule: a stream and a correlation). With a symbol table, also the device-wide
@@ -323,11 +315,7 @@ class GPUKernelFilter(Filter):
 
     def __call__(self, df: pd.DataFrame, symbol_table: Any = None) -> pd.DataFrame:
         on_gpu = _gpu_rows(df, symbol_table)
-        if on_gpu is None:
-            logger.warning("GPUKernelFilter: the frame has no 'kind' nor 'stream' column; "
-                           "every row is kept")
-            return df
-        return df.loc[on_gpu]
+        return _unknown_device(df, "GPUKernelFilter") if on_gpu is None else df.loc[on_gpu]
 
 
 class CPUOperatorFilter(Filter):
@@ -338,20 +326,17 @@ class CPUOperatorFilter(Filter):
     def __call__(self, df: pd.DataFrame, symbol_table: Any = None) -> pd.DataFrame:
         if _is_package_table(df):
             return df.loc[~df["kind"].isin(GPU_KINDS)]
-        on_gpu = _gpu_rows(df, symbol_table)
-        if on_gpu is None:
-            logger.warning("CPUOperatorFilter: the frame has no 'kind' nor 'stream' column; "
-                           "every row is kept")
-            return df
+        if "stream" not in df.columns:
+            return _unknown_device(df, "CPUOperatorFilter")
         if symbol_table is None:
             return df.loc[df["stream"].eq(-1)]
-        return df.loc[~on_gpu]
+        return df.loc[~_gpu_rows(df, symbol_table)]  # type: ignore[operator]
 
 
 def _copy_rows(df: pd.DataFrame, table: Any) -> pd.Series | None:
     """Which rows are memory copies, or None when the frame cannot say."""
     if _is_package_table(df):
-        return df["kind"].astype(str).str.startswith("memcpy")
+        return df["kind"].isin(COPY_KINDS)
     if "cat" not in df.columns:
         return None
     if _is_text(df["cat"]):

@@ -85,6 +85,20 @@ def normalize_iterations(iterations: Iterations, *, none_means: Marker = ALL
     return tuple(sorted({int(i) for i in iterations}))
 
 
+def whole_numbers(value: object, what: str) -> list[int]:
+    """``value``, an int or a sequence of ints (NumPy's too), as a list in its order;
+    ``TypeError`` naming ``what`` for anything else (text, floats, bools, None)."""
+    def whole(v: object) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    if whole(value):
+        return [int(value)]  # type: ignore[call-overload]
+    if (isinstance(value, (Sequence, np.ndarray, range, set, frozenset))
+            and not isinstance(value, (str, bytes)) and all(whole(v) for v in value)):
+        return [int(v) for v in value]
+    raise TypeError(f"{what} must be an int or a list of ints, got {value!r}")
+
+
 def rank_list(ranks: Ranks | str) -> list[int] | None:
     """:func:`normalize_ranks` as a list, ``None`` for every rank."""
     wanted = normalize_ranks(ranks)
@@ -189,4 +203,5 @@ def brief_list(values: list[int], most: int = 20) -> str:
 
 __all__ = ["ALL", "EVERYTHING", "FIRST", "Iterations", "Marker", "Ranks", "Selection",
            "StepList", "brief_list", "format_ranges", "iteration_list",
-           "normalize_iterations", "normalize_ranks", "rank_list", "selected_ranks"]
+           "normalize_iterations", "normalize_ranks", "rank_list", "selected_ranks",
+           "whole_numbers"]

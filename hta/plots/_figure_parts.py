@@ -30,10 +30,13 @@ def short(name: str, width: int = NAME_WIDTH) -> str:
 
 
 def display_short(name: str, width: int = NAME_WIDTH) -> str:
-    """A kernel or operator name as figures show it: demangled, a C++ signature by its
-    function and key template parameters (:func:`hta.analysis.display_names.
-    display_name`), cut to ``width`` (:func:`short`)."""
-    return short(display_name(demangle(str(name)), width), width)
+    """A kernel or operator name as figures and tables show it: demangled, whole up to
+    ``width`` characters; longer, a C++ signature by its function and key template
+    parameters (:func:`hta.analysis.display_names.display_name`), and anything still too
+    long cut to ``width`` (:func:`short`). Hovers, ``--json`` and the tables returned in
+    Python keep the whole name."""
+    text = demangle(str(name))
+    return text if len(text) <= width else short(display_name(text, width), width)
 
 
 def distinct_short(names: Iterable[object], width: int = NAME_WIDTH,

@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.display_names import display_name
-from hta.model.demangle import demangle
-from hta.plots._figure_parts import BOTTOM_PX, PANEL_GAP_PX, TOP_PX, short
+from hta.plots._figure_parts import BOTTOM_PX, PANEL_GAP_PX, TOP_PX, display_short
 from hta.plots._plotly import go, make_subplots
 from hta.plots.colors import COMMUNICATION, COMPUTATION, OTHER
 
@@ -74,7 +72,7 @@ def _event_labels(top: pd.DataFrame) -> np.ndarray:
     display name, function and key template parameters, so that two kernels whose names
     start alike stay apart); a name that comes back under another bound type says which
     (``[gpu_compute_bound]``), so two rows of one kernel do not read as one row twice."""
-    names = [short(display_name(demangle(str(n)), 60), 60) for n in top["name"]]
+    names = [display_short(n, 60) for n in top["name"]]
     again = pd.Series(names).duplicated(keep=False).to_numpy()
     return np.asarray([f"{i}. {n}" + (f" [{b}]" if twice else "") for i, n, b, twice in
                        zip(range(len(top), 0, -1), names, top["bound_by"], again)],

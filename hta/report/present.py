@@ -136,21 +136,13 @@ def full_text(text: object, limit: int = LONGEST_CELL) -> str:
 
 
 def display_name(text: str, width: int = LONG_NAME) -> str:
-    """``text`` as a table shows it: unchanged up to ``width`` characters; else, when it
-    reads as a C++ signature (the text before its first ``<`` or ``(`` ends with the
-    function's name), its function name and key template parameters
-    (:func:`hta.analysis.display_names.display_name`); cut to ``width`` with an ellipsis
-    (:func:`hta.plots._figure_parts.short`) when still too long or not a signature. A
-    mangled C++ name (``_ZN...``) is demangled first (:func:`hta.model.demangle.demangle`);
-    the hover, ``--json`` and the tables returned in Python keep the whole name."""
-    from hta.analysis.display_names import display_name as key_parts
-    from hta.model.demangle import demangle
-    from hta.plots._figure_parts import short
+    """``text`` as a table shows it (:func:`hta.plots._figure_parts.display_short`):
+    whole up to ``width`` characters, else a C++ signature by its function and key
+    template parameters, anything still too long cut; the hover, ``--json`` and the
+    tables returned in Python keep the whole name."""
+    from hta.plots._figure_parts import display_short
 
-    text = demangle(text)
-    if len(text) <= width:
-        return text
-    return short(key_parts(text, width), width)  # anything but a signature: cut, as it is
+    return display_short(text, width)
 
 
 def demangled(text: object) -> str:
