@@ -97,7 +97,7 @@ class Trace:
         self._given_files = trace_files
         # rank -> file, found when first asked for (it peeks into every file's head)
         self._trace_files: Any = None
-        self._found_files: dict[int, str] = {}
+        self._found_files: dict[int, str] | None = {}
         self.parser_config = parser_config
         self.cache = cache
         self.include_last_profiler_step = include_last_profiler_step
@@ -119,10 +119,11 @@ class Trace:
     @trace_files.setter
     def trace_files(self, value: Any) -> None:
         self._trace_files = value
-        self._found_files = {-1: ""}  # differs from any mapping: the caller chose
+        self._found_files = None  # the caller chose
 
     def _chosen_files(self) -> Any:
-        """The files the caller chose since construction, or None when it chose none."""
+        """The files the caller chose (assigned, or edited in place) since the mapping was
+        found, or None when it chose none."""
         if self._trace_files is None or self._trace_files == self._found_files:
             return None
         return self._trace_files
