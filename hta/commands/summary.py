@@ -38,7 +38,13 @@ from hta.commands.args_and_output import (
 from hta.commands.cluster import add_cluster_options, load
 from hta.commands.load_warnings import load_warnings, print_load_warnings
 from hta.commands.missing_ranks import report_missing_ranks
-from hta.commands.summary_bound import add_step_bound_option, print_step_bound, step_bound
+from hta.commands.summary_bound import (
+    add_step_bound_option,
+    contradicted_line,
+    print_step_bound,
+    replayed_findings,
+    step_bound,
+)
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.report.devices import device_name
@@ -138,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
     efficiency = hardware(answers.op_summary, answers.category_time, is_cpu_only(overview))
     bound, bound_note = step_bound(analyzer, iterations, args.step_bound,
                                    efficiency.cpu_only)
+    replayed = (replayed_findings(analyzer, iterations)
+                if args.step_bound and not efficiency.cpu_only else None)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -155,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         payload["capture_merge"] = records(capture) if capture is not None else None
         payload["step_bound"] = bound
         payload["step_bound_note"] = bound_note
+        payload["findings_replayed"] = records(replayed) if replayed is not None else None
         print(dumps(payload))
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
@@ -162,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
     print_step_bound(out, bound, bound_note, len(overview.ranks))
+    disagreement = contradicted_line(findings, replayed, FINDINGS_SHOWN)
+    if disagreement:
+        out.line(printable(disagreement), style="yellow")
+        out.line()
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)
