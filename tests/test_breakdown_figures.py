@@ -125,8 +125,8 @@ def test_figures_have_their_own_titles_and_no_step_minus_one() -> None:
     have a title of their own; the per-step figure draws no "step -1" (the time outside
     the steps); pie labels stay inside their slices (never over a subplot title)."""
     import pandas as pd
-
     from conftest import SAMPLE_TRACES
+
     from hta.report.builder import build_sections
     from hta.trace_analysis import TraceAnalysis
 
