@@ -77,6 +77,10 @@ class Analyzer(Protocol):
                                    iterations: list[int] | None = None) -> pd.DataFrame:
         """Bus bandwidth of every collective (:mod:`hta.analysis.collectives`)."""
 
+    def get_findings_what_if(self, ranks: list[int] | None = None,
+                             iterations: list[int] | None = None) -> pd.DataFrame:
+        """The findings with each fix's replayed saving (:mod:`hta.analysis.whatif.findings`)."""
+
     def get_job_step_bound(self, iterations: list[int] | None = None
                            ) -> dict[str, Any] | None:
         """What bounds the job's step (:func:`hta.analysis.whatif.jobpath.job_step_bound`)."""
