@@ -13,12 +13,12 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from hta.commands.args_and_output import Printer
 from hta.report.present import finding_what, printable
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from hta.report.analyzer import Analyzer
 
 logger = logging.getLogger(__name__)
