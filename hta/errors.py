@@ -64,3 +64,9 @@ class MissingRanksError(TraceDiscoveryError):
     that cannot be read."""
 
     exit_code = 2
+
+
+class ChangeMatchesNothingError(ValueError):
+    """A what-if change aimed at some work (``kernels:PATTERN*F``, ``no-sync:SITE``,
+    ``pinned-copies``, ``workers:N`` ...) finds none in the traces: its prediction would
+    be a silent "no change". The message names the change and what it looked for."""

@@ -443,24 +443,57 @@ def test_findings_get_their_change_and_the_replayed_saving(tmp_path: Path) -> No
     slow = replace(GPU_BOUND, ranks=3, slow_rank=2, slow_factor=1.5)
     a = TraceAnalysis(trace_dir=str(simulate(slow, tmp_path)), cache=False, progress=False)
     findings = pd.DataFrame({
-        "rule": ["stragglers", "fp32_gemm"], "severity": ["high", "low"],
-        "ranks": [[2], [0]], "steps": [[2, 3], []], "evidence": ["late.", "fp32."],
-        "est_saving(us)": [100.0, 7.0], "advice": ["", ""], "title": ["", ""],
-        "subject": ["", ""], "section": ["", ""], "share_pctg": [10.0, 0.7]})
+        "rule": ["stragglers", "fp32_gemm", "small_kernels"],
+        "severity": ["high", "low", "low"],
+        "ranks": [[2], [0], [0]], "steps": [[2, 3], [], []],
+        "evidence": ["late.", "fp32.", "small."],
+        "est_saving(us)": [100.0, 7.0, 5.0], "advice": ["", "", ""], "title": ["", "", ""],
+        "subject": ["", "", ""], "section": ["", "", ""], "share_pctg": [10.0, 0.7, 0.5]})
     out = findings_with_changes(findings, a.what_if).set_index("rule")
     pred = a.what_if("no-stragglers:2")
-    steps = pred[pred["step"].isin([2, 3])]
-    expected = float((steps["measured(us)"] - steps["predicted(us)"]).sum())
-    assert expected > 3 * 150  # three ranks, two steps, each over 150 µs shorter
-    assert out.loc["stragglers", "change"] == "no-stragglers:2"
-    assert out.loc["stragglers", "saving_source"] == "replay"
-    assert out.loc["stragglers", "est_saving(us)"] == pytest.approx(expected)
-    assert out.loc["stragglers", "share_pctg"] == pytest.approx(10.0 * expected / 100.0)
-    assert "Saving from the replay" in out.loc["stragglers", "evidence"]
+    steps = pred[pred["step"].isin([2, 3])].groupby("step")
+    # the job's step (its slowest rank) without and with the change, over the two steps
+    per_step = steps["replayed(us)"].max() - steps["predicted(us)"].max()
+    expected = float(per_step.sum())
+    assert expected > 2 * 150  # two steps, each over 150 µs shorter
+    st = out.loc["stragglers"]
+    assert st["change"] == "no-stragglers:2" and st["saving_source"] == "replay"
+    assert st["est_saving(us)"] == pytest.approx(expected)
+    assert st["saving_per_step(us)"] == pytest.approx(expected / 2)
+    replayed = float(steps["replayed(us)"].max().sum())
+    assert st["saving_step_pctg"] == pytest.approx(100 * expected / replayed)
+    assert st["share_pctg"] == pytest.approx(100 * expected / replayed, abs=0.01)
+    assert st["saving_low(us)"] <= expected <= st["saving_high(us)"]
+    assert "Replayed with no-stragglers:2" in st["evidence"]
+    # no deviceProperties in these traces: dtype cannot be modelled, GPU time is kept
     assert out.loc["fp32_gemm", "change"] == ""
-    assert out.loc["fp32_gemm", "saving_source"] == "rule"
+    assert out.loc["fp32_gemm", "saving_source"] == "gpu-time"
     assert out.loc["fp32_gemm", "est_saving(us)"] == 7.0
-    assert list(out.index) == ["stragglers", "fp32_gemm"]
+    assert "cannot model dtype:bf16" in out.loc["fp32_gemm", "evidence"]
+    assert "GPU time, not step time" in out.loc["small_kernels", "evidence"]
+    assert list(out.index) == ["stragglers", "fp32_gemm", "small_kernels"]
+
+
+def test_findings_with_one_fix_are_one_saving(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from hta.analysis.whatif.findings import findings_with_changes
+
+    launch_bound = Program(ops=tuple(("relu", 20_000, 3_000) for _ in range(10)))
+    a = TraceAnalysis(trace_dir=str(simulate(launch_bound, tmp_path)), cache=False,
+                      progress=False)
+    findings = pd.DataFrame({
+        "rule": ["host_bound", "launch_bound"], "severity": ["high", "high"],
+        "ranks": [[0], [0]], "steps": [[], []], "evidence": ["host.", "launch."],
+        "est_saving(us)": [100.0, 50.0], "advice": ["", ""], "title": ["Host", "Launch"],
+        "subject": ["", ""], "section": ["", ""], "share_pctg": [10.0, 5.0]})
+    out = findings_with_changes(findings, a.what_if)
+    assert out["rule"].tolist() == ["host_bound"]  # launch_bound folded in: one fix
+    assert out["change"].iloc[0] == "cuda-graphs"
+    assert "'Launch' (launch_bound), counted once: launch." in out["evidence"].iloc[0]
+    pred = a.what_if("cuda-graphs")
+    assert out["est_saving(us)"].iloc[0] == pytest.approx(
+        float((pred["replayed(us)"] - pred["predicted(us)"]).sum()))
 
 
 def test_step_bounds_name_the_slow_rank_and_its_saving(tmp_path: Path) -> None:
@@ -568,5 +601,5 @@ def test_cli_whatif_says_why_nothing_changes(tmp_path: Path) -> None:
     b.cpu_op("aten::mm", 1_000, 5_000)
     b.write(tmp_path / "cpu" / "rank-0.json")
     cpu = run_cli(["whatif", str(tmp_path / "cpu"), "kernels:mm*0.5", "--no-cache", "-q"])
-    assert cpu.returncode == 0, cpu.stderr
-    assert "these traces hold no GPU work (a CPU-only profile)" in cpu.stdout
+    assert cpu.returncode == 2, cpu.stderr
+    assert "these traces hold no GPU work (a CPU-only profile)" in cpu.stderr

@@ -40,16 +40,17 @@ from hta.commands.load_warnings import load_warnings, print_load_warnings
 from hta.commands.missing_ranks import report_missing_ranks
 from hta.commands.summary_bound import (
     add_step_bound_option,
-    contradicted_line,
     print_step_bound,
-    replayed_findings,
     step_bound,
+    uncertainty_note,
+    uncertainty_records,
 )
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
 from hta.report.devices import device_name
 from hta.report.present import (
     display_name,
+    finding_range,
     finding_saving,
     finding_share,
     finding_what,
@@ -144,8 +145,6 @@ def run(args: argparse.Namespace) -> int:
     efficiency = hardware(answers.op_summary, answers.category_time, is_cpu_only(overview))
     bound, bound_note = step_bound(analyzer, iterations, args.step_bound,
                                    efficiency.cpu_only)
-    replayed = (replayed_findings(analyzer, iterations)
-                if args.step_bound and not efficiency.cpu_only else None)
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -163,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         payload["capture_merge"] = records(capture) if capture is not None else None
         payload["step_bound"] = bound
         payload["step_bound_note"] = bound_note
-        payload["findings_replayed"] = records(replayed) if replayed is not None else None
+        payload["replay_uncertainty"] = uncertainty_records(analyzer, efficiency.cpu_only)
         print(dumps(payload))
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
@@ -171,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
     print_step_bound(out, bound, bound_note, len(overview.ranks))
-    disagreement = contradicted_line(findings, replayed, FINDINGS_SHOWN)
-    if disagreement:
-        out.line(printable(disagreement), style="yellow")
+    note = uncertainty_note(analyzer, efficiency.cpu_only)
+    if note:
+        out.line(printable(note, 600), style="yellow")
         out.line()
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
@@ -198,10 +197,12 @@ def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDI
     shown = findings.head(top).to_dict("records")
     more = f"top {len(shown)} of {len(findings)}" if len(findings) > len(shown) else \
         f"{len(shown)}"
-    out.table(f"Findings ({more}, largest estimated saving first; details: hta report, "
-              "TraceAnalysis.get_findings())", [
+    out.table(f"Findings ({more}, largest saving first: the time the steps would lose with "
+              "the fix, replayed; GPU: GPU time, the fix cannot be replayed; details: hta "
+              "report, TraceAnalysis.get_findings())", [
         Column("severity", lambda r: r["severity"], numeric=False, style=_severity_style),
         Column("saving (ms)", finding_saving),
+        Column("range (ms)", finding_range),
         Column("% of time", finding_share),
         Column("ranks", lambda r: ranks_text(r["ranks"], labelled=False), numeric=False),
         Column("finding", lambda r: full_text(finding_what(r)), numeric=False, wrap=True),

@@ -3,9 +3,9 @@ the step with that rank alone at the median across ranks, and the replay's error
 (:mod:`hta.report.sections_whatif`; figures of
 :func:`hta.analysis.whatif.jobpath.job_step_bound`). Jobs of two or more ranks with
 ``ProfilerStep`` only, and only with ``--step-bound``: the replay adds a third to the
-summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``). With it,
-the findings whose fix the replay says would save (almost) nothing are named
-(:func:`contradicted_line`)."""
+summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``). Also the
+sentence saying when the replay behind the findings' savings is uncertain
+(:func:`uncertainty_note`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import Printer
-from hta.report.present import finding_what, printable
+from hta.report.present import printable
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from hta.report.analyzer import Analyzer
 
 logger = logging.getLogger(__name__)
@@ -33,8 +31,7 @@ def add_step_bound_option(p: argparse.ArgumentParser) -> None:
                         "bound its step, and the step with that rank alone at the median "
                         "across ranks (no-stragglers:RANK), with the replay's error "
                         "(adds 5-40%% to the time, the most on large jobs; hta report always "
-                        "shows it); also replays each finding's fix and names the findings "
-                        "whose fix would save (almost) no step time")
+                        "shows it)")
 
 
 def step_bound(analyzer: Analyzer, iterations: list[int] | None, wanted: bool = True,
@@ -59,45 +56,31 @@ def step_bound(analyzer: Analyzer, iterations: list[int] | None, wanted: bool = 
     return (bound, "") if bound is not None else (None, "the replay found no step to bound")
 
 
-#: A finding's replayed saving under this share of the rule's own is called contradicted.
-CONTRADICTED = 0.1
-
-
-def replayed_findings(analyzer: Analyzer, iterations: list[int] | None
-                      ) -> pd.DataFrame | None:
-    """The findings with each fix's replayed saving (``TraceAnalysis.
-    get_findings_what_if``), or None when the replay fails (the summary goes on)."""
+def uncertainty_records(analyzer: Analyzer, cpu_only: bool) -> list[dict[str, Any]] | None:
+    """Per rank, what the replay behind the findings' savings guesses
+    (``TraceAnalysis.get_replay_uncertainty``); None for a CPU-only job or when it
+    fails (the summary goes on)."""
+    if cpu_only:
+        return None
     try:
-        return analyzer.get_findings_what_if(iterations=iterations)
+        return analyzer.get_replay_uncertainty().to_dict("records")
     except Exception as exc:  # noqa: BLE001 - one analysis must not sink the summary
-        logger.warning("replayed findings failed: %s", exc, exc_info=True)
+        logger.warning("replay uncertainty failed: %s", exc, exc_info=True)
         return None
 
 
-def contradicted_line(findings: pd.DataFrame, replayed: pd.DataFrame | None,
-                      shown: int) -> str | None:
-    """One line naming the ``shown`` first findings whose fix, replayed, saves under
-    :data:`CONTRADICTED` of what the rule estimates; None when there is none."""
-    if replayed is None or not len(findings):
+def uncertainty_note(analyzer: Analyzer, cpu_only: bool) -> str | None:
+    """The sentence saying the replay behind the savings is uncertain, and why; None when
+    it is not (or cannot be told)."""
+    from hta.analysis.whatif.uncertainty import uncertainty_line
+
+    if cpu_only:
         return None
-    by_key = {(r["rule"], r["subject"]): r for r in replayed.to_dict("records")
-              if r["saving_source"] == "replay"}
-    named = []
-    for row in findings.head(shown).to_dict("records"):
-        twin = by_key.get((row["rule"], row["subject"]))
-        rule_us = float(row["est_saving(us)"])
-        if twin is None or rule_us <= 0:
-            continue
-        replay_us = max(float(twin["est_saving(us)"]), 0.0)
-        if replay_us < CONTRADICTED * rule_us:
-            named.append(f"'{finding_what(row)}' ({twin['change']}: {replay_us / 1e3:,.3f} ms "
-                         f"replayed against {rule_us / 1e3:,.3f} ms)")
-    if not named:
+    try:
+        return uncertainty_line(analyzer.get_replay_uncertainty())
+    except Exception as exc:  # noqa: BLE001 - one analysis must not sink the summary
+        logger.warning("replay uncertainty failed: %s", exc, exc_info=True)
         return None
-    return ("Replayed, the fixes of " + "; ".join(named) + " save (almost) no "
-            "step time: something else bounds the steps ('hta whatif DIR CHANGE' shows "
-            "what), so those savings are the rules' own estimates, not time the steps "
-            "would lose.")
 
 
 def print_step_bound(out: Printer, bound: dict[str, Any] | None, note: str,
@@ -117,5 +100,5 @@ def print_step_bound(out: Printer, bound: dict[str, Any] | None, note: str,
     out.line()
 
 
-__all__ = ["add_step_bound_option", "contradicted_line", "print_step_bound",
-           "replayed_findings", "step_bound"]
+__all__ = ["add_step_bound_option", "print_step_bound", "step_bound", "uncertainty_note",
+           "uncertainty_records"]

@@ -55,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the job, replay it with the changes and print the prediction."""
     from hta.analysis.whatif import Change
+    from hta.errors import ChangeMatchesNothingError
 
     try:
         changes = [Change.parse(c) for c in args.changes]
@@ -62,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     analyzer = load(args)
     _refuse_patterns_matching_nothing(analyzer, changes)
-    table = analyzer.what_if(changes)
+    try:
+        table = analyzer.what_if(changes)
+    except ChangeMatchesNothingError as exc:
+        raise UsageError(str(exc)) from None
     bounds = analyzer.get_step_bounds()
     if args.json:
         print(dumps({"trace_dir": args.trace_dir, "changes": [str(c) for c in changes],

@@ -43,19 +43,39 @@ class FindingsMixin:
 
     def get_findings(self, ranks: Ranks = None,
                      iterations: Iterations = None,
-                     min_share: float | None = None) -> pd.DataFrame:
-        """What slows the job down, why, and what to try, largest estimated saving first.
+                     min_share: float | None = None,
+                     replay: bool = True) -> pd.DataFrame:
+        """What slows the job down, why, and what to try, largest saving first.
 
         Columns ``rule, severity, ranks, steps, evidence, est_saving(us), advice`` (then
         ``title``, ``subject``: what a rule firing several times is about,
-        ``section``: the report section holding the evidence, and
-        ``share_pctg``: the saving as a share of the analysed time). Each rule and how
-        its saving is estimated: :meth:`describe_findings_rules` and the documentation
+        ``section``: the report section holding the evidence, ``share_pctg``: the saving
+        as a share of the analysed time, and ``change, saving_source, saving_low(us),
+        saving_high(us), saving_per_step(us), saving_step_pctg``).
+
+        The saving is the replay's: each rule names the change that models its fix
+        (``change``), the job is replayed with it, and ``est_saving(us)`` is the time the
+        job's steps would lose over the analysed steps, with a range
+        (``saving_source`` ``replay``); a fix the replay cannot model keeps the rule's
+        estimate of GPU time (``gpu-time``). See :mod:`hta.analysis.whatif.findings`.
+        ``replay=False``: the rules' own estimates only (no replay; every saving
+        ``gpu-time``). Each rule: :meth:`describe_findings_rules` and the documentation
         page *Findings*. ``min_share`` drops findings smaller than that share of the
-        analysed time (default 0.5%). What they leave unexplained:
+        analysed time (default 0.5%) before the replay. What they leave unexplained:
         :meth:`get_findings_coverage`.
         """
-        return self._findings(ranks, iterations, min_share).findings.copy()
+        found = self._findings(ranks, iterations, min_share).findings
+        cache = self.__dict__.setdefault("_replayed_findings", {})
+        key = (id(found), replay)
+        if key not in cache:
+            cache.clear()
+            if replay:
+                cache[key] = self.replay_findings(found)  # type: ignore[attr-defined]
+            else:
+                from hta.analysis.whatif.findings import findings_with_changes
+
+                cache[key] = findings_with_changes(found, None)
+        return cache[key].copy()
 
     def get_findings_coverage(self, ranks: Ranks = None,
                               iterations: Iterations = None,

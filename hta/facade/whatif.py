@@ -7,6 +7,7 @@ The methods call :mod:`hta.analysis.whatif` (definitions in its docstrings and i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from hta.model.job import Job
     from hta.model.runner import Kept
 
+logger = logging.getLogger(__name__)
 
 class WhatIfMixin:
     """Methods added by the what-if replay."""
@@ -88,14 +90,47 @@ class WhatIfMixin:
     def get_findings_what_if(self, ranks: Ranks = None,
                              iterations: Iterations = None,
                              min_share: float | None = None) -> pd.DataFrame:
-        """:meth:`get_findings` with the change that would fix each finding (``change``)
-        and, where the replay covers that change, ``est_saving(us)`` = measured minus
-        predicted step time (``saving_source``: ``replay`` or ``rule``). See
-        :mod:`hta.analysis.whatif.findings`."""
-        from hta.analysis.whatif.findings import findings_with_changes
+        """The same table as :meth:`get_findings`, whose savings are the replay's (kept
+        for code written against earlier versions)."""
+        return self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
 
-        findings = self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
-        return findings_with_changes(findings, self._whatif_predict)
+    def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
+        """``findings`` (the rules' table) with each fix's replayed saving and its range
+        (:mod:`hta.analysis.whatif.findings`); when the job cannot be replayed, the rules'
+        estimates labelled ``gpu-time`` (logged)."""
+        from hta.analysis.whatif.findings import findings_with_changes
+        from hta.analysis.whatif.uncertainty import inferred_share
+
+        try:
+            share = inferred_share(self.get_replay_uncertainty())
+            return findings_with_changes(findings, lambda c: self._whatif_predict(
+                c, modelled=False), share)
+        except Exception as exc:  # noqa: BLE001 - the rules' estimates are still an answer
+            logger.warning("the findings' savings could not be replayed (%s); they are the "
+                           "rules' GPU-time estimates", exc, exc_info=True)
+            return findings_with_changes(findings, None)
+
+    def get_replay_uncertainty(self) -> pd.DataFrame:
+        """Per rank, what the trace leaves the replay to guess: unresolved synchronizations,
+        inferred waits, the share of binding edges inferred, and whether (and why) its
+        predictions are uncertain. See :mod:`hta.analysis.whatif.uncertainty`. On a job
+        kept on Dask workers each rank's row is computed where its graph is kept."""
+        from hta.analysis.whatif.uncertainty import (
+            coupled_rank_uncertainty,
+            replay_uncertainty,
+            uncertainty_table,
+        )
+
+        cached: Any = getattr(self, "_uncertainty_cache", None)
+        if cached is None:
+            if getattr(self.t, "keeps_remotely", False):
+                kept = self._whatif_coupled()[0]
+                rows = kept.map(coupled_rank_uncertainty, description="Replay uncertainty")
+                cached = uncertainty_table([rows[r] for r in sorted(rows)])
+            else:
+                cached = replay_uncertainty(self._whatif_job()[0])
+            self._uncertainty_cache = cached
+        return cached.copy()
 
     def get_step_bounds(self, iterations: Iterations = None
                         ) -> pd.DataFrame:

@@ -77,9 +77,11 @@ class Analyzer(Protocol):
                                    iterations: list[int] | None = None) -> pd.DataFrame:
         """Bus bandwidth of every collective (:mod:`hta.analysis.collectives`)."""
 
-    def get_findings_what_if(self, ranks: list[int] | None = None,
-                             iterations: list[int] | None = None) -> pd.DataFrame:
+    def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
         """The findings with each fix's replayed saving (:mod:`hta.analysis.whatif.findings`)."""
+
+    def get_replay_uncertainty(self) -> pd.DataFrame:
+        """Per rank, what the replay guesses (:mod:`hta.analysis.whatif.uncertainty`)."""
 
     def get_job_step_bound(self, iterations: list[int] | None = None
                            ) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ travel back. Each answer equals its ``TraceAnalysis`` method's on the same selec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from hta.analysis.findings.engine import FindingsResult, findings_plan
@@ -109,9 +109,12 @@ class JobAnswers:
 
 def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
                 device: Device | None = None,
-                errors: Literal["raise", "return"] = "raise") -> JobAnswers:
+                errors: Literal["raise", "return"] = "raise",
+                replay: bool = True) -> JobAnswers:
     """Every answer of :class:`JobAnswers` for ``selection`` (resolved here if it is not),
-    from one visit of each selected rank; ``device`` for the operators' % of peak."""
+    from one visit of each selected rank; ``device`` for the operators' % of peak. The
+    findings' savings are the replay's (``TraceAnalysis.get_findings``); ``replay=False``:
+    the rules' GPU-time estimates."""
     analyzer.merge_capture_traces()  # graph-replayed work with its captured operators
     job = analyzer.t
     selection = resolve(selection, job)
@@ -127,7 +130,16 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         RankWork(unclassified_of_rank, finish=sorted_unclassified, empty=no_unclassified),
         RankWork(summary_of_rank, empty=no_summary),
     ]
-    return JobAnswers(*run(job, plans, Selection.of(ranks), description="Summary", errors=errors))
+    answers = run(job, plans, Selection.of(ranks), description="Summary", errors=errors)
+    found = answers[1]
+    if replay and isinstance(found, FindingsResult) and len(found.findings):
+        # the savings users see are the replay's (hta.analysis.whatif.findings)
+        answers[1] = replace(found, findings=analyzer.replay_findings(found.findings))
+    elif isinstance(found, FindingsResult):
+        from hta.analysis.whatif.findings import findings_with_changes
+
+        answers[1] = replace(found, findings=findings_with_changes(found.findings, None))
+    return JobAnswers(*answers)
 
 
 __all__ = ["JobAnswers", "job_answers"]

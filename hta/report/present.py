@@ -165,8 +165,19 @@ def finding_what(finding: Mapping[str, Any]) -> str:
 
 
 def finding_saving(finding: Mapping[str, Any]) -> str:
-    """The estimated saving in ms (:func:`ms`), or ``note`` for an info finding."""
-    return "note" if is_note(finding) else ms(finding["est_saving(us)"])
+    """The saving in ms (:func:`ms`), ``GPU`` after a GPU-time one (not replayed), or
+    ``note`` for an info finding."""
+    if is_note(finding):
+        return "note"
+    gpu = " GPU" if finding.get("saving_source") == "gpu-time" else ""
+    return ms(finding["est_saving(us)"]) + gpu
+
+
+def finding_range(finding: Mapping[str, Any]) -> str:
+    """``low-high`` in ms of a replayed saving; ``-`` otherwise."""
+    if is_note(finding) or finding.get("saving_source") != "replay":
+        return "-"
+    return f"{ms(finding['saving_low(us)'])}-{ms(finding['saving_high(us)'])}"
 
 
 def finding_share(finding: Mapping[str, Any]) -> str:
@@ -187,10 +198,18 @@ def finding_saving_text(finding: Mapping[str, Any]) -> str:
     """:func:`saving_text` of a finding, or ``note (no saving)`` for an info finding."""
     if is_note(finding):
         return "note (no saving)"
-    return saving_text(finding["est_saving(us)"], finding["share_pctg"])
+    text = saving_text(finding["est_saving(us)"], finding["share_pctg"])
+    if finding.get("saving_source") == "replay":
+        return (f"{text}, range {time_text(float(finding['saving_low(us)']))} to "
+                f"{time_text(float(finding['saving_high(us)']))}, replayed with "
+                f"{finding['change']}")
+    if finding.get("saving_source") == "gpu-time":
+        return f"{text} of GPU time (not replayed)"
+    return text
 
 
-__all__ = ["LONGEST_CELL", "LONG_NAME", "METRIC_LABELS", "TIME_UNITS", "demangled", "display_name",
-           "finding_saving", "finding_saving_text", "finding_share", "finding_what",
+__all__ = ["LONGEST_CELL", "LONG_NAME", "METRIC_LABELS", "TIME_UNITS", "demangled",
+           "display_name", "finding_range", "finding_saving", "finding_saving_text",
+           "finding_share", "finding_what",
            "full_text", "is_note", "metric_label", "ms", "number", "printable", "ranges_text",
            "ranks_text", "saving_text", "slowest_rank_text", "time_text"]

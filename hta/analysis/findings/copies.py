@@ -87,6 +87,43 @@ def _alone(rt: RankTrace, rows: np.ndarray) -> tuple[np.ndarray, int]:
     return alone, int(((me - ms) - cover.within(ms, me)).sum())
 
 
+def _reference(codes: np.ndarray, pinned: np.ndarray, nbytes: np.ndarray, dur: np.ndarray,
+               code: int) -> tuple[float, str]:
+    """The reference bandwidth (GB/s) of copies of kind ``code`` and where it comes from:
+    the achieved bandwidth of the ``pinned`` copies of that kind (64 KiB or more), else
+    :data:`PINNED_REFERENCE_GBPS`."""
+    ref_rows = pinned[(codes[pinned] == code) & (nbytes[pinned] >= MIN_REFERENCE_BYTES)
+                      & (dur[pinned] > 0)]
+    if ref_rows.size:
+        ref = float(nbytes[ref_rows].sum() / dur[ref_rows].sum())  # bytes/ns = GB/s
+        return ref, f"{ref_rows.size} pinned copies of this direction on the rank"
+    return PINNED_REFERENCE_GBPS, "the reference for pinned copies"
+
+
+def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """The rank's copies named Pageable and the time (ns) each would take from pinned
+    memory: ``max(MIN_COPY_NS, bytes / reference)`` with the reference of its direction
+    (:func:`_reference`); a copy of unknown size keeps its duration."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
+    pageable = copies[name_matches(rt, copies, PAGEABLE)]
+    dur = ev["dur"].to_numpy()
+    if not pageable.size:
+        return pageable, np.zeros(0)
+    pinned = copies[name_matches(rt, copies, PINNED)]
+    nbytes = np.full(len(ev), np.nan)
+    nbytes[copies] = bytes_of(rt, copies)
+    out = dur[pageable].astype(np.float64)
+    for code in np.unique(codes[pageable]).tolist():
+        mine = codes[pageable] == code
+        ref = _reference(codes, pinned, nbytes, dur, code)[0]
+        b = nbytes[pageable[mine]]
+        fast = np.maximum(MIN_COPY_NS, np.nan_to_num(b) / ref)
+        out[mine] = np.where(np.isnan(b), out[mine], np.minimum(out[mine], fast))
+    return pageable, out
+
+
 def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``pageable_copies`` findings of one rank, one per direction."""
     ev = rt.events
@@ -105,13 +142,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
     findings = []
     for code in np.unique(codes[pageable]).tolist():
         rows = pageable[codes[pageable] == code]
-        ref_rows = pinned[(codes[pinned] == code) & (nbytes[pinned] >= MIN_REFERENCE_BYTES)
-                          & (dur[pinned] > 0)]
-        if ref_rows.size:
-            ref = float(nbytes[ref_rows].sum() / dur[ref_rows].sum())  # bytes/ns = GB/s
-            source = f"{ref_rows.size} pinned copies of this direction on the rank"
-        else:
-            ref, source = PINNED_REFERENCE_GBPS, "the reference for pinned copies"
+        ref, source = _reference(codes, pinned, nbytes, dur, code)
         b = nbytes[rows]
         known = ~np.isnan(b)
         pinned_ns = np.maximum(MIN_COPY_NS, np.where(known, b, 0.0) / ref)

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.whatif.changes import Change, Edits, apply
+from hta.analysis.whatif.changes import Change, Edits, apply, check_targets
 from hta.analysis.whatif.graph import (
     JOB_EDGE_TYPES,
     JobGraph,
@@ -98,6 +98,7 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
     the stricter replay is not run and ``modelled_error_pctg`` is NaN."""
     parsed = parse_changes(changes)
+    check_targets(jg, parsed, rules)
     base = base or replay(jg)
     changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
     strict = replay(jg, modelled_edits(jg)) if modelled else None

@@ -38,6 +38,10 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
 ``no-data-loader``
     Host time inside data-loader spans (as the findings define them: ``enumerate(
     DataLoader)#...``, ``DataLoaderIter.__next__`` ...) becomes 0.
+
+The changes that model the findings' advice, ``no-sync:SITE``, ``pinned-copies``,
+``workers:N``, ``cuda-graphs`` and ``dtype:bf16|fp16|tf32``, are defined in
+:mod:`.fixes`.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 
 #: Changes that take no argument.
 SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
-          "no-data-loader")
+          "no-data-loader", "pinned-copies", "cuda-graphs")
+#: Changes with an argument after a colon (:mod:`.fixes`).
+WITH_ARGUMENT = ("no-sync:SITE", "workers:N", "dtype:bf16|fp16|tf32")
 _SCALED = re.compile(r"^(kernels|category):(.+)\*([0-9.eE+-]+)$")
 
 
@@ -97,6 +103,9 @@ class Change:
                     raise ValueError(f"{t!r}: unknown category; one of "
                                      f"{', '.join(CATEGORIES)}")
             return cls(kind, pattern, f)
+        argued = _with_argument(t)
+        if argued is not None:
+            return argued
         if t.startswith("no-stragglers:"):
             try:
                 return cls("no-stragglers", rank=int(t.split(":", 1)[1]))
@@ -106,14 +115,43 @@ class Change:
             return cls(t)
         raise ValueError(
             f"unknown change {t!r}; expected kernels:PATTERN*F, category:NAME*F, "
-            f"no-stragglers[:RANK], {', '.join(SIMPLE[1:])}")
+            f"no-stragglers[:RANK], {', '.join(SIMPLE[1:])}, {', '.join(WITH_ARGUMENT)}")
 
     def __str__(self) -> str:
         if self.kind in ("kernels", "category"):
             return f"{self.kind}:{self.pattern}*{self.factor:g}"
+        if self.kind in ("no-sync", "dtype"):
+            return f"{self.kind}:{self.pattern}"
+        if self.kind == "workers":
+            return f"workers:{int(self.factor)}"
         if self.kind == "no-stragglers" and self.rank is not None:
             return f"no-stragglers:{self.rank}"
         return self.kind
+
+
+def _with_argument(t: str) -> Change | None:
+    """``no-sync:SITE``, ``workers:N`` or ``dtype:TYPE`` (None for another change)."""
+    kind, _, arg = t.partition(":")
+    if kind == "no-sync":
+        try:
+            re.compile(arg)
+        except re.error as exc:
+            raise ValueError(f"{t!r}: bad regular expression ({exc})") from None
+        if not arg:
+            raise ValueError(f"{t!r}: expected no-sync:SITE (an operator such as aten::item, "
+                             "or a call such as cudaStreamSynchronize)")
+        return Change("no-sync", arg)
+    if kind == "workers":
+        if not arg.isdigit() or int(arg) < 1:
+            raise ValueError(f"{t!r}: expected workers:N with N a whole number >= 1")
+        return Change("workers", factor=float(int(arg)))
+    if kind == "dtype":
+        from hta.analysis.whatif.fixes import DTYPES
+
+        if arg not in DTYPES:
+            raise ValueError(f"{t!r}: expected dtype:{'|'.join(DTYPES)}")
+        return Change("dtype", arg)
+    return None
 
 
 @dataclass
@@ -156,9 +194,48 @@ def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None,
     for ch in changes:
         if ch.kind == "no-stragglers":
             _no_stragglers(jg, edits, ch, rules or RuleSet(), medians)
-        else:
+        elif ch.kind in _APPLY:
             _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
+        else:
+            from hta.analysis.whatif.fixes import FIXES
+
+            FIXES[ch.kind](jg, edits, ch, rules or RuleSet())
     return edits
+
+
+#: Changes aimed at some work: each must find some (:func:`check_targets`).
+TARGETED = {
+    "kernels": "no GPU work whose name matches the pattern (a regular expression, searched)",
+    "category": "no GPU work of that category",
+    "no-sync": "no blocking call whose site operator or name matches the site whole",
+    "pinned-copies": "no copy from or to pageable host memory",
+    "workers": "no data-loader span",
+    "no-data-loader": "no data-loader span",
+    "dtype": "no fp32 GEMM or fp32 elementwise kernel",
+}
+
+#: Targeted changes that act on GPU work.
+GPU_TARGETS = frozenset({"kernels", "category", "pinned-copies", "dtype"})
+
+
+def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None
+                  ) -> None:
+    """Raise :class:`~hta.errors.ChangeMatchesNothingError` for the first change of
+    :data:`TARGETED` that leaves every edge of ``jg`` as it is (it found no work)."""
+    from hta.errors import ChangeMatchesNothingError
+
+    for ch in changes:
+        if ch.kind not in TARGETED:
+            continue
+        e = apply(jg, [ch], rules)
+        if e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay):
+            what = TARGETED[ch.kind]
+            if ch.kind in GPU_TARGETS and not any(_gpu_rows(i, jg).size
+                                                  for i in range(len(jg.ranks))):
+                what = "these traces hold no GPU work (a CPU-only profile)"
+            raise ChangeMatchesNothingError(
+                f"{ch}: matches no work in these traces ({what}); a prediction would be no "
+                "change")
 
 
 # -- helpers --------------------------------------------------------------------------------

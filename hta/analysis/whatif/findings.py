@@ -1,85 +1,260 @@
-"""Findings with the change that would fix them, and the replay's saving where it has one.
+"""One saving per finding: what the replay predicts the finding's fix saves.
 
 A post-processing step on the findings table (:func:`hta.analysis.findings.find`'s
-columns), leaving the rules alone. Each finding whose rule names a problem a change of
-:mod:`hta.analysis.whatif.changes` removes gets that change (:data:`RULE_CHANGES`) in the
-``change`` column; the job is replayed with it, and ``est_saving(us)`` becomes
+columns). Each rule names the change that models the fix its advice gives
+(:func:`change_for`); the job is replayed with that change (:mod:`hta.analysis.whatif`)
+and, per analysed step ``k`` (the finding's steps; every step of the table when it has
+none), the saving is
 
-* for ``stragglers``: the sum over every rank and the finding's steps of ``measured -
-  predicted`` (a straggler holds the other ranks up: their time is the saving);
-* for every other rule: the same sum over the finding's ranks only.
+    ``s_k = job_replayed_k - job_predicted_k``
 
-The evidence then ends with a sentence saying so, ``saving_source`` is ``replay`` and
-``share_pctg`` is scaled with the saving. Findings of other rules keep the rule's own
-estimate (``saving_source`` ``rule``, ``change`` empty). ``measured - predicted`` can be
-negative (the change would not help on that rank and step); it is summed as it is.
+the job's step (its slowest rank) in the replay without and with the change: the time
+the step would lose. Both sides come from the same replay, so the replay's own error
+does not enter the difference; it widens the range instead. The finding then has
+
+* ``est_saving(us)`` = ``sum_k s_k``, over the analysed steps (negative when the change
+  would lengthen the steps);
+* ``saving_per_step(us)`` = its mean per step and ``saving_step_pctg`` = ``100 *
+  sum_k s_k / sum_k job_replayed_k``, the share of the step; ``share_pctg`` and
+  ``severity`` follow this share (the engine's thresholds);
+* ``saving_low(us)`` / ``saving_high(us)``: ``sum_k s_k`` minus / plus ``N * d + sum_k
+  (e_k + f * s_k)``: ``d`` half the spread of the per-step savings (max - min) / 2, ``e_k``
+  the replay's error on the step (``|job_replayed_k - job_measured_k|``), ``f`` the share
+  of the replay's binding edges that are inferred rather than recorded
+  (:func:`hta.analysis.whatif.uncertainty.replay_uncertainty`); a change with a
+  conservative variant (``dtype:``: GEMMs bound by memory) takes its saving as the low end
+  when that is lower. The low end is never below 0 unless the saving is;
+* ``change``, and ``saving_source`` ``"replay"``.
+
+A rule whose fix the replay cannot model (:data:`NOT_MODELLED`: fusing kernels, raising
+occupancy, faster collectives ...) keeps its own estimate, which is GPU time, not step
+time: ``saving_source`` ``"gpu-time"``, the range equal to the estimate, and the evidence
+ends with a sentence saying what cannot be modelled. Notes (``info``) are left as they
+are. Findings are sorted by saving, a replayed one before a GPU-time one of the same size.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-#: Findings rule id -> the change that removes the problem it names.
+#: Columns added to the findings table.
+SAVING_COLUMNS = ["change", "saving_source", "saving_low(us)", "saving_high(us)",
+                  "saving_per_step(us)", "saving_step_pctg"]
+
+#: Findings rule id -> the change that models the fix its advice gives.
 RULE_CHANGES: dict[str, str] = {
     "stragglers": "no-stragglers",
-    "host_sync": "no-host-sync",
-    "data_loading": "no-data-loader",
-    "launch_bound": "no-launch-overhead",
-    "graph_capture": "no-launch-overhead",
+    "host_sync": "no-sync",
+    "data_loading": "workers:4",
+    "launch_bound": "cuda-graphs",
+    "host_bound": "cuda-graphs",
     "comm_exposed": "overlap-comm",
+    "pageable_copies": "pinned-copies",
+    "fp32_gemm": "dtype",
 }
-#: Rules whose saving is every rank's (the problem holds the others up).
-JOB_WIDE = frozenset({"stragglers"})
+#: Rules whose fix the replay cannot model, and why (the finding says so).
+NOT_MODELLED: dict[str, str] = {
+    "small_kernels": "fusing kernels (torch.compile) cannot be replayed: which kernels "
+                     "fuse and how long the fused kernel runs are not in the trace",
+    "low_occupancy": "how long a kernel runs with more blocks is not in the trace",
+    "ops_below_roof": "how close to its roof a better kernel would run is not in the trace",
+    "collective_bw": "the bandwidth a fixed collective would reach is not in the trace",
+    "copies_on_compute_stream": "moving copies to a side stream is not a change the replay "
+                                "has yet",
+}
+#: The data loader's workers the ``data_loading`` saving assumes.
+DATA_WORKERS = 4
 
 
-def change_for(rule: str, ranks: list[int]) -> str:
-    """The change that fixes a finding of ``rule`` on ``ranks`` ("" when none)."""
+def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "") -> str:
+    """The change that models the fix of a finding of ``rule`` on ``ranks`` ("" when
+    none): ``no-stragglers:RANK`` for one late rank, ``no-sync:SITE`` for a host-sync
+    site (its subject), ``dtype:TYPE`` for the type its advice names."""
     change = RULE_CHANGES.get(rule, "")
     if change == "no-stragglers" and len(ranks) == 1:
         return f"no-stragglers:{int(ranks[0])}"
+    if change == "no-sync":
+        site = subject.split(" under ")[0] if subject else ""
+        return f"no-sync:{re.escape(site)}" if site else "no-host-sync"
+    if change == "dtype":
+        if "set_float32_matmul_precision" in advice:
+            return "dtype:tf32"
+        if "float16" in advice and "bfloat16" not in advice:
+            return "dtype:fp16"
+        return "dtype:bf16"
     return change
 
 
-def findings_with_changes(findings: pd.DataFrame,
-                          predict_with: Callable[[str], pd.DataFrame]) -> pd.DataFrame:
-    """``findings`` with ``change`` and ``saving_source`` columns and replayed savings
-    (module docstring), largest saving first. ``predict_with(change)``: the what-if
-    table with that change (:func:`hta.analysis.whatif.predict` on the job graph, or
-    the coupled per-rank replays)."""
+def conservative(change: str) -> str | None:
+    """The change's conservative variant for the low end of the range, if it has one."""
+    from hta.analysis.whatif.changes import Change
+
+    if change.startswith("dtype:"):
+        return Change("dtype", change.split(":", 1)[1], 0.5)  # type: ignore[return-value]
+    return None
+
+
+Predict = Callable[[object], pd.DataFrame]
+
+
+def step_savings(table: pd.DataFrame, steps: list[int] | None) -> pd.DataFrame:
+    """Per step of a what-if table (those of ``steps`` when given and present):
+    ``replayed``, ``measured`` and ``predicted`` of the job (its slowest rank) and
+    ``saving`` = replayed - predicted (µs)."""
+    t = table
+    if steps:
+        picked = t[t["step"].isin(steps)]
+        t = picked if len(picked) else t
+    g = t.groupby("step")
+    out = pd.DataFrame({"replayed": g["replayed(us)"].max(),
+                        "measured": g["measured(us)"].max(),
+                        "predicted": g["predicted(us)"].max()})
+    out["saving"] = out["replayed"] - out["predicted"]
+    return out
+
+
+def saving_range(per_step: pd.DataFrame, inferred_share: float,
+                 low_variant: pd.DataFrame | None = None) -> tuple[float, float]:
+    """``(saving_low, saving_high)`` (µs) from the per-step savings (module docstring)."""
+    s = per_step["saving"].to_numpy(dtype=float)
+    if not s.size:
+        return 0.0, 0.0
+    total = float(s.sum())
+    half_spread = float(s.max() - s.min()) / 2.0
+    err = np.abs(per_step["replayed"].to_numpy(float) - per_step["measured"].to_numpy(float))
+    width = s.size * half_spread + float(err.sum()) + inferred_share * float(np.abs(s).sum())
+    low, high = total - width, total + width
+    if low_variant is not None and len(low_variant):
+        low = min(low, float(low_variant["saving"].sum()))
+    if total >= 0:
+        low = max(low, 0.0)
+    return low, high
+
+
+def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
+                          inferred_share: float = 0.0) -> pd.DataFrame:
+    """``findings`` with :data:`SAVING_COLUMNS` and the replayed savings (module
+    docstring), largest saving first. ``predict_with(change)``: the what-if table with
+    that change (:func:`hta.analysis.whatif.predict` on the job graph, or the coupled
+    per-rank replays; None: no replay, every saving the rule's GPU time);
+    ``inferred_share``: the share of the replay's binding edges that are inferred (the
+    range's ``f``)."""
+    from hta.analysis.findings.engine import severity
+
     out = findings.copy()
-    changes = [change_for(r, list(k)) for r, k in zip(out["rule"], out["ranks"], strict=True)]
-    out["change"] = changes
-    out["saving_source"] = "rule"
+    n = len(out)
+    cols: dict[str, list] = {c: [] for c in SAVING_COLUMNS}
     cache: dict[str, pd.DataFrame] = {}
-    old_savings = out["est_saving(us)"].to_numpy(dtype=float, copy=True)
-    for i, row in enumerate(out.itertuples(index=False)):
-        change = changes[i]
-        if not change or row.severity == "info":
+
+    def table_of(change: object) -> pd.DataFrame:
+        key = change if isinstance(change, str) else repr(change)
+        if key not in cache:
+            assert predict_with is not None
+            cache[key] = predict_with(change)
+        return cache[key]
+
+    for i in range(n):
+        row = out.iloc[i]
+        rule_us = float(row["est_saving(us)"])
+        change = "" if row["severity"] == "info" else change_for(
+            row["rule"], list(row["ranks"]), str(row.get("subject", "")),
+            str(row.get("advice", "")))
+        replayed = _replayed(row, change, table_of, inferred_share) \
+            if change and predict_with is not None else None
+        if replayed is None:
+            why = NOT_MODELLED.get(str(row["rule"])) or (
+                f"the replay cannot model {change} on these traces"
+                if change and predict_with is not None else "")
+            _gpu_time(out, i, row, cols, rule_us, why)
             continue
-        if change not in cache:
-            cache[change] = predict_with(change)
-        table = cache[change]
-        steps = list(row.steps) if len(row.steps) else None
-        mask = np.ones(len(table), dtype=bool)
-        if steps is not None:
-            mask &= table["step"].isin(steps).to_numpy()
-        if row.rule not in JOB_WIDE:
-            mask &= table["rank"].isin(list(row.ranks)).to_numpy()
-        picked = table[mask]
-        if not len(picked):
-            continue
-        saving = float((picked["measured(us)"] - picked["predicted(us)"]).sum())
-        old = float(old_savings[i])
-        out.iat[i, out.columns.get_loc("est_saving(us)")] = saving
-        if "share_pctg" in out and old > 0:
-            out.iat[i, out.columns.get_loc("share_pctg")] = row.share_pctg * saving / old
+        total, low, high, per_step, pct, text = replayed
+        cols["change"].append(change)
+        cols["saving_source"].append("replay")
+        cols["saving_low(us)"].append(low)
+        cols["saving_high(us)"].append(high)
+        cols["saving_per_step(us)"].append(per_step)
+        cols["saving_step_pctg"].append(pct)
+        out.iat[i, out.columns.get_loc("est_saving(us)")] = total
+        out.iat[i, out.columns.get_loc("share_pctg")] = round(pct, 2)
+        out.iat[i, out.columns.get_loc("severity")] = severity(max(pct, 0.0) / 100.0)
         out.iat[i, out.columns.get_loc("evidence")] = (
-            f"{row.evidence} Saving from the replay: measured minus predicted step time "
-            f"with {change}, summed over {'every rank' if row.rule in JOB_WIDE else 'its ranks'}"
-            f" and its steps (the rule estimated {old:,.0f} µs).")
-        out.iat[i, out.columns.get_loc("saving_source")] = "replay"
-    return out.sort_values("est_saving(us)", ascending=False, kind="stable",
-                           ignore_index=True)
+            f"{row['evidence']} {text} (the rule's own estimate: {rule_us / 1e3:,.3f} ms of "
+            "GPU time).")
+    for c in SAVING_COLUMNS:
+        out[c] = cols[c]
+    replay_first = (out["saving_source"] != "replay").astype(int)
+    order = np.lexsort((replay_first.to_numpy(), -out["est_saving(us)"].to_numpy(float)))
+    return merge_same_fix(out.iloc[order].reset_index(drop=True), findings)
+
+
+def merge_same_fix(out: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
+    """One row per replayed change: a finding whose fix is the change of a finding above
+    it is the same saving seen twice; it is folded into that finding, whose evidence
+    names it (``original``: the findings before the replay, for their own evidence)."""
+    first: dict[str, int] = {}
+    drop = []
+    own = dict(zip(zip(original["rule"], original["subject"], strict=True),
+                   original["evidence"], strict=True))
+    for i, (change, source) in enumerate(zip(out["change"], out["saving_source"],
+                                             strict=True)):
+        if source != "replay":
+            continue
+        if change not in first:
+            first[change] = i
+            continue
+        k = first[change]
+        row = out.iloc[i]
+        text = own.get((row["rule"], row["subject"]), row["evidence"])
+        out.iat[k, out.columns.get_loc("evidence")] = (
+            f"{out.iat[k, out.columns.get_loc('evidence')]} The same change answers "
+            f"'{row['title']}' ({row['rule']}), counted once: {text}")
+        drop.append(i)
+    return out.drop(index=drop).reset_index(drop=True) if drop else out
+
+
+def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataFrame],
+              inferred_share: float
+              ) -> tuple[float, float, float, float, float, str] | None:
+    """The replayed saving of one finding (None when the replay cannot model it)."""
+    from hta.errors import ChangeMatchesNothingError
+
+    steps = [int(s) for s in row["steps"]] if len(row["steps"]) else None
+    try:
+        per = step_savings(table_of(change), steps)
+        variant = conservative(change)
+        low_per = step_savings(table_of(variant), steps) if variant is not None else None
+    except (ChangeMatchesNothingError, ValueError):
+        return None
+    if not len(per):
+        return None
+    total = float(per["saving"].sum())
+    low, high = saving_range(per, inferred_share, low_per)
+    n_steps = len(per)
+    pct = 100.0 * total / float(per["replayed"].sum()) if per["replayed"].sum() > 0 else 0.0
+    which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
+        f"{n_steps} step{'s' if n_steps > 1 else ''}"
+    text = (f"Replayed with {change}: the job's steps would take {total / 1e3:,.3f} ms less "
+            f"over {which} ({total / n_steps / 1e3:,.3f} ms a step, {pct:.1f}% of the step; "
+            f"range {low / 1e3:,.3f} to {high / 1e3:,.3f} ms)")
+    if total <= 0.005 * float(per["replayed"].sum()):
+        text += "; other work bounds the steps, so this fix alone gains (almost) nothing"
+    return total, low, high, total / n_steps, pct, text
+
+
+def _gpu_time(out: pd.DataFrame, i: int, row: pd.Series, cols: dict[str, list],
+              rule_us: float, why: str) -> None:
+    """A finding that keeps the rule's own estimate, labelled GPU time."""
+    info = row["severity"] == "info"
+    cols["change"].append("")
+    cols["saving_source"].append("" if info else "gpu-time")
+    for c in ("saving_low(us)", "saving_high(us)"):
+        cols[c].append(np.nan if info else rule_us)
+    cols["saving_per_step(us)"].append(np.nan)
+    cols["saving_step_pctg"].append(np.nan)
+    if why and not info:
+        out.iat[i, out.columns.get_loc("evidence")] = (
+            f"{row['evidence']} The saving is GPU time, not step time: {why}.")

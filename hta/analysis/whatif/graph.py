@@ -98,6 +98,7 @@ class RankGraph:
     steps: pd.DataFrame
     step_work: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    inferred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     @property
     def delay(self) -> np.ndarray:
@@ -128,12 +129,16 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                 np.full(q_src.size, EDGE["queue"], dtype=np.int8),
                 np.full(v_src.size, EDGE["event_wait"], dtype=np.int8),
                 np.full(h_src.size, EDGE["thread"], dtype=np.int8)].astype(np.int8)
+    # inferred: the waits the trace does not record (the launch queue is a measured limit)
+    inferred = np.r_[np.zeros(cp.edge_src.size, dtype=bool), np.ones(w_src.size, dtype=bool),
+                     np.zeros(q_src.size, dtype=bool), np.ones(v_src.size, dtype=bool),
+                     np.zeros(h_src.size, dtype=bool)]
     o = _by_dst_then_src(src, dst, cp.num_nodes)
     if o is not None:
-        src, dst, typ = src[o], dst[o], typ[o]
+        src, dst, typ, inferred = src[o], dst[o], typ[o], inferred[o]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
-        src, dst, typ = src[first], dst[first], typ[first]
+        src, dst, typ, inferred = src[first], dst[first], typ[first], inferred[first]
     measured = ts[dst] - ts[src]
     binding = binding_edges(cp.num_nodes, src, dst, ts)
     floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
@@ -145,7 +150,7 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                      type=typ,
                      measured=measured, binding=binding,
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps,
-                     step_work=step_work_ends(c, steps, end_node))
+                     step_work=step_work_ends(c, steps, end_node), inferred=inferred)
 
 
 def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

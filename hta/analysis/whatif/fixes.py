@@ -1,0 +1,295 @@
+"""Changes that model what the findings' advice does (:mod:`.changes` has the syntax).
+
+``no-sync:SITE``
+    One site of blocking calls is removed: the blocking calls (:func:`hta.analysis.
+    findings.sync.blocking_rows`: synchronizes, blocking or pageable copies, ``cudaFree``)
+    whose site operator (the outermost operator around the call, as ``host_sync`` names
+    it: ``aten::item``; ``outside any operator`` for a bare call) or whose own name matches
+    ``SITE`` whole (a regular expression) no longer wait for the GPU: their ``sync``
+    edges go and the host time up to the call's end becomes the rank's usual CPU step
+    (the ``cpu`` floor) when that is shorter. ``no-host-sync`` does this for every site.
+``pinned-copies``
+    Copies from or to pageable host memory (named ``Pageable``) run at the bandwidth of
+    the rank's pinned copies of the same direction (the ``pageable_copies`` finding's
+    reference: their achieved bandwidth, else 12 GB/s), at least 2 µs, and the call that
+    launched each copy no longer blocks the host (as ``no-sync`` does for it).
+``workers:N``
+    The data loader runs in ``N`` worker processes: the work of each data-loader span of
+    the main thread (its measured time ``D``) is done by the workers while the loop runs,
+    so the main thread waits ``max(0, D / N - R)`` for the batch, ``R`` being the rest of
+    the loop's period (the time from the span's end to the next span's start; for the
+    last span the median of the others, else 0), plus the rank's usual CPU step for
+    receiving it. ``no-data-loader`` is the limit of many workers (the spans take 0).
+``cuda-graphs``
+    The step's GPU work is captured and replayed as a CUDA graph: its kernels stay as
+    they ran, their launch and dispatch cost goes. As ``no-launch-overhead`` (launch calls
+    take no time, kernels are released at the start of their ``ProfilerStep``), and the
+    host time inside the operators that launch GPU work (their dispatch, from their start
+    to their end on the thread) becomes 0. Python between operators, data loading and
+    host waits for the GPU stay.
+``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
+    fp32 GEMM kernels (the ``fp32_gemm`` finding's names) run at the part's rate for that
+    type: their time is multiplied by ``peak(fp32) / peak(type)`` from the peak table
+    (:mod:`hta.model.devices`; the matrix rates where the part has them, the table's
+    fallbacks where it lacks the type, so ``tf32`` on a V100 changes nothing); for
+    ``bf16`` and ``fp16`` elementwise kernels on ``float`` (by name) take half their time
+    (they move half the bytes). The part comes from the trace's ``deviceProperties``; a
+    trace that names no part the table knows cannot be modelled (ValueError). The bound
+    of the range (:mod:`.savings`) takes the GEMMs at half their time too (memory-bound
+    GEMMs gain what the bytes gain).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from hta.analysis.whatif.changes import (
+    Change,
+    Edits,
+    _gpu_rows,
+    _no_launch_overhead,
+    _scale_end_edges,
+)
+from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.model.rules import KIND_CODE, RuleSet
+
+#: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
+#: ``vectorized_elementwise_kernel`` instantiated on ``float``).
+FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
+#: Types ``dtype:`` accepts.
+DTYPES = ("bf16", "fp16", "tf32")
+_CPU_OP = KIND_CODE["cpu_op"]
+_LAUNCH = KIND_CODE["runtime_launch"]
+
+
+def _thread(ev_pid: np.ndarray, ev_tid: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return ev_pid[rows].astype(np.int64) * (1 << 32) + ev_tid[rows].astype(np.int64)
+
+
+def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
+    """Indices of rank position ``i``'s ``cpu`` edges that run inside the spans of
+    ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
+    one at or before its end node."""
+    g = jg.ranks[i]
+    ev = g.trace.events
+    s_loc, e_loc = g.start_node[rows], g.end_node[rows]
+    ok = (s_loc >= 0) & (e_loc >= 0)
+    if not ok.any():
+        return np.zeros(0, dtype=np.int64)
+    s_glob = jg.global_node(i, s_loc[ok])
+    e_glob = jg.global_node(i, e_loc[ok])
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    thread = _thread(pid, tid, rows[ok])
+    cpu = np.flatnonzero(jg.type == EDGE["cpu"])
+    m = cpu[jg.node_pos[jg.dst[cpu]] == i]
+    th = _thread(pid, tid, jg.node_row[jg.dst[m]])
+    out = []
+    for t in np.unique(thread).tolist():
+        sel = thread == t
+        lo, hi = s_glob[sel], e_glob[sel]
+        o = np.argsort(lo, kind="stable")
+        lo, hi = lo[o], np.maximum.accumulate(hi[o])
+        e = m[th == t]
+        k = np.searchsorted(lo, jg.src[e], side="right") - 1
+        inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
+        out.append(e[inside])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
+    """The calls of ``rows`` (rank position ``i``) no longer wait for the GPU: the
+    ``sync`` edges into their end nodes go, and the ``cpu`` edges into them take at most
+    the rank's usual CPU step."""
+    g = jg.ranks[i]
+    local = g.end_node[rows]
+    local = local[local >= 0]
+    if not local.size:
+        return
+    waiting = np.zeros(jg.num_nodes, dtype=bool)
+    waiting[jg.global_node(i, local)] = True
+    into = waiting[jg.dst]
+    edits.keep &= ~((jg.type == EDGE["sync"]) & into)
+    cpu = (jg.type == EDGE["cpu"]) & into
+    edits.delay[cpu] = np.minimum(edits.delay[cpu], float(g.floor[EDGE["cpu"]]))
+
+
+# -- no-sync:SITE -----------------------------------------------------------------------------
+def sync_site_rows(jg: JobGraph, i: int, site: str) -> np.ndarray:
+    """Rank position ``i``'s blocking calls whose site operator or own name matches
+    ``site`` whole (module docstring)."""
+    from hta.analysis.findings.sync import blocking_rows
+    from hta.analysis.findings.sync_sites import find_sites
+
+    rt = jg.ranks[i].trace
+    rows = np.asarray(blocking_rows(rt))
+    if not rows.size:
+        return rows
+    sites = find_sites(rt, rows)
+    names = rt.events["name"].to_numpy()
+    pattern = re.compile(site)
+    lut: dict[int, bool] = {}
+
+    def hit(name_id: int) -> bool:
+        if name_id not in lut:
+            lut[name_id] = pattern.fullmatch(rt.symbols[name_id]) is not None
+        return lut[name_id]
+
+    bare = pattern.fullmatch("outside any operator") is not None
+    keep = np.array([(hit(int(names[op])) if op >= 0 else bare) or hit(int(names[r]))
+                     for r, op in zip(rows.tolist(), sites.op.tolist(), strict=True)],
+                    dtype=bool)
+    return rows[keep]
+
+
+def _no_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    for i in range(len(jg.ranks)):
+        rows = sync_site_rows(jg, i, ch.pattern)
+        if rows.size:
+            unblock(jg, edits, i, rows)
+
+
+# -- pinned-copies ----------------------------------------------------------------------------
+def _pinned_copies(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.findings.base import link
+    from hta.analysis.findings.copies import pageable_as_pinned
+
+    for i, g in enumerate(jg.ranks):
+        rows, fast = pageable_as_pinned(g.trace)
+        if not rows.size:
+            continue
+        dur = g.trace.events["dur"].to_numpy()[rows].astype(np.float64)
+        _scale_end_edges(jg, edits, i, rows, np.where(dur > 0, fast / np.where(
+            dur > 0, dur, 1.0), 1.0))
+        calls = link(g.trace, "index_correlation")[rows]
+        unblock(jg, edits, i, calls[calls >= 0])
+
+
+# -- workers:N --------------------------------------------------------------------------------
+def outermost(rt_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows`` without those that have an ancestor among them."""
+    inside = np.zeros(rt_parent.size, dtype=bool)
+    inside[rows] = True
+    keep = np.ones(rows.size, dtype=bool)
+    cur = rt_parent[rows]
+    for _ in range(4096):
+        live = cur >= 0
+        if not live.any():
+            break
+        keep &= ~(live & inside[np.where(live, cur, 0)])
+        cur = np.where(live, rt_parent[np.where(live, cur, 0)], -1)
+    return rows[keep]
+
+
+def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.findings.base import link
+    from hta.analysis.findings.rule_tools import data_loader_rows
+
+    n = max(float(ch.factor), 1.0)
+    for i, g in enumerate(jg.ranks):
+        rt = g.trace
+        rows = np.asarray(data_loader_rows(rt))
+        if not rows.size:
+            continue
+        rows = outermost(link(rt, "parent"), rows)
+        ev = rt.events
+        thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), rows)
+        ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
+        edits.delay[cpu_edges_within(jg, i, rows)] = 0.0
+        receive = float(g.floor[EDGE["cpu"]])
+        for t in np.unique(thread).tolist():
+            mine = np.flatnonzero(thread == t)
+            mine = mine[np.argsort(ts[mine], kind="stable")]
+            rest = (ts[mine][1:] - end[mine][:-1]).astype(np.float64)
+            last = float(np.median(rest)) if rest.size else 0.0
+            rest = np.r_[rest, last]
+            d = (end[mine] - ts[mine]).astype(np.float64)
+            wait = np.maximum(d / n - rest, 0.0) + receive
+            ends = g.end_node[rows[mine]]
+            ok = ends >= 0
+            node_wait = np.zeros(jg.num_nodes)
+            hit = np.zeros(jg.num_nodes, dtype=bool)
+            glob = jg.global_node(i, ends[ok])
+            node_wait[glob], hit[glob] = wait[ok], True
+            into = (jg.type == EDGE["cpu"]) & hit[jg.dst]
+            edits.delay[into] = node_wait[jg.dst[into]]
+
+
+# -- cuda-graphs ------------------------------------------------------------------------------
+def launching_ops(rt_parent: np.ndarray, codes: np.ndarray, launches: np.ndarray
+                  ) -> np.ndarray:
+    """The outermost operators (``cpu_op``) above the launch calls ``launches``."""
+    top = np.full(launches.size, -1, dtype=np.int64)
+    cur = rt_parent[launches]
+    for _ in range(4096):
+        live = cur >= 0
+        if not live.any():
+            break
+        at = np.where(live, cur, 0)
+        is_op = live & (codes[at] == _CPU_OP)
+        top[is_op] = at[is_op]
+        cur = np.where(live, rt_parent[at], -1)
+    return np.unique(top[top >= 0])
+
+
+def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.findings.base import link
+
+    _no_launch_overhead(jg, edits, ch, rules)
+    for i, g in enumerate(jg.ranks):
+        rt = g.trace
+        codes = rt.events["kind"].cat.codes.to_numpy()
+        launches = np.flatnonzero(codes == _LAUNCH)
+        ops = launching_ops(link(rt, "parent"), codes, launches)
+        if ops.size:
+            edits.delay[cpu_edges_within(jg, i, ops)] = 0.0
+
+
+# -- dtype:TYPE -------------------------------------------------------------------------------
+def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Rank position ``i``'s GPU rows that ``dtype:TYPE`` speeds up and the factor of each
+    (module docstring); ``gemm_bound``: the GEMMs' factor instead of the peak ratio (the
+    range's memory-bound end). Raises ValueError when the rank names no known part."""
+    from hta.analysis.findings.kernel_common import FP32_GEMM
+    from hta.analysis.perf.op_performance import rank_device
+    from hta.model.devices import peak_tflops
+
+    g = jg.ranks[i]
+    rt = g.trace
+    rows = _gpu_rows(i, jg)
+    names = rt.events["name"].to_numpy()[rows]
+    uniq, inv = np.unique(names, return_inverse=True)
+    gemm = np.array([FP32_GEMM.search(rt.symbols[k]) is not None for k in uniq.tolist()],
+                    dtype=bool)[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
+    elem = np.zeros(rows.size, dtype=bool)
+    if dtype in ("bf16", "fp16") and uniq.size:
+        elem = np.array([FP32_ELEMENTWISE.search(rt.symbols[k]) is not None
+                         for k in uniq.tolist()], dtype=bool)[inv.reshape(-1)] & ~gemm
+    factor = np.ones(rows.size)
+    if gemm.any():
+        if gemm_bound is None:
+            device = rank_device(rt)
+            if device is None:
+                raise ValueError(f"dtype:{dtype}: rank {g.rank} names no GPU the peak table "
+                                 "knows (deviceProperties), so the rate of the new type is "
+                                 "unknown")
+            ratio = peak_tflops(device, "fp32", True) / peak_tflops(device, dtype, True)
+            gemm_bound = float(min(ratio, 1.0)) if np.isfinite(ratio) else 1.0
+        factor[gemm] = gemm_bound
+    factor[elem] = 0.5
+    hit = gemm | elem
+    return rows[hit], factor[hit]
+
+
+def _dtype(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    bound = None if ch.factor == 1.0 else float(ch.factor)
+    for i in range(len(jg.ranks)):
+        rows, factor = dtype_factors(jg, i, ch.pattern, bound)
+        if rows.size:
+            _scale_end_edges(jg, edits, i, rows, factor)
+
+
+FIXES = {"no-sync": _no_sync, "pinned-copies": _pinned_copies, "workers": _workers,
+         "cuda-graphs": _cuda_graphs, "dtype": _dtype}
