@@ -23,10 +23,13 @@
 ``cuda-graphs``
     The step's GPU work is captured and replayed as a CUDA graph: its kernels stay as
     they ran, their launch and dispatch cost goes. As ``no-launch-overhead`` (launch calls
-    take no time, kernels are released at the start of their ``ProfilerStep``), and the
-    host time inside the operators that launch GPU work (their dispatch, from their start
-    to their end on the thread) becomes 0. Python between operators, data loading and
-    host waits for the GPU stay.
+    take no time, kernels are released at the start of their ``ProfilerStep``), but a
+    kernel starts the rank's usual launch latency after the step's start (the graph's
+    launch) and at least :data:`GRAPH_NODE_NS` (1 µs) after the kernel before it on its
+    stream (the per-node cost of a replayed graph; less where the trace shows less), and
+    the host time inside the operators that launch GPU work (their dispatch, from their
+    start to their end on the thread) becomes 0. Python between operators, data loading
+    and host waits for the GPU stay.
 ``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
     fp32 GEMM kernels (the ``fp32_gemm`` finding's names) run at the part's rate for that
     type: their time is multiplied by ``peak(fp32) / peak(type)`` from the peak table
@@ -58,6 +61,8 @@ from hta.model.rules import KIND_CODE, RuleSet
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
 #: ``vectorized_elementwise_kernel`` instantiated on ``float``).
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
+#: The least time between two kernels of a replayed CUDA graph on one stream (ns).
+GRAPH_NODE_NS = 1_000
 #: Types ``dtype:`` accepts.
 DTYPES = ("bf16", "fp16", "tf32")
 _CPU_OP = KIND_CODE["cpu_op"]
@@ -236,7 +241,17 @@ def launching_ops(rt_parent: np.ndarray, codes: np.ndarray, launches: np.ndarray
 def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.base import link
 
+    n_added = len(edits.add_src)
     _no_launch_overhead(jg, edits, ch, rules)
+    for k in range(n_added, len(edits.add_src)):  # the graph launch's latency
+        pos = jg.node_pos[edits.add_dst[k]]
+        edits.add_delay[k] = np.asarray([float(jg.ranks[p].floor[EDGE["launch"]])
+                                         for p in pos.tolist()])
+    # one kernel after another on a stream: at least the graph's per-node cost
+    stream = (jg.type == EDGE["stream"]) & (jg.node_pos[jg.dst] >= 0)
+    measured = (jg.node_ts[jg.dst] - jg.node_ts[jg.src]).astype(np.float64)
+    edits.delay[stream] = np.maximum(edits.delay[stream],
+                                     np.minimum(GRAPH_NODE_NS, measured[stream]))
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         codes = rt.events["kind"].cat.codes.to_numpy()
