@@ -46,6 +46,11 @@ decoding token by token; a compiled MLP recompiled when the batch changes mid-pr
 a side-stream copy joined by events with ``empty_cache`` each step). ``--only NAME``
 (repeatable) runs a subset. A workload that fails is reported and the
 others still run; the exit status is 1 when any failed, 2 without CUDA.
+
+``--pairs`` collects before/after pairs instead (``scripts/cuda_pairs.py``: one workload,
+one fix, and the workload again with no change), for ``benchmarks/bench_predict.py``::
+
+    python scripts/collect_cuda_workloads.py --pairs --out sample_traces/pairs_h100
 """
 
 from __future__ import annotations
@@ -441,14 +446,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--child", choices=(*WORKLOADS, *HOLDOUT), help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per workload")
+    p.add_argument("--pairs", action="store_true",
+                   help="collect before/after pairs instead (scripts/cuda_pairs.py): each "
+                        "workload as it is, with its fix, and again as it is")
+    p.add_argument("--pair-child", nargs=3, metavar=("PAIR", "RUN", "FIXED"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         RUNNERS[args.child](args.out / args.child)
+        return 0
+    if args.pair_child:
+        from cuda_pairs import BY_NAME
+
+        name, run, fixed = args.pair_child
+        BY_NAME[name].run(args.out / name / run, fixed == "1")
         return 0
 
     if not torch.cuda.is_available():
         print("error: CUDA is not available; this script needs a GPU.", file=sys.stderr)
         return 2
+    if args.pairs:
+        return _collect_pairs(args.out, args.timeout)
     failed = []
     for name in args.only or (HOLDOUT if args.holdout else WORKLOADS):
         start = time.perf_counter()
@@ -463,6 +481,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: rc={rc} {took:.1f} s {size} bytes", flush=True)
         if rc != 0 or not size:
             failed.append(name)
+    if failed:
+        print("failed: " + ", ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _collect_pairs(out: Path, timeout: float) -> int:
+    """Every pair of ``cuda_pairs.PAIRS``: three fresh processes each (before, after,
+    again)."""
+    from cuda_pairs import PAIRS, RUNS, write_manifest
+
+    failed = []
+    for pair in PAIRS:
+        write_manifest(out, pair)
+        for run, fixed in RUNS:
+            start = time.perf_counter()
+            cmd = [sys.executable, __file__, "--out", str(out), "--pair-child", pair.name,
+                   run, "1" if fixed else "0"]
+            try:
+                rc = subprocess.run(cmd, timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = -1
+            path = out / pair.name / run / "rank-0.pt.trace.json.gz"
+            size = path.stat().st_size if path.exists() else 0
+            print(f"{pair.name}/{run}: rc={rc} {time.perf_counter() - start:.1f} s "
+                  f"{size} bytes", flush=True)
+            if rc != 0 or not size:
+                failed.append(f"{pair.name}/{run}")
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)
     return 1 if failed else 0

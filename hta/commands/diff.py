@@ -10,8 +10,9 @@ kernels and operators whose GPU time per step grew or shrank most. Definitions i
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hta.commands.args_and_output import (
     EXIT_OK,
@@ -23,10 +24,12 @@ from hta.commands.args_and_output import (
     report_skipped,
 )
 from hta.commands.missing_ranks import report_missing_ranks
-from hta.report.present import demangled, finding_what, number, printable
+from hta.report.present import demangled, finding_what, number, printable, time_text
 
 if TYPE_CHECKING:
     import pandas as pd
+
+logger = logging.getLogger(__name__)
 
 NAME_WIDTH = 90
 
@@ -85,6 +88,7 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Load both jobs, compare them, print the result."""
     from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, job_diff
+    from hta.analysis.diff.causes import change_causes
     from hta.analysis.findings.compare import compare_findings
     from hta.trace_analysis import TraceAnalysis
 
@@ -104,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
         if steps == (None, None):
             raise
         raise UsageError(f"--iterations: {err}") from None
-    findings = compare_findings(loaded[0].get_findings(iterations=steps[0]),
-                                loaded[1].get_findings(iterations=steps[1]))
+    control_findings = loaded[0].get_findings(iterations=steps[0])
+    findings = compare_findings(control_findings, loaded[1].get_findings(iterations=steps[1]))
+    causes = change_causes(loaded[0].t, loaded[1].t, steps[0], steps[1])
+    predictions = _predictions(loaded, control_findings, findings, steps)
     if args.json:
         payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
                    "control_ranks": loaded[0].ranks, "test_ranks": loaded[1].ranks,
@@ -114,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
                                      "test": loaded[1].missing_ranks}}
         payload.update(finite(job.to_dict(top=args.top)))
         payload["findings"] = records(findings)
+        payload["causes"] = records(causes)
+        payload["predictions"] = records(predictions)
         print(dumps(payload))
         for analyzer in loaded:
             report_missing_ranks(analyzer, quiet=args.quiet)
@@ -126,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     print(job.verdict)
     for note in job.notes:
         print(f"note: {note}")
+    print()
+    print(format_causes(causes))
+    for line in format_predictions(predictions):
+        print(line)
     print()
     print(format_findings(findings))
     print()
@@ -182,6 +194,67 @@ def format_changes(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _predictions(loaded: list[Any], control_findings: pd.DataFrame,
+                 comparison: pd.DataFrame, steps: tuple[Any, Any]) -> pd.DataFrame:
+    """What the control's findings predicted against what the test job measured
+    (:func:`hta.analysis.diff.causes.predicted_vs_measured`); empty when a side cannot be
+    replayed (logged)."""
+    from hta.analysis.diff.causes import PREDICTION_COLUMNS, predicted_vs_measured, step_times
+
+    try:
+        times = []
+        for analyzer, chosen in zip(loaded, steps, strict=True):
+            table = analyzer.what_if()
+            if chosen is not None:
+                table = table[table["step"].isin(chosen)]
+            times.append(step_times(table))
+        return predicted_vs_measured(control_findings, comparison, times[0], times[1])
+    except Exception as exc:  # noqa: BLE001 - the diff goes on without the check
+        import pandas
+
+        logger.warning("the predictions could not be checked: %s", exc, exc_info=True)
+        return pandas.DataFrame(columns=PREDICTION_COLUMNS)
+
+
+def format_causes(causes: pd.DataFrame) -> str:
+    """What changed in terms of causes, one line each (µs per step, control -> test)."""
+    if causes.empty:
+        return "What changed (causes): no host sync, copy or kernel changed beyond the noise."
+    lines = ["What changed (causes; per step, control -> test):"]
+    for r in causes.to_dict("records"):
+        what = printable(r["what"], NAME_WIDTH)
+        if r["cause"] == "sync":
+            text = (f"host sync at {what}: {number(r['control'])} -> {number(r['test'])} "
+                    f"calls, blocked {time_text(r['control(us)'])} -> "
+                    f"{time_text(r['test(us)'])}")
+        elif r["cause"] == "copy":
+            text = (f"copies {what}: {time_text(r['control(us)'])} -> "
+                    f"{time_text(r['test(us)'])}" + (f" ({r['note']})" if r["note"] else ""))
+        else:
+            text = (f"kernel {what}: {time_text(r['control(us)'])} -> "
+                    f"{time_text(r['test(us)'])}")
+        lines.append(f"  {r['verdict']:<19} {text}")
+    return "\n".join(lines)
+
+
+def format_predictions(predictions: pd.DataFrame) -> list[str]:
+    """One line per fixed finding: predicted against measured, per step."""
+    lines = []
+    for r in predictions.to_dict("records"):
+        measured = (f"measured {time_text(r['measured(us)'])} shorter" if
+                    r["measured(us)"] >= 0 else
+                    f"measured {time_text(-r['measured(us)'])} longer")
+        noise = (f" (within the steps' noise, ±{time_text(2 * r['step_spread(us)'])})"
+                 if r["status"] == "noise" else "")
+        lines.append(
+            f"  {printable(finding_what(r), NAME_WIDTH)}: predicted "
+            f"{time_text(r['predicted(us)'])} shorter a step ({time_text(r['predicted_low(us)'])}"
+            f" to {time_text(r['predicted_high(us)'])}, {r['change']}), {measured}{noise}")
+    if lines:
+        lines.insert(0, "Predicted by the control's findings, against the test's steps:")
+    return lines
+
+
 def format_findings(table: pd.DataFrame) -> str:
     """The findings that appeared, disappeared or changed, one line each; the count of the
     unchanged ones."""
@@ -203,4 +276,5 @@ def format_findings(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["add_parser", "format_changes", "format_findings", "format_summary", "run"]
+__all__ = ["add_parser", "format_causes", "format_changes", "format_findings",
+           "format_predictions", "format_summary", "run"]

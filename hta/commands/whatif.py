@@ -28,7 +28,7 @@ from hta.commands.args_and_output import (
     report_skipped,
 )
 from hta.commands.cluster import add_cluster_options, load
-from hta.report.present import ms, number, time_text
+from hta.report.present import ms, number, printable, time_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "as fast), 'category:attention*0.8', 'no-stragglers' (every rank's GPU "
                     "work between collectives at the median across ranks), "
                     "'no-stragglers:RANK' (that rank alone), 'no-launch-overhead', "
-                    "'overlap-comm', 'no-host-sync', 'no-data-loader' (definitions: "
-                    "docs/analyses/whatif.md). Times in ms (µs in --json).",
+                    "'overlap-comm', 'no-host-sync', 'no-data-loader', 'no-sync:SITE' (one "
+                    "site of blocking calls, e.g. no-sync:aten::item), 'pinned-copies', "
+                    "'workers:N' (the data loader in N workers), 'cuda-graphs', "
+                    "'dtype:bf16|fp16|tf32' (definitions: docs/analyses/whatif.md). A "
+                    "change that finds no work to change is an error (exit 2). Times in "
+                    "ms (µs in --json).",
     )
     p.add_argument("trace_dir", metavar="DIR", help="folder of trace files, or one file")
     p.add_argument("changes", metavar="CHANGE", nargs="*",
@@ -55,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the job, replay it with the changes and print the prediction."""
     from hta.analysis.whatif import Change
+    from hta.analysis.whatif.uncertainty import uncertainty_line
     from hta.errors import ChangeMatchesNothingError
 
     try:
@@ -70,12 +75,14 @@ def run(args: argparse.Namespace) -> int:
     bounds = analyzer.get_step_bounds()
     if args.json:
         print(dumps({"trace_dir": args.trace_dir, "changes": [str(c) for c in changes],
-                     "rows": records(table), "step_bounds": records(bounds)}))
+                     "rows": records(table), "step_bounds": records(bounds),
+                     "replay_uncertainty": records(analyzer.get_replay_uncertainty())}))
         return EXIT_OK
     out = Printer()
     what = ", ".join(str(c) for c in changes) or "no change"
     job = table.groupby("step", as_index=False).agg(
         measured=("job_measured(us)", "first"), predicted=("job_predicted(us)", "first"),
+        low=("job_predicted_low(us)", "first"), high=("job_predicted_high(us)", "first"),
         replayed=("replayed(us)", "max"))
     rows = job.to_dict("records")
     out.table(f"Job step (slowest rank), {what}", [
@@ -83,10 +90,14 @@ def run(args: argparse.Namespace) -> int:
         Column("measured (ms)", lambda r: ms(r["measured"])),
         Column("replayed (ms)", lambda r: ms(r["replayed"])),
         Column("predicted (ms)", lambda r: ms(r["predicted"])),
+        Column("range (ms)", lambda r: f"{ms(r['low'])}-{ms(r['high'])}"),
         Column("change", lambda r: _pct(r["predicted"], r["replayed"])),
     ], rows)
     for note in _prediction_notes(analyzer, changes, table, rows):
         out.line(note, style="yellow")
+    uncertain = uncertainty_line(analyzer.get_replay_uncertainty())
+    if uncertain:
+        out.line(printable(uncertain, 600), style="yellow")
     out.line(f"Replay error (replayed vs measured, per rank and step): median "
              f"{table['replay_error_pctg'].abs().median():.2f}%, worst "
              f"{table['replay_error_pctg'].abs().max():.2f}%; without the trace's own "

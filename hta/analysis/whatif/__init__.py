@@ -26,8 +26,15 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
   rank (the median of its binding delays) instead of the measured one, and only
   durations (GPU work, host work between the points of a thread, collective transfers)
   are measured: how much of the step the graph explains without the trace's own waits;
+* ``predicted_low(us)`` / ``predicted_high(us)``: the prediction's range, ``predicted``
+  minus / plus the sum of the spread of the rank's measured steps (2 x 1.4826 x their
+  median absolute deviation: where steps vary from one to the next, so will the step
+  after the change), the replay's error on the step (``|replayed - measured|``) and the
+  share of the rank's binding edges that are inferred, not recorded, times the change
+  predicted (``|replayed - predicted|``; :mod:`.uncertainty`); the low end is at least 0;
 * ``job_measured(us)`` / ``job_predicted(us)``: the step's slowest rank, measured and
-  predicted.
+  predicted; ``job_predicted_low(us)`` / ``job_predicted_high(us)``: the slowest rank's
+  range ends (the largest low and the largest high over the ranks).
 
 A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
 first to its last node. See ``docs/analyses/whatif.md``.
@@ -39,7 +46,7 @@ alone (:func:`~.coupled.coupled_predict`, :func:`~.coupled.coupled_critical_path
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -62,8 +69,11 @@ __all__ = ["COLUMNS", "JOB_EDGE_TYPES", "Change", "JobGraph", "RankGraph", "Sche
 
 #: Columns of :func:`what_if`.
 COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
+           "predicted_low(us)", "predicted_high(us)",
            "replay_error_pctg", "modelled_error_pctg", "job_measured(us)",
-           "job_predicted(us)"]
+           "job_predicted(us)", "job_predicted_low(us)", "job_predicted_high(us)"]
+#: The step spread's weight in the range: ``SPREAD_SIGMAS`` robust standard deviations.
+SPREAD_SIGMAS = 2.0
 
 #: Dependency edges whose delay the stricter (modelled) replay takes from the rank's usual
 #: delay of that type.
@@ -111,7 +121,14 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
                else np.full(steps.size, np.nan))
         parts.append((g.rank, steps, measured, step_durations(jg, i, base.t)[1],
                       step_durations(jg, i, changed.t)[1], mod))
-    return assemble(parts)
+    return assemble(parts, {g.rank: inferred_fraction(g) for g in jg.ranks})
+
+
+def inferred_fraction(g: RankGraph) -> float:
+    """The share of a rank's binding edges that are inferred (0..1)."""
+    from hta.analysis.whatif.uncertainty import rank_uncertainty
+
+    return float(rank_uncertainty(g)["inferred_binding_pctg"]) / 100.0  # type: ignore[arg-type]
 
 
 def step_durations(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,9 +149,11 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                   np.ndarray]]) -> pd.DataFrame:
+                                   np.ndarray]],
+             inferred: Mapping[int, float] | None = None) -> pd.DataFrame:
     """:data:`COLUMNS` from per-rank ``(rank, steps, measured, replayed, predicted,
-    modelled)`` step durations (ns; modelled NaN when not replayed)."""
+    modelled)`` step durations (ns; modelled NaN when not replayed); ``inferred``: per
+    rank, the share of its binding edges that are inferred (for the range)."""
     rows = [pd.DataFrame({
         "rank": np.full(steps.size, rank, dtype=np.int64), "step": steps,
         "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
@@ -148,10 +167,32 @@ def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
         m > 0, 100 * (out["replayed(us)"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
     out["modelled_error_pctg"] = np.where(
         m > 0, 100 * (out["_mod"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
+    half = _half_width(out, inferred or {})
+    out["predicted_low(us)"] = np.maximum(out["predicted(us)"].to_numpy() - half, 0.0)
+    out["predicted_high(us)"] = out["predicted(us)"].to_numpy() + half
     by_step = out.groupby("step")
     out["job_measured(us)"] = by_step["measured(us)"].transform("max")
     out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
+    out["job_predicted_low(us)"] = by_step["predicted_low(us)"].transform("max")
+    out["job_predicted_high(us)"] = by_step["predicted_high(us)"].transform("max")
     return out[COLUMNS].sort_values(["step", "rank"], ignore_index=True)
+
+
+def _half_width(out: pd.DataFrame, inferred: Mapping[int, float]) -> np.ndarray:
+    """Per row, the half-width of the predicted step's range (µs): the spread of the
+    rank's measured steps (:data:`SPREAD_SIGMAS` times 1.4826 times their median absolute
+    deviation), plus the replay's error on the step, plus the rank's inferred share of the
+    change the step predicts (``|replayed - predicted|``)."""
+    measured = out["measured(us)"].to_numpy(dtype=float)
+    spread = np.zeros(len(out))
+    for _, idx in out.groupby("rank").indices.items():
+        m = measured[idx]
+        mad = float(np.median(np.abs(m - np.median(m)))) if m.size > 1 else 0.0
+        spread[idx] = SPREAD_SIGMAS * 1.4826 * mad
+    replayed = out["replayed(us)"].to_numpy(dtype=float)
+    err = np.abs(replayed - measured)
+    share = out["rank"].map(lambda r: float(inferred.get(int(r), 0.0))).to_numpy(float)
+    return spread + err + share * np.abs(replayed - out["predicted(us)"].to_numpy(float))
 
 
 def modelled_edits(jg: JobGraph) -> Edits:

@@ -289,7 +289,20 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
         b, c = base[rank], changed[rank]
         mod = strict[rank].replayed if strict is not None else np.full(b.steps.size, np.nan)
         parts.append((rank, b.steps, b.measured, b.replayed, c.replayed, mod))
-    return assemble(parts)
+    return assemble(parts, inferred_shares(ranks, coupling))
+
+
+def inferred_shares(ranks: RankValues, coupling: Coupling) -> dict[int, float]:
+    """Per rank, the share of its binding edges that are inferred (computed where the
+    rank is kept, once per coupling)."""
+    from hta.analysis.whatif.uncertainty import coupled_rank_uncertainty
+
+    if "inferred" not in coupling.settled:
+        rows = ranks.map(coupled_rank_uncertainty, {r: None for r in coupling.rank_inst},
+                         "What-if: inferred edges")
+        coupling.settled["inferred"] = {  # type: ignore[assignment]
+            r: float(row["inferred_binding_pctg"]) / 100.0 for r, row in rows.items()}
+    return coupling.settled["inferred"]  # type: ignore[return-value]
 
 
 def _settled(ranks: RankValues, coupling: Coupling, kind: str, max_rounds: int | None

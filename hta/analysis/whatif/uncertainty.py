@@ -88,5 +88,8 @@ def uncertainty_line(table: pd.DataFrame) -> str | None:
     worst = bad.sort_values("inferred_binding_pctg", ascending=False).iloc[0]
     more = f" (and {len(bad) - 1} more rank(s))" if len(bad) > 1 else ""
     return (f"The replay is uncertain on rank {int(worst['rank'])}{more}: {worst['why']}; "
-            "its predictions and the savings' ranges are wider for it.")
+            "it makes each such call wait for all the GPU work enqueued before it "
+            f"({worst['inferred_binding_pctg']:.1f}% of its binding waits are such guesses, "
+            "and the ranges widen by that share only), so its predictions may be off by "
+            "more than their range.")
 

@@ -1,0 +1,274 @@
+"""What changed between two jobs, in terms of causes: host syncs, copies, kernels.
+
+:func:`change_causes` compares a control and a test job over their analysed steps (every
+``ProfilerStep``, or the given ones; a trace without steps is one step) and returns one
+row per cause that changed, columns :data:`COLUMNS`:
+
+* ``sync``, one row per *site* of blocking calls (the outermost operator around the call,
+  as the ``host_sync`` finding names it, ``aten::item``; else the call itself,
+  ``cudaDeviceSynchronize``): ``control``/``test`` are the calls per step (mean over the
+  ranks' steps) and ``control(us)``/``test(us)`` the host time blocked in them per step.
+  ``verdict``: ``removed`` (none left), ``fewer``, ``added`` (none before), ``more``;
+  a site with the same count is listed only when its time moved beyond the noise;
+* ``copy``, one row per direction (host to device, device to host): copies per step,
+  bytes per step (``note``), time per step, and their bandwidth. When the bytes per step
+  are the same (within 2 %) and the bandwidth moved, the verdict is ``same bytes,
+  faster`` or ``same bytes, slower`` (with the memory kinds when they changed: pageable
+  to pinned); the copy did not disappear;
+* ``kernel``: kernels (by name) that ran on one side only: ``gone`` or ``new``, with
+  their GPU time per step; the :data:`TOP` largest each way, at least :data:`MIN_SHARE`
+  of the step.
+
+**Noise.** ``spread(us)`` is the larger of the two sides' run-to-run spread of the row's
+time per step: the standard deviation of its per-step values across the analysed steps
+(0 with one step). A row whose ``|delta(us)|`` is at most twice the spread has verdict
+``noise`` (a count that changed is never noise: a call that is gone is gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hta.model.rules import KIND_CODE, kind_mask
+from hta.model.trace import RankTrace, Trace
+
+#: Columns of :func:`change_causes`.
+COLUMNS = ["cause", "what", "control", "test", "control(us)", "test(us)", "delta(us)",
+           "spread(us)", "verdict", "note"]
+#: Kernels that appear or disappear: the largest this many each way.
+TOP = 5
+#: ... of at least this share of the control's (or test's) step.
+MIN_SHARE = 0.005
+#: Bytes per step equal within this share are "the same bytes".
+SAME_BYTES = 0.02
+_DIRECTIONS = {"memcpy_htod": "host to device", "memcpy_dtoh": "device to host"}
+
+
+def _steps(rt: RankTrace, iterations: Sequence[int] | None) -> np.ndarray:
+    """Per event, its step when it is analysed, else -2 (steps: every one >= 0, or the
+    given ones; a rank without steps: all events, step -1)."""
+    it = rt.events["iteration"].to_numpy().astype(np.int64)
+    if not (it >= 0).any():
+        return np.full(it.size, -1, dtype=np.int64)
+    keep = it >= 0 if iterations is None else np.isin(it, list(iterations))
+    return np.where(keep, it, -2)
+
+
+class _Side:
+    """One job's causes per (rank, step) slot: sync sites, copies, kernels."""
+
+    def __init__(self, trace: Trace, iterations: Sequence[int] | None) -> None:
+        self.slots: list[int] = []
+        self.sync: list[pd.DataFrame] = []
+        self.copy: list[pd.DataFrame] = []
+        self.kernel: list[pd.DataFrame] = []
+        self.memory: dict[str, set[str]] = {}
+        for rank in trace.get_ranks():
+            self._rank(trace.rank(rank), iterations)
+        self.n_slots = max(len(self.slots), 1)
+
+    def _slot(self, rank: int, step: np.ndarray) -> np.ndarray:
+        return rank * (1 << 32) + step
+
+    def _rank(self, rt: RankTrace, iterations: Sequence[int] | None) -> None:
+        from hta.analysis.findings.sync import blocking_rows
+        from hta.analysis.findings.sync_sites import find_sites
+
+        ev = rt.events
+        step = _steps(rt, iterations)
+        live = np.unique(step[step >= -1])
+        self.slots += self._slot(rt.rank, live).tolist()
+        names = ev["name"].to_numpy()
+        dur = ev["dur"].to_numpy().astype(np.float64)
+        rows = np.asarray(blocking_rows(rt))
+        rows = rows[step[rows] >= -1] if rows.size else rows
+        if rows.size:
+            op = find_sites(rt, rows).op
+            site = [rt.symbols[names[o]] if o >= 0 else rt.symbols[names[r]]
+                    for r, o in zip(rows.tolist(), op.tolist(), strict=True)]
+            self.sync.append(pd.DataFrame({"key": site, "slot": self._slot(
+                rt.rank, step[rows]), "value": dur[rows]}))
+        codes = ev["kind"].cat.codes.to_numpy()
+        copies = np.flatnonzero(kind_mask(codes, tuple(_DIRECTIONS)) & (step >= -1))
+        if copies.size:
+            from hta.analysis.findings.rule_tools import bytes_of
+
+            kinds = ev["kind"].astype(str).to_numpy()[copies]
+            direction = [_DIRECTIONS[k] for k in kinds]
+            for d, n in zip(direction, names[copies].tolist(), strict=True):
+                text = rt.symbols[n]
+                memory = "pageable" if "Pageable" in text else \
+                    "pinned" if "Pinned" in text else "?"
+                self.memory.setdefault(d, set()).add(memory)
+            self.copy.append(pd.DataFrame({
+                "key": direction, "slot": self._slot(rt.rank, step[copies]),
+                "value": dur[copies], "bytes": np.nan_to_num(bytes_of(rt, copies))}))
+        kernels = np.flatnonzero((codes == KIND_CODE["computation"]) & (step >= -1))
+        if kernels.size:
+            self.kernel.append(pd.DataFrame({
+                "key": [rt.symbols[n] for n in names[kernels].tolist()],
+                "slot": self._slot(rt.rank, step[kernels]), "value": dur[kernels]}))
+
+    def table(self, kind: str) -> pd.DataFrame:
+        """Per key: ``count`` and ``time`` per step (mean over the slots), ``spread`` (the
+        standard deviation of the time per slot), and ``bytes`` per step for copies."""
+        parts = getattr(self, kind)
+        if not parts:
+            return pd.DataFrame(columns=["count", "time", "spread", "bytes"])
+        frame = pd.concat(parts, ignore_index=True)
+        if "bytes" not in frame:
+            frame["bytes"] = 0.0
+        by_slot = frame.groupby(["key", "slot"]).agg(
+            count=("value", "size"), time=("value", "sum"), bytes=("bytes", "sum"))
+        full = pd.MultiIndex.from_product([by_slot.index.get_level_values(0).unique(),
+                                           sorted(set(self.slots))], names=["key", "slot"])
+        by_slot = by_slot.reindex(full, fill_value=0)
+        g = by_slot.groupby(level="key")
+        return pd.DataFrame({"count": g["count"].mean(), "time": g["time"].mean(),
+                             "spread": g["time"].std(ddof=0).fillna(0.0),
+                             "bytes": g["bytes"].mean()})
+
+
+def change_causes(control: Trace, test: Trace,
+                  control_iterations: Sequence[int] | None = None,
+                  test_iterations: Sequence[int] | None = None) -> pd.DataFrame:
+    """The causes that changed from ``control`` to ``test`` (module docstring)."""
+    c, t = _Side(control, control_iterations), _Side(test, test_iterations)
+    rows = _sync_rows(c.table("sync"), t.table("sync"))
+    rows += _copy_rows(c, t)
+    rows += _kernel_rows(c.table("kernel"), t.table("kernel"))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _row(cause: str, what: str, a: pd.Series | None, b: pd.Series | None, verdict: str,
+         note: str = "") -> dict[str, object]:
+    ta = float(a["time"]) / 1e3 if a is not None else 0.0
+    tb = float(b["time"]) / 1e3 if b is not None else 0.0
+    spread = max(float(a["spread"]) if a is not None else 0.0,
+                 float(b["spread"]) if b is not None else 0.0) / 1e3
+    return {"cause": cause, "what": what,
+            "control": float(a["count"]) if a is not None else 0.0,
+            "test": float(b["count"]) if b is not None else 0.0,
+            "control(us)": ta, "test(us)": tb, "delta(us)": tb - ta, "spread(us)": spread,
+            "verdict": verdict, "note": note}
+
+
+def _noise(a: pd.Series | None, b: pd.Series | None) -> bool:
+    ta = float(a["time"]) if a is not None else 0.0
+    tb = float(b["time"]) if b is not None else 0.0
+    spread = max(float(a["spread"]) if a is not None else 0.0,
+                 float(b["spread"]) if b is not None else 0.0)
+    return abs(tb - ta) <= 2 * spread
+
+
+def _sync_rows(c: pd.DataFrame, t: pd.DataFrame) -> list[dict[str, object]]:
+    rows = []
+    for site in sorted(set(c.index) | set(t.index)):
+        a = c.loc[site] if site in c.index else None
+        b = t.loc[site] if site in t.index else None
+        na = float(a["count"]) if a is not None else 0.0
+        nb = float(b["count"]) if b is not None else 0.0
+        if nb == 0 and na > 0:
+            verdict = "removed"
+        elif na == 0 and nb > 0:
+            verdict = "added"
+        elif nb < na - 1e-9:
+            verdict = "fewer"
+        elif nb > na + 1e-9:
+            verdict = "more"
+        else:
+            if _noise(a, b):
+                continue
+            verdict = "longer" if float(b["time"]) > float(a["time"]) else "shorter"
+        rows.append(_row("sync", site, a, b, verdict))
+    rows.sort(key=lambda r: -abs(float(r["delta(us)"])))  # type: ignore[arg-type]
+    return rows
+
+
+def _copy_rows(c: _Side, t: _Side) -> list[dict[str, object]]:
+    ca, ta = c.table("copy"), t.table("copy")
+    rows = []
+    for d in sorted(set(ca.index) | set(ta.index)):
+        a = ca.loc[d] if d in ca.index else None
+        b = ta.loc[d] if d in ta.index else None
+        if a is None or b is None:
+            rows.append(_row("copy", d, a, b, "gone" if b is None else "new"))
+            continue
+        ba, bb = float(a["bytes"]), float(b["bytes"])
+        bw = [float(x["bytes"]) / float(x["time"]) if float(x["time"]) > 0 else np.nan
+              for x in (a, b)]
+        kinds = [", ".join(sorted(s.memory.get(d, set()))) for s in (c, t)]
+        memory = f"{kinds[0]} -> {kinds[1]} memory; " if kinds[0] != kinds[1] else ""
+        note = (f"{memory}{ba / 1e6:,.1f} -> {bb / 1e6:,.1f} MB a step at "
+                f"{bw[0]:,.1f} -> {bw[1]:,.1f} GB/s")
+        same = ba > 0 and abs(bb - ba) <= SAME_BYTES * ba
+        if _noise(a, b):
+            if same and kinds[0] == kinds[1]:
+                continue
+            verdict = "noise"
+        elif same:
+            verdict = "same bytes, faster" if bw[1] > bw[0] else "same bytes, slower"
+        else:
+            verdict = "more bytes" if bb > ba else "fewer bytes"
+        rows.append(_row("copy", d, a, b, verdict, note))
+    return rows
+
+
+def _kernel_rows(c: pd.DataFrame, t: pd.DataFrame) -> list[dict[str, object]]:
+    rows = []
+    for side, other, verdict in ((c, t, "gone"), (t, c, "new")):
+        only = side[~side.index.isin(other.index)]
+        total = float(side["time"].sum()) or 1.0
+        only = only[only["time"] >= MIN_SHARE * total].sort_values("time", ascending=False)
+        for name, row in only.head(TOP).iterrows():
+            rows.append(_row("kernel", str(name), row if verdict == "gone" else None,
+                             row if verdict == "new" else None, verdict))
+    return rows
+
+
+#: Columns of :func:`predicted_vs_measured`.
+PREDICTION_COLUMNS = ["rule", "subject", "title", "change", "predicted(us)",
+                      "predicted_low(us)", "predicted_high(us)", "measured(us)",
+                      "step_spread(us)", "status"]
+
+
+def step_times(what_if: pd.DataFrame) -> np.ndarray:
+    """The job's steps (µs, to their completion) of a what-if table."""
+    if not len(what_if):
+        return np.zeros(0)
+    return what_if.groupby("step")["job_measured(us)"].first().to_numpy(dtype=float)
+
+
+def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFrame,
+                          control_steps: np.ndarray, test_steps: np.ndarray
+                          ) -> pd.DataFrame:
+    """For each replayed control finding that disappeared or shrank in the test job
+    (``comparison``: :func:`hta.analysis.findings.compare.compare_findings`), the saving
+    its replay predicted per step (with its range) against the step time the test job
+    really lost (``measured(us)``: mean control step - mean test step, to completion;
+    the whole step, so every change between the jobs is in it). ``status``: ``noise``
+    when the measured change is within twice the larger standard deviation of the two
+    jobs' steps, else ``improved`` or ``regressed``."""
+    rows = []
+    if not len(control_steps) or not len(test_steps):
+        return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+    measured = float(control_steps.mean() - test_steps.mean())
+    spread = max(float(control_steps.std()), float(test_steps.std()))
+    status = "noise" if abs(measured) <= 2 * spread else \
+        "improved" if measured > 0 else "regressed"
+    fixed = comparison[(comparison["status"] == "disappeared") | (
+        (comparison["status"] == "changed") & (comparison["delta(us)"] < 0))]
+    keys = set(zip(fixed["rule"], fixed["subject"], strict=True))
+    for f in control_findings.to_dict("records"):
+        if f.get("saving_source") != "replay" or (f["rule"], f["subject"]) not in keys:
+            continue
+        n = max(len(control_steps), 1)
+        rows.append({"rule": f["rule"], "subject": f["subject"], "title": f["title"],
+                     "change": f["change"], "predicted(us)": float(f["saving_per_step(us)"]),
+                     "predicted_low(us)": float(f["saving_low(us)"]) / n,
+                     "predicted_high(us)": float(f["saving_high(us)"]) / n,
+                     "measured(us)": measured, "step_spread(us)": spread, "status": status})
+    return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
