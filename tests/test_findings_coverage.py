@@ -102,11 +102,16 @@ def test_host_work_while_the_gpu_waits_is_host_bound(tmp_path):
 
 def test_idle_explained_by_a_finding_is_not_flagged(tmp_path):
     a = _analyzer(idle_job(tmp_path, cause="loader"))
-    out = a.get_findings()
+    out = a.get_findings(replay=False)
     # the loader holds 150 µs of the 160 µs idle a step; the 10 µs before it, with
     # nothing recorded on the CPU, the GPU waits on the host
     assert out["rule"].tolist() == ["data_loading", "host_bound"]
     assert out["est_saving(us)"].tolist() == [600.0, 40.0]
+    # replayed: with 4 workers the 150 µs span leaves the main thread (the rest of the
+    # loop, 50 µs, hides the 37.5 µs a worker needs), less the host's usual CPU step
+    replayed = a.get_findings().set_index("rule")
+    assert replayed.loc["data_loading", "change"] == "workers:4"
+    assert 4 * 140 <= replayed.loc["data_loading", "est_saving(us)"] <= 600
     (row,) = a.get_findings_coverage().to_dict("records")
     assert row["idle(us)"] == 640.0 and row["explained(us)"] == 640.0
     assert row["unexplained(us)"] == 0.0 and row["idle_explained_pctg"] == 100.0

@@ -247,7 +247,7 @@ def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
     print_findings(Printer(buf, rich=False), out)
     lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("info")]
     assert len(lines) == len(out[out["severity"] == "info"]) >= 2
-    assert all(ln.split()[1:3] == ["note", "note"] for ln in lines)
+    assert all(ln.split()[1:4] == ["note", "-", "note"] for ln in lines)  # saving, range, %
     section = Section("findings", "Findings")
     _finding_items(SimpleNamespace(section_titles={}), section, out)
     savings = {f.severity: f.saving for f in section.findings}

@@ -158,17 +158,22 @@ def test_findings_that_appeared_text_and_json(tmp_path):
     lines = proc.stdout.splitlines()
     head = next(i for i, x in enumerate(lines) if x.startswith("Findings ("))
     assert lines[head].startswith("Findings (1 appeared, 0 disappeared, 0 changed")
-    assert lines[head + 1].split()[:2] == ["appeared", "low"]
+    # replayed: the host's 20 µs wait a step bounds the step (9.8% of it: medium); the
+    # rule's own estimate is the 5 µs GPU bubble a step
+    assert lines[head + 1].split()[:2] == ["appeared", "medium"]
     assert lines[head + 1].endswith(
         "Host synchronisation inside the step leaves the GPU idle: aten::item under forward")
-    assert float(lines[head + 1].split("->")[1].split()[0]) == pytest.approx(
-        expected / 1e3, rel=0.05)
+    assert expected == 4 * 5_000
+    assert 4 * 19 <= float(lines[head + 1].split("->")[1].split()[0]) <= 4 * 20
     payload = json.loads(run("diff", str(tmp_path / "control"), str(tmp_path / "test"),
                              "--no-cache", "--json").stdout)
     rows = [r for r in payload["findings"] if r["rule"] == "host_sync"]
     assert len(rows) == 1 and rows[0]["status"] == "appeared"
     assert rows[0]["control_saving(us)"] is None
-    assert rows[0]["test_saving(us)"] == pytest.approx(expected / 1e3, rel=0.05)
+    assert 4 * 19 <= rows[0]["test_saving(us)"] <= 4 * 20
+    # the causes: the aten::item site appeared, one call a step
+    (cause,) = [c for c in payload["causes"] if c["what"] == "aten::item"]
+    assert (cause["cause"], cause["verdict"], cause["test"]) == ("sync", "added", 1.0)
     back = json.loads(run("diff", str(tmp_path / "test"), str(tmp_path / "control"),
                           "--no-cache", "--json").stdout)
     assert [r["status"] for r in back["findings"] if r["rule"] == "host_sync"] == [

@@ -60,7 +60,8 @@ class WhatIfMixin:
         return cached
 
     def _whatif_predict(self, changes: Iterable[str | Change] | str | Change | None,
-                        modelled: bool = True) -> pd.DataFrame:
+                        modelled: bool = True,
+                        windows: dict[int, tuple[int, int]] | None = None) -> pd.DataFrame:
         """The what-if table: on a job whose ranks live on Dask workers, per-rank replays
         coupled through the collectives' times (only those travel); else the job graph
         in this process. Both give the same table."""
@@ -72,7 +73,7 @@ class WhatIfMixin:
             kept, coupling = self._whatif_coupled()
             return coupled_predict(kept, coupling, changes, rules, modelled)
         jg, base = self._whatif_job()
-        return predict(jg, changes, rules, base=base, modelled=modelled)
+        return predict(jg, changes, rules, base=base, modelled=modelled, windows=windows)
 
     def what_if(self, changes: Iterable[str | Change] | str | Change | None = None
                 ) -> pd.DataFrame:
@@ -103,12 +104,33 @@ class WhatIfMixin:
 
         try:
             share = inferred_share(self.get_replay_uncertainty())
+            windows = self._stepless_windows()
             return findings_with_changes(findings, lambda c: self._whatif_predict(
-                c, modelled=False), share)
+                c, modelled=False, windows=windows),  # type: ignore[arg-type]
+                share)
         except Exception as exc:  # noqa: BLE001 - the rules' estimates are still an answer
             logger.warning("the findings' savings could not be replayed (%s); they are the "
                            "rules' GPU-time estimates", exc, exc_info=True)
             return findings_with_changes(findings, None)
+
+    def _stepless_windows(self) -> dict[int, tuple[int, int]]:
+        """Per rank without ``ProfilerStep``, the findings' analysis window (its steady
+        state): the replay measures a finding's saving over the time the finding is
+        about, not over the whole trace."""
+        from hta.analysis.findings.base import analysis_window
+        from hta.model.selection import rank_steps
+
+        out: dict[int, tuple[int, int]] = {}
+        if getattr(self.t, "keeps_remotely", False):
+            return out  # the coupled replays measure every rank's whole trace
+        shifts = self.clock_shifts() if hasattr(self, "clock_shifts") else {}
+        for r in self.t.get_ranks():
+            rt = self.t.rank(r)
+            if not len(rank_steps(rt)):
+                start, end = analysis_window(rt, None)
+                offset = int(shifts.get(r, 0))  # the replay's clock (shift_rank)
+                out[r] = (start - offset, end - offset)
+        return out
 
     def get_replay_uncertainty(self) -> pd.DataFrame:
         """Per rank, what the trace leaves the replay to guess: unresolved synchronizations,

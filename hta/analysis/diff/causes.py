@@ -32,8 +32,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.model.job import Job
 from hta.model.rules import KIND_CODE, kind_mask
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace
 
 #: Columns of :func:`change_causes`.
 COLUMNS = ["cause", "what", "control", "test", "control(us)", "test(us)", "delta(us)",
@@ -60,7 +61,7 @@ def _steps(rt: RankTrace, iterations: Sequence[int] | None) -> np.ndarray:
 class _Side:
     """One job's causes per (rank, step) slot: sync sites, copies, kernels."""
 
-    def __init__(self, trace: Trace, iterations: Sequence[int] | None) -> None:
+    def __init__(self, trace: Job, iterations: Sequence[int] | None) -> None:
         self.slots: list[int] = []
         self.sync: list[pd.DataFrame] = []
         self.copy: list[pd.DataFrame] = []
@@ -132,7 +133,7 @@ class _Side:
                              "bytes": g["bytes"].mean()})
 
 
-def change_causes(control: Trace, test: Trace,
+def change_causes(control: Job, test: Job,
                   control_iterations: Sequence[int] | None = None,
                   test_iterations: Sequence[int] | None = None) -> pd.DataFrame:
     """The causes that changed from ``control`` to ``test`` (module docstring)."""
@@ -182,6 +183,7 @@ def _sync_rows(c: pd.DataFrame, t: pd.DataFrame) -> list[dict[str, object]]:
         else:
             if _noise(a, b):
                 continue
+            assert a is not None and b is not None  # the same count, above 0
             verdict = "longer" if float(b["time"]) > float(a["time"]) else "shorter"
         rows.append(_row("sync", site, a, b, verdict))
     rows.sort(key=lambda r: -abs(float(r["delta(us)"])))  # type: ignore[arg-type]
@@ -218,7 +220,7 @@ def _copy_rows(c: _Side, t: _Side) -> list[dict[str, object]]:
 
 
 def _kernel_rows(c: pd.DataFrame, t: pd.DataFrame) -> list[dict[str, object]]:
-    rows = []
+    rows: list[dict[str, object]] = []
     for side, other, verdict in ((c, t, "gone"), (t, c, "new")):
         only = side[~side.index.isin(other.index)]
         total = float(side["time"].sum()) or 1.0
@@ -252,7 +254,7 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
     the whole step, so every change between the jobs is in it). ``status``: ``noise``
     when the measured change is within twice the larger standard deviation of the two
     jobs' steps, else ``improved`` or ``regressed``."""
-    rows = []
+    rows: list[dict[str, object]] = []
     if not len(control_steps) or not len(test_steps):
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     measured = float(control_steps.mean() - test_steps.mean())

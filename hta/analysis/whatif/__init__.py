@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from hta.analysis.whatif import fixes as _fixes  # noqa: F401 - registers its changes
 from hta.analysis.whatif.changes import Change, Edits, apply, check_targets
 from hta.analysis.whatif.graph import (
     JOB_EDGE_TYPES,
@@ -104,23 +105,31 @@ def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list
 
 def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None = None,
             rules: RuleSet | None = None, base: Schedule | None = None,
-            modelled: bool = True) -> pd.DataFrame:
+            modelled: bool = True,
+            windows: Mapping[int, tuple[int, int]] | None = None,
+            check: bool = True) -> pd.DataFrame:
     """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
-    the stricter replay is not run and ``modelled_error_pctg`` is NaN."""
+    the stricter replay is not run and ``modelled_error_pctg`` is NaN. ``windows``: per
+    rank without ``ProfilerStep``, the ``(start, end)`` (ns, measured) whose nodes make its
+    one row (default: all its nodes), e.g. the findings' analysis window. ``check``: a
+    change aimed at work that finds none raises
+    :class:`~hta.errors.ChangeMatchesNothingError` (:func:`.changes.check_targets`)."""
     parsed = parse_changes(changes)
-    check_targets(jg, parsed, rules)
+    if check:
+        check_targets(jg, parsed, rules)
     base = base or replay(jg)
     changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
     strict = replay(jg, modelled_edits(jg)) if modelled else None
     parts = []
     for i, g in enumerate(jg.ranks):
-        steps, measured = step_durations(jg, i, jg.node_ts)
+        w = (windows or {}).get(g.rank)
+        steps, measured = step_durations(jg, i, jg.node_ts, w)
         if not steps.size:
             continue
-        mod = (step_durations(jg, i, strict.t)[1] if strict is not None
+        mod = (step_durations(jg, i, strict.t, w)[1] if strict is not None
                else np.full(steps.size, np.nan))
-        parts.append((g.rank, steps, measured, step_durations(jg, i, base.t)[1],
-                      step_durations(jg, i, changed.t)[1], mod))
+        parts.append((g.rank, steps, measured, step_durations(jg, i, base.t, w)[1],
+                      step_durations(jg, i, changed.t, w)[1], mod))
     return assemble(parts, {g.rank: inferred_fraction(g) for g in jg.ranks})
 
 
@@ -131,17 +140,22 @@ def inferred_fraction(g: RankGraph) -> float:
     return float(rank_uncertainty(g)["inferred_binding_pctg"]) / 100.0  # type: ignore[arg-type]
 
 
-def step_durations(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def step_durations(jg: JobGraph, i: int, t: np.ndarray,
+                   window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rank position ``i``'s steps and their durations (ns) under node times ``t``
     (module docstring): per ``ProfilerStep``, from the later of its span's start and the
     previous step's completion to its completion; a rank without steps has one, ``-1``,
-    from its first to its last node (none when it has no node)."""
+    from its first to its last node (those measured inside ``window`` when given; none
+    when it has no node)."""
     g = jg.ranks[i]
     if len(g.steps):
         begin, done_node = step_completion(jg, i, t)
         return (g.steps["step"].to_numpy(np.int64),
                 t[done_node].astype(np.int64) - begin)
     mine = np.flatnonzero(jg.node_pos == i)
+    if window is not None:
+        ts = jg.node_ts[mine]
+        mine = mine[(ts >= window[0]) & (ts <= window[1])]
     if not mine.size:
         z = np.zeros(0, dtype=np.int64)
         return z, z

@@ -21,8 +21,9 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
 ``no-launch-overhead``
     Launch calls take no time and the host submits ahead, as a CUDA graph of the step
     would: every launch edge is replaced by an edge of delay 0 from the start of the
-    ``ProfilerStep`` the launch belongs to (no edge outside steps), the host time
-    inside launch calls is 0 and the launch queue no longer holds the host back.
+    ``ProfilerStep`` the launch belongs to (outside steps a kernel keeps its launch edge:
+    there is no step to submit ahead), the host time inside launch calls is 0 and the
+    launch queue no longer holds the host back.
 ``overlap-comm``
     Collectives no longer block computation: the edges from the end of a communication
     kernel to the start of non-communication GPU work (stream order and event waits) are
@@ -60,6 +61,8 @@ from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 #: Changes that take no argument.
 SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
           "no-data-loader", "pinned-copies", "cuda-graphs")
+#: Types ``dtype:`` accepts.
+DTYPES = ("bf16", "fp16", "tf32")
 #: Changes with an argument after a colon (:mod:`.fixes`).
 WITH_ARGUMENT = ("no-sync:SITE", "workers:N", "dtype:bf16|fp16|tf32")
 _SCALED = re.compile(r"^(kernels|category):(.+)\*([0-9.eE+-]+)$")
@@ -146,8 +149,6 @@ def _with_argument(t: str) -> Change | None:
             raise ValueError(f"{t!r}: expected workers:N with N a whole number >= 1")
         return Change("workers", factor=float(int(arg)))
     if kind == "dtype":
-        from hta.analysis.whatif.fixes import DTYPES
-
         if arg not in DTYPES:
             raise ValueError(f"{t!r}: expected dtype:{'|'.join(DTYPES)}")
         return Change("dtype", arg)
@@ -194,12 +195,8 @@ def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None,
     for ch in changes:
         if ch.kind == "no-stragglers":
             _no_stragglers(jg, edits, ch, rules or RuleSet(), medians)
-        elif ch.kind in _APPLY:
-            _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
         else:
-            from hta.analysis.whatif.fixes import FIXES
-
-            FIXES[ch.kind](jg, edits, ch, rules or RuleSet())
+            _APPLY[ch.kind](jg, edits, ch, rules or RuleSet())
     return edits
 
 
@@ -212,6 +209,8 @@ TARGETED = {
     "workers": "no data-loader span",
     "no-data-loader": "no data-loader span",
     "dtype": "no fp32 GEMM or fp32 elementwise kernel",
+    "no-stragglers": "no rank's GPU computation between two collectives runs longer than "
+                     "the median across ranks",
 }
 
 #: Targeted changes that act on GPU work.
@@ -329,18 +328,20 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
 
 
 def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
-    launch = jg.type == EDGE["launch"]
-    edits.keep &= ~launch & (jg.type != EDGE["queue"])
+    launch = np.flatnonzero(jg.type == EDGE["launch"])
+    edits.keep &= jg.type != EDGE["queue"]
     kernels = jg.dst[launch]
     for i, g in enumerate(jg.ranks):
-        mine = kernels[jg.node_pos[kernels] == i]
-        if not mine.size or not len(g.steps):
-            continue
+        at = np.flatnonzero(jg.node_pos[kernels] == i)
+        if not at.size or not len(g.steps):
+            continue  # outside a step a kernel still waits for its launch (no step to submit)
+        mine = kernels[at]
         it = g.trace.events["iteration"].to_numpy()[jg.node_row[mine]]
         step_start = dict(zip(g.steps["step"].tolist(), g.steps["start_node"].tolist(),
                               strict=True))
         s_local = np.asarray([step_start.get(int(k), -1) for k in it.tolist()], np.int64)
         ok = s_local >= 0
+        edits.keep[launch[at[ok]]] = False
         edits.add_src.append(jg.global_node(i, s_local[ok]))
         edits.add_dst.append(mine[ok])
         edits.add_delay.append(np.zeros(int(ok.sum())))
@@ -455,6 +456,12 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
             k = np.searchsorted(lo, jg.src[e], side="right") - 1
             inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
             edits.delay[e[inside]] = 0.0
+
+
+def register(kind: str, edit: object) -> None:
+    """Add the edit function of a change kind (:mod:`.fixes` registers its changes when
+    :mod:`hta.analysis.whatif` is imported)."""
+    _APPLY[kind] = edit  # type: ignore[assignment]
 
 
 _APPLY = {

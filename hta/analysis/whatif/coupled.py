@@ -242,6 +242,7 @@ class Coupling:
     rounds: dict[str, int] = field(default_factory=dict)
     release: dict[str, np.ndarray] = field(default_factory=dict)
     settled: dict[str, dict[int, Answer]] = field(default_factory=dict)
+    inferred: dict[int, float] | None = None
 
     @classmethod
     def of(cls, instances: pd.DataFrame, ranks: Iterable[int]) -> Coupling:
@@ -297,12 +298,12 @@ def inferred_shares(ranks: RankValues, coupling: Coupling) -> dict[int, float]:
     rank is kept, once per coupling)."""
     from hta.analysis.whatif.uncertainty import coupled_rank_uncertainty
 
-    if "inferred" not in coupling.settled:
+    if coupling.inferred is None:
         rows = ranks.map(coupled_rank_uncertainty, {r: None for r in coupling.rank_inst},
                          "What-if: inferred edges")
-        coupling.settled["inferred"] = {  # type: ignore[assignment]
-            r: float(row["inferred_binding_pctg"]) / 100.0 for r, row in rows.items()}
-    return coupling.settled["inferred"]  # type: ignore[return-value]
+        coupling.inferred = {r: float(row["inferred_binding_pctg"]) / 100.0
+                             for r, row in rows.items()}
+    return coupling.inferred
 
 
 def _settled(ranks: RankValues, coupling: Coupling, kind: str, max_rounds: int | None

@@ -66,6 +66,11 @@ NOT_MODELLED: dict[str, str] = {
     "copies_on_compute_stream": "moving copies to a side stream is not a change the replay "
                                 "has yet",
 }
+#: ``host_bound`` subjects a CUDA graph does not remove, and why.
+HOST_NOT_GRAPHED = {
+    "slow_op": "how much faster the slow CPU operators could run is not in the trace",
+    "runtime": "other runtime calls (allocation, copies) are not what a CUDA graph removes",
+}
 #: The data loader's workers the ``data_loading`` saving assumes.
 DATA_WORKERS = 4
 
@@ -73,13 +78,16 @@ DATA_WORKERS = 4
 def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "") -> str:
     """The change that models the fix of a finding of ``rule`` on ``ranks`` ("" when
     none): ``no-stragglers:RANK`` for one late rank, ``no-sync:SITE`` for a host-sync
-    site (its subject), ``dtype:TYPE`` for the type its advice names."""
+    site (its subject), ``dtype:TYPE`` for the type its advice names, none for a
+    ``host_bound`` finding about slow CPU operators or runtime calls."""
     change = RULE_CHANGES.get(rule, "")
+    if rule == "host_bound" and subject in HOST_NOT_GRAPHED:
+        return ""
     if change == "no-stragglers" and len(ranks) == 1:
         return f"no-stragglers:{int(ranks[0])}"
     if change == "no-sync":
         site = subject.split(" under ")[0] if subject else ""
-        return f"no-sync:{re.escape(site)}" if site else "no-host-sync"
+        return f"no-sync:{_literal(site)}" if site else "no-host-sync"
     if change == "dtype":
         if "set_float32_matmul_precision" in advice:
             return "dtype:tf32"
@@ -87,6 +95,12 @@ def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "")
             return "dtype:fp16"
         return "dtype:bf16"
     return change
+
+
+def _literal(text: str) -> str:
+    """``text`` as a regular expression matching it whole (metacharacters escaped, spaces
+    and ``:`` left readable)."""
+    return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", text)
 
 
 def conservative(change: str) -> str | None:
@@ -167,6 +181,8 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
             if change and predict_with is not None else None
         if replayed is None:
             why = NOT_MODELLED.get(str(row["rule"])) or (
+                HOST_NOT_GRAPHED.get(str(row.get("subject", "")), "")
+                if row["rule"] == "host_bound" else "") or (
                 f"the replay cannot model {change} on these traces"
                 if change and predict_with is not None else "")
             _gpu_time(out, i, row, cols, rule_us, why)

@@ -22,14 +22,17 @@
     receiving it. ``no-data-loader`` is the limit of many workers (the spans take 0).
 ``cuda-graphs``
     The step's GPU work is captured and replayed as a CUDA graph: its kernels stay as
-    they ran, their launch and dispatch cost goes. As ``no-launch-overhead`` (launch calls
-    take no time, kernels are released at the start of their ``ProfilerStep``), but a
-    kernel starts the rank's usual launch latency after the step's start (the graph's
-    launch) and at least :data:`GRAPH_NODE_NS` (1 µs) after the kernel before it on its
-    stream (the per-node cost of a replayed graph; less where the trace shows less), and
-    the host time inside the operators that launch GPU work (their dispatch, from their
-    start to their end on the thread) becomes 0. Python between operators, data loading
-    and host waits for the GPU stay.
+    they ran, their launch and dispatch cost goes. Launch calls take no host time and the
+    launch queue no longer holds the host; a kernel launched inside a ``ProfilerStep`` no
+    longer waits for its own launch but for the graph's: the rank's usual launch latency
+    after the later of the step's start and the end of the last host work a graph cannot
+    capture before its launch on its thread (a data-loader span, a blocking call: the
+    graph is replayed once the batch is there), and at least :data:`GRAPH_NODE_NS` (1 µs)
+    after the kernel before it on its stream (the per-node cost of a replayed graph; less
+    where the trace shows less). The host time inside the operators that launch GPU work
+    (their dispatch, from their start to their end on the thread) becomes 0. Python
+    between operators, data loading and host waits for the GPU stay; outside steps a
+    kernel keeps its launch edge.
 ``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
     fp32 GEMM kernels (the ``fp32_gemm`` finding's names) run at the part's rate for that
     type: their time is multiplied by ``peak(fp32) / peak(type)`` from the peak table
@@ -52,8 +55,9 @@ from hta.analysis.whatif.changes import (
     Change,
     Edits,
     _gpu_rows,
-    _no_launch_overhead,
     _scale_end_edges,
+    _zero_cpu_inside,
+    register,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.model.rules import KIND_CODE, RuleSet
@@ -63,8 +67,6 @@ from hta.model.rules import KIND_CODE, RuleSet
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
 #: The least time between two kernels of a replayed CUDA graph on one stream (ns).
 GRAPH_NODE_NS = 1_000
-#: Types ``dtype:`` accepts.
-DTYPES = ("bf16", "fp16", "tf32")
 _CPU_OP = KIND_CODE["cpu_op"]
 _LAUNCH = KIND_CODE["runtime_launch"]
 
@@ -240,13 +242,15 @@ def launching_ops(rt_parent: np.ndarray, codes: np.ndarray, launches: np.ndarray
 
 def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.base import link
+    from hta.analysis.findings.rule_tools import data_loader_rows
 
-    n_added = len(edits.add_src)
-    _no_launch_overhead(jg, edits, ch, rules)
-    for k in range(n_added, len(edits.add_src)):  # the graph launch's latency
-        pos = jg.node_pos[edits.add_dst[k]]
-        edits.add_delay[k] = np.asarray([float(jg.ranks[p].floor[EDGE["launch"]])
-                                         for p in pos.tolist()])
+    edits.keep &= jg.type != EDGE["queue"]
+    _zero_cpu_inside(jg, edits, [_LAUNCH])
+    launch = np.flatnonzero(jg.type == EDGE["launch"])
+    for i, g in enumerate(jg.ranks):
+        at = launch[jg.node_pos[jg.dst[launch]] == i]
+        if at.size and len(g.steps):
+            _release_graphed(jg, edits, i, at)
     # one kernel after another on a stream: at least the graph's per-node cost
     stream = (jg.type == EDGE["stream"]) & (jg.node_pos[jg.dst] >= 0)
     measured = (jg.node_ts[jg.dst] - jg.node_ts[jg.src]).astype(np.float64)
@@ -257,8 +261,60 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
         codes = rt.events["kind"].cat.codes.to_numpy()
         launches = np.flatnonzero(codes == _LAUNCH)
         ops = launching_ops(link(rt, "parent"), codes, launches)
+        ops = ops[~np.isin(ops, np.asarray(data_loader_rows(rt)))]  # loading stays
         if ops.size:
             edits.delay[cpu_edges_within(jg, i, ops)] = 0.0
+
+
+def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray) -> None:
+    """Kernels launched inside a step (rank position ``i``) wait for the graph's launch,
+    not their own: the launch edge is replaced by one from the later of the step's start
+    and the end of the last host work a graph cannot capture (a data-loader span, a
+    blocking call) before the launch on its thread, of the rank's usual launch latency."""
+    from hta.analysis.findings.base import link
+    from hta.analysis.findings.rule_tools import data_loader_rows
+    from hta.analysis.findings.sync import blocking_rows
+
+    g = jg.ranks[i]
+    rt = g.trace
+    ev = rt.events
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), np.arange(len(ev)))
+    calls = jg.node_row[jg.src[launch_edges]]
+    kernels = jg.dst[launch_edges]
+    it = ev["iteration"].to_numpy()[jg.node_row[kernels]]
+    steps = g.steps.set_index("step")
+    in_step = np.isin(it, steps.index.to_numpy())
+    if not in_step.any():
+        return
+    calls, kernels, it, launch_edges = (calls[in_step], kernels[in_step], it[in_step],
+                                        launch_edges[in_step])
+    release = jg.global_node(i, steps.loc[it, "start_node"].to_numpy(np.int64))
+    barrier_rows = np.union1d(outermost(link(rt, "parent"), np.asarray(data_loader_rows(rt))),
+                              np.asarray(blocking_rows(rt)))
+    barrier_rows = barrier_rows[g.end_node[barrier_rows] >= 0]
+    if barrier_rows.size:
+        step_start = steps.loc[it, "ts"].to_numpy(np.int64)
+        for t in np.unique(thread[calls]).tolist():
+            mine = np.flatnonzero(thread[calls] == t)
+            bars = barrier_rows[thread[barrier_rows] == t]
+            if not bars.size:
+                continue
+            bars = bars[np.argsort(end[bars], kind="stable")]
+            k = np.searchsorted(end[bars], ts[calls[mine]], side="right") - 1
+            ok = (k >= 0) & (end[bars[np.clip(k, 0, None)]] >= step_start[mine])
+            release[mine[ok]] = jg.global_node(i, g.end_node[bars[k[ok]]])
+            # launched inside such work (a copy of the batch): not captured, kept as is
+            o = np.argsort(ts[bars], kind="stable")
+            starts, reach = ts[bars][o], np.maximum.accumulate(end[bars][o])
+            j = np.searchsorted(starts, ts[calls[mine]], side="right") - 1
+            inside = (j >= 0) & (reach[np.clip(j, 0, None)] >= ts[calls[mine]])
+            release[mine[inside]] = -1
+    fwd = (release >= 0) & (release < kernels)
+    edits.keep[launch_edges[fwd]] = False
+    edits.add_src.append(release[fwd])
+    edits.add_dst.append(kernels[fwd])
+    edits.add_delay.append(np.full(int(fwd.sum()), float(g.floor[EDGE["launch"]])))
 
 
 # -- dtype:TYPE -------------------------------------------------------------------------------
@@ -308,3 +364,5 @@ def _dtype(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
 
 FIXES = {"no-sync": _no_sync, "pinned-copies": _pinned_copies, "workers": _workers,
          "cuda-graphs": _cuda_graphs, "dtype": _dtype}
+for _kind, _edit in FIXES.items():
+    register(_kind, _edit)

@@ -203,15 +203,22 @@ def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.n
                    ) -> tuple[np.ndarray, np.ndarray]:
     """``sync`` edges for the synchronizing calls the critical path graph could not resolve
     (no ``cuda_sync`` record: ``cudaEventSynchronize``, or a stream synchronize whose stream
-    is unknown). Such a call waits at most for all GPU work enqueued before it; of that
+    is unknown), and for the calls that synchronize the device implicitly (``cudaFree``,
+    ``cuMemFree``, ``hipFree``: the caching allocator releasing memory, as
+    ``torch.cuda.empty_cache()`` does). Such a call waits at most for all GPU work enqueued
+    before it; of that
     work, the one ending last, when it ends inside the call, is taken as what it waited for
     (edge: that work's end -> the call's end). ``c``: the rank's event columns."""
     empty = np.zeros(0, dtype=np.int64)
     has_sync = np.zeros(cp.num_nodes, dtype=bool)
     has_sync[cp.edge_dst[cp.edge_type == EDGE["sync"]]] = True
+    from hta.analysis.findings.sync_sites import IMPLICIT_SYNC
+
     names = np.asarray(["Synchronize" in s for s in rt.symbols], dtype=bool)
-    calls = np.flatnonzero((c.codes == KIND_CODE["runtime_sync"]) & names[c.name]
-                           & (end_node >= 0))
+    frees = np.asarray([IMPLICIT_SYNC.search(s) is not None for s in rt.symbols], dtype=bool)
+    runtime = kind_mask(c.codes, ("runtime_sync", "runtime_other", "runtime_launch"))
+    calls = np.flatnonzero((((c.codes == KIND_CODE["runtime_sync"]) & names[c.name])
+                            | (runtime & frees[c.name])) & (end_node >= 0))
     calls = calls[~has_sync[end_node[calls]]]
     gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (end_node >= 0))
     if not calls.size or not gpu.size:

@@ -20,9 +20,15 @@ kind         edge
              for the last rank
 ===========  ==================================================================
 
-Columns: ``rank`` (the rank of the segment's end), ``kind``, ``name`` (the event whose
-point ends the segment; ``collective`` for the barrier), ``start(us)`` (relative to the
-step's start in the replay), ``dur(us)``. The first segment is cut at the step's start,
+Columns: ``rank`` (the rank of the segment's end), ``kind``, ``name``, ``start(us)``
+(relative to the step's start in the replay), ``dur(us)``. The ``name`` says what the time
+is: for host time (a ``cpu`` edge) the innermost CPU event of the thread that spans the
+segment (an operator, a runtime call, an annotation; ``no CPU event (Python or framework
+code)`` when none but the step does), so a long wait inside a dispatch is named by the
+dispatch, not by the short operator that ends it; for a wait, what it waited for (``host
+waits for GPU: KERNEL``, ``stream waits for: KERNEL``, ``launch queue full``, ``waits for
+the last rank: KERNEL``); else the event whose point ends the segment (``collective`` for
+the barrier). The first segment is cut at the step's start,
 so the durations add up to the step's replayed duration exactly.
 """
 
@@ -151,6 +157,8 @@ def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
         if mine.any():
             cls = work_class(g.trace.events["kind"].iloc[jg.node_row[v[mine]]])
             v_comm[mine] = cls == COMM
+    _host_names(jg, u, v, ty, names)
+    _wait_names(jg, u, v, ty, names)
     kinds = np.full(node.size, "wait", dtype=object)
     kinds[np.isin(ty, [EDGE["cpu"], EDGE["thread"]])] = "cpu"
     kinds[ty == EDGE["launch"]] = "launch"
@@ -159,6 +167,66 @@ def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
     coll = ty == EDGE["collective"]
     kinds[coll] = np.where(jg.node_pos[v[coll]] < 0, "wait", "comm")
     return ranks, kinds, names
+
+
+#: The name of host time inside no traced CPU event.
+UNTRACED = "no CPU event (Python or framework code)"
+_STEP = "ProfilerStep#"
+
+
+def _host_names(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray,
+                names: np.ndarray) -> None:
+    """Name each ``cpu`` segment ``u -> v`` by the innermost CPU event of its thread that
+    spans it (measured times: starts at or before ``u``, ends at or after ``v``): the
+    event ending at ``v`` or one of its ancestors; :data:`UNTRACED` when only the
+    ``ProfilerStep`` span (or nothing) does."""
+    from hta.analysis.findings.base import link
+
+    seg = np.flatnonzero((ty == EDGE["cpu"]) & (jg.node_pos[v] >= 0)
+                         & (jg.node_pos[u] == jg.node_pos[v]))
+    for i, g in enumerate(jg.ranks):
+        mine = seg[jg.node_pos[v[seg]] == i]
+        if not mine.size:
+            continue
+        ev = g.trace.events
+        ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+        parent = link(g.trace, "parent")
+        t0, t1 = jg.node_ts[u[mine]], jg.node_ts[v[mine]]
+        cur = jg.node_row[v[mine]].astype(np.int64)
+        found = np.full(mine.size, -1, dtype=np.int64)
+        for _ in range(4096):
+            live = (found < 0) & (cur >= 0)
+            if not live.any():
+                break
+            at = np.where(live, cur, 0)
+            hit = live & (ts[at] <= t0) & (end[at] >= t1)
+            found[hit] = at[hit]
+            cur = np.where(live & ~hit, parent[at], -1)
+        sym = g.trace.symbols
+        name_ids = ev["name"].to_numpy()
+        names[mine] = [UNTRACED if f < 0 or sym[name_ids[f]].startswith(_STEP)
+                       else sym[name_ids[f]] for f in found.tolist()]
+
+
+def _wait_names(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray,
+                names: np.ndarray) -> None:
+    """Name each waiting segment by what it waited for: ``host waits for GPU: X`` (a
+    synchronization returning after X ended), ``stream waits for: X`` (the work before
+    it, or an event's), ``launch queue full``, ``waits for the last rank: collective``."""
+    own = names.copy()
+    src_names = np.full(u.size, "", dtype=object)
+    for i, g in enumerate(jg.ranks):
+        here = jg.node_pos[u] == i
+        if here.any():
+            sym = np.asarray(g.trace.symbols, dtype=object)
+            src_names[here] = sym[g.trace.events["name"].to_numpy()[jg.node_row[u[here]]]]
+    sync = ty == EDGE["sync"]
+    names[sync] = ["host waits for GPU: " + str(n) for n in src_names[sync]]
+    stream = np.isin(ty, [EDGE["stream"], EDGE["event_wait"]])
+    names[stream] = ["stream waits for: " + str(n) for n in src_names[stream]]
+    names[ty == EDGE["queue"]] = "launch queue full"
+    barrier = (ty == EDGE["collective"]) & (jg.node_pos[v] < 0)
+    names[barrier] = ["waits for the last rank: " + str(n) for n in own[barrier]]
 
 
 #: Columns of :func:`step_bounds`.
@@ -218,7 +286,8 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
 
     binding = binding_edges(jg, sched)
     return step_bound_of(
-        lambda change, modelled: predict(jg, change, rules, base=sched, modelled=modelled),
+        lambda change, modelled: predict(jg, change, rules, base=sched, modelled=modelled,
+                                         check=False),
         lambda step: job_critical_path(jg, sched, step, binding), steps, each_step)
 
 
