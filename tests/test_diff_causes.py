@@ -69,6 +69,7 @@ def test_predicted_against_measured() -> None:
         "rule": ["host_sync", "fp32_gemm"], "subject": ["aten::item", ""],
         "title": ["Host sync", "fp32"], "change": ["no-sync:aten::item", "dtype:bf16"],
         "saving_source": ["replay", "replay"], "saving_per_step(us)": [200.0, 50.0],
+        "est_saving(us)": [800.0, 200.0],
         "saving_low(us)": [600.0, 0.0], "saving_high(us)": [1000.0, 400.0]})
     comparison = pd.DataFrame({"rule": ["host_sync", "fp32_gemm"],
                                "subject": ["aten::item", ""],
@@ -83,3 +84,5 @@ def test_predicted_against_measured() -> None:
     assert row["measured(us)"] == pytest.approx(210.0) and row["status"] == "improved"
     noisy = predicted_vs_measured(findings, comparison, control, control - 5.0)
     assert noisy.iloc[0]["status"] == "noise"
+    same = predicted_vs_measured(findings, comparison, control, control.copy())
+    assert same.iloc[0]["status"] == "unchanged"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kineto_builder import TraceBuilder
 
@@ -269,3 +270,40 @@ def test_cli_refuses_a_change_matching_no_work(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "pinned-copies: matches no work in these traces (no copy from or to pageable " \
            "host memory)" in proc.stderr
+
+
+# -- the range and the uncertainty ------------------------------------------------------------
+def test_predicted_range_by_definition(tmp_path: Path) -> None:
+    def body(s: Sim, k: int) -> None:
+        s.op("aten::mm", 10_000, "sgemm_fwd", 100_000 + 20_000 * k)  # steps vary
+        s.item()
+        s.op("aten::add", 40_000)
+
+    a = Sim().steps(4, body).load(tmp_path)
+    t = a.what_if("no-sync:aten::item")
+    m = t["measured(us)"].to_numpy()
+    spread = 2 * 1.4826 * np.median(np.abs(m - np.median(m)))
+    assert spread > 0 and (t["replay_error_pctg"] == 0).all()
+    assert (a.get_replay_uncertainty()["inferred_binding_pctg"] == 0).all()
+    assert np.allclose(t["predicted_low(us)"], t["predicted(us)"] - spread)
+    assert np.allclose(t["predicted_high(us)"], t["predicted(us)"] + spread)
+    assert np.allclose(t["job_predicted_high(us)"], t["predicted_high(us)"])  # one rank
+
+
+def test_an_unresolved_sync_makes_the_replay_uncertain(tmp_path: Path) -> None:
+    from hta.analysis.whatif.uncertainty import uncertainty_line
+
+    def body(s: Sim, k: int) -> None:
+        s.op("aten::mm", 10_000, "sgemm_fwd", 100_000)
+        c = s.cpu  # an event synchronize with no record: which work it waited for is a guess
+        end = max(c + SYNC, s.free + RET)
+        s.b.runtime("cudaEventSynchronize", c, end - c)
+        s.cpu = end + OP_GAP
+        s.op("aten::add", 40_000)
+
+    a = Sim().steps(3, body).load(tmp_path)
+    (row,) = a.get_replay_uncertainty().to_dict("records")
+    assert row["unresolved_syncs"] == 3 and row["inferred_edges"] == 3
+    assert row["uncertain"] and "3 synchronizations the trace does not tie" in row["why"]
+    line = uncertainty_line(a.get_replay_uncertainty())
+    assert line is not None and line.startswith("The replay is uncertain on rank 0: 3 ")

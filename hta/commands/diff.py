@@ -246,6 +246,8 @@ def format_predictions(predictions: pd.DataFrame) -> list[str]:
                     f"measured {time_text(-r['measured(us)'])} longer")
         noise = (f" (within the steps' noise, ±{time_text(2 * r['step_spread(us)'])})"
                  if r["status"] == "noise" else "")
+        if r["status"] == "unchanged":
+            measured = "measured no change of the step"
         lines.append(
             f"  {printable(finding_what(r), NAME_WIDTH)}: predicted "
             f"{time_text(r['predicted(us)'])} shorter a step ({time_text(r['predicted_low(us)'])}"

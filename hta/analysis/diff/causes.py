@@ -247,29 +247,38 @@ def step_times(what_if: pd.DataFrame) -> np.ndarray:
 def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFrame,
                           control_steps: np.ndarray, test_steps: np.ndarray
                           ) -> pd.DataFrame:
-    """For each replayed control finding that disappeared or shrank in the test job
-    (``comparison``: :func:`hta.analysis.findings.compare.compare_findings`), the saving
+    """For each replayed control finding that disappeared in the test job (those that
+    shrank when none disappeared; ``comparison``:
+    :func:`hta.analysis.findings.compare.compare_findings`), the saving
     its replay predicted per step (with its range) against the step time the test job
     really lost (``measured(us)``: mean control step - mean test step, to completion;
-    the whole step, so every change between the jobs is in it). ``status``: ``noise``
-    when the measured change is within twice the larger standard deviation of the two
-    jobs' steps, else ``improved`` or ``regressed``."""
+    the whole step, so every change between the jobs is in it). ``status``: ``unchanged``
+    when the steps did not move, ``noise`` when the measured change is within twice the
+    larger standard deviation of the two jobs' steps, else ``improved`` or
+    ``regressed``."""
     rows: list[dict[str, object]] = []
     if not len(control_steps) or not len(test_steps):
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     measured = float(control_steps.mean() - test_steps.mean())
     spread = max(float(control_steps.std()), float(test_steps.std()))
-    status = "noise" if abs(measured) <= 2 * spread else \
-        "improved" if measured > 0 else "regressed"
-    fixed = comparison[(comparison["status"] == "disappeared") | (
-        (comparison["status"] == "changed") & (comparison["delta(us)"] < 0))]
-    keys = set(zip(fixed["rule"], fixed["subject"], strict=True))
+    status = "unchanged" if measured == 0 else "noise" if abs(measured) <= 2 * spread \
+        else "improved" if measured > 0 else "regressed"
+    gone = comparison[comparison["status"] == "disappeared"]
+    shrank = comparison[(comparison["status"] == "changed") & (comparison["delta(us)"] < 0)]
+    keys_gone = set(zip(gone["rule"], gone["subject"], strict=True))
+    replayed = {(f["rule"], f["subject"]) for f in control_findings.to_dict("records")
+                if f.get("saving_source") == "replay"}
+    # a finding that disappeared is the fix; one that only shrank is named when none did
+    keys = keys_gone if keys_gone & replayed else \
+        set(zip(shrank["rule"], shrank["subject"], strict=True))
     for f in control_findings.to_dict("records"):
         if f.get("saving_source") != "replay" or (f["rule"], f["subject"]) not in keys:
             continue
-        n = max(len(control_steps), 1)
+        per_step = float(f["saving_per_step(us)"])
+        total = float(f.get("est_saving(us)", per_step * len(control_steps)))
+        n = total / per_step if per_step else max(len(control_steps), 1)
         rows.append({"rule": f["rule"], "subject": f["subject"], "title": f["title"],
-                     "change": f["change"], "predicted(us)": float(f["saving_per_step(us)"]),
+                     "change": f["change"], "predicted(us)": per_step,
                      "predicted_low(us)": float(f["saving_low(us)"]) / n,
                      "predicted_high(us)": float(f["saving_high(us)"]) / n,
                      "measured(us)": measured, "step_spread(us)": spread, "status": status})

@@ -258,6 +258,9 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
             f"range {low / 1e3:,.3f} to {high / 1e3:,.3f} ms)")
     if total <= 0.005 * float(per["replayed"].sum()):
         text += "; other work bounds the steps, so this fix alone gains (almost) nothing"
+    elif n_steps == 1:
+        text += ("; one window, so no spread across steps widens the range: it holds the "
+                 "replay's own error only")
     return total, low, high, total / n_steps, pct, text
 
 
