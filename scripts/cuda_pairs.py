@@ -229,7 +229,7 @@ PAIRS = (
     Pair("tf32_matmul", "dtype:tf32", "torch.backends.cuda.matmul.allow_tf32 = True",
          tf32_matmul, holdout=True),
     Pair("cuda_graph", "cuda-graphs", "torch.cuda.graph capture and replay", cuda_graph),
-    Pair("fused_adamw", "", "AdamW(fused=True)", fused_adamw, holdout=True),
+    Pair("fused_adamw", "fused-optimizer", "AdamW(fused=True)", fused_adamw, holdout=True),
     Pair("compiled", "", "torch.compile", compiled),
 )
 BY_NAME = {p.name: p for p in PAIRS}

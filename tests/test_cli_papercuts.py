@@ -214,3 +214,17 @@ def test_summary_savings_are_the_replays_on_a_real_trace() -> None:
     assert [r["rank"] for r in payload["replay_uncertainty"]] == [0, 1]
     text = run_cli(["summary", str(folder), "--no-cache"]).stdout
     assert "largest saving first: the time the steps would lose with the fix" in text
+
+
+def test_summary_without_replay_keeps_the_rules_gpu_time() -> None:
+    from conftest import shared_trace
+
+    folder = shared_trace("trace_filter")
+    payload = json.loads(run_cli(["summary", str(folder), "--no-cache", "--json",
+                                  "--no-replay"]).stdout)
+    assert {f["saving_source"] for f in payload["findings"]} <= {"gpu-time", ""}
+    assert payload["replay_uncertainty"] is None
+    comm = next(f for f in payload["findings"] if f["rule"] == "comm_exposed")
+    assert comm["est_saving(us)"] > 0  # the rule's own estimate, not the replay's 0
+    text = run_cli(["summary", str(folder), "--no-cache", "--no-replay"]).stdout
+    assert " GPU " in text

@@ -307,3 +307,36 @@ def test_an_unresolved_sync_makes_the_replay_uncertain(tmp_path: Path) -> None:
     assert row["uncertain"] and "3 synchronizations the trace does not tie" in row["why"]
     line = uncertainty_line(a.get_replay_uncertainty())
     assert line is not None and line.startswith("The replay is uncertain on rank 0: 3 ")
+
+
+# -- fused-optimizer --------------------------------------------------------------------------
+def test_fused_optimizer_submits_its_kernels_at_once(tmp_path: Path) -> None:
+    n_params = 16
+
+    def unfused(s: Sim, k: int) -> None:
+        s.op("aten::mm", 10_000, "sgemm_bwd", 100_000)
+        start = s.cpu
+        for _ in range(n_params):  # one small kernel per tensor, dispatch-bound
+            s.op("aten::add_", 12_000, "add_kernel", 2_000)
+        s.b.annotation("Optimizer.step#AdamW.step", start, s.cpu - start)
+
+    def fused(s: Sim, k: int) -> None:
+        s.op("aten::mm", 10_000, "sgemm_bwd", 100_000)
+        c = s.cpu
+        ts = max(c + LAT, s.free + GAP)
+        for _ in range(n_params):  # submitted at once, back to back
+            s.b.launch_kernel("add_kernel", cpu_ts=c, cpu_dur=0, gpu_ts=ts, gpu_dur=2_000)
+            ts += 2_000 + GAP
+        s.free = ts - GAP
+        s.b.annotation("Optimizer.step#AdamW.step", c, 1_000)
+        s.cpu = c + 1_000 + OP_GAP
+
+    before, after = Sim().steps(4, unfused), Sim().steps(4, fused)
+    measured, pred, actual = predicted_vs_after(before, after, "fused-optimizer", tmp_path)
+    assert pred < 0.7 * measured
+    close(pred, actual, 0.08)
+    a = TraceAnalysis(trace_dir=str(tmp_path / "after"), cache=False, progress=False)
+    b = Sim().steps(2, _training(False)).load(tmp_path / "none")
+    with pytest.raises(ChangeMatchesNothingError, match="Optimizer.step"):
+        b.what_if("fused-optimizer")
+    assert len(a.what_if("fused-optimizer"))  # the fused trace still has its span

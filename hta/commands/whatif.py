@@ -43,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "'overlap-comm', 'no-host-sync', 'no-data-loader', 'no-sync:SITE' (one "
                     "site of blocking calls, e.g. no-sync:aten::item), 'pinned-copies', "
                     "'workers:N' (the data loader in N workers), 'cuda-graphs', "
+                    "'fused-optimizer', "
                     "'dtype:bf16|fp16|tf32' (definitions: docs/analyses/whatif.md). A "
                     "change that finds no work to change is an error (exit 2). Times in "
                     "ms (µs in --json).",

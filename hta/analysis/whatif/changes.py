@@ -41,8 +41,8 @@ Each change is a short string (:meth:`Change.parse`) or a :class:`Change`:
     DataLoader)#...``, ``DataLoaderIter.__next__`` ...) becomes 0.
 
 The changes that model the findings' advice, ``no-sync:SITE``, ``pinned-copies``,
-``workers:N``, ``cuda-graphs`` and ``dtype:bf16|fp16|tf32``, are defined in
-:mod:`.fixes`.
+``workers:N``, ``cuda-graphs``, ``fused-optimizer`` and ``dtype:bf16|fp16|tf32``, are
+defined in :mod:`.fixes`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 
 #: Changes that take no argument.
 SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
-          "no-data-loader", "pinned-copies", "cuda-graphs")
+          "no-data-loader", "pinned-copies", "cuda-graphs", "fused-optimizer")
 #: Types ``dtype:`` accepts.
 DTYPES = ("bf16", "fp16", "tf32")
 #: Changes with an argument after a colon (:mod:`.fixes`).
@@ -209,6 +209,7 @@ TARGETED = {
     "workers": "no data-loader span",
     "no-data-loader": "no data-loader span",
     "dtype": "no fp32 GEMM or fp32 elementwise kernel",
+    "fused-optimizer": "no kernel launched inside an Optimizer.step span",
     "no-stragglers": "no rank's GPU computation between two collectives runs longer than "
                      "the median across ranks",
 }

@@ -33,6 +33,14 @@
     (their dispatch, from their start to their end on the thread) becomes 0. Python
     between operators, data loading and host waits for the GPU stay; outside steps a
     kernel keeps its launch edge.
+``fused-optimizer``
+    The optimizer's many small kernels become the fused optimizer's: the kernels launched
+    inside an ``Optimizer.step#...`` span keep their execution time (the same bytes to
+    read and write) but are all submitted at the span's start (the rank's usual launch
+    latency after it), run back to back on their streams (at most :data:`GRAPH_NODE_NS`
+    apart), and the host time of their launch calls and of the operators that launch
+    them goes. An upper bound of what fusing saves in launches and gaps; the per-kernel
+    cost inside a small kernel stays.
 ``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
     fp32 GEMM kernels (the ``fp32_gemm`` finding's names) run at the part's rate for that
     type: their time is multiplied by ``peak(fp32) / peak(type)`` from the peak table
@@ -65,6 +73,8 @@ from hta.model.rules import KIND_CODE, RuleSet
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
 #: ``vectorized_elementwise_kernel`` instantiated on ``float``).
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
+#: The optimizer's step, as ``torch.optim`` labels it (``Optimizer.step#AdamW.step``).
+OPTIMIZER = re.compile(r"^Optimizer\.step#")
 #: The least time between two kernels of a replayed CUDA graph on one stream (ns).
 GRAPH_NODE_NS = 1_000
 _CPU_OP = KIND_CODE["cpu_op"]
@@ -317,6 +327,60 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
     edits.add_delay.append(np.full(int(fwd.sum()), float(g.floor[EDGE["launch"]])))
 
 
+# -- fused-optimizer --------------------------------------------------------------------------
+def optimizer_spans(rt_parent: np.ndarray, rt_names: list[str], name_ids: np.ndarray,
+                    codes: np.ndarray) -> np.ndarray:
+    """The outermost ``Optimizer.step#...`` spans (``record_function`` labels or
+    operators) of a rank."""
+    marked = np.array([OPTIMIZER.search(n) is not None for n in rt_names] + [False],
+                      dtype=bool)
+    cpu = np.isin(codes, [_CPU_OP, KIND_CODE["user_annotation"]])
+    rows = np.flatnonzero(cpu & marked[name_ids])
+    return outermost(rt_parent, rows) if rows.size else rows
+
+
+def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
+    from hta.analysis.findings.base import link
+
+    launch = np.flatnonzero(jg.type == EDGE["launch"])
+    for i, g in enumerate(jg.ranks):
+        rt = g.trace
+        ev = rt.events
+        codes = ev["kind"].cat.codes.to_numpy()
+        parent = link(rt, "parent")
+        spans = optimizer_spans(parent, rt.symbols, ev["name"].to_numpy(), codes)
+        spans = spans[(g.start_node[spans] >= 0) & (g.end_node[spans] >= 0)]
+        if not spans.size:
+            continue
+        at = launch[jg.node_pos[jg.dst[launch]] == i]
+        calls = jg.node_row[jg.src[at]]
+        ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+        thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), np.arange(len(ev)))
+        o = np.argsort(ts[spans], kind="stable")
+        spans = spans[o]
+        k = np.searchsorted(ts[spans], ts[calls], side="right") - 1
+        kk = np.clip(k, 0, None)
+        inside = (k >= 0) & (end[spans[kk]] >= ts[calls]) & (thread[spans[kk]] == thread[calls])
+        if not inside.any():
+            continue
+        # the fused kernels are launched once, when the step of the optimizer starts
+        edits.keep[at[inside]] = False
+        edits.add_src.append(jg.global_node(i, g.start_node[spans[k[inside]]]))
+        edits.add_dst.append(jg.dst[at[inside]])
+        edits.add_delay.append(np.full(int(inside.sum()), float(g.floor[EDGE["launch"]])))
+        # no host time in their launches and dispatch; back to back on their streams
+        edits.delay[cpu_edges_within(jg, i, np.unique(calls[inside]))] = 0.0
+        ops = launching_ops(parent, codes, calls[inside])
+        edits.delay[cpu_edges_within(jg, i, ops[~np.isin(ops, spans)])] = 0.0
+        kernels = np.zeros(jg.num_nodes, dtype=bool)
+        kernels[jg.dst[at[inside]]] = True
+        stream = (jg.type == EDGE["stream"]) & kernels[jg.dst]
+        measured = (jg.node_ts[jg.dst] - jg.node_ts[jg.src]).astype(np.float64)
+        edits.delay[stream] = np.minimum(edits.delay[stream],
+                                         np.maximum(np.minimum(GRAPH_NODE_NS, measured[stream]),
+                                                    0.0))
+
+
 # -- dtype:TYPE -------------------------------------------------------------------------------
 def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -363,6 +427,6 @@ def _dtype(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
 
 
 FIXES = {"no-sync": _no_sync, "pinned-copies": _pinned_copies, "workers": _workers,
-         "cuda-graphs": _cuda_graphs, "dtype": _dtype}
+         "cuda-graphs": _cuda_graphs, "dtype": _dtype, "fused-optimizer": _fused_optimizer}
 for _kind, _edit in FIXES.items():
     register(_kind, _edit)
