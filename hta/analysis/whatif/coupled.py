@@ -293,13 +293,13 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
     return assemble(parts, inferred_shares(ranks, coupling))
 
 
-def inferred_shares(ranks: RankValues, coupling: Coupling) -> dict[int, float]:
+def inferred_shares(kept: RankValues, coupling: Coupling) -> dict[int, float]:
     """Per rank, the share of its binding edges that are inferred (computed where the
     rank is kept, once per coupling)."""
     from hta.analysis.whatif.uncertainty import coupled_rank_uncertainty
 
     if coupling.inferred is None:
-        rows = ranks.map(coupled_rank_uncertainty, {r: None for r in coupling.rank_inst},
+        rows = kept.map(coupled_rank_uncertainty, {r: None for r in coupling.rank_inst},
                          "What-if: inferred edges")
         coupling.inferred = {r: float(row["inferred_binding_pctg"]) / 100.0
                              for r, row in rows.items()}
