@@ -115,10 +115,11 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     change aimed at work that finds none raises
     :class:`~hta.errors.ChangeMatchesNothingError` (:func:`.changes.check_targets`)."""
     parsed = parse_changes(changes)
+    edits = apply(jg, parsed, rules) if parsed else None
     if check:
-        check_targets(jg, parsed, rules)
+        check_targets(jg, parsed, rules, edits if len(parsed) == 1 else None)
     base = base or replay(jg)
-    changed = replay(jg, apply(jg, parsed, rules)) if parsed else base
+    changed = replay(jg, edits) if edits is not None else base
     strict = replay(jg, modelled_edits(jg)) if modelled else None
     parts = []
     for i, g in enumerate(jg.ranks):

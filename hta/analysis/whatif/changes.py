@@ -218,16 +218,17 @@ TARGETED = {
 GPU_TARGETS = frozenset({"kernels", "category", "pinned-copies", "dtype"})
 
 
-def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None
-                  ) -> None:
+def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None,
+                  edits: Edits | None = None) -> None:
     """Raise :class:`~hta.errors.ChangeMatchesNothingError` for the first change of
-    :data:`TARGETED` that leaves every edge of ``jg`` as it is (it found no work)."""
+    :data:`TARGETED` that leaves every edge of ``jg`` as it is (it found no work);
+    ``edits``: those of the one change, when already made."""
     from hta.errors import ChangeMatchesNothingError
 
     for ch in changes:
         if ch.kind not in TARGETED:
             continue
-        e = apply(jg, [ch], rules)
+        e = edits if edits is not None and len(changes) == 1 else apply(jg, [ch], rules)
         if e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay):
             what = TARGETED[ch.kind]
             if ch.kind in GPU_TARGETS and not any(_gpu_rows(i, jg).size
