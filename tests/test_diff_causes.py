@@ -86,3 +86,29 @@ def test_predicted_against_measured() -> None:
     assert noisy.iloc[0]["status"] == "noise"
     same = predicted_vs_measured(findings, comparison, control, control.copy())
     assert same.iloc[0]["status"] == "unchanged"
+
+
+def test_a_pageable_copy_that_ran_faster_did_not_disappear(tmp_path: Path) -> None:
+    """The same pageable copy, 8x faster in the test run (noise between runs, not a fix):
+    the finding falls under the threshold, and the diff says the copies are still there."""
+    from hta.analysis.diff.causes import still_there
+    from hta.analysis.findings.compare import compare_findings
+
+    def body(bw: float):  # noqa: ANN202
+        def run(s: Sim, k: int) -> None:
+            s.copy(1 << 20, False, PINNED_BW)
+            s.copy(64 << 20, True, bw)
+            s.op("aten::mm", 10_000, "sgemm", 3_000_000)
+        return run
+
+    a = Sim().steps(4, body(PAGEABLE_BW)).load(tmp_path / "control")
+    b = Sim().steps(4, body(8 * PAGEABLE_BW)).load(tmp_path / "test")
+    causes = change_causes(a.t, b.t)
+    copy = causes.set_index(["cause", "what"]).loc[("copy", "host to device")]
+    assert copy["verdict"] == "same bytes, faster" and "memory;" not in copy["note"]
+    comparison = compare_findings(a.get_findings(), b.get_findings())
+    notes = still_there(comparison, causes)
+    gone = comparison["rule"] == "pageable_copies"
+    assert comparison.loc[gone, "status"].tolist() == ["disappeared"]
+    assert notes[gone].iloc[0].startswith("the copies are still from pageable memory: "
+                                          "host to device (same bytes, faster)")

@@ -88,7 +88,7 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Load both jobs, compare them, print the result."""
     from hta.analysis.diff import DEFAULT_THRESHOLD_PCT, job_diff
-    from hta.analysis.diff.causes import change_causes
+    from hta.analysis.diff.causes import change_causes, still_there
     from hta.analysis.findings.compare import compare_findings
     from hta.trace_analysis import TraceAnalysis
 
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     control_findings = loaded[0].get_findings(iterations=steps[0])
     findings = compare_findings(control_findings, loaded[1].get_findings(iterations=steps[1]))
     causes = change_causes(loaded[0].t, loaded[1].t, steps[0], steps[1])
+    findings["note"] = still_there(findings, causes)
     predictions = _predictions(loaded, control_findings, findings, steps)
     if args.json:
         payload = {"control_dir": args.control_dir, "test_dir": args.test_dir,
@@ -273,6 +274,8 @@ def format_findings(table: pd.DataFrame) -> str:
             f"  {row['status']:<11} {severity:<6} "
             f"{number(row['control_saving(us)']):>12} -> {number(row['test_saving(us)']):<12}"
             f" {what}")
+        if row.get("note"):
+            lines.append(f"{'':14}but {row['note']}")
     if len(lines) == 1:
         lines.append("  no finding appeared, disappeared or changed")
     return "\n".join(lines)

@@ -283,3 +283,33 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
                      "predicted_high(us)": float(f["saving_high(us)"]) / n,
                      "measured(us)": measured, "step_spread(us)": spread, "status": status})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def still_there(comparison: pd.DataFrame, causes: pd.DataFrame) -> pd.Series:
+    """Per row of a findings comparison, a note when a finding that *disappeared* still
+    has its cause in the test job: a ``host_sync`` site whose calls are still there (the
+    causes list no ``removed`` for it), ``pageable_copies`` whose copies are still from
+    pageable memory (the same bytes, at another bandwidth this run). "" otherwise: the
+    finding fell under the reporting threshold without its cause going."""
+    notes = []
+    removed = {str(r["what"]) for r in causes.to_dict("records")
+               if r["cause"] == "sync" and r["verdict"] in ("removed",)}
+    copies = {str(r["what"]): r for r in causes.to_dict("records") if r["cause"] == "copy"}
+    for row in comparison.to_dict("records"):
+        note = ""
+        if row["status"] == "disappeared" and row["rule"] == "host_sync":
+            site = str(row["subject"]).split(" under ")[0]
+            if site not in removed and site != "outside any operator":
+                note = (f"its site {site} is still there: it fell under the reporting "
+                        "threshold, it was not removed")
+        elif row["status"] == "disappeared" and row["rule"] == "pageable_copies":
+            pinned = [w for w, c in copies.items() if "-> pinned memory" in str(c["note"])
+                      or c["verdict"] == "gone"]
+            if not pinned:
+                faster = [f"{w} ({c['verdict']})" for w, c in copies.items()]
+                note = ("the copies are still from pageable memory"
+                        + (f": {', '.join(faster)}" if faster else "")
+                        + "; the finding fell under the reporting threshold, the copies are "
+                        "not gone")
+        notes.append(note)
+    return pd.Series(notes, index=comparison.index, dtype=object)
