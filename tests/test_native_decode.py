@@ -48,7 +48,7 @@ def assert_same(a: DecodedTrace, b: DecodedTrace) -> None:
 
 def _trace_files() -> list[Path]:
     files = sorted(p for p in (ROOT / "sample_traces").rglob("*.json*")
-                   if ".hta_cache" not in p.parts)
+                   if ".hta_cache" not in p.parts and p.name != "pair.json")  # manifests
     if SHARED_TRACES.exists():
         files += sorted(p for p in SHARED_TRACES.rglob("*.json*")
                         if ".hta_cache" not in p.parts and "execution_trace" not in p.parts
