@@ -228,3 +228,21 @@ def test_summary_without_replay_keeps_the_rules_gpu_time() -> None:
     assert comm["est_saving(us)"] > 0  # the rule's own estimate, not the replay's 0
     text = run_cli(["summary", str(folder), "--no-cache", "--no-replay"]).stdout
     assert " GPU " in text
+
+
+def test_a_job_too_large_to_replay_here_keeps_the_rules_savings_and_says_so(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import hta.report.answers as answers
+    from hta.cli import main
+
+    monkeypatch.setattr(answers, "REPLAY_MAX_EVENTS", 1_000)  # the sample has 2,032
+    assert main(["summary", str(SYNTHETIC), "--no-cache", "-q", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert {f["saving_source"] for f in payload["findings"]} == {"gpu-time"}
+    assert payload["replay_note"].startswith("The findings' savings are the rules' GPU-time "
+                                             "estimates, not replayed: the job has 2,032 events")
+    assert payload["replay_uncertainty"] is None
+    assert main(["summary", str(SYNTHETIC), "--no-cache", "-q", "--replay", "--json"]) == 0
+    forced = json.loads(capsys.readouterr().out)
+    assert "replay" in {f["saving_source"] for f in forced["findings"]}
+    assert forced["replay_note"] == ""

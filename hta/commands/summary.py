@@ -98,9 +98,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_device_option(p)
     add_step_bound_option(p)
-    p.add_argument("--no-replay", action="store_true",
-                   help="keep the findings rules' own savings (GPU time) instead of "
-                        "replaying each finding's fix (faster on large jobs)")
+    replay = p.add_mutually_exclusive_group()
+    replay.add_argument("--no-replay", action="store_true",
+                        help="keep the findings rules' own savings (GPU time) instead of "
+                             "replaying each finding's fix (faster on large jobs)")
+    replay.add_argument("--replay", action="store_true",
+                        help="replay each finding's fix even on a job of over 4M events "
+                             "not on Dask (the default then keeps the rules' savings)")
     add_load_options(p, quiet_help="no progress bar, no load warnings and no missing-ranks "
                                    "warning")
     add_cluster_options(p)
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)
     answers = job_answers(analyzer, Selection.of(None, iterations), args.top, device,
-                          replay=not args.no_replay)
+                          replay=False if args.no_replay else True if args.replay else None)
     overview, found = answers.overview, answers.findings
     unclassified = answers.unclassified
     n_unclassified = int(unclassified["name"].nunique()) if len(unclassified) else 0
@@ -166,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
         payload["capture_merge"] = records(capture) if capture is not None else None
         payload["step_bound"] = bound
         payload["step_bound_note"] = bound_note
-        payload["replay_uncertainty"] = None if args.no_replay else uncertainty_records(
-            analyzer, efficiency.cpu_only)
+        replayed = not args.no_replay and not answers.replay_note
+        payload["replay_uncertainty"] = uncertainty_records(
+            analyzer, efficiency.cpu_only) if replayed else None
+        payload["replay_note"] = answers.replay_note
         print(dumps(payload))
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
@@ -175,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified))
     print_step_bound(out, bound, bound_note, len(overview.ranks))
-    note = None if args.no_replay else uncertainty_note(analyzer, efficiency.cpu_only)
+    note = answers.replay_note or (None if args.no_replay else uncertainty_note(
+        analyzer, efficiency.cpu_only))
     if note:
         out.line(printable(note, 600), style="yellow")
         out.line()

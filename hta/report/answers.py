@@ -69,6 +69,8 @@ class JobAnswers:
     _op_summary: pd.DataFrame | BaseException
     _unclassified: pd.DataFrame | BaseException
     _rank_summary: pd.DataFrame | BaseException
+    #: Why the findings' savings were not replayed ("" when they were, or not asked).
+    replay_note: str = ""
 
     @property
     def overview(self) -> JobOverview:
@@ -110,11 +112,12 @@ class JobAnswers:
 def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
                 device: Device | None = None,
                 errors: Literal["raise", "return"] = "raise",
-                replay: bool = True) -> JobAnswers:
+                replay: bool | None = None) -> JobAnswers:
     """Every answer of :class:`JobAnswers` for ``selection`` (resolved here if it is not),
     from one visit of each selected rank; ``device`` for the operators' % of peak. The
     findings' savings are the replay's (``TraceAnalysis.get_findings``); ``replay=False``:
-    the rules' GPU-time estimates."""
+    the rules' GPU-time estimates; ``None``: replayed when it fits (:func:`replay_fits`,
+    the reason in ``replay_note`` when not)."""
     analyzer.merge_capture_traces()  # graph-replayed work with its captured operators
     job = analyzer.t
     selection = resolve(selection, job)
@@ -131,7 +134,9 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         RankWork(summary_of_rank, empty=no_summary),
     ]
     answers = run(job, plans, Selection.of(ranks), description="Summary", errors=errors)
-    found = answers[1]
+    found, note = answers[1], ""
+    if replay is None:
+        replay, note = replay_fits(analyzer, answers[0])
     if replay and isinstance(found, FindingsResult) and len(found.findings):
         # the savings users see are the replay's (hta.analysis.whatif.findings)
         answers[1] = replace(found, findings=analyzer.replay_findings(found.findings))
@@ -139,7 +144,27 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         from hta.analysis.whatif.findings import findings_with_changes
 
         answers[1] = replace(found, findings=findings_with_changes(found.findings, None))
-    return JobAnswers(*answers)
+    return JobAnswers(*answers, replay_note=note)
 
 
-__all__ = ["JobAnswers", "job_answers"]
+#: Above this many events, a job not on Dask is not replayed by default: the job graph of
+#: every rank is built in this process (about 0.75 kB per event: 609 MiB for 800k events).
+REPLAY_MAX_EVENTS = 4_000_000
+
+
+def replay_fits(analyzer: Analyzer, overview: object) -> tuple[bool, str]:
+    """Whether to replay the findings' fixes by default, and why not: a job on Dask
+    replays where its ranks are; another replays in this process when it has at most
+    :data:`REPLAY_MAX_EVENTS` events."""
+    if getattr(analyzer.t, "keeps_remotely", False) or isinstance(overview, BaseException):
+        return True, ""
+    events = int(overview.ranks["events"].sum())  # type: ignore[attr-defined]
+    if events <= REPLAY_MAX_EVENTS:
+        return True, ""
+    return False, (f"The findings' savings are the rules' GPU-time estimates, not replayed: "
+                   f"the job has {events:,} events, and replaying it in this process would "
+                   f"build the job graph of every rank here (about {events * 0.75e-6:,.1f} "
+                   "GB); replay it on a Dask cluster (--scheduler), or ask with --replay.")
+
+
+__all__ = ["REPLAY_MAX_EVENTS", "JobAnswers", "job_answers", "replay_fits"]

@@ -70,6 +70,8 @@ def findings(ctx: Context, s: Section) -> None:
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
     else:
         _finding_items(ctx, s, df)
+    if ctx.answers.replay_note:
+        s.notes.append(ctx.answers.replay_note)
     coverage_tables(ctx, s)
 
 
@@ -90,7 +92,8 @@ def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
             rule=str(row["rule"]), subject=display_name(str(row["subject"] or ""))))
     s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
                              columns=["rule", "severity", "ranks", "steps", "est_saving(us)",
-                                      "share_pctg", "subject", "section"]))
+                                      "saving_low(us)", "saving_high(us)", "saving_source",
+                                      "change", "share_pctg", "subject", "section"]))
 
 
 def coverage_tables(ctx: Context, s: Section) -> None:
