@@ -144,7 +144,9 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         from hta.analysis.whatif.findings import findings_with_changes
 
         answers[1] = replace(found, findings=findings_with_changes(found.findings, None))
-    return JobAnswers(*answers, replay_note=note)
+    overview, findings, category, ops, unclassified, summary = answers
+    return JobAnswers(overview, findings, category, ops, unclassified, summary,
+                      replay_note=note)
 
 
 #: Above this many events, a job not on Dask is not replayed by default: the job graph of
