@@ -178,14 +178,11 @@ def run(args: argparse.Namespace) -> int:
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
     out = Printer()
-    print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
-                   (coverage, unexplained, n_unclassified))
-    print_step_bound(out, bound, bound_note, len(overview.ranks))
     note = answers.replay_note or (None if args.no_replay else uncertainty_note(
         analyzer, efficiency.cpu_only))
-    if note:
-        out.line(printable(note, 600), style="yellow")
-        out.line()
+    print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
+                   (coverage, unexplained, n_unclassified), replay_note=note)
+    print_step_bound(out, bound, bound_note, len(overview.ranks))
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)
@@ -306,13 +303,17 @@ def _flag_style(row: dict[str, Any]) -> str | None:
 
 def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trace_dir: str,
                    iterations: list[int] | None, findings: pd.DataFrame | None = None,
-                   coverage: tuple[pd.DataFrame, pd.DataFrame, int] | None = None) -> None:
-    """The header line, the top findings and their coverage (when given) and the four
-    tables."""
+                   coverage: tuple[pd.DataFrame, pd.DataFrame, int] | None = None,
+                   replay_note: str | None = None) -> None:
+    """The header line, the top findings (with the sentence on their replay, when
+    given) and their coverage (when given) and the four tables."""
     ranks = overview.ranks
     out.line(_header(analyzer.metadata(), ranks, trace_dir, iterations), style="bold")
     out.line()
     print_findings(out, findings)
+    if replay_note and findings is not None and len(findings):
+        out.line(printable(replay_note, 600), style="yellow")
+        out.line()
     rows = ranks.to_dict("records")
     if is_cpu_only(overview):
         print_cpu_only(out, rows)
