@@ -179,3 +179,19 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(
             pages.append(re.sub(r"\d{4}-\d\d-\d\d[ T][\d:]+", "", out.read_text()))
         assert "What bounds the step" in pages[1] and pages[0] == pages[1]
         cluster_command.close_clients()
+
+
+def test_a_change_matching_no_work_is_refused_on_dask_too(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from dask_cases import local_client
+
+    from hta.errors import ChangeMatchesNothingError
+
+    generate_job(tmp_path, ranks=2, steps=2, kernels_per_step=30)
+    with local_client() as client:
+        remote = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False,
+                               client=client)
+        with pytest.raises(ChangeMatchesNothingError, match="kernels:nomatch"):
+            remote.what_if("kernels:nomatch*0.5")
+        assert len(remote.what_if("kernels:gemm*0.5"))
+        remote.close()

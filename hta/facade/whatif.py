@@ -61,7 +61,8 @@ class WhatIfMixin:
 
     def _whatif_predict(self, changes: Iterable[str | Change] | str | Change | None,
                         modelled: bool = True,
-                        windows: dict[int, tuple[int, int]] | None = None) -> pd.DataFrame:
+                        windows: dict[int, tuple[int, int]] | None = None,
+                        check: bool = True) -> pd.DataFrame:
         """The what-if table: on a job whose ranks live on Dask workers, per-rank replays
         coupled through the collectives' times (only those travel); else the job graph
         in this process. Both give the same table."""
@@ -71,9 +72,10 @@ class WhatIfMixin:
         rules = getattr(self, "rules", None)
         if getattr(self.t, "keeps_remotely", False):
             kept, coupling = self._whatif_coupled()
-            return coupled_predict(kept, coupling, changes, rules, modelled)
+            return coupled_predict(kept, coupling, changes, rules, modelled, check=check)
         jg, base = self._whatif_job()
-        return predict(jg, changes, rules, base=base, modelled=modelled, windows=windows)
+        return predict(jg, changes, rules, base=base, modelled=modelled, windows=windows,
+                       check=check)
 
     def what_if(self, changes: Iterable[str | Change] | str | Change | None = None
                 ) -> pd.DataFrame:
@@ -184,8 +186,9 @@ class WhatIfMixin:
         done: dict[Any, Any] = self.__dict__.setdefault("_step_bound_cache", {})
         if key not in done or (each_step and not done[key][0]):
             if getattr(self.t, "keeps_remotely", False):
-                found = step_bound_of(self._whatif_predict, self.get_job_critical_path,
-                                      steps, each_step)
+                found = step_bound_of(
+                    lambda c, m: self._whatif_predict(c, m, check=False),
+                    self.get_job_critical_path, steps, each_step)
             else:
                 jg, base = self._whatif_job()
                 found = job_step_bound(jg, base, getattr(self, "rules", None), steps,

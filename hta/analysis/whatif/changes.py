@@ -56,6 +56,7 @@ import numpy as np
 from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.errors import ChangeMatchesNothingError
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 
 #: Changes that take no argument.
@@ -223,20 +224,24 @@ def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = N
     """Raise :class:`~hta.errors.ChangeMatchesNothingError` for the first change of
     :data:`TARGETED` that leaves every edge of ``jg`` as it is (it found no work);
     ``edits``: those of the one change, when already made."""
-    from hta.errors import ChangeMatchesNothingError
-
     for ch in changes:
         if ch.kind not in TARGETED:
             continue
         e = edits if edits is not None and len(changes) == 1 else apply(jg, [ch], rules)
         if e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay):
-            what = TARGETED[ch.kind]
-            if ch.kind in GPU_TARGETS and not any(_gpu_rows(i, jg).size
-                                                  for i in range(len(jg.ranks))):
-                what = "these traces hold no GPU work (a CPU-only profile)"
-            raise ChangeMatchesNothingError(
-                f"{ch}: matches no work in these traces ({what}); a prediction would be no "
-                "change")
+            raise no_work_error(ch, any(_gpu_rows(i, jg).size for i in range(len(jg.ranks))))
+
+
+def no_work_error(ch: Change, gpu_work: bool) -> ChangeMatchesNothingError:
+    """The error of a targeted change ``ch`` that found no work (``gpu_work``: whether the
+    traces hold any)."""
+    from hta.errors import ChangeMatchesNothingError
+
+    what = TARGETED[ch.kind]
+    if ch.kind in GPU_TARGETS and not gpu_work:
+        what = "these traces hold no GPU work (a CPU-only profile)"
+    return ChangeMatchesNothingError(
+        f"{ch}: matches no work in these traces ({what}); a prediction would be no change")
 
 
 # -- helpers --------------------------------------------------------------------------------

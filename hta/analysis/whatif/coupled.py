@@ -264,7 +264,7 @@ class Coupling:
 def coupled_predict(ranks: RankValues, coupling: Coupling,
                     changes: Iterable[str | Change] | str | Change | None = None,
                     rules: RuleSet | None = None, modelled: bool = True,
-                    max_rounds: int | None = None) -> pd.DataFrame:
+                    max_rounds: int | None = None, check: bool = True) -> pd.DataFrame:
     """:func:`hta.analysis.whatif.predict`'s table from per-rank replays coupled through
     the release times (module docstring). ``ranks``: the :class:`CoupledRank` of every
     rank, kept where it lives; ``coupling``: :class:`Coupling` of their instances.
@@ -281,6 +281,8 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
             for seg, total in part.items():
                 by_seg.setdefault(seg, []).append(total)
         medians = {k: float(np.median(v)) for k, v in by_seg.items()}
+    if check:
+        check_coupled_targets(ranks, coupling, parsed, rules, medians)
     base = _settled(ranks, coupling, "base", max_rounds)
     changed = solve(ranks, coupling, Request("changed", np.zeros(0), parsed, rules, medians),
                     coupling.release.get("base"), max_rounds) if parsed else base
@@ -291,6 +293,38 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
         mod = strict[rank].replayed if strict is not None else np.full(b.steps.size, np.nan)
         parts.append((rank, b.steps, b.measured, b.replayed, c.replayed, mod))
     return assemble(parts, inferred_shares(ranks, coupling))
+
+
+def rank_touched(cr: CoupledRank, ask: tuple[tuple[Change, ...], RuleSet | None,
+                                            Mapping[int, float] | None]) -> list[bool]:
+    """Per change of ``ask`` (changes, rules, segment medians), whether it changes any edge
+    of this rank's graph (run where the rank is kept)."""
+    from hta.analysis.whatif.changes import apply
+
+    changes, rules, medians = ask
+    jg = cr.jg
+    out = []
+    for ch in changes:
+        e = apply(jg, [ch], rules, medians)
+        out.append(not (e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay)))
+    return out
+
+
+def check_coupled_targets(kept: RankValues, coupling: Coupling, changes: tuple[Change, ...],
+                          rules: RuleSet | None, medians: Mapping[int, float] | None) -> None:
+    """:func:`hta.analysis.whatif.changes.check_targets` over ranks kept where they live:
+    a targeted change that changes no rank's graph raises
+    :class:`~hta.errors.ChangeMatchesNothingError`."""
+    from hta.analysis.whatif.changes import TARGETED, no_work_error
+
+    targeted = tuple(c for c in changes if c.kind in TARGETED)
+    if not targeted:
+        return
+    answers = kept.map(rank_touched, {r: (targeted, rules, medians)
+                                      for r in coupling.rank_inst}, "What-if: targets")
+    for k, ch in enumerate(targeted):
+        if not any(flags[k] for flags in answers.values()):
+            raise no_work_error(ch, gpu_work=True)
 
 
 def inferred_shares(kept: RankValues, coupling: Coupling) -> dict[int, float]:
