@@ -340,3 +340,18 @@ def test_fused_optimizer_submits_its_kernels_at_once(tmp_path: Path) -> None:
     with pytest.raises(ChangeMatchesNothingError, match="Optimizer.step"):
         b.what_if("fused-optimizer")
     assert len(a.what_if("fused-optimizer"))  # the fused trace still has its span
+
+
+def test_cuda_graphs_leave_graphed_kernels_alone(tmp_path: Path) -> None:
+    def graphed(s: Sim, k: int) -> None:
+        c = s.cpu
+        ts = max(c + LAT, s.free + GAP)
+        gpu = [(f"gemm_{i}", ts + i * 9_000, 8_000, 7) for i in range(6)]
+        s.b.graph_launch(gpu, cpu_ts=c, cpu_dur=3_000)
+        s.free = gpu[-1][1] + 8_000
+        s.cpu = c + 3_000 + OP_GAP
+
+    a = Sim().steps(3, graphed).load(tmp_path)
+    t = a.what_if("cuda-graphs")
+    # only the graph launch's own 3 µs of host time goes; its kernels already replay
+    assert np.allclose(t["predicted(us)"], t["replayed(us)"], atol=3.5)

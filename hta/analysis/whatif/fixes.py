@@ -32,7 +32,7 @@
     where the trace shows less). The host time inside the operators that launch GPU work
     (their dispatch, from their start to their end on the thread) becomes 0. Python
     between operators, data loading and host waits for the GPU stay; outside steps a
-    kernel keeps its launch edge.
+    kernel keeps its launch edge, and so does a kernel a graph launch already replays.
 ``fused-optimizer``
     The optimizer's many small kernels become the fused optimizer's: the kernels launched
     inside an ``Optimizer.step#...`` span keep their execution time (the same bytes to
@@ -75,6 +75,8 @@ from hta.model.rules import KIND_CODE, RuleSet
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
 #: The optimizer's step, as ``torch.optim`` labels it (``Optimizer.step#AdamW.step``).
 OPTIMIZER = re.compile(r"^Optimizer\.step#")
+#: Launches of a captured graph: their kernels are graphed already.
+GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 #: The least time between two kernels of a replayed CUDA graph on one stream (ns).
 GRAPH_NODE_NS = 1_000
 _CPU_OP = KIND_CODE["cpu_op"]
@@ -294,7 +296,9 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
     kernels = jg.dst[launch_edges]
     it = ev["iteration"].to_numpy()[jg.node_row[kernels]]
     steps = g.steps.set_index("step")
-    in_step = np.isin(it, steps.index.to_numpy())
+    graphed = np.array([GRAPH_LAUNCH.search(rt.symbols[n]) is not None
+                        for n in ev["name"].to_numpy()[calls].tolist()], dtype=bool)
+    in_step = np.isin(it, steps.index.to_numpy()) & ~graphed  # graphs already replay
     if not in_step.any():
         return
     calls, kernels, it, launch_edges = (calls[in_step], kernels[in_step], it[in_step],
