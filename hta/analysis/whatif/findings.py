@@ -37,9 +37,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from hta.analysis.whatif.changes import Change
 
 #: Columns added to the findings table.
 SAVING_COLUMNS = ["change", "saving_source", "saving_low(us)", "saving_high(us)",
@@ -103,12 +107,13 @@ def _literal(text: str) -> str:
     return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", text)
 
 
-def conservative(change: str) -> str | None:
-    """The change's conservative variant for the low end of the range, if it has one."""
+def conservative(change: str) -> Change | None:
+    """The change's conservative variant for the low end of the range, if it has one:
+    ``dtype:`` with the GEMMs bound by memory (half their time)."""
     from hta.analysis.whatif.changes import Change
 
     if change.startswith("dtype:"):
-        return Change("dtype", change.split(":", 1)[1], 0.5)  # type: ignore[return-value]
+        return Change("dtype", change.split(":", 1)[1], 0.5)
     return None
 
 
