@@ -245,7 +245,7 @@ def format_predictions(predictions: pd.DataFrame) -> list[str]:
         measured = (f"measured {time_text(r['measured(us)'])} shorter" if
                     r["measured(us)"] >= 0 else
                     f"measured {time_text(-r['measured(us)'])} longer")
-        noise = (f" (within the steps' noise, ±{time_text(2 * r['step_spread(us)'])})"
+        noise = (f" (within the noise of the steps' mean, ±{time_text(2 * r['step_spread(us)'])})"
                  if r["status"] == "noise" else "")
         if r["status"] == "unchanged":
             measured = "measured no change of the step"

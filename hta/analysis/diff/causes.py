@@ -19,10 +19,11 @@ row per cause that changed, columns :data:`COLUMNS`:
   their GPU time per step; the :data:`TOP` largest each way, at least :data:`MIN_SHARE`
   of the step.
 
-**Noise.** ``spread(us)`` is the larger of the two sides' run-to-run spread of the row's
-time per step: the standard deviation of its per-step values across the analysed steps
-(0 with one step). A row whose ``|delta(us)|`` is at most twice the spread has verdict
-``noise`` (a count that changed is never noise: a call that is gone is gone).
+**Noise.** ``spread(us)`` is the standard error of the difference of the two means:
+``sqrt(s_c^2 / n_c + s_t^2 / n_t)``, ``s`` the standard deviation of the row's time across
+a side's analysed (rank, step) slots and ``n`` their number (0 with one slot each). A row
+whose ``|delta(us)|`` is at most twice that has verdict ``noise`` (a count that changed is
+never noise: a call that is gone is gone).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class _Side:
 
     def table(self, kind: str) -> pd.DataFrame:
         """Per key: ``count`` and ``time`` per step (mean over the slots), ``spread`` (the
-        standard deviation of the time per slot), and ``bytes`` per step for copies."""
+        standard error of that mean: the standard deviation of the time per slot over the
+        square root of the number of slots), and ``bytes`` per step for copies."""
         parts = getattr(self, kind)
         if not parts:
             return pd.DataFrame(columns=["count", "time", "spread", "bytes"])
@@ -128,8 +130,9 @@ class _Side:
                                            sorted(set(self.slots))], names=["key", "slot"])
         by_slot = by_slot.reindex(full, fill_value=0)
         g = by_slot.groupby(level="key")
+        n = len(set(self.slots)) or 1
         return pd.DataFrame({"count": g["count"].mean(), "time": g["time"].mean(),
-                             "spread": g["time"].std(ddof=0).fillna(0.0),
+                             "spread": g["time"].std(ddof=0).fillna(0.0) / np.sqrt(n),
                              "bytes": g["bytes"].mean()})
 
 
@@ -148,8 +151,7 @@ def _row(cause: str, what: str, a: pd.Series | None, b: pd.Series | None, verdic
          note: str = "") -> dict[str, object]:
     ta = float(a["time"]) / 1e3 if a is not None else 0.0
     tb = float(b["time"]) / 1e3 if b is not None else 0.0
-    spread = max(float(a["spread"]) if a is not None else 0.0,
-                 float(b["spread"]) if b is not None else 0.0) / 1e3
+    spread = _standard_error(a, b) / 1e3
     return {"cause": cause, "what": what,
             "control": float(a["count"]) if a is not None else 0.0,
             "test": float(b["count"]) if b is not None else 0.0,
@@ -160,9 +162,14 @@ def _row(cause: str, what: str, a: pd.Series | None, b: pd.Series | None, verdic
 def _noise(a: pd.Series | None, b: pd.Series | None) -> bool:
     ta = float(a["time"]) if a is not None else 0.0
     tb = float(b["time"]) if b is not None else 0.0
-    spread = max(float(a["spread"]) if a is not None else 0.0,
-                 float(b["spread"]) if b is not None else 0.0)
-    return abs(tb - ta) <= 2 * spread
+    return abs(tb - ta) <= 2 * _standard_error(a, b)
+
+
+def _standard_error(a: pd.Series | None, b: pd.Series | None) -> float:
+    """The standard error of the difference of the two sides' means (ns)."""
+    sa = float(a["spread"]) if a is not None else 0.0
+    sb = float(b["spread"]) if b is not None else 0.0
+    return float(np.hypot(sa, sb))
 
 
 def _sync_rows(c: pd.DataFrame, t: pd.DataFrame) -> list[dict[str, object]]:
@@ -253,14 +260,15 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
     its replay predicted per step (with its range) against the step time the test job
     really lost (``measured(us)``: mean control step - mean test step, to completion;
     the whole step, so every change between the jobs is in it). ``status``: ``unchanged``
-    when the steps did not move, ``noise`` when the measured change is within twice the
-    larger standard deviation of the two jobs' steps, else ``improved`` or
-    ``regressed``."""
+    when the steps did not move, ``noise`` when the measured change is within twice its
+    standard error (``step_spread(us)``: from the two jobs' steps' standard deviations and
+    numbers), else ``improved`` or ``regressed``."""
     rows: list[dict[str, object]] = []
     if not len(control_steps) or not len(test_steps):
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
     measured = float(control_steps.mean() - test_steps.mean())
-    spread = max(float(control_steps.std()), float(test_steps.std()))
+    spread = float(np.hypot(control_steps.std() / np.sqrt(len(control_steps)),
+                            test_steps.std() / np.sqrt(len(test_steps))))
     status = "unchanged" if measured == 0 else "noise" if abs(measured) <= 2 * spread \
         else "improved" if measured > 0 else "regressed"
     gone = comparison[comparison["status"] == "disappeared"]
