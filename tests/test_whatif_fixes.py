@@ -218,20 +218,26 @@ BF16_ADD = ("void at::native::vectorized_elementwise_kernel<4, "
             "at::native::AddFunctor<c10::BFloat16>>")
 
 
-def _gpu_bound(gemm: str, gemm_ns: int, add: str, add_ns: int) -> Callable[[Sim, int], None]:
+def _gpu_bound(gemm: str, gemm_ns: int, add: str, add_ns: int,
+               conv: str = "volta_scudnn_128x64_relu_interior_nn_v1",
+               conv_ns: int = 0) -> Callable[[Sim, int], None]:
     def body(s: Sim, k: int) -> None:
         for _ in range(3):
             s.op("aten::mm", 5_000, gemm, gemm_ns)
             s.op("aten::add", 5_000, add, add_ns)
+            if conv_ns:
+                s.op("aten::cudnn_convolution", 5_000, conv, conv_ns)
     return body
 
 
 def test_dtype_bf16_at_the_parts_rate(tmp_path: Path) -> None:
     ratio = 19.5 / 312.0  # A100: fp32 vector vs bf16 tensor peak (the peak table)
     before = Sim(A100).steps(4, _gpu_bound("ampere_sgemm_128x64_nn", 800_000, FP32_ADD,
-                                           100_000))
+                                           100_000, conv_ns=400_000))
     after = Sim(A100).steps(4, _gpu_bound("ampere_bf16_s16816gemm_bf16_128x64_nn",
-                                          int(800_000 * ratio), BF16_ADD, 50_000))
+                                          int(800_000 * ratio), BF16_ADD, 50_000,
+                                          "sm80_xmma_fprop_implicit_gemm_bf16",
+                                          int(400_000 * ratio)))
     measured, pred, actual = predicted_vs_after(before, after, "dtype:bf16", tmp_path)
     assert pred < 0.3 * measured
     close(pred, actual)

@@ -209,7 +209,7 @@ TARGETED = {
     "pinned-copies": "no copy from or to pageable host memory",
     "workers": "no data-loader span",
     "no-data-loader": "no data-loader span",
-    "dtype": "no fp32 GEMM or fp32 elementwise kernel",
+    "dtype": "no fp32 GEMM, convolution or elementwise kernel",
     "fused-optimizer": "no kernel launched inside an Optimizer.step span",
     "no-stragglers": "no rank's GPU computation between two collectives runs longer than "
                      "the median across ranks",
