@@ -62,9 +62,10 @@ class FindingsMixin:
         ``gpu-time``). The replay builds the job graph of every rank in this process
         (about 0.75 kB per event) unless the job runs on a Dask client: on a job of
         millions of events pass ``replay=False``, or load it with ``client=``
-        (``hta summary`` does so itself above 4M events). Each rule: :meth:`describe_findings_rules` and the documentation
-        page *Findings*. ``min_share`` drops findings smaller than that share of the
-        analysed time (default 0.5%) before the replay. What they leave unexplained:
+        (``hta summary`` does so itself above 4M events). Each rule:
+        :meth:`describe_findings_rules` and the documentation page *Findings*.
+        ``min_share`` drops findings smaller than that share of the analysed time
+        (default 0.5%) before the replay. What they leave unexplained:
         :meth:`get_findings_coverage`.
         """
         found = self._findings(ranks, iterations, min_share).findings
