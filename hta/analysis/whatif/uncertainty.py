@@ -13,7 +13,8 @@ Per rank of a job graph (:func:`replay_uncertainty`):
   on guesses. The range of a finding's saving widens by this share of the saving
   (:mod:`hta.analysis.whatif.findings`);
 * ``uncertain`` and ``why``: a sentence when a rank has unresolved synchronizations on
-  more than :data:`UNRESOLVED_SHARE` of its blocking calls or more than
+  more than :data:`UNRESOLVED_SHARE` of its blocking calls whose inferred waits bind
+  some of the schedule (over :data:`BINDING_FLOOR` of its binding edges), or more than
   :data:`INFERRED_SHARE` of its binding edges inferred; "" otherwise.
 """
 
@@ -29,8 +30,10 @@ COLUMNS = ["rank", "unresolved_syncs", "inferred_edges", "binding_edges",
            "inferred_binding_pctg", "uncertain", "why"]
 #: Above this share of binding edges inferred, a replay is uncertain.
 INFERRED_SHARE = 0.05
-#: Above this share of unresolved synchronizations among the sync edges, uncertain.
+#: Above this share of unresolved synchronizations among the sync edges, uncertain...
 UNRESOLVED_SHARE = 0.05
+#: ... when the waits inferred for them bind more than this share of the schedule.
+BINDING_FLOOR = 0.001
 _UNRESOLVED = "synchronizations that could not be resolved"
 
 
@@ -60,7 +63,7 @@ def rank_uncertainty(g: RankGraph) -> dict[str, object]:
     share = inf_binding / binding if binding else 0.0
     n_sync = int(np.count_nonzero(g.type == EDGE["sync"])) + unresolved
     why = []
-    if n_sync and unresolved / n_sync > UNRESOLVED_SHARE:
+    if n_sync and unresolved / n_sync > UNRESOLVED_SHARE and share > BINDING_FLOOR:
         why.append(f"{unresolved:,} synchronizations the trace does not tie to the GPU "
                    "work they waited for")
     if share > INFERRED_SHARE:
