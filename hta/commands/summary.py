@@ -42,8 +42,6 @@ from hta.commands.summary_bound import (
     add_step_bound_option,
     print_step_bound,
     step_bound,
-    uncertainty_note,
-    uncertainty_records,
 )
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
@@ -140,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     """Load the job and print the overview."""
     from hta.model.selection import Selection
     from hta.report.answers import job_answers
+    from hta.report.sections_whatif import replay_uncertainty_rows, uncertainty_note
 
     device = device_arg(args.device)
     analyzer = load(args)
@@ -170,16 +169,16 @@ def run(args: argparse.Namespace) -> int:
         payload["capture_merge"] = records(capture) if capture is not None else None
         payload["step_bound"] = bound
         payload["step_bound_note"] = bound_note
-        replayed = not args.no_replay and not answers.replay_note
-        payload["replay_uncertainty"] = uncertainty_records(
-            analyzer, efficiency.cpu_only) if replayed else None
+        replayed = not (args.no_replay or answers.replay_note or efficiency.cpu_only)
+        payload["replay_uncertainty"] = replay_uncertainty_rows(analyzer) if replayed \
+            else None
         payload["replay_note"] = answers.replay_note
         print(dumps(payload))
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
     out = Printer()
-    note = answers.replay_note or (None if args.no_replay else uncertainty_note(
-        analyzer, efficiency.cpu_only))
+    note = answers.replay_note or (None if args.no_replay or efficiency.cpu_only
+                                   else uncertainty_note(analyzer))
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified), replay_note=note)
     print_step_bound(out, bound, bound_note, len(overview.ranks))

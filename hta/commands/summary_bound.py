@@ -3,9 +3,7 @@ the step with that rank alone at the median across ranks, and the replay's error
 (:mod:`hta.report.sections_whatif`; figures of
 :func:`hta.analysis.whatif.jobpath.job_step_bound`). Jobs of two or more ranks with
 ``ProfilerStep`` only, and only with ``--step-bound``: the replay adds a third to the
-summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``). Also the
-sentence saying when the replay behind the findings' savings is uncertain
-(:func:`uncertainty_note`)."""
+summary's time on a job of 8 ranks of 100k events (``docs/analyses/whatif.md``)."""
 
 from __future__ import annotations
 
@@ -56,33 +54,6 @@ def step_bound(analyzer: Analyzer, iterations: list[int] | None, wanted: bool = 
     return (bound, "") if bound is not None else (None, "the replay found no step to bound")
 
 
-def uncertainty_records(analyzer: Analyzer, cpu_only: bool) -> list[dict[str, Any]] | None:
-    """Per rank, what the replay behind the findings' savings guesses
-    (``TraceAnalysis.get_replay_uncertainty``); None for a CPU-only job or when it
-    fails (the summary goes on)."""
-    if cpu_only:
-        return None
-    try:
-        return analyzer.get_replay_uncertainty().to_dict("records")
-    except Exception as exc:  # noqa: BLE001 - one analysis must not sink the summary
-        logger.warning("replay uncertainty failed: %s", exc, exc_info=True)
-        return None
-
-
-def uncertainty_note(analyzer: Analyzer, cpu_only: bool) -> str | None:
-    """The sentence saying the replay behind the savings is uncertain, and why; None when
-    it is not (or cannot be told)."""
-    from hta.analysis.whatif.uncertainty import uncertainty_line
-
-    if cpu_only:
-        return None
-    try:
-        return uncertainty_line(analyzer.get_replay_uncertainty())
-    except Exception as exc:  # noqa: BLE001 - one analysis must not sink the summary
-        logger.warning("replay uncertainty failed: %s", exc, exc_info=True)
-        return None
-
-
 def print_step_bound(out: Printer, bound: dict[str, Any] | None, note: str,
                      n_ranks: int) -> None:
     """The two lines (a job of several ranks with steps), else one line saying why not
@@ -100,5 +71,4 @@ def print_step_bound(out: Printer, bound: dict[str, Any] | None, note: str,
     out.line()
 
 
-__all__ = ["add_step_bound_option", "print_step_bound", "step_bound", "uncertainty_note",
-           "uncertainty_records"]
+__all__ = ["add_step_bound_option", "print_step_bound", "step_bound"]

@@ -6,8 +6,6 @@ and the stragglers. Each ``name(ctx, section)`` fills its
 
 from __future__ import annotations
 
-import logging
-
 import pandas as pd
 
 from hta.report.context import Context, FindingItem, Section, doc, table_of
@@ -19,7 +17,6 @@ NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
 
-logger = logging.getLogger(__name__)
 
 
 def job_sentence(ctx: Context) -> str:
@@ -77,22 +74,12 @@ def findings(ctx: Context, s: Section) -> None:
     if ctx.answers.replay_note:
         s.notes.append(ctx.answers.replay_note)
     elif not df.empty and (df["saving_source"] == "replay").any():
-        uncertain = _uncertainty(ctx)
+        from hta.report.sections_whatif import uncertainty_note
+
+        uncertain = uncertainty_note(ctx.analyzer)
         if uncertain:
             s.notes.append(uncertain)
     coverage_tables(ctx, s)
-
-
-def _uncertainty(ctx: Context) -> str | None:
-    """The sentence saying the replay behind the savings is uncertain (None when it is
-    not, or when it cannot be told: logged)."""
-    from hta.analysis.whatif.uncertainty import uncertainty_line
-
-    try:
-        return uncertainty_line(ctx.analyzer.get_replay_uncertainty())
-    except Exception as exc:  # noqa: BLE001 - the report goes on without the sentence
-        logger.warning("replay uncertainty failed: %s", exc, exc_info=True)
-        return None
 
 
 def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:

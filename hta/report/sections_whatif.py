@@ -12,6 +12,7 @@ replay's error against the measured steps. Shown for jobs of two or more ranks w
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hta.report.analyzer import Analyzer
@@ -94,3 +95,28 @@ def step_bound(ctx: Context, s: Section) -> None:
         "at_median(us)", "saving_at_median(us)"]))
 
 __all__ = ["bound_lines", "step_bound", "step_bound_note"]
+
+
+def replay_uncertainty_rows(analyzer: Analyzer) -> list[dict[str, Any]] | None:
+    """Per rank, what the replay behind the findings' savings guesses
+    (``TraceAnalysis.get_replay_uncertainty``); None when it fails (logged: the summary
+    and the report go on without it)."""
+    try:
+        return analyzer.get_replay_uncertainty().to_dict("records")
+    except Exception as exc:  # noqa: BLE001 - one analysis must not sink the others
+        logging.getLogger(__name__).warning("replay uncertainty failed: %s", exc,
+                                            exc_info=True)
+        return None
+
+
+def uncertainty_note(analyzer: Analyzer) -> str | None:
+    """The sentence saying the replay behind the savings is uncertain, and why
+    (:func:`hta.analysis.whatif.uncertainty.uncertainty_line`); None when it is not, or
+    cannot be told."""
+    import pandas as pd
+
+    from hta.analysis.whatif.uncertainty import COLUMNS, uncertainty_line
+
+    rows = replay_uncertainty_rows(analyzer)
+    return None if rows is None else uncertainty_line(pd.DataFrame(rows, columns=COLUMNS))
+

@@ -423,18 +423,24 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
 
 
 def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
-    sync = jg.type == EDGE["sync"]
     waiting = np.zeros(jg.num_nodes, dtype=bool)
-    waiting[jg.dst[sync]] = True
-    edits.keep &= ~sync
+    waiting[jg.dst[jg.type == EDGE["sync"]]] = True
     for i, g in enumerate(jg.ranks):
         mine = np.flatnonzero((jg.node_pos == i) & ~jg.node_is_start)
         codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
         waiting[mine[codes == KIND_CODE["runtime_sync"]]] = True
-    cpu = (jg.type == EDGE["cpu"]) & waiting[jg.dst]
-    for i, g in enumerate(jg.ranks):
-        m = cpu & (jg.node_pos[jg.dst] == i)
-        edits.delay[m] = np.minimum(edits.delay[m], float(g.floor[EDGE["cpu"]]))
+    unblock_nodes(jg, edits, waiting)
+
+
+def unblock_nodes(jg: JobGraph, edits: Edits, waiting: np.ndarray) -> None:
+    """The nodes marked in ``waiting`` (the ends of blocking calls) no longer wait for the
+    GPU: the ``sync`` edges into them go, and the ``cpu`` edges into them take at most
+    their rank's usual CPU step (its ``cpu`` floor)."""
+    into = waiting[jg.dst]
+    edits.keep &= ~((jg.type == EDGE["sync"]) & into)
+    cpu = np.flatnonzero((jg.type == EDGE["cpu"]) & into)
+    floor = np.asarray([g.floor[EDGE["cpu"]] for g in jg.ranks], dtype=np.float64)
+    edits.delay[cpu] = np.minimum(edits.delay[cpu], floor[jg.node_pos[jg.dst[cpu]]])
 
 
 def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:

@@ -37,10 +37,11 @@
     The optimizer's many small kernels become the fused optimizer's: the kernels launched
     inside an ``Optimizer.step#...`` span keep their execution time (the same bytes to
     read and write) but are all submitted at the span's start (the rank's usual launch
-    latency after it), run back to back on their streams (at most :data:`GRAPH_NODE_NS`
-    apart), and the host time of their launch calls and of the operators that launch
-    them goes. An upper bound of what fusing saves in launches and gaps; the per-kernel
-    cost inside a small kernel stays.
+    latency after it), run one after another on their streams (at least
+    :data:`GRAPH_NODE_NS` apart, less where the trace shows less), and the host time of
+    their launch calls and of the operators that launch them goes. An upper bound of
+    what fusing saves in launches and gaps; the per-kernel cost inside a small kernel
+    stays.
 ``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
     fp32 GEMM kernels (the ``fp32_gemm`` finding's names) and cuDNN convolutions on fp32
     (:data:`FP32_CONV`) run at the part's rate for that type: their time is multiplied
@@ -67,6 +68,7 @@ from hta.analysis.whatif.changes import (
     _scale_end_edges,
     _zero_cpu_inside,
     register,
+    unblock_nodes,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.model.rules import KIND_CODE, RuleSet
@@ -122,20 +124,35 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
 
 
 def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
-    """The calls of ``rows`` (rank position ``i``) no longer wait for the GPU: the
-    ``sync`` edges into their end nodes go, and the ``cpu`` edges into them take at most
-    the rank's usual CPU step."""
-    g = jg.ranks[i]
-    local = g.end_node[rows]
+    """The calls of ``rows`` (rank position ``i``) no longer wait for the GPU
+    (:func:`~.changes.unblock_nodes` on their end nodes)."""
+    local = jg.ranks[i].end_node[rows]
     local = local[local >= 0]
-    if not local.size:
-        return
-    waiting = np.zeros(jg.num_nodes, dtype=bool)
-    waiting[jg.global_node(i, local)] = True
-    into = waiting[jg.dst]
-    edits.keep &= ~((jg.type == EDGE["sync"]) & into)
-    cpu = (jg.type == EDGE["cpu"]) & into
-    edits.delay[cpu] = np.minimum(edits.delay[cpu], float(g.floor[EDGE["cpu"]]))
+    if local.size:
+        waiting = np.zeros(jg.num_nodes, dtype=bool)
+        waiting[jg.global_node(i, local)] = True
+        unblock_nodes(jg, edits, waiting)
+
+
+def submit_at(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray,
+              release: np.ndarray) -> None:
+    """GPU work submitted ahead (a CUDA graph, a fused launch): each kernel of
+    ``launch_edges`` (rank position ``i``) waits for ``release`` (global nodes, one per
+    edge), the rank's usual launch latency, instead of its own launch call, and starts at
+    least :data:`GRAPH_NODE_NS` after the work before it on its stream (less where the
+    trace shows less)."""
+    g = jg.ranks[i]
+    kernels = jg.dst[launch_edges]
+    edits.keep[launch_edges] = False
+    edits.add_src.append(release)
+    edits.add_dst.append(kernels)
+    edits.add_delay.append(np.full(kernels.size, float(g.floor[EDGE["launch"]])))
+    released = np.zeros(jg.num_nodes, dtype=bool)
+    released[kernels] = True
+    stream = np.flatnonzero((jg.type == EDGE["stream"]) & released[jg.dst])
+    measured = (jg.node_ts[jg.dst[stream]] - jg.node_ts[jg.src[stream]]).astype(np.float64)
+    edits.delay[stream] = np.maximum(edits.delay[stream],
+                                     np.minimum(GRAPH_NODE_NS, measured))
 
 
 # -- no-sync:SITE -----------------------------------------------------------------------------
@@ -267,11 +284,6 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
         at = launch[jg.node_pos[jg.dst[launch]] == i]
         if at.size and len(g.steps):
             _release_graphed(jg, edits, i, at)
-    # one kernel after another on a stream: at least the graph's per-node cost
-    stream = (jg.type == EDGE["stream"]) & (jg.node_pos[jg.dst] >= 0)
-    measured = (jg.node_ts[jg.dst] - jg.node_ts[jg.src]).astype(np.float64)
-    edits.delay[stream] = np.maximum(edits.delay[stream],
-                                     np.minimum(GRAPH_NODE_NS, measured[stream]))
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         codes = rt.events["kind"].cat.codes.to_numpy()
@@ -300,8 +312,9 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
     kernels = jg.dst[launch_edges]
     it = ev["iteration"].to_numpy()[jg.node_row[kernels]]
     steps = g.steps.set_index("step")
+    names, inv = np.unique(ev["name"].to_numpy()[calls], return_inverse=True)
     graphed = np.array([GRAPH_LAUNCH.search(rt.symbols[n]) is not None
-                        for n in ev["name"].to_numpy()[calls].tolist()], dtype=bool)
+                        for n in names.tolist()], dtype=bool)[inv.reshape(-1)]
     in_step = np.isin(it, steps.index.to_numpy()) & ~graphed  # graphs already replay
     if not in_step.any():
         return
@@ -329,10 +342,7 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
             inside = (j >= 0) & (reach[np.clip(j, 0, None)] >= ts[calls[mine]])
             release[mine[inside]] = -1
     fwd = (release >= 0) & (release < kernels)
-    edits.keep[launch_edges[fwd]] = False
-    edits.add_src.append(release[fwd])
-    edits.add_dst.append(kernels[fwd])
-    edits.add_delay.append(np.full(int(fwd.sum()), float(g.floor[EDGE["launch"]])))
+    submit_at(jg, edits, i, launch_edges[fwd], release[fwd])
 
 
 # -- fused-optimizer --------------------------------------------------------------------------
@@ -371,22 +381,13 @@ def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> 
         inside = (k >= 0) & (end[spans[kk]] >= ts[calls]) & (thread[spans[kk]] == thread[calls])
         if not inside.any():
             continue
-        # the fused kernels are launched once, when the step of the optimizer starts
-        edits.keep[at[inside]] = False
-        edits.add_src.append(jg.global_node(i, g.start_node[spans[k[inside]]]))
-        edits.add_dst.append(jg.dst[at[inside]])
-        edits.add_delay.append(np.full(int(inside.sum()), float(g.floor[EDGE["launch"]])))
-        # no host time in their launches and dispatch; back to back on their streams
+        # the fused kernels are submitted once, when the step of the optimizer starts
+        submit_at(jg, edits, i, at[inside],
+                  jg.global_node(i, g.start_node[spans[k[inside]]]))
+        # no host time in their launches and dispatch
         edits.delay[cpu_edges_within(jg, i, np.unique(calls[inside]))] = 0.0
         ops = launching_ops(parent, codes, calls[inside])
         edits.delay[cpu_edges_within(jg, i, ops[~np.isin(ops, spans)])] = 0.0
-        kernels = np.zeros(jg.num_nodes, dtype=bool)
-        kernels[jg.dst[at[inside]]] = True
-        stream = (jg.type == EDGE["stream"]) & kernels[jg.dst]
-        measured = (jg.node_ts[jg.dst] - jg.node_ts[jg.src]).astype(np.float64)
-        edits.delay[stream] = np.minimum(edits.delay[stream],
-                                         np.maximum(np.minimum(GRAPH_NODE_NS, measured[stream]),
-                                                    0.0))
 
 
 # -- dtype:TYPE -------------------------------------------------------------------------------
