@@ -22,7 +22,8 @@ does not enter the difference; it widens the range instead. The finding then has
   the replay's error on the step (``|job_replayed_k - job_measured_k|``), ``f`` the share
   of the replay's binding edges that are inferred rather than recorded
   (:func:`hta.analysis.whatif.uncertainty.replay_uncertainty`); a change with a
-  conservative variant (``dtype:``: GEMMs bound by memory) takes its saving as the low end
+  conservative variant (:func:`conservative`: ``dtype:`` with GEMMs bound by memory,
+  ``cuda-graphs`` with only the launch overhead gone) takes its saving as the low end
   when that is lower. The low end is never below 0 unless the saving is;
 * ``change``, and ``saving_source`` ``"replay"``.
 
@@ -109,11 +110,15 @@ def _literal(text: str) -> str:
 
 def conservative(change: str) -> Change | None:
     """The change's conservative variant for the low end of the range, if it has one:
-    ``dtype:`` with the GEMMs bound by memory (half their time)."""
+    ``dtype:`` with the GEMMs bound by memory (half their time); ``cuda-graphs`` with
+    only the launch overhead gone (``no-launch-overhead``: the operators' dispatch stays,
+    as where only part of the step can be captured)."""
     from hta.analysis.whatif.changes import Change
 
     if change.startswith("dtype:"):
         return Change("dtype", change.split(":", 1)[1], 0.5)
+    if change == "cuda-graphs":
+        return Change("no-launch-overhead")
     return None
 
 
