@@ -70,7 +70,8 @@ def test_real_traces_one_time_costs_are_first_calls_or_setup():
             dur = ot.end - ot.start
             assert (dur >= MIN_NS).all()
             assert (2 * ot.idle >= dur).all()
-            assert np.isin(ot.why, ["first", "first launch", "autotune", "setup", "warm-up"]).all()
+            assert np.isin(ot.why, ["first", "first launch", "autotune", "setup", "warm-up",
+                                      "allocator"]).all()
 
 
 def test_cost_in_the_window_is_held_from_every_saving(tmp_path):

@@ -15,10 +15,16 @@ kernels), and is one of:
 * the *first call* of a *top-level call* (an operator or runtime call with no operator or
   runtime call around it; Python frames and annotations do not count) whose later calls
   of the same name and recorded input shapes ran at most 1/:data:`FACTOR` of its time
-  (their median), and which spent half of its time or more in runtime calls, the longest
-  of them not a wait (a synchronising call or a synchronous copy waits on work the trace
-  may not hold; what makes a first call slow once is set-up: ``aten::conv2d`` 1.4 s the
-  first time in cuDNN's stream and event creation, a few ms after);
+  (their median; a shape called once, such as an optimizer's first parameter, is judged
+  against the later calls of its name), unless it spent half of its time or more in
+  runtime calls the longest of which is a wait (a synchronising call or a synchronous
+  copy waits on work the trace may not hold). What makes a first call slow once is
+  set-up, in runtime calls or not: ``aten::conv2d`` 1.4 s the first time in cuDNN's
+  stream and event creation, a few ms after; an optimizer's first ``aten::mul_`` 2.7 ms
+  in lazy initialisation, 10 µs after;
+* *allocator growth*: an allocation or free call (``cudaMalloc``, ``cudaFree``, ...)
+  inside a top-level call with :data:`GROWTH_LATER` or more later calls of its name and
+  shapes that allocate nothing as long (a recurring free is a ``host_sync``);
 * a call named as set-up (:data:`SETUP`: stream, event or library creation, module
   loading, context creation, communicator initialisation, Dynamo/Inductor compilation,
   autotuning);
@@ -44,23 +50,39 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 (:func:`steady_window`). It ends at the later of the end of the last GPU work and the end
 of the last iteration (what the host does after both, tear-down or the profiler
 stopping, is no iteration), and starts at the later of two points:
-the end of the latest one-time cost after which at least :data:`MIN_STEADY_WORK` (a
-quarter) of the rank's GPU work starts, and the first iteration after the *warm-up
-iterations*. The iterations are found by repetition (:func:`iterations_found`): the
-rank's top-level calls repeat with a period, and one call that runs once a period marks
-where each iteration starts; the leading iterations that ran at least
+the end of the latest one-time cost after which the window keeps the work, and the
+first iteration after the *warm-up iterations*, where that keeps the work too. A start
+*keeps the work* (:func:`_work_kept`) when at least :data:`MIN_STEADY_WORK` (a quarter) of
+the rank's GPU *time* starts after it (durations, never event counts: a thousand
+optimizer kernels after a late one-time cost are not the GEMMs before it; code named
+warm-up is cut whatever its share), and the work that recurs before it and never after
+it (told apart by the top-level call that launched it, run at two separate times) is
+under :data:`MAX_DROPPED_RECURRING` of that time. The iterations are found by repetition
+(:func:`iterations_found`): the rank's top-level calls repeat with a period, and one call
+that runs once a period marks where each iteration starts; the leading iterations that ran at least
 :data:`WARM_ITERATION_FACTOR` times the median of the later ones are warm-up, whatever
 made them slow (many first calls each too short to judge alone, the optimizer creating
 its state, a backward pass compiled on its first call). A start inside an iteration
 moves on to the next iteration, so the window holds whole iterations. The whole trace
-when there is neither. The note then lists the costs and the warm-up iterations from the
-start of the trace (what the window leaves out) and says where the window starts;
-:func:`window_text` says which window the findings describe, with its iterations.
+when there is neither.
+
+**One iteration.** A repeat is an iteration only when it repeats the loop, not a layer
+(:func:`_one_pass`): a repeat whose every start lies under one module call (a Python
+frame ``nn.Module: ...`` or a module's ``forward``), or one with work that runs nowhere
+inside it both before it and after it (an embedding before the layers and a head after
+them), is a repeat inside one pass. A trace with no ProfilerStep and no loop is *one
+iteration* (:data:`ONE_ITERATION`, said by :func:`window_text`): no warm-up is cut by
+repetition, only the one-time costs above.
+
+The note lists the costs and the warm-up iterations from the start of the trace (what
+the window leaves out) and says where the window starts; :func:`window_text` says which
+window the findings describe, with its iterations.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,13 +213,11 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     start: int | None = None
     row = -1
     ot = one_time_costs(rt)
-    if ot.rows.size:
-        g = np.sort(ev["ts"].to_numpy()[gpu_rows(rt)])
-        for i in np.argsort(-ot.end, kind="stable").tolist():
-            after = g.size - np.searchsorted(g, ot.end[i], side="left")
-            if after >= MIN_STEADY_WORK * g.size and after > 0:
-                start, row = int(ot.end[i]), int(ot.rows[i])
-                break
+    keeps = _work_kept(rt)
+    for i in np.argsort(-ot.end, kind="stable").tolist():
+        if keeps(int(ot.end[i]), ot.why[i] == "warm-up"):
+            start, row = int(ot.end[i]), int(ot.rows[i])
+            break
     it = iterations_found(rt)
     if it is None:
         return None if start is None else (start, _steady_end(rt, None, start, end), row)
@@ -205,9 +225,80 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
         k = int(np.searchsorted(it.starts, start, side="left"))
         if k < it.starts.size:
             start = int(it.starts[k])
-    if it.warm_up and (start is None or it.steady_start > start):
+    if it.warm_up and (start is None or it.steady_start > start) and \
+            keeps(it.steady_start):
         start, row = it.steady_start, -1
     return None if start is None else (start, _steady_end(rt, it, start, end), row)
+
+
+#: Share of the rank's GPU time that work which recurs before a candidate start of the
+#: steady state and never runs after it may reach: more, and the start would drop work
+#: that recurs.
+MAX_DROPPED_RECURRING = 0.05
+
+
+def _work_kept(rt: RankTrace) -> Callable[..., bool]:
+    """Whether a start of the steady state keeps the work:
+
+    * at least :data:`MIN_STEADY_WORK` of the rank's GPU time (kernel, copy and memset
+      durations, not counts: a thousand optimizer kernels are not the GEMMs) starts at or
+      after it, unless the start ends code the user named warm-up (``named``);
+    * the work that recurs before it and never runs after it takes under
+      :data:`MAX_DROPPED_RECURRING` of that time. Work is told apart by the top-level
+      call that launched it, its name and input shapes (:func:`_work_keys`); it recurs
+      when it runs at two separate times, with other work between them (sixteen weight
+      copies back to back run once); work launched inside a one-time cost (autotuning's
+      trials) does not count.
+    """
+    ev = rt.events
+    g = gpu_rows(rt)
+    ts = ev["ts"].to_numpy()[g]
+    dur = (ev["end"].to_numpy() - ev["ts"].to_numpy())[g]
+    launch = link(rt, "index_correlation")[g]
+    names = _work_keys(rt, g, launch)
+    once = np.zeros(g.size, dtype=bool)
+    has = launch >= 0
+    once[has] = in_one_time(rt, launch[has])
+    total = float(dur.sum())
+
+    def keeps(start: int, named: bool = False) -> bool:
+        after = ts >= start
+        if not after.any() or (not named and
+                               float(dur[after].sum()) < MIN_STEADY_WORK * total):
+            return False
+        before = ~after & ~once
+        gone = ~np.isin(names, names[after]) & before
+        if not gone.any():
+            return True
+        # work recurs when it runs at two separate times: in two runs with other work
+        # between them (not sixteen weight copies back to back)
+        seq = names[before][np.argsort(ts[before], kind="stable")]
+        heads = seq[np.r_[True, seq[1:] != seq[:-1]]]
+        uniq, runs = np.unique(heads, return_counts=True)
+        recurring = np.isin(names, uniq[runs >= 2]) & gone
+        return float(dur[recurring].sum()) < MAX_DROPPED_RECURRING * total
+
+    return keeps
+
+
+def _work_keys(rt: RankTrace, g: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """One integer per distinct piece of GPU work among rows ``g`` (their launch calls
+    ``launch``, -1 when none): the name and input shapes of the top-level call that
+    launched it, else the kernel's name."""
+    names = rt.events["name"].to_numpy()[g].astype(np.int64)
+    keys = -1 - names  # never equal to a call's key (those are >= 0)
+    has = np.flatnonzero(launch >= 0)
+    if not has.size:
+        return keys
+    top = top_level_calls(rt)
+    row, anc = ancestor_pairs(link(rt, "parent"), launch[has])
+    at_top = np.isin(anc, top)
+    owner = dict(zip(row[at_top].tolist(), anc[at_top].tolist(), strict=False))
+    calls = np.asarray([owner.get(r, -1) for r in launch[has].tolist()], dtype=np.int64)
+    found = calls >= 0
+    if found.any():
+        keys[has[found]] = _keys(rt, calls[found])
+    return keys
 
 
 def _steady_end(rt: RankTrace, it: Iterations | None, start: int, end: int) -> int:
@@ -320,6 +411,8 @@ def _iterations(rt: RankTrace) -> Iterations | None:
         return None
     starts = ts[top[at]]
     stop = int(end[top[at[-1]:region_end]].max())
+    if _one_pass(rt, top, at, stop):
+        return None
     # a loop, not a short repeat inside one pass: the iterations span half of the
     # thread's top-level calls or more
     if 2 * (stop - int(starts[0])) < int(end[top].max()) - int(ts[top].min()):
@@ -331,6 +424,54 @@ def _iterations(rt: RankTrace) -> Iterations | None:
         while warm < durations.size - 1 and durations[warm] >= WARM_ITERATION_FACTOR * ref:
             warm += 1
     return Iterations(starts.astype(np.int64), stop, period, int(top[at[0]]), warm)
+
+
+#: Python frames (``with_stack=True``) and annotations that are one call of a module: a
+#: repeat whose every start lies under one of them repeats layers of one pass, not the
+#: loop.
+MODULE_CALL = re.compile(r"^nn\.Module: |\.py\(\d+\): (forward|_call_impl|_wrapped_call_impl)$")
+
+
+def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool:
+    """Whether the repeat of ``top`` (the loop thread's top-level calls, by start) that
+    starts at the calls ``at`` and ends at ``stop`` is a repeat inside one pass (layers of
+    one forward), not a loop: every start lies under one module call
+    (:data:`MODULE_CALL`); or, where the trace has no such frames, calls that launch GPU
+    work and run nowhere inside the repeat (by name and recorded input shapes) and are no
+    one-time cost run both before it and after it (an embedding before the layers and a
+    head after them: work a loop would repeat with each iteration)."""
+    anchors = top[at]
+    row, anc = ancestor_pairs(link(rt, "parent"), anchors)
+    anc = anc[anc != row]
+    if anc.size:
+        ids, count = np.unique(anc, return_counts=True)
+        if name_matches(rt, ids[count == anchors.size], MODULE_CALL).any():
+            return True
+    ts = rt.events["ts"].to_numpy()
+    first = ts[anchors[0]]
+    before, after = top[ts[top] < first], top[ts[top] >= stop]
+    if not before.size or not after.size:
+        return False
+    inside = top[(ts[top] >= first) & (ts[top] < stop)]
+    keys = _keys(rt, np.concatenate([inside, before, after]))
+    known = keys[:inside.size]
+    launching = _launching(rt)
+
+    def runs_once(rows: np.ndarray, k: np.ndarray) -> bool:
+        new = ~np.isin(k, known) & np.isin(rows, launching)
+        return bool((new & ~in_one_time(rt, rows)).any())
+
+    return runs_once(before, keys[inside.size:inside.size + before.size]) and \
+        runs_once(after, keys[inside.size + before.size:])
+
+
+def _launching(rt: RankTrace) -> np.ndarray:
+    """The rows that launched GPU work or hold a call that did (its ancestors)."""
+    pos = link(rt, "index_correlation")[gpu_rows(rt)]
+    pos = np.unique(pos[pos >= 0])
+    if not pos.size:
+        return pos
+    return np.unique(ancestor_pairs(link(rt, "parent"), pos)[1])
 
 
 def _period(seq: np.ndarray) -> tuple[int, int, int]:
@@ -394,6 +535,11 @@ def _one_time(rt: RankTrace) -> OneTime:
     first = _first_outliers(rt, top_level_calls(rt), ts, dur)
     chosen.append(first)
     why.append(np.full(first.size, "first", dtype=object))
+    # allocator growth: a long allocation or free in a call whose later calls allocate
+    # nothing long
+    grow = _allocator_growth(rt, top_level_calls(rt), codes, ts, dur)
+    chosen.append(grow)
+    why.append(np.full(grow.size, "allocator", dtype=object))
     # 2. set-up calls and 3. warm-up code, whatever their count
     anyk = np.flatnonzero(kind_mask(codes, _ANY_KINDS) & (dur >= MIN_NS))
     setup = anyk[name_matches(rt, anyk, SETUP)]
@@ -422,7 +568,7 @@ def _one_time(rt: RankTrace) -> OneTime:
     has = call >= 0
     waits[has] = (codes[call[has]] == KIND_CODE["runtime_sync"]) | \
         name_matches(rt, call[has], BLOCKING_COPY)
-    keep = (reason != "first") | ((in_calls * 2 >= dur[rows]) & ~waits)
+    keep = (reason != "first") | ~(waits & (in_calls * 2 >= dur[rows]))
     rows, reason, idle, call = rows[keep], reason[keep], idle[keep], call[keep]
     inner = _nested(parent, rows)
     rows, reason, idle, call = rows[~inner], reason[~inner], idle[~inner], call[~inner]
@@ -446,6 +592,40 @@ def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.nda
     row, anc = ancestor_pairs(parent, syncs)
     count = np.bincount(anc[anc != row], minlength=parent.size)
     return conv[count[conv] >= TUNING_SYNCS]
+
+
+#: Later calls of the same operator (name and input shapes) without a long allocation
+#: that make a long allocation in an earlier call allocator growth.
+GROWTH_LATER = 2
+
+
+def _allocator_growth(rt: RankTrace, top: np.ndarray, codes: np.ndarray, ts: np.ndarray,
+                      dur: np.ndarray) -> np.ndarray:
+    """Allocator calls (``cudaMalloc``, ``cudaFree``, ...) of at least :data:`MIN_NS`
+    whose top-level call has :data:`GROWTH_LATER` or more later calls of its name and input
+    shapes with no such allocator call inside: the caching allocator growing (or a
+    library's first workspace) on first use, which does not repeat."""
+    runtime = np.flatnonzero(kind_mask(codes, _RUNTIME_KINDS) & (dur >= MIN_NS))
+    alloc = runtime[name_matches(rt, runtime, _ALLOC)]
+    if not alloc.size or not top.size:
+        return alloc
+    row, anc = ancestor_pairs(link(rt, "parent"), alloc)
+    at_top = np.isin(anc, top)
+    owner = np.full(alloc.size, -1, dtype=np.int64)
+    slot = np.searchsorted(alloc, row[at_top])  # alloc is sorted (flatnonzero)
+    owner[slot] = anc[at_top]
+    keys = _keys(rt, top)
+    key_of = dict(zip(top.tolist(), keys.tolist(), strict=True))
+    allocating = set(owner[owner >= 0].tolist())
+    out = []
+    for a, o in zip(alloc.tolist(), owner.tolist(), strict=True):
+        if o < 0:
+            continue
+        same = top[(keys == key_of[o]) & (ts[top] > ts[o])]
+        clean = [c for c in same.tolist() if c not in allocating]
+        if len(clean) >= GROWTH_LATER:
+            out.append(a)
+    return np.asarray(out, dtype=np.int64)
 
 
 def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -495,7 +675,17 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     head = np.r_[True, k[1:] != k[:-1]]
     later = pd.Series(d[~head]).groupby(k[~head]).median()
     cand = head & (d >= MIN_NS)
-    med = later.reindex(k[cand]).to_numpy()
+    med = later.reindex(k[cand]).to_numpy().copy()
+    # a key called once (an optimizer's first parameter: each has its own shape) is
+    # judged against the later calls of its name
+    names = rt.events["name"].to_numpy()[r].astype(np.int64)
+    first_of_name = np.zeros(r.size, dtype=bool)
+    by_name = np.lexsort((ts[r], names))
+    first_of_name[by_name[np.r_[True, names[by_name][1:] != names[by_name][:-1]]]] = True
+    by_name_later = pd.Series(d[~first_of_name]).groupby(names[~first_of_name]).median()
+    fallback = by_name_later.reindex(names[cand]).to_numpy()
+    alone = np.isnan(med) & first_of_name[cand]
+    med[alone] = fallback[alone]
     ok = ~np.isnan(med)
     ok[ok] = d[cand][ok] >= FACTOR * med[ok]
     return r[cand][ok]
@@ -775,11 +965,22 @@ def window_text(rt: RankTrace, iterations: StepList = None) -> str:
         to = ("to its end" if hi >= last else
               f"to its last GPU work or iteration, the {fmt_time(last - hi)} after it left "
               f"out")
-        return (f"the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} into "
-                f"the trace {to} (no ProfilerStep: the {fmt_time(lo - first)} before, "
+        one = ONE_ITERATION + ", " if it is None else ""
+        return (f"{one}the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} "
+                f"into the trace {to} (no ProfilerStep: the {fmt_time(lo - first)} before, "
                 f"{why}, left out){repeats}")
-    return (f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, no one-time cost "
-            f"seen){repeats}")
+    costs = ("no one-time cost seen" if not one_time_costs(rt).rows.size else
+             "its one-time costs stay in it, held by the warm-up note: a window after "
+             "them would leave out most of the GPU time or work that recurs")
+    if it is None and iterations is None:
+        return f"{ONE_ITERATION}: the whole trace ({fmt_time(hi - lo)}; {costs})"
+    return f"the whole trace ({fmt_time(hi - lo)}; no ProfilerStep, {costs}){repeats}"
+
+
+
+#: How the window text starts for a trace without ProfilerStep whose calls repeat no
+#: loop (:func:`iterations_found` finds none): one pass, no warm-up cut by repetition.
+ONE_ITERATION = "one iteration (no ProfilerStep, and no loop seen in the trace)"
 
 
 # the analysed window of a trace without ProfilerStep is its steady state (base cannot

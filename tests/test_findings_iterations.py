@@ -1,0 +1,112 @@
+"""Iterations and one-time costs from evidence (issue 37): each failure class on a
+generated trace, with its twin."""
+
+from __future__ import annotations
+
+import iteration_cases as cases
+
+from hta.analysis.findings import analysis_window, find
+from hta.analysis.findings.warmup import (
+    ONE_ITERATION,
+    iterations_found,
+    one_time_costs,
+    window_text,
+)
+
+
+def _rules(out) -> list[str]:
+    return out["rule"].tolist()
+
+
+# -- layers of one call are no iterations ---------------------------------------------
+def test_layers_of_one_call_are_one_iteration(tmp_path):
+    """One inference call: its 32 layers repeat, the first one slower, but the embedding
+    and the blocking lookups before them and the head after them run once: one
+    iteration, nothing cut as warm-up, and the six blocking syncs are the top finding."""
+    trace = cases.single_call(tmp_path)
+    rt = trace.rank(0)
+    assert iterations_found(rt) is None
+    lo, hi = analysis_window(rt)
+    assert (lo, hi) == (int(rt.events["ts"].min()), int(rt.events["end"].max()))
+    assert window_text(rt).startswith(ONE_ITERATION)
+    out = find(trace)
+    assert _rules(out)[0] == "host_sync"
+    assert out.iloc[0]["est_saving(us)"] >= cases.SYNCS * cases.SYNC_NS / 1e3 * 0.99
+    assert "aten::nonzero" in out.iloc[0]["evidence"]
+    assert "warmup" not in _rules(out)
+
+
+def test_layers_under_one_module_frame_are_one_iteration(tmp_path):
+    """With Python frames, layers under one nn.Module call are one pass, even with no work
+    after them to tell."""
+    trace = cases.single_call(tmp_path, frames=True, head=False)
+    assert iterations_found(trace.rank(0)) is None
+
+
+def test_without_frames_or_head_the_layers_stay_a_repeat(tmp_path):
+    """The twin of the frame test: no frames and nothing after the layers, so nothing in
+    the trace says one pass: the layers are a repeat (and the slow first one warm-up)."""
+    trace = cases.single_call(tmp_path, head=False)
+    it = iterations_found(trace.rank(0))
+    assert it is not None and it.starts.size == 32
+
+
+def test_a_loop_of_whole_calls_is_iterations(tmp_path):
+    """The twin: a decoding loop repeats the whole call; its slow first call is warm-up."""
+    for frames in (False, True):
+        folder = tmp_path / str(frames)
+        folder.mkdir()
+        trace = cases.decode_loop(folder, frames=frames)
+        rt = trace.rank(0)
+        it = iterations_found(rt)
+        assert it is not None and (it.starts.size, it.warm_up) == (6, 1)
+        assert analysis_window(rt)[0] == int(it.starts[1])
+        assert not window_text(rt).startswith(ONE_ITERATION)
+
+
+# -- the steady window keeps the work ---------------------------------------------------
+def test_a_late_one_time_cost_does_not_drop_the_gemms(tmp_path):
+    """A one-time cost before the optimizer's 300 tiny kernels: most GPU events but 1 % of
+    the GPU time run after it, and the fp32 GEMMs of every micro-batch before it. The
+    window stays the whole trace; the fp32_gemm finding holds half the GEMM time."""
+    trace = cases.accumulation(tmp_path)
+    rt = trace.rank(0)
+    assert list(one_time_costs(rt).why) == ["setup"]
+    assert analysis_window(rt) == (0, int(rt.events["end"].max()))
+    assert "held by the warm-up note" in window_text(rt)
+    out = find(trace)
+    (gemm,) = out[out["rule"] == "fp32_gemm"].to_dict("records")
+    assert gemm["severity"] == "high"
+    assert gemm["est_saving(us)"] == 3 * 2 * cases.GEMM_NS / 2 / 1e3
+
+
+def test_an_early_one_time_cost_is_cut(tmp_path):
+    """The twin: the same cost before the first micro-batch is left out of the window."""
+    trace = cases.accumulation(tmp_path, late_cost=False)
+    rt = trace.rank(0)
+    assert analysis_window(rt)[0] == 2_000_000
+    assert "steady state" in window_text(rt)
+
+
+# -- a first call far slower than the later ones is one-time ---------------------------
+def test_a_slow_first_call_without_runtime_calls_is_one_time(tmp_path):
+    """The first aten::mul_ of an optimizer takes 2.7 ms, the later ones 10 µs, with no
+    runtime call making it slow: one-time, left out of the window, sold by no rule."""
+    for steps in (3, 1):  # with one step, each shape runs once: judged by its name
+        folder = tmp_path / str(steps)
+        folder.mkdir()
+        trace = cases.optimizer_only(folder, steps=steps)
+        rt = trace.rank(0)
+        ot = one_time_costs(rt)
+        assert list(ot.why) == ["first"]
+        assert int(ot.end[0] - ot.start[0]) == cases.FIRST_MUL_NS
+        assert analysis_window(rt)[0] == cases.FIRST_MUL_NS + 20_000
+        out = find(trace)
+        saving = out[out["rule"] != "warmup"]["est_saving(us)"].sum()
+        window = analysis_window(rt)
+        assert saving * 1e3 <= window[1] - window[0]
+
+
+def test_even_first_call_is_not_one_time(tmp_path):
+    trace = cases.optimizer_only(tmp_path, slow_first=False)
+    assert one_time_costs(trace.rank(0)).rows.size == 0
