@@ -216,7 +216,8 @@ HOST_KERNEL_NS = 20_000
 
 
 def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
-               steps: int = STEPS, frames: bool = False) -> tuple[Trace, int]:
+               steps: int = STEPS, frames: bool = False, graphed: bool = False
+               ) -> tuple[Trace, int]:
     """Each step launches kernel A and, after ``H`` of host work (:data:`HOST_STEP_GAP_NS`),
     kernel B. The host work: nothing recorded (``python``), 20 CPU operators of H/20 each
     with no GPU work (``dispatch``), one CPU operator of H (``slow_op``).
@@ -228,7 +229,9 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     launched at the start of the step, back to back on the GPU across steps: no host gap
     but the first 6 µs, under the noise floor. With ``frames`` (``python`` only) the host
     work is a Python frame ``train.py(10): log_metrics`` whose second half is a child
-    frame ``<built-in function sum>`` (``with_stack=True``)."""
+    frame ``<built-in function sum>`` (``with_stack=True``). With ``graphed`` kernel A is
+    replayed from a CUDA graph (``cudaGraphLaunch``), as torch.compile's reduce-overhead
+    mode runs the compiled part."""
     b = TraceBuilder(rank=0)
     h = HOST_STEP_GAP_NS[kind]
     kernel = HOST_KERNEL_NS if bound else h + 40_000
@@ -236,8 +239,13 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     for k in range(1, steps + 1):
         t = (k - 1) * length
         with b.step(k, ts=t, dur=length):
-            b.launch_kernel("kernel_a", cpu_ts=t + 1_000, cpu_dur=5_000,
-                            gpu_ts=t + 10_000 if bound else t + 6_000, gpu_dur=kernel)
+            a_start = t + 10_000 if bound else t + 6_000
+            if graphed:
+                b.graph_launch([("kernel_a", a_start, kernel, COMPUTE_STREAM)],
+                               cpu_ts=t + 1_000, cpu_dur=5_000)
+            else:
+                b.launch_kernel("kernel_a", cpu_ts=t + 1_000, cpu_dur=5_000,
+                                gpu_ts=a_start, gpu_dur=kernel)
             work = t + 6_000 if bound else t + 12_000
             if kind == "dispatch":
                 for i in range(20):

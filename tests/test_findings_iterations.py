@@ -110,3 +110,26 @@ def test_a_slow_first_call_without_runtime_calls_is_one_time(tmp_path):
 def test_even_first_call_is_not_one_time(tmp_path):
     trace = cases.optimizer_only(tmp_path, slow_first=False)
     assert one_time_costs(trace.rank(0)).rows.size == 0
+
+
+# -- no CUDA-graph advice where graphs already run -------------------------------------
+def test_no_graph_advice_where_graphs_already_replay(tmp_path):
+    """A host-bound step whose first kernel replays from a CUDA graph: the advice says the
+    rank already replays graphs and what to look for outside them, not "capture the step
+    in a CUDA graph"; the twin without the graph gets the capture advice."""
+    import findings_cases
+
+    from hta.analysis.findings.gpu_cover import graph_launches
+
+    for graphed in (True, False):
+        folder = tmp_path / str(graphed)
+        folder.mkdir()
+        trace, _ = findings_cases.host_bound(folder, graphed=graphed)
+        assert graph_launches(trace.rank(0)) == (findings_cases.STEPS if graphed else 0)
+        out = find(trace)
+        (row,) = out[out["rule"] == "host_bound"].to_dict("records")
+        if graphed:
+            assert row["advice"].startswith("This rank already replays CUDA/HIP graphs (4 ")
+            assert "capture the step" not in row["advice"]
+        else:
+            assert "capture the step in a CUDA graph" in row["advice"]

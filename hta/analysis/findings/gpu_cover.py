@@ -45,6 +45,37 @@ def graph_spans(rt: RankTrace, g: np.ndarray | None = None
     return start, end
 
 
+def graph_launches(rt: RankTrace) -> int:
+    """How many graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``, ...) enqueued GPU
+    work the trace holds: the rank already replays CUDA/HIP graphs (captured by hand, or
+    by ``torch.compile(mode="reduce-overhead")``'s cudagraph trees)."""
+    g = gpu_rows(rt)
+    launch = link(rt, "index_correlation")[g]
+    launch = np.unique(launch[launch >= 0])
+    return int(name_matches(rt, launch, GRAPH_LAUNCH).sum()) if launch.size else 0
+
+
+#: The host-side advice for a rank that already replays graphs (in place of "capture the
+#: step in a CUDA graph").
+GRAPHED_HOST_ADVICE = (
+    "This rank already replays CUDA/HIP graphs ({n} graph launches): the host time left "
+    "runs outside them. Find what stays out of the graphs: graph breaks "
+    "(TORCH_LOGS=graph_breaks), partitions torch.compile did not graph "
+    "(TORCH_LOGS=perf_hints says 'skipping cudagraphs due to ...': CPU tensors, mutated "
+    "inputs, dynamic shapes), and the Python around the compiled call (input preparation, "
+    "sampling, logging, bookkeeping); bring it into the graph or move it off the step, "
+    "and give each replay more work (a larger batch).")
+
+
+def graph_aware(rt: RankTrace, advice: str) -> str:
+    """``advice``, or :data:`GRAPHED_HOST_ADVICE` where it tells to capture CUDA graphs and
+    the rank already replays them."""
+    if "CUDA graph" not in advice:
+        return advice
+    n = graph_launches(rt)
+    return GRAPHED_HOST_ADVICE.format(n=n) if n else advice
+
+
 def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
     """What does not count as GPU idle: GPU work (rows ``g``, found when not given), graph
     replay spans and the data-loader spans ``dl``."""
@@ -55,4 +86,5 @@ def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
                  np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
 
 
-__all__ = ["BLOCKING_COPY", "graph_spans", "idle_cover"]
+__all__ = ["BLOCKING_COPY", "GRAPHED_HOST_ADVICE", "graph_aware", "graph_launches",
+           "graph_spans", "idle_cover"]

@@ -65,7 +65,7 @@ from hta.analysis.findings.base import (
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside, difference
-from hta.analysis.findings.gpu_cover import idle_cover
+from hta.analysis.findings.gpu_cover import graph_aware, idle_cover
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
     fmt_time,
@@ -369,6 +369,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         advice = ADVICE["python_stretch"]  # one long stretch: not a per-op overhead
     if frames:  # the trace names the code already
         advice = re.sub(r"[;.] [Rr]ecord with with_stack=True[^.;:]*", "", advice)
+    advice = graph_aware(rt, advice)
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
                     window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]

@@ -36,6 +36,7 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import claim_outside
+from hta.analysis.findings.gpu_cover import graph_aware
 from hta.analysis.findings.kernel_common import (
     graph_replayed_work,
     kernel_labels,
@@ -120,7 +121,8 @@ def check_launch_bound(rt: RankTrace, iterations: list[int] | None) -> list[Find
     idle = gaps["end"] - gaps["start"]
     copies = int(idle[gaps["copy"]].sum()) > idle.sum() / 2
     return [Finding((rt.rank,), step_tuple(gaps["step"]), evidence, total,
-                    window[1] - window[0], advice=COPY_ADVICE if copies else "",
+                    window[1] - window[0],
+                    advice=COPY_ADVICE if copies else graph_aware(rt, RULES[0].advice),
                     claim=claim_outside(ms, me, None, excluded))]
 
 
