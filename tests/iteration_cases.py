@@ -173,3 +173,37 @@ def optimizer_only(tmp_path: Path, steps: int = 3, params: int = 40, slow_first:
         t += 100_000
     b.write(tmp_path / "rank-0.json")
     return load_trace(tmp_path, progress=False, cache=False)
+
+
+#: The pageable copy of :func:`busy_wait`: bytes, and its time on the GPU (ns); the host
+#: works ``AFTER_COPY_NS`` (Python, nothing recorded) after the copy returns.
+COPY_BYTES, COPY_NS, AFTER_COPY_NS = 17 << 20, 1_600_000, 300_000
+
+
+def busy_wait(tmp_path: Path, steps: int = 4, pageable: bool = True) -> Trace:
+    """Each step: a kernel (500 µs), then a :data:`COPY_BYTES` host-to-device copy from
+    pageable memory (:data:`COPY_NS` on the GPU; its ``cudaMemcpyAsync`` returns when the
+    copy is done: the host waits while the GPU copies), then :data:`AFTER_COPY_NS` of
+    Python before the next kernel (2 ms) is launched: the GPU is idle after the copy,
+    never during the wait. Twin (``pageable=False``): the copy is pinned, its call returns
+    at once, and the host's Python runs while the GPU copies."""
+    b = TraceBuilder(rank=0)
+    step = 5_000_000
+    for k in range(1, steps + 1):
+        t = (k - 1) * step
+        with b.step(k, ts=t, dur=step - 1_000):
+            b.cpu_op("aten::relu", ts=t, dur=8_000)
+            b.launch_kernel("relu_kernel", cpu_ts=t + 1_000, cpu_dur=5_000,
+                            gpu_ts=t + 10_000, gpu_dur=500_000)
+            src = "Pageable" if pageable else "Pinned"
+            call = COPY_NS + 20_000 if pageable else 10_000
+            b.cpu_op("aten::copy_", ts=t + 10_000, dur=call + 2_000)
+            b.memcpy(f"HtoD ({src} -> Device)", cpu_ts=t + 11_000, cpu_dur=call,
+                     gpu_ts=t + 20_000, gpu_dur=COPY_NS, nbytes=COPY_BYTES, stream=24)
+            resume = t + 11_000 + call + 2_000 + AFTER_COPY_NS
+            start = max(resume + 10_000, t + 20_000 + COPY_NS + 1_000)
+            b.cpu_op("aten::mm", ts=resume, dur=8_000)
+            b.launch_kernel("sm80_gemm", cpu_ts=resume + 1_000, cpu_dur=5_000,
+                            gpu_ts=start, gpu_dur=2_000_000)
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)

@@ -133,3 +133,29 @@ def test_no_graph_advice_where_graphs_already_replay(tmp_path):
             assert "capture the step" not in row["advice"]
         else:
             assert "capture the step in a CUDA graph" in row["advice"]
+
+
+# -- a wait with the GPU busy caused no idle ---------------------------------------------
+def test_a_wait_for_its_own_copy_is_not_host_sync(tmp_path):
+    """The host waits 1.6 ms in each pageable copy's call while the GPU copies: the wait
+    left the GPU busy, so host_sync claims nothing; the 300 µs of idle after each copy are
+    the host's Python (host_bound), and pageable_copies names the copy."""
+    trace = cases.busy_wait(tmp_path)
+    out = find(trace)
+    rules = _rules(out)
+    assert "host_sync" not in rules
+    assert {"host_bound", "pageable_copies"} <= set(rules)
+    from hta.analysis.findings import analyse
+
+    (cov,) = analyse(trace).coverage.to_dict("records")
+    assert cov["idle_causes"].startswith("host_bound 100%")
+
+
+def test_a_sync_on_queued_work_stays_host_sync(tmp_path):
+    """The twin: loss.item() waits for a queued kernel (its own copy is tiny): host_sync."""
+    import findings_cases
+
+    trace, expected = findings_cases.host_sync(tmp_path)
+    out = find(trace)
+    assert "host_sync" in _rules(out)
+    assert out[out["rule"] == "host_sync"]["est_saving(us)"].iloc[0] * 1e3 == expected

@@ -33,6 +33,12 @@ operator or Python frame named warm-up) or inside a one-time cost
 (:func:`hta.analysis.findings.warmup.one_time_costs`: a first call far longer than its
 later ones, set-up) is left out: it runs once, before the steady state.
 
+A call whose own copy ran for half of the call or more (a large copy from pageable
+memory, which the driver stages while the host waits; a synchronous ``cudaMemcpy``)
+waits for its own transfer with the GPU busy copying: its *d* is 0 and it claims
+nothing. The idle after it belongs to what the host does next (``host_bound``), and
+``pageable_copies`` names the copy.
+
 The model: had the host not been blocked, it would have stayed *d* further ahead of
 the GPU, so the idle left while it waited (after the drain) and while it caught up and
 re-filled the queue shrinks by up to *d*, as long as the host keeps working; a later
@@ -257,6 +263,24 @@ def _claims(calls: dict[str, np.ndarray], busy: Cover, limit: tuple[int, int]
     return grp, a, idle_reach(busy, a, claim), claim
 
 
+def _waits_start(rt: RankTrace, s0: np.ndarray, s1: np.ndarray, own: np.ndarray
+                 ) -> np.ndarray:
+    """Where each call starts to *wait* (``s0``): its end for a call whose own copy
+    (``own``, a row or -1) ran for half of the call or more. Such a call waits for its own
+    transfer (a large copy from pageable memory staged by the driver, a synchronous
+    ``cudaMemcpy``), with the GPU busy copying: it blocks nothing the GPU could have run,
+    so it claims no idle time; the idle after it belongs to what the host does next
+    (``host_bound``), and ``pageable_copies`` names the copy."""
+    out = s0.copy()
+    has = np.flatnonzero(own >= 0)
+    if has.size:
+        ev = rt.events
+        copy_ns = ev["end"].to_numpy()[own[has]] - ev["ts"].to_numpy()[own[has]]
+        itself = has[2 * copy_ns >= s1[has] - s0[has]]
+        out[itself] = s1[itself]
+    return out
+
+
 def _drained(gend: np.ndarray, at: np.ndarray, own: np.ndarray, rank_of: np.ndarray
              ) -> np.ndarray:
     """Per call: the latest end of the GPU work that started before it returned (``gend``
@@ -307,10 +331,12 @@ def _sync_bubbles(rt: RankTrace, dl: Cover | None, window: tuple[int, int] | Non
     following = np.searchsorted(starts, s1[idx], side="left")  # next blocking call's start
     rank_of = np.empty(len(ev), dtype=np.int64)  # a GPU row's place in start order
     rank_of[g] = np.arange(g.size)
-    calls = {"s0": s0[idx], "s1": s1[idx], "next": gts[at[idx]],
+    own = linked_copies(rt, rows[idx])
+    calls = {"s0": _waits_start(rt, s0[idx], s1[idx], own), "s1": s1[idx],
+             "next": gts[at[idx]],
              "next_call": np.where(following < starts.size,
                                    starts[np.minimum(following, starts.size - 1)], _ALWAYS),
-             "drained": _drained(gend, at[idx], linked_copies(rt, rows[idx]), rank_of),
+             "drained": _drained(gend, at[idx], own, rank_of),
              "work_end": host_work_end(rt, rows[idx], dl)}
     busy = idle_cover(rt, dl, g)
     last = int(gts[-1])  # idle after the last GPU start is never followed by work
