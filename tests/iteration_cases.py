@@ -34,11 +34,15 @@ SYNCS, SYNC_NS = 6, 500_000
 
 def _op(b: TraceBuilder, t: int, name: str, kernel: str, gpu_ns: int, scale: float = 1.0
         ) -> int:
-    """One operator launching one kernel at ``t``; returns where the next starts."""
+    """One operator launching one kernel at ``t``; returns where the next starts. The
+    kernel starts 7 µs after its launch, or when the stream's previous kernel ends (a
+    queue: the host runs ahead of a busy GPU)."""
     dur = int(OP_NS * scale)
     b.cpu_op(name, ts=t, dur=dur)
-    b.launch_kernel(kernel, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 8_000,
-                    gpu_dur=gpu_ns)
+    free = getattr(b, "stream_free", 0)
+    start = max(t + 8_000, free)
+    b.launch_kernel(kernel, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=start, gpu_dur=gpu_ns)
+    b.stream_free = start + gpu_ns  # type: ignore[attr-defined]
     return t + dur + GAP_NS
 
 
@@ -84,11 +88,14 @@ def single_call(tmp_path: Path, layers: int = 32, frames: bool = False,
     return load_trace(tmp_path, progress=False, cache=False)
 
 
-def decode_loop(tmp_path: Path, iterations: int = 6, layers: int = 4, frames: bool = False
-                ) -> Trace:
+def decode_loop(tmp_path: Path, iterations: int = 6, layers: int = 4, frames: bool = False,
+                sync: bool = False) -> Trace:
     """The twin: a loop of ``iterations`` whole calls (embedding, ``layers`` layers, the
     head), the first one three times slower on the CPU (warm-up); with ``frames`` under
-    one ``generate`` frame (a loop, not a module call) and one model frame per call."""
+    one ``generate`` frame (a loop, not a module call) and one model frame per call. With
+    ``sync`` each call ends reading the sampled token on the host (``aten::item``: a
+    stream synchronize until the GPU's queue drains, then 100 µs of Python), so the GPU
+    idles while the host catches up."""
     b = TraceBuilder(rank=0)
     t = 0
     for i in range(iterations):
@@ -103,6 +110,11 @@ def decode_loop(tmp_path: Path, iterations: int = 6, layers: int = 4, frames: bo
         if frames:
             b.complete("nn.Module: CausalLM_0", "python_function", ts=call - 500,
                        dur=t - call)
+        if sync:
+            drained = max(t, getattr(b, "stream_free", 0))
+            b.cpu_op("aten::item", ts=t, dur=drained - t + 3_000)
+            b.runtime("cudaStreamSynchronize", ts=t + 1_000, dur=drained - t + 1_000)
+            t = drained + 100_000
         t += 200_000
     if frames:
         b.complete("generation/utils.py(2000): generate", "python_function", ts=-2_000,

@@ -115,23 +115,25 @@ class WhatIfMixin:
                            "rules' GPU-time estimates", exc, exc_info=True)
             return findings_with_changes(findings, None)
 
-    def _stepless_windows(self) -> dict[int, tuple[int, int]]:
+    def _stepless_windows(self) -> dict[int, Any]:
         """Per rank without ``ProfilerStep``, the findings' analysis window (its steady
-        state): the replay measures a finding's saving over the time the finding is
-        about, not over the whole trace."""
-        from hta.analysis.findings.base import analysis_window
+        state), or the iterations found in it when there are two or more
+        (:func:`hta.analysis.findings.warmup.iteration_windows`): the replay measures a
+        finding's saving over the time the finding is about, iteration by iteration
+        where the trace repeats a loop, not over the whole trace."""
+        from hta.analysis.findings.warmup import iteration_windows
         from hta.model.selection import rank_steps
 
-        out: dict[int, tuple[int, int]] = {}
+        out: dict[int, Any] = {}
         if getattr(self.t, "keeps_remotely", False):
             return out  # the coupled replays measure every rank's whole trace
         shifts = self.clock_shifts() if hasattr(self, "clock_shifts") else {}
         for r in self.t.get_ranks():
             rt = self.t.rank(r)
             if not len(rank_steps(rt)):
-                start, end = analysis_window(rt, None)
                 offset = int(shifts.get(r, 0))  # the replay's clock (shift_rank)
-                out[r] = (start - offset, end - offset)
+                found = [(a - offset, b - offset) for a, b in iteration_windows(rt)]
+                out[r] = found if len(found) > 1 else found[0]
         return out
 
     def get_replay_uncertainty(self) -> pd.DataFrame:

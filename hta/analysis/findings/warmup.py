@@ -312,6 +312,30 @@ def _steady_end(rt: RankTrace, it: Iterations | None, start: int, end: int) -> i
     return min(end, stop) if stop > start else end
 
 
+def iteration_windows(rt: RankTrace) -> list[tuple[int, int]]:
+    """The ``(start, end)`` (ns) of each iteration of a rank without ProfilerStep inside
+    its analysis window, when two or more are found (:func:`iterations_found`) and they
+    cover :data:`MIN_ITERATION_COVER` of it or more; else the analysis window alone. The
+    replay measures each finding's saving per window, and the recurring saving is the
+    median over them."""
+    lo, hi = analysis_window(rt)
+    it = iterations_found(rt)
+    if it is None:
+        return [(lo, hi)]
+    bounds = np.r_[it.starts, it.end]
+    keep = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            if a >= lo and b <= hi]
+    covered = sum(b - a for a, b in keep)
+    if len(keep) < 2 or covered < MIN_ITERATION_COVER * (hi - lo):
+        return [(lo, hi)]
+    return keep
+
+
+#: Share of the analysis window the iterations must cover for the replay to measure the
+#: savings iteration by iteration (a repeat over a small part of it is not the loop).
+MIN_ITERATION_COVER = 0.8
+
+
 #: Top-level calls of the main thread looked at for the repeating iteration.
 MAX_SEQUENCE = 20_000
 #: Candidate periods scored when looking for the repeating iteration (the smallest

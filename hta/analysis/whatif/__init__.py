@@ -106,12 +106,13 @@ def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list
 def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None = None,
             rules: RuleSet | None = None, base: Schedule | None = None,
             modelled: bool = True,
-            windows: Mapping[int, tuple[int, int]] | None = None,
+            windows: Mapping[int, Window] | None = None,
             check: bool = True) -> pd.DataFrame:
     """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
     the stricter replay is not run and ``modelled_error_pctg`` is NaN. ``windows``: per
     rank without ``ProfilerStep``, the ``(start, end)`` (ns, measured) whose nodes make its
-    one row (default: all its nodes), e.g. the findings' analysis window. ``check``: a
+    one row (default: all its nodes), e.g. the findings' analysis window, or a list of
+    them, one row each (its iterations, numbered from 1). ``check``: a
     change aimed at work that finds none raises
     :class:`~hta.errors.ChangeMatchesNothingError` (:func:`.changes.check_targets`)."""
     parsed = parse_changes(changes)
@@ -141,18 +142,26 @@ def inferred_fraction(g: RankGraph) -> float:
     return float(rank_uncertainty(g)["inferred_binding_pctg"]) / 100.0  # type: ignore[arg-type]
 
 
+#: A rank's window for a replay without ProfilerStep: one ``(start, end)`` (ns), or a list
+#: of them (its iterations).
+Window = tuple[int, int] | Sequence[tuple[int, int]]
+
+
 def step_durations(jg: JobGraph, i: int, t: np.ndarray,
-                   window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   window: Window | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rank position ``i``'s steps and their durations (ns) under node times ``t``
     (module docstring): per ``ProfilerStep``, from the later of its span's start and the
     previous step's completion to its completion; a rank without steps has one, ``-1``,
     from its first to its last node (those measured inside ``window`` when given; none
-    when it has no node)."""
+    when it has no node), or, when ``window`` is a list of windows, one per window that
+    holds nodes, numbered from 1."""
     g = jg.ranks[i]
     if len(g.steps):
         begin, done_node = step_completion(jg, i, t)
         return (g.steps["step"].to_numpy(np.int64),
                 t[done_node].astype(np.int64) - begin)
+    if window is not None and len(window) and not isinstance(window[0], int | np.integer):
+        return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
     mine = np.flatnonzero(jg.node_pos == i)
     if window is not None:
         ts = jg.node_ts[mine]
@@ -161,6 +170,29 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
         z = np.zeros(0, dtype=np.int64)
         return z, z
     return np.asarray([-1]), np.asarray([t[mine].max() - t[mine].min()])
+
+
+def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
+                      windows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rank position ``i``'s iterations (``windows``, by the nodes' measured starts) and
+    their durations under node times ``t``: each from the completion of the one before
+    (the first: from its earliest node) to its own completion, the latest of its nodes
+    (never before the completion before it). A change that lets the host run ahead (no
+    launch cost) moves an iteration's host nodes into earlier ones; measured from
+    completion to completion, the iterations still add up to the span of the whole."""
+    mine = np.flatnonzero(jg.node_pos == i)
+    ts = jg.node_ts[mine]
+    steps, spans = [], []
+    done: int | None = None
+    for k, (lo, hi) in enumerate(windows, start=1):
+        inside = mine[(ts >= lo) & (ts < hi)]
+        if not inside.size:
+            continue
+        begin = int(t[inside].min()) if done is None else done
+        done = max(begin, int(t[inside].max()))
+        steps.append(k)
+        spans.append(done - begin)
+    return np.asarray(steps, dtype=np.int64), np.asarray(spans, dtype=np.int64)
 
 
 def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,

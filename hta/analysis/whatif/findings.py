@@ -12,12 +12,17 @@ the job's step (its slowest rank) in the replay without and with the change: the
 the step would lose. Both sides come from the same replay, so the replay's own error
 does not enter the difference; it widens the range instead. The finding then has
 
-* ``est_saving(us)`` = ``sum_k s_k``, over the analysed steps (negative when the change
-  would lengthen the steps);
-* ``saving_per_step(us)`` = its mean per step and ``saving_step_pctg`` = ``100 *
-  sum_k s_k / sum_k job_replayed_k``, the share of the step; ``share_pctg`` and
+* ``saving_per_step(us)`` = ``median_k s_k``, the *recurring* saving of one step (the
+  steps' median: a first step that would save more once, its warm-up, does not move it;
+  the evidence names such a one-time excess), and ``saving_step_pctg`` = ``100 *
+  median_k s_k / median_k job_replayed_k``, the share of the step; ``share_pctg`` and
   ``severity`` follow this share (the engine's thresholds);
-* ``saving_low(us)`` / ``saving_high(us)``: ``sum_k s_k`` minus / plus ``N * d + sum_k
+* ``est_saving(us)`` = ``N * median_k s_k`` over the ``N`` analysed steps (negative when
+  the change would lengthen the steps). A rank without ProfilerStep whose trace repeats
+  a loop is measured iteration by iteration
+  (:func:`hta.analysis.findings.warmup.iteration_windows`), its iterations counted as
+  its steps;
+* ``saving_low(us)`` / ``saving_high(us)``: ``N * median_k s_k`` minus / plus ``N * d + sum_k
   (e_k + f * s_k)``: ``d`` half the spread of the per-step savings (max - min) / 2, ``e_k``
   the replay's error on the step (``|job_replayed_k - job_measured_k|``), ``f`` the share
   of the replay's binding edges that are inferred rather than recorded
@@ -70,6 +75,7 @@ NOT_MODELLED: dict[str, str] = {
     "collective_bw": "the bandwidth a fixed collective would reach is not in the trace",
     "copies_on_compute_stream": "moving copies to a side stream is not a change the replay "
                                 "has yet",
+    "fp64_work": "how long a kernel runs in fp32 or bf16 instead of fp64 is not in the trace",
 }
 #: ``host_bound`` subjects a CUDA graph does not remove, and why.
 HOST_NOT_GRAPHED = {
@@ -141,19 +147,26 @@ def step_savings(table: pd.DataFrame, steps: list[int] | None) -> pd.DataFrame:
     return out
 
 
+def recurring(savings: np.ndarray) -> float:
+    """The recurring saving of one step: the median of the per-step savings (a first
+    step that saves more once, its warm-up, does not move it)."""
+    return float(np.median(savings)) if savings.size else 0.0
+
+
 def saving_range(per_step: pd.DataFrame, inferred_share: float,
                  low_variant: pd.DataFrame | None = None) -> tuple[float, float]:
     """``(saving_low, saving_high)`` (µs) from the per-step savings (module docstring)."""
     s = per_step["saving"].to_numpy(dtype=float)
     if not s.size:
         return 0.0, 0.0
-    total = float(s.sum())
+    total = recurring(s) * s.size
     half_spread = float(s.max() - s.min()) / 2.0
     err = np.abs(per_step["replayed"].to_numpy(float) - per_step["measured"].to_numpy(float))
     width = s.size * half_spread + float(err.sum()) + inferred_share * float(np.abs(s).sum())
     low, high = total - width, total + width
     if low_variant is not None and len(low_variant):
-        low = min(low, float(low_variant["saving"].sum()))
+        v = low_variant["saving"].to_numpy(dtype=float)
+        low = min(low, recurring(v) * v.size)
     if total >= 0:
         low = max(low, 0.0)
     return low, high
@@ -257,21 +270,29 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
         return None
     if not len(per):
         return None
-    total = float(per["saving"].sum())
-    low, high = saving_range(per, inferred_share, low_per)
+    saved = per["saving"].to_numpy(dtype=float)
     n_steps = len(per)
-    pct = 100.0 * total / float(per["replayed"].sum()) if per["replayed"].sum() > 0 else 0.0
+    each = recurring(saved)
+    total = each * n_steps
+    low, high = saving_range(per, inferred_share, low_per)
+    step_ns = float(np.median(per["replayed"].to_numpy(dtype=float)))
+    pct = 100.0 * each / step_ns if step_ns > 0 else 0.0
     which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
         f"{n_steps} step{'s' if n_steps > 1 else ''}"
     text = (f"Replayed with {change}: the job's steps would take {total / 1e3:,.3f} ms less "
-            f"over {which} ({total / n_steps / 1e3:,.3f} ms a step, {pct:.1f}% of the step; "
-            f"range {low / 1e3:,.3f} to {high / 1e3:,.3f} ms)")
+            f"over {which} ({each / 1e3:,.3f} ms a step{', the median' if n_steps > 2 else ''}"
+            f", {pct:.1f}% of the step; range {low / 1e3:,.3f} to {high / 1e3:,.3f} ms)")
+    once = float(saved.sum()) - total
+    if n_steps > 2 and once > max(0.05 * abs(total), 0.005 * step_ns):
+        text += (f"; the steps save {once / 1e3:,.3f} ms more in all than the median says, "
+                 f"most in step {per.index[int(np.argmax(saved))]}: a one-time excess, not "
+                 f"counted as recurring")
     if total <= 0.005 * float(per["replayed"].sum()):
         text += "; other work bounds the steps, so this fix alone gains (almost) nothing"
     elif n_steps == 1:
         text += ("; one window, so no spread across steps widens the range: it holds the "
                  "replay's own error only")
-    return total, low, high, total / n_steps, pct, text
+    return total, low, high, each, pct, text
 
 
 def _gpu_time(out: pd.DataFrame, i: int, row: pd.Series, cols: dict[str, list],
