@@ -219,3 +219,37 @@ def busy_wait(tmp_path: Path, steps: int = 4, pageable: bool = True) -> Trace:
                             gpu_ts=start, gpu_dur=2_000_000)
     b.write(tmp_path / "rank-0.json")
     return load_trace(tmp_path, progress=False, cache=False)
+
+
+#: :func:`loader_restarts`: an iterator's start-up (ns) and one batch's fetch (ns).
+ITER_START_NS, FETCH_NS = 9_500_000, 3_900_000
+
+
+def loader_restarts(tmp_path: Path, steps: int = 4, every_step: bool = True) -> Trace:
+    """A training loop recorded with ``with_stack=True`` whose DataLoader iterator is
+    created each step (``every_step``; else once, before the first step): the
+    ``dataloader.py: __iter__`` frame (:data:`ITER_START_NS`, starting the workers) and
+    then one ``__next__`` (:data:`FETCH_NS`) per step, the GPU idle through both, then a
+    2 ms kernel."""
+    b = TraceBuilder(rank=0)
+    t = 0
+    step_ns = ITER_START_NS + FETCH_NS + 2_500_000
+    for k in range(1, steps + 1):
+        length = step_ns if every_step or k == 1 else step_ns - ITER_START_NS - 10_000
+        with b.step(k, ts=t, dur=length):
+            c = t + 10_000
+            if every_step or k == 1:
+                b.complete("torch/utils/data/dataloader.py(480): __iter__", "python_function",
+                           ts=c, dur=ITER_START_NS)
+                b.complete("torch/utils/data/dataloader.py(420): _get_iterator",
+                           "python_function", ts=c + 1_000, dur=ITER_START_NS - 2_000)
+                c += ITER_START_NS + 10_000
+            b.annotation("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                         ts=c, dur=FETCH_NS)
+            c += FETCH_NS + 10_000
+            b.cpu_op("aten::mm", ts=c, dur=20_000)
+            b.launch_kernel("sm80_gemm", cpu_ts=c + 1_000, cpu_dur=5_000, gpu_ts=c + 10_000,
+                            gpu_dur=2_000_000)
+        t += length
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)

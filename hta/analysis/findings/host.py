@@ -13,10 +13,18 @@ calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
     A *data-loader span* is a CPU event named ``enumerate(DataLoader)#...``, containing
     ``DataLoaderIter.__next__``, the Python frame ``torch/utils/data/dataloader.py(N):
     __next__``, or a ``record_function`` labelled ``data``, ``data_loading``,
-    ``dataloader`` or ``data_loader`` (any case). The saving is the GPU idle time inside
-    the union of the spans that start in the analysed steps, clipped to the window (gaps
-    inside a graph replay are not idle: traces often lack some of its kernels). A rank
-    without GPU work has no finding (there is no GPU to stall).
+    ``dataloader`` or ``data_loader`` (any case): fetching a batch. An *iterator
+    start-up* is the outermost Python frame (``with_stack=True``) of
+    ``torch/utils/data/dataloader.py(N): __iter__``, ``_get_iterator`` or ``__init__``:
+    creating a DataLoader or its iterator starts the worker processes and prefetches the
+    first batches. The saving is the GPU idle time inside the union of the spans and
+    start-ups that start in the analysed steps, clipped to the window (gaps inside a
+    graph replay are not idle: traces often lack some of its kernels). The evidence tells
+    the two apart: the batches' idle, and the start-ups' count per step and idle. A
+    single start-up in a window of two or more steps is one-time: named, not counted.
+    Start-ups every step mean the loop creates a new iterator each time: the advice is
+    to create it once. A rank without GPU work has no finding (there is no GPU to
+    stall).
 """
 
 from __future__ import annotations
@@ -24,57 +32,121 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
+from hta.analysis.findings.base import (
+    Finding,
+    FindingRule,
+    analysis_window,
+    link,
+    step_table,
+)
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import graph_spans
 from hta.analysis.findings.rule_tools import (
     data_loader_rows,
     fmt_time,
     in_selection,
+    iterator_start_rows,
     step_tuple,
     steps_text,
 )
 from hta.analysis.findings.sync import RULE as HOST_SYNC
+from hta.analysis.findings.warmup import iterations_found
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.model.trace import RankTrace
 
 
 def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``data_loading`` finding of one rank: GPU idle inside data-loader spans."""
+    """The ``data_loading`` finding of one rank: GPU idle inside data-loader spans, and
+    inside the frames that start a DataLoader iterator (module docstring)."""
     g = gpu_rows(rt)
     if g.size == 0:
         return []
     window = analysis_window(rt, iterations)
-    rows = data_loader_rows(rt)
-    rows = rows[in_selection(rt, rows, iterations, window)]
+    fetch = data_loader_rows(rt)
+    fetch = fetch[in_selection(rt, fetch, iterations, window)]
+    starts = iterator_start_rows(rt)
+    starts = starts[in_selection(rt, starts, iterations, window)]
+    steps_in = _steps_in_window(rt, iterations, window)
+    once = 0 < starts.size < 2 <= steps_in  # one start-up in a window of steps: one-time
+    rows = np.union1d(fetch, starts) if not once else fetch
     if rows.size == 0:
         return []
     ev = rt.events
-    start = np.maximum(ev["ts"].to_numpy()[rows], window[0])
-    end = np.minimum(ev["end"].to_numpy()[rows], window[1])
     spans = graph_spans(rt, g)  # gaps inside a graph replay are not idle
     busy = Cover(np.r_[ev["ts"].to_numpy()[g], spans[0]], np.r_[ev["end"].to_numpy()[g], spans[1]])
-    ms, me = merge(start, end)
-    idle = (me - ms) - busy.within(ms, me)
+    ms, me, idle = _idle_in(ev, rows, window, busy)
     total = int(idle.sum())
     if total <= 0:
         return []
+    start = np.maximum(ev["ts"].to_numpy()[rows], window[0])
     steps = ev["iteration"].to_numpy()[rows]
     pieces = np.searchsorted(ms, start, side="right") - 1
     hit_steps = steps[idle[np.clip(pieces, 0, None)] > 0]
-    names = ev["name"].to_numpy()[rows]
-    top = rt.symbols[int(pd.Series(end - start).groupby(names).sum().idxmax())]
-    parent = link(rt, "parent")[rows]
-    outer = int(np.count_nonzero(~np.isin(parent, rows)))  # nested frames count once
-    evidence = (
-        f"{outer} data-loader span(s) ({top}) in {steps_text(rt, steps)} ran "
-        f"{fmt_time(int((me - ms).sum()))} on the CPU, {fmt_time(total)} of it with the GPU "
-        f"idle: no kernel, copy or memset on any stream (GPU timeline; host wait in the "
-        f"idle time table)."
-    )
+    evidence, advice = _loader_text(rt, fetch, starts, once, window, busy, steps_in)
+    evidence = (f"{evidence} In all {fmt_time(int((me - ms).sum()))} on the CPU, "
+                f"{fmt_time(total)} of it with the GPU idle: no kernel, copy or memset on "
+                f"any stream (GPU timeline; host wait in the idle time table).")
     return [Finding((rt.rank,), step_tuple(hit_steps), evidence, total,
-                    window[1] - window[0], claim=claim_outside(ms, me, None, busy))]
+                    window[1] - window[0], advice=advice,
+                    claim=claim_outside(ms, me, None, busy))]
+
+
+def _idle_in(ev: pd.DataFrame, rows: np.ndarray, window: tuple[int, int], busy: Cover
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The union of ``rows``' spans clipped to ``window`` and the GPU idle in each piece."""
+    start = np.maximum(ev["ts"].to_numpy()[rows], window[0])
+    end = np.minimum(ev["end"].to_numpy()[rows], window[1])
+    ms, me = merge(start, end)
+    return ms, me, (me - ms) - busy.within(ms, me)
+
+
+def _steps_in_window(rt: RankTrace, iterations: list[int] | None,
+                     window: tuple[int, int]) -> int:
+    """How many ProfilerSteps (or, without them, found iterations) the window holds."""
+    table = step_table(rt)
+    if len(table):
+        steps = table["step"].to_numpy()
+        return int(np.isin(steps, iterations).sum()) if iterations is not None else \
+            int(steps.size)
+    it = iterations_found(rt)
+    return it.count_in(window) if it is not None else 1
+
+
+def _loader_text(rt: RankTrace, fetch: np.ndarray, starts: np.ndarray, once: bool,
+                 window: tuple[int, int], busy: Cover, steps_in: int) -> tuple[str, str]:
+    """The evidence's first sentences (batches fetched, iterators started) and the advice
+    ("" for the rule's) when iterators are started again and again."""
+    ev = rt.events
+    parts = []
+    if fetch.size:
+        names = ev["name"].to_numpy()[fetch]
+        dur = ev["end"].to_numpy()[fetch] - ev["ts"].to_numpy()[fetch]
+        top = rt.symbols[int(pd.Series(dur).groupby(names).sum().idxmax())]
+        outer = int(np.count_nonzero(~np.isin(link(rt, "parent")[fetch], fetch)))
+        _, _, idle = _idle_in(ev, fetch, window, busy)
+        parts.append(f"{outer} data-loader span(s) ({top}) in "
+                     f"{steps_text(rt, ev['iteration'].to_numpy()[fetch])} fetching batches, "
+                     f"the GPU idle {fmt_time(int(idle.sum()))} in them.")
+    advice = ""
+    if starts.size:
+        s_ms, s_me, idle = _idle_in(ev, starts, window, busy)
+        ran = int((s_me - s_ms).sum())
+        what = (f"{starts.size} DataLoader iterator start-up(s) (DataLoader.__iter__: "
+                f"worker processes started, first batches prefetched) ran {fmt_time(ran)}, "
+                f"the GPU idle {fmt_time(int(idle.sum()))} in them")
+        if once:
+            parts.append(f"{what}: once in the window, a one-time cost, not counted.")
+        else:
+            parts.append(f"{what}: {starts.size / max(steps_in, 1):.1f} a step, so the loop "
+                         f"starts a new iterator again and again.")
+            advice = ("Create the DataLoader and its iterator once, outside the loop (a "
+                      "new iterator every step restarts the worker processes and refills "
+                      "their prefetch queue): iterate one iterator, or pass "
+                      "persistent_workers=True so an epoch's end does not stop the "
+                      "workers. Then load in the background: num_workers=N, "
+                      "pin_memory=True, prefetch_factor=2 or more.")
+    return " ".join(parts), advice
 
 
 RULES: list[FindingRule] = [

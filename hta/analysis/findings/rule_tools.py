@@ -181,6 +181,32 @@ def _data_loader_rows(rt: RankTrace) -> np.ndarray:
     return cpu[hit]
 
 
+#: Python frames (``with_stack=True``) that create a DataLoader or its iterator: worker
+#: processes start and the first batches are prefetched. Not a data-loader span (no
+#: worker hides them); :func:`iterator_start_rows` finds them.
+ITERATOR_START = re.compile(
+    r"torch/utils/data/dataloader\.py\(\d+\): (__iter__|_get_iterator|__init__)$")
+
+
+def iterator_start_rows(rt: RankTrace) -> np.ndarray:
+    """Positions of the outermost Python frames that create a DataLoader or its
+    iterator (:data:`ITERATOR_START`), by start."""
+    codes = rt.events["kind"].cat.codes.to_numpy()
+    frames = np.flatnonzero(codes == KIND_CODE["python_function"])
+    rows = frames[name_matches(rt, frames, ITERATOR_START)]
+    if not rows.size:
+        return rows
+    mark = np.zeros(len(rt.events), dtype=bool)
+    mark[rows] = True
+    parent = link(rt, "parent")
+    nested = np.zeros(rows.size, dtype=bool)
+    up = parent[rows]
+    while (live := up >= 0).any():
+        nested |= live & mark[np.where(live, up, 0)]
+        up = np.where(live, parent[np.where(live, up, 0)], -1)
+    return rows[~nested]
+
+
 def data_loader_cover(rt: RankTrace) -> Cover:
     """The union of every data-loader span of the rank."""
     rows = data_loader_rows(rt)

@@ -34,6 +34,10 @@ kernels), and is one of:
 * a convolution operator (:data:`AUTOTUNED_OPS`) with :data:`TUNING_SYNCS` (2) or more
   event synchronisations below it: cuDNN (``benchmark=True``) or MIOpen timing its
   algorithms for a new shape;
+* a DataLoader iterator's start-up (:func:`~hta.analysis.findings.rule_tools.
+  iterator_start_rows`: worker processes started, first batches prefetched) when the
+  trace starts iterators fewer than twice, and fewer than once every two steps (an
+  iterator started every step recurs: ``data_loading`` names it);
 * an annotation, operator or Python frame named warm-up
   (:data:`~hta.analysis.findings.rule_tools.WARM_UP`).
 
@@ -103,6 +107,7 @@ from hta.analysis.findings.rule_tools import (
     WARM_UP,
     fmt_steps,
     fmt_time,
+    iterator_start_rows,
     name_matches,
     step_tuple,
     steps_text,
@@ -564,6 +569,11 @@ def _one_time(rt: RankTrace) -> OneTime:
     grow = _allocator_growth(rt, top_level_calls(rt), codes, ts, dur)
     chosen.append(grow)
     why.append(np.full(grow.size, "allocator", dtype=object))
+    # a DataLoader iterator started once (every step: it recurs, data_loading names it)
+    loader = iterator_start_rows(rt)
+    if 0 < loader.size < max(2, len(step_table(rt)) // 2):
+        chosen.append(loader)
+        why.append(np.full(loader.size, "setup", dtype=object))
     # 2. set-up calls and 3. warm-up code, whatever their count
     anyk = np.flatnonzero(kind_mask(codes, _ANY_KINDS) & (dur >= MIN_NS))
     setup = anyk[name_matches(rt, anyk, SETUP)]
