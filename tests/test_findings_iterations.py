@@ -256,3 +256,25 @@ def test_an_iterator_started_once_is_one_time(tmp_path):
     assert "once in the window, a one-time cost, not counted" in row["evidence"]
     assert not row["advice"].startswith("Create the DataLoader")
     assert row["est_saving(us)"] <= 4 * cases.FETCH_NS / 1e3 * 1.01
+
+
+def test_summary_json_and_report_say_one_iteration(tmp_path, capsys):
+    import json
+
+    from hta.cli import main
+    from hta.report.builder import SECTIONS, _context
+    from hta.report.context import Section
+    from hta.trace_analysis import TraceAnalysis
+
+    cases.single_call(tmp_path)
+    assert main(["summary", str(tmp_path), "--no-cache"]) == 0
+    assert f"Findings describe, rank 0: {ONE_ITERATION}" in capsys.readouterr().out
+    assert main(["summary", str(tmp_path), "--no-cache", "--json"]) == 0
+    (cov,) = json.loads(capsys.readouterr().out)["findings_coverage"]
+    assert cov["window"].startswith(ONE_ITERATION)
+    a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    section = Section("findings", "Findings")
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
+    build(_context(a, None, None, None), section)
+    (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
+    assert table.note.startswith(f"Findings describe: {ONE_ITERATION}")

@@ -298,8 +298,9 @@ def _work_keys(rt: RankTrace, g: np.ndarray, launch: np.ndarray) -> np.ndarray:
     top = top_level_calls(rt)
     row, anc = ancestor_pairs(link(rt, "parent"), launch[has])
     at_top = np.isin(anc, top)
-    owner = dict(zip(row[at_top].tolist(), anc[at_top].tolist(), strict=False))
-    calls = np.asarray([owner.get(r, -1) for r in launch[has].tolist()], dtype=np.int64)
+    owner = np.full(len(rt.events), -1, dtype=np.int64)
+    owner[row[at_top]] = anc[at_top]
+    calls = owner[launch[has]]
     found = calls >= 0
     if found.any():
         keys[has[found]] = _keys(rt, calls[found])
