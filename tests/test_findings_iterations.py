@@ -278,3 +278,12 @@ def test_summary_json_and_report_say_one_iteration(tmp_path, capsys):
     build(_context(a, None, None, None), section)
     (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
     assert table.note.startswith(f"Findings describe: {ONE_ITERATION}")
+
+
+def test_a_slow_first_call_outside_runtime_calls_is_named_so(tmp_path):
+    """The note does not call the optimizer's slow first aten::mul_ a kernel launch: the
+    time was not in a runtime call."""
+    trace = cases.optimizer_only(tmp_path)
+    (note,) = find(trace).query("rule == 'warmup'").to_dict("records")
+    assert "not in a runtime call" in note["evidence"]
+    assert "lazy module loading" not in note["evidence"]

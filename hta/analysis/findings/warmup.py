@@ -768,11 +768,17 @@ def _inner_calls(ev: pd.DataFrame, rows: np.ndarray, runtime: np.ndarray
     return out, total
 
 
-def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False) -> str:
+def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
+               call_share: float = 1.0) -> str:
     """What a one-time cost most likely is, from its own name and its longest runtime
-    call's (``first_call``: that call is the rank's first runtime call)."""
+    call's (``first_call``: that call is the rank's first runtime call; ``call_share``:
+    the share of the cost that call took: under half, the call is not what was slow)."""
     if SETUP.search(name) and not SETUP.search(call or "-"):
         call = name
+    elif call_share < 0.5 and not WARM_UP.search(name):
+        return ("the first call in the trace, far longer than its later calls, not in a "
+                "runtime call: lazy initialisation in Python or the dispatcher, or a "
+                "one-off stall (garbage collection, the OS)")
     if re.search(r"(?i)dynamo|compile|inductor", call):
         return "compilation"
     if re.search(r"(?i)autotune|cudnnFind|benchmark", call):
@@ -913,9 +919,12 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
         call = rt.symbols[int(names[calls[i]])] if calls[i] >= 0 else ""
         inner = (f"; {call} {fmt_time(int(ev['dur'].to_numpy()[calls[i]]))} inside"
                  if call and calls[i] != rows[i] else "")
+        share = 1.0 if ot.why[sel][i] != "first" else (
+            float(ev["dur"].to_numpy()[calls[i]]) / max(int(end[i] - start[i]), 1)
+            if calls[i] >= 0 else 0.0)
         shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
                      f"+{fmt_time(int(start[i] - lo))}{inner} "
-                     f"({cause_text(rt, name, call, calls[i] == first_rt)})")
+                     f"({cause_text(rt, name, call, calls[i] == first_rt, share)})")
     length = int(Cover(start, end).within(np.array([lo]), np.array([hi]))[0])
     where = "the trace" if steady else "the window"
     return (f"{rows.size} one-time cost(s) in "
