@@ -287,3 +287,19 @@ def test_a_slow_first_call_outside_runtime_calls_is_named_so(tmp_path):
     (note,) = find(trace).query("rule == 'warmup'").to_dict("records")
     assert "not in a runtime call" in note["evidence"]
     assert "lazy module loading" not in note["evidence"]
+
+
+def test_no_replayed_saving_from_a_replay_that_misses_the_steps():
+    """A replay off by 40 % of the measured steps predicts nothing: the finding keeps the
+    rule's GPU time and says why."""
+    import pandas as pd
+
+    from hta.analysis.whatif.findings import MAX_REPLAY_ERROR, findings_with_changes
+
+    table = pd.DataFrame({"rank": 0, "step": [1, 2, 3], "measured(us)": 2_000.0,
+                          "replayed(us)": 1_200.0, "predicted(us)": 1_000.0})
+    assert 0.4 > MAX_REPLAY_ERROR
+    (row,) = findings_with_changes(_one_finding(), lambda change: table).to_dict("records")
+    assert row["saving_source"] == "gpu-time"
+    assert row["est_saving(us)"] == 1000.0
+    assert "the replay does not reproduce these steps (off by 40%" in row["evidence"]

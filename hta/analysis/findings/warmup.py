@@ -605,6 +605,14 @@ def _one_time(rt: RankTrace) -> OneTime:
         name_matches(rt, call[has], BLOCKING_COPY)
     keep = (reason != "first") | ~(waits & (in_calls * 2 >= dur[rows]))
     rows, reason, idle, call = rows[keep], reason[keep], idle[keep], call[keep]
+    # a first call holding a named cost (a backward pass compiled on its first call) is
+    # that cost: the named one is kept, the first call around it goes
+    named = rows[np.isin(reason, ("setup", "warm-up", "autotune"))]
+    if named.size:
+        row, anc = ancestor_pairs(parent, named)
+        holders = anc[anc != row]
+        drop = (reason == "first") & np.isin(rows, holders)
+        rows, reason, idle, call = rows[~drop], reason[~drop], idle[~drop], call[~drop]
     inner = _nested(parent, rows)
     rows, reason, idle, call = rows[~inner], reason[~inner], idle[~inner], call[~inner]
     order = np.argsort(ts[rows], kind="stable")

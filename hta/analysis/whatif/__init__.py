@@ -163,36 +163,53 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
     mine = np.flatnonzero(jg.node_pos == i)
+    begin = None
     if window is not None:
         ts = jg.node_ts[mine]
+        begin = _done_before(t, mine, ts, int(window[0]))  # type: ignore[arg-type]
         mine = mine[(ts >= window[0]) & (ts <= window[1])]
     if not mine.size:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    return np.asarray([-1]), np.asarray([t[mine].max() - t[mine].min()])
+    first = int(t[mine].min()) if begin is None else max(int(t[mine].min()), begin)
+    last = max(int(t[mine].max()), first)
+    return np.asarray([-1]), np.asarray([last - first])
 
 
 def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
                       windows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Rank position ``i``'s iterations (``windows``, by the nodes' measured starts) and
     their durations under node times ``t``: each from the completion of the one before
-    (the first: from its earliest node) to its own completion, the latest of its nodes
-    (never before the completion before it). A change that lets the host run ahead (no
+    (the first: from its earliest node, or the completion of the work before it if
+    later) to its own completion, the latest of its nodes (never before the completion
+    before it). A change that lets the host run ahead (no
     launch cost) moves an iteration's host nodes into earlier ones; measured from
     completion to completion, the iterations still add up to the span of the whole."""
     mine = np.flatnonzero(jg.node_pos == i)
     ts = jg.node_ts[mine]
     steps, spans = [], []
+    before = _done_before(t, mine, ts, windows[0][0]) if len(windows) else None
     done: int | None = None
     for k, (lo, hi) in enumerate(windows, start=1):
         inside = mine[(ts >= lo) & (ts < hi)]
         if not inside.size:
             continue
-        begin = int(t[inside].min()) if done is None else done
+        first = int(t[inside].min())
+        # the first: from its earliest node, once the work before it is done
+        begin = done if done is not None else first if before is None else max(first, before)
         done = max(begin, int(t[inside].max()))
         steps.append(k)
         spans.append(done - begin)
     return np.asarray(steps, dtype=np.int64), np.asarray(spans, dtype=np.int64)
+
+
+def _done_before(t: np.ndarray, mine: np.ndarray, ts: np.ndarray, start: int) -> int | None:
+    """The latest time under ``t`` of the rank's nodes measured before ``start`` (None when
+    none): a window starts no earlier than the work before it completes (a change that
+    shortens the host's work before the window must not stretch the window back over GPU
+    work still running from before it)."""
+    before = mine[ts < start]
+    return int(t[before].max()) if before.size else None
 
 
 def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,

@@ -33,7 +33,9 @@ does not enter the difference; it widens the range instead. The finding then has
 * ``change``, and ``saving_source`` ``"replay"``.
 
 A rule whose fix the replay cannot model (:data:`NOT_MODELLED`: fusing kernels, raising
-occupancy, faster collectives ...) keeps its own estimate, which is GPU time, not step
+occupancy, faster collectives ...), or whose analysed steps the replay does not reproduce
+(off by more than :data:`MAX_REPLAY_ERROR` of the measured step, the median over the
+steps), keeps its own estimate, which is GPU time, not step
 time: ``saving_source`` ``"gpu-time"``, the range equal to the estimate, and the evidence
 ends with a sentence saying what cannot be modelled. Notes (``info``) are left as they
 are. Findings are sorted by saving, a replayed one before a GPU-time one of the same size.
@@ -202,8 +204,8 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
             str(row.get("advice", "")))
         replayed = _replayed(row, change, table_of, inferred_share) \
             if change and predict_with is not None else None
-        if replayed is None:
-            why = NOT_MODELLED.get(str(row["rule"])) or (
+        if replayed is None or isinstance(replayed, str):
+            why = replayed or NOT_MODELLED.get(str(row["rule"])) or (
                 HOST_NOT_GRAPHED.get(str(row.get("subject", "")), "")
                 if row["rule"] == "host_bound" else "") or (
                 f"the replay cannot model {change} on these traces"
@@ -255,10 +257,18 @@ def merge_same_fix(out: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
     return out.drop(index=drop).reset_index(drop=True) if drop else out
 
 
+#: Largest error of the replay on the analysed steps (the median over them of
+#: ``|replayed - measured| / measured``) for which a replayed saving is shown: a replay
+#: that does not reproduce the steps predicts nothing about them.
+MAX_REPLAY_ERROR = 0.25
+
+
 def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataFrame],
               inferred_share: float
-              ) -> tuple[float, float, float, float, float, str] | None:
-    """The replayed saving of one finding (None when the replay cannot model it)."""
+              ) -> tuple[float, float, float, float, float, str] | str | None:
+    """The replayed saving of one finding: None when the replay cannot model it, a
+    sentence when the replay does not reproduce the analysed steps
+    (:data:`MAX_REPLAY_ERROR`)."""
     from hta.errors import ChangeMatchesNothingError
 
     steps = [int(s) for s in row["steps"]] if len(row["steps"]) else None
@@ -270,6 +280,13 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
         return None
     if not len(per):
         return None
+    measured = per["measured"].to_numpy(dtype=float)
+    error = float(np.median(np.abs(per["replayed"].to_numpy(dtype=float) - measured)
+                            / np.maximum(measured, 1.0)))
+    if error > MAX_REPLAY_ERROR:
+        return (f"the replay does not reproduce these steps (off by {100 * error:.0f}% of "
+                f"the measured step, the median over them), so it predicts nothing about "
+                f"{change}")
     saved = per["saving"].to_numpy(dtype=float)
     n_steps = len(per)
     each = recurring(saved)
