@@ -298,7 +298,7 @@ def test_no_replayed_saving_from_a_replay_that_misses_the_steps():
 
     table = pd.DataFrame({"rank": 0, "step": [1, 2, 3], "measured(us)": 2_000.0,
                           "replayed(us)": 1_200.0, "predicted(us)": 1_000.0})
-    assert 0.4 > MAX_REPLAY_ERROR
+    assert MAX_REPLAY_ERROR < 0.4
     (row,) = findings_with_changes(_one_finding(), lambda change: table).to_dict("records")
     assert row["saving_source"] == "gpu-time"
     assert row["est_saving(us)"] == 1000.0
