@@ -8,6 +8,7 @@ import pytest
 
 from hta.model.devices import (
     DEVICES,
+    _geforce,
     custom_device,
     describe_devices,
     device_by_name,
@@ -48,9 +49,132 @@ from hta.model.devices import (
       "computeMinor": 4}, "MI300X"),
     ({"name": "", "totalGlobalMem": 274e9, "numSms": 304, "computeMajor": 9,
       "computeMinor": 4}, "MI325X"),
+    # cloud parts of the Turing/Ampere generation
+    ({"name": "Tesla T4", "totalGlobalMem": 15828320256, "numSms": 40}, "T4"),
+    ({"name": "NVIDIA A10", "totalGlobalMem": 23836098560, "numSms": 72}, "A10"),
+    ({"name": "NVIDIA A10G", "totalGlobalMem": 23609475072, "numSms": 80}, "A10G"),
+    ({"name": "NVIDIA A40", "totalGlobalMem": 47850782720, "numSms": 84}, "A40"),
+    ({"name": "NVIDIA RTX A6000", "totalGlobalMem": 51041271808}, "RTX A6000"),
 ])
 def test_match(props: dict, name: str) -> None:
     assert match_device(props).name == name
+
+
+#: One deviceProperties name per GeForce part (torch.cuda.get_device_name()), its
+#: memory in bytes and SM count as a trace records them, and the entry it must get.
+GEFORCE = [
+    ("NVIDIA GeForce RTX 3060", 12630491136, 28, "RTX 3060 12GB"),
+    ("NVIDIA GeForce RTX 3060", 8589934592, 28, "RTX 3060 8GB"),
+    ("NVIDIA GeForce RTX 3060 Ti", 8358723584, 38, "RTX 3060 Ti"),
+    ("NVIDIA GeForce RTX 3070", 8361738240, 46, "RTX 3070"),
+    ("NVIDIA GeForce RTX 3070 Ti", 8361738240, 48, "RTX 3070 Ti"),
+    ("NVIDIA GeForce RTX 3080", 10487889920, 68, "RTX 3080 10GB"),
+    ("NVIDIA GeForce RTX 3080", 12630491136, 70, "RTX 3080 12GB"),
+    ("NVIDIA GeForce RTX 3080 Ti", 12630491136, 80, "RTX 3080 Ti"),
+    ("NVIDIA GeForce RTX 3090", 25438126080, 82, "RTX 3090"),
+    ("NVIDIA GeForce RTX 3090 Ti", 25438126080, 84, "RTX 3090 Ti"),
+    ("NVIDIA GeForce RTX 4060", 8585216000, 24, "RTX 4060"),
+    ("NVIDIA GeForce RTX 4060 Ti", 17171480576, 34, "RTX 4060 Ti"),
+    ("NVIDIA GeForce RTX 4070", 12878086144, 46, "RTX 4070"),
+    ("NVIDIA GeForce RTX 4070 SUPER", 12878086144, 56, "RTX 4070 SUPER"),
+    ("NVIDIA GeForce RTX 4070 Ti", 12878086144, 60, "RTX 4070 Ti"),
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", 17171480576, 66, "RTX 4070 Ti SUPER"),
+    ("NVIDIA GeForce RTX 4080", 17171480576, 76, "RTX 4080"),
+    ("NVIDIA GeForce RTX 4080 SUPER", 17171480576, 80, "RTX 4080 SUPER"),
+    ("NVIDIA GeForce RTX 4090", 25756696576, 128, "RTX 4090"),
+    ("NVIDIA GeForce RTX 5070", 12820807680, 48, "RTX 5070"),
+    ("NVIDIA GeForce RTX 5070 Ti", 16837967872, 70, "RTX 5070 Ti"),
+    ("NVIDIA GeForce RTX 5080", 16837967872, 84, "RTX 5080"),
+    ("NVIDIA GeForce RTX 5090", 33676689408, 170, "RTX 5090"),
+]
+
+
+@pytest.mark.parametrize(("name", "memory", "sms", "entry"), GEFORCE)
+def test_geforce_parts(name: str, memory: int, sms: int, entry: str) -> None:
+    assert match_device({"name": name, "totalGlobalMem": memory, "numSms": sms}).name == entry
+    # the name alone (no memory, no SM count) finds the part, for the 3060 and 3080 the
+    # first memory variant
+    first = {"RTX 3060 8GB": "RTX 3060 12GB", "RTX 3080 12GB": "RTX 3080 10GB"}
+    assert match_device({"name": name}).name == first.get(entry, entry)
+    dev = device_by_name(entry)
+    assert dev.notes.startswith("GeForce: FP16/BF16/FP8 tensor rates with FP32 accumulate")
+    # FP32 accumulate: fp16 = bf16 = 2 x tf32 = 2 x the fp32 vector rate
+    assert dev.peaks["fp16"] == dev.peaks["bf16"]
+    assert dev.peaks["fp16"] == pytest.approx(2 * dev.peaks["tf32"], rel=0.005)
+    assert dev.peaks["tf32"] == dev.peaks["fp32"]
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA GeForce RTX 4090 D",  # the China part: fewer SMs
+    "NVIDIA GeForce RTX 4090 Laptop GPU",
+    "NVIDIA GeForce RTX 4080 Laptop GPU",
+    "NVIDIA GeForce RTX 3080 Ti Laptop GPU",
+    "NVIDIA GeForce RTX 3060 Laptop GPU",
+    "NVIDIA GeForce RTX 5090 D",
+    "NVIDIA GeForce RTX 5090 Laptop GPU",
+    "NVIDIA GeForce RTX 5060 Ti",
+    "NVIDIA GeForce RTX 4050",
+    "NVIDIA GeForce RTX 2080 Ti",
+    "NVIDIA RTX 6000 Ada Generation",
+    "NVIDIA L40",
+])
+def test_geforce_near_misses_get_no_device(name: str) -> None:
+    assert match_device({"name": name}) is None
+
+
+def test_geforce_names_are_matched_whole() -> None:
+    # each SKU its own entry: no prefix takes a longer name, no longer pattern a shorter one
+    assert match_device({"name": "NVIDIA GeForce RTX 4080"}).name == "RTX 4080"
+    assert match_device({"name": "NVIDIA GeForce RTX 4080 SUPER"}).name == "RTX 4080 SUPER"
+    assert match_device({"name": "NVIDIA GeForce RTX 4070"}).name == "RTX 4070"
+    assert match_device({"name": "NVIDIA GeForce RTX 4070 Ti"}).name == "RTX 4070 Ti"
+    assert match_device({"name": "NVIDIA GeForce RTX 4070 Ti SUPER"}
+                        ).name == "RTX 4070 Ti SUPER"
+    assert match_device({"name": "NVIDIA GeForce RTX 4090"}).bandwidth_tbs == 1.008
+    # older drivers write the name without "NVIDIA"; the case of SUPER does not matter
+    assert match_device({"name": "GeForce RTX 3090"}).name == "RTX 3090"
+    assert match_device({"name": "NVIDIA GeForce RTX 4070 Super"}).name == "RTX 4070 SUPER"
+    # A10, A10G, A100 and A40 are four parts
+    assert match_device({"name": "NVIDIA A10"}).name == "A10"
+    assert match_device({"name": "NVIDIA A10G"}).name == "A10G"
+    assert match_device({"name": "NVIDIA A40"}).name == "A40"
+    assert match_device({"name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 42e9}
+                        ).name == "A100 40GB"
+    # the RTX 3080 10 and 12 GB share a name: memory or the SM count decides
+    assert match_device({"name": "NVIDIA GeForce RTX 3080", "numSms": 70}
+                        ).name == "RTX 3080 12GB"
+    assert match_device({"name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 12.6e9}
+                        ).bandwidth_tbs == 0.912
+    assert match_device({"name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 10.5e9,
+                         "numSms": 70}) is None  # contradictory: no guess
+    assert match_device({"name": "NVIDIA GeForce RTX 3060", "totalGlobalMem": 8.5e9}
+                        ).bandwidth_tbs == 0.24
+    assert device_by_name("RTX 4090").name == "RTX 4090"
+    assert device_by_name("NVIDIA GeForce RTX 3080").name == "RTX 3080 10GB"
+
+
+def test_geforce_rates() -> None:
+    """The whitepaper-tabulated parts' rates, and the per-SM x SMs x boost clock rule the
+    computed entries follow, which reproduces every tabulated figure."""
+    rtx4090 = device_by_name("RTX 4090")
+    assert peak_tflops(rtx4090, "bf16", True) == 165.2  # not 330.3 (FP16 accumulate)
+    assert peak_tflops(rtx4090, "fp8", True) == 330.3
+    assert peak_tflops(rtx4090, "fp32", True) == 82.6  # an fp32 GEMM: the TF32 rate
+    rtx5090 = device_by_name("RTX 5090")
+    assert rtx5090.peaks["fp4"] == 8 * rtx5090.peaks["bf16"]  # FP4 not halved
+    assert device_by_name("RTX 3090").peaks["bf16"] == 71.0
+    assert device_by_name("T4").peaks == {"fp32": 8.1, "fp16": 65.0, "int8": 130.0}
+    assert peak_tflops(device_by_name("T4"), "bf16", True) == 65.0  # falls back to fp16
+    assert peak_tflops(device_by_name("A10G"), "bf16", True) == 70.0
+    assert device_by_name("A10").peaks["bf16"] == 125.0
+    tabulated = {"RTX 3070": ("ampere", 46, 1725), "RTX 3080 10GB": ("ampere", 68, 1710),
+                 "RTX 3090": ("ampere", 82, 1695), "RTX 4080": ("ada", 76, 2505),
+                 "RTX 4090": ("ada", 128, 2520), "RTX 5090": ("blackwell", 170, 2407)}
+    for name, (arch, sms, mhz) in tabulated.items():
+        computed, table = _geforce(arch, sms, mhz), device_by_name(name).peaks
+        assert set(computed) == set(table), name
+        for key, value in table.items():
+            assert computed[key] == pytest.approx(value, rel=0.003), (name, key)
 
 
 def test_every_name_matches_its_own_entry_and_no_other() -> None:
@@ -118,7 +242,9 @@ def test_every_entry_names_its_source_and_is_dense() -> None:
     rows = describe_devices()
     assert len(rows) == len(DEVICES)
     for d in DEVICES:
-        assert "datasheet" in d.source and d.bandwidth_tbs > 0
+        assert ("datasheet" in d.source or "whitepaper" in d.source) and d.bandwidth_tbs > 0
+        if d.source.startswith("computed"):  # a GeForce part no NVIDIA table lists
+            assert "whitepaper" in d.source and d.name.startswith("RTX "), d.name
         for key, value in d.peaks.items():
             assert value > 0, (d.name, key)
         # dense tensor rates: bf16 at most 2x tf32 where both exist, fp8 2x bf16

@@ -1,9 +1,15 @@
 """Device peaks: dense peak FLOP/s per data type and memory bandwidth, per accelerator.
 
 The table is data: one :class:`Device` per part, every number taken from the vendor
-datasheet named in ``source`` (dense rates: where a datasheet gives the rate with 2:4
-sparsity only, the dense rate is half of it, as its footnote says). Rates are in TFLOP/s
-(10¹² FLOP/s), bandwidth in TB/s (10¹² bytes/s).
+datasheet or architecture whitepaper named in ``source`` (dense rates: where a datasheet
+gives the rate with 2:4 sparsity only, the dense rate is half of it, as its footnote says).
+Rates are in TFLOP/s (10¹² FLOP/s), bandwidth in TB/s (10¹² bytes/s). GeForce parts run
+FP16/BF16 (and FP8) tensor math with FP32 accumulate at half the FP16-accumulate rate;
+PyTorch accumulates in FP32, so their ``fp16``/``bf16``/``fp8`` are the FP32-accumulate
+rates of NVIDIA's whitepapers. GeForce parts no NVIDIA table lists are computed as the
+whitepapers compute theirs, the per-SM rate times the SM count times the boost clock
+(:func:`_geforce`), with the bandwidth from the memory data rate and bus width; their
+``source`` says so.
 
 Peak keys: ``fp64`` (the FP64 tensor/matrix rate where the part has one), ``fp32`` (the
 vector rate, CUDA cores / SIMD), ``fp32_matrix`` (AMD matrix cores), ``tf32``, ``fp16``,
@@ -12,10 +18,12 @@ fp8): :func:`peak_tflops` then falls back as documented there.
 
 A trace's device is matched by its ``deviceProperties`` name, by the exact part, never
 by a substring (``GH200 480GB`` is a GH200, not an H200): the name, its vendor prefix
-(``NVIDIA``, ``Tesla``, ``AMD Instinct``, ``AMD``) removed, must match an entry's
-``pattern`` whole (:func:`part_name`, :meth:`Device.matches`). ``totalGlobalMem`` or
-``numSms`` break ties where one part name covers two entries (A100 40 and 80 GB, the two
-GH200 memories, the two GCDs called ``MI250X/MI250``). Where the name is empty or generic
+(``NVIDIA GeForce``, ``NVIDIA``, ``GeForce``, ``Tesla``, ``AMD Instinct``, ``AMD``)
+removed, must match an entry's ``pattern`` whole (:func:`part_name`,
+:meth:`Device.matches`), so ``RTX 4090 D`` and ``RTX 4090 Laptop GPU`` are not an RTX
+4090. ``totalGlobalMem`` or ``numSms`` break ties where one part name covers two entries
+(A100 40 and 80 GB, the two GH200 memories, the two GCDs called ``MI250X/MI250``, the RTX
+3080 10 and 12 GB, the RTX 3060 12 and 8 GB). Where the name is empty or generic
 (``AMD Radeon Graphics``, as ROCm writes in some containers), the part is found by
 ``computeMajor``, ``computeMinor``, ``numSms`` and memory. A name that fits no entry gives
 no device (a MIG slice or an unlisted part: its peaks are not the full part's): the user
@@ -32,7 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Vendor words a ``deviceProperties`` name starts with, removed before matching.
-_VENDOR = re.compile(r"^(NVIDIA|Tesla|AMD Instinct|AMD)\s+", re.IGNORECASE)
+_VENDOR = re.compile(r"^(NVIDIA\s+GeForce|NVIDIA|GeForce|Tesla|AMD Instinct|AMD)\s+",
+                     re.IGNORECASE)
 #: Part names that say nothing about the part (ROCm in some containers): matched by arch.
 GENERIC_NAMES = frozenset({"", "radeon graphics"})
 
@@ -40,7 +49,7 @@ GENERIC_NAMES = frozenset({"", "radeon graphics"})
 def part_name(name: str) -> str:
     """A ``deviceProperties`` name without its vendor prefix and extra spaces:
     ``NVIDIA GH200 480GB`` -> ``GH200 480GB``, ``Tesla V100-SXM2-32GB`` ->
-    ``V100-SXM2-32GB``."""
+    ``V100-SXM2-32GB``, ``NVIDIA GeForce RTX 4090`` -> ``RTX 4090``."""
     return _VENDOR.sub("", " ".join(str(name or "").split()))
 
 
@@ -104,6 +113,38 @@ _MI2 = {"fp64": 45.3, "fp32": 22.6, "fp32_matrix": 45.3, "fp16": 181.0, "bf16": 
         "int8": 181.0}
 _A100_PG = r"|A100(-PG\d{3}-\d{3})?"  # the bare name and board names: memory decides
 
+#: Dense FLOP per clock per SM of the GeForce tensor cores and CUDA cores, FP32
+#: accumulate, as the whitepapers' tables give them (RTX 3090: 71 TFLOP/s FP16 = 82 SMs x
+#: 512 x 1.695 GHz; RTX 4090: 165.2 = 128 x 512 x 2.52; RTX 5090: 209.5 = 170 x 512 x
+#: 2.407, its FP4 1676 = 170 x 4096 x 2.407, FP4 with FP32 accumulate at full rate).
+_GEFORCE_RATES: dict[str, dict[str, int]] = {
+    "ampere": {"fp32": 256, "tf32": 256, "fp16": 512, "bf16": 512, "int8": 2048},
+    "ada": {"fp32": 256, "tf32": 256, "fp16": 512, "bf16": 512, "fp8": 1024,
+            "int8": 2048},
+    "blackwell": {"fp32": 256, "tf32": 256, "fp16": 512, "bf16": 512, "fp8": 1024,
+                  "fp4": 4096, "int8": 2048},
+}
+_GA102_WP = "NVIDIA Ampere GA102 GPU Architecture whitepaper v2"
+_ADA_WP = "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A"
+_RTX_BW_WP = "NVIDIA RTX Blackwell GPU Architecture whitepaper v1.1, Appendix A"
+_WP_OF = {"ampere": _GA102_WP, "ada": _ADA_WP, "blackwell": _RTX_BW_WP}
+_GEFORCE_NOTE = ("GeForce: FP16/BF16/FP8 tensor rates with FP32 accumulate (PyTorch's), half "
+                 "the FP16-accumulate rate")
+
+
+def _geforce(arch: str, sms: int, boost_mhz: float) -> dict[str, float]:
+    """Dense peaks of a GeForce part no NVIDIA table lists: the whitepaper's per-SM
+    rate x SMs x boost clock, to 0.1 TFLOP/s."""
+    return {k: round(v * sms * boost_mhz / 1e6, 1) for k, v in _GEFORCE_RATES[arch].items()}
+
+
+def _computed(arch: str, spec: str) -> str:
+    """The ``source`` of a computed GeForce entry."""
+    return (f"computed: {_WP_OF[arch]} per-SM rates x SMs x boost clock of NVIDIA's "
+            f"{spec} specifications (no NVIDIA datasheet or whitepaper table lists it); "
+            "bandwidth = memory data rate x bus width")
+
+
 DEVICES: tuple[Device, ...] = (
     Device("A100 80GB PCIe", _A100, 1.935, _A100_SRC, r"A100[- ]80GB[- ]PCIe|A100-PCIe-80GB",
            names=("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"), memory_gb=80),
@@ -142,10 +183,11 @@ DEVICES: tuple[Device, ...] = (
            notes="no FP32 vector rate on the datasheet", names=("NVIDIA GB200",),
            memory_gb=186),
     Device("B200", {"fp64": 37.0, "tf32": 1100.0, "fp16": 2250.0, "bf16": 2250.0,
-                    "fp8": 4500.0, "fp4": 9000.0, "int8": 4500.0}, 8.0,
-           "NVIDIA HGX B200 datasheet (per GPU; sparse ÷ 2)", r"B200",
-           notes="no FP32 vector rate on the datasheet", names=("NVIDIA B200",),
-           memory_gb=180),
+                    "fp8": 4500.0, "fp4": 9000.0, "int8": 4500.0}, 7.7,
+           "NVIDIA HGX B200 datasheet (per GPU: 180 GB HBM3e, 7.7 TB/s; sparse ÷ 2)",
+           r"B200", notes="no FP32 vector rate on the datasheet; 192 GB and 8 TB/s "
+                          "were the GTC 2024 announcement's figures",
+           names=("NVIDIA B200",), memory_gb=180),
     Device("L40S", {"fp32": 91.6, "tf32": 183.0, "fp16": 366.0, "bf16": 366.0,
                     "fp8": 733.0, "int8": 733.0}, 0.864,
            "NVIDIA L40S GPU datasheet (sparse ÷ 2)", r"L40S", names=("NVIDIA L40S",),
@@ -159,6 +201,132 @@ DEVICES: tuple[Device, ...] = (
     Device("V100 PCIe", {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}, 0.9,
            "NVIDIA Tesla V100 GPU datasheet (PCIe)", r"V100-PCIE-(16|32)GB",
            names=("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"), memory_gb=32),
+    Device("T4", {"fp32": 8.1, "fp16": 65.0, "int8": 130.0}, 0.32,
+           "NVIDIA T4 Tensor Core GPU datasheet (FP16/FP32 mixed precision 65 TFLOP/s); "
+           "T4 board product brief (up to 320 GB/s)", r"T4",
+           notes="Turing: no BF16 or TF32 tensor rate",
+           names=("Tesla T4",), memory_gb=16),
+    Device("A10", {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0,
+                   "int8": 250.0}, 0.6, "NVIDIA A10 Tensor Core GPU datasheet (sparse ÷ 2)",
+           r"A10", names=("NVIDIA A10",), memory_gb=24),
+    Device("A10G", {"fp32": 35.0, "tf32": 35.0, "fp16": 70.0}, 0.6,
+           "NVIDIA AWS A10G datasheet (NVIDIA_AWS_A10G_DataSheet_FINAL_02_17_2022: FP32 "
+           "35, TF32 35, FP16 70 TFLOP/s; 600 GB/s)", r"A10G",
+           notes="AWS G5's A10 variant: more FP32, half the A10's tensor rates; no BF16 "
+                 "or INT8 figure found (bf16 falls back to fp16)",
+           names=("NVIDIA A10G",), memory_gb=24),
+    Device("A40", {"fp32": 37.4, "tf32": 74.8, "fp16": 149.7, "bf16": 149.7,
+                   "int8": 299.3}, 0.696, "NVIDIA A40 GPU datasheet (sparse ÷ 2)", r"A40",
+           names=("NVIDIA A40",), memory_gb=48),
+    Device("RTX A6000", {"fp32": 38.7, "tf32": 77.4, "fp16": 154.8, "bf16": 154.8,
+                         "int8": 309.7}, 0.768,
+           _GA102_WP + ", Appendix C (RTX A6000; sparse ÷ 2)", r"RTX A6000",
+           names=("NVIDIA RTX A6000",), memory_gb=48),
+    # GeForce RTX 30 (Ampere GA10x)
+    Device("RTX 3060 12GB", _geforce("ampere", 28, 1777), 0.36,
+           _computed("ampere", "GeForce RTX 3060 (28 SMs, 1.78 GHz, 15 Gbps x 192-bit)"),
+           r"RTX 3060", min_memory_gb=10, num_sms=28, notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 3060",), memory_gb=12),
+    Device("RTX 3060 8GB", _geforce("ampere", 28, 1777), 0.24,
+           _computed("ampere", "GeForce RTX 3060 8 GB (28 SMs, 1.78 GHz, 15 Gbps x "
+                               "128-bit)"),
+           r"RTX 3060", max_memory_gb=10, num_sms=28, notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 3060",), memory_gb=8),
+    Device("RTX 3060 Ti", _geforce("ampere", 38, 1665), 0.448,
+           _computed("ampere", "GeForce RTX 3060 Ti (38 SMs, 1.67 GHz, 14 Gbps x 256-bit)"),
+           r"RTX 3060 Ti", notes=_GEFORCE_NOTE + "; the GDDR6X board (608 GB/s) has the "
+                                                 "same name and memory: GDDR6 assumed",
+           names=("NVIDIA GeForce RTX 3060 Ti",), memory_gb=8),
+    Device("RTX 3070", {"fp32": 20.3, "tf32": 20.3, "fp16": 40.6, "bf16": 40.6,
+                        "int8": 162.6}, 0.448, _GA102_WP + ", Appendix A (sparse ÷ 2)",
+           r"RTX 3070", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3070",),
+           memory_gb=8),
+    Device("RTX 3070 Ti", _geforce("ampere", 48, 1770), 0.608,
+           _computed("ampere", "GeForce RTX 3070 Ti (48 SMs, 1.77 GHz, 19 Gbps x 256-bit)"),
+           r"RTX 3070 Ti", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3070 Ti",),
+           memory_gb=8),
+    Device("RTX 3080 10GB", {"fp32": 29.8, "tf32": 29.8, "fp16": 59.5, "bf16": 59.5,
+                             "int8": 238.0}, 0.76,
+           _GA102_WP + ", Table 2 (RTX 3080; sparse ÷ 2)", r"RTX 3080", max_memory_gb=11.5,
+           num_sms=68, notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3080",),
+           memory_gb=10),
+    Device("RTX 3080 12GB", _geforce("ampere", 70, 1710), 0.912,
+           _computed("ampere", "GeForce RTX 3080 12 GB (70 SMs, 1.71 GHz, 19 Gbps x "
+                               "384-bit)"),
+           r"RTX 3080", min_memory_gb=11.5, num_sms=70, notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 3080",), memory_gb=12),
+    Device("RTX 3080 Ti", _geforce("ampere", 80, 1665), 0.912,
+           _computed("ampere", "GeForce RTX 3080 Ti (80 SMs, 1.67 GHz, 19 Gbps x 384-bit)"),
+           r"RTX 3080 Ti", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3080 Ti",),
+           memory_gb=12),
+    Device("RTX 3090", {"fp32": 35.6, "tf32": 35.6, "fp16": 71.0, "bf16": 71.0,
+                        "int8": 284.0}, 0.936, _GA102_WP + ", Appendix A (sparse ÷ 2)",
+           r"RTX 3090", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3090",),
+           memory_gb=24),
+    Device("RTX 3090 Ti", _geforce("ampere", 84, 1860), 1.008,
+           _computed("ampere", "GeForce RTX 3090 Ti (84 SMs, 1.86 GHz, 21 Gbps x 384-bit)"),
+           r"RTX 3090 Ti", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 3090 Ti",),
+           memory_gb=24),
+    # GeForce RTX 40 (Ada Lovelace)
+    Device("RTX 4060", _geforce("ada", 24, 2460), 0.272,
+           _computed("ada", "GeForce RTX 4060 (24 SMs, 2.46 GHz, 17 Gbps x 128-bit)"),
+           r"RTX 4060", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 4060",),
+           memory_gb=8),
+    Device("RTX 4060 Ti", _geforce("ada", 34, 2535), 0.288,
+           _computed("ada", "GeForce RTX 4060 Ti (34 SMs, 2.54 GHz, 18 Gbps x 128-bit)"),
+           r"RTX 4060 Ti", notes=_GEFORCE_NOTE + "; 8 and 16 GB boards alike",
+           names=("NVIDIA GeForce RTX 4060 Ti",), memory_gb=16),
+    Device("RTX 4070", _geforce("ada", 46, 2475), 0.504,
+           _computed("ada", "GeForce RTX 4070 (46 SMs, 2.48 GHz, 21 Gbps x 192-bit)"),
+           r"RTX 4070", notes=_GEFORCE_NOTE + "; the GDDR6 board (480 GB/s) has the same "
+                                              "name and memory: GDDR6X assumed",
+           names=("NVIDIA GeForce RTX 4070",), memory_gb=12),
+    Device("RTX 4070 SUPER", _geforce("ada", 56, 2475), 0.504,
+           _computed("ada", "GeForce RTX 4070 SUPER (56 SMs, 2.48 GHz, 21 Gbps x 192-bit)"),
+           r"RTX 4070 SUPER", notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 4070 SUPER",), memory_gb=12),
+    Device("RTX 4070 Ti", _geforce("ada", 60, 2610), 0.504,
+           _computed("ada", "GeForce RTX 4070 Ti (60 SMs, 2.61 GHz, 21 Gbps x 192-bit)"),
+           r"RTX 4070 Ti", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 4070 Ti",),
+           memory_gb=12),
+    Device("RTX 4070 Ti SUPER", _geforce("ada", 66, 2610), 0.672,
+           _computed("ada", "GeForce RTX 4070 Ti SUPER (66 SMs, 2.61 GHz, 21 Gbps x "
+                            "256-bit)"),
+           r"RTX 4070 Ti SUPER", notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 4070 Ti SUPER",), memory_gb=16),
+    Device("RTX 4080", {"fp32": 48.7, "tf32": 48.7, "fp16": 97.5, "bf16": 97.5,
+                        "fp8": 194.9, "int8": 389.9}, 0.7168,
+           _ADA_WP + " (RTX 4080 16 GB; sparse ÷ 2)", r"RTX 4080", notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 4080",), memory_gb=16),
+    Device("RTX 4080 SUPER", _geforce("ada", 80, 2550), 0.736,
+           _computed("ada", "GeForce RTX 4080 SUPER (80 SMs, 2.55 GHz, 23 Gbps x 256-bit)"),
+           r"RTX 4080 SUPER", notes=_GEFORCE_NOTE,
+           names=("NVIDIA GeForce RTX 4080 SUPER",), memory_gb=16),
+    Device("RTX 4090", {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2,
+                        "fp8": 330.3, "int8": 660.6}, 1.008,
+           _ADA_WP + " (RTX 4090; FP8 with FP32 accumulate as corrected in v2.02; "
+                     "sparse ÷ 2)",
+           r"RTX 4090", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 4090",),
+           memory_gb=24),
+    # GeForce RTX 50 (Blackwell)
+    Device("RTX 5070", _geforce("blackwell", 48, 2512), 0.672,
+           _computed("blackwell", "GeForce RTX 5070 (48 SMs, 2.51 GHz, 28 Gbps x 192-bit)"),
+           r"RTX 5070", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 5070",),
+           memory_gb=12),
+    Device("RTX 5070 Ti", _geforce("blackwell", 70, 2452), 0.896,
+           _computed("blackwell", "GeForce RTX 5070 Ti (70 SMs, 2.45 GHz, 28 Gbps x "
+                                  "256-bit)"),
+           r"RTX 5070 Ti", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 5070 Ti",),
+           memory_gb=16),
+    Device("RTX 5080", _geforce("blackwell", 84, 2617), 0.96,
+           _computed("blackwell", "GeForce RTX 5080 (84 SMs, 2.62 GHz, 30 Gbps x 256-bit)"),
+           r"RTX 5080", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 5080",),
+           memory_gb=16),
+    Device("RTX 5090", {"fp32": 104.8, "tf32": 104.8, "fp16": 209.5, "bf16": 209.5,
+                        "fp8": 419.0, "fp4": 1676.0, "int8": 838.0}, 1.792,
+           _RTX_BW_WP + " (RTX 5090; FP4 with FP32 accumulate; sparse ÷ 2)", r"RTX 5090",
+           notes=_GEFORCE_NOTE + "; FP4 runs at full rate with FP32 accumulate",
+           names=("NVIDIA GeForce RTX 5090",), memory_gb=32),
     Device("MI355X", {"fp64": 78.6, "fp32": 157.3, "fp32_matrix": 157.3, "fp16": 2516.6,
                       "bf16": 2516.6, "fp8": 5033.2, "fp4": 10066.3, "int8": 5033.2}, 8.0,
            "AMD Instinct MI355X GPU datasheet", r"MI355X", arch=(9, 5, 256),

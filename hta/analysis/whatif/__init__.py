@@ -163,15 +163,18 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
     mine = np.flatnonzero(jg.node_pos == i)
-    begin = None
+    done_before: int | None = None
     if window is not None:
+        lo, hi = int(window[0]), int(window[1])  # type: ignore[arg-type]
         ts = jg.node_ts[mine]
-        begin = _done_before(t, mine, ts, int(window[0]))  # type: ignore[arg-type]
-        mine = mine[(ts >= window[0]) & (ts <= window[1])]
+        done_before = _done_before(t, mine, ts, lo)
+        mine = mine[(ts >= lo) & (ts <= hi)]
     if not mine.size:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    first = int(t[mine].min()) if begin is None else max(int(t[mine].min()), begin)
+    first = int(t[mine].min())
+    if done_before is not None:
+        first = max(first, done_before)
     last = max(int(t[mine].max()), first)
     return np.asarray([-1]), np.asarray([last - first])
 
