@@ -219,11 +219,14 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     row = -1
     ot = one_time_costs(rt)
     keeps = _work_kept(rt)
+    it = iterations_found(rt)
+    # one iteration: only a leading stretch of one-time costs is cut (its work runs once
+    # and all of it is the pass)
+    share = MIN_STEADY_WORK if it is not None else ONE_PASS_WORK
     for i in np.argsort(-ot.end, kind="stable").tolist():
-        if keeps(int(ot.end[i]), ot.why[i] == "warm-up"):
+        if keeps(int(ot.end[i]), ot.why[i] == "warm-up", share):
             start, row = int(ot.end[i]), int(ot.rows[i])
             break
-    it = iterations_found(rt)
     if it is None:
         return None if start is None else (start, _steady_end(rt, None, start, end), row)
     if start is not None:  # from the next iteration on: whole iterations
@@ -236,6 +239,9 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     return None if start is None else (start, _steady_end(rt, it, start, end), row)
 
 
+#: Share of the GPU time outside one-time costs a cut must keep in a trace of one
+#: iteration: only a leading stretch of one-time costs is cut, never the pass's work.
+ONE_PASS_WORK = 0.95
 #: Share of the rank's GPU time that work which recurs before a candidate start of the
 #: steady state and never runs after it may reach: more, and the start would drop work
 #: that recurs.
@@ -245,9 +251,12 @@ MAX_DROPPED_RECURRING = 0.05
 def _work_kept(rt: RankTrace) -> Callable[..., bool]:
     """Whether a start of the steady state keeps the work:
 
-    * at least :data:`MIN_STEADY_WORK` of the rank's GPU time (kernel, copy and memset
-      durations, not counts: a thousand optimizer kernels are not the GEMMs) starts at or
-      after it, unless the start ends code the user named warm-up (``named``);
+    * at least ``share`` (:data:`MIN_STEADY_WORK`) of the rank's GPU time (kernel, copy
+      and memset durations, not counts: a thousand optimizer kernels are not the GEMMs)
+      starts at or after it, unless the start ends code the user named warm-up
+      (``named``); in a trace of one iteration (``share`` :data:`ONE_PASS_WORK`), that
+      share of the GPU time outside one-time costs, whatever the names: only a leading
+      stretch of one-time costs is cut;
     * the work that recurs before it and never runs after it takes under
       :data:`MAX_DROPPED_RECURRING` of that time. Work is told apart by the top-level
       call that launched it, its name and input shapes (:func:`_work_keys`); it recurs
@@ -266,10 +275,16 @@ def _work_kept(rt: RankTrace) -> Callable[..., bool]:
     once[has] = in_one_time(rt, launch[has])
     total = float(dur.sum())
 
-    def keeps(start: int, named: bool = False) -> bool:
+    work = float(dur[~once].sum())
+
+    def keeps(start: int, named: bool = False, share: float = MIN_STEADY_WORK) -> bool:
         after = ts >= start
-        if not after.any() or (not named and
-                               float(dur[after].sum()) < MIN_STEADY_WORK * total):
+        if not after.any():
+            return False
+        if share >= ONE_PASS_WORK:  # one pass: all its work (outside one-time costs)
+            if float(dur[after & ~once].sum()) < share * work:
+                return False
+        elif not named and float(dur[after].sum()) < share * total:
             return False
         before = ~after & ~once
         gone = ~np.isin(names, names[after]) & before
@@ -412,9 +427,16 @@ def _iterations(rt: RankTrace) -> Iterations | None:
     if not len(ev):
         return None
     top = top_level_calls(rt)
+    ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
+    # what runs inside compilation, autotuning or set-up (the compiler's own allocations
+    # and trial runs) is not the loop
+    ot = one_time_costs(rt)
+    named = np.isin(ot.why, ("setup", "warm-up", "autotune"))
+    if named.any():
+        held = Cover(ot.start[named], ot.end[named])
+        top = top[held.within(ts[top], end[top]) < end[top] - ts[top]]
     if top.size < 4:
         return None
-    ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
     # the thread that runs the loop: of the threads with a quarter of the most top-level
     # calls or more, the one whose first call comes first (the main thread, not the
     # autograd engine's thread that it hands the backward pass to)
@@ -459,14 +481,20 @@ def _iterations(rt: RankTrace) -> Iterations | None:
 #: Python frames (``with_stack=True``) and annotations that are one call of a module: a
 #: repeat whose every start lies under one of them repeats layers of one pass, not the
 #: loop.
-MODULE_CALL = re.compile(r"^nn\.Module: |\.py\(\d+\): (forward|_call_impl|_wrapped_call_impl)$")
+MODULE_CALL = re.compile(r"^nn\.Module: |\.py\(\d+\): (forward|_call_impl|_wrapped_call_impl)$"
+                         r"|^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
+#: Kinds whose events, around every start of a repeat, make it a repeat inside one pass:
+#: a ``record_function`` label (``model_inference``) or a module call.
+_PASS_KINDS = ("user_annotation",)
 
 
 def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool:
     """Whether the repeat of ``top`` (the loop thread's top-level calls, by start) that
     starts at the calls ``at`` and ends at ``stop`` is a repeat inside one pass (layers of
-    one forward), not a loop: every start lies under one module call
-    (:data:`MODULE_CALL`); or, where the trace has no such frames, calls that launch GPU
+    one forward), not a loop: every start lies under one module call or compiled region
+    (:data:`MODULE_CALL`), or under one ``record_function`` label other than the
+    profiler's steps (``model_inference``: the user named one unit of work); or, where
+    the trace has neither, calls that launch GPU
     work and run nowhere inside the repeat (by name and recorded input shapes) and are no
     one-time cost run both before it and after it (an embedding before the layers and a
     head after them: work a loop would repeat with each iteration)."""
@@ -475,7 +503,12 @@ def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool
     anc = anc[anc != row]
     if anc.size:
         ids, count = np.unique(anc, return_counts=True)
-        if name_matches(rt, ids[count == anchors.size], MODULE_CALL).any():
+        common = ids[count == anchors.size]
+        if name_matches(rt, common, MODULE_CALL).any():
+            return True
+        codes = rt.events["kind"].cat.codes.to_numpy()[common]
+        labels = common[kind_mask(codes, _PASS_KINDS)]
+        if (~name_matches(rt, labels, _STEP_LABEL)).any():
             return True
     ts = rt.events["ts"].to_numpy()
     first = ts[anchors[0]]
@@ -493,6 +526,10 @@ def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool
 
     return runs_once(before, keys[inside.size:inside.size + before.size]) and \
         runs_once(after, keys[inside.size + before.size:])
+
+
+#: Labels that are the profiler's own, not a pass of the user's code.
+_STEP_LABEL = re.compile(r"^ProfilerStep#|^##\s*ProfilerStep")
 
 
 def _launching(rt: RankTrace) -> np.ndarray:
@@ -719,15 +756,20 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     later = pd.Series(d[~head]).groupby(k[~head]).median()
     cand = head & (d >= MIN_NS)
     med = later.reindex(k[cand]).to_numpy().copy()
-    # a key called once (an optimizer's first parameter: each has its own shape) is
-    # judged against the later calls of its name
+    # a shape called once (an optimizer's parameters, the layers of one pass: each its
+    # own shape) is judged against the calls of its name that were not a shape's first
+    # (warm calls), else the later calls of its name
     names = rt.events["name"].to_numpy()[r].astype(np.int64)
+    warm = pd.Series(d[~head]).groupby(names[~head]).median()
     first_of_name = np.zeros(r.size, dtype=bool)
     by_name = np.lexsort((ts[r], names))
     first_of_name[by_name[np.r_[True, names[by_name][1:] != names[by_name][:-1]]]] = True
-    by_name_later = pd.Series(d[~first_of_name]).groupby(names[~first_of_name]).median()
-    fallback = by_name_later.reindex(names[cand]).to_numpy()
-    alone = np.isnan(med) & first_of_name[cand]
+    later = pd.Series(d[~first_of_name]).groupby(names[~first_of_name]).median()
+    fallback = warm.reindex(names[cand]).to_numpy()
+    fallback = np.where(np.isnan(fallback), later.reindex(names[cand]).to_numpy(), fallback)
+    alone = np.isnan(med)
+    alone[alone] = first_of_name[cand][alone] | ~np.isnan(warm.reindex(
+        names[cand][alone]).to_numpy())
     med[alone] = fallback[alone]
     ok = ~np.isnan(med)
     ok[ok] = d[cand][ok] >= FACTOR * med[ok]
