@@ -184,6 +184,28 @@ def test_workers_take_the_loading_off_the_main_thread(tmp_path: Path) -> None:
     close(pred, actual, 0.08)
 
 
+def test_workers_reach_a_loader_waiting_on_its_pin_memory_thread(tmp_path: Path) -> None:
+    """A multi-process loader: the main thread's ``__next__`` span has no event inside;
+    the batch arrives through the pin-memory thread, whose call near the span's end the
+    main thread waits for (a thread hand-off). More workers and no loader at all both
+    shorten the steps: the hand-off's wait is the loader's too."""
+    d, steps = 300_000, 6
+    multi = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+    def run(s: Sim, k: int) -> None:
+        c = s.cpu
+        s.b.annotation(multi, c, d)
+        s.b.runtime("cudaPointerGetAttributes", c + d - 20_000, 3_000, tid=2)
+        s.cpu = c + d + OP_GAP
+        s.op("aten::mm", 10_000, "sgemm", 50_000)
+        s.op("aten::relu", 10_000, "relu", 20_000)
+
+    a = Sim().steps(steps, run).load(tmp_path)
+    for change in ("workers:4", "no-data-loader"):
+        pred = a.what_if(change)
+        assert pred["predicted(us)"].sum() < 0.6 * pred["replayed(us)"].sum(), change
+
+
 # -- cuda-graphs ----------------------------------------------------------------------------
 def test_cuda_graphs_remove_launch_and_dispatch(tmp_path: Path) -> None:
     kernels = [("aten::linear", 30_000, f"gemm_{i}", 8_000) for i in range(12)]

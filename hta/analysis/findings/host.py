@@ -29,6 +29,8 @@ calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -46,6 +48,7 @@ from hta.analysis.findings.rule_tools import (
     fmt_time,
     in_selection,
     iterator_start_rows,
+    name_matches,
     step_tuple,
     steps_text,
 )
@@ -84,12 +87,26 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
     pieces = np.searchsorted(ms, start, side="right") - 1
     hit_steps = steps[idle[np.clip(pieces, 0, None)] > 0]
     evidence, advice = _loader_text(rt, fetch, starts, once, window, busy, steps_in)
+    if not advice and fetch.size and name_matches(rt, fetch, MULTI_PROCESS).any():
+        advice = WORKERS_BUSY_ADVICE
     evidence = (f"{evidence} In all {fmt_time(int((me - ms).sum()))} on the CPU, "
                 f"{fmt_time(total)} of it with the GPU idle: no kernel, copy or memset on "
                 f"any stream (GPU timeline; host wait in the idle time table).")
     return [Finding((rt.rank,), step_tuple(hit_steps), evidence, total,
                     window[1] - window[0], advice=advice,
                     claim=claim_outside(ms, me, None, busy))]
+
+
+#: A DataLoader that already runs worker processes (``num_workers > 0``).
+MULTI_PROCESS = re.compile(r"MultiProcessingDataLoaderIter")
+#: The advice when the loop waits for a loader that already has workers.
+WORKERS_BUSY_ADVICE = (
+    "The loader already runs worker processes (_MultiProcessingDataLoaderIter) and the "
+    "loop still waits for them: they produce batches slower than the step consumes them. "
+    "Raise num_workers (up to the free CPU cores) and prefetch_factor, make the "
+    "per-sample work cheaper (decode and augment on the GPU, or on batched tensors), "
+    "pin_memory=True with non_blocking copies, persistent_workers=True; check that the "
+    "workers are not starved of CPU cores or of I/O.")
 
 
 def _idle_in(ev: pd.DataFrame, rows: np.ndarray, window: tuple[int, int], busy: Cover

@@ -443,6 +443,23 @@ def unblock_nodes(jg: JobGraph, edits: Edits, waiting: np.ndarray) -> None:
     edits.delay[cpu] = np.minimum(edits.delay[cpu], floor[jg.node_pos[jg.dst[cpu]]])
 
 
+def cap_handoffs(jg: JobGraph, edits: Edits, i: int, start: np.ndarray, end: np.ndarray,
+                 wait: np.ndarray) -> None:
+    """Cap at ``wait`` (per span) the delay of the ``thread`` edges that leave rank
+    position ``i``'s main thread inside the data-loader spans ``[start, end)`` (sorted):
+    a multi-process loader's batch reaches the main thread through its pin-memory
+    thread, whose work waits on the workers (untraced) from the span's start; with the
+    loading moved off the loop, that wait is what the change leaves."""
+    te = np.flatnonzero((jg.type == EDGE["thread"]) & (jg.node_pos[jg.src] == i))
+    if not te.size or not start.size:
+        return
+    at = jg.node_ts[jg.src[te]]
+    k = np.searchsorted(start, at, side="right") - 1
+    ok = (k >= 0) & (at <= end[np.clip(k, 0, None)])
+    te, k = te[ok], k[ok]
+    edits.delay[te] = np.minimum(edits.delay[te], wait[k])
+
+
 def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.rule_tools import data_loader_rows
 
@@ -469,6 +486,9 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
             k = np.searchsorted(lo, jg.src[e], side="right") - 1
             inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
             edits.delay[e[inside]] = 0.0
+        spans = rows[ok][np.argsort(ev["ts"].to_numpy()[rows[ok]], kind="stable")]
+        cap_handoffs(jg, edits, i, ev["ts"].to_numpy()[spans], ev["end"].to_numpy()[spans],
+                     np.zeros(spans.size))
 
 
 def register(kind: str, edit: object) -> None:

@@ -67,6 +67,7 @@ from hta.analysis.whatif.changes import (
     _gpu_rows,
     _scale_end_edges,
     _zero_cpu_inside,
+    cap_handoffs,
     register,
     unblock_nodes,
 )
@@ -254,6 +255,8 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
             node_wait[glob], hit[glob] = wait[ok], True
             into = (jg.type == EDGE["cpu"]) & hit[jg.dst]
             edits.delay[into] = node_wait[jg.dst[into]]
+            cap_handoffs(jg, edits, i, ts[mine], end[mine], wait)
+
 
 
 # -- cuda-graphs ------------------------------------------------------------------------------
