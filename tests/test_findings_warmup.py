@@ -281,11 +281,12 @@ def test_even_launches_are_not_one_time(tmp_path):
     assert one_time_costs(_python_launches(tmp_path, False).rank(0)).rows.size == 0
 
 
-def _compiled_loop(tmp_path, compile_step: int):
+def _compiled_loop(tmp_path, compile_step: int, new_frame: bool = False):
     """Four steps, each running ``Torch-Compiled Region: 0/0`` (a kernel of 200 µs); in
     step ``compile_step`` an ``entire_frame_compile`` of 50 ms (the GPU idle) runs first:
     a recompilation when compiled code ran in an earlier step, the first compilation
-    when it is step 1."""
+    when it is step 1. With ``new_frame`` the compilation is of another function, whose
+    region (``1/0``) runs from that step on: no recompilation."""
     from kineto_builder import TraceBuilder
 
     from hta.job.load import load_trace as load
@@ -299,7 +300,8 @@ def _compiled_loop(tmp_path, compile_step: int):
             if extra:
                 b.cpu_op("entire_frame_compile", ts=t + 1_000, dur=extra - 2_000)
             r = t + extra + 1_000
-            b.cpu_op("Torch-Compiled Region: 0/0", ts=r, dur=100_000)
+            region = "1/0" if new_frame and k >= compile_step else "0/0"
+            b.cpu_op(f"Torch-Compiled Region: {region}", ts=r, dur=100_000)
             b.launch_kernel("triton_poi_fused_0", cpu_ts=r + 10_000, cpu_dur=5_000,
                             gpu_ts=r + 20_000, gpu_dur=200_000)
         t += length
@@ -314,6 +316,13 @@ def test_a_compilation_after_compiled_code_ran_is_a_recompilation(tmp_path):
         "(Torch-Compiled Region: 0/0 in step 2), then compiled again in step 3" \
         in note["evidence"]
     assert "TORCH_LOGS=recompiles" in note["advice"] and "dynamic=True" in note["advice"]
+
+
+def test_a_compilation_of_another_frame_is_no_recompilation(tmp_path):
+    """Frame 1 compiled once after frame 0 ran: two functions each compiled once."""
+    out = find(_compiled_loop(tmp_path, compile_step=3, new_frame=True))
+    note = out[out["rule"] == "warmup"].iloc[0]
+    assert "recompilation" not in note["evidence"]
 
 
 def test_the_first_compilation_is_no_recompilation(tmp_path):

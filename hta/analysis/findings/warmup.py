@@ -916,7 +916,10 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     compiled code (:data:`COMPILED_CALL`) of its direction (the forward, or the backward
     pass, which compiles on its first call after the forward ran compiled) finished
     before it started without compiling, so the same code compiled again (a new shape
-    or a failed guard, which recurs with each new shape); "" when none is."""
+    or a failed guard, which recurs with each new shape); "" when none is. Where Dynamo
+    numbers its frames (``Torch-Compiled Region: 1/0``), the earlier run must be of the
+    frame the compilation is for (the compiled region that runs first after it): two
+    frames each compiled once are no recompilation."""
     ev = rt.events
     if not rows.size:
         return ""
@@ -937,10 +940,18 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     # compilation repeats one of its own direction
     names = ev["name"].to_numpy()
     back = np.asarray(["ackward" in rt.symbols[int(n)] for n in names[clean]], dtype=bool)
+    frame_of = _frames(rt, ran)
     again, last = [], -1
     for c in comp.tolist():
         c_back = "ackward" in rt.symbols[int(names[c])]
         prior = clean[(back == c_back) & (end[clean] <= ts[c])]
+        # Dynamo numbers each frame it compiles ("Torch-Compiled Region: 1/0": frame 1,
+        # its first compilation): compiled code of another frame is no earlier run
+        after = ran[ts[ran] >= ts[c]]
+        mine = frame_of[int(after[0])] if after.size else -1
+        if mine >= 0 and prior.size:
+            prior = prior[np.asarray([frame_of[int(r)] in (mine, -1) for r in prior.tolist()],
+                                     dtype=bool)]
         if prior.size:
             again.append(c)
             last = int(prior[np.argmax(end[prior])])
@@ -952,6 +963,31 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
             f"({rt.symbols[int(ev['name'].to_numpy()[last])]} in "
             f"{steps_text(rt, it[[last]])}), then compiled again in {where}: the inputs "
             f"or a guard changed, and it recurs with each new shape.")
+
+
+#: Dynamo's compiled frames: ``Torch-Compiled Region: FRAME/COMPILATION``.
+_FRAME = re.compile(r"Torch-Compiled Region: (\d+)/(\d+)")
+
+
+def _frame_id(name: str) -> int:
+    """The frame number of a ``Torch-Compiled Region: F/C`` name (-1 when none)."""
+    m = _FRAME.search(name)
+    return int(m.group(1)) if m else -1
+
+
+def _frames(rt: RankTrace, rows: np.ndarray) -> dict[int, int]:
+    """Per row, the Dynamo frame it runs: its own name's, else that of the innermost
+    compiled region around it (``CompiledFunction`` inside ``Torch-Compiled Region:
+    0/0``); -1 when none says."""
+    names = rt.events["name"].to_numpy()
+    out = {int(r): _frame_id(rt.symbols[int(names[r])]) for r in rows.tolist()}
+    row, anc = ancestor_pairs(link(rt, "parent"), rows)
+    # ancestor_pairs lists each row's ancestors from the nearest up: the first with a
+    # frame number wins
+    for r, a in zip(row.tolist(), anc.tolist(), strict=True):
+        if out[r] < 0 and a != r:
+            out[r] = _frame_id(rt.symbols[int(names[a])])
+    return out
 
 
 def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, span: int,
