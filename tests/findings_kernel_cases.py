@@ -30,7 +30,8 @@ def _load(b: TraceBuilder, tmp_path: Path, rules: tuple[Rule, ...] = ()) -> Trac
 
 
 def small_kernels(tmp_path: Path, kernel_ns: int = 3_000, gap_ns: int = 2_000, n: int = 150,
-                  host_bound: bool = False, side_cover_ns: int = 0) -> tuple[Trace, int]:
+                  host_bound: bool = False, side_cover_ns: int = 0, name: str = "",
+                  compiled: bool = False) -> tuple[Trace, int]:
     """Each step: ``n`` kernels of ``kernel_ns`` on one stream, ``gap_ns`` apart.
 
     The host launches them 1 µs apart long before the GPU reaches them (every gap is the
@@ -38,7 +39,8 @@ def small_kernels(tmp_path: Path, kernel_ns: int = 3_000, gap_ns: int = 2_000, n
     1 µs before its kernel starts, after the previous kernel ended (the gaps are the host's,
     not counted; needs ``gap_ns`` > 1 µs). With ``side_cover_ns``, a memset on another
     stream covers that much of every gap (from the gap's start), so only the rest is GPU
-    idle.
+    idle. ``name``: every other kernel is named so (a layout conversion); ``compiled``:
+    each step runs under a ``Torch-Compiled Region: 0/0`` operator.
 
     Expected saving with small kernels (under 5 µs): per step ``n - 1`` pairs, each the
     idle part of its gap (0 when host-bound) plus a 1 µs overhead (at most the kernel).
@@ -48,11 +50,14 @@ def small_kernels(tmp_path: Path, kernel_ns: int = 3_000, gap_ns: int = 2_000, n
     for k in range(1, STEPS + 1):
         t = (k - 1) * STEP_NS
         with b.step(k, ts=t, dur=STEP_NS - 1_000):
+            if compiled:
+                b.cpu_op("Torch-Compiled Region: 0/0", ts=t + 500, dur=n * 600 + 1_000)
             gpu0 = t + 100_000
             for i in range(n):
                 g = gpu0 + i * period
                 cpu = g - 1_000 - 500 if host_bound else t + 1_000 + i * 600
-                b.launch_kernel(ADD, cpu_ts=cpu, cpu_dur=500, gpu_ts=g, gpu_dur=kernel_ns)
+                b.launch_kernel(name if name and i % 2 else ADD, cpu_ts=cpu, cpu_dur=500,
+                                gpu_ts=g, gpu_dur=kernel_ns)
                 if side_cover_ns and i:
                     b.gpu("Memset (Device)", "gpu_memset", g - gap_ns, side_cover_ns,
                           stream=SIDE_STREAM)

@@ -54,6 +54,25 @@ def test_small_kernels_reports_gaps_and_overhead(tmp_path):
     assert "at::native::vectorized_elementwise_kernel ×300" in row["evidence"]
 
 
+def test_small_kernels_advice_fits_compiled_code_and_layout_conversions(tmp_path):
+    """Compiled code gets no 'use torch.compile' advice; half the small kernels being
+    cuDNN layout conversions leads the advice with channels_last; the twin gets neither."""
+    from hta.analysis.findings.kernels import COMPILED_SMALL_ADVICE, SMALL_ADVICE
+
+    conv = "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float>"
+    cases = {"plain": {}, "compiled": {"compiled": True}, "layout": {"name": conv}}
+    advice = {}
+    for label, kw in cases.items():
+        folder = tmp_path / label
+        folder.mkdir()
+        trace, _ = small_kernels(folder, **kw)
+        advice[label] = _only(trace, "small_kernels").iloc[0]["advice"]
+    assert advice["plain"] == SMALL_ADVICE
+    assert advice["compiled"] == COMPILED_SMALL_ADVICE
+    assert advice["layout"].split(" ", 1)[1].startswith("of them are cuDNN layout conversions")
+    assert "channels_last" in advice["layout"] and "channels_last" not in advice["plain"]
+
+
 def test_small_kernels_quiet_without_small_kernels(tmp_path):
     trace, expected = small_kernels(tmp_path, kernel_ns=8_000)
     assert expected == 0

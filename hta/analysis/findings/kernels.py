@@ -68,7 +68,13 @@ from hta.analysis.findings.kernel_common import (
     top_names,
 )
 from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
-from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
+from hta.analysis.findings.rule_tools import (
+    fmt_time,
+    name_matches,
+    step_text,
+    step_tuple,
+    steps_text,
+)
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
@@ -176,10 +182,72 @@ def check_small_kernels(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"{fmt_at(rt, int(p['ts'][widest]))}, {step_text(rt, int(p['step'][widest]))}) plus "
         f"{fmt_time(overhead)} of per-kernel overhead at {OVERHEAD_NS // 1000} µs each."
     )
-    advice = GRAPHED_SMALL_ADVICE if 2 * n_graph >= n_small else SMALL_ADVICE
+    advice = _small_advice(rt, p["small"], n_graph, window)
     claim = Claim(p["claim_start"], p["claim_end"], p["claim_amount"])
     return [Finding((rt.rank,), step_tuple(p["small_step"]), evidence, saving,
                     window[1] - window[0], advice=advice, claim=claim)]
+
+
+#: cuDNN's layout conversions around a convolution whose tensors are not in its layout
+#: (NCHW <-> NHWC).
+LAYOUT_CONVERSION = re.compile(r"(?i)nchwToNhwc|nhwcToNchw|convertTensor_kernel")
+#: Share of the small kernels that layout conversions must reach for the advice to lead
+#: with ``channels_last``.
+LAYOUT_SHARE = 0.25
+LAYOUT_ADVICE = (
+    "{n} of them are cuDNN layout conversions around convolutions (NCHW <-> NHWC: "
+    "convertTensor_kernel, nchwToNhwcKernel): convert the model and its inputs to "
+    "channels_last (model.to(memory_format=torch.channels_last), and each input batch "
+    "likewise) so that the convolutions read and write their own layout and the "
+    "conversions go. ")
+COMPILED_SMALL_ADVICE = (
+    "The code already runs compiled (torch.compile): let more of it fuse by removing "
+    "graph breaks (TORCH_LOGS=graph_breaks) and with mode='max-autotune', replay it as a "
+    "CUDA graph (mode='reduce-overhead'), or give each kernel more work (a larger batch).")
+
+
+def _small_advice(rt: RankTrace, small: np.ndarray, n_graph: int,
+                  window: tuple[int, int]) -> str:
+    """The advice for the small kernels ``small`` (their names): for graph replays, for
+    compiled code, or the default; led by ``channels_last`` when layout conversions are
+    :data:`LAYOUT_SHARE` of them or more, or :data:`LAYOUT_TIME_SHARE` of the window's
+    compute-kernel time."""
+    from hta.analysis.findings.warmup import COMPILED_CALL
+
+    if 2 * n_graph >= small.size:
+        advice = GRAPHED_SMALL_ADVICE
+    else:
+        ev = rt.events
+        calls = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == KIND_CODE["cpu_op"])
+        uniq = np.unique(ev["name"].to_numpy()[calls])
+        compiled = any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in uniq.tolist())
+        advice = COMPILED_SMALL_ADVICE if compiled else SMALL_ADVICE
+    names, count = np.unique(small, return_counts=True)
+    layout = sum(int(c) for n, c in zip(names.tolist(), count.tolist(), strict=True)
+                 if LAYOUT_CONVERSION.search(rt.symbols[int(n)]))
+    if small.size and (layout >= LAYOUT_SHARE * small.size or
+                       (layout and _layout_time_share(rt, window) >= LAYOUT_TIME_SHARE)):
+        advice = LAYOUT_ADVICE.format(n=layout) + advice
+    return advice
+
+
+#: Share of the window's compute-kernel time that layout conversions must reach for the
+#: advice to lead with ``channels_last`` (whatever their share of the small kernels).
+LAYOUT_TIME_SHARE = 0.05
+
+
+def _layout_time_share(rt: RankTrace, window: tuple[int, int]) -> float:
+    """The share of the compute-kernel time in ``window`` spent in layout conversions."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    k = np.flatnonzero((codes == KIND_CODE["computation"]) & (ts >= window[0])
+                       & (ts < window[1]))
+    total = float((end[k] - ts[k]).sum())
+    if total <= 0:
+        return 0.0
+    conv = k[name_matches(rt, k, LAYOUT_CONVERSION)]
+    return float((end[conv] - ts[conv]).sum()) / total
 
 
 def _graph_note(n_graph: int, n_small: int) -> str:
