@@ -253,3 +253,27 @@ def loader_restarts(tmp_path: Path, steps: int = 4, every_step: bool = True) -> 
         t += length
     b.write(tmp_path / "rank-0.json")
     return load_trace(tmp_path, progress=False, cache=False)
+
+
+def new_shapes(tmp_path: Path, every_step: bool = True, steps: int = 4) -> Trace:
+    """ProfilerSteps of a decoder: six ``aten::scaled_dot_product_attention`` calls a step,
+    on a sequence one token longer each step (a new shape each step). The first call of
+    a shape takes 3 ms on the CPU (set-up for the shape), the others 100 µs. With
+    ``every_step`` False the shape stays that of step 1 (only step 1 pays)."""
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(1, steps + 1):
+        start = t
+        seq = 100 + (k if every_step else 1)
+        for i in range(6):
+            slow = i == 0 and (every_step or k == 1)
+            dur = 3_000_000 if slow else 100_000
+            b.cpu_op("aten::scaled_dot_product_attention", ts=t, dur=dur,
+                     **{"Input Dims": [[1, 16, seq, 64]] * 3})
+            b.launch_kernel("flash_fwd_kernel", cpu_ts=t + dur - 8_000, cpu_dur=5_000,
+                            gpu_ts=t + dur, gpu_dur=30_000)
+            t += dur + 40_000
+        b.annotation(f"ProfilerStep#{k}", ts=start, dur=t - start)
+        t += 10_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)

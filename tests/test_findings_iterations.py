@@ -305,3 +305,13 @@ def test_no_replayed_saving_from_a_replay_that_misses_the_steps():
     assert row["saving_source"] == "gpu-time"
     assert row["est_saving(us)"] == 1000.0
     assert "the replay does not reproduce these steps (off by 40%" in row["evidence"]
+
+
+def test_a_new_shape_every_step_recurs(tmp_path):
+    """A slow first call of a new shape in every step is no one-time cost; in step 1
+    only, it is."""
+    for every in (True, False):
+        folder = tmp_path / str(every)
+        folder.mkdir()
+        ot = one_time_costs(cases.new_shapes(folder, every_step=every).rank(0))
+        assert ot.rows.size == (0 if every else 1)

@@ -21,7 +21,14 @@ kernels), and is one of:
   copy waits on work the trace may not hold). What makes a first call slow once is
   set-up, in runtime calls or not: ``aten::conv2d`` 1.4 s the first time in cuDNN's
   stream and event creation, a few ms after; an optimizer's first ``aten::mul_`` 2.7 ms
-  in lazy initialisation, 10 µs after;
+  in lazy initialisation, 10 µs after. With ProfilerSteps, slow first calls of one name
+  in two steps or more recur (a new shape every step: a decoder's growing sequence,
+  variable batch shapes) and are none;
+* on a rank without ProfilerStep, a *cold call*: a top-level call that ran
+  :data:`FACTOR` times the fast calls of its name (their :data:`COLD_QUANTILE` quantile,
+  over :data:`COLD_MIN_CALLS` calls or more), whatever its shapes (cuDNN building the plan
+  of a new shape in one pass: 2-10 ms against 0.1 ms for a shape it has seen; traces
+  without recorded shapes cannot tell each shape's first call otherwise);
 * *allocator growth*: an allocation or free call (``cudaMalloc``, ``cudaFree``, ...)
   inside a top-level call with :data:`GROWTH_LATER` or more later calls of its name and
   shapes that allocate nothing as long (a recurring free is a ``host_sync``);
@@ -55,7 +62,11 @@ costs. The note is shown when that idle time is at least :data:`MIN_SHARE` of th
 of the last iteration (what the host does after both, tear-down or the profiler
 stopping, is no iteration), and starts at the later of two points:
 the end of the latest one-time cost after which the window keeps the work, and the
-first iteration after the *warm-up iterations*, where that keeps the work too. A start
+first iteration after the *warm-up iterations*, where that keeps the work too. In a
+trace of one iteration only a leading stretch of one-time costs is cut: the window starts
+at the end of the latest one-time cost that ends before the first GPU work launched
+outside one-time costs (:func:`_first_work`), so no work of the pass is left out, or of
+code the user named warm-up when GPU work follows it that drops no recurring work. A start
 *keeps the work* (:func:`_work_kept`) when at least :data:`MIN_STEADY_WORK` (a quarter) of
 the rank's GPU *time* starts after it (durations, never event counts: a thousand
 optimizer kernels after a late one-time cost are not the GEMMs before it; code named
@@ -220,13 +231,23 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     ot = one_time_costs(rt)
     keeps = _work_kept(rt)
     it = iterations_found(rt)
-    # one iteration: only a leading stretch of one-time costs is cut (its work runs once
-    # and all of it is the pass)
-    share = MIN_STEADY_WORK if it is not None else ONE_PASS_WORK
-    for i in np.argsort(-ot.end, kind="stable").tolist():
-        if keeps(int(ot.end[i]), ot.why[i] == "warm-up", share):
+    if it is None:
+        # one iteration: only a leading stretch of one-time costs is cut (all the work
+        # outside them is the pass)
+        first = _first_work(rt)
+        lead = np.flatnonzero(ot.end <= first)
+        # code the user named warm-up is cut wherever it ends, if GPU work follows it
+        named = np.flatnonzero((ot.why == "warm-up") & (ot.end < int(ev["end"].max())))
+        named = named[[keeps(int(ot.end[k]), True) for k in named.tolist()]]
+        lead = np.union1d(lead, named)
+        if lead.size:
+            i = int(lead[np.argmax(ot.end[lead])])
             start, row = int(ot.end[i]), int(ot.rows[i])
-            break
+    else:
+        for i in np.argsort(-ot.end, kind="stable").tolist():
+            if keeps(int(ot.end[i]), ot.why[i] == "warm-up"):
+                start, row = int(ot.end[i]), int(ot.rows[i])
+                break
     if it is None:
         return None if start is None else (start, _steady_end(rt, None, start, end), row)
     if start is not None:  # from the next iteration on: whole iterations
@@ -239,9 +260,21 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     return None if start is None else (start, _steady_end(rt, it, start, end), row)
 
 
-#: Share of the GPU time outside one-time costs a cut must keep in a trace of one
-#: iteration: only a leading stretch of one-time costs is cut, never the pass's work.
-ONE_PASS_WORK = 0.95
+def _first_work(rt: RankTrace) -> int:
+    """When the first GPU work not launched inside a one-time cost was launched (its
+    launch call's start; the work's own start where the trace has no launch)."""
+    ev = rt.events
+    g = gpu_rows(rt)
+    launch = link(rt, "index_correlation")[g]
+    at = ev["ts"].to_numpy()[g].copy()
+    has = launch >= 0
+    at[has] = ev["ts"].to_numpy()[launch[has]]
+    once = np.zeros(g.size, dtype=bool)
+    once[has] = in_one_time(rt, launch[has])
+    rest = at[~once]
+    return int(rest.min()) if rest.size else int(ev["end"].max())
+
+
 #: Share of the rank's GPU time that work which recurs before a candidate start of the
 #: steady state and never runs after it may reach: more, and the start would drop work
 #: that recurs.
@@ -251,12 +284,9 @@ MAX_DROPPED_RECURRING = 0.05
 def _work_kept(rt: RankTrace) -> Callable[..., bool]:
     """Whether a start of the steady state keeps the work:
 
-    * at least ``share`` (:data:`MIN_STEADY_WORK`) of the rank's GPU time (kernel, copy
-      and memset durations, not counts: a thousand optimizer kernels are not the GEMMs)
-      starts at or after it, unless the start ends code the user named warm-up
-      (``named``); in a trace of one iteration (``share`` :data:`ONE_PASS_WORK`), that
-      share of the GPU time outside one-time costs, whatever the names: only a leading
-      stretch of one-time costs is cut;
+    * at least :data:`MIN_STEADY_WORK` of the rank's GPU time (kernel, copy and memset
+      durations, not counts: a thousand optimizer kernels are not the GEMMs) starts at or
+      after it, unless the start ends code the user named warm-up (``named``);
     * the work that recurs before it and never runs after it takes under
       :data:`MAX_DROPPED_RECURRING` of that time. Work is told apart by the top-level
       call that launched it, its name and input shapes (:func:`_work_keys`); it recurs
@@ -275,16 +305,10 @@ def _work_kept(rt: RankTrace) -> Callable[..., bool]:
     once[has] = in_one_time(rt, launch[has])
     total = float(dur.sum())
 
-    work = float(dur[~once].sum())
-
-    def keeps(start: int, named: bool = False, share: float = MIN_STEADY_WORK) -> bool:
+    def keeps(start: int, named: bool = False) -> bool:
         after = ts >= start
-        if not after.any():
-            return False
-        if share >= ONE_PASS_WORK:  # one pass: all its work (outside one-time costs)
-            if float(dur[after & ~once].sum()) < share * work:
-                return False
-        elif not named and float(dur[after].sum()) < share * total:
+        if not after.any() or (not named and
+                               float(dur[after].sum()) < MIN_STEADY_WORK * total):
             return False
         before = ~after & ~once
         gone = ~np.isin(names, names[after]) & before
@@ -585,42 +609,8 @@ def _one_time(rt: RankTrace) -> OneTime:
     codes = ev["kind"].cat.codes.to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     dur = end - ts
-    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
     parent = link(rt, "parent")
-    chosen: list[np.ndarray] = []
-    why: list[np.ndarray] = []
-    # autotuning: a convolution timing its algorithms with events (cuDNN/MIOpen find);
-    # first, so that a call both tuned and first is named by its tuning
-    tuned = _autotuned(rt, parent, calls, dur)
-    chosen.append(tuned)
-    why.append(np.full(tuned.size, "autotune", dtype=object))
-    # the first launch of each kernel, far longer than the rank's launches
-    launch = _first_launches(rt, g, dur)
-    chosen.append(launch)
-    why.append(np.full(launch.size, "first launch", dtype=object))
-    # 1. first calls of top-level calls, far longer than their later calls
-    first = _first_outliers(rt, top_level_calls(rt), ts, dur)
-    chosen.append(first)
-    why.append(np.full(first.size, "first", dtype=object))
-    # allocator growth: a long allocation or free in a call whose later calls allocate
-    # nothing long
-    grow = _allocator_growth(rt, top_level_calls(rt), codes, ts, dur)
-    chosen.append(grow)
-    why.append(np.full(grow.size, "allocator", dtype=object))
-    # a DataLoader iterator started once (every step: it recurs, data_loading names it)
-    loader = iterator_start_rows(rt)
-    if 0 < loader.size < max(2, len(step_table(rt)) // 2):
-        chosen.append(loader)
-        why.append(np.full(loader.size, "setup", dtype=object))
-    # 2. set-up calls and 3. warm-up code, whatever their count
-    anyk = np.flatnonzero(kind_mask(codes, _ANY_KINDS) & (dur >= MIN_NS))
-    setup = anyk[name_matches(rt, anyk, SETUP)]
-    warm = anyk[name_matches(rt, anyk, WARM_UP)]
-    chosen += [setup, warm]
-    why += [np.full(setup.size, "setup", dtype=object), np.full(warm.size, "warm-up",
-                                                                dtype=object)]
-    rows = np.concatenate(chosen)
-    reason = np.concatenate(why)
+    rows, reason = _candidates(rt, g, codes, ts, end)
     if rows.size == 0:
         return _empty()
     rows, at = np.unique(rows, return_index=True)  # the first reason listed wins
@@ -631,11 +621,10 @@ def _one_time(rt: RankTrace) -> OneTime:
     rows, reason, idle = rows[keep], reason[keep], idle[keep]
     runtime = np.flatnonzero(kind_mask(codes, _RUNTIME_KINDS))
     call, in_calls = _inner_calls(ev, rows, runtime)
-    # a first call is one-time by what it called: runtime calls for half of it or more,
-    # the longest not a wait (a synchronising call or a synchronous copy waits on work
-    # the trace may not hold: that is no one-time cost). Judged before nesting is: a
-    # first call left out must not hide a set-up call inside it (a backward pass
-    # compiled on its first call)
+    # a first call that spent half of its time or more in runtime calls, the longest of
+    # them a wait (a synchronising call or a synchronous copy waits on work the trace may
+    # not hold), is no one-time cost. Judged before nesting is: a first call left out
+    # must not hide a set-up call inside it (a backward pass compiled on its first call)
     waits = np.zeros(rows.size, dtype=bool)
     has = call >= 0
     waits[has] = (codes[call[has]] == KIND_CODE["runtime_sync"]) | \
@@ -655,6 +644,41 @@ def _one_time(rt: RankTrace) -> OneTime:
     order = np.argsort(ts[rows], kind="stable")
     return OneTime(rows[order], ts[rows][order], end[rows][order], idle[order],
                    call[order], reason[order])
+
+
+def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
+                end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every candidate one-time cost with its reason, in the order the reasons win (a
+    call both tuned and first is named by its tuning)."""
+    dur = end - ts
+    calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
+    top = top_level_calls(rt)
+    first = _first_outliers(rt, top, ts, dur)
+    if not len(step_table(rt)):  # one pass or a loop without steps: cold calls too
+        first = np.union1d(first, _cold_calls(rt, top, dur))
+    loader = iterator_start_rows(rt)  # started once (every step: it recurs)
+    if not 0 < loader.size < max(2, len(step_table(rt)) // 2):
+        loader = loader[:0]
+    anyk = np.flatnonzero(kind_mask(codes, _ANY_KINDS) & (dur >= MIN_NS))
+    found = [
+        # a convolution timing its algorithms with events (cuDNN/MIOpen find)
+        ("autotune", _autotuned(rt, link(rt, "parent"), calls, dur)),
+        # the first launch of each kernel, far longer than the rank's launches
+        ("first launch", _first_launches(rt, g, dur)),
+        # first calls far longer than their later calls; cold calls of one pass
+        ("first", first),
+        # a long allocation or free in a call whose later calls allocate nothing long
+        ("allocator", _allocator_growth(rt, top, codes, ts, dur)),
+        # the first run of code right after it was compiled: the compilation's tail
+        ("setup", _first_compiled_runs(rt, codes, ts, end)),
+        ("setup", loader),
+        # set-up calls and warm-up code, whatever their count
+        ("setup", anyk[name_matches(rt, anyk, SETUP)]),
+        ("warm-up", anyk[name_matches(rt, anyk, WARM_UP)]),
+    ]
+    rows = np.concatenate([r for _, r in found]).astype(np.int64)
+    reason = np.concatenate([np.full(r.size, w, dtype=object) for w, r in found])
+    return rows, reason
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -773,7 +797,57 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     med[alone] = fallback[alone]
     ok = ~np.isnan(med)
     ok[ok] = d[cand][ok] >= FACTOR * med[ok]
+    # a new shape in step after step (a decoder's growing sequence, variable batches)
+    # recurs: slow first calls of one name in two steps or more are no one-time cost
+    if ok.any() and len(step_table(rt)):
+        step = rt.events["iteration"].to_numpy()[r[cand]]
+        frame = pd.DataFrame({"name": names[cand][ok], "step": step[ok]})
+        steps_per_name = frame.groupby("name")["step"].nunique()
+        ok &= ~(steps_per_name.reindex(names[cand]).to_numpy() >= 2)
     return r[cand][ok]
+
+
+def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: np.ndarray
+                         ) -> np.ndarray:
+    """The first run of compiled code (:data:`COMPILED_CALL`) after each compilation
+    (:data:`COMPILING`) ends, when no other compiled code ran between them: the run that
+    loads the new kernels and warms Inductor's wrappers, once."""
+    calls = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
+    comp = calls[name_matches(rt, calls, COMPILING)]
+    if not comp.size:
+        return np.zeros(0, dtype=np.int64)
+    ran = calls[name_matches(rt, calls, COMPILED_CALL)]
+    ran = ran[np.argsort(ts[ran], kind="stable")]
+    held = Cover(ts[comp], end[comp])
+    ran = ran[held.within(ts[ran], end[ran]) == 0]  # not the runs inside a compilation
+    if not ran.size:
+        return ran
+    k = np.searchsorted(ts[ran], end[comp], side="left")
+    return np.unique(ran[k[k < ran.size]])
+
+
+#: A name needs this many top-level calls for its fast calls to be a reference.
+COLD_MIN_CALLS = 4
+#: The quantile of a name's call durations taken as its fast (warm) calls.
+COLD_QUANTILE = 0.25
+
+
+def _cold_calls(rt: RankTrace, top: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """On a rank without ProfilerStep: top-level calls of at least :data:`MIN_NS` that
+    ran :data:`FACTOR` times the fast calls of their name (its :data:`COLD_QUANTILE`
+    quantile, over :data:`COLD_MIN_CALLS` calls or more), whatever their shapes: a cold
+    call of one pass (cuDNN building the plan of each new shape, 2-10 ms against 0.1 ms
+    for a shape it has seen), which a second pass would not pay. Traces without
+    recorded shapes cannot tell the first call of each shape otherwise."""
+    long_ = top[dur[top] >= MIN_NS]
+    if not long_.size:
+        return long_
+    names = rt.events["name"].to_numpy()
+    ref = pd.Series(dur[top]).groupby(names[top])
+    count, fast = ref.size(), ref.quantile(COLD_QUANTILE)
+    n = count.reindex(names[long_]).to_numpy()
+    q = fast.reindex(names[long_]).to_numpy()
+    return long_[(n >= COLD_MIN_CALLS) & (dur[long_] >= FACTOR * q)]
 
 
 def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:

@@ -33,6 +33,8 @@
     (their dispatch, from their start to their end on the thread) becomes 0. Python
     between operators, data loading and host waits for the GPU stay; outside steps a
     kernel keeps its launch edge, and so does a kernel a graph launch already replays.
+    The host time inside one-time costs (first calls, set-up, the cold calls of one
+    pass) stays: a graph is captured after warm-up (:func:`keep_one_time`).
 ``fused-optimizer``
     The optimizer's many small kernels become the fused optimizer's: the kernels launched
     inside an ``Optimizer.step#...`` span keep their execution time (the same bytes to
@@ -295,6 +297,21 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
         ops = ops[~np.isin(ops, np.asarray(data_loader_rows(rt)))]  # loading stays
         if ops.size:
             edits.delay[cpu_edges_within(jg, i, ops)] = 0.0
+    keep_one_time(jg, edits)
+
+
+def keep_one_time(jg: JobGraph, edits: Edits) -> None:
+    """Give the ``cpu`` edges inside each rank's one-time costs
+    (:func:`hta.analysis.findings.warmup.one_time_costs`: first calls, set-up, cold
+    calls of one pass) their unchanged delay back: a graph is captured after warm-up, so
+    the warm-up's host time is not what the fix removes from the steps."""
+    from hta.analysis.findings.warmup import one_time_costs
+
+    for i, g in enumerate(jg.ranks):
+        rows = one_time_costs(g.trace).rows
+        if rows.size:
+            e = cpu_edges_within(jg, i, rows)
+            edits.delay[e] = jg.delay[e]
 
 
 def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray) -> None:
