@@ -315,3 +315,15 @@ def test_a_new_shape_every_step_recurs(tmp_path):
         folder.mkdir()
         ot = one_time_costs(cases.new_shapes(folder, every_step=every).rank(0))
         assert ot.rows.size == (0 if every else 1)
+
+
+def test_a_site_of_pageable_uploads_is_the_pinned_copies_fix():
+    """host_sync on a site of uploads from pageable memory replays pinned-copies (the
+    pageable_copies fix, then counted once); a .item() download stays no-sync."""
+    from hta.analysis.whatif.findings import change_for
+
+    upload = ("rank 0: ...; 100% from aten::to: 3 time(s); copies: 3 × Memcpy HtoD "
+              "(Pageable -> Device) of 4.0 MB each; the longest ...")
+    item = "rank 0: ...; copies: 8 × Memcpy DtoH (Device -> Pageable) of 4 B each; ..."
+    assert change_for("host_sync", [0], "aten::to", "", upload) == "pinned-copies"
+    assert change_for("host_sync", [0], "aten::item", "", item) == "no-sync:aten::item"

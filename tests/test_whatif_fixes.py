@@ -184,6 +184,31 @@ def test_workers_take_the_loading_off_the_main_thread(tmp_path: Path) -> None:
     close(pred, actual, 0.08)
 
 
+def test_pinned_copies_also_drop_the_sync_of_the_same_upload(tmp_path: Path) -> None:
+    """``tensor.to('cuda')`` from pageable memory: the copy's call blocks, then a stream
+    synchronize under the same ``aten::to`` waits for it. Pinned, non-blocking memory
+    drops both waits: pinned-copies saves at least what no-sync:aten::to does."""
+    def run(s: Sim, k: int) -> None:
+        c = s.cpu
+        ls, dur = c + 200, 400_000
+        g0 = max(ls + LAT, s.free + GAP)
+        call_end = g0 + dur + RET
+        s.b.cpu_op("aten::to", c, call_end + 30_000 - c)
+        s.b.launch("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", cpu_ts=ls,
+                   cpu_dur=call_end - ls, gpu_ts=g0, gpu_dur=dur,
+                   launcher="cudaMemcpyAsync", bytes=4 << 20)
+        s.b.runtime("cudaStreamSynchronize", call_end + 1_000, 20_000)
+        s.free = g0 + dur
+        s.cpu = call_end + 30_000 + OP_GAP
+        s.op("aten::relu", 200_000)  # host work that could overlap the copy
+        s.op("aten::mm", 10_000, "sgemm", 300_000)
+
+    a = Sim().steps(4, run).load(tmp_path)
+    pinned = a.what_if("pinned-copies")["predicted(us)"].sum()
+    no_sync = a.what_if("no-sync:aten::to")["predicted(us)"].sum()
+    assert pinned <= no_sync + 1.0
+
+
 def test_workers_reach_a_loader_waiting_on_its_pin_memory_thread(tmp_path: Path) -> None:
     """A multi-process loader: the main thread's ``__next__`` span has no event inside;
     the batch arrives through the pin-memory thread, whose call near the span's end the

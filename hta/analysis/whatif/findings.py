@@ -88,17 +88,28 @@ HOST_NOT_GRAPHED = {
 DATA_WORKERS = 4
 
 
-def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "") -> str:
+#: A ``host_sync`` finding whose site blocks in uploads from pageable memory (its
+#: evidence names them): pinning the memory is the fix, the ``pageable_copies`` one. A
+#: download to pageable memory (``.item()``, ``.cpu()``) stays ``no-sync``: the host
+#: waits for the value itself.
+PAGEABLE_SITE = re.compile(r"; copies: \d+ × Memcpy HtoD \(Pageable -> Device\)")
+
+
+def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "",
+               evidence: str = "") -> str:
     """The change that models the fix of a finding of ``rule`` on ``ranks`` ("" when
     none): ``no-stragglers:RANK`` for one late rank, ``no-sync:SITE`` for a host-sync
-    site (its subject), ``dtype:TYPE`` for the type its advice names, none for a
-    ``host_bound`` finding about slow CPU operators or runtime calls."""
+    site (its subject; ``pinned-copies`` when the site's waits are uploads from pageable
+    memory, :data:`PAGEABLE_SITE`), ``dtype:TYPE`` for the type its advice
+    names, none for a ``host_bound`` finding about slow CPU operators or runtime calls."""
     change = RULE_CHANGES.get(rule, "")
     if rule == "host_bound" and subject in HOST_NOT_GRAPHED:
         return ""
     if change == "no-stragglers" and len(ranks) == 1:
         return f"no-stragglers:{int(ranks[0])}"
     if change == "no-sync":
+        if PAGEABLE_SITE.search(evidence):  # the site's waits are its pageable copies
+            return "pinned-copies"
         site = subject.split(" under ")[0] if subject else ""
         return f"no-sync:{_literal(site)}" if site else "no-host-sync"
     if change == "dtype":
@@ -201,7 +212,7 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
         rule_us = float(row["est_saving(us)"])
         change = "" if row["severity"] == "info" else change_for(
             row["rule"], list(row["ranks"]), str(row.get("subject", "")),
-            str(row.get("advice", "")))
+            str(row.get("advice", "")), str(row.get("evidence", "")))
         replayed = _replayed(row, change, table_of, inferred_share) \
             if change and predict_with is not None else None
         if replayed is None or isinstance(replayed, str):

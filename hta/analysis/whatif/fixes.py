@@ -75,6 +75,7 @@ from hta.analysis.whatif.changes import (
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.model.rules import KIND_CODE, RuleSet
+from hta.model.trace import RankTrace
 
 #: cuDNN convolutions on fp32 data, by name (``volta_scudnn_...``, ``explicit_convolve_sgemm
 #: <float``, ``cudnn::cnn::wgrad_alg0_engine<float``).
@@ -206,7 +207,37 @@ def _pinned_copies(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> No
         _scale_end_edges(jg, edits, i, rows, np.where(dur > 0, fast / np.where(
             dur > 0, dur, 1.0), 1.0))
         calls = link(g.trace, "index_correlation")[rows]
-        unblock(jg, edits, i, calls[calls >= 0])
+        calls = calls[calls >= 0]
+        unblock(jg, edits, i, np.union1d(calls, _syncs_beside(g.trace, calls)))
+
+
+def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:
+    """The synchronising calls (``runtime_sync``, not stream waits) under the same
+    top-level operator as the copy calls ``calls``: the stream synchronize of a
+    ``tensor.to(device)`` from pageable memory, which ``non_blocking=True`` from pinned
+    memory drops with the copy's own wait."""
+    from hta.analysis.findings.base import link
+    from hta.analysis.findings.rule_tools import name_matches
+    from hta.analysis.findings.sync import STREAM_WAIT
+    from hta.analysis.findings.warmup import top_level_calls
+    from hta.analysis.rowmap import ancestor_pairs
+
+    codes = rt.events["kind"].cat.codes.to_numpy()
+    syncs = np.flatnonzero(codes == KIND_CODE["runtime_sync"])
+    syncs = syncs[~name_matches(rt, syncs, STREAM_WAIT)]
+    if not calls.size or not syncs.size:
+        return np.zeros(0, dtype=np.int64)
+    top = top_level_calls(rt)
+    parent = link(rt, "parent")
+
+    def owners(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        row, anc = ancestor_pairs(parent, rows)
+        at = np.isin(anc, top)
+        return row[at], anc[at]
+
+    _, copy_top = owners(calls)
+    sync_row, sync_top = owners(syncs)
+    return np.unique(sync_row[np.isin(sync_top, copy_top) & ~np.isin(sync_row, top)])
 
 
 # -- workers:N --------------------------------------------------------------------------------
