@@ -271,7 +271,7 @@ def merge_same_fix(out: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
 #: Largest error of the replay on the analysed steps (the median over them of
 #: ``|replayed - measured| / measured``) for which a replayed saving is shown: a replay
 #: that does not reproduce the steps predicts nothing about them.
-MAX_REPLAY_ERROR = 0.25
+MAX_REPLAY_ERROR = 0.2
 
 
 def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataFrame],
