@@ -136,7 +136,10 @@ def test_a_batch_change_mid_profile_is_a_recompilation() -> None:
     note = out[out["rule"] == "warmup"].iloc[0]
     assert "A recompilation" in note["evidence"] and "step 4" in note["evidence"]
     assert "TORCH_LOGS=recompiles" in note["advice"]
-    assert not (_problems("recompile_steps")["severity"] == "high").any()
+    # the compilations (about 0.9 s each) are no recurring saving: what a finding saves a
+    # step is the steady steps' (the median), a fraction of a millisecond
+    problems = _problems("recompile_steps")
+    assert (problems["saving_per_step(us)"].fillna(0) < 1_000).all()
 
 
 def test_empty_cache_each_step_is_named() -> None:

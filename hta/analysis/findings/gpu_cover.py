@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from hta.analysis.findings.base import link
-from hta.analysis.findings.rule_tools import name_matches
+from hta.analysis.findings.rule_tools import name_matches, runs_compiled
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
 from hta.model.links import GRAPH_LAUNCH
@@ -67,13 +67,28 @@ GRAPHED_HOST_ADVICE = (
     "and give each replay more work (a larger batch).")
 
 
+#: The host-side advice for a rank that runs compiled code (in place of "fuse with
+#: torch.compile").
+COMPILED_HOST_ADVICE = (
+    "The code already runs compiled (torch.compile): the host time left is outside the "
+    "compiled regions or in the Python around them. Remove graph breaks "
+    "(TORCH_LOGS=graph_breaks) so that more of the step runs compiled, replay the compiled "
+    "code as CUDA graphs (mode='reduce-overhead'), move per-step Python work (logging, "
+    "bookkeeping, input preparation) off the step, and give each step more work (a "
+    "larger batch).")
+
+
 def graph_aware(rt: RankTrace, advice: str) -> str:
     """``advice``, or :data:`GRAPHED_HOST_ADVICE` where it tells to capture CUDA graphs and
-    the rank already replays them."""
-    if "CUDA graph" not in advice:
-        return advice
-    n = graph_launches(rt)
-    return GRAPHED_HOST_ADVICE.format(n=n) if n else advice
+    the rank already replays them, or :data:`COMPILED_HOST_ADVICE` where it tells to use
+    ``torch.compile`` and the rank runs compiled code."""
+    if "CUDA graph" in advice:
+        n = graph_launches(rt)
+        if n:
+            return GRAPHED_HOST_ADVICE.format(n=n)
+    if "torch.compile" in advice and runs_compiled(rt):
+        return COMPILED_HOST_ADVICE
+    return advice
 
 
 def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
@@ -86,5 +101,5 @@ def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
                  np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
 
 
-__all__ = ["BLOCKING_COPY", "GRAPHED_HOST_ADVICE", "graph_aware", "graph_launches",
-           "graph_spans", "idle_cover"]
+__all__ = ["BLOCKING_COPY", "COMPILED_HOST_ADVICE", "GRAPHED_HOST_ADVICE", "graph_aware",
+           "graph_launches", "graph_spans", "idle_cover"]

@@ -71,6 +71,7 @@ from hta.analysis.findings.occupancy import DEFAULT_ADVICE, check_low_occupancy
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
+    runs_compiled,
     step_text,
     step_tuple,
     steps_text,
@@ -212,16 +213,10 @@ def _small_advice(rt: RankTrace, small: np.ndarray, n_graph: int,
     compiled code, or the default; led by ``channels_last`` when layout conversions are
     :data:`LAYOUT_SHARE` of them or more, or :data:`LAYOUT_TIME_SHARE` of the window's
     compute-kernel time."""
-    from hta.analysis.findings.warmup import COMPILED_CALL
-
     if 2 * n_graph >= small.size:
         advice = GRAPHED_SMALL_ADVICE
     else:
-        ev = rt.events
-        calls = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == KIND_CODE["cpu_op"])
-        uniq = np.unique(ev["name"].to_numpy()[calls])
-        compiled = any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in uniq.tolist())
-        advice = COMPILED_SMALL_ADVICE if compiled else SMALL_ADVICE
+        advice = COMPILED_SMALL_ADVICE if runs_compiled(rt) else SMALL_ADVICE
     names, count = np.unique(small, return_counts=True)
     layout = sum(int(c) for n, c in zip(names.tolist(), count.tolist(), strict=True)
                  if LAYOUT_CONVERSION.search(rt.symbols[int(n)]))

@@ -26,6 +26,8 @@ DATA_LOADER = re.compile(
     r"^enumerate\(DataLoader\)#|DataLoaderIter\.__next__"
     r"|torch/utils/data/dataloader\.py\(\d+\): __next__$"
 )
+#: Calls that run code ``torch.compile`` compiled.
+COMPILED_CALL = re.compile(r"^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
 #: ``record_function`` labels taken as data loading (user annotations only).
 DATA_ANNOTATION = re.compile(r"(?i)^data([_ ]?load(ing|er)?)?$")
 #: Names of warm-up code (a ``record_function`` label, an operator or a Python frame:
@@ -163,6 +165,19 @@ def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
         return np.zeros(rows.size, dtype=bool)
     row, anc = ancestor_pairs(link(rt, "parent"), rows)
     return np.isin(rows, row[marked[anc]])
+
+
+def runs_compiled(rt: RankTrace) -> bool:
+    """Whether the rank runs code ``torch.compile`` compiled (:data:`COMPILED_CALL`)."""
+    return derived(rt, "findings.runs_compiled", lambda: _runs_compiled(rt))
+
+
+def _runs_compiled(rt: RankTrace) -> bool:
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    calls = np.flatnonzero(kind_mask(codes, _CALLER_KINDS))
+    names = np.unique(ev["name"].to_numpy()[calls])
+    return any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in names.tolist())
 
 
 # -- data-loader spans ---------------------------------------------------------------------

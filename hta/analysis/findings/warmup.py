@@ -115,6 +115,7 @@ from hta.analysis.findings.base import (
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
 from hta.analysis.findings.rule_tools import (
+    COMPILED_CALL,
     WARM_UP,
     fmt_steps,
     fmt_time,
@@ -631,15 +632,20 @@ def _one_time(rt: RankTrace) -> OneTime:
         name_matches(rt, call[has], BLOCKING_COPY)
     keep = (reason != "first") | ~(waits & (in_calls * 2 >= dur[rows]))
     rows, reason, idle, call = rows[keep], reason[keep], idle[keep], call[keep]
-    # a first call holding a named cost (a backward pass compiled on its first call) is
-    # that cost: the named one is kept, the first call around it goes
-    named = rows[np.isin(reason, ("setup", "warm-up", "autotune"))]
+    # a first call holding a compilation (a backward pass compiled on its first call) is
+    # that compilation: it is kept, the first call around it goes
+    named = rows[name_matches(rt, rows, COMPILING)]
     if named.size:
         row, anc = ancestor_pairs(parent, named)
         holders = anc[anc != row]
         drop = (reason == "first") & np.isin(rows, holders)
         rows, reason, idle, call = rows[~drop], reason[~drop], idle[~drop], call[~drop]
-    inner = _nested(parent, rows)
+    # nested costs go, but the outermost compilation stays listed inside the compiled run
+    # that holds it (the recompilation test and the note name it)
+    compiling = name_matches(rt, rows, COMPILING)
+    outer_compile = compiling.copy()
+    outer_compile[compiling] = ~_nested(parent, rows[compiling])
+    inner = _nested(parent, rows) & ~outer_compile
     rows, reason, idle, call = rows[~inner], reason[~inner], idle[~inner], call[~inner]
     order = np.argsort(ts[rows], kind="stable")
     return OneTime(rows[order], ts[rows][order], end[rows][order], idle[order],
@@ -669,7 +675,8 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
         ("first", first),
         # a long allocation or free in a call whose later calls allocate nothing long
         ("allocator", _allocator_growth(rt, top, codes, ts, dur)),
-        # the first run of code right after it was compiled: the compilation's tail
+        # the first run of code right after it was compiled, or one that compiles inside
+        # (a backward pass compiled on its first call): the compilation's tail
         ("setup", _first_compiled_runs(rt, codes, ts, end)),
         ("setup", loader),
         # set-up calls and warm-up code, whatever their count
@@ -810,8 +817,9 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
 def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: np.ndarray
                          ) -> np.ndarray:
     """The first run of compiled code (:data:`COMPILED_CALL`) after each compilation
-    (:data:`COMPILING`) ends, when no other compiled code ran between them: the run that
-    loads the new kernels and warms Inductor's wrappers, once."""
+    (:data:`COMPILING`) ends: the run that loads the new kernels and warms Inductor's
+    wrappers, once; and a compiled call that holds a compilation (the backward pass,
+    compiled on its first call, then run)."""
     calls = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
     comp = calls[name_matches(rt, calls, COMPILING)]
     if not comp.size:
@@ -819,11 +827,14 @@ def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: 
     ran = calls[name_matches(rt, calls, COMPILED_CALL)]
     ran = ran[np.argsort(ts[ran], kind="stable")]
     held = Cover(ts[comp], end[comp])
-    ran = ran[held.within(ts[ran], end[ran]) == 0]  # not the runs inside a compilation
+    inside = held.within(ts[ran], end[ran])
+    # a run that holds a compilation of its own (and is not inside one)
+    holds = ran[np.isin(ran, ancestor_pairs(link(rt, "parent"), comp)[1])]
+    ran = ran[inside == 0]  # not the runs inside a compilation
     if not ran.size:
-        return ran
+        return holds
     k = np.searchsorted(ts[ran], end[comp], side="left")
-    return np.unique(ran[k[k < ran.size]])
+    return np.union1d(np.unique(ran[k[k < ran.size]]), holds)
 
 
 #: A name needs this many top-level calls for its fast calls to be a reference.
@@ -897,6 +908,9 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
     """What a one-time cost most likely is, from its own name and its longest runtime
     call's (``first_call``: that call is the rank's first runtime call; ``call_share``:
     the share of the cost that call took: under half, the call is not what was slow)."""
+    if COMPILED_CALL.search(name):
+        return ("the first run of freshly compiled code: its kernels loaded, Inductor's "
+                "wrappers warmed")
     if SETUP.search(name) and not SETUP.search(call or "-"):
         call = name
     elif call_share < 0.5 and not WARM_UP.search(name):
@@ -972,8 +986,6 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
                     claim=claim_outside(*_merged(ot.start[sel], ot.end[sel]), None, busy))]
 
 
-#: Calls that run code ``torch.compile`` compiled.
-COMPILED_CALL = re.compile(r"^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph")
 #: Calls that compile.
 COMPILING = re.compile(COMPILE_NAMES)
 RECOMPILE_ADVICE = (
@@ -1067,7 +1079,7 @@ def _frames(rt: RankTrace, rows: np.ndarray) -> dict[int, int]:
 def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, span: int,
                 steady: bool) -> str:
     """The one-time costs ``sel`` of ``ot``: how many, how long, the four longest."""
-    rows, start, end, idle = ot.rows[sel], ot.start[sel], ot.end[sel], ot.idle[sel]
+    rows, start, end = ot.rows[sel], ot.start[sel], ot.end[sel]
     calls = ot.call[sel]
     ev = rt.events
     names = ev["name"].to_numpy()
@@ -1086,11 +1098,14 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
                      f"+{fmt_time(int(start[i] - lo))}{inner} "
                      f"({cause_text(rt, name, call, calls[i] == first_rt, share)})")
     length = int(Cover(start, end).within(np.array([lo]), np.array([hi]))[0])
+    ms, me = _merged(start, end)  # nested or overlapping costs counted once
+    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    idle_ns = int(((me - ms) - busy.within(ms, me)).sum())
     where = "the trace" if steady else "the window"
     return (f"{rows.size} one-time cost(s) in "
             f"{steps_text(rt, ev['iteration'].to_numpy()[rows])} ran {fmt_time(length)} "
             f"({100 * length / span:.0f}% of {where}), the GPU idle "
-            f"{fmt_time(int(idle.sum()))} of it: {'; '.join(shown)} (a first call at "
+            f"{fmt_time(idle_ns)} of it: {'; '.join(shown)} (a first call at "
             f"least {FACTOR:.0f}x its later ones, or set-up).")
 
 
@@ -1169,8 +1184,9 @@ def window_text(rt: RankTrace, iterations: StepList = None) -> str:
         to = ("to its end" if hi >= last else
               f"to its last GPU work or iteration, the {fmt_time(last - hi)} after it left "
               f"out")
-        one = ONE_ITERATION + ", " if it is None else ""
-        return (f"{one}the steady state, {fmt_time(hi - lo)} from {fmt_time(lo - first)} "
+        what = (f"{ONE_ITERATION}, after its leading one-time costs" if it is None else
+                "the steady state")
+        return (f"{what}, {fmt_time(hi - lo)} from {fmt_time(lo - first)} "
                 f"into the trace {to} (no ProfilerStep: the {fmt_time(lo - first)} before, "
                 f"{why}, left out){repeats}")
     costs = ("no one-time cost seen" if not one_time_costs(rt).rows.size else

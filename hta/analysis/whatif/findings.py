@@ -17,8 +17,9 @@ does not enter the difference; it widens the range instead. The finding then has
   the evidence names such a one-time excess), and ``saving_step_pctg`` = ``100 *
   median_k s_k / median_k job_replayed_k``, the share of the step; ``share_pctg`` and
   ``severity`` follow this share (the engine's thresholds);
-* ``est_saving(us)`` = ``N * median_k s_k`` over the ``N`` analysed steps (negative when
-  the change would lengthen the steps). A rank without ProfilerStep whose trace repeats
+* ``est_saving(us)`` = ``N * median_k s_k`` over the ``N`` analysed steps, at most
+  ``sum_k s_k`` (what the replay saves over them; negative when the change would
+  lengthen the steps). A rank without ProfilerStep whose trace repeats
   a loop is measured iteration by iteration
   (:func:`hta.analysis.findings.warmup.iteration_windows`), its iterations counted as
   its steps;
@@ -29,7 +30,8 @@ does not enter the difference; it widens the range instead. The finding then has
   (:func:`hta.analysis.whatif.uncertainty.replay_uncertainty`); a change with a
   conservative variant (:func:`conservative`: ``dtype:`` with GEMMs bound by memory,
   ``cuda-graphs`` with only the launch overhead gone) takes its saving as the low end
-  when that is lower. The low end is never below 0 unless the saving is;
+  when that is lower. The low end is never below 0 unless the saving is, and the high
+  end never above the replayed steps' total;
 * ``change``, and ``saving_source`` ``"replay"``.
 
 A rule whose fix the replay cannot model (:data:`NOT_MODELLED`: fusing kernels, raising
@@ -301,8 +303,10 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
     saved = per["saving"].to_numpy(dtype=float)
     n_steps = len(per)
     each = recurring(saved)
-    total = each * n_steps
+    # what recurs, never more than the replay saves over the steps
+    total = min(each * n_steps, float(saved.sum())) if saved.sum() > 0 else each * n_steps
     low, high = saving_range(per, inferred_share, low_per)
+    low, high = min(low, total), max(min(high, float(per["replayed"].sum())), total)
     step_ns = float(np.median(per["replayed"].to_numpy(dtype=float)))
     pct = 100.0 * each / step_ns if step_ns > 0 else 0.0
     which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
@@ -315,7 +319,7 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
         text += (f"; the steps save {once / 1e3:,.3f} ms more in all than the median says, "
                  f"most in step {per.index[int(np.argmax(saved))]}: a one-time excess, not "
                  f"counted as recurring")
-    if total <= 0.005 * float(per["replayed"].sum()):
+    if each <= 0.005 * step_ns:
         text += "; other work bounds the steps, so this fix alone gains (almost) nothing"
     elif n_steps == 1:
         text += ("; one window, so no spread across steps widens the range: it holds the "

@@ -212,32 +212,34 @@ def _pinned_copies(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> No
 
 
 def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:
-    """The synchronising calls (``runtime_sync``, not stream waits) under the same
-    top-level operator as the copy calls ``calls``: the stream synchronize of a
-    ``tensor.to(device)`` from pageable memory, which ``non_blocking=True`` from pinned
-    memory drops with the copy's own wait."""
+    """The synchronising call (``runtime_sync``, not a stream wait) that comes right after
+    each copy call of ``calls`` on its thread (the next runtime call, under the same
+    operator): the stream synchronize of a ``tensor.to(device)`` from pageable memory,
+    which waits for that copy alone and which ``non_blocking=True`` from pinned memory
+    drops with the copy's own wait. A synchronize after other work was launched waits
+    for that work too (a read-back the host needs) and stays."""
     from hta.analysis.findings.base import link
     from hta.analysis.findings.rule_tools import name_matches
     from hta.analysis.findings.sync import STREAM_WAIT
-    from hta.analysis.findings.warmup import top_level_calls
-    from hta.analysis.rowmap import ancestor_pairs
+    from hta.model.rules import RUNTIME_KINDS, kind_mask
 
-    codes = rt.events["kind"].cat.codes.to_numpy()
-    syncs = np.flatnonzero(codes == KIND_CODE["runtime_sync"])
-    syncs = syncs[~name_matches(rt, syncs, STREAM_WAIT)]
-    if not calls.size or not syncs.size:
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    runtime = np.flatnonzero(kind_mask(codes, RUNTIME_KINDS))
+    if not calls.size or not runtime.size:
         return np.zeros(0, dtype=np.int64)
-    top = top_level_calls(rt)
+    thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
     parent = link(rt, "parent")
-
-    def owners(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        row, anc = ancestor_pairs(parent, rows)
-        at = np.isin(anc, top)
-        return row[at], anc[at]
-
-    _, copy_top = owners(calls)
-    sync_row, sync_top = owners(syncs)
-    return np.unique(sync_row[np.isin(sync_top, copy_top) & ~np.isin(sync_row, top)])
+    out = []
+    for t in np.unique(thread[calls]).tolist():
+        mine = runtime[thread[runtime] == t]  # by start: the events table is sorted
+        pos = np.searchsorted(mine, calls[thread[calls] == t], side="right")
+        ok = pos < mine.size
+        nxt = mine[pos[ok]]
+        same = parent[nxt] == parent[calls[thread[calls] == t][ok]]
+        out.append(nxt[same & (codes[nxt] == KIND_CODE["runtime_sync"])])
+    found = np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+    return found[~name_matches(rt, found, STREAM_WAIT)]
 
 
 # -- workers:N --------------------------------------------------------------------------------
