@@ -330,3 +330,28 @@ def test_the_first_compilation_is_no_recompilation(tmp_path):
     note = out[out["rule"] == "warmup"].iloc[0]
     assert "recompilation" not in note["evidence"]
     assert "schedule" in note["advice"]
+
+
+def test_the_first_run_after_a_compilation_is_one_time(tmp_path):
+    """A compilation, then four runs of the compiled region, the first 3 ms on the CPU
+    (its kernels loaded) and the others 100 µs: the first run is one-time, the later
+    ones are not."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace as load
+
+    b = TraceBuilder(rank=0)
+    b.cpu_op("entire_frame_compile", ts=0, dur=50_000_000)
+    t = 50_010_000
+    for k in range(4):
+        dur = 3_000_000 if k == 0 else 100_000
+        b.cpu_op("Torch-Compiled Region: 0/0", ts=t, dur=dur)
+        b.launch_kernel("triton_poi_fused_0", cpu_ts=t + dur - 10_000, cpu_dur=5_000,
+                        gpu_ts=t + dur, gpu_dur=200_000)
+        t += dur + 300_000
+    b.write(tmp_path / "rank-0.json")
+    rt = load(tmp_path, progress=False, cache=False).rank(0)
+    ot = one_time_costs(rt)
+    names = [rt.symbols[int(n)] for n in rt.events["name"].to_numpy()[ot.rows]]
+    assert names == ["entire_frame_compile", "Torch-Compiled Region: 0/0"]
+    assert int(ot.end[1] - ot.start[1]) == 3_000_000

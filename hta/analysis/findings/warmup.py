@@ -816,10 +816,10 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
 
 def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: np.ndarray
                          ) -> np.ndarray:
-    """The first run of compiled code (:data:`COMPILED_CALL`) after each compilation
-    (:data:`COMPILING`) ends: the run that loads the new kernels and warms Inductor's
-    wrappers, once; and a compiled call that holds a compilation (the backward pass,
-    compiled on its first call, then run)."""
+    """The first run of each compiled function (:data:`COMPILED_CALL`, by name: the
+    forward's region, the backward) after a compilation (:data:`COMPILING`) ends: the run
+    that loads its new kernels and warms Inductor's wrappers, once; and a compiled call
+    that holds a compilation (the backward pass, compiled on its first call, then run)."""
     calls = np.flatnonzero(kind_mask(codes, _ANY_KINDS))
     comp = calls[name_matches(rt, calls, COMPILING)]
     if not comp.size:
@@ -831,10 +831,17 @@ def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: 
     # a run that holds a compilation of its own (and is not inside one)
     holds = ran[np.isin(ran, ancestor_pairs(link(rt, "parent"), comp)[1])]
     ran = ran[inside == 0]  # not the runs inside a compilation
-    if not ran.size:
-        return holds
-    k = np.searchsorted(ts[ran], end[comp], side="left")
-    return np.union1d(np.unique(ran[k[k < ran.size]]), holds)
+    # per compiled function (its name), its first run after each compilation
+    done = np.sort(end[comp])
+    names = rt.events["name"].to_numpy()[ran]
+    seen: dict[int, int] = {}  # name -> index of the last compilation it ran after
+    first = []
+    for r, n in zip(ran.tolist(), names.tolist(), strict=True):
+        k = int(np.searchsorted(done, ts[r], side="right"))  # compilations before it
+        if k and seen.get(int(n), 0) < k:
+            first.append(r)
+        seen[int(n)] = k
+    return np.union1d(np.asarray(first, dtype=np.int64), holds)
 
 
 #: A name needs this many top-level calls for its fast calls to be a reference.
