@@ -53,6 +53,7 @@ from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
     cut,
+    first_template_arguments,
     fmt_at,
     in_steps,
     top_labels,
@@ -107,15 +108,7 @@ _AMD = re.compile(r"(?i)amd|radeon|instinct|gfx")
 def template_arguments(name: str) -> str:
     """The first top-level ``<...>`` of a kernel name (its own template arguments; the
     parameter list is left out), ``""`` when it has none."""
-    start = name.find("<")
-    if start < 0:
-        return ""
-    depth = 0
-    for i in range(start, len(name)):
-        depth += {"<": 1, ">": -1}.get(name[i], 0)
-        if depth == 0:
-            return name[start:i + 1]
-    return name[start:]
+    return first_template_arguments(name) if "<" in name else ""
 
 
 def name_precision(name: str) -> int:

@@ -98,10 +98,10 @@ def kernel_labels(names: Sequence[str]) -> list[str]:
 def _tokens(name: str) -> list[str]:
     """Identifier and number tokens of the template arguments of ``name`` (the whole name
     when it has none); each namespace of a qualified name is a token of its own."""
-    return [t for t in _TOKEN.findall(_template_arguments(name)) if t.isdigit() or len(t) > 2]
+    return [t for t in _TOKEN.findall(first_template_arguments(name)) if t.isdigit() or len(t) > 2]
 
 
-def _template_arguments(name: str) -> str:
+def first_template_arguments(name: str) -> str:
     """The first top-level ``<...>`` of ``name`` (the kernel's own template arguments;
     the parameter list that repeats them is left out), or ``name`` when there is none."""
     start = name.find("<")
