@@ -360,3 +360,46 @@ def test_no_compile_advice_for_compiled_code(tmp_path):
     rt = load_trace(tmp_path, progress=False, cache=False).rank(0)
     assert graph_aware(rt, ADVICE["dispatch"]) == COMPILED_HOST_ADVICE
     assert graph_aware(rt, ADVICE["slow_op"]) == ADVICE["slow_op"]  # no compile advice
+
+
+def test_a_guard_check_is_no_compilation(tmp_path):
+    """'TorchDynamo Cache Lookup' runs before every compiled call: it is no compilation,
+    and the compiled runs after it are no 'first run after a compilation'."""
+    from kineto_builder import TraceBuilder
+
+    from hta.analysis.findings.warmup import COMPILING
+    from hta.job.load import load_trace
+
+    assert not COMPILING.search("TorchDynamo Cache Lookup")
+    assert COMPILING.search("TorchDynamo") and COMPILING.search("entire_frame_compile")
+    b = TraceBuilder(rank=0)
+    t = 0
+    for _ in range(4):
+        b.cpu_op("TorchDynamo Cache Lookup", ts=t, dur=1_500_000)
+        b.cpu_op("Torch-Compiled Region: 0/0", ts=t + 1_600_000, dur=2_000_000)
+        b.launch_kernel("triton_poi_fused_0", cpu_ts=t + 3_500_000, cpu_dur=5_000,
+                        gpu_ts=t + 3_600_000, gpu_dur=200_000)
+        t += 4_000_000
+    b.write(tmp_path / "rank-0.json")
+    assert one_time_costs(load_trace(tmp_path, progress=False, cache=False).rank(0)
+                          ).rows.size == 0
+
+
+def test_a_first_launch_while_nccl_waits_is_one_time(tmp_path):
+    """A 12 ms first launch (lazy module loading) while a collective kernel waits for a
+    peer: the waiting kernel is no GPU work, so the launch is one-time."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace
+
+    b = TraceBuilder(rank=0)
+    b.gpu("ncclDevKernel_AllGather_RING_LL", "kernel", 0, 20_000_000, stream=20)
+    t = 100_000
+    for k in range(10):
+        dur = 12_000_000 if k == 0 else 5_000
+        b.launch_kernel("silu_kernel", cpu_ts=t, cpu_dur=dur, gpu_ts=t + dur + 5_000,
+                        gpu_dur=3_000)
+        t += dur + 50_000
+    b.write(tmp_path / "rank-0.json")
+    ot = one_time_costs(load_trace(tmp_path, progress=False, cache=False).rank(0))
+    assert list(ot.why) == ["first launch"]

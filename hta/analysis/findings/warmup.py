@@ -124,7 +124,7 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
-from hta.analysis.gpu_work import as_list
+from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
@@ -143,7 +143,7 @@ MIN_SHARE = 0.005
 #: Names of the calls that compile: Dynamo, Inductor, the backward compiled on its first
 #: call.
 COMPILE_NAMES = (r"^entire_(frame|backward)_compile|_compile\.compile_inner|compile_fx"
-                 r"|^(Torch)?Dynamo")
+                 r"|^(Torch)?Dynamo(?! Cache Lookup)")
 #: Names of set-up calls: one-time whatever their count.
 SETUP = re.compile(
     r"^(cuda|hip)(StreamCreate|EventCreate)|^cu(Module|Library)Load|^cuInit$|^cuCtxCreate"
@@ -616,7 +616,10 @@ def _one_time(rt: RankTrace) -> OneTime:
         return _empty()
     rows, at = np.unique(rows, return_index=True)  # the first reason listed wins
     reason = reason[at]
-    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), g)
+    # a collective kernel waiting for a peer is no GPU work: it does not keep the GPU busy
+    # through a one-time cost (a first launch while NCCL waits for another rank)
+    work = g[work_class(ev["kind"].iloc[g]) != COMM]
+    busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), work)
     idle = dur[rows] - busy.within(ts[rows], end[rows])
     keep = (idle * 2 >= dur[rows]) | (reason == "autotune")  # tuning runs trial kernels
     rows, reason, idle = rows[keep], reason[keep], idle[keep]
