@@ -206,6 +206,7 @@ def test_the_saving_never_exceeds_what_the_replay_saves():
     (row,) = findings_with_changes(_one_finding(), lambda change: table).to_dict("records")
     assert row["est_saving(us)"] == pytest.approx(300.0)
     assert row["saving_high(us)"] <= 600.0
+    assert "the total is what the replay saves over the steps" in row["evidence"]
 
 
 def test_even_steps_have_no_one_time_excess():

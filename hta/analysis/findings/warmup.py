@@ -978,7 +978,9 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         parts.append(_warm_iterations_text(rt, it, lo))
     parts.append("They run once: no finding counts this time as a recurring saving.")
     if steady:
-        parts.append(f"The findings describe the steady state after them: the last "
+        after = ("the rest of the pass after them" if iterations_found(rt) is None else
+                 "the steady state after them")
+        parts.append(f"The findings describe {after}: the last "
                      f"{fmt_time(window[1] - window[0])} of the trace, from "
                      f"+{fmt_time(window[0] - lo)}.")
     rows = ot.rows[sel]

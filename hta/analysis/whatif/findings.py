@@ -311,9 +311,12 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
     pct = 100.0 * each / step_ns if step_ns > 0 else 0.0
     which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
         f"{n_steps} step{'s' if n_steps > 1 else ''}"
+    capped = ("; the total is what the replay saves over the steps, less than the median "
+              "times the steps" if total < each * n_steps - 1e-6 else "")
     text = (f"Replayed with {change}: the job's steps would take {total / 1e3:,.3f} ms less "
             f"over {which} ({each / 1e3:,.3f} ms a step{', the median' if n_steps > 2 else ''}"
-            f", {pct:.1f}% of the step; range {low / 1e3:,.3f} to {high / 1e3:,.3f} ms)")
+            f"{capped}, {pct:.1f}% of the step; range {low / 1e3:,.3f} to "
+            f"{high / 1e3:,.3f} ms)")
     once = float(saved.sum()) - total
     if n_steps > 2 and once > max(0.05 * abs(total), 0.005 * step_ns):
         text += (f"; the steps save {once / 1e3:,.3f} ms more in all than the median says, "
