@@ -183,10 +183,9 @@ DEVICES: tuple[Device, ...] = (
            notes="no FP32 vector rate on the datasheet", names=("NVIDIA GB200",),
            memory_gb=186),
     Device("B200", {"fp64": 37.0, "tf32": 1100.0, "fp16": 2250.0, "bf16": 2250.0,
-                    "fp8": 4500.0, "fp4": 9000.0, "int8": 4500.0}, 7.7,
-           "NVIDIA HGX B200 datasheet (per GPU: 180 GB HBM3e, 7.7 TB/s; sparse ÷ 2)",
-           r"B200", notes="no FP32 vector rate on the datasheet; 192 GB and 8 TB/s "
-                          "were the GTC 2024 announcement's figures",
+                    "fp8": 4500.0, "fp4": 9000.0, "int8": 4500.0}, 8.0,
+           "NVIDIA HGX B200 datasheet (per GPU; sparse ÷ 2)", r"B200",
+           notes="no FP32 vector rate on the datasheet",
            names=("NVIDIA B200",), memory_gb=180),
     Device("L40S", {"fp32": 91.6, "tf32": 183.0, "fp16": 366.0, "bf16": 366.0,
                     "fp8": 733.0, "int8": 733.0}, 0.864,
