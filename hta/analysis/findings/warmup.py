@@ -664,7 +664,7 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     top = top_level_calls(rt)
     first = _first_outliers(rt, top, ts, dur)
     if not len(step_table(rt)):  # one pass or a loop without steps: cold calls too
-        first = np.union1d(first, _cold_calls(rt, top, dur))
+        first = np.union1d(first, _cold_calls(rt, calls, dur))
     loader = iterator_start_rows(rt)  # started once (every step: it recurs)
     if not 0 < loader.size < max(2, len(step_table(rt)) // 2):
         loader = loader[:0]
@@ -854,7 +854,8 @@ COLD_QUANTILE = 0.25
 
 
 def _cold_calls(rt: RankTrace, top: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """On a rank without ProfilerStep: top-level calls of at least :data:`MIN_NS` that
+    """On a rank without ProfilerStep: calls (``top``: operators and runtime calls, nested
+    or not: a first allocation inside a compiled region) of at least :data:`MIN_NS` that
     ran :data:`FACTOR` times the fast calls of their name (its :data:`COLD_QUANTILE`
     quantile, over :data:`COLD_MIN_CALLS` calls or more), whatever their shapes: a cold
     call of one pass (cuDNN building the plan of each new shape, 2-10 ms against 0.1 ms
