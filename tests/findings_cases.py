@@ -225,9 +225,11 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
     Host-bound: A and B run 20 µs, each starting 5 µs after its launch returns (A at
     +10 µs), so every GPU idle stretch waits on the host (the last, after the last B, to
     the end of the last step: the host works on in the step): expected saving = the
-    steps' span less the kernels' time. Not bound: A and B run H + 40 µs each, both
-    launched at the start of the step, back to back on the GPU across steps: no host gap
-    but the first 6 µs, under the noise floor. With ``frames`` (``python`` only) the host
+    steps' span less the kernels' time, less the 10 µs before the trace's first kernel
+    (a profile of steps starts mid-run: the GPU may still run the unrecorded step
+    before). Not bound: A and B run H + 40 µs each, both launched at the start of the
+    step, back to back on the GPU across steps: no host gap but the first 6 µs, under the
+    noise floor. With ``frames`` (``python`` only) the host
     work is a Python frame ``train.py(10): log_metrics`` whose second half is a child
     frame ``<built-in function sum>`` (``with_stack=True``). With ``graphed`` kernel A is
     replayed from a CUDA graph (``cudaGraphLaunch``), as torch.compile's reduce-overhead
@@ -262,5 +264,7 @@ def host_bound(tmp_path: Path, kind: str = "python", bound: bool = True,
                 launch, b_start = t + 6_100, t + 6_000 + kernel
             b.launch_kernel("kernel_b", cpu_ts=launch, cpu_dur=5_000, gpu_ts=b_start,
                             gpu_dur=kernel)
-    # after the last B the host works on to the end of the last step: a host gap too
-    return _load(b, tmp_path), (steps * (length - 2 * kernel) if bound else 0)
+    # after the last B the host works on to the end of the last step: a host gap too.
+    # The 10 µs before the trace's first kernel are no gap: a profile of steps starts
+    # mid-run, and the GPU may still run the unrecorded step before
+    return _load(b, tmp_path), (steps * (length - 2 * kernel) - 10_000 if bound else 0)

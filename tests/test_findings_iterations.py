@@ -429,3 +429,41 @@ def test_a_cold_call_nested_in_a_compiled_region_is_one_time(tmp_path):
     assert [rt.symbols[int(n)] for n in rt.events["name"].to_numpy()[ot.rows]] == [
         "aten::empty"]
     assert int(ot.end[0] - ot.start[0]) == 2_600_000
+
+
+def _lead_in(tmp_path, steps: bool):
+    """Three calls of 1 ms of host work then a 200 µs kernel; the first call's host work
+    runs 5 ms before the trace's first kernel. With ``steps`` each call is a
+    ProfilerStep (a profile started mid-run); without, one pass of three different
+    operators."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(3):
+        host = 5_000_000 if k == 0 else 1_000_000
+        if steps:
+            b.annotation(f"ProfilerStep#{k + 1}", ts=t, dur=host + 300_000)
+        name = "aten::unique" if steps else f"aten::op{k}"
+        b.cpu_op(name, ts=t + 1_000, dur=host - 20_000)
+        b.launch_kernel("k", cpu_ts=t + host - 10_000, cpu_dur=5_000, gpu_ts=t + host,
+                        gpu_dur=200_000)
+        t += host + 300_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_a_profile_of_steps_claims_no_idle_before_its_first_kernel(tmp_path):
+    """Steps: the 5 ms before the trace's first kernel are not host-bound idle (the GPU
+    may still run the unrecorded step before); one pass: they are its latency."""
+    saving = {}
+    for steps in (True, False):
+        folder = tmp_path / str(steps)
+        folder.mkdir()
+        out = find(_lead_in(folder, steps))
+        rows = out[out["rule"] == "host_bound"]
+        saving[steps] = float(rows["est_saving(us)"].sum())
+    assert saving[True] < 2_500  # the two later steps' gaps, about 1.1 ms each
+    assert saving[False] > 5_000

@@ -77,6 +77,7 @@ from hta.analysis.findings.sync import sync_bubbles
 from hta.analysis.findings.warmup import one_time_costs
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover
+from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
@@ -317,6 +318,12 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     window = analysis_window(rt, iterations)
     hg = host_gaps(rt)
     a, b = np.maximum(hg.start, window[0]), np.minimum(hg.end, window[1])
+    if len(step_table(rt)):
+        # a profile that starts mid-run (a schedule's active steps): before the trace's
+        # first GPU work, the GPU may still run the unrecorded step before; not idle
+        g = gpu_rows(rt)
+        if g.size:
+            a = np.maximum(a, int(rt.events["ts"].to_numpy()[g].min()))
     sel = b > a
     if iterations is not None:
         sel &= np.isin(hg.step, iterations)
