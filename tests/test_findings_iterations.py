@@ -467,3 +467,28 @@ def test_a_profile_of_steps_claims_no_idle_before_its_first_kernel(tmp_path):
         saving[steps] = float(rows["est_saving(us)"].sum())
     assert saving[True] < 2_500  # the two later steps' gaps, about 1.1 ms each
     assert saving[False] > 5_000
+
+
+def test_a_runtime_api_slow_on_first_use_is_one_time(tmp_path):
+    """One pass: cuBLAS queries the device on its first use (3 ms), 10 µs later: the first
+    query is one-time; the twin, 3 ms every time, recurs."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace
+
+    for every in (False, True):
+        folder = tmp_path / str(every)
+        folder.mkdir()
+        b = TraceBuilder(rank=0)
+        t = 0
+        for k in range(5):
+            q = 3_000_000 if (k == 0 or every) else 10_000
+            b.cpu_op(f"aten::op{k}", ts=t, dur=q + 30_000)
+            b.runtime("cudaOccupancyMaxActiveBlocksPerMultiprocessor", ts=t + 1_000, dur=q,
+                      cat="cuda_runtime")
+            b.launch_kernel("gemm", cpu_ts=t + q + 5_000, cpu_dur=5_000,
+                            gpu_ts=t + q + 15_000, gpu_dur=50_000)
+            t += q + 100_000
+        b.write(folder / "rank-0.json")
+        ot = one_time_costs(load_trace(folder, progress=False, cache=False).rank(0))
+        assert ot.rows.size == (0 if every else 1)

@@ -29,6 +29,10 @@ kernels), and is one of:
   over :data:`COLD_MIN_CALLS` calls or more), whatever its shapes (cuDNN building the plan
   of a new shape in one pass: 2-10 ms against 0.1 ms for a shape it has seen; traces
   without recorded shapes cannot tell each shape's first call otherwise);
+* on a rank without ProfilerStep, the *first call of a runtime API* that is neither a
+  launch nor a synchronisation (``runtime_other``) when it ran :data:`MIN_NS` or more
+  and :data:`FACTOR` times its later calls (or has none): a library's set-up on first
+  use;
 * *allocator growth*: an allocation or free call (``cudaMalloc``, ``cudaFree``, ...)
   inside a top-level call with :data:`GROWTH_LATER` or more later calls of its name and
   shapes that allocate nothing as long (a recurring free is a ``host_sync``);
@@ -685,6 +689,9 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
         # set-up calls and warm-up code, whatever their count
         ("setup", anyk[name_matches(rt, anyk, SETUP)]),
         ("warm-up", anyk[name_matches(rt, anyk, WARM_UP)]),
+        # without steps: the first call of a runtime API, far slower than its later ones
+        ("first", _first_runtime_calls(rt, codes, dur) if not len(step_table(rt))
+         else loader[:0]),
     ]
     rows = np.concatenate([r for _, r in found]).astype(np.int64)
     reason = np.concatenate([np.full(r.size, w, dtype=object) for w, r in found])
@@ -870,6 +877,27 @@ def _cold_calls(rt: RankTrace, top: np.ndarray, dur: np.ndarray) -> np.ndarray:
     n = count.reindex(names[long_]).to_numpy()
     q = fast.reindex(names[long_]).to_numpy()
     return long_[(n >= COLD_MIN_CALLS) & (dur[long_] >= FACTOR * q)]
+
+
+def _first_runtime_calls(rt: RankTrace, codes: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """On a rank without ProfilerStep: the first call of each runtime API that is neither
+    a launch nor a synchronisation (``runtime_other``: an occupancy query, an attribute
+    read, an allocation) when it ran :data:`MIN_NS` or more and :data:`FACTOR` times the
+    median of its later calls (or has none): a library's set-up on first use (cuBLAS
+    querying the device inside the first ``aten::linear``); a free in every call recurs."""
+    other = np.flatnonzero(codes == KIND_CODE["runtime_other"])
+    if not other.size:
+        return other
+    names = rt.events["name"].to_numpy()[other]
+    _, first = np.unique(names, return_index=True)  # rows are in start order
+    rows = other[first]
+    rows = rows[dur[rows] >= MIN_NS]
+    if not rows.size:
+        return rows
+    later = pd.Series(dur[other]).groupby(names).apply(
+        lambda d: float(np.median(d.to_numpy()[1:])) if d.size > 1 else 0.0)
+    ref = later.reindex(rt.events["name"].to_numpy()[rows]).to_numpy()
+    return rows[FACTOR * ref <= dur[rows]]
 
 
 def _keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
