@@ -168,23 +168,32 @@ def recurring(savings: np.ndarray) -> float:
     return float(np.median(savings)) if savings.size else 0.0
 
 
+def recurring_total(savings: np.ndarray) -> float:
+    """The recurring saving over the steps: ``N`` times :func:`recurring`, at most what
+    the replay saves over them (``sum``) when that is positive."""
+    total = recurring(savings) * savings.size
+    return min(total, float(savings.sum())) if savings.sum() > 0 else total
+
+
 def saving_range(per_step: pd.DataFrame, inferred_share: float,
                  low_variant: pd.DataFrame | None = None) -> tuple[float, float]:
-    """``(saving_low, saving_high)`` (µs) from the per-step savings (module docstring)."""
+    """``(saving_low, saving_high)`` (µs) from the per-step savings (module docstring):
+    around :func:`recurring_total`, the low end at most it, the high end at least it and
+    at most the replayed steps' total."""
     s = per_step["saving"].to_numpy(dtype=float)
     if not s.size:
         return 0.0, 0.0
-    total = recurring(s) * s.size
+    total = recurring_total(s)
     half_spread = float(s.max() - s.min()) / 2.0
     err = np.abs(per_step["replayed"].to_numpy(float) - per_step["measured"].to_numpy(float))
     width = s.size * half_spread + float(err.sum()) + inferred_share * float(np.abs(s).sum())
     low, high = total - width, total + width
     if low_variant is not None and len(low_variant):
-        v = low_variant["saving"].to_numpy(dtype=float)
-        low = min(low, recurring(v) * v.size)
+        low = min(low, recurring_total(low_variant["saving"].to_numpy(dtype=float)))
     if total >= 0:
         low = max(low, 0.0)
-    return low, high
+    high = max(min(high, float(per_step["replayed"].sum())), total)
+    return min(low, total), high
 
 
 def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
@@ -303,10 +312,8 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
     saved = per["saving"].to_numpy(dtype=float)
     n_steps = len(per)
     each = recurring(saved)
-    # what recurs, never more than the replay saves over the steps
-    total = min(each * n_steps, float(saved.sum())) if saved.sum() > 0 else each * n_steps
+    total = recurring_total(saved)
     low, high = saving_range(per, inferred_share, low_per)
-    low, high = min(low, total), max(min(high, float(per["replayed"].sum())), total)
     step_ns = float(np.median(per["replayed"].to_numpy(dtype=float)))
     pct = 100.0 * each / step_ns if step_ns > 0 else 0.0
     which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
