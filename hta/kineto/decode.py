@@ -89,8 +89,10 @@ _SYMBOL_COLUMNS = {"events": ("cat", "name"), "instants": ("name", "cat", "scope
                    "flows": ("ph", "cat", "name")}
 _ID_COLUMNS = {"events": ("pid", "tid"), "instants": ("pid", "tid"), "flows": ("pid", "tid"),
                "metadata_events": ("pid", "tid"), "counters": ("pid", "tid")}
-#: Below this much JSON text a file is decoded in one process.
+#: Below this much JSON text a file is decoded in one process (the Python decoder).
 PARALLEL_MIN_TEXT_BYTES = 96 << 20
+#: Below this much JSON text a file is scanned on one thread (the native scanner).
+THREADED_MIN_TEXT_BYTES = 16 << 20
 
 
 def _decode_items(items: list[msgspec.Raw], chunk_events: int,
@@ -200,17 +202,22 @@ def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = Fal
                       ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
     """Decode a file piece by piece (see :mod:`hta.kineto.stream`).
 
-    With ``workers > 1``, ``workers - 1`` forked processes decode pieces while this one
-    inflates and splits the file and decodes every ``workers``-th piece itself (rather
-    than wait); at most ``2 * workers`` pieces are in flight. Else, with ``overlap``, a
-    thread inflates and cuts the next pieces while this one decodes
-    (:func:`hta.kineto.stream.read_ahead`: two pieces ahead, copies of the text).
+    With ``workers > 1`` and the native scanner, pieces are scanned on that many
+    threads (:func:`_decode_threaded`). With ``workers > 1`` and the Python decoder,
+    ``workers - 1`` forked processes decode pieces while this one inflates and splits
+    the file and decodes every ``workers``-th piece itself (rather than wait); at most
+    ``2 * workers`` pieces are in flight. Else, with ``overlap``, a thread inflates and
+    cuts the next pieces while this one decodes (:func:`hta.kineto.stream.read_ahead`:
+    two pieces ahead). Every path but the processes' cuts the file at the same places,
+    so symbols and named ids are numbered alike.
     """
+    if workers > 1 and native.available():
+        return _decode_threaded(path, workers)
     if workers <= 1 or not can_fork():
         acc = Accumulator()
-        # Pieces are views of the inflated text (copies when read ahead by a thread),
-        # cut the same way for both decoders.
-        chunks = (read_ahead(iter_event_chunks(path)) if overlap
+        # Pieces are views of the inflated text (that stay valid when read ahead by a
+        # thread), cut the same way for both decoders and every number of workers.
+        chunks = (read_ahead(iter_event_chunks(path, bare=True, owned=True)) if overlap
                   else iter_event_chunks(path, bare=True))
         for i, (kind, payload) in enumerate(chunks, start=1):
             if kind == "bare":
@@ -244,6 +251,83 @@ def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = Fal
                 results.append(pool.submit(_decode_text, payload))
         parts = [r.result() if isinstance(r, Future) else r for r in results]
     return _merge(parts), top, size
+
+
+def _decode_threaded(path: Path | RemotePath, workers: int
+                     ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
+    """Decode a file's pieces on ``workers`` threads, added to the columns in file order.
+
+    A thread inflates and cuts the file (:func:`~hta.kineto.stream.read_ahead`); the
+    native scanner, which runs without the GIL, reads pieces on ``workers - 1`` pool
+    threads and on this one; this thread adds each scanned piece in the order of the
+    file, so symbols, ids and rows are those of a one-thread load. When the oldest piece
+    is not scanned yet, this thread scans a piece no pool thread has started rather than
+    wait. A piece the scanner declines is read by the Python decoder, as in a one-thread
+    load. Memory: the columns, plus at most ``2 * workers + 2`` pieces of text (a few
+    MiB each) in flight.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    acc = Accumulator()
+    in_flight: deque[_Scan] = deque()
+    added = 0
+
+    def add_oldest() -> None:
+        nonlocal added
+        while not in_flight[0].done() and _scan_one_here(in_flight):
+            pass
+        oldest = in_flight.popleft()
+        acc.add_scanned(oldest.result(), oldest.text, bare=oldest.bare)
+        added += 1
+        if added % TRIM_EVERY == 0:
+            release_free_memory()
+
+    pieces = read_ahead(iter_event_chunks(path, bare=True, owned=True), depth=workers)
+    with ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="hta-scan") as pool:
+        for kind, payload in pieces:
+            if kind == "top":
+                top, size = payload
+                continue
+            in_flight.append(_Scan(pool, payload, kind == "bare"))
+            if len(in_flight) > 2 * workers:
+                add_oldest()
+        while in_flight:
+            add_oldest()
+    part = acc.partial()  # the accumulator is emptied of it
+    release_free_memory()
+    return part, top, size
+
+
+class _Scan:
+    """One piece of text handed to the scanner on a pool thread (or, when no pool
+    thread has started it yet, scanned by whoever asks first)."""
+
+    def __init__(self, pool: Any, text: bytes | memoryview, bare: bool) -> None:
+        self.text = text
+        self.bare = bare
+        self.future = pool.submit(native.scan, text, bare)
+        self.scanned: native.Chunk | None = None
+        self.here = False
+
+    def done(self) -> bool:
+        return self.here or self.future.done()
+
+    def take_over(self) -> bool:
+        """Scan the piece in this thread if no pool thread has started it."""
+        if self.here or not self.future.cancel():
+            return False
+        self.scanned = native.scan(self.text, self.bare)
+        self.here = True
+        return True
+
+    def result(self) -> native.Chunk | None:
+        return self.scanned if self.here else self.future.result()
+
+
+def _scan_one_here(in_flight: Any) -> bool:
+    """Scan, in this thread, the newest piece no pool thread has started; False: none."""
+    return any(piece.take_over() for piece in reversed(in_flight))
 
 
 def decode_trace(
@@ -290,6 +374,17 @@ def _decode_protobuf(path: Path | RemotePath, chunk_events: int) -> DecodedTrace
                                warnings=notes + decoded.warnings)
 
 
+def _streaming_workers(path: Path | RemotePath, workers: int) -> int:
+    """How many workers decode this file: threads for the native scanner when the file
+    holds at least :data:`THREADED_MIN_TEXT_BYTES` of text, processes for the Python
+    decoder from :data:`PARALLEL_MIN_TEXT_BYTES` (the native scanner decodes faster than
+    processes can ship columns back), else one."""
+    if workers <= 1:
+        return 1
+    least = THREADED_MIN_TEXT_BYTES if native.available() else PARALLEL_MIN_TEXT_BYTES
+    return workers if text_size(path) >= least else 1
+
+
 def _decode_whole(path: Path | RemotePath, chunk_events: int
                   ) -> tuple[_Partial, dict[str, msgspec.Raw], int, list[str]]:
     """Decode a file held in memory at once (any JSON layout; repairs known bugs).
@@ -325,9 +420,7 @@ def _decode_whole(path: Path | RemotePath, chunk_events: int
 def _decode_trace(path: Path | RemotePath, chunk_events: int, workers: int) -> DecodedTrace:
     repairs: list[str] = []
     try:
-        # The native scanner decodes faster than worker processes can ship columns back.
-        streaming_workers = workers if (text_size(path) >= PARALLEL_MIN_TEXT_BYTES
-                                        and not native.available()) else 1
+        streaming_workers = _streaming_workers(path, workers)
         part, top, uncompressed = _decode_streaming(path, streaming_workers,
                                                     overlap=workers > 1)
     except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,

@@ -112,6 +112,18 @@ class Chunk:
         #: raw JSON text of the Raw fields, one entry per event (None where absent)
         self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
 
+    def take(self, field: str, rows: np.ndarray) -> np.ndarray:
+        """Column ``field`` over ``rows`` (a new array). A sparse field no event of the
+        chunk carries is never made dense: its default, ``len(rows)`` times."""
+        cols = self.cols
+        if field not in cols and isinstance(cols, _Columns):
+            sparse_rows, _ = cols.sparse[field]
+            if not sparse_rows:
+                dtype, default, width = SPARSE[field]
+                shape = (rows.shape[0], width) if width > 1 else rows.shape[0]
+                return np.full(shape, default, dtype=dtype)
+        return cols[field][rows]
+
 
 def scan(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | None:
     """Scan one JSON array of events (``bare``: events separated by commas, without the
@@ -140,7 +152,7 @@ class Builder:
     def symbols(self, field: str, rows: np.ndarray) -> np.ndarray:
         """Global symbol ids of a string field over ``rows``, interned in first-seen order
         (as the Python decoder interns them)."""
-        local = self.chunk.cols[field][rows]
+        local = self.chunk.take(field, rows)
         if not local.size:
             return np.zeros(0, dtype=np.int32)
         order = _first_seen(local)
@@ -152,12 +164,12 @@ class Builder:
     def texts(self, field: str, rows: np.ndarray) -> list[str]:
         """A string field over ``rows`` as a list of str."""
         strings = self.strings
-        return [strings[i] for i in self.chunk.cols[field][rows].tolist()]
+        return [strings[i] for i in self.chunk.take(field, rows).tolist()]
 
     def ids(self, field: str, rows: np.ndarray) -> np.ndarray:
         """pid/tid over ``rows``: integers as they are, names through the accumulator's
         stable negative ids (first-seen order, as ``ColumnSink.ids_column``)."""
-        values = self.chunk.cols[field][rows]  # indexing copies: safe to write
+        values = self.chunk.take(field, rows)  # a new array: safe to write
         named = self.chunk.cols[field + "_sym"][rows]
         is_named = named >= 0
         if is_named.any():
@@ -174,7 +186,7 @@ class Builder:
         return [values[i] or "" for i in rows.tolist()]
 
     def col(self, field: str, rows: np.ndarray) -> np.ndarray:
-        return self.chunk.cols[field][rows]
+        return self.chunk.take(field, rows)
 
     # -- the chunk -------------------------------------------------------------------
     def add(self) -> None:

@@ -193,6 +193,19 @@ class Accumulator:
         else:
             self.decode_chunk(b"[" + bytes(text) + b"]", use_native=False)
 
+    def add_scanned(self, scanned: native.Chunk | None, text: bytes | memoryview,
+                    bare: bool = False) -> None:
+        """Add a JSON array of events (``bare``: events separated by commas) that
+        :func:`hta.kineto.native.scan` already scanned, elsewhere (another thread);
+        ``scanned`` None: the scanner declined it, so the Python decoder reads ``text``,
+        exactly as :meth:`decode_chunk` and :meth:`decode_bare` would."""
+        if scanned is not None:
+            self._add_scanned(scanned, text, bare=bare)
+        elif bare:
+            self.decode_chunk(b"[" + bytes(text) + b"]", use_native=False)
+        else:
+            self.decode_chunk(text, use_native=False)
+
     def _add_scanned(self, scanned: native.Chunk, text: bytes | memoryview,
                      items: list[msgspec.Raw] | None = None, bare: bool = False) -> None:
         before = self.counter_count

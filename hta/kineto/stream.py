@@ -108,13 +108,15 @@ def _bare_end(buf: bytes | bytearray, cut: int) -> int:
     return end
 
 
-def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
-                 ) -> Generator[tuple[str, memoryview], None, bytearray]:
+def _bare_pieces(carry: bytearray, blocks: Iterator[bytes], owned: bool = False
+                 ) -> Generator[tuple[str, memoryview | bytes], None, bytearray]:
     """Views of whole events, without copying the inflated blocks.
 
     ``carry`` holds the start of an event that continues in the next block: it is
     completed up to that block's first event start and handed out, then the block's
     events up to its last event start are handed out as a view of the block itself.
+    With ``owned``, the pieces stay valid after the next is asked for: the completed
+    carry is copied (bytes), the view of the (immutable) block is left open.
     Returns what is left after the last block (the last events and the file's end).
     """
     yielded = False
@@ -129,6 +131,12 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
         with memoryview(block) as view:
             carry += view[:first]
             yielded = True
+            if owned:
+                yield "bare", bytes(carry[:_bare_end(carry, len(carry))])
+                if last > first:  # the slice outlives ``view``, holding ``block``
+                    yield "bare", view[first:_bare_end(block, last)]
+                carry = bytearray(view[last:])
+                continue
             with memoryview(carry) as cview, cview[:_bare_end(carry, len(carry))] as piece:
                 yield "bare", piece
             if last > first:
@@ -138,13 +146,14 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes]
     return carry
 
 
-def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool
-                       ) -> Generator[tuple[str, Any], None, bytearray]:
+def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool,
+                       owned: bool = False) -> Generator[tuple[str, Any], None, bytearray]:
     """Pieces of whole events of an array in any layout, cut where events end.
 
-    ``buf`` starts just after the array's ``[``. Yields ``("bare", view)`` (``bare``) or
-    ``("events", bytes)`` pieces of about :data:`TARGET_CHUNK` bytes; returns what is
-    left: the last events, the array's end and the rest of the file.
+    ``buf`` starts just after the array's ``[``. Yields ``("bare", view)`` (``bare``;
+    with ``owned`` a copy, bytes) or ``("events", bytes)`` pieces of about
+    :data:`TARGET_CHUNK` bytes; returns what is left: the last events, the array's end
+    and the rest of the file.
     """
     splitter = Splitter()
     scanned = 0
@@ -159,7 +168,9 @@ def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool
         if found.last_end <= 0:
             continue
         first = _first_event(buf)
-        if bare:
+        if bare and owned:
+            yield "bare", bytes(buf[first:found.last_end])
+        elif bare:
             with memoryview(buf) as view, view[first:found.last_end] as piece:
                 yield "bare", piece
         else:
@@ -186,13 +197,17 @@ def _counted(blocks: Iterator[bytes], sizes: list[int]) -> Iterator[bytes]:
         yield block
 
 
-def iter_event_chunks(path: Path | RemotePath, bare: bool = False) -> Iterator[tuple[str, Any]]:
+def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool = False
+                      ) -> Iterator[tuple[str, Any]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
 
     With ``bare``, the pieces before the last are ``("bare", memoryview)``: the events
     separated by commas without brackets, a view of the read buffer that is valid only
-    until the next piece is asked for (no copy is made).
+    until the next piece is asked for (no copy is made). With ``owned`` as well, every
+    piece stays valid for as long as it is held (views of the inflated blocks, which are
+    never reused, or copies where a piece spans two blocks): pieces can be handed to
+    other threads.
 
     Raises :class:`NotStreamable` (before yielding anything) when the file does not
     look like Kineto's layout, and ``EOFError``/``zlib.error`` for broken gzip.
@@ -215,9 +230,9 @@ def iter_event_chunks(path: Path | RemotePath, bare: bool = False) -> Iterator[t
     start = len(buf) - len(buf.lstrip())
     if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
         # not one event per line: cut at the ends of events instead
-        buf = yield from _any_layout_pieces(buf, blocks, bare)
+        buf = yield from _any_layout_pieces(buf, blocks, bare, owned)
     elif bare:
-        buf = yield from _bare_pieces(buf, blocks)
+        buf = yield from _bare_pieces(buf, blocks, owned)
     else:
         yielded = False
         for block in blocks:
