@@ -55,3 +55,24 @@ def test_loading_and_analysing_import_what_they_need(tmp_path: Path) -> None:
             "print(len(s), list(ta.get_findings().columns)[:1],"
             " len(ta.get_unclassified_kernels()))")
     assert _run(code) == "1 ['rule'] 0"
+
+
+#: Modules a small job loaded in this process must not import: the process pool (with
+#: multiprocessing), the job whose ranks stay out of memory, and the protobuf converter's
+#: JSON library (a few ms each, paid inside ``TraceAnalysis(...)``).
+NOT_FOR_A_SMALL_LOAD = ("concurrent.futures.process", "multiprocessing", "hta.job.distributed",
+                        "orjson")
+
+
+def test_a_small_job_loads_without_the_process_pool(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.launch_kernel("sm80_xmma_gemm_f16", cpu_ts=1_000_000, cpu_dur=20_000,
+                        gpu_ts=1_030_000, gpu_dur=50_000)
+        b.write(tmp_path / f"rank{rank}.json")
+    code = ("import sys\n"
+            "from hta.trace_analysis import TraceAnalysis\n"
+            f"ta = TraceAnalysis(trace_dir={str(tmp_path)!r}, cache=False, progress=False)\n"
+            f"print(ta.ranks, sorted(m for m in sys.modules if m.startswith("
+            f"{NOT_FOR_A_SMALL_LOAD!r})))")
+    assert _run(code) == "[0, 1] []"

@@ -29,8 +29,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
@@ -175,6 +174,11 @@ class LocalExecutor(Executor):
         if n_workers <= 1:
             return SerialExecutor().map(fn, items, progress=progress, description=description,
                                         labels=labels, data=data)
+        # imported here: a job loaded in this process never starts a pool (the process
+        # pool's modules, multiprocessing among them, take a few ms to import)
+        from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
         names = _labels(items, labels)
         results: list[Outcome] = [Outcome() for _ in items]
         unfinished: list[int] = []
@@ -214,6 +218,9 @@ def _data(data: Sequence[Any] | None, i: int) -> tuple[Any, ...]:
 def _run_isolated(fn: Callable[..., R], item: Any, label: str,
                   data: tuple[Any, ...]) -> Outcome[R]:
     """One item in a process of its own: its death costs nothing else."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     with ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
         try:
             return Outcome(value=pool.submit(run_item, fn, item, label, *data).result())

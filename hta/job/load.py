@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.errors import MissingRanksError, TraceDiscoveryError, TraceError, TraceLoadError
 from hta.job.cache import (
@@ -26,7 +26,6 @@ from hta.job.cache import (
     remove_leftovers,
     user_cache_root,
 )
-from hta.job.distributed import DistributedJob
 from hta.job.executors import (
     Executor,
     Outcome,
@@ -50,6 +49,9 @@ from hta.kineto.rank import peek_rank
 from hta.model.rules import Rule, RuleSet
 from hta.model.trace import RankTrace, Trace
 from hta.model.vocabulary import rank_list
+
+if TYPE_CHECKING:
+    from hta.job.distributed import DistributedJob
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +147,9 @@ def load_trace(
     if not keep_out and not runner.remote:
         return Trace(_collect_all(results, skipped, strict), trace_dir=where,
                      skipped=skipped)
+    # imported here: a job read into memory never needs it (nor what it imports)
+    from hta.job.distributed import DistributedJob
+
     lazy = DistributedJob.from_results(results, {r: t for r, (t, _) in loaded.items()},
                                        runner, trace_dir=where, skipped=skipped,
                                        progress=progress)

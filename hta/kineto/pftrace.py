@@ -49,8 +49,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from hta.errors import TraceLoadError
 
 if TYPE_CHECKING:
@@ -114,6 +112,8 @@ def _annotation_value(a: Any) -> Any:
 
 def _json_text(text: str) -> Any:
     """A value that Kineto wrote as JSON text; the text itself when it is not JSON."""
+    import orjson  # here: a JSON trace never needs it (a few ms to import)
+
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -126,6 +126,8 @@ def _args(text: str) -> dict[str, Any] | None:
         return {}
     if not body.startswith("{"):
         body = "{" + body.rstrip(", \n") + "}"
+    import orjson
+
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -330,6 +332,8 @@ def _document(tracks: dict[int, Any], slices: list[Any], top: dict[str, Any]
 def to_kineto_json(path: Path | RemotePath, data: bytes | bytearray
                    ) -> tuple[bytes, list[str]]:
     """:func:`to_kineto` as JSON text (what the JSON decoders read)."""
+    import orjson
+
     doc, notes = to_kineto(path, data)
     return orjson.dumps(doc), notes
 
