@@ -616,6 +616,21 @@ def print_ratios(summaries: Sequence[CaseSummary]) -> None:
                   f"cache {first.get('median_load_s') or 0:.3f} s")
 
 
+def print_workers(summaries: Sequence[CaseSummary], workers: Sequence[int]) -> None:
+    """Median load time per ``max_workers`` and the speed-up over the first."""
+    if not workers:
+        return
+    by_key = {(s.name, s.trace_label): s.figures() for s in summaries}
+    print("\nworkers (median load time; speed-up over max_workers="
+          f"{workers[0]}; this machine has {os.cpu_count()} CPUs):")
+    for label in dict.fromkeys(s.trace_label for s in summaries):
+        base = by_key.get((f"ours w={workers[0]}", label), {}).get("median_load_s")
+        for w in workers:
+            med = by_key.get((f"ours w={w}", label), {}).get("median_load_s")
+            if med and base:
+                print(f"  {label}: max_workers={w:<3d} {med:7.3f} s  x{base / med:.2f}")
+
+
 def print_scaling(summaries: Sequence[CaseSummary]) -> None:
     by_key = {(s.impl, s.trace_label): s.figures() for s in summaries}
     print(
@@ -699,6 +714,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="where temporary copies, caches and synthetic traces go",
     )
+    parser.add_argument(
+        "--workers",
+        default="",
+        metavar="W,W,...",
+        help="time our load with each max_workers=W (e.g. 1,2,4) instead of the default, "
+        "and print the speed-up over the first W: how one big rank's decoding scales with "
+        "cores",
+    )
     parser.add_argument("--keep-tmp", action="store_true", help="do not delete the temp folder")
     parser.add_argument(
         "--json",
@@ -709,6 +732,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    try:
+        args.workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    except ValueError:
+        parser.error("--workers takes whole numbers separated by commas, e.g. 1,2,4")
+    if any(w < 1 for w in args.workers):
+        parser.error("--workers must be at least 1")
     unknown = set(args.cases) - {"hta", "ours", "ours-cached"}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
@@ -824,7 +853,13 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
     for ts in trace_sets:
         if "hta" in cases_wanted and hta_python is not None:
             cases.append(Case("HTA", "hta", str(hta_python), ts, ts.path, {}, repeat=args.repeat))
-        if "ours" in cases_wanted:
+        if "ours" in cases_wanted and args.workers:
+            cases.extend(
+                Case(f"ours w={w}", "ours", sys.executable, ts, ts.path,
+                     {"cache": False, "progress": False, "max_workers": w}, repeat=args.repeat)
+                for w in args.workers
+            )
+        elif "ours" in cases_wanted:
             cases.append(
                 Case(
                     "ours",
@@ -924,6 +959,7 @@ def _main(args: argparse.Namespace, tmp: Path) -> int:
         print(f"note: our loader was not benchmarked (import failed: {ours_problem})")
     if args.ranks_parallel:
         print_scaling(ordered)
+    print_workers(ordered, args.workers)
     print_ratios(ordered)
 
     if args.json is not None:

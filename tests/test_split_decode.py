@@ -50,9 +50,9 @@ def test_the_threaded_path_is_taken(tmp_path: Path, threaded: None,
     calls: list[int] = []
     real = decode._decode_threaded
 
-    def spy(path: Any, workers: int) -> Any:
+    def spy(path: Any, workers: int, piece: int) -> Any:
         calls.append(workers)
-        return real(path, workers)
+        return real(path, workers, piece)
 
     monkeypatch.setattr(decode, "_decode_threaded", spy)
     path = tmp_path / "rank-0.json"

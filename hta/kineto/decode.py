@@ -48,7 +48,7 @@ from hta.kineto.rawio import (
     read_bytes,
     text_size,
 )
-from hta.kineto.stream import NotStreamable, iter_event_chunks, read_ahead
+from hta.kineto.stream import NotStreamable, iter_event_chunks, piece_bytes, read_ahead
 from hta.kineto.symbols import SymbolTable
 
 logger = logging.getLogger(__name__)
@@ -198,8 +198,8 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform == "linux"
 
 
-def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = False
-                      ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
+def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = False,
+                      piece: int = 0) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
     """Decode a file piece by piece (see :mod:`hta.kineto.stream`).
 
     With ``workers > 1`` and the native scanner, pieces are scanned on that many
@@ -209,16 +209,17 @@ def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = Fal
     ``2 * workers`` pieces are in flight. Else, with ``overlap``, a thread inflates and
     cuts the next pieces while this one decodes (:func:`hta.kineto.stream.read_ahead`:
     two pieces ahead). Every path but the processes' cuts the file at the same places,
-    so symbols and named ids are numbered alike.
+    so symbols and named ids are numbered alike. ``piece``: about how much text a piece
+    holds (:func:`hta.kineto.stream.piece_bytes`).
     """
     if workers > 1 and native.available():
-        return _decode_threaded(path, workers)
+        return _decode_threaded(path, workers, piece)
     if workers <= 1 or not can_fork():
         acc = Accumulator()
         # Pieces are views of the inflated text (that stay valid when read ahead by a
         # thread), cut the same way for both decoders and every number of workers.
-        chunks = (read_ahead(iter_event_chunks(path, bare=True, owned=True)) if overlap
-                  else iter_event_chunks(path, bare=True))
+        chunks = (read_ahead(iter_event_chunks(path, bare=True, owned=True, piece_bytes=piece))
+                  if overlap else iter_event_chunks(path, bare=True, piece_bytes=piece))
         for i, (kind, payload) in enumerate(chunks, start=1):
             if kind == "bare":
                 acc.decode_bare(payload)
@@ -253,7 +254,7 @@ def _decode_streaming(path: Path | RemotePath, workers: int, overlap: bool = Fal
     return _merge(parts), top, size
 
 
-def _decode_threaded(path: Path | RemotePath, workers: int
+def _decode_threaded(path: Path | RemotePath, workers: int, piece: int = 0
                      ) -> tuple[_Partial, dict[str, msgspec.Raw], int]:
     """Decode a file's pieces on ``workers`` threads, added to the columns in file order.
 
@@ -283,7 +284,8 @@ def _decode_threaded(path: Path | RemotePath, workers: int
         if added % TRIM_EVERY == 0:
             release_free_memory()
 
-    pieces = read_ahead(iter_event_chunks(path, bare=True, owned=True), depth=workers)
+    pieces = read_ahead(iter_event_chunks(path, bare=True, owned=True, piece_bytes=piece),
+                        depth=workers)
     with ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="hta-scan") as pool:
         for kind, payload in pieces:
             if kind == "top":
@@ -374,15 +376,15 @@ def _decode_protobuf(path: Path | RemotePath, chunk_events: int) -> DecodedTrace
                                warnings=notes + decoded.warnings)
 
 
-def _streaming_workers(path: Path | RemotePath, workers: int) -> int:
+def _streaming_workers(text: int, workers: int) -> int:
     """How many workers decode this file: threads for the native scanner when the file
     holds at least :data:`THREADED_MIN_TEXT_BYTES` of text, processes for the Python
     decoder from :data:`PARALLEL_MIN_TEXT_BYTES` (the native scanner decodes faster than
-    processes can ship columns back), else one."""
+    processes can ship columns back), else one; ``text``: the file's bytes of text."""
     if workers <= 1:
         return 1
     least = THREADED_MIN_TEXT_BYTES if native.available() else PARALLEL_MIN_TEXT_BYTES
-    return workers if text_size(path) >= least else 1
+    return workers if text >= least else 1
 
 
 def _decode_whole(path: Path | RemotePath, chunk_events: int
@@ -420,9 +422,10 @@ def _decode_whole(path: Path | RemotePath, chunk_events: int
 def _decode_trace(path: Path | RemotePath, chunk_events: int, workers: int) -> DecodedTrace:
     repairs: list[str] = []
     try:
-        streaming_workers = _streaming_workers(path, workers)
-        part, top, uncompressed = _decode_streaming(path, streaming_workers,
-                                                    overlap=workers > 1)
+        text = text_size(path)
+        part, top, uncompressed = _decode_streaming(path, _streaming_workers(text, workers),
+                                                    overlap=workers > 1,
+                                                    piece=piece_bytes(text))
     except (NotStreamable, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
             KeyError):
         part, top, uncompressed, repairs = _decode_whole(path, chunk_events)

@@ -46,6 +46,14 @@ BOUNDARY = b"\n  {"
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 READ_SIZE = 1 << 22  # compressed bytes read at a time
 TARGET_CHUNK = 1 << 22  # decompressed bytes per piece of events (about 16k events)
+#: From this much text on, a file is cut in pieces of ``4 * TARGET_CHUNK``: each piece
+#: costs a fixed time to add to the columns, so large files gain from fewer pieces.
+LARGE_TEXT_BYTES = 64 << 20
+
+
+def piece_bytes(text_bytes: int) -> int:
+    """About how much text one piece of a file holding ``text_bytes`` of text holds."""
+    return 4 * TARGET_CHUNK if text_bytes >= LARGE_TEXT_BYTES else TARGET_CHUNK
 MAX_PREFIX = 1 << 26  # give up streaming if traceEvents does not start in the first 64 MiB
 
 T = TypeVar("T")
@@ -56,13 +64,13 @@ class NotStreamable(Exception):
     """The file is not in Kineto's layout; decode it as a whole document instead."""
 
 
-def _text_blocks(path: Path | RemotePath) -> Iterator[bytes]:
-    """The file's text, inflated if gzip, in blocks of about TARGET_CHUNK bytes."""
+def _text_blocks(path: Path | RemotePath, size: int) -> Iterator[bytes]:
+    """The file's text, inflated if gzip, in blocks of about ``size`` bytes."""
     with path.open("rb") as fh:
         head = fh.read(2)
         fh.seek(0)
         if head != b"\x1f\x8b":
-            while block := fh.read(TARGET_CHUNK):
+            while block := fh.read(size):
                 yield block
             return
         inflater = _zlib.decompressobj(31)
@@ -71,7 +79,7 @@ def _text_blocks(path: Path | RemotePath) -> Iterator[bytes]:
             if not compressed:
                 break
             while compressed:
-                out = inflater.decompress(compressed, TARGET_CHUNK)
+                out = inflater.decompress(compressed, size)
                 compressed = inflater.unconsumed_tail
                 if out:
                     yield out
@@ -108,7 +116,7 @@ def _bare_end(buf: bytes | bytearray, cut: int) -> int:
     return end
 
 
-def _bare_pieces(carry: bytearray, blocks: Iterator[bytes], owned: bool = False
+def _bare_pieces(carry: bytearray, blocks: Iterator[bytes], size: int, owned: bool = False
                  ) -> Generator[tuple[str, memoryview | bytes], None, bytearray]:
     """Views of whole events, without copying the inflated blocks.
 
@@ -124,7 +132,7 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes], owned: bool = False
         first = block.find(BOUNDARY)
         if first < 0:
             carry += block
-            if not yielded and len(carry) > 4 * TARGET_CHUNK:
+            if not yielded and len(carry) > 4 * size:
                 raise NotStreamable("no event boundaries found")
             continue
         last = block.rfind(BOUNDARY)
@@ -146,13 +154,13 @@ def _bare_pieces(carry: bytearray, blocks: Iterator[bytes], owned: bool = False
     return carry
 
 
-def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool,
+def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool, size: int,
                        owned: bool = False) -> Generator[tuple[str, Any], None, bytearray]:
     """Pieces of whole events of an array in any layout, cut where events end.
 
     ``buf`` starts just after the array's ``[``. Yields ``("bare", view)`` (``bare``;
-    with ``owned`` a copy, bytes) or ``("events", bytes)`` pieces of about
-    :data:`TARGET_CHUNK` bytes; returns what is left: the last events, the array's end
+    with ``owned`` a copy, bytes) or ``("events", bytes)`` pieces of about ``size``
+    bytes; returns what is left: the last events, the array's end
     and the rest of the file.
     """
     splitter = Splitter()
@@ -160,7 +168,7 @@ def _any_layout_pieces(buf: bytearray, blocks: Iterator[bytes], bare: bool,
     closed = False
     for block in blocks:
         buf += block
-        if closed or len(buf) < TARGET_CHUNK:
+        if closed or len(buf) < size:
             continue
         found = splitter.scan(buf, scanned)
         scanned = found.scanned
@@ -197,8 +205,8 @@ def _counted(blocks: Iterator[bytes], sizes: list[int]) -> Iterator[bytes]:
         yield block
 
 
-def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool = False
-                      ) -> Iterator[tuple[str, Any]]:
+def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool = False,
+                      piece_bytes: int = 0) -> Iterator[tuple[str, Any]]:
     """Yield ``("events", bytes)`` JSON arrays of whole events, then
     ``("top", (top_level_raw_values, uncompressed_size))``.
 
@@ -207,13 +215,15 @@ def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool =
     until the next piece is asked for (no copy is made). With ``owned`` as well, every
     piece stays valid for as long as it is held (views of the inflated blocks, which are
     never reused, or copies where a piece spans two blocks): pieces can be handed to
-    other threads.
+    other threads. ``piece_bytes``: about how much text a piece holds (default
+    :data:`TARGET_CHUNK`).
 
     Raises :class:`NotStreamable` (before yielding anything) when the file does not
     look like Kineto's layout, and ``EOFError``/``zlib.error`` for broken gzip.
     """
+    size = piece_bytes or TARGET_CHUNK
     sizes: list[int] = []
-    blocks = _counted(_text_blocks(path), sizes)
+    blocks = _counted(_text_blocks(path, size), sizes)
     buf = bytearray()
     match = None
     for block in blocks:
@@ -230,18 +240,18 @@ def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool =
     start = len(buf) - len(buf.lstrip())
     if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
         # not one event per line: cut at the ends of events instead
-        buf = yield from _any_layout_pieces(buf, blocks, bare, owned)
+        buf = yield from _any_layout_pieces(buf, blocks, bare, size, owned)
     elif bare:
-        buf = yield from _bare_pieces(buf, blocks, owned)
+        buf = yield from _bare_pieces(buf, blocks, size, owned)
     else:
         yielded = False
         for block in blocks:
             buf += block
-            if len(buf) < TARGET_CHUNK:
+            if len(buf) < size:
                 continue
             cut = buf.rfind(BOUNDARY)
             if cut <= 0:
-                if not yielded and len(buf) > 4 * TARGET_CHUNK:
+                if not yielded and len(buf) > 4 * size:
                     raise NotStreamable("no event boundaries found")
                 continue
             yielded = True
