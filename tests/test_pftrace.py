@@ -295,3 +295,25 @@ def test_without_perfetto_the_file_says_what_to_install(
                         None)
     with pytest.raises(TraceLoadError, match="pip install perfetto"):
         decode_trace(pb_dir / "rank-0.pftrace")
+
+
+def test_threaded_decode_of_a_protobuf_trace(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large protobuf trace's JSON twin is decoded on several threads: the same tables
+    as one thread."""
+    from test_native_decode import assert_same
+
+    from hta.kineto import decode, native, stream
+
+    if not native.available():
+        pytest.skip("the native scanner (hta.kineto._scan) is not built")
+    monkeypatch.setattr(decode, "THREADED_MIN_TEXT_BYTES", 0)
+    monkeypatch.setattr(stream, "TARGET_CHUNK", 2048)
+    path = write_kineto_pftrace(run_events(0, 1).to_dict(), tmp_path / "rank-0.pftrace")
+    threaded: list[int] = []
+    real = decode._decode_threaded
+    monkeypatch.setattr(decode, "_decode_threaded",
+                        lambda *a: threaded.append(a[1]) or real(*a))
+    one = decode_trace(path, workers=1)
+    assert_same(one, decode_trace(path, workers=3))
+    assert threaded == [3]

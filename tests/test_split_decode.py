@@ -165,3 +165,16 @@ def test_an_error_in_a_piece_is_raised(tmp_path: Path, threaded: None,
     monkeypatch.setattr(native, "scan", broken)
     with pytest.raises(MemoryError, match="no memory"):
         decode_trace(path, workers=2)
+
+
+@pytest.mark.parametrize("files,max_workers,share", [(1, 4, 4), (2, 4, 2), (3, 4, 1),
+                                                     (8, 4, 1), (1, 1, 1)])
+def test_each_file_gets_its_share_of_the_workers(files: int, max_workers: int, share: int,
+                                                 tmp_path: Path) -> None:
+    from hta.job.executors import resolve_executor
+    from hta.job.load import _load_tasks
+
+    paths = [tmp_path / f"rank-{i}.json" for i in range(files)]
+    tasks = _load_tasks(paths, {}, (), resolve_executor(None, None, max_workers), None,
+                        max_workers, None)
+    assert [t.decode_workers for t in tasks] == [share] * files

@@ -178,15 +178,17 @@ def small_local_job(paths: Iterable[str]) -> bool:
 def _load_tasks(files: list[Any], explicit: dict[Any, int], user_rules: tuple[Rule, ...],
                 runner: Executor, root: str | None, max_workers: int | None,
                 storage_options: dict[str, Any] | None) -> list[LoadTask]:
-    """One task per file (a lone file is decoded by as many processes as there are CPUs
-    when it is loaded here)."""
+    """One task per file. Loaded here or by local processes, a file is decoded on its
+    share of the workers (``max_workers``, else the CPUs): a lone file on all of them,
+    two files on half each, and so on (:func:`hta.kineto.decode.decode_trace` uses them
+    only for a large file)."""
     rule_key = RuleSet(user_rules).fingerprint()
+    share = 1 if runner.remote else max(1, (max_workers or available_cpus()) // len(files))
     return [
         LoadTask(
             path=str(f), rank_hint=explicit.get(f, -1), lone_file=len(files) == 1,
             user_rules=user_rules, cache_dir=root, rule_key=rule_key,
-            decode_workers=(max_workers or available_cpus())
-            if len(files) == 1 and not runner.remote else 1,
+            decode_workers=share,
             storage_options=storage_options,
         )
         for f in files

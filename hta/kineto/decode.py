@@ -347,7 +347,7 @@ def decode_trace(
     location = trace_location(path)
     try:
         if is_protobuf_file(location):
-            return _decode_protobuf(location, chunk_events)
+            return _decode_protobuf(location, chunk_events, workers)
         return _decode_trace(location, chunk_events, workers)
     except RecursionError as exc:
         raise TraceLoadError(
@@ -360,9 +360,11 @@ def decode_trace(
             gc.enable()
 
 
-def _decode_protobuf(path: Path | RemotePath, chunk_events: int) -> DecodedTrace:
+def _decode_protobuf(path: Path | RemotePath, chunk_events: int, workers: int = 1
+                     ) -> DecodedTrace:
     """A Perfetto protobuf trace (:mod:`hta.kineto.pftrace`): turned into Kineto's JSON,
-    decoded as JSON from a temporary file, reported under its own name."""
+    decoded as JSON from a temporary file (on ``workers`` threads when it is large),
+    reported under its own name."""
     import dataclasses
     import tempfile
 
@@ -371,7 +373,7 @@ def _decode_protobuf(path: Path | RemotePath, chunk_events: int) -> DecodedTrace
         tmp = Path(folder) / "trace.json"
         tmp.write_bytes(text)
         del text
-        decoded = _decode_trace(tmp, chunk_events, 1)
+        decoded = _decode_trace(tmp, chunk_events, workers)
     return dataclasses.replace(decoded, path=str(path), file_bytes=_file_bytes(path),
                                warnings=notes + decoded.warnings)
 
