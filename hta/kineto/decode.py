@@ -261,11 +261,12 @@ def _decode_threaded(path: Path | RemotePath, workers: int, piece: int = 0
     A thread inflates and cuts the file (:func:`~hta.kineto.stream.read_ahead`); the
     native scanner, which runs without the GIL, reads pieces on ``workers - 1`` pool
     threads and on this one; this thread adds each scanned piece in the order of the
-    file, so symbols, ids and rows are those of a one-thread load. When the oldest piece
-    is not scanned yet, this thread scans a piece no pool thread has started rather than
-    wait. A piece the scanner declines is read by the Python decoder, as in a one-thread
-    load. Memory: the columns, plus at most ``2 * workers + 2`` pieces of text (a few
-    MiB each) in flight.
+    file, so symbols, ids and rows are those of a one-thread load (pool threads also
+    make the chunk's sparse columns dense, work this thread would do). When the oldest
+    piece is not scanned yet, this thread scans a piece no pool thread has started
+    rather than wait. A piece the scanner declines is read by the Python decoder, as in
+    a one-thread load. Memory: the columns, plus at most ``2 * workers + 2`` pieces of
+    text (4 or 16 MiB each) in flight.
     """
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
@@ -308,7 +309,7 @@ class _Scan:
     def __init__(self, pool: Any, text: bytes | memoryview, bare: bool) -> None:
         self.text = text
         self.bare = bare
-        self.future = pool.submit(native.scan, text, bare)
+        self.future = pool.submit(native.scan_dense, text, bare)
         self.scanned: native.Chunk | None = None
         self.here = False
 

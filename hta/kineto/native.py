@@ -112,6 +112,17 @@ class Chunk:
         #: raw JSON text of the Raw fields, one entry per event (None where absent)
         self.raws: dict[str, list[str | None]] = dict(zip(RAW, raws))
 
+    def densify(self) -> Chunk:
+        """Make every sparse field some event of the chunk carries dense now (NumPy fills
+        and scatters, mostly without the GIL): done on the thread that scanned the
+        chunk, it spares the thread that adds chunks in order that work."""
+        cols = self.cols
+        if isinstance(cols, _Columns):
+            for field, (rows, _) in cols.sparse.items():
+                if rows and field not in cols:
+                    cols[field]  # noqa: B018 - __missing__ makes it dense
+        return self
+
     def take(self, field: str, rows: np.ndarray) -> np.ndarray:
         """Column ``field`` over ``rows`` (a new array). A sparse field no event of the
         chunk carries is never made dense: its default, ``len(rows)`` times."""
@@ -132,6 +143,13 @@ def scan(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | No
         return None
     result = _scan.scan(text, bare)
     return None if result is None else Chunk(result)
+
+
+def scan_dense(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | None:
+    """:func:`scan`, then every sparse field the chunk carries made dense
+    (:meth:`Chunk.densify`): what a pool thread does for the thread that adds chunks."""
+    chunk = scan(text, bare)
+    return None if chunk is None else chunk.densify()
 
 
 def _first_seen(values: np.ndarray) -> np.ndarray:
