@@ -261,10 +261,18 @@ def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
         return
     nodes = jg.global_node(i, local[ok])
     f = np.broadcast_to(np.asarray(factor, dtype=np.float64), rows.shape)[ok]
-    per_node = np.ones(jg.num_nodes, dtype=np.float64)
-    per_node[nodes] = f
-    hit = np.isin(jg.type, [EDGE["gpu"], EDGE["collective"]]) & (per_node[jg.dst] != 1.0)
-    edits.delay[hit] *= per_node[jg.dst[hit]]
+    # a node listed twice takes its last factor; a factor of 1 changes nothing
+    nodes, last = np.unique(nodes[::-1], return_index=True)
+    f = f[::-1][last]
+    scaled = f != 1.0
+    nodes, f = nodes[scaled], f[scaled]
+    # the job's edges are sorted by destination: the edges into ``nodes`` are ranges
+    lo = np.searchsorted(jg.dst, nodes, side="left")
+    counts = np.searchsorted(jg.dst, nodes, side="right") - lo
+    edges = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    f = np.repeat(f, counts)
+    end = (jg.type[edges] == EDGE["gpu"]) | (jg.type[edges] == EDGE["collective"])
+    edits.delay[edges[end]] *= f[end]
 
 
 def _scale_kernels(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
