@@ -15,6 +15,7 @@ import random
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -44,11 +45,19 @@ def reference_rule(rules: RuleSet, cat: str, name: str) -> tuple[Rule, bool]:
 
 
 def assert_same(rules: RuleSet, pairs: Iterable[tuple[str, str]]) -> int:
+    """The fast lookups agree with the definition on every pair: the first rule
+    (``rule_for``) and the kind alone (``kind``, which tries only the rules that can
+    change it, from a matcher that never answered ``rule_for``)."""
     fresh = RuleSet(rules.user_rules)
     fresh._matcher = type(_matcher_for(rules.rules))(rules.rules)  # an empty memo
+    kinds_only = RuleSet(rules.user_rules)
+    kinds_only._matcher = type(_matcher_for(rules.rules))(rules.rules)
     count = 0
     for cat, name in pairs:
-        assert fresh.rule_for(cat, name) == reference_rule(rules, cat, name), (cat, name)
+        expected = reference_rule(rules, cat, name)
+        assert kinds_only.kind(cat, name) == expected[0].kind, (cat, name)
+        assert fresh.rule_for(cat, name) == expected, (cat, name)
+        assert fresh.kind(cat, name) == expected[0].kind, (cat, name)  # from rule_for's memo
         count += 1
     return count
 
@@ -190,8 +199,8 @@ def test_prefilter_reads_the_default_rules() -> None:
         rows, _ = matcher._candidates("kernel")
         lowered = name.lower()
         for i in rows:
-            pattern = matcher.names[i]
-            if pattern is None or not may_match(matcher.filters[i], lowered):
+            pattern = matcher.pattern(i)
+            if pattern is None or not may_match(matcher.filter(i), lowered):
                 continue
             runs += 1
             if pattern.search(name):
@@ -256,3 +265,54 @@ def test_default_patterns_compile_and_user_patterns_are_checked_when_written() -
                 re.compile(pattern)
     with pytest.raises(re.error):
         Rule("computation", name="(unclosed")
+
+
+def _job_with_unclassified_kernels(folder: Path) -> Path:
+    """One rank with kernels of every answer: a family kernel, unknown kernels, an NCCL
+    kernel, an unknown kernel carrying collective args (communication, not unclassified),
+    a copy; three steps."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder()
+    names = ["sm80_xmma_gemm_f16", "my_fused_thing", "ncclDevKernel_AllReduce_Sum_f32",
+             "another_mystery_kernel"]
+    for step in range(3):
+        t = 1_000_000 + step * 1_000_000
+        b.annotation(f"ProfilerStep#{step}", t, 900_000)
+        for i, name in enumerate(names):
+            args = {"Collective name": "allreduce"} if name == "another_mystery_kernel" else {}
+            b.launch_kernel(name, cpu_ts=t + 10_000 + i * 100_000, cpu_dur=5_000,
+                            gpu_ts=t + 20_000 + i * 100_000, gpu_dur=50_000, **args)
+        b.memcpy("HtoD", cpu_ts=t + 600_000, cpu_dur=5_000, gpu_ts=t + 610_000, gpu_dur=10_000)
+    return b.write(folder / "rank0.json")
+
+
+def test_loading_classifies_kinds_and_the_unclassified_mask_follows(tmp_path: Path) -> None:
+    """A loaded rank has its ``kind`` column (found with the rules that can change a kind
+    only) and computes ``unclassified`` when it is first read: both as
+    :func:`classify` gives them, also after rows are dropped or symbols remapped."""
+    import numpy as np
+
+    from hta.trace_analysis import TraceAnalysis
+
+    _job_with_unclassified_kernels(tmp_path)
+
+    def load() -> Any:
+        return TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False).t.rank(0)
+
+    rt = load()
+    coll = rt.tables["collective_args"]["index"].to_numpy()
+    codes, mask = classify(rt.symbols, rt.events["cat"].to_numpy(),
+                           rt.events["name"].to_numpy(), RuleSet(), coll)
+    assert np.array_equal(rt.events["kind"].cat.codes.to_numpy(), codes)
+    assert rt.__dict__["_unclassified_rules"] is not None  # not computed while loading
+    assert np.array_equal(rt.unclassified, mask) and mask.sum() == 3  # my_fused_thing x3
+    assert rt.__dict__["_unclassified_rules"] is None  # computed once, kept
+    rt = load()
+    keep = np.arange(len(rt.events)) % 3 != 1
+    rt.filter_rows(keep)
+    assert np.array_equal(rt.unclassified, mask[keep])
+    rt = load()
+    order = np.arange(len(rt.symbols))[::-1]
+    rt.remap_symbols(order, [rt.symbols[i] for i in order])
+    assert np.array_equal(rt.unclassified, mask)

@@ -59,18 +59,15 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
             column = _narrowed(name, column, narrowed)
         sorted_cols[name] = column.astype(EVENT_DTYPES.get(name, column.dtype), copy=False)
         decoded.columns.pop(name, None)
-    events = pd.DataFrame(sorted_cols, copy=False)
-    events["end"] = events["ts"].to_numpy() + events["dur"].to_numpy()
-    events.insert(0, "index", np.arange(n, dtype=EVENT_DTYPES["index"]))
+    # one frame built at once (an insert or a new column each costs a pass over the
+    # frame's columns): "index", the decoded columns, "end"
+    events = pd.DataFrame({"index": np.arange(n, dtype=EVENT_DTYPES["index"]), **sorted_cols,
+                           "end": sorted_cols["ts"] + sorted_cols["dur"]}, copy=False)
     new_row = np.empty(n, dtype=np.int64)
     new_row[order] = np.arange(n, dtype=np.int64)
     tables: dict[str, pd.DataFrame] = {}
     for name in ARG_TABLES:
-        frame = getattr(decoded, name).copy()
-        if "row" in frame:
-            frame.insert(0, "index", new_row[frame.pop("row").to_numpy(dtype=np.int64)])
-            frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
-        tables[name] = frame
+        tables[name] = _by_event(getattr(decoded, name), new_row)
     for name in EVENT_TABLES:
         frame = getattr(decoded, name)
         if base and "ts" in frame and len(frame):
@@ -89,6 +86,43 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     rank_trace.meta = build_metadata(decoded, rank, rank_trace, warnings)
     rank_trace.meta["time_origin_ns"] = base
     return rank_trace
+
+
+def _by_event(frame: pd.DataFrame, new_row: np.ndarray) -> pd.DataFrame:
+    """An arg table keyed by the events' sorted rows: its decoded ``row`` (position among
+    the decoded events) becomes ``index`` (the event's row once sorted), first, and the
+    rows follow it (stable: rows of one event keep their order). A new frame; the decoded
+    one is not changed."""
+    if "row" not in frame.columns:
+        return frame.copy()
+    if not len(frame):  # most arg tables of a rank: the same empty frame each time
+        key = tuple(frame.columns) + tuple(str(d) for d in frame.dtypes)
+        found = _EMPTY_BY_EVENT.get(key)
+        if found is None:
+            found = _EMPTY_BY_EVENT[key] = _reordered(frame, np.zeros(0, np.int64), None)
+        return found.copy()
+    index = new_row[frame["row"].to_numpy(dtype=np.int64)]
+    order = np.argsort(index, kind="stable")
+    if (order[1:] > order[:-1]).all():  # already in order: nothing to move
+        return _reordered(frame, index, None)
+    return _reordered(frame, index[order], order)
+
+
+_EMPTY_BY_EVENT: dict[tuple[Any, ...], pd.DataFrame] = {}
+
+
+def _reordered(frame: pd.DataFrame, index: np.ndarray, order: np.ndarray | None
+               ) -> pd.DataFrame:
+    """``index`` first, then ``frame``'s columns but ``row``, their rows taken in
+    ``order`` (None: as they are), as new arrays."""
+    data: dict[str, Any] = {"index": index}
+    for col, column in frame.items():
+        if col == "row":
+            continue
+        # NumPy columns as arrays, the others (text) as their pandas arrays
+        values = column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
+        data[col] = values.copy() if order is None else values.take(order)
+    return pd.DataFrame(data, copy=False)
 
 
 def _narrowed(name: str, column: np.ndarray, warnings: list[str]) -> np.ndarray:

@@ -202,18 +202,41 @@ class _Matcher:
     distinct category, a literal prefilter (:mod:`hta.model.prefilter`) rules out most
     name patterns with substring tests on the lower-cased name, only the survivors'
     regular expressions run, and each (category, name) pair is answered once per
-    process."""
+    process. A rule's filter is read when a name first reaches the rule, and its
+    expression compiled when a name first passes the filter: a job whose names never get
+    that far does not pay for them (a few ms for the default table)."""
 
     _MEMO_LIMIT = 1 << 18
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         self.rules = rules
-        self.names: list[re.Pattern[str] | None] = [
-            re.compile(r.name) if r.name is not None else None for r in rules]
-        self.filters: list[Filter | None] = [
-            literal_filter(r.name) if r.name is not None else None for r in rules]
+        self.texts: list[str | None] = [r.name for r in rules]
+        self._names: list[re.Pattern[str] | None] = [None] * len(rules)
+        self._filters: list[Filter | None] = [None] * len(rules)
+        self._read: list[bool] = [False] * len(rules)  # whether _filters[i] is read
         self.by_cat: dict[str, tuple[tuple[int, ...], int]] = {}
         self.memo: dict[tuple[str, str], int] = {}
+        self.kind_by_cat: dict[str, tuple[tuple[int, ...], str]] = {}
+        self.kind_memo: dict[tuple[str, str], str] = {}
+
+    def pattern(self, i: int) -> re.Pattern[str] | None:
+        """Rule ``i``'s compiled name pattern (None: the rule takes any name)."""
+        text = self.texts[i]
+        return None if text is None else self._compiled(i, text)
+
+    def _compiled(self, i: int, text: str) -> re.Pattern[str]:
+        found = self._names[i]
+        if found is None:
+            found = self._names[i] = re.compile(text)
+        return found
+
+    def filter(self, i: int) -> Filter | None:
+        """Rule ``i``'s literal filter (None: nothing to rule a name out with)."""
+        if not self._read[i]:
+            text = self.texts[i]
+            self._filters[i] = literal_filter(text) if text is not None else None
+            self._read[i] = True
+        return self._filters[i]
 
     def _candidates(self, cat: str) -> tuple[tuple[int, ...], int]:
         found = self.by_cat.get(cat)
@@ -225,30 +248,68 @@ class _Matcher:
             found = self.by_cat[cat] = (rows, fallback)
         return found
 
+    def _kind_candidates(self, cat: str) -> tuple[tuple[int, ...], str]:
+        """The candidates that decide a pair's kind, and the kind when none of them
+        matches: the last candidates are left out while they give the fallback's kind
+        (e.g. the kernel family rules, all ``computation`` like the kernel fallback)."""
+        found = self.kind_by_cat.get(cat)
+        if found is None:
+            rows, fallback = self._candidates(cat)
+            kind = (KERNEL_FALLBACK if fallback == _KERNEL_FALLBACK else OTHER_FALLBACK).kind
+            end = len(rows)
+            while end and self.rules[rows[end - 1]].kind == kind:
+                end -= 1
+            found = self.kind_by_cat[cat] = (rows[:end], kind)
+        return found
+
+    def _search(self, rows: tuple[int, ...], name: str) -> int | None:
+        """Index of the first of ``rows`` whose name pattern matches, else None."""
+        lowered = filter_text(name)
+        texts, filters, read = self.texts, self._filters, self._read
+        for i in rows:
+            text = texts[i]
+            if text is None:
+                return i
+            if not may_match(filters[i] if read[i] else self.filter(i), lowered):
+                continue
+            if self._compiled(i, text).search(name) is not None:
+                return i
+        return None
+
     def first(self, cat: str, name: str) -> int:
         """Index of the first rule matching the pair, else a fallback code."""
         key = (cat, name)
         found = self.memo.get(key)
         if found is not None:
             return found
-        rows, found = self._candidates(cat)
-        lowered = filter_text(name)
-        names, filters = self.names, self.filters
-        for i in rows:
-            pattern = names[i]
-            if pattern is None:
-                found = i
-                break
-            if not may_match(filters[i], lowered):
-                continue
-            if pattern.search(name) is not None:
-                found = i
-                break
+        rows, fallback = self._candidates(cat)
+        hit = self._search(rows, name)
+        found = fallback if hit is None else hit
         if len(self.memo) >= self._MEMO_LIMIT:
             self.memo.clear()
         self.memo[key] = found
         return found
 
+    def kind(self, cat: str, name: str) -> str:
+        """The kind of the first rule matching the pair (the fallback's when none does),
+        trying only the rules that can change it."""
+        key = (cat, name)
+        found = self.kind_memo.get(key)
+        if found is not None:
+            return found
+        first = self.memo.get(key)
+        if first is not None:
+            found = self.rules[first].kind if first >= 0 else (
+                KERNEL_FALLBACK if first == _KERNEL_FALLBACK else OTHER_FALLBACK).kind
+        else:
+            rows, found = self._kind_candidates(cat)
+            hit = self._search(rows, name)
+            if hit is not None:
+                found = self.rules[hit].kind
+        if len(self.kind_memo) >= self._MEMO_LIMIT:
+            self.kind_memo.clear()
+        self.kind_memo[key] = found
+        return found
 
 _MATCHERS: dict[tuple[Rule, ...], _Matcher] = {}
 
@@ -294,6 +355,14 @@ class RuleSet:
         """Return (kind, matched) for one pair; ``matched`` is False for the fallbacks."""
         rule, matched = self.rule_for(cat, name)
         return rule.kind, matched
+
+    def kind(self, cat: str, name: str) -> str:
+        """The kind of one pair, as :meth:`kind_of` gives it, without finding out whether
+        a rule or a fallback gave it: cheaper, since the rules after which every rule
+        left and the fallback give one kind are not tried (the kernel family rules)."""
+        if self._matcher is None:
+            self._matcher = _matcher_for(self.rules)
+        return self._matcher.kind(cat, name)
 
     def category_of(self, cat: str, name: str) -> str:
         """The category of one pair: its rule's, else the kind's default; ``""`` for
@@ -347,6 +416,29 @@ def classify(
         kind_codes[sel] = KIND_CODE["communication"]
         unmatched_rows[sel] = False
     return kind_codes, unmatched_rows
+
+
+def kinds(
+    symbols: Sequence[str],
+    cat_ids: np.ndarray,
+    name_ids: np.ndarray,
+    rules: RuleSet,
+    collective_rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """Kind code per event: the first result of :func:`classify`, without the rule
+    lookups only the unmatched mask needs (the kernel family rules)."""
+    if len(cat_ids) == 0:
+        return np.zeros(0, dtype=np.int8)
+    width = np.int64(max(len(symbols), 1))
+    pair = cat_ids.astype(np.int64) * width + name_ids.astype(np.int64)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    codes = np.array([KIND_CODE[rules.kind(symbols[key // width], symbols[key % width])]
+                      for key in uniq.tolist()], dtype=np.int8)
+    kind_codes = codes[inverse]
+    if collective_rows is not None and len(collective_rows):
+        gpu_kernel = (kind_codes == KIND_CODE["computation"])
+        kind_codes[collective_rows[gpu_kernel[collective_rows]]] = KIND_CODE["communication"]
+    return kind_codes
 
 
 def default_category(kind: str) -> str:

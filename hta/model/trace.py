@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hta.model import schema
-from hta.model.rules import GPU_WORK_KINDS, KINDS, RuleSet, classify
+from hta.model.rules import GPU_WORK_KINDS, RuleSet, classify, kinds
 from hta.model.vocabulary import Ranks, selected_ranks
 
 logger = logging.getLogger(__name__)
@@ -114,16 +114,30 @@ class RankTrace:
         return frame, out
 
     def classify(self, rules: RuleSet) -> None:
-        """(Re)compute the ``kind`` column from a rule table."""
-        coll = self.tables.get("collective_args")
-        rows = coll["index"].to_numpy() if coll is not None and len(coll) else None
-        codes, unmatched = classify(
-            self.symbols, self.events["cat"].to_numpy(), self.events["name"].to_numpy(), rules,
-            rows,
-        )
-        self.events["kind"] = pd.Categorical.from_codes(codes, categories=list(KINDS))
-        self.unclassified = unmatched
+        """(Re)compute the ``kind`` column from a rule table; ``unclassified`` follows
+        when it is first read (it needs every kernel family rule tried on every kernel
+        name, the kind only the rules that can change it: most of a small job's load)."""
+        codes = kinds(self.symbols, self.events["cat"].to_numpy(),
+                      self.events["name"].to_numpy(), rules, self._collective_rows())
+        self.events["kind"] = pd.Categorical.from_codes(codes, dtype=schema.KIND_DTYPE)
+        self.__dict__["_unclassified_rules"] = rules
         self.generation += 1
+
+    def _collective_rows(self) -> np.ndarray | None:
+        coll = self.tables.get("collective_args")
+        return coll["index"].to_numpy() if coll is not None and len(coll) else None
+
+    def _get_unclassified(self) -> np.ndarray:
+        rules = self.__dict__.get("_unclassified_rules")
+        if rules is not None:  # classified, not read since: the rules' answer, now
+            _, found = classify(self.symbols, self.events["cat"].to_numpy(),
+                                self.events["name"].to_numpy(), rules, self._collective_rows())
+            self._set_unclassified(found)
+        return self.__dict__["_unclassified"]
+
+    def _set_unclassified(self, value: np.ndarray) -> None:
+        self.__dict__["_unclassified"] = value
+        self.__dict__["_unclassified_rules"] = None
 
     def remap_symbols(self, mapping: np.ndarray, symbols: list[str]) -> None:
         """Point every symbol-id column (events and side tables) at a shared table."""
@@ -152,6 +166,7 @@ class RankTrace:
         keep = np.asarray(keep, dtype=bool)
         if keep.all():
             return
+        unclassified = self.unclassified  # computed (when pending) before rows move
         new_index = np.full(len(keep) + 1, -1, dtype=np.int64)  # last slot: -1 stays -1
         new_index[np.flatnonzero(keep)] = np.arange(int(keep.sum()), dtype=np.int64)
         events = self.events[keep].reset_index(drop=True)
@@ -167,9 +182,16 @@ class RankTrace:
             frame = frame[mapped >= 0].copy()
             frame["index"] = mapped[mapped >= 0]
             self.tables[name] = frame.reset_index(drop=True)
-        if len(self.unclassified) == len(keep):
-            self.unclassified = self.unclassified[keep]
+        if len(unclassified) == len(keep):
+            self.unclassified = unclassified[keep]
         self.events = events
+
+
+#: Kernels that matched no kind rule (counted as computation), per events row: computed
+#: when first read after :meth:`RankTrace.classify` (a field of the dataclass all the
+#: same: the constructor takes it and comparisons and copies see it).
+RankTrace.unclassified = property(  # type: ignore[assignment]
+    RankTrace._get_unclassified, RankTrace._set_unclassified)
 
 
 class Trace:
