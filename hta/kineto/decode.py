@@ -265,8 +265,9 @@ def _decode_threaded(path: Path | RemotePath, workers: int, piece: int = 0
     make the chunk's sparse columns dense, work this thread would do). When the oldest
     piece is not scanned yet, this thread scans a piece no pool thread has started
     rather than wait. A piece the scanner declines is read by the Python decoder, as in
-    a one-thread load. Memory: the columns, plus at most ``2 * workers + 2`` pieces of
-    text (4 or 16 MiB each) in flight.
+    a one-thread load. Memory: the columns, plus at most ``workers + 5`` pieces of text
+    (4 or 16 MiB each) in flight: ``workers + 2`` handed to the scanner, two read
+    ahead, one being cut.
     """
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
@@ -286,14 +287,14 @@ def _decode_threaded(path: Path | RemotePath, workers: int, piece: int = 0
             release_free_memory()
 
     pieces = read_ahead(iter_event_chunks(path, bare=True, owned=True, piece_bytes=piece),
-                        depth=workers)
+                        depth=2)
     with ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="hta-scan") as pool:
         for kind, payload in pieces:
             if kind == "top":
                 top, size = payload
                 continue
             in_flight.append(_Scan(pool, payload, kind == "bare"))
-            if len(in_flight) > 2 * workers:
+            if len(in_flight) > workers + 1:
                 add_oldest()
         while in_flight:
             add_oldest()
