@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hta.kineto import schema as kineto_schema
 from hta.kineto.decode import DecodedTrace
 from hta.kineto.heap import release_free_memory
+from hta.kineto.schema import Table
 from hta.model import links
 from hta.model.rules import (
     CPU_KINDS,
@@ -20,8 +22,9 @@ from hta.model.rules import (
     RUNTIME_KINDS,
     RuleSet,
     kind_mask,
+    kinds,
 )
-from hta.model.schema import EVENT_DTYPES, MAX_DEPTH, NARROWED
+from hta.model.schema import EVENT_DTYPES, KIND_DTYPE, MAX_DEPTH, NARROWED, TABLES
 from hta.model.trace import ARG_TABLES, EVENT_TABLES, RankTrace
 
 logger = logging.getLogger(__name__)
@@ -59,26 +62,31 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
             column = _narrowed(name, column, narrowed)
         sorted_cols[name] = column.astype(EVENT_DTYPES.get(name, column.dtype), copy=False)
         decoded.columns.pop(name, None)
-    # one frame built at once (an insert or a new column each costs a pass over the
-    # frame's columns): "index", the decoded columns, "end"
-    events = pd.DataFrame({"index": np.arange(n, dtype=EVENT_DTYPES["index"]), **sorted_cols,
-                           "end": sorted_cols["ts"] + sorted_cols["dur"]}, copy=False)
+    end = sorted_cols["ts"] + sorted_cols["dur"]
     new_row = np.empty(n, dtype=np.int64)
     new_row[order] = np.arange(n, dtype=np.int64)
     tables: dict[str, pd.DataFrame] = {}
     for name in ARG_TABLES:
-        tables[name] = _by_event(getattr(decoded, name), new_row)
+        tables[name] = _by_event(getattr(decoded, name), new_row, TABLES[name])
     for name in EVENT_TABLES:
         frame = getattr(decoded, name)
         if base and "ts" in frame and len(frame):
             frame = frame.assign(ts=frame["ts"].to_numpy(dtype=np.int64) + base)
         tables[name] = frame
     symbols = list(decoded.symbols.strings)
-    rank_trace = RankTrace(rank=rank, events=events, symbols=symbols, tables=tables, meta={})
     release_free_memory()  # the decoded columns are gone: give their memory back
-    rank_trace.classify(rules)
+    coll = tables["collective_args"]
+    codes = kinds(symbols, sorted_cols["cat"], sorted_cols["name"], rules,
+                  coll["index"].to_numpy() if len(coll) else None)
     warnings = list(decoded.warnings) + narrowed
-    add_links(rank_trace, warnings)
+    linked = link_columns(codes, sorted_cols, end, symbols, warnings)
+    # the frame built at once, in the columns' order (each column added to a frame
+    # costs a pass over its columns): "index", the decoded columns, "end", "kind", links
+    events = pd.DataFrame({"index": np.arange(n, dtype=EVENT_DTYPES["index"]), **sorted_cols,
+                           "end": end, "kind": pd.Categorical.from_codes(codes, dtype=KIND_DTYPE),
+                           **linked}, copy=False)
+    rank_trace = RankTrace(rank=rank, events=events, symbols=symbols, tables=tables, meta={})
+    rank_trace.classified_by(rules)
     sizes = decoded.copy_sizes
     if len(sizes):
         fill_copy_bytes(rank_trace, new_row[sizes["row"].to_numpy(dtype=np.int64)],
@@ -88,40 +96,26 @@ def build_rank(decoded: DecodedTrace, rank: int, rules: RuleSet) -> RankTrace:
     return rank_trace
 
 
-def _by_event(frame: pd.DataFrame, new_row: np.ndarray) -> pd.DataFrame:
+def _by_event(frame: pd.DataFrame, new_row: np.ndarray, table: Table) -> pd.DataFrame:
     """An arg table keyed by the events' sorted rows: its decoded ``row`` (position among
-    the decoded events) becomes ``index`` (the event's row once sorted), first, and the
-    rows follow it (stable: rows of one event keep their order). A new frame; the decoded
+    the decoded events, the first column) becomes ``index`` (the event's row once
+    sorted), and the rows follow it (stable: rows of one event keep their order), as
+    ``table`` (:data:`hta.model.schema.ARG_TABLES`) lays it out. A new frame; the decoded
     one is not changed."""
-    if "row" not in frame.columns:
+    if not len(frame):  # most arg tables of a rank
+        return kineto_schema.frame(table, {})
+    columns = frame.items()
+    label, rows = next(columns)
+    if label != "row":  # not as decoded: keyed as it is
         return frame.copy()
-    if not len(frame):  # most arg tables of a rank: the same empty frame each time
-        key = tuple(frame.columns) + tuple(str(d) for d in frame.dtypes)
-        found = _EMPTY_BY_EVENT.get(key)
-        if found is None:
-            found = _EMPTY_BY_EVENT[key] = _reordered(frame, np.zeros(0, np.int64), None)
-        return found.copy()
-    index = new_row[frame["row"].to_numpy(dtype=np.int64)]
+    index = new_row[rows.to_numpy(dtype=np.int64)]
     order = np.argsort(index, kind="stable")
-    if (order[1:] > order[:-1]).all():  # already in order: nothing to move
-        return _reordered(frame, index, None)
-    return _reordered(frame, index[order], order)
-
-
-_EMPTY_BY_EVENT: dict[tuple[Any, ...], pd.DataFrame] = {}
-
-
-def _reordered(frame: pd.DataFrame, index: np.ndarray, order: np.ndarray | None
-               ) -> pd.DataFrame:
-    """``index`` first, then ``frame``'s columns but ``row``, their rows taken in
-    ``order`` (None: as they are), as new arrays."""
-    data: dict[str, Any] = {"index": index}
-    for col, column in frame.items():
-        if col == "row":
-            continue
+    moved = not (order[1:] > order[:-1]).all()  # else in order already: nothing to move
+    data: dict[str, Any] = {"index": index[order] if moved else index}
+    for col, column in columns:
         # NumPy columns as arrays, the others (text) as their pandas arrays
         values = column.to_numpy() if isinstance(column.dtype, np.dtype) else column.array
-        data[col] = values.copy() if order is None else values.take(order)
+        data[col] = values.take(order) if moved else values.copy()
     return pd.DataFrame(data, copy=False)
 
 
@@ -146,44 +140,43 @@ OVERLAP_CONSEQUENCE = (": each stays a child of the event it starts in, so call 
                        "times and breakdowns are not affected, nothing to do")
 
 
-def add_links(rt: RankTrace, warnings: list[str]) -> None:
-    """Add ``parent``, ``depth``, ``index_correlation``, ``op_index`` and ``iteration``."""
-    ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
-    ts = ev["ts"].to_numpy()
-    end = ev["end"].to_numpy()
-    cpu = kind_mask(codes, CPU_KINDS | {"other"}) & (ev["pid"].to_numpy() >= 0)
+def link_columns(codes: np.ndarray, cols: dict[str, np.ndarray], end: np.ndarray,
+                 symbols: list[str], warnings: list[str]) -> dict[str, np.ndarray]:
+    """The ``iteration``, ``parent``, ``depth``, ``index_correlation`` and ``op_index``
+    columns of events sorted by start (``codes``: their kind codes; ``cols``: their
+    decoded columns; ``end``: ``ts + dur``)."""
+    ts = cols["ts"]
+    cpu = kind_mask(codes, CPU_KINDS | {"other"}) & (cols["pid"] >= 0)
     gpu = kind_mask(codes, GPU_KINDS)
     cpu &= ~gpu
-    parent, depth, partial = links.call_stacks(
-        ts, end, ev["pid"].to_numpy(), ev["tid"].to_numpy(), cpu
-    )
+    parent, depth, partial = links.call_stacks(ts, end, cols["pid"], cols["tid"], cpu)
     if partial:
         warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it"
                         f"{OVERLAP_CONSEQUENCE}")
     runtime = kind_mask(codes, RUNTIME_KINDS)
-    corr = links.correlation_links(ev["correlation"].to_numpy(), runtime, gpu)
-    op_index = np.full(len(ev), links.NO_LINK, dtype=np.int64)
+    corr = links.correlation_links(cols["correlation"], runtime, gpu)
+    op_index = np.full(len(ts), links.NO_LINK, dtype=np.int64)
     is_op = codes == KIND_CODE["cpu_op"]
     rt_rows = np.flatnonzero(runtime)
     op_index[rt_rows] = links.enclosing_ops(parent, is_op, rt_rows)
     g_rows = np.flatnonzero(gpu & (corr >= 0))
     op_index[g_rows] = op_index[corr[g_rows]]
     # iterations
-    name = ev["name"].to_numpy()
     step_candidates = kind_mask(codes, {"user_annotation", "cpu_op"})
-    starts, ends, numbers = links.step_spans(rt.symbols, name, step_candidates, ts, end)
+    starts, ends, numbers = links.step_spans(symbols, cols["name"], step_candidates, ts, end)
     if starts.size == 0:
-        iteration = np.zeros(len(ev), dtype=np.int64)
+        iteration = np.zeros(len(ts), dtype=np.int64)
     else:
         iteration = links.assign_iterations(ts, starts, ends, numbers)
         linked = gpu & (corr >= 0)
         iteration[linked] = iteration[corr[linked]]
-    ev["iteration"] = iteration.astype(EVENT_DTYPES["iteration"], copy=False)
-    ev["parent"] = parent.astype(EVENT_DTYPES["parent"], copy=False)
-    ev["depth"] = np.minimum(depth, MAX_DEPTH).astype(EVENT_DTYPES["depth"], copy=False)
-    ev["index_correlation"] = corr.astype(EVENT_DTYPES["index_correlation"], copy=False)
-    ev["op_index"] = op_index.astype(EVENT_DTYPES["op_index"], copy=False)
+    return {
+        "iteration": iteration.astype(EVENT_DTYPES["iteration"], copy=False),
+        "parent": parent.astype(EVENT_DTYPES["parent"], copy=False),
+        "depth": np.minimum(depth, MAX_DEPTH).astype(EVENT_DTYPES["depth"], copy=False),
+        "index_correlation": corr.astype(EVENT_DTYPES["index_correlation"], copy=False),
+        "op_index": op_index.astype(EVENT_DTYPES["op_index"], copy=False),
+    }
 
 
 def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> None:

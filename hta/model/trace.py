@@ -120,6 +120,11 @@ class RankTrace:
         codes = kinds(self.symbols, self.events["cat"].to_numpy(),
                       self.events["name"].to_numpy(), rules, self._collective_rows())
         self.events["kind"] = pd.Categorical.from_codes(codes, dtype=schema.KIND_DTYPE)
+        self.classified_by(rules)
+
+    def classified_by(self, rules: RuleSet) -> None:
+        """Note that the ``kind`` column holds ``rules``' kinds (the loader builds it with
+        the other columns): ``unclassified`` is then computed from them when first read."""
         self.__dict__["_unclassified_rules"] = rules
         self.generation += 1
 
