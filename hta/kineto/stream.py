@@ -92,6 +92,7 @@ def _text_blocks(path: Path | RemotePath, size: int) -> Iterator[bytes]:
 
 
 _SPACE = frozenset(b" \t\r\n")
+_LEADING_SPACE = frozenset(b" \t\r\n\x0b\x0c")  # what bytes.lstrip strips
 
 
 def _take_events(buf: bytearray, cut: int) -> bytes:
@@ -237,7 +238,9 @@ def iter_event_chunks(path: Path | RemotePath, bare: bool = False, owned: bool =
         raise NotStreamable("no traceEvents array near the start of the file")
     prefix = bytes(buf[:match.start()])
     del buf[:match.end()]
-    start = len(buf) - len(buf.lstrip())
+    start = 0  # past the spaces (without copying the buffer, as lstrip would)
+    while start < len(buf) and buf[start] in _LEADING_SPACE:
+        start += 1
     if buf[start:start + 1] != b"{" or buf[max(0, start - 3):start] != BOUNDARY[:3]:
         # not one event per line: cut at the ends of events instead
         buf = yield from _any_layout_pieces(buf, blocks, bare, size, owned)
