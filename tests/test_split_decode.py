@@ -178,3 +178,17 @@ def test_each_file_gets_its_share_of_the_workers(files: int, max_workers: int, s
     tasks = _load_tasks(paths, {}, (), resolve_executor(None, None, max_workers), None,
                         max_workers, None)
     assert [t.decode_workers for t in tasks] == [share] * files
+
+
+def test_a_truncated_file_is_one_load_error(tmp_path: Path, threaded: None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip stream cut short fails as on one thread: one TraceLoadError naming it."""
+    from hta.errors import TraceLoadError
+
+    monkeypatch.setattr(stream, "TARGET_CHUNK", 1024)
+    whole = gzip.compress(_text(_tricky_events(2000)).encode())
+    path = tmp_path / "rank-0.json.gz"
+    path.write_bytes(whole[: len(whole) * 2 // 3])
+    for workers in (1, 3):
+        with pytest.raises(TraceLoadError, match="truncated or corrupt"):
+            decode_trace(path, workers=workers)
