@@ -12,9 +12,10 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -50,6 +51,9 @@ from hta.kineto.rawio import (
 )
 from hta.kineto.stream import NotStreamable, iter_event_chunks, piece_bytes, read_ahead
 from hta.kineto.symbols import SymbolTable
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +273,6 @@ def _decode_threaded(path: Path | RemotePath, workers: int, piece: int = 0
     (4 or 16 MiB each) in flight: ``workers + 2`` handed to the scanner, two read
     ahead, one being cut.
     """
-    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     acc = Accumulator()
@@ -307,7 +310,8 @@ class _Scan:
     """One piece of text handed to the scanner on a pool thread (or, when no pool
     thread has started it yet, scanned by whoever asks first)."""
 
-    def __init__(self, pool: Any, text: bytes | memoryview, bare: bool) -> None:
+    def __init__(self, pool: ThreadPoolExecutor, text: bytes | memoryview, bare: bool
+                 ) -> None:
         self.text = text
         self.bare = bare
         self.future = pool.submit(native.scan_dense, text, bare)
@@ -329,7 +333,7 @@ class _Scan:
         return self.scanned if self.here else self.future.result()
 
 
-def _scan_one_here(in_flight: Any) -> bool:
+def _scan_one_here(in_flight: deque[_Scan]) -> bool:
     """Scan, in this thread, the newest piece no pool thread has started; False: none."""
     return any(piece.take_over() for piece in reversed(in_flight))
 
