@@ -192,3 +192,25 @@ def test_a_truncated_file_is_one_load_error(tmp_path: Path, threaded: None,
     for workers in (1, 3):
         with pytest.raises(TraceLoadError, match="truncated or corrupt"):
             decode_trace(path, workers=workers)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+def test_a_file_behind_a_url_decodes_alike_on_threads(packed: bool, tmp_path: Path,
+                                                      threaded: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file read through fsspec (``memory://``) is cut and scanned on threads too."""
+    import uuid
+
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.setattr(stream, "TARGET_CHUNK", 2048)
+    text = _text(_tricky_events(500, seed=4)).encode()
+    data = gzip.compress(text) if packed else text
+    url = f"memory://hta-split-{uuid.uuid4().hex[:8]}/rank-0.json" + (".gz" if packed else "")
+    fsspec.filesystem("memory").pipe(url, data)
+    local = tmp_path / "rank-0.json"
+    local.write_bytes(text)
+    try:
+        one = decode_trace(local, workers=1)
+        assert_same(one, decode_trace(url, workers=3))
+    finally:
+        fsspec.filesystem("memory").rm(url)
