@@ -37,6 +37,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +98,22 @@ def fingerprint(path: Path | RemotePath, extra: str = "") -> str:
 
 def file_checksums(path: Path) -> tuple[int, int]:
     """CRC-32 and Adler-32 of a local file's bytes (ISA-L, through a memory map)."""
-    with path.open("rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            return isal_zlib.crc32(b""), isal_zlib.adler32(b"")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return isal_zlib.crc32(mapped), isal_zlib.adler32(mapped)
+    crc, adler = _over_bytes(path, isal_zlib.crc32, isal_zlib.adler32)
+    return crc, adler
 
 
 def file_crc32(path: Path) -> int:
-    """CRC-32 of a local file's bytes (ISA-L, through a memory map): what a manifest
-    holds."""
+    """CRC-32 of a local file's bytes: what a manifest holds."""
+    return _over_bytes(path, isal_zlib.crc32)[0]
+
+
+def _over_bytes(path: Path, *checksums: Callable[[Any], int]) -> tuple[int, ...]:
+    """Each checksum of a local file's bytes, read through one memory map."""
     with path.open("rb") as fh:
         if os.fstat(fh.fileno()).st_size == 0:
-            return isal_zlib.crc32(b"")
+            return tuple(f(b"") for f in checksums)
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return isal_zlib.crc32(mapped)
+            return tuple(f(mapped) for f in checksums)
 
 
 def _sampled_blocks(path: RemotePath, size: int) -> str:

@@ -123,18 +123,6 @@ class Chunk:
                     cols[field]  # noqa: B018 - __missing__ makes it dense
         return self
 
-    def take(self, field: str, rows: np.ndarray) -> np.ndarray:
-        """Column ``field`` over ``rows`` (a new array). A sparse field no event of the
-        chunk carries is never made dense: its default, ``len(rows)`` times."""
-        cols = self.cols
-        if field not in cols and isinstance(cols, _Columns):
-            sparse_rows, _ = cols.sparse[field]
-            if not sparse_rows:
-                dtype, default, width = SPARSE[field]
-                shape = (rows.shape[0], width) if width > 1 else rows.shape[0]
-                return np.full(shape, default, dtype=dtype)
-        return cols[field][rows]
-
 
 def scan(text: bytes | bytearray | memoryview, bare: bool = False) -> Chunk | None:
     """Scan one JSON array of events (``bare``: events separated by commas, without the
@@ -170,7 +158,7 @@ class Builder:
     def symbols(self, field: str, rows: np.ndarray) -> np.ndarray:
         """Global symbol ids of a string field over ``rows``, interned in first-seen order
         (as the Python decoder interns them)."""
-        local = self.chunk.take(field, rows)
+        local = self.chunk.cols[field][rows]
         if not local.size:
             return np.zeros(0, dtype=np.int32)
         order = _first_seen(local)
@@ -182,12 +170,12 @@ class Builder:
     def texts(self, field: str, rows: np.ndarray) -> list[str]:
         """A string field over ``rows`` as a list of str."""
         strings = self.strings
-        return [strings[i] for i in self.chunk.take(field, rows).tolist()]
+        return [strings[i] for i in self.chunk.cols[field][rows].tolist()]
 
     def ids(self, field: str, rows: np.ndarray) -> np.ndarray:
         """pid/tid over ``rows``: integers as they are, names through the accumulator's
         stable negative ids (first-seen order, as ``ColumnSink.ids_column``)."""
-        values = self.chunk.take(field, rows)  # a new array: safe to write
+        values = self.chunk.cols[field][rows]  # indexing copies: safe to write
         named = self.chunk.cols[field + "_sym"][rows]
         is_named = named >= 0
         if is_named.any():
@@ -204,7 +192,7 @@ class Builder:
         return [values[i] or "" for i in rows.tolist()]
 
     def col(self, field: str, rows: np.ndarray) -> np.ndarray:
-        return self.chunk.take(field, rows)
+        return self.chunk.cols[field][rows]
 
     # -- the chunk -------------------------------------------------------------------
     def add(self) -> None:

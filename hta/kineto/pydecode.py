@@ -188,10 +188,8 @@ class Accumulator:
 
     def decode_bare(self, text: memoryview) -> None:
         """Decode events separated by commas (no brackets): natively, else as an array."""
-        if native.available() and (scanned := native.scan(text, bare=True)) is not None:
-            self._add_scanned(scanned, text, bare=True)
-        else:
-            self.decode_chunk(b"[" + bytes(text) + b"]", use_native=False)
+        self.add_scanned(native.scan(text, bare=True) if native.available() else None, text,
+                         bare=True)
 
     def add_scanned(self, scanned: native.Chunk | None, text: bytes | memoryview,
                     bare: bool = False) -> None:

@@ -56,6 +56,7 @@ import numpy as np
 from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 
@@ -268,9 +269,9 @@ def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
     nodes, f = nodes[scaled], f[scaled]
     # the job's edges are sorted by destination: the edges into ``nodes`` are ranges
     lo = np.searchsorted(jg.dst, nodes, side="left")
-    counts = np.searchsorted(jg.dst, nodes, side="right") - lo
-    edges = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-    f = np.repeat(f, counts)
+    hi = np.searchsorted(jg.dst, nodes, side="right")
+    edges = index_ranges(lo, hi)
+    f = np.repeat(f, hi - lo)
     end = (jg.type[edges] == EDGE["gpu"]) | (jg.type[edges] == EDGE["collective"])
     edits.delay[edges[end]] *= f[end]
 

@@ -124,7 +124,7 @@ def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: n
     sources) so the loop only handles lists of their size."""
     lo = indptr[multi]
     hi = indptr[multi + 1]
-    edges = _ranges(lo, hi)
+    edges = index_ranges(lo, hi)
     u = src[edges]
     a_of_u = anchor[u]
     compact = np.full(anchor_t.size, -1, dtype=np.int64)
@@ -163,7 +163,7 @@ def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: n
         root_of[multi] = nodes[np.asarray(root_c[:m], dtype=np.int64)]
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def index_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(lo[i], hi[i])`` for every i, vectorised."""
     counts = hi - lo
     offsets = np.zeros(counts.size + 1, dtype=np.int64)
