@@ -20,7 +20,7 @@ from conftest import shared_trace
 from kineto_builder import TraceBuilder
 
 from hta.analysis.whatif import Change
-from hta.analysis.whatif.schedule import schedule
+from hta.analysis.whatif.schedule import native_schedule_available, schedule
 from hta.trace_analysis import TraceAnalysis
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -28,6 +28,16 @@ LAUNCH, LAT, GAP, SYNC, RET, OP_GAP = 2_000, 5_000, 1_000, 3_000, 2_000, 500
 
 
 # -- the schedule ---------------------------------------------------------------------------
+@pytest.fixture(params=["native", "python"])
+def scheduler(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each schedule test runs on the compiled pass and on the NumPy one."""
+    if request.param == "native" and not native_schedule_available():
+        pytest.skip("the optional extension hta.analysis.whatif._schedule is not built")
+    monkeypatch.setenv("HTA_NATIVE", "1" if request.param == "native" else "0")
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("scheduler")
 def test_schedule_by_hand() -> None:
     # 0->1 (5), 0->2 (2), 1->2 (1): t = [0, 5, 6], node 2 bound by the edge 1->2
     s = schedule(3, np.array([0, 0, 1]), np.array([1, 2, 2]), np.array([5, 2, 1]),
@@ -36,6 +46,7 @@ def test_schedule_by_hand() -> None:
     assert s.via.tolist() == [-1, 0, 2]
 
 
+@pytest.mark.usefixtures("scheduler")
 def test_schedule_matches_a_plain_loop_on_random_dags() -> None:
     rng = np.random.default_rng(7)
     for _ in range(20):
@@ -56,9 +67,33 @@ def test_schedule_matches_a_plain_loop_on_random_dags() -> None:
         assert schedule(n, src, dst, delay, base, shuffled).t.tolist() == t.tolist()
 
 
+@pytest.mark.usefixtures("scheduler")
 def test_schedule_rejects_backward_edges() -> None:
     with pytest.raises(ValueError):
         schedule(2, np.array([1]), np.array([0]), np.array([1]), np.zeros(2, np.int64))
+
+
+def test_schedule_native_and_numpy_agree_on_ties_and_roots(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # delays of 0-2 make many ties: both passes bind the later edge and find one root
+    if not native_schedule_available():
+        pytest.skip("the optional extension hta.analysis.whatif._schedule is not built")
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        n = int(rng.integers(1, 80))
+        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
+        pairs |= {(i, i + 1) for i in range(n - 1) if rng.random() < 0.7}
+        ordered = sorted(pairs, key=lambda p: (p[1], p[0]))
+        src = np.array([a for a, _ in ordered], dtype=np.int64)
+        dst = np.array([b for _, b in ordered], dtype=np.int64)
+        delay, base = rng.integers(0, 3, size=src.size), rng.integers(0, 3, size=n)
+        chain = rng.permutation(n)
+        answers = []
+        for native in ("1", "0"):
+            monkeypatch.setenv("HTA_NATIVE", native)
+            s = schedule(n, src, dst, delay, base, chain, roots=True)
+            answers.append((s.t.tolist(), s.via.tolist(), s.root.tolist()))
+        assert answers[0] == answers[1]
 
 
 # -- a small simulator of a training program -------------------------------------------------

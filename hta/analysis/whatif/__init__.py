@@ -162,7 +162,7 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
                 t[done_node].astype(np.int64) - begin)
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
-    mine = np.flatnonzero(jg.node_pos == i)
+    mine = jg.nodes_of(i)
     done_before: int | None = None
     if window is not None:
         lo, hi = int(window[0]), int(window[1])  # type: ignore[arg-type]
@@ -188,7 +188,7 @@ def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
     before it). A change that lets the host run ahead (no
     launch cost) moves an iteration's host nodes into earlier ones; measured from
     completion to completion, the iterations still add up to the span of the whole."""
-    mine = np.flatnonzero(jg.node_pos == i)
+    mine = jg.nodes_of(i)
     ts = jg.node_ts[mine]
     steps, spans = [], []
     before = _done_before(t, mine, ts, windows[0][0]) if len(windows) else None
@@ -266,10 +266,10 @@ def modelled_edits(jg: JobGraph) -> Edits:
     """Edits of the stricter replay: dependency edges at their type's usual delay."""
     edits = Edits.of(jg)
     codes = [JOB_EDGE_TYPES.index(t) for t in DEPENDENCY_EDGES]
-    dep = np.isin(jg.type, codes) & (jg.node_pos[jg.dst] >= 0)
-    for i, g in enumerate(jg.ranks):
-        m = dep & (jg.node_pos[jg.dst] == i)
-        edits.delay[m] = g.floor[jg.type[m]]
+    m = np.flatnonzero(np.isin(jg.type, codes) & (jg.node_pos[jg.dst] >= 0))
+    if m.size:
+        floors = np.stack([g.floor for g in jg.ranks])  # rank position x edge type
+        edits.delay[m] = floors[jg.node_pos[jg.dst[m]], jg.type[m]]
     return edits
 
 

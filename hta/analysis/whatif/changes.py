@@ -344,20 +344,18 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
 
 
 def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
-    launch = np.flatnonzero(jg.type == EDGE["launch"])
     edits.keep &= jg.type != EDGE["queue"]
-    kernels = jg.dst[launch]
     for i, g in enumerate(jg.ranks):
-        at = np.flatnonzero(jg.node_pos[kernels] == i)
-        if not at.size or not len(g.steps):
+        launch = jg.edges_into(i, "launch")
+        if not launch.size or not len(g.steps):
             continue  # outside a step a kernel still waits for its launch (no step to submit)
-        mine = kernels[at]
+        mine = jg.dst[launch]
         it = g.trace.events["iteration"].to_numpy()[jg.node_row[mine]]
         step_start = dict(zip(g.steps["step"].tolist(), g.steps["start_node"].tolist(),
                               strict=True))
         s_local = np.asarray([step_start.get(int(k), -1) for k in it.tolist()], np.int64)
         ok = s_local >= 0
-        edits.keep[launch[at[ok]]] = False
+        edits.keep[launch[ok]] = False
         edits.add_src.append(jg.global_node(i, s_local[ok]))
         edits.add_dst.append(mine[ok])
         edits.add_delay.append(np.zeros(int(ok.sum())))
@@ -368,10 +366,9 @@ def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) 
 def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
     """Delay 0 on the ``cpu`` edges into the end nodes of events of ``kind_codes``."""
     dst = jg.dst
-    cpu = (jg.type == EDGE["cpu"]) & ~jg.node_is_start[dst] & (jg.node_pos[dst] >= 0)
-    idx = np.flatnonzero(cpu)
     for i, g in enumerate(jg.ranks):
-        m = idx[jg.node_pos[dst[idx]] == i]
+        m = jg.edges_into(i, "cpu")
+        m = m[~jg.node_is_start[dst[m]]]
         codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[dst[m]]]
         edits.delay[m[np.isin(codes, kind_codes)]] = 0.0
 
@@ -380,7 +377,7 @@ def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
     is_comm = np.zeros(jg.num_nodes, dtype=bool)
     gpu_start = np.zeros(jg.num_nodes, dtype=bool)
     for i, g in enumerate(jg.ranks):
-        mine = np.flatnonzero(jg.node_pos == i)
+        mine = jg.nodes_of(i)
         ev = g.trace.events
         cls = work_class(ev["kind"].iloc[jg.node_row[mine]])
         is_comm[mine[cls == COMM]] = True
@@ -400,7 +397,7 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
     ``sync`` floor, or the measured gap when shorter)."""
     g = jg.ranks[i]
     ev = g.trace.events
-    sync = np.flatnonzero((jg.type == EDGE["sync"]) & (jg.node_pos[jg.src] == i))
+    sync = jg.edges_from(i, "sync")
     if not sync.size:
         return
     comm = np.flatnonzero(work_class(ev["kind"]) == COMM)
@@ -435,7 +432,8 @@ def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
     waiting = np.zeros(jg.num_nodes, dtype=bool)
     waiting[jg.dst[jg.type == EDGE["sync"]]] = True
     for i, g in enumerate(jg.ranks):
-        mine = np.flatnonzero((jg.node_pos == i) & ~jg.node_is_start)
+        mine = jg.nodes_of(i)
+        mine = mine[~jg.node_is_start[mine]]
         codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
         waiting[mine[codes == KIND_CODE["runtime_sync"]]] = True
     unblock_nodes(jg, edits, waiting)
@@ -459,7 +457,7 @@ def cap_handoffs(jg: JobGraph, edits: Edits, i: int, start: np.ndarray, end: np.
     a multi-process loader's batch reaches the main thread through its pin-memory
     thread, whose work waits on the workers (untraced) from the span's start; with the
     loading moved off the loop, that wait is what the change leaves."""
-    te = np.flatnonzero((jg.type == EDGE["thread"]) & (jg.node_pos[jg.src] == i))
+    te = jg.edges_from(i, "thread")
     if not te.size or not start.size:
         return
     at = jg.node_ts[jg.src[te]]
@@ -472,7 +470,6 @@ def cap_handoffs(jg: JobGraph, edits: Edits, i: int, start: np.ndarray, end: np.
 def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.rule_tools import data_loader_rows
 
-    cpu = np.flatnonzero(jg.type == EDGE["cpu"])
     for i, g in enumerate(jg.ranks):
         rows = data_loader_rows(g.trace)
         if not rows.size:
@@ -483,7 +480,7 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
         s_glob = jg.global_node(i, s_loc[ok])
         e_glob = jg.global_node(i, e_loc[ok])
         thread = ev["pid"].to_numpy()[rows[ok]] * (1 << 32) + ev["tid"].to_numpy()[rows[ok]]
-        m = cpu[jg.node_pos[jg.dst[cpu]] == i]
+        m = jg.edges_into(i, "cpu")
         rows_dst = jg.node_row[jg.dst[m]]
         th = ev["pid"].to_numpy()[rows_dst] * (1 << 32) + ev["tid"].to_numpy()[rows_dst]
         for t in np.unique(thread).tolist():

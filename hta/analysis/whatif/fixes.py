@@ -111,8 +111,7 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     e_glob = jg.global_node(i, e_loc[ok])
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     thread = _thread(pid, tid, rows[ok])
-    cpu = np.flatnonzero(jg.type == EDGE["cpu"])
-    m = cpu[jg.node_pos[jg.dst[cpu]] == i]
+    m = jg.edges_into(i, "cpu")
     th = _thread(pid, tid, jg.node_row[jg.dst[m]])
     out = []
     for t in np.unique(thread).tolist():
@@ -263,6 +262,8 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.rule_tools import data_loader_rows
 
     n = max(float(ch.factor), 1.0)
+    node_wait = np.zeros(jg.num_nodes)  # per thread, its spans' end nodes (reset after it)
+    hit = np.zeros(jg.num_nodes, dtype=bool)
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         rows = np.asarray(data_loader_rows(rt))
@@ -274,6 +275,7 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
         ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
         edits.delay[cpu_edges_within(jg, i, rows)] = 0.0
         receive = float(g.floor[EDGE["cpu"]])
+        cpu_in = jg.edges_into(i, "cpu")
         for t in np.unique(thread).tolist():
             mine = np.flatnonzero(thread == t)
             mine = mine[np.argsort(ts[mine], kind="stable")]
@@ -284,12 +286,11 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
             wait = np.maximum(d / n - rest, 0.0) + receive
             ends = g.end_node[rows[mine]]
             ok = ends >= 0
-            node_wait = np.zeros(jg.num_nodes)
-            hit = np.zeros(jg.num_nodes, dtype=bool)
             glob = jg.global_node(i, ends[ok])
             node_wait[glob], hit[glob] = wait[ok], True
-            into = (jg.type == EDGE["cpu"]) & hit[jg.dst]
+            into = cpu_in[hit[jg.dst[cpu_in]]]
             edits.delay[into] = node_wait[jg.dst[into]]
+            node_wait[glob], hit[glob] = 0.0, False
             cap_handoffs(jg, edits, i, ts[mine], end[mine], wait)
 
 

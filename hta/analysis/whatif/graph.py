@@ -517,7 +517,49 @@ class JobGraph:
         """Global ids of rank position ``i``'s local nodes."""
         return self.order_of[self.offsets[i] + np.asarray(local, dtype=np.int64)]
 
+    def nodes_of(self, i: int) -> np.ndarray:
+        """Rank position ``i``'s global node ids, ascending (``flatnonzero(node_pos ==
+        i)``; every rank's are grouped in one pass, so a loop over the ranks stays linear
+        in the job's size)."""
+        members, bounds = self._grouped("nodes", None, None)
+        return members[bounds[i]:bounds[i + 1]]
+
+    def edges_into(self, i: int, edge_type: str) -> np.ndarray:
+        """Indices of the ``edge_type`` edges whose ``dst`` is on rank position ``i``,
+        ascending (grouped once, as :meth:`nodes_of`)."""
+        members, bounds = self._grouped("dst", edge_type, self.dst)
+        return members[bounds[i]:bounds[i + 1]]
+
+    def edges_from(self, i: int, edge_type: str) -> np.ndarray:
+        """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,
+        ascending."""
+        members, bounds = self._grouped("src", edge_type, self.src)
+        return members[bounds[i]:bounds[i + 1]]
+
+    def _grouped(self, end: str, edge_type: str | None, node: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes (``node`` None) or the edges of one type by the rank position of their
+        ``node`` end: the ids grouped by position (ascending within a group) and each
+        position's bounds in them; computed on first use and kept."""
+        key = (end, edge_type)
+        got = self._groups.get(key)
+        if got is None:
+            if node is None:
+                members = np.arange(self.num_nodes, dtype=np.int64)
+                pos = self.node_pos
+            else:
+                members = np.flatnonzero(self.type == EDGE[str(edge_type)])
+                pos = self.node_pos[node[members]]
+            order = np.argsort(pos, kind="stable")
+            bounds = np.searchsorted(pos[order], np.arange(len(self.ranks) + 1))
+            members = members[order]
+            members.flags.writeable = False  # handed out as views: no caller changes them
+            got = self._groups[key] = (members, bounds)
+        return got
+
     order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _groups: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
 
 def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> JobGraph:

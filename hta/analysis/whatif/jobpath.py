@@ -127,7 +127,7 @@ def step_end(jg: JobGraph, i: int, t: np.ndarray, step: int | None
         return int(t[e] - begin[pos[0]]), e, int(begin[pos[0]])
     if step is not None and step != -1:
         return None
-    mine = np.flatnonzero(jg.node_pos == i)
+    mine = jg.nodes_of(i)
     if not mine.size:
         return None
     s = int(mine[np.argmin(t[mine])])
