@@ -99,6 +99,41 @@ def test_derived_keeps_few_ranks_and_read_only_arrays() -> None:
     assert not got[0]["a"].flags.writeable and list(got[1]["y"]) == [1]
 
 
+def test_derived_keeps_small_values_of_every_rank_within_its_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a second pass over the ranks (the findings' job rules, then their rank rules) reuses
+    # the small values; large ones are computed again; the budget bounds what is kept
+    derived_module.forget()
+    ranks = [_rank() for _ in range(KEPT_RANKS + 3)]
+    calls: list[str] = []
+
+    def small() -> np.ndarray:
+        calls.append("small")
+        return np.zeros(4)
+
+    def large() -> np.ndarray:
+        calls.append("large")
+        return np.zeros(derived_module.SMALL_BYTES // 8 + 1)
+
+    for _ in range(2):
+        for rt in ranks:
+            derived(rt, "small", small)
+            derived(rt, "large", large)
+    assert calls.count("small") == len(ranks) and calls.count("large") == 2 * len(ranks)
+    # a budget of two small values keeps the two ranks visited last
+    derived_module.forget()
+    monkeypatch.setattr(derived_module, "SMALL_BUDGET", 2 * 32)
+    for rt in ranks:
+        derived(rt, "small", small)
+    assert len(derived_module._small()[0]) == 2 and derived_module._small()[1][0] == 64
+    # a rank changed in place is not served its old small value
+    calls.clear()
+    rt = ranks[-1]
+    rt.generation += 1
+    derived(rt, "small", small)
+    assert calls == ["small"]
+
+
 # -- visits ---------------------------------------------------------------------------------
 def visited(trace: Trace, selection: Selection, log: list[int]) -> pd.DataFrame:
     """A per-rank analysis that records which ranks it saw in one call."""

@@ -62,6 +62,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.select import rank_numbers, select_ranks
+from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
@@ -112,7 +113,14 @@ def no_collective_kernels() -> pd.DataFrame:
 
 
 def comm_kernels(rt: RankTrace, iterations: StepList = None) -> pd.DataFrame:
-    """One rank's communication kernels, :data:`KERNEL_COLUMNS` (see :func:`rank_collectives`)."""
+    """One rank's communication kernels, :data:`KERNEL_COLUMNS` (see :func:`rank_collectives`;
+    computed once per rank and steps: the clock offsets, the straggler rule and the
+    what-if job graph read the same table, :func:`hta.model.derived.derived`)."""
+    steps = None if iterations is None else tuple(as_list(iterations))
+    return derived(rt, ("comm_kernels", steps), lambda: _comm_kernels(rt, iterations))
+
+
+def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
         return _empty(KERNEL_COLUMNS)

@@ -14,6 +14,12 @@ values are held by each thread (a visit runs in one thread; a Dask worker may ru
 ranks at once), so memory does not grow with the number of ranks a process visits.
 Frames are handed out as copies and arrays read-only, so a caller cannot change what the
 next one gets.
+
+Small values (at most :data:`SMALL_BYTES` each: a rank's collective table, its analysis
+window, its step table) are also kept for ranks visited longer ago, up to
+:data:`SMALL_BUDGET` bytes a thread (the ranks visited first are dropped first). The
+findings visit every rank twice (the job rules, then the rank rules): the second visit
+reuses them instead of computing them again.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from hta.model.trace import RankTrace
 T = TypeVar("T")
 #: How many ranks' derived values are kept (the rank analysed now and the one before).
 KEPT_RANKS = 2
+#: A value this small (bytes, as :func:`_size` counts them) is also kept beyond
+#: :data:`KEPT_RANKS` ...
+SMALL_BYTES = 256 * 1024
+#: ... within this many bytes a thread.
+SMALL_BUDGET = 64 * 1024 * 1024
 
 _Entries = OrderedDict[int, tuple[weakref.ref, int, dict[Hashable, Any]]]
 _LOCAL = threading.local()  # one memo a thread: a Dask worker runs ranks in threads
@@ -44,30 +55,89 @@ def _entries() -> _Entries:
     return entries
 
 
+def _small() -> tuple[_Entries, list[int]]:
+    """This thread's store of small values, and its size in bytes (one-item list)."""
+    store = getattr(_LOCAL, "small", None)
+    if store is None:
+        store = _LOCAL.small = (OrderedDict(), [0])
+    return store
+
+
 def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()`` for this rank and ``key``, computed on the first call only (while
     the rank's events table is the same object, unchanged by the model's in-place
     changes: ``RankTrace.generation``)."""
     events = rt.events
-    entries = _entries()
+    values = _slot(_entries(), rt, KEPT_RANKS)
+    if key not in values:
+        small, used = _small()
+        kept = small.get(id(events))
+        if kept is not None and _current(kept, rt) and key in kept[2]:
+            values[key] = kept[2][key]
+        else:
+            values[key] = _frozen(compute())
+            size = _size(values[key])
+            if size <= SMALL_BYTES:
+                _keep_small(rt, key, values[key], size)
+    return _handed_out(values[key])
+
+
+def _current(slot: tuple[weakref.ref, int, dict[Hashable, Any]], rt: RankTrace) -> bool:
+    return slot[0]() is rt.events and slot[1] == rt.generation
+
+
+def _slot(entries: _Entries, rt: RankTrace, most: int | None) -> dict[Hashable, Any]:
+    """The values kept for ``rt`` in ``entries`` (a new, empty slot when there are none
+    or they are stale), made the most recent; at most ``most`` ranks are kept."""
+    events = rt.events
     slot = entries.get(id(events))
-    if slot is None or slot[0]() is not events or slot[1] != rt.generation:
+    if slot is None or not _current(slot, rt):
         slot = (weakref.ref(events), rt.generation, {})
+        entries.pop(id(events), None)
         entries[id(events)] = slot
-        while len(entries) > KEPT_RANKS:
+        while most is not None and len(entries) > most:
             entries.popitem(last=False)
     else:
         entries.move_to_end(id(events))
-    values = slot[2]
-    if key not in values:
-        values[key] = _frozen(compute())
-    return _handed_out(values[key])
+    return slot[2]
+
+
+def _keep_small(rt: RankTrace, key: Hashable, value: Any, size: int) -> None:
+    small, used = _small()
+    stale = small.get(id(rt.events))
+    if stale is not None and not _current(stale, rt):
+        used[0] -= sum(_size(v) for v in stale[2].values())
+    _slot(small, rt, None)[key] = value
+    used[0] += size
+    while used[0] > SMALL_BUDGET and len(small) > 1:
+        _, (_, _, dropped) = small.popitem(last=False)
+        used[0] -= sum(_size(v) for v in dropped.values())
+
+
+def _size(value: Any) -> int:
+    """Bytes a value holds, roughly: arrays, and frames at 8 bytes a cell (measuring
+    their columns costs a millisecond a frame), inside tuples and dicts; anything else
+    counts 0."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, pd.DataFrame):
+        return 8 * value.shape[0] * max(value.shape[1], 1)
+    if isinstance(value, pd.Series):
+        return 8 * len(value)
+    if isinstance(value, (tuple, list)):
+        return sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    return 0
 
 
 def forget() -> None:
     """Drop every value this thread keeps (tests, and callers that change an events
     table in place)."""
     _entries().clear()
+    small, used = _small()
+    small.clear()
+    used[0] = 0
 
 
 def _frozen(value: Any) -> Any:
@@ -94,4 +164,4 @@ def _handed_out(value: Any) -> Any:
     return value
 
 
-__all__ = ["KEPT_RANKS", "derived", "forget"]
+__all__ = ["KEPT_RANKS", "SMALL_BUDGET", "SMALL_BYTES", "derived", "forget"]

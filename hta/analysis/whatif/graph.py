@@ -550,7 +550,9 @@ class JobGraph:
             else:
                 members = np.flatnonzero(self.type == EDGE[str(edge_type)])
                 pos = self.node_pos[node[members]]
-            order = np.argsort(pos, kind="stable")
+            # positions fit 16 bits on most jobs: numpy sorts those stably by radix
+            small = len(self.ranks) < np.iinfo(np.int16).max
+            order = np.argsort(pos.astype(np.int16) if small else pos, kind="stable")
             bounds = np.searchsorted(pos[order], np.arange(len(self.ranks) + 1))
             members = members[order]
             members.flags.writeable = False  # handed out as views: no caller changes them
