@@ -11,10 +11,19 @@ Per folder it reports the minimum and the median of ``--repeat`` runs, the trace
 (the ``traceEvents`` entries of the files, what the issue tracker's "events" count) and
 the findings' time per million of them (target: under 1 s), and findings / load.
 
+With ``--whole``, each folder also gets ``hta summary`` and ``hta report`` timed as whole
+processes (interpreter, imports, load from the cache, filled beforehand, everything), with
+each one's peak resident memory (its own, and the largest of the worker processes it
+started) and the report's size: what a user waits for and what the machine must hold.
+
     python benchmarks/bench_findings.py                       # the shared real traces
     python benchmarks/bench_findings.py ../shared/traces/hta/df_index_resolver -n 9
     python benchmarks/bench_findings.py --job-ranks 8 --job-events-per-rank 216000 \\
         --tmp-dir /tmp/bench_findings
+    # issue 42's shapes: generated jobs of 64, 256 and 1,024 ranks of 20k events and one
+    # rank of 1M events, findings and the whole summary and report
+    python benchmarks/bench_findings.py --no-shared --job-ranks 64,256,1024 \\
+        --job-events-per-rank 20000 --big-rank 1000000 --whole -n 1 --tmp-dir /tmp/bf
     git archive OLD hta | tar -x -C /tmp/old && \\
         python benchmarks/bench_findings.py --root /tmp/old          # before/after
 
@@ -31,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +102,50 @@ def bench(folder: Path, repeat: int, root: Path = REPO_ROOT) -> dict[str, Any]:
     return row
 
 
+_WHOLE = """
+import resource, sys, time
+from hta.cli import main
+t0 = time.perf_counter()
+rc = main(sys.argv[1:])
+wall = time.perf_counter() - t0
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print("WHOLE", rc, wall, own, kids, file=sys.stderr)
+"""
+
+
+def whole(folder: Path, command: str, root: Path = REPO_ROOT) -> dict[str, float]:
+    """``hta summary`` or ``hta report`` on ``folder`` in a fresh interpreter: its wall
+    time (process start included), its peak resident memory (MiB) and the largest of its
+    worker processes'; for the report, the file's size (MB)."""
+    with tempfile.TemporaryDirectory(prefix="bench_findings_") as tmp:
+        out = Path(tmp) / "report.html"
+        cli = [command, str(folder.resolve()), "-q"]
+        if command == "report":
+            cli += ["-o", str(out)]
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", _WHOLE, *cli], cwd=root,
+                              capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        line = [x for x in done.stderr.splitlines() if x.startswith("WHOLE ")]
+        if not line or done.returncode:
+            raise RuntimeError(f"hta {command} failed on {folder}: {done.stderr[-2000:]}")
+        _, rc, _, own, kids = line[-1].split()
+        row = {f"{command}_s": wall, f"{command}_peak_MiB": int(own) / 1024,
+               f"{command}_workers_peak_MiB": int(kids) / 1024}
+        if command == "report":
+            row["report_MB"] = out.stat().st_size / 1e6
+        return row
+
+
+def fill_cache(folder: Path, root: Path = REPO_ROOT) -> None:
+    """Load ``folder`` once with the cache on (untimed), so that the summary and the
+    report, both timed after it, read the same warm cache."""
+    subprocess.run([sys.executable, "-c", "import sys; from hta.trace_analysis import "
+                    "TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])",
+                    str(folder.resolve())], cwd=root, check=True, capture_output=True)
+
+
 def synthetic_job(tmp: Path, ranks: int, events: int, seed: int) -> Path:
     """A generated job (``python -m hta.synthetic``), reused when already there."""
     out = tmp / f"job_{ranks}x{events}_s{seed}"
@@ -109,9 +163,17 @@ def main(argv: list[str] | None = None) -> int:
                         "acceptance that are present)")
     parser.add_argument("--repeat", "-n", type=int, default=5,
                         help="fresh-process runs per folder (5)")
-    parser.add_argument("--job-ranks", type=int, default=0,
-                        help="also a generated job of this many ranks (0: none)")
+    parser.add_argument("--job-ranks", default="0",
+                        help="also generated jobs of these many ranks, comma-separated "
+                        "(0: none)")
     parser.add_argument("--job-events-per-rank", type=int, default=216_000)
+    parser.add_argument("--big-rank", type=int, default=0,
+                        help="also a generated job of one rank of this many events")
+    parser.add_argument("--no-shared", action="store_true",
+                        help="leave out the shared real traces")
+    parser.add_argument("--whole", action="store_true",
+                        help="also time hta summary and hta report as whole processes, "
+                        "with their peak memory and the report's size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", type=Path, help="where the generated job goes (kept)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -120,13 +182,16 @@ def main(argv: list[str] | None = None) -> int:
                         "repository; e.g. an exported older commit, for before/after)")
     args = parser.parse_args(argv)
 
-    folders = list(args.traces) or [SHARED / t for t in DEFAULT_TRACES
-                                    if (SHARED / t).exists()]
-    if args.job_ranks:
+    folders = list(args.traces) or ([] if args.no_shared else [
+        SHARED / t for t in DEFAULT_TRACES if (SHARED / t).exists()])
+    jobs = [(int(n), args.job_events_per_rank) for n in str(args.job_ranks).split(",")
+            if int(n) > 0]
+    if args.big_rank:
+        jobs.append((1, args.big_rank))
+    if jobs:
         tmp = args.tmp_dir or Path(tempfile.mkdtemp(prefix="bench_findings_"))
         tmp.mkdir(parents=True, exist_ok=True)
-        folders.append(synthetic_job(tmp, args.job_ranks, args.job_events_per_rank,
-                                     args.seed))
+        folders += [synthetic_job(tmp, n, events, args.seed) for n, events in jobs]
     rows = []
     print(f"{'trace':<42} {'events':>9} {'load s':>15} {'findings s':>15} "
           f"{'s/M ev':>7} {'f/load':>6}")
@@ -139,7 +204,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['load_min_s']:>6.3f} / {r['load_median_s']:<6.3f} "
               f"{r['findings_min_s']:>6.3f} / {r['findings_median_s']:<6.3f} "
               f"{r['findings_s_per_M_events']:>7.2f} {r['findings_over_load']:>6.2f}")
-    print("(times: minimum / median of the runs; s/M ev and f/load from the medians)")
+        if args.whole:
+            fill_cache(folder, args.root.resolve())
+            for command in ("summary", "report"):
+                r.update(whole(folder, command, args.root.resolve()))
+            print(f"{'':<42} summary {r['summary_s']:.1f} s, {r['summary_peak_MiB']:,.0f} MiB"
+                  f" (workers {r['summary_workers_peak_MiB']:,.0f}); report "
+                  f"{r['report_s']:.1f} s, {r['report_peak_MiB']:,.0f} MiB (workers "
+                  f"{r['report_workers_peak_MiB']:,.0f}), {r['report_MB']:.2f} MB")
+    print("(times: minimum / median of the runs; s/M ev and f/load from the medians; "
+          "summary and report: one whole process each, after the runs)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0
