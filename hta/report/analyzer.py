@@ -60,7 +60,8 @@ class Analyzer(Protocol):
 
     def get_timeline_segments(self, ranks: list[int] | None = None,
                               iterations: list[int] | None = None, *,
-                              max_segments: int) -> pd.DataFrame:
+                              max_segments: int, resolution_ns: int | None = None
+                              ) -> pd.DataFrame:
         """The GPU timeline's segments (:mod:`hta.analysis.timeline`)."""
 
     def get_memory_timeline(self, ranks: list[int] | None = None) -> pd.DataFrame:

@@ -11,6 +11,7 @@ all of it (Jinja2 autoescape).
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from hta.report.analyzer import Analyzer
     from hta.report.answers import JobAnswers
     from hta.report.overview import JobOverview
+
+logger = logging.getLogger(__name__)
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
@@ -239,6 +242,7 @@ class Context:
         self.section_titles = section_titles or {}
         self._n = 0
         self._shared: JobAnswers | None = None
+        self._drawn: dict[int, list[str]] | None = None
 
     @property
     def answers(self) -> JobAnswers:
@@ -256,6 +260,57 @@ class Context:
     def overview(self) -> JobOverview:
         """:func:`hta.report.overview.job_overview` of the selection."""
         return self.answers.overview
+
+    @property
+    def drawn(self) -> dict[int, list[str]]:
+        """The selected ranks the per-rank figures draw, each with why, in rank order:
+        every rank (no reason) when the selection has at most
+        :data:`hta.report.standout.MAX_DRAWN_RANKS` ranks, else those that stand out
+        (:func:`hta.report.standout.standout_ranks`; the first ranks, when the overview
+        failed or named none)."""
+        if self._drawn is None:
+            self._drawn = self._standout()
+        return self._drawn
+
+    def _standout(self) -> dict[int, list[str]]:
+        from hta.report import standout
+
+        limit = standout.MAX_DRAWN_RANKS
+        if len(self.ranks) <= limit:
+            return {r: [] for r in self.ranks}
+        try:
+            chosen = standout.standout_ranks(self.overview, self.critical_path_rank, limit)
+        except Exception as exc:  # noqa: BLE001 - the overview's own section reports it
+            logger.warning("no ranks stand out (the overview failed: %s)", exc)
+            chosen = {}
+        return chosen or {r: ["first selected"] for r in self.ranks[:limit]}
+
+    @property
+    def drawn_ranks(self) -> list[int]:
+        """The ranks of :attr:`drawn`, ascending."""
+        return list(self.drawn)
+
+    @property
+    def all_drawn(self) -> bool:
+        """Whether the per-rank figures draw every selected rank."""
+        return len(self.drawn) == len(self.ranks)
+
+    @property
+    def drawn_selection(self) -> Selection:
+        """The selection restricted to :attr:`drawn_ranks` (the same steps)."""
+        if self.all_drawn:
+            return self.selection
+        return Selection(tuple(self.drawn_ranks), self.selection.iterations)
+
+    def drawn_note(self, method: str, covers: str = "the table covers every rank") -> str:
+        """The note under a per-rank figure that draws :attr:`drawn` only (``""`` when it
+        draws every rank): see :func:`hta.report.standout.drawn_note`; ``method`` is the
+        ``TraceAnalysis`` call that draws any rank, ``{ranks}`` where the ranks go."""
+        from hta.report.standout import drawn_note
+
+        if self.all_drawn:
+            return ""
+        return drawn_note(self.drawn, len(self.ranks), method, covers)
 
     def figure(self, fig: Any) -> Figure:
         """A :class:`Figure` with the next id; names in it are made plain text."""

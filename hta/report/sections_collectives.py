@@ -47,7 +47,11 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
     known = links.dropna(subset=["link_gbps"])
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None
     link = str(known["link"].iloc[0]) if len(known) else ""
-    s.figures.append(ctx.figure(collective_bandwidth_figure(perf, link_gbps, link)))
+    s.figures.append(ctx.figure(collective_bandwidth_figure(
+        perf[perf["rank"].isin(ctx.drawn_ranks)], link_gbps, link)))
+    if note := ctx.drawn_note("get_collective_performance(ranks={ranks}, visualize=True)",
+                              "the tables cover every rank"):
+        s.notes.append(note)
     if link:
         s.notes.append(f"Dashed line: {link}, {link_gbps:,.0f} GB/s per direction, between "
                        "the GPUs of one node (hta.analysis.interconnect).")

@@ -39,7 +39,11 @@ def launch(ctx: Context, s: Section) -> None:
         flags = launch.flag_counts(hist, paired)
         if len(hist):
             s.figures.append(ctx.figure(launch_histogram_figure(
-                hist, launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US)))
+                hist[hist["rank"].isin(ctx.drawn_ranks)], launch.RUNTIME_CUTOFF_US,
+                launch.LAUNCH_DELAY_CUTOFF_US)))
+            if note := ctx.drawn_note("get_cuda_kernel_launch_stats(ranks={ranks})",
+                                      "the tables cover every rank"):
+                s.notes.append(note)
         else:
             s.notes.append(
                 f"No launch is flagged: no GPU work shorter than its launch call, no launch "
@@ -67,12 +71,16 @@ def queue(ctx: Context, s: Section) -> None:
     if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
         return
-    limit = line_limit(len(summary))
-    shown, thinned = queue.thinned_queue_series(ctx.trace, ctx.selection,
+    # The figure's lines: the drawn ranks' streams only, thinned where the ranks are.
+    limit = line_limit(int(summary["rank"].isin(ctx.drawn_ranks).sum()))
+    shown, thinned = queue.thinned_queue_series(ctx.trace, ctx.drawn_selection,
                                                 max_points_per_line=limit)
     if thinned:
         s.notes.append(thinned_note(limit))
     s.figures.append(ctx.figure(queue_length_figure(shown)))
+    if note := ctx.drawn_note("get_queue_length_time_series(ranks={ranks}, visualize=True)",
+                              "the tables cover every rank"):
+        s.notes.append(note)
     s.tables.append(table_of(summary, "Queue length per rank and stream (time-weighted)"))
     s.tables.append(table_of(blocked, "Time with a full queue (>= "
                              f"{queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM} entries)"))
@@ -88,12 +96,18 @@ def bandwidth(ctx: Context, s: Section) -> None:
         s.notes.append("No memcpy or memset in the selection.")
         return
     summary = bandwidth.memory_bw_summary(ctx.trace, ctx.selection.every_event(), copies=copies)
-    series = bandwidth.memory_bw_time_series(ctx.trace, ctx.selection.every_event(), copies=copies)
+    # Over time: the drawn ranks' copies only.
+    series = bandwidth.memory_bw_time_series(
+        ctx.trace, ctx.drawn_selection.every_event(),
+        copies=copies[copies["rank"].isin(ctx.drawn_ranks)])
     shown, note = thin(series, ["rank", "pid", "name"])
     if note:
         s.notes.append(note)
     s.figures.append(ctx.figure(memory_bw_summary_figure(summary)))
     s.figures.append(ctx.figure(memory_bw_figure(shown)))
+    if note := ctx.drawn_note("get_memory_bw_time_series(ranks={ranks}, visualize=True)",
+                              "the first figure and the table cover every rank"):
+        s.notes.append(note)
     s.tables.append(table_of(summary, "Per rank and direction"))
 
 
@@ -106,7 +120,11 @@ def operators(ctx: Context, s: Section) -> None:
     if df.empty:
         s.notes.append("No CPU operators in the selection.")
         return
-    s.figures.append(ctx.figure(operator_breakdown_figure(df, max_rows=20)))
+    s.figures.append(ctx.figure(operator_breakdown_figure(
+        df[df["rank"].isin(ctx.drawn_ranks)], max_rows=20)))
+    if note := ctx.drawn_note("get_operator_breakdown(ranks={ranks}, visualize=True)",
+                              "the table holds every rank's operators (its first rows)"):
+        s.notes.append(note)
     s.tables.append(table_of(df, "Operators, GPU time first", max_rows=100))
 
 

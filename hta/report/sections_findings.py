@@ -11,11 +11,14 @@ import pandas as pd
 from hta.report.context import Context, FindingItem, Section, doc, table_of
 from hta.report.devices import device_name
 from hta.report.present import display_name, finding_saving_text, ranks_text, time_text
+from hta.report.standout import drawn_note
 
 #: Ranks whose unexplained-idle note is written under the coverage table.
 NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 20_000
+#: A merge resolution past any trace's span: each stream of a rank becomes one segment.
+WHOLE_STREAM = 1 << 62
 
 
 
@@ -139,41 +142,70 @@ def coverage_tables(ctx: Context, s: Section) -> None:
 
 
 def timeline(ctx: Context, s: Section) -> None:
+    """The GPU timeline of the drawn ranks (:attr:`Context.drawn`), and per rank and
+    stream of every selected rank: its GPU events, busy time and span."""
     from hta.analysis import timeline as tl
     from hta.plots.timeline import timeline_figure
 
     s.definitions, s.source = doc(tl), "hta.analysis.timeline.timeline_segments"
-    segments = ctx.analyzer.get_timeline_segments(ctx.ranks, ctx.iterations,
+    segments = ctx.analyzer.get_timeline_segments(ctx.drawn_ranks, ctx.iterations,
                                                   max_segments=TIMELINE_SEGMENTS)
-    if segments.empty:
+    # Every selected rank's streams, each merged into one segment (exact events, busy
+    # time and span, no search for a resolution): the table's rows.
+    every = segments if ctx.all_drawn else ctx.analyzer.get_timeline_segments(
+        ctx.ranks, ctx.iterations, max_segments=len(ctx.ranks), resolution_ns=WHOLE_STREAM)
+    if every.empty:
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
         return
-    s.figures.append(ctx.figure(timeline_figure(segments)))
+    if len(segments):
+        s.figures.append(ctx.figure(timeline_figure(segments)))
+    if note := ctx.drawn_note("plot_timeline(ranks={ranks})"):
+        s.notes.append(note)
     if tl.aggregated(segments):
         s.notes.append("Events closer than a pixel are merged into one bar (hover gives each "
                        "bar's event count); TraceAnalysis.plot_timeline(iterations=..., "
                        "streams=...) draws a part in full detail.")
-    per_stream = segments.groupby(["rank", "stream"], sort=True).agg(
-        events=("count", "sum"), bars=("count", "size"), busy_ns=("busy_ns", "sum"),
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    s.tables.append(table_of(_per_stream(every, segments), "GPU work per rank and stream",
+                             columns=["rank", "stream", "events", "bars", "busy(us)",
+                                      "span(us)"]))
+
+
+def _per_stream(every: pd.DataFrame, drawn: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and stream of ``every`` (segments): events, busy time and span, and the
+    bars the figure draws (from ``drawn``, the figure's segments; none for a rank not
+    drawn)."""
+    keys = ["rank", "stream"]
+    per_stream = every.groupby(keys, sort=True).agg(
+        events=("count", "sum"), busy_ns=("busy_ns", "sum"), start_ns=("start_ns", "min"),
+        end_ns=("end_ns", "max")).reset_index()
+    bars = drawn.groupby(keys, sort=True).size().rename("bars").reset_index()
+    per_stream = per_stream.merge(bars, on=keys, how="left")
+    per_stream["bars"] = per_stream["bars"].astype("Int64")
     per_stream["busy(us)"] = per_stream["busy_ns"] / 1e3
     per_stream["span(us)"] = (per_stream["end_ns"] - per_stream["start_ns"]) / 1e3
-    s.tables.append(table_of(per_stream, "GPU work per rank and stream", columns=[
-        "rank", "stream", "events", "bars", "busy(us)", "span(us)"]))
+    return per_stream
 
 
 def memory(ctx: Context, s: Section) -> None:
+    """Allocated and reserved bytes over time of the drawn ranks (:attr:`Context.drawn`),
+    and the peak of every selected rank."""
     from hta.analysis import memory as mem
     from hta.plots.memory import memory_timeline_figure
 
     s.definitions, s.source = doc(mem), "hta.analysis.memory.memory_summary"
-    timeline_df = ctx.analyzer.get_memory_timeline(ctx.ranks)
-    if timeline_df.empty:
+    timeline_df = ctx.analyzer.get_memory_timeline(ctx.drawn_ranks)
+    summary = ctx.analyzer.get_memory_summary(ctx.ranks)
+    if timeline_df.empty and summary.empty:
         s.notes.append("The trace has no [memory] events: record it with "
                        "torch.profiler.profile(profile_memory=True) to see allocations.")
         return
-    summary = ctx.analyzer.get_memory_summary(ctx.ranks)
-    s.figures.append(ctx.figure(memory_timeline_figure(timeline_df, summary)))
+    if len(timeline_df):
+        s.figures.append(ctx.figure(memory_timeline_figure(
+            timeline_df, summary[summary["rank"].isin(ctx.drawn_ranks)])))
+        if note := ctx.drawn_note("get_memory_timeline(ranks={ranks}, visualize=True)"):
+            s.notes.append(note)
+    if summary.empty:
+        return
     shown = summary.copy()
     shown.insert(shown.columns.get_loc("peak_ts"), "peak_time (UTC)", pd.to_datetime(
         shown["peak_ts"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f"))
@@ -194,8 +226,17 @@ def stragglers(ctx: Context, s: Section) -> None:
     if summary.empty:
         s.notes.append("No collective was matched on two or more ranks in the selection.")
         return
-    s.figures.append(ctx.figure(straggler_figure(summary, arrivals)))
     top = summary.iloc[0]
+    drawn = {rank: list(reasons) for rank, reasons in ctx.drawn.items()}
+    if not ctx.all_drawn and float(top["score"]) > 0:
+        drawn.setdefault(int(top["rank"]), []).append("caused the most wait")
+        drawn = dict(sorted(drawn.items()))
+    s.figures.append(ctx.figure(straggler_figure(
+        summary, arrivals[arrivals["rank"].isin(list(drawn))])))
+    if not ctx.all_drawn:
+        s.notes.append(drawn_note(drawn, len(ctx.ranks), "get_collective_arrivals()",
+                                  "the upper panel and the tables cover every rank",
+                                  "gives every rank's lags"))
     if float(top["score"]) > 0:
         s.intro = (f"Rank {int(top['rank'])} caused the most wait: "
                    f"{time_text(float(top['total_wait_caused(us)']), 1, 'µs')} over "
