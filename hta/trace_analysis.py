@@ -62,7 +62,8 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         kind_rules: extra :class:`~hta.model.rules.Rule` objects, applied before the
             defaults, to classify kernels and runtime calls.
         executor: run per-rank work on this executor instead of local processes.
-        max_workers: worker processes for the local executor (default: CPUs).
+        max_workers: worker processes for the local executor, and for the findings of
+            an in-memory job of many ranks (:mod:`hta.model.spread`; default: CPUs).
         client: a ``distributed.Client``: the Dask cluster's workers load the ranks, keep
             them, and run the per-rank analyses next to them (``pip install 'hta[dask]'``).
         in_memory: ``True`` reads every rank into this process; ``False`` keeps them

@@ -141,12 +141,13 @@ def load_trace(
         raise
     where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
     if in_process:
-        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped)
+        return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped,
+                     workers=max_workers)
     results = {r: v for r, (_, v) in loaded.items()}
     keep_out = _keep_out_of_memory(results, runner, in_memory)
     if not keep_out and not runner.remote:
         return Trace(_collect_all(results, skipped, strict), trace_dir=where,
-                     skipped=skipped)
+                     skipped=skipped, workers=max_workers)
     # imported here: a job read into memory never needs it (nor what it imports)
     from hta.job.distributed import DistributedJob
 

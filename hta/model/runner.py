@@ -90,6 +90,9 @@ class RankWork:
     steps: Steps = None
     add_rank: bool = True
     empty: Callable[[], pd.DataFrame] | None = None
+    #: costly per rank, small answers: on an in-memory job of many ranks, the visit may
+    #: run in forked worker processes (:mod:`hta.model.spread`)
+    spread: bool = False
 
     @classmethod
     def of_trace(cls, fn: Callable[..., pd.DataFrame], args: Sequence[Any] = (),
@@ -162,7 +165,10 @@ def run(job: RankMapper, works: Sequence[RankWork],
     calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
                    else default, w.add_rank) for w in works)
     what = description or ", ".join(dict.fromkeys(w.name for w in works))
-    visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what, strict=strict)
+    visits = _spread(job, works, selection, calls, what)
+    if visits is None:
+        visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what,
+                               strict=strict)
     per_rank = [row for part in visits for row in part]
     answers: list[Any] = []
     for i, work in enumerate(works):
@@ -180,6 +186,21 @@ def run(job: RankMapper, works: Sequence[RankWork],
                 raise
             answers.append(exc)
     return answers
+
+
+def _spread(job: RankMapper, works: Sequence[RankWork], selection: Selection,
+            calls: tuple[Call, ...], what: str) -> list[Any] | None:
+    """The visit spread over forked workers (:mod:`hta.model.spread`) when a work asks
+    for it and the job is in memory and large enough; else None."""
+    if not isinstance(job, Trace) or not any(w.spread for w in works):
+        return None
+    from hta.model.spread import spread_visit, workers_for
+
+    ranks = job.selected_ranks(selection.rank_list)
+    workers = workers_for(job, ranks)
+    if workers <= 1:
+        return None
+    return [spread_visit(job, ranks, visit, calls, workers, what)]
 
 
 def concat_tables(tables: Sequence[Any]) -> Any:

@@ -239,7 +239,7 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
                               coverage.piece_table(pieces))
 
     return RankWork(analysis_of_rank, (iters, rules, min_share, reserved), finish=finish,
-                    description="Findings", empty=no_analysis)
+                    description="Findings", empty=no_analysis, spread=True)
 
 
 def _job_findings(trace: Job, selection: Selection, rules: Sequence[FindingRule]

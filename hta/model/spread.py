@@ -1,0 +1,99 @@
+"""One visit of the ranks of an in-memory job, spread over forked worker processes.
+
+A job whose ranks are held in this process (a :class:`~hta.model.trace.Trace`) is visited
+by the runner in one call here, rank after rank (:func:`hta.model.runner.visit`). For the
+works that cost tens of milliseconds per rank and answer with small tables (the findings'
+rules, :attr:`~hta.model.runner.RankWork.spread`), a job of many ranks is visited in
+worker processes instead: each worker is forked from this process, so it finds the
+ranks (and the works, their arguments, whatever a test or a notebook changed in the
+modules) already in its memory, runs the same visit on its share of the ranks, and sends
+back only the answers. The answers are those of a visit here, rank by rank, in rank
+order.
+
+When: on Linux (fork), with more than one worker (the job's ``workers``, else the CPUs
+this process may use; ``max_workers=1`` at load turns it off), two ranks or more, and at
+least :data:`MIN_EVENTS` events in the selected ranks (below that, starting the workers
+costs more than the visit). Never from inside a worker process. Values the works compute
+on the way (:func:`hta.model.derived.derived`) stay in the workers: an analysis run here
+later computes what it needs again.
+
+A share that cannot come back (its answer does not pickle, its worker died) is visited
+again here, so a failure costs time, never an answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hta.model.trace import Trace
+from hta.model.vocabulary import Ranks
+
+logger = logging.getLogger(__name__)
+
+#: Least number of events (rows of the selected ranks' events tables) for a spread visit.
+MIN_EVENTS = 400_000
+#: Shares per worker: several, so a slow share does not hold the others up and the
+#: progress bar moves.
+SHARES_PER_WORKER = 4
+
+Visit = Callable[[Trace, Ranks, Any], list[tuple[int, list[Any]]]]
+_STATE: tuple[Trace, Visit, Any] | None = None  # what the forked workers find
+
+
+def workers_for(trace: Trace, ranks: Sequence[int]) -> int:
+    """How many worker processes a spread visit of ``ranks`` would use (1: visit here)."""
+    if sys.platform != "linux" or len(ranks) < 2 or \
+            multiprocessing.current_process().daemon or _STATE is not None:
+        return 1
+    from hta.job.executors import available_cpus
+
+    workers = trace.workers if trace.workers is not None else available_cpus()
+    if workers <= 1:
+        return 1
+    events = sum(len(trace.rank(r).events) for r in ranks)
+    return min(workers, len(ranks)) if events >= MIN_EVENTS else 1
+
+
+def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
+                 workers: int, description: str = "") -> list[tuple[int, list[Any]]]:
+    """``visit(trace, ranks, calls)`` of every rank, on ``workers`` forked processes (the
+    module docstring); the per-rank answers in rank order."""
+    from hta.job.executors import LocalExecutor
+
+    ranks = sorted(ranks)
+    n_shares = min(len(ranks), workers * SHARES_PER_WORKER)
+    # consecutive ranks: a work on a trace answers for a whole share, in rank order
+    bounds = [len(ranks) * k // n_shares for k in range(n_shares + 1)]
+    shares = [ranks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    global _STATE
+    _STATE = (trace, visit, calls)
+    try:
+        outcomes = LocalExecutor(workers).map(
+            _visit_share, shares, description=description or "Ranks",
+            labels=[f"ranks {s[0]}..{s[-1]}" for s in shares])
+    finally:
+        _STATE = None
+    rows: list[tuple[int, list[Any]]] = []
+    for share, outcome in zip(shares, outcomes, strict=True):
+        if outcome.ok:
+            rows.extend(outcome.value)
+            continue
+        logger.info("ranks %s: visited again in this process (%s)", share, outcome.error)
+        rows.extend(visit(trace, share, calls))
+    return sorted(rows, key=lambda row: row[0])
+
+
+def _visit_share(share: list[int]) -> list[tuple[int, list[Any]]]:
+    """Worker side: the visit of a share of the ranks (the forked state)."""
+    if _STATE is None:  # not forked from a spread visit: nothing to visit
+        raise RuntimeError("a spread visit's worker needs the state of the process it "
+                           "was forked from")
+    trace, visit, calls = _STATE
+    return visit(trace, share, calls)
+
+
+__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "spread_visit", "workers_for"]

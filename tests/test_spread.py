@@ -1,0 +1,122 @@
+"""A visit of an in-memory job spread over forked workers (hta.model.spread) answers what
+a visit in this process answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hta.model import spread
+from hta.model.runner import RankWork, run
+from hta.model.trace import RankTrace, Trace
+from hta.model.vocabulary import Selection
+from hta.trace_analysis import TraceAnalysis
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "synthetic_4rank"
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="spread visits fork (Linux)")
+
+
+def _job(workers: int | None) -> TraceAnalysis:
+    analyzer = TraceAnalysis(trace_dir=str(SAMPLE), cache=False)
+    analyzer.t.workers = workers
+    return analyzer
+
+
+def rank_pid(rt: RankTrace, tag: str) -> pd.DataFrame:
+    """Which process visited the rank (module level: a work)."""
+    import os
+
+    return pd.DataFrame({"pid": [os.getpid()], "events": [len(rt.events)], "tag": [tag]})
+
+
+def test_findings_spread_over_workers_equal_those_of_one_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    here = _job(1).get_findings(replay=False)
+    spread_job = _job(2)
+    assert spread.workers_for(spread_job.t, spread_job.t.get_ranks()) == 2
+    visits: list[int] = []
+    real = spread.spread_visit
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        visits.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(spread, "spread_visit", counted)
+    spread_findings = spread_job.get_findings(replay=False)
+    assert visits == [2]
+    pd.testing.assert_frame_equal(here, spread_findings)
+    pd.testing.assert_frame_equal(_job(1).get_findings_coverage(),
+                                  spread_job.get_findings_coverage())
+
+
+def test_a_spread_visit_runs_in_other_processes_in_rank_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    trace = _job(2).t
+    work = RankWork(rank_pid, ("x",), spread=True)
+    table = run(trace, [work])[0]
+    assert table["rank"].tolist() == trace.get_ranks()
+    assert os.getpid() not in set(table["pid"])
+    assert table["events"].tolist() == [len(trace.rank(r).events) for r in trace.get_ranks()]
+    # a selection of ranks: only those, in order
+    part = run(trace, [work], Selection.of([3, 1]))[0]
+    assert part["rank"].tolist() == [1, 3]
+
+
+def test_no_spread_when_small_single_worker_or_not_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    trace = _job(2).t
+    work = RankWork(rank_pid, ("x",), spread=True)
+    # below MIN_EVENTS (the sample is small): visited here
+    assert set(run(trace, [work])[0]["pid"]) == {os.getpid()}
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    # one worker (max_workers=1 at load): here
+    trace.workers = 1
+    assert set(run(trace, [work])[0]["pid"]) == {os.getpid()}
+    trace.workers = 2
+    # a work that does not ask: here
+    plain = RankWork(rank_pid, ("y",))
+    assert set(run(trace, [plain])[0]["pid"]) == {os.getpid()}
+    # one rank: here
+    assert set(run(trace, [work], Selection.of([0]))[0]["pid"]) == {os.getpid()}
+
+
+def unpicklable(rt: RankTrace) -> pd.DataFrame:
+    """An answer that cannot travel back from a worker (a lambda in a cell)."""
+    return pd.DataFrame({"f": [lambda: rt.rank]})
+
+
+def test_a_share_that_cannot_come_back_is_visited_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    trace = _job(2).t
+    table = run(trace, [RankWork(unpicklable, spread=True)])[0]
+    assert table["rank"].tolist() == trace.get_ranks()
+    assert [f() for f in table["f"]] == trace.get_ranks()
+
+
+def test_the_loader_passes_max_workers_to_the_trace() -> None:
+    analyzer = TraceAnalysis(trace_dir=str(SAMPLE), cache=False, max_workers=1)
+    assert isinstance(analyzer.t, Trace) and analyzer.t.workers == 1
+    assert spread.workers_for(analyzer.t, analyzer.t.get_ranks()) == 1
+
+
+def test_workers_for_counts_events_of_the_selected_ranks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = _job(4).t
+    events = sum(len(trace.rank(r).events) for r in trace.get_ranks())
+    monkeypatch.setattr(spread, "MIN_EVENTS", events)
+    assert spread.workers_for(trace, trace.get_ranks()) == 4
+    assert spread.workers_for(trace, trace.get_ranks()[:2]) == 1  # fewer events
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    assert spread.workers_for(trace, trace.get_ranks()[:3]) == 3  # no more than the ranks
+    assert spread.workers_for(trace, []) == 1
