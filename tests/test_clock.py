@@ -145,3 +145,30 @@ def test_job_graph_couples_the_collectives_on_one_clock(tmp_path: Path) -> None:
     raw.clock_shifts = lambda align_clocks=True: {}  # type: ignore[method-assign]
     jg_raw, _ = raw._whatif_job()
     assert jg_raw.dropped == {"collective kernels ending before the last rank started": 8}
+
+
+def test_offsets_and_stragglers_read_the_kernels_once(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the clock offsets (for the replay) and the straggler rule (its own arrivals) share
+    # one visit of the collective kernels and one of the hosts, while the ranks stay as
+    # they are; a rank classified again is visited again
+    import hta.analysis.clock as clock
+    from hta.model.rules import RuleSet
+
+    a = analyzer(two_host_job(tmp_path))
+    visits: list[str] = []
+    real = clock.run_one
+
+    def counted(trace, work, selection, **kwargs):  # type: ignore[no-untyped-def]
+        visits.append(work.name)
+        return real(trace, work, selection, **kwargs)
+
+    monkeypatch.setattr(clock, "run_one", counted)
+    first = a.get_clock_offsets()
+    clock.aligned_arrivals(a.t)
+    clock.aligned_arrivals(a.t)
+    assert sorted(visits) == ["Collectives", "Hosts"]
+    a.t.rank(0).classify(RuleSet())
+    again = clock.clock_offsets(a.t)
+    assert sorted(visits) == ["Collectives", "Collectives", "Hosts", "Hosts"]
+    assert again.equals(first)

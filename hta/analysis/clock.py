@@ -49,7 +49,9 @@ and is not shifted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -129,17 +131,53 @@ def clock_offsets(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame
     """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
     module docstring defines them), in rank order."""
     selected = rank_numbers(trace, selection)
-    iters = selection.iteration_list
-    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                                      add_rank=False, empty=no_collective_kernels),
-                      Selection.of(selected))
+    kernels = _kernels(trace, selected, selection.iteration_list)
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
+#: Per job, the last visits' answers (:func:`_kernels`, :func:`_hosts`): the clock offsets
+#: and the straggler rule read the same collective kernels and hosts.
+_VISITS: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+
+
+def _visited(trace: Job, key: Hashable, visit: Callable[[], Any]) -> Any:
+    """``visit()`` (a visit of the job's ranks), kept for the job while its ranks are
+    unchanged: the same events tables in the same state, and the same transforms of a
+    distributed job."""
+    ranks = getattr(trace, "ranks", None)
+    state = (tuple((r, id(rt.events), rt.generation) for r, rt in ranks.items())
+             if isinstance(ranks, dict) else (),
+             tuple(id(t) for t in getattr(trace, "transforms", ())))
+    try:
+        kept = _VISITS.setdefault(trace, {})
+    except TypeError:  # a job that cannot be weakly referenced: no memo
+        return visit()
+    if kept.get("state") != state:
+        kept.clear()
+        kept["state"] = state
+    if key not in kept:
+        kept[key] = visit()
+    value = kept[key]
+    return value.copy() if isinstance(value, pd.DataFrame | dict) else value
+
+
+def _kernels(trace: Job, selected: list[int], iters: list[int] | None) -> pd.DataFrame:
+    """The communication kernels of the ``selected`` ranks (one visit per job, ranks and
+    steps)."""
+    return _visited(trace, ("kernels", tuple(selected), None if iters is None else
+                            tuple(iters)), lambda: run_one(trace, RankWork(
+                                rank_collective_kernels, (iters,), description="Collectives",
+                                add_rank=False, empty=no_collective_kernels),
+                                Selection.of(selected)))
+
+
 def _hosts(trace: Job, selected: list[int]) -> dict[int, str]:
-    hosts = run_one(trace, RankWork(rank_host_row, description="Hosts", add_rank=False,
-                                    empty=no_hosts), Selection.of(selected))
-    return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+    def visit() -> dict[int, str]:
+        hosts = run_one(trace, RankWork(rank_host_row, description="Hosts", add_rank=False,
+                                        empty=no_hosts), Selection.of(selected))
+        return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+
+    return _visited(trace, ("hosts", tuple(selected)), visit)
 
 
 def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
@@ -250,10 +288,7 @@ def aligned_arrivals(trace: Job, selection: Selection = EVERYTHING,
     times. ``offsets``: rank -> ns to subtract (:func:`applied_offsets`); None estimates
     them from the same kernels (the selected ranks and steps), ``{}`` keeps raw clocks."""
     selected = rank_numbers(trace, selection)
-    iters = selection.iteration_list
-    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                                      add_rank=False, empty=no_collective_kernels),
-                      Selection.of(selected))
+    kernels = _kernels(trace, selected, selection.iteration_list)
     if offsets is None:
         offsets = (applied_offsets(offsets_from_kernels(kernels, _hosts(trace, selected),
                                                         selected))
