@@ -105,8 +105,10 @@ def test_a_share_that_cannot_come_back_is_visited_here(
 
 
 def test_the_loader_passes_max_workers_to_the_trace() -> None:
-    analyzer = TraceAnalysis(trace_dir=str(SAMPLE), cache=False, max_workers=1)
+    analyzer = TraceAnalysis(trace_dir=str(SAMPLE), cache=False, max_workers=1,
+                             progress=False)
     assert isinstance(analyzer.t, Trace) and analyzer.t.workers == 1
+    assert analyzer.t.progress is False  # a spread visit shows a bar only when loading did
     assert spread.workers_for(analyzer.t, analyzer.t.get_ranks()) == 1
 
 

@@ -142,12 +142,12 @@ def load_trace(
     where = str(trace_dir) if trace_dir is not None else str(files[0].parent)
     if in_process:
         return Trace({r: v for r, (_, v) in loaded.items()}, trace_dir=where, skipped=skipped,
-                     workers=max_workers)
+                     workers=max_workers, progress=progress)
     results = {r: v for r, (_, v) in loaded.items()}
     keep_out = _keep_out_of_memory(results, runner, in_memory)
     if not keep_out and not runner.remote:
         return Trace(_collect_all(results, skipped, strict), trace_dir=where,
-                     skipped=skipped, workers=max_workers)
+                     skipped=skipped, workers=max_workers, progress=progress)
     # imported here: a job read into memory never needs it (nor what it imports)
     from hta.job.distributed import DistributedJob
 

@@ -73,7 +73,8 @@ def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
     _STATE = (trace, visit, calls)
     try:
         outcomes = LocalExecutor(workers).map(
-            _visit_share, shares, description=description or "Ranks",
+            _visit_share, shares, progress=trace.progress,
+            description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)",
             labels=[f"ranks {s[0]}..{s[-1]}" for s in shares])
     finally:
         _STATE = None

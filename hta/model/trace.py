@@ -203,12 +203,15 @@ class Trace:
     """All loaded ranks of a job, sharing one symbol table (HTA's ``analyzer.t``)."""
 
     def __init__(self, ranks: dict[int, RankTrace], *, trace_dir: str = "",
-                 skipped: dict[str, str] | None = None, workers: int | None = None) -> None:
+                 skipped: dict[str, str] | None = None, workers: int | None = None,
+                 progress: bool = False) -> None:
         self.trace_dir = trace_dir
         self.skipped: dict[str, str] = dict(skipped or {})
         #: worker processes a costly visit of many ranks may spread over
         #: (:mod:`hta.model.spread`; ``None``: the CPUs this process may use, 1: none)
         self.workers = workers
+        #: whether such a spread visit shows a progress bar
+        self.progress = progress
         self.symbols: list[str] = []
         self._symbol_index: dict[str, int] = {}
         self.ranks: dict[int, RankTrace] = {}
