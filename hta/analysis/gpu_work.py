@@ -14,13 +14,15 @@ NVSHMEM, DeepEP, custom all-reduce, anything with collective args) or :data:`MEM
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
 
+from hta.model.derived import derived
 from hta.model.rules import KINDS, MEMORY_KINDS
 from hta.model.selection import Marker, StepList, normalize_iterations
+from hta.model.trace import RankTrace
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
 #: Labels of the classes, as HTA names its kernel types.
@@ -81,6 +83,26 @@ def gpu_work(rank: int, events: pd.DataFrame,
         launch_ts=launch_ts,
         launch_end=launch_end,
     )
+
+
+def rank_gpu_work(rt: RankTrace, iterations: StepList = None) -> GpuWork:
+    """:func:`gpu_work` of the rank's events, computed once per rank and steps (the
+    breakdowns, the overview and the findings read the same,
+    :func:`hta.model.derived.derived`); its arrays are read-only."""
+    key = None if iterations is None else tuple(as_list(iterations))
+
+    def compute() -> GpuWork:
+        w = gpu_work(rt.rank, rt.events, iterations)
+        views = {}
+        for f in fields(w):
+            value = getattr(w, f.name)
+            if isinstance(value, np.ndarray):
+                value = value.view()
+                value.flags.writeable = False
+                views[f.name] = value
+        return replace(w, **views)
+
+    return derived(rt, ("gpu_work", key), compute)
 
 
 def as_list(values: Iterable[int] | int) -> list[int]:

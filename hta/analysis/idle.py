@@ -36,7 +36,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
+from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work
 from hta.analysis.queue import _dense_pairs
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -195,7 +195,7 @@ def _collect(rt: RankTrace, streams: Iterable[int] | int | None,
     """(the rank's idle intervals, its sorted (rank, stream) pairs that have selected GPU
     work)."""
     _check_threshold(delay_ns)
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_gpu_work(rt, iterations)
     keep = np.ones(len(w), dtype=bool) if streams is None else np.isin(
         w.stream, as_list(streams))
     intervals = _rank_intervals(w, keep, iterations is not None, delay_ns)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
-from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, gpu_work
+from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, rank_gpu_work
 from hta.analysis.intervals import coverage
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -84,7 +84,7 @@ def rank_kernel_type_time(rt: RankTrace, iterations: StepList,
     """One rank's time per kernel-type class (every class, empty ones included):
     ``rank``, ``kernel_type``, ``ns`` (time the class covers). The per-rank part of
     :func:`kernel_type_breakdown`."""
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_gpu_work(rt, iterations)
     sel = w.cls < n_types
     table = coverage(w.ts[sel], w.end[sel], w.cls[sel], n_types)[0]
     return pd.DataFrame({"rank": rt.rank, "kernel_type": _class_labels(n_types),
@@ -150,7 +150,7 @@ def _kernel_frame(rt: RankTrace, iterations: StepList,
                   include_memory_kernels: bool) -> pd.DataFrame:
     """``rank``, ``group`` (class), ``name`` (symbol id), ``dur`` of the rank's selected
     work."""
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_gpu_work(rt, iterations)
     sel = (w.cls != MEMORY) | include_memory_kernels
     return pd.DataFrame({"rank": rt.rank, "group": w.cls[sel], "name": w.name[sel],
                          "dur": (w.end - w.ts)[sel]})

@@ -22,7 +22,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, COMPUTE, gpu_work
+from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
 from hta.model.job import Job
@@ -53,7 +53,7 @@ def no_comm_comp_overlap() -> pd.DataFrame:
 
 
 def _rank_row(rt: RankTrace, iterations: StepList) -> dict:
-    w = gpu_work(rt.rank, rt.events, iterations)
+    w = rank_gpu_work(rt, iterations)
     sel = (w.cls == COMPUTE) | (w.cls == COMM)
     table = coverage(w.ts[sel], w.end[sel], w.cls[sel], 2)
     comm = int(mask_total(table, all_of=1 << COMM)[0])

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.claims import Claim
-from hta.analysis.gpu_work import GpuWork, as_list, gpu_work
+from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work
 from hta.model.derived import derived
 from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace, Trace
@@ -100,9 +100,7 @@ def rank_work(rt: RankTrace, iterations: StepList = None) -> GpuWork:
     """The rank's GPU work (:func:`~hta.analysis.gpu_work.gpu_work` of ``rt.events``,
     optionally of the given iterations), computed once per rank and selection
     (:func:`hta.model.derived.derived`; its arrays are read-only)."""
-    key = None if iterations is None else tuple(as_list(iterations))
-    return derived(rt, ("findings.gpu_work", key),
-                   lambda: read_only(gpu_work(rt.rank, rt.events, iterations)))
+    return rank_gpu_work(rt, iterations)
 
 
 def link(rt: RankTrace, name: str) -> np.ndarray:
