@@ -173,11 +173,15 @@ def bus_factor(operation: str, n: float) -> float:
 
 def bus_factors(operations: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """:func:`bus_factor` of each (operation, group size), computed once per pair."""
-    pairs = pd.MultiIndex.from_arrays([pd.Index(operations, dtype=object),
-                                       pd.Index(sizes, dtype=float)])
-    codes, uniques = pd.factorize(pairs)
-    values = np.array([bus_factor(o, n) for o, n in uniques], dtype=float)
-    return values[codes] if len(values) else np.zeros(0)
+    known: dict[tuple[object, float], float] = {}
+    out = np.empty(len(operations), dtype=float)
+    for i, pair in enumerate(zip(np.asarray(operations, dtype=object).tolist(),
+                                 np.asarray(sizes, dtype=float).tolist(), strict=True)):
+        factor = known.get(pair)
+        if factor is None:
+            factor = known[pair] = bus_factor(str(pair[0]), pair[1])
+        out[i] = factor
+    return out
 
 
 def imbalance(splits: object) -> float:
