@@ -122,3 +122,35 @@ def test_workers_for_counts_events_of_the_selected_ranks(
     monkeypatch.setattr(spread, "MIN_EVENTS", 0)
     assert spread.workers_for(trace, trace.get_ranks()[:3]) == 3  # no more than the ranks
     assert spread.workers_for(trace, []) == 1
+
+
+def test_replayed_savings_predicted_ahead_on_workers_equal_those_predicted_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the findings' changes replayed on forked workers (the job graph inherited): the
+    # same table, the same savings, as one after the other here
+    from hta.facade import whatif
+
+    here = _job(1).get_findings()
+    monkeypatch.setattr(whatif, "PARALLEL_MIN_NODES", 0)
+    calls: list[int] = []
+    real = spread.forked_map
+
+    def counted(fn, items, workers, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(items))
+        return real(fn, items, workers, **kwargs)
+
+    monkeypatch.setattr(spread, "forked_map", counted)
+    ahead = _job(2).get_findings()
+    assert calls and calls[0] >= 2
+    pd.testing.assert_frame_equal(here, ahead)
+    assert (ahead["saving_source"] == "replay").any()
+
+
+def test_forked_map_calls_a_closure_with_inherited_state() -> None:
+    import os
+
+    parent = os.getpid()
+    state = {"base": 10}
+    out = spread.forked_map(lambda x: (x + state["base"], os.getpid()), [1, 2, 3], 2)
+    assert [o.result[0] for o in out] == [11, 12, 13]
+    assert all(o.result[1] != parent for o in out)

@@ -8,7 +8,7 @@ The methods call :mod:`hta.analysis.whatif` (definitions in its docstrings and i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from hta.model.runner import Kept
 
 logger = logging.getLogger(__name__)
+
+#: Least number of job-graph nodes for which the findings' changes are replayed on
+#: forked workers (:meth:`WhatIfMixin._predicted_ahead`); below, forking costs more.
+PARALLEL_MIN_NODES = 500_000
 
 class WhatIfMixin:
     """Methods added by the what-if replay."""
@@ -107,13 +111,42 @@ class WhatIfMixin:
         try:
             share = inferred_share(self.get_replay_uncertainty())
             windows = self._stepless_windows()
-            return findings_with_changes(findings, lambda c: self._whatif_predict(
-                c, modelled=False, windows=windows),  # type: ignore[arg-type]
-                share)
+
+            def predict(change: Any) -> pd.DataFrame:
+                return self._whatif_predict(change, modelled=False, windows=windows)
+
+            return findings_with_changes(findings, self._predicted_ahead(findings, predict),
+                                         share)
         except Exception as exc:  # noqa: BLE001 - the rules' estimates are still an answer
             logger.warning("the findings' savings could not be replayed (%s); they are the "
                            "rules' GPU-time estimates", exc, exc_info=True)
             return findings_with_changes(findings, None)
+
+    def _predicted_ahead(self, findings: pd.DataFrame,
+                         predict: Callable[[Any], pd.DataFrame]
+                         ) -> Callable[[Any], pd.DataFrame]:
+        """``predict``, with the findings' changes predicted ahead on worker processes
+        forked from this one (they inherit the job graph; only the tables come back) when
+        the graph is large (:data:`PARALLEL_MIN_NODES`) and the job may use several
+        workers; a change whose prediction failed there is predicted here again (its
+        error raised here). The tables are those ``predict`` gives here."""
+        from hta.analysis.whatif.findings import change_key, changes_to_replay
+        from hta.model.spread import can_fork, forked_map, job_workers
+
+        changes = changes_to_replay(findings)
+        workers = min(job_workers(self.t), len(changes))
+        if workers < 2 or getattr(self.t, "keeps_remotely", False) or not can_fork() or \
+                self._whatif_job()[0].num_nodes < PARALLEL_MIN_NODES:
+            return predict
+        outcomes = forked_map(predict, changes, workers)
+        done = {change_key(c): o.result for c, o in zip(changes, outcomes, strict=True)
+                if o.ok}
+
+        def ahead(change: Any) -> pd.DataFrame:
+            table = done.get(change_key(change))
+            return table if table is not None else predict(change)
+
+        return ahead
 
     def _stepless_windows(self) -> dict[int, Any]:
         """Per rank without ``ProfilerStep``, the findings' analysis window (its steady

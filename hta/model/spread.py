@@ -27,10 +27,13 @@ import logging
 import multiprocessing
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hta.model.trace import Trace
 from hta.model.vocabulary import Ranks
+
+if TYPE_CHECKING:
+    from hta.job.executors import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -41,60 +44,86 @@ MIN_EVENTS = 400_000
 SHARES_PER_WORKER = 4
 
 Visit = Callable[[Trace, Ranks, Any], list[tuple[int, list[Any]]]]
-_STATE: tuple[Trace, Visit, Any] | None = None  # what the forked workers find
+_STATE: Callable[[Any], Any] | None = None  # what the forked workers call
+
+
+def job_workers(job: object) -> int:
+    """The worker processes a job may use: its ``workers`` (an in-memory trace, from
+    ``max_workers`` at load), else its local executor's ``max_workers``, else the CPUs
+    this process may use."""
+    from hta.job.executors import available_cpus
+
+    workers = getattr(job, "workers", None)
+    if workers is None:
+        workers = getattr(getattr(job, "executor", None), "max_workers", None)
+    return int(workers) if workers else available_cpus()
+
+
+def can_fork() -> bool:
+    """Whether this process may fork workers that inherit its state: Linux, not itself a
+    worker (of a spread visit, or a daemonic pool process)."""
+    return sys.platform == "linux" and not multiprocessing.current_process().daemon \
+        and _STATE is None
 
 
 def workers_for(trace: Trace, ranks: Sequence[int]) -> int:
     """How many worker processes a spread visit of ``ranks`` would use (1: visit here)."""
-    if sys.platform != "linux" or len(ranks) < 2 or \
-            multiprocessing.current_process().daemon or _STATE is not None:
+    if len(ranks) < 2 or not can_fork():
         return 1
-    from hta.job.executors import available_cpus
-
-    workers = trace.workers if trace.workers is not None else available_cpus()
+    workers = job_workers(trace)
     if workers <= 1:
         return 1
     events = sum(len(trace.rank(r).events) for r in ranks)
     return min(workers, len(ranks)) if events >= MIN_EVENTS else 1
 
 
+def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
+               progress: bool = False, description: str = "",
+               labels: Sequence[str] | None = None) -> list[Outcome[Any]]:
+    """``fn(item)`` for every item, on ``workers`` processes forked from this one: ``fn``
+    (a closure is fine) and what it reads are inherited, not sent; only the items and
+    the answers travel. Per item its :class:`~hta.job.executors.Outcome`."""
+    from hta.job.executors import LocalExecutor
+
+    global _STATE
+    _STATE = fn
+    try:
+        return LocalExecutor(workers).map(_call_forked, items, progress=progress,
+                                          description=description, labels=labels)
+    finally:
+        _STATE = None
+
+
 def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
                  workers: int, description: str = "") -> list[tuple[int, list[Any]]]:
     """``visit(trace, ranks, calls)`` of every rank, on ``workers`` forked processes (the
     module docstring); the per-rank answers in rank order."""
-    from hta.job.executors import LocalExecutor
-
     ranks = sorted(ranks)
     n_shares = min(len(ranks), workers * SHARES_PER_WORKER)
     # consecutive ranks: a work on a trace answers for a whole share, in rank order
     bounds = [len(ranks) * k // n_shares for k in range(n_shares + 1)]
     shares = [ranks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    global _STATE
-    _STATE = (trace, visit, calls)
-    try:
-        outcomes = LocalExecutor(workers).map(
-            _visit_share, shares, progress=trace.progress,
-            description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)",
-            labels=[f"ranks {s[0]}..{s[-1]}" for s in shares])
-    finally:
-        _STATE = None
+    outcomes = forked_map(
+        lambda share: visit(trace, share, calls), shares, workers, progress=trace.progress,
+        description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)",
+        labels=[f"ranks {s[0]}..{s[-1]}" for s in shares])
     rows: list[tuple[int, list[Any]]] = []
     for share, outcome in zip(shares, outcomes, strict=True):
         if outcome.ok:
-            rows.extend(outcome.value)
+            rows.extend(outcome.result)
             continue
         logger.info("ranks %s: visited again in this process (%s)", share, outcome.error)
         rows.extend(visit(trace, share, calls))
     return sorted(rows, key=lambda row: row[0])
 
 
-def _visit_share(share: list[int]) -> list[tuple[int, list[Any]]]:
-    """Worker side: the visit of a share of the ranks (the forked state)."""
-    if _STATE is None:  # not forked from a spread visit: nothing to visit
-        raise RuntimeError("a spread visit's worker needs the state of the process it "
-                           "was forked from")
-    trace, visit, calls = _STATE
-    return visit(trace, share, calls)
+def _call_forked(item: Any) -> Any:
+    """Worker side: the forked function on one item."""
+    if _STATE is None:  # not forked from forked_map: nothing to call
+        raise RuntimeError("a forked worker needs the state of the process it was forked "
+                           "from")
+    return _STATE(item)
 
 
-__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "spread_visit", "workers_for"]
+__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "can_fork", "forked_map", "job_workers",
+           "spread_visit", "workers_for"]

@@ -212,7 +212,7 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
     cache: dict[str, pd.DataFrame] = {}
 
     def table_of(change: object) -> pd.DataFrame:
-        key = change if isinstance(change, str) else repr(change)
+        key = change_key(change)
         if key not in cache:
             assert predict_with is not None
             cache[key] = predict_with(change)
@@ -221,9 +221,7 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
     for i in range(n):
         row = out.iloc[i]
         rule_us = float(row["est_saving(us)"])
-        change = "" if row["severity"] == "info" else change_for(
-            row["rule"], list(row["ranks"]), str(row.get("subject", "")),
-            str(row.get("advice", "")), str(row.get("evidence", "")))
+        change = _row_change(row)
         replayed = _replayed(row, change, table_of, inferred_share) \
             if change and predict_with is not None else None
         if replayed is None or isinstance(replayed, str):
@@ -252,6 +250,34 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
     replay_first = (out["saving_source"] != "replay").astype(int)
     order = np.lexsort((replay_first.to_numpy(), -out["est_saving(us)"].to_numpy(float)))
     return merge_same_fix(out.iloc[order].reset_index(drop=True), findings)
+
+
+def change_key(change: object) -> str:
+    """The key a change's what-if table is kept under (its text; a ``Change``'s repr)."""
+    return change if isinstance(change, str) else repr(change)
+
+
+def _row_change(row: pd.Series) -> str:
+    """The change that models a finding's fix ("" for a note or a rule without one)."""
+    if row["severity"] == "info":
+        return ""
+    return change_for(row["rule"], list(row["ranks"]), str(row.get("subject", "")),
+                      str(row.get("advice", "")), str(row.get("evidence", "")))
+
+
+def changes_to_replay(findings: pd.DataFrame) -> list[object]:
+    """Every change :func:`findings_with_changes` replays for ``findings`` (each finding's
+    change and its conservative variant), once each, in the order it asks for them: what
+    a caller may predict ahead, all at once."""
+    asked: dict[str, object] = {}
+    for i in range(len(findings)):
+        change = _row_change(findings.iloc[i])
+        if not change:
+            continue
+        for c in (change, conservative(change)):
+            if c is not None:
+                asked.setdefault(change_key(c), c)
+    return list(asked.values())
 
 
 def merge_same_fix(out: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
