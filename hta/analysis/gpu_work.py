@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -90,19 +91,24 @@ def rank_gpu_work(rt: RankTrace, iterations: StepList = None) -> GpuWork:
     breakdowns, the overview and the findings read the same,
     :func:`hta.model.derived.derived`); its arrays are read-only."""
     key = None if iterations is None else tuple(as_list(iterations))
+    return derived(rt, ("gpu_work", key),
+                   lambda: read_only(gpu_work(rt.rank, rt.events, iterations)))
 
-    def compute() -> GpuWork:
-        w = gpu_work(rt.rank, rt.events, iterations)
-        views = {}
-        for f in fields(w):
-            value = getattr(w, f.name)
-            if isinstance(value, np.ndarray):
-                value = value.view()
-                value.flags.writeable = False
-                views[f.name] = value
-        return replace(w, **views)
 
-    return derived(rt, ("gpu_work", key), compute)
+D = TypeVar("D", bound=Any)
+
+
+def read_only(w: D) -> D:
+    """A copy of the dataclass ``w`` with read-only views of its arrays: a value kept for
+    the next analysis (:func:`hta.model.derived.derived`) cannot be changed by this one."""
+    views = {}
+    for f in fields(w):
+        value = getattr(w, f.name)
+        if isinstance(value, np.ndarray):
+            value = value.view()
+            value.flags.writeable = False
+            views[f.name] = value
+    return replace(w, **views)
 
 
 def as_list(values: Iterable[int] | int) -> list[int]:

@@ -11,19 +11,17 @@ circle: the engine reaches the rules through the explicit list of :mod:`.catalog
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.claims import Claim
-from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work
+from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work, read_only
 from hta.model.derived import derived
 from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace, Trace
-
-D = TypeVar("D", bound=Any)
 
 
 @dataclass(frozen=True)
@@ -108,19 +106,6 @@ def link(rt: RankTrace, name: str) -> np.ndarray:
     ``op_index``) as row positions (:meth:`~hta.model.trace.RankTrace.link`; -1: no
     link), computed once per rank (a read-only array)."""
     return derived(rt, ("findings.link", name), lambda: rt.link(name))
-
-
-def read_only(w: D) -> D:
-    """A copy of the dataclass ``w`` with read-only views of its arrays: a value kept for
-    the next rule (:func:`hta.model.derived.derived`) cannot be changed by this one."""
-    views = {}
-    for f in fields(w):
-        value = getattr(w, f.name)
-        if isinstance(value, np.ndarray):
-            value = value.view()
-            value.flags.writeable = False
-            views[f.name] = value
-    return replace(w, **views)
 
 
 @dataclass(frozen=True)
