@@ -33,7 +33,9 @@ else. The design:
 
   (A single work on a trace, on every event of ranks held in this process, runs in one
   call over them, as the trace-shaped functions were written to: the same answer, the
-  fixed cost of a call paid once.) Only the tables travel back. Per work, the runner
+  fixed cost of a call paid once. A visit with a work marked ``spread``, costly per rank
+  with small answers, of an in-memory job of many ranks runs in forked worker processes
+  instead: :mod:`hta.model.spread`.) Only the tables travel back. Per work, the runner
   concatenates the tables in rank
   order (:func:`concat_tables`: a work may answer a tuple of tables, each concatenated;
   the work's :meth:`RankWork.no_rank` table when no rank answered) and applies
