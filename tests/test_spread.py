@@ -152,5 +152,5 @@ def test_forked_map_calls_a_closure_with_inherited_state() -> None:
     parent = os.getpid()
     state = {"base": 10}
     out = spread.forked_map(lambda x: (x + state["base"], os.getpid()), [1, 2, 3], 2)
-    assert [o.result[0] for o in out] == [11, 12, 13]
-    assert all(o.result[1] != parent for o in out)
+    assert [o.value[0] for o in out] == [11, 12, 13]
+    assert all(o.value[1] != parent for o in out)

@@ -139,7 +139,7 @@ class WhatIfMixin:
                 self._whatif_job()[0].num_nodes < PARALLEL_MIN_NODES:
             return predict
         outcomes = forked_map(predict, changes, workers)
-        done = {change_key(c): o.result for c, o in zip(changes, outcomes, strict=True)
+        done = {change_key(c): o.value for c, o in zip(changes, outcomes, strict=True)
                 if o.ok}
 
         def ahead(change: Any) -> pd.DataFrame:

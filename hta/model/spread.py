@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from hta.model.trace import Trace
 from hta.model.vocabulary import Ranks
-
-if TYPE_CHECKING:
-    from hta.job.executors import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +46,33 @@ Visit = Callable[[Trace, Ranks, Any], list[tuple[int, list[Any]]]]
 _STATE: Callable[[Any], Any] | None = None  # what the forked workers call
 
 
+@dataclass(frozen=True)
+class Forked:
+    """What one item of :func:`forked_map` gave: ``value``, or the ``error`` it raised
+    (or that kept its answer from coming back)."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the item's answer came back."""
+        return self.error is None
+
+
 def job_workers(job: object) -> int:
     """The worker processes a job may use: its ``workers`` (an in-memory trace, from
     ``max_workers`` at load), else its local executor's ``max_workers``, else the CPUs
     this process may use."""
-    from hta.job.executors import available_cpus
-
     workers = getattr(job, "workers", None)
     if workers is None:
         workers = getattr(getattr(job, "executor", None), "max_workers", None)
-    return int(workers) if workers else available_cpus()
+    if workers:
+        return int(workers)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def can_fork() -> bool:
@@ -78,20 +94,32 @@ def workers_for(trace: Trace, ranks: Sequence[int]) -> int:
 
 
 def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
-               progress: bool = False, description: str = "",
-               labels: Sequence[str] | None = None) -> list[Outcome[Any]]:
+               progress: bool = False, description: str = "") -> list[Forked]:
     """``fn(item)`` for every item, on ``workers`` processes forked from this one: ``fn``
     (a closure is fine) and what it reads are inherited, not sent; only the items and
-    the answers travel. Per item its :class:`~hta.job.executors.Outcome`."""
-    from hta.job.executors import LocalExecutor
+    the answers travel. Per item, in order, a :class:`Forked` (a worker that died fails
+    the items it had not answered: the caller computes them again)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from hta.progress import progress_bar
 
     global _STATE
     _STATE = fn
+    out = [Forked(error=RuntimeError("not run"))] * len(items)
     try:
-        return LocalExecutor(workers).map(_call_forked, items, progress=progress,
-                                          description=description, labels=labels)
+        with progress_bar(len(items), description, enabled=progress) as bar, \
+                ProcessPoolExecutor(max_workers=workers,
+                                    mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_call_forked, item): i for i, item in enumerate(items)}
+            for future in as_completed(futures):
+                try:
+                    out[futures[future]] = Forked(value=future.result())
+                except Exception as exc:  # noqa: BLE001 - handed back, redone by the caller
+                    out[futures[future]] = Forked(error=exc)
+                bar.update(1)
     finally:
         _STATE = None
+    return out
 
 
 def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
@@ -105,12 +133,11 @@ def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
     shares = [ranks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     outcomes = forked_map(
         lambda share: visit(trace, share, calls), shares, workers, progress=trace.progress,
-        description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)",
-        labels=[f"ranks {s[0]}..{s[-1]}" for s in shares])
+        description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)")
     rows: list[tuple[int, list[Any]]] = []
     for share, outcome in zip(shares, outcomes, strict=True):
         if outcome.ok:
-            rows.extend(outcome.result)
+            rows.extend(outcome.value)
             continue
         logger.info("ranks %s: visited again in this process (%s)", share, outcome.error)
         rows.extend(visit(trace, share, calls))
@@ -125,5 +152,5 @@ def _call_forked(item: Any) -> Any:
     return _STATE(item)
 
 
-__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "can_fork", "forked_map", "job_workers",
+__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "Forked", "can_fork", "forked_map", "job_workers",
            "spread_visit", "workers_for"]
