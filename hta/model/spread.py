@@ -19,6 +19,10 @@ later computes what it needs again.
 
 A share that cannot come back (its answer does not pickle, its worker died) is visited
 again here, so a failure costs time, never an answer.
+
+:func:`forked_map` is the general form (any function, a closure included, over a list of
+items, on forked workers): the what-if replay predicts the findings' changes with it on
+workers that inherit the job graph (``TraceAnalysis.replay_findings``).
 """
 
 from __future__ import annotations
