@@ -168,3 +168,18 @@ def test_a_job_of_few_ranks_draws_every_rank(job: TraceAnalysis) -> None:
         for fig in s.figures:
             if fig.title in DRAWN_FIGURES:
                 assert drawn_ranks_of(json.loads(fig.json), fig.title) == {0, 1, 2, 3}
+
+
+def test_step_bound_not_replayed_on_a_job_too_big_for_this_process(
+        job: TraceAnalysis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the summary's rule: above REPLAY_MAX_EVENTS (here 0) a job is not replayed in this
+    # process, so the report's step bound says why instead of building every rank's graph
+    from hta.report import answers, builder, sections_whatif
+
+    monkeypatch.setattr(answers, "REPLAY_MAX_EVENTS", 0)
+    monkeypatch.setattr(type(job), "get_job_step_bound",
+                        lambda *a, **k: pytest.fail("replayed a job too big"))
+    s = Section("step-bound", "What bounds the step")
+    sections_whatif.step_bound(builder._context(job, None, None, None), s)
+    assert s.notes and s.notes[0].startswith("Not computed: the job has ")
+    assert "TraceAnalysis.get_job_step_bound()" in s.notes[0] and not s.tables

@@ -77,6 +77,13 @@ def step_bound(ctx: Context, s: Section) -> None:
     if note:
         s.notes.append(note[0].upper() + note[1:] + ".")
         return
+    from hta.report.answers import replay_fits
+
+    fits, why = replay_fits(ctx.analyzer, ctx.overview)
+    if not fits:  # the summary's rule: a job too big to replay in this process
+        s.notes.append("Not computed: " + why.split(": ", 1)[-1].replace(
+            "or ask with --replay", "or call TraceAnalysis.get_job_step_bound()"))
+        return
     bound = ctx.analyzer.get_job_step_bound(ctx.iterations)
     if bound is None:
         s.notes.append("The replay found no step to bound.")
