@@ -1,0 +1,32 @@
+"""benchmarks/bench_findings.py runs end to end on the bundled sample (a benchmark, not a
+timed test: only that it runs and reports every figure it promises)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_traces" / "synthetic_4rank"
+
+
+@pytest.mark.slow  # a load, the findings, a summary and a report, each in a fresh process
+def test_bench_findings_reports_findings_summary_and_report(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    env = {**os.environ, "HTA_CACHE_DIR": str(tmp_path / "cache")}  # not the user's cache
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_findings.py"),
+                           str(SAMPLE), "-n", "1", "--whole", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "summary" in done.stdout and "report" in done.stdout
+    (row,) = json.loads(out.read_text())
+    assert row["trace_events"] > 0 and row["findings_median_s"] > 0
+    for key in ("summary_s", "summary_peak_MiB", "report_s", "report_peak_MiB",
+                "report_MB"):
+        assert row[key] > 0, key
