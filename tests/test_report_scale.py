@@ -32,6 +32,10 @@ DRAWN_FIGURES = {
     "Memory copy bandwidth": "bandwidth",
     "Kernel launch statistics": "launch",
     "Operators: GPU and CPU time": "operators",
+    "GPU time breakdown per rank (share of the GPU time span)": "temporal",
+    "GPU idle time per stream, by cause (µs)": "idle",
+    "COMPUTATION kernel duration per rank: mean, with min-max error bars": "kernels",
+    "Communication overlapped by computation, per rank": "overlap",
 }
 
 

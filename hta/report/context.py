@@ -302,6 +302,13 @@ class Context:
             return self.selection
         return Selection(tuple(self.drawn_ranks), self.selection.iterations)
 
+    def drawn_rows(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows of a per-rank table (a ``rank`` column) that a figure draws: those of
+        :attr:`drawn_ranks` (every row when every rank is drawn)."""
+        if self.all_drawn or "rank" not in frame:
+            return frame
+        return frame[frame["rank"].isin(self.drawn_ranks)]
+
     def drawn_note(self, method: str, covers: str = "the table covers every rank") -> str:
         """The note under a per-rank figure that draws :attr:`drawn` only (``""`` when it
         draws every rank): see :func:`hta.report.standout.drawn_note`; ``method`` is the

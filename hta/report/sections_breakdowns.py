@@ -50,15 +50,19 @@ def temporal(ctx: Context, s: Section) -> None:
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
         s.tables.append(table_of(df, "Per rank"))
         return
-    s.figures.append(ctx.figure(temporal_breakdown_figure(df)))
+    s.figures.append(ctx.figure(temporal_breakdown_figure(ctx.drawn_rows(df))))
     s.tables.append(table_of(df, "Per rank"))
     work = RankWork(temporal.rank_breakdown_detail, (ctx.iterations,), {"per_iteration": True},
                     description="Temporal breakdown per step", add_rank=False,
                     empty=temporal.no_breakdown_detail)
-    per_step = run_one(ctx.trace, work, ctx.selection.every_event())
+    per_step = run_one(ctx.trace, work, ctx.drawn_selection.every_event())
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))
+    if note := ctx.drawn_note("get_temporal_breakdown(ranks={ranks})",
+                              "the per-rank table covers every rank, the per-step table "
+                              "the ranks drawn"):
+        s.notes.append(note)
 
 
 def idle(ctx: Context, s: Section) -> None:
@@ -72,8 +76,10 @@ def idle(ctx: Context, s: Section) -> None:
         if len(df):
             s.tables.append(table_of(df, "Idle time per rank, stream and cause"))
         return
-    s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=True)))
-    s.figures.append(ctx.figure(idle_time_breakdown_figure(df, pctg=False)))
+    s.figures.append(ctx.figure(idle_time_breakdown_figure(ctx.drawn_rows(df), pctg=True)))
+    s.figures.append(ctx.figure(idle_time_breakdown_figure(ctx.drawn_rows(df), pctg=False)))
+    if note := ctx.drawn_note("get_idle_time_breakdown(ranks={ranks})"):
+        s.notes.append(note)
     s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
     stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.selection))
     s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
@@ -89,10 +95,14 @@ def kernels(ctx: Context, s: Section) -> None:
     if types.empty:
         s.notes.append("No GPU kernels, copies or memsets in the selection.")
         return
-    s.figures.append(ctx.figure(kernel_type_figure(types)))
+    s.figures.append(ctx.figure(kernel_type_figure(ctx.drawn_rows(types))))
+    drawn = ctx.drawn_rows(table)
     for kind in table["kernel_type"].unique():
-        s.figures.append(ctx.figure(kernel_pies_figure(table, kind)))
-        s.figures.append(ctx.figure(kernel_duration_figure(table, kind)))
+        s.figures.append(ctx.figure(kernel_pies_figure(drawn, kind)))
+        s.figures.append(ctx.figure(kernel_duration_figure(drawn, kind)))
+    if note := ctx.drawn_note("get_gpu_kernel_breakdown(ranks={ranks})",
+                              "the tables cover every rank"):
+        s.notes.append(note)
     s.tables.append(table_of(types, "GPU busy time by kernel type, per rank (sum in µs)"))
     s.tables.append(table_of(table, "Top kernels per rank (durations in µs)",
                              max_rows=200))
@@ -105,7 +115,9 @@ def overlap(ctx: Context, s: Section) -> None:
     s.definitions, s.source = doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
     df = ctx.overview.details["overlap"]
     if df["comm_time(us)"].gt(0).any():
-        s.figures.append(ctx.figure(comm_comp_overlap_figure(df)))
+        s.figures.append(ctx.figure(comm_comp_overlap_figure(ctx.drawn_rows(df))))
+        if note := ctx.drawn_note("get_comm_comp_overlap(ranks={ranks})"):
+            s.notes.append(note)
     else:
         s.notes.append("No rank has communication in the selection: nothing to overlap.")
     s.tables.append(table_of(df, "Per rank"))
@@ -123,8 +135,10 @@ def user_annotations(ctx: Context, s: Section) -> None:
                                                    use_gpu_annotation=gpu)
         if len(df):
             s.intro = f"Time per annotation name, from the {label}."
-            s.figures.append(ctx.figure(user_annotation_figure(df)))
-            s.figures.append(ctx.figure(user_annotation_duration_figure(df)))
+            s.figures.append(ctx.figure(user_annotation_figure(ctx.drawn_rows(df))))
+            s.figures.append(ctx.figure(user_annotation_duration_figure(ctx.drawn_rows(df))))
+            if note := ctx.drawn_note("get_gpu_user_annotation_breakdown(ranks={ranks})"):
+                s.notes.append(note)
             s.tables.append(table_of(df, f"{label}: durations (µs)"))
             return
     s.notes.append("The selection has no user annotations (record_function ranges).")
