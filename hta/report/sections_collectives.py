@@ -48,7 +48,7 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None
     link = str(known["link"].iloc[0]) if len(known) else ""
     s.figures.append(ctx.figure(collective_bandwidth_figure(
-        perf[perf["rank"].isin(ctx.drawn_ranks)], link_gbps, link)))
+        ctx.drawn_rows(perf), link_gbps, link)))
     if note := ctx.drawn_note("get_collective_performance(ranks={ranks}, visualize=True)",
                               "the tables cover every rank"):
         s.notes.append(note)

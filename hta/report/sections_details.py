@@ -39,7 +39,7 @@ def launch(ctx: Context, s: Section) -> None:
         flags = launch.flag_counts(hist, paired)
         if len(hist):
             s.figures.append(ctx.figure(launch_histogram_figure(
-                hist[hist["rank"].isin(ctx.drawn_ranks)], launch.RUNTIME_CUTOFF_US,
+                ctx.drawn_rows(hist), launch.RUNTIME_CUTOFF_US,
                 launch.LAUNCH_DELAY_CUTOFF_US)))
             if note := ctx.drawn_note("get_cuda_kernel_launch_stats(ranks={ranks})",
                                       "the tables cover every rank"):
@@ -99,7 +99,7 @@ def bandwidth(ctx: Context, s: Section) -> None:
     # Over time: the drawn ranks' copies only.
     series = bandwidth.memory_bw_time_series(
         ctx.trace, ctx.drawn_selection.every_event(),
-        copies=copies[copies["rank"].isin(ctx.drawn_ranks)])
+        copies=ctx.drawn_rows(copies))
     shown, note = thin(series, ["rank", "pid", "name"])
     if note:
         s.notes.append(note)
@@ -121,7 +121,7 @@ def operators(ctx: Context, s: Section) -> None:
         s.notes.append("No CPU operators in the selection.")
         return
     s.figures.append(ctx.figure(operator_breakdown_figure(
-        df[df["rank"].isin(ctx.drawn_ranks)], max_rows=20)))
+        ctx.drawn_rows(df), max_rows=20)))
     if note := ctx.drawn_note("get_operator_breakdown(ranks={ranks}, visualize=True)",
                               "the table holds every rank's operators (its first rows)"):
         s.notes.append(note)

@@ -201,7 +201,7 @@ def memory(ctx: Context, s: Section) -> None:
         return
     if len(timeline_df):
         s.figures.append(ctx.figure(memory_timeline_figure(
-            timeline_df, summary[summary["rank"].isin(ctx.drawn_ranks)])))
+            timeline_df, ctx.drawn_rows(summary))))
         if note := ctx.drawn_note("get_memory_timeline(ranks={ranks}, visualize=True)"):
             s.notes.append(note)
     if summary.empty:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.claims import Claim
-from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work, read_only
+from hta.analysis.gpu_work import as_list, rank_gpu_work, read_only
 from hta.model.derived import derived
 from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace, Trace
@@ -94,11 +94,9 @@ def _step_table(rt: RankTrace) -> pd.DataFrame:
                          "end_ns": spans["end"].to_numpy(np.int64)})
 
 
-def rank_work(rt: RankTrace, iterations: StepList = None) -> GpuWork:
-    """The rank's GPU work (:func:`~hta.analysis.gpu_work.gpu_work` of ``rt.events``,
-    optionally of the given iterations), computed once per rank and selection
-    (:func:`hta.model.derived.derived`; its arrays are read-only)."""
-    return rank_gpu_work(rt, iterations)
+#: The rank's GPU work, computed once per rank and steps, read-only
+#: (:func:`hta.analysis.gpu_work.rank_gpu_work`, shared with the breakdowns).
+rank_work = rank_gpu_work
 
 
 def link(rt: RankTrace, name: str) -> np.ndarray:
