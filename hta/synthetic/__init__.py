@@ -50,14 +50,24 @@ activities (kernels + memcpy + memset) per step.  A rank has about ``6.6 * K * s
 gives the exact count and :func:`kernels_per_step_for_events` inverts it.  Writing streams the
 events in chunks, so memory stays bounded for multi-million-event ranks.
 
+Coupled jobs
+------------
+:func:`generate_coupled_job` / :func:`coupled_job` (:mod:`.coupled`) build jobs whose ranks
+interact on one shared clock: data-parallel shapes where an all-reduce waits for the last rank
+(``balanced``, ``slow_worker``, ``imbalance``, ``host``, ``slow_link``) and pipelines whose
+stages wait for each other's sends (``gpipe``, ``1f1b``), with an exact ``truth.json``
+(stragglers and lags, per-step times, every kernel, pipeline bubbles).
+
 Modules: :mod:`.catalog` (streams, kernels, sizing), :mod:`.timefmt` (exact µs times and the
 JSON writer), :mod:`.primitives` / :mod:`.steps` / :mod:`.rank` (the rank builder, in layers),
 :mod:`.writer` (ranks and jobs, in memory or to files), :mod:`.truth` (the ground truth),
-:mod:`.cli`.
+:mod:`.coupled` (coupled jobs; with :mod:`.coupled_events`, :mod:`.coupled_pipeline` and
+:mod:`.coupled_truth`), :mod:`.cli`.
 
 CLI::
 
     python -m hta.synthetic OUT_DIR --ranks 4 --steps 3 --kernels-per-step 40 --seed 0 [--no-gzip]
+    python -m hta.synthetic OUT_DIR --shape 1f1b --ranks 4 --steps 4 --micro-batches 8
 """
 
 from hta.synthetic.catalog import (
@@ -73,6 +83,7 @@ from hta.synthetic.catalog import (
     step_plan,
 )
 from hta.synthetic.cli import main
+from hta.synthetic.coupled import coupled_job, generate_coupled_job
 from hta.synthetic.timefmt import Microseconds, dumps_trace, format_us
 from hta.synthetic.truth import gpu_kind, summarize_truth
 from hta.synthetic.writer import generate_job, generate_rank, iter_rank_chunks, write_rank
@@ -86,9 +97,11 @@ __all__ = [
     "NCCL_STREAM",
     "STREAMS",
     "Microseconds",
+    "coupled_job",
     "dumps_trace",
     "events_per_rank_for",
     "format_us",
+    "generate_coupled_job",
     "generate_job",
     "generate_rank",
     "gpu_kind",

@@ -11,6 +11,7 @@ from hta.synthetic.catalog import (
     events_per_rank_for,
     kernels_per_step_for_events,
 )
+from hta.synthetic.coupled import SHAPES, generate_coupled_job
 from hta.synthetic.writer import generate_job
 
 # --------------------------------------------------------------------------------------------
@@ -30,8 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--kernels-per-step",
         type=int,
-        default=40,
-        help=f"GPU activities per step (>= {MIN_KERNELS_PER_STEP})",
+        default=None,
+        help=f"GPU activities per step (>= {MIN_KERNELS_PER_STEP}; default 40)",
     )
     p.add_argument(
         "--events-per-rank",
@@ -47,8 +48,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="absolute epoch-us timestamps instead of baseTimeNanoseconds-relative",
     )
+    p.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default=None,
+        help="write a coupled job of this shape instead (ranks that wait for each other, "
+        "with truth.json; see hta.synthetic.coupled)",
+    )
+    p.add_argument(
+        "--micro-batches",
+        type=int,
+        default=4,
+        help="micro-batches per step of the pipeline shapes (gpipe, 1f1b)",
+    )
     args = p.parse_args(argv)
-    kps = args.kernels_per_step
+    if args.shape is not None:
+        return _coupled(p, args)
+    kps = 40 if args.kernels_per_step is None else args.kernels_per_step
     if args.events_per_rank is not None:
         kps = kernels_per_step_for_events(args.events_per_rank, args.steps)
     try:
@@ -67,4 +83,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = events_per_rank_for(args.steps, kps)
     for path in paths:
         print(f"{path}  {n} events  {path.stat().st_size} bytes")
+    return 0
+
+
+def _coupled(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--shape``: write a coupled job and its ``truth.json``."""
+    unused = [
+        flag
+        for flag, given in (
+            ("--kernels-per-step", args.kernels_per_step is not None),
+            ("--events-per-rank", args.events_per_rank is not None),
+            ("--absolute-time", args.absolute_time),
+        )
+        if given
+    ]
+    if unused:
+        p.error(f"{', '.join(unused)} cannot be combined with --shape")
+    try:
+        paths, _ = generate_coupled_job(
+            args.out_dir,
+            args.shape,
+            ranks=args.ranks,
+            steps=args.steps,
+            micro_batches=args.micro_batches,
+            seed=args.seed,
+            gzip=not args.no_gzip,
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+    for path in paths:
+        print(f"{path}  {path.stat().st_size} bytes")
+    print(f"{Path(args.out_dir) / 'truth.json'}  ground truth")
     return 0
