@@ -26,9 +26,9 @@ from hta.facade.critical_path import CriticalPathMixin
 from hta.facade.findings import FindingsMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.performance import PerformanceMixin
+from hta.facade.pipeline import PipelineMixin
 from hta.facade.selecting import accept_selections, chosen
 from hta.facade.steps_and_ops import StepsAndOpsMixin
-from hta.facade.stragglers import StragglersMixin
 from hta.facade.timeline import TimelineMixin
 from hta.facade.whatif import WhatIfMixin
 from hta.model.rules import Rule, RuleSet
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 @accept_selections
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
-                    TimelineMixin, StragglersMixin, StepsAndOpsMixin, MemoryMixin,
+                    TimelineMixin, PipelineMixin, StepsAndOpsMixin, MemoryMixin,
                     CollectivesMixin, PerformanceMixin, WhatIfMixin):
     """Load a job's traces and analyse them.
 

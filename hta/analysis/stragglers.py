@@ -15,6 +15,14 @@ read this from the communication kernels of every rank (every event of kind
   a rank's kernels of that name in that ``ProfilerStep`` (the iteration its launch
   belongs to) and process group in start order.
 
+**Send/recv** kernels are paired apart (:mod:`hta.analysis.p2p`): the ``k``-th send from
+rank ``a`` to ``b`` meets the ``k``-th receive on ``b`` from ``a`` in the same process
+group (``matched_by`` ``"p2p"``; ``direction`` and ``peer`` say which half and with whom).
+A transfer has two participants; ``waited_ns`` is the time the earlier half spent before
+the other started, and no half is ever ``last``: the later one holds nobody up, it is
+the other half of the transfer. So send/recv never make a straggler and the per-rank
+summary leaves them out (pipeline waits are :mod:`hta.analysis.pipeline`'s).
+
 The *process group* is the ``Process Group Name`` of the kernel's collective args, or
 ``"stream S"`` (the kernel's stream) when it has none. A key found on a single rank is
 an instance with one participant: it has no lag and causes no wait.
@@ -44,7 +52,8 @@ Example: ranks 0, 1, 2, 3 start an all-reduce at 100, 100, 130, 400 µs and all 
 waited min(300, 300) = 300, 300 and min(270, 270) = 270 µs, so rank 3 caused 870 µs of
 wait and its excess lag is 270 µs.
 
-**Per rank** (:func:`straggler_summary`), over instances with two or more participants:
+**Per rank** (:func:`straggler_summary`), over collective instances (not send/recv) with
+two or more participants:
 ``collectives``, ``late_count`` (instances where it was last), ``mean_lag(us)``,
 ``total_lag(us)``, ``total_waited(us)`` (what it waited for others),
 ``total_wait_caused(us)``, ``total_excess_lag(us)`` and ``score``: the rank's share of
@@ -61,6 +70,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
+from hta.analysis.p2p import NO_PEER, p2p_pairs, p2p_peers
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
@@ -74,13 +84,14 @@ logger = logging.getLogger(__name__)
 #: kernel and rank it is a list of the group's ranks (about 5 KB for 1,000 ranks), which
 #: made the process matching the ranks grow with ranks x ranks x collectives.
 KERNEL_COLUMNS = ["rank", "process_group", "process_group_desc", "seq", "name", "kernel",
-                  "stream", "iteration", "start_ns", "end_ns", "in_msg_nelems"]
+                  "stream", "iteration", "start_ns", "end_ns", "in_msg_nelems", "direction",
+                  "peer"]
 #: Columns of :func:`collective_arrivals`.
 ARRIVAL_COLUMNS = ["collective", "process_group", "seq", "name", "rank", "stream",
                    "iteration", "start_ns", "end_ns", "arrival_lag_ns", "waited_ns",
                    "wait_caused_ns",
                    "excess_lag_ns", "last", "participants", "matched_by", "kernel",
-                   "process_group_desc", "in_msg_nelems"]
+                   "process_group_desc", "in_msg_nelems", "direction", "peer"]
 #: Columns of :func:`straggler_summary`.
 SUMMARY_COLUMNS = ["rank", "collectives", "late_count", "mean_lag(us)", "total_lag(us)",
                    "total_waited(us)", "total_wait_caused(us)", "total_excess_lag(us)",
@@ -137,6 +148,7 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     name = kernel.copy()
     seq = np.full(n, NO_SEQ, dtype=np.int64)
     nelems = np.full(n, np.nan)
+    pg_ranks = np.full(n, "", dtype=object)
     coll, where = rt.side_row_of_event("collective_args")
     if n and len(coll):
         arg = where[rows]
@@ -153,6 +165,8 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         fin = np.isfinite(s)
         seq[idx[fin]] = s[fin].astype(np.int64)
         nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
+        pg_ranks[idx] = a["process_group_ranks"].astype(str).to_numpy()
+    direction, peer = p2p_peers(rt, rows, name, kernel, pg_ranks)
     return pd.DataFrame({
         "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
         "process_group_desc": desc, "seq": seq, "name": name,
@@ -160,6 +174,7 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         "iteration": ev["iteration"].to_numpy()[rows].astype(np.int64),
         "start_ns": ev["ts"].to_numpy()[rows].astype(np.int64),
         "end_ns": ev["end"].to_numpy()[rows].astype(np.int64), "in_msg_nelems": nelems,
+        "direction": direction, "peer": peer,
     }, columns=KERNEL_COLUMNS)
 
 
@@ -180,6 +195,15 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     k["_base"] = k.groupby(base, sort=False).ngroup()
     # k: the k-th kernel of a rank with that key, in start order
     k["_k"] = k.groupby(["rank", "_base"], sort=False).cumcount()
+    # send/recv: one transfer per (group, sender, receiver, k) (hta.analysis.p2p)
+    if "direction" not in k:  # a table from before send/recv were told apart
+        k["direction"], k["peer"] = "", NO_PEER
+    pair = p2p_pairs(k["direction"].to_numpy(dtype=object), k["peer"].to_numpy(np.int64),
+                     k["rank"].to_numpy(np.int64), k["process_group"].to_numpy(dtype=object))
+    p2p = pair >= 0
+    k.loc[p2p, "matched_by"] = "p2p"
+    k["_k"] = np.where(p2p, pair, k["_k"].to_numpy())
+    k["_base"] = np.where(p2p, -1, k["_base"].to_numpy())
     k["_key"] = k.groupby(["_base", "_k"], sort=False).ngroup()
     grp = k.groupby("_key", sort=False)
     first = grp["start_ns"].transform("min").to_numpy(np.int64)
@@ -187,7 +211,8 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     participants = grp["rank"].transform("size").to_numpy()
     start = k["start_ns"].to_numpy(np.int64)
     dur = k["end_ns"].to_numpy(np.int64) - start
-    is_last = (start == latest) & (latest > first)
+    # a transfer's later half holds nobody up: no send/recv is ever "last"
+    is_last = (start == latest) & (latest > first) & ~p2p
     k["_last"] = is_last
     big = np.iinfo(np.int64).max
     k["_last_dur"] = np.where(is_last, dur, big)
@@ -195,6 +220,8 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     # waited: the part of a rank's kernel spent waiting for the last arriver
     waited = np.where(is_last | (latest == first), 0,
                       np.clip(np.minimum(latest - start, dur - last_dur), 0, None))
+    # send/recv: the time before the peer's kernel started (within the kernel)
+    waited = np.where(p2p, np.clip(np.minimum(latest - start, dur), 0, None), waited)
     k["_waited"] = waited
     k["_min_wait"] = np.where(is_last, big, waited)
     wait_total = grp["_waited"].transform("sum").to_numpy(np.int64)
@@ -215,6 +242,7 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
         "last": is_last, "participants": participants.astype(np.int64),
         "matched_by": k["matched_by"], "kernel": k["kernel"],
         "process_group_desc": k["process_group_desc"], "in_msg_nelems": k["in_msg_nelems"],
+        "direction": k["direction"], "peer": k["peer"],
     }, columns=ARRIVAL_COLUMNS)
     return out.sort_values(["collective", "rank"], kind="stable", ignore_index=True)
 
@@ -241,7 +269,8 @@ def straggler_summary(arrivals: pd.DataFrame) -> pd.DataFrame:
     Only instances with two or more participants count. Sorted by ``score``, highest
     first (then by rank).
     """
-    a = arrivals[arrivals["participants"] >= 2] if len(arrivals) else arrivals
+    a = (arrivals[(arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")]
+         if len(arrivals) else arrivals)
     if not len(a):
         return _empty(SUMMARY_COLUMNS)
     g = a.groupby("rank", sort=True)
@@ -272,7 +301,7 @@ def potential_stragglers(summary: pd.DataFrame, num_candidates: int = 2) -> list
 
 
 _TEXT = {"process_group", "process_group_desc", "name", "kernel",
-         "matched_by"}
+         "matched_by", "direction"}
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:

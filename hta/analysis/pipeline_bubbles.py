@@ -1,0 +1,271 @@
+"""The pipeline's bubbles, waits and transfers per stage, step and micro-batch, from every
+stage's runs of computation (:func:`hta.analysis.pipeline.rank_pipeline_compute`) and
+the matched send/recv kernels. Definitions: :mod:`hta.analysis.pipeline`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.clock import shift_times
+from hta.analysis.p2p import RECV, SEND
+from hta.analysis.pipeline import (
+    BACKWARD,
+    COLUMNS,
+    FLUSH,
+    FORWARD,
+    STEP_COLUMNS,
+    is_ring,
+    stage_order,
+)
+
+_KEY = ["pipeline", "stage", "rank", "step", "micro_batch", "phase"]
+_NS = ["compute_ns", "bubble_ns", "wait_ns", "transfer_ns"]
+_NEVER = np.iinfo(np.int64).max
+
+
+def pipeline_bubbles(runs: pd.DataFrame, arrivals: pd.DataFrame,
+                     offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
+    """:data:`~hta.analysis.pipeline.COLUMNS`: one row per stage, step, micro-batch and
+    phase, by pipeline, stage, step and start. ``runs``: every rank's
+    :func:`~hta.analysis.pipeline.rank_pipeline_compute`; ``arrivals``: the matched
+    kernels on one clock; ``offsets``: rank -> ns to subtract from ``runs``' times to put
+    them on that clock."""
+    stages = stage_order(arrivals)
+    if not stages or not len(runs):
+        return no_bubbles()
+    runs = shift_times(runs[runs["rank"].isin(list(stages))], offsets or {})
+    runs = _with_stages(runs, stages, arrivals)
+    compute = _compute_and_gaps(runs)
+    p2p = _transfers(arrivals, stages)
+    table = pd.concat([compute, p2p], ignore_index=True)
+    table = table.groupby(_KEY, sort=False, as_index=False)[_NS + ["_first", "_any"]].agg(
+        {**{c: "sum" for c in _NS}, "_first": "min", "_any": "min"})
+    # in the order the stage computed them (a row without computation: its first transfer)
+    table["_first"] = np.where(table["_first"] < _NEVER, table["_first"], table["_any"])
+    table = table.sort_values(["pipeline", "stage", "step", "_first"], kind="stable")
+    out = table.reset_index(drop=True)
+    for c in _NS:
+        out[c.replace("_ns", "(us)")] = out[c].to_numpy(float) / 1e3
+    return out[COLUMNS]
+
+
+def no_bubbles() -> pd.DataFrame:
+    """:func:`pipeline_bubbles` with no pipeline (no rows)."""
+    return pd.DataFrame({c: pd.Series([], dtype="object" if c == "phase" else
+                                      "float64" if "(us)" in c else "int64")
+                         for c in COLUMNS})
+
+
+def _with_stages(runs: pd.DataFrame, stages: Mapping[int, tuple[int, int, int]],
+                 arrivals: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with ``pipeline`` and ``stage``, and the phase of the runs labelled by a
+    transfer (:mod:`hta.analysis.pipeline`)."""
+    rank = runs["rank"].to_numpy(np.int64)
+    runs = runs.assign(pipeline=[stages[int(r)][0] for r in rank],
+                       stage=[stages[int(r)][1] for r in rank])
+    phase = _transfer_phase(runs["direction"].to_numpy(dtype=object),
+                            runs["stage"].to_numpy(np.int64),
+                            runs["peer"].to_numpy(np.int64), runs["pipeline"].to_numpy(),
+                            stages, arrivals)
+    given = runs["phase"].to_numpy(dtype=object)
+    return runs.assign(phase=np.where(given != "", given, phase))
+
+
+def _transfer_phase(direction: np.ndarray, stage: np.ndarray, peer: np.ndarray,
+                    pipeline: np.ndarray, stages: Mapping[int, tuple[int, int, int]],
+                    arrivals: pd.DataFrame) -> np.ndarray:
+    """``forward`` for a receive from the previous stage or a send to the next (around
+    the ring in an interleaved pipeline), ``backward`` the other way, ``""`` without a
+    transfer or a known peer."""
+    peer_stage = np.array([stages.get(int(q), (-1, -1, 0))[1] for q in peer], dtype=np.int64)
+    size = np.array([stages.get(int(q), (-1, -1, 1))[2] for q in peer], dtype=np.int64)
+    rings = {int(p) for p in set(pipeline.tolist()) if is_ring(arrivals, stages, int(p))}
+    ring = np.array([int(p) in rings for p in pipeline], dtype=bool)
+    step = np.where(ring, (peer_stage - stage) % np.maximum(size, 1), peer_stage - stage)
+    before = np.where(ring, step == size - 1, step < 0)
+    after = np.where(ring, step == 1, step > 0)
+    forward = ((direction == RECV) & before) | ((direction == SEND) & after)
+    known = (direction != "") & (peer_stage >= 0)
+    return np.where(known, np.where(forward, FORWARD, BACKWARD), "")
+
+
+def _compute_and_gaps(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: its computation and the gap before it (counted from the window's start
+    for a stage's first run), plus a ``flush`` row per stage and step (module
+    docstring of :mod:`hta.analysis.pipeline`)."""
+    r = runs.sort_values(["rank", "step", "start_ns"], kind="stable").reset_index(drop=True)
+    window = r.groupby(["pipeline", "step"])
+    w_start = window["start_ns"].transform("min").to_numpy(np.int64)
+    w_end = window["end_ns"].transform("max").to_numpy(np.int64)
+    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    prev = _running_end(r, w_start)
+    compute = np.maximum(end - np.maximum(start, prev), 0)
+    gaps = np.maximum(start - prev, 0)
+    rows = r.assign(compute_ns=compute, bubble_ns=gaps, wait_ns=0, transfer_ns=0,
+                    _first=start, _any=start)
+    last = r.groupby(["pipeline", "stage", "rank", "step"], as_index=False).agg(
+        last=("end_ns", "max"))
+    ends = r.assign(_end=w_end).groupby(["pipeline", "step"])["_end"].max()
+    tail = last.assign(
+        micro_batch=-1, phase=FLUSH, compute_ns=0, wait_ns=0, transfer_ns=0,
+        bubble_ns=[int(ends[(p, s)]) - int(e) for p, s, e in zip(
+            last["pipeline"], last["step"], last["last"], strict=True)],
+        _first=last["last"], _any=last["last"])
+    cols = _KEY + _NS + ["_first", "_any"]
+    return pd.concat([rows[cols], tail[cols]], ignore_index=True)
+
+
+def _running_end(r: pd.DataFrame, w_start: np.ndarray) -> np.ndarray:
+    """Per run (sorted by rank, step and start): the latest end of the stage's earlier
+    runs in the step, or the window's start for its first (integer ns throughout)."""
+    most = r.groupby(["rank", "step"], sort=False)["end_ns"].cummax().to_numpy(np.int64)
+    rank, step = r["rank"].to_numpy(), r["step"].to_numpy()
+    same = np.r_[False, (rank[1:] == rank[:-1]) & (step[1:] == step[:-1])]
+    return np.where(same, np.r_[np.int64(0), most[:-1]], w_start).astype(np.int64)
+
+
+def _transfers(arrivals: pd.DataFrame, stages: Mapping[int, tuple[int, int, int]]
+               ) -> pd.DataFrame:
+    """Per send/recv kernel of a stage: its wait and transfer, with its phase and
+    micro-batch (the ``k``-th with that peer and direction in its step)."""
+    p = arrivals[(arrivals["matched_by"] == "p2p") & arrivals["rank"].isin(list(stages))]
+    p = p[p["iteration"] >= 0].sort_values(["rank", "start_ns"], kind="stable")
+    if not len(p):
+        return pd.DataFrame(columns=_KEY + _NS + ["_first", "_any"])
+    rank = p["rank"].to_numpy(np.int64)
+    pipe = np.array([stages[int(x)][0] for x in rank], dtype=np.int64)
+    stage = np.array([stages[int(x)][1] for x in rank], dtype=np.int64)
+    phase = _transfer_phase(p["direction"].to_numpy(dtype=object), stage,
+                            p["peer"].to_numpy(np.int64), pipe, stages, arrivals)
+    number = p.groupby(["rank", "iteration", "direction", "peer"], sort=False).cumcount()
+    dur = p["end_ns"].to_numpy(np.int64) - p["start_ns"].to_numpy(np.int64)
+    wait = np.clip(p["waited_ns"].to_numpy(np.int64), 0, dur)
+    return pd.DataFrame({
+        "pipeline": pipe, "stage": stage, "rank": rank,
+        "step": p["iteration"].to_numpy(np.int64),
+        "micro_batch": number.to_numpy(np.int64), "phase": phase,
+        "compute_ns": 0, "bubble_ns": 0, "wait_ns": wait, "transfer_ns": dur - wait,
+        "_first": _NEVER, "_any": p["start_ns"].to_numpy(np.int64)})
+
+
+def pipeline_steps(bubbles: pd.DataFrame, *,
+                   schedules: Mapping[int, str] | None = None) -> pd.DataFrame:
+    """:data:`~hta.analysis.pipeline.STEP_COLUMNS` from :func:`pipeline_bubbles`' table:
+    per stage and step, the sums, the forward micro-batches, the window, the schedule
+    (``schedules``: pipeline -> name) and the theoretical bubble."""
+    if not len(bubbles):
+        return pd.DataFrame({c: pd.Series([], dtype="object" if c == "schedule" else
+                                          "float64" if "(us)" in c else "int64")
+                             for c in STEP_COLUMNS})
+    key = ["pipeline", "stage", "rank", "step"]
+    g = bubbles.groupby(key, sort=True)
+    out = g[["compute(us)", "bubble(us)", "wait(us)", "transfer(us)"]].sum().reset_index()
+    fwd = bubbles[(bubbles["phase"] == FORWARD) & (bubbles["micro_batch"] >= 0)]
+    counts = fwd.groupby(key)["micro_batch"].nunique()
+    out["micro_batches"] = [int(counts.get(tuple(k), 0)) for k in
+                            out[key].itertuples(index=False, name=None)]
+    out["window(us)"] = out["compute(us)"] + out["bubble(us)"]
+    size = out.groupby(["pipeline", "step"])["stage"].transform("nunique").to_numpy()
+    chunks = 1  # interleaved chunks per stage are not told apart from the micro-batches
+    per_mb = out["compute(us)"] / np.maximum(out["micro_batches"].to_numpy(), 1)
+    out["bubble_theory(us)"] = (size - 1) / chunks * per_mb
+    names = schedules or {}
+    out["schedule"] = [names.get(int(p), "unknown") for p in out["pipeline"]]
+    return out[STEP_COLUMNS]
+
+
+#: Columns of :func:`stage_means`.
+STAGE_COLUMNS = ["pipeline", "stage", "rank", "schedule", "steps", "micro_batches",
+                 "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
+                 "transfer(us)", "bubble_pctg"]
+
+
+def stage_means(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per stage, the means over the steps of :func:`pipeline_steps`' table
+    (:data:`STAGE_COLUMNS`; ``bubble_pctg``: the bubble's share of the window)."""
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series([], dtype="object" if c == "schedule" else
+                                          "int64" if c in ("pipeline", "stage", "rank",
+                                                           "steps", "micro_batches")
+                                          else "float64") for c in STAGE_COLUMNS})
+    key = ["pipeline", "stage", "rank", "schedule"]
+    g = steps.groupby(key, sort=True)
+    out = g[["window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
+             "transfer(us)"]].mean().reset_index()
+    out["steps"] = g.size().to_numpy()
+    out["micro_batches"] = g["micro_batches"].max().to_numpy()
+    out["bubble_pctg"] = 100.0 * out["bubble(us)"] / out["window(us)"].where(
+        out["window(us)"] > 0)
+    return out[STAGE_COLUMNS]
+
+
+def schedule_of(bubbles: pd.DataFrame, ring: Mapping[int, bool]) -> dict[int, str]:
+    """pipeline -> ``gpipe``, ``1f1b``, ``interleaved`` or ``unknown`` (module docstring
+    of :mod:`hta.analysis.pipeline`), from the order of each stage's forward and backward
+    computation in each step."""
+    out: dict[int, str] = {}
+    ops = bubbles[bubbles["phase"].isin([FORWARD, BACKWARD]) & (bubbles["compute(us)"] > 0)]
+    for pipe, part in ops.groupby("pipeline"):
+        if ring.get(int(pipe)):
+            out[int(pipe)] = "interleaved"
+            continue
+        size = int(part["stage"].nunique())
+        gpipe, one_f = True, True
+        for (stage, _step), seq in part.groupby(["stage", "step"]):
+            phases = seq["phase"].tolist()
+            if FORWARD not in phases or BACKWARD not in phases:
+                continue  # an end stage whose ops were counted together tells nothing
+            m = int(seq.loc[seq["phase"] == FORWARD, "micro_batch"].nunique())
+            first_b = phases.index(BACKWARD)
+            gpipe &= FORWARD not in phases[first_b:]
+            one_f &= first_b == min(size - int(stage), m)
+        out[int(pipe)] = "gpipe" if gpipe else "1f1b" if one_f else "unknown"
+    return out
+
+
+#: Columns of :func:`pipeline_timeline`.
+TIMELINE_COLUMNS = ["pipeline", "stage", "rank", "step", "kind", "start_ns", "end_ns",
+                    "micro_batch", "phase"]
+
+
+def pipeline_timeline(runs: pd.DataFrame, arrivals: pd.DataFrame,
+                      offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
+    """The intervals behind :func:`pipeline_bubbles`, for a stages x time figure
+    (:data:`TIMELINE_COLUMNS`, on one clock): ``kind`` ``compute`` (the runs),
+    ``bubble`` (the gaps in each step's window, the flush included), ``wait`` and
+    ``transfer`` (each send/recv kernel cut where its peer started)."""
+    stages = stage_order(arrivals)
+    if not stages or not len(runs):
+        return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("kind", "phase")
+                                          else "int64") for c in TIMELINE_COLUMNS})
+    runs = shift_times(runs[runs["rank"].isin(list(stages))], offsets or {})
+    r = _with_stages(runs, stages, arrivals).sort_values(["rank", "step", "start_ns"],
+                                                         kind="stable")
+    window = r.groupby(["pipeline", "step"])
+    w_start = window["start_ns"].transform("min").to_numpy(np.int64)
+    w_end = window["end_ns"].transform("max").to_numpy(np.int64)
+    prev = _running_end(r, w_start)
+    start = r["start_ns"].to_numpy(np.int64)
+    base = r[["pipeline", "stage", "rank", "step", "micro_batch", "phase"]]
+    compute = base.assign(kind="compute", start_ns=start, end_ns=r["end_ns"].to_numpy())
+    gaps = base.assign(kind="bubble", start_ns=prev, end_ns=start)[start > prev]
+    last = r.assign(_w=w_end).groupby(["pipeline", "stage", "rank", "step"],
+                                      as_index=False).agg(start_ns=("end_ns", "max"),
+                                                          end_ns=("_w", "max"))
+    tail = last.assign(kind="bubble", micro_batch=-1, phase=FLUSH)
+    tail = tail[tail["end_ns"] > tail["start_ns"]]
+    p = _transfers(arrivals, stages)
+    frames = [compute, gaps, tail]
+    if len(p):
+        begin = p["_any"].to_numpy(np.int64)
+        cut = begin + p["wait_ns"].to_numpy(np.int64)
+        stop = cut + p["transfer_ns"].to_numpy(np.int64)
+        keys = p[["pipeline", "stage", "rank", "step", "micro_batch", "phase"]]
+        frames.append(keys.assign(kind="wait", start_ns=begin, end_ns=cut)[cut > begin])
+        frames.append(keys.assign(kind="transfer", start_ns=cut, end_ns=stop))
+    out = pd.concat([f[TIMELINE_COLUMNS] for f in frames], ignore_index=True)
+    return out.sort_values(["pipeline", "stage", "start_ns"], kind="stable",
+                           ignore_index=True)

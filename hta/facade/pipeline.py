@@ -1,0 +1,146 @@
+"""Why ranks are late, and where a pipeline idles, on ``TraceAnalysis``:
+:meth:`~PipelineMixin.get_straggler_causes` and :meth:`~PipelineMixin.get_pipeline_bubbles`.
+
+The definitions are in :mod:`hta.analysis.straggler_causes` and
+:mod:`hta.analysis.pipeline`; each rank's part is computed next to the data
+(:func:`~hta.model.runner.run_one`), and only small per-rank tables come back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from hta.facade.display import show
+from hta.facade.selecting import chosen
+from hta.facade.stragglers import StragglersMixin
+from hta.model.runner import RankWork, run_one
+from hta.model.selection import Iterations, Ranks
+
+if TYPE_CHECKING:
+    from hta.model.job import Job
+
+logger = logging.getLogger(__name__)
+
+#: The causes a replay change models: the change's saving is the row's ``cost(us)``.
+REPLAYED_CAUSES = ("slow_compute", "imbalance")
+#: The tables :meth:`PipelineMixin.get_pipeline_bubbles` gives, by its ``per``.
+PER = ("micro_batch", "step", "timeline")
+
+
+class PipelineMixin(StragglersMixin):
+    """Straggler causes and pipeline bubbles."""
+
+    t: Job
+
+    def get_straggler_causes(self, ranks: Ranks = None, iterations: Iterations = None,
+                             replay: bool = True) -> pd.DataFrame:
+        """Why each late rank is late: one row per rank and cause (``slow_compute``,
+        ``imbalance``, ``host``, ``slow_link`` or ``unexplained``), with the steps it was
+        late on, whether it recurs, the wait it caused and the evidence (its GPU
+        computation, GPU idle time and transfer time per step against the median rank's).
+        Empty when no rank holds the others up above the job's noise. Definitions:
+        :mod:`hta.analysis.straggler_causes`.
+
+        ``cost(us)``: for ``slow_compute`` and ``imbalance``, what the replay predicts the
+        job's steps (those the row names) would gain with ``no-stragglers:RANK`` (the
+        rank's computation at the median), named in ``change``; for the other causes,
+        which no replay change models, the measured ``held(us)``. ``replay=False`` (or a
+        job the replay cannot build) gives ``held(us)`` for every row.
+        """
+        from hta.analysis.straggler_causes import (
+            no_profile,
+            rank_step_profile,
+            straggler_causes,
+        )
+
+        selection = chosen(ranks, iterations)
+        if len(self.t.selected_ranks(ranks)) < 2:
+            from hta.analysis.straggler_causes import no_causes
+
+            return no_causes()
+        arrivals = self.get_collective_arrivals(ranks, iterations)
+        profile = run_one(self.t, RankWork(rank_step_profile, (selection.iteration_list,),
+                                           description="Step profiles", add_rank=False,
+                                           empty=no_profile), selection)
+        causes = straggler_causes(profile, arrivals)
+        return self._straggler_costs(causes, replay)
+
+    def _straggler_costs(self, causes: pd.DataFrame, replay: bool) -> pd.DataFrame:
+        """``causes`` with ``cost(us)`` and ``change`` (:meth:`get_straggler_causes`)."""
+        causes = causes.copy()
+        causes["cost(us)"] = causes["held(us)"]
+        if not replay or not len(causes):
+            return causes
+        for i, row in causes.iterrows():
+            if row["cause"] not in REPLAYED_CAUSES:
+                continue
+            change = f"no-stragglers:{int(row['rank'])}"
+            try:
+                table = self.what_if(change)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - the measured wait is still an answer
+                logger.warning("straggler causes: %s could not be replayed (%s); cost(us) "
+                               "is the measured wait", change, exc)
+                return causes
+            per_step = table.drop_duplicates("step").set_index("step")
+            steps = [s for s in row["steps"] if s in per_step.index]
+            gain = (per_step.loc[steps, "job_measured(us)"]
+                    - per_step.loc[steps, "job_predicted(us)"]).clip(lower=0)
+            causes.at[i, "cost(us)"] = float(gain.sum())
+            causes.at[i, "change"] = change
+        return causes
+
+    def get_pipeline_bubbles(self, ranks: Ranks = None, iterations: Iterations = None,
+                             per: str = "micro_batch", visualize: bool = False
+                             ) -> pd.DataFrame:
+        """Where each pipeline stage's computation idles: per stage, step, micro-batch and
+        phase (``per="micro_batch"``), the computation, the bubble (time in the step's
+        pipeline window with no computation on the stage), and in its send/recv kernels
+        the wait for the peer and the transfer; ``per="step"``: per stage and step, with
+        the schedule (``gpipe``, ``1f1b``, ``interleaved``, ``unknown``) and the
+        theoretical bubble; ``per="timeline"``: the intervals (computation, bubble, wait,
+        transfer) on one clock, for a stages x time figure. Stages come from the send/recv
+        graph. Empty for a job with no matched send/recv. Definitions:
+        :mod:`hta.analysis.pipeline`. ``visualize`` shows
+        :func:`hta.plots.pipeline.pipeline_figure`."""
+        if per not in PER:
+            raise ValueError(f"per={per!r}: expected one of {', '.join(PER)}")
+        bubbles, steps, timeline = self._pipeline_tables(ranks, iterations)
+        if visualize:
+            from hta.analysis.pipeline_bubbles import stage_means
+            from hta.plots.pipeline import pipeline_figure
+
+            show(pipeline_figure(stage_means(steps), timeline))
+        return {"micro_batch": bubbles, "step": steps, "timeline": timeline}[per]
+
+    def _pipeline_tables(self, ranks: Ranks, iterations: Iterations
+                         ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`."""
+        from hta.analysis.pipeline import is_ring, no_runs, rank_pipeline_compute, stage_order
+        from hta.analysis.pipeline_bubbles import (
+            pipeline_bubbles,
+            pipeline_steps,
+            pipeline_timeline,
+            schedule_of,
+        )
+
+        selection = chosen(ranks, iterations)
+        arrivals = self.get_collective_arrivals(ranks, iterations)
+        p2p = arrivals[arrivals["matched_by"] == "p2p"] if len(arrivals) else arrivals
+        stages = stage_order(p2p) if len(p2p) else {}
+        if not stages:
+            bubbles = pipeline_bubbles(no_runs(), p2p)
+            return bubbles, pipeline_steps(bubbles), pipeline_timeline(no_runs(), p2p)
+        picked = chosen(sorted(stages), selection.iteration_list)
+        runs = run_one(self.t, RankWork(rank_pipeline_compute, (selection.iteration_list,),
+                                        description="Pipeline stages", add_rank=False,
+                                        empty=no_runs), picked)
+        shifts = self.clock_shifts(True)
+        bubbles = pipeline_bubbles(runs, p2p, shifts)
+        rings = {int(p): is_ring(p2p, stages, int(p))
+                 for p in np.unique([v[0] for v in stages.values()])}
+        steps = pipeline_steps(bubbles, schedules=schedule_of(bubbles, rings))
+        return bubbles, steps, pipeline_timeline(runs, p2p, shifts)
