@@ -193,6 +193,152 @@ def test_p2p_names_peers_and_seq(
     assert sendrecv == {"ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"}
 
 
+def _runtime_calls(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(_events(trace, "cuda_runtime"), key=lambda e: e["ts"].ns)
+
+
+def _encloses(trace: dict[str, Any], ext: int, start: int, end: int) -> bool:
+    """Whether a CPU op or annotation with External id ``ext`` spans [start, end]."""
+    return any(e["args"].get("External id") == ext and e["ts"].ns <= start
+               and end <= e["ts"].ns + e["dur"].ns
+               for e in trace["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation"))
+
+
+def _waiting_launches(trace: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(cudaEventRecord, cudaLaunchKernel) around each cudaStreamWaitEvent, checked to be
+    back to back, 2 us each, in the launch's op, with the launches' counter and no flow."""
+    calls = _runtime_calls(trace)
+    flows = {e["id"] for e in trace["traceEvents"] if e.get("cat") == "ac2g"}
+    gpu = {e["args"]["correlation"] for e in _events(trace, "kernel")}
+    out = []
+    for i, wait in enumerate(calls):
+        if wait["name"] != "cudaStreamWaitEvent":
+            continue
+        rec, launch = calls[i - 1], calls[i + 1]
+        assert (rec["name"], launch["name"]) == ("cudaEventRecord", "cudaLaunchKernel")
+        assert rec["dur"].ns == wait["dur"].ns == 2 * US
+        assert rec["ts"].ns + 2 * US == wait["ts"].ns and wait["ts"].ns + 2 * US == launch["ts"].ns
+        assert (rec["args"]["cbid"], wait["args"]["cbid"]) == (135, 147)
+        corr = [c["args"]["correlation"] for c in (rec, wait, launch)]
+        assert corr == [corr[0], corr[0] + 1, corr[0] + 2]
+        assert not {corr[0], corr[1]} & (flows | gpu)
+        ext = launch["args"]["External id"]
+        assert rec["args"]["External id"] == wait["args"]["External id"] == ext
+        assert _encloses(trace, ext, rec["ts"].ns, launch["ts"].ns + launch["dur"].ns)
+        out.append((rec, launch))
+    return out
+
+
+def _kernels_by_corr(trace: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {k["args"]["correlation"]: k for k in _events(trace, "kernel")}
+
+
+def _end(e: dict[str, Any]) -> int:
+    return int(e["ts"].ns + e["dur"].ns)
+
+
+def _last_before(kernels: list[dict[str, Any]], stream: int, corr: int) -> int:
+    """End of the last kernel on ``stream`` launched before correlation ``corr`` (0: none)."""
+    ends = [_end(k) for k in kernels if k["tid"] == stream and k["args"]["correlation"] < corr]
+    return max(ends, default=0)
+
+
+def test_the_all_reduce_waits_for_the_compute_stream(
+    jobs: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]]
+) -> None:
+    for shape in DDP:
+        traces, _ = jobs[shape]
+        for trace in traces:
+            waits = _waiting_launches(trace)
+            kernels = _kernels_by_corr(trace)
+            assert len(waits) == 4  # one per step, before the all-reduce
+            for rec, launch in waits:
+                corr = launch["args"]["correlation"]
+                k = kernels[corr]
+                assert k["tid"] == 20 and k["name"].startswith("ncclDevKernel_AllReduce")
+                assert _encloses(trace, launch["args"]["External id"], rec["ts"].ns,
+                                 _end(launch))  # inside the nccl:all_reduce annotation
+                ks = list(kernels.values())
+                assert k["ts"].ns == max(launch["ts"].ns + 3 * US, _last_before(ks, 7, corr),
+                                         _last_before(ks, 20, corr))
+
+
+@pytest.mark.parametrize("shape", PIPES)
+def test_pipeline_streams_wait_for_each_other(
+    jobs: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]], shape: str
+) -> None:
+    traces, truth = jobs[shape]
+    for r, trace in enumerate(traces):
+        kernels = _kernels_by_corr(trace)
+        ks = list(kernels.values())
+        waiting = [kernels[launch["args"]["correlation"]] for _, launch in _waiting_launches(trace)]
+        n_recv = sum(x["direction"] == "recv" for x in truth["p2p"] if x["rank"] == r)
+        n_send = sum(x["direction"] == "send" for x in truth["p2p"] if x["rank"] == r)
+        assert sorted(k["tid"] for k in waiting) == [7] * n_recv + [21] * n_send
+        for k in waiting:  # compute waits for its recv, a send for its compute kernel
+            corr = k["args"]["correlation"]
+            launch = next(e for e in _events(trace, "cuda_runtime", "cudaLaunchKernel")
+                          if e["args"]["correlation"] == corr)
+            other = 22 if k["tid"] == 7 else 7
+            assert k["ts"].ns == max(launch["ts"].ns + 3 * US, _last_before(ks, other, corr),
+                                     _last_before(ks, k["tid"], corr))
+
+
+@pytest.mark.parametrize("shape", PIPES)
+def test_pipeline_actions_are_annotated(
+    jobs: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]], shape: str
+) -> None:
+    traces, truth = jobs[shape]
+    assert truth["annotated"] is True
+    for r, trace in enumerate(traces):
+        actions = sorted((e for e in _events(trace, "user_annotation")
+                          if e["name"].startswith("PP:")), key=lambda e: e["ts"].ns)
+        want = [f"PP:{r}{'F' if phase == 'forward' else 'B'}{mb}"
+                for phase, mb in schedule(shape, r, 4, 4)] * 4
+        assert [a["name"] for a in actions] == want
+        ops = sorted(_events(trace, "cpu_op", "aten::mm"), key=lambda e: e["ts"].ns)
+        launches = {e["args"]["External id"]: e
+                    for e in _events(trace, "cuda_runtime", "cudaLaunchKernel")}
+        assert len(ops) == len(actions)
+        for a, op in zip(actions, ops):  # each op, its event calls and launch inside
+            assert isinstance(a["args"]["External id"], int)
+            assert a["ts"].ns + US == op["ts"].ns and _end(op) + US == _end(a)
+            launch = launches[op["args"]["External id"]]
+            assert op["ts"].ns < launch["ts"].ns and _end(launch) <= _end(op)
+    ddp = jobs["slow_worker"][0]
+    assert not [e for t in ddp for e in _events(t, "user_annotation") if e["name"][:3] == "PP:"]
+    assert jobs["slow_worker"][1]["annotated"] is False
+
+
+def test_without_annotations_only_the_annotations_go(
+    jobs: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]]
+) -> None:
+    traces, truth = coupled_job("1f1b", ranks=4, steps=4, micro_batches=4, annotate=False)
+    traces_a, truth_a = jobs["1f1b"]
+    assert truth["annotated"] is False
+    assert {**truth, "annotated": True} == truth_a
+    for plain, annotated in zip(traces, traces_a):
+        kept = [e for e in annotated["traceEvents"] if not e["name"].startswith("PP:")]
+        assert len(kept) < len(annotated["traceEvents"])
+        strip = [{**e, "args": {k: v for k, v in e.get("args", {}).items()
+                                if k != "External id"}} for e in kept]
+        assert strip == [{**e, "args": {k: v for k, v in e.get("args", {}).items()
+                                        if k != "External id"}} for e in plain["traceEvents"]]
+
+
+def test_the_replay_sees_the_all_reduce_wait(tmp_path: Path) -> None:
+    """With the stream wait in the trace, making rank 3's compute as fast as the others'
+    takes its excess off every step of the job."""
+    _, truth = generate_coupled_job(tmp_path, "slow_worker", ranks=4, steps=4)
+    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    t = ta.what_if("no-stragglers:3").drop_duplicates("step").set_index("step")
+    for s in range(4):
+        compute = {x["rank"]: x["compute_ns"] for x in truth["per_step"] if x["step"] == s}
+        excess_us = (compute[3] - max(compute[r] for r in range(3))) / US
+        drop = t.loc[s, "job_measured(us)"] - t.loc[s, "job_predicted(us)"]
+        assert drop == pytest.approx(excess_us, rel=0.05)
+
+
 # --- what each shape was built to show ---------------------------------------------------------
 
 
@@ -327,3 +473,13 @@ def test_cli_writes_a_coupled_job(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert json.load(fh)["distributedInfo"]["world_size"] == 4
     with pytest.raises(SystemExit):
         syn.main([str(out), "--shape", "gpipe", "--absolute-time"])
+
+
+def test_cli_without_pp_annotations(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    assert syn.main([str(out), "--shape", "gpipe", "--ranks", "2", "--steps", "1",
+                     "--no-pp-annotations", "--no-gzip"]) == 0
+    assert json.loads((out / "truth.json").read_text())["annotated"] is False
+    assert b'"PP:' not in (out / "rank-1.json").read_bytes()
+    with pytest.raises(SystemExit):
+        syn.main([str(tmp_path / "plain"), "--no-pp-annotations"])

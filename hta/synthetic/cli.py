@@ -22,8 +22,8 @@ from hta.synthetic.writer import generate_job
 DESCRIPTION = "Synthetic PyTorch-profiler (Kineto) traces with exact, by-construction ground truth."
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m hta.synthetic OUT_DIR [...]``: write a synthetic multi-rank job."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line of :func:`main`."""
     p = argparse.ArgumentParser(prog="python -m hta.synthetic", description=DESCRIPTION)
     p.add_argument("out_dir", type=Path)
     p.add_argument("--ranks", type=int, default=4)
@@ -61,9 +61,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=4,
         help="micro-batches per step of the pipeline shapes (gpipe, 1f1b)",
     )
+    p.add_argument(
+        "--no-pp-annotations",
+        action="store_true",
+        help="with a pipeline --shape: leave out the PP:<stage><F|B><micro-batch> annotations",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hta.synthetic OUT_DIR [...]``: write a synthetic multi-rank job."""
+    p = _parser()
     args = p.parse_args(argv)
     if args.shape is not None:
         return _coupled(p, args)
+    if args.no_pp_annotations:
+        p.error("--no-pp-annotations needs --shape")
     kps = 40 if args.kernels_per_step is None else args.kernels_per_step
     if args.events_per_rank is not None:
         kps = kernels_per_step_for_events(args.events_per_rank, args.steps)
@@ -108,6 +121,7 @@ def _coupled(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             micro_batches=args.micro_batches,
             seed=args.seed,
             gzip=not args.no_gzip,
+            annotate=not args.no_pp_annotations,
         )
     except ValueError as exc:
         p.error(str(exc))

@@ -13,7 +13,9 @@ forward kernels (200 us) and 8 backward kernels (400 us) on stream 7, then an al
 stream 20 (``T`` = 1,000 us), then synchronizes.  A compute kernel starts at max(its launch
 + 3 us, the previous kernel's end); the all-reduce starts at max(its launch + 3 us, the last
 backward's end) and ends on rank ``r`` at (the latest start over all ranks) + ``T`` x the
-rank's link factor.
+rank's link factor.  As in a real trace, the host says why the all-reduce waits: just before
+its launch call (inside its ``nccl:all_reduce`` annotation) a ``cudaEventRecord`` and a
+``cudaStreamWaitEvent`` make the NCCL stream wait for the compute stream.
 
 * ``balanced``: nothing made slow;
 * ``slow_worker``: rank ``ranks - 1`` computes 1.3x slower on every step;
@@ -25,6 +27,10 @@ rank's link factor.
 Pipeline parallel (stage ``s`` = rank ``s``, p2p in process group ``"1"``, ``"pipeline"``):
 ``gpipe`` and ``1f1b`` with ``micro_batches`` micro-batches, forward 1,000 us and backward
 2,000 us per micro-batch and stage, 200 us per transfer (see :mod:`.coupled_pipeline`).
+Each compute op is wrapped in a ``PP:{stage}F{micro_batch}`` (forward) or
+``PP:{stage}B{micro_batch}`` (backward) ``user_annotation``, as torch.distributed.pipelining
+names its actions, unless the job is written with ``annotate=False`` (the times are the same
+either way; the truth's ``annotated`` says which).
 
 Every compute kernel's duration is multiplied by a seeded factor uniform in [0.99, 1.01]
 and rounded to ns; the truth holds the exact durations used.  The host layout and the events
@@ -200,23 +206,25 @@ def _groups(shape: str, ranks: int) -> tuple[list[Group], dict[str, Group]]:
     return [default], {"allreduce": default}
 
 
-def _truth(shape: str, timeline: Timeline, micro_batches: int) -> dict[str, Any]:
+def _truth(shape: str, timeline: Timeline, micro_batches: int, annotate: bool) -> dict[str, Any]:
+    """The job's truth; ``annotated``: whether its traces hold ``PP:*`` action annotations
+    (pipeline shapes written with ``annotate``)."""
     if shape in PIPELINE_SHAPES:
-        return pipeline_truth(shape, timeline, micro_batches)
+        return pipeline_truth(shape, timeline, micro_batches, annotate)
     ranks, steps = len(timeline), len(timeline[0])
     constructed = [constructed_rank(shape, s, ranks) for s in range(steps)]
     return ddp_truth(shape, timeline, constructed, _CAUSES[shape], shape != "imbalance")
 
 
 def _rank_parts(
-    shape: str, timeline: Timeline
+    shape: str, timeline: Timeline, annotate: bool
 ) -> list[tuple[dict[str, Any], list[dict[str, Any]], str]]:
     """Per rank: the top-level keys, the events, and the ``traceName``."""
     ranks = len(timeline)
     config, by_kind = _groups(shape, ranks)
     out = []
     for r, steps in enumerate(timeline):
-        ev = RankEvents(r, by_kind)
+        ev = RankEvents(r, by_kind, annotate)
         for st in steps:
             ev.add_step(st)
         name = f"/tmp/hta_synthetic_{shape}_rank-{r}.pt.trace.json"
@@ -230,16 +238,23 @@ def _rank_parts(
 
 
 def coupled_job(
-    shape: str, *, ranks: int = 4, steps: int = 4, micro_batches: int = 4, seed: int = 0
+    shape: str,
+    *,
+    ranks: int = 4,
+    steps: int = 4,
+    micro_batches: int = 4,
+    seed: int = 0,
+    annotate: bool = True,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """In memory: one Kineto trace dict per rank (times as :class:`Microseconds`), and the
     truth (see :mod:`hta.synthetic.coupled_truth`).  ``shape`` is one of :data:`SHAPES`;
-    ``micro_batches`` applies to the pipeline shapes only."""
+    ``micro_batches`` applies to the pipeline shapes only, and so does ``annotate`` (write
+    the ``PP:*`` action annotations; without them the times are the same)."""
     _check(shape, ranks, steps, micro_batches)
     timeline = _timeline(shape, ranks, steps, micro_batches, seed)
     traces = [{**head, "traceEvents": events, "traceName": name}
-              for head, events, name in _rank_parts(shape, timeline)]
-    return traces, _truth(shape, timeline, micro_batches)
+              for head, events, name in _rank_parts(shape, timeline, annotate)]
+    return traces, _truth(shape, timeline, micro_batches, annotate)
 
 
 def generate_coupled_job(
@@ -251,9 +266,11 @@ def generate_coupled_job(
     micro_batches: int = 4,
     seed: int = 0,
     gzip: bool = True,
+    annotate: bool = True,
 ) -> tuple[list[Path], dict[str, Any]]:
     """Write ``rank-{r}.json.gz`` (``.json`` without ``gzip``) for each rank and
-    ``truth.json`` into ``out_dir``; return (the rank files, the truth).
+    ``truth.json`` into ``out_dir``; return (the rank files, the truth).  ``annotate``: as
+    in :func:`coupled_job`.
 
     The files hold what :func:`coupled_job` returns (times with exactly three decimals);
     ``truth.json`` is plain JSON with integer ns.  The project's loader skips ``truth.json``
@@ -266,10 +283,10 @@ def generate_coupled_job(
     suffix = ".json.gz" if gzip else ".json"
     paths = []
     with _gc_paused():
-        for r, (head, events, name) in enumerate(_rank_parts(shape, timeline)):
+        for r, (head, events, name) in enumerate(_rank_parts(shape, timeline, annotate)):
             path = out / f"rank-{r}{suffix}"
             _write_stream(path, head, [events], name, gzip)
             paths.append(path)
-    truth = _truth(shape, timeline, micro_batches)
+    truth = _truth(shape, timeline, micro_batches, annotate)
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return paths, truth

@@ -12,6 +12,17 @@ Host layout of a step on the rank's one CPU thread (see :func:`lay_out_host`):
 * each compute kernel: ``aten::mm`` of 7 us holding its 5 us ``cudaLaunchKernel`` (2 us in);
 * each NCCL kernel: ``record_param_comms`` of 9 us > ``nccl:*`` annotation (1 us in, 7 us)
   > 5 us ``cudaLaunchKernel`` (2 us in);
+* a kernel that waits for work on another stream (:attr:`GpuOp.waits_on_stream`: the
+  all-reduce for the last backward, a pipeline compute kernel for its recv, a send for its
+  compute kernel) has, just before its launch call and inside the same op (the ``aten::mm``,
+  or the ``nccl:*`` annotation), a 2 us ``cudaEventRecord`` then a 2 us
+  ``cudaStreamWaitEvent`` (``cbid`` 135 and 147, a ``correlation`` from the launches'
+  counter, no flow and no GPU event, as :mod:`hta.synthetic.primitives` writes them): its
+  op is 4 us longer and its launch 4 us later;
+* a pipeline compute op (:attr:`GpuOp.action` set) sits in a slot 2 us longer than the op,
+  the op 1 us in: the slot is the ``PP:{stage}{F|B}{micro-batch}`` ``user_annotation`` of
+  torch.distributed.pipelining (written only when the job is annotated; the layout is the
+  same either way);
 * ``cudaStreamSynchronize`` from the end of the last op until the rank's GPU is done + 10 us;
   the step ends 20 us later, where the next step starts.
 """
@@ -45,6 +56,9 @@ COMM_NS = 9 * US  #: a collective op: 2 us, its 5 us launch call, 2 us
 LAUNCH_OFFSET_NS = 2 * US  #: from the start of an op to the start of its launch call
 LAUNCH_NS = 5 * US  #: every launch call
 QUEUE_NS = 3 * US  #: a kernel starts at the earliest 3 us after its launch call starts
+EVENT_CALL_NS = 2 * US  #: cudaEventRecord and cudaStreamWaitEvent
+WAIT_CALLS_NS = 2 * EVENT_CALL_NS  #: the two event calls before a launch that waits
+PP_PAD_NS = 1 * US  #: a PP action annotation starts 1 us before its op and ends 1 us after
 SYNC_TAIL_NS = 10 * US  #: cudaStreamSynchronize returns 10 us after the GPU is done
 STEP_TAIL_NS = 20 * US  #: the step ends 20 us after the synchronize
 P2P_NELEMS = 1_048_576
@@ -103,7 +117,8 @@ class GpuOp:
     ``dur_ns`` is fixed in advance for compute kernels; communication kernels get theirs when
     solved.  ``waits_for`` is the op whose end the kernel waits for (a compute kernel: the
     recv it needs; a send: the compute kernel producing it; an all-reduce: the last backward);
-    ``partner`` is the other side of a p2p transfer.
+    ``partner`` is the other side of a p2p transfer.  ``action`` is a pipeline compute op's
+    label, ``{stage}{F|B}{micro_batch}`` (``""`` elsewhere).
     """
 
     rank: int
@@ -119,6 +134,7 @@ class GpuOp:
     end_ns: int = -1
     waits_for: GpuOp | None = None
     partner: GpuOp | None = None
+    action: str = ""
 
     @property
     def is_comm(self) -> bool:
@@ -126,9 +142,32 @@ class GpuOp:
         return self.kind in COMM_KINDS
 
     @property
+    def waits_on_stream(self) -> bool:
+        """Whether the kernel waits for work on another stream (event record + stream wait
+        before its launch)."""
+        return self.waits_for is not None and self.waits_for.stream != self.stream
+
+    @property
+    def pad_ns(self) -> int:
+        """From the start of the op's host slot to the start of its CPU op."""
+        return PP_PAD_NS if self.action else 0
+
+    @property
+    def op_ns(self) -> int:
+        """Duration of the op's CPU op (``aten::mm`` or ``record_param_comms``)."""
+        wait = WAIT_CALLS_NS if self.waits_on_stream else 0
+        return (COMM_NS if self.is_comm else OP_NS) + wait
+
+    @property
+    def slot_ns(self) -> int:
+        """Host time the op takes on the thread (its annotation's span, if any)."""
+        return self.op_ns + 2 * self.pad_ns
+
+    @property
     def launch_ns(self) -> int:
-        """Start of the launch call."""
-        return self.host_ns + LAUNCH_OFFSET_NS
+        """Start of the launch call (after the event calls, if any)."""
+        wait = WAIT_CALLS_NS if self.waits_on_stream else 0
+        return self.host_ns + self.pad_ns + LAUNCH_OFFSET_NS + wait
 
 
 @dataclass(eq=False)
@@ -150,7 +189,7 @@ def lay_out_host(st: RankStep) -> None:
     cursor = st.start_ns + st.pause_ns
     for op in st.ops:
         op.host_ns = cursor
-        cursor += COMM_NS if op.is_comm else OP_NS
+        cursor += op.slot_ns
     st.sync_ns = cursor
 
 
@@ -175,16 +214,19 @@ def header(rank: int, world: int, groups: list[Group]) -> dict[str, Any]:
             "pg_config": [g.config() for g in groups],
             "nccl_version": "2.21.5",
         },
+        "host_name": f"synthetic-node{rank // 8:03d}",
         "displayTimeUnit": "ns",
         "baseTimeNanoseconds": _BASE_TIME_NS,
     }
 
 
 class RankEvents:
-    """Writes one rank's solved steps as Kineto events (times relative to the base time)."""
+    """Writes one rank's solved steps as Kineto events (times relative to the base time);
+    ``annotate``: write the ``PP:*`` action annotations of pipeline compute ops."""
 
-    def __init__(self, rank: int, groups: dict[str, Group]) -> None:
+    def __init__(self, rank: int, groups: dict[str, Group], annotate: bool = True) -> None:
         self.rank = rank
+        self.annotate = annotate
         self.device = rank
         self.pid = 1000 + rank
         self.tid = 2000 + rank
@@ -251,14 +293,30 @@ class RankEvents:
         self._x("cuda_runtime", "cudaStreamSynchronize", st.sync_ns, st.sync_end_ns, args)
 
     def _compute(self, op: GpuOp) -> None:
+        """[``PP:*`` annotation >] ``aten::mm`` > [event calls,] launch; the kernel."""
+        if op.action and self.annotate:
+            self._x("user_annotation", f"PP:{op.action}", op.host_ns, op.host_ns + op.slot_ns,
+                    {"External id": self._next_ext()})
         ext = self._next_ext()
         dims = [[_BATCH, _HIDDEN], [_HIDDEN, _HIDDEN]]
         args = {"External id": ext, "Input Dims": dims, "Input type": ["float", "float"]}
-        self._x("cpu_op", "aten::mm", op.host_ns, op.host_ns + OP_NS, args)
+        t = op.host_ns + op.pad_ns
+        self._x("cpu_op", "aten::mm", t, t + op.op_ns, args)
         self._launch(op, ext, {})
 
+    def _stream_wait(self, op: GpuOp, ext: int) -> None:
+        """``cudaEventRecord`` then ``cudaStreamWaitEvent``, back to back, ending where the
+        launch call of ``op`` starts (no flow, no GPU event)."""
+        t = op.launch_ns - WAIT_CALLS_NS
+        for name in ("cudaEventRecord", "cudaStreamWaitEvent"):
+            args = {"External id": ext, "cbid": _CBID[name], "correlation": self._next_corr()}
+            self._x("cuda_runtime", name, t, t + EVENT_CALL_NS, args)
+            t += EVENT_CALL_NS
+
     def _launch(self, op: GpuOp, ext: int, extra: dict[str, Any]) -> None:
-        """The launch call, its ac2g flow, and the kernel."""
+        """[The event calls,] the launch call, its ac2g flow, and the kernel."""
+        if op.waits_on_stream:
+            self._stream_wait(op, ext)
         corr = self._next_corr()
         t0 = op.launch_ns
         args = {"External id": ext, "cbid": _CBID["cudaLaunchKernel"], "correlation": corr}
@@ -311,16 +369,16 @@ class RankEvents:
         }
 
     def _collective(self, op: GpuOp) -> None:
-        """``record_param_comms`` > ``nccl:*`` annotation > launch; the NCCL kernel and
-        its ``gpu_user_annotation``."""
+        """``record_param_comms`` > ``nccl:*`` annotation > [event calls,] launch; the NCCL
+        kernel and its ``gpu_user_annotation``."""
         ann, cargs = self._comm_args(op)
         peer_or_self = self.rank if op.kind == "allreduce" else op.peer
         t = op.host_ns
         ext = self._next_ext()
-        self._x("cpu_op", "record_param_comms", t, t + COMM_NS,
+        self._x("cpu_op", "record_param_comms", t, t + op.op_ns,
                 {"External id": ext, **cargs, "Rank": peer_or_self})
         ext_a = self._next_ext()
-        self._x("user_annotation", ann, t + US, t + COMM_NS - US, {"External id": ext_a})
+        self._x("user_annotation", ann, t + US, t + op.op_ns - US, {"External id": ext_a})
         self._launch(op, ext_a, cargs)
         self._x("gpu_user_annotation", ann, op.start_ns, op.end_ns, {"External id": ext_a},
                 op.stream)

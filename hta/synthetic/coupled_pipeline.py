@@ -5,7 +5,10 @@ one backward kernel B(s, m) on the compute stream.  F(s, m) for ``s > 0`` needs 
 activation received from ``s - 1``; after F(s, m) for ``s < P - 1`` the activation is sent to
 ``s + 1``.  B(s, m) for ``s < P - 1`` needs the gradient received from ``s + 1``; after B(s, m)
 for ``s > 0`` the gradient is sent to ``s - 1``.  Sends run on stream 21, receives on
-stream 22.
+stream 22.  Each compute op carries its action label ``{stage}{F|B}{micro_batch}`` (the
+``PP:`` annotation of torch.distributed.pipelining, :mod:`.coupled_events`).  A compute
+kernel that needs a recv, and a send, wait for another stream: their launches are preceded
+by ``cudaEventRecord`` + ``cudaStreamWaitEvent`` on the host.
 
 GPU times (solved to a fixed point over all stages of one step, :func:`solve_pipeline_step`):
 
@@ -71,7 +74,8 @@ def stage_ops(
         fwd = phase == "forward"
         src = stage - 1 if fwd else stage + 1
         dst = stage + 1 if fwd else stage - 1
-        x = GpuOp(stage, step, phase, COMPUTE_STREAM, duration(phase), micro_batch=mb)
+        x = GpuOp(stage, step, phase, COMPUTE_STREAM, duration(phase), micro_batch=mb,
+                  action=f"{stage}{'F' if fwd else 'B'}{mb}")
         if 0 <= src < stages:
             recv = GpuOp(stage, step, "recv", RECV_STREAM, micro_batch=mb, peer=src, phase=phase)
             x.waits_for = recv

@@ -2,6 +2,8 @@
 
 Every time is an integer in epoch ns (``baseTimeNanoseconds + ts * 1000``), the clock the
 project's loader gives in its ``ts``/``end`` columns; ``base_time_ns`` is in the truth too.
+``annotated`` says whether the traces hold the ``PP:*`` action annotations (pipeline shapes
+written with ``annotate=True``; always False for the data-parallel shapes).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def ddp_truth(
         "ranks": len(timeline),
         "steps": steps,
         "base_time_ns": _BASE_TIME_NS,
+        "annotated": False,
         "straggler": {
             "rank": constructed[0] if whole_job else None,
             "cause": cause,
@@ -129,8 +132,11 @@ def _bubbles(timeline: Timeline, steps: int) -> list[dict[str, Any]]:
     return out
 
 
-def pipeline_truth(shape: str, timeline: Timeline, micro_batches: int) -> dict[str, Any]:
-    """Truth of a pipeline-parallel job (``shape`` is its schedule)."""
+def pipeline_truth(
+    shape: str, timeline: Timeline, micro_batches: int, annotated: bool = True
+) -> dict[str, Any]:
+    """Truth of a pipeline-parallel job (``shape`` is its schedule); ``annotated``: whether
+    its compute ops are wrapped in ``PP:*`` action annotations."""
     stages, steps = len(timeline), len(timeline[0])
     all_ops = [op for ranks in timeline for st in ranks for op in st.ops]
     compute = [
@@ -151,6 +157,7 @@ def pipeline_truth(shape: str, timeline: Timeline, micro_batches: int) -> dict[s
         "steps": steps,
         "micro_batches": micro_batches,
         "schedule": shape,
+        "annotated": annotated,
         "base_time_ns": _BASE_TIME_NS,
         "stage_order": list(range(stages)),
         "per_step": [_step_row(st) for ranks in timeline for st in ranks],
