@@ -1,7 +1,8 @@
 """Pipeline parallelism: where each stage's compute stream idles, per step and micro-batch.
 
-**Stages.** The ranks that exchange send/recv kernels (:mod:`hta.analysis.p2p`) form a
-graph; each connected part is one pipeline. When a part is a chain, its stages are its
+**Stages.** The selected ranks that exchange send/recv kernels (:mod:`hta.analysis.p2p`)
+form a graph (a peer outside the selection is left out); each connected part is one
+pipeline. When a part is a chain, its stages are its
 ranks in chain order, stage 0 being the end whose first transfer of the first step is a
 send (it feeds the pipeline; the other end's first transfer is a receive); when no end
 says so, the lower rank. A part that is a ring (interleaved schedules send from the last
@@ -17,10 +18,10 @@ phase (``forward`` / ``backward``) and a micro-batch:
   transfer launched between them takes the phase and number of the receive launched just
   before it, else of the send launched just after it. A receive from the previous stage
   or a send to the next is ``forward``, the other way ``backward``; the ``k``-th forward
-  transfer with one peer in a step is micro-batch ``k`` (the same for backward). A run
-  with neither gets phase ``""`` and micro-batch -1: a stage's op with no transfer of its
-  own (the first stage's backward, the last stage's forward) is counted with the op it
-  was launched next to.
+  transfer with one peer in a step is micro-batch ``k`` (the same for backward). An op
+  launched with no transfer between it and the op before it is counted with that op (on
+  the last stage, each backward follows its forward with nothing between them: it counts
+  as that forward); a run with neither gets phase ``""`` and micro-batch -1.
 
 **Per stage, step, micro-batch and phase** (:data:`COLUMNS`; integer ns on one clock,
 reported in µs):
@@ -213,6 +214,8 @@ def stage_order(arrivals: pd.DataFrame) -> dict[int, tuple[int, int, int]]:
     """rank -> ``(pipeline, stage, stages)`` from the send/recv pairs of
     :func:`~hta.analysis.stragglers.match_collectives`'s table (module docstring)."""
     p = arrivals[(arrivals["matched_by"] == "p2p") & (arrivals["peer"] >= 0)]
+    # only the ranks in the table: a peer not selected (or not traced) is no stage here
+    p = p[p["peer"].isin(set(p["rank"].tolist()))]
     if not len(p):
         return {}
     peers: dict[int, set[int]] = {}

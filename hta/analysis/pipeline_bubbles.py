@@ -131,7 +131,9 @@ def _transfers(arrivals: pd.DataFrame, stages: Mapping[int, tuple[int, int, int]
                ) -> pd.DataFrame:
     """Per send/recv kernel of a stage: its wait and transfer, with its phase and
     micro-batch (the ``k``-th with that peer and direction in its step)."""
-    p = arrivals[(arrivals["matched_by"] == "p2p") & arrivals["rank"].isin(list(stages))]
+    # transfers with a peer outside the pipeline (not selected) have no known wait: left out
+    p = arrivals[(arrivals["matched_by"] == "p2p") & arrivals["rank"].isin(list(stages))
+                 & arrivals["peer"].isin(list(stages))]
     p = p[p["iteration"] >= 0].sort_values(["rank", "start_ns"], kind="stable")
     if not len(p):
         return pd.DataFrame(columns=_KEY + _NS + ["_first", "_any"])

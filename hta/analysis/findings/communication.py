@@ -53,6 +53,7 @@ from hta.analysis.clock import aligned_arrivals
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
+from hta.analysis.findings.straggler_why import why_late
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
@@ -376,6 +377,7 @@ def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
                     add_rank=False, empty=_no_windows)
     windows = run_one(trace, work, Selection.of([int(r) for r in hit["rank"]])).set_index("rank")[
         "window_ns"]
+    why = why_late(trace, selection, arrivals)
     found = []
     for row in hit.to_dict("records"):
         rank = int(row["rank"])
@@ -394,8 +396,11 @@ def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
             f"(stragglers table: late_count, total_wait_caused, total_excess_lag); "
             f"the latest: {_late_calls(mine)}."
         )
+        sentence, advice = why.get(rank, ("", ""))
+        if sentence:
+            evidence += f" {sentence[0].upper()}{sentence[1:]} (straggler causes table)."
         found.append(Finding((rank,), steps, evidence, min(saving, window) if window else
-                             saving, window, subject=f"rank {rank}",
+                             saving, window, subject=f"rank {rank}", advice=advice,
                              rank_claims=_wait_claims(arrivals, rank)))
     return found
 

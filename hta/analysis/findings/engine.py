@@ -268,13 +268,18 @@ def find(trace: Job, selection: Selection = EVERYTHING,
 def _cap_job_finding(row: dict[str, Any], f: Finding,
                      covs: dict[int, dict]) -> dict[str, object]:
     """A job finding about one rank takes at most the window time of that rank that no
-    other finding holds (and leaves less for the next)."""
+    other finding holds (and leaves less for the next). A finding whose time lies on the
+    other ranks (``rank_claims``: a straggler's saving is the others' wait, reserved on
+    them before their rules ran) keeps its saving, though the rank's own findings may
+    hold its time (a late rank's slow fp32 GEMMs); its rank's coverage counts what is
+    free of them."""
     if len(f.ranks) == 1 and int(f.ranks[0]) in covs:
         cov = covs[int(f.ranks[0])]
         saving = min(int(row["est_saving_ns"]), int(cov["free_ns"]))
         cov["free_ns"] = int(cov["free_ns"]) - saving
         cov["saving_ns"] = int(cov["saving_ns"]) + saving
-        row["est_saving_ns"] = saving
+        if not f.rank_claims:
+            row["est_saving_ns"] = saving
     return row
 
 

@@ -1,0 +1,152 @@
+"""Pipeline bubbles (hta.analysis.pipeline), on generated GPipe and 1F1B jobs whose
+bubbles, waits and transfers are known by construction (hta.synthetic.coupled)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hta.analysis.pipeline import COLUMNS, STEP_COLUMNS, stage_order
+from hta.analysis.pipeline_bubbles import TIMELINE_COLUMNS, stage_means
+from hta.plots.pipeline import pipeline_figure, straggler_causes_figure
+from hta.synthetic.coupled import generate_coupled_job
+from hta.trace_analysis import TraceAnalysis
+
+P, M, STEPS = 4, 4, 3
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[TraceAnalysis, dict]]:
+    out = {}
+    for shape in ("gpipe", "1f1b"):
+        d = tmp_path_factory.mktemp(shape)
+        _, truth = generate_coupled_job(d, shape, ranks=P, steps=STEPS, micro_batches=M)
+        out[shape] = (TraceAnalysis(trace_dir=d, cache=False, progress=False), truth)
+    return out
+
+
+@pytest.mark.parametrize("shape", ["gpipe", "1f1b"])
+def test_bubble_per_stage_and_step_is_the_construction(jobs: dict, shape: str) -> None:
+    ta, truth = jobs[shape]
+    steps = ta.get_pipeline_bubbles(per="step")
+    assert list(steps.columns) == STEP_COLUMNS and len(steps) == P * STEPS
+    assert set(steps["schedule"]) == {shape} and (steps["micro_batches"] == M).all()
+    want = pd.DataFrame(truth["bubbles"]).set_index(["rank", "step"])["bubble_ns"]
+    got = steps.set_index(["rank", "step"])["bubble(us)"] * 1e3
+    assert got.sort_index().to_numpy() == pytest.approx(want.sort_index().to_numpy(), abs=1)
+    # the stage is the rank (stage order from the send/recv graph)
+    assert (steps["stage"] == steps["rank"]).all()
+
+
+@pytest.mark.parametrize("shape", ["gpipe", "1f1b"])
+def test_wait_and_transfer_per_micro_batch_are_the_construction(jobs: dict, shape: str
+                                                               ) -> None:
+    ta, truth = jobs[shape]
+    mb = ta.get_pipeline_bubbles()
+    assert list(mb.columns) == COLUMNS
+    p2p = pd.DataFrame(truth["p2p"])
+    key = ["rank", "step", "phase", "micro_batch"]
+    want = p2p.groupby(key)[["wait_ns", "transfer_ns"]].sum().sort_index()
+    got = (mb[mb["phase"] != "flush"].groupby(key)[["wait(us)", "transfer(us)"]].sum() * 1e3)
+    got = got.loc[want.index]
+    assert got.to_numpy() == pytest.approx(want.to_numpy(), abs=1)
+
+
+@pytest.mark.parametrize("shape", ["gpipe", "1f1b"])
+def test_computation_per_micro_batch_from_the_annotations(jobs: dict, shape: str) -> None:
+    ta, truth = jobs[shape]
+    if not truth.get("annotated", False):
+        pytest.skip("the generator writes no PP: annotations")
+    mb = ta.get_pipeline_bubbles()
+    comp = pd.DataFrame(truth["compute"]).assign(ns=lambda f: f["end_ns"] - f["start_ns"])
+    key = ["rank", "step", "phase", "micro_batch"]
+    want = comp.groupby(key)["ns"].sum().sort_index()
+    got = mb[mb["phase"] != "flush"].groupby(key)["compute(us)"].sum() * 1e3
+    assert got.loc[want.index].to_numpy() == pytest.approx(want.to_numpy(), abs=1)
+
+
+def test_the_bubble_adds_up_to_the_window(jobs: dict) -> None:
+    ta, _ = jobs["gpipe"]
+    mb = ta.get_pipeline_bubbles()
+    steps = ta.get_pipeline_bubbles(per="step")
+    sums = mb.groupby(["rank", "step"])[["compute(us)", "bubble(us)"]].sum()
+    s = steps.set_index(["rank", "step"])
+    assert (sums["compute(us)"] + sums["bubble(us)"]).to_numpy() == pytest.approx(
+        s["window(us)"].to_numpy())
+    # the window is the same for every stage of a step
+    spread = steps.groupby("step")["window(us)"].agg(lambda w: w.max() - w.min())
+    assert (spread < 1e-6).all()
+    # the theory: (P - 1) x the stage's computation per micro-batch
+    per_mb = s["compute(us)"] / M
+    assert s["bubble_theory(us)"].to_numpy() == pytest.approx((P - 1) * per_mb.to_numpy())
+
+
+def test_gpipe_flushes_on_the_last_stage_first(jobs: dict) -> None:
+    """In GPipe the last stage runs its backwards first and then waits for the others:
+    its flush (after its last kernel) is the longest; the first stage's is 0."""
+    mb = jobs["gpipe"][0].get_pipeline_bubbles()
+    flush = mb[mb["phase"] == "flush"].groupby("stage")["bubble(us)"].mean()
+    assert flush.loc[0] == pytest.approx(0, abs=1e-3)
+    assert flush.idxmax() == P - 1
+
+
+def test_timeline_and_figure(jobs: dict) -> None:
+    ta, _ = jobs["1f1b"]
+    tl = ta.get_pipeline_bubbles(per="timeline")
+    assert list(tl.columns) == TIMELINE_COLUMNS
+    assert set(tl["kind"]) == {"compute", "bubble", "wait", "transfer"}
+    steps = ta.get_pipeline_bubbles(per="step")
+    # the bubble intervals of a stage and step add up to its bubble
+    bub = tl[tl["kind"] == "bubble"].assign(ns=lambda f: f["end_ns"] - f["start_ns"])
+    got = bub.groupby(["rank", "step"])["ns"].sum()
+    assert got.to_numpy() == pytest.approx(
+        steps.set_index(["rank", "step"])["bubble(us)"].to_numpy() * 1e3, abs=1)
+    fig = pipeline_figure(stage_means(steps), tl)
+    kinds = {t.name for t in fig.data}
+    assert {"compute", "bubble", "wait", "transfer"} <= kinds
+    means = stage_means(steps)
+    assert (means["steps"] == STEPS).all() and means["bubble_pctg"].between(0, 100).all()
+    with pytest.raises(ValueError, match="per="):
+        ta.get_pipeline_bubbles(per="rank")
+
+
+def test_no_pipeline(tmp_path: Path) -> None:
+    generate_coupled_job(tmp_path, "balanced", ranks=2, steps=1)
+    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    assert not len(ta.get_pipeline_bubbles())
+    assert not len(ta.get_pipeline_bubbles(per="step"))
+    assert not len(ta.get_pipeline_bubbles(per="timeline"))
+    assert len(pipeline_figure(stage_means(ta.get_pipeline_bubbles(per="step")),
+                               ta.get_pipeline_bubbles(per="timeline")).data) == 0
+    assert len(straggler_causes_figure(ta.get_straggler_causes(replay=False)).data) == 0
+
+
+def test_stage_order_from_the_first_transfer() -> None:
+    """A chain 5 - 2 - 9: rank 9's first transfer is a send, so it is stage 0."""
+    rows = []
+    for rank, peer, direction, start in [(9, 2, "send", 0), (2, 9, "recv", 0),
+                                         (2, 5, "send", 10), (5, 2, "recv", 10)]:
+        rows.append({"rank": rank, "peer": peer, "direction": direction, "start_ns": start,
+                     "iteration": 0, "matched_by": "p2p"})
+    assert stage_order(pd.DataFrame(rows)) == {9: (0, 0, 3), 2: (0, 1, 3), 5: (0, 2, 3)}
+
+
+def test_the_truth_file_is_skipped(jobs: dict) -> None:
+    ta, truth = jobs["gpipe"]
+    assert ta.t.get_ranks() == list(range(P))
+    assert json.dumps(truth)  # plain JSON
+
+
+def test_a_selection_of_stages_is_a_pipeline_of_its_own(jobs: dict) -> None:
+    """Ranks 0 and 1 of the 4 stages: a 2-stage pipeline; rank 1's transfers with rank 2
+    (not selected: no known wait) are left out."""
+    ta, _ = jobs["1f1b"]
+    steps = ta.get_pipeline_bubbles(ranks=[0, 1], per="step")
+    assert sorted(set(steps["rank"])) == [0, 1] and sorted(set(steps["stage"])) == [0, 1]
+    whole = ta.get_pipeline_bubbles(per="step").set_index(["rank", "step"])
+    part = steps.set_index(["rank", "step"])
+    assert part.loc[0, "transfer(us)"].tolist() == whole.loc[0, "transfer(us)"].tolist()
+    assert (part.loc[1, "transfer(us)"] < whole.loc[1, "transfer(us)"]).all()

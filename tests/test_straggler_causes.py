@@ -1,0 +1,166 @@
+"""Why a rank is late (hta.analysis.straggler_causes), on generated jobs whose answer is
+known by construction (hta.synthetic.coupled), and send/recv never making a straggler."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from hta.analysis.straggler_causes import CAUSE_COLUMNS, straggler_causes
+from hta.synthetic.coupled import generate_coupled_job
+from hta.trace_analysis import TraceAnalysis
+
+SHAPES = ("balanced", "slow_worker", "imbalance", "host", "slow_link", "1f1b")
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[TraceAnalysis, dict]]:
+    """Each shape: 4 ranks, 4 steps, loaded, with its truth."""
+    out = {}
+    for shape in SHAPES:
+        d = tmp_path_factory.mktemp(shape)
+        _, truth = generate_coupled_job(d, shape, ranks=4, steps=4)
+        out[shape] = (TraceAnalysis(trace_dir=d, cache=False, progress=False), truth)
+    return out
+
+
+def causes(jobs: dict, shape: str, **kw: Any) -> pd.DataFrame:
+    return jobs[shape][0].get_straggler_causes(replay=False, **kw)
+
+
+def test_a_job_without_a_straggler_has_no_cause(jobs: dict) -> None:
+    out = causes(jobs, "balanced")
+    assert list(out.columns) == CAUSE_COLUMNS and not len(out)
+
+
+@pytest.mark.parametrize(("shape", "cause"), [
+    ("slow_worker", "slow_compute"), ("host", "host"), ("slow_link", "slow_link")])
+def test_one_late_rank_and_its_cause(jobs: dict, shape: str, cause: str) -> None:
+    truth = jobs[shape][1]["straggler"]
+    (row,) = causes(jobs, shape).to_dict("records")
+    assert (row["rank"], row["cause"]) == (truth["rank"], cause)
+    assert list(row["steps"]) == truth["steps"]
+    assert row["recurring"]
+
+
+def test_the_evidence_is_the_construction(jobs: dict) -> None:
+    """slow_worker: the rank's compute is 1.3x the others' (1% jitter); host: its GPU idles
+    3 ms longer a step; slow_link: its all-reduce's transfer is 2 ms against 1 ms."""
+    (slow,) = causes(jobs, "slow_worker").to_dict("records")
+    assert slow["compute(us)"] / slow["median_compute(us)"] == pytest.approx(1.3, rel=0.02)
+    (host,) = causes(jobs, "host").to_dict("records")
+    assert host["idle(us)"] - host["median_idle(us)"] == pytest.approx(3_000, rel=0.02)
+    (link,) = causes(jobs, "slow_link").to_dict("records")
+    assert (link["transfer(us)"], link["median_transfer(us)"]) == pytest.approx((2_000, 1_000))
+
+
+def test_the_time_held_is_the_lag_behind_every_other_rank(jobs: dict) -> None:
+    truth = jobs["host"][1]
+    (row,) = causes(jobs, "host").to_dict("records")
+    arrivals = jobs["host"][0].get_collective_arrivals()
+    late = arrivals[arrivals["last"]]
+    second = arrivals[~arrivals["last"]].groupby("collective")["start_ns"].max()
+    expected = (late.set_index("collective")["start_ns"] - second).sum()
+    assert row["held(us)"] * 1e3 == pytest.approx(expected)
+    assert row["lag(us)"] * 1e3 == pytest.approx(
+        sum(x["lag_ns"] for x in truth["late"]) / len(truth["late"]))
+
+
+def test_imbalance_is_a_different_rank_each_step(jobs: dict) -> None:
+    truth = jobs["imbalance"][1]["late"]
+    out = causes(jobs, "imbalance")
+    assert set(out["cause"]) == {"imbalance"} and not out["recurring"].any()
+    got = {int(s): int(r) for r, steps in zip(out["rank"], out["steps"], strict=True)
+           for s in steps}
+    assert got == {x["step"]: x["rank"] for x in truth}
+
+
+def test_steps_and_ranks_select(jobs: dict) -> None:
+    out = causes(jobs, "slow_worker", iterations=[1, 2])
+    assert [list(s) for s in out["steps"]] == [[1, 2]]
+    assert not len(causes(jobs, "slow_worker", ranks=[0]))  # one rank: nothing to compare
+
+
+def test_cost_is_the_replay_of_no_stragglers(jobs: dict) -> None:
+    ta = jobs["slow_worker"][0]
+    (row,) = ta.get_straggler_causes().to_dict("records")
+    assert row["change"] == "no-stragglers:3"
+    table = ta.what_if("no-stragglers:3").drop_duplicates("step")
+    gain = (table["job_measured(us)"] - table["job_predicted(us)"]).clip(lower=0).sum()
+    assert row["cost(us)"] == pytest.approx(gain)
+    (host,) = jobs["host"][0].get_straggler_causes().to_dict("records")
+    assert host["change"] == "" and host["cost(us)"] == host["held(us)"]
+
+
+def test_the_straggler_finding_names_its_cause(jobs: dict) -> None:
+    found = jobs["host"][0].get_findings(min_share=0)
+    (row,) = found[found["rule"] == "stragglers"].to_dict("records")
+    assert row["ranks"] == [1]
+    assert "Why: host in steps 0-3 (recurring)" in row["evidence"]
+    assert "waits for its host" in row["advice"]
+
+
+def test_send_recv_are_paired_and_never_make_a_straggler(jobs: dict) -> None:
+    ta, truth = jobs["1f1b"]
+    arrivals = ta.get_collective_arrivals()
+    assert set(arrivals["matched_by"]) == {"p2p"}
+    assert (arrivals["participants"] == 2).all() and not arrivals["last"].any()
+    assert (arrivals["wait_caused_ns"] == 0).all()
+    pairs = arrivals.groupby("collective")
+    assert (pairs["direction"].apply(sorted).map(tuple) == ("recv", "send")).all()
+    # each half names the other as its peer
+    for _, pair in pairs:
+        a, b = pair.to_dict("records")
+        assert (a["peer"], b["peer"]) == (b["rank"], a["rank"])
+    # the wait of each half is the construction's
+    p2p = pd.DataFrame(truth["p2p"])
+    got = arrivals.set_index(["rank", "start_ns"])["waited_ns"]
+    want = p2p.set_index(["rank", "start_ns"])["wait_ns"]
+    assert got.sort_index().tolist() == want.sort_index().tolist()
+    assert not len(ta.get_straggler_summary()) and not len(causes(jobs, "1f1b"))
+    found = ta.get_findings(min_share=0)
+    assert "stragglers" not in set(found["rule"])
+
+
+def test_without_annotations_send_recv_stay_unmatched(tmp_path: Path) -> None:
+    """A send/recv kernel whose peer no annotation names is a transfer of its own: one
+    participant, no wait, no straggler."""
+    generate_coupled_job(tmp_path, "gpipe", ranks=2, steps=1, micro_batches=2)
+    for path in tmp_path.glob("rank-*.json.gz"):
+        import gzip
+
+        trace = json.loads(gzip.decompress(path.read_bytes()))
+        trace["traceEvents"] = [e for e in trace["traceEvents"]
+                                if not str(e.get("name", "")).startswith("nccl:")]
+        path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    arrivals = ta.get_collective_arrivals()
+    assert (arrivals["matched_by"] == "p2p").all() and (arrivals["peer"] == -1).all()
+    assert (arrivals["participants"] == 1).all()
+    assert not len(ta.get_pipeline_bubbles())
+
+
+def test_causes_from_tables() -> None:
+    """Two ranks, two steps: rank 1 starts the all-reduce 500 µs late on both because its
+    GPU idles (host), above the 2 % noise of a 10 ms step."""
+    profile = pd.DataFrame({
+        "rank": [0, 1, 0, 1], "step": [0, 0, 1, 1], "step_start_ns": [0, 0, 10**7, 10**7],
+        "step_ns": [10**7] * 4, "compute_ns": [5 * 10**6] * 4,
+        "idle_ns": [10**6, 1_500_000, 10**6, 1_500_000]})
+    arrivals = pd.DataFrame({
+        "collective": [0, 0, 1, 1], "rank": [0, 1, 0, 1], "iteration": [0, 0, 1, 1],
+        "start_ns": [6_000_000, 6_500_000, 16_000_000, 16_500_000],
+        "end_ns": [7_500_000] * 2 + [17_500_000] * 2,
+        "arrival_lag_ns": [0, 500_000, 0, 500_000], "waited_ns": [500_000, 0, 500_000, 0],
+        "wait_caused_ns": [0, 500_000, 0, 500_000], "last": [False, True, False, True],
+        "participants": [2] * 4, "matched_by": ["seq"] * 4})
+    (row,) = straggler_causes(profile, arrivals).to_dict("records")
+    assert (row["rank"], row["cause"], row["steps"]) == (1, "host", (0, 1))
+    assert row["held(us)"] == 1_000 and row["wait_caused(us)"] == 1_000
+    # below the noise (2 % of the step): nothing
+    quiet = arrivals.assign(start_ns=arrivals["start_ns"] - [0, 400_000, 0, 400_000])
+    assert not len(straggler_causes(profile, quiet))
