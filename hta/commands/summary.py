@@ -12,9 +12,11 @@ time by cause, launch queue length and copies per rank, the top kernels with the
 across ranks, the spread of the main figures across ranks and the slowest rank; on a job
 of several ranks with steps, with ``--step-bound``, which rank and which work bound the
 job's step and the step with that rank alone at the median, with the replay's error
-(:mod:`hta.commands.summary_bound`; ``--json``: ``step_bound``, ``step_bound_note``). Every
-number is defined in :mod:`hta.report.overview`. Tables and colour on a terminal, aligned
-plain text when piped, ``--json`` for machines.
+(:mod:`hta.commands.summary_bound`; ``--json``: ``step_bound``, ``step_bound_note``); on a
+job of several ranks, why ranks are late at the collectives and the pipeline's bubbles per
+stage (:mod:`hta.commands.summary_distributed`; ``--json``: ``straggler_causes``,
+``pipeline``). Every number is defined in :mod:`hta.report.overview`. Tables and colour on
+a terminal, aligned plain text when piped, ``--json`` for machines.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ from hta.commands.summary_bound import (
     add_step_bound_option,
     print_step_bound,
     step_bound,
+)
+from hta.commands.summary_distributed import (
+    distributed_json,
+    distributed_tables,
+    print_distributed,
 )
 from hta.commands.summary_perf import add_device_option, device_arg, hardware, hardware_json
 from hta.commands.summary_perf import print_hardware as print_hardware_efficiency
@@ -152,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
     efficiency = hardware(answers.op_summary, answers.category_time, is_cpu_only(overview))
     bound, bound_note = step_bound(analyzer, iterations, args.step_bound,
                                    efficiency.cpu_only)
+    distributed = distributed_tables(analyzer, iterations,
+                                     replay=not (args.no_replay or answers.replay_note))
     if args.json:
         payload = {"trace_dir": args.trace_dir, "iterations": iterations}
         payload.update(finite(overview.to_dict()))
@@ -173,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         payload["replay_uncertainty"] = replay_uncertainty_rows(analyzer) if replayed \
             else None
         payload["replay_note"] = answers.replay_note
+        payload.update(distributed_json(distributed))
         print(dumps(payload))
         report_missing_ranks(analyzer, quiet=args.quiet)
         return EXIT_OK
@@ -182,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
                    (coverage, unexplained, n_unclassified), replay_note=note)
     print_step_bound(out, bound, bound_note, len(overview.ranks))
+    print_distributed(out, analyzer, iterations, distributed)
     print_hardware_efficiency(out, efficiency)
     print_capture_merge(out, capture_merge(analyzer))
     report_skipped(analyzer)

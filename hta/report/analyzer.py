@@ -78,6 +78,16 @@ class Analyzer(Protocol):
                                    iterations: list[int] | None = None) -> pd.DataFrame:
         """Bus bandwidth of every collective (:mod:`hta.analysis.collectives`)."""
 
+    def get_straggler_causes(self, ranks: list[int] | None = None,
+                             iterations: list[int] | None = None,
+                             replay: bool = True) -> pd.DataFrame:
+        """Why each late rank is late (:mod:`hta.analysis.straggler_causes`)."""
+
+    def get_pipeline_bubbles(self, ranks: list[int] | None = None,
+                             iterations: list[int] | None = None,
+                             per: str = "micro_batch") -> pd.DataFrame:
+        """Where each pipeline stage's computation idles (:mod:`hta.analysis.pipeline`)."""
+
     def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
         """The findings with each fix's replayed saving (:mod:`hta.analysis.whatif.findings`)."""
 

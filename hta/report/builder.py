@@ -7,7 +7,8 @@ contents. The page opens with the job in one sentence and the **findings** (what
 the job down, the estimated saving, the evidence and what to try, each linking to the
 section holding its evidence), then the sections, in order: the job at a glance
 (:mod:`hta.report.overview`), GPU timeline, temporal breakdown, idle time, GPU kernels,
-communication/computation overlap, stragglers, what bounds the step (the what-if
+communication/computation overlap, stragglers, why ranks are late and the pipeline's
+bubbles (:mod:`hta.report.sections_distributed`), what bounds the step (the what-if
 replay: :mod:`hta.report.sections_whatif`), user annotations, kernel launches, launch
 queue length, memory bandwidth, memory timeline, operators, hardware efficiency
 (:mod:`hta.report.sections_hardware`), critical path, and the
@@ -39,6 +40,7 @@ from hta.model.selection import Selection, resolve
 from hta.report import sections_breakdowns as breakdowns
 from hta.report import sections_collectives as collectives
 from hta.report import sections_details as details
+from hta.report import sections_distributed as distributed
 from hta.report import sections_findings, sections_whatif
 from hta.report import sections_hardware as hardware
 from hta.report.analyzer import Analyzer
@@ -78,6 +80,12 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
      "Share of the communication time hidden under computation.", breakdowns.overlap),
     ("stragglers", "Stragglers", "Which rank starts its collectives late, and how long the "
      "others wait for it.", sections_findings.stragglers),
+    ("straggler-causes", "Why ranks are late", "Why each late rank is late (its GPU "
+     "compute, its host, or its link, against the median rank), and whether it recurs.",
+     distributed.straggler_causes),
+    ("pipeline", "Pipeline", "Where each pipeline stage's computation idles: the bubble "
+     "per step against the schedule's theory, and the wait in its send/recv.",
+     distributed.pipeline),
     ("step-bound", "What bounds the step", "", sections_whatif.step_bound),
     ("collectives", "Collective bandwidth", "Bus bandwidth of every collective against its "
      "message size and the link between the GPUs.", collectives.collective_bandwidth),
