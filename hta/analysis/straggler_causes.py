@@ -13,6 +13,9 @@ integer ns; a step is a ``ProfilerStep``):
   GPU work of the rank runs: the GPU waiting for its host;
 * ``step_ns`` and ``step_start_ns``: the span's length and start.
 
+A rank without ``ProfilerStep`` spans has one span per step number its events carry (the
+whole trace, usually), from its first event's start to its last event's end.
+
 **From the matched collectives** (:func:`~hta.analysis.stragglers.match_collectives`, on
 one clock; send/recv never count):
 
@@ -26,15 +29,17 @@ one clock; send/recv never count):
 * ``wait_caused_ns``: the sum of :mod:`~hta.analysis.stragglers`' ``wait_caused_ns``;
 * ``lag_ns``: its largest arrival lag at those collectives.
 
-**Late.** A rank is *late* on a step when its ``held_ns`` there is at least
-``max(noise_floor_ns, noise_share x the median step length)`` (20 µs and 2 % by default):
-the job's own jitter stays below it.
+**Late.** A rank is *late* on a step when its ``held_ns`` there exceeds the largest
+``held_ns`` of any other rank in that step by at least ``max(noise_floor_ns, noise_share x
+the median step length)`` (20 µs and 2 % by default): the job's own jitter stays below it,
+and two ranks that hold each other up in turn by about as much (uneven work that changes
+from one collective to the next) are neither of them the step's straggler.
 
 **Cause.** For a late rank and step, each measure is compared with the median over the
 ranks in that step: ``compute_ns`` (excess: GPU work slower), ``idle_ns`` (excess: its
 host fed the GPU late) and ``transfer_ns`` (excess: its transfers slower). The largest
-excess names the cause, when it is at least a quarter of ``held_ns``; otherwise the cause
-is ``unexplained`` (the trace does not show why, e.g. a wait outside the step spans):
+excess names the cause, when it is at least a quarter of the time by which its
+``held_ns`` exceeds any other rank's in the step; otherwise the cause is ``unexplained`` (the trace does not show why, e.g. a wait outside the step spans):
 
 * ``host``: the GPU idled, waiting for the host (data loading, Python, garbage
   collection ...), while its GPU work took the usual time;
@@ -85,6 +90,8 @@ def rank_step_profile(rt: RankTrace, iterations: StepList = None) -> pd.DataFram
     """One rank's :data:`PROFILE_COLUMNS`, one row per ``ProfilerStep`` (of
     ``iterations``, all when None): module docstring."""
     steps = rank_steps(rt)
+    if not len(steps):
+        steps = _whole_spans(rt)
     if iterations is not None:
         steps = steps[steps["step"].isin(list(iterations))]
     if not len(steps):
@@ -102,6 +109,17 @@ def rank_step_profile(rt: RankTrace, iterations: StepList = None) -> pd.DataFram
         "step_ns": end - ts, "compute_ns": np.asarray(compute, dtype=np.int64),
         "idle_ns": (end - ts) - busy.within(ts, end),
     }, columns=PROFILE_COLUMNS)
+
+
+def _whole_spans(rt: RankTrace) -> pd.DataFrame:
+    """A rank without ``ProfilerStep``: one span per ``iteration`` value its events carry,
+    from the first event's start to the last one's end (``step``, ``ts``, ``end``)."""
+    ev = rt.events
+    if not len(ev):
+        return pd.DataFrame({"step": [], "ts": [], "end": []}, dtype=np.int64)
+    g = pd.DataFrame({"step": ev["iteration"].to_numpy(np.int64), "ts": ev["ts"].to_numpy(),
+                      "end": ev["end"].to_numpy()}).groupby("step", sort=True)
+    return pd.DataFrame({"ts": g["ts"].min(), "end": g["end"].max()}).reset_index()
 
 
 def no_profile() -> pd.DataFrame:
@@ -190,8 +208,22 @@ def step_evidence(profile: pd.DataFrame, arrivals: pd.DataFrame, *,
         per[f"median_{m}_ns"] = g[f"{m}_ns"].transform("median")
     ranks = g["rank"].transform("size")
     noise = np.maximum(noise_floor_ns, noise_share * per["median_step_ns"].to_numpy())
-    per["late"] = (per["held_ns"].to_numpy() >= noise) & (ranks.to_numpy() >= 2)
+    per["net_held_ns"] = per["held_ns"].to_numpy(np.int64) - _most_held_by_another(per)
+    per["late"] = (per["net_held_ns"].to_numpy() >= noise) & (ranks.to_numpy() >= 2)
     return per
+
+
+def _most_held_by_another(per: pd.DataFrame) -> np.ndarray:
+    """Per row: the largest ``held_ns`` of another rank in the same step."""
+    held = per["held_ns"].to_numpy(np.int64)
+    g = per.assign(_h=held).groupby("step")["_h"]
+    top = g.transform("max").to_numpy(np.int64)
+    is_top = held == top
+    # the second largest, for the rank(s) holding the largest
+    second = per.assign(_h=np.where(is_top, -1, held)).groupby("step")["_h"].transform(
+        "max").to_numpy(np.int64)
+    ties = per.assign(_t=is_top).groupby("step")["_t"].transform("sum").to_numpy() > 1
+    return np.where(is_top & ~ties, np.maximum(second, 0), top)
 
 
 def _name_causes(late: pd.DataFrame, n_steps: int) -> np.ndarray:
@@ -202,7 +234,7 @@ def _name_causes(late: pd.DataFrame, n_steps: int) -> np.ndarray:
     best = np.argmax(excess, axis=1)
     largest = excess[np.arange(len(late)), best]
     names = np.array([c for _, c in _MEASURES], dtype=object)[best]
-    explained = largest >= EXPLAINED * late["held_ns"].to_numpy(float)
+    explained = largest >= EXPLAINED * late["net_held_ns"].to_numpy(float)
     names = np.where(explained, names, "unexplained")
     compute = names == "slow_compute"
     ranks = late["rank"].to_numpy()

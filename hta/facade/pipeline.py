@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: The causes a replay change models: the change's saving is the row's ``cost(us)``.
 REPLAYED_CAUSES = ("slow_compute", "imbalance")
+#: Most rows whose cost is replayed (one replay each; the rows holding the others up
+#: longest); the others keep the measured ``held(us)``.
+MAX_REPLAYED = 8
 #: The tables :meth:`PipelineMixin.get_pipeline_bubbles` gives, by its ``per``.
 PER = ("micro_batch", "step", "timeline")
 
@@ -47,8 +50,9 @@ class PipelineMixin(StragglersMixin):
 
         ``cost(us)``: for ``slow_compute`` and ``imbalance``, what the replay predicts the
         job's steps (those the row names) would gain with ``no-stragglers:RANK`` (the
-        rank's computation at the median), named in ``change``; for the other causes,
-        which no replay change models, the measured ``held(us)``. ``replay=False`` (or a
+        rank's computation at the median), named in ``change``, for the
+        :data:`MAX_REPLAYED` rows that held the others up longest; for the other rows and
+        causes, which no replay change models, the measured ``held(us)``. ``replay=False`` (or a
         job the replay cannot build) gives ``held(us)`` for every row.
         """
         from hta.analysis.straggler_causes import (
@@ -75,9 +79,8 @@ class PipelineMixin(StragglersMixin):
         causes["cost(us)"] = causes["held(us)"]
         if not replay or not len(causes):
             return causes
-        for i, row in causes.iterrows():
-            if row["cause"] not in REPLAYED_CAUSES:
-                continue
+        replayed = causes.index[causes["cause"].isin(REPLAYED_CAUSES)][:MAX_REPLAYED]
+        for i, row in causes.loc[replayed].iterrows():
             change = f"no-stragglers:{int(row['rank'])}"
             try:
                 table = self.what_if(change)  # type: ignore[attr-defined]
@@ -108,7 +111,13 @@ class PipelineMixin(StragglersMixin):
         :func:`hta.plots.pipeline.pipeline_figure`."""
         if per not in PER:
             raise ValueError(f"per={per!r}: expected one of {', '.join(PER)}")
-        bubbles, steps, timeline = self._pipeline_tables(ranks, iterations)
+        key = (tuple(ranks) if ranks is not None else None,
+               tuple(iterations) if iterations is not None else None)
+        cache = self.__dict__.setdefault("_pipeline_cache", {})
+        if key not in cache:
+            cache.clear()
+            cache[key] = self._pipeline_tables(ranks, iterations)
+        bubbles, steps, timeline = (t.copy() for t in cache[key])
         if visualize:
             from hta.analysis.pipeline_bubbles import stage_means
             from hta.plots.pipeline import pipeline_figure
