@@ -110,8 +110,11 @@ def test_sample_job_with_collectives_only() -> None:
                       progress=False)
     s = _filled(a, pipeline, "pipeline")
     assert s.notes[0].startswith("No pipeline") and not s.figures
+    # its ranks were generated apart: a rank's all-reduce has ended before the last rank
+    # started it, so nobody held anybody up
     causes = _filled(a, straggler_causes, "straggler-causes")
-    assert len(causes.figures) == 1 and len(causes.tables) == 1
+    assert causes.notes == ["No rank held the others up above the job's noise."]
+    assert not causes.figures
 
 
 @pytest.mark.slow  # four replays: about 0.5 s

@@ -10,7 +10,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hta.analysis.straggler_causes import CAUSE_COLUMNS, straggler_causes
+from hta.analysis.straggler_causes import (
+    CAUSE_COLUMNS,
+    collective_instances,
+    straggler_causes,
+    stretches,
+)
 from hta.synthetic.coupled import generate_coupled_job
 from hta.trace_analysis import TraceAnalysis
 
@@ -145,12 +150,11 @@ def test_without_annotations_send_recv_stay_unmatched(tmp_path: Path) -> None:
 
 
 def test_causes_from_tables() -> None:
-    """Two ranks, two steps: rank 1 starts the all-reduce 500 µs late on both because its
-    GPU idles (host), above the 2 % noise of a 10 ms step."""
-    profile = pd.DataFrame({
-        "rank": [0, 1, 0, 1], "step": [0, 0, 1, 1], "step_start_ns": [0, 0, 10**7, 10**7],
-        "step_ns": [10**7] * 4, "compute_ns": [5 * 10**6] * 4,
-        "idle_ns": [10**6, 1_500_000, 10**6, 1_500_000]})
+    """Two ranks, two 10 ms steps, one all-reduce each: rank 1 starts it 500 µs after
+    rank 0 both times, and in the stretch before it its GPU idled 1.5 ms against 1 ms for
+    rank 0 (host); above the 2 % noise of a step."""
+    profile = pd.DataFrame({"rank": [0, 1, 0, 1], "step": [0, 0, 1, 1],
+                            "step_start_ns": [0, 0, 10**7, 10**7], "step_ns": [10**7] * 4})
     arrivals = pd.DataFrame({
         "collective": [0, 0, 1, 1], "rank": [0, 1, 0, 1], "iteration": [0, 0, 1, 1],
         "start_ns": [6_000_000, 6_500_000, 16_000_000, 16_500_000],
@@ -158,9 +162,22 @@ def test_causes_from_tables() -> None:
         "arrival_lag_ns": [0, 500_000, 0, 500_000], "waited_ns": [500_000, 0, 500_000, 0],
         "wait_caused_ns": [0, 500_000, 0, 500_000], "last": [False, True, False, True],
         "participants": [2] * 4, "matched_by": ["seq"] * 4})
-    (row,) = straggler_causes(profile, arrivals).to_dict("records")
+    instances = collective_instances(arrivals)
+    assert instances["held_ns"].tolist() == [0, 0, 500_000, 500_000]  # by rank, then start
+    # the stretch before each all-reduce: from the step's start, then from the last end
+    bounds = stretches(instances, profile)
+    assert bounds[1]["start_ns"].tolist() == [0, 7_500_000]
+    assert bounds[1]["end_ns"].tolist() == [6_500_000, 16_500_000]
+    measures = pd.DataFrame({"rank": [0, 1, 0, 1], "collective": [0, 0, 1, 1],
+                             "compute_ns": [5_000_000] * 4,
+                             "idle_ns": [10**6, 1_500_000, 10**6, 1_500_000]})
+    (row,) = straggler_causes(profile, instances, measures).to_dict("records")
     assert (row["rank"], row["cause"], row["steps"]) == (1, "host", (0, 1))
     assert row["held(us)"] == 1_000 and row["wait_caused(us)"] == 1_000
+    assert (row["idle(us)"], row["median_idle(us)"]) == (1_500, 1_000)
     # below the noise (2 % of the step): nothing
     quiet = arrivals.assign(start_ns=arrivals["start_ns"] - [0, 400_000, 0, 400_000])
-    assert not len(straggler_causes(profile, quiet))
+    assert not len(straggler_causes(profile, collective_instances(quiet), measures))
+    # a peer whose kernel ended before the last one started waited for nobody
+    skewed = arrivals.assign(end_ns=[6_400_000, 7_000_000, 16_400_000, 17_000_000])
+    assert (collective_instances(skewed)["held_ns"] == 0).all()

@@ -55,22 +55,13 @@ class PipelineMixin(StragglersMixin):
         causes, which no replay change models, the measured ``held(us)``. ``replay=False`` (or a
         job the replay cannot build) gives ``held(us)`` for every row.
         """
-        from hta.analysis.straggler_causes import (
-            no_profile,
-            rank_step_profile,
-            straggler_causes,
-        )
+        from hta.analysis.straggler_causes import job_straggler_causes, no_causes
 
-        selection = chosen(ranks, iterations)
         if len(self.t.selected_ranks(ranks)) < 2:
-            from hta.analysis.straggler_causes import no_causes
-
             return no_causes()
         arrivals = self.get_collective_arrivals(ranks, iterations)
-        profile = run_one(self.t, RankWork(rank_step_profile, (selection.iteration_list,),
-                                           description="Step profiles", add_rank=False,
-                                           empty=no_profile), selection)
-        causes = straggler_causes(profile, arrivals)
+        causes = job_straggler_causes(self.t, chosen(ranks, iterations), arrivals,
+                                      self.clock_shifts(True))
         return self._straggler_costs(causes, replay)
 
     def _straggler_costs(self, causes: pd.DataFrame, replay: bool) -> pd.DataFrame:

@@ -7,8 +7,7 @@ import pandas as pd
 
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
 from hta.analysis.select import rank_numbers
-from hta.analysis.straggler_causes import no_profile, rank_step_profile, straggler_causes
-from hta.model.runner import RankWork, run_one
+from hta.analysis.straggler_causes import job_straggler_causes
 from hta.model.selection import Selection
 from hta.model.trace import Trace
 
@@ -50,14 +49,14 @@ _WHAT = {
 def why_late(trace: Trace, selection: Selection, arrivals: pd.DataFrame
              ) -> dict[int, tuple[str, str]]:
     """Per late rank: ``(sentence, advice)`` naming its causes, the steps and the evidence
-    (:func:`hta.analysis.straggler_causes.straggler_causes`, every selected rank's step
-    profile read next to the data); empty when no rank is late above noise."""
-    ranks = rank_numbers(trace, selection)
-    if len(ranks) < 2:
+    (:func:`hta.analysis.straggler_causes.job_straggler_causes`); empty when no rank is
+    late above noise."""
+    from hta.analysis.clock import applied_offsets, clock_offsets
+
+    if len(rank_numbers(trace, selection)) < 2:
         return {}
-    work = RankWork(rank_step_profile, (selection.iteration_list,),
-                    description="Step profiles", add_rank=False, empty=no_profile)
-    causes = straggler_causes(run_one(trace, work, Selection.of(ranks)), arrivals)
+    offsets = applied_offsets(clock_offsets(trace, selection))
+    causes = job_straggler_causes(trace, selection, arrivals, offsets)
     out: dict[int, tuple[str, str]] = {}
     for rank, part in causes.groupby("rank", sort=False):
         rows = part.to_dict("records")
