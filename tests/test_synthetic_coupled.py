@@ -59,8 +59,8 @@ def test_same_arguments_give_the_same_bytes(tmp_path: Path) -> None:
     c, _ = generate_coupled_job(tmp_path / "c", "1f1b", ranks=3, steps=2, seed=6)
     assert [p.name for p in a] == ["rank-0.json.gz", "rank-1.json.gz", "rank-2.json.gz"]
     assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
-    truth_file = (tmp_path / "a" / "truth.json").read_bytes()
-    assert truth_file == (tmp_path / "b" / "truth.json").read_bytes()
+    truth_file = (tmp_path / "a" / "truth" / "truth.json").read_bytes()
+    assert truth_file == (tmp_path / "b" / "truth" / "truth.json").read_bytes()
     assert truth_a == truth_b == json.loads(truth_file)
     assert [p.read_bytes() for p in a] != [p.read_bytes() for p in c]
 
@@ -89,7 +89,7 @@ def test_bad_arguments() -> None:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_every_shape_loads_with_the_truths_kernels(tmp_path: Path, shape: str) -> None:
     _, truth = generate_coupled_job(tmp_path, shape, ranks=4, steps=2, micro_batches=3)
-    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)  # skips truth.json
+    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)  # truth/ not read
     assert sorted(ta.t.ranks) == [0, 1, 2, 3]
     for rank in range(4):
         rt = ta.t.rank(rank)
@@ -464,9 +464,9 @@ def test_cli_writes_a_coupled_job(tmp_path: Path, capsys: pytest.CaptureFixture[
     printed = capsys.readouterr().out
     files = sorted(p.name for p in out.iterdir())
     assert files == ["rank-0.json.gz", "rank-1.json.gz", "rank-2.json.gz", "rank-3.json.gz",
-                     "truth.json"]
-    assert all(str(out / name) in printed for name in files)
-    truth = json.loads((out / "truth.json").read_text())
+                     "truth"]
+    assert all(str(out / name) in printed for name in files[:-1] + ["truth/truth.json"])
+    truth = json.loads((out / "truth" / "truth.json").read_text())
     assert (truth["shape"], truth["ranks"], truth["steps"], truth["micro_batches"]) == (
         "1f1b", 4, 2, 4)
     with gzip.open(out / "rank-2.json.gz") as fh:
@@ -479,7 +479,7 @@ def test_cli_without_pp_annotations(tmp_path: Path) -> None:
     out = tmp_path / "job"
     assert syn.main([str(out), "--shape", "gpipe", "--ranks", "2", "--steps", "1",
                      "--no-pp-annotations", "--no-gzip"]) == 0
-    assert json.loads((out / "truth.json").read_text())["annotated"] is False
+    assert json.loads((out / "truth" / "truth.json").read_text())["annotated"] is False
     assert b'"PP:' not in (out / "rank-1.json").read_bytes()
     with pytest.raises(SystemExit):
         syn.main([str(tmp_path / "plain"), "--no-pp-annotations"])

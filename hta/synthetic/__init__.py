@@ -55,7 +55,7 @@ Coupled jobs
 :func:`generate_coupled_job` / :func:`coupled_job` (:mod:`.coupled`) build jobs whose ranks
 interact on one shared clock: data-parallel shapes where an all-reduce waits for the last rank
 (``balanced``, ``slow_worker``, ``imbalance``, ``host``, ``slow_link``) and pipelines whose
-stages wait for each other's sends (``gpipe``, ``1f1b``), with an exact ``truth.json``
+stages wait for each other's sends (``gpipe``, ``1f1b``), with an exact ``truth/truth.json``
 (stragglers and lags, per-step times, every kernel, pipeline bubbles).
 
 Modules: :mod:`.catalog` (streams, kernels, sizing), :mod:`.timefmt` (exact µs times and the

@@ -11,7 +11,7 @@ from hta.synthetic.catalog import (
     events_per_rank_for,
     kernels_per_step_for_events,
 )
-from hta.synthetic.coupled import SHAPES, generate_coupled_job
+from hta.synthetic.coupled import SHAPES, TRUTH_FILE, generate_coupled_job
 from hta.synthetic.writer import generate_job
 
 # --------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=SHAPES,
         default=None,
         help="write a coupled job of this shape instead (ranks that wait for each other, "
-        "with truth.json; see hta.synthetic.coupled)",
+        "with truth/truth.json; see hta.synthetic.coupled)",
     )
     p.add_argument(
         "--micro-batches",
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _coupled(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """``--shape``: write a coupled job and its ``truth.json``."""
+    """``--shape``: write a coupled job and its truth."""
     unused = [
         flag
         for flag, given in (
@@ -127,5 +127,5 @@ def _coupled(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         p.error(str(exc))
     for path in paths:
         print(f"{path}  {path.stat().st_size} bytes")
-    print(f"{Path(args.out_dir) / 'truth.json'}  ground truth")
+    print(f"{Path(args.out_dir) / TRUTH_FILE}  ground truth")
     return 0

@@ -77,6 +77,8 @@ from hta.synthetic.writer import _write_stream
 DDP_SHAPES = ("balanced", "slow_worker", "imbalance", "host", "slow_link")
 PIPELINE_SHAPES = ("gpipe", "1f1b")
 SHAPES = DDP_SHAPES + PIPELINE_SHAPES
+#: Where :func:`generate_coupled_job` writes the truth, relative to its folder.
+TRUTH_FILE = "truth/truth.json"
 
 LAYERS = 8  #: forward (and backward) kernels per data-parallel step
 DDP_FORWARD_NS = 200_000
@@ -268,13 +270,13 @@ def generate_coupled_job(
     gzip: bool = True,
     annotate: bool = True,
 ) -> tuple[list[Path], dict[str, Any]]:
-    """Write ``rank-{r}.json.gz`` (``.json`` without ``gzip``) for each rank and
-    ``truth.json`` into ``out_dir``; return (the rank files, the truth).  ``annotate``: as
-    in :func:`coupled_job`.
+    """Write ``rank-{r}.json.gz`` (``.json`` without ``gzip``) for each rank into
+    ``out_dir`` and the truth into ``out_dir/truth/truth.json`` (:data:`TRUTH_FILE`, out of
+    the loader's way: it reads the files directly in the folder); return (the rank files,
+    the truth).  ``annotate``: as in :func:`coupled_job`.
 
     The files hold what :func:`coupled_job` returns (times with exactly three decimals);
-    ``truth.json`` is plain JSON with integer ns.  The project's loader skips ``truth.json``
-    with a message (it is not a trace).
+    the truth is plain JSON with integer ns.
     """
     _check(shape, ranks, steps, micro_batches)
     out = Path(out_dir)
@@ -288,5 +290,6 @@ def generate_coupled_job(
             _write_stream(path, head, [events], name, gzip)
             paths.append(path)
     truth = _truth(shape, timeline, micro_batches, annotate)
-    (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    (out / TRUTH_FILE).parent.mkdir(exist_ok=True)
+    (out / TRUTH_FILE).write_text(json.dumps(truth, indent=1) + "\n")
     return paths, truth
