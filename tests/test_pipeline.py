@@ -150,3 +150,27 @@ def test_a_selection_of_stages_is_a_pipeline_of_its_own(jobs: dict) -> None:
     part = steps.set_index(["rank", "step"])
     assert part.loc[0, "transfer(us)"].tolist() == whole.loc[0, "transfer(us)"].tolist()
     assert (part.loc[1, "transfer(us)"] < whole.loc[1, "transfer(us)"]).all()
+
+
+def test_model_chunks_from_the_annotations_make_an_interleaved_schedule() -> None:
+    """A rank whose computation was launched in PP:0F.. and PP:2F.. runs two chunks
+    (stages 0 and 2 of 4 virtual stages on 2 ranks): v = 2 halves the theory."""
+    from hta.analysis.pipeline_bubbles import model_chunks, pipeline_steps, schedule_of
+
+    runs = pd.DataFrame({"rank": [0, 0, 1, 1], "chunk": [0, 2, 1, 3]})
+    assert model_chunks(runs) == {0: 2, 1: 2}
+    assert model_chunks(runs.assign(chunk=-1)) == {0: 1, 1: 1}
+    rows = []
+    for rank in (0, 1):
+        for mb in range(4):
+            for phase, us in (("forward", 1_000.0), ("backward", 2_000.0)):
+                rows.append({"pipeline": 0, "stage": rank, "rank": rank, "step": 0,
+                             "micro_batch": mb, "phase": phase, "compute(us)": us,
+                             "bubble(us)": 100.0, "wait(us)": 0.0, "transfer(us)": 0.0})
+    bubbles = pd.DataFrame(rows)
+    chunks = {0: 2, 1: 2}
+    assert schedule_of(bubbles, {0: False}, chunks) == {0: "interleaved"}
+    steps = pipeline_steps(bubbles, schedules={0: "interleaved"}, chunks=chunks)
+    # (P - 1) / v x the stage's computation per micro-batch: 1 / 2 x 3 000 µs
+    assert steps["bubble_theory(us)"].tolist() == [1_500.0, 1_500.0]
+    assert steps["chunks"].tolist() == [2, 2]

@@ -67,6 +67,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.select import select_ranks
+from hta.analysis.stragglers import comm_kernels
 from hta.model.derived import derived
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
@@ -125,7 +126,7 @@ COLUMNS = ["rank", "collective", "process_group", "group_size", "dtype", "msg_by
            "time(us)", "algbw(GB/s)", "busbw(GB/s)", "stream", "exposed(us)", "context",
            "launch_op", "name", "kernel", "source",
            "iteration", "seq", "start_ns", "end_ns", "in_msg_nelems", "out_msg_nelems",
-           "send_imbalance", "recv_imbalance"]
+           "send_imbalance", "recv_imbalance", "direction", "peer"]
 _COMPILED = tuple((re.compile(p), op) for p, op in OPERATION_PATTERNS)
 _CONTEXT = tuple((tag, re.compile(p)) for tag, p in CONTEXT_PATTERNS)
 _STRIP = re.compile(r"[\s_.\-]+")
@@ -259,14 +260,17 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
     out = _table(rt, rows, args, ops, sources)
     out["context"], out["launch_op"] = _callers(rt, rows, chains)
     out["exposed(us)"] = _exposed_ns(ev, rows) / 1e3
-    return out
+    # send/recv: which half, and the peer (hta.analysis.p2p); the same rows in order
+    k = comm_kernels(rt, iterations)
+    out["direction"], out["peer"] = k["direction"].to_numpy(), k["peer"].to_numpy()
+    return out[COLUMNS]
 
 
 def empty() -> pd.DataFrame:
     """The table with no rows."""
     text = {"collective", "process_group", "dtype", "name", "kernel", "source", "context",
-            "launch_op"}
-    ints = {"rank", "stream", "iteration", "seq", "start_ns", "end_ns"}
+            "launch_op", "direction"}
+    ints = {"rank", "stream", "iteration", "seq", "start_ns", "end_ns", "peer"}
     return pd.DataFrame({c: pd.Series([], dtype="object" if c in text else
                                       "int64" if c in ints else "float64")
                          for c in COLUMNS})

@@ -40,13 +40,15 @@ reported in µs):
 * ``transfer(us)``: the rest of those kernels' time.
 
 **Per stage and step** (:func:`pipeline_steps`): the sums, ``micro_batches`` (forward
-micro-batches seen), the ``schedule`` and ``bubble_theory(us)``: ``(P - 1) / v`` times
-the stage's mean computation per micro-batch, P the stages, v the model chunks per stage
-(1, or the times a micro-batch's forward passes the stage in an interleaved schedule).
+micro-batches seen), ``chunks`` (v: the model chunks the stage runs, the distinct stage
+numbers of its ``PP:`` annotations; 1 without them), the ``schedule`` and
+``bubble_theory(us)``: ``(P - 1) / v`` times the stage's mean computation per micro-batch
+(all its chunks), P the stages.
 
-**Schedule**, per pipeline: ``gpipe`` when every stage runs all its forwards of the step
-before its first backward; ``1f1b`` when stage ``s`` runs ``min(P - s, M)`` forwards before
-its first backward and then alternates; ``interleaved`` for a ring; else ``unknown``.
+**Schedule**, per pipeline: ``interleaved`` for a ring or when a stage runs several model
+chunks; ``gpipe`` when every stage runs all its forwards of the step before its first
+backward; ``1f1b`` when stage ``s`` runs ``min(P - s, M)`` forwards before its first
+backward; else ``unknown``.
 """
 
 from __future__ import annotations
@@ -66,10 +68,10 @@ from hta.model.trace import RankTrace
 
 #: Columns of :func:`rank_pipeline_compute` (one row per run of computation of a rank).
 RUN_COLUMNS = ["rank", "step", "start_ns", "end_ns", "phase", "micro_batch", "direction",
-               "peer"]
+               "peer", "chunk"]
 COLUMNS = ["pipeline", "stage", "rank", "step", "micro_batch", "phase", "compute(us)",
            "bubble(us)", "wait(us)", "transfer(us)"]
-STEP_COLUMNS = ["pipeline", "stage", "rank", "step", "schedule", "micro_batches",
+STEP_COLUMNS = ["pipeline", "stage", "rank", "step", "schedule", "micro_batches", "chunks",
                 "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
                 "transfer(us)"]
 FORWARD, BACKWARD, FLUSH = "forward", "backward", "flush"
@@ -91,7 +93,7 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
     comp = np.flatnonzero(w.cls == COMPUTE)
     comm = np.flatnonzero(w.cls == COMM)
     order_c = np.where(w.launch_ts[comp] >= 0, w.launch_ts[comp], w.ts[comp])
-    phase, mb = _annotated(rt, w.launch_ts[comp])
+    phase, mb, chunk = _annotated(rt, w.launch_ts[comp])
     p2p = k["peer"].to_numpy() >= 0
     order_p = np.where(w.launch_ts[comm] >= 0, w.launch_ts[comm], w.ts[comm])[p2p]
     direction, peer, number = _p2p_numbers(k[p2p])
@@ -102,6 +104,7 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
         "start_ns": w.ts[comp].astype(np.int64), "end_ns": w.end[comp].astype(np.int64),
         "phase": phase, "micro_batch": np.where(mb >= 0, mb, m),
         "direction": np.where(phase == "", d, ""), "peer": np.where(phase == "", q, -1),
+        "chunk": chunk,
     })
     frame = frame[frame["step"] >= 0]
     if steps is not None:
@@ -115,21 +118,21 @@ def no_runs() -> pd.DataFrame:
                                       else "int64") for c in RUN_COLUMNS})
 
 
-def _annotated(rt: RankTrace, launch_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per kernel (by its launch time): phase and micro-batch of the innermost ``PP:``
-    annotation holding its launch; ``""`` and -1 where none does."""
+def _annotated(rt: RankTrace, launch_ts: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per kernel (by its launch time): phase, micro-batch and stage number (the model
+    chunk) of the innermost ``PP:`` annotation holding its launch; ``""``, -1 and -1
+    where none does."""
     n = launch_ts.shape[0]
     phase = np.full(n, "", dtype=object)
     mb = np.full(n, -1, dtype=np.int64)
+    chunk = np.full(n, -1, dtype=np.int64)
     ev = rt.events
     rows = np.flatnonzero((ev["kind"] == "user_annotation").to_numpy())
-    if not rows.size:
-        return phase, mb
-    names = ev["name"].to_numpy()[rows]
-    parsed = [_action(str(rt.symbols[int(i)])) for i in names]
+    parsed = [_action(str(rt.symbols[int(i)])) for i in ev["name"].to_numpy()[rows]]
     good = np.array([p is not None for p in parsed], dtype=bool)
     if not good.any():
-        return phase, mb
+        return phase, mb, chunk
     rows = rows[good]
     acts = [p for p in parsed if p is not None]
     ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
@@ -142,16 +145,17 @@ def _annotated(rt: RankTrace, launch_ts: np.ndarray) -> tuple[np.ndarray, np.nda
         while a >= 0 and end[a] < launch_ts[i]:
             a -= 1
         if a >= 0:
-            phase[i], mb[i] = acts[a]
-    return phase, mb
+            phase[i], mb[i], chunk[i] = acts[a]
+    return phase, mb, chunk
 
 
 @lru_cache(maxsize=4096)
-def _action(name: str) -> tuple[str, int] | None:
+def _action(name: str) -> tuple[str, int, int] | None:
+    """``(phase, micro-batch, stage number)`` of a ``PP:`` action's name, else None."""
     m = _ACTION.match(name)
     if not m:
         return None
-    return (FORWARD if m.group(2) == "F" else BACKWARD), int(m.group(3))
+    return (FORWARD if m.group(2) == "F" else BACKWARD), int(m.group(3)), int(m.group(1))
 
 
 def _p2p_numbers(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -198,7 +202,8 @@ def _merge_runs(frame: pd.DataFrame) -> pd.DataFrame:
         return no_runs()
     f = frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
     key = (f["step"].astype(str) + "|" + f["phase"] + "|" + f["micro_batch"].astype(str)
-           + "|" + f["direction"] + "|" + f["peer"].astype(str))
+           + "|" + f["direction"] + "|" + f["peer"].astype(str) + "|"
+           + f["chunk"].astype(str))
     start, end = f["start_ns"].to_numpy(np.int64), f["end_ns"].to_numpy(np.int64)
     running = np.maximum.accumulate(end)
     new = np.r_[True, (start[1:] > running[:-1]) | (key.to_numpy()[1:] != key.to_numpy()[:-1])]

@@ -153,11 +153,21 @@ def _transfers(arrivals: pd.DataFrame, stages: Mapping[int, tuple[int, int, int]
         "_first": _NEVER, "_any": p["start_ns"].to_numpy(np.int64)})
 
 
+def model_chunks(runs: pd.DataFrame) -> dict[int, int]:
+    """rank -> the model chunks it runs: the distinct stage numbers of the ``PP:``
+    annotations its computation was launched in (1 without them)."""
+    known = runs[runs["chunk"] >= 0] if len(runs) else runs
+    counts = known.groupby("rank")["chunk"].nunique() if len(known) else pd.Series()
+    return {int(r): max(int(counts.get(r, 1)), 1) for r in pd.unique(runs["rank"])}
+
+
 def pipeline_steps(bubbles: pd.DataFrame, *,
-                   schedules: Mapping[int, str] | None = None) -> pd.DataFrame:
+                   schedules: Mapping[int, str] | None = None,
+                   chunks: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:data:`~hta.analysis.pipeline.STEP_COLUMNS` from :func:`pipeline_bubbles`' table:
     per stage and step, the sums, the forward micro-batches, the window, the schedule
-    (``schedules``: pipeline -> name) and the theoretical bubble."""
+    (``schedules``: pipeline -> name), the model chunks (``chunks``: rank -> v,
+    :func:`model_chunks`; 1 when absent) and the theoretical bubble."""
     if not len(bubbles):
         return pd.DataFrame({c: pd.Series([], dtype="object" if c == "schedule" else
                                           "float64" if "(us)" in c else "int64")
@@ -171,9 +181,10 @@ def pipeline_steps(bubbles: pd.DataFrame, *,
                             out[key].itertuples(index=False, name=None)]
     out["window(us)"] = out["compute(us)"] + out["bubble(us)"]
     size = out.groupby(["pipeline", "step"])["stage"].transform("nunique").to_numpy()
-    chunks = 1  # interleaved chunks per stage are not told apart from the micro-batches
+    v = np.array([(chunks or {}).get(int(r), 1) for r in out["rank"]], dtype=float)
+    out["chunks"] = v.astype(np.int64)
     per_mb = out["compute(us)"] / np.maximum(out["micro_batches"].to_numpy(), 1)
-    out["bubble_theory(us)"] = (size - 1) / chunks * per_mb
+    out["bubble_theory(us)"] = (size - 1) / v * per_mb
     names = schedules or {}
     out["schedule"] = [names.get(int(p), "unknown") for p in out["pipeline"]]
     return out[STEP_COLUMNS]
@@ -181,7 +192,7 @@ def pipeline_steps(bubbles: pd.DataFrame, *,
 
 #: Columns of :func:`stage_means`.
 STAGE_COLUMNS = ["pipeline", "stage", "rank", "schedule", "steps", "micro_batches",
-                 "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
+                 "chunks", "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
                  "transfer(us)", "bubble_pctg"]
 
 
@@ -191,7 +202,7 @@ def stage_means(steps: pd.DataFrame) -> pd.DataFrame:
     if not len(steps):
         return pd.DataFrame({c: pd.Series([], dtype="object" if c == "schedule" else
                                           "int64" if c in ("pipeline", "stage", "rank",
-                                                           "steps", "micro_batches")
+                                                           "steps", "micro_batches", "chunks")
                                           else "float64") for c in STAGE_COLUMNS})
     key = ["pipeline", "stage", "rank", "schedule"]
     g = steps.groupby(key, sort=True)
@@ -199,19 +210,22 @@ def stage_means(steps: pd.DataFrame) -> pd.DataFrame:
              "transfer(us)"]].mean().reset_index()
     out["steps"] = g.size().to_numpy()
     out["micro_batches"] = g["micro_batches"].max().to_numpy()
+    out["chunks"] = g["chunks"].max().to_numpy()
     out["bubble_pctg"] = 100.0 * out["bubble(us)"] / out["window(us)"].where(
         out["window(us)"] > 0)
     return out[STAGE_COLUMNS]
 
 
-def schedule_of(bubbles: pd.DataFrame, ring: Mapping[int, bool]) -> dict[int, str]:
+def schedule_of(bubbles: pd.DataFrame, ring: Mapping[int, bool],
+                chunks: Mapping[int, int] | None = None) -> dict[int, str]:
     """pipeline -> ``gpipe``, ``1f1b``, ``interleaved`` or ``unknown`` (module docstring
     of :mod:`hta.analysis.pipeline`), from the order of each stage's forward and backward
     computation in each step."""
     out: dict[int, str] = {}
     ops = bubbles[bubbles["phase"].isin([FORWARD, BACKWARD]) & (bubbles["compute(us)"] > 0)]
+    several = {int(r) for r, v in (chunks or {}).items() if v > 1}
     for pipe, part in ops.groupby("pipeline"):
-        if ring.get(int(pipe)):
+        if ring.get(int(pipe)) or several & set(part["rank"].tolist()):
             out[int(pipe)] = "interleaved"
             continue
         size = int(part["stage"].nunique())

@@ -121,6 +121,7 @@ class PipelineMixin(StragglersMixin):
         """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`."""
         from hta.analysis.pipeline import is_ring, no_runs, rank_pipeline_compute, stage_order
         from hta.analysis.pipeline_bubbles import (
+            model_chunks,
             pipeline_bubbles,
             pipeline_steps,
             pipeline_timeline,
@@ -142,5 +143,7 @@ class PipelineMixin(StragglersMixin):
         bubbles = pipeline_bubbles(runs, p2p, shifts)
         rings = {int(p): is_ring(p2p, stages, int(p))
                  for p in np.unique([v[0] for v in stages.values()])}
-        steps = pipeline_steps(bubbles, schedules=schedule_of(bubbles, rings))
+        chunks = model_chunks(runs)
+        steps = pipeline_steps(bubbles, schedules=schedule_of(bubbles, rings, chunks),
+                               chunks=chunks)
         return bubbles, steps, pipeline_timeline(runs, p2p, shifts)

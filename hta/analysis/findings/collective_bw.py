@@ -222,7 +222,9 @@ def _waited(p: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         "rank": p["rank"], "process_group": p["process_group"], "process_group_desc": "",
         "seq": p["seq"], "name": p["collective"], "kernel": p["kernel"],
         "stream": p["stream"], "iteration": p["iteration"], "start_ns": p["start_ns"],
-        "end_ns": p["end_ns"], "in_msg_nelems": p["in_msg_nelems"]})
+        "end_ns": p["end_ns"], "in_msg_nelems": p["in_msg_nelems"],
+        "direction": p.get("direction", ""),
+        "peer": p.get("peer", -1)})
     arrivals = match_collectives(kernels)
     key = ["rank", "stream", "start_ns"]
     waited = arrivals[key + ["waited_ns", "participants"]].drop_duplicates(key)
