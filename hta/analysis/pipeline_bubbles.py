@@ -192,8 +192,8 @@ def pipeline_steps(bubbles: pd.DataFrame, *,
 
 #: Columns of :func:`stage_means`.
 STAGE_COLUMNS = ["pipeline", "stage", "rank", "schedule", "steps", "micro_batches",
-                 "chunks", "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)", "wait(us)",
-                 "transfer(us)", "bubble_pctg"]
+                 "chunks", "window(us)", "compute(us)", "bubble(us)", "bubble_theory(us)",
+                 "wait(us)", "transfer(us)", "bubble_pctg"]
 
 
 def stage_means(steps: pd.DataFrame) -> pd.DataFrame:

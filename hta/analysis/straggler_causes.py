@@ -51,8 +51,8 @@ op that launches nothing, a clock that drifts):
 
 **One row per rank and cause** (:data:`CAUSE_COLUMNS`): ``steps`` (the steps it was late
 for that cause), ``recurring`` (late on at least :data:`RECURRING` of the steps
-analysed, when more than one step is analysed), ``lag(us)`` (mean of its largest arrival lag per step), ``held(us)`` and
-``wait_caused(us)`` (sums over those steps; the second is
+analysed, when more than one step is analysed), ``lag(us)`` (mean of its largest
+arrival lag per step), ``held(us)`` and ``wait_caused(us)`` (sums over those steps; the second is
 :mod:`~hta.analysis.stragglers`' ``wait_caused_ns``), and the evidence, per step (the
 mean over its steps of the sums over its instances), each beside the median other
 participant's: ``compute(us)``, ``idle(us)``, ``transfer(us)``. ``cost(us)`` and
