@@ -11,10 +11,16 @@ from hta.plots._plotly import go, make_subplots
 #: Colour of each kind of interval of the timeline.
 KIND_COLORS = {"compute": "#2ca02c", "bubble": "#d62728", "wait": "#ff7f0e",
                "transfer": "#1f77b4"}
+#: Colour of each straggler cause.
+CAUSE_COLORS = {"slow_compute": "#2ca02c", "imbalance": "#bcbd22", "host": "#9467bd",
+                "slow_link": "#1f77b4", "unexplained": "#7f7f7f"}
 #: Most intervals drawn per kind (the longest are kept; said in the title).
 MAX_BARS = 4_000
 #: Steps drawn in the timeline (the first ones of the table).
 MAX_STEPS = 2
+#: The row under a stage's computation holding its send/recv kernels (they run on their
+#: own streams, beside the computation).
+P2P_ROW = " · send/recv"
 
 
 def pipeline_figure(stages: pd.DataFrame, timeline: pd.DataFrame) -> go.Figure:
@@ -34,7 +40,7 @@ def pipeline_figure(stages: pd.DataFrame, timeline: pd.DataFrame) -> go.Figure:
     _add_timeline(fig, timeline)
     _add_bubble_bars(fig, stages)
     fig.update_layout(title_text="Pipeline: where each stage's computation idles",
-                      height=max(640, 320 + 40 * int(timeline["stage"].nunique())),
+                      height=max(640, 320 + 60 * int(timeline["stage"].nunique())),
                       barmode="overlay", legend_title_text="")
     return fig
 
@@ -69,19 +75,21 @@ def _add_timeline(fig: go.Figure, timeline: pd.DataFrame) -> None:
     pipelines = int(timeline["pipeline"].nunique())
     order = (t[["pipeline", "stage", "rank"]].drop_duplicates()
              .sort_values(["pipeline", "stage"], kind="stable"))
-    labels = [_stage_label(int(p), int(s), int(r), pipelines)
-              for p, s, r in order.itertuples(index=False, name=None)]
+    labels = []
+    for p, s, r in order.itertuples(index=False, name=None):
+        label = _stage_label(int(p), int(s), int(r), pipelines)
+        labels += [label, label + P2P_ROW]
     for kind, color in KIND_COLORS.items():
         part = t[t["kind"] == kind]
         if not len(part):
             continue
-        y = [_stage_label(int(p), int(s), int(r), pipelines) for p, s, r in
+        row = P2P_ROW if kind in ("wait", "transfer") else ""
+        y = [_stage_label(int(p), int(s), int(r), pipelines) + row for p, s, r in
              part[["pipeline", "stage", "rank"]].itertuples(index=False, name=None)]
         fig.add_trace(go.Bar(
             base=(part["start_ns"] - origin) / 1e6, x=(part["end_ns"] - part["start_ns"]) / 1e6,
             y=y, orientation="h", name=kind, marker_color=color,
-            opacity=0.55 if kind in ("wait", "transfer") else 0.9,
-            width=0.35 if kind in ("wait", "transfer") else 0.8,
+            opacity=0.7 if row else 0.9, width=0.6 if row else 0.8,
             customdata=part[["step", "micro_batch", "phase"]],
             hovertemplate=f"{kind}<br>%{{y}}<br>step %{{customdata[0]}}, micro-batch "
                           "%{customdata[1]} %{customdata[2]}<br>from %{base:,.3f} ms, "
@@ -97,17 +105,18 @@ def _add_bubble_bars(fig: go.Figure, mean: pd.DataFrame) -> None:
     pipelines = int(mean["pipeline"].nunique())
     x = [_stage_label(int(p), int(s), int(r), pipelines) for p, s, r in
          mean[["pipeline", "stage", "rank"]].itertuples(index=False, name=None)]
-    fig.add_trace(go.Bar(x=x, y=mean["bubble(us)"] / 1e3, name="bubble (measured)",
+    # side by side (the figure's bar mode overlays the timeline's bars)
+    fig.add_trace(go.Bar(x=x, y=mean["bubble(us)"] / 1e3, name="bubble, measured",
                          marker_color=KIND_COLORS["bubble"], showlegend=False,
+                         width=0.38, offset=-0.4,
                          hovertemplate="%{x}<br>bubble %{y:,.3f} ms per step<extra></extra>"),
                   row=2, col=1)
-    fig.add_trace(go.Bar(x=x, y=mean["bubble_theory(us)"] / 1e3, name="bubble (theory)",
-                         marker_color="#7f7f7f", showlegend=False,
+    fig.add_trace(go.Bar(x=x, y=mean["bubble_theory(us)"] / 1e3, name="bubble, theory",
+                         marker_color="#7f7f7f", width=0.38, offset=0.02,
                          hovertemplate="%{x}<br>theory %{y:,.3f} ms per step<extra></extra>"),
                   row=2, col=1)
     fig.update_xaxes(type="category", row=2, col=1)
-    fig.update_yaxes(title_text="ms per step", row=2, col=1)
-    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="ms per step (red: measured)", row=2, col=1)
 
 
 def straggler_causes_figure(causes: pd.DataFrame) -> go.Figure:
@@ -121,6 +130,7 @@ def straggler_causes_figure(causes: pd.DataFrame) -> go.Figure:
     for cause, part in causes.groupby("cause", sort=True):
         fig.add_trace(go.Bar(
             x=[rank_label(r) for r in part["rank"]], y=part["held(us)"] / 1e3, name=str(cause),
+            marker_color=CAUSE_COLORS.get(str(cause), "#7f7f7f"), showlegend=True,
             customdata=part[["compute(us)", "median_compute(us)", "idle(us)",
                              "median_idle(us)", "transfer(us)", "median_transfer(us)"]] / 1e3,
             hovertemplate=f"%{{x}}: {cause}<br>held the others %{{y:,.3f}} ms<br>"
