@@ -77,6 +77,41 @@ class _Kernel(NamedTuple):
     occupancy: int
 
 
+def kernel_args(k: _Kernel, ext: int, stream: int, corr: int, device: int) -> dict[str, Any]:
+    """A kernel event's ``args``, in Kineto's order."""
+    return {
+        "External id": ext,
+        "queued": 0,
+        "device": device,
+        "context": 1,
+        "stream": stream,
+        "correlation": corr,
+        "registers per thread": k.regs,
+        "shared memory": k.smem,
+        "blocks per SM": k.blocks_per_sm,
+        "warps per SM": k.warps_per_sm,
+        "grid": list(k.grid),
+        "block": list(k.block),
+        "est. achieved occupancy %": k.occupancy,
+    }
+
+
+def process_metadata(ts: Any, pid: int, device: int) -> list[dict[str, Any]]:
+    """The CPU and GPU processes' name, label and sort-index ``M`` events at ``ts``."""
+
+    def meta(name: str, p: int, args: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "ph": "M", "ts": ts, "pid": p, "tid": 0, "args": args}
+
+    return [
+        meta("process_name", pid, {"name": "python3.11"}),
+        meta("process_labels", pid, {"labels": "CPU"}),
+        meta("process_sort_index", pid, {"sort_index": pid}),
+        meta("process_name", device, {"name": "python3.11"}),
+        meta("process_labels", device, {"labels": f"GPU {device}"}),
+        meta("process_sort_index", device, {"sort_index": 16_777_216 + device}),
+    ]
+
+
 def _kernel(
     name: str,
     grid: tuple[int, int, int],

@@ -43,6 +43,8 @@ from hta.synthetic.catalog import (
     _K_GEMM_FWD,
     _Kernel,
     _kernel,
+    kernel_args,
+    process_metadata,
 )
 from hta.synthetic.timefmt import Microseconds
 
@@ -323,22 +325,7 @@ class RankEvents:
         self._x("cuda_runtime", "cudaLaunchKernel", t0, t0 + LAUNCH_NS, args)
         self._flow("s", corr, t0)
         k = _KERNELS[op.kind]
-        kargs: dict[str, Any] = {
-            "External id": ext,
-            "queued": 0,
-            "device": self.device,
-            "context": 1,
-            "stream": op.stream,
-            "correlation": corr,
-            "registers per thread": k.regs,
-            "shared memory": k.smem,
-            "blocks per SM": k.blocks_per_sm,
-            "warps per SM": k.warps_per_sm,
-            "grid": list(k.grid),
-            "block": list(k.block),
-            "est. achieved occupancy %": k.occupancy,
-            **extra,
-        }
+        kargs = {**kernel_args(k, ext, op.stream, corr, self.device), **extra}
         self._x("kernel", k.name, op.start_ns, op.end_ns, kargs, op.stream)
         self._flow("f", corr, op.start_ns, op.stream)
         self.streams.add(op.stream)
@@ -391,14 +378,7 @@ class RankEvents:
         def meta(name: str, p: int, t: int, args: dict[str, Any]) -> dict[str, Any]:
             return {"name": name, "ph": "M", "ts": ts, "pid": p, "tid": t, "args": args}
 
-        out = [
-            meta("process_name", pid, 0, {"name": "python3.11"}),
-            meta("process_labels", pid, 0, {"labels": "CPU"}),
-            meta("process_sort_index", pid, 0, {"sort_index": pid}),
-            meta("process_name", dev, 0, {"name": "python3.11"}),
-            meta("process_labels", dev, 0, {"labels": f"GPU {dev}"}),
-            meta("process_sort_index", dev, 0, {"sort_index": 16_777_216 + dev}),
-        ]
+        out = process_metadata(ts, pid, dev)
         for stream in sorted(self.streams):
             out.append(meta("thread_name", dev, stream, {"name": f"stream {stream} "}))
             out.append(meta("thread_sort_index", dev, stream, {"sort_index": stream}))

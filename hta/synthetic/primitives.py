@@ -13,6 +13,7 @@ from hta.synthetic.catalog import (
     COMPUTE_STREAM,
     STREAMS,
     _Kernel,
+    kernel_args,
     step_plan,
 )
 from hta.synthetic.timefmt import Microseconds
@@ -246,21 +247,7 @@ class _Primitives:
         self.stream_free[stream] = start + dur
 
     def _kernel_args(self, k: _Kernel, ext: int, stream: int, corr: int) -> dict[str, Any]:
-        return {
-            "External id": ext,
-            "queued": 0,
-            "device": self.device,
-            "context": 1,
-            "stream": stream,
-            "correlation": corr,
-            "registers per thread": k.regs,
-            "shared memory": k.smem,
-            "blocks per SM": k.blocks_per_sm,
-            "warps per SM": k.warps_per_sm,
-            "grid": list(k.grid),
-            "block": list(k.block),
-            "est. achieved occupancy %": k.occupancy,
-        }
+        return kernel_args(k, ext, stream, corr, self.device)
 
     def _launch(
         self,

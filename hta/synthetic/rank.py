@@ -6,7 +6,13 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from hta.synthetic.catalog import _BASE_TIME_NS, _DEVICE_PROPERTIES, _HIDDEN, STREAMS
+from hta.synthetic.catalog import (
+    _BASE_TIME_NS,
+    _DEVICE_PROPERTIES,
+    _HIDDEN,
+    STREAMS,
+    process_metadata,
+)
 from hta.synthetic.timefmt import Microseconds
 from hta.synthetic.training_step import _StepBuilder
 
@@ -77,14 +83,7 @@ class _RankBuilder(_StepBuilder):
         def meta(name: str, p: int | str, t: int, args: dict[str, Any]) -> dict[str, Any]:
             return {"name": name, "ph": "M", "ts": ts, "pid": p, "tid": t, "args": args}
 
-        out = [
-            meta("process_name", pid, 0, {"name": "python3.11"}),
-            meta("process_labels", pid, 0, {"labels": "CPU"}),
-            meta("process_sort_index", pid, 0, {"sort_index": pid}),
-            meta("process_name", dev, 0, {"name": "python3.11"}),
-            meta("process_labels", dev, 0, {"labels": f"GPU {dev}"}),
-            meta("process_sort_index", dev, 0, {"sort_index": 16_777_216 + dev}),
-        ]
+        out = process_metadata(ts, pid, dev)
         for stream in STREAMS:
             out.append(meta("thread_name", dev, stream, {"name": f"stream {stream} "}))
             out.append(meta("thread_sort_index", dev, stream, {"sort_index": stream}))
