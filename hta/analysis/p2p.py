@@ -80,15 +80,16 @@ def _held_by_annotation(rt: RankTrace, rows: np.ndarray) -> list[tuple[str, int]
     end = ev["end"].to_numpy()[rows]
     stream = ev["stream"].to_numpy()[rows]
     for s, part in marks.groupby("stream", sort=False):
-        starts = part["ts"].to_numpy()
-        ends = part["end"].to_numpy()
-        for i in np.flatnonzero(stream == s):
-            j = int(np.searchsorted(starts, ts[i], side="right")) - 1
+        starts, ends = part["ts"].to_numpy(), part["end"].to_numpy()
+        ways, peers = part["way"].to_numpy(dtype=object), part["peer"].to_numpy(np.int64)
+        mine = np.flatnonzero(stream == s)
+        found = np.searchsorted(starts, ts[mine], side="right") - 1
+        for i, j in zip(mine.tolist(), found.tolist(), strict=True):
             # annotations of one stream may nest: walk back to the innermost that holds it
             while j >= 0 and ends[j] < end[i]:
                 j -= 1
             if j >= 0:
-                out[i] = (str(part["way"].iat[j]), int(part["peer"].iat[j]))
+                out[i] = (str(ways[j]), int(peers[j]))
     return out
 
 
