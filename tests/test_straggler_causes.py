@@ -181,3 +181,15 @@ def test_causes_from_tables() -> None:
     # a peer whose kernel ended before the last one started waited for nobody
     skewed = arrivals.assign(end_ns=[6_400_000, 7_000_000, 16_400_000, 17_000_000])
     assert (collective_instances(skewed)["held_ns"] == 0).all()
+
+
+def test_a_straggler_late_for_its_host_keeps_the_rules_estimate(jobs: dict) -> None:
+    """no-stragglers models slower computation: a rank late for its host gets no replay
+    (its saving is the measured wait, gpu-time, and the finding says why)."""
+    found = jobs["host"][0].get_findings()
+    (row,) = found[found["rule"] == "stragglers"].to_dict("records")
+    assert (row["change"], row["saving_source"]) == ("", "gpu-time")
+    assert "does not model" in row["evidence"]
+    slow = jobs["slow_worker"][0].get_findings()
+    (row,) = slow[slow["rule"] == "stragglers"].to_dict("records")
+    assert (row["change"], row["saving_source"]) == ("no-stragglers:3", "replay")

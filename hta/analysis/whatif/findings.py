@@ -86,6 +86,14 @@ HOST_NOT_GRAPHED = {
     "slow_op": "how much faster the slow CPU operators could run is not in the trace",
     "runtime": "other runtime calls (allocation, copies) are not what a CUDA graph removes",
 }
+#: The causes of a late rank (the ``stragglers`` finding's "Why:" sentence,
+#: :mod:`hta.analysis.straggler_causes`) that ``no-stragglers`` models: slower computation.
+COMPUTE_CAUSES = ("slow_compute", "imbalance")
+_CAUSE = re.compile(r"(?:Why: |; )(slow_compute|imbalance|host|slow_link|unexplained) in ")
+#: Why a ``stragglers`` finding late for another cause keeps the rule's estimate.
+STRAGGLER_NOT_MODELLED = (
+    "no-stragglers models a rank's slower GPU computation; this rank is late because of "
+    "its host or its link (the finding's \"Why\"), which the replay does not model")
 #: The data loader's workers the ``data_loading`` saving assumes.
 DATA_WORKERS = 4
 
@@ -97,15 +105,25 @@ DATA_WORKERS = 4
 PAGEABLE_SITE = re.compile(r"; copies: \d+ × Memcpy HtoD \(Pageable -> Device\)")
 
 
+def _late_not_for_compute(evidence: str) -> bool:
+    """Whether a ``stragglers`` finding's evidence names causes, none of them slower
+    computation."""
+    causes = _CAUSE.findall(evidence)
+    return bool(causes) and not set(causes) & set(COMPUTE_CAUSES)
+
+
 def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "",
                evidence: str = "") -> str:
     """The change that models the fix of a finding of ``rule`` on ``ranks`` ("" when
-    none): ``no-stragglers:RANK`` for one late rank, ``no-sync:SITE`` for a host-sync
+    none): ``no-stragglers:RANK`` for one late rank (none when its evidence names only
+    causes other than slower computation: host, link), ``no-sync:SITE`` for a host-sync
     site (its subject; ``pinned-copies`` when the site's waits are uploads from pageable
     memory, :data:`PAGEABLE_SITE`), ``dtype:TYPE`` for the type its advice
     names, none for a ``host_bound`` finding about slow CPU operators or runtime calls."""
     change = RULE_CHANGES.get(rule, "")
     if rule == "host_bound" and subject in HOST_NOT_GRAPHED:
+        return ""
+    if change == "no-stragglers" and _late_not_for_compute(evidence):
         return ""
     if change == "no-stragglers" and len(ranks) == 1:
         return f"no-stragglers:{int(ranks[0])}"
@@ -228,6 +246,8 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
             why = replayed or NOT_MODELLED.get(str(row["rule"])) or (
                 HOST_NOT_GRAPHED.get(str(row.get("subject", "")), "")
                 if row["rule"] == "host_bound" else "") or (
+                STRAGGLER_NOT_MODELLED if row["rule"] == "stragglers"
+                and _late_not_for_compute(str(row["evidence"])) else "") or (
                 f"the replay cannot model {change} on these traces"
                 if change and predict_with is not None else "")
             _gpu_time(out, i, row, cols, rule_us, why)
