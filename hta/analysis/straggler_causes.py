@@ -70,9 +70,10 @@ import pandas as pd
 from hta.analysis.gpu_work import COMPUTE, rank_gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.select import rank_numbers
+from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection, StepList, rank_steps
-from hta.model.trace import RankTrace, Trace
+from hta.model.trace import RankTrace
 
 PROFILE_COLUMNS = ["rank", "step", "step_start_ns", "step_ns"]
 INSTANCE_COLUMNS = ["collective", "rank", "step", "start_ns", "end_ns", "held_ns", "lag_ns",
@@ -213,7 +214,7 @@ def stretches(instances: pd.DataFrame, profile: pd.DataFrame,
 
 
 # -- the causes ---------------------------------------------------------------------------------
-def job_straggler_causes(trace: Trace, selection: Selection, arrivals: pd.DataFrame,
+def job_straggler_causes(trace: Job, selection: Selection, arrivals: pd.DataFrame,
                          offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:func:`straggler_causes` of the selected ranks: ``arrivals`` the matched
     collectives on one clock (``offsets``: rank -> ns subtracted to put a rank's times

@@ -18,7 +18,7 @@ from hta.facade.display import show
 from hta.facade.selecting import chosen
 from hta.facade.stragglers import StragglersMixin
 from hta.model.runner import RankWork, run_one
-from hta.model.selection import Iterations, Ranks
+from hta.model.selection import Iterations, Ranks, normalize_iterations, normalize_ranks
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -102,8 +102,7 @@ class PipelineMixin(StragglersMixin):
         :func:`hta.plots.pipeline.pipeline_figure`."""
         if per not in PER:
             raise ValueError(f"per={per!r}: expected one of {', '.join(PER)}")
-        key = (tuple(ranks) if ranks is not None else None,
-               tuple(iterations) if iterations is not None else None)
+        key = (normalize_ranks(ranks), normalize_iterations(iterations))
         cache = self.__dict__.setdefault("_pipeline_cache", {})
         if key not in cache:
             cache.clear()
