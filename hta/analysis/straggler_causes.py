@@ -32,11 +32,14 @@ stays below it, and two ranks that hold each other up in turn by about as much a
 neither of them the step's straggler.
 
 **Cause.** At each instance where the late rank held the others up, each measure of its
-stretch is compared with the median of the other participants'; the excesses are summed
-over its instances in the step. The largest names the cause, when it is at least a
-quarter of the time by which its held time exceeds any other rank's in the step;
-otherwise the cause is ``unexplained`` (the trace does not show why: a wait inside a CPU
-op that launches nothing, a clock that drifts):
+stretch is compared with the median of the other participants'; the excesses (those
+above 0) are summed over its instances in the step. The largest names the cause, when it
+is at least a quarter of the time by which its held time exceeds any other rank's in the
+step; otherwise the cause is ``unexplained`` (the trace does not show why: a wait inside
+a CPU op that launches nothing, a clock that drifts). Another measure whose excess is at
+least :data:`SHARED` of their sum is a cause too: the step's held time and wait are
+shared between the causes in proportion to their excesses (a rank with more computation
+*and* more idle time before the same collectives is late for both):
 
 * ``slow_compute``: its GPU computation before the collective took longer, and it is the
   same rank on most steps (at least :data:`RECURRING` of the steps analysed), or no other
@@ -52,8 +55,9 @@ op that launches nothing, a clock that drifts):
 **One row per rank and cause** (:data:`CAUSE_COLUMNS`): ``steps`` (the steps it was late
 for that cause), ``recurring`` (late on at least :data:`RECURRING` of the steps
 analysed, when more than one step is analysed), ``lag(us)`` (mean of its largest
-arrival lag per step), ``held(us)`` and ``wait_caused(us)`` (sums over those steps; the second is
-:mod:`~hta.analysis.stragglers`' ``wait_caused_ns``), and the evidence, per step (the
+arrival lag per step), ``held(us)`` and ``wait_caused(us)`` (sums over those steps of the
+cause's share; the second is :mod:`~hta.analysis.stragglers`' ``wait_caused_ns``), and
+the evidence, per step (the
 mean over its steps of the sums over its instances), each beside the median other
 participant's: ``compute(us)``, ``idle(us)``, ``transfer(us)``. ``cost(us)`` and
 ``change`` are filled by :meth:`hta.trace_analysis.TraceAnalysis.get_straggler_causes`
@@ -88,6 +92,8 @@ NOISE_SHARE = 0.02
 NOISE_FLOOR_NS = 20_000
 #: The share of the net held time the largest excess must reach to name a cause.
 EXPLAINED = 0.25
+#: The share of the excesses a second measure must reach to be a cause of its own.
+SHARED = 0.25
 #: The share of the analysed steps on which a rank must be late to recur.
 RECURRING = 2 / 3
 _MEASURES = (("compute", "slow_compute"), ("idle", "host"), ("transfer", "slow_link"))
@@ -248,7 +254,7 @@ def straggler_causes(profile: pd.DataFrame, instances: pd.DataFrame,
     if not len(late):
         return no_causes()
     n_steps = int(per["step"].nunique())
-    late = late.assign(cause=_name_causes(late, n_steps))
+    late = _cause_parts(late.reset_index(drop=True), n_steps)
     rows = []
     for (rank, cause), part in late.groupby(["rank", "cause"], sort=True):
         rows.append({
@@ -256,8 +262,8 @@ def straggler_causes(profile: pd.DataFrame, instances: pd.DataFrame,
             "steps": tuple(int(s) for s in part["step"]),
             "recurring": len(part) >= RECURRING * n_steps and n_steps > 1,
             "lag(us)": part["lag_ns"].mean() / 1e3,
-            "held(us)": part["held_ns"].sum() / 1e3,
-            "wait_caused(us)": part["wait_caused_ns"].sum() / 1e3,
+            "held(us)": (part["held_ns"] * part["share"]).sum() / 1e3,
+            "wait_caused(us)": (part["wait_caused_ns"] * part["share"]).sum() / 1e3,
             "cost(us)": np.nan, "change": "",
             **{f"{m}(us)": part[f"{m}_ns"].mean() / 1e3 for m, _ in _MEASURES},
             **{f"median_{m}(us)": part[f"median_{m}_ns"].mean() / 1e3 for m, _ in _MEASURES},
@@ -317,23 +323,31 @@ def _most_held_by_another(per: pd.DataFrame) -> np.ndarray:
     return np.where(is_top & ~ties, np.maximum(second, 0.0), top)
 
 
-def _name_causes(late: pd.DataFrame, n_steps: int) -> np.ndarray:
-    """The cause of each late (rank, step) row (module docstring)."""
-    excess = np.column_stack([
+def _cause_parts(late: pd.DataFrame, n_steps: int) -> pd.DataFrame:
+    """Each late (rank, step) row once per cause it is late for, with the cause's
+    ``share`` of its held time (module docstring)."""
+    excess = np.clip(np.column_stack([
         late[f"{m}_ns"].to_numpy(float) - late[f"median_{m}_ns"].to_numpy(float)
-        for m, _ in _MEASURES])
-    best = np.argmax(excess, axis=1)
-    largest = excess[np.arange(len(late)), best]
-    names = np.array([c for _, c in _MEASURES], dtype=object)[best]
+        for m, _ in _MEASURES]), 0, None)
+    largest = excess.max(axis=1)
     explained = (largest > 0) & (largest >= EXPLAINED * late["net_held_ns"].to_numpy(float))
-    names = np.where(explained, names, "unexplained")
-    compute = names == "slow_compute"
-    ranks = late["rank"].to_numpy()
+    share = excess / np.where(largest > 0, excess.sum(axis=1), 1.0)[:, None]
+    keep = (share >= SHARED) | (excess == largest[:, None])
+    share = np.where(keep, share, 0.0)
+    share /= np.where(share.sum(axis=1) > 0, share.sum(axis=1), 1.0)[:, None]
+    parts = []
+    for j, (_, cause) in enumerate(_MEASURES):
+        mine = explained & (share[:, j] > 0)
+        parts.append(late[mine].assign(cause=cause, share=share[mine, j]))
+    parts.append(late[~explained].assign(cause="unexplained", share=1.0))
+    out = pd.concat(parts, ignore_index=True)
+    compute = (out["cause"] == "slow_compute").to_numpy()
+    ranks = out["rank"].to_numpy()
     if len(set(ranks[compute].tolist())) > 1:
         counts = pd.Series(ranks[compute]).value_counts()
         rare = np.array([counts.get(r, 0) < RECURRING * n_steps for r in ranks])
-        names = np.where(compute & rare, "imbalance", names)
-    return names
+        out.loc[compute & rare, "cause"] = "imbalance"
+    return out.sort_values(["rank", "step"], kind="stable")
 
 
 def no_causes() -> pd.DataFrame:

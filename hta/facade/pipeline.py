@@ -81,6 +81,8 @@ class PipelineMixin(StragglersMixin):
                 return causes
             per_step = table.drop_duplicates("step").set_index("step")
             steps = [s for s in row["steps"] if s in per_step.index]
+            if list(per_step.index) == [-1]:  # no ProfilerStep: the replay's one window
+                steps = [-1]
             gain = (per_step.loc[steps, "job_measured(us)"]
                     - per_step.loc[steps, "job_predicted(us)"]).clip(lower=0)
             causes.at[i, "cost(us)"] = float(gain.sum())
