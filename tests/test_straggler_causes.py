@@ -193,3 +193,27 @@ def test_a_straggler_late_for_its_host_keeps_the_rules_estimate(jobs: dict) -> N
     slow = jobs["slow_worker"][0].get_findings()
     (row,) = slow[slow["rule"] == "stragglers"].to_dict("records")
     assert (row["change"], row["saving_source"]) == ("no-stragglers:3", "replay")
+
+
+def test_two_causes_share_the_time_held() -> None:
+    """Rank 1 is 500 µs late at one all-reduce, with 300 µs more computation and 300 µs
+    more idle time than rank 0 before it: late for both, each with half the held time."""
+    profile = pd.DataFrame({"rank": [0, 1], "step": [0, 0], "step_start_ns": [0, 0],
+                            "step_ns": [10**7] * 2})
+    arrivals = pd.DataFrame({
+        "collective": [0, 0], "rank": [0, 1], "iteration": [0, 0],
+        "start_ns": [6_000_000, 6_500_000], "end_ns": [7_500_000] * 2,
+        "arrival_lag_ns": [0, 500_000], "waited_ns": [500_000, 0],
+        "wait_caused_ns": [0, 500_000], "last": [False, True], "participants": [2] * 2,
+        "matched_by": ["seq"] * 2})
+    measures = pd.DataFrame({"rank": [0, 1], "collective": [0, 0],
+                             "compute_ns": [5_000_000, 5_300_000],
+                             "idle_ns": [10**6, 1_300_000]})
+    out = straggler_causes(profile, collective_instances(arrivals), measures)
+    assert sorted(zip(out["cause"], out["held(us)"], strict=True)) == [
+        ("host", 250.0), ("slow_compute", 250.0)]
+    # a second excess under a quarter of the sum is no cause of its own
+    small = measures.assign(idle_ns=[10**6, 1_050_000])
+    (row,) = straggler_causes(profile, collective_instances(arrivals), small).to_dict(
+        "records")
+    assert (row["cause"], row["held(us)"]) == ("slow_compute", 500.0)
