@@ -7,12 +7,9 @@ import iteration_cases as cases
 import pytest
 
 from hta.analysis.findings import analysis_window, find
-from hta.analysis.findings.warmup import (
-    ONE_ITERATION,
-    iterations_found,
-    one_time_costs,
-    window_text,
-)
+from hta.analysis.findings.loops import iterations_found
+from hta.analysis.findings.onetime import one_time_costs
+from hta.analysis.findings.warmup import ONE_ITERATION, window_text
 
 
 def _rules(out) -> list[str]:
@@ -368,7 +365,7 @@ def test_a_guard_check_is_no_compilation(tmp_path):
     and the compiled runs after it are no 'first run after a compilation'."""
     from kineto_builder import TraceBuilder
 
-    from hta.analysis.findings.warmup import COMPILING
+    from hta.analysis.findings.onetime import COMPILING
     from hta.job.load import load_trace
 
     assert not COMPILING.search("TorchDynamo Cache Lookup")

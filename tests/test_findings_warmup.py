@@ -8,7 +8,8 @@ import numpy as np
 from conftest import shared_trace
 
 from hta.analysis.findings import analyse, analysis_window, find
-from hta.analysis.findings.warmup import FACTOR, MIN_NS, one_time_costs, window_text
+from hta.analysis.findings.onetime import FACTOR, MIN_NS, one_time_costs
+from hta.analysis.findings.warmup import window_text
 from hta.job.load import load_trace
 
 
@@ -164,7 +165,7 @@ def test_the_repeating_iteration_is_found(tmp_path):
     """Ten calls of aten::linear, the first one-time: ten iterations of one top-level call,
     the first a warm-up one; the steady state holds nine, 20 µs apart (16 µs call +
     4 µs)."""
-    from hta.analysis.findings.warmup import iterations_found
+    from hta.analysis.findings.loops import iterations_found
 
     trace, _ = cases.warm_up(tmp_path)
     rt = trace.rank(0)
@@ -181,7 +182,7 @@ def test_the_repeating_iteration_is_found(tmp_path):
 def test_no_repetition_no_iteration(tmp_path):
     from kineto_builder import TraceBuilder
 
-    from hta.analysis.findings.warmup import iterations_found
+    from hta.analysis.findings.loops import iterations_found
     from hta.job.load import load_trace as load
 
     b = TraceBuilder(rank=0)
@@ -223,7 +224,7 @@ def _loop(tmp_path, first_ms: float, iterations: int = 8, extra_first: int = 0):
 
 
 def test_a_slow_first_iteration_is_warm_up_whatever_its_calls(tmp_path):
-    from hta.analysis.findings.warmup import WARM_ITERATION_FACTOR, iterations_found
+    from hta.analysis.findings.loops import WARM_ITERATION_FACTOR, iterations_found
 
     trace = _loop(tmp_path, first_ms=3.0, extra_first=3)
     rt = trace.rank(0)
@@ -243,7 +244,7 @@ def test_a_slow_first_iteration_is_warm_up_whatever_its_calls(tmp_path):
 
 
 def test_even_iterations_are_not_warm_up(tmp_path):
-    from hta.analysis.findings.warmup import iterations_found
+    from hta.analysis.findings.loops import iterations_found
 
     trace = _loop(tmp_path, first_ms=0.0)
     rt = trace.rank(0)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from hta.analysis.findings import analysis_window
-from hta.analysis.findings.warmup import iterations_found
+from hta.analysis.findings.loops import iterations_found
 from hta.trace_analysis import TraceAnalysis
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "cuda_h100"

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import numpy as np
-import pandas as pd
+from typing import Literal
 
 from hta.analysis.findings.claims import Claim
+from hta.analysis.findings.events import link, step_table
+from hta.analysis.findings.steady import steady_window
 from hta.analysis.gpu_work import as_list, rank_gpu_work, read_only
 from hta.model.derived import derived
-from hta.model.selection import Selection, StepList, rank_steps
+from hta.model.selection import Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
 
@@ -76,60 +75,9 @@ class FindingRule:
 
 
 # -- the analysed window ---------------------------------------------------------------
-def step_table(rt: RankTrace) -> pd.DataFrame:
-    """The rank's ``ProfilerStep#N`` spans (the model's step table,
-    :func:`hta.model.selection.rank_steps`, the spans that give events their
-    ``iteration``): columns ``step``, ``start_ns``, ``end_ns``.
-
-    Every rule asks for it: computed once per rank (:func:`hta.model.derived.derived`)."""
-    return derived(rt, "findings.step_table", lambda: _step_table(rt))
-
-
-def _step_table(rt: RankTrace) -> pd.DataFrame:
-    if not len(rt.events):
-        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
-    spans = rank_steps(rt)
-    return pd.DataFrame({"step": spans["step"].to_numpy(np.int64),
-                         "start_ns": spans["ts"].to_numpy(np.int64),
-                         "end_ns": spans["end"].to_numpy(np.int64)})
-
-
 #: The rank's GPU work, computed once per rank and steps, read-only
 #: (:func:`hta.analysis.gpu_work.rank_gpu_work`, shared with the breakdowns).
 rank_work = rank_gpu_work
-
-
-def link(rt: RankTrace, name: str) -> np.ndarray:
-    """A link column of the rank's events (``parent``, ``index_correlation``,
-    ``op_index``) as row positions (:meth:`~hta.model.trace.RankTrace.link`; -1: no
-    link), computed once per rank (a read-only array)."""
-    return derived(rt, ("findings.link", name), lambda: rt.link(name))
-
-
-@dataclass(frozen=True)
-class SteadyState:
-    """How the steady state of a trace without ``ProfilerStep`` is found: ``window(rt)``
-    gives ``(start, end, row of the last one-time cost)`` or None.
-    :mod:`hta.analysis.findings.warmup`, whose rules import this module, gives it
-    (:func:`use_steady_state`) when the findings package loads; this module cannot import
-    it without an import circle."""
-
-    window: Callable[[RankTrace], Any]
-
-
-_STEADY: list[SteadyState] = []
-
-
-def use_steady_state(steady: SteadyState) -> None:
-    """Set how the steady state is found (called once, by :mod:`.warmup`)."""
-    _STEADY[:] = [steady]
-
-
-def _steady_state() -> SteadyState:
-    if not _STEADY:
-        raise RuntimeError("hta.analysis.findings.warmup was not imported: import the "
-                           "findings through hta.analysis.findings")
-    return _STEADY[0]
 
 
 def analysis_window(rt: RankTrace, iterations: StepList = None
@@ -138,7 +86,7 @@ def analysis_window(rt: RankTrace, iterations: StepList = None
 
     With ``iterations``: from the first selected step's start to the last one's end.
     Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
-    steady state (:func:`hta.analysis.findings.warmup.steady_window`: from the end of the
+    steady state (:func:`hta.analysis.findings.steady.steady_window`: from the end of the
     latest one-time cost that a quarter of the GPU work or more follows, to the end of
     the trace), else the span of every event. ``(0, 0)`` for an empty rank. Computed
     once per rank and selection (:func:`hta.model.derived.derived`).
@@ -158,11 +106,11 @@ def _analysis_window(rt: RankTrace, iterations: StepList
     if not len(ev):
         return 0, 0
     if iterations is None and not len(step_table(rt)):
-        steady = _steady_state().window(rt)
+        steady = steady_window(rt)
         if steady is not None:
             return steady[0], steady[1]
     return int(ev["ts"].min()), int(ev["end"].max())
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window", "link",
-           "rank_work", "read_only", "step_table", "use_steady_state", "SteadyState"]
+           "rank_work", "read_only", "step_table"]

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from hta.analysis.findings.base import link
+from hta.analysis.findings.events import link
 from hta.analysis.findings.rule_tools import name_matches, runs_compiled
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows

@@ -43,6 +43,7 @@ from hta.analysis.findings.base import (
 )
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import graph_spans
+from hta.analysis.findings.loops import iterations_found
 from hta.analysis.findings.rule_tools import (
     data_loader_rows,
     fmt_time,
@@ -53,7 +54,6 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
 )
 from hta.analysis.findings.sync import RULE as HOST_SYNC
-from hta.analysis.findings.warmup import iterations_found
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.model.trace import RankTrace

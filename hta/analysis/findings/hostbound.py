@@ -66,6 +66,7 @@ from hta.analysis.findings.base import (
 )
 from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.gpu_cover import graph_aware, idle_cover
+from hta.analysis.findings.onetime import one_time_costs
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
     fmt_time,
@@ -74,7 +75,6 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
 )
 from hta.analysis.findings.sync import sync_bubbles
-from hta.analysis.findings.warmup import one_time_costs
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows

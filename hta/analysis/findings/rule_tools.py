@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import link, step_table
+from hta.analysis.findings.events import link, step_table
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived

@@ -30,7 +30,7 @@ something else) but noted in the evidence when it is large. A rank that captures
 graphs and replays none has no finding (:func:`capture_only`), and a call inside
 warm-up code (:func:`~hta.analysis.findings.rule_tools.under_warm_up`: an annotation,
 operator or Python frame named warm-up) or inside a one-time cost
-(:func:`hta.analysis.findings.warmup.one_time_costs`: a first call far longer than its
+(:func:`hta.analysis.findings.onetime.one_time_costs`: a first call far longer than its
 later ones, set-up) is left out: it runs once, before the steady state.
 
 A call whose own copy ran for half of the call or more (a large copy from pageable
@@ -74,6 +74,7 @@ from hta.analysis.findings.base import (
 )
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
+from hta.analysis.findings.onetime import in_one_time
 from hta.analysis.findings.rule_tools import (
     bytes_of,
     data_loader_cover,
@@ -91,7 +92,6 @@ from hta.analysis.findings.sync_sites import (
     linked_copies,
     site_advice,
 )
-from hta.analysis.findings.warmup import in_one_time
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.model.derived import derived

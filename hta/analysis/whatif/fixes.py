@@ -336,10 +336,10 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
 
 def keep_one_time(jg: JobGraph, edits: Edits) -> None:
     """Give the ``cpu`` edges inside each rank's one-time costs
-    (:func:`hta.analysis.findings.warmup.one_time_costs`: first calls, set-up, cold
+    (:func:`hta.analysis.findings.onetime.one_time_costs`: first calls, set-up, cold
     calls of one pass) their unchanged delay back: a graph is captured after warm-up, so
     the warm-up's host time is not what the fix removes from the steps."""
-    from hta.analysis.findings.warmup import one_time_costs
+    from hta.analysis.findings.onetime import one_time_costs
 
     for i, g in enumerate(jg.ranks):
         rows = one_time_costs(g.trace).rows
