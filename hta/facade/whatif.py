@@ -40,7 +40,7 @@ class WhatIfMixin:
         rank's times on the reference clock (``clock_shifts``: hosts whose clocks
         disagree are put on one clock before the collectives couple them)."""
         from hta.analysis.clock import shift_rank
-        from hta.analysis.whatif import build_job, replay
+        from hta.analysis.whatif.replay import build_job, replay
 
         cached: Any = getattr(self, "_whatif_cache", None)
         if cached is None:
@@ -70,8 +70,8 @@ class WhatIfMixin:
         """The what-if table: on a job whose ranks live on Dask workers, per-rank replays
         coupled through the collectives' times (only those travel); else the job graph
         in this process. Both give the same table."""
-        from hta.analysis.whatif import predict
         from hta.analysis.whatif.coupled import coupled_predict
+        from hta.analysis.whatif.replay import predict
 
         rules = getattr(self, "rules", None)
         if getattr(self.t, "keeps_remotely", False):

@@ -1,290 +1,35 @@
 """What if: replay the job from its trace and predict the step time after a change.
 
-The replay is an earliest-start schedule (:mod:`.schedule`) of the job graph
-(:mod:`.graph`: every rank's critical path DAG with measured edge delays, coupled at
-collectives). Every node without a predecessor starts at its rank's first timestamp;
-every other node as soon as its dependencies allow. A change (:mod:`.changes`) edits
-delays or edges and the graph is scheduled again, so it moves what depends on the
-changed work and nothing else.
+The modules, from the bottom up:
 
-Per rank and ``ProfilerStep`` (:func:`what_if`):
+* :mod:`.graph`: the job graph, every rank's critical path DAG with measured edge delays,
+  coupled at collectives;
+* :mod:`.schedule`: its earliest-start schedule (compiled, with a NumPy path);
+* :mod:`.changes` and :mod:`.fixes`: the changes, as edits of edge delays and edges;
+* :mod:`.replay`: the replay itself, and the per-rank, per-step table of :func:`what_if`
+  (its columns and every definition are there);
+* :mod:`.coupled`: the same table from ranks kept on Dask workers;
+* :mod:`.jobpath`, :mod:`.findings`, :mod:`.uncertainty`: what bounds each step, the
+  findings' savings, and the prediction's range.
 
-* ``measured(us)``: the step's duration in the trace, to the step's *completion*: a step
-  is done when its ``ProfilerStep`` span has ended and the GPU work launched inside the
-  span has finished (:func:`~.graph.step_work_ends`); it runs from the later of its
-  span's start and the previous step's completion to its own completion. Where the host
-  waits on the GPU every step this is the ``ProfilerStep`` span; where the host runs
-  ahead (a GPU-bound loop with no synchronisation) it is the GPU's pace, which is what
-  a faster kernel changes;
-* ``replayed(us)``: the same in the replay without change;
-* ``predicted(us)``: the span in the replay with the changes (equal to ``replayed``
-  without a change);
-* ``replay_error_pctg`` = ``100 * (replayed - measured) / measured``: the model's
-  honesty figure;
-* ``modelled_error_pctg``: the same for a stricter replay where every dependency edge
-  (``launch``, ``stream``, ``event_wait``, ``sync``) takes its type's usual delay on the
-  rank (the median of its binding delays) instead of the measured one, and only
-  durations (GPU work, host work between the points of a thread, collective transfers)
-  are measured: how much of the step the graph explains without the trace's own waits;
-* ``predicted_low(us)`` / ``predicted_high(us)``: the prediction's range, ``predicted``
-  minus / plus the sum of the spread of the rank's measured steps (2 x 1.4826 x their
-  median absolute deviation: where steps vary from one to the next, so will the step
-  after the change), the replay's error on the step (``|replayed - measured|``) and the
-  share of the rank's binding edges that are inferred, not recorded, times the change
-  predicted (``|replayed - predicted|``; :mod:`.uncertainty`); the low end is at least 0;
-* ``job_measured(us)`` / ``job_predicted(us)``: the step's slowest rank, measured and
-  predicted; ``job_predicted_low(us)`` / ``job_predicted_high(us)``: the slowest rank's
-  range ends (the largest low and the largest high over the ranks).
-
-A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
-first to its last node. See ``docs/analyses/whatif.md``.
-
-On a job whose ranks live on Dask workers, :mod:`.coupled` gives the same table from
-per-rank replays kept where the ranks are, coupled through the collectives' release times
-alone (:func:`~.coupled.coupled_predict`, :func:`~.coupled.coupled_critical_path`).
+The names below are the package's API, from those modules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
-import numpy as np
-import pandas as pd
-
-from hta.analysis.whatif import fixes as _fixes  # noqa: F401 - registers its changes
-from hta.analysis.whatif.changes import Change, Edits, apply, check_targets
-from hta.analysis.whatif.graph import (
+from hta.analysis.whatif.replay import (
+    COLUMNS,
     JOB_EDGE_TYPES,
+    Change,
     JobGraph,
     RankGraph,
-    job_graph,
-    rank_graph,
-    step_completion,
+    Schedule,
+    assemble,
+    build_job,
+    predict,
+    replay,
+    what_if,
 )
-from hta.analysis.whatif.schedule import Schedule, schedule
-from hta.model.rules import RuleSet
-from hta.model.trace import RankTrace
 
 __all__ = ["COLUMNS", "JOB_EDGE_TYPES", "Change", "JobGraph", "RankGraph", "Schedule",
            "assemble", "build_job", "predict", "replay", "what_if"]
-
-#: Columns of :func:`what_if`.
-COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
-           "predicted_low(us)", "predicted_high(us)",
-           "replay_error_pctg", "modelled_error_pctg", "job_measured(us)",
-           "job_predicted(us)", "job_predicted_low(us)", "job_predicted_high(us)"]
-#: The step spread's weight in the range: ``SPREAD_SIGMAS`` robust standard deviations.
-SPREAD_SIGMAS = 2.0
-
-#: Dependency edges whose delay the stricter (modelled) replay takes from the rank's usual
-#: delay of that type.
-DEPENDENCY_EDGES = ("launch", "stream", "event_wait", "sync")
-
-
-def build_job(traces: Sequence[RankTrace]) -> JobGraph:
-    """The job graph of the given ranks (:mod:`.graph`)."""
-    return job_graph([rank_graph(rt) for rt in traces])
-
-
-def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
-    """Schedule the job graph as ``edits`` leave it (None: unchanged)."""
-    if edits is None:
-        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of)
-    src, dst, delay = edits.edges(jg)
-    return schedule(jg.num_nodes, src, dst, np.maximum(delay, 0), jg.base, jg.order_of)
-
-
-def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list[Change]:
-    """Changes from strings or :class:`Change` objects (one string is one change)."""
-    if changes is None:
-        return []
-    if isinstance(changes, str | Change):
-        changes = [changes]
-    return [Change.parse(c) for c in changes]
-
-
-def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None = None,
-            rules: RuleSet | None = None, base: Schedule | None = None,
-            modelled: bool = True,
-            windows: Mapping[int, Window] | None = None,
-            check: bool = True) -> pd.DataFrame:
-    """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
-    the stricter replay is not run and ``modelled_error_pctg`` is NaN. ``windows``: per
-    rank without ``ProfilerStep``, the ``(start, end)`` (ns, measured) whose nodes make its
-    one row (default: all its nodes), e.g. the findings' analysis window, or a list of
-    them, one row each (its iterations, numbered from 1). ``check``: a
-    change aimed at work that finds none raises
-    :class:`~hta.errors.ChangeMatchesNothingError` (:func:`.changes.check_targets`)."""
-    parsed = parse_changes(changes)
-    edits = apply(jg, parsed, rules) if parsed else None
-    if check:
-        check_targets(jg, parsed, rules, edits if len(parsed) == 1 else None)
-    base = base or replay(jg)
-    changed = replay(jg, edits) if edits is not None else base
-    strict = replay(jg, modelled_edits(jg)) if modelled else None
-    parts = []
-    for i, g in enumerate(jg.ranks):
-        w = (windows or {}).get(g.rank)
-        steps, measured = step_durations(jg, i, jg.node_ts, w)
-        if not steps.size:
-            continue
-        mod = (step_durations(jg, i, strict.t, w)[1] if strict is not None
-               else np.full(steps.size, np.nan))
-        parts.append((g.rank, steps, measured, step_durations(jg, i, base.t, w)[1],
-                      step_durations(jg, i, changed.t, w)[1], mod))
-    return assemble(parts, {g.rank: inferred_fraction(g) for g in jg.ranks})
-
-
-def inferred_fraction(g: RankGraph) -> float:
-    """The share of a rank's binding edges that are inferred (0..1)."""
-    from hta.analysis.whatif.uncertainty import rank_uncertainty
-
-    return float(rank_uncertainty(g)["inferred_binding_pctg"]) / 100.0  # type: ignore[arg-type]
-
-
-#: A rank's window for a replay without ProfilerStep: one ``(start, end)`` (ns), or a list
-#: of them (its iterations).
-Window = tuple[int, int] | Sequence[tuple[int, int]]
-
-
-def step_durations(jg: JobGraph, i: int, t: np.ndarray,
-                   window: Window | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Rank position ``i``'s steps and their durations (ns) under node times ``t``
-    (module docstring): per ``ProfilerStep``, from the later of its span's start and the
-    previous step's completion to its completion; a rank without steps has one, ``-1``,
-    from its first to its last node (those measured inside ``window`` when given; none
-    when it has no node), or, when ``window`` is a list of windows, one per window that
-    holds nodes, numbered from 1."""
-    g = jg.ranks[i]
-    if len(g.steps):
-        begin, done_node = step_completion(jg, i, t)
-        return (g.steps["step"].to_numpy(np.int64),
-                t[done_node].astype(np.int64) - begin)
-    if window is not None and len(window) and not isinstance(window[0], int | np.integer):
-        return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
-    mine = jg.nodes_of(i)
-    done_before: int | None = None
-    if window is not None:
-        lo, hi = int(window[0]), int(window[1])  # type: ignore[arg-type]
-        ts = jg.node_ts[mine]
-        done_before = _done_before(t, mine, ts, lo)
-        mine = mine[(ts >= lo) & (ts <= hi)]
-    if not mine.size:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z
-    first = int(t[mine].min())
-    if done_before is not None:
-        first = max(first, done_before)
-    last = max(int(t[mine].max()), first)
-    return np.asarray([-1]), np.asarray([last - first])
-
-
-def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
-                      windows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Rank position ``i``'s iterations (``windows``, by the nodes' measured starts) and
-    their durations under node times ``t``: each from the completion of the one before
-    (the first: from its earliest node, or the completion of the work before it if
-    later) to its own completion, the latest of its nodes (never before the completion
-    before it). A change that lets the host run ahead (no
-    launch cost) moves an iteration's host nodes into earlier ones; measured from
-    completion to completion, the iterations still add up to the span of the whole."""
-    mine = jg.nodes_of(i)
-    ts = jg.node_ts[mine]
-    steps, spans = [], []
-    before = _done_before(t, mine, ts, windows[0][0]) if len(windows) else None
-    done: int | None = None
-    for k, (lo, hi) in enumerate(windows, start=1):
-        inside = mine[(ts >= lo) & (ts < hi)]
-        if not inside.size:
-            continue
-        first = int(t[inside].min())
-        # the first: from its earliest node, once the work before it is done
-        begin = done if done is not None else first if before is None else max(first, before)
-        done = max(begin, int(t[inside].max()))
-        steps.append(k)
-        spans.append(done - begin)
-    return np.asarray(steps, dtype=np.int64), np.asarray(spans, dtype=np.int64)
-
-
-def _done_before(t: np.ndarray, mine: np.ndarray, ts: np.ndarray, start: int) -> int | None:
-    """The latest time under ``t`` of the rank's nodes measured before ``start`` (None when
-    none): a window starts no earlier than the work before it completes (a change that
-    shortens the host's work before the window must not stretch the window back over GPU
-    work still running from before it)."""
-    before = mine[ts < start]
-    return int(t[before].max()) if before.size else None
-
-
-def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                   np.ndarray]],
-             inferred: Mapping[int, float] | None = None) -> pd.DataFrame:
-    """:data:`COLUMNS` from per-rank ``(rank, steps, measured, replayed, predicted,
-    modelled)`` step durations (ns; modelled NaN when not replayed); ``inferred``: per
-    rank, the share of its binding edges that are inferred (for the range)."""
-    rows = [pd.DataFrame({
-        "rank": np.full(steps.size, rank, dtype=np.int64), "step": steps,
-        "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
-        "predicted(us)": pred / 1e3, "_mod": mod / 1e3})
-        for rank, steps, measured, rep, pred, mod in parts if steps.size]
-    if not rows:
-        return pd.DataFrame({c: [] for c in COLUMNS})
-    out = pd.concat(rows, ignore_index=True)
-    m = out["measured(us)"].to_numpy()
-    out["replay_error_pctg"] = np.where(
-        m > 0, 100 * (out["replayed(us)"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
-    out["modelled_error_pctg"] = np.where(
-        m > 0, 100 * (out["_mod"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
-    half = _half_width(out, inferred or {})
-    out["predicted_low(us)"] = np.maximum(out["predicted(us)"].to_numpy() - half, 0.0)
-    out["predicted_high(us)"] = out["predicted(us)"].to_numpy() + half
-    by_step = out.groupby("step")
-    out["job_measured(us)"] = by_step["measured(us)"].transform("max")
-    out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
-    out["job_predicted_low(us)"] = by_step["predicted_low(us)"].transform("max")
-    out["job_predicted_high(us)"] = by_step["predicted_high(us)"].transform("max")
-    return out[COLUMNS].sort_values(["step", "rank"], ignore_index=True)
-
-
-def _half_width(out: pd.DataFrame, inferred: Mapping[int, float]) -> np.ndarray:
-    """Per row, the half-width of the predicted step's range (µs): the spread of the
-    rank's measured steps (:data:`SPREAD_SIGMAS` times 1.4826 times their median absolute
-    deviation), plus the replay's error on the step, plus the rank's inferred share of the
-    change the step predicts (``|replayed - predicted|``)."""
-    measured = out["measured(us)"].to_numpy(dtype=float)
-    spread = np.zeros(len(out))
-    for _, idx in out.groupby("rank").indices.items():
-        m = measured[idx]
-        mad = float(np.median(np.abs(m - np.median(m)))) if m.size > 1 else 0.0
-        spread[idx] = SPREAD_SIGMAS * 1.4826 * mad
-    replayed = out["replayed(us)"].to_numpy(dtype=float)
-    err = np.abs(replayed - measured)
-    share = out["rank"].map(lambda r: float(inferred.get(int(r), 0.0))).to_numpy(float)
-    return spread + err + share * np.abs(replayed - out["predicted(us)"].to_numpy(float))
-
-
-def modelled_edits(jg: JobGraph) -> Edits:
-    """Edits of the stricter replay: dependency edges at their type's usual delay."""
-    edits = Edits.of(jg)
-    codes = [JOB_EDGE_TYPES.index(t) for t in DEPENDENCY_EDGES]
-    m = np.flatnonzero(np.isin(jg.type, codes) & (jg.node_pos[jg.dst] >= 0))
-    if m.size:
-        floors = np.stack([g.floor for g in jg.ranks])  # rank position x edge type
-        edits.delay[m] = floors[jg.node_pos[jg.dst[m]], jg.type[m]]
-    return edits
-
-
-def what_if(traces: Sequence[RankTrace],
-            changes: Iterable[str | Change] | str | Change | None = None,
-            rules: RuleSet | None = None) -> pd.DataFrame:
-    """Replay the job and predict each rank's step time after ``changes``.
-
-    Args:
-        traces: the ranks (all of them for a multi-rank job: collectives couple them).
-        changes: strings such as ``"kernels:gemm*0.5"`` or :class:`Change` objects,
-            applied in order (see :mod:`.changes`); none replays the trace as it is.
-        rules: the kind rules the trace was loaded with (for ``category:`` changes).
-
-    Returns:
-        One row per rank and step, :data:`COLUMNS` (module docstring).
-    """
-    return predict(build_job(traces), changes, rules)

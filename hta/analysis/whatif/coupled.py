@@ -55,7 +55,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.clock import shift_rank
-from hta.analysis.whatif import step_durations
 from hta.analysis.whatif.changes import Change, Edits, apply, straggler_totals
 from hta.analysis.whatif.graph import (
     JobGraph,
@@ -65,6 +64,7 @@ from hta.analysis.whatif.graph import (
     match_slots,
     rank_graph,
 )
+from hta.analysis.whatif.replay import step_durations
 from hta.analysis.whatif.schedule import Schedule, schedule
 from hta.model.rules import RuleSet
 from hta.model.runner import Kept, keep
@@ -178,7 +178,7 @@ class Answer:
 
 def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     """The rank's replay under ``req`` (module docstring)."""
-    from hta.analysis.whatif import modelled_edits
+    from hta.analysis.whatif.replay import modelled_edits
 
     jg = cr.jg
     # the edits of the kind's last request are kept for its next rounds (the rules come
@@ -269,7 +269,7 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
     the release times (module docstring). ``ranks``: the :class:`CoupledRank` of every
     rank, kept where it lives; ``coupling``: :class:`Coupling` of their instances.
     ``coupling.rounds`` records the rounds each replay took."""
-    from hta.analysis.whatif import assemble, parse_changes
+    from hta.analysis.whatif.replay import assemble, parse_changes
 
     parsed = tuple(parse_changes(changes))
     medians = None

@@ -282,7 +282,7 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
     ``replay_error_worst_pctg``, ``modelled_error_median_pctg``,
     ``modelled_error_worst_pctg`` (absolute values).
     """
-    from hta.analysis.whatif import predict
+    from hta.analysis.whatif.replay import predict
 
     binding = binding_edges(jg, sched)
     return step_bound_of(
