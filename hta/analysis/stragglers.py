@@ -11,9 +11,13 @@ read this from the communication kernels of every rank (every event of kind
   onto NCCL kernels with a ``Seq``: key ``(process group, seq, k)``, where ``k`` numbers
   the kernels of one rank sharing that ``(process group, seq)`` in start order
   (coalesced collectives launch several);
-* else by **order**: key ``(process group, kernel name, iteration, k)``, ``k`` numbering
-  a rank's kernels of that name in that ``ProfilerStep`` (the iteration its launch
-  belongs to) and process group in start order.
+* else by **order**: key ``(process group, name, kernel name, iteration, k)``, ``k``
+  numbering a rank's kernels of that name and kernel name in that ``ProfilerStep`` (the
+  iteration its launch belongs to) and process group in start order. The *name* is the
+  collective's (``Collective name``), else the operation of the ``nccl:OP`` range
+  PyTorch puts around each collective call's launch (``nccl:all_to_all``), else the
+  kernel name: ranks that launch an all-to-all and an all-reduce in different orders
+  through the same kernel are paired call by call.
 
 **Send/recv** kernels are paired apart (:mod:`hta.analysis.p2p`): the ``k``-th send from
 rank ``a`` to ``b`` meets the ``k``-th receive on ``b`` from ``a`` in the same process
@@ -65,6 +69,7 @@ every collective, not by one kernel.
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -166,6 +171,9 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         seq[idx[fin]] = s[fin].astype(np.int64)
         nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
         pg_ranks[idx] = a["process_group_ranks"].astype(str).to_numpy()
+    unnamed = np.flatnonzero(name == kernel)
+    if unnamed.size:  # no collective name: the nccl:OP range its launch sits in, if any
+        name[unnamed] = _launch_ranges(rt, rows[unnamed], kernel[unnamed])
     direction, peer = p2p_peers(rt, rows, name, kernel, pg_ranks)
     return pd.DataFrame({
         "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
@@ -176,6 +184,31 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         "end_ns": ev["end"].to_numpy()[rows].astype(np.int64), "in_msg_nelems": nelems,
         "direction": direction, "peer": peer,
     }, columns=KERNEL_COLUMNS)
+
+
+_NCCL_RANGE = re.compile(r"^nccl:(\w+)")
+
+
+def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel: the operation of the innermost ``nccl:OP`` range (PyTorch's name of
+    each collective call, ``nccl:all_reduce``) around its launch call, else its kernel
+    name."""
+    out = kernels.copy()
+    launch = rt.link("index_correlation")[rows]
+    parent = rt.link("parent")
+    names = rt.events["name"].to_numpy()
+    sym = rt.symbols
+    for i, pos in enumerate(launch.tolist()):
+        p = parent[pos] if pos >= 0 else -1
+        for _ in range(64):
+            if p < 0:
+                break
+            m = _NCCL_RANGE.match(str(sym[int(names[p])]))
+            if m:
+                out[i] = m.group(1)
+                break
+            p = parent[p]
+    return out
 
 
 # -- matching across ranks ----------------------------------------------------------------
@@ -189,7 +222,7 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     k["matched_by"] = np.where(by_seq, "seq", "order")
     # the key without k: seq rows ignore name and step, order rows ignore seq
     k["_by"] = by_seq
-    k["_name"] = np.where(by_seq, "", k["kernel"].astype(str))
+    k["_name"] = np.where(by_seq, "", k["name"].astype(str) + "|" + k["kernel"].astype(str))
     k["_step"] = np.where(by_seq, 0, k["iteration"].to_numpy(np.int64))
     base = ["_by", "process_group", "seq", "_name", "_step"]
     k["_base"] = k.groupby(base, sort=False).ngroup()
