@@ -174,3 +174,32 @@ def test_model_chunks_from_the_annotations_make_an_interleaved_schedule() -> Non
     # (P - 1) / v x the stage's computation per micro-batch: 1 / 2 x 3 000 µs
     assert steps["bubble_theory(us)"].tolist() == [1_500.0, 1_500.0]
     assert steps["chunks"].tolist() == [2, 2]
+
+
+def test_two_pipelines_with_global_ranks(tmp_path: Path) -> None:
+    """Two 4-stage 1F1B pipelines side by side, the second on ranks 4-7 (its process
+    group lists them, so its `nccl:send 0->1` names group ranks 0 and 1, global 4 and 5):
+    two pipelines of four stages, each stage its own bubble."""
+    import gzip
+
+    generate_coupled_job(tmp_path / "a", "1f1b", ranks=4, steps=2)
+    generate_coupled_job(tmp_path / "b", "1f1b", ranks=4, steps=2, seed=1)
+    job = tmp_path / "job"
+    job.mkdir()
+    for side, shift in (("a", 0), ("b", 4)):
+        for r in range(4):
+            trace = json.loads(gzip.decompress((tmp_path / side / f"rank-{r}.json.gz")
+                                               .read_bytes()))
+            trace["distributedInfo"]["rank"] = r + shift
+            trace["distributedInfo"]["world_size"] = 8
+            text = json.dumps(trace).replace('"[0, 1, 2, 3]"', f'"{[4, 5, 6, 7]}"' if shift
+                                             else '"[0, 1, 2, 3]"')
+            (job / f"rank-{r + shift}.json").write_text(text)
+    ta = TraceAnalysis(trace_dir=job, cache=False, progress=False)
+    steps = ta.get_pipeline_bubbles(per="step")
+    stages = steps.drop_duplicates("rank").set_index("rank")[["pipeline", "stage"]]
+    assert stages.to_dict("index") == {r: {"pipeline": r // 4, "stage": r % 4}
+                                       for r in range(8)}
+    assert set(steps["schedule"]) == {"1f1b"}
+    assert (ta.get_collective_arrivals()["peer"] // 4
+            == ta.get_collective_arrivals()["rank"] // 4).all()

@@ -127,6 +127,8 @@ def _parse(name: str) -> tuple[str, int] | None:
 def _group_ranks(text: str) -> tuple[int, ...]:
     try:
         value = json.loads(text) if text else None
+        if isinstance(value, str):  # PyTorch writes the list as a string: "[0, 1, 2]"
+            value = json.loads(value)
     except ValueError:
         return ()
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
