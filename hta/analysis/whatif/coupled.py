@@ -78,8 +78,9 @@ logger = logging.getLogger(__name__)
 #: What an unknown release time is (a barrier that holds nothing back).
 NEVER = np.iinfo(np.int64).min // 4
 
-#: The replays :func:`coupled_predict` runs: as measured, with the changes, the stricter.
-KINDS = ("base", "changed", "strict")
+#: The replays :func:`coupled_predict` runs: as measured, with the changes, and the
+#: modelled one (every dependency at its usual delay: ``modelled_error_pctg``).
+KINDS = ("base", "changed", "modelled")
 
 
 # -- where the rank lives ----------------------------------------------------------------
@@ -187,7 +188,7 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
            tuple(sorted(req.medians.items())) if req.medians else None)
     kept = cr.edits.get(req.kind)
     if kept is None or kept[0] != key:
-        if req.kind == "strict":
+        if req.kind == "modelled":
             edits = modelled_edits(jg)
         elif req.kind == "changed" and req.changes:
             edits = apply(jg, list(req.changes), req.rules, req.medians)
@@ -286,11 +287,11 @@ def coupled_predict(ranks: RankValues, coupling: Coupling,
     base = _settled(ranks, coupling, "base", max_rounds)
     changed = solve(ranks, coupling, Request("changed", np.zeros(0), parsed, rules, medians),
                     coupling.release.get("base"), max_rounds) if parsed else base
-    strict = _settled(ranks, coupling, "strict", max_rounds) if modelled else None
+    usual = _settled(ranks, coupling, "modelled", max_rounds) if modelled else None
     parts = []
     for rank in sorted(base):
         b, c = base[rank], changed[rank]
-        mod = strict[rank].replayed if strict is not None else np.full(b.steps.size, np.nan)
+        mod = usual[rank].replayed if usual is not None else np.full(b.steps.size, np.nan)
         parts.append((rank, b.steps, b.measured, b.replayed, c.replayed, mod))
     return assemble(parts, inferred_shares(ranks, coupling))
 
@@ -342,7 +343,7 @@ def inferred_shares(kept: RankValues, coupling: Coupling) -> dict[int, float]:
 
 def _settled(ranks: RankValues, coupling: Coupling, kind: str, max_rounds: int | None
              ) -> dict[int, Answer]:
-    """The answers of a replay that no change alters (``base``, ``strict``), solved once
+    """The answers of a replay that no change alters (``base``, ``modelled``), solved once
     and kept in ``coupling``."""
     if kind not in coupling.settled:
         start = coupling.release.get("base") if kind != "base" else None

@@ -268,7 +268,7 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
     rank's): ``measured(us)`` in the trace,
     ``replayed(us)`` in the replay without change, and the replay's honesty figures:
     ``replay_error_pctg`` = 100 * (replayed - measured) / measured, and
-    ``modelled_error_pctg``, the same for the stricter replay (the slowest rank's step
+    ``modelled_error_pctg``, the same for the modelled replay (the slowest rank's step
     there). ``step(us)`` equals ``replayed(us)``.
 
     Over the steps (the dict; None without a step): ``steps``; ``rank``, the rank bounding

@@ -21,7 +21,7 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
   without a change);
 * ``replay_error_pctg`` = ``100 * (replayed - measured) / measured``: the model's
   honesty figure;
-* ``modelled_error_pctg``: the same for a stricter replay where every dependency edge
+* ``modelled_error_pctg``: the same for the modelled replay, a stricter one where every dependency edge
   (``launch``, ``stream``, ``event_wait``, ``sync``) takes its type's usual delay on the
   rank (the median of its binding delays) instead of the measured one, and only
   durations (GPU work, host work between the points of a thread, collective transfers)
@@ -76,7 +76,7 @@ COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
 #: The step spread's weight in the range: ``SPREAD_SIGMAS`` robust standard deviations.
 SPREAD_SIGMAS = 2.0
 
-#: Dependency edges whose delay the stricter (modelled) replay takes from the rank's usual
+#: Dependency edges whose delay the modelled replay takes from the rank's usual
 #: delay of that type.
 DEPENDENCY_EDGES = ("launch", "stream", "event_wait", "sync")
 
@@ -109,7 +109,7 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
             windows: Mapping[int, Window] | None = None,
             check: bool = True) -> pd.DataFrame:
     """:data:`COLUMNS` for a built job graph (see :func:`what_if`); without ``modelled``
-    the stricter replay is not run and ``modelled_error_pctg`` is NaN. ``windows``: per
+    the modelled replay is not run and ``modelled_error_pctg`` is NaN. ``windows``: per
     rank without ``ProfilerStep``, the ``(start, end)`` (ns, measured) whose nodes make its
     one row (default: all its nodes), e.g. the findings' analysis window, or a list of
     them, one row each (its iterations, numbered from 1). ``check``: a
@@ -263,7 +263,7 @@ def _half_width(out: pd.DataFrame, inferred: Mapping[int, float]) -> np.ndarray:
 
 
 def modelled_edits(jg: JobGraph) -> Edits:
-    """Edits of the stricter replay: dependency edges at their type's usual delay."""
+    """Edits of the modelled replay: dependency edges at their type's usual delay."""
     edits = Edits.of(jg)
     codes = [JOB_EDGE_TYPES.index(t) for t in DEPENDENCY_EDGES]
     m = np.flatnonzero(np.isin(jg.type, codes) & (jg.node_pos[jg.dst] >= 0))
