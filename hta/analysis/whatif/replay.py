@@ -21,9 +21,9 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
   without a change);
 * ``replay_error_pctg`` = ``100 * (replayed - measured) / measured``: the model's
   honesty figure;
-* ``modelled_error_pctg``: the same for the modelled replay, a stricter one where every dependency edge
-  (``launch``, ``stream``, ``event_wait``, ``sync``) takes its type's usual delay on the
-  rank (the median of its binding delays) instead of the measured one, and only
+* ``modelled_error_pctg``: the same for the modelled replay, a stricter one where every
+  dependency edge (``launch``, ``stream``, ``event_wait``, ``sync``) takes its type's
+  usual delay on the rank (the median of its binding delays) instead of the measured one, and only
   durations (GPU work, host work between the points of a thread, collective transfers)
   are measured: how much of the step the graph explains without the trace's own waits;
 * ``predicted_low(us)`` / ``predicted_high(us)``: the prediction's range, ``predicted``
