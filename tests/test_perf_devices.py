@@ -105,7 +105,6 @@ def test_geforce_parts(name: str, memory: int, sms: int, entry: str) -> None:
 
 
 @pytest.mark.parametrize("name", [
-    "NVIDIA GeForce RTX 4090 D",  # the China part: fewer SMs
     "NVIDIA GeForce RTX 4090 Laptop GPU",
     "NVIDIA GeForce RTX 4080 Laptop GPU",
     "NVIDIA GeForce RTX 3080 Ti Laptop GPU",
@@ -250,3 +249,16 @@ def test_every_entry_names_its_source_and_is_dense() -> None:
         # dense tensor rates: bf16 at most 2x tf32 where both exist, fp8 2x bf16
         if "fp8" in d.peaks and "bf16" in d.peaks:
             assert d.peaks["fp8"] == pytest.approx(2 * d.peaks["bf16"], rel=0.01)
+
+
+def test_the_rtx_4090_d_is_its_own_part() -> None:
+    """The China part: 114 SMs at the 4090's clock, so 114/128 of its rates."""
+    from hta.model.devices import match_device
+
+    d = match_device({"name": "NVIDIA GeForce RTX 4090 D"})
+    full = match_device({"name": "NVIDIA GeForce RTX 4090"})
+    assert d is not None and full is not None and d.name == "RTX 4090 D"
+    assert d.peaks["fp32"] == pytest.approx(full.peaks["fp32"] * 114 / 128, abs=0.1)
+    assert d.bandwidth_tbs == full.bandwidth_tbs
+    a5000 = match_device({"name": "NVIDIA RTX A5000"})
+    assert a5000 is not None and a5000.peaks["fp16"] == 111.1

@@ -20,10 +20,10 @@ A trace's device is matched by its ``deviceProperties`` name, by the exact part,
 by a substring (``GH200 480GB`` is a GH200, not an H200): the name, its vendor prefix
 (``NVIDIA GeForce``, ``NVIDIA``, ``GeForce``, ``Tesla``, ``AMD Instinct``, ``AMD``)
 removed, must match an entry's ``pattern`` whole (:func:`part_name`,
-:meth:`Device.matches`), so ``RTX 4090 D`` and ``RTX 4090 Laptop GPU`` are not an RTX
-4090. ``totalGlobalMem`` or ``numSms`` break ties where one part name covers two entries
-(A100 40 and 80 GB, the two GH200 memories, the two GCDs called ``MI250X/MI250``, the RTX
-3080 10 and 12 GB, the RTX 3060 12 and 8 GB). Where the name is empty or generic
+:meth:`Device.matches`), so ``RTX 4090 D`` (an entry of its own) and ``RTX 4090
+Laptop GPU`` are not an RTX 4090. ``totalGlobalMem`` or ``numSms`` break ties where one
+part name covers two entries (A100 40 and 80 GB, the two GH200 memories, the two GCDs
+called ``MI250X/MI250``, the RTX 3080 10 and 12 GB, the RTX 3060 12 and 8 GB). Where the name is empty or generic
 (``AMD Radeon Graphics``, as ROCm writes in some containers), the part is found by
 ``computeMajor``, ``computeMinor``, ``numSms`` and memory. A name that fits no entry gives
 no device (a MIG slice or an unlisted part: its peaks are not the full part's): the user
@@ -221,6 +221,11 @@ DEVICES: tuple[Device, ...] = (
                          "int8": 309.7}, 0.768,
            _GA102_WP + ", Appendix C (RTX A6000; sparse ÷ 2)", r"RTX A6000",
            names=("NVIDIA RTX A6000",), memory_gb=48),
+    Device("RTX A5000", {"fp32": 27.8, "tf32": 55.5, "fp16": 111.1, "bf16": 111.1,
+                         "int8": 222.2}, 0.768,
+           "NVIDIA RTX A5000 datasheet (FP32 27.8, tensor 222.2 sparse ÷ 2); TF32 and INT8: "
+           + _GA102_WP + " RTX A6000 per-SM rates x 64 SMs x 1.695 GHz",
+           r"RTX A5000", names=("NVIDIA RTX A5000",), memory_gb=24),
     # GeForce RTX 30 (Ampere GA10x)
     Device("RTX 3060 12GB", _geforce("ampere", 28, 1777), 0.36,
            _computed("ampere", "GeForce RTX 3060 (28 SMs, 1.78 GHz, 15 Gbps x 192-bit)"),
@@ -306,6 +311,10 @@ DEVICES: tuple[Device, ...] = (
            _ADA_WP + " (RTX 4090; FP8 with FP32 accumulate as corrected in v2.02; "
                      "sparse ÷ 2)",
            r"RTX 4090", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 4090",),
+           memory_gb=24),
+    Device("RTX 4090 D", _geforce("ada", 114, 2520), 1.008,
+           _computed("ada", "GeForce RTX 4090 D (114 SMs, 2.52 GHz, 21 Gbps x 384-bit)"),
+           r"RTX 4090 D", notes=_GEFORCE_NOTE, names=("NVIDIA GeForce RTX 4090 D",),
            memory_gb=24),
     # GeForce RTX 50 (Blackwell)
     Device("RTX 5070", _geforce("blackwell", 48, 2512), 0.672,
