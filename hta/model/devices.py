@@ -16,20 +16,20 @@ vector rate, CUDA cores / SIMD), ``fp32_matrix`` (AMD matrix cores), ``tf32``, `
 ``bf16``, ``fp8``, ``fp4``, ``int8``. A key a part does not have is absent (A100 has no
 fp8): :func:`peak_tflops` then falls back as documented there.
 
-A trace's device is matched by its ``deviceProperties`` name, by the exact part, never
-by a substring (``GH200 480GB`` is a GH200, not an H200): the name, its vendor prefix
+A trace's device is matched by its ``deviceProperties`` name, by the exact part, never by
+a substring (``GH200 480GB`` is a GH200, not an H200): the name, its vendor prefix
 (``NVIDIA GeForce``, ``NVIDIA``, ``GeForce``, ``Tesla``, ``AMD Instinct``, ``AMD``)
 removed, must match an entry's ``pattern`` whole (:func:`part_name`,
-:meth:`Device.matches`), so ``RTX 4090 D`` (an entry of its own) and ``RTX 4090
-Laptop GPU`` are not an RTX 4090. ``totalGlobalMem`` or ``numSms`` break ties where one
-part name covers two entries (A100 40 and 80 GB, the two GH200 memories, the two GCDs
-called ``MI250X/MI250``, the RTX 3080 10 and 12 GB, the RTX 3060 12 and 8 GB). Where the name is empty or generic
-(``AMD Radeon Graphics``, as ROCm writes in some containers), the part is found by
-``computeMajor``, ``computeMinor``, ``numSms`` and memory. A name that fits no entry gives
-no device (a MIG slice or an unlisted part: its peaks are not the full part's): the user
-can name a device (``device="H100 SXM"``) or give peaks directly (:func:`custom_device`).
-Each entry lists in ``names`` the ``deviceProperties`` names it is known by; the tests
-check that each of them matches its own entry and no other.
+:meth:`Device.matches`), so ``RTX 4090 D`` (an entry of its own) and ``RTX 4090 Laptop
+GPU`` are not an RTX 4090. ``totalGlobalMem`` or ``numSms`` break ties where one part name
+covers two entries (A100 40 and 80 GB, the two GH200 memories, the two GCDs called
+``MI250X/MI250``, the RTX 3080 10 and 12 GB, the RTX 3060 12 and 8 GB). Where the name is
+empty or generic (``AMD Radeon Graphics``, as ROCm writes in some containers), the part is
+found by ``computeMajor``, ``computeMinor``, ``numSms`` and memory. A name that fits no
+entry gives no device (a MIG slice or an unlisted part: its peaks are not the full
+part's): the user can name a device (``device="H100 SXM"``) or give peaks directly
+(:func:`custom_device`). Each entry lists in ``names`` the ``deviceProperties`` names it
+is known by; the tests check that each of them matches its own entry and no other.
 """
 
 from __future__ import annotations
