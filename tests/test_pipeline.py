@@ -203,3 +203,21 @@ def test_two_pipelines_with_global_ranks(tmp_path: Path) -> None:
     assert set(steps["schedule"]) == {"1f1b"}
     assert (ta.get_collective_arrivals()["peer"] // 4
             == ta.get_collective_arrivals()["rank"] // 4).all()
+
+
+def test_overlap_comm_is_capped_at_the_computation_that_could_hide_it(jobs: dict) -> None:
+    """overlap-comm replays an upper bound: on a pipeline it frees every stage from its
+    peers' transfers, far more than the computation with no communication could hide.
+    The finding's saving is the rule's own estimate, and the evidence says why."""
+    ta, _ = jobs["1f1b"]
+    replayed = ta.get_findings()
+    rules = ta.get_findings(replay=False)
+    (row,) = replayed[replayed["rule"] == "comm_exposed"].to_dict("records")
+    (own,) = rules[rules["rule"] == "comm_exposed"].to_dict("records")
+    assert (row["change"], row["saving_source"]) == ("overlap-comm", "replay")
+    assert row["est_saving(us)"] == pytest.approx(own["est_saving(us)"])
+    assert row["saving_high(us)"] <= own["est_saving(us)"] + 1e-6
+    assert "capped at the rule's own estimate" in row["evidence"]
+    uncapped = ta.what_if("overlap-comm").drop_duplicates("step")
+    gain = (uncapped["job_measured(us)"] - uncapped["job_predicted(us)"]).sum()
+    assert gain > 2 * own["est_saving(us)"]
