@@ -217,3 +217,48 @@ def test_two_causes_share_the_time_held() -> None:
     (row,) = straggler_causes(profile, collective_instances(arrivals), small).to_dict(
         "records")
     assert (row["cause"], row["held(us)"]) == ("slow_compute", 500.0)
+
+
+def _rewrite(folder: Path, edit) -> None:
+    """Apply ``edit(trace)`` to every rank file of a generated job."""
+    import gzip
+
+    for path in folder.glob("rank-*.json.gz"):
+        trace = json.loads(gzip.decompress(path.read_bytes()))
+        edit(trace)
+        path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+
+
+def test_the_peer_from_the_cpu_range_without_gpu_annotations(tmp_path: Path) -> None:
+    """Without the GPU copies of the nccl:send/recv ranges, the CPU range around each
+    launch still names the peer."""
+    generate_coupled_job(tmp_path, "gpipe", ranks=3, steps=1, micro_batches=2)
+
+    def drop(trace: dict) -> None:
+        trace["traceEvents"] = [e for e in trace["traceEvents"]
+                                if e.get("cat") != "gpu_user_annotation"]
+    _rewrite(tmp_path, drop)
+    arrivals = TraceAnalysis(trace_dir=tmp_path, cache=False,
+                             progress=False).get_collective_arrivals()
+    assert (arrivals["peer"] >= 0).all() and (arrivals["participants"] == 2).all()
+
+
+def test_batched_send_recv_are_never_a_straggler(tmp_path: Path) -> None:
+    """batch_isend_irecv: one kernel, ``coalesced``, several transfers: no single peer,
+    so no pair, no straggler and no pipeline stage."""
+    generate_coupled_job(tmp_path, "1f1b", ranks=4, steps=2)
+
+    def batch(trace: dict) -> None:
+        for e in trace["traceEvents"]:
+            if str(e.get("name", "")).startswith(("nccl:send", "nccl:recv")):
+                e["name"] = "nccl:coalesced"
+            args = e.get("args") or {}
+            if args.get("Collective name") in ("send", "recv"):
+                args["Collective name"] = "coalesced"
+    _rewrite(tmp_path, batch)
+    ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+    arrivals = ta.get_collective_arrivals()
+    assert set(arrivals["direction"]) == {"sendrecv"} and (arrivals["peer"] == -1).all()
+    assert (arrivals["participants"] == 1).all() and not arrivals["last"].any()
+    assert not len(ta.get_straggler_summary()) and not len(ta.get_pipeline_bubbles())
+    assert "stragglers" not in set(ta.get_findings(min_share=0)["rule"])

@@ -11,12 +11,19 @@ every other communication kernel.
 
 **Peer.** PyTorch names each point-to-point call ``nccl:send A->B`` on the sender and
 ``nccl:recv B<-A`` on the receiver (A sends, B receives; ranks within the process group),
-and Kineto copies that range onto the GPU as a ``gpu_user_annotation`` on the kernel's
-stream. The peer is the second number of the annotation that holds the kernel, mapped to
-a global rank through the kernel's ``Process Group Ranks`` (the group's rank list; the
-number is kept as it is when the list is absent). ``-1`` when no such annotation holds the
-kernel: such a kernel is left unmatched. (The CPU op ``record_param_comms`` also records
-the peer, in its ``Rank`` arg, which the loader does not keep.)
+a CPU range around the call's launch, which Kineto copies onto the GPU as a
+``gpu_user_annotation`` on the kernel's stream. The peer is the second number of the GPU
+annotation that holds the kernel, else of the CPU range around its launch, mapped to a
+global rank through the kernel's ``Process Group Ranks`` (the group's rank list; the
+number is kept as it is when the list is absent). ``-1`` when neither names it: such a
+kernel is left unmatched.
+
+**Batched transfers.** A send/recv kernel of a batched call (``batch_isend_irecv``,
+named ``coalesced``: several transfers, maybe with two peers, in one kernel) gets
+direction ``sendrecv`` and no peer: it is left unmatched, so it is never a collective's
+straggler (the trace does not say which transfer of the batch waited for whom). (The CPU
+op ``record_param_comms`` also records each transfer's peer, in its ``Rank`` arg, which
+the loader does not keep.)
 
 **Matching.** The ``k``-th send from rank ``a`` to rank ``b`` in a process group meets
 the ``k``-th receive on ``b`` from ``a`` in that group (both in start order): NCCL keeps
@@ -39,24 +46,38 @@ _DIRECTION = {"send": SEND, "isend": SEND, "recv": RECV, "irecv": RECV}
 _ANNOTATION = re.compile(r"nccl:(send|recv)\s+(\d+)\s*(?:->|<-)\s*(\d+)")
 _P2P_KERNEL = re.compile(r"(?i)sendrecv|send|recv")
 NO_PEER = -1
+#: The direction of a batched send/recv kernel (several transfers, maybe with two peers,
+#: in one kernel: ``batch_isend_irecv``): no single peer, never paired.
+BATCH = "sendrecv"
+#: Names of a batched point-to-point call (its ``Collective name`` or ``nccl:`` range).
+_BATCHED = frozenset({"coalesced", "batch_isend_irecv", "sendrecv", "send_recv"})
+#: ``Collective name`` values of point-to-point calls.
+P2P_NAMES = (*_DIRECTION, *sorted(_BATCHED))
 
 
 def p2p_peers(rt: RankTrace, rows: np.ndarray, names: np.ndarray, kernels: np.ndarray,
-              pg_ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              pg_ranks: np.ndarray, ranges: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """``(direction, peer)`` of the communication kernels at event rows ``rows`` of the
     rank (module docstring); ``names``: their collective names, ``kernels``: their kernel
-    names, ``pg_ranks``: their ``Process Group Ranks`` text (``""`` when absent)."""
+    names, ``pg_ranks``: their ``Process Group Ranks`` text (``""`` when absent),
+    ``ranges``: the ``nccl:...`` CPU range around each launch (``""`` when none)."""
     n = rows.size
     direction = np.array([_DIRECTION.get(str(c).lower(), "") for c in names], dtype=object)
     peer = np.full(n, NO_PEER, dtype=np.int64)
+    p2p_kernel = np.array([bool(_P2P_KERNEL.search(str(k))) for k in kernels], dtype=bool)
+    batched = p2p_kernel & (direction == "") & np.array(
+        [str(c).lower() in _BATCHED for c in names], dtype=bool)
+    direction[batched] = BATCH
     unnamed = np.array([str(c) == str(k) for c, k in zip(names, kernels, strict=True)],
                        dtype=bool)  # no collective name: the kernel's name stands for it
-    candidate = (direction != "") | (unnamed & np.array(
-        [bool(_P2P_KERNEL.search(str(k))) for k in kernels], dtype=bool))
+    candidate = ((direction != "") & (direction != BATCH)) | (unnamed & p2p_kernel)
     if not candidate.any():
         return direction, peer
+    texts = ranges if ranges is not None else np.full(n, "", dtype=object)
     held = _held_by_annotation(rt, rows[candidate])
     for i, found in zip(np.flatnonzero(candidate), held, strict=True):
+        found = found or _parse(str(texts[i]))  # the GPU annotation, else the CPU range
         if found is None:
             continue
         way, local = found

@@ -75,7 +75,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
-from hta.analysis.p2p import NO_PEER, p2p_pairs, p2p_peers
+from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
@@ -171,10 +171,15 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         seq[idx[fin]] = s[fin].astype(np.int64)
         nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
         pg_ranks[idx] = a["process_group_ranks"].astype(str).to_numpy()
-    unnamed = np.flatnonzero(name == kernel)
-    if unnamed.size:  # no collective name: the nccl:OP range its launch sits in, if any
-        name[unnamed] = _launch_ranges(rt, rows[unnamed], kernel[unnamed])
-    direction, peer = p2p_peers(rt, rows, name, kernel, pg_ranks)
+    unnamed = name == kernel
+    ranges = np.full(n, "", dtype=object)
+    # the nccl:OP range around the launch: the name of a kernel with no collective name,
+    # and a send/recv's peer where its GPU annotation is missing
+    look = np.flatnonzero(unnamed | np.isin(name, P2P_NAMES))
+    if look.size:
+        ops, ranges[look] = _launch_ranges(rt, rows[look], kernel[look])
+        name[look] = np.where(unnamed[look], ops, name[look])
+    direction, peer = p2p_peers(rt, rows, name, kernel, pg_ranks, ranges)
     return pd.DataFrame({
         "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
         "process_group_desc": desc, "seq": seq, "name": name,
@@ -189,11 +194,13 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
 _NCCL_RANGE = re.compile(r"^nccl:(\w+)")
 
 
-def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel: the operation of the innermost ``nccl:OP`` range (PyTorch's name of
-    each collective call, ``nccl:all_reduce``) around its launch call, else its kernel
-    name."""
+    each collective call, ``nccl:all_reduce``, ``nccl:send 0->1``) around its launch
+    call, else its kernel name; and the range's whole name (``""`` without one)."""
     out = kernels.copy()
+    texts = np.full(kernels.shape[0], "", dtype=object)
     launch = rt.link("index_correlation")[rows]
     parent = rt.link("parent")
     names = rt.events["name"].to_numpy()
@@ -203,12 +210,13 @@ def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray) -> np.n
         for _ in range(64):
             if p < 0:
                 break
-            m = _NCCL_RANGE.match(str(sym[int(names[p])]))
+            text = str(sym[int(names[p])])
+            m = _NCCL_RANGE.match(text)
             if m:
-                out[i] = m.group(1)
+                out[i], texts[i] = m.group(1), text
                 break
             p = parent[p]
-    return out
+    return out, texts
 
 
 # -- matching across ranks ----------------------------------------------------------------
