@@ -11,7 +11,7 @@ stage back to the first) is ordered from the lowest rank along its first sends.
 **Phase and micro-batch of the computation.** Each computation kernel of a stage gets a
 phase (``forward`` / ``backward``) and a micro-batch:
 
-* from the annotation it was launched in, when the trace has them: PyTorch's pipelining
+* from the annotation around its launch call, when the trace has them: PyTorch's pipelining
   schedules name each action ``PP:<stage><F|B|I|W><micro-batch>`` (``F`` forward; ``B``,
   ``I`` and ``W``: backward);
 * else from the transfers around it in launch order: a run of computation kernels with no
@@ -60,8 +60,9 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work
+from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work, work_class
 from hta.analysis.p2p import RECV, SEND
+from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.analysis.stragglers import comm_kernels
 from hta.model.selection import StepList
 from hta.model.trace import RankTrace
@@ -93,7 +94,8 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
     comp = np.flatnonzero(w.cls == COMPUTE)
     comm = np.flatnonzero(w.cls == COMM)
     order_c = np.where(w.launch_ts[comp] >= 0, w.launch_ts[comp], w.ts[comp])
-    phase, mb, chunk = _annotated(rt, w.launch_ts[comp])
+    rows = np.flatnonzero(work_class(rt.events["kind"]) >= 0)  # rank_gpu_work's rows
+    phase, mb, chunk = _annotated(rt, rt.link("index_correlation")[rows[comp]])
     p2p = k["peer"].to_numpy() >= 0
     order_p = np.where(w.launch_ts[comm] >= 0, w.launch_ts[comm], w.ts[comm])[p2p]
     direction, peer, number = _p2p_numbers(k[p2p])
@@ -118,34 +120,25 @@ def no_runs() -> pd.DataFrame:
                                       else "int64") for c in RUN_COLUMNS})
 
 
-def _annotated(rt: RankTrace, launch_ts: np.ndarray
+def _annotated(rt: RankTrace, launches: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per kernel (by its launch time): phase, micro-batch and stage number (the model
-    chunk) of the innermost ``PP:`` annotation holding its launch; ``""``, -1 and -1
-    where none does."""
-    n = launch_ts.shape[0]
+    """Per kernel (by the event row of its launch call, -1: none): phase, micro-batch
+    and stage number (the model chunk) of the innermost ``PP:`` annotation around its
+    launch; ``""``, -1 and -1 where none is."""
+    n = launches.shape[0]
     phase = np.full(n, "", dtype=object)
     mb = np.full(n, -1, dtype=np.int64)
     chunk = np.full(n, -1, dtype=np.int64)
-    ev = rt.events
-    rows = np.flatnonzero((ev["kind"] == "user_annotation").to_numpy())
-    parsed = [_action(str(rt.symbols[int(i)])) for i in ev["name"].to_numpy()[rows]]
-    good = np.array([p is not None for p in parsed], dtype=bool)
-    if not good.any():
+    names = rt.events["name"].to_numpy()
+    acts = [_action(str(t)) for t in rt.symbols]
+    marked = np.array([a is not None for a in acts], dtype=bool)
+    if not marked.any():
         return phase, mb, chunk
-    rows = rows[good]
-    acts = [p for p in parsed if p is not None]
-    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
-    order = np.argsort(ts, kind="stable")
-    ts, end = ts[order], end[order]
-    acts = [acts[i] for i in order]
-    j = np.searchsorted(ts, launch_ts, side="right") - 1
-    for i in np.flatnonzero((j >= 0) & (launch_ts >= 0)):
-        a = int(j[i])
-        while a >= 0 and end[a] < launch_ts[i]:
-            a -= 1
-        if a >= 0:
-            phase[i], mb[i], chunk[i] = acts[a]
+    found = nearest_marked_ancestor(rt.link("parent"), launches, marked[names])
+    for i in np.flatnonzero(found >= 0).tolist():
+        act = acts[int(names[found[i]])]
+        if act is not None:  # always: its row was marked
+            phase[i], mb[i], chunk[i] = act
     return phase, mb, chunk
 
 

@@ -33,14 +33,62 @@ def pipeline_bubbles(runs: pd.DataFrame, arrivals: pd.DataFrame,
     :func:`~hta.analysis.pipeline.rank_pipeline_compute`; ``arrivals``: the matched
     kernels on one clock; ``offsets``: rank -> ns to subtract from ``runs``' times to put
     them on that clock."""
+    return pipeline_tables(runs, arrivals, offsets)[0]
+
+
+def pipeline_tables(runs: pd.DataFrame, arrivals: pd.DataFrame,
+                    offsets: Mapping[int, int] | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`pipeline_bubbles`' table, :func:`pipeline_steps`' (with each pipeline's
+    schedule and model chunks) and :func:`pipeline_timeline`'s, from one layout of the
+    stages (:func:`_layout`)."""
+    layout = _layout(runs, arrivals, offsets)
+    if layout is None:
+        return no_bubbles(), pipeline_steps(no_bubbles()), no_timeline()
+    bubbles = _bubbles(*layout)
+    stages = stage_order(arrivals)
+    rings = {p: is_ring(arrivals, stages, p) for p in {v[0] for v in stages.values()}}
+    chunks = model_chunks(runs)
+    steps = pipeline_steps(bubbles, schedules=schedule_of(bubbles, rings, chunks),
+                           chunks=chunks)
+    return bubbles, steps, _timeline(*layout)
+
+
+def _layout(runs: pd.DataFrame, arrivals: pd.DataFrame, offsets: Mapping[int, int] | None
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """The stages' runs on one clock, labelled, sorted by rank, step and start, with the
+    window's end (``_w_end``) and the latest end of the stage's earlier runs in the step
+    (``_prev``, the window's start for the first); the flush of each stage and step
+    (``start_ns``: its last end, ``end_ns``: the window's end); and the transfers
+    (:func:`_transfers`). None without a pipeline."""
     stages = stage_order(arrivals)
     if not stages or not len(runs):
-        return no_bubbles()
+        return None
     runs = shift_times(runs[runs["rank"].isin(list(stages))], offsets or {})
-    runs = _with_stages(runs, stages, arrivals)
-    compute = _compute_and_gaps(runs)
-    p2p = _transfers(arrivals, stages)
-    table = pd.concat([compute, p2p], ignore_index=True)
+    r = _with_stages(runs, stages, arrivals).sort_values(
+        ["rank", "step", "start_ns"], kind="stable").reset_index(drop=True)
+    window = r.groupby(["pipeline", "step"])
+    w_start = window["start_ns"].transform("min").to_numpy(np.int64)
+    r = r.assign(_prev=_running_end(r, w_start),
+                 _w_end=window["end_ns"].transform("max").to_numpy(np.int64))
+    tail = r.groupby(["pipeline", "stage", "rank", "step"], as_index=False).agg(
+        start_ns=("end_ns", "max"), end_ns=("_w_end", "max")).assign(
+        micro_batch=-1, phase=FLUSH)
+    return r, tail, _transfers(arrivals, stages)
+
+
+def _bubbles(r: pd.DataFrame, tail: pd.DataFrame, p2p: pd.DataFrame) -> pd.DataFrame:
+    """:func:`pipeline_bubbles`' table from :func:`_layout`."""
+    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    prev = r["_prev"].to_numpy(np.int64)
+    rows = r.assign(compute_ns=np.maximum(end - np.maximum(start, prev), 0),
+                    bubble_ns=np.maximum(start - prev, 0), wait_ns=0, transfer_ns=0,
+                    _first=start, _any=start)
+    flush = tail.assign(compute_ns=0, wait_ns=0, transfer_ns=0,
+                        bubble_ns=tail["end_ns"] - tail["start_ns"],
+                        _first=tail["start_ns"], _any=tail["start_ns"])
+    cols = _KEY + _NS + ["_first", "_any"]
+    table = pd.concat([rows[cols], flush[cols], p2p[cols]], ignore_index=True)
     table = table.groupby(_KEY, sort=False, as_index=False)[_NS + ["_first", "_any"]].agg(
         {**{c: "sum" for c in _NS}, "_first": "min", "_any": "min"})
     # in the order the stage computed them (a row without computation: its first transfer)
@@ -90,32 +138,6 @@ def _transfer_phase(direction: np.ndarray, stage: np.ndarray, peer: np.ndarray,
     forward = ((direction == RECV) & before) | ((direction == SEND) & after)
     known = (direction != "") & (peer_stage >= 0)
     return np.where(known, np.where(forward, FORWARD, BACKWARD), "")
-
-
-def _compute_and_gaps(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: its computation and the gap before it (counted from the window's start
-    for a stage's first run), plus a ``flush`` row per stage and step (module
-    docstring of :mod:`hta.analysis.pipeline`)."""
-    r = runs.sort_values(["rank", "step", "start_ns"], kind="stable").reset_index(drop=True)
-    window = r.groupby(["pipeline", "step"])
-    w_start = window["start_ns"].transform("min").to_numpy(np.int64)
-    w_end = window["end_ns"].transform("max").to_numpy(np.int64)
-    start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
-    prev = _running_end(r, w_start)
-    compute = np.maximum(end - np.maximum(start, prev), 0)
-    gaps = np.maximum(start - prev, 0)
-    rows = r.assign(compute_ns=compute, bubble_ns=gaps, wait_ns=0, transfer_ns=0,
-                    _first=start, _any=start)
-    last = r.groupby(["pipeline", "stage", "rank", "step"], as_index=False).agg(
-        last=("end_ns", "max"))
-    ends = r.assign(_end=w_end).groupby(["pipeline", "step"])["_end"].max()
-    tail = last.assign(
-        micro_batch=-1, phase=FLUSH, compute_ns=0, wait_ns=0, transfer_ns=0,
-        bubble_ns=[int(ends[(p, s)]) - int(e) for p, s, e in zip(
-            last["pipeline"], last["step"], last["last"], strict=True)],
-        _first=last["last"], _any=last["last"])
-    cols = _KEY + _NS + ["_first", "_any"]
-    return pd.concat([rows[cols], tail[cols]], ignore_index=True)
 
 
 def _running_end(r: pd.DataFrame, w_start: np.ndarray) -> np.ndarray:
@@ -253,35 +275,28 @@ def pipeline_timeline(runs: pd.DataFrame, arrivals: pd.DataFrame,
     (:data:`TIMELINE_COLUMNS`, on one clock): ``kind`` ``compute`` (the runs),
     ``bubble`` (the gaps in each step's window, the flush included), ``wait`` and
     ``transfer`` (each send/recv kernel cut where its peer started)."""
-    stages = stage_order(arrivals)
-    if not stages or not len(runs):
-        return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("kind", "phase")
-                                          else "int64") for c in TIMELINE_COLUMNS})
-    runs = shift_times(runs[runs["rank"].isin(list(stages))], offsets or {})
-    r = _with_stages(runs, stages, arrivals).sort_values(["rank", "step", "start_ns"],
-                                                         kind="stable")
-    window = r.groupby(["pipeline", "step"])
-    w_start = window["start_ns"].transform("min").to_numpy(np.int64)
-    w_end = window["end_ns"].transform("max").to_numpy(np.int64)
-    prev = _running_end(r, w_start)
-    start = r["start_ns"].to_numpy(np.int64)
-    base = r[["pipeline", "stage", "rank", "step", "micro_batch", "phase"]]
-    compute = base.assign(kind="compute", start_ns=start, end_ns=r["end_ns"].to_numpy())
-    gaps = base.assign(kind="bubble", start_ns=prev, end_ns=start)[start > prev]
-    last = r.assign(_w=w_end).groupby(["pipeline", "stage", "rank", "step"],
-                                      as_index=False).agg(start_ns=("end_ns", "max"),
-                                                          end_ns=("_w", "max"))
-    tail = last.assign(kind="bubble", micro_batch=-1, phase=FLUSH)
-    tail = tail[tail["end_ns"] > tail["start_ns"]]
-    p = _transfers(arrivals, stages)
-    frames = [compute, gaps, tail]
-    if len(p):
-        begin = p["_any"].to_numpy(np.int64)
-        cut = begin + p["wait_ns"].to_numpy(np.int64)
-        stop = cut + p["transfer_ns"].to_numpy(np.int64)
-        keys = p[["pipeline", "stage", "rank", "step", "micro_batch", "phase"]]
-        frames.append(keys.assign(kind="wait", start_ns=begin, end_ns=cut)[cut > begin])
-        frames.append(keys.assign(kind="transfer", start_ns=cut, end_ns=stop))
+    return pipeline_tables(runs, arrivals, offsets)[2]
+
+
+def no_timeline() -> pd.DataFrame:
+    """:func:`pipeline_timeline` with no pipeline (no rows)."""
+    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("kind", "phase")
+                                      else "int64") for c in TIMELINE_COLUMNS})
+
+
+def _timeline(r: pd.DataFrame, tail: pd.DataFrame, p2p: pd.DataFrame) -> pd.DataFrame:
+    """:func:`pipeline_timeline`'s table from :func:`_layout`."""
+    start, prev = r["start_ns"].to_numpy(np.int64), r["_prev"].to_numpy(np.int64)
+    base = r[_KEY]
+    frames = [base.assign(kind="compute", start_ns=start, end_ns=r["end_ns"].to_numpy()),
+              base.assign(kind="bubble", start_ns=prev, end_ns=start)[start > prev],
+              tail.assign(kind="bubble")[tail["end_ns"] > tail["start_ns"]]]
+    if len(p2p):
+        begin = p2p["_any"].to_numpy(np.int64)
+        cut = begin + p2p["wait_ns"].to_numpy(np.int64)
+        stop = cut + p2p["transfer_ns"].to_numpy(np.int64)
+        frames.append(p2p[_KEY].assign(kind="wait", start_ns=begin, end_ns=cut)[cut > begin])
+        frames.append(p2p[_KEY].assign(kind="transfer", start_ns=cut, end_ns=stop))
     out = pd.concat([f[TIMELINE_COLUMNS] for f in frames], ignore_index=True)
     return out.sort_values(["pipeline", "stage", "start_ns"], kind="stable",
                            ignore_index=True)

@@ -26,6 +26,22 @@ def has_marked_ancestor(parent: np.ndarray, rows: np.ndarray, mark: np.ndarray
     return found
 
 
+def nearest_marked_ancestor(parent: np.ndarray, rows: np.ndarray, mark: np.ndarray
+                            ) -> np.ndarray:
+    """Per row of ``rows`` (-1 allowed: none): the position of its innermost strict
+    ancestor marked in ``mark`` (a bool per position), -1 when none is."""
+    found = np.full(rows.size, -1, dtype=np.int64)
+    anc = np.where(rows >= 0, parent[np.clip(rows, 0, None)], -1)
+    live = anc >= 0
+    while live.any():
+        safe = np.where(live, anc, 0)
+        hit = live & mark[safe]
+        found[hit] = safe[hit]
+        anc = np.where(live & ~hit, parent[safe], -1)
+        live = anc >= 0
+    return found
+
+
 def ancestor_pairs(parent: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row, ancestor) for every ancestor of each of ``rows``, the row itself included;
     ``parent``: the ``parent`` link as positions

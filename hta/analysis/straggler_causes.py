@@ -74,6 +74,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMPUTE, rank_gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.select import rank_numbers
+from hta.analysis.stragglers import matched_collectives
 from hta.model.job import Job
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection, StepList, rank_steps
@@ -97,6 +98,9 @@ SHARED = 0.25
 #: The share of the analysed steps on which a rank must be late to recur.
 RECURRING = 2 / 3
 _MEASURES = (("compute", "slow_compute"), ("idle", "host"), ("transfer", "slow_link"))
+#: The measure whose excess names each cause: its columns are ``{measure}(us)`` (the
+#: rank's) and ``median_{measure}(us)`` (the other participants' median).
+CAUSE_MEASURE = {**{c: m for m, c in _MEASURES}, "imbalance": "compute"}
 NONE = -1
 
 
@@ -165,9 +169,7 @@ def collective_instances(arrivals: pd.DataFrame) -> pd.DataFrame:
     """:data:`INSTANCE_COLUMNS` from :func:`~hta.analysis.stragglers.match_collectives`'s
     table (module docstring): instances of two ranks or more, send/recv left out, by rank
     then start; ``prev_end_ns`` -1 for a rank's first."""
-    if not len(arrivals):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in INSTANCE_COLUMNS})
-    a = arrivals[(arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")]
+    a = matched_collectives(arrivals)
     a = a.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     if not len(a):
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in INSTANCE_COLUMNS})

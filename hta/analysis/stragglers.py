@@ -76,6 +76,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
+from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
@@ -199,23 +200,16 @@ def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray
     """Per kernel: the operation of the innermost ``nccl:OP`` range (PyTorch's name of
     each collective call, ``nccl:all_reduce``, ``nccl:send 0->1``) around its launch
     call, else its kernel name; and the range's whole name (``""`` without one)."""
-    out = kernels.copy()
-    texts = np.full(kernels.shape[0], "", dtype=object)
-    launch = rt.link("index_correlation")[rows]
-    parent = rt.link("parent")
     names = rt.events["name"].to_numpy()
-    sym = rt.symbols
-    for i, pos in enumerate(launch.tolist()):
-        p = parent[pos] if pos >= 0 else -1
-        for _ in range(64):
-            if p < 0:
-                break
-            text = str(sym[int(names[p])])
-            m = _NCCL_RANGE.match(text)
-            if m:
-                out[i], texts[i] = m.group(1), text
-                break
-            p = parent[p]
+    ranged = np.array([str(t).startswith("nccl:") for t in rt.symbols], dtype=bool)
+    found = nearest_marked_ancestor(rt.link("parent"), rt.link("index_correlation")[rows],
+                                    ranged[names])
+    out, texts = kernels.copy(), np.full(kernels.shape[0], "", dtype=object)
+    for i in np.flatnonzero(found >= 0).tolist():
+        text = str(rt.symbols[int(names[found[i]])])
+        m = _NCCL_RANGE.match(text)
+        if m:
+            out[i], texts[i] = m.group(1), text
     return out, texts
 
 
@@ -304,14 +298,21 @@ def collective_arrivals(trace: Trace, selection: Selection = EVERYTHING) -> pd.D
     return match_collectives(kernels)
 
 
+def matched_collectives(arrivals: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`match_collectives`'s table the straggler tables judge:
+    collectives seen on two ranks or more, send/recv left out."""
+    if not len(arrivals):
+        return arrivals
+    return arrivals[(arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")]
+
+
 def straggler_summary(arrivals: pd.DataFrame) -> pd.DataFrame:
     """Per rank: :data:`SUMMARY_COLUMNS` from :func:`collective_arrivals`'s table.
 
     Only instances with two or more participants count. Sorted by ``score``, highest
     first (then by rank).
     """
-    a = (arrivals[(arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")]
-         if len(arrivals) else arrivals)
+    a = matched_collectives(arrivals)
     if not len(a):
         return _empty(SUMMARY_COLUMNS)
     g = a.groupby("rank", sort=True)

@@ -25,13 +25,8 @@ logger = logging.getLogger(__name__)
 CAUSES_SHOWN = 10
 #: The line printed when a job of several ranks with collectives has no late rank.
 NO_LATE_RANK = "No rank holds the others up above the job's noise."
-#: Per cause, the evidence: what is compared, and its columns (rank's, median rank's).
-EVIDENCE = {
-    "slow_compute": ("GPU compute", "compute(us)", "median_compute(us)"),
-    "imbalance": ("GPU compute", "compute(us)", "median_compute(us)"),
-    "host": ("GPU idle", "idle(us)", "median_idle(us)"),
-    "slow_link": ("transfer", "transfer(us)", "median_transfer(us)"),
-}
+#: How the table says each measure (:data:`hta.analysis.straggler_causes.CAUSE_MEASURE`).
+SAID = {"compute": "GPU compute", "idle": "GPU idle", "transfer": "transfer"}
 
 Tables = tuple["pd.DataFrame | None", "pd.DataFrame | None"]
 
@@ -74,10 +69,9 @@ def has_collectives(analyzer: Analyzer, iterations: list[int] | None) -> bool:
     except Exception as exc:  # noqa: BLE001 - then nothing is said about it
         logger.warning("collective arrivals failed: %s", exc, exc_info=True)
         return False
-    if not len(arrivals):
-        return False
-    matched = (arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")
-    return bool(matched.any())
+    from hta.analysis.stragglers import matched_collectives
+
+    return bool(len(matched_collectives(arrivals)))
 
 
 def print_distributed(out: Printer, analyzer: Analyzer, iterations: list[int] | None,
@@ -100,11 +94,12 @@ def steps_text(steps: Any) -> str:
 def evidence_text(row: dict[str, Any]) -> str:
     """``GPU compute 6.239 ms/step vs median 4.800`` (the measure the cause names); ``-``
     for an unexplained cause."""
-    said = EVIDENCE.get(str(row["cause"]))
-    if said is None:
+    from hta.analysis.straggler_causes import CAUSE_MEASURE
+
+    m = CAUSE_MEASURE.get(str(row["cause"]))
+    if m is None:
         return "-"
-    what, own, median = said
-    return f"{what} {ms(row[own])} ms/step vs median {ms(row[median])}"
+    return f"{SAID[m]} {ms(row[f'{m}(us)'])} ms/step vs median {ms(row[f'median_{m}(us)'])}"
 
 
 def _change(row: dict[str, Any]) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from hta.facade.display import show
@@ -119,32 +118,20 @@ class PipelineMixin(StragglersMixin):
 
     def _pipeline_tables(self, ranks: Ranks, iterations: Iterations
                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`."""
-        from hta.analysis.pipeline import is_ring, no_runs, rank_pipeline_compute, stage_order
-        from hta.analysis.pipeline_bubbles import (
-            model_chunks,
-            pipeline_bubbles,
-            pipeline_steps,
-            pipeline_timeline,
-            schedule_of,
-        )
+        """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`:
+        each stage's runs of computation read where the rank is, combined here
+        (:func:`hta.analysis.pipeline_bubbles.pipeline_tables`)."""
+        from hta.analysis.pipeline import no_runs, rank_pipeline_compute, stage_order
+        from hta.analysis.pipeline_bubbles import pipeline_tables
 
         selection = chosen(ranks, iterations)
         arrivals = self.get_collective_arrivals(ranks, iterations)
         p2p = arrivals[arrivals["matched_by"] == "p2p"] if len(arrivals) else arrivals
         stages = stage_order(p2p) if len(p2p) else {}
         if not stages:
-            bubbles = pipeline_bubbles(no_runs(), p2p)
-            return bubbles, pipeline_steps(bubbles), pipeline_timeline(no_runs(), p2p)
-        picked = chosen(sorted(stages), selection.iteration_list)
+            return pipeline_tables(no_runs(), p2p)
         runs = run_one(self.t, RankWork(rank_pipeline_compute, (selection.iteration_list,),
                                         description="Pipeline stages", add_rank=False,
-                                        empty=no_runs), picked)
-        shifts = self.clock_shifts(True)
-        bubbles = pipeline_bubbles(runs, p2p, shifts)
-        rings = {int(p): is_ring(p2p, stages, int(p))
-                 for p in np.unique([v[0] for v in stages.values()])}
-        chunks = model_chunks(runs)
-        steps = pipeline_steps(bubbles, schedules=schedule_of(bubbles, rings, chunks),
-                               chunks=chunks)
-        return bubbles, steps, pipeline_timeline(runs, p2p, shifts)
+                                        empty=no_runs),
+                       chosen(sorted(stages), selection.iteration_list))
+        return pipeline_tables(runs, p2p, self.clock_shifts(True))

@@ -41,10 +41,10 @@ def _replay(ctx: Context) -> bool:
 
 def _has_collectives(ctx: Context) -> bool:
     """Whether a collective (send/recv left out) was matched on two ranks or more."""
+    from hta.analysis.stragglers import matched_collectives
+
     arrivals = ctx.analyzer.get_collective_arrivals(ctx.ranks, ctx.iterations)
-    if not len(arrivals):
-        return False
-    return bool(((arrivals["participants"] >= 2) & (arrivals["matched_by"] != "p2p")).any())
+    return bool(len(matched_collectives(arrivals)))
 
 
 def straggler_causes(ctx: Context, s: Section) -> None:

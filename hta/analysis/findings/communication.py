@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis import collectives as coll
-from hta.analysis.clock import aligned_arrivals
+from hta.analysis.clock import aligned_arrivals, applied_offsets, clock_offsets
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
@@ -366,7 +366,8 @@ def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
     """``stragglers``: one finding per rank that alone arrived last and held others up."""
     if len(rank_numbers(trace, selection)) < 2:
         return []
-    arrivals = aligned_arrivals(trace, selection)
+    offsets = applied_offsets(clock_offsets(trace, selection))
+    arrivals = aligned_arrivals(trace, selection, offsets)
     summary = straggler_summary(arrivals)
     if not len(summary):
         return []
@@ -377,7 +378,7 @@ def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
                     add_rank=False, empty=_no_windows)
     windows = run_one(trace, work, Selection.of([int(r) for r in hit["rank"]])).set_index("rank")[
         "window_ns"]
-    why = why_late(trace, selection, arrivals)
+    why = why_late(trace, selection, arrivals, offsets)
     found = []
     for row in hit.to_dict("records"):
         rank = int(row["rank"])

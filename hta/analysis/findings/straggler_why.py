@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time
 from hta.analysis.select import rank_numbers
-from hta.analysis.straggler_causes import job_straggler_causes
+from hta.analysis.straggler_causes import CAUSE_MEASURE, job_straggler_causes
 from hta.model.selection import Selection
 from hta.model.trace import Trace
 
@@ -38,24 +40,19 @@ CAUSE_ADVICE = {
         "and between them (checkpointing, evaluation, logging)."),
 }
 
-_WHAT = {
-    "slow_compute": ("GPU computation", "compute(us)", "median_compute(us)"),
-    "imbalance": ("GPU computation", "compute(us)", "median_compute(us)"),
-    "host": ("GPU idle time waiting for its host", "idle(us)", "median_idle(us)"),
-    "slow_link": ("transfer time", "transfer(us)", "median_transfer(us)"),
-}
+#: How the finding says each measure.
+_SAID = {"compute": "GPU computation", "idle": "GPU idle time waiting for its host",
+         "transfer": "transfer time"}
 
 
-def why_late(trace: Trace, selection: Selection, arrivals: pd.DataFrame
-             ) -> dict[int, tuple[str, str]]:
+def why_late(trace: Trace, selection: Selection, arrivals: pd.DataFrame,
+             offsets: Mapping[int, int]) -> dict[int, tuple[str, str]]:
     """Per late rank: ``(sentence, advice)`` naming its causes, the steps and the evidence
-    (:func:`hta.analysis.straggler_causes.job_straggler_causes`); empty when no rank is
-    late above noise."""
-    from hta.analysis.clock import applied_offsets, clock_offsets
-
+    (:func:`hta.analysis.straggler_causes.job_straggler_causes`; ``arrivals`` on one
+    clock, ``offsets`` the ones that put them there); empty when no rank is late above
+    noise."""
     if len(rank_numbers(trace, selection)) < 2:
         return {}
-    offsets = applied_offsets(clock_offsets(trace, selection))
     causes = job_straggler_causes(trace, selection, arrivals, offsets)
     out: dict[int, tuple[str, str]] = {}
     for rank, part in causes.groupby("rank", sort=False):
@@ -71,8 +68,8 @@ def _cause_sentence(row: dict) -> str:
     cause = str(row["cause"])
     steps = tuple(int(s) for s in row["steps"])
     head = f"{cause} in {fmt_steps(steps)}{' (recurring)' if row['recurring'] else ''}"
-    if cause not in _WHAT:
+    m = CAUSE_MEASURE.get(cause)
+    if m is None:
         return head
-    label, mine, median = _WHAT[cause]
-    return (f"{head}: {label} {fmt_time(row[mine] * 1e3)} a step against "
-            f"{fmt_time(row[median] * 1e3)} for the median rank")
+    return (f"{head}: {_SAID[m]} {fmt_time(row[f'{m}(us)'] * 1e3)} a step against "
+            f"{fmt_time(row[f'median_{m}(us)'] * 1e3)} for the median rank")
