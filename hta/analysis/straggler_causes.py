@@ -19,7 +19,9 @@ or more; send/recv never count). Per instance and rank, integer ns:
   of class computation, :mod:`hta.analysis.gpu_work`), measured where the rank is
   (:func:`rank_stretch_measures`);
 * ``idle_ns``: in that stretch, the time with no GPU work of the rank running: its GPU
-  waiting for its host;
+  waiting for its host, less the idle time inside the rank's one-time costs
+  (:mod:`hta.analysis.findings.onetime`: a first kernel launch, a compilation, set-up),
+  which no recurring cause explains;
 * ``transfer_ns``: the previous collective's transfer on the rank: its end minus the
   latest start of that instance (at least 0), without the wait for late peers.
 
@@ -151,12 +153,29 @@ def rank_stretch_measures(rt: RankTrace, stretches: Mapping[int, pd.DataFrame]
     comp = w.cls == COMPUTE
     s = mine["start_ns"].to_numpy(np.int64)
     e = np.maximum(mine["end_ns"].to_numpy(np.int64), s)
-    busy = Cover(w.ts, w.end).within(s, e)
+    gpu = Cover(w.ts, w.end)
     return pd.DataFrame({
         "rank": np.full(len(mine), rt.rank, dtype=np.int64),
         "collective": mine["collective"].to_numpy(np.int64),
         "compute_ns": Cover(w.ts[comp], w.end[comp]).within(s, e),
-        "idle_ns": (e - s) - busy}, columns=MEASURE_COLUMNS)
+        "idle_ns": (e - s) - gpu.within(s, e) - _one_time_idle(rt, gpu, s, e)},
+        columns=MEASURE_COLUMNS)
+
+
+def _one_time_idle(rt: RankTrace, gpu: Cover, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per stretch ``[s, e)``: the GPU idle time inside the rank's one-time costs
+    (:func:`hta.analysis.findings.onetime.one_time_costs`: a first kernel launch, a
+    compilation, set-up), which no recurring cause explains."""
+    from hta.analysis.findings.onetime import one_time_costs
+
+    ot = one_time_costs(rt)
+    out = np.zeros(s.shape[0], dtype=np.int64)
+    spans = Cover(ot.start, ot.end)
+    for a, b in zip(spans.s.tolist(), spans.e.tolist(), strict=True):
+        lo, hi = np.maximum(s, a), np.minimum(e, b)
+        span = np.maximum(hi - lo, 0)
+        out += span - np.where(span > 0, gpu.within(lo, np.maximum(hi, lo)), 0)
+    return out
 
 
 def no_measures() -> pd.DataFrame:
