@@ -262,3 +262,49 @@ def test_the_rtx_4090_d_is_its_own_part() -> None:
     assert d.bandwidth_tbs == full.bandwidth_tbs
     a5000 = match_device({"name": "NVIDIA RTX A5000"})
     assert a5000 is not None and a5000.peaks["fp16"] == 111.1
+
+
+def test_the_rtx_500_ada_laptop_part_and_the_gb10() -> None:
+    """Issue 37 Q7: the two parts of the real traces the table lacked, by their exact names,
+    with the figures their sources give (module docstring) and no 16-bit tensor rate."""
+    rtx500 = match_device({"name": "NVIDIA RTX 500 Ada Generation Laptop GPU",
+                           "totalGlobalMem": 4294639616, "numSms": 16})
+    assert rtx500 is not None and rtx500.name == "RTX 500 Ada Laptop"
+    assert rtx500.source.startswith("computed") and "Ada GPU Architecture whitepaper" in \
+        rtx500.source
+    # 16 SMs x 2.025 GHz x the Ada per-SM rates (256 fp32, 2048 int8); 16 Gbps x 64 bit
+    assert rtx500.peaks == {"fp32": 8.3, "int8": 66.4} and rtx500.bandwidth_tbs == 0.128
+    assert _geforce("ada", 16, 2025)["fp32"] == 8.3
+    assert math.isnan(peak_tflops(rtx500, "bf16", True))  # not grounded: no peak
+    assert peak_tflops(rtx500, "fp32", True) == 8.3  # tf32 falls back to fp32
+    gb10 = match_device({"name": "NVIDIA GB10", "totalGlobalMem": 128.5e9, "numSms": 48})
+    assert gb10 is not None and gb10.name == "GB10" and gb10.memory_gb == 128
+    assert gb10.peaks == {"fp32": 31.0, "fp4": 500.0}  # 1 PFLOP/s FP4 with sparsity / 2
+    assert gb10.bandwidth_tbs == 0.273
+    # NVIDIA's two figures agree with the Blackwell per-SM rates (FP4 4096, FP32 256 per
+    # clock): one clock, about 2.5 GHz on 48 SMs, gives both
+    assert gb10.peaks["fp4"] / gb10.peaks["fp32"] == pytest.approx(4096 / 256, rel=0.01)
+    assert math.isnan(peak_tflops(gb10, "bf16", True))
+    assert peak_tflops(gb10, "fp4", True) == 500.0
+    assert device_by_name("GB10") is gb10 and device_by_name("RTX 500 Ada") is rtx500
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA RTX 500 Ada Generation",  # without "Laptop GPU": not the exact name
+    "NVIDIA RTX 500 Ada Generation Embedded GPU",
+    "NVIDIA RTX A500 Laptop GPU",  # the Ampere part
+    "NVIDIA RTX 1000 Ada Generation Laptop GPU",
+    "NVIDIA RTX 5000 Ada Generation Laptop GPU",
+    "NVIDIA GB100",
+    "NVIDIA GB10 Laptop GPU",
+    "NVIDIA GB102",
+])
+def test_near_misses_of_the_rtx_500_ada_and_gb10_get_no_device(name: str) -> None:
+    assert match_device({"name": name}) is None
+
+
+def test_gb10_is_not_gb200_nor_b200() -> None:
+    assert match_device({"name": "NVIDIA GB200"}).name == "GB200"
+    assert match_device({"name": "NVIDIA B200"}).name == "B200"
+    assert not device_by_name("GB10").matches("NVIDIA GB200")
+    assert not device_by_name("GB200").matches("NVIDIA GB10")

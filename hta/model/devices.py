@@ -9,7 +9,9 @@ PyTorch accumulates in FP32, so their ``fp16``/``bf16``/``fp8`` are the FP32-acc
 rates of NVIDIA's whitepapers. GeForce parts no NVIDIA table lists are computed as the
 whitepapers compute theirs, the per-SM rate times the SM count times the boost clock
 (:func:`_geforce`), with the bandwidth from the memory data rate and bus width; their
-``source`` says so.
+``source`` says so. A rate no published figure or per-SM rule grounds is left out: the
+GB10 and the RTX 500 Ada laptop part have no 16-bit tensor rates in the table, since NVIDIA
+does not say whether they run FP32 accumulate at the GeForce half rate.
 
 Peak keys: ``fp64`` (the FP64 tensor/matrix rate where the part has one), ``fp32`` (the
 vector rate, CUDA cores / SIMD), ``fp32_matrix`` (AMD matrix cores), ``tf32``, ``fp16``,
@@ -145,6 +147,9 @@ def _computed(arch: str, spec: str) -> str:
             "bandwidth = memory data rate x bus width")
 
 
+#: RTX 500 Ada Generation Laptop GPU: only the rates Ada runs alike on every part.
+_RTX500_ADA = {k: v for k, v in _geforce("ada", 16, 2025).items() if k in ("fp32", "int8")}
+
 DEVICES: tuple[Device, ...] = (
     Device("A100 80GB PCIe", _A100, 1.935, _A100_SRC, r"A100[- ]80GB[- ]PCIe|A100-PCIe-80GB",
            names=("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"), memory_gb=80),
@@ -187,6 +192,15 @@ DEVICES: tuple[Device, ...] = (
            "NVIDIA HGX B200 datasheet (per GPU; sparse ÷ 2)", r"B200",
            notes="no FP32 vector rate on the datasheet",
            names=("NVIDIA B200",), memory_gb=180),
+    Device("GB10", {"fp32": 31.0, "fp4": 500.0}, 0.273,
+           "NVIDIA DGX Spark datasheet and product page (FP4 1 PFLOP/s with sparsity ÷ 2; "
+           "128 GB LPDDR5x at 273 GB/s); FP32 31 TFLOP/s: NVIDIA's GB10 presentation, Hot "
+           "Chips 2025", r"GB10",
+           notes="DGX Spark's GPU (6,144 CUDA cores, 48 SMs, sm_121), sharing the 128 GB with "
+                 "the Grace CPU; no FP16/BF16/FP8/TF32/INT8 rate published, nor whether FP32 "
+                 "accumulate runs at the GeForce half rate: those keys are absent (tf32 falls "
+                 "back to fp32, the others give no peak)",
+           names=("NVIDIA GB10",), memory_gb=128),
     Device("L40S", {"fp32": 91.6, "tf32": 183.0, "fp16": 366.0, "bf16": 366.0,
                     "fp8": 733.0, "int8": 733.0}, 0.864,
            "NVIDIA L40S GPU datasheet (sparse ÷ 2)", r"L40S", names=("NVIDIA L40S",),
@@ -226,6 +240,18 @@ DEVICES: tuple[Device, ...] = (
            "NVIDIA RTX A5000 datasheet (FP32 27.8, tensor 222.2 sparse ÷ 2); TF32 and INT8: "
            + _GA102_WP + " RTX A6000 per-SM rates x 64 SMs x 1.695 GHz",
            r"RTX A5000", names=("NVIDIA RTX A5000",), memory_gb=24),
+    # RTX professional laptop (Ada): the exact name only, "Laptop GPU" included
+    Device("RTX 500 Ada Laptop", _RTX500_ADA, 0.128,
+           "computed: " + _ADA_WP + " per-SM rates (fp32 256, int8 2048 FLOP/clock, the "
+           "same on GeForce and professional Ada parts) x 16 SMs (2,048 CUDA cores) x 2.025 "
+           "GHz boost; bandwidth = 16 Gbps x 64-bit GDDR6 (SM count, clock and memory from "
+           "public spec databases: no NVIDIA datasheet or whitepaper table found lists it)",
+           r"RTX 500 Ada Generation Laptop GPU",
+           notes="laptop part (35-60 W): the peaks are at the top boost clock; no NVIDIA "
+                 "tensor TFLOP/s found, nor whether FP32 accumulate runs at the GeForce half "
+                 "rate: tf32/fp16/bf16/fp8 are absent (tf32 falls back to fp32, the others "
+                 "give no peak)",
+           names=("NVIDIA RTX 500 Ada Generation Laptop GPU",), memory_gb=4),
     # GeForce RTX 30 (Ampere GA10x)
     Device("RTX 3060 12GB", _geforce("ampere", 28, 1777), 0.36,
            _computed("ampere", "GeForce RTX 3060 (28 SMs, 1.78 GHz, 15 Gbps x 192-bit)"),
