@@ -15,6 +15,7 @@ from hta.analysis.findings import (
     communication,
     copies,
     fp64,
+    fusion,
     graphs,
     host,
     hostbound,
@@ -27,7 +28,7 @@ from hta.analysis.findings.base import FindingRule
 
 #: The modules holding the default rules, each with a ``RULES`` list, in report order.
 MODULES: tuple[ModuleType, ...] = (warmup, host, launch_bound, hostbound, copies,
-                                   communication, collective_bw, kernels, fp64, graphs,
+                                   communication, collective_bw, kernels, fp64, fusion, graphs,
                                    roofline)
 #: Their names (for the docs and the rule table).
 RULE_MODULES: tuple[str, ...] = tuple(m.__name__ for m in MODULES)

@@ -23,7 +23,9 @@
 
     **Not claimed twice.** Calls whose kernels other rules claim are left out: any kernel
     under 5 µs (``small_kernels``), any kernel with fewer blocks than SMs (grid-bound,
-    ``low_occupancy``), fp32 GEMMs without tensor cores (``fp32_gemm``).
+    ``low_occupancy``), fp32 GEMMs without tensor cores (``fp32_gemm``), the BatchNorm
+    kernels of a pass without backward and the score kernels of unfused attention
+    (:func:`hta.analysis.findings.fusion.fused_away`).
 
     **No shapes.** Without ``Input Dims`` (``record_shapes=False``) no call has a model and
     the rule stays silent; :data:`SHAPES_NOTE` is the sentence that says so once (the
@@ -42,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
+from hta.analysis.findings.fusion import fused_away
 from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
@@ -78,6 +81,7 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
     fp32 = np.array([FP32_GEMM.search(rt.symbols[i]) is not None for i in uniq.tolist()],
                     dtype=bool)
     claimed[rows[fp32[inv.reshape(-1)]]] = True
+    claimed[fused_away(rt)] = True
     return claimed
 
 

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 #: listed come after, in rule order; within a rule the larger estimate goes first.
 CLAIM_ORDER: tuple[str, ...] = (
     "host_sync", "data_loading", "pageable_copies", "copies_on_compute_stream",
-    "comm_exposed", "fp32_gemm", "fp64_work", "low_occupancy", "launch_bound",
+    "comm_exposed", "fp32_gemm", "fp64_work", "batchnorm_inference", "unfused_attention",
+    "low_occupancy", "launch_bound",
     "small_kernels",
     "host_bound",
 )

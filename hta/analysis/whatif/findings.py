@@ -87,6 +87,9 @@ NOT_MODELLED: dict[str, str] = {
     "copies_on_compute_stream": "moving copies to a side stream is not a change the replay "
                                 "has yet",
     "fp64_work": "how long a kernel runs in fp32 or bf16 instead of fp64 is not in the trace",
+    "batchnorm_inference": "removing kernels (eval(), folding) is not a change the replay "
+                           "has yet",
+    "unfused_attention": "how long a fused attention kernel runs is not in the trace",
 }
 #: ``host_bound`` subjects a CUDA graph does not remove, and why.
 HOST_NOT_GRAPHED = {
