@@ -16,7 +16,7 @@ from kineto_builder import TraceBuilder
 from test_stragglers import COMM_STREAM, NCCL, TRANSFER_NS, straggler_job
 
 from hta.analysis.findings import find
-from hta.analysis.findings.communication import RULES, exposed_by_operation
+from hta.analysis.findings.communication import RULES, check_exposed, exposed_by_operation
 from hta.analysis.overlap import comm_comp_overlap
 from hta.analysis.stragglers import collective_arrivals, straggler_summary
 from hta.job.load import load_trace
@@ -82,6 +82,46 @@ def test_exposed_time_is_per_operation(tmp_path: Path) -> None:
     assert [f.subject for f in found] == ["all-gather"]
     assert found[0].est_saving_ns == 30_000
     assert "FSDP" in found[0].advice and "process group 2 ×1" in found[0].evidence
+
+
+def _all_gathers(tmp_path: Path, durations: list[int]) -> Path:
+    """One rank of a 2-rank job whose peer is absent: a compute kernel of 1 ms, then
+    all-gathers of the given durations, one after the other (all exposed)."""
+    b = TraceBuilder(rank=0)
+    b.extra_top_level["distributedInfo"] = {"rank": 0, "world_size": 2}
+    with b.step(1, ts=0, dur=100_000_000):
+        b.launch_kernel("sgemm", cpu_ts=1_000, cpu_dur=500, gpu_ts=10_000, gpu_dur=1_000_000)
+        gpu = 2_000_000
+        for i, dur in enumerate(durations):
+            b.launch_kernel(NCCL, cpu_ts=2_000 + 1_000 * i, cpu_dur=500, gpu_ts=gpu,
+                            gpu_dur=dur, stream=COMM_STREAM,
+                            **{"Process Group Name": "0", "Seq": i + 1,
+                               "Collective name": "allgather"})
+            gpu += dur + 10_000
+    return b.write(tmp_path / "rank-0.json")
+
+
+def test_a_wait_far_longer_than_like_calls_is_no_missing_overlap(tmp_path: Path) -> None:
+    """Four all-gathers of 100 µs and one of 40 ms (a wait for the absent peer): the
+    40 ms call counts as 100 µs; the evidence says why."""
+    rt = load(_all_gathers(tmp_path, [100_000] * 4 + [40_000_000]).parent).rank(0)
+    groups, calls = exposed_by_operation(rt)
+    assert groups.loc[0, "exposed_ns"] == 5 * 100_000
+    assert calls["waited_ns"].tolist() == [0, 0, 0, 0, 39_900_000]
+    (finding,) = check_exposed(rt, None)
+    assert ("1 call(s) ran far longer than the median of their like calls (same operation, "
+            "group, kernel and size; the longest 40.000 ms against 100.0 µs): the 39.900 ms "
+            "beyond the median is a wait") in finding.evidence
+
+
+def test_twin_like_calls_keep_their_time(tmp_path: Path) -> None:
+    """Calls under 20x their median (no message size) are transfers: nothing is cut."""
+    rt = load(_all_gathers(tmp_path, [100_000] * 4 + [1_900_000]).parent).rank(0)
+    groups, calls = exposed_by_operation(rt)
+    assert groups.loc[0, "exposed_ns"] == 4 * 100_000 + 1_900_000
+    assert calls["waited_ns"].tolist() == [0] * 5
+    (finding,) = check_exposed(rt, None)
+    assert "far longer" not in finding.evidence
 
 
 def test_exposed_saving_is_capped_by_free_compute(tmp_path: Path) -> None:

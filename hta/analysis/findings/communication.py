@@ -18,6 +18,11 @@ others up.
     are exposed at once is split equally between them. The groups' exposed times thus
     add up to the rank's exposed communication (the overlap table's ``comm_time`` minus
     ``overlap_time``).
+    *Waits cut out* (:func:`trim_waits`): a call at least 10x (20x without a recorded
+    message size) the median duration of its like calls (same operation, process group,
+    kernel and message size, at least 3 of them) spent the time beyond that median
+    waiting, for a late peer or a one-time set-up; it counts as starting one median before
+    its end, and the evidence says how much was cut.
     Overlapping can only hide communication under computation that runs without it, so
     the rank's total saving is ``min(exposed, free_compute)``, with ``free_compute`` the
     computation time with no communication kernel running; each group gets its share of
@@ -62,6 +67,12 @@ from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 
+#: A call this many times the median duration of its like calls waited (message sizes
+#: known: :data:`WAIT_FACTOR_SIZED`; unknown, calls of one kernel may move more bytes).
+WAIT_FACTOR = 20
+WAIT_FACTOR_SIZED = 10
+#: Fewest like calls that make a median.
+MIN_LIKE_CALLS = 3
 GRADIENT_ALL_REDUCE = "all-reduce (gradients)"
 #: Send/recv kernels known by their name alone: NCCL runs all-to-all (and, in some
 #: versions, other collectives) as grouped send/recv kernels too.
@@ -219,6 +230,7 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
         return pd.DataFrame(columns=columns), calls
     calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
         calls["collective"], calls["context"], calls["source"])]
+    calls = trim_waits(calls)
     w = rank_work(rt, iterations)
     groups = sorted(calls["group"].unique())
     table = _coverage(w, calls, groups)
@@ -239,6 +251,50 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
             "free_compute_ns": free_compute,
         })
     return pd.DataFrame(rows, columns=columns), calls
+
+
+def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls with the wait of each outlier cut from its start (module docstring): a
+    call at least :data:`WAIT_FACTOR` (:data:`WAIT_FACTOR_SIZED` when its message size is
+    known) times the median duration of its like calls (same operation, process group,
+    kernel and message size; at least :data:`MIN_LIKE_CALLS` of them) spent the time
+    beyond that median waiting (for a late peer, or a one-time set-up such as a
+    communicator's first connection), not moving data: it starts ``median`` before its
+    end. ``waited_ns`` holds what was cut, ``exposed(us)`` loses it."""
+    start = calls["start_ns"].to_numpy(np.int64)
+    end = calls["end_ns"].to_numpy(np.int64)
+    size = calls["msg_bytes"].to_numpy(np.float64)
+    like = pd.DataFrame({"c": calls["collective"].to_numpy(), "g": calls["process_group"]
+                         .astype(str).to_numpy(), "k": calls["kernel"].astype(str).to_numpy(),
+                         "b": np.where(np.isfinite(size), size, -1.0), "d": end - start})
+    by = like.groupby(["c", "g", "k", "b"], sort=False)["d"]
+    median = by.transform("median").to_numpy(np.float64)
+    count = by.transform("size").to_numpy()
+    factor = np.where(np.isfinite(size), WAIT_FACTOR_SIZED, WAIT_FACTOR)
+    outlier = (count >= MIN_LIKE_CALLS) & (median > 0) & (end - start >= factor * median)
+    waited = np.where(outlier, (end - start) - median.astype(np.int64), 0)
+    out = calls.copy()
+    out["start_ns"] = start + waited
+    out["waited_ns"] = waited
+    out["exposed(us)"] = np.maximum(out["exposed(us)"].to_numpy(np.float64) - waited / 1e3, 0.0)
+    return out
+
+
+def _waits_text(calls: pd.DataFrame) -> str:
+    """`` 1 call ran 10x or more ...``: the waits :func:`trim_waits` cut ("" none)."""
+    waited = calls["waited_ns"].to_numpy(np.int64)
+    if not (waited > 0).any():
+        return ""
+    longest = int(np.argmax(waited))
+    dur = int(calls["end_ns"].to_numpy(np.int64)[longest]
+              - calls["start_ns"].to_numpy(np.int64)[longest])
+    return (f" {int((waited > 0).sum())} call(s) ran far longer than the median of their "
+            f"like calls (same operation, group, kernel and size; the longest "
+            f"{fmt_time(dur + int(waited[longest]))} against {fmt_time(dur)}): the "
+            f"{fmt_time(int(waited.sum()))} beyond the "
+            f"median is a wait (for a late peer, or a one-time set-up), not transfer, and is "
+            f"left out here; overlapping cannot hide it. Load every rank's trace to see "
+            f"who was late (the stragglers finding).")
 
 
 def _coverage(w, calls: pd.DataFrame, groups: list[str]) -> np.ndarray:
@@ -297,7 +353,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
             f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
             f"with no communication (comm/compute overlap table: comm_time "
             f"{row.rank_comm_ns / 1e3:,.1f} µs, overlap_time {row.rank_overlap_ns / 1e3:,.1f} "
-            f"µs for the rank; collective performance table: exposed(us))."
+            f"µs for the rank; collective performance table: exposed(us)).{_waits_text(mine)}"
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
                              subject=str(row.group),
