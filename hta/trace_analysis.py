@@ -109,9 +109,9 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """Free what the loaded ranks hold outside this process (temporary Parquet
         entries, Dask workers' memory, the what-if replay graphs kept there); nothing to
         do for an in-memory trace."""
-        kept = self.__dict__.pop("_whatif_coupled_cache", None)
-        if kept is not None:
-            kept[0].release()
+        replay = self.__dict__.pop("_replay", None)
+        if replay is not None:
+            replay.release()
         self.t.close()
 
     # -- the loaded job --------------------------------------------------------------

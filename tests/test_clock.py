@@ -138,12 +138,12 @@ def test_job_graph_couples_the_collectives_on_one_clock(tmp_path: Path) -> None:
     second host started and half the couplings are lost."""
     folder = two_host_job(tmp_path, late={1: 300_000})
     a = analyzer(folder)
-    jg, _ = a._whatif_job()
+    jg, _ = a.replay().graph()
     assert jg.collectives["coupled"].all() and len(jg.collectives) == 16
     assert not jg.dropped
     raw = analyzer(folder)
     raw.clock_shifts = lambda align_clocks=True: {}  # type: ignore[method-assign]
-    jg_raw, _ = raw._whatif_job()
+    jg_raw, _ = raw.replay().graph()
     assert jg_raw.dropped == {"collective kernels ending before the last rank started": 8}
 
 

@@ -231,7 +231,7 @@ def test_a_stepless_loop_is_replayed_iteration_by_iteration(tmp_path):
     n = len(windows)
     assert n >= 5
     a = TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
-    pred = a._whatif_predict("no-host-sync", modelled=False, windows=a._stepless_windows())
+    pred = a.replay().predict("no-host-sync", modelled=False, windows=a.replay().stepless_windows())
     assert pred["step"].tolist() == list(range(1, n + 1))
     out = a.get_findings()
     (top,) = out[out["rule"] == "host_sync"].to_dict("records")

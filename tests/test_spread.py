@@ -128,10 +128,10 @@ def test_replayed_savings_predicted_ahead_on_workers_equal_those_predicted_here(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # the findings' changes replayed on forked workers (the job graph inherited): the
     # same table, the same savings, as one after the other here
-    from hta.facade import whatif
+    from hta.analysis.whatif import replayer
 
     here = _job(1).get_findings()
-    monkeypatch.setattr(whatif, "PARALLEL_MIN_NODES", 0)
+    monkeypatch.setattr(replayer, "PARALLEL_MIN_NODES", 0)
     calls: list[int] = []
     real = spread.forked_map
 

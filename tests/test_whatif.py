@@ -237,7 +237,7 @@ def test_launch_queue_back_pressure(tmp_path: Path) -> None:
     measured, pred, actual = measured_and_predicted(queued, variant, "kernels:gemm*0.5",
                                                     tmp_path)
     a = TraceAnalysis(trace_dir=str(tmp_path / "base"), cache=False, progress=False)
-    _, jg = a._whatif_job()[0], a._whatif_job()[0]
+    _, jg = a.replay().graph()[0], a.replay().graph()[0]
     assert jg.ranks[0].queue_depth == 4
     # steady steps are queue-bound: half-time kernels make them about half as long
     assert (pred[2:] < 0.6 * measured[2:]).all()
@@ -577,7 +577,7 @@ def test_launch_queue_on_a_real_gpu_bound_trace() -> None:
     try:
         a = TraceAnalysis(trace_dir=str(shared_trace("ns_resolution_trace")), cache=False,
                           progress=False)
-        jg, _ = a._whatif_job()
+        jg, _ = a.replay().graph()
         pred = a.what_if("kernels:.**0.5")
     finally:
         logging.disable(logging.NOTSET)

@@ -28,7 +28,7 @@ CHANGES = [None, "kernels:gemm*0.5", "kernels:nccl*2", "no-stragglers", "no-stra
 
 
 def _both(a: TraceAnalysis, change: object) -> tuple[pd.DataFrame, pd.DataFrame, Coupling]:
-    jg, base = a._whatif_job()
+    jg, base = a.replay().graph()
     kept, coupling = coupled_ranks(a.t, a.clock_shifts())
     return (predict(jg, change, a.rules, base=base),
             coupled_predict(kept, coupling, change, a.rules), coupling)
@@ -102,7 +102,7 @@ def test_release_times_settle_at_the_job_graphs_barriers(
     from hta.analysis.whatif.changes import Change, apply
 
     a = many_collectives
-    jg, _ = a._whatif_job()
+    jg, _ = a.replay().graph()
     kept, coupling = coupled_ranks(a.t, a.clock_shifts())
     coupled_predict(kept, coupling, "kernels:gemm*0.5", a.rules, modelled=False)
     changed = replay(jg, apply(jg, [Change.parse("kernels:gemm*0.5")], a.rules))
@@ -115,7 +115,7 @@ def _every_path(a: TraceAnalysis) -> tuple[list[pd.DataFrame], list[pd.DataFrame
     from hta.analysis.whatif.coupled import coupled_critical_path
     from hta.analysis.whatif.jobpath import job_critical_path
 
-    jg, base = a._whatif_job()
+    jg, base = a.replay().graph()
     kept, coupling = coupled_ranks(a.t, a.clock_shifts())
     steps = [None, *sorted({int(s) for g in jg.ranks for s in g.steps["step"]})]
     return ([job_critical_path(jg, base, s) for s in steps],
@@ -160,7 +160,7 @@ def test_coupled_replay_on_dask_reads_no_rank_into_the_client(
         pd.testing.assert_frame_equal(remote.get_step_bounds(), local.get_step_bounds())
         assert remote.get_job_step_bound() == local.get_job_step_bound()
         assert remote.t.resident_ranks() == []  # every replay ran on the workers
-        kept, _ = remote._whatif_coupled()
+        kept, _ = remote.replay().coupled()
         assert set(kept.refs) == set(remote.t.get_ranks())
         remote.close()
         # the command on the cluster prints what it prints locally

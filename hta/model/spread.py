@@ -22,7 +22,7 @@ again here, so a failure costs time, never an answer.
 
 :func:`forked_map` is the general form (any function, a closure included, over a list of
 items, on forked workers): the what-if replay predicts the findings' changes with it on
-workers that inherit the job graph (``TraceAnalysis.replay_findings``).
+workers that inherit the job graph (:meth:`hta.analysis.whatif.replayer.Replay.findings_savings`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,214 @@
+"""The job's replay as one object: :class:`Replay` chooses the engine, keeps what it
+built, and answers every what-if question.
+
+Two engines give the same tables:
+
+* **the job graph in this process** (:func:`~hta.analysis.whatif.replay.build_job`,
+  :func:`~hta.analysis.whatif.replay.predict`), for a job whose ranks are in memory or
+  read from local workers;
+* **ranks coupled on Dask** (:mod:`hta.analysis.whatif.coupled`), for a job whose ranks
+  are kept on Dask workers (``Job.keeps_remotely``): each rank's replay graph is built
+  and kept where the rank lives, and only the collectives' times travel.
+
+A :class:`Replay` is made for one loaded job, its clock shifts (rank -> ns to subtract to
+put it on the reference clock, :func:`hta.analysis.clock.applied_offsets`) and its
+event-kind rules. It builds its engine on first use and keeps it, with the replay
+uncertainty and the step bounds of each selection of steps. ``TraceAnalysis`` holds one
+and asks it; nothing reaches it as a callback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from hta.analysis.whatif.coupled import Coupling
+    from hta.analysis.whatif.replay import Change, JobGraph, Schedule
+    from hta.model.job import Job
+    from hta.model.rules import RuleSet
+    from hta.model.runner import Kept
+
+logger = logging.getLogger(__name__)
+
+#: Least number of job-graph nodes for which the findings' changes are replayed on
+#: forked workers (:meth:`Replay.findings_savings`); below, forking costs more.
+PARALLEL_MIN_NODES = 500_000
+
+
+class Replay:
+    """The replay of one loaded job (module docstring)."""
+
+    def __init__(self, job: Job, shifts: dict[int, int] | None = None,
+                 rules: RuleSet | None = None) -> None:
+        self.job = job
+        self.shifts = dict(shifts or {})
+        self.rules = rules
+        self.remote = bool(getattr(job, "keeps_remotely", False))
+        self._graph: tuple[JobGraph, Schedule] | None = None
+        self._coupled: tuple[Kept, Coupling] | None = None
+        self._uncertainty: pd.DataFrame | None = None
+        self._bounds: dict[Any, tuple[bool, Any]] = {}
+
+    # -- the engines -----------------------------------------------------------------------
+    def graph(self) -> tuple[JobGraph, Schedule]:
+        """The job graph of every loaded rank, each on the reference clock, and its
+        unchanged replay (built once; in this process)."""
+        from hta.analysis.clock import shift_rank
+        from hta.analysis.whatif.replay import build_job, replay
+
+        if self._graph is None:
+            jg = build_job([shift_rank(self.job.rank(r), self.shifts.get(r, 0))
+                            for r in self.job.get_ranks()])
+            self._graph = (jg, replay(jg))
+        return self._graph
+
+    def coupled(self) -> tuple[Kept, Coupling]:
+        """Every rank's replay graph kept where the rank lives, coupled through the
+        collectives' times (:mod:`hta.analysis.whatif.coupled`; built once)."""
+        from hta.analysis.whatif.coupled import coupled_ranks
+
+        if self._coupled is None:
+            self._coupled = coupled_ranks(self.job, self.shifts)
+        return self._coupled
+
+    def release(self) -> None:
+        """Free the replay graphs kept on the workers (nothing in memory to free)."""
+        if self._coupled is not None:
+            self._coupled[0].release()
+            self._coupled = None
+
+    # -- the answers -----------------------------------------------------------------------
+    def predict(self, changes: Iterable[str | Change] | str | Change | None = None,
+                modelled: bool = True, windows: dict[int, Any] | None = None,
+                check: bool = True) -> pd.DataFrame:
+        """The what-if table after ``changes`` (:func:`hta.analysis.whatif.what_if`'s
+        columns); ``windows``: per rank without steps, the time its saving is measured
+        over (in-memory engine only; the coupled replays measure whole traces)."""
+        from hta.analysis.whatif.coupled import coupled_predict
+        from hta.analysis.whatif.replay import predict
+
+        if self.remote:
+            kept, coupling = self.coupled()
+            return coupled_predict(kept, coupling, changes, self.rules, modelled, check=check)
+        jg, base = self.graph()
+        return predict(jg, changes, self.rules, base=base, modelled=modelled,
+                       windows=windows, check=check)
+
+    def uncertainty(self) -> pd.DataFrame:
+        """Per rank, what the trace leaves the replay to guess
+        (:mod:`hta.analysis.whatif.uncertainty`; kept)."""
+        from hta.analysis.whatif.uncertainty import (
+            coupled_rank_uncertainty,
+            replay_uncertainty,
+            uncertainty_table,
+        )
+
+        if self._uncertainty is None:
+            if self.remote:
+                rows = self.coupled()[0].map(coupled_rank_uncertainty,
+                                             description="Replay uncertainty")
+                self._uncertainty = uncertainty_table([rows[r] for r in sorted(rows)])
+            else:
+                self._uncertainty = replay_uncertainty(self.graph()[0])
+        return self._uncertainty.copy()
+
+    def critical_path(self, iteration: int | None = None) -> pd.DataFrame:
+        """The job's critical path of one step (:mod:`hta.analysis.whatif.jobpath`)."""
+        from hta.analysis.whatif.coupled import coupled_critical_path
+        from hta.analysis.whatif.jobpath import job_critical_path
+
+        if self.remote:
+            kept, coupling = self.coupled()
+            return coupled_critical_path(kept, coupling, iteration)
+        jg, base = self.graph()
+        return job_critical_path(jg, base, iteration)
+
+    def step_bound(self, steps: list[int] | None, each_step: bool
+                   ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+        """:func:`~hta.analysis.whatif.jobpath.job_step_bound` of the steps (None: all),
+        kept per selection (a result with every step's prediction also answers a call
+        without)."""
+        from hta.analysis.whatif.jobpath import job_step_bound, step_bound_of
+
+        key = None if steps is None else tuple(steps)
+        if key not in self._bounds or (each_step and not self._bounds[key][0]):
+            if self.remote:
+                found = step_bound_of(lambda c, m: self.predict(c, m, check=False),
+                                      self.critical_path, steps, each_step)
+            else:
+                jg, base = self.graph()
+                found = job_step_bound(jg, base, self.rules, steps, each_step)
+            self._bounds[key] = (each_step, found)
+        return self._bounds[key][1]
+
+    def stepless_windows(self) -> dict[int, Any]:
+        """Per rank without ``ProfilerStep``, on the replay's clock, the findings'
+        analysis window, or the iterations found in it when there are two or more
+        (:func:`hta.analysis.findings.warmup.iteration_windows`): a finding's saving is
+        measured over the time the finding is about, iteration by iteration where the
+        trace repeats a loop. Empty on the coupled engine (it measures whole traces)."""
+        from hta.analysis.findings.warmup import iteration_windows
+        from hta.model.selection import rank_steps
+
+        out: dict[int, Any] = {}
+        if self.remote:
+            return out
+        for r in self.job.get_ranks():
+            rt = self.job.rank(r)
+            if not len(rank_steps(rt)):
+                offset = int(self.shifts.get(r, 0))
+                found = [(a - offset, b - offset) for a, b in iteration_windows(rt)]
+                out[r] = found if len(found) > 1 else found[0]
+        return out
+
+    def findings_savings(self, findings: pd.DataFrame) -> pd.DataFrame:
+        """``findings`` (the rules' table) with each fix's replayed saving and its range
+        (:mod:`hta.analysis.whatif.findings`); when the job cannot be replayed, the rules'
+        estimates labelled ``gpu-time`` (logged)."""
+        from hta.analysis.whatif.findings import findings_with_changes
+        from hta.analysis.whatif.uncertainty import inferred_share
+
+        try:
+            share = inferred_share(self.uncertainty())
+            windows = self.stepless_windows()
+
+            def predict(change: Any) -> pd.DataFrame:
+                return self.predict(change, modelled=False, windows=windows)
+
+            return findings_with_changes(findings, self._ahead(findings, predict), share)
+        except Exception as exc:  # noqa: BLE001 - the rules' estimates are still an answer
+            logger.warning("the findings' savings could not be replayed (%s); they are the "
+                           "rules' GPU-time estimates", exc, exc_info=True)
+            return findings_with_changes(findings, None)
+
+    def _ahead(self, findings: pd.DataFrame, predict: Callable[[Any], pd.DataFrame]
+               ) -> Callable[[Any], pd.DataFrame]:
+        """``predict``, with the findings' changes predicted ahead on worker processes
+        forked from this one (they inherit the job graph; only the tables come back) when
+        the graph is large (:data:`PARALLEL_MIN_NODES`) and the job may use several
+        workers; a change whose prediction failed there is predicted here again (its
+        error raised here)."""
+        from hta.analysis.whatif.findings import change_key, changes_to_replay
+        from hta.model.spread import can_fork, forked_map, job_workers
+
+        changes = changes_to_replay(findings)
+        workers = min(job_workers(self.job), len(changes))
+        if workers < 2 or self.remote or not can_fork() or \
+                self.graph()[0].num_nodes < PARALLEL_MIN_NODES:
+            return predict
+        outcomes = forked_map(predict, changes, workers)
+        done = {change_key(c): o.value for c, o in zip(changes, outcomes, strict=True)
+                if o.ok}
+
+        def ahead(change: Any) -> pd.DataFrame:
+            table = done.get(change_key(change))
+            return table if table is not None else predict(change)
+
+        return ahead
+
+
+__all__ = ["PARALLEL_MIN_NODES", "Replay"]
