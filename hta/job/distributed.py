@@ -304,13 +304,14 @@ class DistributedJob:
     # -- per-rank work next to the data ----------------------------------------------
     def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
-                  description: str = "", strict: bool = False) -> list[Any]:
+                  description: str = "") -> list[Any]:
         """``fn(one_rank_trace, [rank], *args, **kwargs)`` for each selected rank, run
         where the rank is; the results in rank order.
 
         A rank whose worker dies (twice) or whose data cannot be read again is left out,
-        reported in ``skipped`` under its file, and logged, unless ``strict``. Any other
-        exception raised by ``fn`` is raised here.
+        reported in ``skipped`` under its file, and logged. Any other exception raised by
+        ``fn`` is raised here (the runner's failure policy, ``run(errors=...)``, then
+        decides).
         """
         selected = self.selected_ranks(ranks)
         what = description or getattr(fn, "__name__", "per-rank work")
@@ -329,7 +330,7 @@ class DistributedJob:
                 values.append(outcome.value)
                 continue
             error = outcome.error
-            if strict or not isinstance(error, (WorkerDiedError, TraceLoadError)):
+            if not isinstance(error, (WorkerDiedError, TraceLoadError)):
                 raise error
             source = self.handles[rank].source
             self.skipped[source] = f"rank {rank} left out of {what}: {error}"

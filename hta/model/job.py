@@ -52,7 +52,7 @@ class Job(RankMapper, Protocol):
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
-                  description: str = "", strict: bool = False) -> list[Any]:
+                  description: str = "") -> list[Any]:
         """The runner's transport (internal: call :func:`hta.model.runner.run`): run
         ``fn(trace, ranks, *args, **kwargs)`` where the ranks are: one call over the
         selected ranks in memory, or one call per rank on a one-rank trace; the results

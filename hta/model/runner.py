@@ -153,13 +153,12 @@ class Failed:
 
 def run(job: RankMapper, works: Sequence[RankWork],
         selection: Selection = EVERYTHING,
-        *, errors: str = "raise", description: str = "", strict: bool = False
-        ) -> list[Any]:
+        *, errors: str = "raise", description: str = "") -> list[Any]:
     """Every work's answer, from one visit of each rank of ``selection`` (see the module
     docstring; :data:`~hta.model.vocabulary.EVERYTHING`: every loaded rank, every event),
     each restricted to the selection's steps unless a work names its own ``steps``.
-    ``errors``: ``"raise"`` or ``"return"`` (the failure policy). ``strict``: a rank a
-    distributed job cannot reach raises instead of being reported in ``job.skipped``."""
+    ``errors``: ``"raise"`` or ``"return"``, the one failure policy (a rank a
+    distributed job cannot reach is left out and reported in ``job.skipped``)."""
     if errors not in ("raise", "return"):
         raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
     steps = selection.iteration_list
@@ -169,8 +168,7 @@ def run(job: RankMapper, works: Sequence[RankWork],
     what = description or ", ".join(dict.fromkeys(w.name for w in works))
     visits = _spread(job, works, selection, calls, what)
     if visits is None:
-        visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what,
-                               strict=strict)
+        visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what)
     per_rank = [row for part in visits for row in part]
     answers: list[Any] = []
     for i, work in enumerate(works):
@@ -214,10 +212,9 @@ def concat_tables(tables: Sequence[Any]) -> Any:
     return concat_frames(tables)
 
 
-def run_one(job: RankMapper, work: RankWork, selection: Selection = EVERYTHING,
-            *, strict: bool = False) -> Any:
+def run_one(job: RankMapper, work: RankWork, selection: Selection = EVERYTHING) -> Any:
     """One work's answer (:func:`run` with ``errors="raise"``)."""
-    return run(job, [work], selection, strict=strict)[0]
+    return run(job, [work], selection)[0]
 
 
 Call = tuple[Callable[..., pd.DataFrame], tuple[Any, ...], dict[str, Any], Steps, bool]

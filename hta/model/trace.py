@@ -279,13 +279,13 @@ class Trace:
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
-                  description: str = "", strict: bool = False) -> list[Any]:
+                  description: str = "") -> list[Any]:
         """The runner's transport (internal: analyses call :func:`hta.model.runner.run`)
         on ranks held in this process: one call ``fn(self, ranks, *args, **kwargs)`` with
         ``ranks`` as given, returned as a one-element list. A distributed job
         (:class:`hta.job.distributed.DistributedJob`) has the same method and runs ``fn``
         once per rank where the rank is."""
-        del description, strict  # nothing runs elsewhere, so nothing is lost or shown
+        del description  # nothing runs elsewhere, so nothing is lost or shown
         return [fn(self, ranks, *args, **dict(kwargs or {}))]
 
     def __iter__(self) -> Iterator[RankTrace]:
@@ -302,7 +302,7 @@ class RankMapper(Protocol):
 
     def map_ranks(self, fn: Callable[..., Any], ranks: Ranks = None,
                   args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *,
-                  description: str = "", strict: bool = False) -> list[Any]:
+                  description: str = "") -> list[Any]:
         """``fn`` over the selected ranks, where they are; the per-call results."""
         ...
 
