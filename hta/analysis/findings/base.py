@@ -14,11 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.events import link, step_table
 from hta.analysis.findings.steady import steady_window
 from hta.analysis.gpu_work import as_list, rank_gpu_work, read_only
 from hta.model.derived import derived
+from hta.model.rules import GPU_WORK_KINDS, kind_mask
 from hta.model.selection import Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
@@ -84,10 +87,12 @@ def analysis_window(rt: RankTrace, iterations: StepList = None
                     ) -> tuple[int, int]:
     """(start, end) in ns of what is analysed on this rank.
 
-    With ``iterations``: from the first selected step's start to the last one's end.
-    Without: the span of the steps when the trace has ``ProfilerStep`` spans, else the
-    steady state (:func:`hta.analysis.findings.steady.steady_window`: from the end of the
-    latest one-time cost that a quarter of the GPU work or more follows, to the end of
+    With ``iterations``: from the first selected step's start to the last one's end, or
+    to the end of the last GPU work those steps launched when the GPU runs behind the host
+    and finishes later. Without: the span of the steps (the same way) when the trace has
+    ``ProfilerStep`` spans, else the steady state
+    (:func:`hta.analysis.findings.steady.steady_window`: from the end of the latest
+    one-time cost that a quarter of the GPU work or more follows, to the end of
     the trace), else the span of every event. ``(0, 0)`` for an empty rank. Computed
     once per rank and selection (:func:`hta.model.derived.derived`).
     """
@@ -101,7 +106,8 @@ def _analysis_window(rt: RankTrace, iterations: StepList
     if iterations is not None:
         steps = steps[steps["step"].isin(as_list(iterations))]
     if len(steps):
-        return int(steps["start_ns"].min()), int(steps["end_ns"].max())
+        start, end = int(steps["start_ns"].min()), int(steps["end_ns"].max())
+        return start, max(end, _steps_gpu_end(rt, steps["step"].to_numpy()))
     ev = rt.events
     if not len(ev):
         return 0, 0
@@ -110,6 +116,16 @@ def _analysis_window(rt: RankTrace, iterations: StepList
         if steady is not None:
             return steady[0], steady[1]
     return int(ev["ts"].min()), int(ev["end"].max())
+
+
+def _steps_gpu_end(rt: RankTrace, steps: np.ndarray) -> int:
+    """The end of the last GPU work (kernel, copy, memset) launched in ``steps``: a GPU
+    that runs behind its host finishes a step's work after the step's CPU span (0 when
+    none)."""
+    ev = rt.events
+    gpu = kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS)
+    mine = gpu & np.isin(ev["iteration"].to_numpy(), steps)
+    return int(ev["end"].to_numpy()[mine].max()) if mine.any() else 0
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window", "link",

@@ -304,8 +304,11 @@ def window_text(rt: RankTrace, iterations: StepList = None) -> str:
     if iterations is not None:
         steps = steps[steps["step"].isin(as_list(iterations))]
     if len(steps):
+        lag = hi - int(steps["end_ns"].max())
+        behind = (f" and the {fmt_time(lag)} the GPU ran on after them, finishing the work "
+                  f"they launched" if lag > 0 else "")
         return (f"{fmt_steps(steps['step'].tolist())} ({fmt_time(hi - lo)}, ProfilerStep "
-                f"spans{'' if iterations is None else ', as selected'})")
+                f"spans{behind}{'' if iterations is None else ', as selected'})")
     ev = rt.events
     if not len(ev):
         return "nothing (an empty trace)"
