@@ -7,6 +7,8 @@ problem it reports a saving within 5% of the one known by construction, without 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import shared_trace
 from findings_kernel_cases import (
@@ -20,6 +22,7 @@ from kineto_builder import TraceBuilder
 from hta.analysis.findings import find
 from hta.analysis.findings import kernels as kernel_rules
 from hta.analysis.findings.engine import analysis_window, default_rules
+from hta.analysis.findings.kernels import check_fp32_gemm
 from hta.job.load import load_trace
 from hta.model.selection import Selection
 
@@ -263,3 +266,28 @@ def test_real_traces_savings_within_the_window(parts):
             for f in rule.check(rt, None):
                 assert 0 < f.est_saving_ns <= f.window_ns == end - start
                 assert f.evidence and f.ranks == (rank,)
+
+
+def test_no_tf32_advice_where_tf32_runs_at_the_fp32_rate(tmp_path: Path) -> None:
+    """A GeForce RTX 3060 (TF32 tensor peak = fp32 peak in the table): the advice is
+    bf16 autocast, and the replayed change follows it; an A100 keeps the TF32 advice."""
+    from hta.analysis.findings.kernels import NO_TF32_GAIN_ADVICE, tf32_gains
+    from hta.analysis.whatif.findings import change_for
+
+    for name, gains in (("NVIDIA GeForce RTX 3060", False), ("NVIDIA A100-SXM4-80GB", True)):
+        b = TraceBuilder(rank=0)
+        b.extra_top_level["deviceProperties"] = [
+            {"id": 0, "name": name, "computeMajor": 8, "computeMinor": 6}]
+        with b.step(1, ts=0, dur=1_000_000):
+            b.launch_kernel("ampere_sgemm_128x64_tn", cpu_ts=1_000, cpu_dur=500,
+                            gpu_ts=10_000, gpu_dur=500_000)
+        folder = tmp_path / name.replace(" ", "_")
+        rt = load_trace(b.write(folder / "rank-0.json").parent, progress=False,
+                        cache=False).rank(0)
+        assert tf32_gains(rt) is gains
+        (finding,) = check_fp32_gemm(rt, None)
+        if gains:
+            assert "set_float32_matmul_precision" in finding.advice
+        else:
+            assert finding.advice == NO_TF32_GAIN_ADVICE
+            assert change_for("fp32_gemm", [0], advice=finding.advice) == "dtype:bf16"

@@ -79,6 +79,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
+from hta.model.devices import match_device
 from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
@@ -295,7 +296,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     if tf32.any():
         advice = TF32_ON_ADVICE
     else:
-        advice = _fp32_advice(names, has_tf32(rt))
+        advice = _fp32_advice(names, has_tf32(rt), tf32_gains(rt))
         if dur[tensor].sum() > fp32:
             advice = MIXED_NOTE + " " + advice
     claim = Claim(ts[hit], ts[hit] + dur[hit], FP32_SAVING * dur[hit])
@@ -353,16 +354,35 @@ def has_tf32(rt: RankTrace) -> bool | None:
     return None
 
 
-def _fp32_advice(names: list[str], tf32: bool | None) -> str:
+def tf32_gains(rt: RankTrace) -> bool | None:
+    """Whether TF32 runs faster than fp32 on the rank's GPU, by the peak table
+    (:mod:`hta.model.devices`: a TF32 peak over 1.1x the fp32 one); False on parts whose
+    TF32 tensor rate equals their fp32 rate (GeForce RTX 30, 40 and 50: dense TF32 at the
+    fp32 rate), None when the table does not have both peaks for the part."""
+    for props in rt.meta.get("device_properties") or []:
+        dev = match_device(props) if isinstance(props, dict) else None
+        if dev is not None and "tf32" in dev.peaks and "fp32" in dev.peaks:
+            return float(dev.peaks["tf32"]) > 1.1 * float(dev.peaks["fp32"])
+    return None
+
+
+def _fp32_advice(names: list[str], tf32: bool | None, tf32_faster: bool | None = None
+                 ) -> str:
     if names and all(n.startswith("Cijk_") for n in names):
         return ("Run the GEMMs in bf16 with autocast (torch.autocast('cuda', "
                 "dtype=torch.bfloat16)); on MI300 hipBLASLt can also use xf32.")
     if tf32 is False:
         return ("This GPU has no TF32: run the GEMMs in fp16 with autocast "
                 "(torch.autocast('cuda', dtype=torch.float16) with a GradScaler).")
+    if tf32_faster is False:
+        return NO_TF32_GAIN_ADVICE
     return FP32_ADVICE
 
 
+NO_TF32_GAIN_ADVICE = (
+    "On this GPU TF32 tensor cores have the same peak as fp32 (the peak table's rates for "
+    "the part), so allowing TF32 gains little: run the GEMMs in bf16 with autocast "
+    "(torch.autocast('cuda', dtype=torch.bfloat16)), whose peak is twice or more.")
 FP32_ADVICE = ("Let fp32 matmuls use tensor cores: torch.set_float32_matmul_precision('high') "
                "(or torch.backends.cuda.matmul.allow_tf32 = True, and "
                "torch.backends.cudnn.allow_tf32 = True for convolutions), or run them in "
