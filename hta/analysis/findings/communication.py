@@ -230,14 +230,17 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
         return pd.DataFrame(columns=columns), calls
     calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
         calls["collective"], calls["context"], calls["source"])]
-    calls = trim_waits(calls)
     w = rank_work(rt, iterations)
     groups = sorted(calls["group"].unique())
-    table = _coverage(w, calls, groups)
-    # the same kernels as the overlap table's: set 0 computation, the others communication
-    comm_bits = (len(table) - 1) & ~1
-    rank_comm = int(mask_total(table[None, :], any_of=comm_bits)[0])
-    rank_overlap = int(mask_total(table[None, :], all_of=1, any_of=comm_bits)[0])
+    # the overlap table's figures, from the kernels as they ran: set 0 computation, the
+    # others communication
+    whole = _coverage(w, calls, groups)
+    comm_bits = (len(whole) - 1) & ~1
+    rank_comm = int(mask_total(whole[None, :], any_of=comm_bits)[0])
+    rank_overlap = int(mask_total(whole[None, :], all_of=1, any_of=comm_bits)[0])
+    # the exposed shares from the calls without their waits
+    calls = trim_waits(calls)
+    table = _coverage(w, calls, groups) if calls["waited_ns"].any() else whole
     free_compute = int(table[1])
     exposed, comm = _shared_exposed(table, len(groups))
     rows = []
