@@ -381,3 +381,59 @@ def test_data_loading_nested_frames_count_once(tmp_path):
     row = _findings(trace, "data_loading").iloc[0]
     assert row["est_saving(us)"] == pytest.approx(40.0)
     assert row["evidence"].startswith("rank 0: 2 data-loader span(s)")
+
+
+# -- a multi-process loader's first batch ----------------------------------------------------
+MP_NEXT = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+
+def _loader_pass(tmp_path, batches_ms: list[int]):
+    """No ProfilerStep: per batch, a multi-process loader's ``__next__`` of the given time
+    (the GPU idle), then a forward of 2 ms of kernels; the first is the iterator's."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    t = 1_000
+    for ms in batches_ms:
+        b.annotation(MP_NEXT, ts=t, dur=ms * 1_000_000)
+        t += ms * 1_000_000 + 10_000
+        b.cpu_op("aten::linear", ts=t, dur=50_000)
+        b.launch_kernel("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_tn", cpu_ts=t + 1_000,
+                        cpu_dur=5_000, gpu_ts=t + 20_000, gpu_dur=2_000_000)
+        t += 2_100_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_a_multi_process_loaders_only_batch_is_its_start_up(tmp_path):
+    """One batch of a fresh multi-process iterator (800 ms): a one-time cost, no
+    data_loading saving (no worker count makes a first batch faster)."""
+    from hta.analysis.findings.onetime import one_time_costs
+
+    trace = _loader_pass(tmp_path, [800])
+    ot = one_time_costs(trace.rank(0))
+    names = [trace.rank(0).symbols[n] for n in
+             trace.rank(0).events["name"].to_numpy()[ot.rows]]
+    assert MP_NEXT in names and "loader start" in ot.why.tolist()
+    assert _findings(trace, "data_loading").empty
+
+
+def test_a_first_batch_ten_times_the_later_ones_is_one_time(tmp_path):
+    """A first batch of 800 ms, then four of 40 ms: the first is one-time; the later
+    waits recur and data_loading claims them."""
+    from hta.analysis.findings.onetime import one_time_costs
+
+    trace = _loader_pass(tmp_path, [800, 40, 40, 40, 40])
+    assert "loader start" in one_time_costs(trace.rank(0)).why.tolist()
+    rows = _findings(trace, "data_loading", min_share=0.0)
+    assert len(rows) == 1
+    assert _saving_ns(rows.iloc[0]) == pytest.approx(4 * 40_000_000, rel=0.01)
+
+
+def test_twin_batches_of_one_rate_keep_the_first(tmp_path):
+    """Five batches of 40 ms: the first is no start-up; all five recur."""
+    from hta.analysis.findings.onetime import one_time_costs
+
+    trace = _loader_pass(tmp_path, [40] * 5)
+    assert "loader start" not in one_time_costs(trace.rank(0)).why.tolist()
+    assert not _findings(trace, "data_loading").empty

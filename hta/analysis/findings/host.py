@@ -29,8 +29,6 @@ calls to ``host_sync`` (minus data-loader time), and ``launch_bound``
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -45,6 +43,7 @@ from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import graph_spans
 from hta.analysis.findings.loops import iterations_found
 from hta.analysis.findings.rule_tools import (
+    MULTI_PROCESS_LOADER,
     data_loader_rows,
     fmt_time,
     in_selection,
@@ -98,7 +97,7 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
 
 
 #: A DataLoader that already runs worker processes (``num_workers > 0``).
-MULTI_PROCESS = re.compile(r"MultiProcessingDataLoaderIter")
+MULTI_PROCESS = MULTI_PROCESS_LOADER
 #: The advice when the loop waits for a loader that already has workers.
 WORKERS_BUSY_ADVICE = (
     "The loader already runs worker processes (_MultiProcessingDataLoaderIter) and the "

@@ -39,6 +39,10 @@ least half of its span (autotuning excepted: it runs trial kernels), and is one 
 * a convolution operator (:data:`AUTOTUNED_OPS`) with :data:`TUNING_SYNCS` (2) or more
   event synchronisations below it: cuDNN (``benchmark=True``) or MIOpen timing its
   algorithms for a new shape;
+* a multi-process DataLoader's *first batch* (its first outermost data-loader span, named
+  ``_MultiProcessingDataLoaderIter``) when it is the trace's only one or ran
+  :data:`FACTOR` times the median of the later ones: the workers start and one makes the
+  batch;
 * a DataLoader iterator's start-up (:func:`~hta.analysis.findings.rule_tools.
   iterator_start_rows`: worker processes started, first batches prefetched) when the
   trace starts iterators fewer than twice, and fewer than once every two steps (an
@@ -59,7 +63,9 @@ from hta.analysis.findings.events import link, step_table
 from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
 from hta.analysis.findings.rule_tools import (
     COMPILED_CALL,
+    MULTI_PROCESS_LOADER,
     WARM_UP,
+    data_loader_rows,
     iterator_start_rows,
     name_matches,
 )
@@ -252,6 +258,8 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
         # (a backward pass compiled on its first call): the compilation's tail
         ("setup", _first_compiled_runs(rt, codes, ts, end)),
         ("setup", loader),
+        # a multi-process loader's first batch: its workers start and one makes it
+        ("loader start", _first_batches(rt, ts, dur)),
         # set-up calls and warm-up code, whatever their count
         ("setup", anyk[name_matches(rt, anyk, SETUP)]),
         ("warm-up", anyk[name_matches(rt, anyk, WARM_UP)]),
@@ -262,6 +270,24 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     rows = np.concatenate([r for _, r in found]).astype(np.int64)
     reason = np.concatenate([np.full(r.size, w, dtype=object) for w, r in found])
     return rows, reason
+
+
+def _first_batches(rt: RankTrace, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The first batch of a multi-process DataLoader (its first outermost data-loader span
+    named :data:`~hta.analysis.findings.rule_tools.MULTI_PROCESS_LOADER`) when it is the
+    trace's only one, or ran :data:`FACTOR` times the median of the later ones: the
+    worker processes start and one of them makes the whole batch, which says nothing of
+    the rate the workers reach once running."""
+    rows = data_loader_rows(rt)
+    rows = rows[name_matches(rt, rows, MULTI_PROCESS_LOADER)]
+    if not rows.size:
+        return rows
+    rows = rows[~_nested(link(rt, "parent"), rows)]
+    rows = rows[np.argsort(ts[rows], kind="stable")]
+    later = dur[rows[1:]]
+    if later.size and dur[rows[0]] < FACTOR * float(np.median(later)):
+        return rows[:0]
+    return rows[:1]
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -515,6 +541,10 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
     """What a one-time cost most likely is, from its own name and its longest runtime
     call's (``first_call``: that call is the rank's first runtime call; ``call_share``:
     the share of the cost that call took: under half, the call is not what was slow)."""
+    if MULTI_PROCESS_LOADER.search(name):
+        return ("the first batch of a multi-process DataLoader: its worker processes "
+                "start and one of them makes the whole batch; the rate the workers reach "
+                "once running is not in it")
     if COMPILED_CALL.search(name):
         return ("the first run of freshly compiled code: its kernels loaded, Inductor's "
                 "wrappers warmed")

@@ -22,6 +22,8 @@ from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
 
+#: A DataLoader that runs worker processes (``num_workers > 0``).
+MULTI_PROCESS_LOADER = re.compile(r"MultiProcessingDataLoaderIter")
 DATA_LOADER = re.compile(
     r"^enumerate\(DataLoader\)#|DataLoaderIter\.__next__"
     r"|torch/utils/data/dataloader\.py\(\d+\): __next__$"
