@@ -13,7 +13,9 @@ when there is neither.
 (:func:`_one_pass`): a repeat whose every start lies under one module call (a Python
 frame ``nn.Module: ...`` or a module's ``forward``), or one with work that runs nowhere
 inside it both before it and after it (an embedding before the layers and a head after
-them), is a repeat inside one pass. A trace with no ProfilerStep and no loop is *one
+them), is a repeat inside one pass; so is one whose first "iteration", at least
+:data:`WARM_ITERATION_FACTOR` times the median of the others, holds such work before the
+second (the embedding inside the first period). A trace with no ProfilerStep and no loop is *one
 iteration* (:data:`hta.analysis.findings.warmup.ONE_ITERATION`, said by
 :func:`hta.analysis.findings.warmup.window_text`): no warm-up is cut by
 repetition, only the one-time costs above.
@@ -150,11 +152,16 @@ def _iterations(rt: RankTrace) -> LoopIterations | None:
     stop = int(end[top[at[-1]:region_end]].max())
     if _one_pass(rt, top, at, stop):
         return None
+    # a first "iteration" far longer than the others that holds work they never run (an
+    # embedding before the layers) is no iteration: the repeat starts at the second
+    durations = np.diff(np.r_[starts, stop])
+    if at.size >= 3 and durations[0] >= WARM_ITERATION_FACTOR * float(np.median(durations[1:])) \
+            and _one_pass(rt, top, at[1:], stop):
+        return None
     # a loop, not a short repeat inside one pass: the iterations span half of the
     # thread's top-level calls or more
     if 2 * (stop - int(starts[0])) < int(end[top].max()) - int(ts[top].min()):
         return None
-    durations = np.diff(np.r_[starts, stop])
     warm = 0
     if durations.size >= 2:
         ref = float(np.median(durations[1:]))

@@ -43,6 +43,9 @@ least half of its span (autotuning excepted: it runs trial kernels), and is one 
   ``_MultiProcessingDataLoaderIter``) when it is the trace's only one or ran
   :data:`FACTOR` times the median of the later ones: the workers start and one makes the
   batch;
+* a call holding TorchScript fusion groups (``fallback_function``, ``fused__*``) that
+  spent :data:`MIN_NS` or more, and half its time or more, with none of its children
+  running: the profiling executor compiling them, unrecorded;
 * a DataLoader iterator's start-up (:func:`~hta.analysis.findings.rule_tools.
   iterator_start_rows`: worker processes started, first batches prefetched) when the
   trace starts iterators fewer than twice, and fewer than once every two steps (an
@@ -260,6 +263,8 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
         ("setup", loader),
         # a multi-process loader's first batch: its workers start and one makes it
         ("loader start", _first_batches(rt, ts, dur)),
+        # a TorchScript function compiling its fusion groups, unrecorded
+        ("script compile", _script_compiles(rt, calls, ts, end)),
         # set-up calls and warm-up code, whatever their count
         ("setup", anyk[name_matches(rt, anyk, SETUP)]),
         ("warm-up", anyk[name_matches(rt, anyk, WARM_UP)]),
@@ -288,6 +293,32 @@ def _first_batches(rt: RankTrace, ts: np.ndarray, dur: np.ndarray) -> np.ndarray
     if later.size and dur[rows[0]] < FACTOR * float(np.median(later)):
         return rows[:0]
     return rows[:1]
+
+
+#: TorchScript's fusion groups and their fallbacks (NNC, nvFuser), as operators.
+SCRIPT_FUSION = re.compile(r"^fallback_function$|^fused__|^prim::(TensorExpr\w*Group"
+                           r"|CudaFusionGroup|FusionGroup)$")
+
+
+def _script_compiles(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: np.ndarray
+                     ) -> np.ndarray:
+    """Calls that hold TorchScript fusion groups (:data:`SCRIPT_FUSION`) and spent
+    :data:`MIN_NS` or more, and half of their time or more, with none of their children
+    running: the profiling executor compiling the groups, which it records nothing of."""
+    groups = calls[name_matches(rt, calls, SCRIPT_FUSION)]
+    if not groups.size:
+        return groups
+    parent = link(rt, "parent")
+    holders = np.unique(parent[groups])
+    holders = holders[holders >= 0]
+    holders = holders[~name_matches(rt, holders, SCRIPT_FUSION)]
+    out = []
+    for h in holders.tolist():
+        kids = np.flatnonzero(parent == h)
+        unrecorded = int(end[h] - ts[h]) - union_length(ts[kids], end[kids])
+        if unrecorded >= MIN_NS and 2 * unrecorded >= end[h] - ts[h]:
+            out.append(h)
+    return np.asarray(out, dtype=np.int64)
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -537,11 +568,16 @@ def _inner_calls(ev: pd.DataFrame, rows: np.ndarray, runtime: np.ndarray
 
 
 def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
-               call_share: float = 1.0) -> str:
+               call_share: float = 1.0, why: str = "") -> str:
     """What a one-time cost most likely is, from its own name and its longest runtime
     call's (``first_call``: that call is the rank's first runtime call; ``call_share``:
-    the share of the cost that call took: under half, the call is not what was slow)."""
-    if MULTI_PROCESS_LOADER.search(name):
+    the share of the cost that call took: under half, the call is not what was slow;
+    ``why``: the reason it was found, :attr:`OneTime.why`)."""
+    if why == "script compile":
+        return ("TorchScript's profiling executor compiling the fusion groups it runs "
+                "(fallback_function, fused__*): nothing is recorded while it compiles, on "
+                "the first runs only")
+    if why == "loader start" or MULTI_PROCESS_LOADER.search(name):
         return ("the first batch of a multi-process DataLoader: its worker processes "
                 "start and one of them makes the whole batch; the rate the workers reach "
                 "once running is not in it")

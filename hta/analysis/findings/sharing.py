@@ -34,6 +34,8 @@ CLAIM_ORDER: tuple[str, ...] = (
     "small_kernels",
     "host_bound",
 )
+#: The note holding the one-time costs' idle time.
+WARMUP = "warmup"
 #: Share of a finding's claimed time held by an earlier finding of the same rule from
 #: which the two are one finding (merged into the earlier).
 MERGE_SHARE = 0.5
@@ -82,7 +84,8 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
     ``reserved``: ``(rule id, finding)`` of job findings that claim time on this rank
     (``Finding.rank_claims``); they take it first and give no row here (their row is the
     job's)."""
-    floor = max(min_share * (window[1] - window[0]), 1e-9)
+    recurring = recurring_ns(reserved, window)
+    floor = max(min_share * recurring, 1e-9)
     first_seen: dict[str, int] = {}
     for i, (rule, _f) in enumerate(found):
         first_seen.setdefault(rule.id, i)
@@ -118,7 +121,7 @@ def resolve_rank(rank: int, found: list[tuple[FindingRule, Finding]],
     for r in rows:
         if r.finding.claim is None and r.saving < floor:
             r.saving = 0
-    out = [_raw_row_of(rank, r) for r in rows
+    out = [_raw_row_of(rank, r, recurring) for r in rows
            if r.into < 0 and r.saving > 0 and not r.reserved]
     return out, KeptTime(cover, kept_total, by_rule)
 
@@ -204,13 +207,27 @@ def _kept_pieces(rows: list[_Row], claimed: list[int]) -> tuple[np.ndarray, np.n
             np.concatenate([p.end for p in pieces]))  # type: ignore[union-attr]
 
 
-def _raw_row_of(rank: int, r: _Row) -> dict[str, object]:
+def recurring_ns(held: Sequence[tuple[str, Finding]], window: tuple[int, int]) -> int:
+    """The window's time that recurs: its length minus the GPU idle time inside its
+    one-time costs (the ``warmup`` note's claim among ``held``, which no saving may
+    take). Shares and the noise floor are of this time, so a pass that one-time costs
+    fill (a cold start, a compilation) still shows what it repeats at its size."""
+    length = window[1] - window[0]
+    for rule_id, f in held:
+        if rule_id == WARMUP and f.claim is not None and length > 0:
+            held = Cover(np.clip(f.claim.start, *window), np.clip(f.claim.end, *window))
+            return max(length - int((held.e - held.s).sum()), 1)
+    return length
+
+
+def _raw_row_of(rank: int, r: _Row, recurring: int) -> dict[str, object]:
     f = r.finding
     evidence = " ".join([f.evidence, *r.notes])
     steps = sorted(r.steps) if r.steps else [int(s) for s in f.steps]
     return {"rule": r.rule, "rank": rank, "ranks": [int(x) for x in f.ranks],
             "steps": steps, "evidence": evidence, "est_saving_ns": int(r.saving),
-            "window_ns": int(f.window_ns), "subject": f.subject, "advice": f.advice,
+            "window_ns": min(int(f.window_ns), recurring), "subject": f.subject,
+            "advice": f.advice,
             "claimed": f.claim is not None}
 
 

@@ -240,9 +240,10 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
         share = 1.0 if ot.why[sel][i] != "first" else (
             float(ev["dur"].to_numpy()[calls[i]]) / max(int(end[i] - start[i]), 1)
             if calls[i] >= 0 else 0.0)
+        cause = cause_text(rt, name, call, calls[i] == first_rt, share,
+                           why=str(ot.why[sel][i]))
         shown.append(f"{name} {fmt_time(int(end[i] - start[i]))} at "
-                     f"+{fmt_time(int(start[i] - lo))}{inner} "
-                     f"({cause_text(rt, name, call, calls[i] == first_rt, share)})")
+                     f"+{fmt_time(int(start[i] - lo))}{inner} ({cause})")
     length = int(Cover(start, end).within(np.array([lo]), np.array([hi]))[0])
     ms, me = _merged(start, end)  # nested or overlapping costs counted once
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))

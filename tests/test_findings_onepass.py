@@ -1,0 +1,101 @@
+"""Patterns from the judgement of unseen public traces, each with its twin: TorchScript
+compiling its fusion groups unrecorded (one-time), shares of the time that recurs in a
+pass one-time costs fill, and a first "iteration" that holds the pass's embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kineto_builder import TraceBuilder
+
+from hta.analysis.findings import find
+from hta.analysis.findings.kernels import RULES as KERNEL_RULES
+from hta.analysis.findings.loops import iterations_found
+from hta.analysis.findings.onetime import one_time_costs
+from hta.analysis.findings.warmup import RULES as WARMUP_RULES
+from hta.job.load import load_trace
+from hta.model.trace import Trace
+
+SGEMM = "ampere_sgemm_128x64_tn"
+FUSED = "fused__autocast_to_123"
+
+
+def _scripted_pass(tmp_path: Path, compile_ns: int) -> Trace:
+    """A scripted function (``delta_r2``) that records nothing for ``compile_ns`` before
+    its fusion group runs, then fp32 GEMMs of 10 ms in all."""
+    b = TraceBuilder(rank=0)
+    b.cpu_op("aten::linear", ts=1_000, dur=20_000)
+    b.launch_kernel(SGEMM, cpu_ts=2_000, cpu_dur=5_000, gpu_ts=30_000, gpu_dur=1_000_000)
+    t = 1_100_000
+    b.cpu_op("delta_r2", ts=t, dur=compile_ns + 300_000)
+    b.cpu_op("fallback_function", ts=t + compile_ns, dur=200_000)
+    b.cpu_op(FUSED, ts=t + compile_ns + 10_000, dur=150_000)
+    b.launch_kernel(FUSED, cpu_ts=t + compile_ns + 20_000, cpu_dur=10_000,
+                    gpu_ts=t + compile_ns + 40_000, gpu_dur=100_000)
+    t += compile_ns + 400_000
+    for k in range(9):
+        b.cpu_op("aten::mm", ts=t, dur=20_000)
+        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
+                        gpu_dur=1_000_000)
+        t += 1_050_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_a_scripted_function_compiling_unrecorded_is_one_time(tmp_path):
+    ot = one_time_costs(_scripted_pass(tmp_path, 200_000_000).rank(0))
+    assert "script compile" in ot.why.tolist()
+
+
+def test_twin_a_scripted_function_already_compiled_is_not(tmp_path):
+    ot = one_time_costs(_scripted_pass(tmp_path, 100_000).rank(0))
+    assert "script compile" not in ot.why.tolist()
+
+
+def test_shares_are_of_the_time_that_recurs(tmp_path):
+    """A 200 ms compile in a pass of about 11 ms of work: the fp32 GEMMs' 5 ms saving is
+    a high share of the recurring time, not 2 % of a window the compile fills."""
+    trace = _scripted_pass(tmp_path, 200_000_000)
+    out = find(trace, rules=WARMUP_RULES + KERNEL_RULES, min_share=0.0)
+    row = out[out["rule"] == "fp32_gemm"].iloc[0]
+    assert row["est_saving(us)"] == 5_000
+    assert row["severity"] == "high" and row["share_pctg"] > 10
+
+
+# -- a first "iteration" that holds the embedding -------------------------------------------
+def _blocks(tmp_path: Path, head: bool) -> Trace:
+    """Top-level calls: ``squeeze``, a slow embedding (two calls of shapes no block
+    has), then eight blocks of ``squeeze``, ``linear``, ``softmax``; with ``head`` a
+    classifier after them (shapes no block has)."""
+    b = TraceBuilder(rank=0)
+    t, gpu = 1_000, 100_000
+
+    def call(name: str, dur: int, dims: list, kernel_ns: int = 20_000) -> None:
+        nonlocal t, gpu
+        b.cpu_op(name, ts=t, dur=dur, **{"Input Dims": dims})
+        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=2_000, gpu_ts=max(gpu, t + 5_000),
+                        gpu_dur=kernel_ns)
+        gpu = max(gpu, t + 5_000) + kernel_ns + 1_000
+        t += dur + 2_000
+
+    call("aten::squeeze", 10_000, [[128, 1, 17]])
+    call("aten::batch_norm", 3_000_000, [[128, 128, 17]])
+    call("aten::linear", 2_000_000, [[128, 128, 17], [128, 17]])
+    for _ in range(8):
+        call("aten::squeeze", 10_000, [[128, 1, 128]])
+        call("aten::linear", 100_000, [[128, 128, 128], [128, 128]])
+        call("aten::softmax", 100_000, [[1024, 128, 128], [], []])
+    if head:
+        call("aten::layer_norm", 100_000, [[1, 128, 128], [128]])
+        call("aten::linear", 100_000, [[128, 128], [10, 128]])
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_a_first_period_holding_the_embedding_is_one_pass(tmp_path):
+    assert iterations_found(_blocks(tmp_path, head=True).rank(0)) is None
+
+
+def test_twin_without_a_head_the_blocks_stay_a_loop(tmp_path):
+    found = iterations_found(_blocks(tmp_path, head=False).rank(0))
+    assert found is not None and found.warm_up == 1
