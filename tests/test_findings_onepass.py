@@ -33,7 +33,7 @@ def _scripted_pass(tmp_path: Path, compile_ns: int) -> Trace:
     b.launch_kernel(FUSED, cpu_ts=t + compile_ns + 20_000, cpu_dur=10_000,
                     gpu_ts=t + compile_ns + 40_000, gpu_dur=100_000)
     t += compile_ns + 400_000
-    for k in range(9):
+    for _ in range(9):
         b.cpu_op("aten::mm", ts=t, dur=20_000)
         b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
                         gpu_dur=1_000_000)
@@ -99,3 +99,38 @@ def test_a_first_period_holding_the_embedding_is_one_pass(tmp_path):
 def test_twin_without_a_head_the_blocks_stay_a_loop(tmp_path):
     found = iterations_found(_blocks(tmp_path, head=False).rank(0))
     assert found is not None and found.warm_up == 1
+
+
+# -- ROCm: links by External id, kernels built on first use ---------------------------------
+def _rocm_conv(tmp_path: Path, build_ns: int) -> Trace:
+    """A ROCm trace whose runtime calls and kernels carry no correlation, only an
+    ``External id`` of their own (shared by a launch and its kernel) and ``ac2g`` flows:
+    ``aten::miopen_convolution`` loads kernel code, records nothing for ``build_ns``,
+    then launches its kernel."""
+    b = TraceBuilder(rank=0)
+    b.cpu_op("aten::miopen_convolution", ts=1_000, dur=build_ns + 600_000)
+    b.runtime("hipModuleLoadData", ts=2_000, dur=500_000, **{"External id": 7})
+    t = 2_000 + 500_000 + build_ns
+    b.runtime("hipExtModuleLaunchKernel", ts=t, dur=20_000, **{"External id": 8})
+    b.gpu("igemm_fwd_gtcx3_nhwc_fp32", "kernel", ts=t + 30_000, dur=10_000,
+          **{"External id": 8})
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_launches_and_kernels_linked_by_their_own_external_id(tmp_path):
+    rt = _rocm_conv(tmp_path, 8_000_000).rank(0)
+    ev = rt.events
+    names = [rt.symbols[n] for n in ev["name"].to_numpy()]
+    kernel = names.index("igemm_fwd_gtcx3_nhwc_fp32")
+    launch = names.index("hipExtModuleLaunchKernel")
+    assert ev["index_correlation"].to_numpy()[kernel] == launch
+
+
+def test_an_operator_building_its_kernels_is_one_time(tmp_path):
+    ot = one_time_costs(_rocm_conv(tmp_path, 8_000_000).rank(0))
+    assert "kernel build" in ot.why.tolist()
+
+
+def test_twin_an_operator_with_its_kernels_built_is_not(tmp_path):
+    assert "kernel build" not in one_time_costs(_rocm_conv(tmp_path, 0).rank(0)).why.tolist()

@@ -154,6 +154,7 @@ def link_columns(codes: np.ndarray, cols: dict[str, np.ndarray], end: np.ndarray
         warnings.append(f"{partial} CPU event(s) overlap their parent without nesting in it"
                         f"{OVERLAP_CONSEQUENCE}")
     runtime = kind_mask(codes, RUNTIME_KINDS)
+    cols["correlation"] = links.correlation_or_external_id(cols, runtime, gpu)
     corr = links.correlation_links(cols["correlation"], runtime, gpu)
     op_index = np.full(len(ts), links.NO_LINK, dtype=np.int64)
     is_op = codes == KIND_CODE["cpu_op"]

@@ -221,6 +221,28 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return out
 
 
+def correlation_or_external_id(cols: dict[str, np.ndarray], runtime: np.ndarray,
+                               gpu: np.ndarray) -> np.ndarray:
+    """The ``correlation`` column, or, on a trace whose runtime calls and GPU work carry
+    no correlation at all but an ``External id`` of their own (one per runtime call,
+    shared with the GPU work it enqueued, as ``ac2g`` flows of that id also say: some
+    ROCm traces), the external ids of those rows in its place."""
+    corr = cols["correlation"]
+    ext = cols.get("external_id")
+    if ext is None or (corr[runtime | gpu] >= 0).any():
+        return corr
+    r_ext = ext[runtime & (ext >= 0)]
+    if r_ext.size == 0 or np.unique(r_ext).size != r_ext.size:
+        return corr  # ids shared by several calls: an operator's, not a launch's
+    g_ext = ext[gpu & (ext >= 0)]
+    if not np.isin(g_ext, r_ext).any():
+        return corr
+    out = corr.copy()
+    use = (runtime | gpu) & (ext >= 0)
+    out[use] = ext[use]
+    return out
+
+
 def correlation_links(
     correlation: np.ndarray, runtime: np.ndarray, gpu: np.ndarray
 ) -> np.ndarray:

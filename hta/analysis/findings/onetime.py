@@ -45,7 +45,9 @@ least half of its span (autotuning excepted: it runs trial kernels), and is one 
   batch;
 * a call holding TorchScript fusion groups (``fallback_function``, ``fused__*``) that
   spent :data:`MIN_NS` or more, and half its time or more, with none of its children
-  running: the profiling executor compiling them, unrecorded;
+  running: the profiling executor compiling them, unrecorded; the same for an operator
+  holding a kernel code load (``hipModuleLoadData``, ``cuModuleLoad*``): the library
+  building its kernels (MIOpen for a new shape);
 * a DataLoader iterator's start-up (:func:`~hta.analysis.findings.rule_tools.
   iterator_start_rows`: worker processes started, first batches prefetched) when the
   trace starts iterators fewer than twice, and fewer than once every two steps (an
@@ -97,7 +99,8 @@ COMPILE_NAMES = (r"^entire_(frame|backward)_compile|_compile\.compile_inner|comp
 
 #: Names of set-up calls: one-time whatever their count.
 SETUP = re.compile(
-    r"^(cuda|hip)(StreamCreate|EventCreate)|^cu(Module|Library)Load|^cuInit$|^cuCtxCreate"
+    r"^(cuda|hip)(StreamCreate|EventCreate)|^(cu|hip)(Module|Library)Load|^cuInit$"
+    r"|^cuCtxCreate"
     r"|^cuDevicePrimaryCtxRetain|^(cublas|cublasLt|cudnn|miopen|rocblas|hipblas)Create"
     r"|^ncclCommInit|^nccl:init|torch/_dynamo/convert_frame\.py|^CompileFunction"
     r"|[Aa]utotune|cudnnFind|benchmark_fusion|" + COMPILE_NAMES
@@ -264,7 +267,9 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
         # a multi-process loader's first batch: its workers start and one makes it
         ("loader start", _first_batches(rt, ts, dur)),
         # a TorchScript function compiling its fusion groups, unrecorded
-        ("script compile", _script_compiles(rt, calls, ts, end)),
+        ("script compile", _unrecorded_holders(rt, calls, ts, end, SCRIPT_FUSION)),
+        # an operator whose library builds and loads kernels on first use (MIOpen)
+        ("kernel build", _unrecorded_holders(rt, calls, ts, end, MODULE_LOAD)),
         # set-up calls and warm-up code, whatever their count
         ("setup", anyk[name_matches(rt, anyk, SETUP)]),
         ("warm-up", anyk[name_matches(rt, anyk, WARM_UP)]),
@@ -300,18 +305,24 @@ SCRIPT_FUSION = re.compile(r"^fallback_function$|^fused__|^prim::(TensorExpr\w*G
                            r"|CudaFusionGroup|FusionGroup)$")
 
 
-def _script_compiles(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: np.ndarray
-                     ) -> np.ndarray:
-    """Calls that hold TorchScript fusion groups (:data:`SCRIPT_FUSION`) and spent
+#: Runtime calls loading kernel code (a library building its kernels on first use).
+MODULE_LOAD = re.compile(r"^(cu|hip)(Module|Library)Load")
+
+
+def _unrecorded_holders(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                        inner: re.Pattern[str]) -> np.ndarray:
+    """Calls that hold a call named by ``inner`` (TorchScript fusion groups,
+    :data:`SCRIPT_FUSION`; kernel code loads, :data:`MODULE_LOAD`) and spent
     :data:`MIN_NS` or more, and half of their time or more, with none of their children
-    running: the profiling executor compiling the groups, which it records nothing of."""
-    groups = calls[name_matches(rt, calls, SCRIPT_FUSION)]
+    running: a compiler at work (TorchScript's profiling executor, MIOpen building its
+    kernels for a new shape), which records nothing of it."""
+    groups = calls[name_matches(rt, calls, inner)]
     if not groups.size:
         return groups
     parent = link(rt, "parent")
     holders = np.unique(parent[groups])
     holders = holders[holders >= 0]
-    holders = holders[~name_matches(rt, holders, SCRIPT_FUSION)]
+    holders = holders[~name_matches(rt, holders, inner)]
     out = []
     for h in holders.tolist():
         kids = np.flatnonzero(parent == h)
@@ -577,6 +588,10 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
         return ("TorchScript's profiling executor compiling the fusion groups it runs "
                 "(fallback_function, fused__*): nothing is recorded while it compiles, on "
                 "the first runs only")
+    if why == "kernel build":
+        return ("the library building and loading its kernels on first use (a kernel "
+                "code load inside; MIOpen compiles its kernels for a new shape): nothing "
+                "is recorded while it compiles")
     if why == "loader start" or MULTI_PROCESS_LOADER.search(name):
         return ("the first batch of a multi-process DataLoader: its worker processes "
                 "start and one of them makes the whole batch; the rate the workers reach "
