@@ -60,7 +60,8 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT_VERSION = 7
+#: 8: launches and kernels of ROCm traces without correlation linked by External id.
+CACHE_FORMAT_VERSION = 8
 #: Environment variable naming the cache folder when ``cache_dir`` is not given.
 CACHE_DIR_ENV = "HTA_CACHE_DIR"
 #: File name suffix of every table of an entry (Arrow IPC file format).
