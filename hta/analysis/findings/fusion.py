@@ -370,7 +370,9 @@ ATTENTION_ADVICE = (
     "attn_mask=..., dropout_p=..., is_causal=...) instead of matmul, scale, mask, softmax "
     "and matmul: its flash and memory-efficient kernels never write the score matrix, so "
     "these kernels go, and the memory the matrix takes. The flash kernel needs fp16 or "
-    "bf16 inputs (torch.autocast); the memory-efficient one also takes fp32.")
+    "bf16 inputs (torch.autocast); the memory-efficient one also takes fp32. "
+    "nn.MultiheadAttention takes this unfused path when need_weights=True, its default: "
+    "pass need_weights=False unless the attention weights are used.")
 FALLBACK_ADVICE = (
     "scaled_dot_product_attention ran its math backend (matmul, softmax, matmul): no fused "
     "kernel accepted the call. The flash kernel needs fp16 or bf16 inputs and no arbitrary "
