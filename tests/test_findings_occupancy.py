@@ -251,3 +251,20 @@ def test_labels_of_long_names_are_cut():
     name = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT32x32x256_" + "X" * 100
     (label,) = kernel_labels([name])
     assert len(label) == 100 and label.endswith("…")
+
+
+def test_library_convolutions_get_convolution_advice_not_your_own_kernels(tmp_path):
+    """cuDNN convolution kernels on small maps: the advice is the batch, cudnn.benchmark
+    and tensor-core layouts, never "launch more blocks in your own kernels"."""
+    from hta.analysis.findings.occupancy import DEFAULT_ADVICE
+
+    b = _builder()
+    with b.step(1, ts=0, dur=STEP_NS - 1_000):
+        g = 50_000
+        for _ in range(5):
+            _kernel(b, "_5x_cudnn_volta_scudnn_128x32_sliced1x4_ldg4_relu_exp_small_nhwc_tn",
+                    0, g, 200_000, 16)
+            g += 201_000
+    row = _rows(_load(b, tmp_path)).iloc[0]
+    assert "cudnn.benchmark" in row["advice"] and "library kernels" in row["advice"]
+    assert DEFAULT_ADVICE not in row["advice"]

@@ -282,6 +282,13 @@ def _blocks(values: np.ndarray) -> str:
 #: one of the three costliest grid-bound kernels is given, :data:`DEFAULT_ADVICE` when
 #: none matches.
 ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)scudnn|hcudnn|cudnn|fprop|dgrad|wgrad|implicit_?gemm|implicit_convolve"
+                r"|miopen|igemm_(fwd|bwd|wrw)"),
+     "Convolutions (cuDNN, MIOpen) with fewer output tiles than SMs (small feature maps or "
+     "batch): a larger batch per call; torch.backends.cudnn.benchmark = True lets cuDNN "
+     "try algorithms that split the work finer; fp16/bf16 with channels_last gets "
+     "tensor-core kernels with other tilings. These are library kernels: their grid is "
+     "not yours to set."),
     (re.compile(r"(?i)split_embedding|embedding_bag|\btbe\b"),
      "Embedding-bag lookups (FBGEMM table-batched embeddings) with few blocks: a larger "
      "batch per rank, or fewer embedding table groups (TorchRec fuses tables of one "
