@@ -19,6 +19,7 @@ from hta.analysis.findings import find
 from hta.analysis.findings import fusion as fusion_rules
 from hta.analysis.findings.fusion import (
     ATTENTION_ADVICE,
+    CAST_ADVICE,
     EXPLICIT,
     FALLBACK_ADVICE,
     FOLD_ADVICE,
@@ -26,6 +27,7 @@ from hta.analysis.findings.fusion import (
     TRAIN_ADVICE,
     check_attention,
     check_batchnorm,
+    check_casts,
     fused_away,
 )
 from hta.analysis.findings.roofline import RULES as ROOF_RULES
@@ -188,7 +190,7 @@ def test_explicit_attention_claims_its_score_kernels(tmp_path):
 
 def test_no_replay_models_these_fixes():
     """Their savings are GPU time, said so beside the finding."""
-    for rule in ("batchnorm_inference", "unfused_attention"):
+    for rule in ("batchnorm_inference", "unfused_attention", "dtype_casts"):
         assert rule in NOT_MODELLED and change_for(rule, [0]) == ""
 
 
@@ -236,3 +238,48 @@ def test_math_backend_of_sdpa(tmp_path):
     assert finding.subject == MATH_BACKEND and finding.advice == FALLBACK_ADVICE
     assert finding.est_saving_ns == 2 * (DIV_NS + SOFTMAX_NS)
     assert "inside aten::scaled_dot_product_attention (its math backend)" in finding.evidence
+
+
+# -- dtype casts ------------------------------------------------------------------------------
+CAST = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+        "at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}>(x)")
+HGEMM = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_tn"
+
+
+def build_casts(tmp_path: Path, outer: str = "aten::_to_copy", backward: bool = False
+                ) -> Trace:
+    """Four casts of 100 µs (``aten::to`` > ``outer`` > ``aten::copy_`` launching a copy
+    kernel), each before a GEMM of 300 µs; ``outer="aten::clone"`` makes them layout
+    copies instead."""
+    b = TraceBuilder(rank=0)
+    cpu, gpu = 1_000, 20_000
+    for _ in range(4):
+        b.cpu_op("aten::to", ts=cpu, dur=8_000)
+        b.cpu_op(outer, ts=cpu + 500, dur=7_000)
+        b.cpu_op("aten::copy_", ts=cpu + 1_000, dur=5_000)
+        b.launch_kernel(CAST, cpu_ts=cpu + 2_000, cpu_dur=1_000, gpu_ts=gpu, gpu_dur=100_000)
+        b.cpu_op("aten::mm", ts=cpu + 10_000, dur=5_000)
+        b.launch_kernel(HGEMM, cpu_ts=cpu + 11_000, cpu_dur=1_000, gpu_ts=gpu + 101_000,
+                        gpu_dur=300_000)
+        cpu, gpu = cpu + 20_000, gpu + 402_000
+    if backward:
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", ts=cpu, dur=5_000)
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_casts_in_an_inference_pass(tmp_path):
+    (finding,) = check_casts(build_casts(tmp_path).rank(0), None)
+    assert finding.est_saving_ns == 4 * 100_000 and finding.advice == CAST_ADVICE
+    assert finding.evidence.startswith(
+        "4 dtype conversion kernels (aten::_to_copy) ran for 400.0 µs, 25.0% of the compute "
+        "kernel time")
+
+
+def test_twin_layout_copies_are_no_casts(tmp_path):
+    assert check_casts(build_casts(tmp_path, outer="aten::clone").rank(0), None) == []
+
+
+def test_twin_casts_in_training_are_left_alone(tmp_path):
+    """Autocast in training casts fp32 master weights on purpose."""
+    assert check_casts(build_casts(tmp_path, backward=True).rank(0), None) == []

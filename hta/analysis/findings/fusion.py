@@ -24,6 +24,14 @@ there named after the autograd engine or a backward function or kernel, such as
     end point (``eval()``, then folding) removes. A subject fires when its kernels take at
     least :data:`MIN_SHARE` of the compute kernel time.
 
+``dtype_casts`` (per rank)
+    In a pass without backward, the compute kernels launched by ``aten::_to_copy`` (the
+    operator itself, or one around the innermost operator of the launch: ``.to(dtype)``,
+    autocast's casts): dtype conversions, which autocast in inference makes for every
+    weight at every call. **Saving** (GPU time, not replayed): their time, at most what
+    converting the model once removes (casts at the boundaries of autocast regions may
+    stay). Fires at :data:`MIN_SHARE` of the compute kernel time.
+
 ``unfused_attention`` (per rank; subjects ``matmul, softmax, matmul`` and ``SDPA math
 backend``)
     *Explicit* (the first subject): an ``aten::softmax`` (or ``_softmax``, ``_safe_softmax``,
@@ -216,9 +224,45 @@ def fused_away(rt: RankTrace) -> np.ndarray:
     att = attention_kernels(rt, k)
     hit = att.explicit | att.fallback
     if not runs_backward(rt, window):
+        hit |= cast_kernels(rt, k)
         train, infer = batchnorm_modes(rt, k)
         hit |= train | infer
     return k.rows[hit]
+
+
+# -- dtype casts ---------------------------------------------------------------------------
+#: The operator that converts a tensor to another dtype (``.to(dtype)``, autocast's casts).
+CAST_OP = re.compile(r"^aten::_to_copy$")
+
+
+def cast_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
+    """Per kernel of ``k``: whether an ``aten::_to_copy`` launched it (the operator itself
+    or one around the innermost operator of its launch): a dtype conversion."""
+    if k.rows.size == 0:
+        return np.zeros(0, dtype=bool)
+    ev = rt.events
+    ops = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _CPU_OP)
+    mark = np.zeros(len(ev), dtype=bool)
+    mark[ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], CAST_OP)]] = True
+    if not mark.any():
+        return np.zeros(k.rows.size, dtype=bool)
+    launcher = np.clip(k.ops, 0, None)
+    inside = nearest_marked_ancestor(link(rt, "parent"), launcher, mark) >= 0
+    return (k.ops >= 0) & (mark[launcher] | inside)
+
+
+def check_casts(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
+    """The ``dtype_casts`` finding of one rank (module docstring)."""
+    window = analysis_window(rt, iterations)
+    k = compute_kernels(rt, iterations, window)
+    if k.total <= 0 or runs_backward(rt, window):
+        return []
+    hit = cast_kernels(rt, k)
+    if int(k.dur[hit].sum()) < MIN_SHARE * k.total:
+        return []
+    return [_kernel_finding(rt, k, hit, window, "", CAST_ADVICE,
+                            "dtype conversion kernels (aten::_to_copy) ran",
+                            " in a pass with no backward")]
 
 
 # -- attention ----------------------------------------------------------------------------
@@ -349,6 +393,13 @@ def _blocks_text(rt: RankTrace, subject: str, blocks: int, example: int) -> str:
     return f", around {blocks} softmax call(s) {where} ({name}{shown})"
 
 
+CAST_ADVICE = (
+    "These kernels convert tensors between dtypes on every call. Under torch.autocast in "
+    "inference the fp32 weights are cast to fp16/bf16 at each matmul and convolution: "
+    "convert the model once (model.half() or model.to(torch.bfloat16), then feed inputs "
+    "in that dtype). Keep masks, biases and constants in the compute dtype (a float mask "
+    "added to half scores makes the sum float, and a cast back follows), or compile "
+    "(torch.compile fuses casts into the kernels around them).")
 TRAIN_ADVICE = (
     "This pass runs no backward, yet BatchNorm computes each batch's mean and variance and "
     "overwrites running_mean and running_var at every call: the model is in training mode. "
@@ -390,6 +441,16 @@ RULES: list[FindingRule] = [
         saving=("The time of the BatchNorm kernels of a pass without backward: eval() and "
                 "folding into the layer before remove them (GPU time, not replayed)."),
         check=check_batchnorm,
+    ),
+    FindingRule(
+        id="dtype_casts",
+        title="Casts between dtypes in an inference pass",
+        section="kernels",
+        advice=CAST_ADVICE,
+        saving=("The time of the dtype conversion kernels (launched by aten::_to_copy) of a "
+                "pass without backward: at most what converting the model once removes "
+                "(GPU time, not replayed)."),
+        check=check_casts,
     ),
     FindingRule(
         id="unfused_attention",

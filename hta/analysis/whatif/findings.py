@@ -90,6 +90,8 @@ NOT_MODELLED: dict[str, str] = {
     "batchnorm_inference": "removing kernels (eval(), folding) is not a change the replay "
                            "has yet",
     "unfused_attention": "how long a fused attention kernel runs is not in the trace",
+    "dtype_casts": "removing kernels (converting the model once) is not a change the "
+                   "replay has yet",
 }
 #: ``host_bound`` subjects a CUDA graph does not remove, and why.
 HOST_NOT_GRAPHED = {
