@@ -33,3 +33,32 @@ def test_a_replay_without_the_facade() -> None:
     pd.testing.assert_frame_equal(replay.predict(), a.what_if())
     pd.testing.assert_frame_equal(replay.uncertainty(), a.get_replay_uncertainty())
     pd.testing.assert_frame_equal(replay.step_bound(None, True)[0], a.get_step_bounds())
+
+
+def _with_logger(tmp_path, logger_ms: int):
+    """No ProfilerStep: a main thread launching five kernels of 1 ms over about 5 ms, and
+    (``logger_ms`` > 0) a logger thread blocked in ``_recv`` for ``logger_ms``."""
+    from kineto_builder import TraceBuilder
+
+    b = TraceBuilder(rank=0)
+    for k in range(5):
+        t = 10_000 + k * 1_000_000
+        b.cpu_op("aten::mm", ts=t, dur=20_000)
+        b.launch_kernel("ampere_sgemm_128x64_tn", cpu_ts=t + 1_000, cpu_dur=5_000,
+                        gpu_ts=t + 30_000, gpu_dur=900_000)
+    if logger_ms:
+        b.complete("multiprocessing/connection.py(379): _recv", "python_function", ts=0,
+                   dur=logger_ms * 1_000_000, tid=99)
+    b.write(tmp_path / "rank-0.json")
+    return TraceAnalysis(trace_dir=str(tmp_path), progress=False, cache=False)
+
+
+def test_a_background_thread_neither_starts_nor_ends_a_pass(tmp_path):
+    """A logger blocked for 100 ms around a 5 ms pass: the replay measures the pass, as
+    its twin without the logger does, and the critical path names no logger."""
+    quiet = _with_logger(tmp_path / "quiet", 0).what_if()
+    noisy = _with_logger(tmp_path / "noisy", 100)
+    table = noisy.what_if()
+    assert table["measured(us)"].tolist() == quiet["measured(us)"].tolist()
+    assert float(table["measured(us)"].iloc[0]) < 6_000
+    assert not noisy.get_job_critical_path(-1)["name"].str.contains("_recv").any()

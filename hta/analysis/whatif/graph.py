@@ -50,7 +50,8 @@ from hta.analysis.critical_path.events import EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
 from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, kind_mask
+from hta.model.derived import derived
+from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
 from hta.model.trace import RankTrace
 
@@ -750,3 +751,31 @@ def _barriers(arr: pd.DataFrame, ranks: list[RankGraph], offsets: np.ndarray,
             per_rank[i] = (e_arr[m][o], transfer[m][o])
     inst_frame = arr.assign(barrier=barrier).drop(columns=["_s", "_e"])
     return inst_frame, latest, b_src, b_dst, b_delay.astype(np.int64), per_rank
+
+
+def driving_nodes(jg: JobGraph, i: int, nodes: np.ndarray) -> np.ndarray:
+    """Of ``nodes`` (of rank position ``i``), those of the GPU work and of the CPU
+    threads that launch it: a background thread (a logger blocked in ``_recv`` for the
+    whole trace) neither starts nor ends a pass without steps. All of them when that
+    leaves none."""
+    rt = jg.ranks[i].trace
+    keep = derived(rt, "whatif.driving_rows", lambda: _driving_rows(rt))
+    rows = jg.node_row[nodes]
+    kept = nodes[(rows >= 0) & keep[np.clip(rows, 0, None)]]
+    return kept if kept.size else nodes
+
+
+def _driving_rows(rt: RankTrace) -> np.ndarray:
+    """Per event row: GPU work, or an event on a thread that launches GPU work."""
+    ev = rt.events
+    codes = ev["kind"].cat.codes.to_numpy()
+    gpu = kind_mask(codes, GPU_KINDS)
+    tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
+    launch = codes == KIND_CODE["runtime_launch"]
+    if not launch.any():
+        return np.ones(len(ev), dtype=bool)
+    launching = pd.MultiIndex.from_arrays([pid[launch], tid[launch]]).unique()
+    mine = np.asarray(pd.MultiIndex.from_arrays([pid, tid]).isin(launching), dtype=bool)
+    keep = gpu | mine
+    keep.setflags(write=False)
+    return keep

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import COMM, work_class
-from hta.analysis.whatif.graph import EDGE, JobGraph, step_completion
+from hta.analysis.whatif.graph import EDGE, JobGraph, driving_nodes, step_completion
 from hta.analysis.whatif.schedule import Schedule
 from hta.model.rules import RuleSet
 
@@ -127,7 +127,7 @@ def step_end(jg: JobGraph, i: int, t: np.ndarray, step: int | None
         return int(t[e] - begin[pos[0]]), e, int(begin[pos[0]])
     if step is not None and step != -1:
         return None
-    mine = jg.nodes_of(i)
+    mine = driving_nodes(jg, i, jg.nodes_of(i))
     if not mine.size:
         return None
     s = int(mine[np.argmin(t[mine])])

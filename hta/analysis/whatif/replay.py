@@ -37,7 +37,8 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
   range ends (the largest low and the largest high over the ranks).
 
 A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
-first to its last node. See ``docs/analyses/whatif.md``.
+first to its last node of GPU work or of a CPU thread that launches GPU work (a background
+thread, such as a logger blocked for the whole trace, neither starts nor ends the pass). See ``docs/analyses/whatif.md``.
 
 On a job whose ranks live on Dask workers, :mod:`.coupled` gives the same table from
 per-rank replays kept where the ranks are, coupled through the collectives' release times
@@ -57,6 +58,7 @@ from hta.analysis.whatif.graph import (
     JOB_EDGE_TYPES,
     JobGraph,
     RankGraph,
+    driving_nodes,
     job_graph,
     rank_graph,
     step_completion,
@@ -163,6 +165,8 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
     mine = jg.nodes_of(i)
+    if window is None:
+        mine = driving_nodes(jg, i, mine)
     done_before: int | None = None
     if window is not None:
         lo, hi = int(window[0]), int(window[1])  # type: ignore[arg-type]
