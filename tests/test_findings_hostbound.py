@@ -144,3 +144,38 @@ def test_without_frames_the_advice_asks_for_them(tmp_path):
     row = find(trace).set_index("rule").loc["host_bound"]
     assert "with_stack frames" not in row["evidence"]
     assert "with_stack=True" in row["advice"]
+
+
+def test_graph_advice_waits_for_the_syncs_that_block_capture(tmp_path):
+    """Dispatch-bound steps that read a value on the host (aten::is_nonzero and its
+    synchronize) each step: the CUDA-graph advice first says to remove those; the twin
+    without them keeps the plain advice."""
+    from kineto_builder import TraceBuilder
+
+    from hta.analysis.findings.hostbound import capture_blockers
+
+    for syncs in (True, False):
+        b = TraceBuilder(rank=0)
+        for k in range(3):
+            t = k * 2_000_000
+            with b.step(k + 1, ts=t, dur=1_900_000):
+                for j in range(40):
+                    c = t + 1_000 + j * 40_000
+                    b.cpu_op("aten::add", ts=c, dur=30_000)
+                    b.launch_kernel("vectorized_elementwise_kernel", cpu_ts=c + 25_000,
+                                    cpu_dur=2_000, gpu_ts=c + 28_000, gpu_dur=3_000)
+                if syncs:
+                    c = t + 1_700_000
+                    b.cpu_op("aten::is_nonzero", ts=c, dur=60_000)
+                    b.runtime("cudaStreamSynchronize", ts=c + 10_000, dur=40_000)
+        folder = tmp_path / str(syncs)
+        b.write(folder / "rank-0.json")
+        rt = load_trace(folder, progress=False, cache=False).rank(0)
+        plain = "Fuse them, capture the step in a CUDA graph."
+        advice = capture_blockers(rt, (0, 6_000_000), plain)
+        if syncs:
+            assert advice.startswith("A CUDA graph cannot be captured across a host "
+                                     "synchronisation, and this code synchronises 3 times")
+            assert "aten::is_nonzero ×3" in advice and advice.endswith(plain)
+        else:
+            assert advice == plain

@@ -74,7 +74,8 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import sync_bubbles
+from hta.analysis.findings.sync import blocking_rows, sync_bubbles
+from hta.analysis.findings.sync_sites import FLAG_ORDER, find_sites
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
@@ -100,6 +101,37 @@ CLASS_TEXT = {
     "launch": "launch calls",
     "runtime": "other runtime calls (allocation, copies, synchronisation)",
 }
+#: Advice bits of a blocking call that reads a value or sizes an output on the host.
+_BLOCKS_CAPTURE = (1 << FLAG_ORDER.index("data_dependent")) | \
+    (1 << FLAG_ORDER.index("host_read"))
+
+
+def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str:
+    """``advice``, led by a warning when it tells to capture a CUDA graph and the window
+    holds blocking calls that read a value on the host or size an output by the data
+    (``aten::item``, ``is_nonzero``, ``nonzero``...): capture cannot cross them."""
+    if "capture the step in a CUDA graph" not in advice and \
+            "torch.cuda.graphs" not in advice:
+        return advice
+    rows = blocking_rows(rt)
+    ts = rt.events["ts"].to_numpy()
+    rows = rows[(ts[rows] >= window[0]) & (ts[rows] < window[1])]
+    if not rows.size:
+        return advice
+    sites = find_sites(rt, rows)
+    hit = (sites.flags & _BLOCKS_CAPTURE) > 0
+    if not hit.any():
+        return advice
+    ops = sites.op[hit]
+    names = pd.Series([rt.symbols[int(n)] for n in
+                       rt.events["name"].to_numpy()[ops[ops >= 0]]]).value_counts()
+    shown = ", ".join(f"{n} ×{int(c)}" for n, c in names.head(3).items()) or "no operator"
+    return (f"A CUDA graph cannot be captured across a host synchronisation, and this "
+            f"code synchronises {int(hit.sum())} times to read values on the host "
+            f"({shown}): remove those first (the host_sync finding), then capture. "
+            + advice)
+
+
 ADVICE = {
     "python": (
         "The host runs Python or framework code between operators while the GPU waits. "
@@ -376,7 +408,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         advice = ADVICE["python_stretch"]  # one long stretch: not a per-op overhead
     if frames:  # the trace names the code already
         advice = re.sub(r"[;.] [Rr]ecord with with_stack=True[^.;:]*", "", advice)
-    advice = graph_aware(rt, advice)
+    advice = capture_blockers(rt, window, graph_aware(rt, advice))
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
                     window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]

@@ -38,7 +38,8 @@ Per rank and ``ProfilerStep`` (:func:`what_if`):
 
 A rank without ``ProfilerStep`` gets one row, ``step`` -1, for its whole trace: from its
 first to its last node of GPU work or of a CPU thread that launches GPU work (a background
-thread, such as a logger blocked for the whole trace, neither starts nor ends the pass). See ``docs/analyses/whatif.md``.
+thread, such as a logger blocked for the whole trace, neither starts nor ends the pass).
+See ``docs/analyses/whatif.md``.
 
 On a job whose ranks live on Dask workers, :mod:`.coupled` gives the same table from
 per-rank replays kept where the ranks are, coupled through the collectives' release times
