@@ -134,3 +134,19 @@ def test_an_operator_building_its_kernels_is_one_time(tmp_path):
 
 def test_twin_an_operator_with_its_kernels_built_is_not(tmp_path):
     assert "kernel build" not in one_time_costs(_rocm_conv(tmp_path, 0).rank(0)).why.tolist()
+
+
+def test_a_replayed_share_in_one_pass_is_of_the_time_that_recurs(tmp_path):
+    """The same pass through the facade: a replayed saving is a share of the pass
+    without its one-time costs, said so in the evidence."""
+    from hta.trace_analysis import TraceAnalysis
+
+    _scripted_pass(tmp_path, 200_000_000)
+    out = TraceAnalysis(trace_dir=str(tmp_path), progress=False, cache=False).get_findings()
+    replayed = out[out["saving_source"] == "replay"]
+    assert len(replayed)
+    row = replayed.iloc[0]
+    assert "of the pass without its one-time costs" in row["evidence"]
+    assert row["share_pctg"] == round(row["saving_step_pctg"], 2)
+    # of about 11 ms that recur, not of the 210 ms pass the compile fills
+    assert row["share_pctg"] > 10 * 100 * row["est_saving(us)"] / 210_000

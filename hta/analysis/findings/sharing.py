@@ -216,8 +216,8 @@ def recurring_ns(held: Sequence[tuple[str, Finding]], window: tuple[int, int]) -
     length = window[1] - window[0]
     for rule_id, f in held:
         if rule_id == WARMUP and f.claim is not None and length > 0:
-            held = Cover(np.clip(f.claim.start, *window), np.clip(f.claim.end, *window))
-            return max(length - int((held.e - held.s).sum()), 1)
+            once = Cover(np.clip(f.claim.start, *window), np.clip(f.claim.end, *window))
+            return max(length - int((once.e - once.s).sum()), 1)
     return length
 
 

@@ -343,6 +343,16 @@ def merge_same_fix(out: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
 MAX_REPLAY_ERROR = 0.2
 
 
+def _recurring_us(row: pd.Series) -> float | None:
+    """The time that recurs in the finding's window (µs, as the what-if table's), as the
+    rules' table gives it: their saving is ``share_pctg`` of it
+    (:func:`hta.analysis.findings.sharing.recurring_ns`: the window less the idle time
+    inside its one-time costs); None when the share is 0."""
+    share = float(row.get("share_pctg") or 0.0)
+    est = float(row.get("est_saving(us)") or 0.0)
+    return est * 100.0 / share if share > 0 and est > 0 else None
+
+
 def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataFrame],
               inferred_share: float
               ) -> tuple[float, float, float, float, float, str] | str | None:
@@ -378,6 +388,11 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
         each, total = each * bound / total, bound
         low, high = min(low, bound), min(high, bound)
     step_ns = float(np.median(per["replayed"].to_numpy(dtype=float)))
+    of = "of the step"
+    if n_steps == 1 and int(per.index[0]) < 0:  # one pass: of the time that recurs in it
+        repeats = _recurring_us(row)
+        if repeats is not None and 0 < repeats < step_ns:
+            step_ns, of = repeats, "of the pass without its one-time costs"
     pct = 100.0 * each / step_ns if step_ns > 0 else 0.0
     which = "the whole trace" if n_steps == 1 and int(per.index[0]) < 0 else \
         f"{n_steps} step{'s' if n_steps > 1 else ''}"
@@ -385,7 +400,7 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
               "times the steps" if total < each * n_steps - 1e-6 else "")
     text = (f"Replayed with {change}: the job's steps would take {total / 1e3:,.3f} ms less "
             f"over {which} ({each / 1e3:,.3f} ms a step{', the median' if n_steps > 2 else ''}"
-            f"{capped}, {pct:.1f}% of the step; range {low / 1e3:,.3f} to "
+            f"{capped}, {pct:.1f}% {of}; range {low / 1e3:,.3f} to "
             f"{high / 1e3:,.3f} ms)")
     if over:
         text += (f"; capped at the rule's own estimate, the computation that could hide "
