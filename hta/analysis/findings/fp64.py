@@ -48,14 +48,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
+    compute_kernels,
     cut,
     first_template_arguments,
     fmt_at,
-    in_steps,
     top_labels,
 )
 from hta.analysis.findings.kernels import TENSOR_GEMM
@@ -173,18 +173,13 @@ class Fp64Kernels:
 def fp64_kernels(rt: RankTrace, iterations: Sequence[int] | None,
                  window: tuple[int, int]) -> Fp64Kernels:
     """The compute kernels of the analysis and which run in fp64 (module docstring)."""
-    ev = rt.events
-    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
-    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
-    step = ev["iteration"].to_numpy()[rows]
-    sel = in_steps(rt, step, ts, iterations, window)
-    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
-    ids = ev["name"].to_numpy()[rows]
+    k = compute_kernels(rt, iterations, window)
+    rows, ts, dur, step, ids = k.rows, k.ts, k.dur, k.step, k.ids
     verdict = np.zeros(len(rt.symbols), dtype=np.int8)
     for i in np.unique(ids).tolist():
         verdict[i] = name_precision(rt.symbols[i])
     said = verdict[ids]
-    ops = link(rt, "op_index")[rows]
+    ops = k.ops
     by_op = np.zeros(rows.size, dtype=bool)
     silent = (said == 0) & (ops >= 0)
     by_op[silent] = double_ops(rt, ops[silent])

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,14 +63,19 @@ import numpy as np
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.fp64 import launched_by
-from hta.analysis.findings.kernel_common import cut, fmt_at, in_steps, top_labels
+from hta.analysis.findings.kernel_common import (
+    Kernels,
+    compute_kernels,
+    cut,
+    fmt_at,
+    top_labels,
+)
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
-_COMPUTATION = KIND_CODE["computation"]
 _CPU_OP = KIND_CODE["cpu_op"]
 
 #: Least share of the compute kernel time a subject's kernels take to fire.
@@ -105,33 +109,6 @@ EXPLICIT, MATH_BACKEND = "matmul, softmax, matmul", "SDPA math backend"
 MAX_BEFORE = 8
 #: Most operators between the softmax and the second product (dropout, casts).
 MAX_AFTER = 4
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """The compute kernels of the analysis: event rows, start, duration, step, name id,
-    launching operator row (-1 none), and the compute time they sum to."""
-
-    rows: np.ndarray
-    ts: np.ndarray
-    dur: np.ndarray
-    step: np.ndarray
-    ids: np.ndarray
-    ops: np.ndarray
-    total: int
-
-
-def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
-                    window: tuple[int, int]) -> Kernels:
-    """The compute kernels of the analysis (:func:`~.kernel_common.in_steps`)."""
-    ev = rt.events
-    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
-    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
-    step = ev["iteration"].to_numpy()[rows]
-    sel = in_steps(rt, step, ts, iterations, window)
-    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
-    return Kernels(rows, ts, dur, step, ev["name"].to_numpy()[rows],
-                   link(rt, "op_index")[rows], int(dur.sum()))
 
 
 def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:

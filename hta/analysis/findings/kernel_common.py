@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 import numpy as np
@@ -44,7 +45,10 @@ from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
 from hta.model.links import graph_replayed
 from hta.model.prefilter import Prefiltered
+from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
+
+_COMPUTATION = KIND_CODE["computation"]
 
 #: fp32 GEMM kernels on CUDA cores (NVIDIA) or fp32 Tensile kernels (AMD), by name (its
 #: ``search`` skips names lacking the pattern's words: :class:`hta.model.prefilter.Prefiltered`).
@@ -230,6 +234,34 @@ def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
         return np.isin(iteration, list(iterations))
     steps = step_table(rt)["step"].to_numpy()
     return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The compute kernels of the analysis (:func:`compute_kernels`): event rows, start,
+    duration, step, name id, launching operator row (-1 none), and the compute time they
+    sum to."""
+
+    rows: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    step: np.ndarray
+    ids: np.ndarray
+    ops: np.ndarray
+    total: int
+
+
+def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
+                    window: tuple[int, int]) -> Kernels:
+    """The compute kernels (kind ``computation``) of the analysis (:func:`in_steps`)."""
+    ev = rt.events
+    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
+    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
+    step = ev["iteration"].to_numpy()[rows]
+    sel = in_steps(rt, step, ts, iterations, window)
+    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
+    return Kernels(rows, ts, dur, step, ev["name"].to_numpy()[rows],
+                   link(rt, "op_index")[rows], int(dur.sum()))
 
 
 def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,

@@ -60,6 +60,7 @@ from hta.analysis.findings.base import Finding, FindingRule, analysis_window, li
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.kernel_common import (
     FP32_GEMM,
+    compute_kernels,
     cut,
     fmt_at,
     graph_replayed_work,
@@ -267,12 +268,8 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     """The ``fp32_gemm`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
     ev = rt.events
-    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
-    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
-    step = ev["iteration"].to_numpy()[rows]
-    sel = in_steps(rt, step, ts, iterations, window)
-    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
-    ids = ev["name"].to_numpy()[rows]
+    k = compute_kernels(rt, iterations, window)
+    rows, ts, dur, step, ids = k.rows, k.ts, k.dur, k.step, k.ids
     if ids.size == 0:
         return []
     fp32_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
