@@ -489,3 +489,28 @@ def test_a_runtime_api_slow_on_first_use_is_one_time(tmp_path):
         b.write(folder / "rank-0.json")
         ot = one_time_costs(load_trace(folder, progress=False, cache=False).rank(0))
         assert ot.rows.size == (0 if every else 1)
+
+
+def test_steps_that_block_on_the_gpu_claim_their_lead_in_beyond_one_step(tmp_path):
+    """The same profile of steps, each step ending in a synchronize: the host runs at
+    most one step ahead, so at most one step's GPU work (200 µs) can be pending when
+    the trace begins, and the first step's 5 ms lead-in beyond it is host-bound idle;
+    the twin without the synchronizes keeps it out (above)."""
+    from kineto_builder import TraceBuilder
+
+    from hta.job.load import load_trace
+
+    b = TraceBuilder(rank=0)
+    t = 0
+    for k in range(3):
+        host = 5_000_000 if k == 0 else 1_000_000
+        b.annotation(f"ProfilerStep#{k + 1}", ts=t, dur=host + 300_000)
+        b.cpu_op("aten::unique", ts=t + 1_000, dur=host - 20_000)
+        b.launch_kernel("k", cpu_ts=t + host - 10_000, cpu_dur=5_000, gpu_ts=t + host,
+                        gpu_dur=200_000)
+        b.runtime("cudaDeviceSynchronize", ts=t + host + 1_000, dur=199_000)
+        t += host + 300_000
+    b.write(tmp_path / "rank-0.json")
+    out = find(load_trace(tmp_path, progress=False, cache=False))
+    saving = float(out[out["rule"] == "host_bound"]["est_saving(us)"].sum())
+    assert saving > 5_000 - 200 + 2 * 900  # the lead-in beyond 200 µs, and the later gaps

@@ -77,7 +77,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.findings.sync import blocking_rows, sync_bubbles
 from hta.analysis.findings.sync_sites import FLAG_ORDER, find_sites
 from hta.analysis.gpu_work import work_class
-from hta.analysis.intervals import Cover
+from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
@@ -345,17 +345,36 @@ def _slow_op_time(oc: Cover, rc: Cover, a: np.ndarray, b: np.ndarray) -> np.ndar
     return out
 
 
+def _lead_in_end(rt: RankTrace) -> int:
+    """Where a profile of steps may start claiming GPU idle time. It may start mid-run (a
+    schedule's active steps): before the trace's first GPU work, the GPU may still run
+    work the host queued before the trace began, so nothing before that is idle. When
+    every step blocks on the GPU (a synchronize, a blocking copy), the host runs at most
+    one step ahead, and what it queued is at most one step's GPU work: from the first
+    step's start plus the most GPU time of a recorded step on, a lead-in is idle."""
+    ev = rt.events
+    g = gpu_rows(rt)
+    if not g.size:
+        return 0
+    first = int(ev["ts"].to_numpy()[g].min())
+    steps = step_table(rt)
+    blocked = ev["iteration"].to_numpy()[blocking_rows(rt)]
+    if not np.isin(steps["step"].to_numpy(), blocked).all():
+        return first
+    step_of = ev["iteration"].to_numpy()[g]
+    ts, end = ev["ts"].to_numpy()[g], ev["end"].to_numpy()[g]
+    busy = max(union_length(ts[step_of == s], end[step_of == s])
+               for s in steps["step"].tolist())
+    return min(first, int(steps["start_ns"].min()) + busy)
+
+
 def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``host_bound`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
     hg = host_gaps(rt)
     a, b = np.maximum(hg.start, window[0]), np.minimum(hg.end, window[1])
     if len(step_table(rt)):
-        # a profile that starts mid-run (a schedule's active steps): before the trace's
-        # first GPU work, the GPU may still run the unrecorded step before; not idle
-        g = gpu_rows(rt)
-        if g.size:
-            a = np.maximum(a, int(rt.events["ts"].to_numpy()[g].min()))
+        a = np.maximum(a, _lead_in_end(rt))
     sel = b > a
     if iterations is not None:
         sel &= np.isin(hg.step, iterations)
