@@ -121,11 +121,11 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     analyzer.merge_capture_traces()  # graph-replayed work with its captured operators
     job = analyzer.t
     selection = resolve(selection, job)
-    ranks, iterations = selection.rank_list, selection.iteration_list
+    iterations = selection.iteration_list
     rules = analyzer.rules
     plans = [
         overview_plan(job, selection, top),
-        findings_plan(job, Selection.of(ranks, iterations)),
+        findings_plan(job, selection),
         RankWork(category_time_of_rank, (rules,), empty=no_category_time
                  ).on_steps(iterations),
         RankWork(op_summary_of_rank, kwargs={"device": device, "rules": rules},
@@ -133,7 +133,8 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         RankWork(unclassified_of_rank, finish=sorted_unclassified, empty=no_unclassified),
         RankWork(summary_of_rank, empty=no_summary),
     ]
-    answers = run(job, plans, Selection.of(ranks), description="Summary", errors=errors)
+    # each plan takes its steps itself: the visit reads the selected ranks whole
+    answers = run(job, plans, selection.every_event(), description="Summary", errors=errors)
     found, note = answers[1], ""
     if replay is None:
         replay, note = replay_fits(analyzer, answers[0])
