@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,7 @@ from hta.analysis.findings.kernel_common import (
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
+from hta.model.derived import derived
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
@@ -116,8 +118,15 @@ def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
     (:data:`BACKWARD`, module docstring)."""
     ev = rt.events
     ts = ev["ts"].to_numpy()
-    ids = np.unique(ev["name"].to_numpy()[(ts >= window[0]) & (ts < window[1])])
-    return any(BACKWARD.search(rt.symbols[int(i)]) for i in ids.tolist())
+    names = ev["name"].to_numpy()[(ts >= window[0]) & (ts < window[1])]
+    return bool(derived(rt, "findings.backward_names", lambda: _backward_names(rt))[names].any())
+
+
+def _backward_names(rt: RankTrace) -> np.ndarray:
+    """Per symbol id of the rank: whether it names backward work (:data:`BACKWARD`)."""
+    out = np.array([BACKWARD.search(name) is not None for name in rt.symbols], dtype=bool)
+    out.setflags(write=False)
+    return out
 
 
 def _symbol_mask(rt: RankTrace, ids: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -193,7 +202,11 @@ def _kernel_finding(rt: RankTrace, k: Kernels, hit: np.ndarray, window: tuple[in
 def fused_away(rt: RankTrace) -> np.ndarray:
     """The kernel rows this module's rules claim on the rank's whole analysed window (the
     BatchNorm kernels of a pass without backward, the score kernels of unfused attention):
-    ``ops_below_roof`` leaves them to these rules."""
+    ``ops_below_roof`` leaves them to these rules. Computed once per rank."""
+    return derived(rt, "findings.fused_away", lambda: _fused_away(rt))
+
+
+def _fused_away(rt: RankTrace) -> np.ndarray:
     window = analysis_window(rt, None)
     k = compute_kernels(rt, None, window)
     if k.total <= 0:
@@ -204,7 +217,9 @@ def fused_away(rt: RankTrace) -> np.ndarray:
         hit |= cast_kernels(rt, k)
         train, infer = batchnorm_modes(rt, k)
         hit |= train | infer
-    return k.rows[hit]
+    rows = k.rows[hit]
+    rows.setflags(write=False)
+    return rows
 
 
 # -- dtype casts ---------------------------------------------------------------------------
@@ -288,54 +303,79 @@ def _mark_explicit(rt: RankTrace, ops: np.ndarray, soft: np.ndarray, k: Kernels,
                    out: np.ndarray) -> tuple[int, int]:
     """Mark in ``out`` the kernels launched between the two products around each softmax
     of ``soft`` that sits between two (module docstring); the number of such softmaxes
-    and the first of them (-1 none)."""
+    and the first of them (-1 none). Linear in the operators and kernels: the siblings
+    come from one sort of the operators by thread, parent and start."""
     ev = rt.events
     parent, tid = link(rt, "parent"), ev["tid"].to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     gemm = np.zeros(len(ev), dtype=bool)
     gemm[ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], GEMM_OP)]] = True
-    launch_ts = ts[np.clip(k.ops, 0, None)]
-    launch_tid = tid[np.clip(k.ops, 0, None)]
-    siblings_of: dict[tuple[int, int], np.ndarray] = {}
-    count, first = 0, -1
+    order = ops[np.lexsort((ts[ops], parent[ops], tid[ops]))]  # siblings side by side
+    at_of = np.full(len(ev), -1, dtype=np.int64)
+    at_of[order] = np.arange(order.size)
+    change = np.r_[True, (tid[order][1:] != tid[order][:-1])
+                   | (parent[order][1:] != parent[order][:-1])]
+    group = np.cumsum(change) - 1
+    first_of, last_of = np.flatnonzero(change), np.r_[np.flatnonzero(change)[1:], order.size]
+    dims = _input_dims_of(rt)
+    spans: list[tuple[int, int, int]] = []
+    first = -1
     for s in soft.tolist():
-        if not _batched_scores(rt, s):
+        if not _batched_scores(dims(s)):
             continue
-        key = (int(tid[s]), int(parent[s]))
-        if key not in siblings_of:
-            mine = ops[(tid[ops] == key[0]) & (parent[ops] == key[1])]
-            siblings_of[key] = mine[np.argsort(ts[mine], kind="stable")]
-        sib = siblings_of[key]
-        at = int(np.searchsorted(ts[sib], ts[s]))
-        before = [r for r in sib[max(at - MAX_BEFORE - 1, 0):at].tolist() if gemm[r]]
-        after = [r for r in sib[at + 1:at + MAX_AFTER + 2].tolist() if gemm[r]]
-        if not before or not after:
-            continue
-        lo, hi = int(end[before[-1]]), int(ts[after[0]])
-        out |= (k.ops >= 0) & (launch_tid == key[0]) & (launch_ts >= lo) & (launch_ts < hi)
-        count += 1
-        first = s if first < 0 else first
-    return count, first
+        at = int(at_of[s])
+        g0, g1 = int(first_of[group[at]]), int(last_of[group[at]])
+        before = [r for r in order[max(at - MAX_BEFORE - 1, g0):at].tolist() if gemm[r]]
+        after = [r for r in order[at + 1:min(at + MAX_AFTER + 2, g1)].tolist() if gemm[r]]
+        if before and after:
+            spans.append((int(tid[s]), int(end[before[-1]]), int(ts[after[0]])))
+            first = s if first < 0 else first
+    _mark_launched(k, tid, ts, spans, out)
+    return len(spans), first
 
 
-def _batched_scores(rt: RankTrace, row: int) -> bool:
-    """False when the softmax's recorded input has under 3 dimensions (logits, not
-    attention scores); True when it has 3 or more, or no shapes were recorded."""
-    dims = _input_dims(rt, row)
+def _mark_launched(k: Kernels, tid: np.ndarray, ts: np.ndarray,
+                   spans: list[tuple[int, int, int]], out: np.ndarray) -> None:
+    """Mark in ``out`` the kernels of ``k`` launched on thread ``t`` in ``[lo, hi)`` for
+    any ``(t, lo, hi)`` of ``spans``: one sort of the launches per thread."""
+    if not spans:
+        return
+    has = k.ops >= 0
+    launcher = np.clip(k.ops, 0, None)
+    launch_ts, launch_tid = ts[launcher], tid[launcher]
+    for t in {t for t, _, _ in spans}:
+        mine = np.flatnonzero(has & (launch_tid == t))
+        mine = mine[np.argsort(launch_ts[mine], kind="stable")]
+        when = launch_ts[mine]
+        for _, lo, hi in (x for x in spans if x[0] == t):
+            a, b = np.searchsorted(when, [lo, hi], side="left")
+            out[mine[a:b]] = True
+
+
+def _batched_scores(dims: list) -> bool:
+    """False when a softmax's recorded input (``dims``, its ``Input Dims``) has under 3
+    dimensions (logits, not attention scores); True when it has 3 or more, or no shapes
+    were recorded."""
     return not dims or not isinstance(dims[0], list) or len(dims[0]) >= 3
 
 
-def _input_dims(rt: RankTrace, row: int) -> list:
-    """The recorded ``Input Dims`` of an operator row ([] when none)."""
+def _input_dims_of(rt: RankTrace) -> Callable[[int], list]:
+    """The recorded ``Input Dims`` of an operator row ([] when none), with the side
+    table looked up once."""
     table, slot = rt.side_row_of_event("op_args")
-    if not len(table) or "input_dims" not in table or row < 0 or slot[row] < 0:
-        return []
-    text = table["input_dims"].iloc[int(slot[row])]
-    try:
-        dims = json.loads(str(text)) if text else []
-    except ValueError:
-        return []
-    return dims if isinstance(dims, list) else []
+    column = table["input_dims"] if len(table) and "input_dims" in table else None
+
+    def dims(row: int) -> list:
+        if column is None or row < 0 or slot[row] < 0:
+            return []
+        text = column.iloc[int(slot[row])]
+        try:
+            found = json.loads(str(text)) if text else []
+        except ValueError:
+            return []
+        return found if isinstance(found, list) else []
+
+    return dims
 
 
 def check_attention(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
@@ -362,7 +402,7 @@ def check_attention(rt: RankTrace, iterations: list[int] | None) -> list[Finding
 def _blocks_text(rt: RankTrace, subject: str, blocks: int, example: int) -> str:
     """`` around 2 softmaxes between batched matrix products (aten::softmax of [[1, 16,
     5000, 5000], [], []])``: how the attention blocks were found."""
-    dims = _input_dims(rt, example)
+    dims = _input_dims_of(rt)(example)
     shown = f" of {cut(json.dumps(dims), 60)}" if dims else ""
     name = rt.symbols[int(rt.events["name"].to_numpy()[example])]
     where = ("between batched matrix products" if subject == EXPLICIT

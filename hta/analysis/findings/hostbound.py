@@ -74,8 +74,8 @@ from hta.analysis.findings.rule_tools import (
     step_tuple,
     steps_text,
 )
-from hta.analysis.findings.sync import blocking_rows, sync_bubbles
-from hta.analysis.findings.sync_sites import FLAG_ORDER, find_sites
+from hta.analysis.findings.sync import blocking_rows, blocking_sites, sync_bubbles
+from hta.analysis.findings.sync_sites import FLAG_ORDER
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
@@ -115,10 +115,10 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
         return advice
     rows = blocking_rows(rt)
     ts = rt.events["ts"].to_numpy()
-    rows = rows[(ts[rows] >= window[0]) & (ts[rows] < window[1])]
-    if not rows.size:
+    inside = (ts[rows] >= window[0]) & (ts[rows] < window[1])
+    if not inside.any():
         return advice
-    sites = find_sites(rt, rows)
+    sites = blocking_sites(rt).take(inside)
     hit = (sites.flags & _BLOCKS_CAPTURE) > 0
     if not hit.any():
         return advice
@@ -362,9 +362,12 @@ def _lead_in_end(rt: RankTrace) -> int:
     if not np.isin(steps["step"].to_numpy(), blocked).all():
         return first
     step_of = ev["iteration"].to_numpy()[g]
-    ts, end = ev["ts"].to_numpy()[g], ev["end"].to_numpy()[g]
-    busy = max(union_length(ts[step_of == s], end[step_of == s])
-               for s in steps["step"].tolist())
+    order = np.argsort(step_of, kind="stable")  # each step's GPU work side by side
+    ts, end, step_of = ev["ts"].to_numpy()[g][order], ev["end"].to_numpy()[g][order], \
+        step_of[order]
+    cuts = np.searchsorted(step_of, steps["step"].to_numpy(), side="left")
+    stops = np.searchsorted(step_of, steps["step"].to_numpy(), side="right")
+    busy = max(union_length(ts[a:b], end[a:b]) for a, b in zip(cuts, stops, strict=True))
     return min(first, int(steps["start_ns"].min()) + busy)
 
 

@@ -323,10 +323,16 @@ def _unrecorded_holders(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: n
     holders = np.unique(parent[groups])
     holders = holders[holders >= 0]
     holders = holders[~name_matches(rt, holders, inner)]
+    # only holders that could qualify, and each one's children from one sort
+    holders = holders[end[holders] - ts[holders] >= MIN_NS]
+    kids = np.flatnonzero(np.isin(parent, holders))
+    kids = kids[np.argsort(parent[kids], kind="stable")]
+    bounds = np.searchsorted(parent[kids], holders, side="left")
+    stops = np.searchsorted(parent[kids], holders, side="right")
     out = []
-    for h in holders.tolist():
-        kids = np.flatnonzero(parent == h)
-        unrecorded = int(end[h] - ts[h]) - union_length(ts[kids], end[kids])
+    for h, a, b in zip(holders.tolist(), bounds.tolist(), stops.tolist(), strict=True):
+        mine = kids[a:b]
+        unrecorded = int(end[h] - ts[h]) - union_length(ts[mine], end[mine])
         if unrecorded >= MIN_NS and 2 * unrecorded >= end[h] - ts[h]:
             out.append(h)
     return np.asarray(out, dtype=np.int64)

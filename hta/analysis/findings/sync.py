@@ -88,6 +88,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.findings.sync_sites import (
     IMPLICIT_SYNC,
+    Sites,
     find_sites,
     linked_copies,
     site_advice,
@@ -183,6 +184,14 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
             up = parent[up]
         ops = ops[~holds[ops]]
     return np.union1d(calls, ops)
+
+
+def blocking_sites(rt: RankTrace) -> Sites:
+    """The site of each of :func:`blocking_rows` (:func:`~.sync_sites.find_sites`),
+    computed once per rank: the host_sync rule, host_bound's capture warning and the
+    ``no-sync`` change all read them."""
+    return derived(rt, "findings.blocking_sites",
+                   lambda: read_only(find_sites(rt, blocking_rows(rt))))
 
 
 def idle_reach(busy: Cover, start: np.ndarray, amount: np.ndarray) -> np.ndarray:
@@ -369,7 +378,7 @@ def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> Calls:
     """Columns of the blocking calls kept (one entry a call): span, step, saving, site
     (:mod:`~hta.analysis.findings.sync_sites`) and its name."""
     rows = sb.rows[keep]
-    sites = find_sites(rt, rows)
+    sites = blocking_sites(rt).take(keep)  # sb.rows are blocking_rows(rt)
     names = rt.events["name"].to_numpy()
     return {
         "row": rows, "start": sb.start[keep], "end": sb.end[keep],

@@ -102,6 +102,11 @@ class Sites:
     copy: np.ndarray
     flags: np.ndarray
 
+    def take(self, keep: np.ndarray) -> Sites:
+        """The sites of the rows ``keep`` selects (a mask or positions)."""
+        return Sites(self.op[keep], self.label[keep], self.outer_label[keep],
+                     self.copy[keep], self.flags[keep])
+
 
 FLAG_ORDER = ("allocator", "data_dependent", "host_read", "host_copy")
 

@@ -162,14 +162,13 @@ def submit_at(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray,
 def sync_site_rows(jg: JobGraph, i: int, site: str) -> np.ndarray:
     """Rank position ``i``'s blocking calls whose site operator or own name matches
     ``site`` whole (module docstring)."""
-    from hta.analysis.findings.sync import blocking_rows
-    from hta.analysis.findings.sync_sites import find_sites
+    from hta.analysis.findings.sync import blocking_rows, blocking_sites
 
     rt = jg.ranks[i].trace
     rows = np.asarray(blocking_rows(rt))
     if not rows.size:
         return rows
-    sites = find_sites(rt, rows)
+    sites = blocking_sites(rt)
     names = rt.events["name"].to_numpy()
     pattern = re.compile(site)
     lut: dict[int, bool] = {}
