@@ -179,3 +179,24 @@ def test_graph_advice_waits_for_the_syncs_that_block_capture(tmp_path):
             assert "aten::is_nonzero ×3" in advice and advice.endswith(plain)
         else:
             assert advice == plain
+
+
+def test_a_cpu_tensors_item_does_not_block_capture(tmp_path):
+    """``aten::item`` on a CPU tensor (an optimizer's step count) holds no runtime call
+    and waits on nothing: in a trace with runtime calls it gets no capture warning."""
+    from kineto_builder import TraceBuilder
+
+    from hta.analysis.findings.hostbound import capture_blockers
+
+    b = TraceBuilder(rank=0)
+    for k in range(3):
+        t = k * 2_000_000
+        with b.step(k + 1, ts=t, dur=1_900_000):
+            b.cpu_op("aten::add", ts=t + 1_000, dur=30_000)
+            b.launch_kernel("vectorized_elementwise_kernel", cpu_ts=t + 20_000,
+                            cpu_dur=2_000, gpu_ts=t + 28_000, gpu_dur=3_000)
+            b.cpu_op("aten::item", ts=t + 1_700_000, dur=5_000)
+    b.write(tmp_path / "rank-0.json")
+    rt = load_trace(tmp_path, progress=False, cache=False).rank(0)
+    plain = "Fuse them, capture the step in a CUDA graph."
+    assert capture_blockers(rt, (0, 6_000_000), plain) == plain

@@ -108,14 +108,21 @@ _BLOCKS_CAPTURE = (1 << FLAG_ORDER.index("data_dependent")) | \
 
 def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str:
     """``advice``, led by a warning when it tells to capture a CUDA graph and the window
-    holds blocking calls that read a value on the host or size an output by the data
-    (``aten::item``, ``is_nonzero``, ``nonzero``...): capture cannot cross them."""
+    holds blocking calls (runtime calls that wait on the GPU) under operators that read a
+    value on the host or size an output by the data (``aten::item``, ``is_nonzero``,
+    ``nonzero``...): capture cannot cross them."""
     if "capture the step in a CUDA graph" not in advice and \
             "torch.cuda.graphs" not in advice:
         return advice
     rows = blocking_rows(rt)
-    ts = rt.events["ts"].to_numpy()
+    ev = rt.events
+    ts = ev["ts"].to_numpy()
     inside = (ts[rows] >= window[0]) & (ts[rows] < window[1])
+    # a runtime call that waits on the GPU; an operator standing for one only in a trace
+    # without runtime calls (an .item() of a CPU tensor waits on nothing)
+    codes = ev["kind"].cat.codes.to_numpy()
+    if kind_mask(codes, RUNTIME_KINDS).any():
+        inside &= kind_mask(codes[rows], RUNTIME_KINDS)
     if not inside.any():
         return advice
     sites = blocking_sites(rt).take(inside)
