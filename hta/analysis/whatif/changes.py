@@ -180,12 +180,21 @@ class Edits:
                 return jg.src, jg.dst, np.rint(self.delay).astype(np.int64)
             k = self.keep
             return jg.src[k], jg.dst[k], np.rint(self.delay[k]).astype(np.int64)
-        src = np.concatenate([jg.src[self.keep], *self.add_src])
-        dst = np.concatenate([jg.dst[self.keep], *self.add_dst])
-        delay = np.concatenate([self.delay[self.keep], *self.add_delay])
-        ok = src < dst
-        o = np.lexsort((src[ok], dst[ok]))
-        return src[ok][o], dst[ok][o], np.rint(delay[ok][o]).astype(np.int64)
+        k = self.keep & (jg.src < jg.dst)
+        src, dst, delay = jg.src[k], jg.dst[k], self.delay[k]
+        a_src, a_dst = np.concatenate(self.add_src), np.concatenate(self.add_dst)
+        a_delay = np.concatenate(self.add_delay)
+        ok = a_src < a_dst
+        a_src, a_dst, a_delay = a_src[ok], a_dst[ok], a_delay[ok]
+        # The kept edges are sorted by (dst, src) already: the few added ones are sorted
+        # and inserted after their equals, as a stable sort of both would place them.
+        n = np.int64(max(jg.node_ts.size, int(a_src.max(initial=0)) + 1,
+                         int(a_dst.max(initial=0)) + 1))
+        a_key = a_dst * n + a_src
+        o = np.argsort(a_key, kind="stable")
+        at = np.searchsorted(dst * n + src, a_key[o], side="right")
+        return (np.insert(src, at, a_src[o]), np.insert(dst, at, a_dst[o]),
+                np.rint(np.insert(delay, at, a_delay[o])).astype(np.int64))
 
 
 def apply(jg: JobGraph, changes: list[Change], rules: RuleSet | None = None,
