@@ -255,15 +255,16 @@ def test_labels_of_long_names_are_cut():
 
 def test_library_convolutions_get_convolution_advice_not_your_own_kernels(tmp_path):
     """cuDNN convolution kernels on small maps: the advice is the batch, cudnn.benchmark
-    and tensor-core layouts, never "launch more blocks in your own kernels"."""
+    and tensor-core layouts, never "launch more blocks in your own kernels". (bf16
+    kernels: fp32 ones, ``*scudnn*``, are ``fp32_gemm``'s.)"""
     from hta.analysis.findings.occupancy import DEFAULT_ADVICE
 
     b = _builder()
     with b.step(1, ts=0, dur=STEP_NS - 1_000):
         g = 50_000
         for _ in range(5):
-            _kernel(b, "_5x_cudnn_volta_scudnn_128x32_sliced1x4_ldg4_relu_exp_small_nhwc_tn",
-                    0, g, 200_000, 16)
+            _kernel(b, "sm80_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_"
+                    "tilesize128x128x32", 0, g, 200_000, 16)
             g += 201_000
     row = _rows(_load(b, tmp_path)).iloc[0]
     assert "cudnn.benchmark" in row["advice"] and "library kernels" in row["advice"]

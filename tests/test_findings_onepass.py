@@ -52,6 +52,51 @@ def test_twin_a_scripted_function_already_compiled_is_not(tmp_path):
     assert "script compile" not in ot.why.tolist()
 
 
+def _gap_before_script(tmp_path: Path, gap_ns: int, fused: bool = True) -> Trace:
+    """``delta_r2`` called after ``gap_ns`` in which its thread records nothing (the
+    public particle-transformer trace: 303 ms before its first optimised run); with
+    ``fused``, it runs a TorchScript fusion group (the executor optimised its graph for
+    this run), else plain operators (Python code of that name, nothing compiled)."""
+    b = TraceBuilder(rank=0)
+    b.cpu_op("aten::linear", ts=1_000, dur=20_000)
+    b.launch_kernel(SGEMM, cpu_ts=2_000, cpu_dur=5_000, gpu_ts=30_000, gpu_dur=1_000_000)
+    t = 1_100_000 + gap_ns
+    b.cpu_op("delta_r2", ts=t, dur=600_000)
+    b.cpu_op("fallback_function" if fused else "aten::sub", ts=t + 20_000, dur=200_000)
+    b.launch_kernel(FUSED if fused else "vectorized_elementwise_kernel", cpu_ts=t + 30_000,
+                    cpu_dur=10_000, gpu_ts=t + 50_000, gpu_dur=100_000)
+    t += 700_000
+    for _ in range(9):
+        b.cpu_op("aten::mm", ts=t, dur=20_000)
+        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
+                        gpu_dur=1_000_000)
+        t += 1_050_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
+def test_the_gap_before_a_scripted_functions_first_optimised_run_is_one_time(tmp_path):
+    """300 ms recorded nowhere on the thread, then the first call holding a fusion group:
+    one cost, "script compile", from the end of the thread's last record (1.021 ms) to
+    the call's end, and the warm-up note says how much came before the call."""
+    rt = _gap_before_script(tmp_path, 300_000_000).rank(0)
+    ot = one_time_costs(rt)
+    (i,) = [k for k, why in enumerate(ot.why.tolist()) if why == "script compile"]
+    assert int(ot.start[i]) == 21_000 and int(ot.end[i]) == 1_100_000 + 300_000_000 + 600_000
+    (note,) = [f for rule in WARMUP_RULES for f in rule.check(rt, None)]
+    assert "before the call's record began, nothing recorded on its thread" in note.evidence
+
+
+def test_twin_a_gap_before_plain_code_is_not_a_compile(tmp_path):
+    """The same gap before a call of that name without a fusion group, and a fused call
+    after a gap shorter than itself: no "script compile"."""
+    ot = one_time_costs(_gap_before_script(tmp_path / "plain", 300_000_000, fused=False)
+                        .rank(0))
+    assert "script compile" not in ot.why.tolist()
+    ot = one_time_costs(_gap_before_script(tmp_path / "short", 500_000).rank(0))
+    assert "script compile" not in ot.why.tolist()
+
+
 def test_shares_are_of_the_time_that_recurs(tmp_path):
     """A 200 ms compile in a pass of about 11 ms of work: the fp32 GEMMs' 5 ms saving is
     a high share of the recurring time, not 2 % of a window the compile fills."""

@@ -8,8 +8,9 @@ to a selected step (the ``iteration`` column, as the kernel tables pick rows), o
 **Graph replays.** :func:`graph_replayed_work`: which GPU work rows a CUDA/HIP graph
 launch enqueued (their gaps are the GPU's, whatever the launch call's duration).
 
-**fp32 GEMMs.** :data:`FP32_GEMM`, the names of GEMMs computed in plain fp32 (the
-``fp32_gemm`` rule claims them; ``low_occupancy`` leaves them to it).
+**fp32 GEMMs and convolutions.** :data:`FP32_GEMM` and :func:`fp32_conv`, the names of
+GEMMs and convolutions computed in plain fp32 (:func:`fp32_matrix`: the ``fp32_gemm``
+rule claims them; ``low_occupancy`` and ``ops_below_roof`` leave them to it).
 
 **Labels.**
 
@@ -61,6 +62,47 @@ FP32_GEMM = Prefiltered(re.compile(
     r"|xmma_gemm_\w*_ffma_"                        # cuBLASLt SIMT (ffma: fp32 FMA)
     r"|^Cijk_A[a-zA-Z]+_B[a-zA-Z]+_SB?_"          # AMD Tensile, S = fp32 in and out
 ))
+#: Convolution kernels computing in fp32 on CUDA cores (NVIDIA) or vector ALUs (AMD), by
+#: name, when :data:`LOW_PRECISION` does not also match (see :func:`fp32_conv`).
+FP32_CONV = Prefiltered(re.compile(
+    r"scudnn"                                      # cuDNN volta_/ampere_scudnn_128x64_...
+    r"|convolve_sgemm<float"                       # implicit_/precomputed_convolve_sgemm
+    r"|winograd\w*::\w+<float"                     # cudnn::winograd_nonfused::...<float
+    r"|(fprop|dgrad|wgrad)\w*_f32f32_f32f32_f32_"  # cuDNN xmma implicit GEMM, fp32 math
+    r"|cudnn::\w+::(dgrad|wgrad)\w*<float"         # cudnn::cnn::wgrad_alg0_engine<float
+    r"|igemm_\w+_fp32_"                             # MIOpen igemm_fwd_gtcx3_nhwc_fp32_...
+))
+#: 16-bit, 8-bit and TF32 types in a kernel name: such a kernel is not plain fp32
+#: (``ampere_fp16_scudnn_fp16_...`` reads and writes fp16).
+LOW_PRECISION = re.compile(r"(?i)f16|bf16|fp16|half|tf32|int8|i8i8|e4m3|e5m2")
+
+
+def fp32_conv(name: str) -> bool:
+    """Whether a kernel name is a convolution computed in plain fp32 (:data:`FP32_CONV`)."""
+    return FP32_CONV.search(name) is not None and LOW_PRECISION.search(name) is None
+
+
+def tensor_cores(rt: RankTrace) -> bool | None:
+    """Whether the rank's NVIDIA GPU has tensor cores (compute capability 7 or more, by
+    ``deviceProperties``): without them (Pascal and older) no fp32 GEMM or convolution
+    is off the tensor cores. None when the trace does not tell or the part is not
+    NVIDIA's (AMD parts number their architectures their own way)."""
+    majors = [int(p["computeMajor"]) for p in rt.meta.get("device_properties") or []
+              if isinstance(p, dict) and isinstance(p.get("computeMajor"), int)
+              and _nvidia(str(p.get("name", "")))]
+    return max(majors) >= 7 if majors else None
+
+
+def _nvidia(device: str) -> bool:
+    """Whether a device name is NVIDIA's (some omit the vendor: ``Tesla T4``)."""
+    return "NVIDIA" in device.upper() or any(
+        w in device for w in ("Tesla", "Quadro", "GeForce", "TITAN", "RTX", "GTX"))
+
+
+def fp32_matrix(name: str) -> bool:
+    """Whether a kernel name is an fp32 GEMM or convolution off the tensor cores: what the
+    ``fp32_gemm`` finding claims and ``dtype:`` speeds up."""
+    return FP32_GEMM.search(name) is not None or fp32_conv(name)
 
 #: Most differing tokens shown in a label.
 MAX_TOKENS = 6

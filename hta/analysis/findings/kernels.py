@@ -33,16 +33,25 @@ that contribute most.
     kernels sized to share the GPU left out: :mod:`hta.analysis.findings.occupancy`.
 
 ``fp32_gemm``
-    GEMMs computed in plain fp32 where tensor cores (NVIDIA) or faster matrix-core formats
-    (AMD) would apply, found by kernel name (:data:`FP32_GEMM`: cuBLAS ``*_sgemm_*``,
-    ``sgemm_largek``, ``magma_sgemmEx`` and ``gemmSN_*<float``, cuBLASLt
+    GEMMs and convolutions computed in plain fp32 where tensor cores (NVIDIA) or faster
+    matrix-core formats (AMD) would apply, found by kernel name (:data:`FP32_GEMM`: cuBLAS
+    ``*_sgemm_*``, ``sgemm_largek``, ``magma_sgemmEx`` and ``gemmSN_*<float``, cuBLASLt
     ``xmma_gemm_*_ffma_*``, CUTLASS ``simt_sgemm``, AMD Tensile ``Cijk_<A>_<B>_S[B]_``;
-    the tensor-core families ``h884``, ``s1688``,
-    ``s16816``, ``tf32``, ``tensorop``, ``wmma``, ``bf16``/``f16`` are not matched).
-    Convolutions (``scudnn``: cuDNN picks them by heuristics even with TF32 allowed) and
-    GEMV-like kernels (memory bound) are left out. The saving is half their time: a
-    conservative 2x, well under the ratio of peak tensor-core to fp32 throughput (TF32 or
-    fp16 vs fp32: 8x on A100 and V100; bf16 vs fp32 matrix cores: 4x on MI250).
+    :func:`~hta.analysis.findings.kernel_common.fp32_conv`: cuDNN ``*scudnn*``,
+    ``*convolve_sgemm<float``, Winograd ``<float`` kernels, xmma ``fprop``/``dgrad``/
+    ``wgrad`` on ``f32f32_f32f32_f32``, MIOpen ``igemm_*_fp32_``; names with a 16-bit,
+    8-bit or TF32 type are not matched, nor are the tensor-core families ``h884``,
+    ``s1688``, ``s16816``, ``tf32``, ``tensorop``, ``wmma``). A GEMM kernel launched by a
+    convolution operator (cuDNN's Winograd runs its products as ``sgemm``) counts as a
+    convolution. GEMV-like kernels (memory bound) are left out, and so is every kernel of
+    an NVIDIA GPU without tensor cores (compute capability under 7: Pascal and older). The
+    saving is half their time: a conservative 2x, well under the ratio of peak
+    tensor-core to fp32 throughput (TF32 or fp16 vs fp32: 8x on A100 and V100; bf16 vs
+    fp32 matrix cores: 4x on MI250). The advice follows what most of the time is: for
+    convolutions, fp16 on GPUs without TF32 (T4, V100), bf16 elsewhere, with the
+    activations in ``channels_last`` (cuDNN may pick fp32 kernels even with TF32
+    allowed, PyTorch's default for convolutions); for GEMMs, TF32 where it is faster than
+    fp32, else bf16 or fp16.
     The tensor-core opportunity is this rule's to tell: the operator roofline judges these
     calls against the peak of their kernels' own math, the fp32 vector rate
     (:mod:`hta.analysis.perf.kernel_math`).
@@ -63,8 +72,10 @@ from hta.analysis.findings.kernel_common import (
     compute_kernels,
     cut,
     fmt_at,
+    fp32_conv,
     graph_replayed_work,
     in_steps,
+    tensor_cores,
     top_labels,
     top_names,
 )
@@ -80,6 +91,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
+from hta.model.categories import op_category
 from hta.model.devices import match_device
 from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
@@ -270,19 +282,21 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     ev = rt.events
     k = compute_kernels(rt, iterations, window)
     rows, ts, dur, step, ids = k.rows, k.ts, k.dur, k.step, k.ids
-    if ids.size == 0:
+    if ids.size == 0 or tensor_cores(rt) is False:
         return []
-    fp32_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
-    hit, tensor, tf32 = fp32_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], tf32_sym[ids]
+    gemm_sym, conv_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
+    hit, tensor, tf32 = gemm_sym[ids] | conv_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], \
+        tf32_sym[ids]
     if not hit.any() or int(dur.sum()) <= 0:  # no measurable compute time (all dur 0)
         return []
-    fp32 = int(dur[hit].sum())
+    conv = hit & (conv_sym[ids] | _convolution_ops(rt, k.ops))
+    fp32, conv_ns = int(dur[hit].sum()), int(dur[conv].sum())
     longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
     ops = link(rt, "op_index")[rows[hit]]
     evidence = (
-        f"{int(hit.sum())} fp32 GEMM kernels without tensor cores ran {fmt_time(fp32)}, "
-        f"{100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time in "
-        f"{steps_text(rt, step[hit])}"
+        f"{int(hit.sum())} fp32 {_fp32_kinds(fp32, conv_ns)} without tensor cores ran "
+        f"{fmt_time(fp32)}, {100 * fp32 / int(dur.sum()):.1f}% of the compute kernel time "
+        f"in {steps_text(rt, step[hit])}"
         f" (most: {top_labels(rt, ids[hit], dur[hit])}; the longest, "
         f"{cut(short_name(rt.symbols[int(ids[longest])]))}, at "
         f"{fmt_at(rt, int(ts[longest]))}, {step_text(rt, int(step[longest]))}, "
@@ -290,29 +304,61 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )
     names = [rt.symbols[i] for i in np.unique(ids[hit]).tolist()]
-    if tf32.any():
+    if 2 * conv_ns > fp32:
+        advice = _conv_advice(names, has_tf32(rt))
+    elif tf32.any():
         advice = TF32_ON_ADVICE
     else:
         advice = _fp32_advice(names, has_tf32(rt), tf32_gains(rt))
         if dur[tensor].sum() > fp32:
             advice = MIXED_NOTE + " " + advice
+    if 0 < 2 * conv_ns <= fp32:
+        advice += " " + CHANNELS_LAST_NOTE
     claim = Claim(ts[hit], ts[hit] + dur[hit], FP32_SAVING * dur[hit])
     return [Finding((rt.rank,), step_tuple(step[hit]), evidence,
                     int(round(FP32_SAVING * fp32)), window[1] - window[0], advice=advice,
                     claim=claim)]
 
 
+def _fp32_kinds(fp32_ns: int, conv_ns: int) -> str:
+    """What the fp32 kernels are: GEMM kernels, convolution kernels, or both (with the
+    time of each)."""
+    if conv_ns <= 0:
+        return "GEMM kernels"
+    if conv_ns >= fp32_ns:
+        return "convolution kernels"
+    return (f"GEMM and convolution kernels (convolutions {fmt_time(conv_ns)}, GEMMs "
+            f"{fmt_time(fp32_ns - conv_ns)})")
+
+
+def _convolution_ops(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
+    """Per kernel (its launching operator row, -1 none): whether a convolution operator
+    launched it (cuDNN's Winograd runs its products as ``sgemm`` kernels)."""
+    out = np.zeros(ops.size, dtype=bool)
+    has = ops >= 0
+    if has.any():
+        names = rt.events["name"].to_numpy()[ops[has]]
+        uniq, inv = np.unique(names, return_inverse=True)
+        conv = np.array([op_category(rt.symbols[int(i)]) == "convolution"
+                         for i in uniq.tolist()], dtype=bool)
+        out[has] = conv[inv.reshape(-1)]
+    return out
+
+
 def _name_classes(symbols: list[str], ids: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per symbol id: whether it names an fp32 GEMM, a tensor-core GEMM, a TF32 one."""
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per symbol id: whether it names an fp32 GEMM, an fp32 convolution, a tensor-core
+    GEMM, a TF32 one."""
     fp32 = np.zeros(len(symbols), dtype=bool)
+    conv = np.zeros(len(symbols), dtype=bool)
     tensor = np.zeros(len(symbols), dtype=bool)
     tf32 = np.zeros(len(symbols), dtype=bool)
     for i in np.unique(ids).tolist():
         fp32[i] = FP32_GEMM.search(symbols[i]) is not None
-        tensor[i] = not fp32[i] and TENSOR_GEMM.search(symbols[i]) is not None
+        conv[i] = not fp32[i] and fp32_conv(symbols[i])
+        tensor[i] = not (fp32[i] or conv[i]) and TENSOR_GEMM.search(symbols[i]) is not None
         tf32[i] = tensor[i] and TF32_GEMM.search(symbols[i]) is not None
-    return fp32, tensor, tf32
+    return fp32, conv, tensor, tf32
 
 
 def _launched_by(rt: RankTrace, ev: pd.DataFrame, ops: np.ndarray,
@@ -376,6 +422,36 @@ def _fp32_advice(names: list[str], tf32: bool | None, tf32_faster: bool | None =
     return FP32_ADVICE
 
 
+def _conv_advice(names: list[str], tf32: bool | None) -> str:
+    if any(n.startswith("igemm_") or "MIOpen" in n for n in names):
+        return CONV_AMD_ADVICE
+    if tf32 is False:
+        return CONV_FP16_ADVICE
+    return CONV_BF16_ADVICE
+
+
+CONV_FP16_ADVICE = (
+    "This GPU's tensor cores take fp16, not fp32 or TF32: run the convolutions in fp16 "
+    "with autocast (torch.autocast('cuda', dtype=torch.float16), with a GradScaler when "
+    "training; model.half() for inference) and keep the activations in channels_last "
+    "(model.to(memory_format=torch.channels_last) and the same for the input), the layout "
+    "cuDNN's tensor-core kernels read without a conversion.")
+CONV_BF16_ADVICE = (
+    "cuDNN ran these convolutions in fp32 on the CUDA cores although PyTorch lets it use "
+    "TF32 by default (torch.backends.cudnn.allow_tf32: check nothing turns it off); its "
+    "heuristics chose fp32 kernels for these shapes. Run them in bf16 with autocast "
+    "(torch.autocast('cuda', dtype=torch.bfloat16)) with the activations in channels_last "
+    "(model.to(memory_format=torch.channels_last)), where cuDNN's tensor-core kernels "
+    "apply, and set torch.backends.cudnn.benchmark = True so that cuDNN times its "
+    "candidates instead of guessing.")
+CONV_AMD_ADVICE = (
+    "MIOpen ran these convolutions in fp32: run them in bf16 with autocast "
+    "(torch.autocast('cuda', dtype=torch.bfloat16)) with the activations in channels_last "
+    "(model.to(memory_format=torch.channels_last)), where its matrix-core kernels apply.")
+CHANNELS_LAST_NOTE = (
+    "For the convolutions among them, keep the activations in channels_last "
+    "(model.to(memory_format=torch.channels_last)), the layout cuDNN's tensor-core "
+    "kernels read without a conversion.")
 NO_TF32_GAIN_ADVICE = (
     "On this GPU TF32 tensor cores have the same peak as fp32 (the peak table's rates for "
     "the part), so allowing TF32 gains little: run the GEMMs in bf16 with autocast "
@@ -419,10 +495,11 @@ RULES: list[FindingRule] = [
     ),
     FindingRule(
         id="fp32_gemm",
-        title="fp32 GEMMs where tensor cores would apply",
+        title="fp32 GEMMs and convolutions where tensor cores would apply",
         section="kernels",
         advice=FP32_ADVICE,
-        saving="Half the time of the fp32 GEMM kernels (a conservative 2x).",
+        saving=("Half the time of the fp32 GEMM and convolution kernels (a conservative "
+                "2x); none on GPUs without tensor cores."),
         check=check_fp32_gemm,
     ),
 ]

@@ -23,8 +23,8 @@ sized to share the GPU (an expert-parallel grouped GEMM given 112 of 132 SMs whi
 dispatch kernels hold 20); none of its runs is counted, even those with no concurrent
 work. The other kernels that do not fill the SMs available to them are *grid-bound*,
 except those under :data:`MIN_KERNEL_NS` (10 µs), whose time is mostly the fixed cost of
-a kernel (the ``small_kernels`` rule), and fp32 GEMMs, whose time ``fp32_gemm`` claims
-(moving them to tensor cores changes their tiles and grid anyway).
+a kernel (the ``small_kernels`` rule), and fp32 GEMMs and convolutions, whose time
+``fp32_gemm`` claims (moving them to tensor cores changes their tiles and grid anyway).
 
 **Saving.** A grid-bound kernel's work, split evenly over the SMs available to it, would
 take ``duration x blocks / available``; a finer split adds work (split-K reductions,
@@ -50,11 +50,12 @@ import pandas as pd
 from hta.analysis.findings.base import Finding, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
-    FP32_GEMM,
     fmt_at,
+    fp32_matrix,
     in_steps,
     kernel_labels,
     label_times,
+    tensor_cores,
 )
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.intervals import merge
@@ -192,9 +193,11 @@ def sized_to_share(t: SmTable) -> np.ndarray:
 
 
 def _fp32(rt: RankTrace, t: SmTable) -> np.ndarray:
-    """Whether each kernel is an fp32 GEMM (``fp32_gemm`` claims those)."""
+    """Whether each kernel is an fp32 GEMM or convolution (``fp32_gemm`` claims those)."""
+    if tensor_cores(rt) is False:  # nothing for fp32_gemm to claim
+        return np.zeros(t.name.size, dtype=bool)
     uniq, inverse = np.unique(t.name, return_inverse=True)
-    hit = np.array([FP32_GEMM.search(rt.symbols[int(i)]) is not None for i in uniq],
+    hit = np.array([fp32_matrix(rt.symbols[int(i)]) for i in uniq],
                    dtype=bool)
     return hit[inverse.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
 

@@ -193,18 +193,19 @@ def _one_time(rt: RankTrace) -> OneTime:
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     dur = end - ts
     parent = link(rt, "parent")
-    rows, reason = _candidates(rt, g, codes, ts, end)
+    rows, reason, begin = _candidates(rt, g, codes, ts, end)
     if rows.size == 0:
         return _empty()
     rows, at = np.unique(rows, return_index=True)  # the first reason listed wins
-    reason = reason[at]
+    reason, begin = reason[at], begin[at]
+    span = end[rows] - begin
     # a collective kernel waiting for a peer is no GPU work: it does not keep the GPU busy
     # through a one-time cost (a first launch while NCCL waits for another rank)
     work = g[work_class(ev["kind"].iloc[g]) != COMM]
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), work)
-    idle = dur[rows] - busy.within(ts[rows], end[rows])
-    keep = (idle * 2 >= dur[rows]) | (reason == "autotune")  # tuning runs trial kernels
-    rows, reason, idle = rows[keep], reason[keep], idle[keep]
+    idle = span - busy.within(begin, end[rows])
+    keep = (idle * 2 >= span) | (reason == "autotune")  # tuning runs trial kernels
+    rows, reason, idle, begin = rows[keep], reason[keep], idle[keep], begin[keep]
     runtime = np.flatnonzero(kind_mask(codes, RUNTIME_CALL_KINDS))
     call, in_calls = _inner_calls(ev, rows, runtime)
     # a first call that spent half of its time or more in runtime calls, the longest of
@@ -216,7 +217,8 @@ def _one_time(rt: RankTrace) -> OneTime:
     waits[has] = (codes[call[has]] == KIND_CODE["runtime_sync"]) | \
         name_matches(rt, call[has], BLOCKING_COPY)
     keep = (reason != "first") | ~(waits & (in_calls * 2 >= dur[rows]))
-    rows, reason, idle, call = rows[keep], reason[keep], idle[keep], call[keep]
+    rows, reason, idle, call, begin = rows[keep], reason[keep], idle[keep], call[keep], \
+        begin[keep]
     # a first call holding a compilation (a backward pass compiled on its first call) is
     # that compilation: it is kept, the first call around it goes
     named = rows[name_matches(rt, rows, COMPILING)]
@@ -224,23 +226,27 @@ def _one_time(rt: RankTrace) -> OneTime:
         row, anc = ancestor_pairs(parent, named)
         holders = anc[anc != row]
         drop = (reason == "first") & np.isin(rows, holders)
-        rows, reason, idle, call = rows[~drop], reason[~drop], idle[~drop], call[~drop]
+        rows, reason, idle, call, begin = rows[~drop], reason[~drop], idle[~drop], \
+            call[~drop], begin[~drop]
     # nested costs go, but the outermost compilation stays listed inside the compiled run
     # that holds it (the recompilation test and the note name it)
     compiling = name_matches(rt, rows, COMPILING)
     outer_compile = compiling.copy()
     outer_compile[compiling] = ~_nested(parent, rows[compiling])
     inner = _nested(parent, rows) & ~outer_compile
-    rows, reason, idle, call = rows[~inner], reason[~inner], idle[~inner], call[~inner]
-    order = np.argsort(ts[rows], kind="stable")
-    return OneTime(rows[order], ts[rows][order], end[rows][order], idle[order],
+    rows, reason, idle, call, begin = rows[~inner], reason[~inner], idle[~inner], \
+        call[~inner], begin[~inner]
+    order = np.argsort(begin, kind="stable")
+    return OneTime(rows[order], begin[order], end[rows][order], idle[order],
                    call[order], reason[order])
 
 
 def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
-                end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every candidate one-time cost with its reason, in the order the reasons win (a
-    call both tuned and first is named by its tuning)."""
+                end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate one-time cost with its reason and start, in the order the reasons
+    win (a call both tuned and first is named by its tuning). A cost starts with its
+    call, except a scripted call's first run with fusion groups, whose cost starts where
+    its thread last recorded anything (:func:`_unrecorded_before_script`)."""
     dur = end - ts
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
     top = top_level_calls(rt)
@@ -279,7 +285,11 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     ]
     rows = np.concatenate([r for _, r in found]).astype(np.int64)
     reason = np.concatenate([np.full(r.size, w, dtype=object) for w, r in found])
-    return rows, reason
+    # a scripted call's first optimised run: its cost holds the gap before the call
+    gaps, gap_start = _unrecorded_before_script(rt, calls, ts, end)
+    return (np.concatenate([gaps, rows]),
+            np.concatenate([np.full(gaps.size, "script compile", dtype=object), reason]),
+            np.concatenate([gap_start, ts[rows]]))
 
 
 def _first_batches(rt: RankTrace, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -336,6 +346,51 @@ def _unrecorded_holders(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: n
         if unrecorded >= MIN_NS and 2 * unrecorded >= end[h] - ts[h]:
             out.append(h)
     return np.asarray(out, dtype=np.int64)
+
+
+def _unrecorded_before_script(rt: RankTrace, calls: np.ndarray, ts: np.ndarray,
+                              end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first call of each name holding TorchScript fusion groups
+    (:data:`SCRIPT_FUSION`: the executor optimised its graph for this run) when its
+    thread recorded nothing for :data:`MIN_NS` or more, and for at least the call's own
+    time, right before it: the optimisation and the fusion compile ran there, before
+    the call's record began. Returns the calls and where their thread's gap starts."""
+    none = np.zeros(0, dtype=np.int64)
+    groups = calls[name_matches(rt, calls, SCRIPT_FUSION)]
+    if not groups.size:
+        return none, none
+    parent = link(rt, "parent")
+    holders = np.unique(parent[groups])
+    holders = holders[holders >= 0]
+    holders = holders[~name_matches(rt, holders, SCRIPT_FUSION)]
+    if not holders.size:
+        return none, none
+    ev = rt.events
+    names = ev["name"].to_numpy()
+    holders = holders[np.lexsort((ts[holders], names[holders]))]
+    holders = holders[np.r_[True, names[holders][1:] != names[holders][:-1]]]
+    codes = ev["kind"].cat.codes.to_numpy()
+    recorded = np.flatnonzero(kind_mask(codes, ANY_KINDS))
+    thread = _thread_ids(ev, recorded)
+    out, starts = [], []
+    for h in holders.tolist():
+        same = recorded[(thread == _thread_ids(ev, np.array([h]))[0])
+                        & (end[recorded] <= ts[h])]
+        if not same.size:
+            continue
+        begin = int(end[same].max())
+        gap = int(ts[h]) - begin
+        if gap >= MIN_NS and gap >= end[h] - ts[h]:
+            out.append(h)
+            starts.append(begin)
+    return np.asarray(out, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+
+
+def _thread_ids(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """One integer per (pid, tid) of ``rows``."""
+    pid = ev["pid"].to_numpy()[rows].astype(np.int64)
+    tid = ev["tid"].to_numpy()[rows].astype(np.int64)
+    return pid * (1 << 32) + (tid & 0xFFFFFFFF)
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -591,9 +646,9 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
     the share of the cost that call took: under half, the call is not what was slow;
     ``why``: the reason it was found, :attr:`OneTime.why`)."""
     if why == "script compile":
-        return ("TorchScript's profiling executor compiling the fusion groups it runs "
-                "(fallback_function, fused__*): nothing is recorded while it compiles, on "
-                "the first runs only")
+        return ("TorchScript's profiling executor optimising the graph and compiling the "
+                "fusion groups it runs (fallback_function, fused__*): nothing is recorded "
+                "while it compiles, on the first runs only")
     if why == "kernel build":
         return ("the library building and loading its kernels on first use (a kernel "
                 "code load inside; MIOpen compiles its kernels for a new shape): nothing "

@@ -23,9 +23,9 @@
 
     **Not claimed twice.** Calls whose kernels other rules claim are left out: any kernel
     under 5 µs (``small_kernels``), any kernel with fewer blocks than SMs (grid-bound,
-    ``low_occupancy``), fp32 GEMMs without tensor cores (``fp32_gemm``), the BatchNorm
-    kernels of a pass without backward and the score kernels of unfused attention
-    (:func:`hta.analysis.findings.fusion.fused_away`).
+    ``low_occupancy``), fp32 GEMMs and convolutions off the tensor cores (``fp32_gemm``),
+    the BatchNorm kernels of a pass without backward and the score kernels of unfused
+    attention (:func:`hta.analysis.findings.fusion.fused_away`).
 
     **No shapes.** Without ``Input Dims`` (``record_shapes=False``) no call has a model and
     the rule stays silent; :data:`SHAPES_NOTE` is the sentence that says so once (the
@@ -45,7 +45,8 @@ import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.fusion import fused_away
-from hta.analysis.findings.kernels import FP32_GEMM, SMALL_NS
+from hta.analysis.findings.kernel_common import fp32_matrix, tensor_cores
+from hta.analysis.findings.kernels import SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
@@ -78,9 +79,10 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
         claimed[pos[low]] = True
     names = ev["name"].to_numpy()[rows]
     uniq, inv = np.unique(names, return_inverse=True)
-    fp32 = np.array([FP32_GEMM.search(rt.symbols[i]) is not None for i in uniq.tolist()],
+    fp32 = np.array([fp32_matrix(rt.symbols[i]) for i in uniq.tolist()],
                     dtype=bool)
-    claimed[rows[fp32[inv.reshape(-1)]]] = True
+    if tensor_cores(rt) is not False:  # fp32_gemm claims them
+        claimed[rows[fp32[inv.reshape(-1)]]] = True
     claimed[fused_away(rt)] = True
     return claimed
 

@@ -237,6 +237,10 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
         call = rt.symbols[int(names[calls[i]])] if calls[i] >= 0 else ""
         inner = (f"; {call} {fmt_time(int(ev['dur'].to_numpy()[calls[i]]))} inside"
                  if call and calls[i] != rows[i] else "")
+        before = int(ev["ts"].to_numpy()[rows[i]]) - int(start[i])
+        if before > 0:  # a cost that starts before its call (a scripted call's compile)
+            inner = (f", {fmt_time(before)} of it before the call's record began, nothing "
+                     f"recorded on its thread{inner}")
         share = 1.0 if ot.why[sel][i] != "first" else (
             float(ev["dur"].to_numpy()[calls[i]]) / max(int(end[i] - start[i]), 1)
             if calls[i] >= 0 else 0.0)

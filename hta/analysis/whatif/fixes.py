@@ -45,16 +45,16 @@
     what fusing saves in launches and gaps; the per-kernel cost inside a small kernel
     stays.
 ``dtype:bf16``, ``dtype:fp16``, ``dtype:tf32``
-    fp32 GEMM kernels (the ``fp32_gemm`` finding's names) and cuDNN convolutions on fp32
-    (:data:`FP32_CONV`) run at the part's rate for that type: their time is multiplied
-    by ``peak(fp32) / peak(type)`` from the peak table (:mod:`hta.model.devices`; the
-    matrix rates where the part has them, the table's fallbacks where it lacks the type,
-    so ``tf32`` on a V100 changes nothing); for ``bf16`` and ``fp16`` elementwise kernels
-    on ``float`` (by name) take half their time (they move half the bytes). The part
-    comes from the trace's ``deviceProperties``; a trace that names no part the table
-    knows cannot be modelled (ValueError). The bound of the range (:mod:`.findings`)
-    takes the GEMMs and convolutions at half their time too (memory-bound kernels gain
-    what the bytes gain).
+    fp32 GEMM and convolution kernels (the ``fp32_gemm`` finding's names,
+    :func:`hta.analysis.findings.kernel_common.fp32_matrix`) run at the part's rate for
+    that type: their time is multiplied by ``peak(fp32) / peak(type)`` from the peak
+    table (:mod:`hta.model.devices`; the matrix rates where the part has them, the table's
+    fallbacks where it lacks the type, so ``tf32`` on a V100 changes nothing); for
+    ``bf16`` and ``fp16`` elementwise kernels on ``float`` (by name) take half their time
+    (they move half the bytes). The part comes from the trace's ``deviceProperties``; a
+    trace that names no part the table knows cannot be modelled (ValueError). The bound
+    of the range (:mod:`.findings`) takes the GEMMs and convolutions at half their time
+    too (memory-bound kernels gain what the bytes gain).
 """
 
 from __future__ import annotations
@@ -77,9 +77,6 @@ from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.model.rules import KIND_CODE, RuleSet
 from hta.model.trace import RankTrace
 
-#: cuDNN convolutions on fp32 data, by name (``volta_scudnn_...``, ``explicit_convolve_sgemm
-#: <float``, ``cudnn::cnn::wgrad_alg0_engine<float``).
-FP32_CONV = re.compile(r"scudnn_|convolve_sgemm<float|cudnn::\w+::\w+<float")
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
 #: ``vectorized_elementwise_kernel`` instantiated on ``float``).
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
@@ -449,7 +446,7 @@ def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = N
     """Rank position ``i``'s GPU rows that ``dtype:TYPE`` speeds up and the factor of each
     (module docstring); ``gemm_bound``: the GEMMs' factor instead of the peak ratio (the
     range's memory-bound end). Raises ValueError when the rank names no known part."""
-    from hta.analysis.findings.kernel_common import FP32_GEMM
+    from hta.analysis.findings.kernel_common import fp32_matrix
     from hta.analysis.perf.op_performance import rank_device
     from hta.model.devices import peak_tflops
 
@@ -458,8 +455,7 @@ def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = N
     rows = _gpu_rows(i, jg)
     names = rt.events["name"].to_numpy()[rows]
     uniq, inv = np.unique(names, return_inverse=True)
-    gemm = np.array([FP32_GEMM.search(rt.symbols[k]) is not None
-                     or FP32_CONV.search(rt.symbols[k]) is not None for k in uniq.tolist()],
+    gemm = np.array([fp32_matrix(rt.symbols[k]) for k in uniq.tolist()],
                     dtype=bool)[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
     elem = np.zeros(rows.size, dtype=bool)
     if dtype in ("bf16", "fp16") and uniq.size:
