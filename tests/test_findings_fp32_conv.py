@@ -132,3 +132,19 @@ def test_tensor_cores_unknown_without_an_nvidia_name(tmp_path: Path) -> None:
                [("aten::mm", "volta_sgemm_64x64_nn", 100_000)])
     assert tensor_cores(rt) is None
     assert tensor_cores(_rank(tmp_path, None, [("aten::mm", "x", 1_000)])) is None
+
+
+def test_the_replayed_saving_says_what_dtype_changes(tmp_path: Path) -> None:
+    """A replayed ``dtype:`` saving may hold more than the finding's own kernels (fp32
+    elementwise work at half its time): the evidence says what the replay changed."""
+    from hta.trace_analysis import TraceAnalysis
+
+    conv = ("aten::cudnn_convolution", "cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1",
+            600_000)
+    rt = _rank(tmp_path, A100, [conv, conv, conv])
+    ta = TraceAnalysis(trace_dir=str(tmp_path / "case0"), cache=False, progress=False)
+    assert rt.rank == 0
+    row = ta.get_findings().set_index("rule").loc["fp32_gemm"]
+    assert row["change"] == "dtype:bf16" and row["saving_source"] == "replay"
+    assert ("the replay runs every fp32 GEMM and convolution at the bf16 rate and every "
+            "fp32 elementwise kernel in half its time") in row["evidence"]

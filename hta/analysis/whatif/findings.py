@@ -402,6 +402,8 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
             f"over {which} ({each / 1e3:,.3f} ms a step{', the median' if n_steps > 2 else ''}"
             f"{capped}, {pct:.1f}% {of}; range {low / 1e3:,.3f} to "
             f"{high / 1e3:,.3f} ms)")
+    if change.startswith("dtype:"):
+        text += _dtype_scope(change.split(":", 1)[1])
     if over:
         text += (f"; capped at the rule's own estimate, the computation that could hide "
                  f"it ({bound / 1e3:,.3f} ms): {change} replays an upper bound "
@@ -417,6 +419,16 @@ def _replayed(row: pd.Series, change: str, table_of: Callable[[object], pd.DataF
         text += ("; one window, so no spread across steps widens the range: it holds the "
                  "replay's own error only")
     return total, low, high, each, pct, text
+
+
+def _dtype_scope(dtype: str) -> str:
+    """What a ``dtype:`` replay changes (:mod:`hta.analysis.whatif.fixes`), said beside its
+    saving: more than the finding's own kernels where fp32 elementwise work runs."""
+    if dtype in ("bf16", "fp16"):
+        return (f"; the replay runs every fp32 GEMM and convolution at the {dtype} rate and "
+                f"every fp32 elementwise kernel in half its time (fed {dtype} outputs, they "
+                f"move half the bytes)")
+    return f"; the replay runs every fp32 GEMM and convolution at the {dtype} rate"
 
 
 def _gpu_time(out: pd.DataFrame, i: int, row: pd.Series, cols: dict[str, list],
