@@ -154,3 +154,45 @@ def test_forked_map_calls_a_closure_with_inherited_state() -> None:
     out = spread.forked_map(lambda x: (x + state["base"], os.getpid()), [1, 2, 3], 2)
     assert [o.value[0] for o in out] == [11, 12, 13]
     assert all(o.value[1] != parent for o in out)
+
+
+def test_rank_graphs_built_on_workers_equal_those_built_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # each rank's replay graph built on a forked worker comes back without its trace and
+    # is given this process's: the same arrays, the same job graph, the same savings
+    import dataclasses
+    import importlib
+
+    import numpy as np
+
+    from hta.analysis.whatif.graph import job_graph
+
+    replay = importlib.import_module("hta.analysis.whatif.replay")  # not the function
+
+    job = _job(2)
+    traces = [job.t.rank(r) for r in job.t.get_ranks()]
+    here = replay.rank_graphs(traces, 1)
+    monkeypatch.setattr(replay, "PARALLEL_MIN_EVENTS", 0)
+    pids: list[int] = []
+    real = spread.forked_map
+
+    def counted(fn, items, workers, **kwargs):  # type: ignore[no-untyped-def]
+        pids.append(len(items))
+        return real(fn, items, workers, **kwargs)
+
+    monkeypatch.setattr(spread, "forked_map", counted)
+    there = replay.rank_graphs(traces, 2)
+    assert pids and pids[0] >= 2
+    for a, b, rt in zip(here, there, traces, strict=True):
+        assert b.trace is rt and b.cp.trace is rt
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if isinstance(x, np.ndarray):
+                assert np.array_equal(x, y), f.name
+        for f in dataclasses.fields(a.cp):
+            x, y = getattr(a.cp, f.name), getattr(b.cp, f.name)
+            if isinstance(x, np.ndarray):
+                assert np.array_equal(x, y), f.name
+    ja, jb = job_graph(here), job_graph(there)
+    assert np.array_equal(ja.src, jb.src) and np.array_equal(ja.delay, jb.delay)
+    pd.testing.assert_frame_equal(_job(1).get_findings(), _job(2).get_findings())

@@ -48,7 +48,9 @@ alone (:func:`~.coupled.coupled_predict`, :func:`~.coupled.coupled_critical_path
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,9 +86,53 @@ SPREAD_SIGMAS = 2.0
 DEPENDENCY_EDGES = ("launch", "stream", "event_wait", "sync")
 
 
-def build_job(traces: Sequence[RankTrace]) -> JobGraph:
-    """The job graph of the given ranks (:mod:`.graph`)."""
-    return job_graph([rank_graph(rt) for rt in traces])
+#: Least events of a job whose ranks' graphs :func:`build_job` builds on forked workers.
+PARALLEL_MIN_EVENTS = 400_000
+
+
+def build_job(traces: Sequence[RankTrace], workers: int = 1) -> JobGraph:
+    """The job graph of the given ranks (:mod:`.graph`); each rank's graph is built on
+    ``workers`` processes forked from this one when the ranks hold
+    :data:`PARALLEL_MIN_EVENTS` events or more (:func:`rank_graphs`)."""
+    return job_graph(rank_graphs(traces, workers))
+
+
+def rank_graphs(traces: Sequence[RankTrace], workers: int = 1) -> list[RankGraph]:
+    """:func:`~.graph.rank_graph` of each trace, in order. On ``workers`` forked processes
+    (inheriting the traces) when worth it: only a graph's arrays come back (about 190
+    bytes an event), its traces are this process's own; a share whose graphs did not
+    come back is built here."""
+    from hta.model.spread import SHARES_PER_WORKER, can_fork, forked_map
+
+    if workers < 2 or len(traces) < 2 or not can_fork() or \
+            sum(len(rt.events) for rt in traces) < PARALLEL_MIN_EVENTS:
+        return [rank_graph(rt) for rt in traces]
+    n = min(len(traces), workers * SHARES_PER_WORKER)
+    bounds = [len(traces) * k // n for k in range(n + 1)]
+    shares = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    outcomes = forked_map(lambda share: [_without_trace(rank_graph(traces[i]))
+                                         for i in share], shares, min(workers, n))
+    graphs: list[RankGraph] = []
+    for share, outcome in zip(shares, outcomes, strict=True):
+        if outcome.ok:
+            graphs += [_with_trace(g, traces[i]) for i, g in zip(share, outcome.value,
+                                                                   strict=True)]
+        else:
+            graphs += [rank_graph(traces[i]) for i in share]
+    return graphs
+
+
+def _without_trace(g: RankGraph) -> dict[str, Any]:
+    """``g``'s fields but its trace (what a forked worker sends back)."""
+    out = {f.name: getattr(g, f.name) for f in dataclasses.fields(g) if f.name != "trace"}
+    out["cp"] = dataclasses.replace(g.cp, trace=None)
+    return out
+
+
+def _with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
+    """The graph of :func:`_without_trace`'s fields, given back its trace."""
+    return RankGraph(**{**fields, "cp": dataclasses.replace(fields["cp"], trace=rt)},
+                     trace=rt)
 
 
 def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:

@@ -59,10 +59,11 @@ class Replay:
         unchanged replay (built once; in this process)."""
         from hta.analysis.clock import shift_rank
         from hta.analysis.whatif.replay import build_job, replay
+        from hta.model.spread import job_workers
 
         if self._graph is None:
             jg = build_job([shift_rank(self.job.rank(r), self.shifts.get(r, 0))
-                            for r in self.job.get_ranks()])
+                            for r in self.job.get_ranks()], job_workers(self.job))
             self._graph = (jg, replay(jg))
         return self._graph
 
