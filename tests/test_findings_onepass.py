@@ -20,6 +20,17 @@ SGEMM = "ampere_sgemm_128x64_tn"
 FUSED = "fused__autocast_to_123"
 
 
+def _gemms_after(b: TraceBuilder, t: int, tmp_path: Path) -> Trace:
+    """Nine fp32 GEMMs of 1 ms from ``t``, then the trace written and loaded."""
+    for _ in range(9):
+        b.cpu_op("aten::mm", ts=t, dur=20_000)
+        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
+                        gpu_dur=1_000_000)
+        t += 1_050_000
+    b.write(tmp_path / "rank-0.json")
+    return load_trace(tmp_path, progress=False, cache=False)
+
+
 def _scripted_pass(tmp_path: Path, compile_ns: int) -> Trace:
     """A scripted function (``delta_r2``) that records nothing for ``compile_ns`` before
     its fusion group runs, then fp32 GEMMs of 10 ms in all."""
@@ -33,13 +44,7 @@ def _scripted_pass(tmp_path: Path, compile_ns: int) -> Trace:
     b.launch_kernel(FUSED, cpu_ts=t + compile_ns + 20_000, cpu_dur=10_000,
                     gpu_ts=t + compile_ns + 40_000, gpu_dur=100_000)
     t += compile_ns + 400_000
-    for _ in range(9):
-        b.cpu_op("aten::mm", ts=t, dur=20_000)
-        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
-                        gpu_dur=1_000_000)
-        t += 1_050_000
-    b.write(tmp_path / "rank-0.json")
-    return load_trace(tmp_path, progress=False, cache=False)
+    return _gemms_after(b, t, tmp_path)
 
 
 def test_a_scripted_function_compiling_unrecorded_is_one_time(tmp_path):
@@ -66,13 +71,7 @@ def _gap_before_script(tmp_path: Path, gap_ns: int, fused: bool = True) -> Trace
     b.launch_kernel(FUSED if fused else "vectorized_elementwise_kernel", cpu_ts=t + 30_000,
                     cpu_dur=10_000, gpu_ts=t + 50_000, gpu_dur=100_000)
     t += 700_000
-    for _ in range(9):
-        b.cpu_op("aten::mm", ts=t, dur=20_000)
-        b.launch_kernel(SGEMM, cpu_ts=t + 1_000, cpu_dur=5_000, gpu_ts=t + 30_000,
-                        gpu_dur=1_000_000)
-        t += 1_050_000
-    b.write(tmp_path / "rank-0.json")
-    return load_trace(tmp_path, progress=False, cache=False)
+    return _gemms_after(b, t, tmp_path)
 
 
 def test_the_gap_before_a_scripted_functions_first_optimised_run_is_one_time(tmp_path):

@@ -26,6 +26,19 @@ def _job(workers: int | None) -> TraceAnalysis:
     return analyzer
 
 
+def _count_forked_maps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the number of items of each :func:`spread.forked_map` call."""
+    calls: list[int] = []
+    real = spread.forked_map
+
+    def counted(fn, items, workers, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(items))
+        return real(fn, items, workers, **kwargs)
+
+    monkeypatch.setattr(spread, "forked_map", counted)
+    return calls
+
+
 def rank_pid(rt: RankTrace, tag: str) -> pd.DataFrame:
     """Which process visited the rank (module level: a work)."""
     import os
@@ -132,14 +145,7 @@ def test_replayed_savings_predicted_ahead_on_workers_equal_those_predicted_here(
 
     here = _job(1).get_findings()
     monkeypatch.setattr(replayer, "PARALLEL_MIN_NODES", 0)
-    calls: list[int] = []
-    real = spread.forked_map
-
-    def counted(fn, items, workers, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(len(items))
-        return real(fn, items, workers, **kwargs)
-
-    monkeypatch.setattr(spread, "forked_map", counted)
+    calls = _count_forked_maps(monkeypatch)
     ahead = _job(2).get_findings()
     assert calls and calls[0] >= 2
     pd.testing.assert_frame_equal(here, ahead)
@@ -173,14 +179,7 @@ def test_rank_graphs_built_on_workers_equal_those_built_here(
     traces = [job.t.rank(r) for r in job.t.get_ranks()]
     here = replay.rank_graphs(traces, 1)
     monkeypatch.setattr(replay, "PARALLEL_MIN_EVENTS", 0)
-    pids: list[int] = []
-    real = spread.forked_map
-
-    def counted(fn, items, workers, **kwargs):  # type: ignore[no-untyped-def]
-        pids.append(len(items))
-        return real(fn, items, workers, **kwargs)
-
-    monkeypatch.setattr(spread, "forked_map", counted)
+    pids = _count_forked_maps(monkeypatch)
     there = replay.rank_graphs(traces, 2)
     assert pids and pids[0] >= 2
     for a, b, rt in zip(here, there, traces, strict=True):
