@@ -616,14 +616,17 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     e_delay = cat(delay, b_delay.astype(np.int64))
     e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
     fwd = e_src < e_dst
+    keep = None
     if not fwd.all():
         dropped["collective edges against the time order"] = int((~fwd).sum())
-        e_src, e_dst, e_typ, e_delay, e_bind = (x[fwd] for x in (e_src, e_dst, e_typ,
-                                                                 e_delay, e_bind))
-    o = _by_dst_then_src(e_src, e_dst, all_ts.size)
-    if o is not None:
-        e_src, e_dst, e_typ, e_delay, e_bind = (x[o] for x in (e_src, e_dst, e_typ, e_delay,
-                                                               e_bind))
+        keep = np.flatnonzero(fwd)
+    # the kept edges sorted by (dst, src): one gather of each column, both steps at once
+    o = _by_dst_then_src(e_src if keep is None else e_src[keep],
+                         e_dst if keep is None else e_dst[keep], all_ts.size)
+    take = keep if o is None else (o if keep is None else keep[o])
+    if take is not None:
+        e_src, e_dst, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_dst, e_typ,
+                                                                  e_delay, e_bind))
     first = np.asarray([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     node_pos = cat([np.full(n, i, dtype=np.int64) for i, n in enumerate(sizes.tolist())],
