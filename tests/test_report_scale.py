@@ -187,3 +187,26 @@ def test_step_bound_not_replayed_on_a_job_too_big_for_this_process(
     sections_whatif.step_bound(builder._context(job, None, None, None), s)
     assert s.notes and s.notes[0].startswith("Not computed: the job has ")
     assert "TraceAnalysis.get_job_step_bound()" in s.notes[0] and not s.tables
+
+
+@pytest.mark.slow  # builds the report sections (seconds)
+def test_many_ranks_get_distributions_across_every_rank(many: list[Section]) -> None:
+    """Above the limit the temporal breakdown and the overlap open with a distribution of
+    every rank's shares, the ranks drawn marked on it; a job of few ranks has none."""
+    temporal = section(many, "temporal")
+    box = json.loads(temporal.figures[0].json)
+    assert temporal.figures[0].title.startswith("GPU time shares across the 4 ranks")
+    assert [t["type"] for t in box["data"]] == ["box", "scatter"]
+    assert list(box["data"][0]["x"])[0] == "compute"
+    marked = {int(t.split()[1]) for t in box["data"][1]["text"]}
+    assert len(marked) == 2 and marked <= {0, 1, 2, 3}
+    overlap = section(many, "overlap")
+    assert overlap.figures[0].title.startswith("Communication overlapped by computation "
+                                               "across the 4 ranks")
+
+
+@pytest.mark.slow  # builds the report sections (seconds)
+def test_few_ranks_get_no_distribution(job: TraceAnalysis) -> None:
+    few = build_sections(job)
+    assert not any(f.title.startswith("GPU time shares across") for s in few
+                   for f in s.figures)

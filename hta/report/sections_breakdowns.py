@@ -4,8 +4,10 @@ idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills
 
 from __future__ import annotations
 
+import pandas as pd
+
 from hta.model.runner import RankWork, run_one
-from hta.report.context import Context, Section, doc, table_of
+from hta.report.context import Context, Figure, Section, doc, table_of
 from hta.report.present import slowest_rank_text
 
 #: The overview's per-rank table, in three parts that fit the page (title, columns).
@@ -21,6 +23,31 @@ PER_RANK_TABLES = [
         "rank", "host_wait(us)", "kernel_wait(us)", "other_idle(us)", "queue_length_mean",
         "queue_length_max", "memcpy_count", "memcpy_bytes", "memset_count"]),
 ]
+
+
+#: The temporal breakdown's shares drawn as distributions across ranks (column: label).
+TEMPORAL_SHARES = {"compute_time_pctg": "compute", "exposed_comm_time_pctg":
+                   "exposed communication", "exposed_memory_time_pctg": "exposed memory",
+                   "idle_time_pctg": "idle"}
+
+
+def distribution(ctx: Context, df: pd.DataFrame, labels: dict[str, str], title: str,
+                 unit: str) -> Figure:
+    """The distribution across every selected rank of ``df``'s columns ``labels`` (one
+    row per rank), the ranks drawn elsewhere marked with why: a job of many ranks reads
+    at a glance, and the figure weighs the same at any rank count."""
+    from hta.analysis.rank_distribution import rank_distribution
+    from hta.plots.distribution import rank_distribution_figure
+
+    metrics = [m for m in labels if m in df]
+    drawn = ctx.drawn_rows(df)
+    marked = pd.DataFrame(
+        [{"rank": int(r), "metric": m, "value": float(v), "why": ", ".join(ctx.drawn[r])}
+         for m in metrics for r, v in zip(drawn["rank"], drawn[m], strict=True)
+         if int(r) in ctx.drawn and pd.notna(v)],
+        columns=["rank", "metric", "value", "why"])
+    return ctx.figure(rank_distribution_figure(rank_distribution(df, metrics), marked,
+                                               labels, title, unit))
 
 
 def overview(ctx: Context, s: Section) -> None:
@@ -50,6 +77,10 @@ def temporal(ctx: Context, s: Section) -> None:
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
         s.tables.append(table_of(df, "Per rank"))
         return
+    if not ctx.all_drawn:
+        s.figures.append(distribution(
+            ctx, df, TEMPORAL_SHARES, f"GPU time shares across the {len(ctx.ranks)} ranks "
+            "(% of each rank's GPU time span)", "share of GPU time span (%)"))
     s.figures.append(ctx.figure(temporal_breakdown_figure(ctx.drawn_rows(df))))
     s.tables.append(table_of(df, "Per rank"))
     work = RankWork(temporal.rank_breakdown_detail, (ctx.iterations,), {"per_iteration": True},
@@ -60,8 +91,8 @@ def temporal(ctx: Context, s: Section) -> None:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(table_of(per_step, "Per rank and step"))
     if note := ctx.drawn_note("get_temporal_breakdown(ranks={ranks})",
-                              "the per-rank table covers every rank, the per-step table "
-                              "the ranks drawn"):
+                              "the distribution and the per-rank table cover every rank, "
+                              "the per-step table the ranks drawn"):
         s.notes.append(note)
 
 
@@ -115,8 +146,15 @@ def overlap(ctx: Context, s: Section) -> None:
     s.definitions, s.source = doc(overlap), "hta.analysis.overlap.comm_comp_overlap"
     df = ctx.overview.details["overlap"]
     if df["comm_time(us)"].gt(0).any():
+        if not ctx.all_drawn:
+            s.figures.append(distribution(
+                ctx, df[df["comm_time(us)"] > 0],
+                {"comp_comm_overlap_pctg": "communication overlapped"},
+                f"Communication overlapped by computation across the {len(ctx.ranks)} ranks",
+                "share of communication time (%)"))
         s.figures.append(ctx.figure(comm_comp_overlap_figure(ctx.drawn_rows(df))))
-        if note := ctx.drawn_note("get_comm_comp_overlap(ranks={ranks})"):
+        if note := ctx.drawn_note("get_comm_comp_overlap(ranks={ranks})",
+                                  "the distribution and the table cover every rank"):
             s.notes.append(note)
     else:
         s.notes.append("No rank has communication in the selection: nothing to overlap.")
