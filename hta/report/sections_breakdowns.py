@@ -126,13 +126,21 @@ def kernels(ctx: Context, s: Section) -> None:
     if types.empty:
         s.notes.append("No GPU kernels, copies or memsets in the selection.")
         return
+    if not ctx.all_drawn:
+        shares = types.pivot_table(index="rank", columns="kernel_type", values="percentage",
+                                   aggfunc="sum", fill_value=0.0).reset_index()
+        kinds = [c for c in shares.columns if c != "rank"]
+        s.figures.append(distribution(
+            ctx, shares, {k: str(k) for k in kinds},
+            f"GPU busy time by kernel type across the {len(ctx.ranks)} ranks",
+            "share of the rank's GPU busy time (%)"))
     s.figures.append(ctx.figure(kernel_type_figure(ctx.drawn_rows(types))))
     drawn = ctx.drawn_rows(table)
     for kind in table["kernel_type"].unique():
         s.figures.append(ctx.figure(kernel_pies_figure(drawn, kind)))
         s.figures.append(ctx.figure(kernel_duration_figure(drawn, kind)))
     if note := ctx.drawn_note("get_gpu_kernel_breakdown(ranks={ranks})",
-                              "the tables cover every rank"):
+                              "the distribution and the tables cover every rank"):
         s.notes.append(note)
     s.tables.append(table_of(types, "GPU busy time by kernel type, per rank (sum in µs)"))
     s.tables.append(table_of(table, "Top kernels per rank (durations in µs)",
