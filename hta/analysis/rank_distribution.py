@@ -34,17 +34,17 @@ WHISKER_IQR = 1.5
 def rank_distribution(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """One row per metric of ``table`` (one row per rank): :data:`COLUMNS` (the module
     docstring)."""
-    ranks = table["rank"].to_numpy(np.int64)
-    return pd.DataFrame([_row(m, ranks, table[m].to_numpy(np.float64)) for m in metrics],
+    rank_of = table["rank"].to_numpy(np.int64)
+    return pd.DataFrame([_row(m, rank_of, table[m].to_numpy(np.float64)) for m in metrics],
                         columns=COLUMNS)
 
 
-def _row(metric: str, ranks: np.ndarray, values: np.ndarray) -> dict[str, object]:
+def _row(metric: str, rank_of: np.ndarray, values: np.ndarray) -> dict[str, object]:
     ok = ~np.isnan(values)
     if not ok.any():
         return {"metric": metric, "n": 0, **dict.fromkeys(COLUMNS[2:9], np.nan),
                 "outliers": 0, "min_rank": -1, "max_rank": -1}
-    v, r = values[ok], ranks[ok]
+    v, r = values[ok], rank_of[ok]
     q1, median, q3 = (float(x) for x in np.quantile(v, [0.25, 0.5, 0.75]))
     reach = WHISKER_IQR * (q3 - q1)
     inside = (v >= q1 - reach) & (v <= q3 + reach)
