@@ -113,7 +113,7 @@ def test_geforce_parts(name: str, memory: int, sms: int, entry: str) -> None:
     "NVIDIA GeForce RTX 5090 Laptop GPU",
     "NVIDIA GeForce RTX 5060 Ti",
     "NVIDIA GeForce RTX 4050",
-    "NVIDIA GeForce RTX 2080 Ti",
+    "NVIDIA GeForce RTX 2080",
     "NVIDIA RTX 6000 Ada Generation",
     "NVIDIA L40",
 ])
@@ -308,3 +308,13 @@ def test_gb10_is_not_gb200_nor_b200() -> None:
     assert match_device({"name": "NVIDIA B200"}).name == "B200"
     assert not device_by_name("GB10").matches("NVIDIA GB200")
     assert not device_by_name("GB200").matches("NVIDIA GB10")
+
+
+def test_the_rtx_2080_ti_has_turings_rates() -> None:
+    """A public trace names it "GeForce RTX 2080 Ti" (no vendor word before): FP32, FP16
+    with FP32 accumulate (GeForce: half the FP16-accumulate rate) and INT8, no BF16/TF32."""
+    dev = match_device({"name": "GeForce RTX 2080 Ti", "totalGlobalMem": 11554717696,
+                        "numSms": 68, "computeMajor": 7, "computeMinor": 5})
+    assert dev is not None and dev.name == "RTX 2080 Ti"
+    assert dict(dev.peaks) == {"fp32": 13.4, "fp16": 53.8, "int8": 215.2}
+    assert dev.bandwidth_tbs == 0.616

@@ -219,6 +219,12 @@ DEVICES: tuple[Device, ...] = (
            "T4 board product brief (up to 320 GB/s)", r"T4",
            notes="Turing: no BF16 or TF32 tensor rate",
            names=("Tesla T4",), memory_gb=16),
+    Device("RTX 2080 Ti", {"fp32": 13.4, "fp16": 53.8, "int8": 215.2}, 0.616,
+           "NVIDIA Turing GPU Architecture whitepaper, Table 1 (GeForce RTX 2080 Ti, "
+           "reference clocks: FP32 13.4, FP16 tensor with FP32 accumulate 53.8, INT8 "
+           "tensor 215.2; 616 GB/s)", r"RTX 2080 Ti",
+           notes="Turing: no BF16 or TF32 tensor rate; " + _GEFORCE_NOTE,
+           names=("GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 2080 Ti"), memory_gb=11),
     Device("A10", {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0,
                    "int8": 250.0}, 0.6, "NVIDIA A10 Tensor Core GPU datasheet (sparse ÷ 2)",
            r"A10", names=("NVIDIA A10",), memory_gb=24),
