@@ -37,7 +37,10 @@ def rank_distribution_figure(stats: pd.DataFrame, marked: pd.DataFrame | None = 
         fig.add_trace(go.Scatter(
             x=[where[m] for m in marked["metric"]], y=marked["value"], mode="markers+text",
             name="ranks that stand out", text=[rank_label(r) for r in marked["rank"]],
-            textposition="middle right", marker={"color": "#d62728", "size": 7},
+            # labels alternate sides, so two ranks at one value stay readable
+            textposition=["middle right" if i % 2 == 0 else "middle left"
+                          for i in range(len(marked))],
+            marker={"color": "#d62728", "size": 7},
             customdata=marked[["why"]],
             hovertemplate="%{text}: %{y:,.2f}<br>%{customdata[0]}<extra></extra>"))
     fig.update_layout(title_text=title or "Distribution across ranks",
