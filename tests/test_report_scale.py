@@ -200,6 +200,10 @@ def test_many_ranks_get_distributions_across_every_rank(many: list[Section]) -> 
     assert list(box["data"][0]["x"])[0] == "compute"
     marked = {int(t.split()[1]) for t in box["data"][1]["text"]}
     assert len(marked) == 2 and marked <= {0, 1, 2, 3}
+    idle = section(many, "idle")
+    assert idle.figures[0].title.startswith("GPU idle time by cause across the 4 ranks")
+    assert json.loads(idle.figures[0].json)["data"][0]["x"] == ["host wait", "kernel wait",
+                                                               "other"]
     kernels = section(many, "kernels")
     assert kernels.figures[0].title.startswith("GPU busy time by kernel type across the 4 "
                                                "ranks")

@@ -31,6 +31,12 @@ TEMPORAL_SHARES = {"compute_time_pctg": "compute", "exposed_comm_time_pctg":
                    "idle_time_pctg": "idle"}
 
 
+#: The overview's idle time by cause (µs, summed over a rank's streams) drawn as
+#: distributions across ranks (column: label).
+IDLE_CAUSES = {"host_wait(us)": "host wait", "kernel_wait(us)": "kernel wait",
+               "other_idle(us)": "other"}
+
+
 def distribution(ctx: Context, df: pd.DataFrame, labels: dict[str, str], title: str,
                  unit: str) -> Figure:
     """The distribution across every selected rank of ``df``'s columns ``labels`` (one
@@ -107,9 +113,15 @@ def idle(ctx: Context, s: Section) -> None:
         if len(df):
             s.tables.append(table_of(df, "Idle time per rank, stream and cause"))
         return
+    if not ctx.all_drawn:
+        s.figures.append(distribution(
+            ctx, ctx.overview.ranks, IDLE_CAUSES,
+            f"GPU idle time by cause across the {len(ctx.ranks)} ranks (µs, all streams)",
+            "idle time (µs)"))
     s.figures.append(ctx.figure(idle_time_breakdown_figure(ctx.drawn_rows(df), pctg=True)))
     s.figures.append(ctx.figure(idle_time_breakdown_figure(ctx.drawn_rows(df), pctg=False)))
-    if note := ctx.drawn_note("get_idle_time_breakdown(ranks={ranks})"):
+    if note := ctx.drawn_note("get_idle_time_breakdown(ranks={ranks})",
+                              "the distribution and the table cover every rank"):
         s.notes.append(note)
     s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
     stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.selection))
