@@ -307,6 +307,12 @@ class RankMapper(Protocol):
         ...
 
 
+def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid) pair of the events' ``pid`` and ``tid`` columns: equal
+    exactly for the events of one thread."""
+    return pid.astype(np.int64) * (1 << 32) + tid.astype(np.int64)
+
+
 def intern_symbols(table: list[str], index: dict[str, int], symbols: Sequence[str]
                    ) -> np.ndarray:
     """The id in ``table`` of each of ``symbols``, appending the unseen ones to ``table``

@@ -71,7 +71,13 @@ from hta.analysis.findings.kernel_common import (
     fmt_at,
     top_labels,
 )
-from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
+from hta.analysis.findings.rule_tools import (
+    fmt_time,
+    name_matches,
+    step_text,
+    step_tuple,
+    steps_text,
+)
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.model.derived import derived
@@ -116,42 +122,22 @@ MAX_AFTER = 4
 def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
     """Whether any event starting in ``window`` belongs to a backward pass
     (:data:`BACKWARD`, module docstring)."""
-    ev = rt.events
-    ts = ev["ts"].to_numpy()
-    names = ev["name"].to_numpy()[(ts >= window[0]) & (ts < window[1])]
-    return bool(derived(rt, "findings.backward_names", lambda: _backward_names(rt))[names].any())
-
-
-def _backward_names(rt: RankTrace) -> np.ndarray:
-    """Per symbol id of the rank: whether it names backward work (:data:`BACKWARD`)."""
-    out = np.array([BACKWARD.search(name) is not None for name in rt.symbols], dtype=bool)
-    out.setflags(write=False)
-    return out
-
-
-def _symbol_mask(rt: RankTrace, ids: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
-    """Per id: whether its symbol matches ``pattern`` (each distinct id tested once)."""
-    if ids.size == 0:
-        return np.zeros(0, dtype=bool)
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    hits = np.array([pattern.search(rt.symbols[int(i)]) is not None for i in uniq.tolist()],
-                    dtype=bool)
-    return hits[inverse.reshape(-1)]
+    ts = rt.events["ts"].to_numpy()
+    rows = np.flatnonzero((ts >= window[0]) & (ts < window[1]))
+    return bool(name_matches(rt, rows, BACKWARD).any())
 
 
 # -- BatchNorm ----------------------------------------------------------------------------
 def batchnorm_modes(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel of ``k``: whether it is a BatchNorm kernel in training mode, and one in
     inference mode (module docstring)."""
-    names = rt.events["name"].to_numpy()
-    op_ids = np.where(k.ops >= 0, names[np.clip(k.ops, 0, None)], -1)
     has_op = k.ops >= 0
     by_op = np.zeros(k.ops.size, dtype=bool)
     infer_op = np.zeros(k.ops.size, dtype=bool)
-    by_op[has_op] = _symbol_mask(rt, op_ids[has_op], BN_OP)
-    infer_op[has_op] = _symbol_mask(rt, op_ids[has_op], BN_OP_INFER)
-    train_name = _symbol_mask(rt, k.ids, BN_TRAIN)
-    bn = by_op | train_name | _symbol_mask(rt, k.ids, BN_INFER)
+    by_op[has_op] = name_matches(rt, k.ops[has_op], BN_OP)
+    infer_op[has_op] = name_matches(rt, k.ops[has_op], BN_OP_INFER)
+    train_name = name_matches(rt, k.rows, BN_TRAIN)
+    bn = by_op | train_name | name_matches(rt, k.rows, BN_INFER)
     # an operator that computed statistics in one of its kernels ran in training mode
     train_ops = np.unique(k.ops[train_name & has_op])
     train = bn & (train_name | (has_op & np.isin(k.ops, train_ops)))
@@ -235,7 +221,7 @@ def cast_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
     ev = rt.events
     ops = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _CPU_OP)
     mark = np.zeros(len(ev), dtype=bool)
-    mark[ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], CAST_OP)]] = True
+    mark[ops[name_matches(rt, ops, CAST_OP)]] = True
     if not mark.any():
         return np.zeros(k.rows.size, dtype=bool)
     launcher = np.clip(k.ops, 0, None)
@@ -279,20 +265,20 @@ def attention_kernels(rt: RankTrace, k: Kernels) -> Attention:
     if ops.size == 0 or k.rows.size == 0:
         return Attention(explicit, fallback, (0, 0), (-1, -1))
     parent = link(rt, "parent")
-    soft = ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], SOFTMAX_OP)]
+    soft = ops[name_matches(rt, ops, SOFTMAX_OP)]
     # the outermost softmax of each call (aten::softmax around aten::_softmax)
     is_soft = np.zeros(len(ev), dtype=bool)
     is_soft[soft] = True
     soft = soft[~is_soft[np.clip(parent[soft], 0, None)] | (parent[soft] < 0)]
     is_sdpa = np.zeros(len(ev), dtype=bool)
-    is_sdpa[ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], SDPA_OP)]] = True
+    is_sdpa[ops[name_matches(rt, ops, SDPA_OP)]] = True
     inside = nearest_marked_ancestor(parent, soft, is_sdpa)
     n_explicit, example_explicit = _mark_explicit(rt, ops, soft[inside < 0], k, explicit)
     calls = np.unique(inside[inside >= 0])
     if calls.size:
         launcher = np.clip(k.ops, 0, None)
         under = np.isin(nearest_marked_ancestor(parent, launcher, is_sdpa), calls)
-        product = _symbol_mask(rt, ev["name"].to_numpy()[launcher], PRODUCT_OP)
+        product = name_matches(rt, launcher, PRODUCT_OP)
         fallback[:] = (k.ops >= 0) & under & ~product
     example_fallback = int(soft[inside >= 0][0]) if calls.size else -1
     return Attention(explicit, fallback, (n_explicit, int(calls.size)),
@@ -309,7 +295,7 @@ def _mark_explicit(rt: RankTrace, ops: np.ndarray, soft: np.ndarray, k: Kernels,
     parent, tid = link(rt, "parent"), ev["tid"].to_numpy()
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     gemm = np.zeros(len(ev), dtype=bool)
-    gemm[ops[_symbol_mask(rt, ev["name"].to_numpy()[ops], GEMM_OP)]] = True
+    gemm[ops[name_matches(rt, ops, GEMM_OP)]] = True
     order = ops[np.lexsort((ts[ops], parent[ops], tid[ops]))]  # siblings side by side
     at_of = np.full(len(ev), -1, dtype=np.int64)
     at_of[order] = np.arange(order.size)

@@ -41,7 +41,7 @@ from difflib import SequenceMatcher
 import numpy as np
 
 from hta.analysis.findings.base import link, step_table
-from hta.analysis.findings.rule_tools import fmt_time
+from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
 from hta.model.links import graph_replayed
@@ -103,6 +103,15 @@ def fp32_matrix(name: str) -> bool:
     """Whether a kernel name is an fp32 GEMM or convolution off the tensor cores: what the
     ``fp32_gemm`` finding claims and ``dtype:`` speeds up."""
     return FP32_GEMM.search(name) is not None or fp32_conv(name)
+
+
+def fp32_claimed(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` is a kernel the ``fp32_gemm`` finding claims
+    (:func:`fp32_matrix`), so the other kernel rules leave it: none on a GPU without
+    tensor cores (:func:`tensor_cores`), where that finding stays silent."""
+    if tensor_cores(rt) is False:
+        return np.zeros(rows.size, dtype=bool)
+    return name_matches(rt, rows, fp32_matrix)
 
 #: Most differing tokens shown in a label.
 MAX_TOKENS = 6

@@ -72,10 +72,9 @@ from hta.analysis.findings.kernel_common import (
     compute_kernels,
     cut,
     fmt_at,
-    fp32_conv,
+    fp32_claimed,
     graph_replayed_work,
     in_steps,
-    tensor_cores,
     top_labels,
     top_names,
 )
@@ -282,14 +281,14 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     ev = rt.events
     k = compute_kernels(rt, iterations, window)
     rows, ts, dur, step, ids = k.rows, k.ts, k.dur, k.step, k.ids
-    if ids.size == 0 or tensor_cores(rt) is False:
-        return []
-    gemm_sym, conv_sym, tensor_sym, tf32_sym = _name_classes(rt.symbols, ids)
-    hit, tensor, tf32 = gemm_sym[ids] | conv_sym[ids], tensor_sym[ids] & ~tf32_sym[ids], \
-        tf32_sym[ids]
+    hit = fp32_claimed(rt, rows)
     if not hit.any() or int(dur.sum()) <= 0:  # no measurable compute time (all dur 0)
         return []
-    conv = hit & (conv_sym[ids] | _convolution_ops(rt, k.ops))
+    gemm = name_matches(rt, rows, FP32_GEMM)
+    tensor_core = ~hit & name_matches(rt, rows, TENSOR_GEMM)
+    tf32 = tensor_core & name_matches(rt, rows, TF32_GEMM)
+    tensor = tensor_core & ~tf32
+    conv = hit & (~gemm | _convolution_ops(rt, k.ops))
     fp32, conv_ns = int(dur[hit].sum()), int(dur[conv].sum())
     longest = int(np.flatnonzero(hit)[np.argmax(dur[hit])])
     ops = link(rt, "op_index")[rows[hit]]
@@ -336,29 +335,12 @@ def _convolution_ops(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     launched it (cuDNN's Winograd runs its products as ``sgemm`` kernels)."""
     out = np.zeros(ops.size, dtype=bool)
     has = ops >= 0
-    if has.any():
-        names = rt.events["name"].to_numpy()[ops[has]]
-        uniq, inv = np.unique(names, return_inverse=True)
-        conv = np.array([op_category(rt.symbols[int(i)]) == "convolution"
-                         for i in uniq.tolist()], dtype=bool)
-        out[has] = conv[inv.reshape(-1)]
+    out[has] = name_matches(rt, ops[has], _is_convolution_op)
     return out
 
 
-def _name_classes(symbols: list[str], ids: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per symbol id: whether it names an fp32 GEMM, an fp32 convolution, a tensor-core
-    GEMM, a TF32 one."""
-    fp32 = np.zeros(len(symbols), dtype=bool)
-    conv = np.zeros(len(symbols), dtype=bool)
-    tensor = np.zeros(len(symbols), dtype=bool)
-    tf32 = np.zeros(len(symbols), dtype=bool)
-    for i in np.unique(ids).tolist():
-        fp32[i] = FP32_GEMM.search(symbols[i]) is not None
-        conv[i] = not fp32[i] and fp32_conv(symbols[i])
-        tensor[i] = not (fp32[i] or conv[i]) and TENSOR_GEMM.search(symbols[i]) is not None
-        tf32[i] = tensor[i] and TF32_GEMM.search(symbols[i]) is not None
-    return fp32, conv, tensor, tf32
+def _is_convolution_op(name: str) -> bool:
+    return op_category(name) == "convolution"
 
 
 def _launched_by(rt: RankTrace, ev: pd.DataFrame, ops: np.ndarray,

@@ -51,11 +51,10 @@ from hta.analysis.findings.base import Finding, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import (
     fmt_at,
-    fp32_matrix,
+    fp32_claimed,
     in_steps,
     kernel_labels,
     label_times,
-    tensor_cores,
 )
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.intervals import merge
@@ -192,16 +191,6 @@ def sized_to_share(t: SmTable) -> np.ndarray:
     return np.isin(key, key[fills])
 
 
-def _fp32(rt: RankTrace, t: SmTable) -> np.ndarray:
-    """Whether each kernel is an fp32 GEMM or convolution (``fp32_gemm`` claims those)."""
-    if tensor_cores(rt) is False:  # nothing for fp32_gemm to claim
-        return np.zeros(t.name.size, dtype=bool)
-    uniq, inverse = np.unique(t.name, return_inverse=True)
-    hit = np.array([fp32_matrix(rt.symbols[int(i)]) for i in uniq],
-                   dtype=bool)
-    return hit[inverse.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
-
-
 def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``low_occupancy`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
@@ -211,7 +200,7 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     dur = t.dur
     avail = t.available
     shared = sized_to_share(t)
-    bound = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS) & ~_fp32(rt, t)
+    bound = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS) & ~fp32_claimed(rt, t.pos)
     total, bound_time = int(dur.sum()), int(dur[bound].sum())
     if total <= 0 or bound_time < MIN_LOW_SHARE * total:
         return []

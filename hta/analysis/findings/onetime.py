@@ -80,7 +80,7 @@ from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
-from hta.model.trace import RankTrace
+from hta.model.trace import RankTrace, thread_keys
 
 #: Shortest one-time cost (ns).
 MIN_NS = 1_000_000
@@ -319,6 +319,17 @@ SCRIPT_FUSION = re.compile(r"^fallback_function$|^fused__|^prim::(TensorExpr\w*G
 MODULE_LOAD = re.compile(r"^(cu|hip)(Module|Library)Load")
 
 
+def _holders(rt: RankTrace, calls: np.ndarray, inner: re.Pattern[str]) -> np.ndarray:
+    """The calls directly holding a call named by ``inner``, not named by it themselves,
+    in row order."""
+    groups = calls[name_matches(rt, calls, inner)]
+    if not groups.size:
+        return groups
+    holders = np.unique(link(rt, "parent")[groups])
+    holders = holders[holders >= 0]
+    return holders[~name_matches(rt, holders, inner)]
+
+
 def _unrecorded_holders(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: np.ndarray,
                         inner: re.Pattern[str]) -> np.ndarray:
     """Calls that hold a call named by ``inner`` (TorchScript fusion groups,
@@ -326,15 +337,12 @@ def _unrecorded_holders(rt: RankTrace, calls: np.ndarray, ts: np.ndarray, end: n
     :data:`MIN_NS` or more, and half of their time or more, with none of their children
     running: a compiler at work (TorchScript's profiling executor, MIOpen building its
     kernels for a new shape), which records nothing of it."""
-    groups = calls[name_matches(rt, calls, inner)]
-    if not groups.size:
-        return groups
-    parent = link(rt, "parent")
-    holders = np.unique(parent[groups])
-    holders = holders[holders >= 0]
-    holders = holders[~name_matches(rt, holders, inner)]
+    holders = _holders(rt, calls, inner)
     # only holders that could qualify, and each one's children from one sort
     holders = holders[end[holders] - ts[holders] >= MIN_NS]
+    if not holders.size:
+        return holders
+    parent = link(rt, "parent")
     kids = np.flatnonzero(np.isin(parent, holders))
     kids = kids[np.argsort(parent[kids], kind="stable")]
     bounds = np.searchsorted(parent[kids], holders, side="left")
@@ -356,41 +364,33 @@ def _unrecorded_before_script(rt: RankTrace, calls: np.ndarray, ts: np.ndarray,
     time, right before it: the optimisation and the fusion compile ran there, before
     the call's record began. Returns the calls and where their thread's gap starts."""
     none = np.zeros(0, dtype=np.int64)
-    groups = calls[name_matches(rt, calls, SCRIPT_FUSION)]
-    if not groups.size:
-        return none, none
-    parent = link(rt, "parent")
-    holders = np.unique(parent[groups])
-    holders = holders[holders >= 0]
-    holders = holders[~name_matches(rt, holders, SCRIPT_FUSION)]
+    holders = _holders(rt, calls, SCRIPT_FUSION)
     if not holders.size:
         return none, none
     ev = rt.events
     names = ev["name"].to_numpy()
     holders = holders[np.lexsort((ts[holders], names[holders]))]
     holders = holders[np.r_[True, names[holders][1:] != names[holders][:-1]]]
-    codes = ev["kind"].cat.codes.to_numpy()
-    recorded = np.flatnonzero(kind_mask(codes, ANY_KINDS))
-    thread = _thread_ids(ev, recorded)
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    recorded = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), ANY_KINDS))
+    # each thread's record ends, sorted: the last one before a call is one search away
+    thread = thread_keys(pid[recorded], tid[recorded])
+    order = np.lexsort((end[recorded], thread))
+    thread, ends = thread[order], end[recorded][order]
     out, starts = [], []
-    for h in holders.tolist():
-        same = recorded[(thread == _thread_ids(ev, np.array([h]))[0])
-                        & (end[recorded] <= ts[h])]
-        if not same.size:
+    for h, th in zip(holders.tolist(), thread_keys(pid[holders], tid[holders]).tolist(),
+                     strict=True):
+        lo = int(np.searchsorted(thread, th, side="left"))
+        hi = int(np.searchsorted(thread, th, side="right"))
+        before = lo + int(np.searchsorted(ends[lo:hi], ts[h], side="right"))
+        if before == lo:
             continue
-        begin = int(end[same].max())
+        begin = int(ends[before - 1])
         gap = int(ts[h]) - begin
         if gap >= MIN_NS and gap >= end[h] - ts[h]:
             out.append(h)
             starts.append(begin)
     return np.asarray(out, dtype=np.int64), np.asarray(starts, dtype=np.int64)
-
-
-def _thread_ids(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """One integer per (pid, tid) of ``rows``."""
-    pid = ev["pid"].to_numpy()[rows].astype(np.int64)
-    tid = ev["tid"].to_numpy()[rows].astype(np.int64)
-    return pid * (1 << 32) + (tid & 0xFFFFFFFF)
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray

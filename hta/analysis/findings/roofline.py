@@ -45,7 +45,7 @@ import pandas as pd
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.fusion import fused_away
-from hta.analysis.findings.kernel_common import fp32_matrix, tensor_cores
+from hta.analysis.findings.kernel_common import fp32_claimed
 from hta.analysis.findings.kernels import SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
@@ -77,12 +77,7 @@ def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
     if len(args) and "blocks_per_sm" in args:
         low = (args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)
         claimed[pos[low]] = True
-    names = ev["name"].to_numpy()[rows]
-    uniq, inv = np.unique(names, return_inverse=True)
-    fp32 = np.array([fp32_matrix(rt.symbols[i]) for i in uniq.tolist()],
-                    dtype=bool)
-    if tensor_cores(rt) is not False:  # fp32_gemm claims them
-        claimed[rows[fp32[inv.reshape(-1)]]] = True
+    claimed[rows[fp32_claimed(rt, rows)]] = True
     claimed[fused_away(rt)] = True
     return claimed
 

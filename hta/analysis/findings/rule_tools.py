@@ -10,7 +10,8 @@ __next__``, or a ``record_function`` labelled ``data``, ``data_loading``, ``data
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -42,10 +43,22 @@ _CALLER_KINDS = (*_CPU_KINDS, *sorted(RUNTIME_KINDS))
 _ANNOTATION = KIND_CODE["user_annotation"]
 
 
-def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
-    """Whether each row's name matches ``pattern``: each distinct name is tested once
-    per rank and pattern (the verdicts are kept for the next call,
-    :func:`hta.model.derived.derived`)."""
+@runtime_checkable
+class Searchable(Protocol):
+    """A compiled pattern, or one behind a literal prefilter
+    (:class:`hta.model.prefilter.Prefiltered`)."""
+
+    def search(self, string: str, /) -> object: ...
+
+
+#: What :func:`name_matches` tests a name with: a pattern (searched) or a predicate.
+NameTest = Searchable | Callable[[str], bool]
+
+
+def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarray:
+    """Whether each row's name matches ``pattern`` (a compiled pattern, searched, or a
+    predicate on the name): each distinct name is tested once per rank and test (the
+    verdicts are kept for the next call, :func:`hta.model.derived.derived`)."""
     ids = rt.events["name"].to_numpy()[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
@@ -61,7 +74,8 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: re.Pattern[str]) -> n
     untested = got < 0
     if untested.any():
         new = pd.unique(ids[untested])  # a hash, not a sort: this may run over most events
-        lut[new] = [pattern.search(rt.symbols[i]) is not None for i in new.tolist()]
+        test = pattern.search if isinstance(pattern, Searchable) else pattern
+        lut[new] = [bool(test(rt.symbols[i])) for i in new.tolist()]
         got = lut[ids]
     return got > 0
 
@@ -70,7 +84,7 @@ class _NameTests:
     """Per pattern, the verdict on each name id of a rank (1, 0, or -1: not tested)."""
 
     def __init__(self) -> None:
-        self.verdicts: dict[re.Pattern[str], np.ndarray] = {}
+        self.verdicts: dict[NameTest, np.ndarray] = {}
 
 
 def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,

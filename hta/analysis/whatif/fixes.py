@@ -75,7 +75,7 @@ from hta.analysis.whatif.changes import (
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.model.rules import KIND_CODE, RuleSet
-from hta.model.trace import RankTrace
+from hta.model.trace import RankTrace, thread_keys
 
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
 #: ``vectorized_elementwise_kernel`` instantiated on ``float``).
@@ -91,7 +91,7 @@ _LAUNCH = KIND_CODE["runtime_launch"]
 
 
 def _thread(ev_pid: np.ndarray, ev_tid: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    return ev_pid[rows].astype(np.int64) * (1 << 32) + ev_tid[rows].astype(np.int64)
+    return thread_keys(ev_pid[rows], ev_tid[rows])
 
 
 def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
@@ -447,20 +447,17 @@ def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = N
     (module docstring); ``gemm_bound``: the GEMMs' factor instead of the peak ratio (the
     range's memory-bound end). Raises ValueError when the rank names no known part."""
     from hta.analysis.findings.kernel_common import fp32_matrix
+    from hta.analysis.findings.rule_tools import name_matches
     from hta.analysis.perf.op_performance import rank_device
     from hta.model.devices import peak_tflops
 
     g = jg.ranks[i]
     rt = g.trace
     rows = _gpu_rows(i, jg)
-    names = rt.events["name"].to_numpy()[rows]
-    uniq, inv = np.unique(names, return_inverse=True)
-    gemm = np.array([fp32_matrix(rt.symbols[k]) for k in uniq.tolist()],
-                    dtype=bool)[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=bool)
+    gemm = name_matches(rt, rows, fp32_matrix)
     elem = np.zeros(rows.size, dtype=bool)
-    if dtype in ("bf16", "fp16") and uniq.size:
-        elem = np.array([FP32_ELEMENTWISE.search(rt.symbols[k]) is not None
-                         for k in uniq.tolist()], dtype=bool)[inv.reshape(-1)] & ~gemm
+    if dtype in ("bf16", "fp16"):
+        elem = name_matches(rt, rows, FP32_ELEMENTWISE) & ~gemm
     factor = np.ones(rows.size)
     if gemm.any():
         if gemm_bound is None:
