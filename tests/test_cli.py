@@ -32,7 +32,7 @@ from overview_cases import write_job
 
 from hta.analysis.display_names import DISPLAY_WIDTH
 from hta.report.overview import job_overview
-from hta.report.packing import packed_plotly
+from hta.report.packing import packed_plotly, report_html
 from hta.report.present import display_name, full_text
 from hta.trace_analysis import TraceAnalysis
 
@@ -349,7 +349,7 @@ def test_report_writes_once_and_refuses_to_overwrite(cmd: list[str], tmp_path: P
     proc = run(cmd, "report", str(SYNTHETIC), "--no-cache", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)\n"
-    html = out.read_text()
+    html = report_html(out.read_text())
     assert html.startswith("<!DOCTYPE html>")
     plotly_js = packed_plotly()[0]
     assert html.count(plotly_js) == 1  # embedded once (compressed: hta/report/packing.py)

@@ -149,33 +149,39 @@ def test_figure_has_one_step_line_per_stream(tmp_path):
     assert [list(t.y) for t in fig.data][1] == [2, 1, 2, 1, 0]  # stream 7
 
 
-def test_every_kth_keeps_each_kth_row_and_the_last():
+def test_envelope_keeps_every_peak_and_the_ends_of_each_bin():
+    """A line of 100 rows over a budget of 8 (two time bins of 50 rows): each bin keeps
+    its first and last rows and its lowest and highest; a short line is kept whole."""
+    import numpy as np
     import pandas as pd
 
-    from hta.analysis.thinning import every_kth
+    from hta.analysis.thinning import envelope
 
-    series = pd.DataFrame({"line": [0] * 10 + [1] * 3, "x": list(range(10)) + [0, 1, 2]})
-    shown, thinned = every_kth(series, ["line"], 4)
-    # line 0: 10 rows over a limit of 4: k = 3, rows 0, 3, 6, 9 (9 is also the last)
-    assert thinned and shown["x"].tolist() == [0, 3, 6, 9, 0, 1, 2]
-    shown, thinned = every_kth(series, ["line"], 3)
-    assert shown["x"].tolist() == [0, 4, 8, 9, 0, 1, 2]  # k = 4, and the last row
-    same, thinned = every_kth(series, ["line"], 10)
+    value = np.ones(100, dtype=np.int64)
+    value[37], value[62] = 9, 0  # a one-row spike in the first bin, a dip in the second
+    series = pd.DataFrame({"line": [0] * 100 + [1] * 3, "ts": list(range(100)) + [0, 1, 2],
+                           "v": list(value) + [5, 6, 7]})
+    shown, thinned = envelope(series, ["line"], "ts", ["v"], 8)
+    assert thinned
+    # bin [0, 50): first 0, min 0 (first of the lows), max 37, last 49;
+    # bin [50, 100): first 50, min 62, max 50 (first of the highs), last 99
+    assert shown["ts"].tolist() == [0, 37, 49, 50, 62, 99, 0, 1, 2]
+    same, thinned = envelope(series, ["line"], "ts", ["v"], 100)
     assert not thinned and same is series
 
 
 def test_thinned_series_is_cut_where_the_rank_is(tmp_path):
-    """The report's figure rows: each line cut per rank, as every_kth cuts the whole
+    """The report's figure rows: each line cut per rank, as the envelope cuts the whole
     series; the flag says whether a line was cut."""
     from hta.analysis.queue import thinned_queue_series
-    from hta.analysis.thinning import every_kth
+    from hta.analysis.thinning import envelope
 
     trace = load(tmp_path, full_queue_case()).t
     full = queue_length_time_series(trace)
     longest = int(full.groupby(["rank", "pid", "stream"]).size().max())
     assert longest > 4
     shown, thinned = thinned_queue_series(trace, EVERYTHING, max_points_per_line=4)
-    want, _ = every_kth(full, ["rank", "pid", "stream"], 4)
+    want, _ = envelope(full, ["rank", "pid", "stream"], "ts", ["queue_length"], 4)
     assert thinned and shown.reset_index(drop=True).equals(want.reset_index(drop=True))
     whole, thinned = thinned_queue_series(trace, EVERYTHING, max_points_per_line=longest)
     assert not thinned and len(whole) == len(full)

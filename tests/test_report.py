@@ -25,7 +25,7 @@ from hta.report.builder import (
     table_of,
     write_report,
 )
-from hta.report.packing import report_figures
+from hta.report.packing import report_figures, report_html
 from hta.trace_analysis import TraceAnalysis
 
 
@@ -89,7 +89,7 @@ def test_sections_of_a_hand_built_job(job: TraceAnalysis) -> None:
 
 
 def test_report_html(job: TraceAnalysis, tmp_path: Path) -> None:
-    html = build_report(job, title="a <b>title</b>")
+    html = report_html(build_report(job, title="a <b>title</b>"))
     assert "<title>a &lt;b&gt;title&lt;/b&gt;</title>" in html
     ids = re.findall(r'<div class="figure" id="(fig-\d+)"', html)
     data = report_figures(html)
@@ -99,7 +99,7 @@ def test_report_html(job: TraceAnalysis, tmp_path: Path) -> None:
     with pytest.raises(FileExistsError, match="pass force=True"):
         write_report(job, out)
     write_report(job, out, force=True, iterations=[2], ranks=[1])
-    text = out.read_text()
+    text = report_html(out.read_text())
     assert "steps analysed" in text and "1 (1) of world size 2" in text
 
 
@@ -111,7 +111,7 @@ def test_a_failing_analysis_stays_in_its_section(job: TraceAnalysis,
     sections = [(sid, title, intro, broken if sid == "queue" else fn)
                 for sid, title, intro, fn in SECTIONS]
     monkeypatch.setattr(builder, "SECTIONS", sections)
-    html = build_report(job)
+    html = report_html(build_report(job))
     assert "This analysis failed on this trace: RuntimeError: boom &lt;here&gt;" in html
     assert html.count('<span class="badge err">failed</span>') == 1
     assert '<section id="bandwidth">' in html
@@ -137,27 +137,33 @@ def test_every_section_builds_on_real_traces(folder: str) -> None:
 def test_long_time_series_are_thinned_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(context, "MAX_SERIES_POINTS", 3)
     series = pd.DataFrame({"rank": [0] * 8 + [1] * 2, "ts": np.arange(10),
-                           "queue_length": np.arange(10)})
-    shown, note = context.thin(series, ["rank"])
-    # rank 0: 8 points, every 3rd (0, 3, 6) and the last (7); rank 1: 2 points, all kept
-    assert shown["ts"].tolist() == [0, 3, 6, 7, 8, 9]
+                           "queue_length": [0, 5, 1, 9, 2, 0, 3, 1, 4, 4]})
+    shown, note = context.thin(series, ["rank"], ["queue_length"])
+    # rank 0: 8 points over a budget of 3: one time bin, its first (0), lowest (0, 5),
+    # highest (3) and last (7) rows; rank 1: 2 points, both kept
+    assert shown["ts"].tolist() == [0, 3, 7, 8, 9]
     assert note.startswith("Lines with more than 3 points")
-    kept, no_note = context.thin(series.head(3), ["rank"])
+    kept, no_note = context.thin(series.head(3), ["rank"], ["queue_length"])
     assert len(kept) == 3 and no_note == ""
 
 
 def test_a_figure_of_many_lines_shares_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """64 lines of 5,000 points against a budget of 80,000 for the figure: 1,250 a line
-    (every 4th point, and the last), instead of all 320,000."""
+    """64 lines of 5,000 points against a budget of 80,000 for the figure: at most 1,250
+    a line instead of all 320,000, and never under the floor per line."""
     monkeypatch.setattr(context, "MAX_FIGURE_POINTS", 80_000)
+    monkeypatch.setattr(context, "MAX_SERIES_POINTS", 200_000)
     series = pd.DataFrame({"rank": np.repeat(np.arange(64), 5_000),
-                           "ts": np.tile(np.arange(5_000), 64)})
-    shown, note = context.thin(series, ["rank"])
-    assert (shown.groupby("rank").size() == 1_251).all()  # 0, 4, ..., 4996 and 4999
+                           "ts": np.tile(np.arange(5_000), 64),
+                           "queue_length": np.tile(np.arange(5_000) % 7, 64)})
+    shown, note = context.thin(series, ["rank"], ["queue_length"])
+    sizes = shown.groupby("rank").size()
+    assert (sizes <= 1_250).all() and (sizes > 600).all()
     assert note.startswith("Lines with more than 1,250 points")
+    assert set(shown["queue_length"]) == set(range(7))  # every level still drawn
     monkeypatch.setattr(context, "MAX_FIGURE_POINTS", 640)  # the floor per line holds
-    shown, _ = context.thin(series, ["rank"])
-    assert (shown.groupby("rank").size() == 1_001).all()
+    shown, note = context.thin(series, ["rank"], ["queue_length"])
+    assert (shown.groupby("rank").size() <= context.MIN_LINE_POINTS).all()
+    assert note.startswith(f"Lines with more than {context.MIN_LINE_POINTS:,} points")
 
 
 # -- readable tables and distinct names (issue 28, item 5) ----------------------------------

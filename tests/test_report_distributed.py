@@ -16,6 +16,7 @@ from hta.model.selection import Selection, resolve
 from hta.report import standout
 from hta.report.builder import SECTIONS, build_report
 from hta.report.context import Context, Section
+from hta.report.packing import report_html
 from hta.report.sections_distributed import _drawn_pipelines, pipeline, straggler_causes
 from hta.synthetic.coupled import generate_coupled_job
 from hta.trace_analysis import TraceAnalysis
@@ -54,7 +55,7 @@ def test_sections_follow_the_stragglers() -> None:
 
 @pytest.mark.slow  # the whole report: about 2 s
 def test_report_shows_the_pipeline_and_its_figure(jobs: dict[str, TraceAnalysis]) -> None:
-    page = build_report(jobs["1f1b"])
+    page = report_html(build_report(jobs["1f1b"]))
     part = _section_html(page, "pipeline")
     assert 'class="error"' not in part
     assert "A pipeline of 4 stages, schedule 1f1b" in html.unescape(part)
@@ -66,7 +67,7 @@ def test_report_shows_the_pipeline_and_its_figure(jobs: dict[str, TraceAnalysis]
 
 @pytest.mark.slow  # the whole report: about 2 s
 def test_report_names_the_slow_rank(jobs: dict[str, TraceAnalysis]) -> None:
-    page = build_report(jobs["slow_worker"])
+    page = report_html(build_report(jobs["slow_worker"]))
     part = html.unescape(_section_html(page, "straggler-causes"))
     assert "Rank 3 held the others up the most: slow_compute on step(s) 0-3" in part
     assert len(re.findall(r'id="fig-\d+"', part)) == 1

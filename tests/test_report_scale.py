@@ -18,7 +18,7 @@ from hta.report import standout
 from hta.report.builder import build_sections
 from hta.report.context import Section
 from hta.report.overview import RANK_COLUMNS, JobOverview
-from hta.report.packing import report_figures
+from hta.report.packing import report_figures, report_html
 from hta.report.render import render
 from hta.report.standout import drawn_note, standout_ranks
 from hta.synthetic import generate_job
@@ -30,6 +30,7 @@ DRAWN_FIGURES = {
     "Launch queue length per stream": "queue",
     "Memory allocated and reserved per rank and device": "memory",
     "Memory copy bandwidth": "bandwidth",
+    "Per-copy memory bandwidth": "bandwidth",
     "Kernel launch statistics": "launch",
     "Operators: GPU and CPU time": "operators",
     "GPU time breakdown per rank (share of the GPU time span)": "temporal",
@@ -128,6 +129,7 @@ def test_many_ranks_draw_the_standouts_only(job: TraceAnalysis, many: list[Secti
     html = render(many, [], "scale", plotlyjs="cdn")
     (tmp_path / "report.html").write_text(html, encoding="utf-8")
     figures = report_figures(html)
+    html = report_html(html)
     titles = {fig["layout"]["title"]["text"]: fig for fig in figures.values()}
     notes = [n for s in many for n in s.notes if n.startswith("Drawn for")]
     match = re.match(r"Drawn for 2 of 4 ranks, those that stand out: (\d+) \(([^)]*)\), "
@@ -139,6 +141,9 @@ def test_many_ranks_draw_the_standouts_only(job: TraceAnalysis, many: list[Secti
     for title, sid in DRAWN_FIGURES.items():
         assert drawn_ranks_of(titles[title], title) == drawn, title
         assert any(n.startswith("Drawn for 2 of 4 ranks") for n in section(many, sid).notes)
+    categories = titles["GPU time by category"]["data"]
+    assert {int(r) for t in categories for r in t["x"]} == drawn
+    assert any(n.startswith("Drawn for 2 of 4 ranks") for n in section(many, "hardware").notes)
     lags = drawn_ranks_of(titles["Stragglers: late arrivals at collectives"], "Stragglers")
     assert drawn <= lags and len(lags) <= 3  # and the rank that caused the most wait
     # each note names its TraceAnalysis method, which exists

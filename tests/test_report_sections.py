@@ -17,6 +17,7 @@ from test_stragglers import straggler_job
 
 from hta.report.builder import SECTIONS, build_report, build_sections
 from hta.report.context import LONG_NAME, display_name, table_of
+from hta.report.packing import report_html
 from hta.trace_analysis import TraceAnalysis
 
 SECTION_IDS = [sid for sid, *_ in SECTIONS]
@@ -52,7 +53,7 @@ def test_findings_come_first_and_link_to_report_sections(sample: TraceAnalysis) 
         assert item.section == row["section"] and item.section in SECTION_IDS
         assert item.section_title == sections[item.section].title
         assert item.saving.startswith("~") and f"({row['share_pctg']:.1f}%)" in item.saving
-    html = build_report(sample)
+    html = report_html(build_report(sample))
     assert html.index('<section id="findings">') < html.index('<section id="overview">')
     for item in items:
         assert f'<a class="evidence-link" href="#{item.section}">' in html
@@ -88,7 +89,7 @@ def test_job_sentence_from_the_overview(sample: TraceAnalysis) -> None:
     busy = 100 * ranks["busy_time(us)"].sum() / ranks["kernel_time(us)"].sum()
     idle = 100 * ranks["idle_time(us)"].sum() / ranks["kernel_time(us)"].sum()
     mean_ms = ranks["step_time_mean(us)"].mean() / 1e3
-    html = build_report(sample)
+    html = report_html(build_report(sample))
     sentence = re.search(r'<p class="summary">(.*?)</p>', html)[1]
     assert sentence == (f"4 ranks on 4 × NVIDIA A100-SXM4-80GB, 3 steps of {mean_ms:,.3f} ms "
                         f"on average, the GPUs are busy {busy:.0f}% and idle {idle:.0f}% of "
@@ -118,7 +119,7 @@ def test_hover_names_are_escaped_in_the_page(tmp_path: Path) -> None:
     with b.step(1, ts=0, dur=100_000):
         b.launch_kernel(hostile, cpu_ts=1_000, cpu_dur=500, gpu_ts=2_000, gpu_dur=30_000)
     b.write(tmp_path / "rank-0.json")
-    html = build_report(analyzer_of(tmp_path))
+    html = report_html(build_report(analyzer_of(tmp_path)))
     escaped = "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" + "k" * LONG_NAME
     assert f'title="{escaped}"' in html
     assert "<img" not in html.split('<script type="application/json"')[0]
@@ -187,7 +188,7 @@ def test_new_sections_on_real_traces(folder: str) -> None:
 
 
 def test_job_sentence_without_gpu_work() -> None:
-    html = build_report(analyzer_of(shared_trace("cpu_only")))
+    html = report_html(build_report(analyzer_of(shared_trace("cpu_only"))))
     sentence = re.search(r'<p class="summary">(.*?)</p>', html)[1]
     assert sentence.endswith(", no GPU work."), sentence
 

@@ -19,6 +19,7 @@ from kineto_builder import TraceBuilder
 from test_whatif import GPU_BOUND, simulate
 
 from hta.report.builder import build_report, build_sections
+from hta.report.packing import report_html
 from hta.trace_analysis import TraceAnalysis
 
 pytestmark = pytest.mark.slow  # each test runs the summary or the report: 1-3 s
@@ -135,7 +136,7 @@ def test_report_and_summary_escape_the_bounding_kernels_name(tmp_path: Path) -> 
     folder = simulate(replace(SLOW, ops=ops), tmp_path / "hostile")
     a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
     assert a.get_job_step_bound()["top_work"] == f"gpu: {HOSTILE}"
-    html = build_report(a)
+    html = report_html(build_report(a))
     page = html.split('<script type="application/json"')[0]
     section = page[page.index('<section id="step-bound">'):]
     section = section[:section.index("</section>")]

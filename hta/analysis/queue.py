@@ -41,7 +41,7 @@ import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.select import check_whole_ranks
-from hta.analysis.thinning import every_kth
+from hta.analysis.thinning import envelope
 from hta.model.derived import derived
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
@@ -98,7 +98,7 @@ def thinned_queue_series(trace: RankMapper, selection: Selection,
                          max_points_per_line: int
                          ) -> tuple[pd.DataFrame, bool]:
     """:func:`queue_length_time_series` with each (rank, pid, stream) line cut to about
-    ``max_points_per_line`` rows (:func:`hta.analysis.thinning.every_kth`), where the
+    ``max_points_per_line`` rows (:func:`hta.analysis.thinning.envelope`), where the
     rank is: a figure's rows travel, not every change of a big job's queues. Also
     whether any line was cut. Each rank is first restricted to the selection's
     ``ProfilerStep`` numbers, where it lives (every event when it names none)."""
@@ -114,7 +114,8 @@ def rank_thinned_queue_series(rt: RankTrace, max_points_per_line: int
     """One rank's rows of :func:`thinned_queue_series` (each line cut to about
     ``max_points_per_line`` rows), and whether a line was cut (``rank``, ``thinned``)."""
     series = rank_queue_series(rt)
-    shown, thinned = every_kth(series, ["rank", "pid", "stream"], max_points_per_line)
+    shown, thinned = envelope(series, ["rank", "pid", "stream"], "ts", ["queue_length"],
+                              max_points_per_line)
     return shown, pd.DataFrame({"rank": np.array([rt.rank], dtype=np.int64),
                                 "thinned": np.full(1, thinned)})
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.analysis.thinning import envelope_rows
 from hta.plots._figure_parts import rank_label
 from hta.plots._plotly import colors as plotly_colors
 from hta.plots._plotly import go
@@ -24,19 +25,9 @@ def envelope(ts: np.ndarray, values: list[np.ndarray], bins: int = ENVELOPE_BINS
              ) -> np.ndarray:
     """Rows to keep of a time-sorted series: first, last, min and max of each value
     column within each of ``bins`` equal time bins (all rows when there are few)."""
-    n = ts.shape[0]
-    if n <= 4 * bins:
-        return np.arange(n)
-    lo, hi = int(ts[0]), int(ts[-1])
-    width = max(1, -(-(hi - lo + 1) // bins))
-    b = (ts - lo) // width
-    start = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
-    end = np.r_[start[1:], n] - 1
-    keep = [start, end]
-    for v in values:
-        grouped = pd.Series(v).groupby(b, sort=False)
-        keep += [grouped.idxmin().to_numpy(), grouped.idxmax().to_numpy()]
-    return np.unique(np.concatenate(keep).astype(np.int64))
+    if ts.shape[0] <= 4 * bins:
+        return np.arange(ts.shape[0])
+    return envelope_rows(ts, values, bins)
 
 
 def memory_timeline_figure(timeline_df: pd.DataFrame,

@@ -114,17 +114,28 @@ def _context(analyzer: Analyzer, ranks: Iterable[int] | None, iterations: Iterab
     return Context(analyzer, selection, critical_path_rank, titles)
 
 
+#: Sections built before the others, in this order (the page keeps :data:`SECTIONS`'
+#: order): the findings and the step bound replay the job as ``hta summary`` does, one
+#: after the other, before the other sections' tables are held, so that the report's
+#: peak memory is the summary's.
+BUILT_FIRST = ("findings", "step-bound")
+
+
 def _sections(ctx: Context) -> list[Section]:
-    sections = []
-    for sid, title, intro, build in SECTIONS:
+    order = sorted(range(len(SECTIONS)), key=lambda i: (
+        BUILT_FIRST.index(SECTIONS[i][0]) if SECTIONS[i][0] in BUILT_FIRST
+        else len(BUILT_FIRST), i))
+    sections: dict[int, Section] = {}
+    for i in order:
+        sid, title, intro, build = SECTIONS[i]
         section = Section(sid, title, intro)
         try:
             build(ctx, section)
         except Exception as exc:  # noqa: BLE001 - one analysis must not sink the report
             logger.warning("report section %r failed: %s", title, exc, exc_info=True)
             section.error = f"{type(exc).__name__}: {exc}"
-        sections.append(section)
-    return sections
+        sections[i] = section
+    return [sections[i] for i in range(len(SECTIONS))]
 
 
 def build_sections(analyzer: Analyzer, ranks: Iterable[int] | None = None,

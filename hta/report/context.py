@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from hta.analysis.thinning import every_kth
+from hta.analysis.thinning import envelope
 from hta.model.job import Job
 from hta.model.selection import Selection
 from hta.plots._figure_parts import distinct_short, plain_text_names
@@ -36,14 +36,15 @@ logger = logging.getLogger(__name__)
 
 #: Rows shown per table (the rest is counted in a note under it).
 MAX_TABLE_ROWS = 50
-#: Points kept per time-series figure line before the report thins it (every k-th row).
-MAX_SERIES_POINTS = 200_000
+#: Points kept per time-series figure line before the report thins it (its envelope).
+MAX_SERIES_POINTS = 6_000
 #: Points of a whole time-series figure, shared between its lines (a job of many ranks
-#: and streams would otherwise make a report of tens of MB)...
-MAX_FIGURE_POINTS = 400_000
+#: and streams, or a trace of millions of events, would otherwise make a report of tens
+#: of MB)...
+MAX_FIGURE_POINTS = 8_000
 #: ... but never fewer than this many per line.
-MIN_LINE_POINTS = 1_000
-_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+MIN_LINE_POINTS = 400
+JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
                  0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
@@ -188,7 +189,7 @@ def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
 
 def figure_json(fig: Any) -> str:
     """The figure as JSON text safe inside a ``<script>`` block (see :mod:`hta.report.builder`)."""
-    return pio.to_json(fig, validate=False, pretty=False).translate(_JSON_ESCAPES)
+    return pio.to_json(fig, validate=False, pretty=False).translate(JSON_ESCAPES)
 
 
 def doc(obj: Any) -> str:
@@ -196,15 +197,18 @@ def doc(obj: Any) -> str:
     return inspect.cleandoc(obj.__doc__ or "")
 
 
-def thin(series: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, str]:
+def thin(series: pd.DataFrame, keys: list[str], values: list[str]) -> tuple[pd.DataFrame, str]:
     """At most :data:`MAX_SERIES_POINTS` rows per line, and about
-    :data:`MAX_FIGURE_POINTS` in all (shared between the lines, at least
-    :data:`MIN_LINE_POINTS` each): every k-th row of a longer line, its last row kept
-    (:func:`hta.analysis.thinning.every_kth`)."""
+    :data:`MAX_FIGURE_POINTS` in all, shared between the figure's lines (one per value
+    column and group of ``keys``), at least :data:`MIN_LINE_POINTS` each: a longer line
+    is drawn as its envelope in time bins of ``ts``, each bin keeping its first and last
+    rows and those of its lowest and highest ``values``
+    (:func:`hta.analysis.thinning.envelope`)."""
     if series.empty:
         return series, ""
-    limit = line_limit(series.groupby(keys, sort=False).ngroups)
-    shown, thinned = every_kth(series, keys, limit)
+    # each value column is a line of its own in the figure
+    limit = line_limit(series.groupby(keys, sort=False).ngroups * len(values))
+    shown, thinned = envelope(series, keys, "ts", values, limit)
     return shown, thinned_note(limit) if thinned else ""
 
 
@@ -215,8 +219,9 @@ def line_limit(lines: int) -> int:
 
 def thinned_note(limit: int) -> str:
     """The note under a thinned figure."""
-    return (f"Lines with more than {limit:,} points are drawn from every k-th point "
-            "(the tables use every point).")
+    return (f"Lines with more than {limit:,} points are drawn as their envelope: in each "
+            "time bin the first, last, lowest and highest points (the tables use every "
+            "point).")
 
 
 # -- the context -----------------------------------------------------------------------------
@@ -326,6 +331,6 @@ class Context:
         return Figure(f"fig-{self._n}", str(title), figure_json(plain_text_names(fig)))
 
 
-__all__ = ["Context", "FindingItem", "Figure", "LONG_NAME", "MAX_SERIES_POINTS",
+__all__ = ["Context", "FindingItem", "Figure", "JSON_ESCAPES", "LONG_NAME", "MAX_SERIES_POINTS",
            "MAX_TABLE_ROWS", "Section", "Table", "column_label", "display_name", "doc",
            "figure_json", "format_cell", "table_labels", "table_of", "thin"]

@@ -84,9 +84,32 @@ def report_figures(html: str) -> dict:
     if found is None:
         raise ValueError("no figure data in this HTML: not an hta report")
     size, text = found.groups()
-    if size is None:
-        return json.loads(text)
-    return json.loads(zlib.decompress(decode7(text, int(size)), -15))
+    doc = json.loads(text if size is None else zlib.decompress(decode7(text, int(size)), -15))
+    figures, templates = doc["figures"], doc["templates"]
+    for fig in figures.values():  # each figure's style sheet back in its layout
+        if "template" in fig:
+            fig.setdefault("layout", {})["template"] = templates[fig.pop("template")]
+    return figures
+
+
+def report_html(html: str) -> str:
+    """A report's HTML text with its packed sections written in place, as the page shows
+    them once its script has run (the text itself when nothing is packed)."""
+    import re
+    import zlib
+
+    found = re.search(r'<script type="text/plain" id="hta-sections" data-deflated="(\d+)">'
+                      r"(.*?)</script>\n?", html, re.S)
+    if found is None:
+        return html
+    size, text = found.groups()
+    sections = zlib.decompress(decode7(text, int(size)), -15).decode()
+    html = html[:found.start()] + html[found.end():]
+    opened = re.sub(r'  <div id="hta-sections-here"></div>\n  <noscript>.*?</noscript>\n',
+                    lambda _: sections, html, count=1, flags=re.S)
+    if opened == html:
+        raise ValueError("packed sections without their place: not an hta report")
+    return opened
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,4 +128,4 @@ def plotly_cdn_url() -> str:
 
 
 __all__ = ["AWKWARD", "decode7", "encode7", "pack", "packed_plotly", "plotly_cdn_url",
-           "report_figures"]
+           "report_figures", "report_html"]

@@ -18,7 +18,7 @@ from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace
 from hta.report.analyzer import Analyzer
-from hta.report.context import Section
+from hta.report.context import JSON_ESCAPES, Section
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
 from hta.report.present import ranges_text, time_text
@@ -100,6 +100,9 @@ def _environment() -> jinja2.Environment:
 #: How the report carries plotly.js: packed (compressed, offline; the default), inline
 #: (as is, offline, about 5 MB) or a link to Plotly's CDN (small; needs the network).
 PLOTLYJS_MODES = ("embed", "inline", "cdn")
+#: Sections written as plain HTML (the findings) when the report packs its data: the
+#: rest is deflated with the figures and opened by the page's script.
+PLAIN_SECTIONS = 1
 
 
 def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title: str,
@@ -108,19 +111,24 @@ def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title
     ``plotlyjs`` one of :data:`PLOTLYJS_MODES`."""
     if plotlyjs not in PLOTLYJS_MODES:
         raise ValueError(f"plotlyjs={plotlyjs!r}: choose one of {', '.join(PLOTLYJS_MODES)}")
-    data = {f.id: f.json for s in sections for f in s.figures}
-    # each value is already escaped JSON text: join without re-encoding
-    figures_json = "{" + ",".join(
-        f"{json.dumps(k)}:{v}" for k, v in data.items()) + "}"
+    figures_json = figures_document({f.id: f.json for s in sections for f in s.figures})
     figures_size = 0
     if plotlyjs != "inline":
         figures_json, figures_size = pack(figures_json.encode())
     plotly_js, plotly_size = packed_plotly() if plotlyjs == "embed" else (
         _plotly_js() if plotlyjs == "inline" else "", 0)
     env = _environment()
+    # The sections after the first screen (the findings) travel packed with the figures:
+    # their tables are most of the page's text, and a tenth of it deflated.
+    shown = PLAIN_SECTIONS if plotlyjs != "inline" else len(sections)
+    packed_html, packed_size = "", 0
+    if len(sections) > shown:
+        packed_html, packed_size = pack(env.get_template("sections.html.j2").render(
+            sections=sections[shown:]).encode())
     return env.get_template("report.html.j2").render(
         title=title, header=header, sections=sections, warnings=list(warnings),
-        summary=summary,
+        summary=summary, plain_sections=sections[:shown],
+        sections_html=jinja2.utils.markupsafe.Markup(packed_html), sections_size=packed_size,
         figures_json=jinja2.utils.markupsafe.Markup(figures_json), figures_size=figures_size,
         plotly_js=jinja2.utils.markupsafe.Markup(plotly_js), plotly_size=plotly_size,
         plotly_mode=plotlyjs, plotly_src=plotly_cdn_url() if plotlyjs == "cdn" else "",
@@ -129,6 +137,25 @@ def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title
         version=__version__,
         generated=_dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
+
+
+def figures_document(figures: dict[str, str]) -> str:
+    """The figures' JSON document of a page, from each figure's JSON text by id:
+    ``{"figures": {id: figure}, "templates": [template]}``, each figure's
+    ``layout.template`` (Plotly's style sheet, 6 kB, the same in most figures) written
+    once in ``templates`` and named by its index in the figure's ``template`` (the page's
+    script puts it back). Escaped for a ``<script>`` block (see :mod:`hta.report.builder`)."""
+    templates: dict[str, int] = {}
+    parts = []
+    for fid, text in figures.items():
+        fig = json.loads(text)
+        template = (fig.get("layout") or {}).pop("template", None)
+        if template is not None:
+            fig["template"] = templates.setdefault(
+                json.dumps(template, separators=(",", ":")), len(templates))
+        parts.append(f"{json.dumps(fid)}:{json.dumps(fig, separators=(',', ':'))}")
+    return ('{"figures":{' + ",".join(parts) + '},"templates":['
+            + ",".join(templates) + "]}").translate(JSON_ESCAPES)
 
 
 def _plotly_js() -> str:
@@ -140,4 +167,4 @@ def _plotly_js() -> str:
     return js
 
 
-__all__ = ["PLOTLYJS_MODES", "job_header", "render"]
+__all__ = ["PLAIN_SECTIONS", "PLOTLYJS_MODES", "figures_document", "job_header", "render"]

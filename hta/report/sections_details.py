@@ -17,6 +17,7 @@ from hta.report.context import (
     thinned_note,
 )
 from hta.report.present import time_text
+from hta.report.sections_breakdowns import distribution
 
 
 def launch(ctx: Context, s: Section) -> None:
@@ -100,13 +101,20 @@ def bandwidth(ctx: Context, s: Section) -> None:
     series = bandwidth.memory_bw_time_series(
         ctx.trace, ctx.drawn_selection.every_event(),
         copies=ctx.drawn_rows(copies))
-    shown, note = thin(series, ["rank", "pid", "name"])
+    shown, note = thin(series, ["rank", "pid", "name"], ["memory_bw_gbps"])
     if note:
         s.notes.append(note)
-    s.figures.append(ctx.figure(memory_bw_summary_figure(summary)))
+    if not ctx.all_drawn:
+        medians = summary.pivot_table(index="rank", columns="name", values="p50_bw_gbps",
+                                      aggfunc="first").reset_index()
+        s.figures.append(distribution(
+            ctx, medians, {c: str(c) for c in medians.columns if c != "rank"},
+            f"Median per-copy bandwidth across the {len(ctx.ranks)} ranks",
+            "bandwidth (GB/s)"))
+    s.figures.append(ctx.figure(memory_bw_summary_figure(ctx.drawn_rows(summary))))
     s.figures.append(ctx.figure(memory_bw_figure(shown)))
     if note := ctx.drawn_note("get_memory_bw_time_series(ranks={ranks}, visualize=True)",
-                              "the first figure and the table cover every rank"):
+                              "the distribution and the table cover every rank"):
         s.notes.append(note)
     s.tables.append(table_of(summary, "Per rank and direction"))
 

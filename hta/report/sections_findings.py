@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hta.report.context import Context, FindingItem, Section, doc, table_of
+from hta.report.context import Context, FindingItem, Section, doc, table_of, thin
 from hta.report.devices import device_name
 from hta.report.present import display_name, finding_saving_text, ranks_text, time_text
 from hta.report.standout import drawn_note
@@ -16,7 +16,10 @@ from hta.report.standout import drawn_note
 #: Ranks whose unexplained-idle note is written under the coverage table.
 NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
-TIMELINE_SEGMENTS = 20_000
+TIMELINE_SEGMENTS = 3_000
+#: Ranks in the stragglers' upper panel (the wait each caused) when not every rank is
+#: drawn: those that caused the most.
+WAIT_BARS = 32
 #: A merge resolution past any trace's span: each stream of a rank becomes one segment.
 WHOLE_STREAM = 1 << 62
 
@@ -200,8 +203,11 @@ def memory(ctx: Context, s: Section) -> None:
                        "torch.profiler.profile(profile_memory=True) to see allocations.")
         return
     if len(timeline_df):
-        s.figures.append(ctx.figure(memory_timeline_figure(
-            timeline_df, ctx.drawn_rows(summary))))
+        shown, thinned = thin(timeline_df, ["rank", "device"],
+                              ["total_allocated", "total_reserved"])
+        s.figures.append(ctx.figure(memory_timeline_figure(shown, ctx.drawn_rows(summary))))
+        if thinned:
+            s.notes.append(thinned)
         if note := ctx.drawn_note("get_memory_timeline(ranks={ranks}, visualize=True)"):
             s.notes.append(note)
     if summary.empty:
@@ -231,12 +237,17 @@ def stragglers(ctx: Context, s: Section) -> None:
     if not ctx.all_drawn and float(top["score"]) > 0:
         drawn.setdefault(int(top["rank"]), []).append("caused the most wait")
         drawn = dict(sorted(drawn.items()))
+    bars = summary
+    if not ctx.all_drawn and len(summary) > WAIT_BARS:
+        bars = summary.nlargest(WAIT_BARS, "total_wait_caused(us)")
     s.figures.append(ctx.figure(straggler_figure(
-        summary, arrivals[arrivals["rank"].isin(list(drawn))])))
+        bars, arrivals[arrivals["rank"].isin(list(drawn))])))
     if not ctx.all_drawn:
+        covers = ("the upper panel and the tables cover every rank" if len(bars) == len(
+            summary) else f"the upper panel the {WAIT_BARS} ranks that caused the most wait, "
+            "the tables every rank")
         s.notes.append(drawn_note(drawn, len(ctx.ranks), "get_collective_arrivals()",
-                                  "the upper panel and the tables cover every rank",
-                                  "gives every rank's lags"))
+                                  covers, "gives every rank's lags"))
     if float(top["score"]) > 0:
         s.intro = (f"Rank {int(top['rank'])} caused the most wait: "
                    f"{time_text(float(top['total_wait_caused(us)']), 1, 'µs')} over "

@@ -9,6 +9,7 @@ import pandas as pd
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
+from hta.report.sections_breakdowns import distribution
 
 OPS_SHOWN = 30
 #: % of the roof above which a row is flagged: beyond rounding and timer jitter, a call
@@ -33,7 +34,17 @@ def hardware(ctx: Context, s: Section) -> None:
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
-    s.figures.append(ctx.figure(category_time_figure(cats)))
+    if not ctx.all_drawn:
+        shares = cats.pivot_table(index="rank", columns="category", values="share(%)",
+                                  aggfunc="sum", fill_value=0.0).reset_index()
+        s.figures.append(distribution(
+            ctx, shares, {c: str(c) for c in shares.columns if c != "rank"},
+            f"GPU time by category across the {len(ctx.ranks)} ranks",
+            "share of the rank's GPU time (%)"))
+    s.figures.append(ctx.figure(category_time_figure(ctx.drawn_rows(cats))))
+    if drawn := ctx.drawn_note("get_op_performance(ranks={ranks})",
+                               "the distribution and the table cover every rank"):
+        s.notes.append(drawn)
     s.tables.append(table_of(cats, "GPU time by category"))
     summary = ctx.answers.op_summary
     if not len(summary) or not (summary["input_dims"] != "").any():

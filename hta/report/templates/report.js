@@ -36,12 +36,30 @@
       document.head.appendChild(script);  // runs now, defining window.Plotly
     });
   }
-  function draw(figures) {
+  function openSections() {
+    var el = document.getElementById("hta-sections");
+    if (!el) {
+      return Promise.resolve();  // written as plain HTML
+    }
+    return unpack(el).then(function (html) {
+      var here = document.getElementById("hta-sections-here");
+      here.insertAdjacentHTML("beforebegin", html);  // the page's own escaped markup
+      here.remove();
+      var target = location.hash && document.getElementById(location.hash.slice(1));
+      if (target) {
+        target.scrollIntoView();  // a link to a packed section: it exists only now
+      }
+    });
+  }
+  function draw(doc) {
     var config = {responsive: true, displaylogo: false};
     document.querySelectorAll("div[data-figure]").forEach(function (div) {
-      var fig = figures[div.getAttribute("data-figure")];
+      var fig = doc.figures[div.getAttribute("data-figure")];
       if (fig) {
         var layout = fig.layout || {};
+        if (fig.template !== undefined) {
+          layout.template = doc.templates[fig.template];  // written once for every figure
+        }
         if (!layout.height) {
           layout.height = 450;  // plotly's default; the div alone would give min-height
         }
@@ -53,27 +71,33 @@
       }
     });
   }
-  Promise.all([unpack(document.getElementById("hta-figures")), loadPlotly()])
+  var opened = openSections();
+  opened.then(followSections).catch(function (err) {
+    console.error("hta report: the sections could not be opened: " + err);
+  });
+  Promise.all([unpack(document.getElementById("hta-figures")), loadPlotly(), opened])
     .then(function (done) { draw(JSON.parse(done[0])); })
     .catch(function (err) {
       console.error("hta report: the figures could not be drawn: " + err);
     });
   // highlight the section in view in the table of contents
-  var links = {};
-  document.querySelectorAll("nav#toc a").forEach(function (a) {
-    links[a.getAttribute("href").slice(1)] = a;
-  });
-  if ("IntersectionObserver" in window) {
-    var observer = new IntersectionObserver(function (entries) {
-      entries.forEach(function (e) {
-        if (e.isIntersecting && links[e.target.id]) {
-          Object.keys(links).forEach(function (k) { links[k].classList.remove("active"); });
-          links[e.target.id].classList.add("active");
-        }
-      });
-    }, {rootMargin: "0px 0px -70% 0px"});
-    document.querySelectorAll("main > header, main > section").forEach(function (el) {
-      observer.observe(el);
+  function followSections() {
+    var links = {};
+    document.querySelectorAll("nav#toc a").forEach(function (a) {
+      links[a.getAttribute("href").slice(1)] = a;
     });
+    if ("IntersectionObserver" in window) {
+      var observer = new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) {
+          if (e.isIntersecting && links[e.target.id]) {
+            Object.keys(links).forEach(function (k) { links[k].classList.remove("active"); });
+            links[e.target.id].classList.add("active");
+          }
+        });
+      }, {rootMargin: "0px 0px -70% 0px"});
+      document.querySelectorAll("main > header, main > section").forEach(function (el) {
+        observer.observe(el);
+      });
+    }
   }
 })();
