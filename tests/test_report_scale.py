@@ -144,6 +144,14 @@ def test_many_ranks_draw_the_standouts_only(job: TraceAnalysis, many: list[Secti
     categories = titles["GPU time by category"]["data"]
     assert {int(r) for t in categories for r in t["x"]} == drawn
     assert any(n.startswith("Drawn for 2 of 4 ranks") for n in section(many, "hardware").notes)
+    # the wait bars: the ranks that caused wait (at most WAIT_BARS), not every rank
+    from hta.analysis.stragglers import straggler_summary
+
+    summary = straggler_summary(job.get_collective_arrivals())
+    waited = set(summary.loc[summary["total_wait_caused(us)"] > 0, "rank"].astype(int))
+    bars = next(t for t in titles["Stragglers: late arrivals at collectives"]["data"]
+                if t["type"] == "bar")
+    assert waited and {int(x.split()[-1]) for x in bars["x"]} == waited
     lags = drawn_ranks_of(titles["Stragglers: late arrivals at collectives"], "Stragglers")
     assert drawn <= lags and len(lags) <= 3  # and the rank that caused the most wait
     # each note names its TraceAnalysis method, which exists

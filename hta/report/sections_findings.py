@@ -18,7 +18,7 @@ NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
 TIMELINE_SEGMENTS = 3_000
 #: Ranks in the stragglers' upper panel (the wait each caused) when not every rank is
-#: drawn: those that caused the most.
+#: drawn: those that caused wait, at most this many (those that caused the most).
 WAIT_BARS = 32
 #: A merge resolution past any trace's span: each stream of a rank becomes one segment.
 WHOLE_STREAM = 1 << 62
@@ -238,14 +238,19 @@ def stragglers(ctx: Context, s: Section) -> None:
         drawn.setdefault(int(top["rank"]), []).append("caused the most wait")
         drawn = dict(sorted(drawn.items()))
     bars = summary
-    if not ctx.all_drawn and len(summary) > WAIT_BARS:
-        bars = summary.nlargest(WAIT_BARS, "total_wait_caused(us)")
+    if not ctx.all_drawn:  # the ranks that caused wait, the most first
+        waited = summary[summary["total_wait_caused(us)"] > 0]
+        bars = waited.nlargest(WAIT_BARS, "total_wait_caused(us)") if len(waited) else \
+            summary[summary["rank"].isin(list(drawn))]
     s.figures.append(ctx.figure(straggler_figure(
         bars, arrivals[arrivals["rank"].isin(list(drawn))])))
     if not ctx.all_drawn:
-        covers = ("the upper panel and the tables cover every rank" if len(bars) == len(
-            summary) else f"the upper panel the {WAIT_BARS} ranks that caused the most wait, "
-            "the tables every rank")
+        waiting = int((summary["total_wait_caused(us)"] > 0).sum())
+        covers = (f"the upper panel the {len(bars)} ranks that caused wait"
+                  + (f" (the {WAIT_BARS} that caused the most, of {waiting})"
+                     if waiting > WAIT_BARS else "")
+                  + ", the tables every rank" if waiting else
+                  "no rank caused wait; the tables cover every rank")
         s.notes.append(drawn_note(drawn, len(ctx.ranks), "get_collective_arrivals()",
                                   covers, "gives every rank's lags"))
     if float(top["score"]) > 0:
