@@ -57,3 +57,21 @@ def test_the_figure_weighs_the_same_at_any_rank_count() -> None:
         sizes.append(len(fig.to_json()))
         assert len(json.dumps(fig.to_plotly_json()["data"], default=str)) < 2_000
     assert abs(sizes[0] - sizes[1]) < 200, sizes
+
+
+def test_close_ranks_share_one_label() -> None:
+    """Three ranks within 4 % of the value range on one metric read as one label at the
+    lowest, the far one alone (on the other side); a lone rank on another metric keeps
+    its own; every point keeps its rank in its hover."""
+    table = pd.DataFrame({"rank": range(10), "a": np.arange(10) * 10.0,
+                          "b": np.arange(10) * 10.0})
+    marked = pd.DataFrame({"rank": [7, 3, 5, 9, 2], "metric": ["a", "a", "a", "a", "b"],
+                           "value": [41.0, 40.0, 42.5, 90.0, 20.0],
+                           "why": ["slowest", "fastest", "median", "most idle", "x"]})
+    fig = rank_distribution_figure(rank_distribution(table, ["a", "b"]), marked)
+    points = fig.data[1]
+    assert list(points.text) == ["", "ranks 3, 5, 7", "", "rank 9", "rank 2"]
+    # on "a" the groups alternate sides; "b", the rightmost box, leans inwards
+    assert list(points.textposition) == ["middle right"] * 3 + ["middle left", "middle left"]
+    assert [row[1] for row in points.customdata] == ["rank 7", "rank 3", "rank 5", "rank 9",
+                                                     "rank 2"]

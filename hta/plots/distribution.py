@@ -34,15 +34,13 @@ def rank_distribution_figure(stats: pd.DataFrame, marked: pd.DataFrame | None = 
     ))
     if marked is not None and len(marked):
         where = dict(zip(stats["metric"], names, strict=True))
+        text, side = marked_labels(marked, stats)
         fig.add_trace(go.Scatter(
             x=[where[m] for m in marked["metric"]], y=marked["value"], mode="markers+text",
-            name="ranks that stand out", text=[rank_label(r) for r in marked["rank"]],
-            # labels alternate sides, so two ranks at one value stay readable
-            textposition=["middle right" if i % 2 == 0 else "middle left"
-                          for i in range(len(marked))],
+            name="ranks that stand out", text=text, textposition=side,
             marker={"color": "#d62728", "size": 7},
-            customdata=marked[["why"]],
-            hovertemplate="%{text}: %{y:,.2f}<br>%{customdata[0]}<extra></extra>"))
+            customdata=marked[["why"]].assign(rank=[rank_label(r) for r in marked["rank"]]),
+            hovertemplate="%{customdata[1]}: %{y:,.2f}<br>%{customdata[0]}<extra></extra>"))
     fig.update_layout(title_text=title or "Distribution across ranks",
                       legend_title_text="")
     fig.update_yaxes(title_text=unit)
@@ -50,4 +48,41 @@ def rank_distribution_figure(stats: pd.DataFrame, marked: pd.DataFrame | None = 
     return fig
 
 
-__all__ = ["rank_distribution_figure"]
+#: Marked points of one metric closer than this share of the figure's value range share
+#: one label.
+LABEL_GAP = 0.04
+
+
+def marked_labels(marked: pd.DataFrame, stats: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The text and side of each marked point: on each metric, points closer than
+    :data:`LABEL_GAP` of the figure's value range (from the lowest whisker or point to the
+    highest) form a group labelled once, at its lowest point (``ranks 3, 7, 9``), the
+    others left blank (their hover names them); groups alternate sides, so labels never
+    print over one another, and those of the rightmost box start on its left."""
+    values = pd.concat([stats["lower"], stats["upper"], marked["value"]]).dropna()
+    span = float(values.max() - values.min()) if len(values) else 0.0
+    gap = LABEL_GAP * span
+    text = [""] * len(marked)
+    side = ["middle right"] * len(marked)
+    pos = {i: k for k, i in enumerate(marked.index)}
+    rightmost = stats["metric"].iloc[-1] if len(stats) else None
+    for metric, rows in marked.groupby("metric", sort=False):
+        first = 1 if metric == rightmost else 0  # the last box's labels lean inwards
+        ordered = rows.sort_values("value", kind="stable")
+        groups: list[list[int]] = []
+        last = None
+        for i, value in zip(ordered.index, ordered["value"], strict=True):
+            if last is None or float(value) - last > gap:
+                groups.append([])
+            groups[-1].append(i)
+            last = float(value)
+        for g, members in enumerate(groups, start=first):
+            ranks = ", ".join(str(r) for r in sorted(int(marked.at[i, "rank"])
+                                                      for i in members))
+            text[pos[members[0]]] = f"rank{'s' if len(members) > 1 else ''} {ranks}"
+            for i in members:
+                side[pos[i]] = "middle right" if g % 2 == 0 else "middle left"
+    return text, side
+
+
+__all__ = ["marked_labels", "rank_distribution_figure"]
