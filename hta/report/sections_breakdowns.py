@@ -56,6 +56,18 @@ def distribution(ctx: Context, df: pd.DataFrame, labels: dict[str, str], title: 
                                                labels, title, unit))
 
 
+def distribution_by(ctx: Context, df: pd.DataFrame, by: str, value: str, title: str,
+                    unit: str, fill: float | None = 0.0, how: str = "sum") -> Figure:
+    """:func:`distribution` of a long table (rows per rank and ``by``): one box per value
+    of ``by``, of each rank's ``value`` (its rows' ``how``: ``"sum"``, or ``"first"`` for
+    one row each; ``fill`` for a rank without that ``by``, ``None``: the rank is left out
+    of that box, as is a missing value)."""
+    wide = df.pivot_table(index="rank", columns=by, values=value, aggfunc=how,
+                          fill_value=fill).reset_index()
+    return distribution(ctx, wide, {c: str(c) for c in wide.columns if c != "rank"}, title,
+                        unit)
+
+
 def overview(ctx: Context, s: Section) -> None:
     from hta.report import overview
 
@@ -139,11 +151,8 @@ def kernels(ctx: Context, s: Section) -> None:
         s.notes.append("No GPU kernels, copies or memsets in the selection.")
         return
     if not ctx.all_drawn:
-        shares = types.pivot_table(index="rank", columns="kernel_type", values="percentage",
-                                   aggfunc="sum", fill_value=0.0).reset_index()
-        kinds = [c for c in shares.columns if c != "rank"]
-        s.figures.append(distribution(
-            ctx, shares, {k: str(k) for k in kinds},
+        s.figures.append(distribution_by(
+            ctx, types, "kernel_type", "percentage",
             f"GPU busy time by kernel type across the {len(ctx.ranks)} ranks",
             "share of the rank's GPU busy time (%)"))
     s.figures.append(ctx.figure(kernel_type_figure(ctx.drawn_rows(types))))

@@ -17,7 +17,7 @@ from hta.report.context import (
     thinned_note,
 )
 from hta.report.present import time_text
-from hta.report.sections_breakdowns import distribution
+from hta.report.sections_breakdowns import distribution_by
 
 
 def launch(ctx: Context, s: Section) -> None:
@@ -105,12 +105,10 @@ def bandwidth(ctx: Context, s: Section) -> None:
     if note:
         s.notes.append(note)
     if not ctx.all_drawn:
-        medians = summary.pivot_table(index="rank", columns="name", values="p50_bw_gbps",
-                                      aggfunc="first").reset_index()
-        s.figures.append(distribution(
-            ctx, medians, {c: str(c) for c in medians.columns if c != "rank"},
+        s.figures.append(distribution_by(
+            ctx, summary, "name", "p50_bw_gbps",
             f"Median per-copy bandwidth across the {len(ctx.ranks)} ranks",
-            "bandwidth (GB/s)"))
+            "bandwidth (GB/s)", fill=None, how="first"))
     s.figures.append(ctx.figure(memory_bw_summary_figure(ctx.drawn_rows(summary))))
     s.figures.append(ctx.figure(memory_bw_figure(shown)))
     if note := ctx.drawn_note("get_memory_bw_time_series(ranks={ranks}, visualize=True)",

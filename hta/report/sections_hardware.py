@@ -9,7 +9,7 @@ import pandas as pd
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc, table_of
-from hta.report.sections_breakdowns import distribution
+from hta.report.sections_breakdowns import distribution_by
 
 OPS_SHOWN = 30
 #: % of the roof above which a row is flagged: beyond rounding and timer jitter, a call
@@ -35,10 +35,8 @@ def hardware(ctx: Context, s: Section) -> None:
         s.notes.append("No GPU work in the selection.")
         return
     if not ctx.all_drawn:
-        shares = cats.pivot_table(index="rank", columns="category", values="share(%)",
-                                  aggfunc="sum", fill_value=0.0).reset_index()
-        s.figures.append(distribution(
-            ctx, shares, {c: str(c) for c in shares.columns if c != "rank"},
+        s.figures.append(distribution_by(
+            ctx, cats, "category", "share(%)",
             f"GPU time by category across the {len(ctx.ranks)} ranks",
             "share of the rank's GPU time (%)"))
     s.figures.append(ctx.figure(category_time_figure(ctx.drawn_rows(cats))))
