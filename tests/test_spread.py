@@ -61,10 +61,41 @@ def test_findings_spread_over_workers_equal_those_of_one_process(
 
     monkeypatch.setattr(spread, "spread_visit", counted)
     spread_findings = spread_job.get_findings(replay=False)
-    assert visits == [2]
+    assert visits == [2, 2]  # the job rules' per-rank inputs, then the rank rules
     pd.testing.assert_frame_equal(here, spread_findings)
     pd.testing.assert_frame_equal(_job(1).get_findings_coverage(),
                                   spread_job.get_findings_coverage())
+
+
+def test_the_job_rules_inputs_are_read_in_one_spread_visit_and_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job rules' per-rank tables come from one visit on the workers, kept for the
+    job: each equals the table the rule would read here; a job visited here keeps
+    nothing ahead."""
+    from hta.analysis.clock import hosts_visit, kernels_visit
+    from hta.analysis.findings import engine
+    from hta.analysis.findings.collective_bw import inputs_visit
+    from hta.model.runner import recalled, run_one
+
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    calls = _count_forked_maps(monkeypatch)
+    job = _job(2).t
+    ranks = job.get_ranks()
+    engine._read_job_inputs(job, Selection.of(ranks), engine.default_rules())
+    assert len(calls) == 1
+    for key, work in (kernels_visit(ranks, None), hosts_visit(ranks),
+                      inputs_visit(ranks, None)):
+        kept, here = recalled(job, key), run_one(job, work, Selection.of(ranks))
+        if isinstance(here, tuple):
+            for a, b in zip(kept, here, strict=True):
+                pd.testing.assert_frame_equal(a, b)
+        elif isinstance(here, dict):
+            assert kept == here
+        else:
+            pd.testing.assert_frame_equal(kept, here)
+    single = _job(1).t
+    engine._read_job_inputs(single, Selection.of(ranks), engine.default_rules())
+    assert recalled(single, kernels_visit(ranks, None)[0]) is None and len(calls) == 1
 
 
 def test_a_spread_visit_runs_in_other_processes_in_rank_order(

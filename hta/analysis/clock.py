@@ -49,9 +49,7 @@ and is not shifted.
 from __future__ import annotations
 
 import logging
-import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from collections.abc import Hashable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -63,7 +61,7 @@ from hta.analysis.stragglers import (
     rank_collective_kernels,
 )
 from hta.model.job import Job
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, remembered, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -135,49 +133,36 @@ def clock_offsets(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame
     return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
 
 
-#: Per job, the last visits' answers (:func:`_kernels`, :func:`_hosts`): the clock offsets
-#: and the straggler rule read the same collective kernels and hosts.
-_VISITS: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+def kernels_visit(selected: list[int], iters: list[int] | None
+                  ) -> tuple[Hashable, RankWork]:
+    """The key and the work of the communication kernels of the ``selected`` ranks
+    (the clock offsets and the straggler rule read them)."""
+    return (("kernels", tuple(selected), None if iters is None else tuple(iters)),
+            RankWork(rank_collective_kernels, (iters,), description="Collectives",
+                     add_rank=False, empty=no_collective_kernels))
 
 
-def _visited(trace: Job, key: Hashable, visit: Callable[[], Any]) -> Any:
-    """``visit()`` (a visit of the job's ranks), kept for the job while its ranks are
-    unchanged: the same events tables in the same state, and the same transforms of a
-    distributed job."""
-    ranks = getattr(trace, "ranks", None)
-    state = (tuple((r, id(rt.events), rt.generation) for r, rt in ranks.items())
-             if isinstance(ranks, dict) else (),
-             tuple(id(t) for t in getattr(trace, "transforms", ())))
-    try:
-        kept = _VISITS.setdefault(trace, {})
-    except TypeError:  # a job that cannot be weakly referenced: no memo
-        return visit()
-    if kept.get("state") != state:
-        kept.clear()
-        kept["state"] = state
-    if key not in kept:
-        kept[key] = visit()
-    value = kept[key]
-    return value.copy() if isinstance(value, pd.DataFrame | dict) else value
+def hosts_visit(selected: list[int]) -> tuple[Hashable, RankWork]:
+    """The key and the work of the ``selected`` ranks' hosts (rank -> host name)."""
+    return ("hosts", tuple(selected)), RankWork(rank_host_row, description="Hosts",
+                                                add_rank=False, empty=no_hosts,
+                                                finish=_host_of)
+
+
+def _host_of(hosts: pd.DataFrame) -> dict[int, str]:
+    return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
 
 
 def _kernels(trace: Job, selected: list[int], iters: list[int] | None) -> pd.DataFrame:
     """The communication kernels of the ``selected`` ranks (one visit per job, ranks and
-    steps)."""
-    return _visited(trace, ("kernels", tuple(selected), None if iters is None else
-                            tuple(iters)), lambda: run_one(trace, RankWork(
-                                rank_collective_kernels, (iters,), description="Collectives",
-                                add_rank=False, empty=no_collective_kernels),
-                                Selection.of(selected)))
+    steps: :func:`hta.model.runner.remembered`)."""
+    key, work = kernels_visit(selected, iters)
+    return remembered(trace, key, lambda: run_one(trace, work, Selection.of(selected)))
 
 
 def _hosts(trace: Job, selected: list[int]) -> dict[int, str]:
-    def visit() -> dict[int, str]:
-        hosts = run_one(trace, RankWork(rank_host_row, description="Hosts", add_rank=False,
-                                        empty=no_hosts), Selection.of(selected))
-        return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
-
-    return _visited(trace, ("hosts", tuple(selected)), visit)
+    key, work = hosts_visit(selected)
+    return remembered(trace, key, lambda: run_one(trace, work, Selection.of(selected)))
 
 
 def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
@@ -297,5 +282,6 @@ def aligned_arrivals(trace: Job, selection: Selection = EVERYTHING,
 
 
 __all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "no_hosts", "offsets_from_kernels", "rank_host", "rank_host_row",
-           "rank_hosts", "shift_rank", "shift_times"]
+           "estimate_offsets", "hosts_visit", "kernels_visit", "no_hosts",
+           "offsets_from_kernels", "rank_host", "rank_host_row", "rank_hosts", "shift_rank",
+           "shift_times"]

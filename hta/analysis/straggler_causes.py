@@ -68,7 +68,7 @@ from the replay. Sorted by ``held(us)``, largest first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,7 @@ from hta.analysis.intervals import Cover
 from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import matched_collectives
 from hta.model.job import Job
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, remembered, run_one
 from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace
 
@@ -241,6 +241,15 @@ def stretches(instances: pd.DataFrame, profile: pd.DataFrame,
 
 
 # -- the causes ---------------------------------------------------------------------------------
+def profile_visit(ranks: list[int], iterations: StepList
+                  ) -> tuple[Hashable, RankWork]:
+    """The key and the work of the ``ranks``' step profiles (:func:`rank_step_profile`)."""
+    steps = None if iterations is None else tuple(iterations)
+    return (("step_profile", tuple(ranks), steps),
+            RankWork(rank_step_profile, (iterations,), description="Step profiles",
+                     add_rank=False, empty=no_profile))
+
+
 def job_straggler_causes(trace: Job, selection: Selection, arrivals: pd.DataFrame,
                          offsets: Mapping[int, int] | None = None) -> pd.DataFrame:
     """:func:`straggler_causes` of the selected ranks: ``arrivals`` the matched
@@ -250,9 +259,8 @@ def job_straggler_causes(trace: Job, selection: Selection, arrivals: pd.DataFram
     ranks = rank_numbers(trace, selection)
     if len(ranks) < 2:
         return no_causes()
-    profile = run_one(trace, RankWork(rank_step_profile, (selection.iteration_list,),
-                                      description="Step profiles", add_rank=False,
-                                      empty=no_profile), Selection.of(ranks))
+    key, work = profile_visit(ranks, selection.iteration_list)
+    profile = remembered(trace, key, lambda: run_one(trace, work, Selection.of(ranks)))
     instances = collective_instances(arrivals)
     bounds = stretches(instances, profile, offsets)
     measures = run_one(trace, RankWork(rank_stretch_measures, (bounds,),

@@ -45,13 +45,20 @@ else. The design:
   visit is over; ``errors="return"`` makes the exception that work's answer (a report
   shows it in the work's own section). ``finish`` raising is treated the same way.
 
+* **Kept answers**: :func:`remembered` keeps a visit's answer for the job (under a key,
+  while its ranks are unchanged), so analyses that read the same per-rank tables visit
+  once; :func:`remember_together` reads several such answers in one visit spread over the
+  workers of an in-memory job (the findings' job rules: their inputs would otherwise be
+  visited rank after rank in this process).
+
 ``job.map_ranks`` (both job classes have it) is the runner's transport and is internal:
 analyses, the facade, the report and the CLI call :func:`run`, never it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -366,5 +373,78 @@ def one_rank_trace(rt: RankTrace) -> Trace:
     return trace
 
 
+# -- answers of whole visits, kept per job -----------------------------------------------------
+#: Per job, answers of visits kept by key (:func:`remembered`).
+_VISITS: weakref.WeakKeyDictionary[Any, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+
+
+def _kept_visits(job: Any) -> dict[Hashable, Any] | None:
+    """The job's kept answers, emptied when its ranks changed (other events tables, or
+    tables changed in place by the model, or other transforms of a distributed job);
+    None for a job that cannot be weakly referenced."""
+    ranks = getattr(job, "ranks", None)
+    state = (tuple((r, id(rt.events), rt.generation) for r, rt in ranks.items())
+             if isinstance(ranks, dict) else (),
+             tuple(id(t) for t in getattr(job, "transforms", ())))
+    try:
+        kept = _VISITS.setdefault(job, {})
+    except TypeError:
+        return None
+    if kept.get("state") != state:
+        kept.clear()
+        kept["state"] = state
+    return kept
+
+
+def _handed(value: Any) -> Any:
+    """A kept answer as handed out: frames and dicts (also inside a tuple) copied."""
+    if isinstance(value, tuple):
+        return tuple(_handed(v) for v in value)
+    return value.copy() if isinstance(value, pd.DataFrame | dict) else value
+
+
+def remembered(job: Any, key: Hashable, visit: Callable[[], Any]) -> Any:
+    """``visit()`` (a visit of the job's ranks), kept for the job under ``key`` while
+    its ranks are unchanged: several analyses that read the same per-rank tables (the
+    clock offsets and the straggler rule read the same collective kernels) visit once."""
+    kept = _kept_visits(job)
+    if kept is None:
+        return visit()
+    if key not in kept:
+        kept[key] = visit()
+    return _handed(kept[key])
+
+
+def recalled(job: Any, key: Hashable) -> Any:
+    """The answer kept for the job under ``key`` (:func:`remembered`,
+    :func:`remember_together`), or None."""
+    kept = _kept_visits(job)
+    return _handed(kept[key]) if kept is not None and key in kept else None
+
+
+def remember_together(job: Any, visits: Sequence[tuple[Hashable, RankWork]],
+                      selection: Selection) -> None:
+    """The answers of several works, from one visit of ``selection``'s ranks spread over
+    forked workers (:mod:`hta.model.spread`), kept for :func:`remembered` under their
+    keys; for an in-memory job whose visit would spread only (else nothing: each answer is
+    computed when asked, as it was). A work that fails keeps nothing: asked again, it
+    raises where it is asked."""
+    from hta.model.spread import workers_for
+
+    kept = _kept_visits(job)
+    if kept is None or not isinstance(job, Trace):
+        return
+    missing = [(key, work) for key, work in visits if key not in kept]
+    if not missing or workers_for(job, job.selected_ranks(selection.rank_list)) <= 1:
+        return
+    answers = run(job, [replace(work, spread=True) for _, work in missing], selection,
+                  errors="return", description=", ".join(dict.fromkeys(
+                      work.name for _, work in missing)))
+    for (key, _), answer in zip(missing, answers, strict=True):
+        if not isinstance(answer, BaseException):
+            kept[key] = answer
+
+
 __all__ = ["Failed", "Kept", "OnTrace", "RankWork", "concat_tables", "keep",
-           "one_rank_trace", "restrict_rank", "run", "run_one", "visit"]
+           "one_rank_trace", "recalled", "remember_together", "remembered",
+           "restrict_rank", "run", "run_one", "visit"]

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import replace
 from functools import partial
 
@@ -49,7 +50,7 @@ from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.analysis.stragglers import match_collectives
 from hta.model.job import Job
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, remembered, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -120,13 +121,22 @@ def check_collective_bw(trace: Trace, selection: Selection, link_gbps: float | N
     return found
 
 
+def inputs_visit(ranks: list[int], iterations: list[int] | None
+                 ) -> tuple[Hashable, RankWork]:
+    """The key and the work of :func:`_rank_inputs` on ``ranks``."""
+    return (("collective_bw", tuple(ranks), None if iterations is None else tuple(iterations)),
+            RankWork(_rank_tables, (iterations,), description="Collective bandwidth",
+                     add_rank=False, empty=_no_tables))
+
+
 def _rank_inputs(trace: Job, selection: Selection
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
-    over them (each rank is read once, where it is)."""
-    work = RankWork(_rank_tables, (selection.iteration_list,),
-                    description="Collective bandwidth", add_rank=False, empty=_no_tables)
-    return run_one(trace, work, selection.every_event())
+    over them (each rank is read once, where it is; kept for the job,
+    :func:`hta.model.runner.remembered`)."""
+    ranks = rank_numbers(trace, selection)
+    key, work = inputs_visit(ranks, selection.iteration_list)
+    return remembered(trace, key, lambda: run_one(trace, work, Selection.of(ranks)))
 
 
 def _rank_tables(rank: RankTrace, iterations: list[int] | None

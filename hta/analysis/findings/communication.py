@@ -48,7 +48,7 @@ others up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,7 +63,7 @@ from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import straggler_summary
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, recalled, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -433,9 +433,10 @@ def check_stragglers(trace: Trace, selection: Selection) -> list[Finding]:
     hit = summary[summary["total_excess_lag(us)"] > 0]
     if not len(hit):
         return []
-    work = RankWork(_rank_window, (selection.iteration_list,), description="Analysis windows",
-                    add_rank=False, empty=_no_windows)
-    windows = run_one(trace, work, Selection.of([int(r) for r in hit["rank"]])).set_index("rank")[
+    key, work = windows_visit(rank_numbers(trace, selection), selection.iteration_list)
+    every = recalled(trace, key)  # every rank's, when read with the other job inputs
+    windows = (every if every is not None else run_one(
+        trace, work, Selection.of([int(r) for r in hit["rank"]]))).set_index("rank")[
         "window_ns"]
     why = why_late(trace, selection, arrivals, offsets)
     found = []
@@ -485,6 +486,14 @@ def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
     excess = late["excess_lag_ns"].reindex(others["collective"]).to_numpy(np.int64)
     return {int(q): Claim(end[idx] - excess[idx], end[idx])
             for q, idx in others.groupby("rank").indices.items()}
+
+
+def windows_visit(ranks: list[int], iterations: list[int] | None
+                  ) -> tuple[Hashable, RankWork]:
+    """The key and the work of the ``ranks``' analysis windows (:func:`_rank_window`)."""
+    return (("windows", tuple(ranks), None if iterations is None else tuple(iterations)),
+            RankWork(_rank_window, (iterations,), description="Analysis windows",
+                     add_rank=False, empty=_no_windows))
 
 
 def _rank_window(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:

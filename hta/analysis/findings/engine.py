@@ -83,9 +83,9 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
     resolve_rank,
 )
 from hta.analysis.gpu_work import as_list
-from hta.analysis.select import select_ranks
+from hta.analysis.select import rank_numbers, select_ranks
 from hta.model.job import Job
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import RankWork, remember_together, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
@@ -219,6 +219,7 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
     :class:`FindingsResult`. Run it over the same selection's ranks."""
     rules = default_rules() if rules is None else list(rules)
     iters = selection.iteration_list
+    _read_job_inputs(trace, selection, rules)
     job = _job_findings(trace, selection, rules)
     reserved: dict[int, list[tuple[str, Finding]]] = {}
     for rule, f in job:
@@ -240,6 +241,30 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
 
     return RankWork(analysis_of_rank, (iters, rules, min_share, reserved), finish=finish,
                     description="Findings", empty=no_analysis, spread=True)
+
+
+def _read_job_inputs(trace: Job, selection: Selection, rules: Sequence[FindingRule]) -> None:
+    """The per-rank tables the job rules read (the collectives' performance and links,
+    the communication kernels, hosts, analysis windows and step profiles), in one visit
+    of the ranks spread over forked workers when the job is in memory and large enough
+    (:func:`hta.model.runner.remember_together`): read one rule at a time, they would be
+    visited here, rank after rank. The rules then find them kept for the job; the
+    answers are the same."""
+    from hta.analysis.clock import hosts_visit, kernels_visit
+    from hta.analysis.findings.collective_bw import inputs_visit
+    from hta.analysis.findings.communication import windows_visit
+    from hta.analysis.straggler_causes import profile_visit
+
+    ranks = rank_numbers(trace, selection)
+    wanted = {r.id for r in rules if r.scope == "job"}
+    if len(ranks) < 2 or not wanted & {"collective_bw", "stragglers"}:
+        return
+    iters = selection.iteration_list
+    visits = [inputs_visit(ranks, iters)] if "collective_bw" in wanted else []
+    if "stragglers" in wanted:
+        visits += [kernels_visit(ranks, iters), hosts_visit(ranks),
+                   windows_visit(ranks, iters), profile_visit(ranks, iters)]
+    remember_together(trace, visits, Selection.of(ranks))
 
 
 def _job_findings(trace: Job, selection: Selection, rules: Sequence[FindingRule]
