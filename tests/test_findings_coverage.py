@@ -175,11 +175,11 @@ def test_unknown_kinds_in_summary(tmp_path, capsys):
     assert "Kernels of unknown kind" not in text  # the old finding's title
 
 
-def test_report_findings_section_shows_the_coverage(tmp_path):
+def test_report_coverage_section_shows_the_coverage(tmp_path):
     a = _analyzer(idle_job(tmp_path, cause="queued"))
     ctx = _context(a, None, None, None)
-    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
-    section = Section("findings", "Findings")
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "coverage")
+    section = Section("coverage", "What the findings explain")
     build(ctx, section)
     titles = [t.title for t in section.tables]
     assert titles[0].startswith("What the findings explain")

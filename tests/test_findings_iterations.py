@@ -287,8 +287,8 @@ def test_summary_json_and_report_say_one_iteration(tmp_path, capsys):
     (cov,) = json.loads(capsys.readouterr().out)["findings_coverage"]
     assert cov["window"].startswith(ONE_ITERATION)
     a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
-    section = Section("findings", "Findings")
-    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
+    section = Section("coverage", "What the findings explain")
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "coverage")
     build(_context(a, None, None, None), section)
     (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
     assert table.note.startswith(f"Findings describe: {ONE_ITERATION}")

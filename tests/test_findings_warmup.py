@@ -112,8 +112,8 @@ def test_summary_json_and_report_show_the_window_and_the_note(tmp_path, capsys):
     assert cov["window"].startswith("the steady state")
     assert "warmup" in [f["rule"] for f in payload["findings"]]
     a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
-    section = Section("findings", "Findings")
-    build = next(b for sid, _t, _i, b in SECTIONS if sid == "findings")
+    section = Section("coverage", "What the findings explain")
+    build = next(b for sid, _t, _i, b in SECTIONS if sid == "coverage")
     build(_context(a, None, None, None), section)
     (table,) = [t for t in section.tables if t.title.startswith("What the findings explain")]
     assert table.note.startswith("Findings describe: the steady state")

@@ -231,3 +231,19 @@ def test_few_ranks_get_no_distribution(job: TraceAnalysis) -> None:
     few = build_sections(job)
     assert not any(f.title.startswith("GPU time shares across") for s in few
                    for f in s.figures)
+
+
+def test_tables_keep_the_rows_of_the_ranks_that_stand_out() -> None:
+    """A table cut to its first rows still shows the rows of the ranks the figures draw,
+    after them, in the table's own order, and says so."""
+    from hta.report.context import table_of
+
+    frame = pd.DataFrame({"rank": [5, 0, 9, 7, 1, 7], "v": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    table = table_of(frame, "Per rank", max_rows=3, keep_ranks=[7, 0, 4])
+    assert [row[0] for row in table.rows] == ["5", "0", "9", "7", "7"]
+    assert table.note == ("First 3 of 6 rows, then 2 more of the ranks that stand out (7).")
+    plain = table_of(frame, "Per rank", max_rows=3)
+    assert [row[0] for row in plain.rows] == ["5", "0", "9"]
+    assert plain.note == "First 3 of 6 rows."
+    whole = table_of(frame, "Per rank", max_rows=10, keep_ranks=[7])
+    assert len(whole.rows) == 6 and whole.note == ""

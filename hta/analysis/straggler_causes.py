@@ -241,12 +241,13 @@ def stretches(instances: pd.DataFrame, profile: pd.DataFrame,
 
 
 # -- the causes ---------------------------------------------------------------------------------
-def profile_visit(ranks: list[int], iterations: StepList
+def profile_visit(selected: list[int], iters: StepList
                   ) -> tuple[Hashable, RankWork]:
-    """The key and the work of the ``ranks``' step profiles (:func:`rank_step_profile`)."""
-    steps = None if iterations is None else tuple(iterations)
-    return (("step_profile", tuple(ranks), steps),
-            RankWork(rank_step_profile, (iterations,), description="Step profiles",
+    """The key and the work of the ``selected`` ranks' step profiles
+    (:func:`rank_step_profile`)."""
+    steps = None if iters is None else tuple(iters)
+    return (("step_profile", tuple(selected), steps),
+            RankWork(rank_step_profile, (iters,), description="Step profiles",
                      add_rank=False, empty=no_profile))
 
 

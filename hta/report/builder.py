@@ -65,6 +65,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[Context, Section], None]]] = [
     ("findings", "Findings", "What slows this job down, largest estimated saving first: "
      "each line gives the evidence (check it in the linked section) and what to try.",
      sections_findings.findings),
+    ("coverage", "What the findings explain", "Per rank, how much of the time the GPU does "
+     "not compute the findings explain, and the longest stretches they leave unexplained, "
+     "with what the CPU did meanwhile.", sections_findings.coverage),
     ("overview", "Job at a glance",
      "Per-rank figures side by side, the spread across ranks, and the top kernels.",
      breakdowns.overview),

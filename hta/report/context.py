@@ -162,15 +162,26 @@ def table_labels(columns: Sequence[object], title: str) -> tuple[list[str], str]
 
 
 def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
-             columns: Sequence[str] | None = None, note: str = "") -> Table:
+             columns: Sequence[str] | None = None, note: str = "",
+             keep_ranks: Sequence[int] = ()) -> Table:
     """A :class:`Table` of the first ``max_rows`` rows of ``frame``: headers are the column
     names, labels those names in words with their units said once (:func:`table_labels`).
     Text cells over :data:`LONG_NAME` characters are shortened (:func:`display_name`), so
     that two different texts of a column never read the same (:func:`distinct_short`), and
-    their full text is kept in ``hover``."""
+    their full text is kept in ``hover``. ``keep_ranks``: ranks whose rows (a ``rank``
+    column) follow the first rows when those leave them out, in the frame's order, at most
+    ``max_rows`` (and :data:`MAX_TABLE_ROWS`) more (the ranks a report draws: their detail
+    is in every table)."""
     if columns is not None:
         frame = frame[[c for c in columns if c in frame.columns]]
     shown = frame.head(max_rows)
+    extra = 0
+    if len(keep_ranks) and "rank" in frame.columns and len(frame) > max_rows:
+        rest = frame.iloc[max_rows:]
+        kept = rest[rest["rank"].isin(list(keep_ranks))].head(min(max_rows, MAX_TABLE_ROWS))
+        extra = len(kept)
+        if extra:
+            shown = pd.concat([shown, kept])
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
         frame[c]) for c in frame.columns]
     cells = [[format_cell(v) for v in row] for row in shown.itertuples(index=False, name=None)]
@@ -182,7 +193,11 @@ def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
              for i in range(len(cells))]
     if len(frame) > max_rows:
         more = f"first {max_rows} of {len(frame):,} rows"
-        note = f"{note} ({more})" if note else more.capitalize() + "."
+        if extra:
+            ranks = sorted({int(r) for r in shown["rank"].iloc[max_rows:]})
+            more += (f", then {extra} more of the ranks that stand out "
+                     f"({', '.join(map(str, ranks))})")
+        note = f"{note} ({more})" if note else more[0].upper() + more[1:] + "."
     labels, title = table_labels(list(frame.columns), title)
     return Table(title, [str(c) for c in frame.columns], rows, numeric, note, hover, labels)
 
@@ -323,6 +338,13 @@ class Context:
         if self.all_drawn:
             return ""
         return drawn_note(self.drawn, len(self.ranks), method, covers)
+
+    def table(self, frame: pd.DataFrame, title: str, **options: Any) -> Table:
+        """:func:`table_of`, the rows of the ranks the figures draw (:attr:`drawn_ranks`,
+        when not every rank is drawn) kept after the first rows: a rank named as standing
+        out can be read in every per-rank table."""
+        keep = () if self.all_drawn else self.drawn_ranks
+        return table_of(frame, title, keep_ranks=keep, **options)
 
     def figure(self, fig: Any) -> Figure:
         """A :class:`Figure` with the next id; names in it are made plain text."""

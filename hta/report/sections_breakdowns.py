@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hta.model.runner import RankWork, run_one
-from hta.report.context import Context, Figure, Section, doc, table_of
+from hta.report.context import Context, Figure, Section, doc
 from hta.report.present import slowest_rank_text
 
 #: The overview's per-rank table, in three parts that fit the page (title, columns).
@@ -78,11 +78,11 @@ def overview(ctx: Context, s: Section) -> None:
     if slowest is not None and len(ctx.ranks) > 1:
         s.notes.append(f"{slowest}.")
     for title, columns in PER_RANK_TABLES:
-        s.tables.append(table_of(ov.ranks, title, columns=columns))
+        s.tables.append(ctx.table(ov.ranks, title, columns=columns))
     if len(ov.spread):
-        s.tables.append(table_of(ov.spread, "Spread across ranks (µs)"))
+        s.tables.append(ctx.table(ov.spread, "Spread across ranks (µs)"))
     if len(ov.top_kernels):
-        s.tables.append(table_of(ov.top_kernels, "Top kernels over the selected ranks"))
+        s.tables.append(ctx.table(ov.top_kernels, "Top kernels over the selected ranks"))
 
 
 def temporal(ctx: Context, s: Section) -> None:
@@ -93,21 +93,21 @@ def temporal(ctx: Context, s: Section) -> None:
     df = ctx.overview.details["temporal"]
     if not (df["kernel_time(us)"] > 0).any():
         s.notes.append("No GPU work (kernels, memcpy, memset) in the selection.")
-        s.tables.append(table_of(df, "Per rank"))
+        s.tables.append(ctx.table(df, "Per rank"))
         return
     if not ctx.all_drawn:
         s.figures.append(distribution(
             ctx, df, TEMPORAL_SHARES, f"GPU time shares across the {len(ctx.ranks)} ranks "
             "(% of each rank's GPU time span)", "share of GPU time span (%)"))
     s.figures.append(ctx.figure(temporal_breakdown_figure(ctx.drawn_rows(df))))
-    s.tables.append(table_of(df, "Per rank"))
+    s.tables.append(ctx.table(df, "Per rank"))
     work = RankWork(temporal.rank_breakdown_detail, (ctx.iterations,), {"per_iteration": True},
                     description="Temporal breakdown per step", add_rank=False,
                     empty=temporal.no_breakdown_detail)
     per_step = run_one(ctx.trace, work, ctx.drawn_selection.every_event())
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
-        s.tables.append(table_of(per_step, "Per rank and step"))
+        s.tables.append(ctx.table(per_step, "Per rank and step"))
     if note := ctx.drawn_note("get_temporal_breakdown(ranks={ranks})",
                               "the distribution and the per-rank table cover every rank, "
                               "the per-step table the ranks drawn"):
@@ -123,7 +123,7 @@ def idle(ctx: Context, s: Section) -> None:
     if df.empty or df["idle_intervals"].sum() == 0:
         s.notes.append("No GPU stream in the selection has a gap between two GPU events.")
         if len(df):
-            s.tables.append(table_of(df, "Idle time per rank, stream and cause"))
+            s.tables.append(ctx.table(df, "Idle time per rank, stream and cause"))
         return
     if not ctx.all_drawn:
         s.figures.append(distribution(
@@ -135,9 +135,9 @@ def idle(ctx: Context, s: Section) -> None:
     if note := ctx.drawn_note("get_idle_time_breakdown(ranks={ranks})",
                               "the distribution and the table cover every rank"):
         s.notes.append(note)
-    s.tables.append(table_of(df, "Idle time per rank, stream and cause (idle_time in µs)"))
+    s.tables.append(ctx.table(df, "Idle time per rank, stream and cause (idle_time in µs)"))
     stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.selection))
-    s.tables.append(table_of(stats, "Idle interval statistics (µs)"))
+    s.tables.append(ctx.table(stats, "Idle interval statistics (µs)"))
 
 
 def kernels(ctx: Context, s: Section) -> None:
@@ -163,8 +163,8 @@ def kernels(ctx: Context, s: Section) -> None:
     if note := ctx.drawn_note("get_gpu_kernel_breakdown(ranks={ranks})",
                               "the distribution and the tables cover every rank"):
         s.notes.append(note)
-    s.tables.append(table_of(types, "GPU busy time by kernel type, per rank (sum in µs)"))
-    s.tables.append(table_of(table, "Top kernels per rank (durations in µs)",
+    s.tables.append(ctx.table(types, "GPU busy time by kernel type, per rank (sum in µs)"))
+    s.tables.append(ctx.table(table, "Top kernels per rank (durations in µs)",
                              max_rows=200))
 
 
@@ -187,7 +187,7 @@ def overlap(ctx: Context, s: Section) -> None:
             s.notes.append(note)
     else:
         s.notes.append("No rank has communication in the selection: nothing to overlap.")
-    s.tables.append(table_of(df, "Per rank"))
+    s.tables.append(ctx.table(df, "Per rank"))
 
 
 def user_annotations(ctx: Context, s: Section) -> None:
@@ -206,7 +206,7 @@ def user_annotations(ctx: Context, s: Section) -> None:
             s.figures.append(ctx.figure(user_annotation_duration_figure(ctx.drawn_rows(df))))
             if note := ctx.drawn_note("get_gpu_user_annotation_breakdown(ranks={ranks})"):
                 s.notes.append(note)
-            s.tables.append(table_of(df, f"{label}: durations (µs)"))
+            s.tables.append(ctx.table(df, f"{label}: durations (µs)"))
             return
     s.notes.append("The selection has no user annotations (record_function ranges).")
 

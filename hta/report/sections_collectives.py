@@ -59,5 +59,5 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
     big = perf[perf["msg_bytes"] >= MIN_MSG_BYTES]
     if len(big):
         slow = big.nsmallest(20, "busbw(GB/s)")
-        s.tables.append(table_of(slow, f"Lowest bus bandwidth among calls of "
+        s.tables.append(ctx.table(slow, f"Lowest bus bandwidth among calls of "
                                  f"{MIN_MSG_BYTES >> 20} MiB or more", columns=CALL_COLUMNS))

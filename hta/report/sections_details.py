@@ -12,7 +12,6 @@ from hta.report.context import (
     Section,
     doc,
     line_limit,
-    table_of,
     thin,
     thinned_note,
 )
@@ -50,10 +49,10 @@ def launch(ctx: Context, s: Section) -> None:
                 f"No launch is flagged: no GPU work shorter than its launch call, no launch "
                 f"call over {launch.RUNTIME_CUTOFF_US} µs, no launch delay over "
                 f"{launch.LAUNCH_DELAY_CUTOFF_US} µs.")
-        s.tables.append(table_of(flags, "Flagged launches per rank (counts)"))
+        s.tables.append(ctx.table(flags, "Flagged launches per rank (counts)"))
     else:
         s.notes.append("No launch call was paired with GPU work in the selection.")
-    s.tables.append(table_of(pairing, "Pairing of launch calls and GPU events"))
+    s.tables.append(ctx.table(pairing, "Pairing of launch calls and GPU events"))
 
 
 def queue(ctx: Context, s: Section) -> None:
@@ -82,8 +81,8 @@ def queue(ctx: Context, s: Section) -> None:
     if note := ctx.drawn_note("get_queue_length_time_series(ranks={ranks}, visualize=True)",
                               "the tables cover every rank"):
         s.notes.append(note)
-    s.tables.append(table_of(summary, "Queue length per rank and stream (time-weighted)"))
-    s.tables.append(table_of(blocked, "Time with a full queue (>= "
+    s.tables.append(ctx.table(summary, "Queue length per rank and stream (time-weighted)"))
+    s.tables.append(ctx.table(blocked, "Time with a full queue (>= "
                              f"{queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM} entries)"))
 
 
@@ -114,7 +113,7 @@ def bandwidth(ctx: Context, s: Section) -> None:
     if note := ctx.drawn_note("get_memory_bw_time_series(ranks={ranks}, visualize=True)",
                               "the distribution and the table cover every rank"):
         s.notes.append(note)
-    s.tables.append(table_of(summary, "Per rank and direction"))
+    s.tables.append(ctx.table(summary, "Per rank and direction"))
 
 
 def operators(ctx: Context, s: Section) -> None:
@@ -131,7 +130,7 @@ def operators(ctx: Context, s: Section) -> None:
     if note := ctx.drawn_note("get_operator_breakdown(ranks={ranks}, visualize=True)",
                               "the table holds every rank's operators (its first rows)"):
         s.notes.append(note)
-    s.tables.append(table_of(df, "Operators, GPU time first", max_rows=100))
+    s.tables.append(ctx.table(df, "Operators, GPU time first", max_rows=100))
 
 
 def critical_path(ctx: Context, s: Section) -> None:
@@ -161,8 +160,8 @@ def critical_path(ctx: Context, s: Section) -> None:
                f"{time_text(graph.span_ns / 1e3, unit='µs')} window.")
     s.figures.append(ctx.figure(critical_path_figure(
         bounds, events, 15, title=f"Critical path of rank {rank}, {where}")))
-    s.tables.append(table_of(bounds, "Time on the critical path per bound type"))
-    s.tables.append(table_of(events, "Events on the critical path", max_rows=30))
+    s.tables.append(ctx.table(bounds, "Time on the critical path per bound type"))
+    s.tables.append(ctx.table(events, "Events on the critical path", max_rows=30))
 
 
 def unclassified(ctx: Context, s: Section) -> None:
@@ -174,7 +173,7 @@ def unclassified(ctx: Context, s: Section) -> None:
     s.intro = ("These kernels matched no rule of the event-kind table and count as "
                "computation. If one is communication, add a Rule(\"communication\", name=...) "
                "through TraceAnalysis(kind_rules=...).")
-    s.tables.append(table_of(df, "Unclassified kernels"))
+    s.tables.append(ctx.table(df, "Unclassified kernels"))
 
 
 __all__ = ["launch", "queue", "bandwidth", "operators", "critical_path", "unclassified"]

@@ -12,7 +12,7 @@ import logging
 
 import pandas as pd
 
-from hta.report.context import Context, Section, doc, table_of
+from hta.report.context import Context, Section, doc
 from hta.report.present import ranges_text, time_text
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def straggler_causes(ctx: Context, s: Section) -> None:
     if not replay:
         s.notes.append("Cost: the measured time held (the what-if replay was not run for "
                        "this job).")
-    s.tables.append(table_of(causes, "Per late rank and cause (times in µs; compute, idle "
+    s.tables.append(ctx.table(causes, "Per late rank and cause (times in µs; compute, idle "
                              "and transfer: means per step)", columns=CAUSE_TABLE))
 
 
@@ -126,9 +126,9 @@ def pipeline(ctx: Context, s: Section) -> None:
     picked = set(shown["pipeline"].tolist())
     s.figures.append(ctx.figure(pipeline_figure(
         shown, timeline[timeline["pipeline"].isin(picked)])))
-    s.tables.append(table_of(means, "Per stage, mean per step (times in µs)",
+    s.tables.append(ctx.table(means, "Per stage, mean per step (times in µs)",
                              columns=STAGE_TABLE))
-    s.tables.append(table_of(steps, "Per stage and step (times in µs)"))
+    s.tables.append(ctx.table(steps, "Per stage and step (times in µs)"))
 
 
 def _pipeline_intro(means: pd.DataFrame) -> str:

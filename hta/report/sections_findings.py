@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hta.report.context import Context, FindingItem, Section, doc, table_of, thin
+from hta.report.context import Context, FindingItem, Section, doc, thin
 from hta.report.devices import device_name
 from hta.report.present import display_name, finding_saving_text, ranks_text, time_text
 from hta.report.standout import drawn_note
@@ -16,7 +16,7 @@ from hta.report.standout import drawn_note
 #: Ranks whose unexplained-idle note is written under the coverage table.
 NOTES_SHOWN = 8
 #: Segments in the report's timeline figure, shared by its ranks.
-TIMELINE_SEGMENTS = 3_000
+TIMELINE_SEGMENTS = 2_500
 #: Ranks in the stragglers' upper panel (the wait each caused) when not every rank is
 #: drawn: those that caused wait, at most this many (those that caused the most).
 WAIT_BARS = 32
@@ -66,11 +66,10 @@ def _devices(ctx: Context) -> str:
 def findings(ctx: Context, s: Section) -> None:
     """One line per finding of :meth:`TraceAnalysis.get_findings`, each linking to the
     section holding its evidence (titled from ``ctx.section_titles``)."""
-    from hta.analysis.findings import coverage as cov
     from hta.analysis.findings import engine
 
-    s.definitions = doc(engine) + "\n\n" + doc(cov)
-    s.source = "TraceAnalysis.get_findings, get_findings_coverage"
+    s.definitions = doc(engine)
+    s.source = "TraceAnalysis.get_findings"
     df = ctx.answers.findings.findings
     if df.empty:
         s.notes.append("No rule found a problem worth "
@@ -85,6 +84,18 @@ def findings(ctx: Context, s: Section) -> None:
         uncertain = uncertainty_note(ctx.analyzer)
         if uncertain:
             s.notes.append(uncertain)
+
+
+def coverage(ctx: Context, s: Section) -> None:
+    """What the findings explain per rank, and the longest unexplained stretches: the
+    section after the findings (written packed, unlike the findings' list)."""
+    from hta.analysis.findings import coverage as cov
+
+    s.definitions = doc(cov)
+    s.source = "TraceAnalysis.get_findings_coverage, get_unexplained_time"
+    if ctx.answers.findings.coverage.empty:
+        s.notes.append("No rank has a window the findings describe.")
+        return
     coverage_tables(ctx, s)
 
 
@@ -103,7 +114,7 @@ def _finding_items(ctx: Context, s: Section, df: pd.DataFrame) -> None:
             advice=shown_advice, section=str(row["section"]),
             section_title=titles.get(str(row["section"]), str(row["section"])),
             rule=str(row["rule"]), subject=display_name(str(row["subject"] or ""))))
-    s.tables.append(table_of(df, "Findings table (TraceAnalysis.get_findings)",
+    s.tables.append(ctx.table(df, "Findings table (TraceAnalysis.get_findings)",
                              columns=["rule", "severity", "ranks", "steps", "est_saving(us)",
                                       "saving_low(us)", "saving_high(us)", "saving_source",
                                       "change", "share_pctg", "subject", "section"]))
@@ -128,7 +139,7 @@ def coverage_tables(ctx: Context, s: Section) -> None:
         notes.append(f"Coverage note (rank {int(worst['rank'])}"
                      + (f" and {len(kinds) - 1} more" if len(kinds) > 1 else "")
                      + f"): {worst['unclassified_note']}")
-    table = table_of(coverage, "What the findings explain of the time the GPU does not "
+    table = ctx.table(coverage, "What the findings explain of the time the GPU does not "
                      "compute (TraceAnalysis.get_findings_coverage)", columns=[
                          "rank", "window(us)", "not_computing(us)", "idle(us)",
                          "exposed_comm(us)", "exposed_memory(us)", "explained(us)",
@@ -138,7 +149,7 @@ def coverage_tables(ctx: Context, s: Section) -> None:
     s.tables.append(table)
     pieces = ctx.answers.findings.unexplained
     if len(pieces):
-        s.tables.append(table_of(pieces, "Longest unexplained stretches, with what the CPU "
+        s.tables.append(ctx.table(pieces, "Longest unexplained stretches, with what the CPU "
                                  "did meanwhile (TraceAnalysis.get_unexplained_time)",
                                  columns=["rank", "step", "dur(us)", "gpu", "cpu",
                                           "annotations"]))
@@ -168,7 +179,7 @@ def timeline(ctx: Context, s: Section) -> None:
         s.notes.append("Events closer than a pixel are merged into one bar (hover gives each "
                        "bar's event count); TraceAnalysis.plot_timeline(iterations=..., "
                        "streams=...) draws a part in full detail.")
-    s.tables.append(table_of(_per_stream(every, segments), "GPU work per rank and stream",
+    s.tables.append(ctx.table(_per_stream(every, segments), "GPU work per rank and stream",
                              columns=["rank", "stream", "events", "bars", "busy(us)",
                                       "span(us)"]))
 
@@ -215,7 +226,7 @@ def memory(ctx: Context, s: Section) -> None:
     shown = summary.copy()
     shown.insert(shown.columns.get_loc("peak_ts"), "peak_time (UTC)", pd.to_datetime(
         shown["peak_ts"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f"))
-    s.tables.append(table_of(shown.drop(columns=["peak_ts"]),
+    s.tables.append(ctx.table(shown.drop(columns=["peak_ts"]),
                              "Peak allocation per rank and device (bytes)"))
 
 
@@ -258,15 +269,16 @@ def stragglers(ctx: Context, s: Section) -> None:
                    f"{time_text(float(top['total_wait_caused(us)']), 1, 'µs')} over "
                    f"{int(top['late_count'])} collective(s) where it arrived last "
                    f"(score {float(top['score']):.2f}).")
-    s.tables.append(table_of(summary, "Per rank (times in µs)"))
+    s.tables.append(ctx.table(summary, "Per rank (times in µs)"))
     worst = arrivals[arrivals["wait_caused_ns"] > 0].nlargest(20, "wait_caused_ns") \
         if len(arrivals) else pd.DataFrame()
     if len(worst):
         worst = worst.assign(**{"arrival_lag(us)": worst["arrival_lag_ns"] / 1e3,
                                 "wait_caused(us)": worst["wait_caused_ns"] / 1e3})
-        s.tables.append(table_of(worst, "Collectives that caused the most wait", columns=[
+        s.tables.append(ctx.table(worst, "Collectives that caused the most wait", columns=[
             "collective", "process_group", "name", "rank", "iteration", "arrival_lag(us)",
             "wait_caused(us)", "participants", "matched_by"]))
 
 
-__all__ = ["coverage_tables", "findings", "job_sentence", "memory", "stragglers", "timeline"]
+__all__ = ["coverage", "coverage_tables", "findings", "job_sentence", "memory", "stragglers",
+           "timeline"]

@@ -8,7 +8,7 @@ import pandas as pd
 
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
-from hta.report.context import Context, Section, doc, table_of
+from hta.report.context import Context, Section, doc
 from hta.report.sections_breakdowns import distribution_by
 
 OPS_SHOWN = 30
@@ -43,7 +43,7 @@ def hardware(ctx: Context, s: Section) -> None:
     if drawn := ctx.drawn_note("get_op_performance(ranks={ranks})",
                                "the distribution and the table cover every rank"):
         s.notes.append(drawn)
-    s.tables.append(table_of(cats, "GPU time by category"))
+    s.tables.append(ctx.table(cats, "GPU time by category"))
     summary = ctx.answers.op_summary
     if not len(summary) or not (summary["input_dims"] != "").any():
         s.notes.append("No operator shapes were recorded, so no FLOPs, bytes or % of peak: "
@@ -71,7 +71,7 @@ def hardware(ctx: Context, s: Section) -> None:
     note = over_roof_note(summary)
     if note:
         s.notes.append(note)
-    s.tables.append(table_of(summary[columns].head(OPS_SHOWN),
+    s.tables.append(ctx.table(summary[columns].head(OPS_SHOWN),
                              "Operators and shapes with the most GPU time, and their % of "
                              "the roof", max_rows=OPS_SHOWN))
     # ---- Collective bandwidth (issue 20, item 5) --------------------------------------

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from hta.report.analyzer import Analyzer
-from hta.report.context import Context, Section, table_of
+from hta.report.context import Context, Section
 from hta.report.present import display_name, time_text
 
 #: Characters of the top work's name in the lines (the report's table keeps it whole).
@@ -96,7 +96,7 @@ def step_bound(ctx: Context, s: Section) -> None:
                        "ones: collectives couple them.")
     table = ctx.analyzer.get_step_bounds(ctx.iterations).rename(
         columns={"top_work(us)": "top_work_time(us)"})
-    s.tables.append(table_of(table, "Per step (times in µs)", columns=[
+    s.tables.append(ctx.table(table, "Per step (times in µs)", columns=[
         "step", "rank", "measured(us)", "replayed(us)", "replay_error_pctg",
         "modelled_error_pctg", "work_shares", "top_work", "top_work_time(us)",
         "at_median(us)", "saving_at_median(us)"]))

@@ -121,11 +121,11 @@ def check_collective_bw(trace: Trace, selection: Selection, link_gbps: float | N
     return found
 
 
-def inputs_visit(ranks: list[int], iterations: list[int] | None
+def inputs_visit(selected: list[int], iters: list[int] | None
                  ) -> tuple[Hashable, RankWork]:
-    """The key and the work of :func:`_rank_inputs` on ``ranks``."""
-    return (("collective_bw", tuple(ranks), None if iterations is None else tuple(iterations)),
-            RankWork(_rank_tables, (iterations,), description="Collective bandwidth",
+    """The key and the work of :func:`_rank_inputs` on the ``selected`` ranks."""
+    return (("collective_bw", tuple(selected), None if iters is None else tuple(iters)),
+            RankWork(_rank_tables, (iters,), description="Collective bandwidth",
                      add_rank=False, empty=_no_tables))
 
 

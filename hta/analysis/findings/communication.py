@@ -488,11 +488,12 @@ def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
             for q, idx in others.groupby("rank").indices.items()}
 
 
-def windows_visit(ranks: list[int], iterations: list[int] | None
+def windows_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
-    """The key and the work of the ``ranks``' analysis windows (:func:`_rank_window`)."""
-    return (("windows", tuple(ranks), None if iterations is None else tuple(iterations)),
-            RankWork(_rank_window, (iterations,), description="Analysis windows",
+    """The key and the work of the ``selected`` ranks' analysis windows
+    (:func:`_rank_window`)."""
+    return (("windows", tuple(selected), None if iters is None else tuple(iters)),
+            RankWork(_rank_window, (iters,), description="Analysis windows",
                      add_rank=False, empty=_no_windows))
 
 
