@@ -239,7 +239,7 @@ def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
 
     from hta.commands.args_and_output import Printer
     from hta.commands.summary import print_findings
-    from hta.report.context import Section
+    from hta.report.context import Section, table_of
     from hta.report.sections_findings import _finding_items
 
     out = find(capture_only(tmp_path), rules=default_rules())
@@ -249,7 +249,7 @@ def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
     assert len(lines) == len(out[out["severity"] == "info"]) >= 2
     assert all(ln.split()[1:4] == ["note", "-", "note"] for ln in lines)  # saving, range, %
     section = Section("findings", "Findings")
-    _finding_items(SimpleNamespace(section_titles={}), section, out)
+    _finding_items(SimpleNamespace(section_titles={}, table=table_of), section, out)
     savings = {f.severity: f.saving for f in section.findings}
     assert savings["info"] == "note (no saving)"
     # the twin: a finding with a saving prints it
@@ -259,7 +259,7 @@ def test_info_findings_print_as_notes_not_as_zero_savings(tmp_path):
     print_findings(Printer(buf, rich=False), twin)
     assert "1.234" in buf.getvalue() or "1.235" in buf.getvalue()
     section = Section("findings", "Findings")
-    _finding_items(SimpleNamespace(section_titles={}), section, twin)
+    _finding_items(SimpleNamespace(section_titles={}, table=table_of), section, twin)
     assert section.findings[0].saving != "note (no saving)"
 
 
