@@ -11,6 +11,7 @@ all of it (Jinja2 autoescape).
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ MAX_SERIES_POINTS = 6_000
 MAX_FIGURE_POINTS = 8_000
 #: ... but never fewer than this many per line.
 MIN_LINE_POINTS = 400
-JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
                  0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
@@ -67,11 +68,14 @@ class Table:
 
 @dataclass
 class Figure:
-    """A Plotly figure: the id of its ``div`` and its JSON (``plotly.io.to_json``)."""
+    """A Plotly figure: the id of its ``div``, its JSON (``plotly.io.to_json``) without
+    its style sheet (``layout.template``), and that style sheet's JSON (``""``: none),
+    which most figures share and a page writes once (:func:`hta.report.render.render`)."""
 
     id: str
     title: str
     json: str
+    template: str = ""
 
 
 @dataclass
@@ -204,7 +208,7 @@ def table_of(frame: pd.DataFrame, title: str, max_rows: int = MAX_TABLE_ROWS,
 
 def figure_json(fig: Any) -> str:
     """The figure as JSON text safe inside a ``<script>`` block (see :mod:`hta.report.builder`)."""
-    return pio.to_json(fig, validate=False, pretty=False).translate(JSON_ESCAPES)
+    return pio.to_json(fig, validate=False, pretty=False).translate(_JSON_ESCAPES)
 
 
 def doc(obj: Any) -> str:
@@ -350,9 +354,13 @@ class Context:
         """A :class:`Figure` with the next id; names in it are made plain text."""
         self._n += 1
         title = fig.layout.title.text or f"figure {self._n}"
-        return Figure(f"fig-{self._n}", str(title), figure_json(plain_text_names(fig)))
+        fig = plain_text_names(fig)
+        template = fig.layout.template.to_plotly_json() if fig.layout.template else {}
+        fig.layout.template = None
+        return Figure(f"fig-{self._n}", str(title), figure_json(fig), json.dumps(
+            template, separators=(",", ":")).translate(_JSON_ESCAPES) if template else "")
 
 
-__all__ = ["Context", "FindingItem", "Figure", "JSON_ESCAPES", "LONG_NAME", "MAX_SERIES_POINTS",
+__all__ = ["Context", "FindingItem", "Figure", "LONG_NAME", "MAX_SERIES_POINTS",
            "MAX_TABLE_ROWS", "Section", "Table", "column_label", "display_name", "doc",
            "figure_json", "format_cell", "table_labels", "table_of", "thin"]

@@ -86,9 +86,8 @@ def report_figures(html: str) -> dict:
     size, text = found.groups()
     doc = json.loads(text if size is None else zlib.decompress(decode7(text, int(size)), -15))
     figures, templates = doc["figures"], doc["templates"]
-    for fig in figures.values():  # each figure's style sheet back in its layout
-        if "template" in fig:
-            fig.setdefault("layout", {})["template"] = templates[fig.pop("template")]
+    for fid, index in doc["template_of"].items():  # each style sheet back in its layout
+        figures[fid].setdefault("layout", {})["template"] = templates[index]
     return figures
 
 

@@ -18,7 +18,7 @@ from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace
 from hta.report.analyzer import Analyzer
-from hta.report.context import JSON_ESCAPES, Section
+from hta.report.context import Figure, Section
 from hta.report.devices import device_names
 from hta.report.packing import pack, packed_plotly, plotly_cdn_url
 from hta.report.present import ranges_text, time_text
@@ -111,7 +111,7 @@ def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title
     ``plotlyjs`` one of :data:`PLOTLYJS_MODES`."""
     if plotlyjs not in PLOTLYJS_MODES:
         raise ValueError(f"plotlyjs={plotlyjs!r}: choose one of {', '.join(PLOTLYJS_MODES)}")
-    figures_json = figures_document({f.id: f.json for s in sections for f in s.figures})
+    figures_json = figures_document([f for s in sections for f in s.figures])
     figures_size = 0
     if plotlyjs != "inline":
         figures_json, figures_size = pack(figures_json.encode())
@@ -139,23 +139,18 @@ def render(sections: Sequence[Section], header: Sequence[tuple[str, str]], title
     )
 
 
-def figures_document(figures: dict[str, str]) -> str:
-    """The figures' JSON document of a page, from each figure's JSON text by id:
-    ``{"figures": {id: figure}, "templates": [template]}``, each figure's
-    ``layout.template`` (Plotly's style sheet, 6 kB, the same in most figures) written
-    once in ``templates`` and named by its index in the figure's ``template`` (the page's
-    script puts it back). Escaped for a ``<script>`` block (see :mod:`hta.report.builder`)."""
+def figures_document(figures: Sequence[Figure]) -> str:
+    """The figures' JSON document of a page: ``{"figures": {id: figure}, "templates":
+    [template], "template_of": {id: index}}``, each figure's style sheet
+    (``layout.template``, 6 kB, the same in most figures) written once and named by its
+    index (the page's script puts it back). Every part is already escaped JSON text (see
+    :mod:`hta.report.builder`): joined, never parsed again."""
     templates: dict[str, int] = {}
-    parts = []
-    for fid, text in figures.items():
-        fig = json.loads(text)
-        template = (fig.get("layout") or {}).pop("template", None)
-        if template is not None:
-            fig["template"] = templates.setdefault(
-                json.dumps(template, separators=(",", ":")), len(templates))
-        parts.append(f"{json.dumps(fid)}:{json.dumps(fig, separators=(',', ':'))}")
-    return ('{"figures":{' + ",".join(parts) + '},"templates":['
-            + ",".join(templates) + "]}").translate(JSON_ESCAPES)
+    of = {f.id: templates.setdefault(f.template, len(templates)) for f in figures
+          if f.template}
+    return ('{"figures":{' + ",".join(f"{json.dumps(f.id)}:{f.json}" for f in figures)
+            + '},"templates":[' + ",".join(templates) + '],"template_of":'
+            + json.dumps(of) + "}")
 
 
 def _plotly_js() -> str:

@@ -10,9 +10,9 @@ circle: the engine reaches the rules through the explicit list of :mod:`.catalog
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, kind_mask
 from hta.model.selection import Selection, StepList
 from hta.model.trace import RankTrace, Trace
+
+if TYPE_CHECKING:
+    from hta.model.runner import RankWork
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Finding:
 
 RankCheck = Callable[[RankTrace, "list[int] | None"], "list[Finding]"]
 JobCheck = Callable[[Trace, "Selection"], "list[Finding]"]
+#: A job rule's per-rank inputs for the selected ranks and steps: ``(key, work)`` pairs
+#: (:func:`hta.model.runner.remember_together`), read for every job rule in one visit.
+JobInputs = Callable[["list[int]", "list[int] | None"], "list[tuple[Hashable, RankWork]]"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class FindingRule:
     """A rule: what it detects, where the evidence is, what to try, and its check.
 
     ``info``: the rule states a fact, not a problem; its findings have severity ``info``
-    and no saving, and ``min_share`` does not drop them.
+    and no saving, and ``min_share`` does not drop them. ``inputs``: see the field.
     """
 
     id: str
@@ -75,6 +81,9 @@ class FindingRule:
     scope: Literal["rank", "job"] = "rank"
     tags: tuple[str, ...] = field(default=())
     info: bool = False
+    #: A job rule's per-rank inputs (:data:`JobInputs`), read ahead with the other job
+    #: rules' in one visit spread over the workers; None: it reads them itself.
+    inputs: JobInputs | None = None
 
 
 # -- the analysed window ---------------------------------------------------------------

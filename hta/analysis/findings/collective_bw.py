@@ -129,6 +129,12 @@ def inputs_visit(selected: list[int], iters: list[int] | None
                      add_rank=False, empty=_no_tables))
 
 
+def job_inputs(selected: list[int], iters: list[int] | None
+               ) -> list[tuple[Hashable, RankWork]]:
+    """The rule's per-rank inputs, read ahead (:attr:`FindingRule.inputs`)."""
+    return [inputs_visit(selected, iters)]
+
+
 def _rank_inputs(trace: Job, selection: Selection
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The collective performance table and :func:`rank_links` of the ranks, in one pass
@@ -308,5 +314,6 @@ RULES: list[FindingRule] = [
         check=check_collective_bw,
         scope="job",
         tags=("communication",),
+        inputs=job_inputs,
     ),
 ]

@@ -54,7 +54,13 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis import collectives as coll
-from hta.analysis.clock import aligned_arrivals, applied_offsets, clock_offsets
+from hta.analysis.clock import (
+    aligned_arrivals,
+    applied_offsets,
+    clock_offsets,
+    hosts_visit,
+    kernels_visit,
+)
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
@@ -62,6 +68,7 @@ from hta.analysis.findings.straggler_why import why_late
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
+from hta.analysis.straggler_causes import profile_visit
 from hta.analysis.stragglers import straggler_summary
 from hta.model.runner import RankWork, recalled, run_one
 from hta.model.selection import Selection
@@ -488,6 +495,15 @@ def _wait_claims(arrivals: pd.DataFrame, rank: int) -> dict[int, Claim]:
             for q, idx in others.groupby("rank").indices.items()}
 
 
+def straggler_inputs(selected: list[int], iters: list[int] | None
+                     ) -> list[tuple[Hashable, RankWork]]:
+    """The stragglers rule's per-rank inputs, read ahead (:attr:`FindingRule.inputs`):
+    the clock offsets' communication kernels and hosts, the analysis windows and the
+    straggler causes' step profiles."""
+    return [kernels_visit(selected, iters), hosts_visit(selected),
+            windows_visit(selected, iters), profile_visit(selected, iters)]
+
+
 def windows_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' analysis windows
@@ -539,5 +555,6 @@ RULES: list[FindingRule] = [
         check=check_stragglers,
         scope="job",
         tags=("communication",),
+        inputs=straggler_inputs,
     ),
 ]

@@ -244,27 +244,19 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
 
 
 def _read_job_inputs(trace: Job, selection: Selection, rules: Sequence[FindingRule]) -> None:
-    """The per-rank tables the job rules read (the collectives' performance and links,
-    the communication kernels, hosts, analysis windows and step profiles), in one visit
-    of the ranks spread over forked workers when the job is in memory and large enough
+    """The per-rank tables the job rules read (:attr:`FindingRule.inputs`), in one visit of
+    the ranks spread over forked workers when the job is in memory and large enough
     (:func:`hta.model.runner.remember_together`): read one rule at a time, they would be
     visited here, rank after rank. The rules then find them kept for the job; the
     answers are the same."""
-    from hta.analysis.clock import hosts_visit, kernels_visit
-    from hta.analysis.findings.collective_bw import inputs_visit
-    from hta.analysis.findings.communication import windows_visit
-    from hta.analysis.straggler_causes import profile_visit
-
     ranks = rank_numbers(trace, selection)
-    wanted = {r.id for r in rules if r.scope == "job"}
-    if len(ranks) < 2 or not wanted & {"collective_bw", "stragglers"}:
+    if len(ranks) < 2:
         return
     iters = selection.iteration_list
-    visits = [inputs_visit(ranks, iters)] if "collective_bw" in wanted else []
-    if "stragglers" in wanted:
-        visits += [kernels_visit(ranks, iters), hosts_visit(ranks),
-                   windows_visit(ranks, iters), profile_visit(ranks, iters)]
-    remember_together(trace, visits, Selection.of(ranks))
+    visits = dict(pair for rule in rules if rule.scope == "job" and rule.inputs is not None
+                  for pair in rule.inputs(ranks, iters))
+    if visits:
+        remember_together(trace, list(visits.items()), Selection.of(ranks))
 
 
 def _job_findings(trace: Job, selection: Selection, rules: Sequence[FindingRule]

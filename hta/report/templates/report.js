@@ -57,8 +57,9 @@
       var fig = doc.figures[div.getAttribute("data-figure")];
       if (fig) {
         var layout = fig.layout || {};
-        if (fig.template !== undefined) {
-          layout.template = doc.templates[fig.template];  // written once for every figure
+        var template = doc.template_of[div.getAttribute("data-figure")];
+        if (template !== undefined) {
+          layout.template = doc.templates[template];  // written once for every figure
         }
         if (!layout.height) {
           layout.height = 450;  // plotly's default; the div alone would give min-height
