@@ -51,6 +51,28 @@ def test_name_tests_kept_per_pattern_match_a_fresh_test(rank):
     assert name_matches(rank, np.zeros(0, np.int64), re.compile("a")).size == 0
 
 
+def test_a_name_is_tested_once_per_process_across_ranks(rank):
+    """Two ranks (two events tables, each numbering names its own way) share the
+    verdicts: a predicate sees each distinct name once."""
+    from hta.model.trace import RankTrace
+
+    forget()
+    seen: list[str] = []
+
+    def is_aten(name: str) -> bool:
+        seen.append(name)
+        return name.startswith("aten::")
+
+    rows = np.arange(len(rank.events))
+    first = name_matches(rank, rows, is_aten)
+    other = RankTrace(rank.rank + 1, rank.events.copy(), list(rank.symbols), rank.tables,
+                      rank.meta)
+    np.testing.assert_array_equal(name_matches(other, rows, is_aten), first)
+    assert len(seen) == len(set(seen))
+    want = [rank.symbols[i].startswith("aten::") for i in rank.events["name"].to_numpy()]
+    np.testing.assert_array_equal(first, want)
+
+
 def test_kept_sync_bubbles_equal_a_fresh_run(rank):
     forget()
     kept, fresh = sync_bubbles(rank), _sync_bubbles(rank, None, None)
@@ -109,3 +131,29 @@ def test_roofline_groups_equal_a_groupby_on_the_keys(missing):
         t_ns=t, saving=np.clip(t - target, 0, None), w=t * pct))
     assert len(by_keys)
     pd.testing.assert_frame_equal(roofline._groups(calls), by_keys, check_exact=True)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_category_equals_a_groupby_of_the_calls_kernels(seed):
+    """Per call, the kernel category with the most time, ties to the category seen
+    first: what a groupby on (call, category), a stable sort and a first row give."""
+    from hta.analysis.perf.calls import top_category
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    calls = int(rng.integers(1, 40))
+    slot = np.sort(rng.integers(0, calls, n))
+    slot = np.unique(slot, return_inverse=True)[1]  # every call has a kernel
+    category = rng.choice(np.array(["GEMM", "elementwise", "copy/memset", None],
+                                   dtype=object), n)
+    dur = rng.integers(1, 4, n) * 1000  # few values: many ties
+    order = rng.permutation(n)
+    slot, category, dur = slot[order], category[order], dur[order]
+    linked = pd.DataFrame({"owner": slot, "kernel_category": category, "dur": dur})
+    by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
+    top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
+    top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]
+    want = top.reindex(np.arange(slot.max() + 1)).to_numpy(dtype=object)
+    got = top_category(slot, int(slot.max()) + 1, category, dur)
+    assert [None if isinstance(x, float) else x for x in got] == \
+        [None if isinstance(x, float) else x for x in want]

@@ -62,3 +62,44 @@ def test_a_background_thread_neither_starts_nor_ends_a_pass(tmp_path):
     assert table["measured(us)"].tolist() == quiet["measured(us)"].tolist()
     assert float(table["measured(us)"].iloc[0]) < 6_000
     assert not noisy.get_job_critical_path(-1)["name"].str.contains("_recv").any()
+
+
+def test_a_single_rank_graph_built_ahead_equals_the_one_built_here(monkeypatch) -> None:
+    """One rank, several workers: the rules run here while the replay graph is built on a
+    forked process (``build_ahead``); the graph, the savings and the findings are those
+    built here. A job of several ranks, or of one worker, builds nothing ahead."""
+    import importlib
+    import sys
+
+    import numpy as np
+    import pytest
+
+    from hta.model import spread
+
+    replay_module = importlib.import_module("hta.analysis.whatif.replay")  # not the function
+
+    if sys.platform != "linux":
+        pytest.skip("building ahead forks (Linux)")
+    folder = str(SAMPLE_TRACES / "cuda_h100" / "host_bound_steps")
+    here = TraceAnalysis(trace_dir=folder, progress=False, cache=False, max_workers=1)
+    want = here.get_findings()
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    assert not here.replay().build_ahead()  # one worker
+    started: list[object] = []
+    real = spread.Ahead
+
+    def counted(fn):  # type: ignore[no-untyped-def]
+        started.append(fn)
+        return real(fn)
+
+    monkeypatch.setattr(spread, "Ahead", counted)
+    ahead = TraceAnalysis(trace_dir=folder, progress=False, cache=False, max_workers=2)
+    got = ahead.get_findings()
+    assert len(started) == 1 and ahead.replay()._ahead_graphs is None  # taken
+    pd.testing.assert_frame_equal(got, want)
+    a, b = here.replay().graph()[0], ahead.replay().graph()[0]
+    for name in ("src", "dst", "delay", "node_ts", "base"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert not ahead.replay().build_ahead()  # built already
+    several = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
+    assert not several.replay().build_ahead()

@@ -226,3 +226,41 @@ def test_rank_graphs_built_on_workers_equal_those_built_here(
     ja, jb = job_graph(here), job_graph(there)
     assert np.array_equal(ja.src, jb.src) and np.array_equal(ja.delay, jb.delay)
     pd.testing.assert_frame_equal(_job(1).get_findings(), _job(2).get_findings())
+
+
+def derive_pid(rt: RankTrace, key: str) -> pd.DataFrame:
+    """Derive a small value for the rank under ``key`` (the pid that computed it), and an
+    unpicklable one beside it (module level: a work)."""
+    import os
+
+    from hta.model.derived import derived
+
+    derived(rt, (key, "pid"), lambda: os.getpid())
+    derived(rt, (key, "lambda"), lambda: (lambda: 1))
+    return pd.DataFrame({"pid": [os.getpid()]})
+
+
+def test_a_carrying_visit_brings_back_what_the_workers_derived(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``carry``, the small values the workers derived from their ranks are kept
+    here as if derived here (the process that computed them says so); a value that does
+    not pickle stays behind and is computed here when asked. Without it, nothing comes
+    back."""
+    import os
+
+    from hta.model.derived import derived, forget
+
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    trace = _job(2).t
+    forget()
+    work = RankWork(derive_pid, ("carried",), spread=True)
+    pids = set(run(trace, [work], carry=True)[0]["pid"])
+    assert os.getpid() not in pids
+    for r in trace.get_ranks():
+        rt = trace.rank(r)
+        assert derived(rt, ("carried", "pid"), lambda: -1) in pids
+        assert derived(rt, ("carried", "lambda"), lambda: "here") == "here"
+    run(trace, [RankWork(derive_pid, ("left",), spread=True)])
+    assert all(derived(trace.rank(r), ("left", "pid"), lambda: -1) == -1
+               for r in trace.get_ranks())
+    forget()

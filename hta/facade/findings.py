@@ -68,6 +68,8 @@ class FindingsMixin:
         (default 0.5%) before the replay. What they leave unexplained:
         :meth:`get_findings_coverage`.
         """
+        if replay:  # a graph the replay can build meanwhile, where a core would idle
+            self.replay().build_ahead()  # type: ignore[attr-defined]
         found = self._findings(ranks, iterations, min_share).findings
         cache = self.__dict__.setdefault("_replayed_findings", {})
         key = (id(found), replay)

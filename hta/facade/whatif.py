@@ -38,7 +38,7 @@ class WhatIfMixin:
 
         found: Replay | None = self.__dict__.get("_replay")
         if found is None:
-            shifts = self.clock_shifts() if hasattr(self, "clock_shifts") else {}
+            shifts = getattr(self, "clock_shifts", dict)  # asked when the replay needs them
             found = Replay(self.t, shifts, getattr(self, "rules", None))
             self.__dict__["_replay"] = found
         return found

@@ -131,6 +131,28 @@ def _size(value: Any) -> int:
     return 0
 
 
+def small_values(rt: RankTrace) -> dict[Hashable, Any]:
+    """The small values this thread keeps for the rank's current events table: what a
+    forked worker of a spread visit sends back (:func:`adopt`), so that the process it
+    was forked from, and the workers it forks next, do not compute them again."""
+    small, _ = _small()
+    kept = small.get(id(rt.events))
+    return dict(kept[2]) if kept is not None and _current(kept, rt) else {}
+
+
+def adopt(rt: RankTrace, values: dict[Hashable, Any]) -> None:
+    """Keep ``values`` (:func:`small_values` of the same rank, computed from the same
+    events table in a process forked from this one) as if they had been computed here;
+    a key this thread already keeps is left as it is."""
+    small, _ = _small()
+    kept = small.get(id(rt.events))
+    have = kept[2] if kept is not None and _current(kept, rt) else {}
+    for key, value in values.items():
+        if key not in have:
+            value = _frozen(value)
+            _keep_small(rt, key, value, _size(value))
+
+
 def forget() -> None:
     """Drop every value this thread keeps (tests, and callers that change an events
     table in place)."""
@@ -164,4 +186,5 @@ def _handed_out(value: Any) -> Any:
     return value
 
 
-__all__ = ["KEPT_RANKS", "SMALL_BUDGET", "SMALL_BYTES", "derived", "forget"]
+__all__ = ["KEPT_RANKS", "SMALL_BUDGET", "SMALL_BYTES", "adopt", "derived", "forget",
+           "small_values"]

@@ -160,12 +160,15 @@ class Failed:
 
 def run(job: RankMapper, works: Sequence[RankWork],
         selection: Selection = EVERYTHING,
-        *, errors: str = "raise", description: str = "") -> list[Any]:
+        *, errors: str = "raise", description: str = "", carry: bool = False
+        ) -> list[Any]:
     """Every work's answer, from one visit of each rank of ``selection`` (see the module
     docstring; :data:`~hta.model.vocabulary.EVERYTHING`: every loaded rank, every event),
     each restricted to the selection's steps unless a work names its own ``steps``.
     ``errors``: ``"raise"`` or ``"return"``, the one failure policy (a rank a
-    distributed job cannot reach is left out and reported in ``job.skipped``)."""
+    distributed job cannot reach is left out and reported in ``job.skipped``).
+    ``carry``: a visit spread over forked workers brings back the small values they
+    derived from the ranks (:func:`hta.model.spread.spread_visit`)."""
     if errors not in ("raise", "return"):
         raise ValueError(f"errors: expected 'raise' or 'return', got {errors!r}")
     steps = selection.iteration_list
@@ -173,7 +176,7 @@ def run(job: RankMapper, works: Sequence[RankWork],
     calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), w.steps if w.steps is not None
                    else default, w.add_rank) for w in works)
     what = description or ", ".join(dict.fromkeys(w.name for w in works))
-    visits = _spread(job, works, selection, calls, what)
+    visits = _spread(job, works, selection, calls, what, carry)
     if visits is None:
         visits = job.map_ranks(visit, selection.rank_list, (calls,), description=what)
     per_rank = [row for part in visits for row in part]
@@ -196,7 +199,7 @@ def run(job: RankMapper, works: Sequence[RankWork],
 
 
 def _spread(job: RankMapper, works: Sequence[RankWork], selection: Selection,
-            calls: tuple[Call, ...], what: str) -> list[Any] | None:
+            calls: tuple[Call, ...], what: str, carry: bool = False) -> list[Any] | None:
     """The visit spread over forked workers (:mod:`hta.model.spread`) when a work asks
     for it and the job is in memory and large enough; else None."""
     if not isinstance(job, Trace) or not any(w.spread for w in works):
@@ -207,7 +210,7 @@ def _spread(job: RankMapper, works: Sequence[RankWork], selection: Selection,
     workers = workers_for(job, ranks)
     if workers <= 1:
         return None
-    return [spread_visit(job, ranks, visit, calls, workers, what)]
+    return [spread_visit(job, ranks, visit, calls, workers, what, carry=carry)]
 
 
 def concat_tables(tables: Sequence[Any]) -> Any:
@@ -438,7 +441,7 @@ def remember_together(job: Any, visits: Sequence[tuple[Hashable, RankWork]],
     if not missing or workers_for(job, job.selected_ranks(selection.rank_list)) <= 1:
         return
     answers = run(job, [replace(work, spread=True) for _, work in missing], selection,
-                  errors="return", description=", ".join(dict.fromkeys(
+                  errors="return", carry=True, description=", ".join(dict.fromkeys(
                       work.name for _, work in missing)))
     for (key, _), answer in zip(missing, answers, strict=True):
         if not isinstance(answer, BaseException):

@@ -14,8 +14,9 @@ When: on Linux (fork), with more than one worker (the job's ``workers``, else th
 this process may use; ``max_workers=1`` at load turns it off), two ranks or more, and at
 least :data:`MIN_EVENTS` events in the selected ranks (below that, starting the workers
 costs more than the visit). Never from inside a worker process. Values the works compute
-on the way (:func:`hta.model.derived.derived`) stay in the workers: an analysis run here
-later computes what it needs again.
+on the way (:func:`hta.model.derived.derived`) stay in the workers, unless the visit asks
+to carry them back (``carry``: the small ones come back with the answers and are kept
+here, so this process and the workers it forks next find them).
 
 A share that cannot come back (its answer does not pickle, its worker died) is visited
 again here, so a failure costs time, never an answer.
@@ -23,6 +24,9 @@ again here, so a failure costs time, never an answer.
 :func:`forked_map` is the general form (any function, a closure included, over a list of
 items, on forked workers): the what-if replay predicts the findings' changes with it on
 workers that inherit the job graph (:meth:`hta.analysis.whatif.replayer.Replay.findings_savings`).
+:class:`Ahead` computes one function on one forked process while this one goes on: the
+replay builds a single large rank's graph with it while the findings' rules run here
+(:meth:`hta.analysis.whatif.replayer.Replay.build_ahead`).
 """
 
 from __future__ import annotations
@@ -126,26 +130,97 @@ def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
     return out
 
 
+class Ahead:
+    """``fn()`` computed on one process forked from this one when made, while this one
+    goes on (a closure is fine, as in :func:`forked_map`); :meth:`result` waits for the
+    answer. Fork nothing else before taking it: the pool's threads live until then."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        global _STATE
+        _STATE = lambda _: fn()  # noqa: E731 - what the forked worker calls
+        try:  # a fork pool starts its process at the first submit, in this thread
+            self._pool: Any = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("fork"))
+            self._future = self._pool.submit(_call_forked, None)
+        finally:
+            _STATE = None
+
+    def result(self) -> Forked:
+        """The answer, or the error that kept it from coming back."""
+        try:
+            return Forked(value=self._future.result())
+        except Exception as exc:  # noqa: BLE001 - handed back, redone by the caller
+            return Forked(error=exc)
+        finally:
+            self._pool.shutdown()
+
+
 def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
-                 workers: int, description: str = "") -> list[tuple[int, list[Any]]]:
+                 workers: int, description: str = "", *, carry: bool = False
+                 ) -> list[tuple[int, list[Any]]]:
     """``visit(trace, ranks, calls)`` of every rank, on ``workers`` forked processes (the
-    module docstring); the per-rank answers in rank order."""
+    module docstring); the per-rank answers in rank order. ``carry``: the workers also
+    send back the small values they derived from their ranks
+    (:func:`hta.model.derived.small_values`), kept here as if computed here: for a
+    visit that reads ahead what later visits read again (the job rules' inputs)."""
     ranks = sorted(ranks)
     n_shares = min(len(ranks), workers * SHARES_PER_WORKER)
     # consecutive ranks: a work on a trace answers for a whole share, in rank order
     bounds = [len(ranks) * k // n_shares for k in range(n_shares + 1)]
     shares = [ranks[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def share_visit(share: list[int]) -> Any:
+        rows = visit(trace, share, calls)
+        return (rows, _derived_of(trace, share)) if carry else rows
+
     outcomes = forked_map(
-        lambda share: visit(trace, share, calls), shares, workers, progress=trace.progress,
+        share_visit, shares, workers, progress=trace.progress,
         description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)")
     rows: list[tuple[int, list[Any]]] = []
     for share, outcome in zip(shares, outcomes, strict=True):
         if outcome.ok:
-            rows.extend(outcome.value)
+            if carry:
+                _adopt(trace, outcome.value[1])
+            rows.extend(outcome.value[0] if carry else outcome.value)
             continue
         logger.info("ranks %s: visited again in this process (%s)", share, outcome.error)
         rows.extend(visit(trace, share, calls))
     return sorted(rows, key=lambda row: row[0])
+
+
+def _derived_of(trace: Trace, ranks: Sequence[int]) -> bytes:
+    """Worker side: the small derived values of these ranks, pickled (those that do not
+    pickle are left out: the process they go to computes them when asked)."""
+    import pickle
+
+    from hta.model.derived import small_values
+
+    values = {r: small_values(trace.rank(r)) for r in ranks}
+    try:
+        return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a value that does not travel is computed again
+        kept: dict[int, dict[Any, Any]] = {}
+        for r, per_rank in values.items():
+            kept[r] = {}
+            for key, value in per_rank.items():
+                try:
+                    pickle.dumps((key, value))
+                except Exception:  # noqa: BLE001 - as above
+                    continue
+                kept[r][key] = value
+        return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _adopt(trace: Trace, blob: bytes) -> None:
+    """Keep the values a worker derived (:func:`_derived_of`) for its ranks here."""
+    import pickle
+
+    from hta.model.derived import adopt
+
+    for r, values in pickle.loads(blob).items():  # noqa: S301 - from our own fork
+        adopt(trace.rank(r), values)
 
 
 def _call_forked(item: Any) -> Any:
@@ -156,5 +231,5 @@ def _call_forked(item: Any) -> Any:
     return _STATE(item)
 
 
-__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "Forked", "can_fork", "forked_map", "job_workers",
-           "spread_visit", "workers_for"]
+__all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "Ahead", "Forked", "can_fork", "forked_map",
+           "job_workers", "spread_visit", "workers_for"]

@@ -66,6 +66,7 @@ from hta.analysis.findings.claims import Claim, claim_outside
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
 from hta.analysis.findings.straggler_why import why_late
 from hta.analysis.gpu_work import COMPUTE
+from hta.analysis.grouped import row_medians
 from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
 from hta.analysis.straggler_causes import profile_visit
@@ -274,12 +275,10 @@ def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
     start = calls["start_ns"].to_numpy(np.int64)
     end = calls["end_ns"].to_numpy(np.int64)
     size = calls["msg_bytes"].to_numpy(np.float64)
-    like = pd.DataFrame({"c": calls["collective"].to_numpy(), "g": calls["process_group"]
-                         .astype(str).to_numpy(), "k": calls["kernel"].astype(str).to_numpy(),
-                         "b": np.where(np.isfinite(size), size, -1.0), "d": end - start})
-    by = like.groupby(["c", "g", "k", "b"], sort=False)["d"]
-    median = by.transform("median").to_numpy(np.float64)
-    count = by.transform("size").to_numpy()
+    median, count = row_medians(
+        [calls["collective"].to_numpy(), calls["process_group"].astype(str).to_numpy(),
+         calls["kernel"].astype(str).to_numpy(), np.where(np.isfinite(size), size, -1.0)],
+        end - start)
     factor = np.where(np.isfinite(size), WAIT_FACTOR_SIZED, WAIT_FACTOR)
     outlier = (count >= MIN_LIKE_CALLS) & (median > 0) & (end - start >= factor * median)
     waited = np.where(outlier, (end - start) - median.astype(np.int64), 0)

@@ -75,6 +75,7 @@ from hta.analysis.findings.rule_tools import (
     name_matches,
 )
 from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.grouped import group_medians, medians_at
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
@@ -489,23 +490,20 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     order = np.lexsort((ts[top], key))
     k, d, r = key[order], dur[top][order], top[order]
     head = np.r_[True, k[1:] != k[:-1]]
-    later = pd.Series(d[~head]).groupby(k[~head]).median()
     cand = head & (d >= MIN_NS)
-    med = later.reindex(k[cand]).to_numpy().copy()
+    med = medians_at(*group_medians(k[~head], d[~head]), k[cand])
     # a shape called once (an optimizer's parameters, the layers of one pass: each its
     # own shape) is judged against the calls of its name that were not a shape's first
     # (warm calls), else the later calls of its name
     names = rt.events["name"].to_numpy()[r].astype(np.int64)
-    warm = pd.Series(d[~head]).groupby(names[~head]).median()
+    warm = medians_at(*group_medians(names[~head], d[~head]), names[cand])
     first_of_name = np.zeros(r.size, dtype=bool)
     by_name = np.lexsort((ts[r], names))
     first_of_name[by_name[np.r_[True, names[by_name][1:] != names[by_name][:-1]]]] = True
-    later = pd.Series(d[~first_of_name]).groupby(names[~first_of_name]).median()
-    fallback = warm.reindex(names[cand]).to_numpy()
-    fallback = np.where(np.isnan(fallback), later.reindex(names[cand]).to_numpy(), fallback)
+    later = medians_at(*group_medians(names[~first_of_name], d[~first_of_name]), names[cand])
+    fallback = np.where(np.isnan(warm), later, warm)
     alone = np.isnan(med)
-    alone[alone] = first_of_name[cand][alone] | ~np.isnan(warm.reindex(
-        names[cand][alone]).to_numpy())
+    alone[alone] = first_of_name[cand][alone] | ~np.isnan(warm[alone])
     med[alone] = fallback[alone]
     ok = ~np.isnan(med)
     ok[ok] = d[cand][ok] >= FACTOR * med[ok]

@@ -132,14 +132,24 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     group, uniq = pd.factorize(code[rows], sort=False)
     first = rows[np.unique(group, return_index=True)[1]]
     sums = calls[list(_SUMS.values())].iloc[rows].groupby(group, sort=False).sum()
+    summed = {name: sums[src].to_numpy() for name, src in _SUMS.items()}
+    # only the groups far below their roof are made a table (most ranks have none)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = summed["w"] / summed["t_ns"]
+    kept = np.flatnonzero((pct < FAR_BELOW) & (summed["t_ns"] >= MIN_TIME_NS))
+    index = pd.RangeIndex(len(uniq))[kept]
+    first = first[kept]
     # the keys as a groupby gives them back (its index infers their dtype)
-    out = {k: pd.Series(calls[k].to_numpy()[first]) for k in _KEYS}
-    out["calls"] = pd.Series(np.bincount(group, minlength=len(uniq)).astype(np.int64))
-    for name, src in _SUMS.items():
-        out[name] = pd.Series(sums[src].to_numpy())
+    out = {k: pd.Series(calls[k].to_numpy()[first], index=index) for k in _KEYS}
+    out["calls"] = pd.Series(np.bincount(group, minlength=len(uniq)).astype(np.int64)[kept],
+                             index=index)
+    for name in _SUMS:
+        out[name] = pd.Series(summed[name][kept], index=index)
     for name, src in _FIRSTS.items():
-        out[name] = pd.Series(calls[src].to_numpy()[first], dtype=calls[src].dtype)
-    return _far_below(pd.DataFrame(out))
+        out[name] = pd.Series(calls[src].to_numpy()[first], dtype=calls[src].dtype,
+                              index=index)
+    out["pct"] = pd.Series(pct[kept], index=index)
+    return pd.DataFrame(out)
 
 
 def _groups_by_pandas(calls: pd.DataFrame) -> pd.DataFrame:

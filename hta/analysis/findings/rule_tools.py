@@ -74,10 +74,31 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
     untested = got < 0
     if untested.any():
         new = pd.unique(ids[untested])  # a hash, not a sort: this may run over most events
-        test = pattern.search if isinstance(pattern, Searchable) else pattern
-        lut[new] = [bool(test(rt.symbols[i])) for i in new.tolist()]
+        lut[new] = _verdicts(pattern, [rt.symbols[i] for i in new.tolist()])
         got = lut[ids]
     return got > 0
+
+
+#: Per test, its verdict on each name already tested in this process: the ranks of a job
+#: share most names (each rank numbers them its own way), and a pattern searched over
+#: a long templated kernel name costs microseconds. Emptied past :data:`MAX_KNOWN` names.
+_KNOWN: dict[NameTest, dict[str, bool]] = {}
+MAX_KNOWN = 200_000
+
+
+def _verdicts(pattern: NameTest, names: list[str]) -> list[bool]:
+    """``pattern``'s verdict on each name, each name tested once per process."""
+    known = _KNOWN.get(pattern)
+    if known is None or len(known) > MAX_KNOWN:
+        known = _KNOWN[pattern] = {}
+    test = pattern.search if isinstance(pattern, Searchable) else pattern
+    out = []
+    for name in names:
+        verdict = known.get(name)
+        if verdict is None:
+            verdict = known[name] = bool(test(name))
+        out.append(verdict)
+    return out
 
 
 class _NameTests:

@@ -62,28 +62,44 @@ def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     if slots is not None:  # a replayed kernel counts with its captured call, not here
         work["owner"] = np.where(slots >= 0, -1, owner)
         work["replayed"] = slots
-    linked = work[work["owner"] >= 0]
-    if not len(linked):
+    is_linked = work["owner"].to_numpy() >= 0
+    if not is_linked.any():
         return {}, work
-    owners = linked["owner"].to_numpy()
-    op, kernels = np.unique(owners, return_counts=True)
-    slot = np.searchsorted(op, owners)
-    link = kind_mask(ev["kind"].cat.codes.to_numpy()[linked["row"].to_numpy()],
-                     LINK_COPY_KINDS)
+    owners = work["owner"].to_numpy()[is_linked]
+    linked_dur = dur[is_linked]
+    op, slot, kernels = np.unique(owners, return_inverse=True, return_counts=True)
+    link = kind_mask(ev["kind"].cat.codes.to_numpy()[rows[is_linked]], LINK_COPY_KINDS)
     calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
-                    "time_ns": np.bincount(slot, weights=linked["dur"].to_numpy()
-                                           ).astype(np.int64),
+                    "time_ns": np.bincount(slot, weights=linked_dur).astype(np.int64),
                     "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
-    by_cat = linked.groupby(["owner", "kernel_category"], sort=False)["dur"].sum()
-    top = by_cat.reset_index().sort_values(["owner", "dur"], ascending=[True, False])
-    top = top.drop_duplicates("owner").set_index("owner")["kernel_category"]
     names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[calls["op"]]]
     calls["name"] = names
     by_name = {n: op_category(n) for n in pd.unique(names)}
     named = np.array([by_name[n] or "" for n in names], dtype=object)
-    fallback = top.reindex(calls["op"]).to_numpy(dtype=object)
+    fallback = top_category(slot, len(op), kcat[is_linked], linked_dur)
     calls["category"] = np.where(named != "", named, fallback).astype(object)
     return calls, work
+
+
+def top_category(slot: np.ndarray, n: int, category: np.ndarray, dur: np.ndarray
+                 ) -> np.ndarray:
+    """Per call ``0..n-1`` (``slot``: the call of each kernel), the kernel category with
+    the most of its kernels' time; of categories with equal time, the one whose first
+    kernel comes first. NaN for a call none of whose kernels has a category."""
+    code, uniq = pd.factorize(category)
+    out = np.full(n, np.nan, dtype=object)
+    known = code >= 0
+    if not known.any():
+        return out
+    width = np.int64(len(uniq))
+    pair = slot[known].astype(np.int64) * width + code[known]
+    pairs, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    total = np.bincount(inverse, weights=dur[known].astype(np.float64))
+    call = pairs // width
+    order = np.lexsort((first, -total, call))  # per call: most time, then first seen
+    lead = order[np.r_[True, call[order][1:] != call[order][:-1]]]
+    out[call[lead]] = np.asarray(uniq, dtype=object)[pairs[lead] % width]
+    return out
 
 
 def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:

@@ -71,7 +71,8 @@ from hta.model.rules import RuleSet
 from hta.model.trace import RankTrace
 
 __all__ = ["COLUMNS", "JOB_EDGE_TYPES", "Change", "JobGraph", "RankGraph", "Schedule",
-           "assemble", "build_job", "predict", "replay", "what_if"]
+           "assemble", "build_job", "job_graph", "predict", "replay", "what_if", "with_trace",
+           "without_trace"]
 
 #: Columns of :func:`what_if`.
 COLUMNS = ["rank", "step", "measured(us)", "replayed(us)", "predicted(us)",
@@ -110,27 +111,27 @@ def rank_graphs(traces: Sequence[RankTrace], workers: int = 1) -> list[RankGraph
     n = min(len(traces), workers * SHARES_PER_WORKER)
     bounds = [len(traces) * k // n for k in range(n + 1)]
     shares = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    outcomes = forked_map(lambda share: [_without_trace(rank_graph(traces[i]))
+    outcomes = forked_map(lambda share: [without_trace(rank_graph(traces[i]))
                                          for i in share], shares, min(workers, n))
     graphs: list[RankGraph] = []
     for share, outcome in zip(shares, outcomes, strict=True):
         if outcome.ok:
-            graphs += [_with_trace(g, traces[i]) for i, g in zip(share, outcome.value,
+            graphs += [with_trace(g, traces[i]) for i, g in zip(share, outcome.value,
                                                                    strict=True)]
         else:
             graphs += [rank_graph(traces[i]) for i in share]
     return graphs
 
 
-def _without_trace(g: RankGraph) -> dict[str, Any]:
+def without_trace(g: RankGraph) -> dict[str, Any]:
     """``g``'s fields but its trace (what a forked worker sends back)."""
     out = {f.name: getattr(g, f.name) for f in dataclasses.fields(g) if f.name != "trace"}
     out["cp"] = dataclasses.replace(g.cp, trace=None)
     return out
 
 
-def _with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
-    """The graph of :func:`_without_trace`'s fields, given back its trace."""
+def with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
+    """The graph of :func:`without_trace`'s fields, given back its trace."""
     return RankGraph(**{**fields, "cp": dataclasses.replace(fields["cp"], trace=rt)},
                      trace=rt)
 

@@ -27,10 +27,13 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from hta.analysis.whatif.coupled import Coupling
+    from hta.analysis.whatif.graph import RankGraph
     from hta.analysis.whatif.replay import Change, JobGraph, Schedule
     from hta.model.job import Job
     from hta.model.rules import RuleSet
     from hta.model.runner import Kept
+    from hta.model.spread import Ahead
+    from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
@@ -42,30 +45,85 @@ PARALLEL_MIN_NODES = 500_000
 class Replay:
     """The replay of one loaded job (module docstring)."""
 
-    def __init__(self, job: Job, shifts: dict[int, int] | None = None,
+    def __init__(self, job: Job,
+                 shifts: dict[int, int] | Callable[[], dict[int, int]] | None = None,
                  rules: RuleSet | None = None) -> None:
         self.job = job
-        self.shifts = dict(shifts or {})
+        self._shifts = shifts if callable(shifts) else dict(shifts or {})
         self.rules = rules
         self.remote = bool(getattr(job, "keeps_remotely", False))
         self._graph: tuple[JobGraph, Schedule] | None = None
+        self._ahead_graphs: tuple[Ahead, list[RankTrace]] | None = None
         self._coupled: tuple[Kept, Coupling] | None = None
         self._uncertainty: pd.DataFrame | None = None
         self._bounds: dict[Any, tuple[bool, Any]] = {}
 
+    @property
+    def shifts(self) -> dict[int, int]:
+        """Rank -> ns to subtract to put it on the reference clock (asked for when first
+        needed, when the replay was given a function)."""
+        if callable(self._shifts):
+            self._shifts = dict(self._shifts())
+        return self._shifts
+
     # -- the engines -----------------------------------------------------------------------
     def graph(self) -> tuple[JobGraph, Schedule]:
         """The job graph of every loaded rank, each on the reference clock, and its
-        unchanged replay (built once; in this process)."""
-        from hta.analysis.clock import shift_rank
-        from hta.analysis.whatif.replay import build_job, replay
+        unchanged replay (built once; in this process, or taken from
+        :meth:`build_ahead`)."""
+        from hta.analysis.whatif.replay import build_job, job_graph, replay
         from hta.model.spread import job_workers
 
         if self._graph is None:
-            jg = build_job([shift_rank(self.job.rank(r), self.shifts.get(r, 0))
-                            for r in self.job.get_ranks()], job_workers(self.job))
+            graphs = self._graphs_built_ahead()
+            jg = job_graph(graphs) if graphs is not None else build_job(
+                self._shifted_ranks(), job_workers(self.job))
             self._graph = (jg, replay(jg))
         return self._graph
+
+    def build_ahead(self) -> bool:
+        """Start building the rank graphs on one process forked now, for :meth:`graph` to
+        take, when this process would otherwise leave a core idle meanwhile: a job of one
+        rank of :data:`~hta.analysis.whatif.replay.PARALLEL_MIN_EVENTS` events or more,
+        in memory, allowed several workers, on Linux (the findings' rules then run here
+        while the graph is built there). False when nothing was started; the answers
+        are those of :meth:`graph` built here."""
+        from hta.analysis.whatif.graph import rank_graph
+        from hta.analysis.whatif.replay import PARALLEL_MIN_EVENTS, without_trace
+        from hta.model.spread import Ahead, can_fork, job_workers
+
+        if self._graph is not None or self._ahead_graphs is not None or self.remote or \
+                len(self.job.get_ranks()) != 1 or job_workers(self.job) < 2 or \
+                not can_fork():
+            return False
+        traces = self._shifted_ranks()
+        if sum(len(rt.events) for rt in traces) < PARALLEL_MIN_EVENTS:
+            return False
+        self._ahead_graphs = (Ahead(lambda: [without_trace(rank_graph(rt)) for rt in traces]),
+                              traces)
+        return True
+
+    def _shifted_ranks(self) -> list[RankTrace]:
+        from hta.analysis.clock import shift_rank
+
+        return [shift_rank(self.job.rank(r), self.shifts.get(r, 0))
+                for r in self.job.get_ranks()]
+
+    def _graphs_built_ahead(self) -> list[RankGraph] | None:
+        """The rank graphs :meth:`build_ahead` started, or None (none started, or they
+        did not come back: logged, built here)."""
+        from hta.analysis.whatif.replay import with_trace
+
+        if self._ahead_graphs is None:
+            return None
+        ahead, traces = self._ahead_graphs
+        self._ahead_graphs = None
+        got = ahead.result()
+        if not got.ok:
+            logger.info("the rank graphs built ahead did not come back (%s); built here",
+                        got.error)
+            return None
+        return [with_trace(g, rt) for g, rt in zip(got.value, traces, strict=True)]
 
     def coupled(self) -> tuple[Kept, Coupling]:
         """Every rank's replay graph kept where the rank lives, coupled through the
@@ -152,15 +210,15 @@ class Replay:
         (:func:`hta.analysis.findings.warmup.iteration_windows`): a finding's saving is
         measured over the time the finding is about, iteration by iteration where the
         trace repeats a loop. Empty on the coupled engine (it measures whole traces)."""
+        from hta.analysis.findings.events import step_table
         from hta.analysis.findings.warmup import iteration_windows
-        from hta.model.selection import rank_steps
 
         out: dict[int, Any] = {}
         if self.remote:
             return out
         for r in self.job.get_ranks():
             rt = self.job.rank(r)
-            if not len(rank_steps(rt)):
+            if not len(step_table(rt)):  # kept per rank by the rules
                 offset = int(self.shifts.get(r, 0))
                 found = [(a - offset, b - offset) for a, b in iteration_windows(rt)]
                 out[r] = found if len(found) > 1 else found[0]
