@@ -41,7 +41,7 @@ _KERNEL_CODES = kind_codes(KERNEL_KINDS)
 def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     ev = rt.events
     pairs = rank_launch_pairs(rt)
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     kernel = np.isin(codes[pairs.gpu], _KERNEL_CODES)
     gpu, launch = pairs.gpu[kernel], pairs.launch[kernel]
     if not gpu.size:

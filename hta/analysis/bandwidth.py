@@ -96,7 +96,7 @@ def no_memory_copies() -> pd.DataFrame:
 
 def _rank_copies(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     rows = np.flatnonzero(np.isin(codes, _MEMORY_CODES))
     if rows.size == 0:
         return pd.DataFrame(columns=COPY_COLUMNS)

@@ -99,7 +99,7 @@ def capture_windows(rt: RankTrace, source: str = "", batch: int = -1) -> list[Wi
     names = sym[ev["name"].to_numpy()]
     is_begin = np.array([n.endswith("StreamBeginCapture") for n in names], dtype=bool)
     is_end = np.array([n.endswith("StreamEndCapture") for n in names], dtype=bool)
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     launch = codes == KIND_CODE["runtime_launch"]
     ts = ev["ts"].to_numpy(np.int64)
     tid = ev["tid"].to_numpy(np.int64)
@@ -123,7 +123,7 @@ def _op_of(rt: RankTrace, row: int) -> int:
     if op < 0:
         return -1
     parent = ev["parent"].to_numpy()
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     names = ev["name"].to_numpy()
     v = op
     while v >= 0:
@@ -139,7 +139,7 @@ def _replays(rt: RankTrace) -> list[tuple[int, np.ndarray]]:
     if not len(ev):
         return []
     sym = rt.symbols
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     gpu = np.flatnonzero(kind_mask(codes, GPU_WORK_KINDS))
     launch_of = ev["index_correlation"].to_numpy()[gpu]
     names = ev["name"].to_numpy()
@@ -200,7 +200,7 @@ def _step_batch(rt: RankTrace, row: int) -> int:
     annotation holds the call at ``row``; -1 when none says."""
     ev = rt.events
     t = int(ev["ts"].iat[row])
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ann = np.flatnonzero((codes == KIND_CODE["user_annotation"])
                          & (ev["ts"].to_numpy() <= t) & (ev["end"].to_numpy() >= t))
     for a in ann.tolist():

@@ -100,7 +100,7 @@ def _range_rows(rt: RankTrace) -> np.ndarray:
 def kernel_launch_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the kernel launches of a rank (``runtime_launch`` minus memory)."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     launch = codes == KIND_CODE["runtime_launch"]
     names = ev["name"].to_numpy()
     launch_names = np.unique(names[launch])
@@ -143,7 +143,7 @@ def _op_stacks(rt: RankTrace, launches: np.ndarray) -> list[list[str]]:
     """Names of the cpu_op ancestors of each launch, outermost first."""
     ev = rt.events
     parent = rt.link("parent")
-    is_op = ev["kind"].cat.codes.to_numpy() == KIND_CODE["cpu_op"]
+    is_op = ev["kind"].array.codes == KIND_CODE["cpu_op"]
     names = ev["name"].to_numpy()
     levels: list[np.ndarray] = []
     cur = parent[launches]

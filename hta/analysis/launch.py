@@ -96,7 +96,7 @@ def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
     """Pair GPU work rows with their ``runtime_launch`` rows (see the module docstring);
     ``index_correlation`` read as positions by
     :func:`~hta.analysis.gpu_work.index_positions`."""
-    codes = events["kind"].cat.codes.to_numpy()
+    codes = events["kind"].array.codes
     is_launch = codes == _LAUNCH_CODE
     gpu_rows = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
     partner = index_positions(events, events["index_correlation"].to_numpy()[gpu_rows])
@@ -148,7 +148,7 @@ def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     pairs = rank_launch_pairs(rt)
     ts = ev["ts"].to_numpy()
-    n_launch = int(np.count_nonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH_CODE))
+    n_launch = int(np.count_nonzero(ev["kind"].array.codes == _LAUNCH_CODE))
     return pd.DataFrame([{
         "rank": rt.rank,
         "launches": n_launch,
@@ -292,7 +292,7 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
     ev = rt.events
     pairs = rank_launch_pairs(rt)
     launch, gpu = pairs.launch, pairs.gpu
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     if not include_memory_events:
         keep = ~np.isin(codes[gpu], _MEMORY_CODES)
         launch, gpu = launch[keep], gpu[keep]

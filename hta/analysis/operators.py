@@ -107,7 +107,7 @@ def no_calls() -> pd.DataFrame:
 
 def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ops = np.flatnonzero(codes == _OP_CODE)
     if ops.size == 0:
         return pd.DataFrame(columns=CALL_COLUMNS)

@@ -82,7 +82,7 @@ def no_kernel_sequences() -> pd.DataFrame:
 
 def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     names = ev["name"].to_numpy()
     matching = pd.Series(rt.symbols, dtype=object).str.contains(operator_name, regex=False)
     matching_ids = np.flatnonzero(matching.to_numpy(dtype=bool))

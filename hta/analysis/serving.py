@@ -84,7 +84,7 @@ def _ranges(rt: RankTrace) -> tuple[str, list[tuple[int, str, str, int, int]]]:
     tokens)`` in start order."""
     ev = rt.events
     sym = rt.symbols
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     names = ev["name"].to_numpy()
     ann = np.flatnonzero(codes == KIND_CODE["user_annotation"])
     vllm: list[tuple[int, str, str, int, int]] = []
@@ -116,7 +116,7 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
     ev = rt.events
     ts = ev["ts"].to_numpy(np.int64)
     end = ev["end"].to_numpy(np.int64)
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     gpu = np.flatnonzero(kind_mask(codes, GPU_WORK_KINDS))
     launch = ev["index_correlation"].to_numpy()[gpu]
     ok = launch >= 0

@@ -128,7 +128,7 @@ def _rank_segments(rt: RankTrace, iterations: StepList,
                    streams: Iterable[int] | int | None, max_segments: int,
                    resolution_ns: int | None) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     local = np.where(codes >= 0, _LOCAL_CODE[np.clip(codes, 0, None)], -1)
     keep = local >= 0
     if iterations is not None:

@@ -184,7 +184,7 @@ def fill_copy_bytes(rt: RankTrace, size_rows: np.ndarray, sizes: np.ndarray) -> 
     """Give copies without a ``bytes`` arg the ``size`` arg of their own event (MTIA DMA
     requests) or of the runtime call that launched them (ROCm ``hipMemcpy*``)."""
     ev = rt.events
-    memory = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), MEMORY_KINDS))
+    memory = np.flatnonzero(kind_mask(ev["kind"].array.codes, MEMORY_KINDS))
     if memory.size == 0:
         return
     size_of = np.full(len(ev), np.nan)
@@ -229,7 +229,7 @@ def build_metadata(
         info = {}
     pg_config = info.get("pg_config") or []
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     gpu = kind_mask(codes, GPU_KINDS)
     counts = np.bincount(codes, minlength=len(KINDS))
     settings = {

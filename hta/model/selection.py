@@ -79,7 +79,7 @@ def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return empty, empty.copy(), empty.copy()
     starts, ends, numbers = step_spans(
         rt.symbols, ev["name"].to_numpy(),
-        np.isin(ev["kind"].cat.codes.to_numpy(), _STEP_KINDS),
+        np.isin(ev["kind"].array.codes, _STEP_KINDS),
         ev["ts"].to_numpy(), ev["end"].to_numpy())
     return starts, ends, np.asarray(numbers, dtype=np.int64)
 

@@ -113,7 +113,7 @@ def path_frame(graph: CriticalPathGraph,
     src_ev, dst_ev = graph.node_event[src], graph.node_event[dst]
     src_start, dst_start = graph.node_is_start[src], graph.node_is_start[dst]
     attributed = _attributed(graph, ev, src, dst, typ)
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     has = attributed >= 0
     safe = np.where(has, attributed, src_ev)
     kind_code = np.where(has, codes[safe], -1)
@@ -218,7 +218,7 @@ def _in_data_load(rt, attributed: np.ndarray, typ: np.ndarray,
     if ids.size == 0:
         return out
     matched = np.isin(ev["name"].to_numpy(), ids)
-    matched &= np.isin(ev["kind"].cat.codes.to_numpy(),
+    matched &= np.isin(ev["kind"].array.codes,
                        [KIND_CODE[k] for k in ("cpu_op", "user_annotation", "python_function")])
     ic = ev["index_correlation"].to_numpy()
     parent = ev["parent"].to_numpy()

@@ -44,7 +44,7 @@ class Cols:
             corr=ev["correlation"].to_numpy(np.int64),
             ic=ev["index_correlation"].to_numpy(np.int64),
             parent=ev["parent"].to_numpy(np.int64), depth=ev["depth"].to_numpy(np.int64),
-            codes=ev["kind"].cat.codes.to_numpy().astype(np.int16),
+            codes=ev["kind"].array.codes.astype(np.int16),
             name=ev["name"].to_numpy(np.int64),
         )
 

@@ -211,7 +211,7 @@ def select_window(
             raise ValueError(f"rank {rt.rank} has no events to analyse")
         return int(ev["ts"].min()), int(ev["end"].max()), ""
     ids = [i for i, s in enumerate(rt.symbols) if annotation in s]
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     mask = np.isin(codes, [KIND_CODE[k] for k in WINDOW_KINDS])
     mask &= np.isin(ev["name"].to_numpy(), ids) if ids else False
     rows = np.flatnonzero(mask)

@@ -93,7 +93,7 @@ class _Side:
                     for r, o in zip(rows.tolist(), op.tolist(), strict=True)]
             self.sync.append(pd.DataFrame({"key": site, "slot": self._slot(
                 rt.rank, step[rows]), "value": dur[rows]}))
-        codes = ev["kind"].cat.codes.to_numpy()
+        codes = ev["kind"].array.codes
         copies = np.flatnonzero(kind_mask(codes, tuple(_DIRECTIONS)) & (step >= -1))
         if copies.size:
             from hta.analysis.findings.rule_tools import bytes_of

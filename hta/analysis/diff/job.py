@@ -227,7 +227,7 @@ def _notes(c: _Side, t: _Side) -> list[str]:
 def _has_gpu_work(side: _Side) -> bool:
     """True when a selected rank of the side has GPU work (kernels, copies, memsets)."""
     for rank in side.ranks:
-        codes = side.trace.rank(rank).events["kind"].cat.codes.to_numpy()
+        codes = side.trace.rank(rank).events["kind"].array.codes
         if np.isin(codes, _WORK_CODES).any():
             return True
     return False
@@ -246,7 +246,7 @@ def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
     for rank in side.ranks:
         rt = side.trace.rank(rank)
         ev = rt.events
-        keep = np.isin(ev["kind"].cat.codes.to_numpy(), _WORK_CODES)
+        keep = np.isin(ev["kind"].array.codes, _WORK_CODES)
         if side.iterations is not None:
             keep &= np.isin(ev["iteration"].to_numpy(), side.iterations)
         rows = np.flatnonzero(keep)

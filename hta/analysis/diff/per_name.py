@@ -36,7 +36,7 @@ def name_totals(trace: Job, selection: Selection = EVERYTHING,
         ev = rt.events
         keep = np.ones(len(ev), dtype=bool)
         if device != "ALL":
-            on_gpu = np.isin(ev["kind"].cat.codes.to_numpy(), _GPU_CODES)
+            on_gpu = np.isin(ev["kind"].array.codes, _GPU_CODES)
             keep &= on_gpu if device == "GPU" else ~on_gpu
         if steps is not None:
             keep &= np.isin(ev["iteration"].to_numpy(), steps)

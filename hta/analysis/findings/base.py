@@ -132,7 +132,7 @@ def _steps_gpu_end(rt: RankTrace, steps: np.ndarray) -> int:
     that runs behind its host finishes a step's work after the step's CPU span (0 when
     none)."""
     ev = rt.events
-    gpu = kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS)
+    gpu = kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS)
     mine = gpu & np.isin(ev["iteration"].to_numpy(), steps)
     return int(ev["end"].to_numpy()[mine].max()) if mine.any() else 0
 

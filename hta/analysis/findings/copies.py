@@ -105,7 +105,7 @@ def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     memory: ``max(MIN_COPY_NS, bytes / reference)`` with the reference of its direction
     (:func:`_reference`); a copy of unknown size keeps its duration."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
     dur = ev["dur"].to_numpy()
@@ -127,7 +127,7 @@ def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``pageable_copies`` findings of one rank, one per direction."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
     if pageable.size == 0:
@@ -177,7 +177,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
 def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``copies_on_compute_stream`` findings of one rank, one per direction."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     window = analysis_window(rt, iterations)
     stream = ev["stream"].to_numpy()
     kernels = np.flatnonzero(codes == _COMPUTE)

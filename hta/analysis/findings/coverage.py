@@ -140,7 +140,7 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     }
     causes = idle_causes(rt, idle_s, idle_e, kept)
     row["idle_causes_ns"] = causes
-    runtime = np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), RUNTIME_KINDS))
+    runtime = np.flatnonzero(kind_mask(rt.events["kind"].array.codes, RUNTIME_KINDS))
     row["dependency_calls"] = int(name_matches(rt, runtime, DEPENDENCY_CALLS).sum())
     row["window_text"] = window_text(rt, iterations)
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
@@ -277,7 +277,7 @@ class _Host:
     @classmethod
     def of(cls, rt: RankTrace) -> _Host:
         ev = rt.events
-        codes = ev["kind"].cat.codes.to_numpy()
+        codes = ev["kind"].array.codes
         ann = np.flatnonzero(codes == _ANNOTATION)
         names = ev["name"].to_numpy()[ann]
         uniq, inv = np.unique(names, return_inverse=True)

@@ -219,7 +219,7 @@ def cast_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
     if k.rows.size == 0:
         return np.zeros(0, dtype=bool)
     ev = rt.events
-    ops = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _CPU_OP)
+    ops = np.flatnonzero(ev["kind"].array.codes == _CPU_OP)
     mark = np.zeros(len(ev), dtype=bool)
     mark[ops[name_matches(rt, ops, CAST_OP)]] = True
     if not mark.any():
@@ -259,7 +259,7 @@ def attention_kernels(rt: RankTrace, k: Kernels) -> Attention:
     """The score kernels of explicit attention and of the math fallback (module
     docstring)."""
     ev = rt.events
-    ops = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _CPU_OP)
+    ops = np.flatnonzero(ev["kind"].array.codes == _CPU_OP)
     explicit = np.zeros(k.rows.size, dtype=bool)
     fallback = np.zeros(k.rows.size, dtype=bool)
     if ops.size == 0 or k.rows.size == 0:

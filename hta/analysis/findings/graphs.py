@@ -71,7 +71,7 @@ def _calls(rt: RankTrace, pattern: re.Pattern[str], window: tuple[int, int]) -> 
     ev = rt.events
     ts = ev["ts"].to_numpy()
     hit = _symbol_mask(rt, pattern)[ev["name"].to_numpy()]
-    hit &= np.isin(ev["kind"].cat.codes.to_numpy(), _CPU_CODES)
+    hit &= np.isin(ev["kind"].array.codes, _CPU_CODES)
     return np.flatnonzero(hit & (ts >= window[0]) & (ts < window[1]))
 
 
@@ -127,7 +127,7 @@ def _launches_during_capture(rt: RankTrace, begins: np.ndarray, window: tuple[in
     ts = ev["ts"].to_numpy()
     thread = _thread_ids(ev)
     ends = _calls(rt, CAPTURE_END, window)
-    launches = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _LAUNCH)
+    launches = np.flatnonzero(ev["kind"].array.codes == _LAUNCH)
     total = 0
     for t in np.unique(thread[begins]).tolist():
         b_ts = ts[begins[thread[begins] == t]]
@@ -155,7 +155,7 @@ def _annotation_around(rt: RankTrace, row: int) -> str:
     """The innermost ``record_function`` label around ``row`` (not a ProfilerStep)."""
     ev = rt.events
     parent = link(rt, "parent")
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     names = ev["name"].to_numpy()
     cur = int(parent[row])
     while cur >= 0:

@@ -120,7 +120,7 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
     inside = (ts[rows] >= window[0]) & (ts[rows] < window[1])
     # a runtime call that waits on the GPU; an operator standing for one only in a trace
     # without runtime calls (an .item() of a CPU tensor waits on nothing)
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     if kind_mask(codes, RUNTIME_KINDS).any():
         inside &= kind_mask(codes[rows], RUNTIME_KINDS)
     if not inside.any():
@@ -284,7 +284,7 @@ def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
 def _host_gaps(rt: RankTrace) -> HostGaps:
     (s, e, tid, step), _, _ = _gaps(rt)
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     tids = ev["tid"].to_numpy()
     parts = {c: np.zeros(s.size, dtype=np.int64) for c in CLASSES}
@@ -427,7 +427,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         + (f" Most CPU time in them: {names}." if names else "")
         + (f" Python code with the most time of its own in them (with_stack frames): "
            f"{frames}." if frames else "")
-        + ("" if (rt.events["kind"].cat.codes.to_numpy() == _OP).any() else
+        + ("" if (rt.events["kind"].array.codes == _OP).any() else
            " The trace records no CPU operator at all (only runtime calls): the time "
            "with nothing recorded may be operators the profiler did not record; profile "
            "with the CPU activity to split it.")
@@ -466,7 +466,7 @@ def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> 
     """The operators and runtime calls (outermost in each gap) with the most time inside
     the longest gaps."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     rows = np.flatnonzero(kind_mask(codes, ("cpu_op", *_RUNTIME)))
     rows = rows[~name_matches(rt, rows, STEP)]
     depth, names = ev["depth"].to_numpy(), ev["name"].to_numpy()
@@ -496,7 +496,7 @@ def _python_frames(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray)
     time of their own (less their child frames, operators, annotations and runtime
     calls) inside the longest gaps on their threads; "" when the trace has none."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     py = KIND_CODE.get("python_function")
     if py is None or not (codes == py).any():
         return ""

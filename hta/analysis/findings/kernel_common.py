@@ -306,7 +306,7 @@ def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
                     window: tuple[int, int]) -> Kernels:
     """The compute kernels (kind ``computation``) of the analysis (:func:`in_steps`)."""
     ev = rt.events
-    rows = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _COMPUTATION)
+    rows = np.flatnonzero(ev["kind"].array.codes == _COMPUTATION)
     ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
     step = ev["iteration"].to_numpy()[rows]
     sel = in_steps(rt, step, ts, iterations, window)

@@ -247,7 +247,7 @@ LAYOUT_TIME_SHARE = 0.05
 def _layout_time_share(rt: RankTrace, window: tuple[int, int]) -> float:
     """The share of the compute-kernel time in ``window`` spent in layout conversions."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     k = np.flatnonzero((codes == KIND_CODE["computation"]) & (ts >= window[0])
                        & (ts < window[1]))

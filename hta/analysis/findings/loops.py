@@ -200,7 +200,7 @@ def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool
         common = ids[count == anchors.size]
         if name_matches(rt, common, MODULE_CALL).any():
             return True
-        codes = rt.events["kind"].cat.codes.to_numpy()[common]
+        codes = rt.events["kind"].array.codes[common]
         labels = common[kind_mask(codes, _PASS_KINDS)]
         if (~name_matches(rt, labels, _STEP_LABEL)).any():
             return True

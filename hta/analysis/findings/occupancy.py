@@ -110,7 +110,7 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
     grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
     blocks = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
     bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
-    kind = ev["kind"].cat.codes.to_numpy()
+    kind = ev["kind"].array.codes
     device = ev["device"].to_numpy()
     sms = _sm_counts(rt, device[pos], blocks, bpsm)
     if not np.isfinite(sms).any():

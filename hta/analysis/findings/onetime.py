@@ -190,7 +190,7 @@ def _one_time(rt: RankTrace) -> OneTime:
     g = gpu_rows(rt)
     if g.size == 0 or not len(ev):
         return _empty()
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     dur = end - ts
     parent = link(rt, "parent")
@@ -373,7 +373,7 @@ def _unrecorded_before_script(rt: RankTrace, calls: np.ndarray, ts: np.ndarray,
     holders = holders[np.lexsort((ts[holders], names[holders]))]
     holders = holders[np.r_[True, names[holders][1:] != names[holders][:-1]]]
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    recorded = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), ANY_KINDS))
+    recorded = np.flatnonzero(kind_mask(ev["kind"].array.codes, ANY_KINDS))
     # each thread's record ends, sorted: the last one before a call is one search away
     thread = thread_keys(pid[recorded], tid[recorded])
     order = np.lexsort((end[recorded], thread))
@@ -472,7 +472,7 @@ def top_level_calls(rt: RankTrace) -> np.ndarray:
 
 
 def _top_level(rt: RankTrace) -> np.ndarray:
-    codes = rt.events["kind"].cat.codes.to_numpy()
+    codes = rt.events["kind"].array.codes
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
     is_call = np.zeros(len(rt.events), dtype=bool)
     is_call[calls] = True

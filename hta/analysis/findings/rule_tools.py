@@ -57,8 +57,10 @@ NameTest = Searchable | Callable[[str], bool]
 
 def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarray:
     """Whether each row's name matches ``pattern`` (a compiled pattern, searched, or a
-    predicate on the name): each distinct name is tested once per rank and test (the
-    verdicts are kept for the next call, :func:`hta.model.derived.derived`)."""
+    predicate on the name, which must depend on the name alone): each distinct name is
+    tested once per process and test (the verdicts are kept per name id for the rank's
+    next call, :func:`hta.model.derived.derived`, and per name text for the other ranks,
+    which number names their own way)."""
     ids = rt.events["name"].to_numpy()[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
@@ -81,15 +83,19 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
 
 #: Per test, its verdict on each name already tested in this process: the ranks of a job
 #: share most names (each rank numbers them its own way), and a pattern searched over
-#: a long templated kernel name costs microseconds. Emptied past :data:`MAX_KNOWN` names.
+#: a long templated kernel name costs microseconds. A test's verdicts are dropped past
+#: :data:`MAX_KNOWN` names, and every test's past :data:`MAX_TESTS` tests.
 _KNOWN: dict[NameTest, dict[str, bool]] = {}
 MAX_KNOWN = 200_000
+MAX_TESTS = 256
 
 
 def _verdicts(pattern: NameTest, names: list[str]) -> list[bool]:
     """``pattern``'s verdict on each name, each name tested once per process."""
     known = _KNOWN.get(pattern)
     if known is None or len(known) > MAX_KNOWN:
+        if len(_KNOWN) >= MAX_TESTS:
+            _KNOWN.clear()
         known = _KNOWN[pattern] = {}
     test = pattern.search if isinstance(pattern, Searchable) else pattern
     out = []
@@ -195,7 +201,7 @@ def under_warm_up(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     name says warm-up (:data:`WARM_UP`), or is one: code that runs once, before the
     steady state the findings judge."""
     ev = rt.events
-    callers = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), _CALLER_KINDS))
+    callers = np.flatnonzero(kind_mask(ev["kind"].array.codes, _CALLER_KINDS))
     marked = np.zeros(len(ev), dtype=bool)
     marked[callers[name_matches(rt, callers, WARM_UP)]] = True
     if not rows.size or not marked.any():
@@ -211,7 +217,7 @@ def runs_compiled(rt: RankTrace) -> bool:
 
 def _runs_compiled(rt: RankTrace) -> bool:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     calls = np.flatnonzero(kind_mask(codes, _CALLER_KINDS))
     names = np.unique(ev["name"].to_numpy()[calls])
     return any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in names.tolist())
@@ -225,7 +231,7 @@ def data_loader_rows(rt: RankTrace) -> np.ndarray:
 
 
 def _data_loader_rows(rt: RankTrace) -> np.ndarray:
-    codes = rt.events["kind"].cat.codes.to_numpy()
+    codes = rt.events["kind"].array.codes
     cpu = np.flatnonzero(kind_mask(codes, _CPU_KINDS))
     hit = name_matches(rt, cpu, DATA_LOADER)
     ann = codes[cpu] == _ANNOTATION
@@ -243,7 +249,7 @@ ITERATOR_START = re.compile(
 def iterator_start_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the outermost Python frames that create a DataLoader or its
     iterator (:data:`ITERATOR_START`), by start."""
-    codes = rt.events["kind"].cat.codes.to_numpy()
+    codes = rt.events["kind"].array.codes
     frames = np.flatnonzero(codes == KIND_CODE["python_function"])
     rows = frames[name_matches(rt, frames, ITERATOR_START)]
     if not rows.size:

@@ -156,7 +156,7 @@ def blocking_rows(rt: RankTrace) -> np.ndarray:
 
 def _blocking_rows(rt: RankTrace) -> np.ndarray:
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     sync = np.flatnonzero(codes == _SYNC)
     sync = sync[~name_matches(rt, sync, STREAM_WAIT)]
     launch = np.flatnonzero(codes == _LAUNCH)
@@ -217,7 +217,7 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     enqueued, if later: the launch latency), or the start of the next data-loader span if
     earlier."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
     thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
     work = np.flatnonzero(kind_mask(codes, _WORK_KINDS))
@@ -463,7 +463,7 @@ def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
 def capture_only(rt: RankTrace) -> bool:
     """Whether the rank captures CUDA/HIP graphs and replays none (a warm-up trace)."""
     ev = rt.events
-    runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), RUNTIME_KINDS))
+    runtime = np.flatnonzero(kind_mask(ev["kind"].array.codes, RUNTIME_KINDS))
     return bool(name_matches(rt, runtime, GRAPH_CAPTURE).any()
                 and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
 

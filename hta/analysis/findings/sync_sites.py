@@ -126,7 +126,7 @@ def _name_flags(rt: RankTrace, name_ids: np.ndarray) -> np.ndarray:
 def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
     """The site, copy and advice bits of each blocking row (module docstring)."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     names = ev["name"].to_numpy()
     parent = link(rt, "parent")
     n = rows.size
@@ -160,7 +160,7 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
 def linked_copies(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """The GPU copy (a memcpy, not a memset) each row's launch enqueued; -1 if none."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     target = link(rt, "index_correlation")[rows]
     ok = target >= 0
     is_copy = kind_mask(codes[np.where(ok, target, 0)], MEMORY_KINDS - {"memset"})
@@ -175,7 +175,7 @@ def _gpu_labels(rt: RankTrace, copy: np.ndarray, label: np.ndarray,
     if need.size == 0:
         return
     ev = rt.events
-    ann = np.flatnonzero(ev["kind"].cat.codes.to_numpy() == _GPU_ANNOTATION)
+    ann = np.flatnonzero(ev["kind"].array.codes == _GPU_ANNOTATION)
     if ann.size == 0:
         return
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()

@@ -50,7 +50,7 @@ def unclassified_time(rt: RankTrace, iterations: list[int] | None,
     ev = rt.events
     mask = rt.unclassified
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    gpu = kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS)
+    gpu = kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS)
     sel = gpu & in_steps(rt, ev["iteration"].to_numpy(), ts, iterations, window)
     busy_s, busy_e = merge(ts[sel], end[sel])
     busy_ns = int((busy_e - busy_s).sum())

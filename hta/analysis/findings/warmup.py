@@ -159,7 +159,7 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     if not comp.size:
         return ""
     ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     calls = np.flatnonzero(kind_mask(codes, ANY_KINDS))
     ran = calls[name_matches(rt, calls, COMPILED_CALL)]
     if not ran.size:
@@ -229,7 +229,7 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
     calls = ot.call[sel]
     ev = rt.events
     names = ev["name"].to_numpy()
-    runtime = np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), RUNTIME_CALL_KINDS))
+    runtime = np.flatnonzero(kind_mask(ev["kind"].array.codes, RUNTIME_CALL_KINDS))
     first_rt = int(runtime[np.argmin(ev["ts"].to_numpy()[runtime])]) if runtime.size else -1
     shown = []
     for i in np.argsort(-(end - start), kind="stable")[:4].tolist():

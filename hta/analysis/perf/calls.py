@@ -18,7 +18,7 @@ LINK_COPY_KINDS = frozenset({"memcpy_htod", "memcpy_dtoh", "memcpy_ptop", "memcp
 
 def gpu_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the rank's GPU work (kernels, copies, memsets)."""
-    return np.flatnonzero(kind_mask(rt.events["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+    return np.flatnonzero(kind_mask(rt.events["kind"].array.codes, GPU_WORK_KINDS))
 
 
 def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarray:
@@ -68,7 +68,7 @@ def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     owners = work["owner"].to_numpy()[is_linked]
     linked_dur = dur[is_linked]
     op, slot, kernels = np.unique(owners, return_inverse=True, return_counts=True)
-    link = kind_mask(ev["kind"].cat.codes.to_numpy()[rows[is_linked]], LINK_COPY_KINDS)
+    link = kind_mask(ev["kind"].array.codes[rows[is_linked]], LINK_COPY_KINDS)
     calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
                     "time_ns": np.bincount(slot, weights=linked_dur).astype(np.int64),
                     "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}

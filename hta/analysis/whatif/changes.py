@@ -257,7 +257,7 @@ def no_work_error(ch: Change, gpu_work: bool) -> ChangeMatchesNothingError:
 # -- helpers --------------------------------------------------------------------------------
 def _gpu_rows(i: int, jg: JobGraph) -> np.ndarray:
     ev = jg.ranks[i].trace.events
-    return np.flatnonzero(kind_mask(ev["kind"].cat.codes.to_numpy(), GPU_WORK_KINDS))
+    return np.flatnonzero(kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS))
 
 
 def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
@@ -378,7 +378,7 @@ def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
     for i, g in enumerate(jg.ranks):
         m = jg.edges_into(i, "cpu")
         m = m[~jg.node_is_start[dst[m]]]
-        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[dst[m]]]
+        codes = g.trace.events["kind"].array.codes[jg.node_row[dst[m]]]
         edits.delay[m[np.isin(codes, kind_codes)]] = 0.0
 
 
@@ -390,7 +390,7 @@ def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
         ev = g.trace.events
         cls = work_class(ev["kind"].iloc[jg.node_row[mine]])
         is_comm[mine[cls == COMM]] = True
-        codes = ev["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
+        codes = ev["kind"].array.codes[jg.node_row[mine]]
         gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
         _host_waits_for_comm(jg, edits, i)
     typ = jg.type
@@ -443,7 +443,7 @@ def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
     for i, g in enumerate(jg.ranks):
         mine = jg.nodes_of(i)
         mine = mine[~jg.node_is_start[mine]]
-        codes = g.trace.events["kind"].cat.codes.to_numpy()[jg.node_row[mine]]
+        codes = g.trace.events["kind"].array.codes[jg.node_row[mine]]
         waiting[mine[codes == KIND_CODE["runtime_sync"]]] = True
     unblock_nodes(jg, edits, waiting)
 

@@ -219,7 +219,7 @@ def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:
     from hta.model.rules import RUNTIME_KINDS, kind_mask
 
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     runtime = np.flatnonzero(kind_mask(codes, RUNTIME_KINDS))
     if not calls.size or not runtime.size:
         return np.zeros(0, dtype=np.int64)
@@ -321,7 +321,7 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
             _release_graphed(jg, edits, i, at)
     for i, g in enumerate(jg.ranks):
         rt = g.trace
-        codes = rt.events["kind"].cat.codes.to_numpy()
+        codes = rt.events["kind"].array.codes
         launches = np.flatnonzero(codes == _LAUNCH)
         ops = launching_ops(link(rt, "parent"), codes, launches)
         ops = ops[~np.isin(ops, np.asarray(data_loader_rows(rt)))]  # loading stays
@@ -414,7 +414,7 @@ def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> 
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         ev = rt.events
-        codes = ev["kind"].cat.codes.to_numpy()
+        codes = ev["kind"].array.codes
         parent = link(rt, "parent")
         spans = optimizer_spans(parent, rt.symbols, ev["name"].to_numpy(), codes)
         spans = spans[(g.start_node[spans] >= 0) & (g.end_node[spans] >= 0)]

@@ -771,7 +771,7 @@ def driving_nodes(jg: JobGraph, i: int, nodes: np.ndarray) -> np.ndarray:
 def _driving_rows(rt: RankTrace) -> np.ndarray:
     """Per event row: GPU work, or an event on a thread that launches GPU work."""
     ev = rt.events
-    codes = ev["kind"].cat.codes.to_numpy()
+    codes = ev["kind"].array.codes
     gpu = kind_mask(codes, GPU_KINDS)
     tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
     launch = codes == KIND_CODE["runtime_launch"]
