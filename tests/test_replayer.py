@@ -103,3 +103,37 @@ def test_a_single_rank_graph_built_ahead_equals_the_one_built_here(monkeypatch) 
     assert not ahead.replay().build_ahead()  # built already
     several = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
     assert not several.replay().build_ahead()
+
+
+def test_the_summary_s_answers_build_a_single_rank_graph_ahead(monkeypatch) -> None:
+    """``hta summary`` and the report read the findings from their shared visit
+    (:func:`hta.report.answers.job_answers`): one rank's graph is built ahead there too,
+    and the replayed findings are those of a graph built here; not when the job is not
+    replayed."""
+    import importlib
+    import sys
+
+    import pytest
+
+    from hta.model import spread
+    from hta.model.selection import Selection
+    from hta.report.answers import job_answers
+
+    if sys.platform != "linux":
+        pytest.skip("building ahead forks (Linux)")
+    replay_module = importlib.import_module("hta.analysis.whatif.replay")
+    folder = str(SAMPLE_TRACES / "cuda_h100" / "sync_steps")
+    want = job_answers(TraceAnalysis(trace_dir=folder, progress=False, cache=False,
+                                     max_workers=1), Selection.of(None, None)).findings
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    started: list[object] = []
+    real = spread.Ahead
+    monkeypatch.setattr(spread, "Ahead", lambda fn: started.append(fn) or real(fn))
+    analyzer = TraceAnalysis(trace_dir=folder, progress=False, cache=False, max_workers=2)
+    got = job_answers(analyzer, Selection.of(None, None)).findings
+    assert len(started) == 1 and analyzer.replay()._ahead_graphs is None
+    pd.testing.assert_frame_equal(got.findings, want.findings)
+    pd.testing.assert_frame_equal(got.coverage, want.coverage)
+    plain = TraceAnalysis(trace_dir=folder, progress=False, cache=False, max_workers=2)
+    job_answers(plain, Selection.of(None, None), replay=False)
+    assert len(started) == 1

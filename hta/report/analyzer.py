@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hta.analysis.whatif import Change
+    from hta.analysis.whatif.replayer import Replay
     from hta.model.job import Job
     from hta.model.rules import RuleSet
 
@@ -87,6 +88,9 @@ class Analyzer(Protocol):
                              iterations: list[int] | None = None,
                              per: str = "micro_batch") -> pd.DataFrame:
         """Where each pipeline stage's computation idles (:mod:`hta.analysis.pipeline`)."""
+
+    def replay(self) -> Replay:
+        """The job's replay (:class:`~hta.analysis.whatif.replayer.Replay`)."""
 
     def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
         """The findings with each fix's replayed saving (:mod:`hta.analysis.whatif.findings`)."""

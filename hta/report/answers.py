@@ -123,6 +123,8 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     selection = resolve(selection, job)
     iterations = selection.iteration_list
     rules = analyzer.rules
+    if replay is not False:  # a graph the replay can build meanwhile, where a core would idle
+        analyzer.replay().build_ahead(None if replay else REPLAY_MAX_EVENTS)
     plans = [
         overview_plan(job, selection, top),
         findings_plan(job, selection),

@@ -81,11 +81,12 @@ class Replay:
             self._graph = (jg, replay(jg))
         return self._graph
 
-    def build_ahead(self) -> bool:
+    def build_ahead(self, max_events: int | None = None) -> bool:
         """Start building the rank graphs on one process forked now, for :meth:`graph` to
         take, when this process would otherwise leave a core idle meanwhile: a job of one
-        rank of :data:`~hta.analysis.whatif.replay.PARALLEL_MIN_EVENTS` events or more,
-        in memory, allowed several workers, on Linux (the findings' rules then run here
+        rank of :data:`~hta.analysis.whatif.replay.PARALLEL_MIN_EVENTS` events or more
+        (and at most ``max_events``: a job the caller will not replay above it), in
+        memory, allowed several workers, on Linux (the findings' rules then run here
         while the graph is built there). False when nothing was started; the answers
         are those of :meth:`graph` built here."""
         from hta.analysis.whatif.graph import rank_graph
@@ -97,7 +98,8 @@ class Replay:
                 not can_fork():
             return False
         traces = self._shifted_ranks()
-        if sum(len(rt.events) for rt in traces) < PARALLEL_MIN_EVENTS:
+        events = sum(len(rt.events) for rt in traces)
+        if events < PARALLEL_MIN_EVENTS or (max_events is not None and events > max_events):
             return False
         self._ahead_graphs = (Ahead(lambda: [without_trace(rank_graph(rt)) for rt in traces]),
                               traces)
