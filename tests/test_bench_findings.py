@@ -30,3 +30,20 @@ def test_bench_findings_reports_findings_summary_and_report(tmp_path: Path) -> N
     for key in ("summary_s", "summary_peak_MiB", "report_s", "report_peak_MiB",
                 "report_MB"):
         assert row[key] > 0, key
+
+
+def test_bench_findings_phases_reports_each_phase(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phases' benchmark runs on the sample and cuts the call into its phases, which
+    add up to no more than the call."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_findings_phases as bench
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("HTA_CACHE_DIR", str(tmp_path / "cache"))  # not the user's cache
+    run = bench.phases(SAMPLE, ROOT)
+    assert run["ranks"] == 4 and run["events"] > 0 and run["wall"] > 0
+    assert set(run["phases"]) == set(bench.PHASES)
+    assert run["phases"]["job rules"] > 0 and run["phases"]["rank rules"] > 0
+    assert sum(run["phases"].values()) <= run["wall"] * 1.01
