@@ -61,7 +61,7 @@ from hta.analysis.stragglers import (
     rank_collective_kernels,
 )
 from hta.model.job import Job
-from hta.model.runner import RankWork, remembered, run_one
+from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -137,16 +137,15 @@ def kernels_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the communication kernels of the ``selected`` ranks
     (the clock offsets and the straggler rule read them)."""
-    return (("kernels", tuple(selected), None if iters is None else tuple(iters)),
+    return (visit_key("kernels", selected, iters),
             RankWork(rank_collective_kernels, (iters,), description="Collectives",
                      add_rank=False, empty=no_collective_kernels))
 
 
 def hosts_visit(selected: list[int]) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' hosts (rank -> host name)."""
-    return ("hosts", tuple(selected)), RankWork(rank_host_row, description="Hosts",
-                                                add_rank=False, empty=no_hosts,
-                                                finish=_host_of)
+    return visit_key("hosts", selected), RankWork(
+        rank_host_row, description="Hosts", add_rank=False, empty=no_hosts, finish=_host_of)
 
 
 def _host_of(hosts: pd.DataFrame) -> dict[int, str]:

@@ -78,7 +78,7 @@ from hta.analysis.intervals import Cover
 from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import matched_collectives
 from hta.model.job import Job
-from hta.model.runner import RankWork, remembered, run_one
+from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import Selection, StepList, rank_steps
 from hta.model.trace import RankTrace
 
@@ -245,8 +245,7 @@ def profile_visit(selected: list[int], iters: StepList
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' step profiles
     (:func:`rank_step_profile`)."""
-    steps = None if iters is None else tuple(iters)
-    return (("step_profile", tuple(selected), steps),
+    return (visit_key("step_profile", selected, iters),
             RankWork(rank_step_profile, (iters,), description="Step profiles",
                      add_rank=False, empty=no_profile))
 

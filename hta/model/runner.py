@@ -406,6 +406,14 @@ def _handed(value: Any) -> Any:
     return value.copy() if isinstance(value, pd.DataFrame | dict) else value
 
 
+def visit_key(name: str, selected: Sequence[int], steps: Iterable[int] | None = None
+              ) -> Hashable:
+    """The key a visit of the ``selected`` ranks (restricted to ``steps``) is kept under
+    (:func:`remembered`, :func:`remember_together`): one answer per name, ranks and
+    steps."""
+    return (name, tuple(selected), None if steps is None else tuple(steps))
+
+
 def remembered(job: Any, key: Hashable, visit: Callable[[], Any]) -> Any:
     """``visit()`` (a visit of the job's ranks), kept for the job under ``key`` while
     its ranks are unchanged: several analyses that read the same per-rank tables (the
@@ -450,4 +458,4 @@ def remember_together(job: Any, visits: Sequence[tuple[Hashable, RankWork]],
 
 __all__ = ["Failed", "Kept", "OnTrace", "RankWork", "concat_tables", "keep",
            "one_rank_trace", "recalled", "remember_together", "remembered",
-           "restrict_rank", "run", "run_one", "visit"]
+           "restrict_rank", "run", "run_one", "visit", "visit_key"]

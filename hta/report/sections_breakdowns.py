@@ -4,6 +4,9 @@ idle time, kernels, overlap, user annotations. Each ``name(ctx, section)`` fills
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pandas as pd
 
 from hta.model.runner import RankWork, run_one
@@ -54,6 +57,18 @@ def distribution(ctx: Context, df: pd.DataFrame, labels: dict[str, str], title: 
         columns=["rank", "metric", "value", "why"])
     return ctx.figure(rank_distribution_figure(rank_distribution(df, metrics), marked,
                                                labels, title, unit))
+
+
+def rank_figures(ctx: Context, s: Section, df: pd.DataFrame, by: str, value: str,
+                 what: str, unit: str, figure: Callable[[pd.DataFrame], Any],
+                 fill: float | None = 0.0, how: str = "sum") -> None:
+    """A per-rank table's figures: when some ranks are not drawn, first the distribution
+    of its ``value`` by ``by`` across every rank (:func:`distribution_by`, titled
+    ``what`` across the ranks), then ``figure`` of the drawn ranks' rows."""
+    if not ctx.all_drawn:
+        s.figures.append(distribution_by(
+            ctx, df, by, value, f"{what} across the {len(ctx.ranks)} ranks", unit, fill, how))
+    s.figures.append(ctx.figure(figure(ctx.drawn_rows(df))))
 
 
 def distribution_by(ctx: Context, df: pd.DataFrame, by: str, value: str, title: str,
@@ -150,12 +165,8 @@ def kernels(ctx: Context, s: Section) -> None:
     if types.empty:
         s.notes.append("No GPU kernels, copies or memsets in the selection.")
         return
-    if not ctx.all_drawn:
-        s.figures.append(distribution_by(
-            ctx, types, "kernel_type", "percentage",
-            f"GPU busy time by kernel type across the {len(ctx.ranks)} ranks",
-            "share of the rank's GPU busy time (%)"))
-    s.figures.append(ctx.figure(kernel_type_figure(ctx.drawn_rows(types))))
+    rank_figures(ctx, s, types, "kernel_type", "percentage", "GPU busy time by kernel type",
+                 "share of the rank's GPU busy time (%)", kernel_type_figure)
     drawn = ctx.drawn_rows(table)
     for kind in table["kernel_type"].unique():
         s.figures.append(ctx.figure(kernel_pies_figure(drawn, kind)))

@@ -16,7 +16,7 @@ from hta.report.context import (
     thinned_note,
 )
 from hta.report.present import time_text
-from hta.report.sections_breakdowns import distribution_by
+from hta.report.sections_breakdowns import rank_figures
 
 
 def launch(ctx: Context, s: Section) -> None:
@@ -103,12 +103,8 @@ def bandwidth(ctx: Context, s: Section) -> None:
     shown, note = thin(series, ["rank", "pid", "name"], ["memory_bw_gbps"])
     if note:
         s.notes.append(note)
-    if not ctx.all_drawn:
-        s.figures.append(distribution_by(
-            ctx, summary, "name", "p50_bw_gbps",
-            f"Median per-copy bandwidth across the {len(ctx.ranks)} ranks",
-            "bandwidth (GB/s)", fill=None, how="first"))
-    s.figures.append(ctx.figure(memory_bw_summary_figure(ctx.drawn_rows(summary))))
+    rank_figures(ctx, s, summary, "name", "p50_bw_gbps", "Median per-copy bandwidth",
+                 "bandwidth (GB/s)", memory_bw_summary_figure, fill=None, how="first")
     s.figures.append(ctx.figure(memory_bw_figure(shown)))
     if note := ctx.drawn_note("get_memory_bw_time_series(ranks={ranks}, visualize=True)",
                               "the distribution and the table cover every rank"):

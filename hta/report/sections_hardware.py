@@ -9,7 +9,7 @@ import pandas as pd
 from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc
-from hta.report.sections_breakdowns import distribution_by
+from hta.report.sections_breakdowns import rank_figures
 
 OPS_SHOWN = 30
 #: % of the roof above which a row is flagged: beyond rounding and timer jitter, a call
@@ -34,12 +34,8 @@ def hardware(ctx: Context, s: Section) -> None:
     if cats.empty:
         s.notes.append("No GPU work in the selection.")
         return
-    if not ctx.all_drawn:
-        s.figures.append(distribution_by(
-            ctx, cats, "category", "share(%)",
-            f"GPU time by category across the {len(ctx.ranks)} ranks",
-            "share of the rank's GPU time (%)"))
-    s.figures.append(ctx.figure(category_time_figure(ctx.drawn_rows(cats))))
+    rank_figures(ctx, s, cats, "category", "share(%)", "GPU time by category",
+                 "share of the rank's GPU time (%)", category_time_figure)
     if drawn := ctx.drawn_note("get_op_performance(ranks={ranks})",
                                "the distribution and the table cover every rank"):
         s.notes.append(drawn)

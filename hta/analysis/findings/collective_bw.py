@@ -50,7 +50,7 @@ from hta.analysis.interconnect import Link, link_for_device
 from hta.analysis.select import rank_numbers, select_ranks
 from hta.analysis.stragglers import match_collectives
 from hta.model.job import Job
-from hta.model.runner import RankWork, remembered, run_one
+from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -124,7 +124,7 @@ def check_collective_bw(trace: Trace, selection: Selection, link_gbps: float | N
 def inputs_visit(selected: list[int], iters: list[int] | None
                  ) -> tuple[Hashable, RankWork]:
     """The key and the work of :func:`_rank_inputs` on the ``selected`` ranks."""
-    return (("collective_bw", tuple(selected), None if iters is None else tuple(iters)),
+    return (visit_key("collective_bw", selected, iters),
             RankWork(_rank_tables, (iters,), description="Collective bandwidth",
                      add_rank=False, empty=_no_tables))
 

@@ -71,7 +71,7 @@ from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
 from hta.analysis.straggler_causes import profile_visit
 from hta.analysis.stragglers import straggler_summary
-from hta.model.runner import RankWork, recalled, run_one
+from hta.model.runner import RankWork, recalled, run_one, visit_key
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -507,7 +507,7 @@ def windows_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' analysis windows
     (:func:`_rank_window`)."""
-    return (("windows", tuple(selected), None if iters is None else tuple(iters)),
+    return (visit_key("windows", selected, iters),
             RankWork(_rank_window, (iters,), description="Analysis windows",
                      add_rank=False, empty=_no_windows))
 

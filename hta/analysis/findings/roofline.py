@@ -134,9 +134,8 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     sums = calls[list(_SUMS.values())].iloc[rows].groupby(group, sort=False).sum()
     summed = {name: sums[src].to_numpy() for name, src in _SUMS.items()}
     # only the groups far below their roof are made a table (most ranks have none)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pct = summed["w"] / summed["t_ns"]
-    kept = np.flatnonzero((pct < FAR_BELOW) & (summed["t_ns"] >= MIN_TIME_NS))
+    pct, far = _far_below_roof(summed["w"], summed["t_ns"])
+    kept = np.flatnonzero(far)
     index = pd.RangeIndex(len(uniq))[kept]
     first = first[kept]
     # the keys as a groupby gives them back (its index infers their dtype)
@@ -165,8 +164,16 @@ def _groups_by_pandas(calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def _far_below(g: pd.DataFrame) -> pd.DataFrame:
-    g["pct"] = g["w"] / g["t_ns"]
-    return g[(g["pct"] < FAR_BELOW) & (g["t_ns"] >= MIN_TIME_NS)]
+    g["pct"], far = _far_below_roof(g["w"].to_numpy(), g["t_ns"].to_numpy())
+    return g[far]
+
+
+def _far_below_roof(w: np.ndarray, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, its % of roof (time-weighted, ``w / t_ns``) and whether it is far
+    below the roof (:data:`FAR_BELOW`) with :data:`MIN_TIME_NS` of GPU time or more."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = w / t_ns
+    return pct, (pct < FAR_BELOW) & (t_ns >= MIN_TIME_NS)
 
 
 def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
