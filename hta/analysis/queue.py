@@ -40,10 +40,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.select import check_whole_ranks
 from hta.analysis.thinning import envelope
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.derived import derived
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -62,6 +61,11 @@ BLOCKED_COLUMNS = [
     "rank", "pid", "stream", "duration_at_max_queue_length(us)",
     "relative_duration_at_max_queue_length",
 ]
+SERIES = Columns.typed(SERIES_COLUMNS, "int64")
+SUMMARY = Columns.typed(SUMMARY_COLUMNS)
+BLOCKED = Columns.typed(BLOCKED_COLUMNS)
+STREAM_COUNTS = Columns.typed(("rank", "pid", "stream", "paired", "unpaired"), "int64")
+SPANS = Columns.typed(("rank", "span(ns)"), "int64")
 
 
 def queue_length_time_series(trace: RankMapper, selection: Selection = EVERYTHING
@@ -72,21 +76,17 @@ def queue_length_time_series(trace: RankMapper, selection: Selection = EVERYTHIN
     stream). Definition in this module's docstring. Sorted by rank, pid, stream, ts.
     Computed per rank, where the rank is; the series travels (one row per change).
     """
-    check_whole_ranks(selection, "queue_length_time_series")
-    return run_one(trace, RankWork(rank_queue_series, description="Queue length",
-                                   add_rank=False, empty=no_queue_series), selection)
+    return QUEUE_SERIES.run(trace, selection)
 
 
 def rank_queue_series(rt: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`queue_length_time_series`: its queue length per stream,
     one row per change."""
     series = _rank_series(rt)
-    return series if len(series) else no_queue_series()
+    return series if len(series) else SERIES.empty()
 
 
-def no_queue_series() -> pd.DataFrame:
-    """The table of :func:`queue_length_time_series` without rows (:data:`SERIES_COLUMNS`)."""
-    return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in SERIES_COLUMNS})
+QUEUE_SERIES = Analysis("Queue length", rank_queue_series, SERIES, steps=WHOLE)
 
 
 def _stream_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -102,10 +102,7 @@ def thinned_queue_series(trace: RankMapper, selection: Selection,
     rank is: a figure's rows travel, not every change of a big job's queues. Also
     whether any line was cut. Each rank is first restricted to the selection's
     ``ProfilerStep`` numbers, where it lives (every event when it names none)."""
-    work = RankWork(rank_thinned_queue_series, (max_points_per_line,),
-                    description="Queue length", add_rank=False,
-                    empty=no_thinned_queue_series)
-    series, cut = run_one(trace, work, selection)
+    series, cut = THINNED_QUEUE_SERIES.run(trace, selection, max_points_per_line)
     return series, bool(cut["thinned"].any()) if len(cut) else False
 
 
@@ -120,10 +117,8 @@ def rank_thinned_queue_series(rt: RankTrace, max_points_per_line: int
                                 "thinned": np.full(1, thinned)})
 
 
-def no_thinned_queue_series() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The tables of :func:`rank_thinned_queue_series` for no rank."""
-    return no_queue_series(), pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
-                                            "thinned": np.zeros(0, dtype=bool)})
+THINNED_QUEUE_SERIES = Analysis("Queue length", rank_thinned_queue_series,
+                                (SERIES, Columns.of({"rank": "int64", "thinned": "bool"})))
 
 
 def _rank_series(rt: RankTrace) -> pd.DataFrame:
@@ -223,15 +218,12 @@ def queue_length_summary(trace: RankMapper, selection: Selection = EVERYTHING,
     ``series`` (from :func:`queue_length_time_series`) to reuse it: then only the event
     counts per stream are computed per rank.
     """
-    check_whole_ranks(selection, "queue_length_summary")
     if series is None:
-        return run_one(trace, RankWork(rank_queue_summary, description="Queue length summary",
-                                       add_rank=False, empty=no_queue_summary), selection)
+        return QUEUE_SUMMARY.run(trace, selection)
+    check_whole_ranks(selection, QUEUE_SUMMARY.name)
     if len(series) == 0:
-        return no_queue_summary()
-    counts = run_one(trace, RankWork(rank_stream_counts, description="Queue length counts",
-                                     add_rank=False, empty=no_stream_counts),
-                     Selection.of(_ranks_of(series)))
+        return SUMMARY.empty()
+    counts = QUEUE_STREAM_COUNTS.run(trace, Selection.of(_ranks_of(series)))
     return _summary(series, counts)
 
 
@@ -240,13 +232,11 @@ def rank_queue_summary(rt: RankTrace) -> pd.DataFrame:
     statistics of each of its streams."""
     series = rank_queue_series(rt)
     if len(series) == 0:
-        return no_queue_summary()
+        return SUMMARY.empty()
     return _summary(series, rank_stream_counts(rt))
 
 
-def no_queue_summary() -> pd.DataFrame:
-    """The table of :func:`queue_length_summary` without rows (:data:`SUMMARY_COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+QUEUE_SUMMARY = Analysis("Queue length summary", rank_queue_summary, SUMMARY, steps=WHOLE)
 
 
 def _ranks_of(series: pd.DataFrame) -> list[int]:
@@ -361,7 +351,7 @@ def rank_stream_counts(rt: RankTrace) -> pd.DataFrame:
     pairs = rank_launch_pairs(rt)
     rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
     if rows.size == 0:
-        return no_stream_counts()
+        return STREAM_COUNTS.empty()
     pid, stream, key = _dense_pairs(ev["pid"].to_numpy()[rows], _stream_of(ev, rows))
     n = pairs.gpu.size
     return pd.DataFrame({
@@ -373,10 +363,7 @@ def rank_stream_counts(rt: RankTrace) -> pd.DataFrame:
     })
 
 
-def no_stream_counts() -> pd.DataFrame:
-    """The table of :func:`rank_stream_counts` without rows."""
-    return pd.DataFrame({c: np.zeros(0, dtype=np.int64)
-                         for c in ("rank", "pid", "stream", "paired", "unpaired")})
+QUEUE_STREAM_COUNTS = Analysis("Queue length counts", rank_stream_counts, STREAM_COUNTS)
 
 
 def time_spent_blocked_on_full_queue(
@@ -396,15 +383,12 @@ def time_spent_blocked_on_full_queue(
     Computed per rank, where the rank is; with ``series`` given, only each rank's trace
     duration is.
     """
-    check_whole_ranks(selection, "time_spent_blocked_on_full_queue")
     if series is None:
-        return run_one(trace, RankWork(rank_blocked_on_full_queue, (queue_length_threshold,),
-                                       description="Full queue", add_rank=False,
-                                       empty=no_blocked_on_full_queue), selection)
+        return BLOCKED_ON_FULL_QUEUE.run(trace, selection, queue_length_threshold)
+    check_whole_ranks(selection, BLOCKED_ON_FULL_QUEUE.name)
     if len(series) == 0:
-        return no_blocked_on_full_queue()
-    spans = run_one(trace, RankWork(rank_span, description="Trace spans", add_rank=False,
-                                    empty=no_spans), Selection.of(_ranks_of(series)))
+        return BLOCKED.empty()
+    spans = TRACE_SPANS.run(trace, Selection.of(_ranks_of(series)))
     return _blocked(series, queue_length_threshold, spans)
 
 
@@ -413,14 +397,11 @@ def rank_blocked_on_full_queue(rt: RankTrace, queue_length_threshold: int) -> pd
     its queue holds at least ``queue_length_threshold`` entries."""
     series = rank_queue_series(rt)
     if len(series) == 0:
-        return no_blocked_on_full_queue()
+        return BLOCKED.empty()
     return _blocked(series, queue_length_threshold, rank_span(rt))
 
 
-def no_blocked_on_full_queue() -> pd.DataFrame:
-    """The table of :func:`time_spent_blocked_on_full_queue` without rows
-    (:data:`BLOCKED_COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in BLOCKED_COLUMNS})
+BLOCKED_ON_FULL_QUEUE = Analysis("Full queue", rank_blocked_on_full_queue, BLOCKED, steps=WHOLE)
 
 
 def rank_span(rt: RankTrace) -> pd.DataFrame:
@@ -430,10 +411,7 @@ def rank_span(rt: RankTrace) -> pd.DataFrame:
                          "span(ns)": np.array([_trace_duration(rt)], dtype=np.int64)})
 
 
-def no_spans() -> pd.DataFrame:
-    """The table of :func:`rank_span` for no rank."""
-    return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
-                         "span(ns)": np.zeros(0, dtype=np.int64)})
+TRACE_SPANS = Analysis("Trace spans", rank_span, SPANS)
 
 
 def _blocked(series: pd.DataFrame, queue_length_threshold: int, spans: pd.DataFrame

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hta.model.declared import check_whole_ranks
 from hta.model.job import Job
-from hta.model.selection import ALL, EVERYTHING, Iterations, Selection, iteration_list
+from hta.model.selection import EVERYTHING, Iterations, Selection, iteration_list
 from hta.model.trace import RankTrace
 
 
@@ -26,17 +27,6 @@ def rank_numbers(trace: Job, selection: Selection = EVERYTHING) -> list[int]:
     does)."""
     wanted = selection.rank_list
     return sorted(trace.get_ranks()) if wanted is None else wanted
-
-
-def check_whole_ranks(selection: Selection, what: str) -> None:
-    """For an analysis that reads every event of its ranks: a ``selection`` that names
-    steps (or :data:`~hta.model.selection.FIRST`) raises ``ValueError`` saying what to pass
-    instead, so no step is ever silently ignored."""
-    if selection.iterations is not ALL:
-        raise ValueError(
-            f"{what} reads every event of its ranks and takes no steps "
-            f"(got iterations={selection.iterations!r}): pass Selection.of(ranks), or restrict "
-            "an in-memory trace to the steps first (hta.model.selection.restrict).")
 
 
 def select_iterations(events: pd.DataFrame, iterations: Iterations = None) -> pd.DataFrame:

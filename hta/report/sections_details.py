@@ -64,9 +64,8 @@ def queue(ctx: Context, s: Section) -> None:
     # The statistics in one visit of each rank (its series computed once there), then
     # the figure's rows thinned where the ranks are: no rank's whole series travels.
     summary, blocked = run(ctx.trace, [
-        RankWork(queue.rank_queue_summary, add_rank=False, empty=queue.no_queue_summary),
-        RankWork(queue.rank_blocked_on_full_queue, (queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,),
-                 add_rank=False, empty=queue.no_blocked_on_full_queue)],
+        queue.QUEUE_SUMMARY.work(),
+        queue.BLOCKED_ON_FULL_QUEUE.work(queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM)],
                            ctx.selection, description="Queue length")
     if summary.empty:
         s.notes.append("No launches paired with GPU work: no queue to show.")
