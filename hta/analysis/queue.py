@@ -62,8 +62,8 @@ BLOCKED_COLUMNS = [
     "relative_duration_at_max_queue_length",
 ]
 SERIES = Columns.typed(SERIES_COLUMNS, "int64")
-SUMMARY = Columns.typed(SUMMARY_COLUMNS)
-BLOCKED = Columns.typed(BLOCKED_COLUMNS)
+SUMMARY = Columns.typed(SUMMARY_COLUMNS, "float64")
+BLOCKED = Columns.typed(BLOCKED_COLUMNS, "float64")
 STREAM_COUNTS = Columns.typed(("rank", "pid", "stream", "paired", "unpaired"), "int64")
 SPANS = Columns.typed(("rank", "span(ns)"), "int64")
 
