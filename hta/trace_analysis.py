@@ -32,7 +32,6 @@ from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.timeline import TimelineMixin
 from hta.facade.whatif import WhatIfMixin
 from hta.model.rules import Rule, RuleSet
-from hta.model.runner import RankWork, run_one
 from hta.model.vocabulary import rank_list
 
 if TYPE_CHECKING:
@@ -152,15 +151,9 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         Check it for communication kernels the default rules do not know, then add a
         ``Rule("communication", name=...)`` through ``kind_rules``.
         """
-        from hta.analysis.unclassified import (
-            no_unclassified,
-            sorted_unclassified,
-            unclassified_of_rank,
-        )
+        from hta.analysis.unclassified import UNCLASSIFIED_KERNELS
 
-        return run_one(self.t, RankWork(unclassified_of_rank, finish=sorted_unclassified,
-                                        description="Unclassified kernels",
-                                        empty=no_unclassified), chosen(ranks))
+        return UNCLASSIFIED_KERNELS.run(self.t, chosen(ranks))
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -168,10 +161,9 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         See :mod:`hta.analysis.summary` for the definitions. On a lazy trace (Dask
         workers, or ranks kept on disk) each rank's row is computed where the rank is.
         """
-        from hta.analysis.summary import no_summary, summary_of_rank
+        from hta.analysis.summary import RANK_SUMMARY
 
-        return run_one(self.t, RankWork(summary_of_rank, description="Rank summary",
-                                        empty=no_summary), chosen(ranks))
+        return RANK_SUMMARY.run(self.t, chosen(ranks))
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""

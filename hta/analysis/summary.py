@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
-from hta.analysis.select import check_whole_ranks, rank_numbers
+from hta.model.declared import WHOLE, Analysis
 from hta.model.rules import GPU_WORK_KINDS, KINDS
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import EVENT_TABLES, RankTrace, Trace
@@ -30,8 +30,7 @@ GPU_WORK_ORDER = [k for k in KINDS if k in GPU_WORK_KINDS]
 
 def rank_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank with the columns described in this module's docstring."""
-    check_whole_ranks(selection, "rank_summary")
-    return pd.DataFrame([_summary_row(trace.rank(r)) for r in rank_numbers(trace, selection)])
+    return RANK_SUMMARY.run(trace, selection)
 
 
 def summary_of_rank(rt: RankTrace) -> pd.DataFrame:
@@ -39,9 +38,8 @@ def summary_of_rank(rt: RankTrace) -> pd.DataFrame:
     return pd.DataFrame([_summary_row(rt)])
 
 
-def no_summary() -> pd.DataFrame:
-    """:func:`rank_summary` of no rank."""
-    return pd.DataFrame([])
+#: :func:`rank_summary`, declared (a rank's row is made where the rank is).
+RANK_SUMMARY = Analysis("Rank summary", summary_of_rank, steps=WHOLE, add_rank=True)
 
 
 def _summary_row(rt: RankTrace) -> dict[str, Any]:

@@ -11,29 +11,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import check_whole_ranks, rank_numbers
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
 UNCLASSIFIED_COLUMNS = ["rank", "name", "count", "total_duration(us)"]
+UNCLASSIFIED = Columns.typed(UNCLASSIFIED_COLUMNS)
 
 
 def unclassified_kernels(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per (rank, kernel name) that matched no kind rule: ``count`` and
-    ``total_duration(us)`` (sum of ``dur``), ranks ascending; names as text."""
-    check_whole_ranks(selection, "unclassified_kernels")
-    frames = [unclassified_of_rank(trace.rank(r)) for r in rank_numbers(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return no_unclassified()
-    return pd.concat(frames, ignore_index=True)
+    ``total_duration(us)`` (sum of ``dur``), by rank, the longest total first; names as
+    text."""
+    return UNCLASSIFIED_KERNELS.run(trace, selection)
 
 
 def unclassified_of_rank(rt: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`unclassified_kernels` (the runner's per-rank function)."""
     mask = rt.unclassified if len(rt.unclassified) == len(rt.events) else None
     if mask is None or not mask.any():
-        return no_unclassified()
+        return UNCLASSIFIED.empty()
     ev = rt.events[mask]
     grouped = ev.groupby("name", observed=True)["dur"].agg(["count", "sum"]).reset_index()
     return pd.DataFrame({
@@ -44,18 +41,18 @@ def unclassified_of_rank(rt: RankTrace) -> pd.DataFrame:
     })
 
 
-def no_unclassified() -> pd.DataFrame:
-    """:func:`unclassified_kernels` of no rank (:data:`UNCLASSIFIED_COLUMNS`)."""
-    return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
-
-
 def sorted_unclassified(frame: pd.DataFrame) -> pd.DataFrame:
     """By rank, the longest total first (:data:`UNCLASSIFIED_COLUMNS` when empty)."""
     if not len(frame):
-        return pd.DataFrame(columns=UNCLASSIFIED_COLUMNS)
+        return UNCLASSIFIED.empty()
     return frame.sort_values(["rank", "total_duration(us)"], ascending=[True, False],
                              ignore_index=True)
 
 
-__all__ = ["UNCLASSIFIED_COLUMNS", "no_unclassified", "sorted_unclassified",
+#: :func:`unclassified_kernels`, declared.
+UNCLASSIFIED_KERNELS = Analysis("Unclassified kernels", unclassified_of_rank, UNCLASSIFIED,
+                                steps=WHOLE, finish=sorted_unclassified, add_rank=True)
+
+
+__all__ = ["UNCLASSIFIED_COLUMNS", "UNCLASSIFIED_KERNELS", "sorted_unclassified",
            "unclassified_kernels", "unclassified_of_rank"]

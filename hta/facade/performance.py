@@ -18,7 +18,6 @@ from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.selecting import chosen
 from hta.facade.serving import ServingMixin
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -43,13 +42,11 @@ class PerformanceMixin(ServingMixin):
         Graph-replayed operator calls found in ``capture_traces/`` are rows with
         ``captured`` true (:meth:`merge_capture_traces`).
         See :func:`hta.analysis.perf.op_performance.op_performance`."""
-        from hta.analysis.perf.op_performance import no_op_performance, rank_op_performance
+        from hta.analysis.perf.op_performance import OP_PERFORMANCE
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        work = RankWork(rank_op_performance, kwargs={"device": device, "rules": self.rules},
-                        description="Operator performance", empty=no_op_performance)
-        return run_one(self.t, work, chosen(ranks))
+        return OP_PERFORMANCE.run(self.t, chosen(ranks), device=device, rules=self.rules)
 
     def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
                                    by: str = "shape") -> pd.DataFrame:
@@ -58,32 +55,24 @@ class PerformanceMixin(ServingMixin):
         ``by="category"``: per rank and category
         (:func:`hta.analysis.perf.summary.op_performance_by_category`). All GPU time by
         category, work outside operators included, is :meth:`get_category_time`."""
-        from hta.analysis.perf.summary import (
-            no_op_summary,
-            op_performance_by_category,
-            op_summary_of_rank,
-        )
+        from hta.analysis.perf.summary import OP_SUMMARY, op_performance_by_category
 
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
         self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
             _not_bool("ranks", ranks)
-            work = RankWork(op_summary_of_rank, kwargs={"device": device, "rules": self.rules},
-                            description="Operator performance", empty=no_op_summary)
-            return run_one(self.t, work, chosen(ranks))
+            return OP_SUMMARY.run(self.t, chosen(ranks), device=device, rules=self.rules)
         return op_performance_by_category(self.get_op_performance(ranks, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).
         See :func:`hta.analysis.perf.summary.category_time`."""
-        from hta.analysis.perf.summary import category_time_of_rank, no_category_time
+        from hta.analysis.perf.summary import CATEGORY_TIME
 
         _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return run_one(self.t, RankWork(category_time_of_rank, kwargs={"rules": self.rules},
-                                        description="Time by category", empty=no_category_time),
-                       chosen(ranks))
+        return CATEGORY_TIME.run(self.t, chosen(ranks), rules=self.rules)
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,
                       visualize: bool = True) -> Any:

@@ -118,6 +118,10 @@ class RankWork:
         return cls(OnTrace(fn), tuple(args), dict(kwargs or {}), finish=finish,
                    description=description, add_rank=False)
 
+    def then(self, finish: Callable[[Any], Any]) -> RankWork:
+        """The same work, its concatenated tables combined by ``finish`` in the caller."""
+        return replace(self, finish=finish)
+
     def on_steps(self, iterations: Iterable[int] | None) -> RankWork:
         """The same work on each rank restricted to the ``ProfilerStep`` numbers
         ``iterations`` (restricted where the rank is); ``None``: this work."""

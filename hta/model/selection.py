@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from hta.model.declared import Analysis, Columns
 from hta.model.links import step_spans
 from hta.model.rules import KIND_CODE
-from hta.model.runner import RankWork, restrict_rank, run_one
+from hta.model.runner import restrict_rank
 from hta.model.trace import RankTrace
 from hta.model.vocabulary import (
     ALL,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 
 
 STEP_COLUMNS = ["rank", "step", "ts", "end", "dur"]
+STEPS = Columns.typed(STEP_COLUMNS, "int64")
 _STEP_KINDS = np.array([KIND_CODE["user_annotation"], KIND_CODE["cpu_op"]], dtype=np.int64)
 
 
@@ -88,7 +90,7 @@ def rank_steps(rt: RankTrace) -> pd.DataFrame:
     """One rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by start time
     (:func:`rank_step_spans`; a step number seen twice keeps its first span)."""
     if not len(rt.events):
-        return _no_steps()
+        return STEPS.empty()
     starts, ends, numbers = rank_step_spans(rt)
     table = pd.DataFrame({
         "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64),
@@ -98,15 +100,14 @@ def rank_steps(rt: RankTrace) -> pd.DataFrame:
     return table.drop_duplicates("step", keep="first").reset_index(drop=True)
 
 
-def _no_steps() -> pd.DataFrame:
-    return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS})
-
-
 def step_table(job: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Every selected rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by rank
     then start; computed where each rank is (:func:`hta.model.runner.run`)."""
-    return run_one(job, RankWork(rank_steps, description="Profiler steps", empty=_no_steps),
-                   selection.every_event())
+    return STEP_TABLE.run(job, selection.every_event())
+
+
+#: :func:`step_table`'s per-rank part, declared (each rank read whole, where it is).
+STEP_TABLE = Analysis("Profiler steps", rank_steps, STEPS, add_rank=True)
 
 
 def resolve(selection: Selection, job: Job, steps: pd.DataFrame | None = None, *,

@@ -19,19 +19,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from hta.analysis.findings.engine import FindingsResult, findings_plan
-from hta.analysis.perf.summary import (
-    category_time_of_rank,
-    no_category_time,
-    no_op_summary,
-    op_summary_of_rank,
-)
-from hta.analysis.summary import no_summary, summary_of_rank
-from hta.analysis.unclassified import (
-    no_unclassified,
-    sorted_unclassified,
-    unclassified_of_rank,
-)
-from hta.model.runner import RankWork, run
+from hta.analysis.perf.summary import CATEGORY_TIME, OP_SUMMARY
+from hta.analysis.summary import RANK_SUMMARY
+from hta.analysis.unclassified import UNCLASSIFIED_KERNELS
+from hta.model.runner import run
 from hta.model.selection import Selection, resolve
 from hta.report.overview import JobOverview, overview_plan
 
@@ -128,12 +119,10 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     plans = [
         overview_plan(job, selection, top),
         findings_plan(job, selection),
-        RankWork(category_time_of_rank, (rules,), empty=no_category_time
-                 ).on_steps(iterations),
-        RankWork(op_summary_of_rank, kwargs={"device": device, "rules": rules},
-                 empty=no_op_summary).on_steps(iterations),
-        RankWork(unclassified_of_rank, finish=sorted_unclassified, empty=no_unclassified),
-        RankWork(summary_of_rank, empty=no_summary),
+        CATEGORY_TIME.work(rules).on_steps(iterations),
+        OP_SUMMARY.work(device=device, rules=rules).on_steps(iterations),
+        UNCLASSIFIED_KERNELS.work(),
+        RANK_SUMMARY.work(),
     ]
     # each plan takes its steps itself: the visit reads the selected ranks whole
     answers = run(job, plans, selection.every_event(), description="Summary", errors=errors)

@@ -74,6 +74,7 @@ import pandas as pd
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
 from hta.analysis.summary import summary_of_rank
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, restrict_rank, run_one
 from hta.model.selection import EVERYTHING, Selection, rank_steps, resolve
@@ -151,7 +152,7 @@ def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
 
     def finish(per_rank: pd.DataFrame) -> JobOverview:
         table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
-            pd.DataFrame({c: [] for c in RANK_COLUMNS})
+            RANK_OVERVIEW.empty()
         kernel_stats = (pd.concat(list(per_rank["kernel_stats"]), ignore_index=True)
                         if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
         top_table = top_kernels_of(kernel_stats, top)
@@ -161,8 +162,7 @@ def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
         return JobOverview(table, top_table, spread, _job(job, table, selected, iters),
                            details)
 
-    return RankWork(overview_of_rank, (iters,), finish=finish, description="Job overview",
-                    empty=no_overview)
+    return RANK_OVERVIEW.work(iters).then(finish)
 
 
 def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
@@ -181,9 +181,9 @@ def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFram
     return row
 
 
-def no_overview() -> pd.DataFrame:
-    """:func:`overview_of_rank`'s table of no rank."""
-    return pd.DataFrame({c: [] for c in RANK_COLUMNS})
+#: :func:`overview_of_rank`, declared (its steps come first; each rank read whole).
+RANK_OVERVIEW = Analysis("Job overview", overview_of_rank,
+                         Columns.typed(RANK_COLUMNS, "float64"), steps=PER_STEP, add_rank=True)
 
 
 def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None,
@@ -313,5 +313,5 @@ def _job(trace: Job, table: pd.DataFrame, ranks: list[int],
     return job
 
 
-__all__ = ["JobFacts", "JobOverview", "job_overview", "no_overview", "overview_of_rank",
+__all__ = ["RANK_OVERVIEW", "JobFacts", "JobOverview", "job_overview", "overview_of_rank",
            "spread_across_ranks", "top_kernels_of"]

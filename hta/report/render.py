@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hta._version import __version__
-from hta.model.runner import RankWork, run_one
+from hta.model.declared import Analysis, Columns
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace
 from hta.report.analyzer import Analyzer
@@ -58,8 +58,7 @@ def job_header(analyzer: Analyzer, ranks: Sequence[int], iterations: Sequence[in
         start = _dt.datetime.fromtimestamp(min(starts) / 1e9, tz=_dt.timezone.utc)
         items.append(("trace window", f"{start:%Y-%m-%d %H:%M:%S} UTC, "
                       f"{time_text((max(ends) - min(starts)) / 1e3)}"))
-    counts = run_one(job, RankWork(_events_and_steps, description="Report header",
-                                   empty=_no_counts), Selection.of(list(ranks)))
+    counts = _HEADER_COUNTS.run(job, Selection.of(list(ranks)))
     events = int(counts["events"].sum()) if len(counts) else 0
     items.append(("events", f"{events:,} complete events"))
     steps = sorted({int(i) for held in counts.get("steps", []) for i in held})
@@ -83,10 +82,8 @@ def _events_and_steps(rt: RankTrace) -> pd.DataFrame:
 
 
 _COUNT_COLUMNS = ["rank", "events", "steps"]
-
-
-def _no_counts() -> pd.DataFrame:
-    return pd.DataFrame([], columns=_COUNT_COLUMNS)
+_HEADER_COUNTS = Analysis("Report header", _events_and_steps, Columns.typed(_COUNT_COLUMNS),
+                          add_rank=True)
 
 
 def _environment() -> jinja2.Environment:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import run_one
 from hta.model.selection import Selection
 from hta.report.context import Context, Section, doc
 from hta.report.sections_breakdowns import rank_figures
@@ -52,8 +52,7 @@ def hardware(ctx: Context, s: Section) -> None:
         s.notes.append("The device is not in the peak table (hta.model.devices): % of peak "
                        "is not computed; name one with get_op_performance(device=...).")
     else:
-        mine = run_one(ctx.trace, RankWork(perf.rank_op_performance, kwargs={"rules": rules},
-                                           description="Roofline", empty=perf.no_op_performance),
+        mine = run_one(ctx.trace, perf.OP_PERFORMANCE.work(rules=rules),
                        Selection.of([first], ctx.iterations))
         modelled = summary[(summary["rank"] == first) & summary["flops"].notna()]
         s.figures.append(ctx.figure(roofline_figure(

@@ -47,8 +47,9 @@ from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.interconnect import Link, link_for_device
-from hta.analysis.select import rank_numbers, select_ranks
+from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import match_collectives
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import EVERYTHING, Selection
@@ -63,6 +64,7 @@ GPUS_PER_NODE = 8
 #: Columns of :func:`rank_links`.
 LINK_COLUMNS = ["rank", "device", "link", "link_gbps", "window_start", "window_ns",
                 "world_size", "node_local"]
+LINKS = Columns.typed(LINK_COLUMNS)
 NAMED_CALLS = 2
 NO_ARGS_NOTE = (
     "collective bandwidth: no communication kernel carries a message size, so no "
@@ -161,8 +163,7 @@ def rank_links(trace: Trace, selection: Selection) -> pd.DataFrame:
     """Per rank: ``rank``, ``device``, ``link`` (name), ``link_gbps``, ``window_start``,
     ``window_ns``, ``world_size`` and ``node_local`` (process group names whose ranks
     lie in one node, comma-separated; ``*`` for all when the job fits in one node)."""
-    rows = [_link_row(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
-    return pd.DataFrame(rows, columns=LINK_COLUMNS)
+    return RANK_LINK.run(trace, selection)
 
 
 def rank_link(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
@@ -170,9 +171,9 @@ def rank_link(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
     return pd.DataFrame([_link_row(rank, iterations)], columns=LINK_COLUMNS)
 
 
-def no_links() -> pd.DataFrame:
-    """The table of no rank of :func:`rank_links` (:data:`LINK_COLUMNS`, no rows)."""
-    return pd.DataFrame([], columns=LINK_COLUMNS)
+#: :func:`rank_links`, declared (its steps come first; each rank read whole).
+RANK_LINK = Analysis("Links", rank_link, LINKS, steps=PER_STEP)
+no_links = LINKS.empty  # the report's links section reads it
 
 
 def _link_row(rt: RankTrace, iterations: list[int] | None) -> dict:

@@ -71,6 +71,7 @@ from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
 from hta.analysis.straggler_causes import profile_visit
 from hta.analysis.stragglers import straggler_summary
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.runner import RankWork, recalled, run_one, visit_key
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace, Trace
@@ -507,9 +508,7 @@ def windows_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' analysis windows
     (:func:`_rank_window`)."""
-    return (visit_key("windows", selected, iters),
-            RankWork(_rank_window, (iters,), description="Analysis windows",
-                     add_rank=False, empty=_no_windows))
+    return visit_key("windows", selected, iters), RANK_WINDOW.work(iters)
 
 
 def _rank_window(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
@@ -519,9 +518,8 @@ def _rank_window(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
                         columns=["rank", "window_ns"])
 
 
-def _no_windows() -> pd.DataFrame:
-    """The windows of no rank (``rank``, ``window_ns``; no rows)."""
-    return pd.DataFrame([], columns=["rank", "window_ns"])
+RANK_WINDOW = Analysis("Analysis windows", _rank_window, Columns.typed(["rank", "window_ns"]),
+                       steps=PER_STEP)
 
 
 def _group_label(group: str) -> str:

@@ -83,7 +83,8 @@ from hta.analysis.findings.sharing import (  # noqa: F401 - re-exported: the ord
     resolve_rank,
 )
 from hta.analysis.gpu_work import as_list
-from hta.analysis.select import rank_numbers, select_ranks
+from hta.analysis.select import rank_numbers
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, remember_together, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -138,9 +139,7 @@ def rank_analysis(trace: Trace, selection: Selection = EVERYTHING,
     :mod:`hta.model.runner` runs it next to the data; no claim travels back.
     ``reserved``: per rank, the job findings that claim time on it, which go first.
     """
-    rows = [_analysis_row(rt, selection.iteration_list, rules, min_share, reserved)
-            for rt in select_ranks(trace, selection)]
-    return pd.DataFrame(rows, columns=ANALYSIS_COLUMNS)
+    return RANK_ANALYSIS.run(trace, selection, rules, min_share, reserved)
 
 
 #: Columns of :func:`rank_analysis`.
@@ -157,9 +156,10 @@ def analysis_of_rank(rt: RankTrace, iterations: StepList = None,
                         columns=ANALYSIS_COLUMNS)
 
 
-def no_analysis() -> pd.DataFrame:
-    """:func:`rank_analysis` of no rank."""
-    return pd.DataFrame([], columns=ANALYSIS_COLUMNS)
+#: :func:`analysis_of_rank`, declared: costly per rank, small answers (spread over forked
+#: workers on an in-memory job of many ranks).
+RANK_ANALYSIS = Analysis("Findings", analysis_of_rank, Columns.typed(ANALYSIS_COLUMNS),
+                         steps=PER_STEP, add_rank=True, spread=True)
 
 
 def _analysis_row(rt: RankTrace, iterations: StepList,
@@ -239,8 +239,7 @@ def findings_plan(trace: Job, selection: Selection = EVERYTHING,
         return FindingsResult(findings, coverage.coverage_table(list(covs.values())),
                               coverage.piece_table(pieces))
 
-    return RankWork(analysis_of_rank, (iters, rules, min_share, reserved), finish=finish,
-                    description="Findings", empty=no_analysis, spread=True)
+    return RANK_ANALYSIS.work(iters, rules, min_share, reserved).then(finish)
 
 
 def _read_job_inputs(trace: Job, selection: Selection, rules: Sequence[FindingRule]) -> None:

@@ -37,7 +37,7 @@ from hta.analysis.perf.kernel_math import PEAK_OF, call_math, row_math
 from hta.analysis.perf.registry import work_of
 from hta.analysis.perf.replayed import TABLE, calls_of, first_rows
 from hta.analysis.perf.roofline import roofline_columns
-from hta.analysis.select import check_whole_ranks, select_ranks
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.devices import Device, device_by_name, match_device
 from hta.model.rules import RuleSet
@@ -242,14 +242,9 @@ def op_performance(trace: Trace, selection: Selection = EVERYTHING,
                    device: DeviceArg = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """One row per operator call with GPU work, on the selected ranks (module docstring;
     columns :data:`COLUMNS`)."""
-    check_whole_ranks(selection, "op_performance")
-    frames = [rank_op_performance(rt, device, rules) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return no_op_performance()
-    return pd.concat(frames, ignore_index=True)
+    return OP_PERFORMANCE.run(trace, selection, device, rules)
 
 
-def no_op_performance() -> pd.DataFrame:
-    """:func:`op_performance` of no rank (:data:`COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in COLUMNS})
+#: :func:`op_performance`, declared: one rank's calls, where the rank is.
+OP_PERFORMANCE = Analysis("Operator performance", rank_op_performance,
+                          Columns.typed(COLUMNS, "float64"), steps=WHOLE, add_rank=True)

@@ -21,15 +21,10 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.calls import op_calls
-from hta.analysis.perf.op_performance import (
-    DeviceArg,
-    no_op_performance,
-    op_performance,
-    rank_op_performance,
-)
+from hta.analysis.perf.op_performance import DeviceArg, op_performance, rank_op_performance
 from hta.analysis.perf.replayed import TABLE, calls_of
-from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.categories import CATEGORIES, op_category
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.rules import RuleSet
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
@@ -42,12 +37,14 @@ SUMMARY_COLUMNS = [
 CATEGORY_COLUMNS = ["rank", "category", "kernel_time(us)", "share(%)"]
 BY_CATEGORY_COLUMNS = ["rank", "category", "calls", "kernel_time(us)", "modelled(%)",
                        "tflops_per_s", "tb_per_s", "pct_of_peak"]
+SUMMARY = Columns.typed(SUMMARY_COLUMNS, "float64")
+CATEGORIES_TIME = Columns.typed(CATEGORY_COLUMNS, "float64")
 
 
 def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per rank, operator and shapes (:data:`SUMMARY_COLUMNS`), most time first."""
     if not len(rows):
-        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+        return SUMMARY.empty()
     keys = ["rank", "op", "category", "input_dims", "input_types", "device"]
     captured = "captured" in rows and bool(rows["captured"].any())
     if captured:  # a capture merge: replayed calls are groups of their own
@@ -91,9 +88,9 @@ def op_summary_of_rank(rt: RankTrace, device: DeviceArg = None,
     return op_performance_summary(rank_op_performance(rt, device, rules))
 
 
-def no_op_summary() -> pd.DataFrame:
-    """:func:`rank_op_summary` of no rank."""
-    return op_performance_summary(no_op_performance())
+#: :func:`rank_op_summary`, declared: only each rank's summary travels.
+OP_SUMMARY = Analysis("Operator performance", op_summary_of_rank, SUMMARY, steps=WHOLE,
+                      add_rank=True)
 
 
 def op_performance_by_category(rows: pd.DataFrame) -> pd.DataFrame:
@@ -127,19 +124,14 @@ def category_time(trace: Trace, selection: Selection = EVERYTHING,
                   rules: RuleSet | None = None) -> pd.DataFrame:
     """GPU work time per rank and category (:data:`CATEGORY_COLUMNS`; module docstring),
     in the order of :data:`~hta.model.categories.CATEGORIES`."""
-    check_whole_ranks(selection, "category_time")
-    frames = [category_time_of_rank(rt, rules) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return no_category_time()
-    return pd.concat(frames, ignore_index=True)[CATEGORY_COLUMNS]
+    return CATEGORY_TIME.run(trace, selection, rules)
 
 
 def category_time_of_rank(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame:
     """One rank's rows of :func:`category_time` (the runner's per-rank function)."""
     _, work = op_calls(rt, rules or RuleSet())
     if not len(work):
-        return no_category_time()
+        return CATEGORIES_TIME.empty()
     owner = work["owner"].to_numpy()
     ev = rt.events
     owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
@@ -159,9 +151,9 @@ def category_time_of_rank(rt: RankTrace, rules: RuleSet | None = None) -> pd.Dat
         "share(%)": 100 * per.to_numpy() / total if total else np.nan})[CATEGORY_COLUMNS]
 
 
-def no_category_time() -> pd.DataFrame:
-    """:func:`category_time` of no rank."""
-    return pd.DataFrame({c: [] for c in CATEGORY_COLUMNS})
+#: :func:`category_time`, declared.
+CATEGORY_TIME = Analysis("Time by category", category_time_of_rank, CATEGORIES_TIME,
+                         steps=WHOLE, add_rank=True)
 
 
 def _replayed_categories(rt: RankTrace, slots: np.ndarray, cat: np.ndarray) -> np.ndarray:
