@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 
 import pandas as pd
 import pytest
@@ -16,9 +17,9 @@ from conftest import SAMPLE_TRACES
 import hta
 import hta.analysis
 from hta.analysis.findings.catalog import default_rules
-from hta.analysis.select import check_whole_ranks
 from hta.analysis.summary import rank_summary
 from hta.analysis.temporal import temporal_breakdown
+from hta.model.declared import WHOLE, Analysis, check_whole_ranks
 from hta.model.runner import RankWork, restrict_rank, run, run_one
 from hta.model.selection import ALL, EVERYTHING, FIRST, Selection, resolve
 from hta.model.trace import RankTrace, Trace
@@ -133,13 +134,19 @@ def test_job_rules_take_the_selection(trace: Trace) -> None:
 
 
 def _whole_rank_analyses() -> list[object]:
-    """Every entry point that reads whole ranks (it calls ``check_whole_ranks``)."""
+    """Every entry point that reads whole ranks: it calls ``check_whole_ranks``, or runs
+    an analysis of its module declared ``steps=WHOLE``."""
     found = []
     for name in _modules():
         module = importlib.import_module(name)
+        whole = [re.compile(rf"\b{n}\.run\(trace, selection") for n, v in vars(module).items()
+                 if isinstance(v, Analysis) and v.steps == WHOLE]
         for fn in vars(module).values():
-            if (inspect.isfunction(fn) and fn.__module__ == name and fn is not check_whole_ranks
-                    and "check_whole_ranks(selection" in inspect.getsource(fn)):
+            if not (inspect.isfunction(fn) and fn.__module__ == name
+                    and fn is not check_whole_ranks):
+                continue
+            source = inspect.getsource(fn)
+            if "check_whole_ranks(selection" in source or any(w.search(source) for w in whole):
                 found.append(fn)
     return found
 

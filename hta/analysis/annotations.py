@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
+from hta.analysis.aggregate import STATS, check_folding, kept_names, label_stats, name_totals
 from hta.analysis.select import select_iterations
-from hta.model.runner import RankWork, run_one
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
@@ -33,6 +33,13 @@ logger = logging.getLogger(__name__)
 
 COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)", "rank",
            "count"]
+#: The table without rows of :func:`user_annotation_breakdown` (:data:`COLUMNS`).
+BREAKDOWN = Columns.typed(COLUMNS, "float64")
+#: The tables of no rank of the per-rank passes: the totals per label
+#: (:func:`hta.analysis.aggregate.name_totals`) and the statistics
+#: (:func:`hta.analysis.aggregate.label_stats`).
+TOTALS = Columns.of({"group": "int64", "text": "object", "dur": "int64"})
+STATS_TABLE = Columns.typed(("rank", "group", "name", *STATS), "float64")
 
 
 def user_annotation_breakdown(
@@ -50,16 +57,12 @@ def user_annotation_breakdown(
     """
     check_folding(num_kernels, duration_ratio)
     kind = "gpu_annotation" if use_gpu_annotation else "user_annotation"
-    totals = [run_one(trace, RankWork(rank_annotation_totals, (selection.iteration_list, kind),
-                                      description="Annotation totals", add_rank=False,
-                                      empty=no_annotation_totals), selection.every_event())]
+    totals = [ANNOTATION_TOTALS.run(trace, selection, kind)]
     if not any(len(t) for t in totals):
         logger.warning("no %s events in the selected ranks and iterations", kind)
-        return pd.DataFrame({c: [] for c in COLUMNS})
+        return BREAKDOWN.empty()
     kept = kept_names(totals, num_kernels, duration_ratio, keep=allowlist_patterns)
-    stats = run_one(trace, RankWork(rank_annotation_stats, (selection.iteration_list, kind, kept),
-                                    description="Annotation statistics", add_rank=False,
-                                    empty=no_annotation_stats), selection.every_event())
+    stats = ANNOTATION_STATS.run(trace, selection, kind, kept)
     out = pd.DataFrame({
         "name": stats["name"],
         "sum (us)": stats["sum"] / 1e3, "max (us)": stats["max"] / 1e3,
@@ -87,6 +90,10 @@ def rank_annotation_totals(rt: RankTrace, iterations: StepList, kind: str
     return name_totals(_annotation_frame(rt, iterations, kind), rt.symbols)
 
 
+ANNOTATION_TOTALS = Analysis("Annotation totals", rank_annotation_totals, TOTALS,
+                             steps=PER_STEP)
+
+
 def rank_annotation_stats(rt: RankTrace, iterations: StepList, kind: str,
                           kept: pd.DataFrame) -> pd.DataFrame:
     """One rank's duration statistics per kept label (the others folded): the second
@@ -94,11 +101,5 @@ def rank_annotation_stats(rt: RankTrace, iterations: StepList, kind: str,
     return label_stats(_annotation_frame(rt, iterations, kind), rt.symbols, kept)
 
 
-def no_annotation_totals() -> pd.DataFrame:
-    """The table of :func:`rank_annotation_totals` for no rank."""
-    return name_totals(pd.DataFrame(), [])
-
-
-def no_annotation_stats() -> pd.DataFrame:
-    """The table of :func:`rank_annotation_stats` for no rank."""
-    return label_stats(pd.DataFrame(), [], pd.DataFrame({"group": [], "text": []}))
+ANNOTATION_STATS = Analysis("Annotation statistics", rank_annotation_stats, STATS_TABLE,
+                            steps=PER_STEP)

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.select import check_whole_ranks, select_ranks
+from hta.analysis.select import select_ranks
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import KIND_CODE, kind_codes
 from hta.model.selection import EVERYTHING, Selection
@@ -34,6 +35,11 @@ from hta.model.trace import RankTrace, Trace
 
 COLUMNS = ["rank", "aten_op_name", "kernel_sequence", "occurrence_count",
            "avg_aten_op_launch_delay", "avg_runtime_delay"]
+#: The table of no rank (typed :data:`COLUMNS`).
+KERNELS_AND_DELAY = Columns.of({
+    "rank": "int64", "aten_op_name": "object", "kernel_sequence": "object",
+    "occurrence_count": "int64", "avg_aten_op_launch_delay": "float64",
+    "avg_runtime_delay": "float64"})
 KERNEL_KINDS = ("computation", "communication")
 _KERNEL_CODES = kind_codes(KERNEL_KINDS)
 
@@ -72,7 +78,7 @@ def aten_op_kernels_and_delay(trace: Trace, selection: Selection = EVERYTHING,
     frames = [rank_aten_op_kernels_and_delay(rt, sort_by) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_aten_op_kernels_and_delay()
+        return KERNELS_AND_DELAY.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -94,7 +100,7 @@ def rank_aten_op_kernels_and_delay(rank: RankTrace, sort_by: Sequence[str] | str
     rt = rank
     inst = _rank_instances(rt)
     if not len(inst):
-        return no_aten_op_kernels_and_delay()
+        return KERNELS_AND_DELAY.empty()
     ev = rt.events
     names = np.asarray(rt.symbols, dtype=object)
     per_op = inst.groupby("op", sort=False).agg(
@@ -118,10 +124,5 @@ def rank_aten_op_kernels_and_delay(rank: RankTrace, sort_by: Sequence[str] | str
     return out.sort_values(sort_by, ascending=False, kind="stable", ignore_index=True)
 
 
-def no_aten_op_kernels_and_delay() -> pd.DataFrame:
-    """The table of no rank of :func:`aten_op_kernels_and_delay` (typed :data:`COLUMNS`)."""
-    return pd.DataFrame({
-        "rank": np.zeros(0, dtype=np.int64), "aten_op_name": np.zeros(0, dtype=object),
-        "kernel_sequence": np.zeros(0, dtype=object),
-        "occurrence_count": np.zeros(0, dtype=np.int64),
-        "avg_aten_op_launch_delay": np.zeros(0), "avg_runtime_delay": np.zeros(0)})
+ATEN_OP_KERNELS = Analysis("ATen op kernels", rank_aten_op_kernels_and_delay,
+                           KERNELS_AND_DELAY, steps=WHOLE)

@@ -43,9 +43,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
-from hta.analysis.select import check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -69,6 +68,9 @@ SUMMARY_COLUMNS = [
     "achieved_bw_gbps", "mean_bw_gbps", "std_bw_gbps", "min_bw_gbps", "p25_bw_gbps",
     "p50_bw_gbps", "p75_bw_gbps", "max_bw_gbps",
 ]
+COPIES = Columns.typed(COPY_COLUMNS, "float64")
+SERIES = Columns.typed(SERIES_COLUMNS, "float64")
+SUMMARY = Columns.typed(SUMMARY_COLUMNS, "float64")
 
 
 def memory_copies(trace: RankMapper, selection: Selection = EVERYTHING) -> pd.DataFrame:
@@ -79,19 +81,16 @@ def memory_copies(trace: RankMapper, selection: Selection = EVERYTHING) -> pd.Da
     ``"undefined"``. Found per rank, where the rank is, each rank first restricted to
     the selection's ``ProfilerStep`` numbers (every event when it names none).
     """
-    return run_one(trace, RankWork(rank_memory_copies, description="Memory copies",
-                                   add_rank=False, empty=no_memory_copies), selection)
+    return MEMORY_COPIES.run(trace, selection)
 
 
 def rank_memory_copies(rt: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`memory_copies`: its copies and memsets, in start order."""
     copies = _rank_copies(rt)
-    return copies if len(copies) else no_memory_copies()
+    return copies if len(copies) else COPIES.empty()
 
 
-def no_memory_copies() -> pd.DataFrame:
-    """The table of :func:`memory_copies` without rows (:data:`COPY_COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in COPY_COLUMNS})
+MEMORY_COPIES = Analysis("Memory copies", rank_memory_copies, COPIES)
 
 
 def _rank_copies(rt: RankTrace) -> pd.DataFrame:
@@ -139,10 +138,9 @@ def memory_bw_time_series(trace: RankMapper, selection: Selection = EVERYTHING,
     docstring. Sorted by rank, pid, name, ts. Computed per rank, where the rank is; pass
     ``copies`` (from :func:`memory_copies`) to reuse it instead.
     """
-    check_whole_ranks(selection, "memory_bw_time_series")
     if copies is None:
-        return run_one(trace, RankWork(rank_memory_bw_series, description="Memory bandwidth",
-                                       add_rank=False, empty=no_memory_bw_series), selection)
+        return MEMORY_BW_SERIES.run(trace, selection)
+    check_whole_ranks(selection, MEMORY_BW_SERIES.name)
     return bw_series(copies)
 
 
@@ -152,16 +150,14 @@ def rank_memory_bw_series(rt: RankTrace) -> pd.DataFrame:
     return bw_series(rank_memory_copies(rt))
 
 
-def no_memory_bw_series() -> pd.DataFrame:
-    """The table of :func:`memory_bw_time_series` without rows (:data:`SERIES_COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in SERIES_COLUMNS})
+MEMORY_BW_SERIES = Analysis("Memory bandwidth", rank_memory_bw_series, SERIES, steps=WHOLE)
 
 
 def bw_series(copies: pd.DataFrame) -> pd.DataFrame:
     """:func:`memory_bw_time_series` of the rows of :func:`memory_copies`."""
     live = copies[(copies["dur"] > 0) & np.isfinite(copies["memory_bw_gbps"])]
     if len(live) == 0:
-        return no_memory_bw_series()
+        return SERIES.empty()
     group_cols = ["rank", "pid", "name"]
     keys = live[group_cols].drop_duplicates().sort_values(group_cols, ignore_index=True)
     key = live[group_cols].merge(keys.reset_index(), on=group_cols, how="left")["index"]
@@ -201,11 +197,9 @@ def memory_bw_summary(trace: RankMapper, selection: Selection = EVERYTHING,
     count 2, busy 0.15 µs, achieved 4000/150 = 26.67 GB/s, per-copy bandwidths 10 and 30.
     Computed per rank, where the rank is; pass ``copies`` to reuse them instead.
     """
-    check_whole_ranks(selection, "memory_bw_summary")
     if copies is None:
-        return run_one(trace,
-                       RankWork(rank_memory_bw_summary, description="Memory bandwidth summary",
-                                add_rank=False, empty=no_memory_bw_summary), selection)
+        return MEMORY_BW_SUMMARY.run(trace, selection)
+    check_whole_ranks(selection, MEMORY_BW_SUMMARY.name)
     return bw_summary(copies)
 
 
@@ -215,15 +209,14 @@ def rank_memory_bw_summary(rt: RankTrace) -> pd.DataFrame:
     return bw_summary(rank_memory_copies(rt))
 
 
-def no_memory_bw_summary() -> pd.DataFrame:
-    """The table of :func:`memory_bw_summary` without rows (:data:`SUMMARY_COLUMNS`)."""
-    return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+MEMORY_BW_SUMMARY = Analysis("Memory bandwidth summary", rank_memory_bw_summary, SUMMARY,
+                             steps=WHOLE)
 
 
 def bw_summary(copies: pd.DataFrame) -> pd.DataFrame:
     """:func:`memory_bw_summary` of the rows of :func:`memory_copies`."""
     if len(copies) == 0:
-        return no_memory_bw_summary()
+        return SUMMARY.empty()
     rows = []
     for (rank, name), grp in copies.groupby(["rank", "name"], sort=True):
         dur = grp["dur"].to_numpy()

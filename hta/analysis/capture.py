@@ -67,6 +67,7 @@ from hta.analysis.perf.registry import model_of, work_of
 from hta.analysis.perf.replayed import TABLE_COLUMNS, calls_of, empty_table, slots_in
 from hta.analysis.serving import parse_step_name
 from hta.model.categories import op_category
+from hta.model.declared import Analysis, Columns
 from hta.model.devices import Device
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
@@ -77,6 +78,10 @@ logger = logging.getLogger(__name__)
 COLUMNS = ["rank", "launch", "position", "kernel", "dur(us)", "matched", "op", "category",
            "input_dims", "flops", "bytes", "op_row", "input_types", "peak_key", "matrix",
            "row"]
+#: :func:`captured_kernels`' table (object columns when it has no rows).
+KERNELS = Columns.typed(COLUMNS)
+#: :func:`captured_op_performance`'s table (float64 columns when it has no rows).
+OPS = Columns.typed(OP_COLUMNS, "float64")
 
 
 @dataclass
@@ -281,7 +286,7 @@ def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
     ``get_op_performance`` holds for them once the capture is merged."""
     table = capture_table(kernels, replay)
     if not len(table):
-        return pd.DataFrame({c: [] for c in OP_COLUMNS})
+        return OPS.empty()
     ev = replay.events
     rows = np.sort(kernels.loc[kernels["rank"] == replay.rank, "row"].to_numpy(np.int64))
     slots = slots_in(table, ev["ts"].to_numpy()[rows], ev["stream"].to_numpy()[rows])
@@ -300,6 +305,9 @@ def rank_captured_kernels(replay: RankTrace, windows: list[tuple[int, Window]]
     return captured_kernels(replay, mine)
 
 
+CAPTURED_KERNELS = Analysis("Captured kernels", rank_captured_kernels, KERNELS, add_rank=True)
+
+
 def rank_captured_op_performance(replay: RankTrace, kernels: pd.DataFrame,
                                  device: DeviceArg = None, rules: RuleSet | None = None
                                  ) -> pd.DataFrame:
@@ -308,14 +316,8 @@ def rank_captured_op_performance(replay: RankTrace, kernels: pd.DataFrame,
     return captured_op_performance(kernels, replay, rank_device(replay, device), rules)
 
 
-def no_captured_kernels() -> pd.DataFrame:
-    """:func:`captured_kernels`' table of no rank."""
-    return pd.DataFrame(columns=COLUMNS)
-
-
-def no_captured_op_performance() -> pd.DataFrame:
-    """:func:`captured_op_performance`'s table of no rank."""
-    return pd.DataFrame({c: [] for c in OP_COLUMNS})
+CAPTURED_OP_PERFORMANCE = Analysis("Captured operators", rank_captured_op_performance, OPS,
+                                   add_rank=True)
 
 
 def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -340,7 +342,7 @@ def merge_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-__all__ = ["COLUMNS", "Window", "capture_table", "capture_windows", "captured_kernels",
-           "captured_op_performance", "merge_summary", "no_captured_kernels",
-           "no_captured_op_performance", "pick_window", "rank_captured_kernels",
+__all__ = ["CAPTURED_KERNELS", "CAPTURED_OP_PERFORMANCE", "COLUMNS", "KERNELS", "OPS", "Window",
+           "capture_table", "capture_windows", "captured_kernels", "captured_op_performance",
+           "merge_summary", "pick_window", "rank_captured_kernels",
            "rank_captured_op_performance"]

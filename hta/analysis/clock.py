@@ -55,11 +55,8 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.select import check_whole_ranks, rank_numbers, select_ranks
-from hta.analysis.stragglers import (
-    match_collectives,
-    no_collective_kernels,
-    rank_collective_kernels,
-)
+from hta.analysis.stragglers import COLLECTIVE_KERNELS, match_collectives
+from hta.model.declared import Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import EVERYTHING, Selection
@@ -69,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 COLUMNS = ["rank", "host", "offset(us)", "collectives", "agreement(us)", "worst(us)",
            "applied"]
+#: The columns of :func:`rank_host_row` (and :func:`rank_hosts`).
+HOSTS = Columns.typed(("rank", "host"))
 #: Offsets smaller than this (ns) are not applied: they are within the link latency that
 #: separates the ends of one collective on two ranks.
 MIN_APPLIED_NS = 20_000
@@ -95,9 +94,12 @@ def rank_host_row(rt: RankTrace) -> pd.DataFrame:
     return pd.DataFrame([{"rank": rt.rank, "host": rank_host(rt)}], columns=["rank", "host"])
 
 
-def no_hosts() -> pd.DataFrame:
-    """The table of :func:`rank_host_row` for no rank."""
-    return pd.DataFrame([], columns=["rank", "host"])
+def _host_of(hosts: pd.DataFrame) -> dict[int, str]:
+    return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+
+
+#: Rank -> host name, of the selected ranks (:func:`rank_host_row`, combined).
+HOST_ROWS = Analysis("Hosts", rank_host_row, HOSTS, finish=_host_of)
 
 
 def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:
@@ -137,19 +139,12 @@ def kernels_visit(selected: list[int], iters: list[int] | None
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the communication kernels of the ``selected`` ranks
     (the clock offsets and the straggler rule read them)."""
-    return (visit_key("kernels", selected, iters),
-            RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                     add_rank=False, empty=no_collective_kernels))
+    return visit_key("kernels", selected, iters), COLLECTIVE_KERNELS.work(iters)
 
 
 def hosts_visit(selected: list[int]) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' hosts (rank -> host name)."""
-    return visit_key("hosts", selected), RankWork(
-        rank_host_row, description="Hosts", add_rank=False, empty=no_hosts, finish=_host_of)
-
-
-def _host_of(hosts: pd.DataFrame) -> dict[int, str]:
-    return {int(r): str(h) for r, h in zip(hosts["rank"], hosts["host"])}
+    return visit_key("hosts", selected), HOST_ROWS.work()
 
 
 def _kernels(trace: Job, selected: list[int], iters: list[int] | None) -> pd.DataFrame:
@@ -280,7 +275,7 @@ def aligned_arrivals(trace: Job, selection: Selection = EVERYTHING,
     return match_collectives(shift_times(kernels, offsets))
 
 
-__all__ = ["COLUMNS", "MIN_APPLIED_NS", "aligned_arrivals", "applied_offsets", "clock_offsets",
-           "estimate_offsets", "hosts_visit", "kernels_visit", "no_hosts",
+__all__ = ["COLUMNS", "HOSTS", "HOST_ROWS", "MIN_APPLIED_NS", "aligned_arrivals",
+           "applied_offsets", "clock_offsets", "estimate_offsets", "hosts_visit", "kernels_visit",
            "offsets_from_kernels", "rank_host", "rank_host_row", "rank_hosts", "shift_rank",
            "shift_times"]

@@ -68,6 +68,7 @@ from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import comm_kernels
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
@@ -127,6 +128,13 @@ COLUMNS = ["rank", "collective", "process_group", "group_size", "dtype", "msg_by
            "launch_op", "name", "kernel", "source",
            "iteration", "seq", "start_ns", "end_ns", "in_msg_nelems", "out_msg_nelems",
            "send_imbalance", "recv_imbalance", "direction", "peer"]
+_TEXT = {"collective", "process_group", "dtype", "name", "kernel", "source", "context",
+         "launch_op", "direction"}
+_INTS = {"rank", "stream", "iteration", "seq", "start_ns", "end_ns", "peer"}
+#: :func:`collective_performance`'s table: text object, counts and times in ns int64, the
+#: rest float64.
+PERFORMANCE = Columns.of({c: "object" if c in _TEXT else "int64" if c in _INTS else "float64"
+                          for c in COLUMNS})
 _COMPILED = tuple((re.compile(p), op) for p, op in OPERATION_PATTERNS)
 _CONTEXT = tuple((tag, re.compile(p)) for tag, p in CONTEXT_PATTERNS)
 _STRIP = re.compile(r"[\s_.\-]+")
@@ -221,7 +229,7 @@ def collective_performance(trace: Trace, selection: Selection = EVERYTHING) -> p
     frames = [rank_collective_performance(rt, steps) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return empty()
+        return PERFORMANCE.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -239,20 +247,23 @@ def rank_collective_rows(rank: RankTrace, iterations: StepList = None
     """One rank's rows of :func:`collective_performance`, in a frame of their own (the
     rank's derived table, :func:`rank_collective_performance`, stays unshared)."""
     frame = rank_collective_performance(rank, iterations)
-    return pd.concat([frame], ignore_index=True) if len(frame) else empty()
+    return pd.concat([frame], ignore_index=True) if len(frame) else PERFORMANCE.empty()
+
+
+COLLECTIVE_ROWS = Analysis("Collectives", rank_collective_rows, PERFORMANCE, steps=PER_STEP)
 
 
 def _rank_collective_performance(rt: RankTrace, iterations: StepList
                                  ) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
-        return empty()
+        return PERFORMANCE.empty()
     keep = work_class(ev["kind"]) == COMM
     if iterations is not None:
         keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
     rows = np.flatnonzero(keep)
     if not rows.size:
-        return empty()
+        return PERFORMANCE.empty()
     _, where = rt.side_row_of_event("collective_args")  # per event: its args row, -1
     chains = _ancestors(rt, rows)
     args = _args_rows(where, rows, chains)
@@ -264,16 +275,6 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
     k = comm_kernels(rt, iterations)
     out["direction"], out["peer"] = k["direction"].to_numpy(), k["peer"].to_numpy()
     return out[COLUMNS]
-
-
-def empty() -> pd.DataFrame:
-    """The table with no rows."""
-    text = {"collective", "process_group", "dtype", "name", "kernel", "source", "context",
-            "launch_op", "direction"}
-    ints = {"rank", "stream", "iteration", "seq", "start_ns", "end_ns", "peer"}
-    return pd.DataFrame({c: pd.Series([], dtype="object" if c in text else
-                                      "int64" if c in ints else "float64")
-                         for c in COLUMNS})
 
 
 def _exposed_ns(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:

@@ -32,10 +32,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace
 
@@ -46,6 +45,7 @@ PROFILER_CATEGORY = "cuda_profiler_range"
 MEMORY_LAUNCH = re.compile(r"(?i)mem(cpy|set)")
 BASE_COLUMNS = ["rank", "index", "name", "launch_index", "launch_name", "op_stack",
                 "top_level_op", "bottom_level_op"]
+BASE = Columns.typed(BASE_COLUMNS)
 NO_COUNTERS = (
     "no CUPTI range-profiler events (category 'cuda_profiler_range') in the trace of "
     "rank(s) {ranks}; collect the trace with the PyTorch profiler's CUPTI profiler mode "
@@ -63,11 +63,9 @@ def cupti_counter_data_with_operators(trace: Job,
     selected rank has any, or when a rank's ranges and kernel launches do not pair up.
     Each rank's counters are read and paired where the rank is; only the rows travel.
     """
-    check_whole_ranks(selection, "cupti_counter_data_with_operators")
+    check_whole_ranks(selection, CUPTI_COUNTERS.name)
     selected = trace.selected_ranks(selection.rank_list)
-    counters = run_one(trace, RankWork(rank_cupti_counters, description="CUPTI counters",
-                                       add_rank=False, empty=no_cupti_counters),
-                       Selection.of(selected))
+    counters = CUPTI_COUNTERS.run(trace, Selection.of(selected))
     frames = [counters] if len(counters) else []
     found = {int(r) for f in frames for r in pd.unique(f["rank"])}
     missing = [r for r in selected if r not in found]
@@ -81,12 +79,10 @@ def cupti_counter_data_with_operators(trace: Job,
 def rank_cupti_counters(rt: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`cupti_counter_data_with_operators`: counters per kernel
     with its launch's operator stack (no rows when it has no range-profiler events)."""
-    return _rank_counters(rt) if _range_rows(rt).size else no_cupti_counters()
+    return _rank_counters(rt) if _range_rows(rt).size else BASE.empty()
 
 
-def no_cupti_counters() -> pd.DataFrame:
-    """The table of :func:`rank_cupti_counters` without rows (:data:`BASE_COLUMNS`)."""
-    return pd.DataFrame(columns=BASE_COLUMNS)
+CUPTI_COUNTERS = Analysis("CUPTI counters", rank_cupti_counters, BASE, steps=WHOLE)
 
 
 def _range_rows(rt: RankTrace) -> np.ndarray:

@@ -18,7 +18,8 @@ Example: a rank with three compute kernels of 10, 20 and 30 µs and one
 With ``iterations`` only the events of those ``ProfilerStep`` numbers count (GPU work in
 the step of the launch that enqueued it), restricted where each rank lives. This module is
 the worked example of adding an analysis (docs/architecture.md, "Adding an analysis"): a
-per-rank function on one rank, run by :func:`hta.model.runner.run_one`.
+per-rank function on one rank, declared once (:data:`EVENT_COUNTS`, an
+:class:`~hta.model.declared.Analysis`) and run by the runner.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.model.declared import Analysis, Columns
 from hta.model.rules import KINDS
 from hta.model.trace import RankTrace
 
 COLUMNS = ["rank", "kind", "count", "time(us)"]
+#: The table of no rank (:data:`COLUMNS`).
+COUNTS = Columns.of({"rank": "int64", "kind": "object", "count": "int64", "time(us)": "float64"})
 
 
 def rank_event_counts(rank: RankTrace) -> pd.DataFrame:
@@ -37,7 +41,7 @@ def rank_event_counts(rank: RankTrace) -> pd.DataFrame:
     runner adds ``rank``."""
     ev = rank.events
     if not len(ev):
-        return no_event_counts().drop(columns="rank")
+        return COUNTS.empty().drop(columns="rank")
     codes = ev["kind"].cat.codes.to_numpy(np.int64)
     dur = (ev["end"] - ev["ts"]).to_numpy(np.int64)
     count = np.bincount(codes, minlength=len(KINDS))
@@ -48,10 +52,7 @@ def rank_event_counts(rank: RankTrace) -> pd.DataFrame:
                          "time(us)": time_ns[kept] / 1e3})
 
 
-def no_event_counts() -> pd.DataFrame:
-    """The table of no rank (:data:`COLUMNS`)."""
-    return pd.DataFrame({"rank": np.zeros(0, np.int64), "kind": np.zeros(0, object),
-                         "count": np.zeros(0, np.int64), "time(us)": np.zeros(0)})
+EVENT_COUNTS = Analysis("Event counts", rank_event_counts, COUNTS, add_rank=True)
 
 
-__all__ = ["COLUMNS", "no_event_counts", "rank_event_counts"]
+__all__ = ["COLUMNS", "COUNTS", "EVENT_COUNTS", "rank_event_counts"]

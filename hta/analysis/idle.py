@@ -31,14 +31,14 @@ selected iteration on a stream count (gaps between steps belong to no step).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import partial
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work
 from hta.analysis.queue import _dense_pairs
-from hta.model.runner import RankWork, run_one
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
@@ -47,6 +47,27 @@ CATEGORIES = ("host_wait", "kernel_wait", "other")
 HOST_WAIT, KERNEL_WAIT, OTHER = 0, 1, 2
 INTERVAL_COLUMNS = ["rank", "stream", "iteration", "start", "end", "idle_time(ns)",
                     "idle_category"]
+
+
+@dataclass(frozen=True)
+class _IntervalColumns(Columns):
+    """Columns whose ``idle_category`` is categorical over :data:`CATEGORIES` (a dtype
+    name cannot say which categories)."""
+
+    def empty(self) -> pd.DataFrame:
+        return super().empty().astype({"idle_category": pd.CategoricalDtype(CATEGORIES)})
+
+
+#: The table without rows of :func:`idle_intervals` (:data:`INTERVAL_COLUMNS`).
+INTERVALS = _IntervalColumns.of({c: "int64" for c in INTERVAL_COLUMNS[:-1]}
+                                | {"idle_category": "category"})
+#: The tables without rows of :func:`idle_time_breakdown` and :func:`idle_interval_stats`.
+TOTALS = Columns.of({"rank": "int64", "stream": "int64", "idle_category": "object",
+                     "idle_time": "float64", "idle_time_ratio": "float64",
+                     "idle_intervals": "int64"})
+INTERVAL_STATS = Columns.of({"rank": "float64", "stream": "float64", "idle_category": "object"}
+                            | {c: "float64" for c in ("count", "mean", "std", "min", "25%",
+                                                      "50%", "75%", "max")})
 
 
 def idle_intervals(
@@ -58,10 +79,7 @@ def idle_intervals(
     ending the gap), ``start``/``end`` (absolute ns), ``idle_time(ns)`` and
     ``idle_category`` (see the module docstring). Found per rank, where the rank is."""
     _check_threshold(consecutive_kernel_delay_ns)
-    return run_one(trace, RankWork(rank_idle_intervals,
-                                   (streams, selection.iteration_list, consecutive_kernel_delay_ns),
-                                   description="Idle intervals", add_rank=False,
-                                   empty=no_idle_intervals), selection.every_event())
+    return IDLE_INTERVALS.run(trace, selection, streams, consecutive_kernel_delay_ns)
 
 
 def idle_time_breakdown(
@@ -90,12 +108,8 @@ def idle_time_breakdown_and_stats(
     """HTA's pair: (:func:`idle_time_breakdown`, :func:`idle_interval_stats` or None),
     finding the gaps once per rank, where the rank is (both tables are per rank)."""
     _check_threshold(consecutive_kernel_delay_ns)
-    work = RankWork(
-        rank_idle_breakdown,
-        (streams, selection.iteration_list, consecutive_kernel_delay_ns, show_idle_interval_stats),
-        description="Idle time breakdown", add_rank=False,
-        empty=partial(no_idle_breakdown, show_idle_interval_stats))
-    totals, stats = run_one(trace, work, selection.every_event())
+    totals, stats = IDLE_BREAKDOWN.run(trace, selection, streams, consecutive_kernel_delay_ns,
+                                       show_idle_interval_stats)
     return totals, stats if show_idle_interval_stats else None
 
 
@@ -106,10 +120,13 @@ def rank_idle_intervals(rt: RankTrace, streams: Iterable[int] | int | None,
     return _collect(rt, streams, iterations, delay_ns)[0]
 
 
-def no_idle_intervals() -> pd.DataFrame:
-    """The table of :func:`idle_intervals` without rows (:data:`INTERVAL_COLUMNS`)."""
-    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in INTERVAL_COLUMNS[:-1]}
-                        | {"idle_category": pd.Categorical([], categories=CATEGORIES)})
+def _intervals_per_step(rt: RankTrace, iterations: StepList,
+                        streams: Iterable[int] | int | None, delay_ns: int) -> pd.DataFrame:
+    """:func:`rank_idle_intervals` with the steps first, as :data:`PER_STEP` passes them."""
+    return rank_idle_intervals(rt, streams, iterations, delay_ns)
+
+
+IDLE_INTERVALS = Analysis("Idle intervals", _intervals_per_step, INTERVALS, steps=PER_STEP)
 
 
 def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
@@ -122,12 +139,17 @@ def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
     return _totals(intervals, keys), stats
 
 
-def no_idle_breakdown(with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The tables of :func:`rank_idle_breakdown` for no rank."""
-    intervals = no_idle_intervals()
-    keys = pd.DataFrame({"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64)})
-    stats = idle_interval_stats(intervals) if with_stats else pd.DataFrame()
-    return _totals(intervals, keys), stats
+def _breakdown_per_step(rt: RankTrace, iterations: StepList,
+                        streams: Iterable[int] | int | None, delay_ns: int,
+                        with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`rank_idle_breakdown` with the steps first, as :data:`PER_STEP` passes them."""
+    return rank_idle_breakdown(rt, streams, iterations, delay_ns, with_stats)
+
+
+#: The tables of no rank: the totals, and the statistics (which
+#: :func:`idle_time_breakdown_and_stats` drops unless it was asked for them).
+IDLE_BREAKDOWN = Analysis("Idle time breakdown", _breakdown_per_step, (TOTALS, INTERVAL_STATS),
+                          steps=PER_STEP)
 
 
 def _totals(intervals: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
@@ -177,11 +199,8 @@ def idle_interval_stats(intervals: pd.DataFrame) -> pd.DataFrame:
     One row per (rank, stream, category) that has gaps: ``count``, ``mean``, ``std``
     (sample, NaN for one gap), ``min``, ``25%``, ``50%``, ``75%``, ``max``.
     """
-    columns = ["rank", "stream", "idle_category", "count", "mean", "std", "min", "25%", "50%",
-               "75%", "max"]
     if not len(intervals):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "idle_category" else float)
-                             for c in columns})
+        return INTERVAL_STATS.empty()
     us = intervals.assign(idle_time=intervals["idle_time(ns)"] / 1e3)
     stats = (us.groupby(["rank", "stream", "idle_category"], observed=True)["idle_time"]
              .describe().reset_index())
@@ -200,7 +219,7 @@ def _collect(rt: RankTrace, streams: Iterable[int] | int | None,
         w.stream, as_list(streams))
     intervals = _rank_intervals(w, keep, iterations is not None, delay_ns)
     if not len(intervals):
-        intervals = no_idle_intervals()
+        intervals = INTERVALS.empty()
     return intervals, pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])})
 
 

@@ -25,15 +25,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.aggregate import check_folding, kept_names, label_stats, name_totals
+from hta.analysis.aggregate import STATS, check_folding, kept_names, label_stats, name_totals
 from hta.analysis.gpu_work import CLASS_NAMES, MEMORY, rank_gpu_work
 from hta.analysis.intervals import coverage
-from hta.model.runner import RankWork, run_one
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
 
 KERNEL_COLUMNS = ["name", "sum (us)", "max (us)", "min (us)", "stddev", "mean (us)",
                   "kernel_type", "rank", "count"]
+#: The tables of no rank of the per-rank passes: time per kernel-type class, the totals
+#: per kernel name (:func:`hta.analysis.aggregate.name_totals`) and the statistics
+#: (:func:`hta.analysis.aggregate.label_stats`).
+TYPE_TIME = Columns.typed(("rank", "kernel_type", "ns"), "float64")
+TOTALS = Columns.of({"group": "int64", "text": "object", "dur": "int64"})
+STATS_TABLE = Columns.typed(("rank", "group", "name", *STATS), "float64")
 
 
 def gpu_kernel_breakdown(
@@ -62,9 +68,7 @@ def kernel_type_breakdown(
     (:func:`rank_kernel_type_time`), then added up here.
     """
     n_types = 3 if include_memory_kernels else 2
-    out = run_one(trace, RankWork(rank_kernel_type_time, (selection.iteration_list, n_types),
-                                  description="Kernel types", add_rank=False,
-                                  empty=no_kernel_type_time), selection.every_event())
+    out = KERNEL_TYPE_TIME.run(trace, selection, n_types)
     if not len(out):
         return pd.DataFrame(columns=(["rank"] if by_rank else []) + ["kernel_type", "sum",
                                                                      "percentage"])
@@ -91,9 +95,7 @@ def rank_kernel_type_time(rt: RankTrace, iterations: StepList,
                          "ns": table[1:]})
 
 
-def no_kernel_type_time() -> pd.DataFrame:
-    """The table of :func:`rank_kernel_type_time` for no rank."""
-    return pd.DataFrame({"rank": [], "kernel_type": [], "ns": []})
+KERNEL_TYPE_TIME = Analysis("Kernel types", rank_kernel_type_time, TYPE_TIME, steps=PER_STEP)
 
 
 def kernel_breakdown(
@@ -111,14 +113,9 @@ def kernel_breakdown(
     each rank's statistics of the chosen kernels (:func:`rank_kernel_stats`).
     """
     check_folding(num_kernels, duration_ratio)
-    args = (selection.iteration_list, include_memory_kernels)
-    totals = [run_one(trace, RankWork(rank_kernel_totals, args, description="Kernel totals",
-                                      add_rank=False, empty=no_kernel_totals),
-                      selection.every_event())]
+    totals = [KERNEL_TOTALS.run(trace, selection, include_memory_kernels)]
     kept = kept_names(totals, num_kernels, duration_ratio)
-    stats = run_one(trace,
-                    RankWork(rank_kernel_stats, (*args, kept), description="Kernel statistics",
-                             add_rank=False, empty=no_kernel_stats), selection.every_event())
+    stats = KERNEL_STATS.run(trace, selection, include_memory_kernels, kept)
     return _breakdown_table(stats)
 
 
@@ -163,6 +160,9 @@ def rank_kernel_totals(rt: RankTrace, iterations: StepList,
     return name_totals(_kernel_frame(rt, iterations, include_memory_kernels), rt.symbols)
 
 
+KERNEL_TOTALS = Analysis("Kernel totals", rank_kernel_totals, TOTALS, steps=PER_STEP)
+
+
 def rank_kernel_stats(rt: RankTrace, iterations: StepList,
                       include_memory_kernels: bool, kept: pd.DataFrame) -> pd.DataFrame:
     """One rank's duration statistics per class and kept kernel (the others folded): the
@@ -172,14 +172,7 @@ def rank_kernel_stats(rt: RankTrace, iterations: StepList,
                        kept)
 
 
-def no_kernel_totals() -> pd.DataFrame:
-    """The table of :func:`rank_kernel_totals` for no rank."""
-    return name_totals(pd.DataFrame(), [])
-
-
-def no_kernel_stats() -> pd.DataFrame:
-    """The table of :func:`rank_kernel_stats` for no rank."""
-    return label_stats(pd.DataFrame(), [], pd.DataFrame({"group": [], "text": []}))
+KERNEL_STATS = Analysis("Kernel statistics", rank_kernel_stats, STATS_TABLE, steps=PER_STEP)
 
 
 def _class_labels(n_types: int) -> list[str]:

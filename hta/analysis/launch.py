@@ -50,10 +50,9 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import index_positions
-from hta.analysis.select import check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -72,6 +71,8 @@ PAIRING_COLUMNS = [
     "rank", "launches", "paired_launches", "unpaired_launches", "gpu_events",
     "paired_gpu_events", "unpaired_gpu_events", "gpu_before_launch",
 ]
+STATS = Columns.typed(LAUNCH_STATS_COLUMNS, "float64")
+PAIRING = Columns.typed(PAIRING_COLUMNS)
 
 _GPU_WORK_CODES = kind_codes(GPU_WORK_KINDS)
 _MEMORY_CODES = kind_codes(MEMORY_KINDS)
@@ -137,9 +138,7 @@ def launch_pairing_summary(trace: RankMapper, selection: Selection = EVERYTHING
     launch call starts (clock skew between the CPU and GPU timelines). Counted per rank,
     where the rank is.
     """
-    check_whole_ranks(selection, "launch_pairing_summary")
-    return run_one(trace, RankWork(rank_launch_pairing, description="Launch pairing",
-                                   add_rank=False, empty=no_launch_pairing), selection)
+    return LAUNCH_PAIRING.run(trace, selection)
 
 
 def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
@@ -161,9 +160,7 @@ def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
     }], columns=PAIRING_COLUMNS)
 
 
-def no_launch_pairing() -> pd.DataFrame:
-    """The table of :func:`launch_pairing_summary` for no rank (:data:`PAIRING_COLUMNS`)."""
-    return pd.DataFrame([], columns=PAIRING_COLUMNS)
+LAUNCH_PAIRING = Analysis("Launch pairing", rank_launch_pairing, PAIRING, steps=WHOLE)
 
 
 def cuda_kernel_launch_stats(
@@ -181,11 +178,8 @@ def cuda_kernel_launch_stats(
     then GPU start); ``launch_index`` and ``gpu_index`` are the events' ``index`` values.
     Computed per rank, where the rank is; only the rows travel.
     """
-    check_whole_ranks(selection, "cuda_kernel_launch_stats")
-    return run_one(trace, RankWork(rank_launch_stats,
-                                   (runtime_cutoff, launch_delay_cutoff, include_memory_events),
-                                   description="Launch statistics", add_rank=False,
-                                   empty=no_launch_stats), selection)
+    return LAUNCH_STATS.run(trace, selection, runtime_cutoff, launch_delay_cutoff,
+                            include_memory_events)
 
 
 def rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
@@ -193,13 +187,10 @@ def rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff:
     """One rank's rows of :func:`cuda_kernel_launch_stats`: one per paired (launch, GPU
     event)."""
     stats = _rank_launch_stats(rt, runtime_cutoff, launch_delay_cutoff, include_memory_events)
-    return stats if len(stats) else no_launch_stats()
+    return stats if len(stats) else STATS.empty()
 
 
-def no_launch_stats() -> pd.DataFrame:
-    """The table of :func:`cuda_kernel_launch_stats` without rows
-    (:data:`LAUNCH_STATS_COLUMNS`)."""
-    return _empty(LAUNCH_STATS_COLUMNS)
+LAUNCH_STATS = Analysis("Launch statistics", rank_launch_stats, STATS, steps=WHOLE)
 
 
 #: The three flag columns of :func:`cuda_kernel_launch_stats`.
@@ -208,6 +199,8 @@ FLAG_COLUMNS = ["short_kernel", "runtime_outlier", "launch_delay_outlier"]
 
 #: Columns of :func:`flagged_launch_histograms`.
 HISTOGRAM_COLUMNS = ["rank", "flag", "value", "lo(us)", "hi(us)", "launches"]
+HISTOGRAMS = Columns.of({"rank": "int64", "flag": "object", "value": "object",
+                         "lo(us)": "float64", "hi(us)": "float64", "launches": "int64"})
 #: Which value each flag's histogram counts.
 FLAG_VALUES = {"short_kernel": "cpu_duration(us)", "runtime_outlier": "cpu_duration(us)",
                "launch_delay_outlier": "launch_delay(us)"}
@@ -230,10 +223,7 @@ def flagged_launch_histograms(trace: RankMapper, selection: Selection = EVERYTHI
     a value under 0.001 µs counts in the lowest bin. The launches of a rank and flag sum to
     its count of flagged rows. Computed where each rank is: what travels is a few hundred
     numbers a rank, whatever its number of launches (the report's launch section)."""
-    check_whole_ranks(selection, "flagged_launch_histograms")
-    return run_one(trace, RankWork(rank_flagged_histograms, (runtime_cutoff, launch_delay_cutoff),
-                                   description="Launch histograms", add_rank=False,
-                                   empty=no_flagged_histograms), selection)
+    return FLAGGED_HISTOGRAMS.run(trace, selection, runtime_cutoff, launch_delay_cutoff)
 
 
 def flag_counts(hist: pd.DataFrame, ranks: Iterable[int]) -> pd.DataFrame:
@@ -258,19 +248,12 @@ def rank_flagged_histograms(rt: RankTrace, runtime_cutoff: float, launch_delay_c
         if values.size:
             frames.append(_bins(rt.rank, flag, column, values))
     if not frames:
-        return no_flagged_histograms()
+        return HISTOGRAMS.empty()
     return pd.concat(frames, ignore_index=True)[HISTOGRAM_COLUMNS]
 
 
-def no_flagged_histograms() -> pd.DataFrame:
-    """The table of :func:`flagged_launch_histograms` without rows
-    (:data:`HISTOGRAM_COLUMNS`)."""
-    return pd.DataFrame({"rank": pd.Series([], dtype=np.int64),
-                         "flag": pd.Series([], dtype=object),
-                         "value": pd.Series([], dtype=object),
-                         "lo(us)": pd.Series([], dtype=float),
-                         "hi(us)": pd.Series([], dtype=float),
-                         "launches": pd.Series([], dtype=np.int64)})
+FLAGGED_HISTOGRAMS = Analysis("Launch histograms", rank_flagged_histograms, HISTOGRAMS,
+                              steps=WHOLE)
 
 
 def _bins(rank: int, flag: str, column: str, values: np.ndarray) -> pd.DataFrame:
@@ -344,7 +327,3 @@ def _per_launch(launch: np.ndarray, gpu_dur: np.ndarray) -> tuple[np.ndarray, np
     first = np.zeros(launch.size, dtype=bool)
     first[np.unique(inverse, return_index=True)[1]] = True
     return first, work
-
-
-def _empty(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in columns})

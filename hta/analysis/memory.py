@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import check_whole_ranks, select_ranks
+from hta.analysis.select import select_ranks
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.links import assign_iterations
 from hta.model.selection import EVERYTHING, Selection, rank_step_spans
 from hta.model.trace import RankTrace, Trace
@@ -73,6 +74,12 @@ SUMMARY_COLUMNS = [
     "frees", "live_at_peak_bytes", "unseen_at_peak_bytes", "top_operators",
 ]
 OPERATOR_COLUMNS = ["rank", "device", "operator", "live_bytes", "allocations", "share"]
+TIMELINE = Columns.of({"rank": "int64", "device": "object", "ts": "int64",
+                       "total_allocated": "int64", "total_reserved": "int64"})
+SUMMARY = Columns.of({c: "object" if c in ("device", "top_operators") else "int64"
+                      for c in SUMMARY_COLUMNS})
+OPERATORS = Columns.of({"rank": "int64", "device": "object", "operator": "object",
+                        "live_bytes": "int64", "allocations": "int64", "share": "float64"})
 #: Operators named in ``memory_summary``'s ``top_operators``.
 TOP_OPERATORS = 5
 NO_OPERATOR = "(no operator)"
@@ -136,7 +143,7 @@ def memory_timeline(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataF
     frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_memory_timeline()
+        return TIMELINE.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -144,19 +151,13 @@ def rank_memory_timeline(rank: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`memory_timeline` (typed and empty without memory events)."""
     mem = _memory_events(rank)
     if not len(mem):
-        return no_memory_timeline()
+        return TIMELINE.empty()
     frame = mem[["device", "ts", "total_allocated", "total_reserved"]].copy()
     frame.insert(0, "rank", np.int64(rank.rank))
     return frame.reset_index(drop=True)
 
 
-def no_memory_timeline() -> pd.DataFrame:
-    """The table of no rank of :func:`memory_timeline` (typed :data:`TIMELINE_COLUMNS`)."""
-    return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
-                         "device": np.zeros(0, dtype=object),
-                         "ts": np.zeros(0, dtype=np.int64),
-                         "total_allocated": np.zeros(0, dtype=np.int64),
-                         "total_reserved": np.zeros(0, dtype=np.int64)})
+MEMORY_TIMELINE = Analysis("Memory timeline", rank_memory_timeline, TIMELINE, steps=WHOLE)
 
 
 def _live_at_peak(dev: pd.DataFrame, peak_seq: int) -> np.ndarray:
@@ -292,15 +293,12 @@ def rank_memory_summary(rank: RankTrace) -> pd.DataFrame:
     return _summary_table(_rank_peaks(rank)[0])
 
 
-def no_memory_summary() -> pd.DataFrame:
-    """The table of no rank of :func:`memory_summary` (typed :data:`SUMMARY_COLUMNS`)."""
-    return _summary_table([])
+MEMORY_SUMMARY = Analysis("Memory summary", rank_memory_summary, SUMMARY, steps=WHOLE)
 
 
 def _summary_table(rows: list[dict]) -> pd.DataFrame:
     if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("device", "top_operators")
-                                          else np.int64) for c in SUMMARY_COLUMNS})
+        return SUMMARY.empty()
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -321,19 +319,13 @@ def rank_memory_peak_operators(rank: RankTrace) -> pd.DataFrame:
     return _operator_table([f for f in _rank_peaks(rank)[1] if len(f)])
 
 
-def no_memory_peak_operators() -> pd.DataFrame:
-    """The table of no rank of :func:`memory_peak_operators` (typed :data:`OPERATOR_COLUMNS`)."""
-    return _operator_table([])
+MEMORY_PEAK_OPERATORS = Analysis("Memory at peak", rank_memory_peak_operators, OPERATORS,
+                                 steps=WHOLE)
 
 
 def _operator_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
-        return pd.DataFrame({"rank": np.zeros(0, dtype=np.int64),
-                             "device": np.zeros(0, dtype=object),
-                             "operator": np.zeros(0, dtype=object),
-                             "live_bytes": np.zeros(0, dtype=np.int64),
-                             "allocations": np.zeros(0, dtype=np.int64),
-                             "share": np.zeros(0, dtype=np.float64)})
+        return OPERATORS.empty()
     return pd.concat(frames, ignore_index=True)[OPERATOR_COLUMNS]
 
 

@@ -47,10 +47,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import check_whole_ranks, select_ranks
+from hta.analysis.select import select_ranks
+from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace, Trace
 
@@ -63,6 +63,8 @@ BREAKDOWN_COLUMNS = [
     "rank", "name", "input_shapes", "calls", "cpu_total_time(us)", "cpu_self_time(us)",
     "gpu_time(us)", "gpu_self_time(us)", "gpu_union_time(us)", "kernels", "self_kernels",
 ]
+CALLS = Columns.typed(CALL_COLUMNS, "float64")
+BREAKDOWN = Columns.typed(BREAKDOWN_COLUMNS, "float64")
 
 _OP_CODE = KIND_CODE["cpu_op"]
 _CPU_CODES = kind_codes(CPU_KINDS)
@@ -78,9 +80,7 @@ def operator_calls(trace: RankMapper, selection: Selection = EVERYTHING
     enclosing ``cpu_op``, -1 for top-level calls), ``top_level``, times in integer ns.
     Found per rank, where the rank is (one row per call travels).
     """
-    check_whole_ranks(selection, "operator_calls")
-    return run_one(trace, RankWork(rank_calls, description="Operator calls", add_rank=False,
-                                   empty=no_calls), selection)
+    return OPERATOR_CALLS.run(trace, selection)
 
 
 def rank_operator_calls(trace: Trace, selection: Selection = EVERYTHING
@@ -90,19 +90,17 @@ def rank_operator_calls(trace: Trace, selection: Selection = EVERYTHING
     frames = [_rank_calls(rt) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_calls()
+        return CALLS.empty()
     return pd.concat(frames, ignore_index=True)
 
 
 def rank_calls(rank: RankTrace) -> pd.DataFrame:
     """One rank's rows of :func:`operator_calls`: one per ``cpu_op`` call."""
     frame = _rank_calls(rank)
-    return frame if len(frame) else no_calls()
+    return frame if len(frame) else CALLS.empty()
 
 
-def no_calls() -> pd.DataFrame:
-    """The table of no rank of :func:`operator_calls` (:data:`CALL_COLUMNS`, no rows)."""
-    return pd.DataFrame({c: [] for c in CALL_COLUMNS})
+OPERATOR_CALLS = Analysis("Operator calls", rank_calls, CALLS, steps=WHOLE)
 
 
 def _rank_calls(rt: RankTrace) -> pd.DataFrame:
@@ -235,9 +233,7 @@ def operator_breakdown(trace: RankMapper, selection: Selection = EVERYTHING,
     groups travel), each rank first restricted to the selection's ``ProfilerStep``
     numbers (every event when it names none).
     """
-    return run_one(trace, RankWork(rank_breakdown, (group_by_input_shape,),
-                                   description="Operator breakdown", add_rank=False,
-                                   empty=no_breakdown), selection)
+    return OPERATOR_BREAKDOWN.run(trace, selection, group_by_input_shape)
 
 
 def rank_operator_breakdown(trace: Trace, selection: Selection,
@@ -252,15 +248,12 @@ def rank_breakdown(rank: RankTrace, group_by_input_shape: bool = False) -> pd.Da
     return _breakdown(rank_calls(rank), group_by_input_shape)
 
 
-def no_breakdown() -> pd.DataFrame:
-    """The table of no rank of :func:`operator_breakdown` (:data:`BREAKDOWN_COLUMNS`,
-    no rows)."""
-    return pd.DataFrame({c: [] for c in BREAKDOWN_COLUMNS})
+OPERATOR_BREAKDOWN = Analysis("Operator breakdown", rank_breakdown, BREAKDOWN)
 
 
 def _breakdown(calls: pd.DataFrame, group_by_input_shape: bool) -> pd.DataFrame:
     if len(calls) == 0:
-        return no_breakdown()
+        return BREAKDOWN.empty()
     if not group_by_input_shape:
         calls = calls.assign(input_shapes="")
     grouped = calls.groupby(["rank", "name", "input_shapes"], sort=False).agg(

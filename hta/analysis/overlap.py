@@ -25,6 +25,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 NO_COMMUNICATION = "no communication"
 COLUMNS = ["rank", "comp_comm_overlap_pctg", "comm_time(us)", "overlap_time(us)", "note"]
+#: The table of no rank (:data:`COLUMNS`, object columns).
+OVERLAP = Columns.typed(COLUMNS)
 
 
 def comm_comp_overlap(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
@@ -47,9 +50,8 @@ def rank_comm_comp_overlap(rank: RankTrace, iterations: StepList = None
     return pd.DataFrame([_rank_row(rank, iterations)], columns=COLUMNS)
 
 
-def no_comm_comp_overlap() -> pd.DataFrame:
-    """The table of no rank of :func:`comm_comp_overlap` (:data:`COLUMNS`, no rows)."""
-    return pd.DataFrame([], columns=COLUMNS)
+COMM_COMP_OVERLAP = Analysis("Comm/compute overlap", rank_comm_comp_overlap, OVERLAP,
+                             steps=PER_STEP)
 
 
 def _rank_row(rt: RankTrace, iterations: StepList) -> dict:

@@ -64,12 +64,16 @@ from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work, work_class
 from hta.analysis.p2p import RECV, SEND
 from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.analysis.stragglers import comm_kernels
+from hta.model.declared import Analysis, Columns
 from hta.model.selection import StepList
 from hta.model.trace import RankTrace
 
 #: Columns of :func:`rank_pipeline_compute` (one row per run of computation of a rank).
 RUN_COLUMNS = ["rank", "step", "start_ns", "end_ns", "phase", "micro_batch", "direction",
                "peer", "chunk"]
+#: :func:`rank_pipeline_compute`'s table (text: ``phase``, ``direction``; the rest int64).
+RUNS = Columns.of({c: "object" if c in ("phase", "direction") else "int64"
+                   for c in RUN_COLUMNS})
 COLUMNS = ["pipeline", "stage", "rank", "step", "micro_batch", "phase", "compute(us)",
            "bubble(us)", "wait(us)", "transfer(us)"]
 STEP_COLUMNS = ["pipeline", "stage", "rank", "step", "schedule", "micro_batches", "chunks",
@@ -88,7 +92,7 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
     merged. Raw times on the rank's clock. Empty for a rank with no send/recv."""
     k = comm_kernels(rt)
     if not len(k) or not (k["peer"].to_numpy() >= 0).any():
-        return no_runs()
+        return RUNS.empty()
     w = rank_gpu_work(rt)
     steps = set(int(s) for s in iterations) if iterations is not None else None
     comp = np.flatnonzero(w.cls == COMPUTE)
@@ -114,10 +118,9 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
     return _merge_runs(frame)
 
 
-def no_runs() -> pd.DataFrame:
-    """:func:`rank_pipeline_compute` of no rank (no rows)."""
-    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("phase", "direction")
-                                      else "int64") for c in RUN_COLUMNS})
+#: Each stage's runs of computation (:func:`rank_pipeline_compute`); the facade passes
+#: the steps and restricts the ranks to the same steps.
+PIPELINE_COMPUTE = Analysis("Pipeline stages", rank_pipeline_compute, RUNS)
 
 
 def _annotated(rt: RankTrace, launches: np.ndarray
@@ -192,7 +195,7 @@ def _label_by_transfers(order_c: np.ndarray, step_c: np.ndarray, order_p: np.nda
 def _merge_runs(frame: pd.DataFrame) -> pd.DataFrame:
     """Touching or overlapping kernels of one step with the same label, merged."""
     if not len(frame):
-        return no_runs()
+        return RUNS.empty()
     f = frame.sort_values("start_ns", kind="stable").reset_index(drop=True)
     key = (f["step"].astype(str) + "|" + f["phase"] + "|" + f["micro_batch"].astype(str)
            + "|" + f["direction"] + "|" + f["peer"].astype(str) + "|"

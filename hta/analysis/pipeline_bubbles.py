@@ -20,10 +20,14 @@ from hta.analysis.pipeline import (
     is_ring,
     stage_order,
 )
+from hta.model.declared import Columns
 
 _KEY = ["pipeline", "stage", "rank", "step", "micro_batch", "phase"]
 _NS = ["compute_ns", "bubble_ns", "wait_ns", "transfer_ns"]
 _NEVER = np.iinfo(np.int64).max
+#: :func:`pipeline_bubbles`' table (:data:`~hta.analysis.pipeline.COLUMNS`).
+BUBBLES = Columns.of({c: "object" if c == "phase" else "float64" if "(us)" in c else "int64"
+                      for c in COLUMNS})
 
 
 def pipeline_bubbles(runs: pd.DataFrame, arrivals: pd.DataFrame,
@@ -44,7 +48,7 @@ def pipeline_tables(runs: pd.DataFrame, arrivals: pd.DataFrame,
     stages (:func:`_layout`)."""
     layout = _layout(runs, arrivals, offsets)
     if layout is None:
-        return no_bubbles(), pipeline_steps(no_bubbles()), no_timeline()
+        return BUBBLES.empty(), pipeline_steps(BUBBLES.empty()), TIMELINE.empty()
     bubbles = _bubbles(*layout)
     stages = stage_order(arrivals)
     rings = {p: is_ring(arrivals, stages, p) for p in {v[0] for v in stages.values()}}
@@ -98,13 +102,6 @@ def _bubbles(r: pd.DataFrame, tail: pd.DataFrame, p2p: pd.DataFrame) -> pd.DataF
     for c in _NS:
         out[c.replace("_ns", "(us)")] = out[c].to_numpy(float) / 1e3
     return out[COLUMNS]
-
-
-def no_bubbles() -> pd.DataFrame:
-    """:func:`pipeline_bubbles` with no pipeline (no rows)."""
-    return pd.DataFrame({c: pd.Series([], dtype="object" if c == "phase" else
-                                      "float64" if "(us)" in c else "int64")
-                         for c in COLUMNS})
 
 
 def _with_stages(runs: pd.DataFrame, stages: Mapping[int, tuple[int, int, int]],
@@ -267,6 +264,8 @@ def schedule_of(bubbles: pd.DataFrame, ring: Mapping[int, bool],
 #: Columns of :func:`pipeline_timeline`.
 TIMELINE_COLUMNS = ["pipeline", "stage", "rank", "step", "kind", "start_ns", "end_ns",
                     "micro_batch", "phase"]
+TIMELINE = Columns.of({c: "object" if c in ("kind", "phase") else "int64"
+                       for c in TIMELINE_COLUMNS})
 
 
 def pipeline_timeline(runs: pd.DataFrame, arrivals: pd.DataFrame,
@@ -276,12 +275,6 @@ def pipeline_timeline(runs: pd.DataFrame, arrivals: pd.DataFrame,
     ``bubble`` (the gaps in each step's window, the flush included), ``wait`` and
     ``transfer`` (each send/recv kernel cut where its peer started)."""
     return pipeline_tables(runs, arrivals, offsets)[2]
-
-
-def no_timeline() -> pd.DataFrame:
-    """:func:`pipeline_timeline` with no pipeline (no rows)."""
-    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("kind", "phase")
-                                      else "int64") for c in TIMELINE_COLUMNS})
 
 
 def _timeline(r: pd.DataFrame, tail: pd.DataFrame, p2p: pd.DataFrame) -> pd.DataFrame:

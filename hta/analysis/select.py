@@ -39,3 +39,6 @@ def select_iterations(events: pd.DataFrame, iterations: Iterations = None) -> pd
     if wanted is None:
         return events
     return events[events["iteration"].isin(wanted)]
+
+
+__all__ = ["check_whole_ranks", "rank_numbers", "select_iterations", "select_ranks"]

@@ -30,14 +30,15 @@ import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import ancestor_pairs
-from hta.analysis.select import check_whole_ranks, select_ranks
+from hta.analysis.select import select_ranks
+from hta.model.declared import Analysis, Columns, check_whole_ranks
 from hta.model.rules import KIND_CODE
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Selection
 from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
 
 PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)",
                    "kernels", "event_indices"]
+PATTERNS = Columns.typed(PATTERN_COLUMNS)
 
 _ROOT_CODES = [KIND_CODE["cpu_op"], KIND_CODE["user_annotation"]]
 
@@ -54,9 +55,7 @@ def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: 
     if not operator_name:
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
-    return run_one(trace, RankWork(rank_kernel_sequences, (operator_name, min_pattern_len),
-                                   description="Kernel sequences", add_rank=False,
-                                   empty=no_kernel_sequences), Selection.of([rank]))
+    return KERNEL_SEQUENCES.run(trace, Selection.of([rank]), operator_name, min_pattern_len)
 
 
 def rank_kernel_patterns(trace: Trace, selection: Selection, operator_name: str,
@@ -66,7 +65,7 @@ def rank_kernel_patterns(trace: Trace, selection: Selection, operator_name: str,
     check_whole_ranks(selection, "rank_kernel_patterns")
     frames = [_rank_patterns(rt, operator_name, min_pattern_len)
               for rt in select_ranks(trace, selection)]
-    return concat_frames(frames) if frames else no_kernel_sequences()
+    return concat_frames(frames) if frames else PATTERNS.empty()
 
 
 def rank_kernel_sequences(rank: RankTrace, operator_name: str, min_pattern_len: int
@@ -75,9 +74,7 @@ def rank_kernel_sequences(rank: RankTrace, operator_name: str, min_pattern_len: 
     return _rank_patterns(rank, operator_name, min_pattern_len)
 
 
-def no_kernel_sequences() -> pd.DataFrame:
-    """The table of no rank of :func:`frequent_cuda_kernel_sequences` (no rows)."""
-    return pd.DataFrame(columns=PATTERN_COLUMNS)
+KERNEL_SEQUENCES = Analysis("Kernel sequences", rank_kernel_sequences, PATTERNS)
 
 
 def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> pd.DataFrame:

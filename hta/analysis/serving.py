@@ -44,6 +44,7 @@ from hta.analysis.intervals import merge
 from hta.analysis.perf.calls import gpu_categories
 from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.categories import CATEGORIES
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
 from hta.model.selection import EVERYTHING, Selection
@@ -54,6 +55,8 @@ COLUMNS = ["rank", "iteration", "source", "name", "kind", "batch", "tokens", "st
 CATEGORY_COLUMNS = [f"{c}(us)" for c in CATEGORIES]
 SUMMARY_COLUMNS = ["kind", "iterations", "steady_iterations", "steady_median(us)",
                    "total(us)", "gpu_busy(us)", "idle(us)"]
+#: The table of :func:`rank_iterations` (object columns when it has no rows).
+ITERATIONS = Columns.typed(COLUMNS + CATEGORY_COLUMNS)
 
 _VLLM = re.compile(r"^execute_(\d+)_context_(\d+)\(.*\)_generation_(\d+)\(")
 _SGLANG = re.compile(r"^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b([^\]]*)\]")
@@ -112,7 +115,7 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
     source, found = _ranges(rt)
     cols = COLUMNS + CATEGORY_COLUMNS
     if not found:
-        return pd.DataFrame(columns=cols)
+        return ITERATIONS.empty()
     ev = rt.events
     ts = ev["ts"].to_numpy(np.int64)
     end = ev["end"].to_numpy(np.int64)
@@ -146,6 +149,10 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
     return pd.DataFrame(rows, columns=cols)
 
 
+SERVER_ITERATIONS = Analysis("Server iterations", rank_iterations, ITERATIONS, steps=WHOLE,
+                             add_rank=True)
+
+
 def server_iterations(trace: Trace, selection: Selection = EVERYTHING,
                       rules: RuleSet | None = None) -> pd.DataFrame:
     """Every selected rank's iterations (module docstring); per rank, so it runs through
@@ -154,13 +161,8 @@ def server_iterations(trace: Trace, selection: Selection = EVERYTHING,
     frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_iterations()
+        return ITERATIONS.empty()
     return pd.concat(frames, ignore_index=True)
-
-
-def no_iterations() -> pd.DataFrame:
-    """:func:`server_iterations` of no rank."""
-    return pd.DataFrame(columns=COLUMNS + CATEGORY_COLUMNS)
 
 
 def iteration_summary(iterations: pd.DataFrame) -> pd.DataFrame:
@@ -181,5 +183,5 @@ def iteration_summary(iterations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
-__all__ = ["CATEGORY_COLUMNS", "COLUMNS", "SUMMARY_COLUMNS", "iteration_summary",
-           "no_iterations", "parse_step_name", "rank_iterations", "server_iterations"]
+__all__ = ["CATEGORY_COLUMNS", "COLUMNS", "ITERATIONS", "SERVER_ITERATIONS", "SUMMARY_COLUMNS",
+           "iteration_summary", "parse_step_name", "rank_iterations", "server_iterations"]

@@ -77,6 +77,7 @@ from hta.analysis.gpu_work import COMPUTE, rank_gpu_work
 from hta.analysis.intervals import Cover
 from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import matched_collectives
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import Selection, StepList, rank_steps
@@ -90,6 +91,13 @@ CAUSE_COLUMNS = ["rank", "cause", "steps", "recurring", "lag(us)", "held(us)",
                  "wait_caused(us)", "cost(us)", "change", "compute(us)",
                  "median_compute(us)", "idle(us)", "median_idle(us)", "transfer(us)",
                  "median_transfer(us)"]
+PROFILE = Columns.typed(PROFILE_COLUMNS, "int64")
+INSTANCES = Columns.typed(INSTANCE_COLUMNS, "int64")
+MEASURES = Columns.typed(MEASURE_COLUMNS, "int64")
+#: The schema of :func:`straggler_causes`' table (:data:`CAUSE_COLUMNS`).
+CAUSE_TABLE = Columns.of({c: {"rank": "int64", "cause": "object", "steps": "object",
+                              "recurring": "bool", "change": "object"}.get(c, "float64")
+                          for c in CAUSE_COLUMNS})
 CAUSES = ("slow_compute", "imbalance", "host", "slow_link", "unexplained")
 NOISE_SHARE = 0.02
 NOISE_FLOOR_NS = 20_000
@@ -117,12 +125,15 @@ def rank_step_profile(rt: RankTrace, iterations: StepList = None) -> pd.DataFram
     if iterations is not None:
         steps = steps[steps["step"].isin(list(iterations))]
     if not len(steps):
-        return no_profile()
+        return PROFILE.empty()
     ts = steps["ts"].to_numpy(np.int64)
     return pd.DataFrame({
         "rank": np.full(len(steps), rt.rank, dtype=np.int64),
         "step": steps["step"].to_numpy(np.int64), "step_start_ns": ts,
         "step_ns": steps["end"].to_numpy(np.int64) - ts}, columns=PROFILE_COLUMNS)
+
+
+STEP_PROFILE = Analysis("Step profiles", rank_step_profile, PROFILE, steps=PER_STEP)
 
 
 def _whole_spans(rt: RankTrace) -> pd.DataFrame:
@@ -136,11 +147,6 @@ def _whole_spans(rt: RankTrace) -> pd.DataFrame:
     return pd.DataFrame({"ts": g["ts"].min(), "end": g["end"].max()}).reset_index()
 
 
-def no_profile() -> pd.DataFrame:
-    """:func:`rank_step_profile` of no rank (no rows)."""
-    return pd.DataFrame({c: np.zeros(0, np.int64) for c in PROFILE_COLUMNS})
-
-
 def rank_stretch_measures(rt: RankTrace, stretches: Mapping[int, pd.DataFrame]
                           ) -> pd.DataFrame:
     """One rank's :data:`MEASURE_COLUMNS`: in each of its stretches (``stretches[rank]``:
@@ -148,7 +154,7 @@ def rank_stretch_measures(rt: RankTrace, stretches: Mapping[int, pd.DataFrame]
     computation kernels and the time with no GPU work (module docstring)."""
     mine = stretches.get(rt.rank)
     if mine is None or not len(mine):
-        return no_measures()
+        return MEASURES.empty()
     w = rank_gpu_work(rt)
     comp = w.cls == COMPUTE
     s = mine["start_ns"].to_numpy(np.int64)
@@ -160,6 +166,9 @@ def rank_stretch_measures(rt: RankTrace, stretches: Mapping[int, pd.DataFrame]
         "compute_ns": Cover(w.ts[comp], w.end[comp]).within(s, e),
         "idle_ns": (e - s) - gpu.within(s, e) - _one_time_idle(rt, gpu, s, e)},
         columns=MEASURE_COLUMNS)
+
+
+STRETCH_MEASURES = Analysis("Stretches before collectives", rank_stretch_measures, MEASURES)
 
 
 def _one_time_idle(rt: RankTrace, gpu: Cover, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -178,11 +187,6 @@ def _one_time_idle(rt: RankTrace, gpu: Cover, s: np.ndarray, e: np.ndarray) -> n
     return out
 
 
-def no_measures() -> pd.DataFrame:
-    """:func:`rank_stretch_measures` of no rank (no rows)."""
-    return pd.DataFrame({c: np.zeros(0, np.int64) for c in MEASURE_COLUMNS})
-
-
 # -- the collectives --------------------------------------------------------------------------
 def collective_instances(arrivals: pd.DataFrame) -> pd.DataFrame:
     """:data:`INSTANCE_COLUMNS` from :func:`~hta.analysis.stragglers.match_collectives`'s
@@ -191,7 +195,7 @@ def collective_instances(arrivals: pd.DataFrame) -> pd.DataFrame:
     a = matched_collectives(arrivals)
     a = a.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     if not len(a):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in INSTANCE_COLUMNS})
+        return INSTANCES.empty()
     grp = a.groupby("collective")
     latest = grp["start_ns"].transform("max").to_numpy(np.int64)
     start, end = a["start_ns"].to_numpy(np.int64), a["end_ns"].to_numpy(np.int64)
@@ -245,9 +249,7 @@ def profile_visit(selected: list[int], iters: StepList
                   ) -> tuple[Hashable, RankWork]:
     """The key and the work of the ``selected`` ranks' step profiles
     (:func:`rank_step_profile`)."""
-    return (visit_key("step_profile", selected, iters),
-            RankWork(rank_step_profile, (iters,), description="Step profiles",
-                     add_rank=False, empty=no_profile))
+    return visit_key("step_profile", selected, iters), STEP_PROFILE.work(iters)
 
 
 def job_straggler_causes(trace: Job, selection: Selection, arrivals: pd.DataFrame,
@@ -258,15 +260,13 @@ def job_straggler_causes(trace: Job, selection: Selection, arrivals: pd.DataFram
     (:func:`~hta.model.runner.run_one`); only small tables come back."""
     ranks = rank_numbers(trace, selection)
     if len(ranks) < 2:
-        return no_causes()
+        return CAUSE_TABLE.empty()
     key, work = profile_visit(ranks, selection.iteration_list)
     profile = remembered(trace, key, lambda: run_one(trace, work, Selection.of(ranks)))
     instances = collective_instances(arrivals)
     bounds = stretches(instances, profile, offsets)
-    measures = run_one(trace, RankWork(rank_stretch_measures, (bounds,),
-                                       description="Stretches before collectives",
-                                       add_rank=False, empty=no_measures),
-                       Selection.of(sorted(bounds))) if bounds else no_measures()
+    measures = (STRETCH_MEASURES.run(trace, Selection.of(sorted(bounds)), bounds) if bounds
+                else MEASURES.empty())
     return straggler_causes(profile, instances, measures)
 
 
@@ -281,7 +281,7 @@ def straggler_causes(profile: pd.DataFrame, instances: pd.DataFrame,
                         noise_floor_ns=noise_floor_ns)
     late = per[per["late"]]
     if not len(late):
-        return no_causes()
+        return CAUSE_TABLE.empty()
     n_steps = int(per["step"].nunique())
     late = _cause_parts(late.reset_index(drop=True), n_steps)
     rows = []
@@ -378,10 +378,3 @@ def _cause_parts(late: pd.DataFrame, n_steps: int) -> pd.DataFrame:
         out.loc[compute & rare, "cause"] = "imbalance"
     return out.sort_values(["rank", "step"], kind="stable")
 
-
-def no_causes() -> pd.DataFrame:
-    """:func:`straggler_causes` with no late rank (no rows)."""
-    dtypes = {"rank": "int64", "cause": "object", "steps": "object", "recurring": "bool",
-              "change": "object"}
-    return pd.DataFrame({c: pd.Series([], dtype=dtypes.get(c, "float64"))
-                         for c in CAUSE_COLUMNS})

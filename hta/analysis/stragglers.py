@@ -77,9 +77,9 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.rowmap import nearest_marked_ancestor
-from hta.analysis.select import rank_numbers, select_ranks
+from hta.analysis.select import select_ranks
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
 
@@ -103,6 +103,25 @@ SUMMARY_COLUMNS = ["rank", "collectives", "late_count", "mean_lag(us)", "total_l
                    "total_waited(us)", "total_wait_caused(us)", "total_excess_lag(us)",
                    "score"]
 NO_SEQ = -1
+_TEXT = {"process_group", "process_group_desc", "name", "kernel",
+         "matched_by", "direction"}
+
+
+def _usual(columns: list[str]) -> Columns:
+    """The columns with their usual dtypes (text object, ``last`` bool, times in µs,
+    ``score`` and ``in_msg_nelems`` float64, the rest int64)."""
+    def dtype(c: str) -> str:
+        if c in _TEXT:
+            return "object"
+        if c == "last":
+            return "bool"
+        return "float64" if "(us)" in c or c in ("score", "in_msg_nelems") else "int64"
+    return Columns.of({c: dtype(c) for c in columns})
+
+
+KERNELS = _usual(KERNEL_COLUMNS)
+ARRIVALS = _usual(ARRIVAL_COLUMNS)
+SUMMARY = _usual(SUMMARY_COLUMNS)
 
 
 # -- one rank -------------------------------------------------------------------------------
@@ -113,7 +132,7 @@ def rank_collectives(trace: Trace, selection: Selection = EVERYTHING) -> pd.Data
     frames = [comm_kernels(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_collective_kernels()
+        return KERNELS.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -121,12 +140,10 @@ def rank_collective_kernels(rank: RankTrace, iterations: StepList = None
                             ) -> pd.DataFrame:
     """One rank's rows of :func:`rank_collectives`: its communication kernels."""
     frame = comm_kernels(rank, iterations)
-    return frame if len(frame) else no_collective_kernels()
+    return frame if len(frame) else KERNELS.empty()
 
 
-def no_collective_kernels() -> pd.DataFrame:
-    """The table of no rank of :func:`rank_collectives` (:data:`KERNEL_COLUMNS`, no rows)."""
-    return _empty(KERNEL_COLUMNS)
+COLLECTIVE_KERNELS = Analysis("Collectives", rank_collective_kernels, KERNELS, steps=PER_STEP)
 
 
 def comm_kernels(rt: RankTrace, iterations: StepList = None) -> pd.DataFrame:
@@ -140,7 +157,7 @@ def comm_kernels(rt: RankTrace, iterations: StepList = None) -> pd.DataFrame:
 def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
-        return _empty(KERNEL_COLUMNS)
+        return KERNELS.empty()
     keep = work_class(ev["kind"]) == COMM
     if iterations is not None:
         keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
@@ -218,7 +235,7 @@ def match_collectives(kernels: pd.DataFrame) -> pd.DataFrame:
     """Match the kernels of :func:`rank_collectives` (several ranks) into instances and
     compute the per-rank numbers; returns :data:`ARRIVAL_COLUMNS` (module docstring)."""
     if not len(kernels):
-        return _empty(ARRIVAL_COLUMNS)
+        return ARRIVALS.empty()
     k = kernels.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     by_seq = k["seq"].to_numpy() != NO_SEQ
     k["matched_by"] = np.where(by_seq, "seq", "order")
@@ -290,12 +307,7 @@ def collective_arrivals(trace: Trace, selection: Selection = EVERYTHING) -> pd.D
     read next to the data (:mod:`hta.model.runner`) and matched here.
     Definitions: the module docstring.
     """
-    selected = rank_numbers(trace, selection)
-    iters = selection.iteration_list
-    kernels = run_one(trace, RankWork(rank_collective_kernels, (iters,), description="Collectives",
-                                      add_rank=False, empty=no_collective_kernels),
-                      Selection.of(selected))
-    return match_collectives(kernels)
+    return match_collectives(COLLECTIVE_KERNELS.run(trace, selection))
 
 
 def matched_collectives(arrivals: pd.DataFrame) -> pd.DataFrame:
@@ -314,7 +326,7 @@ def straggler_summary(arrivals: pd.DataFrame) -> pd.DataFrame:
     """
     a = matched_collectives(arrivals)
     if not len(a):
-        return _empty(SUMMARY_COLUMNS)
+        return SUMMARY.empty()
     g = a.groupby("rank", sort=True)
     out = pd.DataFrame({
         "collectives": g.size(),
@@ -341,17 +353,3 @@ def potential_stragglers(summary: pd.DataFrame, num_candidates: int = 2) -> list
     hit = summary[summary["score"] > 0]
     return [int(r) for r in hit["rank"].head(max(1, int(num_candidates)))]
 
-
-_TEXT = {"process_group", "process_group_desc", "name", "kernel",
-         "matched_by", "direction"}
-
-
-def _empty(columns: list[str]) -> pd.DataFrame:
-    """A table with no rows and the columns' usual dtypes."""
-    def dtype(c: str) -> str:
-        if c in _TEXT:
-            return "object"
-        if c == "last":
-            return "bool"
-        return "float64" if "(us)" in c or c in ("score", "in_msg_nelems") else "int64"
-    return pd.DataFrame({c: pd.Series([], dtype=dtype(c)) for c in columns})

@@ -36,6 +36,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
 from hta.analysis.select import select_ranks
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace
@@ -46,6 +47,9 @@ HTA_COLUMNS = [
     "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
     "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
 ]
+#: The table of no rank, of the breakdown and of its detail alike (:data:`HTA_COLUMNS`,
+#: object columns: the table it has always answered for no rank).
+BREAKDOWN = Columns.typed(HTA_COLUMNS)
 _CP, _CM, _MEM = 1 << COMPUTE, 1 << COMM, 1 << MEMORY
 NO_GPU_WORK = "no GPU work (kernels, memcpy, memset) on this rank in the selection"
 ZERO_SPAN = "GPU work spans 0 ns (zero-duration events only): percentages undefined"
@@ -76,7 +80,7 @@ def temporal_breakdown_detail(
     frames = [rank_breakdown_detail(rt, selection.iteration_list, per_iteration)
               for rt in select_ranks(trace, selection)]
     if not frames:
-        return no_breakdown_detail()
+        return BREAKDOWN.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -86,21 +90,19 @@ def rank_breakdown(rank: RankTrace, iterations: StepList = None
     return rank_breakdown_detail(rank, iterations)[HTA_COLUMNS]
 
 
+TEMPORAL_BREAKDOWN = Analysis("Temporal breakdown", rank_breakdown, BREAKDOWN, steps=PER_STEP)
+
+
 def rank_breakdown_detail(rank: RankTrace, iterations: StepList = None,
                           per_iteration: bool = False) -> pd.DataFrame:
     """One rank's rows of :func:`temporal_breakdown_detail` (one, or one per iteration)."""
     return _rank_rows(rank.rank, rank.events, iterations, per_iteration)
 
 
-def no_breakdown() -> pd.DataFrame:
-    """The table of no rank of :func:`temporal_breakdown` (:data:`HTA_COLUMNS`, no rows)."""
-    return no_breakdown_detail()[HTA_COLUMNS]
-
-
-def no_breakdown_detail() -> pd.DataFrame:
-    """The table of no rank of :func:`temporal_breakdown_detail` (:data:`HTA_COLUMNS`,
-    no rows: the table it has always answered for no rank)."""
-    return pd.DataFrame(columns=HTA_COLUMNS)
+TEMPORAL_BREAKDOWN_DETAIL = Analysis("Temporal breakdown", rank_breakdown_detail, BREAKDOWN,
+                                     steps=PER_STEP)
+#: The table of no rank of :func:`temporal_breakdown` (kept for docs/scaling.md).
+no_breakdown = BREAKDOWN.empty
 
 
 def _rank_rows(rank: int, events: pd.DataFrame, iterations: StepList,

@@ -53,6 +53,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import as_list
 from hta.analysis.select import select_ranks
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.rules import GPU_WORK_KINDS, KINDS
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankTrace, Trace
@@ -64,6 +65,9 @@ DEFAULT_MAX_SEGMENTS = 20_000
 _REFINE_STEPS = 4
 COLUMNS = ["rank", "stream", "kind", "start_ns", "end_ns", "busy_ns", "count", "kind_count",
            "kinds", "name", "iteration", "resolution_ns"]
+#: The table of no rank (typed :data:`COLUMNS`).
+SEGMENTS = Columns.of({c: "object" if c in ("kind", "kinds", "name") else "int64"
+                       for c in COLUMNS})
 
 #: The GPU work kinds in the order of :data:`KINDS`; their position is the local code.
 WORK_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k in GPU_WORK_KINDS)
@@ -90,7 +94,7 @@ def timeline_segments(
               for rt in select_ranks(trace, selection)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        return no_timeline_segments()
+        return SEGMENTS.empty()
     return pd.concat(frames, ignore_index=True)
 
 
@@ -105,7 +109,10 @@ def rank_timeline_segments(
     in the selection)."""
     check_budget(max_segments, resolution_ns)
     frame = _rank_segments(rank, iterations, streams, max_segments, resolution_ns)
-    return pd.concat([frame], ignore_index=True) if len(frame) else no_timeline_segments()
+    return pd.concat([frame], ignore_index=True) if len(frame) else SEGMENTS.empty()
+
+
+TIMELINE_SEGMENTS = Analysis("GPU timeline", rank_timeline_segments, SEGMENTS, steps=PER_STEP)
 
 
 def check_budget(max_segments: int, resolution_ns: int | None) -> None:
@@ -114,14 +121,6 @@ def check_budget(max_segments: int, resolution_ns: int | None) -> None:
         raise ValueError(f"max_segments must be at least 1, got {max_segments}")
     if resolution_ns is not None and resolution_ns < 0:
         raise ValueError(f"resolution_ns must be >= 0, got {resolution_ns}")
-
-
-def no_timeline_segments() -> pd.DataFrame:
-    """The table of no rank of :func:`timeline_segments` (typed :data:`COLUMNS`)."""
-    df = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in COLUMNS})
-    for col in ("kind", "kinds", "name"):
-        df[col] = pd.Series(dtype=object)
-    return df[COLUMNS]
 
 
 def _rank_segments(rt: RankTrace, iterations: StepList,
@@ -137,7 +136,7 @@ def _rank_segments(rt: RankTrace, iterations: StepList,
         keep &= np.isin(ev["stream"].to_numpy(), as_list(streams))
     rows = np.flatnonzero(keep)
     if rows.size == 0:
-        return no_timeline_segments()
+        return SEGMENTS.empty()
     stream = ev["stream"].to_numpy()[rows]
     ts = ev["ts"].to_numpy()[rows]
     end = np.maximum(ev["end"].to_numpy()[rows], ts)

@@ -20,7 +20,6 @@ import pandas as pd
 
 from hta.facade.display import show
 from hta.facade.selecting import chosen
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
@@ -44,9 +43,7 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, RankWork(temporal.rank_breakdown, (iterations,),
-                                      description="Temporal breakdown", add_rank=False,
-                                      empty=temporal.no_breakdown), chosen(ranks))
+        df = temporal.TEMPORAL_BREAKDOWN.run(self.t, chosen(ranks, iterations))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -59,9 +56,8 @@ class BreakdownMixin:
         from hta.plots.temporal import temporal_breakdown_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, RankWork(temporal.rank_breakdown_detail, (iterations, per_iteration),
-                                      description="Temporal breakdown", add_rank=False,
-                                      empty=temporal.no_breakdown_detail), chosen(ranks))
+        df = temporal.TEMPORAL_BREAKDOWN_DETAIL.run(self.t, chosen(ranks, iterations),
+                                                    per_iteration)
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -129,9 +125,7 @@ class BreakdownMixin:
         from hta.plots.overlap import comm_comp_overlap_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, RankWork(overlap.rank_comm_comp_overlap, (iterations,),
-                                      description="Comm/compute overlap", add_rank=False,
-                                      empty=overlap.no_comm_comp_overlap), chosen(ranks))
+        df = overlap.COMM_COMP_OVERLAP.run(self.t, chosen(ranks, iterations))
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 

@@ -14,7 +14,6 @@ import pandas as pd
 
 from hta.facade.display import show
 from hta.facade.selecting import chosen
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 
 if TYPE_CHECKING:
@@ -32,12 +31,10 @@ class CollectivesMixin:
         process_group, group_size, dtype, msg_bytes, time(us), algbw(GB/s), busbw(GB/s),
         stream`` and more; see :func:`hta.analysis.collectives.collective_performance`.
         ``visualize`` shows :func:`hta.plots.collectives.collective_bandwidth_figure`."""
-        from hta.analysis import collectives
+        from hta.analysis.collectives import COLLECTIVE_ROWS
         from hta.plots.collectives import collective_bandwidth_figure
 
-        perf = run_one(self.t, RankWork(collectives.rank_collective_rows, (iterations,),
-                                        description="Collectives", add_rank=False,
-                                        empty=collectives.empty), chosen(ranks))
+        perf = COLLECTIVE_ROWS.run(self.t, chosen(ranks, iterations))
         if visualize:
             show(collective_bandwidth_figure(perf))
         return perf

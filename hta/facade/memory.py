@@ -1,7 +1,7 @@
 """Memory timeline and peak on ``TraceAnalysis`` (from ``[memory]`` instant events).
 
-Each method calls one function of :mod:`hta.analysis.memory` (whose docstring holds the
-definitions) through :func:`~hta.model.runner.run`, and with ``visualize`` shows
+Each method runs one analysis declared in :mod:`hta.analysis.memory` (whose docstring
+holds the definitions) through :func:`~hta.model.runner.run`, and with ``visualize`` shows
 :func:`hta.plots.memory.memory_timeline_figure`.
 """
 
@@ -16,7 +16,6 @@ from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
 from hta.facade.selecting import chosen
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -34,12 +33,13 @@ class MemoryMixin:
         free (columns ``rank, device, ts, total_allocated, total_reserved``). Needs a
         trace recorded with ``profile_memory=True``; empty otherwise.
         See :func:`hta.analysis.memory.memory_timeline`."""
+        from hta.analysis.memory import MEMORY_SUMMARY, MEMORY_TIMELINE
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, _timeline_work(), chosen(ranks))
+        df = MEMORY_TIMELINE.run(self.t, chosen(ranks))
         if visualize:
-            summary = run_one(self.t, _summary_work(), chosen(ranks))
+            summary = MEMORY_SUMMARY.run(self.t, chosen(ranks))
             show(memory_timeline_figure(df, summary))
         return df
 
@@ -48,26 +48,24 @@ class MemoryMixin:
         """Per rank and device: peak allocated bytes, when (ns and step), reserved bytes,
         and the operators holding the most memory at the peak.
         See :func:`hta.analysis.memory.memory_summary`."""
+        from hta.analysis.memory import MEMORY_SUMMARY, MEMORY_TIMELINE
         from hta.plots.memory import memory_timeline_figure
 
         _not_bool("ranks", ranks)
-        df = run_one(self.t, _summary_work(), chosen(ranks))
+        df = MEMORY_SUMMARY.run(self.t, chosen(ranks))
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = run_one(self.t, _timeline_work(), chosen(ranks))
+            timeline = MEMORY_TIMELINE.run(self.t, chosen(ranks))
             show(memory_timeline_figure(timeline, df))
         return df
 
     def get_memory_peak_operators(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per rank, device and operator: bytes allocated by it and still live at the
         device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
-        from hta.analysis import memory
+        from hta.analysis.memory import MEMORY_PEAK_OPERATORS
 
-        return run_one(self.t,
-                       RankWork(memory.rank_memory_peak_operators, description="Memory at peak",
-                                add_rank=False, empty=memory.no_memory_peak_operators),
-                       chosen(ranks))
+        return MEMORY_PEAK_OPERATORS.run(self.t, chosen(ranks))
 
     @staticmethod
     def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:
@@ -82,18 +80,3 @@ class MemoryMixin:
             show(raw_memory_timeline_figure(df))
         return df
 
-
-def _timeline_work() -> RankWork:
-    """Each rank's rows of :func:`hta.analysis.memory.memory_timeline`."""
-    from hta.analysis import memory
-
-    return RankWork(memory.rank_memory_timeline, description="Memory timeline",
-                    add_rank=False, empty=memory.no_memory_timeline)
-
-
-def _summary_work() -> RankWork:
-    """Each rank's rows of :func:`hta.analysis.memory.memory_summary`."""
-    from hta.analysis import memory
-
-    return RankWork(memory.rank_memory_summary, description="Memory summary",
-                    add_rank=False, empty=memory.no_memory_summary)

@@ -16,7 +16,6 @@ import pandas as pd
 from hta.facade.display import show
 from hta.facade.selecting import chosen
 from hta.facade.stragglers import StragglersMixin
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks, normalize_iterations, normalize_ranks
 
 if TYPE_CHECKING:
@@ -54,10 +53,10 @@ class PipelineMixin(StragglersMixin):
         causes, which no replay change models, the measured ``held(us)``. ``replay=False`` (or a
         job the replay cannot build) gives ``held(us)`` for every row.
         """
-        from hta.analysis.straggler_causes import job_straggler_causes, no_causes
+        from hta.analysis.straggler_causes import CAUSE_TABLE, job_straggler_causes
 
         if len(self.t.selected_ranks(ranks)) < 2:
-            return no_causes()
+            return CAUSE_TABLE.empty()
         arrivals = self.get_collective_arrivals(ranks, iterations)
         causes = job_straggler_causes(self.t, chosen(ranks, iterations), arrivals,
                                       self.clock_shifts(True))
@@ -121,7 +120,7 @@ class PipelineMixin(StragglersMixin):
         """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`:
         each stage's runs of computation read where the rank is, combined here
         (:func:`hta.analysis.pipeline_bubbles.pipeline_tables`)."""
-        from hta.analysis.pipeline import no_runs, rank_pipeline_compute, stage_order
+        from hta.analysis.pipeline import PIPELINE_COMPUTE, RUNS, stage_order
         from hta.analysis.pipeline_bubbles import pipeline_tables
 
         selection = chosen(ranks, iterations)
@@ -129,9 +128,7 @@ class PipelineMixin(StragglersMixin):
         p2p = arrivals[arrivals["matched_by"] == "p2p"] if len(arrivals) else arrivals
         stages = stage_order(p2p) if len(p2p) else {}
         if not stages:
-            return pipeline_tables(no_runs(), p2p)
-        runs = run_one(self.t, RankWork(rank_pipeline_compute, (selection.iteration_list,),
-                                        description="Pipeline stages", add_rank=False,
-                                        empty=no_runs),
-                       chosen(sorted(stages), selection.iteration_list))
+            return pipeline_tables(RUNS.empty(), p2p)
+        iters = selection.iteration_list
+        runs = PIPELINE_COMPUTE.run(self.t, chosen(sorted(stages), iters), iters)
         return pipeline_tables(runs, p2p, self.clock_shifts(True))

@@ -56,12 +56,9 @@ class ServingMixin:
         a graph launch): its kind (prefill, decode, mixed where the trace says), time,
         GPU busy time, idle time and GPU time per kernel category. See
         :mod:`hta.analysis.serving`."""
-        from hta.analysis.serving import no_iterations, rank_iterations
-        from hta.model.runner import RankWork, run_one
+        from hta.analysis.serving import SERVER_ITERATIONS
 
-        return run_one(self.t, RankWork(rank_iterations, (getattr(self, "rules", None),),
-                                        description="Server iterations", empty=no_iterations),
-                       chosen(ranks))
+        return SERVER_ITERATIONS.run(self.t, chosen(ranks), getattr(self, "rules", None))
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first
@@ -118,14 +115,11 @@ class ServingMixin:
         """Each graph-replayed GPU event with the operator that captured it, its shapes and
         FLOPs (columns and matching: :mod:`hta.analysis.capture`). Capture traces of the
         replay's rank are used when there are any, else all of them."""
-        from hta.analysis.capture import no_captured_kernels, rank_captured_kernels
-        from hta.model.runner import RankWork, run_one
+        from hta.analysis.capture import CAPTURED_KERNELS
 
         windows = self._capture_windows(capture_dir)
-        out = run_one(self.t, RankWork(rank_captured_kernels, (windows,),
-                                       empty=no_captured_kernels,
-                                       description="Captured kernels"), chosen(ranks))
-        out = out.reset_index(drop=True) if len(out) else no_captured_kernels()
+        out = CAPTURED_KERNELS.run(self.t, chosen(ranks), windows)
+        out = out.reset_index(drop=True) if len(out) else CAPTURED_KERNELS.empty()
         if len(out) and windows and not out["matched"].any():
             logger.warning("the capture traces match none of the %d graph replay(s): no "
                            "capture window has as many kernel launches as a replay has "
@@ -141,15 +135,12 @@ class ServingMixin:
         the roofline against the rank's device (``device`` overrides it, as there); the
         rows ``captured`` true of :meth:`get_op_performance` once the capture is merged.
         See :func:`hta.analysis.capture.captured_op_performance`."""
-        from hta.analysis.capture import no_captured_op_performance, rank_captured_op_performance
-        from hta.model.runner import RankWork, run_one
+        from hta.analysis.capture import CAPTURED_OP_PERFORMANCE
 
         kernels = self.get_captured_kernels(ranks, capture_dir)
-        work = RankWork(rank_captured_op_performance,
-                        (kernels, device, getattr(self, "rules", None)),
-                        empty=no_captured_op_performance, description="Captured operators")
-        out = run_one(self.t, work, chosen(ranks))
-        return out.reset_index(drop=True) if len(out) else no_captured_op_performance()
+        out = CAPTURED_OP_PERFORMANCE.run(self.t, chosen(ranks), kernels, device,
+                                          getattr(self, "rules", None))
+        return out.reset_index(drop=True) if len(out) else CAPTURED_OP_PERFORMANCE.empty()
 
     def merge_capture_traces(self, capture_dir: str | Path | None = None) -> pd.DataFrame:
         """Count graph-replayed work with the operators that captured it in the operator

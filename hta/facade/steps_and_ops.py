@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.facade.selecting import chosen
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks, rank_list, step_table
 
 if TYPE_CHECKING:
@@ -46,9 +45,7 @@ class StepsAndOpsMixin:
         events of those steps."""
         from hta.analysis import event_counts
 
-        work = RankWork(event_counts.rank_event_counts, empty=event_counts.no_event_counts,
-                        description="Event counts")
-        return run_one(self.t, work, chosen(ranks, iterations))
+        return event_counts.EVENT_COUNTS.run(self.t, chosen(ranks, iterations))
 
     def get_profiler_step_spans(self, ranks: Ranks = None
                                 ) -> pd.DataFrame:
@@ -66,10 +63,7 @@ class StepsAndOpsMixin:
         launch no kernel maps to an empty frame. See :mod:`hta.analysis.aten_ops`."""
         from hta.analysis import aten_ops
 
-        work = RankWork(aten_ops.rank_aten_op_kernels_and_delay,
-                        (aten_ops.sort_columns(sort_by),), description="ATen op kernels",
-                        add_rank=False, empty=aten_ops.no_aten_op_kernels_and_delay)
-        df = run_one(self.t, work, chosen(ranks))
+        df = aten_ops.ATEN_OP_KERNELS.run(self.t, chosen(ranks), aten_ops.sort_columns(sort_by))
         wanted = rank_list(ranks)
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]
         return {int(r): df.loc[df["rank"] == r, cols].reset_index(drop=True)

@@ -19,7 +19,6 @@ import pandas as pd
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.selecting import chosen
-from hta.model.runner import RankWork, run_one
 from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
 
 if TYPE_CHECKING:
@@ -56,10 +55,8 @@ class TimelineMixin(ClockMixin):
 
         per_rank = _per_rank_budget(self.t, chosen(ranks).rank_list, max_segments)
         timeline.check_budget(per_rank, resolution_ns)
-        segments = run_one(self.t, RankWork(timeline.rank_timeline_segments,
-                                            (iterations, streams, per_rank, resolution_ns),
-                                            description="GPU timeline", add_rank=False,
-                                            empty=timeline.no_timeline_segments), chosen(ranks))
+        segments = timeline.TIMELINE_SEGMENTS.run(self.t, chosen(ranks, iterations), streams,
+                                                  per_rank, resolution_ns)
         return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(

@@ -80,6 +80,8 @@ from hta.model.runner import RankWork, restrict_rank, run_one
 from hta.model.selection import EVERYTHING, Selection, rank_steps, resolve
 from hta.model.trace import RankTrace
 
+_KERNEL_STAT_COLUMNS = ["rank", "kernel_type", "name", "sum (us)", "count"]
+_DETAILS = ("temporal", "overlap", "idle")
 RANK_COLUMNS = [
     "rank", "events", "gpu_events", "steps", "step_time_mean(us)", "kernel_time(us)",
     "busy_time(us)", "compute_time(us)", "exposed_comm_time(us)", "exposed_memory_time(us)",
@@ -151,8 +153,8 @@ def overview_plan(job: Job, selection: Selection, top: int = 10) -> RankWork:
     selected, iters = selection.rank_list or job.get_ranks(), selection.iteration_list
 
     def finish(per_rank: pd.DataFrame) -> JobOverview:
-        table = per_rank[RANK_COLUMNS].reset_index(drop=True) if len(per_rank) else \
-            RANK_OVERVIEW.empty()
+        table = (per_rank if len(per_rank) else RANK_OVERVIEW.empty())[RANK_COLUMNS
+                                                                          ].reset_index(drop=True)
         kernel_stats = (pd.concat(list(per_rank["kernel_stats"]), ignore_index=True)
                         if len(per_rank) else pd.DataFrame(columns=_KERNEL_STAT_COLUMNS))
         top_table = top_kernels_of(kernel_stats, top)
@@ -183,7 +185,9 @@ def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFram
 
 #: :func:`overview_of_rank`, declared (its steps come first; each rank read whole).
 RANK_OVERVIEW = Analysis("Job overview", overview_of_rank,
-                         Columns.typed(RANK_COLUMNS, "float64"), steps=PER_STEP, add_rank=True)
+                         Columns.typed(RANK_COLUMNS, "float64")
+                         + Columns.typed([*_DETAILS, "kernel_stats"]),
+                         steps=PER_STEP, add_rank=True)
 
 
 def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None,
@@ -233,8 +237,6 @@ def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None
     return base[RANK_COLUMNS].reset_index(drop=True)
 
 
-_KERNEL_STAT_COLUMNS = ["rank", "kernel_type", "name", "sum (us)", "count"]
-_DETAILS = ("temporal", "overlap", "idle")
 
 
 def top_kernels_of(stats: pd.DataFrame, top: int = 10) -> pd.DataFrame:

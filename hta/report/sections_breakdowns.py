@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from hta.model.runner import RankWork, run_one
+from hta.model.runner import run
 from hta.report.context import Context, Figure, Section, doc
 from hta.report.present import slowest_rank_text
 
@@ -116,10 +116,9 @@ def temporal(ctx: Context, s: Section) -> None:
             "(% of each rank's GPU time span)", "share of GPU time span (%)"))
     s.figures.append(ctx.figure(temporal_breakdown_figure(ctx.drawn_rows(df))))
     s.tables.append(ctx.table(df, "Per rank"))
-    work = RankWork(temporal.rank_breakdown_detail, (ctx.iterations,), {"per_iteration": True},
-                    description="Temporal breakdown per step", add_rank=False,
-                    empty=temporal.no_breakdown_detail)
-    per_step = run_one(ctx.trace, work, ctx.drawn_selection.every_event())
+    work, drawn = temporal.TEMPORAL_BREAKDOWN_DETAIL.planned(ctx.drawn_selection,
+                                                             per_iteration=True)
+    per_step = run(ctx.trace, [work], drawn, description="Temporal breakdown per step")[0]
     if per_step["iteration"].nunique() > 1:
         s.figures.append(ctx.figure(temporal_breakdown_figure(per_step)))
         s.tables.append(ctx.table(per_step, "Per rank and step"))

@@ -20,8 +20,7 @@ CALL_COLUMNS = ["rank", "collective", "process_group", "group_size", "dtype", "m
 def collective_bandwidth(ctx: Context, s: Section) -> None:
     """Collective performance of the selection: figure, summary and the slowest calls."""
     from hta.analysis import collectives
-    from hta.analysis.findings.collective_bw import MIN_MSG_BYTES, no_links, rank_link
-    from hta.model.runner import RankWork, run_one
+    from hta.analysis.findings.collective_bw import MIN_MSG_BYTES, RANK_LINK
     from hta.plots.collectives import collective_bandwidth_figure
 
     if not s.definitions:
@@ -41,9 +40,7 @@ def collective_bandwidth(ctx: Context, s: Section) -> None:
                        "NCCL process group (profile with record_shapes=True).")
         s.tables.append(summary)
         return
-    work = RankWork(rank_link, (ctx.iterations,), description="Links", add_rank=False,
-                    empty=no_links)
-    links = run_one(ctx.trace, work, ctx.selection.every_event())
+    links = RANK_LINK.run(ctx.trace, ctx.selection)
     known = links.dropna(subset=["link_gbps"])
     link_gbps = float(known["link_gbps"].iloc[0]) if len(known) else None
     link = str(known["link"].iloc[0]) if len(known) else ""

@@ -21,18 +21,15 @@ from hta.report.sections_breakdowns import rank_figures
 
 def launch(ctx: Context, s: Section) -> None:
     from hta.analysis import launch
-    from hta.model.runner import RankWork, run
+    from hta.model.runner import run
     from hta.plots.launch import launch_histogram_figure
 
     s.definitions, s.source = doc(launch), "hta.analysis.launch.cuda_kernel_launch_stats"
     # One visit of each rank; only the pairing counts and per-rank histograms of the
     # flagged launches travel back (the counts per rank are the histograms' sums).
     hist, pairing = run(ctx.trace, [
-        RankWork(launch.rank_flagged_histograms,
-                 (launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US), add_rank=False,
-                 empty=launch.no_flagged_histograms),
-        RankWork(launch.rank_launch_pairing, add_rank=False, empty=launch.no_launch_pairing)],
-                        ctx.selection, description="Kernel launches")
+        launch.FLAGGED_HISTOGRAMS.work(launch.RUNTIME_CUTOFF_US, launch.LAUNCH_DELAY_CUTOFF_US),
+        launch.LAUNCH_PAIRING.work()], ctx.selection, description="Kernel launches")
     paired = (sorted(int(r) for r in pairing.loc[pairing["paired_gpu_events"] > 0, "rank"])
               if len(pairing) else [])
     if paired:
@@ -57,7 +54,7 @@ def launch(ctx: Context, s: Section) -> None:
 
 def queue(ctx: Context, s: Section) -> None:
     from hta.analysis import queue
-    from hta.model.runner import RankWork, run
+    from hta.model.runner import run
     from hta.plots.queue import queue_length_figure
 
     s.definitions, s.source = doc(queue), "hta.analysis.queue.queue_length_summary"

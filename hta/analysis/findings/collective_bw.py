@@ -126,9 +126,7 @@ def check_collective_bw(trace: Trace, selection: Selection, link_gbps: float | N
 def inputs_visit(selected: list[int], iters: list[int] | None
                  ) -> tuple[Hashable, RankWork]:
     """The key and the work of :func:`_rank_inputs` on the ``selected`` ranks."""
-    return (visit_key("collective_bw", selected, iters),
-            RankWork(_rank_tables, (iters,), description="Collective bandwidth",
-                     add_rank=False, empty=_no_tables))
+    return visit_key("collective_bw", selected, iters), RANK_TABLES.work(iters)
 
 
 def job_inputs(selected: list[int], iters: list[int] | None
@@ -154,11 +152,6 @@ def _rank_tables(rank: RankTrace, iterations: list[int] | None
     return coll.rank_collective_rows(rank, iterations), rank_link(rank, iterations)
 
 
-def _no_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The two tables of no rank."""
-    return coll.empty(), no_links()
-
-
 def rank_links(trace: Trace, selection: Selection) -> pd.DataFrame:
     """Per rank: ``rank``, ``device``, ``link`` (name), ``link_gbps``, ``window_start``,
     ``window_ns``, ``world_size`` and ``node_local`` (process group names whose ranks
@@ -173,7 +166,9 @@ def rank_link(rank: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
 
 #: :func:`rank_links`, declared (its steps come first; each rank read whole).
 RANK_LINK = Analysis("Links", rank_link, LINKS, steps=PER_STEP)
-no_links = LINKS.empty  # the report's links section reads it
+#: The rule's inputs of a rank, both tables in one pass over it.
+RANK_TABLES = Analysis("Collective bandwidth", _rank_tables, (coll.PERFORMANCE, LINKS),
+                       steps=PER_STEP)
 
 
 def _link_row(rt: RankTrace, iterations: list[int] | None) -> dict:
