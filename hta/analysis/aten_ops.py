@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
-from hta.analysis.select import select_ranks
-from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import enclosing_ops
 from hta.model.rules import KIND_CODE, kind_codes
 from hta.model.selection import EVERYTHING, Selection
@@ -73,13 +72,7 @@ def aten_op_kernels_and_delay(trace: Trace, selection: Selection = EVERYTHING,
     """One row per rank, ATen op name and kernel sequence (columns :data:`COLUMNS`),
     sorted per rank by ``sort_by`` descending (default ``occurrence_count``), then by
     name and sequence. Definitions in the module docstring."""
-    check_whole_ranks(selection, "aten_op_kernels_and_delay")
-    sort_by = sort_columns(sort_by)
-    frames = [rank_aten_op_kernels_and_delay(rt, sort_by) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return KERNELS_AND_DELAY.empty()
-    return pd.concat(frames, ignore_index=True)
+    return ATEN_OP_KERNELS.run(trace, selection, sort_columns(sort_by))
 
 
 def sort_columns(sort_by: Sequence[str] | str | None) -> list[str]:

@@ -66,7 +66,6 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
-from hta.analysis.select import select_ranks
 from hta.analysis.stragglers import comm_kernels
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
@@ -225,12 +224,7 @@ def collective_performance(trace: Trace, selection: Selection = EVERYTHING) -> p
     keep the kernels launched in those ``ProfilerStep`` numbers. Definitions: the
     module docstring.
     """
-    steps = selection.iteration_list
-    frames = [rank_collective_performance(rt, steps) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return PERFORMANCE.empty()
-    return pd.concat(frames, ignore_index=True)
+    return COLLECTIVE_ROWS.run(trace, selection)
 
 
 def rank_collective_performance(rt: RankTrace, iterations: StepList = None

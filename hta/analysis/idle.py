@@ -31,7 +31,6 @@ selected iteration on a stream count (gaps between steps belong to no step).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -49,18 +48,9 @@ INTERVAL_COLUMNS = ["rank", "stream", "iteration", "start", "end", "idle_time(ns
                     "idle_category"]
 
 
-@dataclass(frozen=True)
-class _IntervalColumns(Columns):
-    """Columns whose ``idle_category`` is categorical over :data:`CATEGORIES` (a dtype
-    name cannot say which categories)."""
-
-    def empty(self) -> pd.DataFrame:
-        return super().empty().astype({"idle_category": pd.CategoricalDtype(CATEGORIES)})
-
-
 #: The table without rows of :func:`idle_intervals` (:data:`INTERVAL_COLUMNS`).
-INTERVALS = _IntervalColumns.of({c: "int64" for c in INTERVAL_COLUMNS[:-1]}
-                                | {"idle_category": "category"})
+INTERVALS = Columns.of({c: "int64" for c in INTERVAL_COLUMNS[:-1]}
+                       | {"idle_category": pd.CategoricalDtype(CATEGORIES)})
 #: The tables without rows of :func:`idle_time_breakdown` and :func:`idle_interval_stats`.
 TOTALS = Columns.of({"rank": "int64", "stream": "int64", "idle_category": "object",
                      "idle_time": "float64", "idle_time_ratio": "float64",

@@ -58,8 +58,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
-from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import assign_iterations
 from hta.model.selection import EVERYTHING, Selection, rank_step_spans
 from hta.model.trace import RankTrace, Trace
@@ -139,12 +138,7 @@ def memory_timeline(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataF
     """Allocated and reserved bytes after every ``[memory]`` event, per rank and device
     (columns :data:`TIMELINE_COLUMNS`, sorted by rank, device, ts). Definitions in the
     module docstring. Empty (typed) when no selected rank recorded memory events."""
-    check_whole_ranks(selection, "memory_timeline")
-    frames = [rank_memory_timeline(rt) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return TIMELINE.empty()
-    return pd.concat(frames, ignore_index=True)
+    return MEMORY_TIMELINE.run(trace, selection)
 
 
 def rank_memory_timeline(rank: RankTrace) -> pd.DataFrame:
@@ -281,11 +275,7 @@ def memory_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFr
     """Per rank and device: the allocation peak, when it happened, and the operators
     holding the most memory at that moment (columns :data:`SUMMARY_COLUMNS`; definitions
     in the module docstring)."""
-    check_whole_ranks(selection, "memory_summary")
-    rows: list[dict] = []
-    for rt in select_ranks(trace, selection):
-        rows += _rank_peaks(rt)[0]
-    return _summary_table(rows)
+    return MEMORY_SUMMARY.run(trace, selection)
 
 
 def rank_memory_summary(rank: RankTrace) -> pd.DataFrame:
@@ -307,11 +297,7 @@ def memory_peak_operators(trace: Trace, selection: Selection = EVERYTHING
     """Per rank, device and operator: bytes of the allocations live at the device's
     peak (``live_bytes``), how many (``allocations``) and ``share`` of the peak
     (columns :data:`OPERATOR_COLUMNS`, most bytes first)."""
-    check_whole_ranks(selection, "memory_peak_operators")
-    frames: list[pd.DataFrame] = []
-    for rt in select_ranks(trace, selection):
-        frames += [f for f in _rank_peaks(rt)[1] if len(f)]
-    return _operator_table(frames)
+    return MEMORY_PEAK_OPERATORS.run(trace, selection)
 
 
 def rank_memory_peak_operators(rank: RankTrace) -> pd.DataFrame:

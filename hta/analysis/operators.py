@@ -47,12 +47,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
-from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
 from hta.model.selection import EVERYTHING, Selection
-from hta.model.trace import RankMapper, RankTrace, Trace
+from hta.model.trace import RankMapper, RankTrace
 
 CALL_COLUMNS = [
     "rank", "index", "name", "input_shapes", "parent_op", "top_level", "cpu_total(ns)",
@@ -81,17 +80,6 @@ def operator_calls(trace: RankMapper, selection: Selection = EVERYTHING
     Found per rank, where the rank is (one row per call travels).
     """
     return OPERATOR_CALLS.run(trace, selection)
-
-
-def rank_operator_calls(trace: Trace, selection: Selection = EVERYTHING
-                        ) -> pd.DataFrame:
-    """The rows of :func:`operator_calls` of the ranks of ``trace``."""
-    check_whole_ranks(selection, "rank_operator_calls")
-    frames = [_rank_calls(rt) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return CALLS.empty()
-    return pd.concat(frames, ignore_index=True)
 
 
 def rank_calls(rank: RankTrace) -> pd.DataFrame:
@@ -234,13 +222,6 @@ def operator_breakdown(trace: RankMapper, selection: Selection = EVERYTHING,
     numbers (every event when it names none).
     """
     return OPERATOR_BREAKDOWN.run(trace, selection, group_by_input_shape)
-
-
-def rank_operator_breakdown(trace: Trace, selection: Selection,
-                            group_by_input_shape: bool) -> pd.DataFrame:
-    """The rows of :func:`operator_breakdown` of the ranks of ``trace``."""
-    check_whole_ranks(selection, "rank_operator_breakdown")
-    return _breakdown(rank_operator_calls(trace, selection), group_by_input_shape)
 
 
 def rank_breakdown(rank: RankTrace, group_by_input_shape: bool = False) -> pd.DataFrame:

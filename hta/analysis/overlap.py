@@ -24,7 +24,6 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work
 from hta.analysis.intervals import coverage, mask_total
-from hta.analysis.select import select_ranks
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -40,8 +39,7 @@ OVERLAP = Columns.typed(COLUMNS)
 
 def comm_comp_overlap(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """One row per rank with :data:`COLUMNS` (definitions in the module docstring)."""
-    rows = [_rank_row(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return COMM_COMP_OVERLAP.run(trace, selection)
 
 
 def rank_comm_comp_overlap(rank: RankTrace, iterations: StepList = None

@@ -30,11 +30,10 @@ import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import ancestor_pairs
-from hta.analysis.select import select_ranks
-from hta.model.declared import Analysis, Columns, check_whole_ranks
+from hta.model.declared import Analysis, Columns
 from hta.model.rules import KIND_CODE
 from hta.model.selection import Selection
-from hta.model.trace import RankMapper, RankTrace, Trace, concat_frames
+from hta.model.trace import RankMapper, RankTrace
 
 PATTERN_COLUMNS = ["pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)",
                    "kernels", "event_indices"]
@@ -56,16 +55,6 @@ def frequent_cuda_kernel_sequences(trace: RankMapper, operator_name: str, rank: 
         raise ValueError("operator_name is empty: give (part of) an operator name, "
                          "e.g. 'aten::linear'")
     return KERNEL_SEQUENCES.run(trace, Selection.of([rank]), operator_name, min_pattern_len)
-
-
-def rank_kernel_patterns(trace: Trace, selection: Selection, operator_name: str,
-                         min_pattern_len: int) -> pd.DataFrame:
-    """The patterns of :func:`frequent_cuda_kernel_sequences` of each rank of ``trace``
-    (one rank in practice), one after the other."""
-    check_whole_ranks(selection, "rank_kernel_patterns")
-    frames = [_rank_patterns(rt, operator_name, min_pattern_len)
-              for rt in select_ranks(trace, selection)]
-    return concat_frames(frames) if frames else PATTERNS.empty()
 
 
 def rank_kernel_sequences(rank: RankTrace, operator_name: str, min_pattern_len: int

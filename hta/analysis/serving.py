@@ -42,7 +42,6 @@ import pandas as pd
 
 from hta.analysis.intervals import merge
 from hta.analysis.perf.calls import gpu_categories
-from hta.analysis.select import check_whole_ranks, select_ranks
 from hta.model.categories import CATEGORIES
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import GRAPH_LAUNCH
@@ -157,12 +156,7 @@ def server_iterations(trace: Trace, selection: Selection = EVERYTHING,
                       rules: RuleSet | None = None) -> pd.DataFrame:
     """Every selected rank's iterations (module docstring); per rank, so it runs through
     the runner (:mod:`hta.model.runner`)."""
-    check_whole_ranks(selection, "server_iterations")
-    frames = [rank_iterations(rt, rules) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return ITERATIONS.empty()
-    return pd.concat(frames, ignore_index=True)
+    return SERVER_ITERATIONS.run(trace, selection, rules)
 
 
 def iteration_summary(iterations: pd.DataFrame) -> pd.DataFrame:

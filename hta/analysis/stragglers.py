@@ -77,7 +77,6 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.rowmap import nearest_marked_ancestor
-from hta.analysis.select import select_ranks
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -129,11 +128,7 @@ def rank_collectives(trace: Trace, selection: Selection = EVERYTHING) -> pd.Data
     """The communication kernels of each rank with their collective args
     (:data:`KERNEL_COLUMNS`), in start order; per rank, so it runs through
     the runner (:mod:`hta.model.runner`). ``seq`` is -1 where the kernel has none."""
-    frames = [comm_kernels(rt, selection.iteration_list) for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return KERNELS.empty()
-    return pd.concat(frames, ignore_index=True)
+    return COLLECTIVE_KERNELS.run(trace, selection)
 
 
 def rank_collective_kernels(rank: RankTrace, iterations: StepList = None

@@ -35,7 +35,6 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
-from hta.analysis.select import select_ranks
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -47,9 +46,13 @@ HTA_COLUMNS = [
     "rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
     "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
 ]
-#: The table of no rank, of the breakdown and of its detail alike (:data:`HTA_COLUMNS`,
-#: object columns: the table it has always answered for no rank).
+#: The breakdown's table of no rank (:data:`HTA_COLUMNS`, object columns: the table it has
+#: always answered for no rank).
 BREAKDOWN = Columns.typed(HTA_COLUMNS)
+#: The detail's columns (with ``per_iteration``, ``iteration`` follows ``rank``).
+DETAIL = Columns.of({"rank": "int64"} | {c: "float64" for c in HTA_COLUMNS[1:] + [
+    "exposed_comm_time(us)", "exposed_memory_time(us)", "comm_time(us)", "memory_time(us)",
+    "exposed_comm_time_pctg", "exposed_memory_time_pctg"]} | {"note": "str"})
 _CP, _CM, _MEM = 1 << COMPUTE, 1 << COMM, 1 << MEMORY
 NO_GPU_WORK = "no GPU work (kernels, memcpy, memset) on this rank in the selection"
 ZERO_SPAN = "GPU work spans 0 ns (zero-duration events only): percentages undefined"
@@ -61,7 +64,7 @@ def temporal_breakdown(trace: Job, selection: Selection = EVERYTHING) -> pd.Data
     Definitions in this module's docstring. A rank without GPU work gets zeros and NaN
     percentages (the detail says why in its ``note`` column, and a warning is logged).
     """
-    return temporal_breakdown_detail(trace, selection)[HTA_COLUMNS]
+    return TEMPORAL_BREAKDOWN.run(trace, selection)
 
 
 def temporal_breakdown_detail(
@@ -77,11 +80,7 @@ def temporal_breakdown_detail(
     ``note`` (empty, or why a row is empty). ``non_compute_time(us)`` equals
     ``exposed_comm_time(us) + exposed_memory_time(us)`` exactly.
     """
-    frames = [rank_breakdown_detail(rt, selection.iteration_list, per_iteration)
-              for rt in select_ranks(trace, selection)]
-    if not frames:
-        return BREAKDOWN.empty()
-    return pd.concat(frames, ignore_index=True)
+    return TEMPORAL_BREAKDOWN_DETAIL.run(trace, selection, per_iteration)
 
 
 def rank_breakdown(rank: RankTrace, iterations: StepList = None
@@ -99,7 +98,7 @@ def rank_breakdown_detail(rank: RankTrace, iterations: StepList = None,
     return _rank_rows(rank.rank, rank.events, iterations, per_iteration)
 
 
-TEMPORAL_BREAKDOWN_DETAIL = Analysis("Temporal breakdown", rank_breakdown_detail, BREAKDOWN,
+TEMPORAL_BREAKDOWN_DETAIL = Analysis("Temporal breakdown", rank_breakdown_detail, DETAIL,
                                      steps=PER_STEP)
 #: The table of no rank of :func:`temporal_breakdown` (kept for docs/scaling.md).
 no_breakdown = BREAKDOWN.empty

@@ -52,7 +52,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.gpu_work import as_list
-from hta.analysis.select import select_ranks
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.rules import GPU_WORK_KINDS, KINDS
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -90,12 +89,7 @@ def timeline_segments(
     runs under the runner (:mod:`hta.model.runner`).
     """
     check_budget(max_segments, resolution_ns)
-    frames = [_rank_segments(rt, selection.iteration_list, streams, max_segments, resolution_ns)
-              for rt in select_ranks(trace, selection)]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return SEGMENTS.empty()
-    return pd.concat(frames, ignore_index=True)
+    return TIMELINE_SEGMENTS.run(trace, selection, streams, max_segments, resolution_ns)
 
 
 def rank_timeline_segments(

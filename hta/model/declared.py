@@ -48,19 +48,19 @@ WHOLE: StepsPolicy = "whole"
 @dataclass(frozen=True)
 class Columns:
     """An output schema: column names in order, each with its dtype (a NumPy or pandas
-    dtype name; ``"object"`` for text and mixed values). :meth:`empty` is its table
-    without rows."""
+    dtype name, ``"object"`` for text and mixed values, or a pandas dtype such as a
+    ``CategoricalDtype``). :meth:`empty` is its table without rows."""
 
     names: tuple[str, ...]
-    dtypes: tuple[str, ...]
+    dtypes: tuple[Any, ...]
 
     @classmethod
-    def of(cls, spec: Mapping[str, str]) -> Columns:
+    def of(cls, spec: Mapping[str, Any]) -> Columns:
         """From ``{name: dtype}``, in order."""
         return cls(tuple(spec), tuple(spec.values()))
 
     @classmethod
-    def typed(cls, names: Iterable[str], dtype: str = "object") -> Columns:
+    def typed(cls, names: Iterable[str], dtype: Any = "object") -> Columns:
         """Every column of ``names`` with one dtype (``"object"`` by default)."""
         names = tuple(names)
         return cls(names, (dtype,) * len(names))
@@ -75,12 +75,12 @@ class Columns:
         return Columns(self.names + other.names, self.dtypes + other.dtypes)
 
 
-def _no_values(dtype: str) -> Any:
-    if dtype == "object":
+def _no_values(dtype: Any) -> Any:
+    if isinstance(dtype, str) and dtype == "object":
         return np.zeros(0, dtype=object)
     try:
         return np.zeros(0, dtype=dtype)
-    except TypeError:  # a pandas extension dtype ("str", "boolean" ...)
+    except TypeError:  # a pandas extension dtype ("str", a CategoricalDtype ...)
         return pd.Series([], dtype=dtype)
 
 
