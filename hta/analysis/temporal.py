@@ -100,8 +100,6 @@ def rank_breakdown_detail(rank: RankTrace, iterations: StepList = None,
 
 TEMPORAL_BREAKDOWN_DETAIL = Analysis("Temporal breakdown", rank_breakdown_detail, DETAIL,
                                      steps=PER_STEP)
-#: The table of no rank of :func:`temporal_breakdown` (kept for docs/scaling.md).
-no_breakdown = BREAKDOWN.empty
 
 
 def _rank_rows(rank: int, events: pd.DataFrame, iterations: StepList,
