@@ -103,24 +103,18 @@ def idle_time_breakdown_and_stats(
     return totals, stats if show_idle_interval_stats else None
 
 
-def rank_idle_intervals(rt: RankTrace, streams: Iterable[int] | int | None,
-                        iterations: StepList, delay_ns: int
+def rank_idle_intervals(rt: RankTrace, iterations: StepList,
+                        streams: Iterable[int] | int | None, delay_ns: int
                         ) -> pd.DataFrame:
     """One rank's rows of :func:`idle_intervals`: every gap on its selected streams."""
     return _collect(rt, streams, iterations, delay_ns)[0]
 
 
-def _intervals_per_step(rt: RankTrace, iterations: StepList,
-                        streams: Iterable[int] | int | None, delay_ns: int) -> pd.DataFrame:
-    """:func:`rank_idle_intervals` with the steps first, as :data:`PER_STEP` passes them."""
-    return rank_idle_intervals(rt, streams, iterations, delay_ns)
+IDLE_INTERVALS = Analysis("Idle intervals", rank_idle_intervals, INTERVALS, steps=PER_STEP)
 
 
-IDLE_INTERVALS = Analysis("Idle intervals", _intervals_per_step, INTERVALS, steps=PER_STEP)
-
-
-def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
-                        iterations: StepList, delay_ns: int,
+def rank_idle_breakdown(rt: RankTrace, iterations: StepList,
+                        streams: Iterable[int] | int | None, delay_ns: int,
                         with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One rank's part of :func:`idle_time_breakdown_and_stats`: (its idle totals per
     stream and category, its gap statistics, an empty frame unless ``with_stats``)."""
@@ -129,16 +123,9 @@ def rank_idle_breakdown(rt: RankTrace, streams: Iterable[int] | int | None,
     return _totals(intervals, keys), stats
 
 
-def _breakdown_per_step(rt: RankTrace, iterations: StepList,
-                        streams: Iterable[int] | int | None, delay_ns: int,
-                        with_stats: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`rank_idle_breakdown` with the steps first, as :data:`PER_STEP` passes them."""
-    return rank_idle_breakdown(rt, streams, iterations, delay_ns, with_stats)
-
-
 #: The tables of no rank: the totals, and the statistics (which
 #: :func:`idle_time_breakdown_and_stats` drops unless it was asked for them).
-IDLE_BREAKDOWN = Analysis("Idle time breakdown", _breakdown_per_step, (TOTALS, INTERVAL_STATS),
+IDLE_BREAKDOWN = Analysis("Idle time breakdown", rank_idle_breakdown, (TOTALS, INTERVAL_STATS),
                           steps=PER_STEP)
 
 

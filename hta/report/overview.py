@@ -216,7 +216,7 @@ def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None
     base["overlap_note"] = base["rank"].map(ov["note"]).fillna("").astype(str)
 
     gaps = details["idle"] = idle.rank_idle_breakdown(
-        rt, None, iterations, idle.DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS, False)[0]
+        rt, iterations, None, idle.DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS, False)[0]
     by_cause = gaps.groupby(["rank", "idle_category"])["idle_time"].sum()
     for category, col in _IDLE_COLUMN.items():
         value = float(by_cause.get((rt.rank, category), 0.0))
