@@ -11,7 +11,11 @@ that names an operation wins:
    (``nccl:all_to_all``), a ``c10d::*`` or ``_c10d_functional::*`` op
    (``c10d::alltoall_base_``);
 3. the kernel name (``ncclDevKernel_AllGather_RING_LL``, DeepEP ``dispatch``/``combine``,
-   custom all-reduce kernels).
+   custom all-reduce kernels);
+4. a framework's own collective operator around the launch, innermost first: an op
+   ``NAMESPACE::NAME`` whose ``NAME`` names an operation, outside ``aten::`` and
+   ``prim::`` (``vllm::all_reduce`` around RCCL's ``ncclDevKernel_Generic_2``, a kernel
+   whose name says nothing).
 
 Names are matched after lower-casing and dropping ``_``, ``-``, ``.`` and spaces, against
 the ordered table :data:`OPERATION_PATTERNS` (data: a pattern and the operation it names).
@@ -96,6 +100,9 @@ OPERATION_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 #: CPU-side names that may name an operation: ops and annotations of the collectives.
 CPU_NAME_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "nccl:", "rccl:")
+#: Operator namespaces whose ``gather``, ``scatter`` ... are tensor operations, not
+#: collectives (never a source of the operation).
+_TENSOR_NAMESPACES = ("aten", "prim", "prims", "quantized", "torchvision")
 #: Which source decided the operation.
 SOURCES = ("kernel_args", "launch_args", "launch_op", "kernel_name", "none")
 
@@ -392,6 +399,12 @@ def _operations(rt: RankTrace, rows: np.ndarray, where: np.ndarray,
         else:
             if op := named(sym[names[rows[i]]]):
                 ops[i], sources[i] = op, "kernel_name"
+                continue
+            for p in chains[i]:
+                ns, sep, short = sym[names[p]].partition("::")
+                if sep and ns not in _TENSOR_NAMESPACES and (op := named(short)):
+                    ops[i], sources[i] = op, "launch_op"
+                    break
     return ops, sources
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.events import link, step_table
-from hta.analysis.findings.steady import steady_window
+from hta.analysis.findings.steady import steady_window, trace_extent
 from hta.analysis.gpu_work import as_list, rank_gpu_work, read_only
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, kind_mask
@@ -102,7 +102,9 @@ def analysis_window(rt: RankTrace, iterations: StepList = None
     ``ProfilerStep`` spans, else the steady state
     (:func:`hta.analysis.findings.steady.steady_window`: from the end of the latest
     one-time cost that a quarter of the GPU work or more follows, to the end of
-    the trace), else the span of every event. ``(0, 0)`` for an empty rank. Computed
+    the trace), else the time the trace covers
+    (:func:`hta.analysis.findings.steady.trace_extent`: every event, not past the end of
+    the profiler's own span). ``(0, 0)`` for an empty rank. Computed
     once per rank and selection (:func:`hta.model.derived.derived`).
     """
     key = None if iterations is None else tuple(as_list(iterations))
@@ -124,6 +126,7 @@ def _analysis_window(rt: RankTrace, iterations: StepList
         steady = steady_window(rt)
         if steady is not None:
             return steady[0], steady[1]
+        return trace_extent(rt)
     return int(ev["ts"].min()), int(ev["end"].max())
 
 

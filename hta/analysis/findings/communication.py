@@ -28,7 +28,9 @@ others up.
     computation time with no communication kernel running; each group gets its share of
     that total in proportion to its exposed time. This is an upper bound: it assumes the
     communication could be moved under independent work.
-    The advice is the group's (:data:`ADVICE`): bucket sizes only for gradient
+    The advice is the group's (:data:`ADVICE`; for all-reduces in a pass without backward,
+    :data:`INFERENCE_ALL_REDUCE_ADVICE`: tensor-parallel inference, whose all-reduce the
+    next layer needs at once): bucket sizes only for gradient
     all-reduce, prefetching for all-gather and reduce-scatter, overlap, load balance and
     fewer exchanges for all-to-all (the expert load for MoE, the sharding plan and the
     pipelined input distribution for TorchRec), the pipeline schedule for send/recv. The evidence
@@ -63,7 +65,14 @@ from hta.analysis.clock import (
 )
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, rank_work
 from hta.analysis.findings.claims import Claim, claim_outside
-from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_of, step_tuple, steps_text
+from hta.analysis.findings.rule_tools import (
+    fmt_steps,
+    fmt_time,
+    runs_backward,
+    step_of,
+    step_tuple,
+    steps_text,
+)
 from hta.analysis.findings.straggler_why import why_late
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.grouped import row_medians
@@ -189,6 +198,18 @@ ADVICE: dict[str, str] = {
         "them out of the step where they do not change (DDP: broadcast_buffers=False), or "
         "let every rank load its own inputs." + _LATE),
 }
+#: The all-reduces of a pass without backward: inference with tensor parallelism, whose
+#: all-reduce feeds the next layer at once (no independent work to hide it under).
+INFERENCE_ALL_REDUCE_ADVICE = (
+    "This pass runs no backward: these are tensor-parallel all-reduces of inference, and "
+    "the next layer needs each result at once (a norm, the next GEMM), so async_op=True "
+    "finds no independent work to hide them under. Make each one cheaper: a one-shot or "
+    "two-shot custom all-reduce for small messages (vLLM's and SGLang's custom "
+    "all-reduce, ROCm quick all-reduce; NCCL's LL/LL128 protocols), fuse it with the "
+    "norm that follows (all-reduce + RMSNorm fusion), overlap it with the GEMMs around "
+    "it (async tensor parallelism: fused all-gather/reduce-scatter matmuls, sequence "
+    "parallelism), or shard over fewer ranks where the model fits (fewer all-reduces, "
+    "larger batches per rank)." + _LATE)
 _DEFAULT_ADVICE = (
     "Overlap this communication with computation: issue it with async_op=True and wait "
     "only where the result is needed, or move it out of the step." + _LATE)
@@ -351,6 +372,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
              if len(groups) > 1 else "")
     found = []
     claims = _exposed_claims(calls, _compute_cover(rt, iterations))
+    inference = not runs_backward(rt, (start, end))
     for row in groups.itertuples(index=False):
         saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
@@ -367,7 +389,9 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
         )
         found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
                              subject=str(row.group),
-                             advice=ADVICE.get(str(row.group), _DEFAULT_ADVICE),
+                             advice=INFERENCE_ALL_REDUCE_ADVICE
+                             if inference and row.group == coll.ALL_REDUCE
+                             else ADVICE.get(str(row.group), _DEFAULT_ADVICE),
                              claim=claims.get(str(row.group)),
                              budget=("computation time with no communication",
                                      int(row.free_compute_ns))))

@@ -74,6 +74,7 @@ from hta.analysis.findings.kernel_common import (
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
+    runs_backward,
     step_text,
     step_tuple,
     steps_text,
@@ -88,9 +89,6 @@ _CPU_OP = KIND_CODE["cpu_op"]
 
 #: Least share of the compute kernel time a subject's kernels take to fire.
 MIN_SHARE = 0.02
-#: Events that belong to a backward pass.
-BACKWARD = re.compile(r"autograd::engine::evaluate_function|Backward\d*\b|backward"
-                      r"|(?<![A-Za-z])bn_bw_|_bwd(_|\b)|(?<![A-Za-z])bwd_|BatchNormBwd")
 #: Kernels computing batch statistics: BatchNorm in training mode.
 BN_TRAIN = re.compile(r"(?<![A-Za-z])bn_fw_tr_|batch_norm_collect_statistics"
                       r"|BatchNormFwdTrain")
@@ -117,14 +115,6 @@ EXPLICIT, MATH_BACKEND = "matmul, softmax, matmul", "SDPA math backend"
 MAX_BEFORE = 8
 #: Most operators between the softmax and the second product (dropout, casts).
 MAX_AFTER = 4
-
-
-def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
-    """Whether any event starting in ``window`` belongs to a backward pass
-    (:data:`BACKWARD`, module docstring)."""
-    ts = rt.events["ts"].to_numpy()
-    rows = np.flatnonzero((ts >= window[0]) & (ts < window[1]))
-    return bool(name_matches(rt, rows, BACKWARD).any())
 
 
 # -- BatchNorm ----------------------------------------------------------------------------

@@ -270,3 +270,18 @@ def data_loader_cover(rt: RankTrace) -> Cover:
     rows = data_loader_rows(rt)
     ev = rt.events
     return Cover(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows])
+
+
+#: Events that belong to a backward pass.
+BACKWARD = re.compile(r"autograd::engine::evaluate_function|Backward\d*\b|backward"
+                      r"|(?<![A-Za-z])bn_bw_|_bwd(_|\b)|(?<![A-Za-z])bwd_|BatchNormBwd")
+
+
+def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
+    """Whether any event starting in ``window`` belongs to a backward pass
+    (:data:`BACKWARD`: named after the autograd engine or a backward function or kernel,
+    such as ``autograd::engine::evaluate_function``, ``AddmmBackward0``, ``bn_bw_``,
+    ``*_bwd_*``): a pass without one is inference."""
+    ts = rt.events["ts"].to_numpy()
+    rows = np.flatnonzero((ts >= window[0]) & (ts < window[1]))
+    return bool(name_matches(rt, rows, BACKWARD).any())

@@ -32,6 +32,7 @@ from hta.analysis.findings.onetime import call_keys, in_one_time, one_time_costs
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
+from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: Share of the rank's GPU work (by count) that must start after the one-time costs for
@@ -50,11 +51,38 @@ def steady_window(rt: RankTrace) -> tuple[int, int, int] | None:
     return derived(rt, "findings.steady_window", lambda: _steady(rt))
 
 
+def trace_extent(rt: RankTrace) -> tuple[int, int]:
+    """The time the rank's trace covers, ``(start, end)`` in ns: from its first event to
+    the end of its last one, but not past the end of the profiler's own span (Kineto's
+    ``PyTorch Profiler (N)`` event) when the trace records it, unless GPU work ends
+    later. A runtime call that a side thread records after the profiler stopped (a late
+    ``cudaEventQuery``) is no part of the profiled time: counted, it would add its
+    distance as idle time after the last GPU work. ``(0, 0)`` for an empty rank."""
+    return derived(rt, "findings.trace_extent", lambda: _trace_extent(rt))
+
+
+def _trace_extent(rt: RankTrace) -> tuple[int, int]:
+    ev = rt.events
+    if not len(ev):
+        return 0, 0
+    start, end = int(ev["ts"].min()), int(ev["end"].max())
+    other = np.flatnonzero(ev["kind"].array.codes == KIND_CODE["other"])
+    if not other.size:
+        return start, end
+    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[other]]
+    span = other[[str(n).startswith("PyTorch Profiler") for n in names]]
+    if not span.size:
+        return start, end
+    g = gpu_rows(rt)
+    last_gpu = int(ev["end"].to_numpy()[g].max()) if g.size else start
+    return start, min(end, max(int(ev["end"].to_numpy()[span].max()), last_gpu))
+
+
 def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
     ev = rt.events
     if not len(ev) or not gpu_rows(rt).size:  # no GPU work: nothing it describes
         return None
-    end = int(ev["end"].max())
+    end = trace_extent(rt)[1]
     start: int | None = None
     row = -1
     ot = one_time_costs(rt)

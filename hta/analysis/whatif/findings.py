@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from hta.analysis.findings.gpu_cover import GRAPHED_HOST_ADVICE
+
 if TYPE_CHECKING:
     from hta.analysis.whatif.changes import Change
 
@@ -98,6 +100,22 @@ HOST_NOT_GRAPHED = {
     "slow_op": "how much faster the slow CPU operators could run is not in the trace",
     "runtime": "other runtime calls (allocation, copies) are not what a CUDA graph removes",
 }
+#: Why a ``host_bound`` finding about Python on a rank that replays graphs already keeps
+#: its own estimate: its advice is about the host time left outside the graphs.
+PYTHON_OUTSIDE_GRAPHS = (
+    "this rank replays CUDA/HIP graphs already and the Python runs outside them; "
+    "cuda-graphs removes launch and dispatch time, not that Python, so how much of it a "
+    "fix removes is not in the trace")
+_GRAPHED_ADVICE = GRAPHED_HOST_ADVICE.split("{n}")[0]
+
+
+def _host_not_graphed(subject: str, advice: str) -> str:
+    """Why a ``host_bound`` finding's fix is not a CUDA graph the replay can model ("" when
+    it is): slow operators or runtime calls, or Python outside the graphs a rank already
+    replays."""
+    if subject == "python" and advice.startswith(_GRAPHED_ADVICE):
+        return PYTHON_OUTSIDE_GRAPHS
+    return HOST_NOT_GRAPHED.get(subject, "")
 #: The causes of a late rank (the ``stragglers`` finding's "Why:" sentence,
 #: :mod:`hta.analysis.straggler_causes`) that ``no-stragglers`` models: slower computation.
 COMPUTE_CAUSES = ("slow_compute", "imbalance")
@@ -131,9 +149,10 @@ def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "",
     causes other than slower computation: host, link), ``no-sync:SITE`` for a host-sync
     site (its subject; ``pinned-copies`` when the site's waits are uploads from pageable
     memory, :data:`PAGEABLE_SITE`), ``dtype:TYPE`` for the type its advice
-    names, none for a ``host_bound`` finding about slow CPU operators or runtime calls."""
+    names, none for a ``host_bound`` finding about slow CPU operators or runtime calls, or
+    about Python outside the graphs its rank already replays."""
     change = RULE_CHANGES.get(rule, "")
-    if rule == "host_bound" and subject in HOST_NOT_GRAPHED:
+    if rule == "host_bound" and _host_not_graphed(subject, advice):
         return ""
     if change == "no-stragglers" and _late_not_for_compute(evidence):
         return ""
@@ -256,7 +275,7 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
             if change and predict_with is not None else None
         if replayed is None or isinstance(replayed, str):
             why = replayed or NOT_MODELLED.get(str(row["rule"])) or (
-                HOST_NOT_GRAPHED.get(str(row.get("subject", "")), "")
+                _host_not_graphed(str(row.get("subject", "")), str(row.get("advice", "")))
                 if row["rule"] == "host_bound" else "") or (
                 STRAGGLER_NOT_MODELLED if row["rule"] == "stragglers"
                 and _late_not_for_compute(str(row["evidence"])) else "") or (

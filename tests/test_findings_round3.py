@@ -1,0 +1,140 @@
+"""Patterns found judging the findings on unseen public traces (issue 37, third round),
+each on a trace built here with its twin:
+
+* the profiler's own span bounds the time the trace covers: a runtime call a side thread
+  records after the profiler stopped adds no idle tail (a vLLM worker's late
+  ``cudaEventQuery``, 90 ms after the span);
+* Python outside the graphs a rank already replays keeps the rule's own estimate (the
+  ``cuda-graphs`` replay removes launches and dispatch, not that Python);
+* a framework's own collective operator (``vllm::all_reduce``) names the operation of a
+  kernel whose name says nothing (RCCL's ``ncclDevKernel_Generic``);
+* the all-reduces of a pass without backward get tensor-parallel inference advice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kineto_builder import TraceBuilder
+
+from hta.analysis import collectives as coll
+from hta.analysis.findings import find
+from hta.analysis.findings.base import analysis_window
+from hta.analysis.findings.communication import (
+    INFERENCE_ALL_REDUCE_ADVICE,
+)
+from hta.analysis.findings.communication import (
+    RULES as COMM_RULES,
+)
+from hta.analysis.findings.gpu_cover import GRAPHED_HOST_ADVICE
+from hta.analysis.findings.steady import trace_extent
+from hta.analysis.whatif.findings import PYTHON_OUTSIDE_GRAPHS, _host_not_graphed, change_for
+from hta.job.load import load_trace
+from hta.model.trace import Trace
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64"
+GENERIC = "ncclDevKernel_Generic_2(ncclDevComm*, unsigned long, ncclWork*)"
+SPAN_NS = 50_000_000
+SIDE_TID = 4242
+
+
+def load(folder: Path) -> Trace:
+    return load_trace(folder, progress=False, cache=False)
+
+
+# -- the profiler's span --------------------------------------------------------------------
+def profiled(tmp_path: Path, *, span: bool = True, gpu_after_span: bool = False) -> Trace:
+    """Ten kernels launched 4 ms apart (the last ends at 40.5 ms), the profiler's span
+    0-50 ms (``span``), and one ``cudaEventQuery`` a side thread records at 140 ms."""
+    b = TraceBuilder(rank=0)
+    if span:
+        b.complete("PyTorch Profiler (0)", "Trace", 0, SPAN_NS, pid="Spans",
+                   tid="PyTorch Profiler")
+    for k in range(10):
+        t = 1_000_000 + k * 4_000_000
+        b.cpu_op("aten::mm", ts=t, dur=200_000)
+        b.launch_kernel(GEMM, cpu_ts=t + 50_000, cpu_dur=20_000, gpu_ts=t + 100_000,
+                        gpu_dur=3_500_000)
+    if gpu_after_span:
+        b.launch_kernel(GEMM, cpu_ts=45_000_000, cpu_dur=20_000, gpu_ts=49_000_000,
+                        gpu_dur=6_000_000)
+    b.runtime("cudaEventQuery", 140_000_000, 18_000, tid=SIDE_TID)
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_a_record_after_the_profiler_stopped_is_no_part_of_the_window(tmp_path):
+    rt = profiled(tmp_path).rank(0)
+    assert trace_extent(rt) == (0, SPAN_NS)
+    assert analysis_window(rt) == (0, SPAN_NS)
+
+
+def test_twin_without_the_profiler_span_covers_every_event(tmp_path):
+    rt = profiled(tmp_path, span=False).rank(0)
+    assert analysis_window(rt) == (1_000_000, 140_018_000)
+
+
+def test_gpu_work_after_the_span_stays_in_the_window(tmp_path):
+    rt = profiled(tmp_path, gpu_after_span=True).rank(0)
+    assert analysis_window(rt) == (0, 55_000_000)
+
+
+# -- Python outside the graphs ----------------------------------------------------------------
+def test_python_outside_replayed_graphs_keeps_the_rules_estimate():
+    graphed = GRAPHED_HOST_ADVICE.format(n=729)
+    assert change_for("host_bound", [0], "python", graphed) == ""
+    assert _host_not_graphed("python", graphed) == PYTHON_OUTSIDE_GRAPHS
+
+
+def test_twin_python_on_a_rank_without_graphs_is_replayed_with_cuda_graphs():
+    assert change_for("host_bound", [0], "python", "capture the step in a CUDA graph") == \
+        "cuda-graphs"
+    assert change_for("host_bound", [0], "dispatch", GRAPHED_HOST_ADVICE.format(n=3)) == \
+        "cuda-graphs"
+
+
+# -- a framework's collective operator ------------------------------------------------------
+def tensor_parallel(tmp_path: Path, *, op: str = "vllm::all_reduce",
+                    backward: bool = False) -> Trace:
+    """Six layers: a GEMM, then an all-reduce launched inside ``op`` (kernel
+    ``ncclDevKernel_Generic_2``) that no computation overlaps; with ``backward``, the
+    all-reduces run under the autograd engine instead."""
+    b = TraceBuilder(rank=0, world_size=4)
+    for k in range(6):
+        t = k * 1_000_000
+        b.cpu_op("aten::mm", ts=t, dur=100_000)
+        b.launch_kernel(GEMM, cpu_ts=t + 10_000, cpu_dur=10_000, gpu_ts=t + 50_000,
+                        gpu_dur=400_000)
+        outer = ("autograd::engine::evaluate_function: MmBackward0" if backward else
+                 "aten::add")
+        b.cpu_op(outer, ts=t + 150_000, dur=300_000)
+        b.cpu_op(op, ts=t + 200_000, dur=200_000)
+        b.launch_kernel(GENERIC, cpu_ts=t + 250_000, cpu_dur=10_000, gpu_ts=t + 500_000,
+                        gpu_dur=300_000, stream=20)
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_a_frameworks_collective_op_names_a_generic_kernel(tmp_path):
+    perf = coll.rank_collective_performance(tensor_parallel(tmp_path).rank(0))
+    assert perf["collective"].tolist() == ["all-reduce"] * 6
+    assert perf["source"].tolist() == ["launch_op"] * 6
+
+
+def test_twin_a_tensor_operation_of_the_same_name_names_nothing(tmp_path):
+    perf = coll.rank_collective_performance(
+        tensor_parallel(tmp_path, op="aten::all_reduce").rank(0))
+    assert perf["collective"].tolist() == ["other"] * 6
+
+
+def test_inference_all_reduces_get_tensor_parallel_advice(tmp_path):
+    found = find(tensor_parallel(tmp_path), rules=COMM_RULES)
+    row = found.query("rule == 'comm_exposed'").iloc[0]
+    assert row["subject"] == "all-reduce"
+    assert row["advice"] == INFERENCE_ALL_REDUCE_ADVICE
+
+
+def test_twin_all_reduces_under_a_backward_pass_keep_the_overlap_advice(tmp_path):
+    found = find(tensor_parallel(tmp_path, backward=True), rules=COMM_RULES)
+    row = found.query("rule == 'comm_exposed'").iloc[0]
+    assert row["advice"] != INFERENCE_ALL_REDUCE_ADVICE
