@@ -138,3 +138,61 @@ def test_twin_all_reduces_under_a_backward_pass_keep_the_overlap_advice(tmp_path
     found = find(tensor_parallel(tmp_path, backward=True), rules=COMM_RULES)
     row = found.query("rule == 'comm_exposed'").iloc[0]
     assert row["advice"] != INFERENCE_ALL_REDUCE_ADVICE
+
+
+# -- chains of elementwise kernels ------------------------------------------------------------
+DIV = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float>>()"
+EXP = "void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda>()"
+SUM = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float>>()"
+
+
+def chain_trace(tmp_path: Path, *, between: str | None = None, dur: int = 2_000_000) -> Trace:
+    """Three passes of ``div -> pow -> exp -> sum`` over one tensor, kernels of ``dur``
+    (the sum half as long) back to back on one stream, then a GEMM; with ``between``, that
+    kernel runs between every two of them."""
+    b = TraceBuilder(rank=0)
+    t = 0
+    for _ in range(3):
+        for op, kernel, d in (("aten::div", DIV, dur), ("aten::pow", DIV, dur),
+                              ("aten::exp", EXP, dur), ("aten::sum", SUM, dur // 2)):
+            b.cpu_op(op, ts=t, dur=30_000)
+            b.launch_kernel(kernel, cpu_ts=t + 5_000, cpu_dur=10_000, gpu_ts=t + 20_000,
+                            gpu_dur=d)
+            t += d + 40_000
+            if between:
+                b.cpu_op("aten::mm", ts=t, dur=30_000)
+                b.launch_kernel(between, cpu_ts=t + 5_000, cpu_dur=10_000, gpu_ts=t + 20_000,
+                                gpu_dur=500_000)
+                t += 560_000
+        b.cpu_op("aten::mm", ts=t, dur=30_000)
+        b.launch_kernel(GEMM, cpu_ts=t + 5_000, cpu_dur=10_000, gpu_ts=t + 20_000,
+                        gpu_dur=1_000_000)
+        t += 1_100_000
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_chains_of_elementwise_kernels_save_all_but_their_longest(tmp_path):
+    from hta.analysis.findings.elementwise import RULES
+
+    found = find(chain_trace(tmp_path), rules=RULES).query("rule == 'elementwise_chains'")
+    assert len(found) == 1
+    row = found.iloc[0]
+    # per pass: div, pow, exp 2 ms each and sum 1 ms; fused, the longest (2 ms) stays
+    assert row["est_saving(us)"] == 3 * (2_000 + 2_000 + 1_000)
+    assert "3 chains" in row["evidence"]
+    assert "aten::div -> aten::pow -> aten::exp -> aten::sum" in row["evidence"]
+
+
+def test_twin_with_a_gemm_between_every_two_has_no_chain(tmp_path):
+    from hta.analysis.findings.elementwise import RULES
+
+    found = find(chain_trace(tmp_path, between=GEMM), rules=RULES)
+    assert not (found["rule"] == "elementwise_chains").any()
+
+
+def test_twin_with_short_kernels_leaves_them_to_small_kernels(tmp_path):
+    from hta.analysis.findings.elementwise import RULES
+
+    found = find(chain_trace(tmp_path, dur=15_000), rules=RULES)
+    assert not (found["rule"] == "elementwise_chains").any()

@@ -14,6 +14,7 @@ from hta.analysis.findings import (
     collective_bw,
     communication,
     copies,
+    elementwise,
     fp64,
     fusion,
     graphs,
@@ -28,8 +29,8 @@ from hta.analysis.findings.base import FindingRule
 
 #: The modules holding the default rules, each with a ``RULES`` list, in report order.
 MODULES: tuple[ModuleType, ...] = (warmup, host, launch_bound, hostbound, copies,
-                                   communication, collective_bw, kernels, fp64, fusion, graphs,
-                                   roofline)
+                                   communication, collective_bw, kernels, fp64, fusion,
+                                   elementwise, graphs, roofline)
 #: Their names (for the docs and the rule table).
 RULE_MODULES: tuple[str, ...] = tuple(m.__name__ for m in MODULES)
 

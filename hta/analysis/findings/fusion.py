@@ -63,6 +63,7 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.claims import Claim
+from hta.analysis.findings.elementwise import chained_kernels
 from hta.analysis.findings.fp64 import launched_by
 from hta.analysis.findings.kernel_common import (
     Kernels,
@@ -177,8 +178,9 @@ def _kernel_finding(rt: RankTrace, k: Kernels, hit: np.ndarray, window: tuple[in
 
 def fused_away(rt: RankTrace) -> np.ndarray:
     """The kernel rows this module's rules claim on the rank's whole analysed window (the
-    BatchNorm kernels of a pass without backward, the score kernels of unfused attention):
-    ``ops_below_roof`` leaves them to these rules. Computed once per rank."""
+    BatchNorm kernels of a pass without backward, the score kernels of unfused attention),
+    and the chained elementwise kernels of ``elementwise_chains``: ``ops_below_roof``
+    leaves them to these rules. Computed once per rank."""
     return derived(rt, "findings.fused_away", lambda: _fused_away(rt))
 
 
@@ -188,7 +190,7 @@ def _fused_away(rt: RankTrace) -> np.ndarray:
     if k.total <= 0:
         return k.rows
     att = attention_kernels(rt, k)
-    hit = att.explicit | att.fallback
+    hit = att.explicit | att.fallback | np.isin(k.rows, chained_kernels(rt))
     if not runs_backward(rt, window):
         hit |= cast_kernels(rt, k)
         train, infer = batchnorm_modes(rt, k)

@@ -81,6 +81,8 @@ UPPER_BOUNDS: dict[str, str] = {
 }
 #: Rules whose fix the replay cannot model, and why (the finding says so).
 NOT_MODELLED: dict[str, str] = {
+    "elementwise_chains": "fusing kernels cannot be replayed: how long the fused kernel "
+                          "runs is not in the trace",
     "small_kernels": "fusing kernels (torch.compile) cannot be replayed: which kernels "
                      "fuse and how long the fused kernel runs are not in the trace",
     "low_occupancy": "how long a kernel runs with more blocks is not in the trace",
