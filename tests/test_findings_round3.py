@@ -196,3 +196,20 @@ def test_twin_with_short_kernels_leaves_them_to_small_kernels(tmp_path):
 
     found = find(chain_trace(tmp_path, dur=15_000), rules=RULES)
     assert not (found["rule"] == "elementwise_chains").any()
+
+
+def test_chains_inside_a_compiled_function_get_the_backend_advice(tmp_path):
+    from hta.analysis.findings.elementwise import COMPILED_ADVICE, RULES
+
+    b = TraceBuilder(rank=0)
+    b.cpu_op("CompiledFunction", ts=0, dur=10_000_000)
+    t = 10_000
+    for op in ("aten::mul", "aten::add", "aten::sub", "aten::mul"):
+        b.cpu_op(op, ts=t, dur=30_000)
+        b.launch_kernel(DIV, cpu_ts=t + 5_000, cpu_dur=10_000, gpu_ts=t + 20_000,
+                        gpu_dur=1_000_000)
+        t += 1_040_000
+    b.write(tmp_path / "rank-0.json")
+    row = find(load(tmp_path), rules=RULES).query("rule == 'elementwise_chains'").iloc[0]
+    assert row["advice"] == COMPILED_ADVICE
+    assert "100% of that time runs inside torch.compile'd functions" in row["evidence"]

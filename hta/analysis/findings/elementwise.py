@@ -28,17 +28,20 @@ import re
 
 import numpy as np
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at
 from hta.analysis.findings.rule_tools import (
+    COMPILED_CALL,
     fmt_time,
     name_matches,
     step_text,
     step_tuple,
     steps_text,
 )
+from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.model.derived import derived
+from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: PyTorch's eager elementwise and reduction kernel templates.
@@ -46,6 +49,9 @@ ELEMENTWISE = re.compile(r"(?<![A-Za-z_])(vectorized_elementwise_kernel"
                          r"|unrolled_elementwise_kernel|elementwise_kernel|reduce_kernel)\b")
 #: Shortest kernel of a chain (ns).
 MIN_KERNEL_NS = 20_000
+#: The kinds of the events that name a compiled call.
+_CALLERS = np.array([KIND_CODE["cpu_op"], KIND_CODE["user_annotation"],
+                     KIND_CODE["python_function"]], dtype=np.int8)
 #: Fewest kernels in a chain.
 MIN_CHAIN = 3
 #: Least share of the compute kernel time in chains for the rule to fire.
@@ -126,9 +132,32 @@ def check_chains(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         f"{fmt_at(rt, int(k.ts[members[0]]))}, {step_text(rt, int(k.step[members[0]]))}. "
         f"Fused, a chain runs about as long as its longest kernel: "
         f"{fmt_time(saving)} less (kernels table).")
+    compiled = _under_compiled(rt, k.ops[inside])
+    advice = ADVICE
+    if 2 * int(k.dur[inside][compiled].sum()) >= time:
+        evidence += (f" {100 * int(k.dur[inside][compiled].sum()) / time:.0f}% of that time "
+                     "runs inside torch.compile'd functions (CompiledFunction), as eager "
+                     "kernels.")
+        advice = COMPILED_ADVICE
     return [Finding((rt.rank,), step_tuple(k.step[inside]), evidence, saving,
-                    window[1] - window[0], claim=Claim(k.ts[saved], k.ts[saved] + k.dur[saved],
-                                                       None))]
+                    window[1] - window[0], advice=advice,
+                    claim=Claim(k.ts[saved], k.ts[saved] + k.dur[saved], None))]
+
+
+def _under_compiled(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
+    """Per launching operator row (-1 none): whether it runs inside a compiled call
+    (:data:`~hta.analysis.findings.rule_tools.COMPILED_CALL`)."""
+    out = np.zeros(ops.size, dtype=bool)
+    has = ops >= 0
+    if not has.any():
+        return out
+    ev = rt.events
+    calls = np.flatnonzero(np.isin(ev["kind"].array.codes, _CALLERS))
+    mark = np.zeros(len(ev), dtype=bool)
+    mark[calls[name_matches(rt, calls, COMPILED_CALL)]] = True
+    if mark.any():
+        out[has] = nearest_marked_ancestor(link(rt, "parent"), ops[has], mark) >= 0
+    return out
 
 
 def _ops_text(rt: RankTrace, k: Kernels, members: np.ndarray, most: int = 8) -> str:
@@ -150,6 +179,14 @@ ADVICE = (
     "use the fused operator where one exists (torch.nn.functional.gelu or silu rather than "
     "their formulas, torch.addcmul, torch.lerp, torch.where). Lower precision (bf16) also "
     "halves the bytes each kernel moves.")
+
+COMPILED_ADVICE = (
+    "These chains run inside functions torch.compile compiled, yet as one eager kernel per "
+    "operator: the compiled graph was not fused, as with backend='aot_eager' or 'eager' "
+    "(debugging backends), or with operators Inductor fell back on. Compile with the "
+    "default Inductor backend, which fuses such chains into one Triton kernel each, and "
+    "check what it generated (TORCH_LOGS=output_code; TORCH_LOGS=graph_breaks for code "
+    "left out of the graph).")
 
 RULES: list[FindingRule] = [
     FindingRule(
