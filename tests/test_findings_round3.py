@@ -213,3 +213,34 @@ def test_chains_inside_a_compiled_function_get_the_backend_advice(tmp_path):
     row = find(load(tmp_path), rules=RULES).query("rule == 'elementwise_chains'").iloc[0]
     assert row["advice"] == COMPILED_ADVICE
     assert "100% of that time runs inside torch.compile'd functions" in row["evidence"]
+
+
+# -- library GEMMs short of SMs ---------------------------------------------------------------
+def decode_gemms(tmp_path: Path, name: str) -> Trace:
+    """A decode step's GEMMs: 40 kernels of 80 µs with 64 blocks on 132 SMs (as cuBLAS
+    sizes a batch-1 GEMM streaming its weights), alone on the GPU."""
+    b = TraceBuilder(rank=0)
+    b.extra_top_level["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100 80GB HBM3",
+                                              "numSms": 132}]
+    with b.step(1, ts=0, dur=5_000_000):
+        for i in range(40):
+            b.launch_kernel(name, cpu_ts=1_000 + i * 1_000, cpu_dur=500,
+                            gpu_ts=100_000 + i * 100_000, gpu_dur=80_000,
+                            grid=[64, 1, 1], block=[128, 1, 1], **{"blocks per SM": 64 / 132})
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_library_gemms_short_of_sms_are_not_claimed(tmp_path):
+    from hta.analysis.findings.kernels import RULES
+
+    found = find(decode_gemms(tmp_path, GEMM), rules=RULES)
+    assert not (found["rule"] == "low_occupancy").any()
+
+
+def test_twin_a_kernel_of_ones_own_short_of_sms_is(tmp_path):
+    from hta.analysis.findings.kernels import RULES
+
+    found = find(decode_gemms(tmp_path, "void my_gemm_kernel<float>(float*)"), rules=RULES)
+    row = found.query("rule == 'low_occupancy'").iloc[0]
+    assert row["est_saving(us)"] == 40 * 80 * min(1 - 64 / 132, 0.5)

@@ -56,7 +56,13 @@ from hta.analysis.findings.kernel_common import (
     kernel_labels,
     label_times,
 )
-from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
+from hta.analysis.findings.rule_tools import (
+    fmt_time,
+    name_matches,
+    step_text,
+    step_tuple,
+    steps_text,
+)
 from hta.analysis.intervals import merge
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
@@ -69,6 +75,14 @@ MIN_KERNEL_NS = 10_000
 MIN_LOW_SHARE = 0.10
 #: Largest share of a grid-bound kernel's time claimed.
 MAX_GRID_SAVING = 0.5
+#: GEMMs of a vendor library (cuBLAS, cuBLASLt, CUTLASS, hipBLASLt, rocBLAS/Tensile):
+#: their grid is the library's choice for the problem's shape.
+LIBRARY_GEMM = re.compile(r"(?i)xmma_gemm|nvjet|cutlass|cublas|^Cijk_|hipblaslt|rocblas"
+                          r"|(?:sm\d+|ampere|volta|turing|hopper)_\w*gemm|gemmk1|gemv")
+#: Convolution kernels (cuDNN, MIOpen), whose names may say ``gemm`` too: the rule counts
+#: them, with convolution advice.
+CONVOLUTION = re.compile(r"(?i)scudnn|hcudnn|cudnn|fprop|dgrad|wgrad|implicit_?gemm"
+                         r"|implicit_convolve|miopen|igemm_(fwd|bwd|wrw)")
 
 _COMPUTATION = KIND_CODE["computation"]
 _KERNEL_KINDS = (KIND_CODE["computation"], KIND_CODE["communication"])
@@ -200,7 +214,10 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     dur = t.dur
     avail = t.available
     shared = sized_to_share(t)
-    bound = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS) & ~fp32_claimed(rt, t.pos)
+    library = name_matches(rt, t.pos, LIBRARY_GEMM) & ~name_matches(rt, t.pos, CONVOLUTION)
+    short_of = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS)
+    lib = short_of & library
+    bound = short_of & ~fp32_claimed(rt, t.pos) & ~library
     total, bound_time = int(dur.sum()), int(dur[bound].sum())
     if total <= 0 or bound_time < MIN_LOW_SHARE * total:
         return []
@@ -210,8 +227,15 @@ def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Fin
     saving = min(int(np.round((dur[bound] * frac).sum())), int(cap))
     if saving <= 0:
         return []
-    left_out = (t.blocks < t.sms) & ~bound & (dur >= MIN_KERNEL_NS)
+    left_out = (t.blocks < t.sms) & ~bound & ~lib & (dur >= MIN_KERNEL_NS)
     evidence = _evidence(rt, t, bound, left_out, total)
+    if lib.any():
+        evidence += (f" Not counted either: {int(lib.sum())} library GEMMs (cuBLAS, CUTLASS, "
+                     f"hipBLASLt) with fewer blocks than SMs ({fmt_time(int(dur[lib].sum()))}):"
+                     " their grid is the library's choice for the shape, and without the "
+                     "shapes the trace cannot tell one bound by memory (which streams its "
+                     "operands near the memory's bandwidth from part of the SMs) from one "
+                     "short of tiles.")
     claim = Claim(t.ts[bound], t.end[bound], dur[bound] * frac * saving / max(
         float((dur[bound] * frac).sum()), 1.0))
     return [Finding((rt.rank,), step_tuple(t.step[bound]), evidence, saving,
@@ -274,8 +298,7 @@ def _blocks(values: np.ndarray) -> str:
 #: one of the three costliest grid-bound kernels is given, :data:`DEFAULT_ADVICE` when
 #: none matches.
 ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)scudnn|hcudnn|cudnn|fprop|dgrad|wgrad|implicit_?gemm|implicit_convolve"
-                r"|miopen|igemm_(fwd|bwd|wrw)"),
+    (CONVOLUTION,
      "Convolutions (cuDNN, MIOpen) with fewer output tiles than SMs (small feature maps or "
      "batch): a larger batch per call; torch.backends.cudnn.benchmark = True lets cuDNN "
      "try algorithms that split the work finer; fp16/bf16 with channels_last gets "
