@@ -244,3 +244,41 @@ def test_twin_a_kernel_of_ones_own_short_of_sms_is(tmp_path):
     found = find(decode_gemms(tmp_path, "void my_gemm_kernel<float>(float*)"), rules=RULES)
     row = found.query("rule == 'low_occupancy'").iloc[0]
     assert row["est_saving(us)"] == 40 * 80 * min(1 - 64 / 132, 0.5)
+
+
+# -- the warm-up note names the set-up calls together ------------------------------------------
+def cold_conv(tmp_path: Path, *, setup: bool = True) -> Trace:
+    """A first ``aten::conv3d`` of 1 s, then nine of 1 ms (each launching a 0.5 ms kernel).
+    With ``setup``, the first holds a 400 ms ``cudaLaunchKernel``, a 330 ms ``cudaFree``
+    and a 110 ms ``cudaStreamCreateWithFlags`` (84 % of it in runtime calls, none over
+    half); without, only its 400 ms launch (40 %: the rest is not in a runtime call)."""
+    b = TraceBuilder(rank=0)
+    b.cpu_op("aten::conv3d", ts=0, dur=1_000_000_000)
+    if setup:
+        b.runtime("cudaFree", 10_000_000, 330_000_000)
+        b.runtime("cudaStreamCreateWithFlags", 350_000_000, 110_000_000)
+    b.launch_kernel("conv_kernel", cpu_ts=500_000_000, cpu_dur=400_000_000,
+                    gpu_ts=999_000_000, gpu_dur=500_000)
+    t = 1_001_000_000
+    for _ in range(9):
+        b.cpu_op("aten::conv3d", ts=t, dur=1_000_000)
+        b.launch_kernel("conv_kernel", cpu_ts=t + 100_000, cpu_dur=20_000,
+                        gpu_ts=t + 200_000, gpu_dur=500_000)
+        t += 1_100_000
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_a_first_call_spent_in_set_up_calls_names_them(tmp_path):
+    (note,) = find(cold_conv(tmp_path)).query("rule == 'warmup'").to_dict("records")
+    assert ("cudaLaunchKernel 400.000 ms, cudaFree 330.000 ms, cudaStreamCreateWithFlags "
+            "110.000 ms inside (first launch of a kernel") in note["evidence"]
+    assert "not in a runtime call" not in note["evidence"]
+
+
+def test_twin_a_first_call_mostly_outside_runtime_calls_says_so(tmp_path):
+    (note,) = find(cold_conv(tmp_path, setup=False)).query(
+        "rule == 'warmup'").to_dict("records")
+    assert "cudaLaunchKernel 400.000 ms inside (the first call in the trace" in \
+        note["evidence"]
+    assert "not in a runtime call" in note["evidence"]

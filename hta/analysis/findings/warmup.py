@@ -232,17 +232,30 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
     runtime = np.flatnonzero(kind_mask(ev["kind"].array.codes, RUNTIME_CALL_KINDS))
     first_rt = int(runtime[np.argmin(ev["ts"].to_numpy()[runtime])]) if runtime.size else -1
     shown = []
+    ts, dur = ev["ts"].to_numpy(), ev["dur"].to_numpy()
+    thread = ev["tid"].to_numpy()
     for i in np.argsort(-(end - start), kind="stable")[:4].tolist():
         name = rt.symbols[int(names[rows[i]])]
         call = rt.symbols[int(names[calls[i]])] if calls[i] >= 0 else ""
-        inner = (f"; {call} {fmt_time(int(ev['dur'].to_numpy()[calls[i]]))} inside"
-                 if call and calls[i] != rows[i] else "")
+        # every runtime call of the cost's thread inside it, the longest first; the
+        # longest is named, and the others that took a tenth of the cost or more
+        within = runtime[(ts[runtime] >= start[i]) & (ts[runtime] < end[i])
+                         & (thread[runtime] == thread[rows[i]])]
+        within = within[np.argsort(-dur[within], kind="stable")]
+        inner = ""
+        if call and calls[i] != rows[i]:
+            big = within[dur[within] >= 0.1 * (end[i] - start[i])]  # a tenth or more
+            listed = [c for c in big[:3].tolist() if c != calls[i]][:2]
+            inner = "; " + ", ".join(
+                f"{rt.symbols[int(names[c])]} {fmt_time(int(dur[c]))}"
+                for c in [int(calls[i]), *listed]) + " inside"
         before = int(ev["ts"].to_numpy()[rows[i]]) - int(start[i])
         if before > 0:  # a cost that starts before its call (a scripted call's compile)
             inner = (f", {fmt_time(before)} of it before the call's record began, nothing "
                      f"recorded on its thread{inner}")
+        # the runtime calls' share of the cost: under half, they are not what was slow
         share = 1.0 if ot.why[sel][i] != "first" else (
-            float(ev["dur"].to_numpy()[calls[i]]) / max(int(end[i] - start[i]), 1)
+            float(dur[within].sum()) / max(int(end[i] - start[i]), 1)
             if calls[i] >= 0 else 0.0)
         cause = cause_text(rt, name, call, calls[i] == first_rt, share,
                            why=str(ot.why[sel][i]))
