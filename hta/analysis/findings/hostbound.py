@@ -42,9 +42,14 @@ traces) are steps, not CPU work. The engine gives this rule the time
 last (:data:`~hta.analysis.findings.sharing.CLAIM_ORDER`): a blocking call, a data-loader
 span, a launch-bound stretch or a one-time cost holding the time is the more specific
 cause, and this finding leaves their time out. The advice fits the largest class; for
-``python``, when one stretch holds half of that class's time or more, the advice is about
-host work outside the operators (name it with ``with_stack``, move it off the step), not
-per-operator overhead.
+``python``, when one stretch, or the stretches of :data:`LONG_PYTHON_NS` (1 ms) or more,
+with no operator hold half of that class's time or more, the advice is about host work outside the operators
+(name it with ``with_stack``, move it off the step), not per-operator overhead (and the
+finding keeps its own estimate: a CUDA graph does not remove that work,
+:mod:`hta.analysis.whatif.findings`). On a rank without ``ProfilerStep`` whose trace
+repeats a loop (:func:`~hta.analysis.findings.loops.iterations_found`), the time before
+its first iteration is no iteration's (a server waiting for its first request), as the
+lead-in of a profile of steps is not.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from hta.analysis.findings.base import (
 )
 from hta.analysis.findings.claims import claim_outside, difference
 from hta.analysis.findings.gpu_cover import graph_aware, idle_cover
+from hta.analysis.findings.loops import iterations_found
 from hta.analysis.findings.onetime import one_time_costs
 from hta.analysis.findings.rule_tools import (
     data_loader_cover,
@@ -91,6 +97,9 @@ SLOW_OP_MIN_NS = 50_000
 #: A host gap whose work started more than this after its launch returned ends where the
 #: launch returned; the rest waited on something else (ns).
 QUEUED_AFTER_NS = 100_000
+#: A stretch with no operator recorded this long or longer is host work outside the
+#: operators, not per-operator overhead (ns).
+LONG_PYTHON_NS = 1_000_000
 #: The classes, in the order the evidence lists them.
 CLASSES = ("python", "dispatch", "slow_op", "launch", "runtime")
 CLASS_TEXT = {
@@ -385,6 +394,8 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     a, b = np.maximum(hg.start, window[0]), np.minimum(hg.end, window[1])
     if len(step_table(rt)):
         a = np.maximum(a, _lead_in_end(rt))
+    elif (loop := iterations_found(rt)) is not None:
+        a = np.maximum(a, int(loop.starts[0]))
     sel = b > a
     if iterations is not None:
         sel &= np.isin(hg.step, iterations)
@@ -433,8 +444,10 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
            "with the CPU activity to split it.")
     )
     advice = ADVICE[top]
-    if top == "python" and 2 * int(parts["python"][longest]) >= by_class["python"]:
-        advice = ADVICE["python_stretch"]  # one long stretch: not a per-op overhead
+    py = parts["python"]
+    stretches = max(int(py[longest]), int(py[py >= LONG_PYTHON_NS].sum()))
+    if top == "python" and 2 * stretches >= by_class["python"]:
+        advice = ADVICE["python_stretch"]  # long stretches: not a per-op overhead
     if frames:  # the trace names the code already
         advice = re.sub(r"[;.] [Rr]ecord with with_stack=True[^.;:]*", "", advice)
     advice = capture_blockers(rt, window, graph_aware(rt, advice))

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.findings.gpu_cover import GRAPHED_HOST_ADVICE
+from hta.analysis.findings.hostbound import ADVICE as HOST_ADVICE
 
 if TYPE_CHECKING:
     from hta.analysis.whatif.changes import Change
@@ -108,7 +109,14 @@ PYTHON_OUTSIDE_GRAPHS = (
     "this rank replays CUDA/HIP graphs already and the Python runs outside them; "
     "cuda-graphs removes launch and dispatch time, not that Python, so how much of it a "
     "fix removes is not in the trace")
+#: Why a ``host_bound`` finding about long stretches of host work with no operator keeps
+#: its own estimate: its advice is to move that work off the step, not a CUDA graph.
+HOST_WORK_OFF_STEP = (
+    "the time is long stretches of host work with no operator recorded, which the advice "
+    "moves off the step; cuda-graphs removes launch and dispatch time, not that work, so "
+    "how much of it a fix removes is not in the trace")
 _GRAPHED_ADVICE = GRAPHED_HOST_ADVICE.split("{n}")[0]
+_STRETCH_ADVICE = HOST_ADVICE["python_stretch"][:60]
 
 
 def _host_not_graphed(subject: str, advice: str) -> str:
@@ -117,6 +125,8 @@ def _host_not_graphed(subject: str, advice: str) -> str:
     replays."""
     if subject == "python" and advice.startswith(_GRAPHED_ADVICE):
         return PYTHON_OUTSIDE_GRAPHS
+    if subject == "python" and advice.startswith(_STRETCH_ADVICE):
+        return HOST_WORK_OFF_STEP
     return HOST_NOT_GRAPHED.get(subject, "")
 #: The causes of a late rank (the ``stragglers`` finding's "Why:" sentence,
 #: :mod:`hta.analysis.straggler_causes`) that ``no-stragglers`` models: slower computation.
