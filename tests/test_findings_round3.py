@@ -282,3 +282,64 @@ def test_twin_a_first_call_mostly_outside_runtime_calls_says_so(tmp_path):
     assert "cudaLaunchKernel 400.000 ms inside (the first call in the trace" in \
         note["evidence"]
     assert "not in a runtime call" in note["evidence"]
+
+
+# -- host work outside the operators ----------------------------------------------------------
+def python_gaps(tmp_path: Path, *, gap: int, lead_in: int = 0, steps: bool = True,
+                loops: int = 4) -> Trace:
+    """``loops`` iterations of an ``aten::mm`` launching a 1 ms GEMM then, before the next,
+    ``gap`` ns of host time with nothing recorded (in ``ProfilerStep`` spans with
+    ``steps``); first, with ``lead_in``, a Python frame at 0 and nothing recorded until
+    ``lead_in`` ns."""
+    b = TraceBuilder(rank=0)
+    if lead_in:  # something recorded at the start, then nothing until the first call
+        b.complete("acquire_read", "python_function", 0, 5_000)
+    t = lead_in
+    for k in range(loops):
+        span = 200_000 + 1_000_000 + gap
+        if steps:
+            b.annotation(f"ProfilerStep#{k + 1}", ts=t, dur=span - 1_000)
+        b.cpu_op("aten::mm", ts=t + 10_000, dur=100_000)
+        b.launch_kernel(GEMM, cpu_ts=t + 20_000, cpu_dur=10_000, gpu_ts=t + 50_000,
+                        gpu_dur=1_000_000)
+        b.cpu_op("aten::add", ts=t + 1_100_000, dur=50_000)
+        b.launch_kernel(DIV, cpu_ts=t + 1_110_000, cpu_dur=10_000, gpu_ts=t + 1_130_000,
+                        gpu_dur=10_000)
+        t += span
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_long_host_stretches_get_their_advice_and_keep_the_rules_estimate(tmp_path):
+    from hta.analysis.findings.hostbound import ADVICE, RULES
+
+    row = find(python_gaps(tmp_path, gap=5_000_000), rules=RULES).query(
+        "rule == 'host_bound'").iloc[0]
+    assert row["subject"] == "python" and row["advice"] == ADVICE["python_stretch"]
+    assert change_for("host_bound", [0], "python", row["advice"]) == ""
+
+
+def test_twin_short_gaps_between_operators_are_replayed_with_cuda_graphs(tmp_path):
+    from hta.analysis.findings.hostbound import ADVICE, RULES
+
+    row = find(python_gaps(tmp_path, gap=400_000, loops=12), rules=RULES).query(
+        "rule == 'host_bound'").iloc[0]
+    assert row["subject"] == "python" and row["advice"] == ADVICE["python"]
+    assert change_for("host_bound", [0], "python", row["advice"]) == "cuda-graphs"
+
+
+def test_the_wait_before_a_loops_first_iteration_is_not_host_bound(tmp_path):
+    from hta.analysis.findings.hostbound import RULES
+
+    looped = find(python_gaps(tmp_path / "a", gap=400_000, lead_in=20_000_000, steps=False,
+                              loops=10), rules=RULES).query("rule == 'host_bound'")
+    assert "20.0" not in " ".join(looped["evidence"])  # the lead-in is no stretch of it
+    assert all(s < 20_000 for s in looped["est_saving(us)"])
+
+
+def test_twin_a_single_pass_keeps_its_lead_in(tmp_path):
+    from hta.analysis.findings.hostbound import RULES
+
+    single = find(python_gaps(tmp_path, gap=400_000, lead_in=20_000_000, steps=False,
+                              loops=1), rules=RULES).query("rule == 'host_bound'")
+    assert single["est_saving(us)"].sum() >= 20_000

@@ -42,9 +42,11 @@ traces) are steps, not CPU work. The engine gives this rule the time
 last (:data:`~hta.analysis.findings.sharing.CLAIM_ORDER`): a blocking call, a data-loader
 span, a launch-bound stretch or a one-time cost holding the time is the more specific
 cause, and this finding leaves their time out. The advice fits the largest class; for
-``python``, when one stretch, or the stretches of :data:`LONG_PYTHON_NS` (1 ms) or more,
-with no operator hold half of that class's time or more, the advice is about host work outside the operators
-(name it with ``with_stack``, move it off the step), not per-operator overhead (and the
+``python``, when one stretch with no operator holds half of that class's time or more,
+or the stretches of :data:`LONG_PYTHON_NS` (1 ms) or more do in a trace that records CPU
+operators (in one that records runtime calls only, that time may be operators), the
+advice is about host work outside the operators (name it with ``with_stack``, move it
+off the step), not per-operator overhead (and the
 finding keeps its own estimate: a CUDA graph does not remove that work,
 :mod:`hta.analysis.whatif.findings`). On a rank without ``ProfilerStep`` whose trace
 repeats a loop (:func:`~hta.analysis.findings.loops.iterations_found`), the time before
@@ -428,6 +430,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     ps, pe, owner = difference(a, b, held)
     names = _cpu_names(rt, ps, pe, tids[owner])
     frames = _python_frames(rt, ps, pe, tids[owner]) if by_class["python"] else ""
+    records_ops = bool((rt.events["kind"].array.codes == _OP).any())
     evidence = (
         f"{a.size} stretches in {steps_text(rt, steps_of)} where the GPU ran dry "
         f"before the host had submitted its next work left the GPU idle {fmt_time(total)}"
@@ -438,15 +441,15 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         + (f" Most CPU time in them: {names}." if names else "")
         + (f" Python code with the most time of its own in them (with_stack frames): "
            f"{frames}." if frames else "")
-        + ("" if (rt.events["kind"].array.codes == _OP).any() else
+        + ("" if records_ops else
            " The trace records no CPU operator at all (only runtime calls): the time "
            "with nothing recorded may be operators the profiler did not record; profile "
            "with the CPU activity to split it.")
     )
     advice = ADVICE[top]
     py = parts["python"]
-    stretches = max(int(py[longest]), int(py[py >= LONG_PYTHON_NS].sum()))
-    if top == "python" and 2 * stretches >= by_class["python"]:
+    long_ones = int(py[py >= LONG_PYTHON_NS].sum()) if records_ops else 0
+    if top == "python" and 2 * max(int(py[longest]), long_ones) >= by_class["python"]:
         advice = ADVICE["python_stretch"]  # long stretches: not a per-op overhead
     if frames:  # the trace names the code already
         advice = re.sub(r"[;.] [Rr]ecord with with_stack=True[^.;:]*", "", advice)
