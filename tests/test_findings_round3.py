@@ -343,3 +343,19 @@ def test_twin_a_single_pass_keeps_its_lead_in(tmp_path):
     single = find(python_gaps(tmp_path, gap=400_000, lead_in=20_000_000, steps=False,
                               loops=1), rules=RULES).query("rule == 'host_bound'")
     assert single["est_saving(us)"].sum() >= 20_000
+
+
+def test_a_read_making_two_runtime_calls_counts_once(tmp_path):
+    """``aten::item`` with its copy and its synchronize is one read on the host (the
+    capture advice said "synchronises 12 times" for six reads)."""
+    from hta.analysis.findings.hostbound import capture_blockers
+
+    b = TraceBuilder(rank=0)
+    with b.step(1, ts=0, dur=1_900_000):
+        b.cpu_op("aten::item", ts=100_000, dur=80_000)
+        b.runtime("cudaMemcpyAsync", ts=110_000, dur=20_000)
+        b.runtime("cudaStreamSynchronize", ts=140_000, dur=30_000)
+    b.write(tmp_path / "rank-0.json")
+    advice = capture_blockers(load(tmp_path).rank(0), (0, 2_000_000),
+                              "capture the step in a CUDA graph")
+    assert "this code synchronises 1 time to read values on the host (aten::item ×1)" in advice

@@ -9,9 +9,11 @@ tensor; shorter ones are the fixed cost ``small_kernels`` names). Compiled code 
 ``fused_*``) has other names: it is fused already.
 
 **Chains.** On each stream, in start order, a run of at least :data:`MIN_CHAIN` (3) such
-kernels with no other compute kernel between them is a chain: what a chain of
-operators such as ``x.div(s).pow(2).mul(c).exp()`` runs in eager mode, each kernel
-reading its input from memory and writing its output back.
+kernels with no other compute kernel between them, each over as many blocks as the one
+before it where the trace records grids (one tensor size), launched by two or more
+operators (one operator again and again is a loop over tensors), is a chain: what a
+chain of operators such as ``x.div(s).pow(2).mul(c).exp()`` runs in eager mode, each
+kernel reading its input from memory and writing its output back.
 
 **Saving.** Fused, a chain reads its inputs and writes its output once: it takes about as
 long as its longest kernel, so the saving is the chain's time less its longest kernel's,
@@ -69,14 +71,24 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     link_ok = (k.dur >= MIN_KERNEL_NS) & name_matches(rt, k.rows, ELEMENTWISE)
     if link_ok.sum() < MIN_CHAIN:
         return chain, longest
-    stream = rt.events["stream"].to_numpy()[k.rows]
+    ev = rt.events
+    stream = ev["stream"].to_numpy()[k.rows]
     order = np.lexsort((k.ts, stream))
-    ok, st = link_ok[order], stream[order]
-    # a run starts at each link that follows a non-link or starts a new stream
-    new = ok & ~np.r_[False, ok[:-1] & (st[1:] == st[:-1])]
+    ok, st, gr = link_ok[order], stream[order], _blocks(rt, k.rows)[order]
+    # a run starts at each link that follows a non-link, starts a new stream, or covers
+    # another number of blocks (another tensor size) than the link before it
+    same_grid = (gr[1:] == gr[:-1]) | np.isnan(gr[1:]) | np.isnan(gr[:-1])
+    new = ok & ~np.r_[False, ok[:-1] & (st[1:] == st[:-1]) & same_grid]
     run = np.where(ok, np.cumsum(new) - 1, -1)
-    size = np.bincount(run[ok], minlength=int(new.sum()))
-    kept = order[ok & (size[np.maximum(run, 0)] >= MIN_CHAIN)]
+    n_runs = int(new.sum())
+    size = np.bincount(run[ok], minlength=n_runs)
+    # and its kernels come from two or more operators (one operator again and again is a
+    # loop over tensors, not a chain over one)
+    op_name = np.where(k.ops >= 0, ev["name"].to_numpy()[np.maximum(k.ops, 0)], -1)[order]
+    pairs = np.unique(np.stack([run[ok], op_name[ok]]), axis=1)
+    kinds = np.bincount(pairs[0], minlength=n_runs)
+    keep = (size >= MIN_CHAIN) & (kinds >= 2)
+    kept = order[ok & keep[np.maximum(run, 0)]]
     if kept.size == 0:
         return chain, longest
     ids = np.unique(run[np.argsort(order)][kept], return_inverse=True)[1].reshape(-1)
@@ -85,6 +97,19 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     first = np.r_[True, ids[by][1:] != ids[by][:-1]]
     longest[kept[by][first]] = True
     return chain, longest
+
+
+def _blocks(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Per row: its kernel's grid size in blocks (``kernel_args``), NaN where unknown."""
+    out = np.full(rows.size, np.nan)
+    args, pos = rt.side_rows("kernel_args")
+    if not len(args):
+        return out
+    ok = pos >= 0
+    grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
+    blocks = np.full(len(rt.events), np.nan)
+    blocks[pos[ok]] = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
+    return blocks[rows]
 
 
 def chained_kernels(rt: RankTrace) -> np.ndarray:

@@ -141,13 +141,16 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
     if not hit.any():
         return advice
     ops = sites.op[hit]
+    ops = np.unique(ops[ops >= 0])  # one read may make several runtime calls
     names = pd.Series([rt.symbols[int(n)] for n in
-                       rt.events["name"].to_numpy()[ops[ops >= 0]]]).value_counts()
+                       rt.events["name"].to_numpy()[ops]]).value_counts()
     shown = ", ".join(f"{n} ×{int(c)}" for n, c in names.head(3).items()) or "no operator"
+    times = ops.size or int(hit.sum())
     return (f"A CUDA graph cannot be captured across a host synchronisation, and this "
-            f"code synchronises {int(hit.sum())} times to read values on the host "
-            f"({shown}): remove those first (the host_sync finding), then capture. "
-            + advice)
+            f"code synchronises {times} time{'s' if times > 1 else ''} to read values on "
+            f"the host ({shown}): keep those reads out of the captured region or remove "
+            f"them (the host_sync finding names those that leave the GPU idle), then "
+            f"capture. " + advice)
 
 
 ADVICE = {
