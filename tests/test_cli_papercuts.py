@@ -208,9 +208,11 @@ def test_summary_savings_are_the_replays_on_a_real_trace() -> None:
     assert comm["saving_source"] == "replay" and comm["change"] == "overlap-comm"
     assert comm["est_saving(us)"] == 0 and comm["severity"] == "low"
     assert "other work bounds the steps" in comm["evidence"]
+    # its host-bound time is long stretches with no operator, which the advice moves off
+    # the step: no CUDA graph models that, so the finding keeps its GPU time and says so
     host = by_rule["host_bound"]
-    assert host["change"] == "cuda-graphs" and host["est_saving(us)"] > 0
-    assert host["saving_low(us)"] <= host["est_saving(us)"] <= host["saving_high(us)"]
+    assert host["change"] == "" and host["saving_source"] == "gpu-time"
+    assert host["est_saving(us)"] > 0 and "long stretches of host work" in host["evidence"]
     assert [r["rank"] for r in payload["replay_uncertainty"]] == [0, 1]
     text = run_cli(["summary", str(folder), "--no-cache"]).stdout
     assert "largest saving first: the time the steps would lose with the fix" in text

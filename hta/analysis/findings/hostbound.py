@@ -162,7 +162,7 @@ ADVICE = {
         "to another thread, give each step more work (a larger batch); record with "
         "with_stack=True to see which code runs."),
     "python_stretch": (
-        "Most of this time is one long stretch with no operator recorded: host work outside "
+        "Most of this time is long stretches with no operator recorded: host work outside "
         "the profiled operators (input preparation, tokenisation or decoding, logging, "
         "checkpointing, waiting on another process or on I/O). Record with with_stack=True "
         "(or a record_function around the suspect code) to name it, then move it off the "
