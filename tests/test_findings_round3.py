@@ -359,3 +359,43 @@ def test_a_read_making_two_runtime_calls_counts_once(tmp_path):
     advice = capture_blockers(load(tmp_path).rank(0), (0, 2_000_000),
                               "capture the step in a CUDA graph")
     assert "this code synchronises 1 time to read values on the host (aten::item ×1)" in advice
+
+
+# -- layout conversions around convolutions ---------------------------------------------------
+CONVERT = "void cudnn::engines_precompiled::convertTensor_kernel<float, float, float, 2>()"
+CONV = "sm86_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x16"
+
+
+def nchw_convs(tmp_path: Path, *, under: str = "aten::cudnn_convolution") -> Trace:
+    """Ten convolutions, each converting its input to NHWC (200 µs), running an NHWC kernel
+    (500 µs) and converting the output back (200 µs), the conversions launched inside
+    ``under``."""
+    b = TraceBuilder(rank=0)
+    t = 0
+    for _ in range(10):
+        b.cpu_op("aten::conv2d", ts=t, dur=90_000)
+        b.cpu_op(under, ts=t + 5_000, dur=80_000)
+        g = t + 100_000
+        for name, d in ((CONVERT, 200_000), (CONV, 500_000), (CONVERT, 200_000)):
+            b.launch_kernel(name, cpu_ts=t + 10_000, cpu_dur=10_000, gpu_ts=g, gpu_dur=d)
+            g += d + 5_000
+            t += 20_000
+        t = g
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_conversions_around_convolutions_are_named(tmp_path):
+    from hta.analysis.findings.layout import ADVICE, RULES
+
+    row = find(nchw_convs(tmp_path), rules=RULES).query(
+        "rule == 'layout_conversions'").iloc[0]
+    assert row["est_saving(us)"] == 10 * 2 * 200
+    assert row["advice"] == ADVICE and "20 layout conversion kernels" in row["evidence"]
+
+
+def test_twin_the_same_kernels_outside_a_convolution_are_not(tmp_path):
+    from hta.analysis.findings.layout import RULES
+
+    found = find(nchw_convs(tmp_path, under="aten::copy_"), rules=RULES)
+    assert not (found["rule"] == "layout_conversions").any()

@@ -72,6 +72,7 @@ from hta.analysis.findings.kernel_common import (
     fmt_at,
     top_labels,
 )
+from hta.analysis.findings.layout import converted_away
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
@@ -179,7 +180,8 @@ def _kernel_finding(rt: RankTrace, k: Kernels, hit: np.ndarray, window: tuple[in
 def fused_away(rt: RankTrace) -> np.ndarray:
     """The kernel rows this module's rules claim on the rank's whole analysed window (the
     BatchNorm kernels of a pass without backward, the score kernels of unfused attention),
-    and the chained elementwise kernels of ``elementwise_chains``: ``ops_below_roof``
+    the chained elementwise kernels of ``elementwise_chains`` and the layout conversions of
+    ``layout_conversions``: ``ops_below_roof``
     leaves them to these rules. Computed once per rank."""
     return derived(rt, "findings.fused_away", lambda: _fused_away(rt))
 
@@ -190,7 +192,8 @@ def _fused_away(rt: RankTrace) -> np.ndarray:
     if k.total <= 0:
         return k.rows
     att = attention_kernels(rt, k)
-    hit = att.explicit | att.fallback | np.isin(k.rows, chained_kernels(rt))
+    hit = att.explicit | att.fallback | np.isin(k.rows, chained_kernels(rt)) \
+        | np.isin(k.rows, converted_away(rt))
     if not runs_backward(rt, window):
         hit |= cast_kernels(rt, k)
         train, infer = batchnorm_modes(rt, k)

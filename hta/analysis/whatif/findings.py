@@ -82,6 +82,8 @@ UPPER_BOUNDS: dict[str, str] = {
 }
 #: Rules whose fix the replay cannot model, and why (the finding says so).
 NOT_MODELLED: dict[str, str] = {
+    "layout_conversions": "removing kernels (channels_last) is not a change the replay has "
+                          "yet",
     "elementwise_chains": "fusing kernels cannot be replayed: how long the fused kernel "
                           "runs is not in the trace",
     "small_kernels": "fusing kernels (torch.compile) cannot be replayed: which kernels "
