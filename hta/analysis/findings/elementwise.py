@@ -30,9 +30,9 @@ import re
 
 import numpy as np
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at
+from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at, kernel_blocks
 from hta.analysis.findings.rule_tools import (
     COMPILED_CALL,
     fmt_time,
@@ -40,10 +40,9 @@ from hta.analysis.findings.rule_tools import (
     step_text,
     step_tuple,
     steps_text,
+    within_named,
 )
-from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.model.derived import derived
-from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: PyTorch's eager elementwise and reduction kernel templates.
@@ -51,9 +50,6 @@ ELEMENTWISE = re.compile(r"(?<![A-Za-z_])(vectorized_elementwise_kernel"
                          r"|unrolled_elementwise_kernel|elementwise_kernel|reduce_kernel)\b")
 #: Shortest kernel of a chain (ns).
 MIN_KERNEL_NS = 20_000
-#: The kinds of the events that name a compiled call.
-_CALLERS = np.array([KIND_CODE["cpu_op"], KIND_CODE["user_annotation"],
-                     KIND_CODE["python_function"]], dtype=np.int8)
 #: Fewest kernels in a chain.
 MIN_CHAIN = 3
 #: Least share of the compute kernel time in chains for the rule to fire.
@@ -74,7 +70,7 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     ev = rt.events
     stream = ev["stream"].to_numpy()[k.rows]
     order = np.lexsort((k.ts, stream))
-    ok, st, gr = link_ok[order], stream[order], _blocks(rt, k.rows)[order]
+    ok, st, gr = link_ok[order], stream[order], kernel_blocks(rt)[k.rows][order]
     # a run starts at each link that follows a non-link, starts a new stream, or covers
     # another number of blocks (another tensor size) than the link before it
     same_grid = (gr[1:] == gr[:-1]) | np.isnan(gr[1:]) | np.isnan(gr[:-1])
@@ -97,19 +93,6 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     first = np.r_[True, ids[by][1:] != ids[by][:-1]]
     longest[kept[by][first]] = True
     return chain, longest
-
-
-def _blocks(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
-    """Per row: its kernel's grid size in blocks (``kernel_args``), NaN where unknown."""
-    out = np.full(rows.size, np.nan)
-    args, pos = rt.side_rows("kernel_args")
-    if not len(args):
-        return out
-    ok = pos >= 0
-    grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
-    blocks = np.full(len(rt.events), np.nan)
-    blocks[pos[ok]] = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
-    return blocks[rows]
 
 
 def chained_kernels(rt: RankTrace) -> np.ndarray:
@@ -157,7 +140,7 @@ def check_chains(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
         f"{fmt_at(rt, int(k.ts[members[0]]))}, {step_text(rt, int(k.step[members[0]]))}. "
         f"Fused, a chain runs about as long as its longest kernel: "
         f"{fmt_time(saving)} less (kernels table).")
-    compiled = _under_compiled(rt, k.ops[inside])
+    compiled = within_named(rt, k.ops[inside], COMPILED_CALL)
     advice = ADVICE
     if 2 * int(k.dur[inside][compiled].sum()) >= time:
         evidence += (f" {100 * int(k.dur[inside][compiled].sum()) / time:.0f}% of that time "
@@ -167,22 +150,6 @@ def check_chains(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     return [Finding((rt.rank,), step_tuple(k.step[inside]), evidence, saving,
                     window[1] - window[0], advice=advice,
                     claim=Claim(k.ts[saved], k.ts[saved] + k.dur[saved], None))]
-
-
-def _under_compiled(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
-    """Per launching operator row (-1 none): whether it runs inside a compiled call
-    (:data:`~hta.analysis.findings.rule_tools.COMPILED_CALL`)."""
-    out = np.zeros(ops.size, dtype=bool)
-    has = ops >= 0
-    if not has.any():
-        return out
-    ev = rt.events
-    calls = np.flatnonzero(np.isin(ev["kind"].array.codes, _CALLERS))
-    mark = np.zeros(len(ev), dtype=bool)
-    mark[calls[name_matches(rt, calls, COMPILED_CALL)]] = True
-    if mark.any():
-        out[has] = nearest_marked_ancestor(link(rt, "parent"), ops[has], mark) >= 0
-    return out
 
 
 def _ops_text(rt: RankTrace, k: Kernels, members: np.ndarray, most: int = 8) -> str:

@@ -80,6 +80,7 @@ from hta.analysis.findings.rule_tools import (
     step_text,
     step_tuple,
     steps_text,
+    within_named,
 )
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
@@ -211,17 +212,7 @@ CAST_OP = re.compile(r"^aten::_to_copy$")
 def cast_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
     """Per kernel of ``k``: whether an ``aten::_to_copy`` launched it (the operator itself
     or one around the innermost operator of its launch): a dtype conversion."""
-    if k.rows.size == 0:
-        return np.zeros(0, dtype=bool)
-    ev = rt.events
-    ops = np.flatnonzero(ev["kind"].array.codes == _CPU_OP)
-    mark = np.zeros(len(ev), dtype=bool)
-    mark[ops[name_matches(rt, ops, CAST_OP)]] = True
-    if not mark.any():
-        return np.zeros(k.rows.size, dtype=bool)
-    launcher = np.clip(k.ops, 0, None)
-    inside = nearest_marked_ancestor(link(rt, "parent"), launcher, mark) >= 0
-    return (k.ops >= 0) & (mark[launcher] | inside)
+    return within_named(rt, k.ops, CAST_OP, (_CPU_OP,))
 
 
 def check_casts(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:

@@ -44,6 +44,7 @@ from hta.analysis.findings.base import link, step_table
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
+from hta.model.derived import derived
 from hta.model.links import graph_replayed
 from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
@@ -300,6 +301,23 @@ class Kernels:
     ids: np.ndarray
     ops: np.ndarray
     total: int
+
+
+def kernel_blocks(rt: RankTrace) -> np.ndarray:
+    """Per event row: its kernel's grid in blocks (``grid`` of the ``kernel_args`` side
+    table, the product of its three sizes), NaN where unknown. Computed once per rank."""
+    return derived(rt, "findings.kernel_blocks", lambda: _kernel_blocks(rt))
+
+
+def _kernel_blocks(rt: RankTrace) -> np.ndarray:
+    blocks = np.full(len(rt.events), np.nan)
+    args, pos = rt.side_rows("kernel_args")
+    if len(args):
+        ok = pos >= 0
+        grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
+        blocks[pos[ok]] = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
+    blocks.setflags(write=False)
+    return blocks
 
 
 def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,

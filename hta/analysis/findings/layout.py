@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
+from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
 from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at, top_labels
 from hta.analysis.findings.rule_tools import (
@@ -31,10 +31,9 @@ from hta.analysis.findings.rule_tools import (
     step_text,
     step_tuple,
     steps_text,
+    within_named,
 )
-from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.model.derived import derived
-from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
 
 #: Layout conversion kernels of the convolution libraries.
@@ -44,8 +43,6 @@ CONV_OP = re.compile(r"^aten::(convolution|_convolution|cudnn_convolution\w*"
                      r"|miopen_convolution\w*|convolution_backward)$|ConvolutionBackward")
 #: Least share of the compute kernel time in conversion kernels.
 MIN_SHARE = 0.05
-_CPU_OP = KIND_CODE["cpu_op"]
-_AUTOGRAD = KIND_CODE["user_annotation"]
 
 
 def conversion_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
@@ -56,13 +53,7 @@ def conversion_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
     named = name_matches(rt, k.rows, CONVERSION)
     if not named.any():
         return named
-    ev = rt.events
-    callers = np.flatnonzero(np.isin(ev["kind"].array.codes, [_CPU_OP, _AUTOGRAD]))
-    mark = np.zeros(len(ev), dtype=bool)
-    mark[callers[name_matches(rt, callers, CONV_OP)]] = True
-    launcher = np.clip(k.ops, 0, None)
-    under = mark[launcher] | (nearest_marked_ancestor(link(rt, "parent"), launcher, mark) >= 0)
-    return named & (k.ops >= 0) & under
+    return named & within_named(rt, k.ops, CONV_OP)
 
 
 def converted_away(rt: RankTrace) -> np.ndarray:

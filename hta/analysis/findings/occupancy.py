@@ -53,6 +53,7 @@ from hta.analysis.findings.kernel_common import (
     fmt_at,
     fp32_claimed,
     in_steps,
+    kernel_blocks,
     kernel_labels,
     label_times,
 )
@@ -121,8 +122,7 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
         return None
     ok = pos >= 0
     pos = pos[ok]
-    grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
-    blocks = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
+    blocks = kernel_blocks(rt)[pos]
     bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
     kind = ev["kind"].array.codes
     device = ev["device"].to_numpy()

@@ -18,7 +18,7 @@ import pandas as pd
 
 from hta.analysis.findings.events import link, step_table
 from hta.analysis.intervals import Cover
-from hta.analysis.rowmap import ancestor_pairs
+from hta.analysis.rowmap import ancestor_pairs, nearest_marked_ancestor
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -285,3 +285,28 @@ def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
     ts = rt.events["ts"].to_numpy()
     rows = np.flatnonzero((ts >= window[0]) & (ts < window[1]))
     return bool(name_matches(rt, rows, BACKWARD).any())
+
+
+#: The kinds of events a launching operator may run inside (operators, annotations,
+#: Python frames).
+CALLER_KINDS = (KIND_CODE["cpu_op"], KIND_CODE["user_annotation"],
+                KIND_CODE["python_function"])
+
+
+def within_named(rt: RankTrace, ops: np.ndarray, pattern: NameTest,
+                 kinds: Sequence[int] = CALLER_KINDS) -> np.ndarray:
+    """Per operator row of ``ops`` (-1: none): whether it, or an event of ``kinds`` around
+    it, has a name matching ``pattern`` (a kernel's launching operator under
+    ``aten::_to_copy``, a convolution, a compiled function)."""
+    out = np.zeros(ops.size, dtype=bool)
+    has = ops >= 0
+    if not has.any():
+        return out
+    ev = rt.events
+    callers = np.flatnonzero(np.isin(ev["kind"].array.codes, np.asarray(kinds)))
+    mark = np.zeros(len(ev), dtype=bool)
+    mark[callers[name_matches(rt, callers, pattern)]] = True
+    if mark.any():
+        at = ops[has]
+        out[has] = mark[at] | (nearest_marked_ancestor(link(rt, "parent"), at, mark) >= 0)
+    return out
