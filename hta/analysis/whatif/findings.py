@@ -125,9 +125,9 @@ def _host_not_graphed(subject: str, advice: str) -> str:
     """Why a ``host_bound`` finding's fix is not a CUDA graph the replay can model ("" when
     it is): slow operators or runtime calls, or Python outside the graphs a rank already
     replays."""
-    if subject == "python" and advice.startswith(_GRAPHED_ADVICE):
+    if subject == "python" and _GRAPHED_ADVICE in advice:
         return PYTHON_OUTSIDE_GRAPHS
-    if subject == "python" and advice.startswith(_STRETCH_ADVICE):
+    if subject == "python" and _STRETCH_ADVICE in advice:
         return HOST_WORK_OFF_STEP
     return HOST_NOT_GRAPHED.get(subject, "")
 #: The causes of a late rank (the ``stragglers`` finding's "Why:" sentence,
