@@ -23,6 +23,7 @@ from hta.analysis.findings import (
     kernels,
     launch_bound,
     layout,
+    optimizer,
     roofline,
     warmup,
 )
@@ -31,7 +32,7 @@ from hta.analysis.findings.base import FindingRule
 #: The modules holding the default rules, each with a ``RULES`` list, in report order.
 MODULES: tuple[ModuleType, ...] = (warmup, host, launch_bound, hostbound, copies,
                                    communication, collective_bw, kernels, fp64, fusion,
-                                   elementwise, layout, graphs, roofline)
+                                   elementwise, optimizer, layout, graphs, roofline)
 #: Their names (for the docs and the rule table).
 RULE_MODULES: tuple[str, ...] = tuple(m.__name__ for m in MODULES)
 

@@ -73,6 +73,7 @@ from hta.analysis.findings.kernel_common import (
     top_labels,
 )
 from hta.analysis.findings.layout import converted_away
+from hta.analysis.findings.optimizer import unfused_optimizer_kernels
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
@@ -181,9 +182,9 @@ def _kernel_finding(rt: RankTrace, k: Kernels, hit: np.ndarray, window: tuple[in
 def fused_away(rt: RankTrace) -> np.ndarray:
     """The kernel rows this module's rules claim on the rank's whole analysed window (the
     BatchNorm kernels of a pass without backward, the score kernels of unfused attention),
-    the chained elementwise kernels of ``elementwise_chains`` and the layout conversions of
-    ``layout_conversions``: ``ops_below_roof``
-    leaves them to these rules. Computed once per rank."""
+    the chained elementwise kernels of ``elementwise_chains``, the layout conversions of
+    ``layout_conversions`` and an unfused optimizer's kernels (``optimizer_passes``):
+    ``ops_below_roof`` leaves them to these rules. Computed once per rank."""
     return derived(rt, "findings.fused_away", lambda: _fused_away(rt))
 
 
@@ -194,7 +195,7 @@ def _fused_away(rt: RankTrace) -> np.ndarray:
         return k.rows
     att = attention_kernels(rt, k)
     hit = att.explicit | att.fallback | np.isin(k.rows, chained_kernels(rt)) \
-        | np.isin(k.rows, converted_away(rt))
+        | np.isin(k.rows, converted_away(rt)) | np.isin(k.rows, unfused_optimizer_kernels(rt))
     if not runs_backward(rt, window):
         hit |= cast_kernels(rt, k)
         train, infer = batchnorm_modes(rt, k)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 CLAIM_ORDER: tuple[str, ...] = (
     "host_sync", "data_loading", "pageable_copies", "copies_on_compute_stream",
     "comm_exposed", "fp32_gemm", "fp64_work", "batchnorm_inference", "unfused_attention",
-    "dtype_casts", "elementwise_chains", "layout_conversions",
+    "dtype_casts", "optimizer_passes", "elementwise_chains", "layout_conversions",
     "low_occupancy", "launch_bound",
     "small_kernels",
     "host_bound",

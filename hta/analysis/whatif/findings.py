@@ -84,6 +84,9 @@ UPPER_BOUNDS: dict[str, str] = {
 NOT_MODELLED: dict[str, str] = {
     "layout_conversions": "removing kernels (channels_last) is not a change the replay has "
                           "yet",
+    "optimizer_passes": "fusing the optimizer removes passes over memory, and how long "
+                        "the fused kernel runs is not in the trace (the fused-optimizer "
+                        "change replays its launches only)",
     "elementwise_chains": "fusing kernels cannot be replayed: how long the fused kernel "
                           "runs is not in the trace",
     "small_kernels": "fusing kernels (torch.compile) cannot be replayed: which kernels "
