@@ -27,7 +27,7 @@ from hta.facade.findings import FindingsMixin
 from hta.facade.memory import MemoryMixin
 from hta.facade.performance import PerformanceMixin
 from hta.facade.pipeline import PipelineMixin
-from hta.facade.selecting import accept_selections, chosen
+from hta.facade.selecting import selected
 from hta.facade.steps_and_ops import StepsAndOpsMixin
 from hta.facade.timeline import TimelineMixin
 from hta.facade.whatif import WhatIfMixin
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@accept_selections
 class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMixin,
                     TimelineMixin, PipelineMixin, StepsAndOpsMixin, MemoryMixin,
                     CollectivesMixin, PerformanceMixin, WhatIfMixin):
@@ -153,7 +152,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """
         from hta.analysis.unclassified import UNCLASSIFIED_KERNELS
 
-        return UNCLASSIFIED_KERNELS.run(self.t, chosen(ranks))
+        return UNCLASSIFIED_KERNELS.run(self.t, selected(self.t, ranks))
 
     def get_rank_summary(self, ranks: Iterable[int] | None = None) -> pd.DataFrame:
         """Per rank: events, GPU work by kind, GPU busy and idle time.
@@ -163,7 +162,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         """
         from hta.analysis.summary import RANK_SUMMARY
 
-        return RANK_SUMMARY.run(self.t, chosen(ranks))
+        return RANK_SUMMARY.run(self.t, selected(self.t, ranks))
 
     def describe_kind_rules(self) -> pd.DataFrame:
         """The event-kind rule table in force, user rules first."""

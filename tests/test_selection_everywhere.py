@@ -52,11 +52,33 @@ def _same(a: object, b: object) -> None:
             _same(a[k], b[k])
 
 
-def test_every_selecting_method_is_wrapped() -> None:
-    names = set(_methods("ranks")) | set(_methods("iterations"))
-    assert len(names) > 30
+@pytest.mark.parametrize("parameter", ["ranks", "iterations"])
+def test_every_selecting_method_makes_its_selection_first(analyzer: TraceAnalysis,
+                                                         parameter: str,
+                                                         tmp_path: Path) -> None:
+    """Each method turns ``ranks`` and ``iterations`` into one Selection before any work
+    (:func:`hta.facade.selecting.selected`): HTA's positional ``visualize`` landing in
+    either is refused at once, with what to pass."""
+    names = _methods(parameter)
+    assert len(names) > (30 if parameter == "ranks" else 15)
     for name in names:
-        assert getattr(getattr(TraceAnalysis, name), "__accepts_selections__", False), name
+        kwargs: dict[str, object] = {parameter: True}
+        if name in WRITES:  # nothing is written: the selection fails first
+            argument, file_name = WRITES[name]
+            kwargs[argument] = str(tmp_path / file_name)
+        with pytest.raises(TypeError, match="positional `visualize`"):
+            getattr(analyzer, name)(**kwargs)
+
+
+def test_a_method_hands_its_selection_on_unchanged(analyzer: TraceAnalysis) -> None:
+    """A Selection passed as ``ranks`` is the selection (what one method hands another)."""
+    from hta.facade.selecting import selected
+
+    selection = selected(analyzer.t, [0, 1], hta.FIRST)
+    assert selection == hta.Selection((0, 1), (1,))
+    assert selected(analyzer.t, selection, [2]) is selection
+    _same(analyzer.get_collective_arrivals(selection),
+          analyzer.get_collective_arrivals([0, 1], [1]))
 
 
 def test_front_door_example_runs() -> None:

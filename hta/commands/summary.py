@@ -143,14 +143,15 @@ def selected_iterations(analyzer: Analyzer, text: str | None) -> list[int] | Non
 
 def run(args: argparse.Namespace) -> int:
     """Load the job and print the overview."""
-    from hta.model.selection import Selection
+    from hta.model.selection import Selection, resolve
     from hta.report.answers import job_answers
     from hta.report.sections_whatif import replay_uncertainty_rows, uncertainty_note
 
     device = device_arg(args.device)
     analyzer = load(args)
     iterations = selected_iterations(analyzer, args.iterations)
-    answers = job_answers(analyzer, Selection.of(None, iterations), args.top, device,
+    selection = resolve(Selection.of(None, iterations), analyzer.t)  # once, for every answer
+    answers = job_answers(analyzer, selection, args.top, device,
                           replay=False if args.no_replay else True if args.replay else None)
     overview, found = answers.overview, answers.findings
     unclassified = answers.unclassified

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
-from hta.facade.selecting import chosen
+from hta.facade.selecting import selected
 from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
@@ -42,8 +42,7 @@ class BreakdownMixin:
         from hta.analysis import temporal
         from hta.plots.temporal import temporal_breakdown_figure
 
-        _not_bool("ranks", ranks)
-        df = temporal.TEMPORAL_BREAKDOWN.run(self.t, chosen(ranks, iterations))
+        df = temporal.TEMPORAL_BREAKDOWN.run(self.t, selected(self.t, ranks, iterations))
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
 
@@ -55,8 +54,7 @@ class BreakdownMixin:
         from hta.analysis import temporal
         from hta.plots.temporal import temporal_breakdown_figure
 
-        _not_bool("ranks", ranks)
-        df = temporal.TEMPORAL_BREAKDOWN_DETAIL.run(self.t, chosen(ranks, iterations),
+        df = temporal.TEMPORAL_BREAKDOWN_DETAIL.run(self.t, selected(self.t, ranks, iterations),
                                                     per_iteration)
         _show(visualize, lambda: [temporal_breakdown_figure(df)])
         return df
@@ -80,11 +78,10 @@ class BreakdownMixin:
         from hta.analysis import idle
         from hta.plots.idle import idle_time_breakdown_figure
 
-        _not_bool("ranks", ranks)
         delay = _delay_ns(consecutive_kernel_delay_ns, consecutive_kernel_delay)
         df, stats = idle.idle_time_breakdown_and_stats(
-            self.t, chosen(ranks, iterations), streams=streams, consecutive_kernel_delay_ns=delay,
-            show_idle_interval_stats=show_idle_interval_stats)
+            self.t, selected(self.t, ranks, iterations), streams=streams,
+            consecutive_kernel_delay_ns=delay, show_idle_interval_stats=show_idle_interval_stats)
         _show(visualize, lambda: [idle_time_breakdown_figure(df, pctg=visualize_pctg)])
         return df, stats
 
@@ -103,8 +100,7 @@ class BreakdownMixin:
         )
 
         _not_bool("duration_ratio", duration_ratio)
-        _not_bool("ranks", ranks)
-        types, table = kernels.gpu_kernel_breakdown(self.t, chosen(ranks, iterations),
+        types, table = kernels.gpu_kernel_breakdown(self.t, selected(self.t, ranks, iterations),
                                                     duration_ratio=duration_ratio,
                                                     num_kernels=num_kernels,
                                                     include_memory_kernels=include_memory_kernels)
@@ -124,8 +120,7 @@ class BreakdownMixin:
         from hta.analysis import overlap
         from hta.plots.overlap import comm_comp_overlap_figure
 
-        _not_bool("ranks", ranks)
-        df = overlap.COMM_COMP_OVERLAP.run(self.t, chosen(ranks, iterations))
+        df = overlap.COMM_COMP_OVERLAP.run(self.t, selected(self.t, ranks, iterations))
         _show(visualize, lambda: [comm_comp_overlap_figure(df)])
         return df
 
@@ -143,8 +138,7 @@ class BreakdownMixin:
             user_annotation_figure,
         )
 
-        _not_bool("ranks", ranks)
-        df = annotations.user_annotation_breakdown(self.t, chosen(ranks, iterations),
+        df = annotations.user_annotation_breakdown(self.t, selected(self.t, ranks, iterations),
                                                    use_gpu_annotation=use_gpu_annotation,
                                                    duration_ratio=duration_ratio,
                                                    num_kernels=num_kernels,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.facade.display import show
-from hta.facade.selecting import chosen
-from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
+from hta.facade.selecting import RanksOrSelection, selected
+from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -25,7 +25,8 @@ class CollectivesMixin:
 
     t: Job
 
-    def get_collective_performance(self, ranks: Ranks = None, iterations: Iterations = None,
+    def get_collective_performance(self, ranks: RanksOrSelection = None,
+                                   iterations: Iterations = None,
                                    visualize: bool = False) -> pd.DataFrame:
         """One row per collective call (communication kernel): ``rank, collective,
         process_group, group_size, dtype, msg_bytes, time(us), algbw(GB/s), busbw(GB/s),
@@ -34,7 +35,7 @@ class CollectivesMixin:
         from hta.analysis.collectives import COLLECTIVE_ROWS
         from hta.plots.collectives import collective_bandwidth_figure
 
-        perf = COLLECTIVE_ROWS.run(self.t, chosen(ranks, iterations))
+        perf = COLLECTIVE_ROWS.run(self.t, selected(self.t, ranks, iterations))
         if visualize:
             show(collective_bandwidth_figure(perf))
         return perf
@@ -45,7 +46,8 @@ class CollectivesMixin:
         bandwidth; see :func:`hta.analysis.collectives.collective_summary`."""
         from hta.analysis.collectives import collective_summary
 
-        return collective_summary(self.get_collective_performance(ranks, iterations))
+        return collective_summary(self.get_collective_performance(
+            selected(self.t, ranks, iterations)))
 
     def get_slow_collectives(self, ranks: Ranks = None, iterations: Iterations = None,
                              link_gbps: float | None = None) -> pd.DataFrame:
@@ -55,5 +57,4 @@ class CollectivesMixin:
         :mod:`hta.analysis.findings.collective_bw`."""
         from hta.analysis.findings.collective_bw import slow_collectives
 
-        return slow_collectives(self.t, chosen(rank_list(ranks), iteration_list(iterations)),
-                                link_gbps=link_gbps)
+        return slow_collectives(self.t, selected(self.t, ranks, iterations), link_gbps=link_gbps)

@@ -25,7 +25,7 @@ import pandas as pd
 from hta.analysis import launch, queue
 from hta.facade.display import show
 from hta.facade.per_rank import per_rank_frame
-from hta.facade.selecting import chosen
+from hta.facade.selecting import selected
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ class CountersMixin:
         """
         from hta.plots.launch import launch_stats_figure
 
-        _not_bool("ranks", ranks)
-        df = launch.cuda_kernel_launch_stats(self.t, chosen(ranks), runtime_cutoff=runtime_cutoff,
+        df = launch.cuda_kernel_launch_stats(self.t, selected(self.t, ranks),
+                                             runtime_cutoff=runtime_cutoff,
                                              launch_delay_cutoff=launch_delay_cutoff,
                                              include_memory_events=include_memory_events)
         if visualize:
@@ -68,7 +68,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.launch.launch_pairing_summary`.
         """
-        return launch.launch_pairing_summary(self.t, chosen(ranks))
+        return launch.launch_pairing_summary(self.t, selected(self.t, ranks))
 
     def get_queue_length_time_series(self, ranks: Ranks = None,
                                      visualize: bool = False) -> pd.DataFrame:
@@ -78,8 +78,7 @@ class CountersMixin:
         """
         from hta.plots.queue import queue_length_figure
 
-        _not_bool("ranks", ranks)
-        df = queue.queue_length_time_series(self.t, chosen(ranks))
+        df = queue.queue_length_time_series(self.t, selected(self.t, ranks))
         if visualize:
             show(queue_length_figure(df))
         return df
@@ -89,7 +88,7 @@ class CountersMixin:
 
         See :func:`hta.analysis.queue.queue_length_summary`.
         """
-        return queue.queue_length_summary(self.t, chosen(ranks))
+        return queue.queue_length_summary(self.t, selected(self.t, ranks))
 
     def get_time_spent_blocked_on_full_queue(
         self, queue_length_threshold: int | pd.DataFrame = queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
@@ -111,8 +110,8 @@ class CountersMixin:
                             "with a rank column), not a dict per rank")
         if max_queue_length is not None:
             threshold = max_queue_length
-        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold), chosen(ranks),
-                                                      series=series)
+        return queue.time_spent_blocked_on_full_queue(self.t, int(threshold),
+                                                      selected(self.t, ranks), series=series)
 
     def get_memory_bw_time_series(self, ranks: Ranks = None,
                                   visualize: bool = False) -> pd.DataFrame:
@@ -123,8 +122,7 @@ class CountersMixin:
         from hta.analysis import bandwidth
         from hta.plots.bandwidth import memory_bw_figure
 
-        _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_time_series(self.t, chosen(ranks))
+        df = bandwidth.memory_bw_time_series(self.t, selected(self.t, ranks))
         if visualize:
             show(memory_bw_figure(df))
         return df
@@ -138,8 +136,7 @@ class CountersMixin:
         from hta.analysis import bandwidth
         from hta.plots.bandwidth import memory_bw_summary_figure
 
-        _not_bool("ranks", ranks)
-        df = bandwidth.memory_bw_summary(self.t, chosen(ranks))
+        df = bandwidth.memory_bw_summary(self.t, selected(self.t, ranks))
         if visualize:
             show(memory_bw_summary_figure(df))
         return df
@@ -156,7 +153,8 @@ class CountersMixin:
         """
         from hta.export.counters_trace import generate_trace_with_counters
 
-        return generate_trace_with_counters(self.t, time_series, chosen(ranks).rank_list,
+        return generate_trace_with_counters(self.t, time_series,
+                                            selected(self.t, ranks).rank_list,
                                             output_suffix, output_dir)
 
     def get_frequent_cuda_kernel_sequences(
@@ -202,8 +200,7 @@ class CountersMixin:
         from hta.analysis import operators
         from hta.plots.operators import operator_breakdown_figure
 
-        _not_bool("ranks", ranks)
-        df = operators.operator_breakdown(self.t, chosen(ranks),
+        df = operators.operator_breakdown(self.t, selected(self.t, ranks),
                                           group_by_input_shape=group_by_input_shape)
         if visualize:
             show(operator_breakdown_figure(df))
@@ -216,11 +213,5 @@ class CountersMixin:
         """
         from hta.analysis import cupti
 
-        return per_rank_frame(cupti.cupti_counter_data_with_operators(self.t, chosen(ranks)))
-
-
-def _not_bool(name: str, value: object) -> None:
-    """Catch HTA's positional ``visualize`` landing in another parameter."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name}={value!r} looks like a `visualize` flag; pass visualize= by "
-                        "keyword.")
+        return per_rank_frame(cupti.cupti_counter_data_with_operators(
+            self.t, selected(self.t, ranks)))

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.model.selection import Iterations, Ranks, normalize_iterations, normalize_ranks
+from hta.facade.selecting import RanksOrSelection, selected
+from hta.model.selection import Iterations, Ranks, Selection
 
 if TYPE_CHECKING:
     from hta.analysis.findings import FindingsResult
@@ -19,14 +20,11 @@ class FindingsMixin:
 
     t: Job
 
-    def _findings(self, ranks: Ranks,
-                  iterations: Iterations, min_share: float | None
-                  ) -> FindingsResult:
+    def _findings(self, selection: Selection, min_share: float | None) -> FindingsResult:
         """One run of the rules per selection, kept for the companion methods;
         ``min_share=None`` is the engine's default (imported here, on first use)."""
         from hta.analysis.findings import analyse
         from hta.analysis.findings.engine import DEFAULT_MIN_SHARE
-        from hta.facade.selecting import chosen
 
         if min_share is None:
             min_share = DEFAULT_MIN_SHARE
@@ -35,13 +33,13 @@ class FindingsMixin:
         if merge is not None:  # graph-replayed work with its captured operators
             merge()
         cache = self.__dict__.setdefault("_findings_cache", {})
-        key = (normalize_ranks(ranks), normalize_iterations(iterations), float(min_share))
+        key = (selection, float(min_share))
         if key not in cache:
             cache.clear()
-            cache[key] = analyse(self.t, chosen(ranks, iterations), min_share=min_share)
+            cache[key] = analyse(self.t, selection, min_share=min_share)
         return cache[key]
 
-    def get_findings(self, ranks: Ranks = None,
+    def get_findings(self, ranks: RanksOrSelection = None,
                      iterations: Iterations = None,
                      min_share: float | None = None,
                      replay: bool = True) -> pd.DataFrame:
@@ -70,7 +68,7 @@ class FindingsMixin:
         """
         if replay:  # a graph the replay can build meanwhile, where a core would idle
             self.replay().build_ahead()  # type: ignore[attr-defined]
-        found = self._findings(ranks, iterations, min_share).findings
+        found = self._findings(selected(self.t, ranks, iterations), min_share).findings
         cache = self.__dict__.setdefault("_replayed_findings", {})
         key = (id(found), replay)
         if key not in cache:
@@ -97,7 +95,7 @@ class FindingsMixin:
         :mod:`hta.analysis.findings.coverage`. The longest unexplained pieces:
         :meth:`get_unexplained_time`.
         """
-        return self._findings(ranks, iterations, min_share).coverage.copy()
+        return self._findings(selected(self.t, ranks, iterations), min_share).coverage.copy()
 
     def get_unexplained_time(self, ranks: Ranks = None,
                              iterations: Iterations = None,
@@ -106,7 +104,7 @@ class FindingsMixin:
         explains: ``start_ns``, ``end_ns``, ``dur(us)``, ``step``, ``gpu`` (idle or the
         exposed kind), ``cpu`` (operators and runtime calls with the most exclusive time
         in it) and ``annotations`` (the ``record_function`` ranges around it)."""
-        return self._findings(ranks, iterations, min_share).unexplained.copy()
+        return self._findings(selected(self.t, ranks, iterations), min_share).unexplained.copy()
 
     def describe_findings_rules(self) -> pd.DataFrame:
         """Every findings rule: id, title, scope, report section, saving, advice."""

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
 from hta.facade.empty import NO_MEMORY_EVENTS, say_why_empty
-from hta.facade.selecting import chosen
+from hta.facade.selecting import selected
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -36,10 +35,10 @@ class MemoryMixin:
         from hta.analysis.memory import MEMORY_SUMMARY, MEMORY_TIMELINE
         from hta.plots.memory import memory_timeline_figure
 
-        _not_bool("ranks", ranks)
-        df = MEMORY_TIMELINE.run(self.t, chosen(ranks))
+        selection = selected(self.t, ranks)
+        df = MEMORY_TIMELINE.run(self.t, selection)
         if visualize:
-            summary = MEMORY_SUMMARY.run(self.t, chosen(ranks))
+            summary = MEMORY_SUMMARY.run(self.t, selection)
             show(memory_timeline_figure(df, summary))
         return df
 
@@ -51,12 +50,12 @@ class MemoryMixin:
         from hta.analysis.memory import MEMORY_SUMMARY, MEMORY_TIMELINE
         from hta.plots.memory import memory_timeline_figure
 
-        _not_bool("ranks", ranks)
-        df = MEMORY_SUMMARY.run(self.t, chosen(ranks))
+        selection = selected(self.t, ranks)
+        df = MEMORY_SUMMARY.run(self.t, selection)
         if not len(df):
             say_why_empty(self, "memory", NO_MEMORY_EVENTS)
         if visualize:
-            timeline = MEMORY_TIMELINE.run(self.t, chosen(ranks))
+            timeline = MEMORY_TIMELINE.run(self.t, selection)
             show(memory_timeline_figure(timeline, df))
         return df
 
@@ -65,7 +64,7 @@ class MemoryMixin:
         device's peak. See :func:`hta.analysis.memory.memory_peak_operators`."""
         from hta.analysis.memory import MEMORY_PEAK_OPERATORS
 
-        return MEMORY_PEAK_OPERATORS.run(self.t, chosen(ranks))
+        return MEMORY_PEAK_OPERATORS.run(self.t, selected(self.t, ranks))
 
     @staticmethod
     def plot_memory_timeline_raw(path: str | Path, visualize: bool = True) -> pd.DataFrame:

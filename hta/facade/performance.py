@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.facade.breakdown import _not_bool
 from hta.facade.display import show
-from hta.facade.selecting import chosen
+from hta.facade.selecting import RanksOrSelection, selected
 from hta.facade.serving import ServingMixin
 from hta.model.selection import Ranks
 
@@ -33,7 +32,7 @@ class PerformanceMixin(ServingMixin):
     t: Job
     rules: RuleSet
 
-    def get_op_performance(self, ranks: Ranks = None, device: DeviceArg = None
+    def get_op_performance(self, ranks: RanksOrSelection = None, device: DeviceArg = None
                            ) -> pd.DataFrame:
         """One row per operator call that launched GPU work, at the innermost operator:
         ``rank, op, category, input_dims, input_types, kernel_time(us), flops, bytes,
@@ -44,9 +43,9 @@ class PerformanceMixin(ServingMixin):
         See :func:`hta.analysis.perf.op_performance.op_performance`."""
         from hta.analysis.perf.op_performance import OP_PERFORMANCE
 
-        _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return OP_PERFORMANCE.run(self.t, chosen(ranks), device=device, rules=self.rules)
+        return OP_PERFORMANCE.run(self.t, selected(self.t, ranks), device=device,
+                                  rules=self.rules)
 
     def get_op_performance_summary(self, ranks: Ranks = None, device: DeviceArg = None,
                                    by: str = "shape") -> pd.DataFrame:
@@ -59,20 +58,19 @@ class PerformanceMixin(ServingMixin):
 
         if by not in ("shape", "category"):
             raise ValueError(f"by: expected 'shape' or 'category', got {by!r}")
+        selection = selected(self.t, ranks)
         self.merge_capture_traces()
         if by == "shape":  # per rank where the ranks are: the per-call rows stay there
-            _not_bool("ranks", ranks)
-            return OP_SUMMARY.run(self.t, chosen(ranks), device=device, rules=self.rules)
-        return op_performance_by_category(self.get_op_performance(ranks, device))
+            return OP_SUMMARY.run(self.t, selection, device=device, rules=self.rules)
+        return op_performance_by_category(self.get_op_performance(selection, device))
 
     def get_category_time(self, ranks: Ranks = None) -> pd.DataFrame:
         """GPU time per rank and category (GEMM, attention, ..., copy/memset, other).
         See :func:`hta.analysis.perf.summary.category_time`."""
         from hta.analysis.perf.summary import CATEGORY_TIME
 
-        _not_bool("ranks", ranks)
         self.merge_capture_traces()
-        return CATEGORY_TIME.run(self.t, chosen(ranks), rules=self.rules)
+        return CATEGORY_TIME.run(self.t, selected(self.t, ranks), rules=self.rules)
 
     def plot_roofline(self, rank: int | None = None, device: DeviceArg = None,
                       visualize: bool = True) -> Any:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hta.facade.display import show
-from hta.facade.selecting import chosen
+from hta.facade.selecting import selected
 from hta.facade.stragglers import StragglersMixin
-from hta.model.selection import Iterations, Ranks, normalize_iterations, normalize_ranks
+from hta.model.selection import Iterations, Ranks, Selection
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -55,11 +55,11 @@ class PipelineMixin(StragglersMixin):
         """
         from hta.analysis.straggler_causes import CAUSE_TABLE, job_straggler_causes
 
-        if len(self.t.selected_ranks(ranks)) < 2:
+        selection = selected(self.t, ranks, iterations)
+        if len(self.t.selected_ranks(selection.rank_list)) < 2:
             return CAUSE_TABLE.empty()
-        arrivals = self.get_collective_arrivals(ranks, iterations)
-        causes = job_straggler_causes(self.t, chosen(ranks, iterations), arrivals,
-                                      self.clock_shifts(True))
+        arrivals = self.get_collective_arrivals(selection)
+        causes = job_straggler_causes(self.t, selection, arrivals, self.clock_shifts(True))
         return self._straggler_costs(causes, replay)
 
     def _straggler_costs(self, causes: pd.DataFrame, replay: bool) -> pd.DataFrame:
@@ -102,11 +102,11 @@ class PipelineMixin(StragglersMixin):
         :func:`hta.plots.pipeline.pipeline_figure`."""
         if per not in PER:
             raise ValueError(f"per={per!r}: expected one of {', '.join(PER)}")
-        key = (normalize_ranks(ranks), normalize_iterations(iterations))
+        key = selected(self.t, ranks, iterations)
         cache = self.__dict__.setdefault("_pipeline_cache", {})
         if key not in cache:
             cache.clear()
-            cache[key] = self._pipeline_tables(ranks, iterations)
+            cache[key] = self._pipeline_tables(key)
         bubbles, steps, timeline = (t.copy() for t in cache[key])
         if visualize:
             from hta.analysis.pipeline_bubbles import stage_means
@@ -115,7 +115,7 @@ class PipelineMixin(StragglersMixin):
             show(pipeline_figure(stage_means(steps), timeline))
         return {"micro_batch": bubbles, "step": steps, "timeline": timeline}[per]
 
-    def _pipeline_tables(self, ranks: Ranks, iterations: Iterations
+    def _pipeline_tables(self, selection: Selection
                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """The micro-batch, step and timeline tables of :meth:`get_pipeline_bubbles`:
         each stage's runs of computation read where the rank is, combined here
@@ -123,12 +123,11 @@ class PipelineMixin(StragglersMixin):
         from hta.analysis.pipeline import PIPELINE_COMPUTE, RUNS, stage_order
         from hta.analysis.pipeline_bubbles import pipeline_tables
 
-        selection = chosen(ranks, iterations)
-        arrivals = self.get_collective_arrivals(ranks, iterations)
+        arrivals = self.get_collective_arrivals(selection)
         p2p = arrivals[arrivals["matched_by"] == "p2p"] if len(arrivals) else arrivals
         stages = stage_order(p2p) if len(p2p) else {}
         if not stages:
             return pipeline_tables(RUNS.empty(), p2p)
         iters = selection.iteration_list
-        runs = PIPELINE_COMPUTE.run(self.t, chosen(sorted(stages), iters), iters)
+        runs = PIPELINE_COMPUTE.run(self.t, Selection.of(sorted(stages), iters), iters)
         return pipeline_tables(runs, p2p, self.clock_shifts(True))

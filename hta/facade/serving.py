@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hta.facade.selecting import chosen
+from hta.facade.selecting import RanksOrSelection, selected
 from hta.model.selection import Ranks
 
 if TYPE_CHECKING:
@@ -51,14 +51,15 @@ class ServingMixin:
     t: Job
     trace_dir: str | None
 
-    def get_server_iterations(self, ranks: Ranks = None) -> pd.DataFrame:
+    def get_server_iterations(self, ranks: RanksOrSelection = None) -> pd.DataFrame:
         """One row per engine iteration (vLLM's ``execute_model``, SGLang's batch step, or
         a graph launch): its kind (prefill, decode, mixed where the trace says), time,
         GPU busy time, idle time and GPU time per kernel category. See
         :mod:`hta.analysis.serving`."""
         from hta.analysis.serving import SERVER_ITERATIONS
 
-        return SERVER_ITERATIONS.run(self.t, chosen(ranks), getattr(self, "rules", None))
+        return SERVER_ITERATIONS.run(self.t, selected(self.t, ranks),
+                                     getattr(self, "rules", None))
 
     def get_server_iteration_summary(self, ranks: Ranks = None) -> pd.DataFrame:
         """Per iteration kind: iterations, the steady state's median time (the first
@@ -66,7 +67,7 @@ class ServingMixin:
         decode). See :func:`hta.analysis.serving.iteration_summary`."""
         from hta.analysis.serving import iteration_summary
 
-        return iteration_summary(self.get_server_iterations(ranks))
+        return iteration_summary(self.get_server_iterations(selected(self.t, ranks)))
 
     def _capture_windows(self, capture_dir: str | Path | None) -> list[tuple[int, Any]]:
         """(rank of the capture trace, window) of every capture file, in file order."""
@@ -110,7 +111,7 @@ class ServingMixin:
         cache[key] = out
         return out
 
-    def get_captured_kernels(self, ranks: Ranks = None,
+    def get_captured_kernels(self, ranks: RanksOrSelection = None,
                              capture_dir: str | Path | None = None) -> pd.DataFrame:
         """Each graph-replayed GPU event with the operator that captured it, its shapes and
         FLOPs (columns and matching: :mod:`hta.analysis.capture`). Capture traces of the
@@ -118,7 +119,7 @@ class ServingMixin:
         from hta.analysis.capture import CAPTURED_KERNELS
 
         windows = self._capture_windows(capture_dir)
-        out = CAPTURED_KERNELS.run(self.t, chosen(ranks), windows)
+        out = CAPTURED_KERNELS.run(self.t, selected(self.t, ranks), windows)
         out = out.reset_index(drop=True) if len(out) else CAPTURED_KERNELS.empty()
         if len(out) and windows and not out["matched"].any():
             logger.warning("the capture traces match none of the %d graph replay(s): no "
@@ -137,8 +138,9 @@ class ServingMixin:
         See :func:`hta.analysis.capture.captured_op_performance`."""
         from hta.analysis.capture import CAPTURED_OP_PERFORMANCE
 
-        kernels = self.get_captured_kernels(ranks, capture_dir)
-        out = CAPTURED_OP_PERFORMANCE.run(self.t, chosen(ranks), kernels, device,
+        selection = selected(self.t, ranks)
+        kernels = self.get_captured_kernels(selection, capture_dir)
+        out = CAPTURED_OP_PERFORMANCE.run(self.t, selection, kernels, device,
                                           getattr(self, "rules", None))
         return out.reset_index(drop=True) if len(out) else CAPTURED_OP_PERFORMANCE.empty()
 
@@ -188,4 +190,4 @@ class ServingMixin:
         (:func:`hta.analysis.capture.merge_summary`)."""
         from hta.analysis.capture import merge_summary
 
-        return merge_summary(self.get_captured_kernels(ranks, capture_dir))
+        return merge_summary(self.get_captured_kernels(selected(self.t, ranks), capture_dir))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hta.facade.selecting import chosen
-from hta.model.selection import Iterations, Ranks, rank_list, step_table
+from hta.facade.selecting import selected
+from hta.model.selection import Iterations, Ranks, step_table
 
 if TYPE_CHECKING:
     from hta.model.job import Job
@@ -45,13 +45,13 @@ class StepsAndOpsMixin:
         events of those steps."""
         from hta.analysis import event_counts
 
-        return event_counts.EVENT_COUNTS.run(self.t, chosen(ranks, iterations))
+        return event_counts.EVENT_COUNTS.run(self.t, selected(self.t, ranks, iterations))
 
     def get_profiler_step_spans(self, ranks: Ranks = None
                                 ) -> pd.DataFrame:
         """Per rank and step: start, end and duration in ns: the model's step table
         (:func:`hta.model.selection.step_table`)."""
-        return step_table(self.t, chosen(ranks))
+        return step_table(self.t, selected(self.t, ranks))
 
     def get_aten_op_kernels_and_delay(
         self, ranks: Ranks = None,
@@ -63,8 +63,9 @@ class StepsAndOpsMixin:
         launch no kernel maps to an empty frame. See :mod:`hta.analysis.aten_ops`."""
         from hta.analysis import aten_ops
 
-        df = aten_ops.ATEN_OP_KERNELS.run(self.t, chosen(ranks), aten_ops.sort_columns(sort_by))
-        wanted = rank_list(ranks)
+        selection = selected(self.t, ranks)
+        df = aten_ops.ATEN_OP_KERNELS.run(self.t, selection, aten_ops.sort_columns(sort_by))
+        wanted = selection.rank_list
         cols = [c for c in aten_ops.COLUMNS if c != "rank"]
         return {int(r): df.loc[df["rank"] == r, cols].reset_index(drop=True)
                 for r in (self.t.get_ranks() if wanted is None else wanted)}

@@ -17,7 +17,7 @@ import pandas as pd
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
 from hta.facade.empty import one_rank, say_why_empty
-from hta.facade.selecting import chosen
+from hta.facade.selecting import RanksOrSelection, selected
 from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class StragglersMixin(ClockMixin):
 
     t: Job
 
-    def get_collective_arrivals(self, ranks: Ranks = None,
+    def get_collective_arrivals(self, ranks: RanksOrSelection = None,
                                 iterations: Iterations = None,
                                 align_clocks: bool = True) -> pd.DataFrame:
         """One row per (collective instance, rank): when the rank's kernel started, its
@@ -44,7 +44,7 @@ class StragglersMixin(ClockMixin):
         reference clock (:meth:`get_clock_offsets`) unless ``align_clocks=False``."""
         from hta.analysis.clock import aligned_arrivals
 
-        return aligned_arrivals(self.t, chosen(ranks, iterations),
+        return aligned_arrivals(self.t, selected(self.t, ranks, iterations),
                                 offsets=self.clock_shifts(align_clocks))
 
     def get_straggler_summary(self, ranks: Ranks = None, iterations: Iterations = None,
@@ -55,7 +55,7 @@ class StragglersMixin(ClockMixin):
         from hta.analysis.stragglers import straggler_summary
         from hta.plots.stragglers import straggler_figure
 
-        arrivals = self.get_collective_arrivals(ranks, iterations)
+        arrivals = self.get_collective_arrivals(selected(self.t, ranks, iterations))
         summary = straggler_summary(arrivals)
         if visualize:
             show(straggler_figure(summary, arrivals))
@@ -84,16 +84,17 @@ class StragglersMixin(ClockMixin):
         from hta.plots.stragglers import straggler_figure
 
         num_candidates = max(1, int(num_candidates))
-        arrivals = self.get_collective_arrivals(ranks, profiler_steps)
+        selection = selected(self.t, ranks, profiler_steps)
+        arrivals = self.get_collective_arrivals(selection)
         if profiler_steps is not None and not len(arrivals):
-            everything = self.get_collective_arrivals(ranks)
+            everything = self.get_collective_arrivals(selection.every_event())
             have = sorted(int(i) for i in everything["iteration"].unique() if int(i) >= 0)
             raise ValueError(f"invalid value for argument: profiler_steps={profiler_steps}: "
                              f"no collective in those steps; steps with collectives: {have}")
         summary = straggler_summary(arrivals)
-        selected = len(self.t.selected_ranks(ranks))
-        if selected < 2:
-            say_why_empty(self, "stragglers", one_rank(selected))
+        n_ranks = len(self.t.selected_ranks(selection.rank_list))
+        if n_ranks < 2:
+            say_why_empty(self, "stragglers", one_rank(n_ranks))
         if straggler_identification_impl is None:
             found = potential_stragglers(summary, num_candidates)
         else:

@@ -18,8 +18,8 @@ import pandas as pd
 
 from hta.facade.clock import ClockMixin
 from hta.facade.display import show
-from hta.facade.selecting import chosen
-from hta.model.selection import Iterations, Ranks, iteration_list, rank_list
+from hta.facade.selecting import RanksOrSelection, selected
+from hta.model.selection import Iterations, Ranks, Selection
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,7 +41,7 @@ class TimelineMixin(ClockMixin):
     t: Job
 
     def get_timeline_segments(
-        self, ranks: Ranks = None, iterations: Iterations = None,
+        self, ranks: RanksOrSelection = None, iterations: Iterations = None,
         streams: Iterable[int] | int | None = None,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
         align_clocks: bool = True,
@@ -53,14 +53,15 @@ class TimelineMixin(ClockMixin):
         from hta.analysis import timeline
         from hta.analysis.clock import shift_times
 
-        per_rank = _per_rank_budget(self.t, chosen(ranks).rank_list, max_segments)
+        selection = selected(self.t, ranks, iterations)
+        per_rank = _per_rank_budget(self.t, selection, max_segments)
         timeline.check_budget(per_rank, resolution_ns)
-        segments = timeline.TIMELINE_SEGMENTS.run(self.t, chosen(ranks, iterations), streams,
-                                                  per_rank, resolution_ns)
+        segments = timeline.TIMELINE_SEGMENTS.run(self.t, selection, streams, per_rank,
+                                                  resolution_ns)
         return shift_times(segments, self.clock_shifts(align_clocks))
 
     def plot_timeline(
-        self, ranks: Ranks = None, iterations: Iterations = None,
+        self, ranks: RanksOrSelection = None, iterations: Iterations = None,
         streams: Iterable[int] | int | None = None, *,
         max_segments: int = DEFAULT_FIGURE_SEGMENTS, resolution_ns: int | None = None,
         title: str | None = None, visualize: bool = False, align_clocks: bool = True,
@@ -76,11 +77,12 @@ class TimelineMixin(ClockMixin):
         """
         from hta.plots.timeline import timeline_figure
 
-        segments = self.get_timeline_segments(ranks, iterations, streams,
+        selection = selected(self.t, ranks, iterations)
+        segments = self.get_timeline_segments(selection, None, streams,
                                                max_segments=max_segments,
                                                resolution_ns=resolution_ns,
                                                align_clocks=align_clocks)
-        fig = timeline_figure(segments, title=title or _title(segments, iterations))
+        fig = timeline_figure(segments, title=title or _title(segments, selection))
         if visualize:
             show(fig)
         return fig
@@ -103,8 +105,8 @@ class TimelineMixin(ClockMixin):
             logger.info("duration_threshold=%s is not used: kernels keep their real "
                         "durations (see plot_timeline)", duration_threshold)
         kwargs.pop("visualize", None)
-        self.plot_timeline(ranks, iterations, streams, title=title, visualize=True,
-                           **kwargs)
+        self.plot_timeline(selected(self.t, ranks, iterations), None, streams, title=title,
+                           visualize=True, **kwargs)
 
 
     def write_perfetto_job(
@@ -124,23 +126,23 @@ class TimelineMixin(ClockMixin):
         )
 
         protos()  # fail before any work when Perfetto's package is missing
-        selected = self.t.selected_ranks(ranks)
-        drawn = rank_finding_slices(self.t, chosen(selected)) if findings else None
-        return write_job_perfetto(self.t, path, selected,
+        selection = selected(self.t, ranks)
+        drawn = rank_finding_slices(self.t, selection) if findings else None
+        return write_job_perfetto(self.t, path, self.t.selected_ranks(selection.rank_list),
                                   offsets=self.clock_shifts(align_clocks), findings=drawn)
 
 
-def _per_rank_budget(trace: Job, ranks: Ranks, total: int) -> int:
+def _per_rank_budget(trace: Job, selection: Selection, total: int) -> int:
     from hta.analysis.timeline import segments_per_rank
 
-    wanted = rank_list(ranks)
+    wanted = selection.rank_list
     return segments_per_rank(total, len(trace.get_ranks()) if wanted is None else len(wanted))
 
 
-def _title(segments: pd.DataFrame, iterations: Iterations) -> str:
+def _title(segments: pd.DataFrame, selection: Selection) -> str:
     ranks = segments["rank"].nunique() if len(segments) else 0
     text = f"GPU timeline: {ranks} rank(s)"
-    its = iteration_list(iterations)
+    its = selection.iteration_list
     if its is not None:
         text += ", iteration(s) " + ", ".join(str(i) for i in its)
     return text

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hta.facade.display import show
-from hta.model.selection import Iterations, Ranks, iteration_list
+from hta.facade.selecting import selected
+from hta.model.selection import Iterations, Ranks
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -61,7 +62,8 @@ class WhatIfMixin:
                              min_share: float | None = None) -> pd.DataFrame:
         """The same table as :meth:`get_findings`, whose savings are the replay's (kept
         for code written against earlier versions)."""
-        return self.get_findings(ranks, iterations, min_share)  # type: ignore[attr-defined]
+        return self.get_findings(  # type: ignore[attr-defined]
+            selected(self.t, ranks, iterations), min_share=min_share)
 
     def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
         """``findings`` (the rules' table) with each fix's replayed saving and its range
@@ -81,7 +83,8 @@ class WhatIfMixin:
         step, the step if that rank were at the median (``no-stragglers`` on that rank
         alone), the measured step and the replay's error. See
         :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
-        return self.replay().step_bound(iteration_list(iterations), True)[0].copy()
+        steps = selected(self.t, None, iterations).iteration_list
+        return self.replay().step_bound(steps, True)[0].copy()
 
     def get_job_step_bound(self, iterations: Iterations = None
                            ) -> dict[str, Any] | None:
@@ -91,7 +94,8 @@ class WhatIfMixin:
         (``no-stragglers:RANK``) and the replay's error; None without a step. What ``hta
         summary`` and ``hta report`` show. See
         :func:`hta.analysis.whatif.jobpath.job_step_bound`."""
-        found = self.replay().step_bound(iteration_list(iterations), False)[1]
+        steps = selected(self.t, None, iterations).iteration_list
+        found = self.replay().step_bound(steps, False)[1]
         return dict(found) if found is not None else None
 
     def get_job_critical_path(self, iteration: int | None = None) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from hta.analysis.perf.summary import CATEGORY_TIME, OP_SUMMARY
 from hta.analysis.summary import RANK_SUMMARY
 from hta.analysis.unclassified import UNCLASSIFIED_KERNELS
 from hta.model.runner import run
-from hta.model.selection import Selection, resolve
+from hta.model.selection import Selection
 from hta.report.overview import JobOverview, overview_plan
 
 if TYPE_CHECKING:
@@ -104,14 +104,14 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
                 device: Device | None = None,
                 errors: Literal["raise", "return"] = "raise",
                 replay: bool | None = None) -> JobAnswers:
-    """Every answer of :class:`JobAnswers` for ``selection`` (resolved here if it is not),
-    from one visit of each selected rank; ``device`` for the operators' % of peak. The
-    findings' savings are the replay's (``TraceAnalysis.get_findings``); ``replay=False``:
-    the rules' GPU-time estimates; ``None``: replayed when it fits (:func:`replay_fits`,
-    the reason in ``replay_note`` when not)."""
+    """Every answer of :class:`JobAnswers` for ``selection`` (resolved by the caller, once:
+    :func:`hta.model.selection.resolve`), from one visit of each selected rank; ``device``
+    for the operators' % of peak. The findings' savings are the replay's
+    (``TraceAnalysis.get_findings``); ``replay=False``: the rules' GPU-time estimates;
+    ``None``: replayed when it fits (:func:`replay_fits`, the reason in ``replay_note``
+    when not)."""
     analyzer.merge_capture_traces()  # graph-replayed work with its captured operators
     job = analyzer.t
-    selection = resolve(selection, job)
     iterations = selection.iteration_list
     rules = analyzer.rules
     if replay is not False:  # a graph the replay can build meanwhile, where a core would idle
