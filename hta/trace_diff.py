@@ -55,12 +55,13 @@ class DeviceType(Enum):
 
 
 def as_trace(value: Any) -> Job:
-    """A loaded job (:class:`~hta.model.job.Job`) from a Trace, a ``TraceAnalysis`` (its
-    ``.t``) or a trace folder (loaded without cache writes nor progress bar)."""
-    if isinstance(value, Trace):
+    """A loaded job (:class:`~hta.model.job.Job`: a Trace, or ranks kept out of memory or
+    on Dask) from a job, a ``TraceAnalysis`` (its ``.t``) or a trace folder (loaded without
+    cache writes nor progress bar)."""
+    if isinstance(value, (Trace, Job)):
         return value
     inner = getattr(value, "t", None)
-    if isinstance(inner, Trace):
+    if isinstance(inner, (Trace, Job)):
         return inner
     if isinstance(value, (str, Path)):
         from hta.trace_analysis import TraceAnalysis

@@ -412,3 +412,25 @@ def test_verdict_digits_show_the_change_and_tiny_changes_are_unchanged() -> None
     assert table.loc["tiny", "status"] == "unchanged"
     assert table.loc["gemm", "status"] == "slower"
     assert table.loc["same", "status"] == "unchanged"
+
+
+def test_a_diff_of_jobs_kept_out_of_memory_reads_each_rank_where_it_is() -> None:
+    """The diff's per-rank work (names, kernels and operators, causes, GPU work) runs
+    through the runner: jobs whose ranks stay out of memory (read by worker processes)
+    compare as they do in memory, and nothing refuses them."""
+    from conftest import SAMPLE_TRACES
+
+    from hta.analysis.diff.causes import change_causes
+    from hta.job.distributed import DistributedJob
+    from hta.trace_analysis import TraceAnalysis
+
+    folder = SAMPLE_TRACES / "synthetic_4rank"
+    eager = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
+    lazy = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False, in_memory=False)
+    assert isinstance(lazy.t, DistributedJob)
+    want, got = TraceDiff.compare_jobs(eager, eager), TraceDiff.compare_jobs(lazy, lazy)
+    for table in ("kernels", "operators", "summary", "steps"):
+        pd.testing.assert_frame_equal(getattr(want, table), getattr(got, table))
+    pd.testing.assert_frame_equal(TraceDiff.compare_traces(eager, eager, control_rank=[0, 1]),
+                                  TraceDiff.compare_traces(lazy, lazy, control_rank=[0, 1]))
+    pd.testing.assert_frame_equal(change_causes(eager.t, eager.t), change_causes(lazy.t, lazy.t))

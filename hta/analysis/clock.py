@@ -54,9 +54,9 @@ from collections.abc import Hashable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import check_whole_ranks, rank_numbers, select_ranks
+from hta.analysis.select import rank_numbers
 from hta.analysis.stragglers import COLLECTIVE_KERNELS, match_collectives
-from hta.model.declared import Analysis, Columns
+from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, remembered, run_one, visit_key
 from hta.model.selection import EVERYTHING, Selection
@@ -84,9 +84,7 @@ def rank_host(rt: RankTrace) -> str:
 def rank_hosts(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFrame:
     """Per rank, the ``host_name`` its trace's settings give (``""`` when none): columns
     ``rank``, ``host`` (the rows of :func:`rank_host_row` of the ranks of ``trace``)."""
-    check_whole_ranks(selection, "rank_hosts")
-    rows = [{"rank": rt.rank, "host": rank_host(rt)} for rt in select_ranks(trace, selection)]
-    return pd.DataFrame(rows, columns=["rank", "host"])
+    return RANK_HOSTS.run(trace, selection).reset_index(drop=True)
 
 
 def rank_host_row(rt: RankTrace) -> pd.DataFrame:
@@ -100,6 +98,8 @@ def _host_of(hosts: pd.DataFrame) -> dict[int, str]:
 
 #: Rank -> host name, of the selected ranks (:func:`rank_host_row`, combined).
 HOST_ROWS = Analysis("Hosts", rank_host_row, HOSTS, finish=_host_of)
+#: Per rank, its host name (:func:`rank_hosts`).
+RANK_HOSTS = Analysis("Hosts", rank_host_row, HOSTS, steps=WHOLE)
 
 
 def estimate_offsets(ends: pd.DataFrame) -> dict[int, float]:

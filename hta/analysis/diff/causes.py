@@ -33,8 +33,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE, kind_mask
+from hta.model.selection import Selection
 from hta.model.trace import RankTrace
 
 #: Columns of :func:`change_causes`.
@@ -60,59 +62,22 @@ def _steps(rt: RankTrace, iterations: Sequence[int] | None) -> np.ndarray:
 
 
 class _Side:
-    """One job's causes per (rank, step) slot: sync sites, copies, kernels."""
+    """One job's causes per (rank, step) slot: sync sites, copies, kernels, from each
+    rank's rows (:data:`CAUSE_ROWS`, read where the rank is)."""
 
     def __init__(self, trace: Job, iterations: Sequence[int] | None) -> None:
-        self.slots: list[int] = []
-        self.sync: list[pd.DataFrame] = []
-        self.copy: list[pd.DataFrame] = []
-        self.kernel: list[pd.DataFrame] = []
+        rows = CAUSE_ROWS.run(trace, Selection.of(None, iterations))
+        rows = rows.sort_values("rank", kind="stable")
+        part = rows["part"].to_numpy(dtype=object)
+        self.slots: list[int] = rows["slot"].to_numpy()[part == "slot"].tolist()
         self.memory: dict[str, set[str]] = {}
-        for rank in trace.get_ranks():
-            self._rank(trace.rank(rank), iterations)
+        copies = rows[part == "copy"]
+        for d, m in zip(copies["key"].tolist(), copies["memory"].tolist(), strict=True):
+            self.memory.setdefault(d, set()).add(m)
+        self.sync = _parts(rows[part == "sync"], with_bytes=False)
+        self.copy = _parts(copies, with_bytes=True)
+        self.kernel = _parts(rows[part == "kernel"], with_bytes=False)
         self.n_slots = max(len(self.slots), 1)
-
-    def _slot(self, rank: int, step: np.ndarray) -> np.ndarray:
-        return rank * (1 << 32) + step
-
-    def _rank(self, rt: RankTrace, iterations: Sequence[int] | None) -> None:
-        from hta.analysis.findings.sync import blocking_rows
-        from hta.analysis.findings.sync_sites import find_sites
-
-        ev = rt.events
-        step = _steps(rt, iterations)
-        live = np.unique(step[step >= -1])
-        self.slots += self._slot(rt.rank, live).tolist()
-        names = ev["name"].to_numpy()
-        dur = ev["dur"].to_numpy().astype(np.float64)
-        rows = np.asarray(blocking_rows(rt))
-        rows = rows[step[rows] >= -1] if rows.size else rows
-        if rows.size:
-            op = find_sites(rt, rows).op
-            site = [rt.symbols[names[o]] if o >= 0 else rt.symbols[names[r]]
-                    for r, o in zip(rows.tolist(), op.tolist(), strict=True)]
-            self.sync.append(pd.DataFrame({"key": site, "slot": self._slot(
-                rt.rank, step[rows]), "value": dur[rows]}))
-        codes = ev["kind"].array.codes
-        copies = np.flatnonzero(kind_mask(codes, tuple(_DIRECTIONS)) & (step >= -1))
-        if copies.size:
-            from hta.analysis.findings.rule_tools import bytes_of
-
-            kinds = ev["kind"].astype(str).to_numpy()[copies]
-            direction = [_DIRECTIONS[k] for k in kinds]
-            for d, n in zip(direction, names[copies].tolist(), strict=True):
-                text = rt.symbols[n]
-                memory = "pageable" if "Pageable" in text else \
-                    "pinned" if "Pinned" in text else "?"
-                self.memory.setdefault(d, set()).add(memory)
-            self.copy.append(pd.DataFrame({
-                "key": direction, "slot": self._slot(rt.rank, step[copies]),
-                "value": dur[copies], "bytes": np.nan_to_num(bytes_of(rt, copies))}))
-        kernels = np.flatnonzero((codes == KIND_CODE["computation"]) & (step >= -1))
-        if kernels.size:
-            self.kernel.append(pd.DataFrame({
-                "key": [rt.symbols[n] for n in names[kernels].tolist()],
-                "slot": self._slot(rt.rank, step[kernels]), "value": dur[kernels]}))
 
     def table(self, kind: str) -> pd.DataFrame:
         """Per key: ``count`` and ``time`` per step (mean over the slots), ``spread`` (the
@@ -134,6 +99,74 @@ class _Side:
         return pd.DataFrame({"count": g["count"].mean(), "time": g["time"].mean(),
                              "spread": g["time"].std(ddof=0).fillna(0.0) / np.sqrt(n),
                              "bytes": g["bytes"].mean()})
+
+
+def _parts(rows: pd.DataFrame, with_bytes: bool) -> list[pd.DataFrame]:
+    """The rows of one kind as :meth:`_Side.table` reads them (none: an empty list)."""
+    if not len(rows):
+        return []
+    columns = ["key", "slot", "value"] + (["bytes"] if with_bytes else [])
+    return [rows[columns].reset_index(drop=True)]
+
+
+def _slot(rank: int, step: np.ndarray) -> np.ndarray:
+    return rank * (1 << 32) + step
+
+
+def rank_cause_rows(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame:
+    """One rank's :data:`CAUSE_ROWS`: its analysed (rank, step) slots (``part`` ``slot``),
+    its blocking calls by site (``sync``), its host copies by direction with their bytes
+    and memory (``copy``) and its kernels by name (``kernel``), each with its slot and
+    duration (``value``, ns)."""
+    from hta.analysis.findings.sync import blocking_rows
+    from hta.analysis.findings.sync_sites import find_sites
+
+    ev = rt.events
+    step = _steps(rt, iterations)
+    live = np.unique(step[step >= -1])
+    parts = [pd.DataFrame({"part": "slot", "key": "", "slot": _slot(rt.rank, live),
+                           "value": 0.0})]
+    names = ev["name"].to_numpy()
+    dur = ev["dur"].to_numpy().astype(np.float64)
+    rows = np.asarray(blocking_rows(rt))
+    rows = rows[step[rows] >= -1] if rows.size else rows
+    if rows.size:
+        op = find_sites(rt, rows).op
+        site = [rt.symbols[names[o]] if o >= 0 else rt.symbols[names[r]]
+                for r, o in zip(rows.tolist(), op.tolist(), strict=True)]
+        parts.append(pd.DataFrame({"part": "sync", "key": site,
+                                   "slot": _slot(rt.rank, step[rows]), "value": dur[rows]}))
+    codes = ev["kind"].array.codes
+    copies = np.flatnonzero(kind_mask(codes, tuple(_DIRECTIONS)) & (step >= -1))
+    if copies.size:
+        from hta.analysis.findings.rule_tools import bytes_of
+
+        kinds = ev["kind"].astype(str).to_numpy()[copies]
+        texts = [rt.symbols[n] for n in names[copies].tolist()]
+        parts.append(pd.DataFrame({
+            "part": "copy", "key": [_DIRECTIONS[k] for k in kinds],
+            "slot": _slot(rt.rank, step[copies]), "value": dur[copies],
+            "bytes": np.nan_to_num(bytes_of(rt, copies)),
+            "memory": ["pageable" if "Pageable" in t else "pinned" if "Pinned" in t else "?"
+                       for t in texts]}))
+    kernels = np.flatnonzero((codes == KIND_CODE["computation"]) & (step >= -1))
+    if kernels.size:
+        parts.append(pd.DataFrame({
+            "part": "kernel", "key": [rt.symbols[n] for n in names[kernels].tolist()],
+            "slot": _slot(rt.rank, step[kernels]), "value": dur[kernels]}))
+    out = pd.concat(parts, ignore_index=True)
+    out["bytes"] = out["bytes"].fillna(0.0) if "bytes" in out else 0.0
+    out["memory"] = out["memory"].fillna("") if "memory" in out else ""
+    return out[list(CAUSE_COLUMNS.names[1:])].astype(
+        dict(zip(CAUSE_COLUMNS.names[1:], CAUSE_COLUMNS.dtypes[1:], strict=True)))
+
+
+CAUSE_COLUMNS = Columns.of({"rank": "int64", "part": "object", "key": "object",
+                            "slot": "int64", "value": "float64", "bytes": "float64",
+                            "memory": "object"})
+#: Per rank: the rows of the causes a diff compares (:func:`rank_cause_rows`).
+CAUSE_ROWS = Analysis("Causes of a change", rank_cause_rows, CAUSE_COLUMNS, steps=PER_STEP,
+                      add_rank=True)
 
 
 def change_causes(control: Job, test: Job,

@@ -18,7 +18,7 @@ from hta.analysis.diff.metrics import (
     _summary_frame,
     _temporal_metrics,
 )
-from hta.analysis.diff.per_name import _group_names, _text
+from hta.analysis.diff.per_name import _group_texts, summed_by_name
 from hta.analysis.diff.scope import (
     _WORK_CODES,
     DEFAULT_THRESHOLD_PCT,
@@ -30,8 +30,10 @@ from hta.analysis.diff.sides import _Side, _side, _steps_rows
 from hta.analysis.diff.vendors import device_names, devices_note, pair_frames
 from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
+from hta.model.declared import PER_STEP, WHOLE, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import Ranks, Selection
+from hta.model.trace import RankTrace
 
 
 # -- job-level comparison -------------------------------------------------------------------
@@ -226,55 +228,96 @@ def _notes(c: _Side, t: _Side) -> list[str]:
 
 def _has_gpu_work(side: _Side) -> bool:
     """True when a selected rank of the side has GPU work (kernels, copies, memsets)."""
-    for rank in side.ranks:
-        codes = side.trace.rank(rank).events["kind"].array.codes
-        if np.isin(codes, _WORK_CODES).any():
-            return True
-    return False
+    return bool(HAS_GPU_WORK.run(side.trace, Selection.of(side.ranks))["gpu_work"].any())
+
+
+def rank_has_gpu_work(rt: RankTrace) -> pd.DataFrame:
+    """One rank's :data:`HAS_GPU_WORK` row: whether it holds GPU work."""
+    return pd.DataFrame({"gpu_work": [bool(np.isin(rt.events["kind"].array.codes,
+                                                   _WORK_CODES).any())]})
+
+
+#: Per rank: whether it holds GPU work (kernels, copies, memsets).
+HAS_GPU_WORK = Analysis("GPU work", rank_has_gpu_work,
+                        Columns.of({"rank": "int64", "gpu_work": "bool"}), steps=WHOLE,
+                        add_rank=True)
 
 
 
 
 def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
-    """Per name: events per step, time (µs) per step and (kernels) the kernel type."""
-    n_sym = len(side.trace.symbols)
-    no_op = n_sym  # id standing for NO_OPERATOR
-    size = n_sym + 1
-    count = np.zeros(size, dtype=float)
-    time = np.zeros(size, dtype=float)
-    kind = np.full(size, -1, dtype=np.int64)
-    for rank in side.ranks:
-        rt = side.trace.rank(rank)
-        ev = rt.events
-        keep = np.isin(ev["kind"].array.codes, _WORK_CODES)
-        if side.iterations is not None:
-            keep &= np.isin(ev["iteration"].to_numpy(), side.iterations)
-        rows = np.flatnonzero(keep)
-        if by == "kernel":
-            ids = ev["name"].to_numpy()[rows].astype(np.int64)
-            cls = work_class(ev["kind"].iloc[rows])
-            kind[ids] = np.where(kind[ids] >= 0, kind[ids], cls)
-        else:
-            op = rt.link("op_index")[rows]
-            names = ev["name"].to_numpy()
-            ids = np.where(op >= 0, names[np.clip(op, 0, None)] if len(ev) else 0, no_op)
-            ids = ids.astype(np.int64)
-        weight = 1.0 / side.n_steps[rank]
-        count += np.bincount(ids, minlength=size) * weight
-        time += np.bincount(ids, weights=ev["dur"].to_numpy()[rows], minlength=size) * weight
+    """Per name: events per step, time (µs) per step and (kernels) the kernel type, from
+    each rank's totals (:data:`WORK_NAMES`, read where the rank is), each rank's weighted
+    by its number of steps, then the mean over the ranks."""
+    per_rank = WORK_NAMES.run(side.trace, Selection.of(side.ranks, side.iterations), by)
+    if len(per_rank):
+        weight = per_rank["rank"].map({r: 1.0 / side.n_steps[r] for r in side.ranks})
+        per_rank = per_rank.assign(count=per_rank["count"] * weight.to_numpy(),
+                                   time=per_rank["time"] * weight.to_numpy())
+    names, (count, time) = summed_by_name(per_rank, ["count", "time"])
+    # in symbol order, as the names of one short name add up
+    order = np.argsort(per_rank.groupby("name")["sid"].min().reindex(names).to_numpy(),
+                       kind="stable") if names else np.zeros(0, dtype=np.int64)
     n = len(side.ranks)
-    ids = np.flatnonzero(count)
-    values: dict[str, np.ndarray] = {"count": count[ids] / n, "time(us)": time[ids] / n / 1e3}
-    frame = _group_names(side.trace.symbols, ids, values, use_short_name, {no_op: NO_OPERATOR})
+    values: dict[str, np.ndarray] = {"count": np.asarray(count, dtype=float)[order] / n,
+                                     "time(us)": np.asarray(time, dtype=float)[order] / n / 1e3}
+    frame = _group_texts([names[i] for i in order.tolist()], values, use_short_name)
     if by == "kernel":
         labels = np.asarray(CLASS_NAMES + ("",), dtype=object)
-        types = pd.DataFrame({"name": [_text(side.trace.symbols, int(i), None) for i in ids],
-                              "kernel_type": labels[kind[ids]]})
+        ordered = per_rank.sort_values("rank", kind="stable")
+        # a name's type: the first rank's that has one (in rank order), each rank's from
+        # its name's last event; listed in symbol order, as the first type of a short name
+        kinds = ordered[ordered["kind"] >= 0].drop_duplicates("name")
+        first_sid = ordered.groupby("name")["sid"].min()
+        types = pd.DataFrame({"name": first_sid.index.to_numpy(dtype=object),
+                              "sid": first_sid.to_numpy()})
+        types["kernel_type"] = labels[types["name"].map(
+            kinds.set_index("name")["kind"]).fillna(-1).astype(np.int64).to_numpy()]
+        types = types.sort_values("sid", kind="stable")
         if use_short_name:
             types["name"] = [short_name(x) for x in types["name"]]
         first = types.groupby("name", sort=True)["kernel_type"].first()
         frame["kernel_type"] = frame["name"].map(first).to_numpy()
     return frame
+
+
+def rank_work_names(rt: RankTrace, steps: list[int] | None, by: str) -> pd.DataFrame:
+    """One rank's :data:`WORK_NAMES` rows: per kernel name (``by="kernel"``) or per name of
+    the operator that launched the GPU work (``by="operator"``; :data:`NO_OPERATOR` for
+    work launched outside any), over its GPU work of ``steps`` (``None``: every event):
+    how many, their summed duration (ns), the symbol id (``sid``) and, for kernels, the
+    work class of the name's last event (``kind``, -1 for operators)."""
+    ev = rt.events
+    keep = np.isin(ev["kind"].array.codes, _WORK_CODES)
+    if steps is not None:
+        keep &= np.isin(ev["iteration"].to_numpy(), steps)
+    rows = np.flatnonzero(keep)
+    no_op = len(rt.symbols)  # id standing for NO_OPERATOR
+    if by == "kernel":
+        ids = ev["name"].to_numpy()[rows].astype(np.int64)
+    else:
+        op = rt.link("op_index")[rows]
+        names = ev["name"].to_numpy()
+        ids = np.where(op >= 0, names[np.clip(op, 0, None)] if len(ev) else 0, no_op)
+        ids = ids.astype(np.int64)
+    size = no_op + 1
+    count = np.bincount(ids, minlength=size)
+    time = np.bincount(ids, weights=ev["dur"].to_numpy()[rows], minlength=size)
+    kind = np.full(size, -1, dtype=np.int64)
+    if by == "kernel" and rows.size:
+        kind[ids] = work_class(ev["kind"].iloc[rows])
+    sid = np.flatnonzero(count)
+    return pd.DataFrame({
+        "name": pd.Series([NO_OPERATOR if i == no_op else rt.symbols[i] for i in sid.tolist()],
+                          dtype=object),
+        "count": count[sid].astype(np.int64), "time": time[sid].astype(np.float64),
+        "sid": sid.astype(np.int64), "kind": kind[sid]})
+
+
+#: Per rank and kernel (or launching operator) name: GPU events and their summed time.
+WORK_NAMES = Analysis("Kernels and operators per name", rank_work_names, Columns.of(
+    {"rank": "int64", "name": "object", "count": "int64", "time": "float64", "sid": "int64",
+     "kind": "int64"}), steps=PER_STEP, add_rank=True)
 
 
 def _name_diff(c: pd.DataFrame, t: pd.DataFrame, threshold_pct: float,

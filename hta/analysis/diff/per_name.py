@@ -17,9 +17,10 @@ from hta.analysis.diff.scope import (
 )
 from hta.analysis.diff.vendors import paired_names
 from hta.analysis.names import short_name
-from hta.analysis.select import select_ranks
+from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Ranks, Selection
+from hta.model.trace import RankTrace
 
 
 # -- per-name comparison (HTA's compare_traces) ----------------------------------------------
@@ -27,26 +28,54 @@ def name_totals(trace: Job, selection: Selection = EVERYTHING,
                 device_type: Any = "ALL", use_short_name: bool = False) -> pd.DataFrame:
     """Per name (or short name): ``counts`` and ``total_duration(ns)`` over the selected
     ranks, iterations (``None``: every event) and device type. Sorted by name."""
-    device = device_type_name(device_type)
-    steps = selection.iteration_list
-    n_sym = len(trace.symbols)
-    counts = np.zeros(n_sym, dtype=np.int64)
-    total = np.zeros(n_sym, dtype=np.int64)
-    for rt in select_ranks(trace, selection):
-        ev = rt.events
-        keep = np.ones(len(ev), dtype=bool)
-        if device != "ALL":
-            on_gpu = np.isin(ev["kind"].array.codes, _GPU_CODES)
-            keep &= on_gpu if device == "GPU" else ~on_gpu
-        if steps is not None:
-            keep &= np.isin(ev["iteration"].to_numpy(), steps)
-        names = ev["name"].to_numpy()[keep]
-        counts += np.bincount(names, minlength=n_sym)
-        total += np.bincount(names, weights=ev["dur"].to_numpy()[keep],
-                             minlength=n_sym).astype(np.int64)
+    per_rank = NAME_TOTALS.run(trace, selection, device_type_name(device_type))
+    names, (counts, total) = summed_by_name(per_rank, ["counts", "total_duration(ns)"])
+    return _group_texts(names, {"counts": counts, "total_duration(ns)": total}, use_short_name)
+
+
+def rank_name_totals(rt: RankTrace, steps: list[int] | None, device: str) -> pd.DataFrame:
+    """One rank's :data:`NAME_TOTALS` rows: per name (text) of its events of ``steps``
+    (``None``: every event) and ``device`` (``ALL``, ``CPU``, ``GPU``), how many and their
+    summed duration (ns)."""
+    ev = rt.events
+    keep = np.ones(len(ev), dtype=bool)
+    if device != "ALL":
+        on_gpu = np.isin(ev["kind"].array.codes, _GPU_CODES)
+        keep &= on_gpu if device == "GPU" else ~on_gpu
+    if steps is not None:
+        keep &= np.isin(ev["iteration"].to_numpy(), steps)
+    names = ev["name"].to_numpy()[keep]
+    size = int(names.max()) + 1 if names.size else 0
+    counts = np.bincount(names, minlength=size)
+    total = np.bincount(names, weights=ev["dur"].to_numpy()[keep],
+                        minlength=size).astype(np.int64)
     ids = np.flatnonzero(counts)
-    return _group_names(trace.symbols, ids, {"counts": counts[ids],
-                                             "total_duration(ns)": total[ids]}, use_short_name)
+    return pd.DataFrame({"name": pd.Series([rt.symbols[i] for i in ids.tolist()], dtype=object),
+                         "counts": counts[ids].astype(np.int64), "total_duration(ns)": total[ids]})
+
+
+#: Per rank and name, its events' count and summed duration (``name_totals`` pools them).
+NAME_TOTALS = Analysis("Names' totals", rank_name_totals, Columns.of(
+    {"rank": "int64", "name": "object", "counts": "int64", "total_duration(ns)": "int64"}),
+    steps=PER_STEP, add_rank=True)
+
+
+def summed_by_name(per_rank: pd.DataFrame, columns: list[str]
+                   ) -> tuple[list[str], list[np.ndarray]]:
+    """The distinct names of ``per_rank`` (rows of several ranks), and per name the sum of
+    each of ``columns`` over the ranks, added in rank order (as one total per name filled
+    rank after rank)."""
+    if not len(per_rank):
+        return [], [np.zeros(0, dtype=per_rank[c].dtype) for c in columns]
+    ordered = per_rank.sort_values("rank", kind="stable")
+    uniq, inverse = np.unique(ordered["name"].to_numpy(dtype=object), return_inverse=True)
+    sums = []
+    for c in columns:
+        v = ordered[c].to_numpy()
+        total = np.zeros(uniq.size, dtype=v.dtype)
+        np.add.at(total, inverse.reshape(-1), v)
+        sums.append(total)
+    return uniq.tolist(), sums
 
 
 def _group_names(symbols: list[str], ids: np.ndarray, values: dict[str, np.ndarray],
@@ -54,7 +83,14 @@ def _group_names(symbols: list[str], ids: np.ndarray, values: dict[str, np.ndarr
                  ) -> pd.DataFrame:
     """Sum ``values`` (one entry per id) by the name text of the ids (or its short form);
     one row per text, sorted by it."""
-    text = [_text(symbols, i, extra_names) for i in ids.tolist()]
+    return _group_texts([_text(symbols, i, extra_names) for i in ids.tolist()], values,
+                        use_short_name)
+
+
+def _group_texts(text: list[str], values: dict[str, np.ndarray], use_short_name: bool
+                 ) -> pd.DataFrame:
+    """Sum ``values`` (one entry per text) by text (or its short form); one row per text,
+    sorted by it."""
     if use_short_name:
         text = [short_name(t) for t in text]
     names = np.array(text, dtype=object)

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, KINDS
 from hta.model.selection import ALL, FIRST, Selection, resolve
@@ -71,4 +70,4 @@ def _first_rank(trace: Job, rank: Ranks) -> list[int]:
         if not loaded:
             raise ValueError("the trace holds no rank; load a folder with trace files.")
         return loaded[:1]
-    return [rt.rank for rt in select_ranks(trace, Selection.of(rank))]
+    return trace.selected_ranks(Selection.of(rank).rank_list)

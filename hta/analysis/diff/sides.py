@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.diff.scope import resolve_iterations
-from hta.analysis.select import select_ranks
 from hta.model.job import Job
 from hta.model.selection import ALL, Selection, step_table
 
@@ -41,7 +40,7 @@ class _Side:
 
 
 def _side(trace: Job, selection: Selection) -> _Side:
-    selected = [rt.rank for rt in select_ranks(trace, selection)]
+    selected = trace.selected_ranks(selection.rank_list)
     if not selected:
         raise ValueError("no rank selected; check the ranks argument against the loaded "
                          f"ranks {trace.get_ranks()}.")
