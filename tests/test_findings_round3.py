@@ -411,10 +411,12 @@ FOREACH_OPS = ("aten::_foreach_lerp_", "aten::_foreach_mul_", "aten::_foreach_ad
 
 
 def optimizer_steps(tmp_path: Path, *, ops: tuple[str, ...] = FOREACH_OPS,
-                    labelled: bool = True, dense_embeddings: bool = False) -> Trace:
+                    labelled: bool = True, dense_embeddings: bool = False,
+                    label_elsewhere: bool = False) -> Trace:
     """Three steps of 20 ms: ten 1 ms GEMMs, then an optimizer step (labelled
-    ``Optimizer.step#Adam.step`` when ``labelled``) whose ``ops`` launch one kernel each,
-    3.5 ms in all (26 % of the compute kernel time a step)."""
+    ``Optimizer.step#Adam.step`` when ``labelled``; with ``label_elsewhere`` the label
+    holds another, kernel-less, call and the ``ops`` run outside it) whose ``ops`` launch
+    one kernel each, 3.5 ms in all (26 % of the compute kernel time a step)."""
     b = TraceBuilder(rank=0)
     kernel_ns = 3_500_000 // len(ops)
     for s in range(3):
@@ -428,7 +430,9 @@ def optimizer_steps(tmp_path: Path, *, ops: tuple[str, ...] = FOREACH_OPS,
                 b.launch_kernel(GEMM, cpu_ts=t + 10_000, cpu_dur=10_000,
                                 gpu_ts=t0 + 2_000_000 + i * 1_000_000, gpu_dur=1_000_000)
             t = t0 + 2_000_000
-            if labelled:
+            if label_elsewhere:
+                b.annotation("Optimizer.step#Adam.step", ts=t0 + 5_000_000, dur=100_000)
+            elif labelled:
                 b.annotation("Optimizer.step#Adam.step", ts=t, dur=1_000_000)
             for j, op in enumerate(ops):
                 c = t + 10_000 + j * 100_000
@@ -468,5 +472,24 @@ def test_twin_a_fused_optimizer_is_left_alone(tmp_path):
 def test_twin_the_same_kernels_outside_an_optimizer_step_are_not_claimed(tmp_path):
     from hta.analysis.findings.optimizer import RULES
 
-    found = find(optimizer_steps(tmp_path, labelled=False), rules=RULES)
+    found = find(optimizer_steps(tmp_path, label_elsewhere=True), rules=RULES)
+    assert not (found["rule"] == "optimizer_passes").any()
+
+
+def test_without_the_optimizers_label_multi_tensor_operators_stand_for_it(tmp_path):
+    """A public DLRM trace ran its foreach Adam (81 % of the kernel time) with no
+    ``Optimizer.step`` label: the ``_foreach_*`` operators are the optimizer's."""
+    from hta.analysis.findings.optimizer import FUSED_SAVES, RULES
+
+    row = find(optimizer_steps(tmp_path, labelled=False), rules=RULES).query(
+        "rule == 'optimizer_passes'").iloc[0]
+    assert row["est_saving(us)"] == pytest.approx(FUSED_SAVES * 3 * 3_500, abs=0.01)
+    assert "Multi-tensor operators (aten::_foreach_*" in row["evidence"]
+
+
+def test_twin_without_the_label_other_operators_are_not_an_optimizer(tmp_path):
+    from hta.analysis.findings.optimizer import RULES
+
+    ops = ("aten::mul_", "aten::add_", "aten::addcmul_", "aten::sqrt", "aten::div_")
+    found = find(optimizer_steps(tmp_path, labelled=False, ops=ops), rules=RULES)
     assert not (found["rule"] == "optimizer_passes").any()

@@ -4,7 +4,10 @@ time, passing over the parameters and their state once per operation of its upda
 **Optimizer kernels.** The compute kernels of the analysis launched inside the optimizer's
 step: under an event named ``Optimizer.step#<Class>.step`` (:data:`OPTIMIZER_STEP`, the
 label ``torch.optim`` records around ``step()``), found up the launching operator's
-parents.
+parents. On a rank with no such label (an optimizer called outside ``torch.optim``'s
+``step``, or a trace recorded without it), the kernels of multi-tensor operators
+(``aten::_foreach_*``) stand for it: no other common code runs them over every parameter
+each step (gradient clipping and zeroing run one or two).
 
 **Implementation**, from the operators that launched them, weighted by kernel time:
 ``fused`` when they are the fused optimizers' operators (``_fused_adam_``,
@@ -63,13 +66,24 @@ MIN_SHARE = 0.15
 #: Share of the unfused optimizer's kernel time that fusing saves (module docstring).
 FUSED_SAVES = 3 / 8
 _CPU_OP = KIND_CODE["cpu_op"]
+_CALLERS = np.array([KIND_CODE["cpu_op"], KIND_CODE["user_annotation"]], dtype=np.int64)
 
 
 def optimizer_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
-    """Per kernel of ``k``: whether it was launched inside the optimizer's step."""
+    """Per kernel of ``k``: whether it was launched inside the optimizer's step (or, on a
+    rank without the optimizer's label, by a multi-tensor operator: module docstring)."""
     if k.rows.size == 0:
         return np.zeros(0, dtype=bool)
-    return within_named(rt, k.ops, OPTIMIZER_STEP)
+    if labelled(rt):
+        return within_named(rt, k.ops, OPTIMIZER_STEP)
+    return within_named(rt, k.ops, FOREACH_OP)
+
+
+def labelled(rt: RankTrace) -> bool:
+    """Whether the rank records ``torch.optim``'s ``Optimizer.step#...`` label."""
+    return derived(rt, "findings.optimizer_labelled", lambda: bool(
+        name_matches(rt, np.flatnonzero(np.isin(rt.events["kind"].array.codes, _CALLERS)),
+                     OPTIMIZER_STEP).any()))
 
 
 def implementation(rt: RankTrace, k: Kernels, hit: np.ndarray) -> str:
@@ -122,8 +136,11 @@ def check_optimizer(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     steps = step_tuple(step)
     per_step = f", {fmt_time(time / len(steps))} a step" if len(steps) > 1 else ""
     first = int(np.argmin(ts))
+    what = (f"The {_optimizer_names(rt, window)} step" if labelled(rt) else
+            "Multi-tensor operators (aten::_foreach_*, an optimizer's update run outside "
+            "torch.optim's Optimizer.step label)")
     evidence = (
-        f"The {_optimizer_names(rt, window)} step ({kind}: {_kind_text(kind)}) launched "
+        f"{what} ({kind}: {_kind_text(kind)}) launched "
         f"{int(hit.sum())} kernels that ran {fmt_time(time)}{per_step}, "
         f"{100 * time / k.total:.1f}% of the compute kernel time in "
         f"{steps_text(rt, step)} (the first at {fmt_at(rt, int(ts[first]))}, "
