@@ -283,3 +283,35 @@ def test_idle_causes_on_real_traces_cover_the_idle_time(name):
         if row["idle(us)"] > 0:
             assert 0.0 <= row["idle_attributed_pctg"] <= 100.0
             assert row["idle_attributed_pctg"] >= row["idle_explained_pctg"] - 0.5
+
+
+def _queued_kernels(tmp_path: Path, gap_ns: int) -> Path:
+    """Four steps, each launching twenty 50 µs kernels at once (all queued while the first
+    runs) that the GPU runs ``gap_ns`` apart."""
+    b = TraceBuilder(rank=0)
+    for k in range(1, STEPS + 1):
+        t = (k - 1) * 2_000_000
+        with b.step(k, ts=t, dur=2_000_000):
+            g = t + 100_000
+            for i in range(20):
+                b.launch_kernel(f"sgemm_{i}", cpu_ts=t + 1_000 + i * 3_000, cpu_dur=2_000,
+                                gpu_ts=g, gpu_dur=50_000)
+                g += 50_000 + gap_ns
+    return b.write(tmp_path / "rank-0.json").parent
+
+
+def test_short_gaps_before_queued_kernels_are_kernel_switches(tmp_path):
+    """Gaps of a few µs between kernels queued back to back are the GPU's own switch from
+    one kernel to the next, a named cause, not a wait the trace does not show."""
+    (row,) = analyse(_analyzer(_queued_kernels(tmp_path, 2_000)).t).coverage.to_dict(
+        "records")
+    causes = dict(p.rsplit(" ", 1) for p in row["idle_causes"].split(", "))
+    assert CAUSE_TEXT["switch"] in causes and CAUSE_TEXT["queued"] not in causes
+    assert "did not start" not in row["note"]
+
+
+def test_twin_long_gaps_before_queued_kernels_stay_unexplained_waits(tmp_path):
+    (row,) = analyse(_analyzer(_queued_kernels(tmp_path, 40_000)).t).coverage.to_dict(
+        "records")
+    causes = dict(p.rsplit(" ", 1) for p in row["idle_causes"].split(", "))
+    assert CAUSE_TEXT["queued"] in causes and CAUSE_TEXT["switch"] not in causes

@@ -35,8 +35,10 @@ longest of each rank are listed with the step they start in, what the GPU did
 **Idle causes** (:func:`idle_causes`): the idle time is attributed from the top down, each
 nanosecond to one cause: the rule whose finding (or note, ``warmup``) holds it, else a
 host gap no finding holds (under the noise floor), time after the rank's last GPU work,
-queued work that waited on what the trace does not record, work whose launch the trace
-does not link, or unexplained.
+a kernel switch (a gap of at most :data:`KERNEL_SWITCH_NS`, 30 µs as the idle
+breakdown's kernel wait, before work queued while the GPU was busy: the GPU's own time
+from one kernel to the next), longer waits of queued work on what the trace does not
+record, work whose launch the trace does not link, or unexplained.
 ``idle_causes`` lists them, the largest first, in % of the idle time;
 ``idle_attributed_pctg`` is the idle share with a named cause (all but ``queued``,
 ``unlinked`` and ``unexplained``). Where queued or unlinked work makes a tenth of the
@@ -69,6 +71,7 @@ from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sharing import KeptTime
 from hta.analysis.findings.warmup import window_text
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY
+from hta.analysis.idle import DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS
 from hta.analysis.intervals import Cover, union_length
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -92,12 +95,17 @@ COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(
 CAUSE_TEXT = {
     "host": "host gaps under the findings' noise floor",
     "end": "after the rank's last GPU work",
+    "switch": "kernel switches (gaps of 30 µs or less before queued work)",
     "queued": "queued work waiting on something the trace does not show",
     "unlinked": "work whose launch the trace does not link",
     "unexplained": "unexplained",
 }
 #: Classes that name no cause: not counted in ``idle_attributed_pctg``.
 UNNAMED = ("queued", "unlinked", "unexplained")
+#: Longest gap before queued work that counts as the GPU's own switch from one kernel to
+#: the next (ns): the idle breakdown's kernel-wait threshold
+#: (:data:`hta.analysis.idle.DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS`).
+KERNEL_SWITCH_NS = DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS
 #: Runtime calls that record a dependency between streams or on an event.
 DEPENDENCY_CALLS = re.compile(r"(?i)StreamWaitEvent|EventRecord|waitOnEvent")
 PIECE_COLUMNS = ["rank", "start_ns", "end_ns", "dur(us)", "step", "gpu", "cpu",
@@ -158,10 +166,11 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     cause, top-down, each nanosecond once: first the rules whose findings (and notes) hold
     it, then, for the rest, :data:`CAUSE_TEXT`'s classes in order: ``host`` (a host gap of
     :mod:`~hta.analysis.findings.hostbound` no finding holds), ``end`` (after the rank's
-    last GPU work: nothing left to wait for), ``queued`` (the next work was submitted
-    before the GPU went idle: it waited on a stream, an event or another process the
-    trace does not record), ``unlinked`` (the next work has no launch call in the trace),
-    ``unexplained``. The largest first."""
+    last GPU work: nothing left to wait for), ``switch`` (a gap of at most
+    :data:`KERNEL_SWITCH_NS` before work submitted while the GPU was busy: the GPU's own
+    switch from one kernel to the next), ``queued`` (a longer such gap: the work waited on a
+    stream, an event or another process the trace does not record), ``unlinked`` (the next
+    work has no launch call in the trace), ``unexplained``. The largest first."""
     out: dict[str, int] = {}
     for rule, cov in kept.by_rule.items():
         part = int(cov.within(idle_s, idle_e).sum())
@@ -173,8 +182,11 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     w = rank_work(rt)
     last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
     end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
+    queued = queued_idle(rt)
+    short = (queued.e - queued.s) <= KERNEL_SWITCH_NS
     for name, cover in (("host", Cover(hg.start, hg.end)), ("end", end_cover),
-                        ("queued", queued_idle(rt)), ("unlinked", unlinked_idle(rt))):
+                        ("switch", Cover(queued.s[short], queued.e[short])),
+                        ("queued", queued), ("unlinked", unlinked_idle(rt))):
         part = int(cover.within(s, e).sum())
         if part > 0:
             out[name] = part
