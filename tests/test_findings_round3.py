@@ -493,3 +493,37 @@ def test_twin_without_the_label_other_operators_are_not_an_optimizer(tmp_path):
     ops = ("aten::mul_", "aten::add_", "aten::addcmul_", "aten::sqrt", "aten::div_")
     found = find(optimizer_steps(tmp_path, labelled=False, ops=ops), rules=RULES)
     assert not (found["rule"] == "optimizer_passes").any()
+
+
+# -- what ended the longest host gap (round 4, half A) ----------------------------------------
+def batch_after_gap(tmp_path: Path, *, copy: bool) -> Trace:
+    """A 1 ms GEMM, 30 ms with nothing recorded on the host, then the next GPU work: a
+    pageable host-to-device copy of the batch (``copy``) or another GEMM."""
+    b = TraceBuilder(rank=0)
+    b.launch_kernel(GEMM, cpu_ts=0, cpu_dur=10_000, gpu_ts=20_000, gpu_dur=1_000_000)
+    if copy:
+        b.memcpy("HtoD", cpu_ts=31_000_000, cpu_dur=5_000_000, gpu_ts=31_020_000,
+                 gpu_dur=4_000_000)
+    else:
+        b.launch_kernel(GEMM, cpu_ts=31_000_000, cpu_dur=10_000, gpu_ts=31_020_000,
+                        gpu_dur=1_000_000)
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def test_the_longest_host_gap_names_the_work_that_ended_it(tmp_path):
+    """Two public ViT training traces wait 3.1-3.8 s on a host that records nothing; what
+    ends the wait, the batch's copy from pageable memory, points at the data loader."""
+    from hta.analysis.findings.hostbound import RULES
+
+    row = find(batch_after_gap(tmp_path, copy=True), rules=RULES).query(
+        "rule == 'host_bound'").iloc[0]
+    assert ", ended by Memcpy HtoD" in row["evidence"]
+
+
+def test_twin_a_gap_ended_by_a_kernel_names_the_kernel(tmp_path):
+    from hta.analysis.findings.hostbound import RULES
+
+    row = find(batch_after_gap(tmp_path, copy=False), rules=RULES).query(
+        "rule == 'host_bound'").iloc[0]
+    assert f", ended by {GEMM}" in row["evidence"] and "Memcpy" not in row["evidence"]

@@ -86,6 +86,7 @@ from hta.analysis.findings.sync import blocking_rows, blocking_sites, sync_bubbl
 from hta.analysis.findings.sync_sites import FLAG_ORDER
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import Cover, union_length
+from hta.analysis.names import short_name
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.derived import derived
@@ -440,7 +441,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
         f" ({100 * total / max(window[1] - window[0], 1):.0f}% of the window); the CPU "
         f"meanwhile, on the launching thread: {split}. The longest, "
         f"{fmt_time(int(left[longest]))} at "
-        f"{fmt_time(int(a[longest] - window[0]))} into the window."
+        f"{fmt_time(int(a[longest] - window[0]))} into the window{_ended_by(rt, int(b[longest]))}."
         + (f" Most CPU time in them: {names}." if names else "")
         + (f" Python code with the most time of its own in them (with_stack frames): "
            f"{frames}." if frames else "")
@@ -460,6 +461,16 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
                     window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]
+
+
+def _ended_by(rt: RankTrace, end: int) -> str:
+    """``, ended by Memcpy HtoD (Pageable -> Device)``: the GPU work that starts where a
+    gap ends (what the host was preparing), or ``""``."""
+    w = rank_work(rt)
+    at = int(np.searchsorted(w.ts, end, side="left"))
+    if at >= len(w) or int(w.ts[at]) != end:
+        return ""
+    return f", ended by {short_name(str(rt.symbols[int(w.name[at])]))}"
 
 
 #: Gaps looked at for the names in the evidence (the longest).
