@@ -315,3 +315,32 @@ def test_twin_long_gaps_before_queued_kernels_stay_unexplained_waits(tmp_path):
         "records")
     causes = dict(p.rsplit(" ", 1) for p in row["idle_causes"].split(", "))
     assert CAUSE_TEXT["queued"] in causes and CAUSE_TEXT["switch"] not in causes
+
+
+def _late_first_kernel(tmp_path: Path, start_ns: int) -> Path:
+    """One pass: twenty 1 ms kernels launched from 100 µs on, the first starting on the GPU
+    at ``start_ns`` (later than its launch: the GPU still ran work queued before the
+    trace began) and the others back to back."""
+    b = TraceBuilder(rank=0)
+    g = start_ns
+    for i in range(20):
+        b.launch_kernel(f"sgemm_{i}", cpu_ts=100_000 + i * 20_000, cpu_dur=10_000, gpu_ts=g,
+                        gpu_dur=1_000_000)
+        g += 1_001_000
+    return b.write(tmp_path / "rank-0.json").parent
+
+
+def test_idle_before_the_first_gpu_work_is_its_own_cause(tmp_path):
+    """A public VGG16 trace queues its first kernel at 3.4 ms and the GPU starts it at
+    8.9 ms: the wait is the GPU finishing work from before the trace, not queued work
+    waiting on something the trace does not show."""
+    (row,) = analyse(_analyzer(_late_first_kernel(tmp_path, 5_000_000)).t).coverage.to_dict(
+        "records")
+    assert row["idle_causes"].startswith(CAUSE_TEXT["start"])
+    assert CAUSE_TEXT["queued"] not in row["idle_causes"]
+
+
+def test_twin_a_first_kernel_started_at_once_leaves_no_such_cause(tmp_path):
+    (row,) = analyse(_analyzer(_late_first_kernel(tmp_path, 115_000)).t).coverage.to_dict(
+        "records")
+    assert CAUSE_TEXT["start"] not in row["idle_causes"]

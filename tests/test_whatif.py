@@ -570,6 +570,34 @@ def test_main_thread_waits_for_the_backward_thread(tmp_path: Path) -> None:
     assert "gemm_bwd" in set(path["name"])
 
 
+def _forward_then_backward_thread(tmp_path: Path) -> TraceAnalysis:
+    """No ProfilerStep. The main thread runs a forward pass of five operators (a kernel
+    each) from 0 to 5 ms and calls backward(); the autograd thread, holding more events
+    (fifteen operators, a kernel each), runs the backward pass from 6 to 21 ms."""
+    b = TraceBuilder(rank=0)
+    for i in range(5):
+        t = i * 1_000_000
+        b.cpu_op("aten::mm", t, 900_000)
+        b.launch_kernel("gemm_fwd", cpu_ts=t + 10_000, cpu_dur=10_000, gpu_ts=t + 50_000,
+                        gpu_dur=100_000)
+    for i in range(15):
+        t = 6_000_000 + i * 1_000_000
+        b.cpu_op("autograd::engine::evaluate_function: MmBackward0", t, 900_000, tid=2)
+        b.launch_kernel("gemm_bwd", cpu_ts=t + 10_000, cpu_dur=10_000, gpu_ts=t + 50_000,
+                        gpu_dur=100_000, tid=2)
+    b.write(tmp_path / "rank-0.json")
+    return TraceAnalysis(trace_dir=str(tmp_path), cache=False, progress=False)
+
+
+def test_the_thread_that_starts_first_hands_work_to_a_busier_one(tmp_path: Path) -> None:
+    """A public ResNet training step ran its backward on the autograd thread, which held
+    more events than the forward's thread; taken for the main thread, its work was replayed
+    from time 0 and the replay ran 15.7 % short. The thread that starts first is the main
+    one: the backward waits for the forward, and the replay matches the trace."""
+    a = _forward_then_backward_thread(tmp_path)
+    assert abs(a.what_if()["replay_error_pctg"].iloc[0]) < 0.5
+
+
 def test_launch_queue_on_a_real_gpu_bound_trace() -> None:
     # ns_resolution_trace: GPU-bound steps, no synchronize inside them; the host is held
     # back by the full launch queue (about 1,022 items), so faster kernels shorten the steps

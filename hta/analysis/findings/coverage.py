@@ -34,7 +34,8 @@ longest of each rank are listed with the step they start in, what the GPU did
 
 **Idle causes** (:func:`idle_causes`): the idle time is attributed from the top down, each
 nanosecond to one cause: the rule whose finding (or note, ``warmup``) holds it, else a
-host gap no finding holds (under the noise floor), time after the rank's last GPU work,
+host gap no finding holds (under the noise floor), time before the rank's first GPU work
+(the GPU may still run work queued before the trace began), time after its last,
 a kernel switch (a gap of at most :data:`KERNEL_SWITCH_NS`, 30 µs as the idle
 breakdown's kernel wait, before work queued while the GPU was busy: the GPU's own time
 from one kernel to the next), longer waits of queued work on what the trace does not
@@ -94,6 +95,7 @@ COLUMNS = ["rank", "window(us)", "not_computing(us)", "idle(us)", "exposed_comm(
 #: text; ``queued`` and ``unexplained`` are what the trace lacks the information for.
 CAUSE_TEXT = {
     "host": "host gaps under the findings' noise floor",
+    "start": "before the rank's first GPU work (work queued before the trace began may run)",
     "end": "after the rank's last GPU work",
     "switch": "kernel switches (gaps of 30 µs or less before queued work)",
     "queued": "queued work waiting on something the trace does not show",
@@ -165,8 +167,10 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     """The idle time of the window (``idle_s``, ``idle_e``: disjoint sorted stretches) by
     cause, top-down, each nanosecond once: first the rules whose findings (and notes) hold
     it, then, for the rest, :data:`CAUSE_TEXT`'s classes in order: ``host`` (a host gap of
-    :mod:`~hta.analysis.findings.hostbound` no finding holds), ``end`` (after the rank's
-    last GPU work: nothing left to wait for), ``switch`` (a gap of at most
+    :mod:`~hta.analysis.findings.hostbound` no finding holds), ``start`` (before the
+    rank's first GPU work: the GPU may still run work queued before the trace began, which
+    the trace does not show), ``end`` (after the rank's last GPU work: nothing left to wait
+    for), ``switch`` (a gap of at most
     :data:`KERNEL_SWITCH_NS` before work submitted while the GPU was busy: the GPU's own
     switch from one kernel to the next), ``queued`` (a longer such gap: the work waited on a
     stream, an event or another process the trace does not record), ``unlinked`` (the next
@@ -182,9 +186,13 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     w = rank_work(rt)
     last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
     end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
+    first = int(w.ts.min()) if len(w) else last
+    start_cover = Cover(np.array([min(int(s.min()) if s.size else first, first)]),
+                        np.array([first]))
     queued = queued_idle(rt)
     short = (queued.e - queued.s) <= KERNEL_SWITCH_NS
-    for name, cover in (("host", Cover(hg.start, hg.end)), ("end", end_cover),
+    for name, cover in (("host", Cover(hg.start, hg.end)), ("start", start_cover),
+                        ("end", end_cover),
                         ("switch", Cover(queued.s[short], queued.e[short])),
                         ("queued", queued), ("unlinked", unlinked_idle(rt))):
         part = int(cover.within(s, e).sum())

@@ -244,9 +244,12 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``thread`` edges: the main thread hands work to other threads and waits for it.
 
-    The *main thread* is the one holding the ``ProfilerStep`` events (else the one with the
-    most CPU events). Every top-level CPU event (depth 0) of another thread gets an edge
-    from the main thread's latest point (node) before its start: the autograd engine's
+    The *main thread* is the one holding the ``ProfilerStep`` events; else, of the threads
+    with at least a quarter of the most CPU events, the one whose first event comes first
+    (the thread that hands work to the others starts before them: the autograd engine's
+    thread of a training step may hold more events than the thread that ran the forward
+    pass and called ``backward()``). Every top-level CPU event (depth 0) of another thread
+    gets an edge from the main thread's latest point (node) before its start: the autograd engine's
     thread runs the backward pass when the main thread calls it, and the first event of a
     thread has no other predecessor (without the edge it would start at the rank's first
     timestamp in the replay, and nothing the main thread does would move it). Back, the
@@ -267,8 +270,11 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
     if is_step.any():
         main = thread[is_step][0]
     else:
-        values, counts = np.unique(thread, return_counts=True)
-        main = values[np.argmax(counts)]
+        values, which, counts = np.unique(thread, return_inverse=True, return_counts=True)
+        first = np.full(values.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, which.reshape(-1), c.ts[rows])
+        busy = counts * 4 >= counts.max()
+        main = values[busy][np.argmin(first[busy])]
     main_nodes = cpu_nodes[thread == main]
     other = (thread != main) & cp.node_is_start[cpu_nodes] & (c.depth[rows] == 0)
     targets = cpu_nodes[other]
