@@ -63,6 +63,7 @@ import re
 
 import numpy as np
 
+from hta.analysis.findings.optimizer import OPTIMIZER_STEP
 from hta.analysis.whatif.changes import (
     Change,
     Edits,
@@ -80,8 +81,6 @@ from hta.model.trace import RankTrace, thread_keys
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
 #: ``vectorized_elementwise_kernel`` instantiated on ``float``).
 FP32_ELEMENTWISE = re.compile(r"elementwise_kernel.*\bfloat\b")
-#: The optimizer's step, as ``torch.optim`` labels it (``Optimizer.step#AdamW.step``).
-OPTIMIZER = re.compile(r"^Optimizer\.step#")
 #: Launches of a captured graph: their kernels are graphed already.
 GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 #: The least time between two kernels of a replayed CUDA graph on one stream (ns).
@@ -400,7 +399,7 @@ def optimizer_spans(rt_parent: np.ndarray, rt_names: list[str], name_ids: np.nda
                     codes: np.ndarray) -> np.ndarray:
     """The outermost ``Optimizer.step#...`` spans (``record_function`` labels or
     operators) of a rank."""
-    marked = np.array([OPTIMIZER.search(n) is not None for n in rt_names] + [False],
+    marked = np.array([OPTIMIZER_STEP.search(n) is not None for n in rt_names] + [False],
                       dtype=bool)
     cpu = np.isin(codes, [_CPU_OP, KIND_CODE["user_annotation"]])
     rows = np.flatnonzero(cpu & marked[name_ids])
