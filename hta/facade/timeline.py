@@ -125,8 +125,8 @@ class TimelineMixin(ClockMixin):
             write_job_perfetto,
         )
 
-        protos()  # fail before any work when Perfetto's package is missing
         selection = selected(self.t, ranks)
+        protos()  # fail before any work when Perfetto's package is missing
         drawn = rank_finding_slices(self.t, selection) if findings else None
         return write_job_perfetto(self.t, path, self.t.selected_ranks(selection.rank_list),
                                   offsets=self.clock_shifts(align_clocks), findings=drawn)
