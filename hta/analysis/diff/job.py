@@ -32,6 +32,7 @@ from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.model.declared import PER_STEP, WHOLE, Analysis, Columns
 from hta.model.job import Job
+from hta.model.runner import run
 from hta.model.selection import Ranks, Selection
 from hta.model.trace import RankTrace
 
@@ -194,10 +195,9 @@ def job_diff(
     rows += _overlap_metrics(c, t)
     rows += _idle_metrics(c, t)
     summary = _summary_frame(rows)
-    kernels = _name_diff(_per_name(c, "kernel", use_short_name),
-                         _per_name(t, "kernel", use_short_name), threshold_pct, True)
-    operators = _name_diff(_per_name(c, "operator", use_short_name),
-                           _per_name(t, "operator", use_short_name), threshold_pct, False)
+    names_c, names_t = _per_name(c, use_short_name), _per_name(t, use_short_name)
+    kernels = _name_diff(names_c["kernel"], names_t["kernel"], threshold_pct, True)
+    operators = _name_diff(names_c["operator"], names_t["operator"], threshold_pct, False)
     verdict = _verdict(summary, c, t)
     return JobDiff(steps, summary, kernels, operators, verdict, notes, threshold_pct)
 
@@ -245,11 +245,24 @@ HAS_GPU_WORK = Analysis("GPU work", rank_has_gpu_work,
 
 
 
-def _per_name(side: _Side, by: str, use_short_name: bool) -> pd.DataFrame:
-    """Per name: events per step, time (µs) per step and (kernels) the kernel type, from
-    each rank's totals (:data:`WORK_NAMES`, read where the rank is), each rank's weighted
-    by its number of steps, then the mean over the ranks."""
-    per_rank = WORK_NAMES.run(side.trace, Selection.of(side.ranks, side.iterations), by)
+def _per_name(side: _Side, use_short_name: bool) -> dict[str, pd.DataFrame]:
+    """Per kernel name (``"kernel"``) and per launching operator (``"operator"``): events
+    per step, time (µs) per step and (kernels) the kernel type, from each rank's totals
+    (:data:`WORK_NAMES`, both read in one visit of each rank, where it is)."""
+    works = [WORK_NAMES.work(side.iterations, by) for by in BY]
+    tables = run(side.trace, works, Selection.of(side.ranks), description=WORK_NAMES.name)
+    return {by: _named(side, table, by, use_short_name)
+            for by, table in zip(BY, tables, strict=True)}
+
+
+#: The two ways the diff groups GPU work by name.
+BY = ("kernel", "operator")
+
+
+def _named(side: _Side, per_rank: pd.DataFrame, by: str, use_short_name: bool
+           ) -> pd.DataFrame:
+    """One grouping's table from the ranks' totals: each rank's weighted by its number of
+    steps, then the mean over the ranks."""
     if len(per_rank):
         weight = per_rank["rank"].map({r: 1.0 / side.n_steps[r] for r in side.ranks})
         per_rank = per_rank.assign(count=per_rank["count"] * weight.to_numpy(),

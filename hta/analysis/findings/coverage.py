@@ -186,8 +186,8 @@ def idle_causes(rt: RankTrace, idle_s: np.ndarray, idle_e: np.ndarray, kept: Kep
     w = rank_work(rt)
     last = int(w.end.max()) if len(w) else int(ev["ts"].min()) if len(ev) else 0
     end_cover = Cover(np.array([last]), np.array([max(last, int(e.max()) if e.size else last)]))
-    first = int(w.ts.min()) if len(w) else last
-    start_cover = Cover(np.array([min(int(s.min()) if s.size else first, first)]),
+    first = int(w.ts.min()) if len(w) else last  # the idle before it starts the window
+    start_cover = Cover(np.array([min(int(s.min()), first) if s.size else first]),
                         np.array([first]))
     queued = queued_idle(rt)
     short = (queued.e - queued.s) <= KERNEL_SWITCH_NS

@@ -32,7 +32,13 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at, kernel_blocks
+from hta.analysis.findings.kernel_common import (
+    Kernels,
+    claimed_rows,
+    compute_kernels,
+    fmt_at,
+    kernel_blocks,
+)
 from hta.analysis.findings.rule_tools import (
     COMPILED_CALL,
     fmt_time,
@@ -42,7 +48,6 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
     within_named,
 )
-from hta.model.derived import derived
 from hta.model.trace import RankTrace
 
 #: PyTorch's eager elementwise and reduction kernel templates.
@@ -98,15 +103,7 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
 def chained_kernels(rt: RankTrace) -> np.ndarray:
     """The kernel rows in chains on the rank's whole analysed window (what
     ``ops_below_roof`` leaves to this rule). Computed once per rank."""
-    return derived(rt, "findings.elementwise_chains", lambda: _chained(rt))
-
-
-def _chained(rt: RankTrace) -> np.ndarray:
-    k = compute_kernels(rt, None, analysis_window(rt, None))
-    chain, _ = chains(rt, k)
-    rows = k.rows[chain >= 0]
-    rows.setflags(write=False)
-    return rows
+    return claimed_rows(rt, "findings.elementwise_chains", lambda r, k: chains(r, k)[0] >= 0)
 
 
 def check_chains(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:

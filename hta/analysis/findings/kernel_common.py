@@ -34,13 +34,13 @@ to :data:`MAX_CHARS`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 import numpy as np
 
-from hta.analysis.findings.base import link, step_table
+from hta.analysis.findings.base import analysis_window, link, step_table
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.gpu_work import work_class
 from hta.analysis.names import short_name
@@ -301,6 +301,20 @@ class Kernels:
     ids: np.ndarray
     ops: np.ndarray
     total: int
+
+
+def claimed_rows(rt: RankTrace, key: str,
+                 pick: Callable[[RankTrace, Kernels], np.ndarray]) -> np.ndarray:
+    """The compute-kernel rows of the rank's whole analysed window that ``pick`` selects (a
+    mask over :func:`compute_kernels`), read-only: what a rule claims, which
+    ``ops_below_roof`` leaves to it. Computed once per rank, under ``key``."""
+    def rows() -> np.ndarray:
+        k = compute_kernels(rt, None, analysis_window(rt, None))
+        out = k.rows[pick(rt, k)]
+        out.setflags(write=False)
+        return out
+
+    return derived(rt, key, rows)
 
 
 def kernel_blocks(rt: RankTrace) -> np.ndarray:

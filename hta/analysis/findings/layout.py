@@ -24,7 +24,13 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at, top_labels
+from hta.analysis.findings.kernel_common import (
+    Kernels,
+    claimed_rows,
+    compute_kernels,
+    fmt_at,
+    top_labels,
+)
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
@@ -33,7 +39,6 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
     within_named,
 )
-from hta.model.derived import derived
 from hta.model.trace import RankTrace
 
 #: Layout conversion kernels of the convolution libraries.
@@ -59,14 +64,7 @@ def conversion_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
 def converted_away(rt: RankTrace) -> np.ndarray:
     """The conversion kernel rows on the rank's whole analysed window (what
     ``ops_below_roof`` and ``small_kernels`` leave to this rule). Computed once per rank."""
-    return derived(rt, "findings.layout_conversions", lambda: _converted(rt))
-
-
-def _converted(rt: RankTrace) -> np.ndarray:
-    k = compute_kernels(rt, None, analysis_window(rt, None))
-    rows = k.rows[conversion_kernels(rt, k)]
-    rows.setflags(write=False)
-    return rows
+    return claimed_rows(rt, "findings.layout_conversions", conversion_kernels)
 
 
 def check_layout(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:

@@ -40,7 +40,12 @@ import numpy as np
 
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window
 from hta.analysis.findings.claims import Claim
-from hta.analysis.findings.kernel_common import Kernels, compute_kernels, fmt_at
+from hta.analysis.findings.kernel_common import (
+    Kernels,
+    claimed_rows,
+    compute_kernels,
+    fmt_at,
+)
 from hta.analysis.findings.rule_tools import (
     fmt_time,
     name_matches,
@@ -104,16 +109,12 @@ def unfused_optimizer_kernels(rt: RankTrace) -> np.ndarray:
     """The kernel rows this rule claims on the rank's whole analysed window (an unfused
     optimizer's, when the rule fires there; what ``ops_below_roof`` leaves to it).
     Computed once per rank."""
-    return derived(rt, "findings.optimizer_passes", lambda: _claimed(rt))
+    return claimed_rows(rt, "findings.optimizer_passes", _claimed)
 
 
-def _claimed(rt: RankTrace) -> np.ndarray:
-    k = compute_kernels(rt, None, analysis_window(rt, None))
+def _claimed(rt: RankTrace, k: Kernels) -> np.ndarray:
     hit = optimizer_kernels(rt, k)
-    rows = k.rows[hit] if _fires(rt, k, hit) else k.rows[:0]
-    rows = np.array(rows)
-    rows.setflags(write=False)
-    return rows
+    return hit if _fires(rt, k, hit) else np.zeros_like(hit)
 
 
 def _fires(rt: RankTrace, k: Kernels, hit: np.ndarray) -> bool:
