@@ -44,15 +44,14 @@ _KERNEL_CODES = kind_codes(KERNEL_KINDS)
 
 
 def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
-    ev = rt.events
     pairs = rank_launch_pairs(rt)
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     kernel = np.isin(codes[pairs.gpu], _KERNEL_CODES)
     gpu, launch = pairs.gpu[kernel], pairs.launch[kernel]
     if not gpu.size:
         return pd.DataFrame()
     names = np.asarray(rt.symbols, dtype=object)
-    name_ids = ev["name"].to_numpy()
+    name_ids = rt.column("name")
     aten_symbol = np.fromiter((s.startswith("aten::") for s in rt.symbols), dtype=bool,
                               count=len(rt.symbols))
     is_aten = (codes == KIND_CODE["cpu_op"]) & aten_symbol[name_ids]
@@ -60,7 +59,7 @@ def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     op = enclosing_ops(parent, is_aten, launch)
     keep = op >= 0
     gpu, launch, op = gpu[keep], launch[keep], op[keep]
-    ts = ev["ts"].to_numpy()
+    ts = rt.column("ts")
     frame = pd.DataFrame({"op": op, "launch": launch, "launch_ts": ts[launch],
                           "gpu_ts": ts[gpu], "kernel": names[name_ids[gpu]]})
     return frame.sort_values(["op", "launch_ts", "launch", "gpu_ts"], kind="stable",

@@ -94,8 +94,7 @@ MEMORY_COPIES = Analysis("Memory copies", rank_memory_copies, COPIES)
 
 
 def _rank_copies(rt: RankTrace) -> pd.DataFrame:
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     rows = np.flatnonzero(np.isin(codes, _MEMORY_CODES))
     if rows.size == 0:
         return pd.DataFrame(columns=COPY_COLUMNS)
@@ -107,7 +106,7 @@ def _rank_copies(rt: RankTrace) -> pd.DataFrame:
         has = where >= 0
         nbytes[has] = table["bytes"].to_numpy(dtype=np.float64)[where[has]]
         arg_bw[has] = table["bandwidth_gbps"].to_numpy(dtype=np.float64)[where[has]]
-    dur = ev["dur"].to_numpy()[rows]
+    dur = rt.column("dur")[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
         computed = np.where((dur > 0) & (nbytes >= 0), nbytes / np.where(dur > 0, dur, 1),
                             np.nan)
@@ -115,14 +114,14 @@ def _rank_copies(rt: RankTrace) -> pd.DataFrame:
     use_computed = ~use_arg & np.isfinite(computed)
     bw = np.where(use_arg, arg_bw, np.where(use_computed, computed, np.nan))
     source = np.where(use_arg, "arg", np.where(use_computed, "bytes/dur", "undefined"))
-    stream = ev["stream"].to_numpy()[rows]
+    stream = rt.column("stream")[rows]
     return pd.DataFrame({
         "rank": rt.rank,
-        "index": ev["index"].to_numpy()[rows],
-        "pid": ev["pid"].to_numpy()[rows],
-        "stream": np.where(stream >= 0, stream, ev["tid"].to_numpy()[rows]),
+        "index": rt.column("index")[rows],
+        "pid": rt.column("pid")[rows],
+        "stream": np.where(stream >= 0, stream, rt.column("tid")[rows]),
         "name": _DIRECTION_BY_CODE[codes[rows]],
-        "ts": ev["ts"].to_numpy()[rows],
+        "ts": rt.column("ts")[rows],
         "dur": dur,
         "bytes": nbytes,
         "memory_bw_gbps": bw,

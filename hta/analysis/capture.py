@@ -101,10 +101,10 @@ def capture_windows(rt: RankTrace, source: str = "", batch: int = -1) -> list[Wi
     if not len(ev):
         return []
     sym = np.asarray(rt.symbols, dtype=object)
-    names = sym[ev["name"].to_numpy()]
+    names = sym[rt.column("name")]
     is_begin = np.array([n.endswith("StreamBeginCapture") for n in names], dtype=bool)
     is_end = np.array([n.endswith("StreamEndCapture") for n in names], dtype=bool)
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     launch = codes == KIND_CODE["runtime_launch"]
     ts = ev["ts"].to_numpy(np.int64)
     tid = ev["tid"].to_numpy(np.int64)
@@ -127,9 +127,9 @@ def _op_of(rt: RankTrace, row: int) -> int:
     op = int(ev["op_index"].iat[row])
     if op < 0:
         return -1
-    parent = ev["parent"].to_numpy()
-    codes = ev["kind"].array.codes
-    names = ev["name"].to_numpy()
+    parent = rt.column("parent")
+    codes = rt.kind_codes()
+    names = rt.column("name")
     v = op
     while v >= 0:
         if codes[v] == KIND_CODE["cpu_op"] and model_of(rt.symbols[int(names[v])]):
@@ -144,10 +144,10 @@ def _replays(rt: RankTrace) -> list[tuple[int, np.ndarray]]:
     if not len(ev):
         return []
     sym = rt.symbols
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     gpu = np.flatnonzero(kind_mask(codes, GPU_WORK_KINDS))
-    launch_of = ev["index_correlation"].to_numpy()[gpu]
-    names = ev["name"].to_numpy()
+    launch_of = rt.column("index_correlation")[gpu]
+    names = rt.column("name")
     ok = launch_of >= 0
     gpu, launch_of = gpu[ok], launch_of[ok]
     graph = np.array([bool(GRAPH_LAUNCH.search(sym[int(names[r])])) for r in launch_of],
@@ -169,7 +169,7 @@ def captured_kernels(replay: RankTrace, windows: list[Window]) -> pd.DataFrame:
     sym = replay.symbols
     rows_out = []
     dur = (ev["end"] - ev["ts"]).to_numpy(np.int64)
-    names = ev["name"].to_numpy()
+    names = replay.column("name")
     for launch, rows in _replays(replay):
         window = pick_window(replay, launch, rows.size, windows)
         seen_ops: set[tuple[int, int]] = set()
@@ -205,9 +205,9 @@ def _step_batch(rt: RankTrace, row: int) -> int:
     annotation holds the call at ``row``; -1 when none says."""
     ev = rt.events
     t = int(ev["ts"].iat[row])
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     ann = np.flatnonzero((codes == KIND_CODE["user_annotation"])
-                         & (ev["ts"].to_numpy() <= t) & (ev["end"].to_numpy() >= t))
+                         & (rt.column("ts") <= t) & (rt.column("end") >= t))
     for a in ann.tolist():
         parsed = parse_step_name(rt.symbols[int(ev["name"].iat[a])])
         if parsed is not None and parsed[1] > 0:
@@ -287,14 +287,13 @@ def captured_op_performance(kernels: pd.DataFrame, replay: RankTrace,
     table = capture_table(kernels, replay)
     if not len(table):
         return OPS.empty()
-    ev = replay.events
     rows = np.sort(kernels.loc[kernels["rank"] == replay.rank, "row"].to_numpy(np.int64))
-    slots = slots_in(table, ev["ts"].to_numpy()[rows], ev["stream"].to_numpy()[rows])
+    slots = slots_in(table, replay.column("ts")[rows], replay.column("stream")[rows])
     hit = slots >= 0
     rows = rows[hit]
     return replayed_op_rows(replay, rows, slots[hit], calls_of(table), device,
                             gpu_categories(replay, rows, rules or RuleSet()),
-                            ev["dur"].to_numpy()[rows])
+                            replay.column("dur")[rows])
 
 
 def rank_captured_kernels(replay: RankTrace, windows: list[tuple[int, Window]]

@@ -261,7 +261,7 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
         return PERFORMANCE.empty()
     keep = work_class(ev["kind"]) == COMM
     if iterations is not None:
-        keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
+        keep &= np.isin(rt.column("iteration"), as_list(iterations))
     rows = np.flatnonzero(keep)
     if not rows.size:
         return PERFORMANCE.empty()
@@ -293,7 +293,7 @@ def _callers(rt: RankTrace, rows: np.ndarray, chains: list[list[int]]
     launching op (the outermost ``c10d::*`` op around the launch, else the innermost
     ``nccl:*`` annotation or ``record_param_comms``; "" when none)."""
     sym = rt.symbols
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     on_autograd = _on_autograd_thread(rt, rows)
     cache: dict[tuple[int, ...], tuple[str, str]] = {}
     tags = np.full(rows.size, "", dtype=object)
@@ -316,7 +316,6 @@ def _callers(rt: RankTrace, rows: np.ndarray, chains: list[list[int]]
 def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """Per kernel: whether its launch call ran on a thread Kineto names
     ``pt_autograd_N`` (the autograd engine's, which runs the backward pass)."""
-    ev = rt.events
     out = np.zeros(rows.size, dtype=bool)
     meta = rt.tables.get("metadata_events")
     if meta is None or not len(meta) or not rows.size:
@@ -328,8 +327,8 @@ def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     threads = set(zip(named["pid"].tolist(), named["tid"].tolist()))
     launch = rt.link("index_correlation")[rows]
     ok = launch >= 0
-    pid = ev["pid"].to_numpy()[launch[ok]]
-    tid = ev["tid"].to_numpy()[launch[ok]]
+    pid = rt.column("pid")[launch[ok]]
+    tid = rt.column("tid")[launch[ok]]
     out[ok] = [(p, t) in threads for p, t in zip(pid.tolist(), tid.tolist())]
     return out
 
@@ -368,11 +367,10 @@ def _args_rows(where: np.ndarray, rows: np.ndarray, chains: list[list[int]]) -> 
 def _operations(rt: RankTrace, rows: np.ndarray, where: np.ndarray,
                 chains: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """The operation and its source of each kernel (module docstring, steps 1-3)."""
-    ev = rt.events
     sym = rt.symbols
     coll = rt.tables.get("collective_args")
     cnames = coll["collective_name"].astype(str).tolist() if coll is not None and len(coll) else []
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     n = rows.size
     ops = np.full(n, OTHER, dtype=object)
     sources = np.full(n, "none", dtype=object)
@@ -411,13 +409,12 @@ def _operations(rt: RankTrace, rows: np.ndarray, where: np.ndarray,
 def _table(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
            sources: np.ndarray) -> pd.DataFrame:
     """The performance columns from the kernels' args (module docstring)."""
-    ev = rt.events
     n = rows.size
     sym = np.asarray(rt.symbols, dtype=object)
-    kernel = sym[ev["name"].to_numpy()[rows]]
-    stream = ev["stream"].to_numpy()[rows].astype(np.int64)
-    start = ev["ts"].to_numpy()[rows].astype(np.int64)
-    end = ev["end"].to_numpy()[rows].astype(np.int64)
+    kernel = sym[rt.column("name")[rows]]
+    stream = rt.column("stream")[rows].astype(np.int64)
+    start = rt.column("ts")[rows].astype(np.int64)
+    end = rt.column("end")[rows].astype(np.int64)
     col = _arg_columns(rt, args, n)
     pg = np.where(col["pg"] != "", col["pg"], np.array([f"stream {s}" for s in stream],
                                                         dtype=object))
@@ -436,7 +433,7 @@ def _table(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
         "busbw(GB/s)": algbw * factor, "stream": stream, "exposed(us)": np.nan,
         "context": "", "launch_op": "", "name": col["name"],
         "kernel": kernel, "source": sources,
-        "iteration": ev["iteration"].to_numpy()[rows].astype(np.int64),
+        "iteration": rt.column("iteration")[rows].astype(np.int64),
         "seq": col["seq"], "start_ns": start, "end_ns": end, "in_msg_nelems": col["in"],
         "out_msg_nelems": col["out"], "send_imbalance": col["send_imb"],
         "recv_imbalance": col["recv_imb"],

@@ -90,24 +90,22 @@ def _range_rows(rt: RankTrace) -> np.ndarray:
         cat_id = rt.symbols.index(PROFILER_CATEGORY)
     except ValueError:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(rt.events["cat"].to_numpy() == cat_id)
+    return np.flatnonzero(rt.column("cat") == cat_id)
 
 
 def kernel_launch_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the kernel launches of a rank (``runtime_launch`` minus memory)."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     launch = codes == KIND_CODE["runtime_launch"]
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     launch_names = np.unique(names[launch])
     memory = [n for n in launch_names.tolist() if MEMORY_LAUNCH.search(rt.symbols[n])]
     return np.flatnonzero(launch & ~np.isin(names, memory))
 
 
 def _rank_counters(rt: RankTrace) -> pd.DataFrame:
-    ev = rt.events
     ranges = _range_rows(rt)
-    ts = ev["ts"].to_numpy()
+    ts = rt.column("ts")
     ranges = ranges[np.argsort(ts[ranges], kind="stable")]
     launches = kernel_launch_rows(rt)
     launches = launches[np.argsort(ts[launches], kind="stable")]
@@ -119,9 +117,9 @@ def _rank_counters(rt: RankTrace) -> pd.DataFrame:
             "that the trace is complete")
     metrics = _read_metrics(rt, ranges)
     symbols = np.asarray(rt.symbols, dtype=object)
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     stacks = _op_stacks(rt, launches)
-    index = ev["index"].to_numpy()
+    index = rt.column("index")
     frame = pd.DataFrame({
         "rank": rt.rank,
         "index": index[ranges],
@@ -137,10 +135,9 @@ def _rank_counters(rt: RankTrace) -> pd.DataFrame:
 
 def _op_stacks(rt: RankTrace, launches: np.ndarray) -> list[list[str]]:
     """Names of the cpu_op ancestors of each launch, outermost first."""
-    ev = rt.events
     parent = rt.link("parent")
-    is_op = ev["kind"].array.codes == KIND_CODE["cpu_op"]
-    names = ev["name"].to_numpy()
+    is_op = rt.kind_codes() == KIND_CODE["cpu_op"]
+    names = rt.column("name")
     levels: list[np.ndarray] = []
     cur = parent[launches]
     while (cur >= 0).any():
@@ -162,7 +159,7 @@ def _read_metrics(rt: RankTrace, ranges: np.ndarray) -> pd.DataFrame:
     if table is None or not len(table):
         raise ValueError(f"rank {rt.rank}: its CUPTI ranges carry no metrics in the loaded "
                          "trace (an entry of an older cache? load with cache=False)")
-    position = pd.Series(np.arange(ranges.size), index=rt.events["index"].to_numpy()[ranges])
+    position = pd.Series(np.arange(ranges.size), index=rt.column("index")[ranges])
     at = position.reindex(table["index"].to_numpy()).to_numpy()
     keep = ~np.isnan(at)
     metric = table["metric"].to_numpy()[keep]

@@ -22,13 +22,18 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     e = np.asarray(ends, dtype=np.int64)[keep]
     if s.size == 0:
         return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    if s.size > 1 and (s[1:] < s[:-1]).any():  # most callers pass them in start order
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     running_end = np.maximum.accumulate(e)
     # a new merged interval starts where the start is beyond everything before it
-    new = np.r_[True, s[1:] > running_end[:-1]]
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    np.greater(s[1:], running_end[:-1], out=new[1:])
     firsts = np.flatnonzero(new)
-    lasts = np.r_[firsts[1:] - 1, s.size - 1]
+    lasts = np.empty_like(firsts)
+    lasts[:-1] = firsts[1:] - 1
+    lasts[-1] = s.size - 1
     return s[firsts], running_end[lasts]
 
 
@@ -107,7 +112,8 @@ class Cover:
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
         self.s, self.e = merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
-        self.cum = np.r_[np.int64(0), np.cumsum(self.e - self.s)]
+        self.cum = np.zeros(self.s.size + 1, dtype=np.int64)
+        np.cumsum(self.e - self.s, out=self.cum[1:])
 
     def upto(self, t: np.ndarray) -> np.ndarray:
         """Covered length before each time ``t`` (ns)."""

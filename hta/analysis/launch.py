@@ -144,10 +144,9 @@ def launch_pairing_summary(trace: RankMapper, selection: Selection = EVERYTHING
 def rank_launch_pairing(rt: RankTrace) -> pd.DataFrame:
     """One rank's row of :func:`launch_pairing_summary`: its launches and GPU events
     with and without a partner."""
-    ev = rt.events
     pairs = rank_launch_pairs(rt)
-    ts = ev["ts"].to_numpy()
-    n_launch = int(np.count_nonzero(ev["kind"].array.codes == _LAUNCH_CODE))
+    ts = rt.column("ts")
+    n_launch = int(np.count_nonzero(rt.kind_codes() == _LAUNCH_CODE))
     return pd.DataFrame([{
         "rank": rt.rank,
         "launches": n_launch,
@@ -272,10 +271,9 @@ def _bins(rank: int, flag: str, column: str, values: np.ndarray) -> pd.DataFrame
 
 def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff: float,
                        include_memory_events: bool) -> pd.DataFrame:
-    ev = rt.events
     pairs = rank_launch_pairs(rt)
     launch, gpu = pairs.launch, pairs.gpu
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     if not include_memory_events:
         keep = ~np.isin(codes[gpu], _MEMORY_CODES)
         launch, gpu = launch[keep], gpu[keep]
@@ -283,9 +281,9 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
         logger.info("rank %d: %d launch(es) without GPU event and %d GPU event(s) without "
                     "launch left out of the launch statistics", rt.rank,
                     pairs.unpaired_launches.size, pairs.unpaired_gpu.size)
-    ts = ev["ts"].to_numpy()
-    dur = ev["dur"].to_numpy()
-    end = ev["end"].to_numpy()
+    ts = rt.column("ts")
+    dur = rt.column("dur")
+    end = rt.column("end")
     order = np.lexsort((ts[gpu], ts[launch]))
     launch, gpu = launch[order], gpu[order]
     cpu_dur = dur[launch]
@@ -294,13 +292,13 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
     runtime_ns = runtime_cutoff * 1000.0
     first, work = _per_launch(launch, gpu_dur)
     symbols = np.asarray(rt.symbols, dtype=object)
-    names = ev["name"].to_numpy()
-    stream = ev["stream"].to_numpy()[gpu]
-    stream = np.where(stream >= 0, stream, ev["tid"].to_numpy()[gpu])
-    index = ev["index"].to_numpy()
+    names = rt.column("name")
+    stream = rt.column("stream")[gpu]
+    stream = np.where(stream >= 0, stream, rt.column("tid")[gpu])
+    index = rt.column("index")
     return pd.DataFrame({
         "rank": rt.rank,
-        "correlation": ev["correlation"].to_numpy()[launch],
+        "correlation": rt.column("correlation")[launch],
         "launch_index": index[launch],
         "gpu_index": index[gpu],
         "launch_name": symbols[names[launch]],

@@ -178,13 +178,13 @@ def enclosing_cpu_ops(rt: RankTrace, ts: np.ndarray, pid: np.ndarray,
     for each instant; -1 where none."""
     ev = rt.events
     out = np.full(ts.shape[0], -1, dtype=np.int64)
-    depth = ev["depth"].to_numpy()
+    depth = rt.column("depth")
     cpu_rows = np.flatnonzero(depth >= 0)
     if not cpu_rows.size or not ts.size:
         return out
-    e_pid = ev["pid"].to_numpy()[cpu_rows]
-    e_tid = ev["tid"].to_numpy()[cpu_rows]
-    e_ts = ev["ts"].to_numpy()[cpu_rows]
+    e_pid = rt.column("pid")[cpu_rows]
+    e_tid = rt.column("tid")[cpu_rows]
+    e_ts = rt.column("ts")[cpu_rows]
     keys = pd.MultiIndex.from_arrays([np.r_[e_pid, pid], np.r_[e_tid, tid]])
     thread = pd.factorize(keys)[0].astype(np.int64)
     e_thread, q_thread = thread[: cpu_rows.size], thread[cpu_rows.size:]
@@ -201,9 +201,9 @@ def enclosing_cpu_ops(rt: RankTrace, ts: np.ndarray, pid: np.ndarray,
     cur = np.full(ts.shape[0], -1, dtype=np.int64)
     cur[ok] = cpu_rows[order][pos[ok]]
     is_op = (ev["kind"] == "cpu_op").to_numpy()
-    ev_ts = ev["ts"].to_numpy()
-    ev_end = ev["end"].to_numpy()
-    parent = ev["parent"].to_numpy()
+    ev_ts = rt.column("ts")
+    ev_end = rt.column("end")
+    parent = rt.column("parent")
     active = cur >= 0
     while active.any():
         idx = np.flatnonzero(active)
@@ -222,7 +222,6 @@ def _rank_peaks(rt: RankTrace) -> tuple[list[dict], list[pd.DataFrame]]:
     ops: list[pd.DataFrame] = []
     if not len(mem):
         return rows, ops
-    ev = rt.events
     starts, ends, numbers = rank_step_spans(rt)
     names = np.asarray(rt.symbols, dtype=object)
     for device, dev in mem.groupby("device", sort=True):
@@ -240,7 +239,7 @@ def _rank_peaks(rt: RankTrace) -> tuple[list[dict], list[pd.DataFrame]]:
                                     part["tid"].to_numpy())
         op_name = np.full(op_rows.shape[0], NO_OPERATOR, dtype=object)
         has = op_rows >= 0
-        op_name[has] = names[ev["name"].to_numpy()[op_rows[has]]]
+        op_name[has] = names[rt.column("name")[op_rows[has]]]
         by_op = (pd.DataFrame({"operator": op_name, "bytes": part["bytes"].to_numpy()})
                  .groupby("operator", sort=False)["bytes"].agg(["sum", "count"])
                  .reset_index().sort_values(["sum", "operator"], ascending=[False, True],

@@ -93,13 +93,13 @@ OPERATOR_CALLS = Analysis("Operator calls", rank_calls, CALLS, steps=WHOLE)
 
 def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     ops = np.flatnonzero(codes == _OP_CODE)
     if ops.size == 0:
         return pd.DataFrame(columns=CALL_COLUMNS)
     parent = rt.link("parent")
-    ts = ev["ts"].to_numpy()
-    end = ev["end"].to_numpy()
+    ts = rt.column("ts")
+    end = rt.column("end")
     n = len(ev)
     is_op = codes == _OP_CODE
     op_parent = np.full(n, -1, dtype=np.int64)
@@ -127,16 +127,16 @@ def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     all_gpu = np.concatenate(pair_gpu)
     gpu_time = np.bincount(all_op, weights=share[all_gpu], minlength=n)
     union, kernels = _union_per_owner(all_op, ts[all_gpu], end[all_gpu], n)
-    index = ev["index"].to_numpy()
+    index = rt.column("index")
     parent_op = op_parent[ops]
     return pd.DataFrame({
         "rank": rt.rank,
         "index": index[ops],
-        "name": np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[ops]],
+        "name": np.asarray(rt.symbols, dtype=object)[rt.column("name")[ops]],
         "input_shapes": _input_shapes(rt, ops),
         "parent_op": np.where(parent_op >= 0, index[np.clip(parent_op, 0, None)], -1),
         "top_level": parent_op < 0,
-        "cpu_total(ns)": ev["dur"].to_numpy()[ops],
+        "cpu_total(ns)": rt.column("dur")[ops],
         "cpu_self(ns)": cpu_self[ops],
         "gpu_time(ns)": gpu_time[ops],
         "gpu_self_time(ns)": gpu_self[ops],

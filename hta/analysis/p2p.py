@@ -92,14 +92,13 @@ def _held_by_annotation(rt: RankTrace, rows: np.ndarray) -> list[tuple[str, int]
     """For each event row: the ``(direction, peer number)`` of the ``nccl:send/recv``
     GPU annotation on its stream that holds it (starts no later, ends no earlier), or
     None."""
-    ev = rt.events
     marks = _p2p_annotations(rt)
     out: list[tuple[str, int] | None] = [None] * rows.size
     if not len(marks):
         return out
-    ts = ev["ts"].to_numpy()[rows]
-    end = ev["end"].to_numpy()[rows]
-    stream = ev["stream"].to_numpy()[rows]
+    ts = rt.column("ts")[rows]
+    end = rt.column("end")[rows]
+    stream = rt.column("stream")[rows]
     for s, part in marks.groupby("stream", sort=False):
         starts, ends = part["ts"].to_numpy(), part["end"].to_numpy()
         ways, peers = part["way"].to_numpy(dtype=object), part["peer"].to_numpy(np.int64)
@@ -124,16 +123,16 @@ def _p2p_annotations(rt: RankTrace) -> pd.DataFrame:
         return pd.DataFrame(columns=["stream", "ts", "end", "way", "peer"])
     rows = np.flatnonzero(keep)
     sym = rt.symbols
-    parsed = [_parse(str(sym[int(i)])) for i in ev["name"].to_numpy()[rows]]
+    parsed = [_parse(str(sym[int(i)])) for i in rt.column("name")[rows]]
     good = np.array([p is not None for p in parsed], dtype=bool)
     rows = rows[good]
     found = [p for p in parsed if p is not None]
     # Kineto writes a GPU annotation's stream only as its tid (no stream arg)
-    stream = ev["stream"].to_numpy()[rows]
-    stream = np.where(stream >= 0, stream, ev["tid"].to_numpy()[rows])
+    stream = rt.column("stream")[rows]
+    stream = np.where(stream >= 0, stream, rt.column("tid")[rows])
     marks = pd.DataFrame({
-        "stream": stream, "ts": ev["ts"].to_numpy()[rows],
-        "end": ev["end"].to_numpy()[rows], "way": [w for w, _ in found],
+        "stream": stream, "ts": rt.column("ts")[rows],
+        "end": rt.column("end")[rows], "way": [w for w, _ in found],
         "peer": np.array([q for _, q in found], dtype=np.int64)})
     return marks.sort_values(["stream", "ts"], kind="stable", ignore_index=True)
 

@@ -132,7 +132,7 @@ def _annotated(rt: RankTrace, launches: np.ndarray
     phase = np.full(n, "", dtype=object)
     mb = np.full(n, -1, dtype=np.int64)
     chunk = np.full(n, -1, dtype=np.int64)
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     acts = [_action(str(t)) for t in rt.symbols]
     marked = np.array([a is not None for a in acts], dtype=bool)
     if not marked.any():

@@ -133,9 +133,9 @@ def _compute_rank_series(rt: RankTrace) -> pd.DataFrame:
     gpu, launch = pairs.gpu, pairs.launch
     if gpu.size == 0:
         return pd.DataFrame(columns=SERIES_COLUMNS)
-    ts = ev["ts"].to_numpy()
-    pid = ev["pid"].to_numpy()[gpu]
-    tid = ev["tid"].to_numpy()[gpu]
+    ts = rt.column("ts")
+    pid = rt.column("pid")[gpu]
+    tid = rt.column("tid")[gpu]
     stream = _stream_of(ev, gpu)
     uniq_pid, uniq_stream, key = _dense_pairs(pid, stream)
     start = ts[gpu]
@@ -352,7 +352,7 @@ def rank_stream_counts(rt: RankTrace) -> pd.DataFrame:
     rows = np.concatenate([pairs.gpu, pairs.unpaired_gpu])
     if rows.size == 0:
         return STREAM_COUNTS.empty()
-    pid, stream, key = _dense_pairs(ev["pid"].to_numpy()[rows], _stream_of(ev, rows))
+    pid, stream, key = _dense_pairs(rt.column("pid")[rows], _stream_of(ev, rows))
     n = pairs.gpu.size
     return pd.DataFrame({
         "rank": np.full(len(pid), rt.rank, dtype=np.int64),

@@ -68,8 +68,8 @@ KERNEL_SEQUENCES = Analysis("Kernel sequences", rank_kernel_sequences, PATTERNS)
 
 def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> pd.DataFrame:
     ev = rt.events
-    codes = ev["kind"].array.codes
-    names = ev["name"].to_numpy()
+    codes = rt.kind_codes()
+    names = rt.column("name")
     matching = pd.Series(rt.symbols, dtype=object).str.contains(operator_name, regex=False)
     matching_ids = np.flatnonzero(matching.to_numpy(dtype=bool))
     candidate = np.isin(codes, _ROOT_CODES) & np.isin(names, matching_ids)
@@ -91,14 +91,14 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     gpu_root = root_of[pairs.launch]
     under = gpu_root >= 0
     gpu, launch, gpu_root = pairs.gpu[under], pairs.launch[under], gpu_root[under]
-    ts = ev["ts"].to_numpy()
+    ts = rt.column("ts")
     order = np.lexsort((ts[launch], ts[gpu], gpu_root))
     gpu, launch, gpu_root = gpu[order], launch[order], gpu_root[order]
     roots, first, sizes = np.unique(gpu_root, return_index=True, return_counts=True)
     keep = sizes >= min_pattern_len
     if not keep.any():
         return pd.DataFrame({c: [] for c in PATTERN_COLUMNS})
-    dur = ev["dur"].to_numpy()
+    dur = rt.column("dur")
     gpu_dur = np.add.reduceat(dur[gpu], first) if gpu.size else np.zeros(0, np.int64)
     name_seqs = np.split(names[gpu], first[1:])
     pattern_id: dict[tuple[int, ...], int] = {}
@@ -111,14 +111,14 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     count = np.bincount(pattern_of[kept], minlength=n_patterns)
     gpu_total = np.bincount(pattern_of[kept], weights=gpu_dur[kept], minlength=n_patterns)
     cpu_total = np.bincount(pattern_of[kept], weights=dur[roots[kept]], minlength=n_patterns)
-    depth = ev["depth"].to_numpy()
+    depth = rt.column("depth")
     occ = _occurrence_rows(depth, roots[kept], launch, gpu, gpu_root, l_row, l_anc, root_of)
     pattern_by_row = np.full(len(ev), -1, dtype=np.int64)
     pattern_by_row[roots] = pattern_of
     occ_pattern = pattern_by_row[occ[:, 0]]
     occ, occ_pattern = occ[occ_pattern >= 0], occ_pattern[occ_pattern >= 0]
     order = np.argsort(occ_pattern, kind="stable")
-    index = ev["index"].to_numpy()
+    index = rt.column("index")
     members = np.split(index[occ[order, 1]],
                        np.searchsorted(occ_pattern[order], np.arange(1, n_patterns)))
     symbols = rt.symbols

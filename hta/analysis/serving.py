@@ -84,10 +84,9 @@ def parse_step_name(name: str) -> tuple[str, int, int] | None:
 def _ranges(rt: RankTrace) -> tuple[str, list[tuple[int, str, str, int, int]]]:
     """The rule that found the iterations and, per iteration, ``(row, name, kind, batch,
     tokens)`` in start order."""
-    ev = rt.events
     sym = rt.symbols
-    codes = ev["kind"].array.codes
-    names = ev["name"].to_numpy()
+    codes = rt.kind_codes()
+    names = rt.column("name")
     ann = np.flatnonzero(codes == KIND_CODE["user_annotation"])
     vllm: list[tuple[int, str, str, int, int]] = []
     sglang: list[tuple[int, str, str, int, int]] = []
@@ -118,9 +117,9 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
     ev = rt.events
     ts = ev["ts"].to_numpy(np.int64)
     end = ev["end"].to_numpy(np.int64)
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     gpu = np.flatnonzero(kind_mask(codes, GPU_WORK_KINDS))
-    launch = ev["index_correlation"].to_numpy()[gpu]
+    launch = rt.column("index_correlation")[gpu]
     ok = launch >= 0
     gpu, launch_ts = gpu[ok], ts[launch[ok]]
     cats = gpu_categories(rt, gpu, rules or RuleSet())
@@ -131,7 +130,7 @@ def rank_iterations(rt: RankTrace, rules: RuleSet | None = None) -> pd.DataFrame
             launch_ts == ts[r]
         g = gpu[mine]
         if source == "graph launch":  # the launch's own GPU work
-            g = gpu[ev["index_correlation"].to_numpy()[gpu] == r]
+            g = gpu[rt.column("index_correlation")[gpu] == r]
             mine = np.isin(gpu, g)
         stop = max(int(end[r]), int(end[g].max()) if g.size else int(end[r]))
         s, e = merge(ts[g], end[g])

@@ -142,8 +142,8 @@ def _whole_spans(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
         return pd.DataFrame({"step": [], "ts": [], "end": []}, dtype=np.int64)
-    g = pd.DataFrame({"step": ev["iteration"].to_numpy(np.int64), "ts": ev["ts"].to_numpy(),
-                      "end": ev["end"].to_numpy()}).groupby("step", sort=True)
+    g = pd.DataFrame({"step": ev["iteration"].to_numpy(np.int64), "ts": rt.column("ts"),
+                      "end": rt.column("end")}).groupby("step", sort=True)
     return pd.DataFrame({"ts": g["ts"].min(), "end": g["end"].max()}).reset_index()
 
 

@@ -155,12 +155,12 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         return KERNELS.empty()
     keep = work_class(ev["kind"]) == COMM
     if iterations is not None:
-        keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
+        keep &= np.isin(rt.column("iteration"), as_list(iterations))
     rows = np.flatnonzero(keep)
     n = rows.size
     sym = np.asarray(rt.symbols, dtype=object)
-    kernel = sym[ev["name"].to_numpy()[rows]] if n else np.zeros(0, dtype=object)
-    stream = ev["stream"].to_numpy()[rows]
+    kernel = sym[rt.column("name")[rows]] if n else np.zeros(0, dtype=object)
+    stream = rt.column("stream")[rows]
     pg = np.array([f"stream {s}" for s in stream], dtype=object)
     desc = np.full(n, "", dtype=object)
     name = kernel.copy()
@@ -197,9 +197,9 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
         "rank": np.full(n, rt.rank, dtype=np.int64), "process_group": pg,
         "process_group_desc": desc, "seq": seq, "name": name,
         "kernel": kernel, "stream": stream.astype(np.int64),
-        "iteration": ev["iteration"].to_numpy()[rows].astype(np.int64),
-        "start_ns": ev["ts"].to_numpy()[rows].astype(np.int64),
-        "end_ns": ev["end"].to_numpy()[rows].astype(np.int64), "in_msg_nelems": nelems,
+        "iteration": rt.column("iteration")[rows].astype(np.int64),
+        "start_ns": rt.column("ts")[rows].astype(np.int64),
+        "end_ns": rt.column("end")[rows].astype(np.int64), "in_msg_nelems": nelems,
         "direction": direction, "peer": peer,
     }, columns=KERNEL_COLUMNS)
 
@@ -212,7 +212,7 @@ def _launch_ranges(rt: RankTrace, rows: np.ndarray, kernels: np.ndarray
     """Per kernel: the operation of the innermost ``nccl:OP`` range (PyTorch's name of
     each collective call, ``nccl:all_reduce``, ``nccl:send 0->1``) around its launch
     call, else its kernel name; and the range's whole name (``""`` without one)."""
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     ranged = np.array([str(t).startswith("nccl:") for t in rt.symbols], dtype=bool)
     found = nearest_marked_ancestor(rt.link("parent"), rt.link("index_correlation")[rows],
                                     ranged[names])

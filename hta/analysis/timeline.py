@@ -120,24 +120,23 @@ def check_budget(max_segments: int, resolution_ns: int | None) -> None:
 def _rank_segments(rt: RankTrace, iterations: StepList,
                    streams: Iterable[int] | int | None, max_segments: int,
                    resolution_ns: int | None) -> pd.DataFrame:
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     local = np.where(codes >= 0, _LOCAL_CODE[np.clip(codes, 0, None)], -1)
     keep = local >= 0
     if iterations is not None:
-        keep &= np.isin(ev["iteration"].to_numpy(), as_list(iterations))
+        keep &= np.isin(rt.column("iteration"), as_list(iterations))
     if streams is not None:
-        keep &= np.isin(ev["stream"].to_numpy(), as_list(streams))
+        keep &= np.isin(rt.column("stream"), as_list(streams))
     rows = np.flatnonzero(keep)
     if rows.size == 0:
         return SEGMENTS.empty()
-    stream = ev["stream"].to_numpy()[rows]
-    ts = ev["ts"].to_numpy()[rows]
-    end = np.maximum(ev["end"].to_numpy()[rows], ts)
+    stream = rt.column("stream")[rows]
+    ts = rt.column("ts")[rows]
+    end = np.maximum(rt.column("end")[rows], ts)
     order = np.lexsort((end, ts, stream))
     rows, stream, ts, end = rows[order], stream[order], ts[order], end[order]
     kind = local[rows]
-    iteration = ev["iteration"].to_numpy()[rows]
+    iteration = rt.column("iteration")[rows]
     t0 = int(ts.min())
     span = int(end.max()) - t0
     first_of_stream = np.r_[True, stream[1:] != stream[:-1]]
@@ -150,7 +149,7 @@ def _rank_segments(rt: RankTrace, iterations: StepList,
                                     span, max_segments, max(1, int(resolution_ns or 1)))
         logger.info("rank %d: %d GPU events drawn as %d segments (resolution %d ns)",
                     rt.rank, rows.size, int(new.sum()), res)
-    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[rows]]
+    names = np.asarray(rt.symbols, dtype=object)[rt.column("name")[rows]]
     return _gather(rt.rank, new, stream, ts, end, dur, prev_end, kind, iteration, names, res)
 
 

@@ -145,7 +145,7 @@ def _match_rows(rt: RankTrace, heads: list[_Head], origin: int, source: object) 
     ev = rt.events
     o_ts = ev["ts"].to_numpy(np.int64)
     o_dur = ev["dur"].to_numpy(np.int64)
-    o_name = ev["name"].to_numpy().astype(np.int64)
+    o_name = rt.column("name").astype(np.int64)
     out = np.full(o_ts.size, -1, dtype=np.int64)
     mine = np.lexsort((np.arange(o_ts.size), o_name, o_dur, o_ts))
     theirs = np.lexsort((x, name, dur, ts))
@@ -238,8 +238,7 @@ def _flows(rt: RankTrace, graph: CriticalPathGraph, heads: list[_Head],
     chosen, src, dst = chosen[differ], src[differ], dst[differ]
     if chosen.size == 0:
         return []
-    ev = rt.events
-    dur = ev["dur"].to_numpy()
+    dur = rt.column("dur")
     first_id = _next_flow_id(heads)
 
     def where(node: int) -> tuple[msgspec.Raw, msgspec.Raw, bytes]:

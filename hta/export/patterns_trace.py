@@ -68,7 +68,7 @@ def write_overlaid_trace(rt: RankTrace, patterns: pd.DataFrame, output_dir: str 
     item_of_row = row_items(items, rt, rt.time_origin_ns)
     n_rows = len(rt.events)
     symbols = rt.symbols
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     listing = [
         {"label": pattern_label(i, str(p), int(k)), "pattern": str(p), "count": int(c),
          "kernels": int(k)}

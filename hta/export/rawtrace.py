@@ -84,10 +84,10 @@ def row_items(items: list[msgspec.Raw], rt: RankTrace, origin_ns: int) -> np.nda
     order = np.argsort(ts, kind="stable")
     complete, ts = complete[order], ts[order]
     ev = rt.events
-    loaded_ts = ev["ts"].to_numpy()
+    loaded_ts = rt.column("ts")
     if complete.size == len(ev) and np.array_equal(ts, loaded_ts):
         return complete
-    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()]
+    names = np.asarray(rt.symbols, dtype=object)[rt.column("name")]
     raw = pd.DataFrame({"ts": ts, "name": [_text(heads[i].name) for i in complete],
                         "item": complete})
     loaded = pd.DataFrame({"ts": loaded_ts, "name": names})

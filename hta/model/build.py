@@ -229,7 +229,7 @@ def build_metadata(
         info = {}
     pg_config = info.get("pg_config") or []
     ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     gpu = kind_mask(codes, GPU_KINDS)
     counts = np.bincount(codes, minlength=len(KINDS))
     settings = {

@@ -174,11 +174,16 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+#: Whether pandas copies on write (always from pandas 3): a shallow copy of a frame is
+#: then as much the caller's own as a deep one, at a fraction of its cost.
+_COPY_ON_WRITE = int(pd.__version__.split(".", 1)[0]) >= 3
+
+
 def _handed_out(value: Any) -> Any:
     """Frames copied and dicts rebuilt (inside tuples too): what a caller changes is its
     own."""
     if isinstance(value, (pd.DataFrame, pd.Series)):
-        return value.copy()
+        return value.copy(deep=not _COPY_ON_WRITE)
     if isinstance(value, tuple):
         return tuple(_handed_out(v) for v in value)
     if isinstance(value, dict):

@@ -80,9 +80,9 @@ def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy()
     starts, ends, numbers = step_spans(
-        rt.symbols, ev["name"].to_numpy(),
-        np.isin(ev["kind"].array.codes, _STEP_KINDS),
-        ev["ts"].to_numpy(), ev["end"].to_numpy())
+        rt.symbols, rt.column("name"),
+        np.isin(rt.kind_codes(), _STEP_KINDS),
+        rt.column("ts"), rt.column("end"))
     return starts, ends, np.asarray(numbers, dtype=np.int64)
 
 

@@ -47,6 +47,46 @@ class RankTrace:
     #: derived from the events table (:mod:`hta.model.derived`) are computed again
     generation: int = field(default=0, compare=False, repr=False)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "events" and isinstance(value, pd.DataFrame):
+            plain_labels(value)
+            self.__dict__.pop("_columns", None)
+        super().__setattr__(name, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_columns", None)  # arrays over the events' own: rebuilt when read
+        return state
+
+    # -- columns as arrays ----------------------------------------------------------
+    def column(self, name: str) -> np.ndarray:
+        """The events' column ``name`` as a read-only NumPy array (what
+        ``events[name].to_numpy()`` gives), kept for the next call while the events table
+        and :attr:`generation` stay the same: the analyses read the same few columns
+        thousands of times per rank, and each pandas lookup costs tens of microseconds. A
+        column changed in place by hand is not seen (as with :mod:`hta.model.derived`):
+        assign ``events`` anew, or bump ``generation``."""
+        arrays = self._arrays()
+        array = arrays.get(name)
+        if array is None:
+            array = arrays[name] = _read_only(self.events[name].to_numpy())
+        return array
+
+    def kind_codes(self) -> np.ndarray:
+        """The codes of the ``kind`` column (positions in :data:`hta.model.schema.KINDS`),
+        read-only, kept as :meth:`column` keeps a column."""
+        arrays = self._arrays()
+        codes = arrays.get(_KIND_CODES)
+        if codes is None:
+            codes = arrays[_KIND_CODES] = _read_only(self.events["kind"].array.codes)
+        return codes
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        kept = self.__dict__.get("_columns")
+        if kept is None or kept[0] is not self.events or kept[1] != self.generation:
+            kept = self.__dict__["_columns"] = (self.events, self.generation, {})
+        return kept[2]
+
     # -- convenience ------------------------------------------------------------------
     def decoded(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
         """The events table with ``name`` and ``cat`` as strings instead of ids."""
@@ -305,6 +345,26 @@ class RankMapper(Protocol):
                   description: str = "") -> list[Any]:
         """``fn`` over the selected ranks, where they are; the per-call results."""
         ...
+
+
+_KIND_CODES = "kind codes"  # RankTrace._arrays' key of the kind codes (no column's name)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return array
+
+
+def plain_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its column labels held as Python strings (an ``object`` index), in
+    place. pandas 3 keeps them as Arrow strings by default, so that every column lookup
+    takes an Arrow scalar out of the index, which doubles its cost; the analyses look up
+    thousands of columns per rank. The labels stay the same."""
+    if len(frame.columns) and frame.columns.dtype != object:
+        frame.columns = pd.Index(frame.columns.tolist(), dtype=object)
+    return frame
 
 
 def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:

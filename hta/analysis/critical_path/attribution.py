@@ -212,16 +212,15 @@ def _in_data_load(rt, attributed: np.ndarray, typ: np.ndarray,
     pats = [re.compile(p) for p in (patterns or [])]
     if not pats:
         return out
-    ev = rt.events
     ids = np.asarray([i for i, s in enumerate(rt.symbols) if any(p.search(s) for p in pats)],
                      dtype=np.int64)
     if ids.size == 0:
         return out
-    matched = np.isin(ev["name"].to_numpy(), ids)
-    matched &= np.isin(ev["kind"].array.codes,
+    matched = np.isin(rt.column("name"), ids)
+    matched &= np.isin(rt.kind_codes(),
                        [KIND_CODE[k] for k in ("cpu_op", "user_annotation", "python_function")])
-    ic = ev["index_correlation"].to_numpy()
-    parent = ev["parent"].to_numpy()
+    ic = rt.column("index_correlation")
+    parent = rt.column("parent")
     cur = attributed.copy()
     gpu_side = typ != EDGE_CODE["cpu"]
     gpu_side &= typ != EDGE_CODE["sync"]

@@ -211,9 +211,9 @@ def select_window(
             raise ValueError(f"rank {rt.rank} has no events to analyse")
         return int(ev["ts"].min()), int(ev["end"].max()), ""
     ids = [i for i, s in enumerate(rt.symbols) if annotation in s]
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     mask = np.isin(codes, [KIND_CODE[k] for k in WINDOW_KINDS])
-    mask &= np.isin(ev["name"].to_numpy(), ids) if ids else False
+    mask &= np.isin(rt.column("name"), ids) if ids else False
     rows = np.flatnonzero(mask)
     if rows.size == 0:
         raise ValueError(
@@ -232,8 +232,8 @@ def select_window(
             f"has {rows.size} instance(s), numbered 0 to {rows.size - 1}"
         )
     picked = rows[first:last + 1]
-    start = int(ev["ts"].to_numpy()[picked].min())
-    end = int(ev["end"].to_numpy()[picked].max())
+    start = int(rt.column("ts")[picked].min())
+    end = int(rt.column("end")[picked].max())
     label = annotation if first == last else f"{annotation}[{first}:{last}]"
     return start, end, label
 
@@ -284,7 +284,7 @@ def build_graph(
     selected, or, for GPU work with no known launch, when it starts inside the window.
     See the module docstring for the nodes, edges and weights.
     """
-    index = rt.events["index"].to_numpy()
+    index = rt.column("index")
     if index.size and not (index == np.arange(index.size)).all():
         raise ValueError(
             f"rank {rt.rank}: the events table was filtered after loading (its 'index' column "

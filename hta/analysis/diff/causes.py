@@ -54,7 +54,7 @@ _DIRECTIONS = {"memcpy_htod": "host to device", "memcpy_dtoh": "device to host"}
 def _steps(rt: RankTrace, iterations: Sequence[int] | None) -> np.ndarray:
     """Per event, its step when it is analysed, else -2 (steps: every one >= 0, or the
     given ones; a rank without steps: all events, step -1)."""
-    it = rt.events["iteration"].to_numpy().astype(np.int64)
+    it = rt.column("iteration").astype(np.int64)
     if not (it >= 0).any():
         return np.full(it.size, -1, dtype=np.int64)
     keep = it >= 0 if iterations is None else np.isin(it, list(iterations))
@@ -126,8 +126,8 @@ def rank_cause_rows(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame
     live = np.unique(step[step >= -1])
     parts = [pd.DataFrame({"part": "slot", "key": "", "slot": _slot(rt.rank, live),
                            "value": 0.0})]
-    names = ev["name"].to_numpy()
-    dur = ev["dur"].to_numpy().astype(np.float64)
+    names = rt.column("name")
+    dur = rt.column("dur").astype(np.float64)
     rows = np.asarray(blocking_rows(rt))
     rows = rows[step[rows] >= -1] if rows.size else rows
     if rows.size:
@@ -136,7 +136,7 @@ def rank_cause_rows(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame
                 for r, o in zip(rows.tolist(), op.tolist(), strict=True)]
         parts.append(pd.DataFrame({"part": "sync", "key": site,
                                    "slot": _slot(rt.rank, step[rows]), "value": dur[rows]}))
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     copies = np.flatnonzero(kind_mask(codes, tuple(_DIRECTIONS)) & (step >= -1))
     if copies.size:
         from hta.analysis.findings.rule_tools import bytes_of

@@ -233,7 +233,7 @@ def _has_gpu_work(side: _Side) -> bool:
 
 def rank_has_gpu_work(rt: RankTrace) -> pd.DataFrame:
     """One rank's :data:`HAS_GPU_WORK` row: whether it holds GPU work."""
-    return pd.DataFrame({"gpu_work": [bool(np.isin(rt.events["kind"].array.codes,
+    return pd.DataFrame({"gpu_work": [bool(np.isin(rt.kind_codes(),
                                                    _WORK_CODES).any())]})
 
 
@@ -301,21 +301,21 @@ def rank_work_names(rt: RankTrace, steps: list[int] | None, by: str) -> pd.DataF
     how many, their summed duration (ns), the symbol id (``sid``) and, for kernels, the
     work class of the name's last event (``kind``, -1 for operators)."""
     ev = rt.events
-    keep = np.isin(ev["kind"].array.codes, _WORK_CODES)
+    keep = np.isin(rt.kind_codes(), _WORK_CODES)
     if steps is not None:
-        keep &= np.isin(ev["iteration"].to_numpy(), steps)
+        keep &= np.isin(rt.column("iteration"), steps)
     rows = np.flatnonzero(keep)
     no_op = len(rt.symbols)  # id standing for NO_OPERATOR
     if by == "kernel":
-        ids = ev["name"].to_numpy()[rows].astype(np.int64)
+        ids = rt.column("name")[rows].astype(np.int64)
     else:
         op = rt.link("op_index")[rows]
-        names = ev["name"].to_numpy()
+        names = rt.column("name")
         ids = np.where(op >= 0, names[np.clip(op, 0, None)] if len(ev) else 0, no_op)
         ids = ids.astype(np.int64)
     size = no_op + 1
     count = np.bincount(ids, minlength=size)
-    time = np.bincount(ids, weights=ev["dur"].to_numpy()[rows], minlength=size)
+    time = np.bincount(ids, weights=rt.column("dur")[rows], minlength=size)
     kind = np.full(size, -1, dtype=np.int64)
     if by == "kernel" and rows.size:
         kind[ids] = work_class(ev["kind"].iloc[rows])

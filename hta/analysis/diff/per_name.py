@@ -40,14 +40,14 @@ def rank_name_totals(rt: RankTrace, steps: list[int] | None, device: str) -> pd.
     ev = rt.events
     keep = np.ones(len(ev), dtype=bool)
     if device != "ALL":
-        on_gpu = np.isin(ev["kind"].array.codes, _GPU_CODES)
+        on_gpu = np.isin(rt.kind_codes(), _GPU_CODES)
         keep &= on_gpu if device == "GPU" else ~on_gpu
     if steps is not None:
-        keep &= np.isin(ev["iteration"].to_numpy(), steps)
-    names = ev["name"].to_numpy()[keep]
+        keep &= np.isin(rt.column("iteration"), steps)
+    names = rt.column("name")[keep]
     size = int(names.max()) + 1 if names.size else 0
     counts = np.bincount(names, minlength=size)
-    total = np.bincount(names, weights=ev["dur"].to_numpy()[keep],
+    total = np.bincount(names, weights=rt.column("dur")[keep],
                         minlength=size).astype(np.int64)
     ids = np.flatnonzero(counts)
     return pd.DataFrame({"name": pd.Series([rt.symbols[i] for i in ids.tolist()], dtype=object),

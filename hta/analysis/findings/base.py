@@ -134,10 +134,9 @@ def _steps_gpu_end(rt: RankTrace, steps: np.ndarray) -> int:
     """The end of the last GPU work (kernel, copy, memset) launched in ``steps``: a GPU
     that runs behind its host finishes a step's work after the step's CPU span (0 when
     none)."""
-    ev = rt.events
-    gpu = kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS)
-    mine = gpu & np.isin(ev["iteration"].to_numpy(), steps)
-    return int(ev["end"].to_numpy()[mine].max()) if mine.any() else 0
+    gpu = kind_mask(rt.kind_codes(), GPU_WORK_KINDS)
+    mine = gpu & np.isin(rt.column("iteration"), steps)
+    return int(rt.column("end")[mine].max()) if mine.any() else 0
 
 
 __all__ = ["Finding", "FindingRule", "JobCheck", "RankCheck", "analysis_window", "link",

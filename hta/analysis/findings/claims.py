@@ -114,8 +114,8 @@ def difference(a_start: np.ndarray, a_end: np.ndarray, b: Cover
     if a_start.size == 0 or b.s.size == 0:
         return a_start, a_end, np.arange(a_start.size)
     # b's gaps, as intervals, intersected with each a interval
-    gap_s = np.r_[np.iinfo(np.int64).min // 4, b.e]
-    gap_e = np.r_[b.s, np.iinfo(np.int64).max // 4]
+    gap_s = np.concatenate(([np.iinfo(np.int64).min // 4], b.e)).astype(np.int64, copy=False)
+    gap_e = np.concatenate((b.s, [np.iinfo(np.int64).max // 4])).astype(np.int64, copy=False)
     first = np.searchsorted(gap_e, a_start, side="right")
     last = np.searchsorted(gap_s, a_end, side="left")
     count = np.maximum(last - first, 0)

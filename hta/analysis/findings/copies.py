@@ -76,7 +76,7 @@ def _alone(rt: RankTrace, rows: np.ndarray) -> tuple[np.ndarray, int]:
     """Per copy of ``rows``: the time it ran with no other GPU work (kernels, copies,
     memsets not in ``rows``) running; and the same for the union of ``rows`` (ns)."""
     ev = rt.events
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    ts, end = rt.column("ts"), rt.column("end")
     mine = np.zeros(len(ev), dtype=bool)
     mine[rows] = True
     others = gpu_rows(rt)
@@ -105,10 +105,10 @@ def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     memory: ``max(MIN_COPY_NS, bytes / reference)`` with the reference of its direction
     (:func:`_reference`); a copy of unknown size keeps its duration."""
     ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
-    dur = ev["dur"].to_numpy()
+    dur = rt.column("dur")
     if not pageable.size:
         return pageable, np.zeros(0)
     pinned = copies[name_matches(rt, copies, PINNED)]
@@ -127,7 +127,7 @@ def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``pageable_copies`` findings of one rank, one per direction."""
     ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     pageable = copies[name_matches(rt, copies, PAGEABLE)]
     if pageable.size == 0:
@@ -137,8 +137,8 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
     pinned = copies[name_matches(rt, copies, PINNED)]
     nbytes = np.full(len(ev), np.nan)  # filled for the copies only
     nbytes[copies] = bytes_of(rt, copies)
-    dur = ev["dur"].to_numpy()
-    steps = ev["iteration"].to_numpy()
+    dur = rt.column("dur")
+    steps = rt.column("iteration")
     findings = []
     for code in np.unique(codes[pageable]).tolist():
         rows = pageable[codes[pageable] == code]
@@ -153,7 +153,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
         if total <= 0:
             continue
         direction = DIRECTION[KINDS[code]]
-        names = ev["name"].to_numpy()[rows]
+        names = rt.column("name")[rows]
         top = rt.symbols[int(pd.Series(dur[rows]).groupby(names).sum().idxmax())]
         moved = float(b[known].sum())
         took = int(dur[rows][known].sum())
@@ -167,7 +167,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
             f"GPU work ran ({fmt_time(float(excess.sum()))} longer in all; memory bandwidth "
             f"table, {direction}; copy names on the GPU timeline)."
         )
-        claim = Claim(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows], saving)
+        claim = Claim(rt.column("ts")[rows], rt.column("end")[rows], saving)
         findings.append(Finding((rt.rank,), step_tuple(steps[rows][saving > 0]), evidence,
                                 total, window[1] - window[0], subject=direction,
                                 claim=claim))
@@ -176,10 +176,9 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
 
 def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``copies_on_compute_stream`` findings of one rank, one per direction."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     window = analysis_window(rt, iterations)
-    stream = ev["stream"].to_numpy()
+    stream = rt.column("stream")
     kernels = np.flatnonzero(codes == _COMPUTE)
     kernels = kernels[in_selection(rt, kernels, None, window)]
     compute_streams = np.unique(stream[kernels])
@@ -188,7 +187,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     transfers = transfers[in_selection(rt, transfers, iterations, window)]
     if transfers.size == 0:
         return []
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    ts, end = rt.column("ts"), rt.column("end")
     launch = link(rt, "index_correlation")
     all_kernels = np.flatnonzero(codes == _COMPUTE)
     blocked = np.zeros(transfers.size, dtype=np.int64)
@@ -207,7 +206,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
         wait = np.minimum(c1, ts[k]) - np.maximum(c0, l_end)
         blocked[mine] = np.where(has & (l_end < c1), np.maximum(wait, 0), 0)
         held_from[mine] = np.maximum(c0, l_end)
-    steps = ev["iteration"].to_numpy()
+    steps = rt.column("iteration")
     findings = []
     for code in np.unique(codes[transfers]).tolist():
         sel = codes[transfers] == code

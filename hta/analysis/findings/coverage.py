@@ -150,7 +150,7 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     }
     causes = idle_causes(rt, idle_s, idle_e, kept)
     row["idle_causes_ns"] = causes
-    runtime = np.flatnonzero(kind_mask(rt.events["kind"].array.codes, RUNTIME_KINDS))
+    runtime = np.flatnonzero(kind_mask(rt.kind_codes(), RUNTIME_KINDS))
     row["dependency_calls"] = int(name_matches(rt, runtime, DEPENDENCY_CALLS).sum())
     row["window_text"] = window_text(rt, iterations)
     order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
@@ -297,9 +297,9 @@ class _Host:
     @classmethod
     def of(cls, rt: RankTrace) -> _Host:
         ev = rt.events
-        codes = ev["kind"].array.codes
+        codes = rt.kind_codes()
         ann = np.flatnonzero(codes == _ANNOTATION)
-        names = ev["name"].to_numpy()[ann]
+        names = rt.column("name")[ann]
         uniq, inv = np.unique(names, return_inverse=True)
         step = np.array([rt.symbols[i].startswith("ProfilerStep#") for i in uniq.tolist()],
                         dtype=bool)
@@ -313,7 +313,7 @@ class _Host:
         order. Rows in start order (the events table is sorted by start) are tested only
         over the stretch that can overlap: from the first whose running maximum of ends
         passes ``a`` to the last starting before ``b``."""
-        ts, end = self.rt.events["ts"].to_numpy(), self.rt.events["end"].to_numpy()
+        ts, end = self.rt.column("ts"), self.rt.column("end")
         key = id(rows)
         if key not in self._order:
             starts = ts[rows]
@@ -350,8 +350,7 @@ def _cpu_activity(host: _Host, a: int, b: int) -> str:
     """``aten::to 62% (1.2 ms), ...``: exclusive time of CPU ops and runtime calls in
     ``[a, b)``, the largest first; led by ``no operator or runtime call for N% of it``
     when none runs for more than half of the piece."""
-    ev = host.rt.events
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    ts, end = host.rt.column("ts"), host.rt.column("end")
     rows = host.overlapping(host.cpu, a, b)
     if rows.size == 0:
         return ""
@@ -369,7 +368,7 @@ def _cpu_activity(host: _Host, a: int, b: int) -> str:
     nested = np.zeros(rows.size, dtype=np.int64)
     np.add.at(nested, owner[owner >= 0], overlap[owner >= 0])
     own = np.maximum(overlap - nested, 0)
-    top = _top(host.rt, ev["name"].to_numpy()[rows], own, b - a)
+    top = _top(host.rt, host.rt.column("name")[rows], own, b - a)
     quiet = (b - a) - union_length(np.maximum(ts[rows], a), np.minimum(end[rows], b))
     if quiet * 2 > b - a:
         return f"no operator or runtime call for {100 * quiet / (b - a):.0f}% of it" + (
@@ -379,12 +378,11 @@ def _cpu_activity(host: _Host, a: int, b: int) -> str:
 
 def _annotations(host: _Host, a: int, b: int) -> str:
     """The user annotations overlapping ``[a, b)`` most (innermost first on ties)."""
-    ev = host.rt.events
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    ts, end = host.rt.column("ts"), host.rt.column("end")
     rows = host.overlapping(host.ann, a, b)
     if rows.size == 0:
         return ""
-    names = ev["name"].to_numpy()[rows]
+    names = host.rt.column("name")[rows]
     overlap = np.minimum(end[rows], b) - np.maximum(ts[rows], a)
     order = np.lexsort(((end - ts)[rows], -overlap))
     seen: list[str] = []

@@ -72,8 +72,7 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     link_ok = (k.dur >= MIN_KERNEL_NS) & name_matches(rt, k.rows, ELEMENTWISE)
     if link_ok.sum() < MIN_CHAIN:
         return chain, longest
-    ev = rt.events
-    stream = ev["stream"].to_numpy()[k.rows]
+    stream = rt.column("stream")[k.rows]
     order = np.lexsort((k.ts, stream))
     ok, st, gr = link_ok[order], stream[order], kernel_blocks(rt)[k.rows][order]
     # a run starts at each link that follows a non-link, starts a new stream, or covers
@@ -85,7 +84,7 @@ def chains(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     size = np.bincount(run[ok], minlength=n_runs)
     # and its kernels come from two or more operators (one operator again and again is a
     # loop over tensors, not a chain over one)
-    op_name = np.where(k.ops >= 0, ev["name"].to_numpy()[np.maximum(k.ops, 0)], -1)[order]
+    op_name = np.where(k.ops >= 0, rt.column("name")[np.maximum(k.ops, 0)], -1)[order]
     pairs = np.unique(np.stack([run[ok], op_name[ok]]), axis=1)
     kinds = np.bincount(pairs[0], minlength=n_runs)
     keep = (size >= MIN_CHAIN) & (kinds >= 2)
@@ -154,7 +153,7 @@ def _ops_text(rt: RankTrace, k: Kernels, members: np.ndarray, most: int = 8) -> 
     names = []
     for i in members[:most].tolist():
         op = int(k.ops[i])
-        names.append(str(rt.symbols[int(rt.events["name"].to_numpy()[op])]) if op >= 0
+        names.append(str(rt.symbols[int(rt.column("name")[op])]) if op >= 0
                      else "(no operator)")
     more = f" -> ... ({members.size - most} more)" if members.size > most else ""
     return " -> ".join(names) + more

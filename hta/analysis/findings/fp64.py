@@ -194,7 +194,7 @@ def double_ops(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     if not len(table) or "input_type" not in table or ops.size == 0:
         return out
     where = slot[ops]
-    names = rt.events["name"].to_numpy()[ops]
+    names = rt.column("name")[ops]
     uniq, inverse = np.unique(names, return_inverse=True)
     launcher = np.array([_LAUNCHER_OP.search(rt.symbols[int(n)]) is not None
                          for n in uniq.tolist()], dtype=bool)[inverse.reshape(-1)]
@@ -245,7 +245,7 @@ def _device_props(rt: RankTrace, rows: np.ndarray, dur: np.ndarray) -> dict | No
     if not props:
         return None
     if "device" in rt.events and rows.size:
-        device = rt.events["device"].to_numpy()[rows]
+        device = rt.column("device")[rows]
         time = pd.Series(dur).groupby(device).sum()
         top = int(time.idxmax())
         for p in props:
@@ -280,7 +280,7 @@ def check_fp64_work(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     )
     names = [rt.symbols[i] for i in np.unique(ids).tolist()]
     ops = [rt.symbols[int(n)] for n in
-           np.unique(rt.events["name"].to_numpy()[k.ops[k.hit][k.ops[k.hit] >= 0]]).tolist()]
+           np.unique(rt.column("name")[k.ops[k.hit][k.ops[k.hit] >= 0]]).tolist()]
     advice = FP64_ADVICE + (" " + COMPILED_NOTE if _compiled(names + ops) else "")
     claim = Claim(ts, ts + dur, fraction * dur)
     return [Finding((rt.rank,), step_tuple(step), evidence, int(round(fraction * fp64)),
@@ -311,7 +311,7 @@ def launched_by(rt: RankTrace, ops: np.ndarray, weights: np.ndarray, n: int = 3)
     has = ops >= 0
     if not has.any():
         return ""
-    names = rt.events["name"].to_numpy()[ops[has]]
+    names = rt.column("name")[ops[has]]
     frame = pd.DataFrame({"name": names, "op": ops[has], "w": weights[has]})
     per_call = frame.groupby(["name", "op"], sort=False)["w"].sum().reset_index()
     by_name = per_call.groupby("name", sort=False).agg(

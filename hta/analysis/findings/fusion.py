@@ -377,7 +377,7 @@ def _blocks_text(rt: RankTrace, subject: str, blocks: int, example: int) -> str:
     5000, 5000], [], []])``: how the attention blocks were found."""
     dims = _input_dims_of(rt)(example)
     shown = f" of {cut(json.dumps(dims), 60)}" if dims else ""
-    name = rt.symbols[int(rt.events["name"].to_numpy()[example])]
+    name = rt.symbols[int(rt.column("name")[example])]
     where = ("between batched matrix products" if subject == EXPLICIT
              else "inside aten::scaled_dot_product_attention (its math backend)")
     return f", around {blocks} softmax call(s) {where} ({name}{shown})"

@@ -27,7 +27,6 @@ def graph_spans(rt: RankTrace, g: np.ndarray | None = None
     one graph launch enqueued (``g``: the rank's GPU rows, when the caller has them).
     Traces often hold only some of a replayed graph's kernels, so the gaps inside that
     span are not taken as idle."""
-    ev = rt.events
     g = gpu_rows(rt) if g is None else g
     launch = link(rt, "index_correlation")[g]
     ok = launch >= 0
@@ -40,8 +39,8 @@ def graph_spans(rt: RankTrace, g: np.ndarray | None = None
     inverse = inverse.reshape(-1)
     start = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
     end = np.full(ids.size, _NEVER, dtype=np.int64)
-    np.minimum.at(start, inverse, ev["ts"].to_numpy()[g])
-    np.maximum.at(end, inverse, ev["end"].to_numpy()[g])
+    np.minimum.at(start, inverse, rt.column("ts")[g])
+    np.maximum.at(end, inverse, rt.column("end")[g])
     return start, end
 
 
@@ -94,11 +93,10 @@ def graph_aware(rt: RankTrace, advice: str) -> str:
 def idle_cover(rt: RankTrace, dl: Cover, g: np.ndarray | None = None) -> Cover:
     """What does not count as GPU idle: GPU work (rows ``g``, found when not given), graph
     replay spans and the data-loader spans ``dl``."""
-    ev = rt.events
     g = gpu_rows(rt) if g is None else g
     spans = graph_spans(rt, g)
-    return Cover(np.concatenate([ev["ts"].to_numpy()[g], dl.s, spans[0]]),
-                 np.concatenate([ev["end"].to_numpy()[g], dl.e, spans[1]]))
+    return Cover(np.concatenate([rt.column("ts")[g], dl.s, spans[0]]),
+                 np.concatenate([rt.column("end")[g], dl.e, spans[1]]))
 
 
 __all__ = ["BLOCKING_COPY", "COMPILED_HOST_ADVICE", "GRAPHED_HOST_ADVICE", "graph_aware",

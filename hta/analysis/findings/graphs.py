@@ -68,10 +68,9 @@ def _symbol_mask(rt: RankTrace, pattern: re.Pattern[str]) -> np.ndarray:
 
 def _calls(rt: RankTrace, pattern: re.Pattern[str], window: tuple[int, int]) -> np.ndarray:
     """Positions of the CPU-side events named by ``pattern`` starting in the window."""
-    ev = rt.events
-    ts = ev["ts"].to_numpy()
-    hit = _symbol_mask(rt, pattern)[ev["name"].to_numpy()]
-    hit &= np.isin(ev["kind"].array.codes, _CPU_CODES)
+    ts = rt.column("ts")
+    hit = _symbol_mask(rt, pattern)[rt.column("name")]
+    hit &= np.isin(rt.kind_codes(), _CPU_CODES)
     return np.flatnonzero(hit & (ts >= window[0]) & (ts < window[1]))
 
 
@@ -115,7 +114,7 @@ def check_graph_capture(rt: RankTrace, iterations: list[int] | None) -> list[Fin
         f"analysed. This trace shows the warm-up that captures CUDA graphs, not their "
         f"replay: its shares and other findings describe the warm-up."
     )
-    steps = step_tuple(ev["iteration"].to_numpy()[np.r_[begins, instantiations]])
+    steps = step_tuple(rt.column("iteration")[np.r_[begins, instantiations]])
     return [Finding((rt.rank,), steps, evidence, 0, window[1] - window[0])]
 
 
@@ -124,10 +123,10 @@ def _launches_during_capture(rt: RankTrace, begins: np.ndarray, window: tuple[in
     """Runtime launch calls on a capturing thread between a capture's begin and its end
     (the window's end when the capture does not end in it), each counted once."""
     ev = rt.events
-    ts = ev["ts"].to_numpy()
+    ts = rt.column("ts")
     thread = _thread_ids(ev)
     ends = _calls(rt, CAPTURE_END, window)
-    launches = np.flatnonzero(ev["kind"].array.codes == _LAUNCH)
+    launches = np.flatnonzero(rt.kind_codes() == _LAUNCH)
     total = 0
     for t in np.unique(thread[begins]).tolist():
         b_ts = ts[begins[thread[begins] == t]]
@@ -153,10 +152,9 @@ def _thread_ids(ev: pd.DataFrame) -> np.ndarray:
 
 def _annotation_around(rt: RankTrace, row: int) -> str:
     """The innermost ``record_function`` label around ``row`` (not a ProfilerStep)."""
-    ev = rt.events
     parent = link(rt, "parent")
-    codes = ev["kind"].array.codes
-    names = ev["name"].to_numpy()
+    codes = rt.kind_codes()
+    names = rt.column("name")
     cur = int(parent[row])
     while cur >= 0:
         text = rt.symbols[int(names[cur])]
@@ -171,8 +169,8 @@ def _busy(rt: RankTrace, window: tuple[int, int]) -> tuple[np.ndarray, int, np.n
     """(GPU work rows, busy ns inside the window, merged busy intervals in the window)."""
     ev = rt.events
     rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
-    lo = np.maximum(ev["ts"].to_numpy()[rows], window[0])
-    hi = np.minimum(ev["end"].to_numpy()[rows], window[1])
+    lo = np.maximum(rt.column("ts")[rows], window[0])
+    hi = np.minimum(rt.column("end")[rows], window[1])
     starts, ends = merge(lo, hi)
     return rows, int((ends - starts).sum()), np.stack([starts, ends])
 
@@ -187,7 +185,7 @@ def check_gpu_mostly_idle(rt: RankTrace, iterations: list[int] | None) -> list[F
     edges = np.concatenate([[window[0]], spans.T.reshape(-1), [window[1]]])
     gaps = edges[1::2] - edges[0::2]  # [window start, first start), [end, next start)...
     k = int(np.argmax(gaps))
-    steps = step_tuple(rt.events["iteration"].to_numpy()[rows])
+    steps = step_tuple(rt.column("iteration")[rows])
     evidence = (
         f"GPU busy {fmt_time(busy)} of the {fmt_time(span)} analysed ({_pct(busy, span)}, "
         f"{where_steps(rt, steps)}): kernels, copies or memsets on any stream; the longest "

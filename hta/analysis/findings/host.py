@@ -76,13 +76,13 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
         return []
     ev = rt.events
     spans = graph_spans(rt, g)  # gaps inside a graph replay are not idle
-    busy = Cover(np.r_[ev["ts"].to_numpy()[g], spans[0]], np.r_[ev["end"].to_numpy()[g], spans[1]])
+    busy = Cover(np.r_[rt.column("ts")[g], spans[0]], np.r_[rt.column("end")[g], spans[1]])
     ms, me, idle = _idle_in(ev, rows, window, busy)
     total = int(idle.sum())
     if total <= 0:
         return []
-    start = np.maximum(ev["ts"].to_numpy()[rows], window[0])
-    steps = ev["iteration"].to_numpy()[rows]
+    start = np.maximum(rt.column("ts")[rows], window[0])
+    steps = rt.column("iteration")[rows]
     pieces = np.searchsorted(ms, start, side="right") - 1
     hit_steps = steps[idle[np.clip(pieces, 0, None)] > 0]
     evidence, advice = _loader_text(rt, fetch, starts, once, window, busy, steps_in)
@@ -136,8 +136,8 @@ def _loader_text(rt: RankTrace, fetch: np.ndarray, starts: np.ndarray, once: boo
     ev = rt.events
     parts = []
     if fetch.size:
-        names = ev["name"].to_numpy()[fetch]
-        dur = ev["end"].to_numpy()[fetch] - ev["ts"].to_numpy()[fetch]
+        names = rt.column("name")[fetch]
+        dur = rt.column("end")[fetch] - rt.column("ts")[fetch]
         top = rt.symbols[int(pd.Series(dur).groupby(names).sum().idxmax())]
         outer = int(np.count_nonzero(~np.isin(link(rt, "parent")[fetch], fetch)))
         _, _, idle = _idle_in(ev, fetch, window, busy)

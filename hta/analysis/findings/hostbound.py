@@ -127,12 +127,11 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
             "torch.cuda.graphs" not in advice:
         return advice
     rows = blocking_rows(rt)
-    ev = rt.events
-    ts = ev["ts"].to_numpy()
+    ts = rt.column("ts")
     inside = (ts[rows] >= window[0]) & (ts[rows] < window[1])
     # a runtime call that waits on the GPU; an operator standing for one only in a trace
     # without runtime calls (an .item() of a CPU tensor waits on nothing)
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     if kind_mask(codes, RUNTIME_KINDS).any():
         inside &= kind_mask(codes[rows], RUNTIME_KINDS)
     if not inside.any():
@@ -144,7 +143,7 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
     ops = sites.op[hit]
     ops = np.unique(ops[ops >= 0])  # one read may make several runtime calls
     names = pd.Series([rt.symbols[int(n)] for n in
-                       rt.events["name"].to_numpy()[ops]]).value_counts()
+                       rt.column("name")[ops]]).value_counts()
     shown = ", ".join(f"{n} ×{int(c)}" for n, c in names.head(3).items()) or "no operator"
     times = ops.size or int(hit.sum())
     return (f"A CUDA graph cannot be captured across a host synchronisation, and this "
@@ -292,7 +291,7 @@ def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     ev = rt.events
     work = np.flatnonzero(work_class(ev["kind"]) >= 0)[rows]
     pos = link(rt, "index_correlation")[work]
-    tid = ev["tid"].to_numpy()
+    tid = rt.column("tid")
     return np.where(pos >= 0, tid[np.maximum(pos, 0)], -1)
 
 
@@ -374,18 +373,17 @@ def _lead_in_end(rt: RankTrace) -> int:
     every step blocks on the GPU (a synchronize, a blocking copy), the host runs at most
     one step ahead, and what it queued is at most one step's GPU work: from the first
     step's start plus the most GPU time of a recorded step on, a lead-in is idle."""
-    ev = rt.events
     g = gpu_rows(rt)
     if not g.size:
         return 0
-    first = int(ev["ts"].to_numpy()[g].min())
+    first = int(rt.column("ts")[g].min())
     steps = step_table(rt)
-    blocked = ev["iteration"].to_numpy()[blocking_rows(rt)]
+    blocked = rt.column("iteration")[blocking_rows(rt)]
     if not np.isin(steps["step"].to_numpy(), blocked).all():
         return first
-    step_of = ev["iteration"].to_numpy()[g]
+    step_of = rt.column("iteration")[g]
     order = np.argsort(step_of, kind="stable")  # each step's GPU work side by side
-    ts, end, step_of = ev["ts"].to_numpy()[g][order], ev["end"].to_numpy()[g][order], \
+    ts, end, step_of = rt.column("ts")[g][order], rt.column("end")[g][order], \
         step_of[order]
     cuts = np.searchsorted(step_of, steps["step"].to_numpy(), side="left")
     stops = np.searchsorted(step_of, steps["step"].to_numpy(), side="right")
@@ -434,7 +432,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     ps, pe, owner = difference(a, b, held)
     names = _cpu_names(rt, ps, pe, tids[owner])
     frames = _python_frames(rt, ps, pe, tids[owner]) if by_class["python"] else ""
-    records_ops = bool((rt.events["kind"].array.codes == _OP).any())
+    records_ops = bool((rt.kind_codes() == _OP).any())
     evidence = (
         f"{a.size} stretches in {steps_text(rt, steps_of)} where the GPU ran dry "
         f"before the host had submitted its next work left the GPU idle {fmt_time(total)}"
@@ -482,9 +480,9 @@ def _in_longest_gaps(rt: RankTrace, rows: np.ndarray, a: np.ndarray, b: np.ndarr
     """For each of the :data:`NAMED_GAPS` longest gaps ``[a, b)`` (launching thread
     ``tid``): the ones of ``rows`` on that thread that overlap it, and their overlap
     (ns)."""
-    ts, end = rt.events["ts"].to_numpy(), rt.events["end"].to_numpy()
+    ts, end = rt.column("ts"), rt.column("end")
     rows = rows[np.argsort(ts[rows], kind="stable")]
-    rts, rend, rtid = ts[rows], end[rows], rt.events["tid"].to_numpy()[rows]
+    rts, rend, rtid = ts[rows], end[rows], rt.column("tid")[rows]
     for i in np.argsort(-(b - a), kind="stable")[:NAMED_GAPS].tolist():
         hi = np.searchsorted(rts, b[i], side="left")
         cand = rows[:hi][(rend[:hi] > a[i]) & (rtid[:hi] == tid[i])]
@@ -495,11 +493,10 @@ def _in_longest_gaps(rt: RankTrace, rows: np.ndarray, a: np.ndarray, b: np.ndarr
 def _cpu_names(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> str:
     """The operators and runtime calls (outermost in each gap) with the most time inside
     the longest gaps."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     rows = np.flatnonzero(kind_mask(codes, ("cpu_op", *_RUNTIME)))
     rows = rows[~name_matches(rt, rows, STEP)]
-    depth, names = ev["depth"].to_numpy(), ev["name"].to_numpy()
+    depth, names = rt.column("depth"), rt.column("name")
     weight: dict[int, int] = {}
     for cand, over in _in_longest_gaps(rt, rows, a, b, tid):
         top = depth[cand] == depth[cand].min()
@@ -525,13 +522,12 @@ def _python_frames(rt: RankTrace, a: np.ndarray, b: np.ndarray, tid: np.ndarray)
     """The Python frames (``python_function`` events, ``with_stack=True``) with the most
     time of their own (less their child frames, operators, annotations and runtime
     calls) inside the longest gaps on their threads; "" when the trace has none."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     py = KIND_CODE.get("python_function")
     if py is None or not (codes == py).any():
         return ""
     parent = link(rt, "parent")
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     weight: dict[int, int] = {}
     rows = np.flatnonzero(kind_mask(codes, _CHILD_KINDS))
     for cand, over in _in_longest_gaps(rt, rows, a, b, tid):

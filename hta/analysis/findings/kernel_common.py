@@ -240,7 +240,7 @@ def graph_replayed_work(rt: RankTrace) -> np.ndarray:
     ev = rt.events
     rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
     launch = link(rt, "index_correlation")
-    return graph_replayed(rt.symbols, ev["name"].to_numpy(), launch)[rows]
+    return graph_replayed(rt.symbols, rt.column("name"), launch)[rows]
 
 
 def fmt_at(rt: RankTrace, ts: int) -> str:
@@ -337,13 +337,12 @@ def _kernel_blocks(rt: RankTrace) -> np.ndarray:
 def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
                     window: tuple[int, int]) -> Kernels:
     """The compute kernels (kind ``computation``) of the analysis (:func:`in_steps`)."""
-    ev = rt.events
-    rows = np.flatnonzero(ev["kind"].array.codes == _COMPUTATION)
-    ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
-    step = ev["iteration"].to_numpy()[rows]
+    rows = np.flatnonzero(rt.kind_codes() == _COMPUTATION)
+    ts, end = rt.column("ts")[rows], rt.column("end")[rows]
+    step = rt.column("iteration")[rows]
     sel = in_steps(rt, step, ts, iterations, window)
     rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
-    return Kernels(rows, ts, dur, step, ev["name"].to_numpy()[rows],
+    return Kernels(rows, ts, dur, step, rt.column("name")[rows],
                    link(rt, "op_index")[rows], int(dur.sum()))
 
 

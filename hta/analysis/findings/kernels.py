@@ -246,9 +246,8 @@ LAYOUT_TIME_SHARE = 0.05
 
 def _layout_time_share(rt: RankTrace, window: tuple[int, int]) -> float:
     """The share of the compute-kernel time in ``window`` spent in layout conversions."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    codes = rt.kind_codes()
+    ts, end = rt.column("ts"), rt.column("end")
     k = np.flatnonzero((codes == KIND_CODE["computation"]) & (ts >= window[0])
                        & (ts < window[1]))
     total = float((end[k] - ts[k]).sum())

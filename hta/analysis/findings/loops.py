@@ -114,7 +114,7 @@ def _iterations(rt: RankTrace) -> LoopIterations | None:
     if not len(ev):
         return None
     top = top_level_calls(rt)
-    ts, end, tid = ev["ts"].to_numpy(), ev["end"].to_numpy(), ev["tid"].to_numpy()
+    ts, end, tid = rt.column("ts"), rt.column("end"), rt.column("tid")
     # what runs inside compilation, autotuning or set-up (the compiler's own allocations
     # and trial runs) is not the loop
     ot = one_time_costs(rt)
@@ -132,7 +132,7 @@ def _iterations(rt: RankTrace) -> LoopIterations | None:
     first = np.asarray([ts[top][tid[top] == t].min() for t in busy.tolist()])
     top = top[tid[top] == busy[np.argmin(first)]]
     top = top[np.argsort(ts[top], kind="stable")][:MAX_SEQUENCE]
-    seq = ev["name"].to_numpy()[top].astype(np.int64)
+    seq = rt.column("name")[top].astype(np.int64)
     period, run_start, run = _period(seq)
     if period == 0:
         return None
@@ -200,11 +200,11 @@ def _one_pass(rt: RankTrace, top: np.ndarray, at: np.ndarray, stop: int) -> bool
         common = ids[count == anchors.size]
         if name_matches(rt, common, MODULE_CALL).any():
             return True
-        codes = rt.events["kind"].array.codes[common]
+        codes = rt.kind_codes()[common]
         labels = common[kind_mask(codes, _PASS_KINDS)]
         if (~name_matches(rt, labels, _STEP_LABEL)).any():
             return True
-    ts = rt.events["ts"].to_numpy()
+    ts = rt.column("ts")
     first = ts[anchors[0]]
     before, after = top[ts[top] < first], top[ts[top] >= stop]
     if not before.size or not after.size:

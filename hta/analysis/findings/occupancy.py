@@ -124,17 +124,17 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
     pos = pos[ok]
     blocks = kernel_blocks(rt)[pos]
     bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
-    kind = ev["kind"].array.codes
-    device = ev["device"].to_numpy()
+    kind = rt.kind_codes()
+    device = rt.column("device")
     sms = _sm_counts(rt, device[pos], blocks, bpsm)
     if not np.isfinite(sms).any():
         return None
     held = _held_by_others(ev, kind, pos, blocks, device[pos], sms)
-    ts, end = ev["ts"].to_numpy()[pos], ev["end"].to_numpy()[pos]
+    ts, end = rt.column("ts")[pos], rt.column("end")[pos]
     keep = (kind[pos] == _COMPUTATION) & np.isfinite(blocks) & np.isfinite(sms) & (bpsm > 0)
-    keep &= in_steps(rt, ev["iteration"].to_numpy()[pos], ts, iterations, window)
-    return SmTable(pos=pos[keep], name=ev["name"].to_numpy()[pos[keep]], ts=ts[keep],
-                   end=end[keep], step=ev["iteration"].to_numpy()[pos[keep]],
+    keep &= in_steps(rt, rt.column("iteration")[pos], ts, iterations, window)
+    return SmTable(pos=pos[keep], name=rt.column("name")[pos[keep]], ts=ts[keep],
+                   end=end[keep], step=rt.column("iteration")[pos[keep]],
                    blocks=blocks[keep], sms=sms[keep], held=held[keep])
 
 

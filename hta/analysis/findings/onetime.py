@@ -173,7 +173,7 @@ def in_one_time(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     ot = one_time_costs(rt)
     if not rows.size or not ot.rows.size:
         return np.zeros(rows.size, dtype=bool)
-    ts = rt.events["ts"].to_numpy()[rows]
+    ts = rt.column("ts")[rows]
     c = ot.cover
     k = np.searchsorted(c.s, ts, side="right") - 1
     kk = np.clip(k, 0, None)
@@ -190,8 +190,8 @@ def _one_time(rt: RankTrace) -> OneTime:
     g = gpu_rows(rt)
     if g.size == 0 or not len(ev):
         return _empty()
-    codes = ev["kind"].array.codes
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+    codes = rt.kind_codes()
+    ts, end = rt.column("ts"), rt.column("end")
     dur = end - ts
     parent = link(rt, "parent")
     rows, reason, begin = _candidates(rt, g, codes, ts, end)
@@ -368,12 +368,11 @@ def _unrecorded_before_script(rt: RankTrace, calls: np.ndarray, ts: np.ndarray,
     holders = _holders(rt, calls, SCRIPT_FUSION)
     if not holders.size:
         return none, none
-    ev = rt.events
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     holders = holders[np.lexsort((ts[holders], names[holders]))]
     holders = holders[np.r_[True, names[holders][1:] != names[holders][:-1]]]
-    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    recorded = np.flatnonzero(kind_mask(ev["kind"].array.codes, ANY_KINDS))
+    pid, tid = rt.column("pid"), rt.column("tid")
+    recorded = np.flatnonzero(kind_mask(rt.kind_codes(), ANY_KINDS))
     # each thread's record ends, sorted: the last one before a call is one search away
     thread = thread_keys(pid[recorded], tid[recorded])
     order = np.lexsort((end[recorded], thread))
@@ -449,13 +448,12 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     """Launch calls of at least :data:`MIN_NS` that are the first launch of their kernel
     (by name) and ran :data:`FACTOR` times the median launch call of the rank or more:
     module loading on the first launch."""
-    ev = rt.events
     pos = link(rt, "index_correlation")[g]
     ok = pos >= 0
     if not ok.any():
         return np.zeros(0, dtype=np.int64)
-    launch, kernel = pos[ok], ev["name"].to_numpy()[g[ok]]
-    ts = ev["ts"].to_numpy()
+    launch, kernel = pos[ok], rt.column("name")[g[ok]]
+    ts = rt.column("ts")
     order = np.lexsort((ts[launch], kernel))
     launch, kernel = launch[order], kernel[order]
     head = np.r_[True, kernel[1:] != kernel[:-1]]
@@ -472,7 +470,7 @@ def top_level_calls(rt: RankTrace) -> np.ndarray:
 
 
 def _top_level(rt: RankTrace) -> np.ndarray:
-    codes = rt.events["kind"].array.codes
+    codes = rt.kind_codes()
     calls = np.flatnonzero(kind_mask(codes, _CALL_KINDS))
     is_call = np.zeros(len(rt.events), dtype=bool)
     is_call[calls] = True
@@ -495,7 +493,7 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     # a shape called once (an optimizer's parameters, the layers of one pass: each its
     # own shape) is judged against the calls of its name that were not a shape's first
     # (warm calls), else the later calls of its name
-    names = rt.events["name"].to_numpy()[r].astype(np.int64)
+    names = rt.column("name")[r].astype(np.int64)
     warm = medians_at(*group_medians(names[~head], d[~head]), names[cand])
     first_of_name = np.zeros(r.size, dtype=bool)
     by_name = np.lexsort((ts[r], names))
@@ -510,7 +508,7 @@ def _first_outliers(rt: RankTrace, top: np.ndarray, ts: np.ndarray, dur: np.ndar
     # a new shape in step after step (a decoder's growing sequence, variable batches)
     # recurs: slow first calls of one name in two steps or more are no one-time cost
     if ok.any() and len(step_table(rt)):
-        step = rt.events["iteration"].to_numpy()[r[cand]]
+        step = rt.column("iteration")[r[cand]]
         frame = pd.DataFrame({"name": names[cand][ok], "step": step[ok]})
         steps_per_name = frame.groupby("name")["step"].nunique()
         ok &= ~(steps_per_name.reindex(names[cand]).to_numpy() >= 2)
@@ -536,7 +534,7 @@ def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: 
     ran = ran[inside == 0]  # not the runs inside a compilation
     # per compiled function (its name), its first run after each compilation
     done = np.sort(end[comp])
-    names = rt.events["name"].to_numpy()[ran]
+    names = rt.column("name")[ran]
     seen: dict[int, int] = {}  # name -> index of the last compilation it ran after
     first = []
     for r, n in zip(ran.tolist(), names.tolist(), strict=True):
@@ -566,7 +564,7 @@ def _cold_calls(rt: RankTrace, top: np.ndarray, dur: np.ndarray) -> np.ndarray:
     long_ = top[dur[top] >= MIN_NS]
     if not long_.size:
         return long_
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     ref = pd.Series(dur[top]).groupby(names[top])
     count, fast = ref.size(), ref.quantile(COLD_QUANTILE)
     n = count.reindex(names[long_]).to_numpy()
@@ -583,7 +581,7 @@ def _first_runtime_calls(rt: RankTrace, codes: np.ndarray, dur: np.ndarray) -> n
     other = np.flatnonzero(codes == KIND_CODE["runtime_other"])
     if not other.size:
         return other
-    names = rt.events["name"].to_numpy()[other]
+    names = rt.column("name")[other]
     _, first = np.unique(names, return_index=True)  # rows are in start order
     rows = other[first]
     rows = rows[dur[rows] >= MIN_NS]
@@ -591,13 +589,13 @@ def _first_runtime_calls(rt: RankTrace, codes: np.ndarray, dur: np.ndarray) -> n
         return rows
     later = pd.Series(dur[other]).groupby(names).apply(
         lambda d: float(np.median(d.to_numpy()[1:])) if d.size > 1 else 0.0)
-    ref = later.reindex(rt.events["name"].to_numpy()[rows]).to_numpy()
+    ref = later.reindex(rt.column("name")[rows]).to_numpy()
     return rows[FACTOR * ref <= dur[rows]]
 
 
 def call_keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """One integer per distinct (name, recorded input shapes) of ``rows``."""
-    names = rt.events["name"].to_numpy()[rows].astype(np.int64)
+    names = rt.column("name")[rows].astype(np.int64)
     table, slot = rt.side_row_of_event("op_args")
     if not len(table) or "input_dims" not in table:
         return names

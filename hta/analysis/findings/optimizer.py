@@ -87,7 +87,7 @@ def optimizer_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
 def labelled(rt: RankTrace) -> bool:
     """Whether the rank records ``torch.optim``'s ``Optimizer.step#...`` label."""
     return derived(rt, "findings.optimizer_labelled", lambda: bool(
-        name_matches(rt, np.flatnonzero(np.isin(rt.events["kind"].array.codes, _CALLERS)),
+        name_matches(rt, np.flatnonzero(np.isin(rt.kind_codes(), _CALLERS)),
                      OPTIMIZER_STEP).any()))
 
 
@@ -165,19 +165,17 @@ def _kind_text(kind: str) -> str:
 
 def _optimizer_names(rt: RankTrace, window: tuple[int, int]) -> str:
     """``Adam``, ``SGD and Adam``: the classes of the optimizer steps in ``window``."""
-    ev = rt.events
-    labels = np.flatnonzero((ev["ts"].to_numpy() >= window[0])
-                            & (ev["ts"].to_numpy() < window[1]))
+    labels = np.flatnonzero((rt.column("ts") >= window[0])
+                            & (rt.column("ts") < window[1]))
     labels = labels[name_matches(rt, labels, OPTIMIZER_STEP)]
     names = sorted({str(rt.symbols[i]).split("#", 1)[1].split(".", 1)[0]
-                    for i in ev["name"].to_numpy()[labels].tolist()})
+                    for i in rt.column("name")[labels].tolist()})
     return " and ".join(names) + " optimizer" if names else "optimizer"
 
 
 def _dense_embedding_grads(rt: RankTrace, window: tuple[int, int]) -> bool:
-    ev = rt.events
-    ts = ev["ts"].to_numpy()
-    rows = np.flatnonzero((ev["kind"].array.codes == _CPU_OP) & (ts >= window[0])
+    ts = rt.column("ts")
+    rows = np.flatnonzero((rt.kind_codes() == _CPU_OP) & (ts >= window[0])
                           & (ts < window[1]))
     return bool(rows.size) and bool(name_matches(rt, rows, DENSE_EMBEDDING_GRAD).any())
 

@@ -87,7 +87,6 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
     A graph-replayed kernel counted with its captured call (a capture merge,
     :mod:`hta.analysis.perf.replayed`) is owned by that call, whose ``index`` in the
     operator table is its first kernel's."""
-    ev = rt.events
     rows = gpu_rows(rt)
     owner = link(rt, "op_index")[rows]
     slots = replayed_slots(rt, rows)
@@ -95,7 +94,7 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
         first = first_rows(rows, slots, int(slots.max()) + 1)
         owner = np.where(slots >= 0, first[np.clip(slots, 0, None)], owner)
     ok = owner >= 0
-    return pd.DataFrame({"row": rows[ok], "owner_index": ev["index"].to_numpy()[owner[ok]],
+    return pd.DataFrame({"row": rows[ok], "owner_index": rt.column("index")[owner[ok]],
                          "claimed": _claimed_elsewhere(rt)[rows[ok]]})
 
 
@@ -131,8 +130,15 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     rows = np.flatnonzero(ok)
     group, uniq = pd.factorize(code[rows], sort=False)
     first = rows[np.unique(group, return_index=True)[1]]
-    sums = calls[list(_SUMS.values())].iloc[rows].groupby(group, sort=False).sum()
-    summed = {name: sums[src].to_numpy() for name, src in _SUMS.items()}
+    # a group's pct is a time-weighted mean of its calls': only a group with a call under
+    # the bar can be far below it (:func:`_may_be_far_below`), the others are not summed
+    maybe = np.zeros(len(uniq), dtype=bool)
+    maybe[group[_may_be_far_below(pct[rows])]] = True
+    sub = maybe[group]
+    sums = calls[list(_SUMS.values())].iloc[rows[sub]].groupby(group[sub], sort=False).sum()
+    summed = {name: np.full(len(uniq), np.nan) for name in _SUMS}
+    for name, src in _SUMS.items():
+        summed[name][sums.index.to_numpy()] = sums[src].to_numpy()
     # only the groups far below their roof are made a table (most ranks have none)
     pct, far = _far_below_roof(summed["w"], summed["t_ns"])
     kept = np.flatnonzero(far)
@@ -168,6 +174,13 @@ def _far_below(g: pd.DataFrame) -> pd.DataFrame:
     return g[far]
 
 
+def _may_be_far_below(pct: np.ndarray) -> np.ndarray:
+    """Per call, whether its % of roof is under the bar (with a margin of a millionth for
+    the rounding of the groups' weighted sums): a group none of whose calls is cannot be
+    far below its roof, since its pct is their time-weighted mean."""
+    return pct < FAR_BELOW * (1 + 1e-6)
+
+
 def _far_below_roof(w: np.ndarray, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per group, its % of roof (time-weighted, ``w / t_ns``) and whether it is far
     below the roof (:data:`FAR_BELOW`) with :data:`MIN_TIME_NS` of GPU time or more."""
@@ -178,8 +191,7 @@ def _far_below_roof(w: np.ndarray, t_ns: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
     """Union of these GPU rows' intervals minus the time other GPU work runs (ns)."""
-    ev = rt.events
-    s, e = merge(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows])
+    s, e = merge(rt.column("ts")[rows], rt.column("end")[rows])
     return int(((e - s) - others.within(s, e)).sum())
 
 
@@ -189,8 +201,8 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
     calls = calls[calls["pct_of_peak"].notna()]
     if iterations is not None:
         calls = calls[calls["iteration"].isin(iterations)]
-    if not len(calls):
-        return []
+    if not _may_be_far_below(calls["pct_of_peak"].to_numpy()).any():
+        return []  # no group can be far below its roof (most ranks)
     kernels = _kernels_of(rt)
     owner = kernels["owner_index"].to_numpy()
     claimed = np.unique(owner[kernels["claimed"].to_numpy()])
@@ -199,7 +211,6 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
     if not len(groups):
         return []
     window = analysis_window(rt, iterations)
-    ev = rt.events
     all_gpu = gpu_rows(rt)
     kernel_rows = kernels["row"].to_numpy()
     keys = [calls[k].to_numpy() for k in _KEYS]
@@ -211,7 +222,7 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
                        & (keys[2] == g.input_types)]
         rows = kernel_rows[np.isin(owner, members["index"].to_numpy())]
         rest = np.setdiff1d(all_gpu, rows, assume_unique=True)
-        others = Cover(ev["ts"].to_numpy()[rest], ev["end"].to_numpy()[rest])
+        others = Cover(rt.column("ts")[rest], rt.column("end")[rest])
         saving = min(int(g.saving), _exposed(rt, rows, others), window[1] - window[0])
         if saving <= 0:
             continue
@@ -224,8 +235,7 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
 
 def _evidence(rt: RankTrace, g: object, members: pd.DataFrame, window: tuple[int, int]
               ) -> str:
-    ev = rt.events
-    first = int(ev["ts"].to_numpy()[int(members["index"].to_numpy()[0])])
+    first = int(rt.column("ts")[int(members["index"].to_numpy()[0])])
     secs = g.t_ns / 1e9  # type: ignore[attr-defined]
     rate = (f"{g.flops / secs / 1e12:,.2f} TFLOP/s" if g.bound == "compute"  # type: ignore[attr-defined]
             else f"{g.nbytes / secs / 1e12:,.3f} TB/s")  # type: ignore[attr-defined]

@@ -61,7 +61,7 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
     tested once per process and test (the verdicts are kept per name id for the rank's
     next call, :func:`hta.model.derived.derived`, and per name text for the other ranks,
     which number names their own way)."""
-    ids = rt.events["name"].to_numpy()[rows]
+    ids = rt.column("name")[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
     tests = derived(rt, "findings.name_tests", _NameTests)
@@ -117,10 +117,10 @@ class _NameTests:
 def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,
                  window: tuple[int, int]) -> np.ndarray:
     """Rows starting inside the window and, with ``iterations``, in a selected step."""
-    ts = rt.events["ts"].to_numpy()[rows]
+    ts = rt.column("ts")[rows]
     keep = (ts >= window[0]) & (ts < window[1])
     if iterations is not None:
-        keep &= np.isin(rt.events["iteration"].to_numpy()[rows], list(iterations))
+        keep &= np.isin(rt.column("iteration")[rows], list(iterations))
     return keep
 
 
@@ -189,7 +189,7 @@ def bytes_of(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     if index.size > 1 and (index[1:] < index[:-1]).any():
         order = np.argsort(index, kind="stable")
         index, nbytes = index[order], nbytes[order]
-    want = rt.events["index"].to_numpy()[rows]
+    want = rt.column("index")[rows]
     at = np.clip(np.searchsorted(index, want), 0, index.size - 1)
     hit = index[at] == want
     out[hit] = nbytes[at[hit]]
@@ -216,10 +216,9 @@ def runs_compiled(rt: RankTrace) -> bool:
 
 
 def _runs_compiled(rt: RankTrace) -> bool:
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     calls = np.flatnonzero(kind_mask(codes, _CALLER_KINDS))
-    names = np.unique(ev["name"].to_numpy()[calls])
+    names = np.unique(rt.column("name")[calls])
     return any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in names.tolist())
 
 
@@ -231,7 +230,7 @@ def data_loader_rows(rt: RankTrace) -> np.ndarray:
 
 
 def _data_loader_rows(rt: RankTrace) -> np.ndarray:
-    codes = rt.events["kind"].array.codes
+    codes = rt.kind_codes()
     cpu = np.flatnonzero(kind_mask(codes, _CPU_KINDS))
     hit = name_matches(rt, cpu, DATA_LOADER)
     ann = codes[cpu] == _ANNOTATION
@@ -249,7 +248,7 @@ ITERATOR_START = re.compile(
 def iterator_start_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the outermost Python frames that create a DataLoader or its
     iterator (:data:`ITERATOR_START`), by start."""
-    codes = rt.events["kind"].array.codes
+    codes = rt.kind_codes()
     frames = np.flatnonzero(codes == KIND_CODE["python_function"])
     rows = frames[name_matches(rt, frames, ITERATOR_START)]
     if not rows.size:
@@ -268,8 +267,7 @@ def iterator_start_rows(rt: RankTrace) -> np.ndarray:
 def data_loader_cover(rt: RankTrace) -> Cover:
     """The union of every data-loader span of the rank."""
     rows = data_loader_rows(rt)
-    ev = rt.events
-    return Cover(ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows])
+    return Cover(rt.column("ts")[rows], rt.column("end")[rows])
 
 
 #: Events that belong to a backward pass.
@@ -282,7 +280,7 @@ def runs_backward(rt: RankTrace, window: tuple[int, int]) -> bool:
     (:data:`BACKWARD`: named after the autograd engine or a backward function or kernel,
     such as ``autograd::engine::evaluate_function``, ``AddmmBackward0``, ``bn_bw_``,
     ``*_bwd_*``): a pass without one is inference."""
-    ts = rt.events["ts"].to_numpy()
+    ts = rt.column("ts")
     rows = np.flatnonzero((ts >= window[0]) & (ts < window[1]))
     return bool(name_matches(rt, rows, BACKWARD).any())
 

@@ -66,16 +66,16 @@ def _trace_extent(rt: RankTrace) -> tuple[int, int]:
     if not len(ev):
         return 0, 0
     start, end = int(ev["ts"].min()), int(ev["end"].max())
-    other = np.flatnonzero(ev["kind"].array.codes == KIND_CODE["other"])
+    other = np.flatnonzero(rt.kind_codes() == KIND_CODE["other"])
     if not other.size:
         return start, end
-    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[other]]
+    names = np.asarray(rt.symbols, dtype=object)[rt.column("name")[other]]
     span = other[[str(n).startswith("PyTorch Profiler") for n in names]]
     if not span.size:
         return start, end
     g = gpu_rows(rt)
-    last_gpu = int(ev["end"].to_numpy()[g].max()) if g.size else start
-    return start, min(end, max(int(ev["end"].to_numpy()[span].max()), last_gpu))
+    last_gpu = int(rt.column("end")[g].max()) if g.size else start
+    return start, min(end, max(int(rt.column("end")[span].max()), last_gpu))
 
 
 def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
@@ -123,9 +123,9 @@ def _first_work(rt: RankTrace) -> int:
     ev = rt.events
     g = gpu_rows(rt)
     launch = link(rt, "index_correlation")[g]
-    at = ev["ts"].to_numpy()[g].copy()
+    at = rt.column("ts")[g].copy()
     has = launch >= 0
-    at[has] = ev["ts"].to_numpy()[launch[has]]
+    at[has] = rt.column("ts")[launch[has]]
     once = np.zeros(g.size, dtype=bool)
     once[has] = in_one_time(rt, launch[has])
     rest = at[~once]
@@ -151,10 +151,9 @@ def _work_kept(rt: RankTrace) -> Callable[..., bool]:
       copies back to back run once); work launched inside a one-time cost (autotuning's
       trials) does not count.
     """
-    ev = rt.events
     g = gpu_rows(rt)
-    ts = ev["ts"].to_numpy()[g]
-    dur = (ev["end"].to_numpy() - ev["ts"].to_numpy())[g]
+    ts = rt.column("ts")[g]
+    dur = (rt.column("end") - rt.column("ts"))[g]
     launch = link(rt, "index_correlation")[g]
     names = _work_keys(rt, g, launch)
     once = np.zeros(g.size, dtype=bool)
@@ -186,7 +185,7 @@ def _work_keys(rt: RankTrace, g: np.ndarray, launch: np.ndarray) -> np.ndarray:
     """One integer per distinct piece of GPU work among rows ``g`` (their launch calls
     ``launch``, -1 when none): the name and input shapes of the top-level call that
     launched it, else the kernel's name."""
-    names = rt.events["name"].to_numpy()[g].astype(np.int64)
+    names = rt.column("name")[g].astype(np.int64)
     keys = -1 - names  # never equal to a call's key (those are >= 0)
     has = np.flatnonzero(launch >= 0)
     if not has.size:
@@ -208,7 +207,7 @@ def _steady_end(rt: RankTrace, it: LoopIterations | None, start: int, end: int) 
     of the last iteration (when the trace repeats one), at most the end of the trace;
     what the host does after both (tear-down, the profiler stopping) is no iteration."""
     g = gpu_rows(rt)
-    stop = int(rt.events["end"].to_numpy()[g].max()) if g.size else end
+    stop = int(rt.column("end")[g].max()) if g.size else end
     if it is not None:
         stop = max(stop, it.end)
     return min(end, stop) if stop > start else end

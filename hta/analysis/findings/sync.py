@@ -216,10 +216,9 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     over :data:`HOST_GAP_NS` (or the start of the GPU work a launch call of the stretch
     enqueued, if later: the launch latency), or the start of the next data-loader span if
     earlier."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
+    codes = rt.kind_codes()
+    ts, end = rt.column("ts"), rt.column("end")
+    thread = rt.column("pid") * (1 << 32) + rt.column("tid")
     work = np.flatnonzero(kind_mask(codes, _WORK_KINDS))
     target = link(rt, "index_correlation")
     out = end[rows].copy()
@@ -283,8 +282,7 @@ def _waits_start(rt: RankTrace, s0: np.ndarray, s1: np.ndarray, own: np.ndarray
     out = s0.copy()
     has = np.flatnonzero(own >= 0)
     if has.size:
-        ev = rt.events
-        copy_ns = ev["end"].to_numpy()[own[has]] - ev["ts"].to_numpy()[own[has]]
+        copy_ns = rt.column("end")[own[has]] - rt.column("ts")[own[has]]
         itself = has[2 * copy_ns >= s1[has] - s0[has]]
         out[itself] = s1[itself]
     return out
@@ -324,10 +322,10 @@ def _sync_bubbles(rt: RankTrace, dl: Cover | None, window: tuple[int, int] | Non
                   ) -> SyncBubbles:
     ev = rt.events
     rows = blocking_rows(rt)
-    s0 = ev["ts"].to_numpy()[rows]
-    s1 = ev["end"].to_numpy()[rows]
+    s0 = rt.column("ts")[rows]
+    s1 = rt.column("end")[rows]
     g = gpu_rows(rt)  # in start order: the events table is sorted by ts
-    gts, gend = ev["ts"].to_numpy()[g], ev["end"].to_numpy()[g]
+    gts, gend = rt.column("ts")[g], rt.column("end")[g]
     zeros = np.zeros(rows.size, dtype=np.int64)
     out = SyncBubbles(rows, s0, s1, np.full(rows.size, -1, np.int64), zeros.copy(),
                       zeros.copy(), zeros.copy(), zeros.copy())
@@ -379,11 +377,11 @@ def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> Calls:
     (:mod:`~hta.analysis.findings.sync_sites`) and its name."""
     rows = sb.rows[keep]
     sites = blocking_sites(rt).take(keep)  # sb.rows are blocking_rows(rt)
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     return {
         "row": rows, "start": sb.start[keep], "end": sb.end[keep],
         "saving": sb.saving[keep], "queued": sb.queued_idle[keep],
-        "step": rt.events["iteration"].to_numpy()[rows],
+        "step": rt.column("iteration")[rows],
         "op": sites.op, "label": sites.label, "outer": sites.outer_label,
         "copy": sites.copy, "flags": sites.flags,
         "site": np.array([_site_name(rt, names, o, lb) for o, lb in
@@ -398,7 +396,7 @@ def _take(calls: Calls, mask: np.ndarray) -> Calls:
 
 def _counts(rt: RankTrace, rows: np.ndarray, fmt: str, top: int) -> str:
     """``cudaMemcpyAsync ×8, cudaStreamSynchronize ×8``: names of ``rows`` by count."""
-    ids, counts = np.unique(rt.events["name"].to_numpy()[rows], return_counts=True)
+    ids, counts = np.unique(rt.column("name")[rows], return_counts=True)
     order = np.argsort(-counts, kind="stable")[:top]
     return ", ".join(fmt.format(name=rt.symbols[int(ids[i])], n=int(counts[i]))
                      for i in order.tolist())
@@ -434,7 +432,7 @@ def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
                  step_start: dict[int, int], origin: int) -> str:
     """What one site did (``calls``: its entries of :func:`_site_table`; ``origin``: the
     window start, for a call outside any step)."""
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     times = _times(calls)
     call_text = _counts(rt, calls["row"], "{name} ×{n}", 4)
     ms, me = merge(calls["start"], calls["end"])
@@ -462,8 +460,7 @@ def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
 
 def capture_only(rt: RankTrace) -> bool:
     """Whether the rank captures CUDA/HIP graphs and replays none (a warm-up trace)."""
-    ev = rt.events
-    runtime = np.flatnonzero(kind_mask(ev["kind"].array.codes, RUNTIME_KINDS))
+    runtime = np.flatnonzero(kind_mask(rt.kind_codes(), RUNTIME_KINDS))
     return bool(name_matches(rt, runtime, GRAPH_CAPTURE).any()
                 and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
 
@@ -492,7 +489,7 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
     ranked = [int(k) for k in np.argsort(-by_site, kind="stable") if by_site[k] > 0]
     total = int(table["saving"].sum())
     top = _take(table, code == ranked[0])
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     labels = [rt.symbols[names[r]] for r in
               np.unique(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
     advice = site_advice(int(np.bitwise_or.reduce(top["flags"])), bool((top["op"] < 0).all()),

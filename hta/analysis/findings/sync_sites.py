@@ -125,9 +125,8 @@ def _name_flags(rt: RankTrace, name_ids: np.ndarray) -> np.ndarray:
 
 def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
     """The site, copy and advice bits of each blocking row (module docstring)."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
-    names = ev["name"].to_numpy()
+    codes = rt.kind_codes()
+    names = rt.column("name")
     parent = link(rt, "parent")
     n = rows.size
     op = np.where(codes[rows] == _CPU_OP, rows, -1)
@@ -159,8 +158,7 @@ def find_sites(rt: RankTrace, rows: np.ndarray) -> Sites:
 
 def linked_copies(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """The GPU copy (a memcpy, not a memset) each row's launch enqueued; -1 if none."""
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     target = link(rt, "index_correlation")[rows]
     ok = target >= 0
     is_copy = kind_mask(codes[np.where(ok, target, 0)], MEMORY_KINDS - {"memset"})
@@ -174,12 +172,11 @@ def _gpu_labels(rt: RankTrace, copy: np.ndarray, label: np.ndarray,
     need = np.flatnonzero((label < 0) & (copy >= 0))
     if need.size == 0:
         return
-    ev = rt.events
-    ann = np.flatnonzero(ev["kind"].array.codes == _GPU_ANNOTATION)
+    ann = np.flatnonzero(rt.kind_codes() == _GPU_ANNOTATION)
     if ann.size == 0:
         return
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    dev = ev["device"].to_numpy()
+    ts, end = rt.column("ts"), rt.column("end")
+    dev = rt.column("device")
     for i in need.tolist():
         c = copy[i]
         hit = ann[(ts[ann] <= ts[c]) & (end[ann] > ts[c]) & (dev[ann] == dev[c])]

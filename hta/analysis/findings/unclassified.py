@@ -49,9 +49,9 @@ def unclassified_time(rt: RankTrace, iterations: list[int] | None,
     """The unclassified kernels of one rank in the analysis (module docstring)."""
     ev = rt.events
     mask = rt.unclassified
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    gpu = kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS)
-    sel = gpu & in_steps(rt, ev["iteration"].to_numpy(), ts, iterations, window)
+    ts, end = rt.column("ts"), rt.column("end")
+    gpu = kind_mask(rt.kind_codes(), GPU_WORK_KINDS)
+    sel = gpu & in_steps(rt, rt.column("iteration"), ts, iterations, window)
     busy_s, busy_e = merge(ts[sel], end[sel])
     busy_ns = int((busy_e - busy_s).sum())
     if len(mask) != len(ev) or not mask.any():
@@ -60,7 +60,7 @@ def unclassified_time(rt: RankTrace, iterations: list[int] | None,
     if not unknown.any():
         return Unclassified(0, 0, busy_ns, "")
     us, ue = merge(ts[unknown], end[unknown])
-    top = top_names(rt, ev["name"].to_numpy()[unknown], (end - ts)[unknown])
+    top = top_names(rt, rt.column("name")[unknown], (end - ts)[unknown])
     return Unclassified(int(unknown.sum()), int((ue - us).sum()), busy_ns, top)
 
 

@@ -100,7 +100,7 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     span = window[1] - lo
     sel = (ot.start >= lo) & (ot.start < window[1])
     if iterations is not None and sel.any():
-        sel &= np.isin(rt.events["iteration"].to_numpy()[ot.rows], iterations)
+        sel &= np.isin(rt.column("iteration")[ot.rows], iterations)
     it = iterations_found(rt) if steady else None
     warm = it.warm_up if it is not None and window[0] >= it.steady_start else 0
     total_idle = int(ot.idle[sel].sum())
@@ -128,7 +128,7 @@ def check_warmup(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
                      "saving.")
         parts.insert(at, recompiled)
         advice = RECOMPILE_ADVICE
-    steps = step_tuple(rt.events["iteration"].to_numpy()[rows])
+    steps = step_tuple(rt.column("iteration")[rows])
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)))
     return [Finding((rt.rank,), steps, " ".join(parts), 0, span, advice=advice,
                     claim=claim_outside(*_merged(ot.start[sel], ot.end[sel]), None, busy))]
@@ -158,8 +158,8 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     comp = rows[name_matches(rt, rows, COMPILING)]
     if not comp.size:
         return ""
-    ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
-    codes = ev["kind"].array.codes
+    ts, end = rt.column("ts"), rt.column("end")
+    codes = rt.kind_codes()
     calls = np.flatnonzero(kind_mask(codes, ANY_KINDS))
     ran = calls[name_matches(rt, calls, COMPILED_CALL)]
     if not ran.size:
@@ -170,7 +170,7 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
     clean = ran[held.within(ts[ran], end[ran]) == 0]
     # the backward pass compiles on its first call, after the forward ran compiled: a
     # compilation repeats one of its own direction
-    names = ev["name"].to_numpy()
+    names = rt.column("name")
     back = np.asarray(["ackward" in rt.symbols[int(n)] for n in names[clean]], dtype=bool)
     frame_of = _frames(rt, ran)
     again, last = [], -1
@@ -189,7 +189,7 @@ def _recompilation(rt: RankTrace, rows: np.ndarray) -> str:
             last = int(prior[np.argmax(end[prior])])
     if not again:
         return ""
-    it = ev["iteration"].to_numpy()
+    it = rt.column("iteration")
     where = steps_text(rt, it[np.asarray(again)])
     return (f"A recompilation: compiled code ran before it without compiling "
             f"({rt.symbols[int(ev['name'].to_numpy()[last])]} in "
@@ -211,7 +211,7 @@ def _frames(rt: RankTrace, rows: np.ndarray) -> dict[int, int]:
     """Per row, the Dynamo frame it runs: its own name's, else that of the innermost
     compiled region around it (``CompiledFunction`` inside ``Torch-Compiled Region:
     0/0``); -1 when none says."""
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     out = {int(r): _frame_id(rt.symbols[int(names[r])]) for r in rows.tolist()}
     row, anc = ancestor_pairs(link(rt, "parent"), rows)
     # ancestor_pairs lists each row's ancestors from the nearest up: the first with a
@@ -228,12 +228,12 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
     rows, start, end = ot.rows[sel], ot.start[sel], ot.end[sel]
     calls = ot.call[sel]
     ev = rt.events
-    names = ev["name"].to_numpy()
-    runtime = np.flatnonzero(kind_mask(ev["kind"].array.codes, RUNTIME_CALL_KINDS))
-    first_rt = int(runtime[np.argmin(ev["ts"].to_numpy()[runtime])]) if runtime.size else -1
+    names = rt.column("name")
+    runtime = np.flatnonzero(kind_mask(rt.kind_codes(), RUNTIME_CALL_KINDS))
+    first_rt = int(runtime[np.argmin(rt.column("ts")[runtime])]) if runtime.size else -1
     shown = []
-    ts, dur = ev["ts"].to_numpy(), ev["dur"].to_numpy()
-    thread = ev["tid"].to_numpy()
+    ts, dur = rt.column("ts"), rt.column("dur")
+    thread = rt.column("tid")
     for i in np.argsort(-(end - start), kind="stable")[:4].tolist():
         name = rt.symbols[int(names[rows[i]])]
         call = rt.symbols[int(names[calls[i]])] if calls[i] >= 0 else ""
@@ -249,7 +249,7 @@ def _costs_text(rt: RankTrace, ot: OneTime, sel: np.ndarray, lo: int, hi: int, s
             inner = "; " + ", ".join(
                 f"{rt.symbols[int(names[c])]} {fmt_time(int(dur[c]))}"
                 for c in [int(calls[i]), *listed]) + " inside"
-        before = int(ev["ts"].to_numpy()[rows[i]]) - int(start[i])
+        before = int(rt.column("ts")[rows[i]]) - int(start[i])
         if before > 0:  # a cost that starts before its call (a scripted call's compile)
             inner = (f", {fmt_time(before)} of it before the call's record began, nothing "
                      f"recorded on its thread{inner}")
@@ -278,7 +278,7 @@ def _warm_iterations_text(rt: RankTrace, it: LoopIterations, lo: int) -> str:
     in them."""
     d = it.durations
     k = it.warm_up
-    anchor = rt.symbols[int(rt.events["name"].to_numpy()[it.anchor])]
+    anchor = rt.symbols[int(rt.column("name")[it.anchor])]
     each = ", ".join(fmt_time(int(x)) for x in d[:min(k, 4)]) + (", ..." if k > 4 else "")
     return (f"The trace repeats an iteration of {it.calls} top-level calls (from one "
             f"{anchor} to the next); its first {k} iteration(s), from "
@@ -334,7 +334,7 @@ def window_text(rt: RankTrace, iterations: StepList = None) -> str:
     it = iterations_found(rt)
     repeats = ""
     if it is not None and it.count_in((lo, hi)):
-        anchor = rt.symbols[int(ev["name"].to_numpy()[it.anchor])]
+        anchor = rt.symbols[int(rt.column("name")[it.anchor])]
         # "repeats", not "iterations": in one forward pass the repeat is a layer
         repeats = (f"; it repeats a sequence of {it.calls} top-level calls "
                    f"{it.count_in((lo, hi))} times (from one {anchor} to the next), "
@@ -342,7 +342,7 @@ def window_text(rt: RankTrace, iterations: StepList = None) -> str:
     if steady is not None:
         first = int(ev["ts"].min())
         if steady[2] >= 0:
-            name = rt.symbols[int(ev["name"].to_numpy()[steady[2]])]
+            name = rt.symbols[int(rt.column("name")[steady[2]])]
             why = f"up to the end of the last one-time cost, {name}"
         else:
             assert it is not None

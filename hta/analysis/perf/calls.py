@@ -18,14 +18,13 @@ LINK_COPY_KINDS = frozenset({"memcpy_htod", "memcpy_dtoh", "memcpy_ptop", "memcp
 
 def gpu_rows(rt: RankTrace) -> np.ndarray:
     """Positions of the rank's GPU work (kernels, copies, memsets)."""
-    return np.flatnonzero(kind_mask(rt.events["kind"].array.codes, GPU_WORK_KINDS))
+    return np.flatnonzero(kind_mask(rt.kind_codes(), GPU_WORK_KINDS))
 
 
 def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarray:
     """Category of each GPU work row from its kernel name (kernels that carry collective
     args are ``communication``)."""
-    ev = rt.events
-    cats = categories(rt.symbols, ev["cat"].to_numpy()[rows], ev["name"].to_numpy()[rows],
+    cats = categories(rt.symbols, rt.column("cat")[rows], rt.column("name")[rows],
                       rules)
     coll, args_row = rt.side_row_of_event("collective_args")
     if len(coll):
@@ -51,10 +50,9 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
 
 
 def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
-    ev = rt.events
     rows = gpu_rows(rt)
     owner = rt.link("op_index")[rows]
-    dur = ev["dur"].to_numpy()[rows]
+    dur = rt.column("dur")[rows]
     kcat = gpu_categories(rt, rows, rules)
     work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
                          "kernel_category": pd.Series(kcat, dtype=object, copy=False)})
@@ -68,11 +66,11 @@ def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     owners = work["owner"].to_numpy()[is_linked]
     linked_dur = dur[is_linked]
     op, slot, kernels = np.unique(owners, return_inverse=True, return_counts=True)
-    link = kind_mask(ev["kind"].array.codes[rows[is_linked]], LINK_COPY_KINDS)
+    link = kind_mask(rt.kind_codes()[rows[is_linked]], LINK_COPY_KINDS)
     calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
                     "time_ns": np.bincount(slot, weights=linked_dur).astype(np.int64),
                     "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
-    names = np.asarray(rt.symbols, dtype=object)[ev["name"].to_numpy()[calls["op"]]]
+    names = np.asarray(rt.symbols, dtype=object)[rt.column("name")[calls["op"]]]
     calls["name"] = names
     by_name = {n: op_category(n) for n in pd.unique(names)}
     named = np.array([by_name[n] or "" for n in names], dtype=object)

@@ -68,7 +68,7 @@ def rank_device(rt: RankTrace, device: DeviceArg = None) -> Device | None:
     return None
 
 
-def _models(calls: Calls) -> pd.DataFrame:
+def _models(calls: Calls) -> Calls:
     """flops, bytes, peak key, matrix per call, and the shapes and types as compact JSON
     text: one parse and model evaluation per distinct (operator, shapes, types, concrete
     inputs). Calls that copied over a host or peer link get no model (their roof is the
@@ -88,21 +88,19 @@ def _models(calls: Calls) -> pd.DataFrame:
             compact_json(dims), compact_json(types))
     per = out[codes] if len(uniq) else np.empty((0, 6), dtype=object)
     link = calls["link_copy"]
-    return pd.DataFrame({"flops": np.where(link, np.nan, per[:, 0].astype(np.float64)),
-                         "bytes": np.where(link, np.nan, per[:, 1].astype(np.float64)),
-                         "peak_key": np.where(link, "", per[:, 2]).astype(object),
-                         "matrix": per[:, 3].astype(bool) & ~link,
-                         "input_dims": per[:, 4], "input_types": per[:, 5]})
+    return {"flops": np.where(link, np.nan, per[:, 0].astype(np.float64)),
+            "bytes": np.where(link, np.nan, per[:, 1].astype(np.float64)),
+            "peak_key": np.where(link, "", per[:, 2]).astype(object),
+            "matrix": per[:, 3].astype(bool) & ~link,
+            "input_dims": per[:, 4], "input_types": per[:, 5]}
 
 
-def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: pd.DataFrame
-                  ) -> pd.DataFrame:
+def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: Calls) -> Calls:
     """``model`` with the peak key and matrix flag of the math the calls' kernels ran
     where it differs from the model's (:mod:`hta.analysis.perf.kernel_math`): matrix ops
     on fp32 inputs whose GEMM time went mostly to SIMT fp32 or AMD fp32 matrix-core
     kernels. Only the GPU rows of such calls are looked at."""
-    fp32_matrix = model["matrix"].to_numpy() & model["peak_key"].isin(("tf32", "fp32")
-                                                                     ).to_numpy()
+    fp32_matrix = model["matrix"] & np.isin(model["peak_key"], ("tf32", "fp32"))
     if not fp32_matrix.any():
         return model
     owner = work["owner"].to_numpy()
@@ -111,16 +109,16 @@ def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: pd.Dat
     sel = np.flatnonzero(wanted[owner])
     rows = work["row"].to_numpy()[sel]
     category = work["kernel_category"].take(sel).to_numpy(dtype=object)
-    math = row_math(rt.symbols, rt.events["name"].to_numpy()[rows], category)
+    math = row_math(rt.symbols, rt.column("name")[rows], category)
     slot = np.searchsorted(calls["op"], owner[sel])
     per_call = call_math(slot, work["dur"].to_numpy()[sel].astype(np.float64), math,
                          len(calls["op"]))
-    key, matrix = model["peak_key"].copy(), model["matrix"].to_numpy().copy()
+    key, matrix = model["peak_key"].copy(), model["matrix"].copy()
     for cls, (k, m) in PEAK_OF.items():
         hit = fp32_matrix & (per_call == cls)
         if hit.any():
             key[hit], matrix[hit] = k, m
-    return model.assign(peak_key=key, matrix=matrix)
+    return {**model, "peak_key": key, "matrix": matrix}
 
 
 def compact_json(text: str) -> str:
@@ -195,8 +193,8 @@ def replayed_op_rows(rt: RankTrace, rows: np.ndarray, slots: np.ndarray,
             "device": np.full(len(present), device.name if device is not None else "",
                               dtype=object)}
     out = pd.DataFrame({
-        "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[first],
-        "iteration": ev["iteration"].to_numpy()[first] if "iteration" in ev else -1,
+        "rank": np.int64(rt.rank), "index": rt.column("index")[first],
+        "iteration": rt.column("iteration")[first] if "iteration" in ev else -1,
         **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
         "kernels": kernels[present].astype(np.int64), "kernel_time(us)": time_ns / 1e3,
         "flops": flops, "bytes": nbytes,
@@ -216,24 +214,24 @@ def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: De
     work = _kernel_peaks(rt, calls, gpu_work, _models(calls))
     dev = rank_device(rt, device)
     time_ns = calls["time_ns"]
-    roof = roofline_columns(work["flops"].to_numpy(), work["bytes"].to_numpy(), time_ns,
-                            work["peak_key"].to_numpy(), work["matrix"].to_numpy(), dev)
+    roof = roofline_columns(work["flops"], work["bytes"], time_ns, work["peak_key"],
+                            work["matrix"], dev)
     ev = rt.events
     op = calls["op"]
     text = {  # text columns stay object arrays: no conversion of long shape strings
         "op": calls["name"], "category": calls["category"],
-        "input_dims": work["input_dims"].to_numpy(), "input_types": work["input_types"].to_numpy(),
-        "peak_key": work["peak_key"].to_numpy(), "bound": np.asarray(roof["bound"], dtype=object),
+        "input_dims": work["input_dims"], "input_types": work["input_types"],
+        "peak_key": work["peak_key"], "bound": np.asarray(roof["bound"], dtype=object),
         "device": np.full(len(op), dev.name if dev is not None else "", dtype=object)}
     out = pd.DataFrame({
-        "rank": np.int64(rt.rank), "index": ev["index"].to_numpy()[op],
-        "iteration": ev["iteration"].to_numpy()[op] if "iteration" in ev else -1,
+        "rank": np.int64(rt.rank), "index": rt.column("index")[op],
+        "iteration": rt.column("iteration")[op] if "iteration" in ev else -1,
         **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
         "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
-        "flops": work["flops"].to_numpy(), "bytes": work["bytes"].to_numpy(),
+        "flops": work["flops"], "bytes": work["bytes"],
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
                                 "roof_tflops_per_s", "pct_of_peak")},
-        "matrix": work["matrix"].to_numpy(), "captured": False,
+        "matrix": work["matrix"], "captured": False,
     })
     return out[COLUMNS]
 

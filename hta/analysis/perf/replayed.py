@@ -71,8 +71,8 @@ def replayed_slots(rt: RankTrace, rows: np.ndarray) -> np.ndarray | None:
     table = rt.tables.get(TABLE)
     if table is None or not len(table):
         return None
-    return slots_in(table, rt.events["ts"].to_numpy()[rows],
-                    rt.events["stream"].to_numpy()[rows])
+    return slots_in(table, rt.column("ts")[rows],
+                    rt.column("stream")[rows])
 
 
 def slots_in(table: pd.DataFrame, ts: np.ndarray, stream: np.ndarray) -> np.ndarray:

@@ -133,8 +133,7 @@ def category_time_of_rank(rt: RankTrace, rules: RuleSet | None = None) -> pd.Dat
     if not len(work):
         return CATEGORIES_TIME.empty()
     owner = work["owner"].to_numpy()
-    ev = rt.events
-    owner_name = np.where(owner >= 0, ev["name"].to_numpy()[np.clip(owner, 0, None)], -1)
+    owner_name = np.where(owner >= 0, rt.column("name")[np.clip(owner, 0, None)], -1)
     uniq, inverse = np.unique(owner_name, return_inverse=True)
     labels = np.array([op_category(rt.symbols[i]) or "" if i >= 0 else ""
                        for i in uniq.tolist()], dtype=object)

@@ -256,8 +256,7 @@ def no_work_error(ch: Change, gpu_work: bool) -> ChangeMatchesNothingError:
 
 # -- helpers --------------------------------------------------------------------------------
 def _gpu_rows(i: int, jg: JobGraph) -> np.ndarray:
-    ev = jg.ranks[i].trace.events
-    return np.flatnonzero(kind_mask(ev["kind"].array.codes, GPU_WORK_KINDS))
+    return np.flatnonzero(kind_mask(jg.ranks[i].trace.kind_codes(), GPU_WORK_KINDS))
 
 
 def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
@@ -390,7 +389,7 @@ def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
         ev = g.trace.events
         cls = work_class(ev["kind"].iloc[jg.node_row[mine]])
         is_comm[mine[cls == COMM]] = True
-        codes = ev["kind"].array.codes[jg.node_row[mine]]
+        codes = g.trace.kind_codes()[jg.node_row[mine]]
         gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
         _host_waits_for_comm(jg, edits, i)
     typ = jg.type
@@ -483,15 +482,14 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
         rows = data_loader_rows(g.trace)
         if not rows.size:
             continue
-        ev = g.trace.events
         s_loc, e_loc = g.start_node[rows], g.end_node[rows]
         ok = (s_loc >= 0) & (e_loc >= 0)
         s_glob = jg.global_node(i, s_loc[ok])
         e_glob = jg.global_node(i, e_loc[ok])
-        thread = ev["pid"].to_numpy()[rows[ok]] * (1 << 32) + ev["tid"].to_numpy()[rows[ok]]
+        thread = g.trace.column("pid")[rows[ok]] * (1 << 32) + g.trace.column("tid")[rows[ok]]
         m = jg.edges_into(i, "cpu")
         rows_dst = jg.node_row[jg.dst[m]]
-        th = ev["pid"].to_numpy()[rows_dst] * (1 << 32) + ev["tid"].to_numpy()[rows_dst]
+        th = g.trace.column("pid")[rows_dst] * (1 << 32) + g.trace.column("tid")[rows_dst]
         for t in np.unique(thread).tolist():
             sel = thread == t
             lo, hi = s_glob[sel], e_glob[sel]
@@ -501,8 +499,8 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
             k = np.searchsorted(lo, jg.src[e], side="right") - 1
             inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
             edits.delay[e[inside]] = 0.0
-        spans = rows[ok][np.argsort(ev["ts"].to_numpy()[rows[ok]], kind="stable")]
-        cap_handoffs(jg, edits, i, ev["ts"].to_numpy()[spans], ev["end"].to_numpy()[spans],
+        spans = rows[ok][np.argsort(g.trace.column("ts")[rows[ok]], kind="stable")]
+        cap_handoffs(jg, edits, i, g.trace.column("ts")[spans], g.trace.column("end")[spans],
                      np.zeros(spans.size))
 
 

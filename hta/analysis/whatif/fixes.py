@@ -165,7 +165,7 @@ def sync_site_rows(jg: JobGraph, i: int, site: str) -> np.ndarray:
     if not rows.size:
         return rows
     sites = blocking_sites(rt)
-    names = rt.events["name"].to_numpy()
+    names = rt.column("name")
     pattern = re.compile(site)
     lut: dict[int, bool] = {}
 
@@ -217,12 +217,11 @@ def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:
     from hta.analysis.findings.sync import STREAM_WAIT
     from hta.model.rules import RUNTIME_KINDS, kind_mask
 
-    ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     runtime = np.flatnonzero(kind_mask(codes, RUNTIME_KINDS))
     if not calls.size or not runtime.size:
         return np.zeros(0, dtype=np.int64)
-    thread = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
+    thread = rt.column("pid") * (1 << 32) + rt.column("tid")
     parent = link(rt, "parent")
     out = []
     for t in np.unique(thread[calls]).tolist():
@@ -320,7 +319,7 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
             _release_graphed(jg, edits, i, at)
     for i, g in enumerate(jg.ranks):
         rt = g.trace
-        codes = rt.events["kind"].array.codes
+        codes = rt.kind_codes()
         launches = np.flatnonzero(codes == _LAUNCH)
         ops = launching_ops(link(rt, "parent"), codes, launches)
         ops = ops[~np.isin(ops, np.asarray(data_loader_rows(rt)))]  # loading stays

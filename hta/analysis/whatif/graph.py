@@ -459,9 +459,8 @@ def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> n
 def _steps(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray) -> pd.DataFrame:
     """``ProfilerStep`` spans with the nodes of the step event."""
     steps = rank_steps(rt)
-    ev = rt.events
-    ts = ev["ts"].to_numpy()
-    end = ev["end"].to_numpy()
+    ts = rt.column("ts")
+    end = rt.column("end")
     s_nodes, e_nodes = [], []
     for t0, t1 in zip(steps["ts"].tolist(), steps["end"].tolist(), strict=True):
         lo, hi = np.searchsorted(ts, [t0, t0 + 1])
@@ -777,9 +776,9 @@ def driving_nodes(jg: JobGraph, i: int, nodes: np.ndarray) -> np.ndarray:
 def _driving_rows(rt: RankTrace) -> np.ndarray:
     """Per event row: GPU work, or an event on a thread that launches GPU work."""
     ev = rt.events
-    codes = ev["kind"].array.codes
+    codes = rt.kind_codes()
     gpu = kind_mask(codes, GPU_KINDS)
-    tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
+    tid, pid = rt.column("tid"), rt.column("pid")
     launch = codes == KIND_CODE["runtime_launch"]
     if not launch.any():
         return np.ones(len(ev), dtype=bool)

@@ -149,10 +149,9 @@ def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
     for i, g in enumerate(jg.ranks):
         here = pos == i
         if here.any():
-            ev = g.trace.events
             rows = jg.node_row[node[here]]
             sym = np.asarray(g.trace.symbols, dtype=object)
-            names[here] = sym[ev["name"].to_numpy()[rows]]
+            names[here] = sym[g.trace.column("name")[rows]]
         mine = jg.node_pos[v] == i
         if mine.any():
             cls = work_class(g.trace.events["kind"].iloc[jg.node_row[v[mine]]])
@@ -188,8 +187,7 @@ def _host_names(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray,
         mine = seg[jg.node_pos[v[seg]] == i]
         if not mine.size:
             continue
-        ev = g.trace.events
-        ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
+        ts, end = g.trace.column("ts"), g.trace.column("end")
         parent = link(g.trace, "parent")
         t0, t1 = jg.node_ts[u[mine]], jg.node_ts[v[mine]]
         cur = jg.node_row[v[mine]].astype(np.int64)
@@ -203,7 +201,7 @@ def _host_names(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray,
             found[hit] = at[hit]
             cur = np.where(live & ~hit, parent[at], -1)
         sym = g.trace.symbols
-        name_ids = ev["name"].to_numpy()
+        name_ids = g.trace.column("name")
         names[mine] = [UNTRACED if f < 0 or sym[name_ids[f]].startswith(_STEP)
                        else sym[name_ids[f]] for f in found.tolist()]
 
