@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from hta.model.declared import Analysis, Columns
+from hta.model.derived import derived
 from hta.model.links import step_spans
 from hta.model.rules import KIND_CODE
 from hta.model.runner import restrict_rank
@@ -88,16 +89,23 @@ def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def rank_steps(rt: RankTrace) -> pd.DataFrame:
     """One rank's ``ProfilerStep`` spans (columns :data:`STEP_COLUMNS`), by start time
-    (:func:`rank_step_spans`; a step number seen twice keeps its first span)."""
+    (:func:`rank_step_spans`; a step number seen twice keeps its first span). Computed once
+    per rank (:func:`hta.model.derived.derived`)."""
     if not len(rt.events):
         return STEPS.empty()
+    return derived(rt, "model.rank_steps", lambda: _rank_steps(rt))
+
+
+def _rank_steps(rt: RankTrace) -> pd.DataFrame:
     starts, ends, numbers = rank_step_spans(rt)
-    table = pd.DataFrame({
+    first = np.zeros(numbers.shape[0], dtype=bool)  # a number's first span
+    first[np.unique(numbers, return_index=True)[1]] = True
+    starts, ends, numbers = starts[first], ends[first], numbers[first]
+    return pd.DataFrame({
         "rank": np.full(starts.shape[0], rt.rank, dtype=np.int64),
         "step": numbers, "ts": starts, "end": ends,
         "dur": ends - starts,
     })
-    return table.drop_duplicates("step", keep="first").reset_index(drop=True)
 
 
 def step_table(job: Job, selection: Selection = EVERYTHING) -> pd.DataFrame:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hta.model.trace import RankTrace
+
 #: Edge types of the critical path graph; ``EDGE_CODE`` gives each its number.
 EDGE_TYPES: tuple[str, ...] = ("cpu", "gpu", "launch", "stream", "sync", "event_wait")
 EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
@@ -33,6 +35,18 @@ class Cols:
     depth: np.ndarray
     codes: np.ndarray
     name: np.ndarray
+
+    @classmethod
+    def of_rank(cls, rt: RankTrace) -> Cols:
+        """:meth:`of` the rank's events, from its kept columns (:meth:`RankTrace.column`)."""
+        def wide(name: str) -> np.ndarray:
+            return rt.column(name).astype(np.int64, copy=False)
+
+        return cls(ts=wide("ts"), end=wide("end"), dur=wide("dur"), pid=wide("pid"),
+                   tid=wide("tid"), stream=stream_ids(rt.column("stream")),
+                   corr=wide("correlation"), ic=wide("index_correlation"),
+                   parent=wide("parent"), depth=wide("depth"),
+                   codes=rt.kind_codes().astype(np.int16), name=wide("name"))
 
     @classmethod
     def of(cls, ev: pd.DataFrame) -> Cols:
