@@ -70,6 +70,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
 from hta.analysis.intervals import Cover
+from hta.analysis.side_columns import side_number, side_text
 from hta.analysis.stragglers import comm_kernels
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
@@ -320,11 +321,13 @@ def _on_autograd_thread(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     meta = rt.tables.get("metadata_events")
     if meta is None or not len(meta) or not rows.size:
         return out
-    named = meta[(meta["name"] == "thread_name")
-                 & meta["value"].astype(str).str.contains("pt_autograd", regex=False)]
-    if not len(named):
+    values = side_text(rt, "metadata_events", "value")
+    named = np.flatnonzero((side_text(rt, "metadata_events", "name") == "thread_name")
+                           & np.array(["pt_autograd" in v for v in values], dtype=bool))
+    if not named.size:
         return out
-    threads = set(zip(named["pid"].tolist(), named["tid"].tolist()))
+    threads = set(zip(meta["pid"].to_numpy()[named].tolist(),
+                      meta["tid"].to_numpy()[named].tolist()))
     launch = rt.link("index_correlation")[rows]
     ok = launch >= 0
     pid = rt.column("pid")[launch[ok]]
@@ -369,7 +372,8 @@ def _operations(rt: RankTrace, rows: np.ndarray, where: np.ndarray,
     """The operation and its source of each kernel (module docstring, steps 1-3)."""
     sym = rt.symbols
     coll = rt.tables.get("collective_args")
-    cnames = coll["collective_name"].astype(str).tolist() if coll is not None and len(coll) else []
+    cnames = side_text(rt, "collective_args", "collective_name") if coll is not None and len(
+        coll) else np.zeros(0, dtype=object)
     names = rt.column("name")
     n = rows.size
     ops = np.full(n, OTHER, dtype=object)
@@ -450,29 +454,36 @@ def _arg_columns(rt: RankTrace, args: np.ndarray, n: int) -> dict[str, np.ndarra
     coll = rt.tables.get("collective_args")
     if not has.size or coll is None:
         return out
-    a = coll.iloc[args[has]]
-    out["pg"][has] = a["process_group_name"].astype(str).to_numpy()
-    out["desc"][has] = a["process_group_desc"].astype(str).to_numpy()
-    out["dtype"][has] = a["dtype"].astype(str).to_numpy()
-    out["name"][has] = a["collective_name"].astype(str).to_numpy()
-    out["in"][has] = a["in_msg_nelems"].to_numpy(dtype=float)
-    out["out"][has] = a["out_msg_nelems"].to_numpy(dtype=float)
-    size = a["group_size"].to_numpy(dtype=float)
-    listed = _per_text(a["process_group_ranks"], _count_ranks)
+    at = args[has]
+
+    def text(column: str) -> np.ndarray:
+        return side_text(rt, "collective_args", column)[at]
+
+    def number(column: str) -> np.ndarray:
+        return side_number(rt, "collective_args", column)[at]
+
+    out["pg"][has] = text("process_group_name")
+    out["desc"][has] = text("process_group_desc")
+    out["dtype"][has] = text("dtype")
+    out["name"][has] = text("collective_name")
+    out["in"][has] = number("in_msg_nelems")
+    out["out"][has] = number("out_msg_nelems")
+    size = number("group_size")
+    listed = _per_text(text("process_group_ranks"), _count_ranks)
     out["size"][has] = np.where(np.isfinite(size) & (size > 0), size, listed)
-    seq = a["seq"].to_numpy(dtype=float)
+    seq = number("seq")
     out["seq"][has] = np.where(np.isfinite(seq), seq, -1).astype(np.int64)
     for key, column in (("send_imb", "in_split_sizes"), ("recv_imb", "out_split_sizes")):
-        if column in a.columns:
-            out[key][has] = _per_text(a[column], imbalance)
+        if column in coll.columns:
+            out[key][has] = _per_text(text(column), imbalance)
     return out
 
 
-def _per_text(column: pd.Series, fn) -> np.ndarray:
-    """``fn`` of each text of ``column``, computed once per distinct text."""
-    codes, uniques = pd.factorize(column.astype(str), use_na_sentinel=False)
+def _per_text(texts: np.ndarray, fn) -> np.ndarray:
+    """``fn`` of each of ``texts`` (Python strings), computed once per distinct text."""
+    codes, uniques = pd.factorize(texts, use_na_sentinel=False)
     values = np.array([fn(u) for u in uniques], dtype=float)
-    return values[codes] if len(values) else np.full(len(column), np.nan)
+    return values[codes] if len(values) else np.full(len(texts), np.nan)
 
 
 def _count_ranks(raw: object) -> float:

@@ -77,6 +77,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.rowmap import nearest_marked_ancestor
+from hta.analysis.side_columns import side_number, side_text
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -171,19 +172,23 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     if n and len(coll):
         arg = where[rows]
         has = arg >= 0
-        a = coll.iloc[arg[has]]
-        pg_name = a["process_group_name"].astype(str).to_numpy()
+        at = arg[has]
+
+        def text(column: str) -> np.ndarray:
+            return side_text(rt, "collective_args", column)[at]
+
+        pg_name = text("process_group_name")
         named = pg_name != ""
         idx = np.flatnonzero(has)
         pg[idx[named]] = pg_name[named]
-        desc[idx] = a["process_group_desc"].astype(str).to_numpy()
-        cname = a["collective_name"].astype(str).to_numpy()
+        desc[idx] = text("process_group_desc")
+        cname = text("collective_name")
         name[idx[cname != ""]] = cname[cname != ""]
-        s = a["seq"].to_numpy(dtype=float)
+        s = side_number(rt, "collective_args", "seq")[at]
         fin = np.isfinite(s)
         seq[idx[fin]] = s[fin].astype(np.int64)
-        nelems[idx] = a["in_msg_nelems"].to_numpy(dtype=float)
-        pg_ranks[idx] = a["process_group_ranks"].astype(str).to_numpy()
+        nelems[idx] = side_number(rt, "collective_args", "in_msg_nelems")[at]
+        pg_ranks[idx] = text("process_group_ranks")
     unnamed = name == kernel
     ranges = np.full(n, "", dtype=object)
     # the nccl:OP range around the launch: the name of a kernel with no collective name,
