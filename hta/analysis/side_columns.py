@@ -23,10 +23,17 @@ def side_text(rt: RankTrace, table: str, column: str) -> np.ndarray:
                    lambda: rt.tables[table][column].astype(str).to_numpy(dtype=object))
 
 
+def side_strings(rt: RankTrace, table: str, column: str) -> np.ndarray:
+    """Column ``column`` of side table ``table``, one Python string per row with ``""``
+    where the value is missing (the recorded shapes of ``op_args``), read-only."""
+    return derived(rt, ("side_strings", table, column),
+                   lambda: rt.tables[table][column].to_numpy(dtype=object, na_value=""))
+
+
 def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
     """Column ``column`` of side table ``table`` as float64 (missing: NaN), read-only."""
     return derived(rt, ("side_number", table, column),
                    lambda: rt.tables[table][column].to_numpy(dtype=float))
 
 
-__all__ = ["side_number", "side_text"]
+__all__ = ["side_number", "side_strings", "side_text"]

@@ -117,10 +117,11 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     pct = calls["pct_of_peak"].to_numpy()
     floor = calls["kernels"].to_numpy() * float(SMALL_NS)
     target = np.maximum(t * pct / (100 * ATTAINABLE), floor)
-    calls = calls.assign(t_ns=t, saving=np.clip(t - target, 0, None), w=t * pct)
-    if not len(calls) or any(calls[c].dtype != np.float64 for c in _SUMS.values()) or any(
+    made = {"t_ns": t, "saving": np.clip(t - target, 0, None), "w": t * pct}
+    sources = {c: made[c] if c in made else calls[c].to_numpy() for c in _SUMS.values()}
+    if not len(calls) or any(v.dtype != np.float64 for v in sources.values()) or any(
             calls[c].isna().any() for c in _FIRSTS.values()):
-        return _groups_by_pandas(calls)
+        return _groups_by_pandas(calls.assign(**made))
     code = np.zeros(len(calls), np.int64)
     ok = np.ones(len(calls), dtype=bool)
     for k in _KEYS:
@@ -135,7 +136,9 @@ def _groups(calls: pd.DataFrame) -> pd.DataFrame:
     maybe = np.zeros(len(uniq), dtype=bool)
     maybe[group[_may_be_far_below(pct[rows])]] = True
     sub = maybe[group]
-    sums = calls[list(_SUMS.values())].iloc[rows[sub]].groupby(group[sub], sort=False).sum()
+    summed_rows = rows[sub]
+    sums = pd.DataFrame({c: v[summed_rows] for c, v in sources.items()}).groupby(
+        group[sub], sort=False).sum()
     summed = {name: np.full(len(uniq), np.nan) for name in _SUMS}
     for name, src in _SUMS.items():
         summed[name][sums.index.to_numpy()] = sums[src].to_numpy()
