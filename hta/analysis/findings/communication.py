@@ -259,7 +259,7 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     if not len(calls):
         return pd.DataFrame(columns=columns), calls
     calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
-        calls["collective"], calls["context"], calls["source"])]
+        calls["collective"].tolist(), calls["context"].tolist(), calls["source"].tolist())]
     w = rank_work(rt, iterations)
     groups = sorted(calls["group"].unique())
     # the overlap table's figures, from the kernels as they ran: set 0 computation, the
@@ -274,12 +274,13 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     free_compute = int(table[1])
     exposed, comm = _shared_exposed(table, len(groups))
     rows = []
+    group_of, step_of = calls["group"].to_numpy(dtype=object), calls["iteration"].to_numpy()
     for i, g in enumerate(groups):
-        part = calls[calls["group"] == g]
+        part = group_of == g
         rows.append({
-            "group": g, "kernels": len(part), "comm_ns": int(comm[i]),
+            "group": g, "kernels": int(part.sum()), "comm_ns": int(comm[i]),
             "exposed_ns": int(exposed[i]),
-            "steps": step_tuple(part["iteration"].to_numpy()),
+            "steps": step_tuple(step_of[part]),
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
@@ -373,11 +374,13 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     found = []
     claims = _exposed_claims(calls, _compute_cover(rt, iterations))
     inference = not runs_backward(rt, (start, end))
+    group_of = calls["group"].to_numpy(dtype=object)
     for row in groups.itertuples(index=False):
         saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
             continue
-        mine = calls[calls["group"] == row.group]
+        in_group = group_of == row.group
+        mine = calls if in_group.all() else calls[in_group]
         evidence = (
             f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
             f"{fmt_time(row.comm_ns)} in {steps_text(rt, row.steps)}, {fmt_time(row.exposed_ns)} "
