@@ -264,3 +264,21 @@ def test_a_carrying_visit_brings_back_what_the_workers_derived(
     assert all(derived(trace.rank(r), ("left", "pid"), lambda: -1) == -1
                for r in trace.get_ranks())
     forget()
+
+
+def test_workers_are_forked_with_this_process_s_objects_frozen_and_nothing_stays_frozen(
+) -> None:
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    got = spread.forked_map(lambda _: gc.get_freeze_count(), [0, 1], 2)
+    assert all(f.ok and f.value > 0 for f in got)  # the workers' collector skips them
+    assert gc.get_freeze_count() == 0  # here, collected as before
+    gc.freeze()  # an application's own freeze is left as it is
+    try:
+        frozen = gc.get_freeze_count()
+        with spread.frozen_for_fork():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -31,11 +31,13 @@ replay builds a single large rank's graph with it while the findings' rules run 
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +85,23 @@ def job_workers(job: object) -> int:
         return max(1, os.cpu_count() or 1)
 
 
+@contextmanager
+def frozen_for_fork() -> Iterator[None]:
+    """Forks made inside see every object of this process as frozen (:func:`gc.freeze`):
+    a worker's garbage collector then never walks the objects it inherited, which would
+    copy their memory pages into it (writing their headers) and cost it a tenth of its
+    time. This process unfreezes them when the block ends, so nothing stays uncollected
+    here; an application that froze objects itself is left as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def can_fork() -> bool:
     """Whether this process may fork workers that inherit its state: Linux, not itself a
     worker (of a spread visit, or a daemonic pool process)."""
@@ -118,7 +137,8 @@ def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
         with progress_bar(len(items), description, enabled=progress) as bar, \
                 ProcessPoolExecutor(max_workers=workers,
                                     mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = {pool.submit(_call_forked, item): i for i, item in enumerate(items)}
+            with frozen_for_fork():  # a fork pool starts every worker at the first submit
+                futures = {pool.submit(_call_forked, item): i for i, item in enumerate(items)}
             for future in as_completed(futures):
                 try:
                     out[futures[future]] = Forked(value=future.result())
@@ -143,7 +163,8 @@ class Ahead:
         try:  # a fork pool starts its process at the first submit, in this thread
             self._pool: Any = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("fork"))
-            self._future = self._pool.submit(_call_forked, None)
+            with frozen_for_fork():
+                self._future = self._pool.submit(_call_forked, None)
         finally:
             _STATE = None
 
@@ -232,4 +253,4 @@ def _call_forked(item: Any) -> Any:
 
 
 __all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "Ahead", "Forked", "can_fork", "forked_map",
-           "job_workers", "spread_visit", "workers_for"]
+           "frozen_for_fork", "job_workers", "spread_visit", "workers_for"]
