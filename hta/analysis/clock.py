@@ -131,8 +131,11 @@ def clock_offsets(trace: Job, selection: Selection = EVERYTHING) -> pd.DataFrame
     """Each rank's clock offset from the ends of its collectives: :data:`COLUMNS` (the
     module docstring defines them), in rank order."""
     selected = rank_numbers(trace, selection)
-    kernels = _kernels(trace, selected, selection.iteration_list)
-    return offsets_from_kernels(kernels, _hosts(trace, selected), selected)
+    iters = selection.iteration_list
+    # kept for the job: the straggler rule and the replay's shifts ask for the same ones
+    return remembered(trace, visit_key("clock_offsets", selected, iters), lambda: (
+        offsets_from_kernels(_kernels(trace, selected, iters), _hosts(trace, selected),
+                             selected)))
 
 
 def kernels_visit(selected: list[int], iters: list[int] | None
