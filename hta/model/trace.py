@@ -51,13 +51,11 @@ class RankTrace:
         if name == "events" and isinstance(value, pd.DataFrame):
             plain_labels(value)
             self.__dict__.pop("_columns", None)
-            self.__dict__.pop("_side", None)
         super().__setattr__(name, value)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for kept in ("_columns", "_side"):  # arrays over the events' own: rebuilt when read
-            state.pop(kept, None)
+        state.pop("_columns", None)  # arrays over the events' own: rebuilt when read
         return state
 
     # -- columns as arrays ----------------------------------------------------------
@@ -138,43 +136,22 @@ class RankTrace:
     def side_rows(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
         """Side table ``table`` (``collective_args``, ``memory_args`` ...; empty when the
         rank has none) and, per row of it, the ``events`` row it describes (-1 when out
-        of range; read-only, kept while the table, the events and :attr:`generation` stay
-        the same)."""
+        of range)."""
         frame = self.tables.get(table)
         if frame is None or not len(frame) or "index" not in frame:
             empty = frame.iloc[:0] if frame is not None else pd.DataFrame({"index": []})
             return empty, np.zeros(0, dtype=np.int64)
-        rows, _ = self._side_positions(table, frame)
-        return frame, rows
+        rows = frame["index"].to_numpy(np.int64)
+        return frame, np.where((rows >= 0) & (rows < len(self.events)), rows, -1)
 
     def side_row_of_event(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
         """Side table ``table`` and, per ``events`` row, the row of the table that
-        describes it (-1: none; the last one when several do; read-only, kept as
-        :meth:`side_rows` keeps its rows)."""
-        frame = self.tables.get(table)
-        if frame is None or not len(frame) or "index" not in frame:
-            empty, _ = self.side_rows(table)
-            return empty, np.full(len(self.events), -1, dtype=np.int64)
-        _, of_event = self._side_positions(table, frame)
-        return frame, of_event
-
-    def _side_positions(self, table: str, frame: pd.DataFrame
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """(:meth:`side_rows`' rows, :meth:`side_row_of_event`'s rows) of ``frame``, the
-        side table ``table`` now, computed once while it and the events stay the same."""
-        kept = self.__dict__.setdefault("_side", {})
-        hit = kept.get(table)
-        if hit is not None and hit[0] is frame and hit[1] is self.events \
-                and hit[2] == self.generation:
-            return hit[3], hit[4]
-        index = frame["index"].to_numpy(np.int64)
-        rows = np.where((index >= 0) & (index < len(self.events)), index, -1)
-        of_event = np.full(len(self.events), -1, dtype=np.int64)
+        describes it (-1: none; the last one when several do)."""
+        frame, rows = self.side_rows(table)
+        out = np.full(len(self.events), -1, dtype=np.int64)
         ok = rows >= 0
-        of_event[rows[ok]] = np.flatnonzero(ok)
-        rows, of_event = _read_only(rows), _read_only(of_event)
-        kept[table] = (frame, self.events, self.generation, rows, of_event)
-        return rows, of_event
+        out[rows[ok]] = np.flatnonzero(ok)
+        return frame, out
 
     def classify(self, rules: RuleSet) -> None:
         """(Re)compute the ``kind`` column from a rule table; ``unclassified`` follows
