@@ -1,10 +1,11 @@
 """A rank's side-table columns as arrays, converted once per rank.
 
-The collective args (``collective_args``) are read by the collective table, the
-communication kernels and the straggler matching, each for a few columns of the rows of
-its kernels. Taking those rows out of the table (a ``take`` per Arrow column) and turning
-each text column into Python strings cost more than the rest of each reader; here each
-column is converted once per rank (:func:`hta.model.derived.derived`) and the readers
+The collective args (``collective_args``) and the recorded shapes (``op_args``) are read
+by several analyses, each for a few columns of the rows of its events (the collective
+table, the communication kernels, the operator calls, the one-time costs). Taking those
+rows out of the table (a ``take`` per Arrow column) and turning each text column into
+Python strings cost more than the rest of each reader; here each column is converted once
+per rank (:func:`hta.model.derived.derived`, within its memory budget) and the readers
 index the arrays.
 """
 
@@ -16,18 +17,18 @@ from hta.model.derived import derived
 from hta.model.trace import RankTrace
 
 
-def side_text(rt: RankTrace, table: str, column: str) -> np.ndarray:
-    """Column ``column`` of side table ``table``, one Python string per row (as
-    ``astype(str)`` gives them: a missing value is ``"nan"``), read-only."""
-    return derived(rt, ("side_text", table, column),
-                   lambda: rt.tables[table][column].astype(str).to_numpy(dtype=object))
+def side_text(rt: RankTrace, table: str, column: str, missing: str | None = None
+              ) -> np.ndarray:
+    """Column ``column`` of side table ``table``, one Python string per row, read-only. A
+    missing value is ``missing``, or with ``None`` the text ``astype(str)`` gives it
+    (``"nan"``)."""
+    def convert() -> np.ndarray:
+        values = rt.tables[table][column]
+        if missing is None:
+            return values.astype(str).to_numpy(dtype=object)
+        return values.to_numpy(dtype=object, na_value=missing)
 
-
-def side_strings(rt: RankTrace, table: str, column: str) -> np.ndarray:
-    """Column ``column`` of side table ``table``, one Python string per row with ``""``
-    where the value is missing (the recorded shapes of ``op_args``), read-only."""
-    return derived(rt, ("side_strings", table, column),
-                   lambda: rt.tables[table][column].to_numpy(dtype=object, na_value=""))
+    return derived(rt, ("side_text", table, column, missing), convert)
 
 
 def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
@@ -36,4 +37,4 @@ def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
                    lambda: rt.tables[table][column].to_numpy(dtype=float))
 
 
-__all__ = ["side_number", "side_strings", "side_text"]
+__all__ = ["side_number", "side_text"]

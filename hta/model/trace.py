@@ -131,7 +131,7 @@ class RankTrace:
             raise KeyError(f"{name!r} is not a link column; one of {', '.join(LINK_COLUMNS)}")
         if name not in self.events:
             return np.full(len(self.events), -1, dtype=np.int64)
-        return self.events[name].to_numpy(np.int64)
+        return self.column(name).astype(np.int64)
 
     def side_rows(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
         """Side table ``table`` (``collective_args``, ``memory_args`` ...; empty when the

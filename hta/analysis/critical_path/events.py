@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from hta.model.trace import RankTrace
 
@@ -37,8 +36,9 @@ class Cols:
     name: np.ndarray
 
     @classmethod
-    def of_rank(cls, rt: RankTrace) -> Cols:
-        """:meth:`of` the rank's events, from its kept columns (:meth:`RankTrace.column`)."""
+    def of(cls, rt: RankTrace) -> Cols:
+        """The columns of a rank's events (stream ids normalised, see :func:`stream_ids`),
+        from its kept arrays (:meth:`RankTrace.column`)."""
         def wide(name: str) -> np.ndarray:
             return rt.column(name).astype(np.int64, copy=False)
 
@@ -48,19 +48,7 @@ class Cols:
                    parent=wide("parent"), depth=wide("depth"),
                    codes=rt.kind_codes().astype(np.int16), name=wide("name"))
 
-    @classmethod
-    def of(cls, ev: pd.DataFrame) -> Cols:
-        """The columns of an events table (stream ids normalised, see :func:`stream_ids`)."""
-        return cls(
-            ts=ev["ts"].to_numpy(np.int64), end=ev["end"].to_numpy(np.int64),
-            dur=ev["dur"].to_numpy(np.int64), pid=ev["pid"].to_numpy(np.int64),
-            tid=ev["tid"].to_numpy(np.int64), stream=stream_ids(ev["stream"].to_numpy()),
-            corr=ev["correlation"].to_numpy(np.int64),
-            ic=ev["index_correlation"].to_numpy(np.int64),
-            parent=ev["parent"].to_numpy(np.int64), depth=ev["depth"].to_numpy(np.int64),
-            codes=ev["kind"].array.codes.astype(np.int16),
-            name=ev["name"].to_numpy(np.int64),
-        )
+
 
 
 def stream_ids(values: np.ndarray) -> np.ndarray:

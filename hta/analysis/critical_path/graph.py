@@ -292,7 +292,7 @@ def build_graph(
             "critical path on the trace as loaded"
         )
     start_ns, end_ns, label = select_window(rt, annotation, instance_id)
-    c = Cols.of_rank(rt)
+    c = Cols.of(rt)
     gpu = kind_mask(c.codes, GPU_WORK_KINDS)
     rows = _window_rows(c, gpu, start_ns, end_ns)
     local = np.full(c.ts.shape[0], -1, dtype=np.int64)

@@ -79,7 +79,7 @@ from hta.analysis.grouped import group_medians, medians_at
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
-from hta.analysis.side_columns import side_strings
+from hta.analysis.side_columns import side_text
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace, thread_keys
@@ -603,7 +603,7 @@ def call_keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     where = slot[rows]
     dims = np.full(rows.size, "", dtype=object)
     has = where >= 0
-    dims[has] = side_strings(rt, "op_args", "input_dims")[where[has]]
+    dims[has] = side_text(rt, "op_args", "input_dims", missing="")[where[has]]
     dcode, uniq = pd.factorize(dims)
     return names * (len(uniq) + 1) + dcode
 

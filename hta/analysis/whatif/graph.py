@@ -119,7 +119,7 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     s = cp.node_is_start
     start_node[cp.node_event[s]] = nodes[s]
     end_node[cp.node_event[~s]] = nodes[~s]
-    c = Cols.of_rank(rt)
+    c = Cols.of(rt)
     w_src, w_dst = inferred_waits(rt, c, cp, end_node)
     q_src, q_dst, depth = queue_edges(c, end_node)
     v_src, v_dst = inferred_event_waits(rt, c, cp, start_node, end_node)
