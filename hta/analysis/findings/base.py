@@ -84,6 +84,10 @@ class FindingRule:
     #: A job rule's per-rank inputs (:data:`JobInputs`), read ahead with the other job
     #: rules' in one visit spread over the workers; None: it reads them itself.
     inputs: JobInputs | None = None
+    #: The highest severity a finding of this subject may take (``"low"``, ``"medium"``;
+    #: ``""``: no cap), for a cost the trace shows but cannot tell needed from not (a
+    #: loop's own timing synchronize); None: no cap for any subject.
+    max_severity: Callable[[str], str] | None = None
 
 
 # -- the analysed window ---------------------------------------------------------------

@@ -321,7 +321,8 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
             evidence = f"rank {int(worst['rank'])}: {evidence}"
         rows.append({
             "rule": rule_id,
-            "severity": "info" if rule.info else severity(share),
+            "severity": "info" if rule.info else severity(
+                share, severity_cap(rule, str(worst["subject"]))),
             "ranks": ranks,
             "steps": steps,
             "evidence": evidence,
@@ -337,13 +338,20 @@ def merge(raw: pd.DataFrame, rules: Sequence[FindingRule],
                            kind="stable")
 
 
-def severity(share: float) -> str:
-    """``high``, ``medium`` or ``low`` for a saving that is ``share`` of the window."""
-    if share >= HIGH_SHARE:
-        return "high"
-    if share >= MEDIUM_SHARE:
-        return "medium"
-    return "low"
+def severity(share: float, cap: str = "") -> str:
+    """``high``, ``medium`` or ``low`` for a saving that is ``share`` of the window, at
+    most ``cap`` when given (:attr:`FindingRule.max_severity`)."""
+    level = "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+    if cap and SEVERITIES.index(level) < SEVERITIES.index(cap):
+        return cap
+    return level
+
+
+def severity_cap(rule: FindingRule | None, subject: str) -> str:
+    """The highest severity ``rule`` allows a finding about ``subject`` (``""``: none)."""
+    if rule is None or rule.max_severity is None:
+        return ""
+    return rule.max_severity(subject)
 
 
 def _claim_length(f: Finding) -> int:

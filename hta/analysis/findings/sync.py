@@ -54,6 +54,12 @@ analysed steps (all sites); the evidence names the site
 with the largest share (how many times a step, the time blocked, the calls, the copies'
 name, bytes and kind, the longest call with its step and offset) and up to three more.
 The advice fits that site (:func:`~hta.analysis.findings.sync_sites.site_advice`).
+
+A loop's own timing synchronize (:func:`timing_syncs`: a call that only waits, with no
+operator around it and no copy, at most once per iteration of a pass without backward)
+is a second finding of the rank, its subject ending with :data:`TIMING`, at most low
+(:func:`max_severity`): a benchmark times each call so, and the trace cannot tell
+whether that timing is needed.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from hta.analysis.findings.base import (
 )
 from hta.analysis.findings.claims import claim_outside
 from hta.analysis.findings.gpu_cover import BLOCKING_COPY, idle_cover
+from hta.analysis.findings.loops import iterations_found
 from hta.analysis.findings.onetime import in_one_time
 from hta.analysis.findings.rule_tools import (
     bytes_of,
@@ -83,6 +90,7 @@ from hta.analysis.findings.rule_tools import (
     fmt_time,
     in_selection,
     name_matches,
+    runs_backward,
     step_tuple,
     under_warm_up,
 )
@@ -113,6 +121,20 @@ SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::nonzero"})
 #: call that still counts as work (untraced Python between operators, ns); a longer one is
 #: taken as the host waiting for something else.
 HOST_GAP_NS = 100_000
+#: Calls that only wait for the device, a stream or an event (``torch.cuda.synchronize()``,
+#: ``stream.synchronize()``, ``event.synchronize()``).
+WAIT_ONLY = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchroni[sz]e")
+#: Ends the subject of a loop's own timing synchronize (:func:`timing_syncs`).
+TIMING = ", once per iteration of a pass without backward (timing)"
+TIMING_EVIDENCE = (
+    " A synchronize with no operator around it, once per iteration of a pass without "
+    "backward, is how a loop times its calls (a benchmark, a latency measurement): the "
+    "trace cannot tell whether that timing is needed, so this finding is at most low.")
+TIMING_ADVICE = (
+    "If the synchronize times the loop (a benchmark), it is part of what the loop "
+    "measures, and the idle is not the model's: nothing to fix. To time without stalling "
+    "the host, record torch.cuda.Event(enable_timing=True) pairs around the calls and "
+    "synchronize once after the loop; in production code, drop the synchronize.")
 #: The evidence notes the GPU idle inside the waits with work still queued when it is at
 #: least this share of the time blocked (short gaps between queued kernels are normal).
 QUEUED_NOTE = 0.1
@@ -381,6 +403,7 @@ def _site_table(rt: RankTrace, sb: SyncBubbles, keep: np.ndarray) -> Calls:
     return {
         "row": rows, "start": sb.start[keep], "end": sb.end[keep],
         "saving": sb.saving[keep], "queued": sb.queued_idle[keep],
+        "bubble_start": sb.bubble_start[keep], "bubble_end": sb.bubble_end[keep],
         "step": rt.column("iteration")[rows],
         "op": sites.op, "label": sites.label, "outer": sites.outer_label,
         "copy": sites.copy, "flags": sites.flags,
@@ -465,10 +488,83 @@ def capture_only(rt: RankTrace) -> bool:
                 and not name_matches(rt, runtime, GRAPH_LAUNCH).any())
 
 
+def timing_syncs(rt: RankTrace, calls: Calls, window: tuple[int, int],
+                 n_iterations: int) -> np.ndarray:
+    """Which of ``calls`` (:func:`_site_table`) are a loop's own timing: calls that only
+    wait (:data:`WAIT_ONLY`: device, stream or event synchronize) with no operator around
+    them and no copy of their own, at most once per iteration of a loop of two or more
+    (``n_iterations`` in the window), on a rank whose window runs no backward pass. A
+    benchmark or a latency measurement synchronizes so, once per call it times; the trace
+    cannot tell whether that timing is needed, so the finding is at most low
+    (:func:`max_severity`)."""
+    bare = (calls["op"] < 0) & (calls["copy"] < 0)
+    bare &= name_matches(rt, calls["row"], WAIT_ONLY)
+    if n_iterations < 2 or not 0 < int(bare.sum()) <= n_iterations \
+            or runs_backward(rt, window):
+        return np.zeros(bare.size, dtype=bool)
+    return bare
+
+
+def max_severity(subject: str) -> str:
+    """The cap of a ``host_sync`` finding: ``low`` for a loop's own timing synchronize
+    (its subject ends with :data:`TIMING`), none otherwise."""
+    return "low" if subject.endswith(TIMING) else ""
+
+
+def _iteration_count(rt: RankTrace, n_steps: int, window: tuple[int, int]) -> int:
+    """The analysed iterations: the steps, else the loop's iterations in the window
+    (:func:`~hta.analysis.findings.loops.iterations_found`), else 1."""
+    if n_steps:
+        return n_steps
+    loop = iterations_found(rt)
+    return loop.count_in(window) if loop is not None else 1
+
+
+def _site_finding(rt: RankTrace, table: Calls, n_steps: int, step_start: dict[int, int],
+                  window: tuple[int, int], dl: Cover, timing: bool) -> Finding | None:
+    """The finding of the blocking calls ``table`` (by site, the module docstring); a
+    loop's own timing synchronize (``timing``) gets its own subject and advice."""
+    if not (table["saving"] > 0).any():
+        return None
+    code, sites = pd.factorize(table["site"])
+    by_site = np.bincount(code, weights=table["saving"], minlength=sites.size)
+    ranked = [int(k) for k in np.argsort(-by_site, kind="stable") if by_site[k] > 0]
+    total = int(table["saving"].sum())
+    top = _take(table, code == ranked[0])
+    names = rt.column("name")
+    labels = [rt.symbols[names[r]] for r in
+              np.unique(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
+    advice = TIMING_ADVICE if timing else site_advice(
+        int(np.bitwise_or.reduce(top["flags"])), bool((top["op"] < 0).all()), labels)
+    others = "; ".join(
+        f"{sites[k]} {fmt_time(int(by_site[k]))} ({_times(_take(table, code == k))} time(s))"
+        for k in ranked[1:4])
+    hit = table["step"][table["saving"] > 0]
+    evidence = (
+        f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} "
+        f"{f'in {fmt_steps(hit)}' if n_steps else 'in the trace (no ProfilerStep)'}, "
+        f"during the waits and after them until the host re-filled its "
+        f"queue (GPU timeline; host wait in the idle time table); "
+        f"{round(100 * int(by_site[ranked[0]]) / total)}% from "
+        f"{_site_detail(rt, top, n_steps, step_start, window[0])}."
+        + (f" Then: {others}." if others else "")
+        + (TIMING_EVIDENCE if timing else "")
+    )
+    # The claim: the GPU idle inside the claimed ranges of the calls that saved time
+    # (exactly the saving, by construction of the ranges).
+    held = table["saving"] > 0
+    ranges = Cover(table["bubble_start"][held], table["bubble_end"][held])
+    claim = claim_outside(ranges.s, ranges.e, None, idle_cover(rt, dl))
+    return Finding((rt.rank,), step_tuple(hit), evidence, total, window[1] - window[0],
+                   subject=str(sites[ranked[0]]) + (TIMING if timing else ""),
+                   advice=advice, claim=claim)
+
+
 def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
-    """The ``host_sync`` finding of one rank: the idle its blocking calls caused, by site.
-    None on a rank without GPU work, or that only captures graphs (its synchronisations
-    belong to the capture, not to a step)."""
+    """The ``host_sync`` findings of one rank: the idle its blocking calls caused, by
+    site; a loop's own timing synchronize (:func:`timing_syncs`) apart, at most low. None
+    on a rank without GPU work, or that only captures graphs (its synchronisations belong
+    to the capture, not to a step)."""
     if gpu_rows(rt).size == 0 or capture_only(rt):
         return []
     window = analysis_window(rt, iterations)
@@ -484,36 +580,10 @@ def check_host_sync(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         steps = steps[steps["step"].isin(iterations)]
     n_steps = len(steps)
     step_start = dict(zip(steps["step"].tolist(), steps["start_ns"].tolist(), strict=True))
-    code, sites = pd.factorize(table["site"])
-    by_site = np.bincount(code, weights=table["saving"], minlength=sites.size)
-    ranked = [int(k) for k in np.argsort(-by_site, kind="stable") if by_site[k] > 0]
-    total = int(table["saving"].sum())
-    top = _take(table, code == ranked[0])
-    names = rt.column("name")
-    labels = [rt.symbols[names[r]] for r in
-              np.unique(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
-    advice = site_advice(int(np.bitwise_or.reduce(top["flags"])), bool((top["op"] < 0).all()),
-                         labels)
-    others = "; ".join(
-        f"{sites[k]} {fmt_time(int(by_site[k]))} ({_times(_take(table, code == k))} time(s))"
-        for k in ranked[1:4])
-    hit = table["step"][table["saving"] > 0]
-    evidence = (
-        f"blocking calls left the GPU idle {fmt_time(total)}{_per_step(total, n_steps)} "
-        f"{f'in {fmt_steps(hit)}' if n_steps else 'in the trace (no ProfilerStep)'}, "
-        f"during the waits and after them until the host re-filled its "
-        f"queue (GPU timeline; host wait in the idle time table); "
-        f"{round(100 * int(by_site[ranked[0]]) / total)}% from "
-        f"{_site_detail(rt, top, n_steps, step_start, window[0])}."
-        + (f" Then: {others}." if others else "")
-    )
-    # The claim: the GPU idle inside the claimed ranges of the calls that saved time
-    # (exactly the saving, by construction of the ranges).
-    held = keep & (sb.saving > 0)
-    ranges = Cover(sb.bubble_start[held], sb.bubble_end[held])
-    claim = claim_outside(ranges.s, ranges.e, None, idle_cover(rt, dl))
-    return [Finding((rt.rank,), step_tuple(hit), evidence, total, window[1] - window[0],
-                    subject=str(sites[ranked[0]]), advice=advice, claim=claim)]
+    timing = timing_syncs(rt, table, window, _iteration_count(rt, n_steps, window))
+    found = (_site_finding(rt, _take(table, part), n_steps, step_start, window, dl, is_timing)
+             for part, is_timing in ((~timing, False), (timing, True)) if part.any())
+    return [f for f in found if f is not None]
 
 
 RULE = FindingRule(
@@ -532,4 +602,5 @@ RULE = FindingRule(
                 "was blocked; summed over the analysed steps, by operator and label (calls "
                 "inside warm-up code left out)."),
         check=check_host_sync,
+        max_severity=max_severity,
     )

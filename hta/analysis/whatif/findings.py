@@ -16,7 +16,8 @@ does not enter the difference; it widens the range instead. The finding then has
   steps' median: a first step that would save more once, its warm-up, does not move it;
   the evidence names such a one-time excess), and ``saving_step_pctg`` = ``100 *
   median_k s_k / median_k job_replayed_k``, the share of the step; ``share_pctg`` and
-  ``severity`` follow this share (the engine's thresholds);
+  ``severity`` follow this share (the engine's thresholds, under the rule's cap for the
+  subject: :attr:`~hta.analysis.findings.base.FindingRule.max_severity`);
 * ``est_saving(us)`` = ``N * median_k s_k`` over the ``N`` analysed steps, at most
   ``sum_k s_k`` (what the replay saves over them; negative when the change would
   lengthen the steps). A rank without ProfilerStep whose trace repeats
@@ -270,8 +271,10 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
     per-rank replays; None: no replay, every saving the rule's GPU time);
     ``inferred_share``: the share of the replay's binding edges that are inferred (the
     range's ``f``)."""
-    from hta.analysis.findings.engine import severity
+    from hta.analysis.findings.catalog import default_rules
+    from hta.analysis.findings.engine import severity, severity_cap
 
+    rules = {r.id: r for r in default_rules()}
     out = findings.copy()
     n = len(out)
     cols: dict[str, list] = {c: [] for c in SAVING_COLUMNS}
@@ -309,7 +312,9 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
         cols["saving_step_pctg"].append(pct)
         out.iat[i, out.columns.get_loc("est_saving(us)")] = total
         out.iat[i, out.columns.get_loc("share_pctg")] = round(pct, 2)
-        out.iat[i, out.columns.get_loc("severity")] = severity(max(pct, 0.0) / 100.0)
+        out.iat[i, out.columns.get_loc("severity")] = severity(
+            max(pct, 0.0) / 100.0, severity_cap(rules.get(str(row["rule"])),
+                                                str(row.get("subject", ""))))
         out.iat[i, out.columns.get_loc("evidence")] = (
             f"{row['evidence']} {text} (the rule's own estimate: {rule_us / 1e3:,.3f} ms of "
             "GPU time).")
