@@ -609,3 +609,61 @@ def test_the_cap_holds_after_the_replay(tmp_path):
     a = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
     rows = a.get_findings().query("rule == 'host_sync'")
     assert list(rows["severity"]) == ["low"]
+
+
+# -- tensors built from Python data (round 3's dlrm_run1) -------------------------------------
+def from_lists(tmp_path: Path, *, then: str = "aten::to", under_op: bool = False) -> Trace:
+    """Four steps: a 1 ms GEMM, then ``torch.tensor(list, device='cuda')``: an
+    ``aten::empty`` (under ``aten::zeros`` with ``under_op``), 3 ms with nothing recorded,
+    then ``then`` on the [100000] tensor with a pageable copy to the GPU, then a kernel."""
+    b = TraceBuilder(rank=0)
+    for k in range(4):
+        t = k * 6_000_000
+        b.annotation(f"ProfilerStep#{k + 1}", t, 5_900_000)
+        b.cpu_op("aten::mm", ts=t + 10_000, dur=100_000)
+        b.launch_kernel(GEMM, cpu_ts=t + 20_000, cpu_dur=10_000, gpu_ts=t + 50_000,
+                        gpu_dur=1_000_000)
+        if under_op:
+            b.cpu_op("aten::zeros", ts=t + 1_190_000, dur=40_000)
+        b.cpu_op("aten::empty", ts=t + 1_200_000, dur=20_000)
+        b.cpu_op(then, ts=t + 4_220_000, dur=100_000,
+                 **{"Input Dims": [[100000], [], []], "Input type": ["long int", "", ""]})
+        b.memcpy("HtoD (Pageable -> Device)", cpu_ts=t + 4_230_000, cpu_dur=60_000,
+                 gpu_ts=t + 4_250_000, gpu_dur=40_000)
+        b.cpu_op("aten::add", ts=t + 4_400_000, dur=50_000)
+        b.launch_kernel(DIV, cpu_ts=t + 4_410_000, cpu_dur=10_000, gpu_ts=t + 4_430_000,
+                        gpu_dur=10_000)
+    b.write(tmp_path / "rank-0.json")
+    return load(tmp_path)
+
+
+def _host_bound(trace: Trace) -> pd.Series:
+    from hta.analysis.findings.hostbound import RULES
+
+    return find(trace, rules=RULES).query("rule == 'host_bound'").iloc[0]
+
+
+def test_tensors_built_from_python_data_are_named(tmp_path):
+    """dlrm_run1 spends 565 of its 610 ms steps in torch.tensor on 26 Python lists: an
+    aten::empty, then nothing recorded while the elements are converted, then aten::to."""
+    from hta.analysis.findings.hostbound import ADVICE
+    from hta.analysis.whatif.findings import FROM_PYTHON_DATA
+
+    row = _host_bound(from_lists(tmp_path))
+    assert row["subject"] == "python" and row["advice"] == ADVICE["from_python"]
+    assert "builds 4 tensor(s) from Python data (1 a step)" in row["evidence"]
+    assert "then aten::to of [100000] (long int)" in row["evidence"]
+    assert _host_not_graphed("python", row["advice"]) == FROM_PYTHON_DATA
+
+
+def test_twin_a_gap_before_another_operator_is_not_a_tensor_from_python(tmp_path):
+    from hta.analysis.findings.hostbound import ADVICE
+
+    row = _host_bound(from_lists(tmp_path, then="aten::relu"))
+    assert "from Python data" not in row["evidence"]
+    assert row["advice"] == ADVICE["python_stretch"]
+
+
+def test_twin_an_allocation_inside_an_operator_is_not_a_tensor_from_python(tmp_path):
+    row = _host_bound(from_lists(tmp_path, under_op=True))
+    assert "from Python data" not in row["evidence"]

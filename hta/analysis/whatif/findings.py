@@ -121,8 +121,15 @@ HOST_WORK_OFF_STEP = (
     "the time is long stretches of host work with no operator recorded, which the advice "
     "moves off the step; cuda-graphs removes launch and dispatch time, not that work, so "
     "how much of it a fix removes is not in the trace")
+#: Why a ``host_bound`` finding about tensors built from Python data keeps its own
+#: estimate.
+FROM_PYTHON_DATA = (
+    "the time builds tensors from Python data, which the advice moves off the step or "
+    "out of Python; cuda-graphs removes launch and dispatch time, not that conversion, so "
+    "how much of it a fix removes is not in the trace")
 _GRAPHED_ADVICE = GRAPHED_HOST_ADVICE.split("{n}")[0]
 _STRETCH_ADVICE = HOST_ADVICE["python_stretch"][:60]
+_FROM_PYTHON_ADVICE = HOST_ADVICE["from_python"][:60]
 
 
 def _host_not_graphed(subject: str, advice: str) -> str:
@@ -133,6 +140,8 @@ def _host_not_graphed(subject: str, advice: str) -> str:
         return PYTHON_OUTSIDE_GRAPHS
     if subject == "python" and _STRETCH_ADVICE in advice:
         return HOST_WORK_OFF_STEP
+    if subject == "python" and _FROM_PYTHON_ADVICE in advice:
+        return FROM_PYTHON_DATA
     return HOST_NOT_GRAPHED.get(subject, "")
 #: The causes of a late rank (the ``stragglers`` finding's "Why:" sentence,
 #: :mod:`hta.analysis.straggler_causes`) that ``no-stragglers`` models: slower computation.
