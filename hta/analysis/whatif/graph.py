@@ -667,7 +667,9 @@ def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
     end nodes ``_s`` / ``_e`` (-1: not a node): what the coupling needs of a rank."""
     k = comm_kernels(g.trace)
     rows = np.flatnonzero(work_class(g.trace.events["kind"]) == COMM)
-    return k.assign(_row=rows, _pos=pos, _s=g.start_node[rows], _e=g.end_node[rows])
+    extra = {"_row": rows, "_pos": np.full(rows.size, pos, dtype=np.int64),
+             "_s": g.start_node[rows], "_e": g.end_node[rows]}
+    return pd.concat([k, pd.DataFrame(extra, index=k.index)], axis=1)
 
 
 def match_slots(frames: list[pd.DataFrame], dropped: dict[str, int] | None = None
