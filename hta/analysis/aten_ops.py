@@ -28,7 +28,7 @@ import pandas as pd
 from hta.analysis.launch import rank_launch_pairs
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import enclosing_ops
-from hta.model.rules import KIND_CODE, kind_codes
+from hta.model.rules import KIND_CODE, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankTrace, Trace
 
@@ -46,7 +46,7 @@ _KERNEL_CODES = kind_codes(KERNEL_KINDS)
 def _rank_instances(rt) -> pd.DataFrame:  # noqa: ANN001 - RankTrace
     pairs = rank_launch_pairs(rt)
     codes = rt.kind_codes()
-    kernel = np.isin(codes[pairs.gpu], _KERNEL_CODES)
+    kernel = codes_in(codes[pairs.gpu], _KERNEL_CODES)
     gpu, launch = pairs.gpu[kernel], pairs.launch[kernel]
     if not gpu.size:
         return pd.DataFrame()

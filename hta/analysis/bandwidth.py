@@ -44,7 +44,7 @@ import pandas as pd
 
 from hta.analysis.intervals import union_length
 from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
-from hta.model.rules import KINDS, MEMORY_KINDS, kind_codes
+from hta.model.rules import KINDS, MEMORY_KINDS, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -95,7 +95,7 @@ MEMORY_COPIES = Analysis("Memory copies", rank_memory_copies, COPIES)
 
 def _rank_copies(rt: RankTrace) -> pd.DataFrame:
     codes = rt.kind_codes()
-    rows = np.flatnonzero(np.isin(codes, _MEMORY_CODES))
+    rows = np.flatnonzero(codes_in(codes, _MEMORY_CODES))
     if rows.size == 0:
         return pd.DataFrame(columns=COPY_COLUMNS)
     nbytes = np.full(rows.size, np.nan)

@@ -52,7 +52,7 @@ import pandas as pd
 from hta.analysis.gpu_work import index_positions
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.derived import derived
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, kind_codes
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -99,7 +99,7 @@ def launch_pairs(events: pd.DataFrame) -> LaunchPairs:
     :func:`~hta.analysis.gpu_work.index_positions`."""
     codes = events["kind"].array.codes
     is_launch = codes == _LAUNCH_CODE
-    gpu_rows = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
+    gpu_rows = np.flatnonzero(codes_in(codes, _GPU_WORK_CODES))
     partner = index_positions(events, events["index_correlation"].to_numpy()[gpu_rows])
     ok = partner >= 0
     ok[ok] = is_launch[partner[ok]]
@@ -275,7 +275,7 @@ def _rank_launch_stats(rt: RankTrace, runtime_cutoff: float, launch_delay_cutoff
     launch, gpu = pairs.launch, pairs.gpu
     codes = rt.kind_codes()
     if not include_memory_events:
-        keep = ~np.isin(codes[gpu], _MEMORY_CODES)
+        keep = ~codes_in(codes[gpu], _MEMORY_CODES)
         launch, gpu = launch[keep], gpu[keep]
     if pairs.unpaired_launches.size or pairs.unpaired_gpu.size:
         logger.info("rank %d: %d launch(es) without GPU event and %d GPU event(s) without "

@@ -49,7 +49,7 @@ import pandas as pd
 
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import enclosing_ops
-from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_codes
+from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -106,7 +106,7 @@ def _rank_calls(rt: RankTrace) -> pd.DataFrame:
     op_parent[ops] = enclosing_ops(parent, is_op, ops)
     cpu_self = _self_time(codes, parent, ts, end, n)
     # GPU work and the operator it was launched under, then every enclosing operator
-    all_work = np.flatnonzero(np.isin(codes, _GPU_WORK_CODES))
+    all_work = np.flatnonzero(codes_in(codes, _GPU_WORK_CODES))
     gpu = all_work
     owner = rt.link("op_index")[gpu]
     has = owner >= 0

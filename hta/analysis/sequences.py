@@ -31,7 +31,7 @@ import pandas as pd
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import ancestor_pairs
 from hta.model.declared import Analysis, Columns
-from hta.model.rules import KIND_CODE
+from hta.model.rules import KIND_CODE, codes_in
 from hta.model.selection import Selection
 from hta.model.trace import RankMapper, RankTrace
 
@@ -72,7 +72,7 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     names = rt.column("name")
     matching = pd.Series(rt.symbols, dtype=object).str.contains(operator_name, regex=False)
     matching_ids = np.flatnonzero(matching.to_numpy(dtype=bool))
-    candidate = np.isin(codes, _ROOT_CODES) & np.isin(names, matching_ids)
+    candidate = codes_in(codes, _ROOT_CODES) & np.isin(names, matching_ids)
     if not candidate.any():
         raise ValueError(f"rank {rt.rank}: no operator name contains {operator_name!r}; "
                          "check the spelling (the match is case-sensitive)")

@@ -39,7 +39,7 @@ import numpy as np
 
 from hta.analysis.intervals import merge
 from hta.analysis.select import rank_numbers
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, codes_in
 from hta.model.selection import Selection
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def write_rank(pb: Any, w: _RankWriter, rt: RankTrace, offset_ns: int,
     kind = ev["kind"].cat.codes.to_numpy(np.int64) if n else np.zeros(0, np.int64)
     pid = ev["pid"].to_numpy(np.int64)
     tid = ev["tid"].to_numpy(np.int64)
-    gpu = np.isin(kind, _GPU_CODES)
+    gpu = codes_in(kind, _GPU_CODES)
     names = np.asarray(rt.symbols, dtype=object)
     name_ids = ev["name"].to_numpy(np.int64)
     # flows: GPU row -> its launch; ids unique across ranks

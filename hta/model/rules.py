@@ -483,8 +483,26 @@ def kind_codes(kinds: Iterable[str]) -> list[int]:
 
 
 def kind_mask(codes: np.ndarray, kinds: Iterable[str]) -> np.ndarray:
-    """Rows whose ``kind`` code (``events["kind"].cat.codes``) is one of ``kinds``: one
-    table lookup per row; a missing kind (code -1) is in no set."""
+    """Rows whose ``kind`` code (``events["kind"].cat.codes``) is one of ``kinds``; a
+    missing kind (code -1) is in no set (:func:`codes_in`)."""
+    return codes_in(codes, kind_codes(kinds))
+
+
+#: Up to this many wanted codes, :func:`codes_in` compares (a pass per code, each about
+#: twenty times faster than a table lookup or ``np.isin`` per row); more, one lookup.
+_FEW_CODES = 4
+
+
+def codes_in(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
+    """Whether each of ``codes`` (the ``kind`` column's codes, -1 for a missing kind) is
+    one of ``wanted``: ``np.isin`` for small integer codes, without its sort."""
+    wanted = [int(w) for w in wanted]
+    codes = np.asarray(codes)
+    if len(wanted) <= _FEW_CODES:
+        out = np.zeros(codes.shape, dtype=bool)
+        for w in wanted:
+            out |= codes == w
+        return out
     table = np.zeros(len(KINDS) + 1, dtype=bool)  # the extra last slot answers code -1
-    table[kind_codes(kinds)] = True
+    table[wanted] = True
     return table[codes]

@@ -41,7 +41,7 @@ import pandas as pd
 from hta.model.declared import Analysis, Columns
 from hta.model.derived import derived
 from hta.model.links import step_spans
-from hta.model.rules import KIND_CODE
+from hta.model.rules import KIND_CODE, codes_in
 from hta.model.runner import restrict_rank
 from hta.model.trace import RankTrace
 from hta.model.vocabulary import (
@@ -82,7 +82,7 @@ def rank_step_spans(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return empty, empty.copy(), empty.copy()
     starts, ends, numbers = step_spans(
         rt.symbols, rt.column("name"),
-        np.isin(rt.kind_codes(), _STEP_KINDS),
+        codes_in(rt.kind_codes(), _STEP_KINDS),
         rt.column("ts"), rt.column("end"))
     return starts, ends, np.asarray(numbers, dtype=np.int64)
 

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES
-from hta.model.rules import KIND_CODE, KINDS
+from hta.model.rules import KIND_CODE, KINDS, codes_in
 from hta.model.trace import RankTrace
 
 
@@ -217,7 +217,7 @@ def _in_data_load(rt, attributed: np.ndarray, typ: np.ndarray,
     if ids.size == 0:
         return out
     matched = np.isin(rt.column("name"), ids)
-    matched &= np.isin(rt.kind_codes(),
+    matched &= codes_in(rt.kind_codes(),
                        [KIND_CODE[k] for k in ("cpu_op", "user_annotation", "python_function")])
     ic = rt.column("index_correlation")
     parent = rt.column("parent")

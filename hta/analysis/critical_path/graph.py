@@ -62,7 +62,7 @@ import pandas as pd
 from hta.analysis.critical_path.attribution import bound_summary, path_frame
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.sync import sync_edges
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, kind_mask
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ def select_window(
         return int(ev["ts"].min()), int(ev["end"].max()), ""
     ids = [i for i, s in enumerate(rt.symbols) if annotation in s]
     codes = rt.kind_codes()
-    mask = np.isin(codes, [KIND_CODE[k] for k in WINDOW_KINDS])
+    mask = codes_in(codes, [KIND_CODE[k] for k in WINDOW_KINDS])
     mask &= np.isin(rt.column("name"), ids) if ids else False
     rows = np.flatnonzero(mask)
     if rows.size == 0:

@@ -32,6 +32,7 @@ from hta.analysis.gpu_work import CLASS_NAMES, work_class
 from hta.analysis.names import short_name
 from hta.model.declared import PER_STEP, WHOLE, Analysis, Columns
 from hta.model.job import Job
+from hta.model.rules import codes_in
 from hta.model.runner import run
 from hta.model.selection import Ranks, Selection
 from hta.model.trace import RankTrace
@@ -233,7 +234,7 @@ def _has_gpu_work(side: _Side) -> bool:
 
 def rank_has_gpu_work(rt: RankTrace) -> pd.DataFrame:
     """One rank's :data:`HAS_GPU_WORK` row: whether it holds GPU work."""
-    return pd.DataFrame({"gpu_work": [bool(np.isin(rt.kind_codes(),
+    return pd.DataFrame({"gpu_work": [bool(codes_in(rt.kind_codes(),
                                                    _WORK_CODES).any())]})
 
 
@@ -301,7 +302,7 @@ def rank_work_names(rt: RankTrace, steps: list[int] | None, by: str) -> pd.DataF
     how many, their summed duration (ns), the symbol id (``sid``) and, for kernels, the
     work class of the name's last event (``kind``, -1 for operators)."""
     ev = rt.events
-    keep = np.isin(rt.kind_codes(), _WORK_CODES)
+    keep = codes_in(rt.kind_codes(), _WORK_CODES)
     if steps is not None:
         keep &= np.isin(rt.column("iteration"), steps)
     rows = np.flatnonzero(keep)

@@ -19,6 +19,7 @@ from hta.analysis.diff.vendors import paired_names
 from hta.analysis.names import short_name
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
+from hta.model.rules import codes_in
 from hta.model.selection import EVERYTHING, Ranks, Selection
 from hta.model.trace import RankTrace
 
@@ -40,7 +41,7 @@ def rank_name_totals(rt: RankTrace, steps: list[int] | None, device: str) -> pd.
     ev = rt.events
     keep = np.ones(len(ev), dtype=bool)
     if device != "ALL":
-        on_gpu = np.isin(rt.kind_codes(), _GPU_CODES)
+        on_gpu = codes_in(rt.kind_codes(), _GPU_CODES)
         keep &= on_gpu if device == "GPU" else ~on_gpu
     if steps is not None:
         keep &= np.isin(rt.column("iteration"), steps)

@@ -55,7 +55,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, kind_codes, kind_mask
+from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, codes_in, kind_codes, kind_mask
 from hta.model.trace import RankTrace
 
 PAGEABLE = re.compile(r"Pageable")
@@ -182,7 +182,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     kernels = np.flatnonzero(codes == _COMPUTE)
     kernels = kernels[in_selection(rt, kernels, None, window)]
     compute_streams = np.unique(stream[kernels])
-    transfers = np.flatnonzero(np.isin(codes, _TRANSFER_CODES))
+    transfers = np.flatnonzero(codes_in(codes, _TRANSFER_CODES))
     transfers = transfers[np.isin(stream[transfers], compute_streams)]
     transfers = transfers[in_selection(rt, transfers, iterations, window)]
     if transfers.size == 0:

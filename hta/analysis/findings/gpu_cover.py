@@ -13,6 +13,7 @@ from hta.analysis.findings.events import link
 from hta.analysis.findings.rule_tools import name_matches, runs_compiled
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
+from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.trace import RankTrace
 
@@ -47,11 +48,15 @@ def graph_spans(rt: RankTrace, g: np.ndarray | None = None
 def graph_launches(rt: RankTrace) -> int:
     """How many graph launches (``cudaGraphLaunch``, ``hipGraphLaunch``, ...) enqueued GPU
     work the trace holds: the rank already replays CUDA/HIP graphs (captured by hand, or
-    by ``torch.compile(mode="reduce-overhead")``'s cudagraph trees)."""
-    g = gpu_rows(rt)
-    launch = link(rt, "index_correlation")[g]
-    launch = np.unique(launch[launch >= 0])
-    return int(name_matches(rt, launch, GRAPH_LAUNCH).sum()) if launch.size else 0
+    by ``torch.compile(mode="reduce-overhead")``'s cudagraph trees); computed once per
+    rank."""
+    return derived(rt, "findings.graph_launches", lambda: _graph_launches(rt))
+
+
+def _graph_launches(rt: RankTrace) -> int:
+    launch = link(rt, "index_correlation")[gpu_rows(rt)]
+    launch = launch[launch >= 0]
+    return int(np.unique(launch[name_matches(rt, launch, GRAPH_LAUNCH)]).size)
 
 
 #: The host-side advice for a rank that already replays graphs (in place of "capture the

@@ -41,7 +41,7 @@ from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import merge
 from hta.model.links import GRAPH_LAUNCH
-from hta.model.rules import CPU_KINDS, KIND_CODE, kind_codes
+from hta.model.rules import CPU_KINDS, KIND_CODE, codes_in, kind_codes
 from hta.model.trace import RankTrace
 
 #: Calls that begin a stream capture.
@@ -70,7 +70,7 @@ def _calls(rt: RankTrace, pattern: re.Pattern[str], window: tuple[int, int]) -> 
     """Positions of the CPU-side events named by ``pattern`` starting in the window."""
     ts = rt.column("ts")
     hit = _symbol_mask(rt, pattern)[rt.column("name")]
-    hit &= np.isin(rt.kind_codes(), _CPU_CODES)
+    hit &= codes_in(rt.kind_codes(), _CPU_CODES)
     return np.flatnonzero(hit & (ts >= window[0]) & (ts < window[1]))
 
 

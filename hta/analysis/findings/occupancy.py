@@ -65,7 +65,7 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
 )
 from hta.analysis.intervals import merge
-from hta.model.rules import KIND_CODE
+from hta.model.rules import KIND_CODE, codes_in
 from hta.model.trace import RankTrace
 
 #: Share of the available SMs a kernel's grid must reach to fill them.
@@ -162,7 +162,7 @@ def _held_by_others(ev: pd.DataFrame, kind: np.ndarray, arg_pos: np.ndarray,
                     arg_sms: np.ndarray) -> np.ndarray:
     """For each kernel of ``arg_pos``: the mean SMs held by the other kernels of its
     device while it ran (module docstring)."""
-    rows = np.flatnonzero(np.isin(kind, _KERNEL_KINDS))
+    rows = np.flatnonzero(codes_in(kind, _KERNEL_KINDS))
     blocks = np.full(len(ev), np.nan)
     blocks[arg_pos] = arg_blocks
     known = np.isfinite(arg_sms)

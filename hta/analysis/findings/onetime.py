@@ -459,7 +459,9 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     launch, kernel = launch[order], kernel[order]
     head = np.r_[True, kernel[1:] != kernel[:-1]]
     first = np.unique(launch[head])
-    median = float(np.median(dur[np.unique(launch)]))
+    seen = np.zeros(dur.size, dtype=bool)  # each launch call once (a graph's launches many)
+    seen[launch] = True
+    median = float(np.median(dur[seen]))
     return first[(dur[first] >= MIN_NS) & (dur[first] >= FACTOR * median)]
 
 

@@ -55,7 +55,7 @@ from hta.analysis.findings.rule_tools import (
     within_named,
 )
 from hta.model.derived import derived
-from hta.model.rules import KIND_CODE
+from hta.model.rules import KIND_CODE, codes_in
 from hta.model.trace import RankTrace
 
 #: The optimizer's step, as ``torch.optim`` labels it (``Optimizer.step#AdamW.step``).
@@ -87,7 +87,7 @@ def optimizer_kernels(rt: RankTrace, k: Kernels) -> np.ndarray:
 def labelled(rt: RankTrace) -> bool:
     """Whether the rank records ``torch.optim``'s ``Optimizer.step#...`` label."""
     return derived(rt, "findings.optimizer_labelled", lambda: bool(
-        name_matches(rt, np.flatnonzero(np.isin(rt.kind_codes(), _CALLERS)),
+        name_matches(rt, np.flatnonzero(codes_in(rt.kind_codes(), _CALLERS)),
                      OPTIMIZER_STEP).any()))
 
 

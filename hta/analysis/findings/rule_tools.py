@@ -20,7 +20,7 @@ from hta.analysis.findings.events import link, step_table
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import ancestor_pairs, nearest_marked_ancestor
 from hta.model.derived import derived
-from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
+from hta.model.rules import KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
 
 #: A DataLoader that runs worker processes (``num_workers > 0``).
@@ -301,7 +301,7 @@ def within_named(rt: RankTrace, ops: np.ndarray, pattern: NameTest,
     if not has.any():
         return out
     ev = rt.events
-    callers = np.flatnonzero(np.isin(ev["kind"].array.codes, np.asarray(kinds)))
+    callers = np.flatnonzero(codes_in(rt.kind_codes(), kinds))
     mark = np.zeros(len(ev), dtype=bool)
     mark[callers[name_matches(rt, callers, pattern)]] = True
     if mark.any():

@@ -58,7 +58,7 @@ from hta.analysis.gpu_work import COMM, work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
-from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, kind_mask
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, codes_in, kind_mask
 
 #: Changes that take no argument.
 SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
@@ -378,7 +378,7 @@ def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
         m = jg.edges_into(i, "cpu")
         m = m[~jg.node_is_start[dst[m]]]
         codes = g.trace.events["kind"].array.codes[jg.node_row[dst[m]]]
-        edits.delay[m[np.isin(codes, kind_codes)]] = 0.0
+        edits.delay[m[codes_in(codes, kind_codes)]] = 0.0
 
 
 def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:

@@ -75,7 +75,7 @@ from hta.analysis.whatif.changes import (
     unblock_nodes,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
-from hta.model.rules import KIND_CODE, RuleSet
+from hta.model.rules import KIND_CODE, RuleSet, codes_in
 from hta.model.trace import RankTrace, thread_keys
 
 #: Elementwise kernels on fp32 data, by name (PyTorch's ``elementwise_kernel`` and
@@ -400,7 +400,7 @@ def optimizer_spans(rt_parent: np.ndarray, rt_names: list[str], name_ids: np.nda
     operators) of a rank."""
     marked = np.array([OPTIMIZER_STEP.search(n) is not None for n in rt_names] + [False],
                       dtype=bool)
-    cpu = np.isin(codes, [_CPU_OP, KIND_CODE["user_annotation"]])
+    cpu = codes_in(codes, [_CPU_OP, KIND_CODE["user_annotation"]])
     rows = np.flatnonzero(cpu & marked[name_ids])
     return outermost(rt_parent, rows) if rows.size else rows
 
