@@ -73,10 +73,16 @@ def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
                     "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
     names = np.asarray(rt.symbols, dtype=object)[rt.column("name")[calls["op"]]]
     calls["name"] = names
-    by_name = {n: op_category(n) for n in pd.unique(names)}
-    named = np.array([by_name[n] or "" for n in names], dtype=object)
-    fallback = top_category(slot, len(op), kcat[is_linked], linked_dur)
-    calls["category"] = np.where(named != "", named, fallback).astype(object)
+    code, uniq = pd.factorize(names)
+    named = np.array([op_category(n) or "" for n in uniq], dtype=object)[code]
+    # the kernels' category only for the calls whose operator names none
+    need = named == ""
+    fallback = np.full(len(op), np.nan, dtype=object)
+    if need.any():
+        mine = need[slot]
+        fallback[need] = top_category((np.cumsum(need) - 1)[slot[mine]], int(need.sum()),
+                                      kcat[is_linked][mine], linked_dur[mine])
+    calls["category"] = np.where(need, fallback, named).astype(object)
     return calls, work
 
 
