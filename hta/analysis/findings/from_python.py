@@ -65,10 +65,10 @@ def from_python(rt: RankTrace) -> FromPython:
     next operator or runtime call on its thread is ``aten::lift_fresh``, ``aten::to`` or
     ``aten::_to_copy`` (:data:`FROM_PYTHON_NEXT`) after :data:`FROM_PYTHON_MIN_FILL_NS`
     or more with nothing recorded (a scalar's conversion takes microseconds). The
-    building's stretches are the
-    time with nothing recorded on that thread just before the ``aten::empty`` (the data
-    scanned for its type and shape, or made by the caller) and between it and the next
-    operator (each element converted from its Python object). Computed once per rank."""
+    building's stretches are the time with nothing recorded on that thread just before
+    the ``aten::empty`` (the data scanned for its type and shape, or made by the caller)
+    and between it and the next operator (each element converted from its Python
+    object). Computed once per rank."""
     return derived(rt, "findings.from_python", lambda: _from_python(rt))
 
 
@@ -113,15 +113,20 @@ def from_python_text(rt: RankTrace, fp: FromPython, a: np.ndarray, b: np.ndarray
     if fp.tid.size == 0:
         return 0, ""
     inside = np.zeros(a.size, dtype=np.int64)
+    hit = np.zeros(fp.tid.size, dtype=bool)  # the tensors whose stretches the gaps hold
     for t in np.unique(tids).tolist():
         on = tids == t
         inside[on] = fp.stretches(int(t)).within(a[on], b[on])
+        # the gaps are disjoint and in time order: the first one ending after a tensor's
+        # start is the only one that can overlap it first
+        ga, gb = a[on], b[on]
+        mine = np.flatnonzero(fp.tid == t)
+        k = np.searchsorted(gb, fp.before[mine], side="right")
+        ok = k < gb.size
+        hit[mine[ok]] = ga[k[ok]] < fp.next_start[mine[ok]]
     held = int(np.minimum(inside, python_ns).sum())
     if held <= 0:
         return 0, ""
-    hit = np.zeros(fp.tid.size, dtype=bool)  # the tensors whose stretches the gaps hold
-    for i in range(a.size):
-        hit |= (fp.tid == tids[i]) & (fp.next_start > a[i]) & (fp.before < b[i])
     nxt = fp.next_row[hit] if hit.any() else fp.next_row
     rate = f" ({nxt.size / n_steps:.3g} a step)" if n_steps > 1 else ""
     first = rt.symbols[int(rt.column("name")[int(nxt[0])])]

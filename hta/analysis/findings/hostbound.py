@@ -466,7 +466,7 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     if top == "python" and 2 * max(int(py[longest]), long_ones) >= by_class["python"]:
         advice = ADVICE["python_stretch"]  # long stretches: not a per-op overhead
     built, built_text = from_python_text(rt, from_python(rt), a, b, tids, py,
-                                          max(np.unique(steps_of).size, 1))
+                                         _analysed_steps(rt, iterations))
     evidence += built_text
     if top == "python" and 2 * built >= by_class["python"]:
         advice = ADVICE["from_python"]  # the conversion is the work, not the operators
@@ -476,6 +476,15 @@ def check_host_bound(rt: RankTrace, iterations: list[int] | None) -> list[Findin
     return [Finding((rt.rank,), step_tuple(steps_of), evidence, total,
                     window[1] - window[0], subject=top, advice=advice,
                     claim=claim_outside(a, b, None, held))]
+
+
+def _analysed_steps(rt: RankTrace, iterations: list[int] | None) -> int:
+    """How many ``ProfilerStep`` spans are analysed (1 without any: one pass or a loop
+    the evidence does not count per step)."""
+    steps = step_table(rt)["step"].to_numpy()
+    if iterations is not None:
+        steps = steps[np.isin(steps, iterations)]
+    return max(int(steps.size), 1)
 
 
 def _ended_by(rt: RankTrace, end: int) -> str:
