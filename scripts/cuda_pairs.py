@@ -218,6 +218,233 @@ def compiled(out: Path, fixed: bool) -> None:
     _profiled(out, step)
 
 
+def cpu_metric(out: Path, fixed: bool) -> None:
+    """Training that copies each step's predictions to the host (``.cpu()``) for a metric;
+    fixed: the metric is counted on the GPU."""
+    model = _mlp(2048, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(1024, 2048, device="cuda")
+    y = torch.randint(0, 10, (1024,), device="cuda")
+    correct = torch.zeros((), device="cuda")
+
+    def step(i: int) -> None:
+        nonlocal correct
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if fixed:
+            correct = correct + (logits.argmax(1) == y).sum()
+        else:
+            pred = logits.argmax(1).cpu()
+            _ = int((pred == y.cpu()).sum())
+        opt.step()
+    _profiled(out, step)
+
+
+def nonzero_mask(out: Path, fixed: bool) -> None:
+    """A loss over the positive activations picked by boolean indexing (``h[h > 0]``: a
+    data-dependent size, so a sync in ``aten::nonzero``); fixed: ``torch.where``."""
+    model = _mlp(2048, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(1024, 2048, device="cuda")
+
+    def step(i: int) -> None:
+        h = model[:-1](x)
+        if fixed:
+            loss = torch.where(h > 0, h, torch.zeros_like(h)).pow(2).sum() / h.numel()
+        else:
+            loss = h[h > 0].pow(2).sum() / h.numel()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _profiled(out, step)
+
+
+def explicit_sync(out: Path, fixed: bool) -> None:
+    """A training step that ends with ``torch.cuda.synchronize()`` and host-side logging;
+    fixed: no synchronize."""
+    model = _mlp(2048, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(1024, 2048, device="cuda")
+    y = torch.randint(0, 10, (1024,), device="cuda")
+
+    def step(i: int) -> None:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if not fixed:
+            torch.cuda.synchronize()
+        time.sleep(0.003)  # host-side logging
+    _profiled(out, step)
+
+
+def empty_cache(out: Path, fixed: bool) -> None:
+    """A step that frees the allocator's cache (``torch.cuda.empty_cache()``) each time;
+    fixed: the cache is kept."""
+    model = _mlp(4096, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(2048, 4096, device="cuda")
+    y = torch.randint(0, 10, (2048,), device="cuda")
+
+    def step(i: int) -> None:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if not fixed:
+            torch.cuda.empty_cache()
+    _profiled(out, step)
+
+
+def pinned_small(out: Path, fixed: bool) -> None:
+    """16 MB batches from pageable memory ahead of a heavier model; fixed: pinned,
+    non-blocking."""
+    model = _mlp(2048, 6)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    host = [torch.randn(2048, 2048) for _ in range(2)]
+    if fixed:
+        host = [h.pin_memory() for h in host]
+    y = torch.randint(0, 10, (2048,), device="cuda")
+
+    def step(i: int) -> None:
+        xb = host[i % 2].to("cuda", non_blocking=fixed)
+        loss = nn.functional.cross_entropy(model(xb), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _profiled(out, step)
+
+
+def loader_workers2(out: Path, fixed: bool) -> None:
+    """A DataLoader decoding sequences on the CPU, 0 workers; fixed: 2 workers."""
+    import numpy as np
+    from torch.utils.data import DataLoader, Dataset
+
+    class Seq(Dataset):
+        def __len__(self) -> int:
+            return 100_000
+
+        def __getitem__(self, i: int):  # noqa: ANN204
+            rng = np.random.default_rng(i)
+            a = rng.standard_normal((128, 256)).astype(np.float32)
+            a = np.cumsum(np.sort(a, axis=1), axis=0) / 128.0  # CPU work
+            return torch.from_numpy(a.astype(np.float32)), i % 10
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(128 * 256, 1024), nn.GELU(),
+                          nn.Linear(1024, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    it = iter(DataLoader(Seq(), batch_size=32, num_workers=2 if fixed else 0,
+                         pin_memory=True))
+    next(it)  # workers started before the profiled steps
+
+    def step(i: int) -> None:
+        xb, yb = next(it)
+        loss = nn.functional.cross_entropy(model(xb.cuda(non_blocking=True)),
+                                           yb.cuda(non_blocking=True))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _profiled(out, step)
+
+
+def _conv_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    layers: list[nn.Module] = [nn.Conv2d(3, 128, 3, padding=1), nn.ReLU()]
+    for _ in range(4):
+        layers += [nn.Conv2d(128, 128, 3, padding=1), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(128, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 3, 64, 64, device="cuda")
+    y = torch.randint(0, 10, (64,), device="cuda")
+
+    def step(i: int) -> None:
+        with torch.autocast("cuda", dtype=autocast or torch.float32,
+                            enabled=autocast is not None):
+            loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _profiled(out, step)
+
+
+def fp16_conv(out: Path, fixed: bool) -> None:
+    """fp32 convolution training (TF32 off); fixed: fp16 autocast."""
+    _conv_training(out, torch.float16 if fixed else None, tf32=False)
+
+
+def tf32_conv(out: Path, fixed: bool) -> None:
+    """fp32 convolution training (TF32 off); fixed: TF32 on."""
+    _conv_training(out, None, tf32=fixed)
+
+
+def bf16_transformer(out: Path, fixed: bool) -> None:
+    """fp32 training of a transformer encoder (TF32 off); fixed: bf16 autocast."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    layer = nn.TransformerEncoderLayer(512, 8, dim_feedforward=2048, batch_first=True,
+                                       dropout=0.0)
+    model = nn.TransformerEncoder(layer, 4).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(16, 256, 512, device="cuda")
+
+    def step(i: int) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fixed):
+            loss = model(x).float().pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _profiled(out, step)
+
+
+def fused_sgd(out: Path, fixed: bool) -> None:
+    """SGD with momentum over many small parameters, one kernel per tensor; fixed: fused
+    SGD."""
+    model = nn.Sequential(*[m for _ in range(48) for m in (nn.Linear(128, 128),
+                                                           nn.LayerNorm(128))]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False,
+                          fused=fixed or None)
+    x = torch.randn(64, 128, device="cuda")
+
+    def step(i: int) -> None:
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    _profiled(out, step)
+
+
+def cuda_graph_block(out: Path, fixed: bool) -> None:
+    """Batch-1 inference of two transformer layers, eager; fixed: a CUDA graph."""
+    layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, batch_first=True,
+                                       dropout=0.0)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).cuda().eval()
+    x = torch.randn(1, 32, 256, device="cuda")
+    graph, static_out = None, None
+    if fixed:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s), torch.no_grad():
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), torch.no_grad():
+            static_out = model(x)
+
+    def step(i: int) -> None:
+        with torch.no_grad():
+            for _ in range(10):
+                if graph is not None:
+                    graph.replay()
+                else:
+                    model(x)
+        torch.cuda.synchronize()
+    _profiled(out, step)
+    del static_out
+
+
 PAIRS = (
     Pair("sync_item", "no-sync:aten::item", "loss kept on the GPU, no .item() per step",
          sync_item),
@@ -230,6 +457,26 @@ PAIRS = (
          tf32_matmul, holdout=True),
     Pair("cuda_graph", "cuda-graphs", "torch.cuda.graph capture and replay", cuda_graph),
     Pair("fused_adamw", "fused-optimizer", "AdamW(fused=True)", fused_adamw, holdout=True),
+    Pair("cpu_metric", "no-sync:aten::to", "metric counted on the GPU, no .cpu() per step",
+         cpu_metric),
+    Pair("nonzero_mask", "no-sync:aten::index", "torch.where instead of h[h > 0]",
+         nonzero_mask, holdout=True),
+    Pair("explicit_sync", "no-sync:cudaDeviceSynchronize",
+         "no torch.cuda.synchronize() per step", explicit_sync),
+    Pair("empty_cache", "no-sync:cudaFree", "no torch.cuda.empty_cache() per step",
+         empty_cache),
+    Pair("pinned_small", "pinned-copies", "pinned host batches, non_blocking copies",
+         pinned_small),
+    Pair("loader_workers2", "workers:2", "DataLoader(num_workers=2)", loader_workers2,
+         holdout=True),
+    Pair("fp16_conv", "dtype:fp16", "torch.autocast(dtype=torch.float16)", fp16_conv,
+         holdout=True),
+    Pair("tf32_conv", "dtype:tf32", "torch.backends.cudnn.allow_tf32 = True", tf32_conv),
+    Pair("bf16_transformer", "dtype:bf16", "torch.autocast(dtype=torch.bfloat16)",
+         bf16_transformer),
+    Pair("fused_sgd", "fused-optimizer", "SGD(fused=True)", fused_sgd),
+    Pair("cuda_graph_block", "cuda-graphs", "torch.cuda.graph capture and replay",
+         cuda_graph_block),
     Pair("compiled", "", "torch.compile", compiled),
 )
 BY_NAME = {p.name: p for p in PAIRS}
