@@ -68,6 +68,7 @@ from hta.report.present import (
     ranks_text,
     slowest_rank_text,
     time_text,
+    together_text,
 )
 
 if TYPE_CHECKING:
@@ -171,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         payload["missing_ranks"] = analyzer.missing_ranks
         payload["unclassified_kernels"] = n_unclassified
         payload["findings"] = records(findings)
+        payload["findings_together"] = records(answers.together)[0] \
+            if answers.together is not None and len(answers.together) else None
         payload["hardware_efficiency"] = hardware_json(efficiency)
         payload["findings_coverage"] = records(coverage)
         payload["unexplained_time"] = records(unexplained)
@@ -191,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     note = answers.replay_note or (None if args.no_replay or efficiency.cpu_only
                                    else uncertainty_note(analyzer))
     print_overview(out, analyzer, overview, args.trace_dir, iterations, findings,
-                   (coverage, unexplained, n_unclassified), replay_note=note)
+                   (coverage, unexplained, n_unclassified), replay_note=note,
+                   together=answers.together)
     print_step_bound(out, bound, bound_note, len(overview.ranks))
     print_distributed(out, analyzer, iterations, distributed)
     print_hardware_efficiency(out, efficiency)
@@ -203,8 +207,10 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDINGS_SHOWN) -> None:
-    """The ``top`` findings, one line each: severity, saving, share, ranks, title."""
+def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDINGS_SHOWN,
+                   together: pd.DataFrame | None = None) -> None:
+    """The ``top`` findings, one line each: severity, saving, share, ranks, title; then
+    what the replayed fixes save at once (``together``, when it has a row)."""
     if findings is None:
         return
     if not len(findings):
@@ -227,6 +233,8 @@ def print_findings(out: Printer, findings: pd.DataFrame | None, top: int = FINDI
         Column("ranks", lambda r: ranks_text(r["ranks"], labelled=False), numeric=False),
         Column("finding", lambda r: full_text(finding_what(r)), numeric=False, wrap=True),
     ], shown)
+    if together is not None and len(together):
+        out.line(full_text(together_text(together.iloc[0].to_dict()), 600))
     for r in findings[findings["rule"] == "warmup"].head(1).to_dict("records"):
         out.line(full_text(f"Warm-up (one-time, not a saving): {r['evidence']}", 1200),
                  style="yellow")
@@ -315,13 +323,15 @@ def _flag_style(row: dict[str, Any]) -> str | None:
 def print_overview(out: Printer, analyzer: Analyzer, overview: JobOverview, trace_dir: str,
                    iterations: list[int] | None, findings: pd.DataFrame | None = None,
                    coverage: tuple[pd.DataFrame, pd.DataFrame, int] | None = None,
-                   replay_note: str | None = None) -> None:
+                   replay_note: str | None = None,
+                   together: pd.DataFrame | None = None) -> None:
     """The header line, the top findings (with the sentence on their replay, when
-    given) and their coverage (when given) and the four tables."""
+    given, and on the replayed fixes at once, ``together``) and their coverage (when
+    given) and the four tables."""
     ranks = overview.ranks
     out.line(_header(analyzer.metadata(), ranks, trace_dir, iterations), style="bold")
     out.line()
-    print_findings(out, findings)
+    print_findings(out, findings, together=together)
     if replay_note and findings is not None and len(findings):
         out.line(printable(replay_note, 600), style="yellow")
         out.line()

@@ -81,6 +81,29 @@ class FindingsMixin:
                 cache[key] = findings_with_changes(found, None)
         return cache[key].copy()
 
+    def get_findings_together(self, ranks: RanksOrSelection = None,
+                              iterations: Iterations = None,
+                              min_share: float | None = None) -> pd.DataFrame:
+        """What the findings' replayed fixes save made all at once: one row, or none when
+        fewer than two findings have a replayed saving.
+
+        Each finding's saving is its own fix replayed alone, and fixes overlap, so the
+        savings of :meth:`get_findings` do not add up. Here the job is replayed once with
+        every replayed finding's change together. Columns ``changes`` (joined by ``" +
+        "``), ``findings`` (how many are combined), ``est_saving(us)``,
+        ``saving_low(us)``, ``saving_high(us)``, ``saving_per_step(us)``,
+        ``saving_step_pctg`` (as for a finding), ``sum_of_savings(us)`` (the combined
+        findings' own savings added up) and ``left_out`` (changes not combined, and why).
+        See :mod:`hta.analysis.whatif.together`.
+        """
+        found = self.get_findings(ranks, iterations, min_share)
+        cache = self.__dict__.setdefault("_findings_together", {})
+        key = tuple(found["rule"]) + tuple(found["change"]) + tuple(found["est_saving(us)"])
+        if key not in cache:
+            cache.clear()
+            cache[key] = self.replay().findings_together(found)  # type: ignore[attr-defined]
+        return cache[key].copy()
+
     def get_findings_coverage(self, ranks: Ranks = None,
                               iterations: Iterations = None,
                               min_share: float | None = None) -> pd.DataFrame:

@@ -62,6 +62,9 @@ class JobAnswers:
     _rank_summary: pd.DataFrame | BaseException
     #: Why the findings' savings were not replayed ("" when they were, or not asked).
     replay_note: str = ""
+    #: The replayed fixes at once (:mod:`hta.analysis.whatif.together`; one row, empty
+    #: when fewer than two are replayed; None when the savings were not replayed).
+    together: pd.DataFrame | None = None
 
     @property
     def overview(self) -> JobOverview:
@@ -126,19 +129,21 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     ]
     # each plan takes its steps itself: the visit reads the selected ranks whole
     answers = run(job, plans, selection.every_event(), description="Summary", errors=errors)
-    found, note = answers[1], ""
+    found, note, together = answers[1], "", None
     if replay is None:
         replay, note = replay_fits(analyzer, answers[0])
     if replay and isinstance(found, FindingsResult) and len(found.findings):
         # the savings users see are the replay's (hta.analysis.whatif.findings)
-        answers[1] = replace(found, findings=analyzer.replay_findings(found.findings))
+        replayed = analyzer.replay_findings(found.findings)
+        answers[1] = replace(found, findings=replayed)
+        together = analyzer.replay().findings_together(replayed)
     elif isinstance(found, FindingsResult):
         from hta.analysis.whatif.findings import findings_with_changes
 
         answers[1] = replace(found, findings=findings_with_changes(found.findings, None))
     overview, findings, category, ops, unclassified, summary = answers
     return JobAnswers(overview, findings, category, ops, unclassified, summary,
-                      replay_note=note)
+                      replay_note=note, together=together)
 
 
 #: Above this many events, a job not on Dask is not replayed by default: the job graph of

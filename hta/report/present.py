@@ -208,8 +208,32 @@ def finding_saving_text(finding: Mapping[str, Any]) -> str:
     return text
 
 
+def together_text(together: Mapping[str, Any]) -> str:
+    """The sentence on the replayed fixes at once (a row of
+    :func:`hta.analysis.whatif.together.together`): their saving, its range and share, set
+    against the sum of their own savings."""
+    n, total = int(together["findings"]), float(together["est_saving(us)"])
+    parts = float(together["sum_of_savings(us)"])
+    if total < 0.98 * parts:
+        versus = (f"less than the sum of their savings ({time_text(parts)}): they overlap, "
+                  "so each saves less once the others are made")
+    elif total > 1.02 * parts:
+        versus = (f"more than the sum of their savings ({time_text(parts)}): each makes "
+                  "room for the others")
+    else:
+        versus = f"about the sum of their savings ({time_text(parts)}): they do not overlap"
+    text = (f"Together, the {n} replayed fixes ({together['changes']}) would save "
+            f"{saving_text(total, together['saving_step_pctg'])}, range "
+            f"{time_text(float(together['saving_low(us)']))} to "
+            f"{time_text(float(together['saving_high(us)']))}. That is {versus}.")
+    if together.get("left_out"):
+        text += f" Not combined: {together['left_out']}."
+    return text
+
+
 __all__ = ["LONGEST_CELL", "LONG_NAME", "METRIC_LABELS", "TIME_UNITS", "demangled",
            "display_name", "finding_range", "finding_saving", "finding_saving_text",
            "finding_share", "finding_what",
            "full_text", "is_note", "metric_label", "ms", "number", "printable", "ranges_text",
-           "ranks_text", "saving_text", "slowest_rank_text", "time_text"]
+           "ranks_text", "saving_text", "slowest_rank_text", "time_text",
+           "together_text"]

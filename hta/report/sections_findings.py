@@ -10,7 +10,13 @@ import pandas as pd
 
 from hta.report.context import Context, FindingItem, Section, doc, thin
 from hta.report.devices import device_name
-from hta.report.present import display_name, finding_saving_text, ranks_text, time_text
+from hta.report.present import (
+    display_name,
+    finding_saving_text,
+    ranks_text,
+    time_text,
+    together_text,
+)
 from hta.report.standout import drawn_note
 
 #: Ranks whose unexplained-idle note is written under the coverage table.
@@ -76,6 +82,9 @@ def findings(ctx: Context, s: Section) -> None:
                        f"{100 * engine.DEFAULT_MIN_SHARE:g}% of the analysed time or more.")
     else:
         _finding_items(ctx, s, df)
+    together = ctx.answers.together
+    if together is not None and len(together):
+        s.notes.append(together_text(together.iloc[0].to_dict()))
     if ctx.answers.replay_note:
         s.notes.append(ctx.answers.replay_note)
     elif not df.empty and (df["saving_source"] == "replay").any():

@@ -246,6 +246,22 @@ class Replay:
                            "rules' GPU-time estimates", exc, exc_info=True)
             return findings_with_changes(findings, None)
 
+    def findings_together(self, findings: pd.DataFrame) -> pd.DataFrame:
+        """The replayed findings' fixes at once, one row (:mod:`hta.analysis.whatif.together`;
+        ``findings``: :meth:`findings_savings`'s table); empty when fewer than two are
+        replayed, or the replay fails (logged)."""
+        from hta.analysis.whatif.together import empty_together, together
+        from hta.analysis.whatif.uncertainty import inferred_share
+
+        try:
+            windows = self.stepless_windows()
+            return together(findings, lambda changes: self.predict(
+                changes, modelled=False, windows=windows), inferred_share(self.uncertainty()))
+        except Exception as exc:  # noqa: BLE001 - the findings stand without it
+            logger.warning("the findings' fixes could not be replayed together (%s)", exc,
+                           exc_info=True)
+            return empty_together()
+
     def _ahead(self, findings: pd.DataFrame, predict: Callable[[Any], pd.DataFrame]
                ) -> Callable[[Any], pd.DataFrame]:
         """``predict``, with the findings' changes predicted ahead on worker processes

@@ -1,0 +1,141 @@
+"""Every replayed fix at once: what the job would gain if all the findings' fixes were made.
+
+Each finding's saving (:mod:`hta.analysis.whatif.findings`) is its own fix replayed alone.
+Fixes overlap, so their savings do not add: a step whose host waits for the GPU and then
+launches its kernels one by one gains from removing the wait, and from a CUDA graph, but
+removing the wait leaves less launch time on the critical path, and the graph less wait.
+The sum of the savings over-promises. Here the job is replayed once more with every
+replayed finding's change together and, per analysed step ``k``,
+
+    ``t_k = job_replayed_k - job_predicted_k(all changes)``
+
+gives the same figures as a finding's saving: ``saving_per_step(us)`` = ``median_k
+t_k``, ``est_saving(us)`` = ``N`` times it (at most ``sum_k t_k``),
+``saving_step_pctg`` its share of the step (on the same basis as the findings' shares),
+and a range (:func:`~hta.analysis.whatif.findings.saving_range`, its low end from the
+changes' conservative variants together). Beside it, ``sum_of_savings(us)``: the sum of
+the combined findings' own savings, which the combined saving is usually below.
+
+Combined are the findings whose saving is replayed (``saving_source`` ``replay``) and
+positive, one change each (:func:`combinable`). Left out, and said in ``left_out``: a
+change whose replay is only an upper bound (``overlap-comm``,
+:data:`~hta.analysis.whatif.findings.UPPER_BOUNDS`), since an upper bound added to others
+bounds nothing, and a change that saves nothing alone. GPU-time savings (fixes the replay
+cannot model) are never in it. With fewer than two changes to combine there is nothing to
+add up: the table is empty.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from hta.analysis.whatif.findings import (
+    UPPER_BOUNDS,
+    Predict,
+    conservative,
+    recurring,
+    recurring_total,
+    saving_range,
+    step_savings,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The columns of the one-row table.
+TOGETHER_COLUMNS = ["changes", "findings", "est_saving(us)", "saving_low(us)",
+                    "saving_high(us)", "saving_per_step(us)", "saving_step_pctg",
+                    "sum_of_savings(us)", "left_out"]
+
+
+def empty_together() -> pd.DataFrame:
+    """The table with nothing combined."""
+    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("changes", "left_out")
+                                      else "int64" if c == "findings" else "float64")
+                         for c in TOGETHER_COLUMNS})
+
+
+def combinable(findings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The findings whose changes are combined (module docstring), in the table's order,
+    and a sentence for each change left out."""
+    if "saving_source" not in findings.columns or not len(findings):
+        return findings.iloc[:0], []
+    replayed = findings[(findings["saving_source"] == "replay")
+                        & (findings["change"].astype(str) != "")]
+    keep, left, seen = [], [], set()
+    for i, (change, saving) in enumerate(zip(replayed["change"], replayed["est_saving(us)"],
+                                             strict=True)):
+        if change in seen:
+            continue
+        seen.add(change)
+        if change in UPPER_BOUNDS:
+            left.append(f"{change} (its replay is an upper bound)")
+        elif not float(saving) > 0:
+            left.append(f"{change} (it saves nothing alone)")
+        else:
+            keep.append(i)
+    return replayed.iloc[keep], left
+
+
+def together(findings: pd.DataFrame, predict_with: Predict | None,
+             inferred_share: float = 0.0) -> pd.DataFrame:
+    """One row: the replayed findings' fixes at once (module docstring); ``findings``: the
+    table with replayed savings (:func:`~hta.analysis.whatif.findings.
+    findings_with_changes`), ``predict_with(changes)``: the what-if table with a list of
+    changes, ``inferred_share``: the range's share of inferred edges. Empty with fewer
+    than two changes to combine, or without a replay."""
+    rows, left = combinable(findings)
+    if predict_with is None or len(rows) < 2:
+        return empty_together()
+    changes = [str(c) for c in rows["change"]]
+    steps = _common_steps(rows)
+    try:
+        per = step_savings(predict_with(changes), steps)
+        variants = [conservative(c) or c for c in changes]
+        low_per = step_savings(predict_with(variants), steps) \
+            if any(v is not c for v, c in zip(variants, changes, strict=True)) else None
+    except ValueError as exc:  # a change that replayed alone and fails with others
+        logger.warning("the findings' fixes could not be replayed together (%s)", exc)
+        return empty_together()
+    if not len(per):
+        return empty_together()
+    saved = per["saving"].to_numpy(dtype=float)
+    each = recurring(saved)
+    total = recurring_total(saved)
+    low, high = saving_range(per, inferred_share, low_per)
+    basis = _step_basis(rows, per)
+    return pd.DataFrame([{
+        "changes": " + ".join(changes),
+        "findings": len(rows),
+        "est_saving(us)": total,
+        "saving_low(us)": low,
+        "saving_high(us)": high,
+        "saving_per_step(us)": each,
+        "saving_step_pctg": 100.0 * each / basis if basis > 0 else 0.0,
+        "sum_of_savings(us)": float(rows["est_saving(us)"].astype(float).sum()),
+        "left_out": "; ".join(left),
+    }], columns=TOGETHER_COLUMNS)
+
+
+def _common_steps(rows: pd.DataFrame) -> list[int] | None:
+    """The analysed steps the combined findings share (None, every step of the replay,
+    when they differ or name none)."""
+    found = {tuple(int(s) for s in steps) for steps in rows["steps"]}
+    if len(found) != 1:
+        return None
+    steps = list(next(iter(found)))
+    return steps or None
+
+
+def _step_basis(rows: pd.DataFrame, per: pd.DataFrame) -> float:
+    """The time a share of the step is taken of: the combined findings' own (their saving a
+    step over their share), else the replayed step's median."""
+    for each, pct in zip(rows["saving_per_step(us)"], rows["saving_step_pctg"], strict=True):
+        if np.isfinite(each) and np.isfinite(pct) and pct > 0 and each > 0:
+            return 100.0 * float(each) / float(pct)
+    return float(np.median(per["replayed"].to_numpy(dtype=float)))
+
+
+__all__ = ["TOGETHER_COLUMNS", "combinable", "empty_together", "together"]
