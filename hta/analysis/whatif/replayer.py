@@ -255,8 +255,11 @@ class Replay:
 
         try:
             windows = self.stepless_windows()
-            return together(findings, lambda changes: self.predict(
-                changes, modelled=False, windows=windows), inferred_share(self.uncertainty()))
+
+            def predict(changes: Any) -> pd.DataFrame:
+                return self.predict(changes, modelled=False, windows=windows)
+
+            return together(findings, predict, inferred_share(self.uncertainty()))
         except Exception as exc:  # noqa: BLE001 - the findings stand without it
             logger.warning("the findings' fixes could not be replayed together (%s)", exc,
                            exc_info=True)
