@@ -54,6 +54,22 @@ def launches_then_sync(folder: Path, *, sync: bool = True) -> Path:
     return folder
 
 
+def graphed_without_sync(folder: Path) -> Path:
+    """The same steps after both fixes: one ``cudaGraphLaunch`` replays the twenty small
+    kernels and the GEMM back to back, and nothing waits for them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    b = TraceBuilder(rank=0)
+    for k in range(STEPS):
+        t = 1_000_000 + k * STEP_NS
+        b.annotation(f"ProfilerStep#{k}", t, 1_300_000)
+        kernels = [("vectorized_elementwise_kernel<4, add>", t + 60_000 + j * 11_000, 10_000,
+                    7) for j in range(20)]
+        kernels.append((GEMM, t + 60_000 + 20 * 11_000, 1_000_000, 7))
+        b.graph_launch(kernels, cpu_ts=t + 20_000, cpu_dur=15_000)
+    b.write(folder / "rank-0.json")
+    return folder
+
+
 def analysis(folder: Path) -> TraceAnalysis:
     return TraceAnalysis(trace_dir=str(folder), cache=False, progress=False)
 
@@ -177,3 +193,24 @@ def test_the_summary_says_it_and_its_json_holds_it(tmp_path, capsys):
     twin = launches_then_sync(tmp_path / "twin", sync=False)
     assert main(["summary", str(twin), "--no-cache", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["findings_together"] is None
+
+
+def test_the_diff_sets_the_fixes_together_against_the_measured_change(tmp_path, capsys):
+    from hta.cli import main
+
+    before = launches_then_sync(tmp_path / "before")
+    after = graphed_without_sync(tmp_path / "after")
+    assert main(["diff", str(before), str(after), "--no-cache", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    predictions = payload["predictions"]
+    # the timing synchronize's site is gone: no "still there" note on its finding
+    gone = [f for f in payload["findings"] if f["rule"] == "host_sync"]
+    assert [f["status"] for f in gone] == ["disappeared"] and gone[0]["note"] == ""
+    assert [p["rule"] for p in predictions] == ["host_bound", "host_sync", "together"]
+    alone = [p["predicted(us)"] for p in predictions[:2]]
+    both = predictions[2]
+    assert both["change"] == "cuda-graphs + no-sync:outside any operator"
+    assert max(alone) <= both["predicted(us)"] < sum(alone)
+    assert len({p["measured(us)"] for p in predictions}) == 1  # one measured change
+    assert main(["diff", str(before), str(after), "--no-cache"]) == 0
+    assert "The fixes together: predicted" in capsys.readouterr().out

@@ -200,7 +200,12 @@ def _predictions(loaded: list[Any], control_findings: pd.DataFrame,
     """What the control's findings predicted against what the test job measured
     (:func:`hta.analysis.diff.causes.predicted_vs_measured`); empty when a side cannot be
     replayed (logged)."""
-    from hta.analysis.diff.causes import PREDICTION_COLUMNS, predicted_vs_measured, step_times
+    from hta.analysis.diff.causes import (
+        PREDICTION_COLUMNS,
+        fixed_findings,
+        predicted_vs_measured,
+        step_times,
+    )
 
     try:
         times = []
@@ -209,7 +214,13 @@ def _predictions(loaded: list[Any], control_findings: pd.DataFrame,
             if chosen is not None:
                 table = table[table["step"].isin(chosen)]
             times.append(step_times(table))
-        return predicted_vs_measured(control_findings, comparison, times[0], times[1])
+        found = predicted_vs_measured(control_findings, comparison, times[0], times[1])
+        if len(found) < 2:
+            return found
+        together = loaded[0].replay().findings_together(
+            fixed_findings(control_findings, found))
+        return predicted_vs_measured(control_findings, comparison, times[0], times[1],
+                                     together)
     except Exception as exc:  # noqa: BLE001 - the diff goes on without the check
         import pandas
 

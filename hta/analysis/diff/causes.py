@@ -285,8 +285,8 @@ def step_times(what_if: pd.DataFrame) -> np.ndarray:
 
 
 def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFrame,
-                          control_steps: np.ndarray, test_steps: np.ndarray
-                          ) -> pd.DataFrame:
+                          control_steps: np.ndarray, test_steps: np.ndarray,
+                          together: pd.DataFrame | None = None) -> pd.DataFrame:
     """For each replayed control finding that disappeared in the test job (those that
     shrank when none disappeared; ``comparison``:
     :func:`hta.analysis.findings.compare.compare_findings`), the saving
@@ -295,7 +295,10 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
     the whole step, so every change between the jobs is in it). ``status``: ``unchanged``
     when the steps did not move, ``noise`` when the measured change is within twice its
     standard error (``step_spread(us)``: from the two jobs' steps' standard deviations and
-    numbers), else ``improved`` or ``regressed``."""
+    numbers), else ``improved`` or ``regressed``. With two fixed findings or more and
+    ``together`` (:func:`hta.analysis.whatif.together.together` of those findings: their
+    fixes replayed at once), a last row (``rule`` ``together``) sets that prediction
+    against the same measured change: savings that overlap do not add up."""
     rows: list[dict[str, object]] = []
     if not len(control_steps) or not len(test_steps):
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
@@ -323,7 +326,26 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
                      "predicted_low(us)": float(f["saving_low(us)"]) / n,
                      "predicted_high(us)": float(f["saving_high(us)"]) / n,
                      "measured(us)": measured, "step_spread(us)": spread, "status": status})
+    if len(rows) > 1 and together is not None and len(together):
+        t = together.iloc[0]
+        per_step = float(t["saving_per_step(us)"])
+        n = float(t["est_saving(us)"]) / per_step if per_step else max(len(control_steps), 1)
+        rows.append({"rule": "together", "subject": "", "title": "The fixes together",
+                     "change": t["changes"], "predicted(us)": per_step,
+                     "predicted_low(us)": float(t["saving_low(us)"]) / n,
+                     "predicted_high(us)": float(t["saving_high(us)"]) / n,
+                     "measured(us)": measured, "step_spread(us)": spread, "status": status})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def fixed_findings(control_findings: pd.DataFrame, predictions: pd.DataFrame
+                   ) -> pd.DataFrame:
+    """The control findings a :func:`predicted_vs_measured` table names (their fixes are
+    what :func:`hta.analysis.whatif.together.together` replays at once)."""
+    keys = set(zip(predictions["rule"], predictions["subject"], strict=True))
+    picked = [(r, s) in keys for r, s in zip(control_findings["rule"],
+                                               control_findings["subject"], strict=True)]
+    return control_findings[picked]
 
 
 def still_there(comparison: pd.DataFrame, causes: pd.DataFrame) -> pd.Series:
@@ -332,6 +354,8 @@ def still_there(comparison: pd.DataFrame, causes: pd.DataFrame) -> pd.Series:
     causes list no ``removed`` for it), ``pageable_copies`` whose copies are still from
     pageable memory (the same bytes, at another bandwidth this run). "" otherwise: the
     finding fell under the reporting threshold without its cause going."""
+    from hta.analysis.findings.sync import subject_site
+
     notes = []
     removed = {str(r["what"]) for r in causes.to_dict("records")
                if r["cause"] == "sync" and r["verdict"] in ("removed",)}
@@ -339,7 +363,7 @@ def still_there(comparison: pd.DataFrame, causes: pd.DataFrame) -> pd.Series:
     for row in comparison.to_dict("records"):
         note = ""
         if row["status"] == "disappeared" and row["rule"] == "host_sync":
-            site = str(row["subject"]).split(" under ")[0]
+            site = subject_site(str(row["subject"]))
             if site not in removed and site != "outside any operator":
                 note = (f"its site {site} is still there: it fell under the reporting "
                         "threshold, it was not removed")

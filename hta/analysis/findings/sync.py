@@ -126,6 +126,14 @@ HOST_GAP_NS = 100_000
 WAIT_ONLY = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchroni[sz]e")
 #: Ends the subject of a loop's own timing synchronize (:func:`timing_syncs`).
 TIMING = ", once per iteration of a pass without backward (timing)"
+
+
+def subject_site(subject: str) -> str:
+    """The site a ``host_sync`` subject names: the operator (or ``outside any
+    operator``) before its annotation (`` under ...``) and the timing label."""
+    return subject.removesuffix(TIMING).split(" under ")[0]
+
+
 TIMING_EVIDENCE = (
     " A synchronize with no operator around it, once per iteration of a pass without "
     "backward, is how a loop times its calls (a benchmark, a latency measurement): the "

@@ -55,7 +55,7 @@ import pandas as pd
 
 from hta.analysis.findings.gpu_cover import GRAPHED_HOST_ADVICE
 from hta.analysis.findings.hostbound import ADVICE as HOST_ADVICE
-from hta.analysis.findings.sync import TIMING
+from hta.analysis.findings.sync import subject_site
 
 if TYPE_CHECKING:
     from hta.analysis.whatif.changes import Change
@@ -189,7 +189,7 @@ def change_for(rule: str, ranks: list[int], subject: str = "", advice: str = "",
     if change == "no-sync":
         if PAGEABLE_SITE.search(evidence):  # the site's waits are its pageable copies
             return "pinned-copies"
-        site = subject.removesuffix(TIMING).split(" under ")[0] if subject else ""
+        site = subject_site(subject) if subject else ""
         return f"no-sync:{_literal(site)}" if site else "no-host-sync"
     if change == "dtype":
         if "set_float32_matmul_precision" in advice:
