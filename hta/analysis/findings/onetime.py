@@ -53,7 +53,17 @@ least half of its span (autotuning excepted: it runs trial kernels), and is one 
   trace starts iterators fewer than twice, and fewer than once every two steps (an
   iterator started every step recurs: ``data_loading`` names it);
 * an annotation, operator or Python frame named warm-up
-  (:data:`~hta.analysis.findings.rule_tools.WARM_UP`).
+  (:data:`~hta.analysis.findings.rule_tools.WARM_UP`);
+* on a rank without ProfilerStep, the *first call's unrecorded stretch*: in the first of
+  :data:`STRETCH_MIN_CALLS` or more calls of one name (a ``record_function`` annotation
+  or a top-level call, on one thread), the longest stretch with none of its children
+  recorded, when it lasts :data:`MIN_NS` or more and :data:`FACTOR` times the median of
+  the same stretch in its later calls (at most :data:`STRETCH_LATER` of them): lazy
+  initialisation on the first call only (a compiled graph's guards, Triton kernels
+  loading, Python imports), which records nothing. The cost runs from the stretch's
+  start to the end of the record that ends it (a public 4-bit MLP benchmark: 2.47 ms
+  with nothing recorded after the first call's Dynamo cache lookup, 41 µs in the later
+  calls).
 """
 
 from __future__ import annotations
@@ -289,9 +299,13 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     reason = np.concatenate([np.full(r.size, w, dtype=object) for w, r in found])
     # a scripted call's first optimised run: its cost holds the gap before the call
     gaps, gap_start = _unrecorded_before_script(rt, calls, ts, end)
-    return (np.concatenate([gaps, rows]),
-            np.concatenate([np.full(gaps.size, "script compile", dtype=object), reason]),
-            np.concatenate([gap_start, ts[rows]]))
+    # the first call of a repeated one whose thread recorded nothing for far longer
+    stretch, stretch_start = (_first_call_stretches(rt, top, ts, end)
+                              if not len(step_table(rt)) else (gaps[:0], gap_start[:0]))
+    return (np.concatenate([gaps, stretch, rows]),
+            np.concatenate([np.full(gaps.size, "script compile", dtype=object),
+                            np.full(stretch.size, "first stretch", dtype=object), reason]),
+            np.concatenate([gap_start, stretch_start, ts[rows]]))
 
 
 def _first_batches(rt: RankTrace, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -392,6 +406,68 @@ def _unrecorded_before_script(rt: RankTrace, calls: np.ndarray, ts: np.ndarray,
             out.append(h)
             starts.append(begin)
     return np.asarray(out, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+
+
+#: A name needs this many calls for its first call's unrecorded stretch to be judged.
+STRETCH_MIN_CALLS = 3
+#: At most this many later calls of a name are measured for the reference stretch.
+STRETCH_LATER = 50
+
+
+def _first_call_stretches(rt: RankTrace, top: np.ndarray, ts: np.ndarray, end: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """The first call's unrecorded stretches (module docstring): for each one found, the
+    record that ends it (the child recorded right after it; the call itself for a
+    stretch that runs to its end) and where it starts."""
+    none = np.zeros(0, dtype=np.int64)
+    codes = rt.kind_codes()
+    spans = np.union1d(top, np.flatnonzero(codes == KIND_CODE["user_annotation"]))
+    spans = spans[end[spans] > ts[spans]]
+    if spans.size < STRETCH_MIN_CALLS:
+        return none, none
+    thread = thread_keys(rt.column("pid")[spans], rt.column("tid")[spans])
+    names = rt.column("name")[spans].astype(np.int64)
+    order = np.lexsort((ts[spans], names, thread))
+    spans, names, thread = spans[order], names[order], thread[order]
+    head = np.flatnonzero(np.r_[True, (names[1:] != names[:-1])
+                                | (thread[1:] != thread[:-1])])
+    sizes = np.diff(np.r_[head, spans.size])
+    # only names called often enough whose first call could hold a long stretch
+    pick = (sizes >= STRETCH_MIN_CALLS) & (end[spans[head]] - ts[spans[head]] >= MIN_NS)
+    if not pick.any():
+        return none, none
+    groups = [spans[h:h + min(n, STRETCH_LATER + 1)]
+              for h, n in zip(head[pick].tolist(), sizes[pick].tolist(), strict=True)]
+    calls = np.unique(np.concatenate(groups))
+    # the recorded children of every measured call, by parent then start: one sort
+    parent = link(rt, "parent")
+    kids = np.flatnonzero(kind_mask(codes, ANY_KINDS) & np.isin(parent, calls))
+    kids = kids[np.lexsort((ts[kids], parent[kids]))]
+    lo = np.searchsorted(parent[kids], calls, side="left")
+    hi = np.searchsorted(parent[kids], calls, side="right")
+    at = {int(c): (int(a), int(b)) for c, a, b in zip(calls, lo, hi, strict=True)}
+    out, starts = [], []
+    for group in groups:
+        gaps = [_longest_unrecorded(kids[slice(*at[int(c)])], ts, end, int(c))
+                for c in group]
+        first = gaps[0]
+        later = float(np.median([g[0] for g in gaps[1:]]))
+        if first[0] >= MIN_NS and first[0] >= FACTOR * later:
+            out.append(first[2])
+            starts.append(first[1])
+    return np.asarray(out, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+
+
+def _longest_unrecorded(kids: np.ndarray, ts: np.ndarray, end: np.ndarray, call: int
+                        ) -> tuple[int, int, int]:
+    """The longest stretch of ``call`` with none of its recorded children (``kids``, by
+    start) running: ``(length, start, the child that ends it, or the call when it runs
+    to its end)``."""
+    # the end of the record so far before each child (the call's start before the first)
+    reach = np.maximum.accumulate(np.r_[ts[call], end[kids]])
+    gaps = np.r_[ts[kids], end[call]] - reach
+    i = int(np.argmax(gaps))
+    return int(gaps[i]), int(reach[i]), int(kids[i]) if i < kids.size else call
 
 
 def _autotuned(rt: RankTrace, parent: np.ndarray, calls: np.ndarray, dur: np.ndarray
@@ -648,6 +724,10 @@ def cause_text(rt: RankTrace, name: str, call: str, first_call: bool = False,
         return ("TorchScript's profiling executor optimising the graph and compiling the "
                 "fusion groups it runs (fallback_function, fused__*): nothing is recorded "
                 "while it compiles, on the first runs only")
+    if why == "first stretch":
+        return ("in the first of a repeated call, unrecorded far longer than in its later "
+                "calls: lazy initialisation on the first call only (a compiled graph's "
+                "guards, kernels loading, Python imports)")
     if why == "kernel build":
         return ("the library building and loading its kernels on first use (a kernel "
                 "code load inside; MIOpen compiles its kernels for a new shape): nothing "
