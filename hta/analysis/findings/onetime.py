@@ -302,10 +302,11 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     # the first call of a repeated one whose thread recorded nothing for far longer
     stretch, stretch_start = (_first_call_stretches(rt, top, ts, end)
                               if not len(step_table(rt)) else (gaps[:0], gap_start[:0]))
-    return (np.concatenate([gaps, stretch, rows]),
-            np.concatenate([np.full(gaps.size, "script compile", dtype=object),
-                            np.full(stretch.size, "first stretch", dtype=object), reason]),
-            np.concatenate([gap_start, stretch_start, ts[rows]]))
+    # (listed last: a call that a named reason also finds is named by it)
+    return (np.concatenate([gaps, rows, stretch]),
+            np.concatenate([np.full(gaps.size, "script compile", dtype=object), reason,
+                            np.full(stretch.size, "first stretch", dtype=object)]),
+            np.concatenate([gap_start, ts[rows], stretch_start]))
 
 
 def _first_batches(rt: RankTrace, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
