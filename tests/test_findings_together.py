@@ -214,3 +214,12 @@ def test_the_diff_sets_the_fixes_together_against_the_measured_change(tmp_path, 
     assert len({p["measured(us)"] for p in predictions}) == 1  # one measured change
     assert main(["diff", str(before), str(after), "--no-cache"]) == 0
     assert "The fixes together: predicted" in capsys.readouterr().out
+
+
+def test_the_report_notes_it_under_the_findings(tmp_path):
+    from hta.report.builder import build_sections
+
+    a = analysis(launches_then_sync(tmp_path / "job"))
+    findings = next(s for s in build_sections(a) if s.id == "findings")
+    together_row = a.get_findings_together().iloc[0].to_dict()
+    assert together_text(together_row) in findings.notes
