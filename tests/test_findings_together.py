@@ -223,3 +223,29 @@ def test_the_report_notes_it_under_the_findings(tmp_path):
     findings = next(s for s in build_sections(a) if s.id == "findings")
     together_row = a.get_findings_together().iloc[0].to_dict()
     assert together_text(together_row) in findings.notes
+
+
+def test_predicted_ahead_on_forked_workers_with_the_findings_changes(tmp_path, monkeypatch):
+    """On a large graph the findings' changes are replayed ahead on forked workers; the
+    fixes together are too, so this process replays none of them, and the answer is the
+    one replayed here."""
+    from hta.analysis.whatif import replayer
+    from hta.model.spread import can_fork
+
+    if not can_fork():
+        pytest.skip("forked workers need Linux")
+    folder = launches_then_sync(tmp_path / "job")
+    here = analysis(folder).get_findings_together()
+    monkeypatch.setattr(replayer, "PARALLEL_MIN_NODES", 0)
+    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False, max_workers=2)
+    a.get_findings()
+    asked: list[object] = []
+    real = replayer.Replay.predict
+
+    def counted(self, changes=None, *args, **kwargs):
+        asked.append(changes)
+        return real(self, changes, *args, **kwargs)
+
+    monkeypatch.setattr(replayer.Replay, "predict", counted)
+    pd.testing.assert_frame_equal(a.get_findings_together(), here)
+    assert asked == []  # every table was predicted ahead

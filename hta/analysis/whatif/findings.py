@@ -300,7 +300,7 @@ def findings_with_changes(findings: pd.DataFrame, predict_with: Predict | None,
     for i in range(n):
         row = out.iloc[i]
         rule_us = float(row["est_saving(us)"])
-        change = _row_change(row)
+        change = row_change(row)
         replayed = _replayed(row, change, table_of, inferred_share) \
             if change and predict_with is not None else None
         if replayed is None or isinstance(replayed, str):
@@ -340,7 +340,7 @@ def change_key(change: object) -> str:
     return change if isinstance(change, str) else repr(change)
 
 
-def _row_change(row: pd.Series) -> str:
+def row_change(row: pd.Series) -> str:
     """The change that models a finding's fix ("" for a note or a rule without one)."""
     if row["severity"] == "info":
         return ""
@@ -354,7 +354,7 @@ def changes_to_replay(findings: pd.DataFrame) -> list[object]:
     a caller may predict ahead, all at once."""
     asked: dict[str, object] = {}
     for i in range(len(findings)):
-        change = _row_change(findings.iloc[i])
+        change = row_change(findings.iloc[i])
         if not change:
             continue
         for c in (change, conservative(change)):

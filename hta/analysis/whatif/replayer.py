@@ -57,6 +57,9 @@ class Replay:
         self._coupled: tuple[Kept, Coupling] | None = None
         self._uncertainty: pd.DataFrame | None = None
         self._bounds: dict[Any, tuple[bool, Any]] = {}
+        #: What-if tables predicted ahead on forked workers, by change key (the findings'
+        #: changes and their fixes together), for the savings and the fixes at once.
+        self._predicted_ahead: dict[str, pd.DataFrame] = {}
 
     @property
     def shifts(self) -> dict[int, int]:
@@ -254,10 +257,14 @@ class Replay:
         from hta.analysis.whatif.uncertainty import inferred_share
 
         try:
+            from hta.analysis.whatif.findings import change_key
+
             windows = self.stepless_windows()
 
             def predict(changes: Any) -> pd.DataFrame:
-                return self.predict(changes, modelled=False, windows=windows)
+                ahead = self._predicted_ahead.get(change_key(changes))
+                return ahead if ahead is not None else \
+                    self.predict(changes, modelled=False, windows=windows)
 
             return together(findings, predict, inferred_share(self.uncertainty()))
         except Exception as exc:  # noqa: BLE001 - the findings stand without it
@@ -273,6 +280,7 @@ class Replay:
         workers; a change whose prediction failed there is predicted here again (its
         error raised here)."""
         from hta.analysis.whatif.findings import change_key, changes_to_replay
+        from hta.analysis.whatif.together import likely_together
         from hta.model.spread import can_fork, forked_map, job_workers
 
         changes = changes_to_replay(findings)
@@ -280,9 +288,12 @@ class Replay:
         if workers < 2 or self.remote or not can_fork() or \
                 self.graph()[0].num_nodes < PARALLEL_MIN_NODES:
             return predict
+        # the fixes at once too (findings_together), as they will most likely be asked
+        changes += likely_together(findings)
         outcomes = forked_map(predict, changes, workers)
         done = {change_key(c): o.value for c, o in zip(changes, outcomes, strict=True)
                 if o.ok}
+        self._predicted_ahead = dict(done)
 
         def ahead(change: Any) -> pd.DataFrame:
             table = done.get(change_key(change))

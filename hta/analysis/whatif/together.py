@@ -90,12 +90,13 @@ def together(findings: pd.DataFrame, predict_with: Predict | None,
     if predict_with is None or len(rows) < 2:
         return empty_together()
     changes = [str(c) for c in rows["change"]]
+    asked = sorted(changes)  # one order whatever the savings' (predicted ahead so)
     steps = _common_steps(rows)
     try:
-        per = step_savings(predict_with(changes), steps)
-        variants = [conservative(c) or c for c in changes]
-        low_per = step_savings(predict_with(variants), steps) \
-            if any(v is not c for v, c in zip(variants, changes, strict=True)) else None
+        per = step_savings(predict_with(asked), steps)
+        low_per = None
+        for variants in _variants(asked):
+            low_per = step_savings(predict_with(variants), steps)
     except ValueError as exc:  # a change that replayed alone and fails with others
         logger.warning("the findings' fixes could not be replayed together (%s)", exc)
         return empty_together()
@@ -119,6 +120,30 @@ def together(findings: pd.DataFrame, predict_with: Predict | None,
     }], columns=TOGETHER_COLUMNS)
 
 
+def likely_together(findings: pd.DataFrame) -> list[list[object]]:
+    """The change lists :func:`together` will most likely replay for ``findings`` (the
+    rules' table, before the replay): every finding's change but the upper bounds,
+    sorted, then their conservative variants; none with fewer than two. A caller
+    predicting ahead (on forked workers) predicts these with the findings' own changes;
+    the replayed savings decide the list :func:`together` asks for in the end (a change
+    that saves nothing alone is left out)."""
+    from hta.analysis.whatif.findings import row_change
+
+    changes = {row_change(findings.iloc[i]) for i in range(len(findings))}
+    asked = sorted(c for c in changes if c and c not in UPPER_BOUNDS)
+    if len(asked) < 2:
+        return []
+    return [list[object](asked), *_variants(asked)]
+
+
+def _variants(changes: list[str]) -> list[list[object]]:
+    """The changes' conservative variants together (:func:`~hta.analysis.whatif.findings.
+    conservative`), as a list of one list; none when no change has one."""
+    variants: list[object] = [conservative(c) or c for c in changes]
+    return [variants] if any(v is not c for v, c in zip(variants, changes, strict=True)) \
+        else []
+
+
 def _common_steps(rows: pd.DataFrame) -> list[int] | None:
     """The analysed steps the combined findings share (None, every step of the replay,
     when they differ or name none)."""
@@ -138,4 +163,4 @@ def _step_basis(rows: pd.DataFrame, per: pd.DataFrame) -> float:
     return float(np.median(per["replayed"].to_numpy(dtype=float)))
 
 
-__all__ = ["TOGETHER_COLUMNS", "combinable", "empty_together", "together"]
+__all__ = ["TOGETHER_COLUMNS", "combinable", "empty_together", "likely_together", "together"]
