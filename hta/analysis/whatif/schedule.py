@@ -83,51 +83,89 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     if native_schedule_available():
         return _native(indptr, src, delay, base, roots)
     single = indeg == 1
+    multi = np.flatnonzero(indeg >= 2)
+    del indeg  # each n-sized temporary goes as soon as it is used: a job graph has millions
+    via, anchor, total = _chains(single, indptr, src, delay, chain_order)
+    anchor_t = np.asarray(base, dtype=np.int64).copy()
+    root_of = np.arange(n) if roots else None  # per anchor, its root
+    if multi.size:
+        _multi_loop(multi, indptr, src, delay, anchor, total, anchor_t, via, root_of)
+    del single, multi, indptr
+    t = anchor_t[anchor]
+    t += total
+    return Schedule(t=t, via=via, root=root_of[anchor] if root_of is not None else None)
+
+
+def _chains(single: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: np.ndarray,
+            chain_order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: its binding edge when it has a single predecessor (``via``, -1 else),
+    its ``anchor`` (the node without exactly one predecessor its chain of single
+    predecessors starts from: itself for such a node) and the delay ``total`` from the
+    anchor's time to its own (:func:`schedule`, pure-Python engine)."""
+    n = single.size
     via = np.full(n, -1, dtype=np.int64)
     via[single] = indptr[:-1][single]
     pred = np.full(n, -1, dtype=np.int64)
     pred[single] = src[via[single]]
     d_in = np.zeros(n, dtype=np.int64)
     d_in[single] = delay[via[single]]
+    head, run_acc, link = _runs(single, pred, d_in, chain_order)
+    jump, acc = _jumps(single & ~link, pred, d_in, head, run_acc)
+    del pred, d_in, link
+    anchor = jump[head]
+    del jump
+    total = acc[head]
+    del acc, head
+    total += run_acc
+    return via, anchor, total
+
+
+def _runs(single: np.ndarray, pred: np.ndarray, d_in: np.ndarray,
+          chain_order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of nodes each hanging from the one before it in ``chain_order`` (a segmented
+    cumulative sum): per node, the ``head`` of its run, the delay ``run_acc`` from the
+    head to it, and whether it hangs from the node before it (``link``)."""
+    n = single.size
     ids = np.arange(n)
-    # runs of nodes each hanging from the one before it in chain_order: a segmented
-    # cumulative sum
     order = ids if chain_order is None else np.asarray(chain_order, dtype=np.int64)
     before = np.empty(n, dtype=np.int64)
     before[order] = np.concatenate([[-1], order[:-1]])
     link = single & (pred == before)
+    del before
     link_o = link[order]
     head_o = np.maximum.accumulate(np.where(link_o, 0, ids))
+    del ids
     csum_o = np.cumsum(np.where(link_o, d_in[order], 0))
+    del link_o
     head = np.empty(n, dtype=np.int64)
     head[order] = order[head_o]
     run_acc = np.empty(n, dtype=np.int64)
     run_acc[order] = csum_o - csum_o[head_o]
-    # the other single-predecessor nodes: pointer jumping to their anchor (a node without
-    # exactly one predecessor), gathering the delay on the way
-    jump = ids.copy()
+    return head, run_acc, link
+
+
+def _jumps(is_chain: np.ndarray, pred: np.ndarray, d_in: np.ndarray, head: np.ndarray,
+           run_acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The single-predecessor nodes not linked to the node before them (``is_chain``):
+    pointer jumping to their anchor (a node without exactly one predecessor), gathering
+    the delay on the way. Per node: where it jumped to (``jump``; a head of a run, whose
+    own ``jump`` is its anchor) and the delay ``acc`` gathered."""
+    n = is_chain.size
+    jump = np.arange(n)
     acc = np.zeros(n, dtype=np.int64)
-    rest = np.flatnonzero(single & ~link)
+    rest = np.flatnonzero(is_chain)
     p_rest = pred[rest]
     jump[rest] = head[p_rest]
     acc[rest] = run_acc[p_rest] + d_in[rest]
-    is_chain = single & ~link
+    del p_rest
     active = rest[is_chain[jump[rest]]]
+    del rest
     while active.size:
         nxt = jump[active]
         acc[active] += acc[nxt]
         jump[active] = jump[nxt]
         active = active[is_chain[jump[active]]]
-    anchor = jump[head]
-    total = acc[head] + run_acc
-    anchor_t = np.asarray(base, dtype=np.int64).copy()
-    multi = np.flatnonzero(indeg >= 2)
-    root_of = ids.copy()  # per anchor (a source or a multi-predecessor node), its root
-    if multi.size:
-        _multi_loop(multi, indptr, src, delay, anchor, total, anchor_t, via,
-                    root_of if roots else None)
-    return Schedule(t=anchor_t[anchor] + total, via=via,
-                    root=root_of[anchor] if roots else None)
+    return jump, acc
 
 
 def _native(indptr: np.ndarray, src: np.ndarray, delay: np.ndarray, base: np.ndarray,
@@ -143,6 +181,12 @@ def _native(indptr: np.ndarray, src: np.ndarray, delay: np.ndarray, base: np.nda
     return Schedule(t=t, via=via, root=root if roots else None)
 
 
+#: Multi-predecessor nodes whose edges :func:`_multi_loop` turns into Python lists at a
+#: time (the lists cost about 40 bytes an item: a job graph's millions at once would
+#: hold hundreds of MB).
+MULTI_CHUNK = 65_536
+
+
 def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: np.ndarray,
                 anchor: np.ndarray, total: np.ndarray, anchor_t: np.ndarray,
                 via: np.ndarray, root_of: np.ndarray | None = None) -> None:
@@ -150,46 +194,72 @@ def _multi_loop(multi: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: n
     ``via`` of those nodes, and ``root_of`` when given: the source each one's binding
     edges lead back to). ``t(u) = anchor_t[anchor[u]] + total[u]``; the anchors are
     numbered compactly (the multi-predecessor nodes first, then the others, which are
-    sources) so the loop only handles lists of their size."""
+    sources) so the loop only handles lists of their size, :data:`MULTI_CHUNK` nodes'
+    edges at a time."""
     lo = indptr[multi]
     hi = indptr[multi + 1]
     edges = index_ranges(lo, hi)
     u = src[edges]
-    a_of_u = anchor[u]
-    compact = np.full(anchor_t.size, -1, dtype=np.int64)
-    compact[multi] = np.arange(multi.size)
-    others = np.unique(a_of_u[compact[a_of_u] < 0])
-    compact[others] = multi.size + np.arange(others.size)
-    u_anchor = compact[a_of_u].tolist()
-    part = (total[u] + delay[edges]).tolist()
-    bounds = np.r_[0, np.cumsum(hi - lo)].tolist()
+    u_anchor, others = _compact_anchors(multi, anchor[u], anchor_t.size)
+    part = total[u] + delay[edges]
+    del u
+    bounds = np.r_[0, np.cumsum(hi - lo)]
+    del lo, hi
     at = [0] * multi.size + anchor_t[others].tolist()
-    chosen = [0] * multi.size
-    for k in range(multi.size):
-        a, b = bounds[k], bounds[k + 1]
-        if b - a == 2:  # most such nodes: a launch and a stream predecessor
-            c0 = at[u_anchor[a]] + part[a]
-            c1 = at[u_anchor[a + 1]] + part[a + 1]
-            if c1 >= c0:  # ties: the later edge (the higher predecessor id)
-                at[k], chosen[k] = c1, a + 1
-            else:
-                at[k], chosen[k] = c0, a
-            continue
-        cand = [at[x] + y for x, y in zip(u_anchor[a:b], part[a:b], strict=True)]
-        best = max(cand)
-        at[k] = best
-        chosen[k] = b - 1 - cand[::-1].index(best)
+    chosen = np.empty(multi.size, dtype=np.int64)
+    for k0 in range(0, multi.size, MULTI_CHUNK):
+        k1 = min(k0 + MULTI_CHUNK, multi.size)
+        e0, e1 = int(bounds[k0]), int(bounds[k1])
+        chosen[k0:k1] = e0 + np.asarray(_bind(
+            k0, (bounds[k0:k1 + 1] - e0).tolist(), u_anchor[e0:e1].tolist(),
+            part[e0:e1].tolist(), at), dtype=np.int64)
     anchor_t[multi] = np.asarray(at[:multi.size], dtype=np.int64)
-    via[multi] = edges[np.asarray(chosen, dtype=np.int64)]
+    via[multi] = edges[chosen]
     if root_of is not None:
         # a multi node's root is its chosen predecessor's anchor's root (anchors before it)
         m = multi.size
         root_c = list(range(m + others.size))
-        for k in range(m):
-            a = u_anchor[chosen[k]]
+        for k, a in enumerate(u_anchor[chosen].tolist()):
             root_c[k] = root_c[a] if a < m else a
         nodes = np.concatenate([multi, others])
         root_of[multi] = nodes[np.asarray(root_c[:m], dtype=np.int64)]
+
+
+def _compact_anchors(multi: np.ndarray, a_of_u: np.ndarray, n: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The anchors ``a_of_u`` (node ids, of ``n``) numbered compactly: the
+    multi-predecessor nodes ``multi`` first (0 .. len(multi) - 1, in their order), then
+    the ``others`` (sources, ascending); returns the numbers and ``others``."""
+    compact = np.full(n, -1, dtype=np.int64)
+    compact[multi] = np.arange(multi.size)
+    others = np.unique(a_of_u[compact[a_of_u] < 0])
+    compact[others] = multi.size + np.arange(others.size)
+    return compact[a_of_u], others
+
+
+def _bind(k0: int, bounds: list[int], u_anchor: list[int], part: list[int], at: list[int]
+          ) -> list[int]:
+    """The times of multi-predecessor nodes ``k0 ..`` (compact numbers; ``bounds``: their
+    edges' ranges in ``u_anchor`` and ``part``), written into ``at``, and the position of
+    each one's binding edge in the lists: the latest ``at[u_anchor] + part``, on ties the
+    later edge (the higher predecessor id)."""
+    chosen = [0] * (len(bounds) - 1)
+    for j in range(len(chosen)):
+        a, b = bounds[j], bounds[j + 1]
+        k = k0 + j
+        if b - a == 2:  # most such nodes: a launch and a stream predecessor
+            c0 = at[u_anchor[a]] + part[a]
+            c1 = at[u_anchor[a + 1]] + part[a + 1]
+            if c1 >= c0:  # ties: the later edge (the higher predecessor id)
+                at[k], chosen[j] = c1, a + 1
+            else:
+                at[k], chosen[j] = c0, a
+            continue
+        cand = [at[x] + y for x, y in zip(u_anchor[a:b], part[a:b], strict=True)]
+        best = max(cand)
+        at[k] = best
+        chosen[j] = b - 1 - cand[::-1].index(best)
+    return chosen
 
 
 def index_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
