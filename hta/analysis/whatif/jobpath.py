@@ -282,11 +282,12 @@ def job_step_bound(jg: JobGraph, sched: Schedule, rules: RuleSet | None = None,
     """
     from hta.analysis.whatif.replay import predict
 
-    binding = binding_edges(jg, sched)
+    # each step's path finds its binding edges afresh (two arrays of the graph's size,
+    # cheap next to a replay): kept, they would be held through every replay after it
     return step_bound_of(
         lambda change, modelled: predict(jg, change, rules, base=sched, modelled=modelled,
                                          check=False),
-        lambda step: job_critical_path(jg, sched, step, binding), steps, each_step)
+        lambda step: job_critical_path(jg, sched, step), steps, each_step)
 
 
 def step_bound_of(predict_with: Callable[[str | None, bool], pd.DataFrame],
