@@ -96,6 +96,30 @@ def test_schedule_native_and_numpy_agree_on_ties_and_roots(
         assert answers[0] == answers[1]
 
 
+
+def test_schedule_in_chunks_matches_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the numpy pass turns the multi-predecessor nodes' edges into lists a chunk at a
+    # time: chunks of 1 or 3 nodes give the times, binding edges and roots of one chunk
+    from hta.analysis.whatif import schedule as module
+
+    monkeypatch.setenv("HTA_NATIVE", "0")
+    rng = np.random.default_rng(13)
+    for _ in range(30):
+        n = int(rng.integers(1, 80))
+        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
+        pairs |= {(i, i + 1) for i in range(n - 1) if rng.random() < 0.7}
+        ordered = sorted(pairs, key=lambda p: (p[1], p[0]))
+        src = np.array([a for a, _ in ordered], dtype=np.int64)
+        dst = np.array([b for _, b in ordered], dtype=np.int64)
+        delay, base = rng.integers(0, 3, size=src.size), rng.integers(0, 3, size=n)
+        chain = rng.permutation(n)
+        answers = []
+        for chunk in (1 << 30, 1, 3):
+            monkeypatch.setattr(module, "MULTI_CHUNK", chunk)
+            s = schedule(n, src, dst, delay, base, chain, roots=True)
+            answers.append((s.t.tolist(), s.via.tolist(), s.root.tolist()))
+        assert answers[0] == answers[1] == answers[2]
+
 # -- a small simulator of a training program -------------------------------------------------
 @dataclass(frozen=True)
 class Program:
