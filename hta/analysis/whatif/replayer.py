@@ -205,9 +205,23 @@ class Replay:
                                       self.critical_path, steps, each_step)
             else:
                 jg, base = self.graph()
-                found = job_step_bound(jg, base, self.rules, steps, each_step)
+                found = self._forked(lambda _: job_step_bound(
+                    jg, base, self.rules, steps, each_step))
             self._bounds[key] = (each_step, found)
         return self._bounds[key][1]
+
+    def _forked(self, compute: Callable[[Any], Any]) -> Any:
+        """``compute(None)`` on one worker forked from this process when the job graph is
+        large (:data:`PARALLEL_MIN_NODES`): its replays' graph-sized temporaries are
+        allocated there, and only the answer comes back, so this process, which holds
+        the job's other answers too, does not grow by a replay; here otherwise, or when
+        the worker fails."""
+        from hta.model.spread import can_fork, forked_map
+
+        if self.remote or not can_fork() or self.graph()[0].num_nodes < PARALLEL_MIN_NODES:
+            return compute(None)
+        outcome = forked_map(compute, [None], 1)[0]
+        return outcome.value if outcome.ok else compute(None)
 
     def stepless_windows(self) -> dict[int, Any]:
         """Per rank without ``ProfilerStep``, on the replay's clock, the findings'
