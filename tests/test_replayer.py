@@ -137,3 +137,33 @@ def test_the_summary_s_answers_build_a_single_rank_graph_ahead(monkeypatch) -> N
     plain = TraceAnalysis(trace_dir=folder, progress=False, cache=False, max_workers=2)
     job_answers(plain, Selection.of(None, None), replay=False)
     assert len(started) == 1
+
+
+def test_step_bounds_of_a_large_graph_come_from_a_forked_worker(monkeypatch) -> None:
+    """On a large job graph the step bounds' replays run on one forked worker (this
+    process does not grow by a replay); the answers are those computed here, and this
+    process replays nothing."""
+    import sys
+
+    import pytest
+
+    from hta.analysis.whatif import jobpath, replayer
+
+    if sys.platform != "linux":
+        pytest.skip("forked workers need Linux")
+    here = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False)
+    want_table, want_bound = here.get_step_bounds(), here.get_job_step_bound()
+    monkeypatch.setattr(replayer, "PARALLEL_MIN_NODES", 0)
+    there = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False)
+    there.replay().graph()  # built here: the worker inherits it
+    calls: list[object] = []
+    real = jobpath.job_step_bound
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jobpath, "job_step_bound", counted)
+    pd.testing.assert_frame_equal(there.get_step_bounds(), want_table)
+    assert there.get_job_step_bound() == want_bound
+    assert calls == []  # counted in the worker only: its calls do not come back
