@@ -87,14 +87,14 @@ def sync_item(out: Path, fixed: bool) -> None:
     _profiled(out, step)
 
 
-def pinned_copy(out: Path, fixed: bool) -> None:
-    """64 MB batches copied to the GPU from pageable memory; fixed: pinned, non-blocking."""
-    model = nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10)).cuda()
+def _pinned(out: Path, fixed: bool, model: nn.Module, rows: int) -> None:
+    """``rows`` x 2048 fp32 batches copied to the GPU from pageable memory ahead of
+    ``model``'s training step; fixed: pinned, non-blocking."""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    host = [torch.randn(8192, 2048) for _ in range(2)]
+    host = [torch.randn(rows, 2048) for _ in range(2)]
     if fixed:
         host = [h.pin_memory() for h in host]
-    y = torch.randint(0, 10, (8192,), device="cuda")
+    y = torch.randint(0, 10, (rows,), device="cuda")
 
     def step(i: int) -> None:
         xb = host[i % 2].to("cuda", non_blocking=fixed)
@@ -103,6 +103,12 @@ def pinned_copy(out: Path, fixed: bool) -> None:
         loss.backward()
         opt.step()
     _profiled(out, step)
+
+
+def pinned_copy(out: Path, fixed: bool) -> None:
+    """64 MB batches copied to the GPU from pageable memory; fixed: pinned, non-blocking."""
+    model = nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10)).cuda()
+    _pinned(out, fixed, model, 8192)
 
 
 def loader_workers(out: Path, fixed: bool) -> None:
@@ -162,6 +168,21 @@ def tf32_matmul(out: Path, fixed: bool) -> None:
     _gemm_training(out, None, tf32=fixed)
 
 
+def _captured(model: nn.Module, x: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """``model(x)`` captured as a CUDA graph after three warm-up calls on a side stream,
+    with its static output."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            model(x)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        static_out = model(x)
+    return graph, static_out
+
+
 def cuda_graph(out: Path, fixed: bool) -> None:
     """Batch-8 inference of a 24-layer narrow MLP, eager; fixed: replayed as a CUDA graph."""
     model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(256, 256), nn.ReLU())])
@@ -169,15 +190,7 @@ def cuda_graph(out: Path, fixed: bool) -> None:
     x = torch.randn(8, 256, device="cuda")
     graph, static_out = None, None
     if fixed:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s), torch.no_grad():
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.no_grad():
-            static_out = model(x)
+        graph, static_out = _captured(model, x)
 
     def step(i: int) -> None:
         with torch.no_grad():
@@ -301,20 +314,7 @@ def empty_cache(out: Path, fixed: bool) -> None:
 def pinned_small(out: Path, fixed: bool) -> None:
     """16 MB batches from pageable memory ahead of a heavier model; fixed: pinned,
     non-blocking."""
-    model = _mlp(2048, 6)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    host = [torch.randn(2048, 2048) for _ in range(2)]
-    if fixed:
-        host = [h.pin_memory() for h in host]
-    y = torch.randint(0, 10, (2048,), device="cuda")
-
-    def step(i: int) -> None:
-        xb = host[i % 2].to("cuda", non_blocking=fixed)
-        loss = nn.functional.cross_entropy(model(xb), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    _profiled(out, step)
+    _pinned(out, fixed, _mlp(2048, 6), 2048)
 
 
 def loader_workers2(out: Path, fixed: bool) -> None:
@@ -423,15 +423,7 @@ def cuda_graph_block(out: Path, fixed: bool) -> None:
     x = torch.randn(1, 32, 256, device="cuda")
     graph, static_out = None, None
     if fixed:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s), torch.no_grad():
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.no_grad():
-            static_out = model(x)
+        graph, static_out = _captured(model, x)
 
     def step(i: int) -> None:
         with torch.no_grad():
