@@ -269,15 +269,9 @@ def cuda_graph_steps(out: Path) -> None:
 
     model = nn.Sequential(*[m for _ in range(16) for m in (nn.Linear(256, 256), nn.ReLU())]).cuda()
     static_x = torch.randn(8, 256, device="cuda")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.no_grad():
-        for _ in range(3):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.no_grad():
-        static_y = model(static_x)
+    from cuda_pairs import captured  # this folder is on sys.path when run as a script
+
+    graph, static_y = captured(model, static_x)
     prof, _ = _profiler(out, steps=True)
     with prof:
         for _ in range(7):

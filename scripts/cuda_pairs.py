@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -126,10 +127,16 @@ def loader_workers(out: Path, fixed: bool) -> None:
 
     model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                           nn.Flatten(), nn.Linear(64, 10)).cuda()
+    _loader_training(out, model, DataLoader(Slow(), batch_size=64,
+                                            num_workers=4 if fixed else 0, pin_memory=True))
+
+
+def _loader_training(out: Path, model: nn.Module, loader: Any) -> None:
+    """A classifier's training step on each batch of ``loader``, its workers started (and
+    its first batch taken) before the profiled steps."""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    it = iter(DataLoader(Slow(), batch_size=64, num_workers=4 if fixed else 0,
-                         pin_memory=True))
-    next(it)  # workers started before the profiled steps
+    it = iter(loader)
+    next(it)
 
     def step(i: int) -> None:
         xb, yb = next(it)
@@ -141,12 +148,13 @@ def loader_workers(out: Path, fixed: bool) -> None:
     _profiled(out, step)
 
 
-def _gemm_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    model = _mlp(4096, 4)
+def _classifier_training(out: Path, model: nn.Module, x: torch.Tensor,
+                         autocast: torch.dtype | None = None,
+                         after: Callable[[], None] | None = None) -> None:
+    """A classifier's training step on ``x`` (10 classes), under autocast to ``autocast``
+    (None: fp32), then ``after()`` when given."""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(2048, 4096, device="cuda")
-    y = torch.randint(0, 10, (2048,), device="cuda")
+    y = torch.randint(0, 10, (x.shape[0],), device="cuda")
 
     def step(i: int) -> None:
         with torch.autocast("cuda", dtype=autocast or torch.float32,
@@ -155,7 +163,14 @@ def _gemm_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if after is not None:
+            after()
     _profiled(out, step)
+
+
+def _gemm_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    _classifier_training(out, _mlp(4096, 4), torch.randn(2048, 4096, device="cuda"), autocast)
 
 
 def bf16_autocast(out: Path, fixed: bool) -> None:
@@ -168,7 +183,7 @@ def tf32_matmul(out: Path, fixed: bool) -> None:
     _gemm_training(out, None, tf32=fixed)
 
 
-def _captured(model: nn.Module, x: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+def captured(model: nn.Module, x: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     """``model(x)`` captured as a CUDA graph after three warm-up calls on a side stream,
     with its static output."""
     s = torch.cuda.Stream()
@@ -183,18 +198,15 @@ def _captured(model: nn.Module, x: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, 
     return graph, static_out
 
 
-def cuda_graph(out: Path, fixed: bool) -> None:
-    """Batch-8 inference of a 24-layer narrow MLP, eager; fixed: replayed as a CUDA graph."""
-    model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(256, 256), nn.ReLU())])
-    model = model.cuda().eval()
-    x = torch.randn(8, 256, device="cuda")
-    graph, static_out = None, None
-    if fixed:
-        graph, static_out = _captured(model, x)
+def _graphed_inference(out: Path, fixed: bool, model: nn.Module, x: torch.Tensor,
+                       calls: int) -> None:
+    """``calls`` eager inference calls of ``model`` on ``x`` a step, then a synchronize;
+    fixed: each call a replay of the CUDA graph captured from it."""
+    graph, static_out = captured(model, x) if fixed else (None, None)
 
     def step(i: int) -> None:
         with torch.no_grad():
-            for _ in range(20):
+            for _ in range(calls):
                 if graph is not None:
                     graph.replay()
                 else:
@@ -202,6 +214,12 @@ def cuda_graph(out: Path, fixed: bool) -> None:
         torch.cuda.synchronize()
     _profiled(out, step)
     del static_out
+
+
+def cuda_graph(out: Path, fixed: bool) -> None:
+    """Batch-8 inference of a 24-layer narrow MLP, eager; fixed: replayed as a CUDA graph."""
+    model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(256, 256), nn.ReLU())])
+    _graphed_inference(out, fixed, model.cuda().eval(), torch.randn(8, 256, device="cuda"), 20)
 
 
 def fused_adamw(out: Path, fixed: bool) -> None:
@@ -277,38 +295,19 @@ def nonzero_mask(out: Path, fixed: bool) -> None:
 def explicit_sync(out: Path, fixed: bool) -> None:
     """A training step that ends with ``torch.cuda.synchronize()`` and host-side logging;
     fixed: no synchronize."""
-    model = _mlp(2048, 4)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(1024, 2048, device="cuda")
-    y = torch.randint(0, 10, (1024,), device="cuda")
-
-    def step(i: int) -> None:
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    def after() -> None:
         if not fixed:
             torch.cuda.synchronize()
         time.sleep(0.003)  # host-side logging
-    _profiled(out, step)
+    _classifier_training(out, _mlp(2048, 4), torch.randn(1024, 2048, device="cuda"),
+                         after=after)
 
 
 def empty_cache(out: Path, fixed: bool) -> None:
     """A step that frees the allocator's cache (``torch.cuda.empty_cache()``) each time;
     fixed: the cache is kept."""
-    model = _mlp(4096, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(2048, 4096, device="cuda")
-    y = torch.randint(0, 10, (2048,), device="cuda")
-
-    def step(i: int) -> None:
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if not fixed:
-            torch.cuda.empty_cache()
-    _profiled(out, step)
+    _classifier_training(out, _mlp(4096, 2), torch.randn(2048, 4096, device="cuda"),
+                         after=None if fixed else torch.cuda.empty_cache)
 
 
 def pinned_small(out: Path, fixed: bool) -> None:
@@ -334,19 +333,8 @@ def loader_workers2(out: Path, fixed: bool) -> None:
 
     model = nn.Sequential(nn.Flatten(), nn.Linear(128 * 256, 1024), nn.GELU(),
                           nn.Linear(1024, 10)).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    it = iter(DataLoader(Seq(), batch_size=32, num_workers=2 if fixed else 0,
-                         pin_memory=True))
-    next(it)  # workers started before the profiled steps
-
-    def step(i: int) -> None:
-        xb, yb = next(it)
-        loss = nn.functional.cross_entropy(model(xb.cuda(non_blocking=True)),
-                                           yb.cuda(non_blocking=True))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    _profiled(out, step)
+    _loader_training(out, model, DataLoader(Seq(), batch_size=32,
+                                            num_workers=2 if fixed else 0, pin_memory=True))
 
 
 def _conv_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
@@ -357,18 +345,7 @@ def _conv_training(out: Path, autocast: torch.dtype | None, tf32: bool) -> None:
         layers += [nn.Conv2d(128, 128, 3, padding=1), nn.ReLU()]
     model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(128, 10)).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 3, 64, 64, device="cuda")
-    y = torch.randint(0, 10, (64,), device="cuda")
-
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=autocast or torch.float32,
-                            enabled=autocast is not None):
-            loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    _profiled(out, step)
+    _classifier_training(out, model, torch.randn(64, 3, 64, 64, device="cuda"), autocast)
 
 
 def fp16_conv(out: Path, fixed: bool) -> None:
@@ -420,21 +397,7 @@ def cuda_graph_block(out: Path, fixed: bool) -> None:
     layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, batch_first=True,
                                        dropout=0.0)
     model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).cuda().eval()
-    x = torch.randn(1, 32, 256, device="cuda")
-    graph, static_out = None, None
-    if fixed:
-        graph, static_out = _captured(model, x)
-
-    def step(i: int) -> None:
-        with torch.no_grad():
-            for _ in range(10):
-                if graph is not None:
-                    graph.replay()
-                else:
-                    model(x)
-        torch.cuda.synchronize()
-    _profiled(out, step)
-    del static_out
+    _graphed_inference(out, fixed, model, torch.randn(1, 32, 256, device="cuda"), 10)
 
 
 PAIRS = (

@@ -11,6 +11,7 @@ equal the measured steps of the second within 5 %.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -73,12 +74,11 @@ def test_schedule_rejects_backward_edges() -> None:
         schedule(2, np.array([1]), np.array([0]), np.array([1]), np.zeros(2, np.int64))
 
 
-def test_schedule_native_and_numpy_agree_on_ties_and_roots(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # delays of 0-2 make many ties: both passes bind the later edge and find one root
-    if not native_schedule_available():
-        pytest.skip("the optional extension hta.analysis.whatif._schedule is not built")
-    rng = np.random.default_rng(11)
+def _random_graphs(seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray, np.ndarray]]:
+    """30 random DAGs of up to 80 nodes with delays of 0-2 (many ties): ``(n, src, dst,
+    delay, base, chain)``, edges sorted by destination."""
+    rng = np.random.default_rng(seed)
     for _ in range(30):
         n = int(rng.integers(1, 80))
         pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
@@ -86,8 +86,16 @@ def test_schedule_native_and_numpy_agree_on_ties_and_roots(
         ordered = sorted(pairs, key=lambda p: (p[1], p[0]))
         src = np.array([a for a, _ in ordered], dtype=np.int64)
         dst = np.array([b for _, b in ordered], dtype=np.int64)
-        delay, base = rng.integers(0, 3, size=src.size), rng.integers(0, 3, size=n)
-        chain = rng.permutation(n)
+        yield (n, src, dst, rng.integers(0, 3, size=src.size), rng.integers(0, 3, size=n),
+               rng.permutation(n))
+
+
+def test_schedule_native_and_numpy_agree_on_ties_and_roots(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # delays of 0-2 make many ties: both passes bind the later edge and find one root
+    if not native_schedule_available():
+        pytest.skip("the optional extension hta.analysis.whatif._schedule is not built")
+    for n, src, dst, delay, base, chain in _random_graphs(11):
         answers = []
         for native in ("1", "0"):
             monkeypatch.setenv("HTA_NATIVE", native)
@@ -103,22 +111,14 @@ def test_schedule_in_chunks_matches_one_chunk(monkeypatch: pytest.MonkeyPatch) -
     from hta.analysis.whatif import schedule as module
 
     monkeypatch.setenv("HTA_NATIVE", "0")
-    rng = np.random.default_rng(13)
-    for _ in range(30):
-        n = int(rng.integers(1, 80))
-        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(2 * n, 2)) if a < b}
-        pairs |= {(i, i + 1) for i in range(n - 1) if rng.random() < 0.7}
-        ordered = sorted(pairs, key=lambda p: (p[1], p[0]))
-        src = np.array([a for a, _ in ordered], dtype=np.int64)
-        dst = np.array([b for _, b in ordered], dtype=np.int64)
-        delay, base = rng.integers(0, 3, size=src.size), rng.integers(0, 3, size=n)
-        chain = rng.permutation(n)
+    for n, src, dst, delay, base, chain in _random_graphs(13):
         answers = []
         for chunk in (1 << 30, 1, 3):
             monkeypatch.setattr(module, "MULTI_CHUNK", chunk)
             s = schedule(n, src, dst, delay, base, chain, roots=True)
             answers.append((s.t.tolist(), s.via.tolist(), s.root.tolist()))
         assert answers[0] == answers[1] == answers[2]
+
 
 # -- a small simulator of a training program -------------------------------------------------
 @dataclass(frozen=True)

@@ -205,6 +205,7 @@ def _predictions(loaded: list[Any], control_findings: pd.DataFrame,
         fixed_findings,
         predicted_vs_measured,
         step_times,
+        with_together,
     )
 
     try:
@@ -217,10 +218,8 @@ def _predictions(loaded: list[Any], control_findings: pd.DataFrame,
         found = predicted_vs_measured(control_findings, comparison, times[0], times[1])
         if len(found) < 2:
             return found
-        together = loaded[0].replay().findings_together(
-            fixed_findings(control_findings, found))
-        return predicted_vs_measured(control_findings, comparison, times[0], times[1],
-                                     together)
+        return with_together(found, loaded[0].replay().findings_together(
+            fixed_findings(control_findings, found)))
     except Exception as exc:  # noqa: BLE001 - the diff goes on without the check
         import pandas
 

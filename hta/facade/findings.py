@@ -96,9 +96,10 @@ class FindingsMixin:
         findings' own savings added up) and ``left_out`` (changes not combined, and why).
         See :mod:`hta.analysis.whatif.together`.
         """
-        found = self.get_findings(ranks, iterations, min_share)
+        selection = selected(self.t, ranks, iterations)
+        found = self.get_findings(selection, min_share=min_share)
         cache = self.__dict__.setdefault("_findings_together", {})
-        key = tuple(found["rule"]) + tuple(found["change"]) + tuple(found["est_saving(us)"])
+        key = id(self._findings(selection, min_share).findings)  # as get_findings keeps it
         if key not in cache:
             cache.clear()
             cache[key] = self.replay().findings_together(found)  # type: ignore[attr-defined]

@@ -211,17 +211,16 @@ def finding_saving_text(finding: Mapping[str, Any]) -> str:
 def together_text(together: Mapping[str, Any]) -> str:
     """The sentence on the replayed fixes at once (a row of
     :func:`hta.analysis.whatif.together.together`): their saving, its range and share, set
-    against the sum of their own savings."""
+    against the sum of their own savings (its ``versus_sum``)."""
     n, total = int(together["findings"]), float(together["est_saving(us)"])
-    parts = float(together["sum_of_savings(us)"])
-    if total < 0.98 * parts:
-        versus = (f"less than the sum of their savings ({time_text(parts)}): they overlap, "
-                  "so each saves less once the others are made")
-    elif total > 1.02 * parts:
-        versus = (f"more than the sum of their savings ({time_text(parts)}): each makes "
-                  "room for the others")
-    else:
-        versus = f"about the sum of their savings ({time_text(parts)}): they do not overlap"
+    parts = time_text(float(together["sum_of_savings(us)"]))
+    versus = {
+        "less": f"less than the sum of their savings ({parts}): they overlap, so each "
+                "saves less once the others are made",
+        "more": f"more than the sum of their savings ({parts}): each makes room for the "
+                "others",
+    }.get(str(together["versus_sum"]),
+          f"about the sum of their savings ({parts}): they do not overlap")
     text = (f"Together, the {n} replayed fixes ({together['changes']}) would save "
             f"{saving_text(total, together['saving_step_pctg'])}, range "
             f"{time_text(float(together['saving_low(us)']))} to "

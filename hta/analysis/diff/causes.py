@@ -285,8 +285,8 @@ def step_times(what_if: pd.DataFrame) -> np.ndarray:
 
 
 def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFrame,
-                          control_steps: np.ndarray, test_steps: np.ndarray,
-                          together: pd.DataFrame | None = None) -> pd.DataFrame:
+                          control_steps: np.ndarray, test_steps: np.ndarray
+                          ) -> pd.DataFrame:
     """For each replayed control finding that disappeared in the test job (those that
     shrank when none disappeared; ``comparison``:
     :func:`hta.analysis.findings.compare.compare_findings`), the saving
@@ -295,10 +295,7 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
     the whole step, so every change between the jobs is in it). ``status``: ``unchanged``
     when the steps did not move, ``noise`` when the measured change is within twice its
     standard error (``step_spread(us)``: from the two jobs' steps' standard deviations and
-    numbers), else ``improved`` or ``regressed``. With two fixed findings or more and
-    ``together`` (:func:`hta.analysis.whatif.together.together` of those findings: their
-    fixes replayed at once), a last row (``rule`` ``together``) sets that prediction
-    against the same measured change: savings that overlap do not add up."""
+    numbers), else ``improved`` or ``regressed``."""
     rows: list[dict[str, object]] = []
     if not len(control_steps) or not len(test_steps):
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
@@ -326,16 +323,27 @@ def predicted_vs_measured(control_findings: pd.DataFrame, comparison: pd.DataFra
                      "predicted_low(us)": float(f["saving_low(us)"]) / n,
                      "predicted_high(us)": float(f["saving_high(us)"]) / n,
                      "measured(us)": measured, "step_spread(us)": spread, "status": status})
-    if len(rows) > 1 and together is not None and len(together):
-        t = together.iloc[0]
-        per_step = float(t["saving_per_step(us)"])
-        n = float(t["est_saving(us)"]) / per_step if per_step else max(len(control_steps), 1)
-        rows.append({"rule": "together", "subject": "", "title": "The fixes together",
-                     "change": t["changes"], "predicted(us)": per_step,
-                     "predicted_low(us)": float(t["saving_low(us)"]) / n,
-                     "predicted_high(us)": float(t["saving_high(us)"]) / n,
-                     "measured(us)": measured, "step_spread(us)": spread, "status": status})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def with_together(predictions: pd.DataFrame, together: pd.DataFrame) -> pd.DataFrame:
+    """``predictions`` (:func:`predicted_vs_measured`, two rows or more) and a last row
+    (``rule`` ``together``) setting the fixes of those findings replayed at once
+    (``together``: :func:`hta.analysis.whatif.together.together` of
+    :func:`fixed_findings`) against the same measured change: savings that overlap do
+    not add up. ``predictions`` as they are when there is no such row."""
+    if len(predictions) < 2 or not len(together):
+        return predictions
+    t, first = together.iloc[0], predictions.iloc[0]
+    per_step = float(t["saving_per_step(us)"])
+    n = float(t["est_saving(us)"]) / per_step if per_step else 1.0
+    row = {"rule": "together", "subject": "", "title": "The fixes together",
+           "change": t["changes"], "predicted(us)": per_step,
+           "predicted_low(us)": float(t["saving_low(us)"]) / n,
+           "predicted_high(us)": float(t["saving_high(us)"]) / n,
+           **{c: first[c] for c in ("measured(us)", "step_spread(us)", "status")}}
+    return pd.concat([predictions, pd.DataFrame([row], columns=PREDICTION_COLUMNS)],
+                     ignore_index=True)
 
 
 def fixed_findings(control_findings: pd.DataFrame, predictions: pd.DataFrame

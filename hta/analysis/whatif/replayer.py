@@ -210,15 +210,24 @@ class Replay:
             self._bounds[key] = (each_step, found)
         return self._bounds[key][1]
 
+    def _worth_forking(self) -> bool:
+        """Whether replays of this job go to workers forked from this process: a job
+        graph in memory of :data:`PARALLEL_MIN_NODES` nodes or more (below, forking costs
+        more than it saves), and a process that may fork."""
+        from hta.model.spread import can_fork
+
+        return not self.remote and can_fork() and \
+            self.graph()[0].num_nodes >= PARALLEL_MIN_NODES
+
     def _forked(self, compute: Callable[[Any], Any]) -> Any:
         """``compute(None)`` on one worker forked from this process when the job graph is
         large (:data:`PARALLEL_MIN_NODES`): its replays' graph-sized temporaries are
         allocated there, and only the answer comes back, so this process, which holds
         the job's other answers too, does not grow by a replay; here otherwise, or when
         the worker fails."""
-        from hta.model.spread import can_fork, forked_map
+        from hta.model.spread import forked_map
 
-        if self.remote or not can_fork() or self.graph()[0].num_nodes < PARALLEL_MIN_NODES:
+        if not self._worth_forking():
             return compute(None)
         outcome = forked_map(compute, [None], 1)[0]
         return outcome.value if outcome.ok else compute(None)
@@ -295,12 +304,11 @@ class Replay:
         error raised here)."""
         from hta.analysis.whatif.findings import change_key, changes_to_replay
         from hta.analysis.whatif.together import likely_together
-        from hta.model.spread import can_fork, forked_map, job_workers
+        from hta.model.spread import forked_map, job_workers
 
         changes = changes_to_replay(findings)
         workers = min(job_workers(self.job), len(changes))
-        if workers < 2 or self.remote or not can_fork() or \
-                self.graph()[0].num_nodes < PARALLEL_MIN_NODES:
+        if workers < 2 or not self._worth_forking():
             return predict
         # the fixes at once too (findings_together), as they will most likely be asked
         changes += likely_together(findings)

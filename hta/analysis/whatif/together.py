@@ -14,7 +14,8 @@ t_k``, ``est_saving(us)`` = ``N`` times it (at most ``sum_k t_k``),
 ``saving_step_pctg`` its share of the step (on the same basis as the findings' shares),
 and a range (:func:`~hta.analysis.whatif.findings.saving_range`, its low end from the
 changes' conservative variants together). Beside it, ``sum_of_savings(us)``: the sum of
-the combined findings' own savings, which the combined saving is usually below.
+the combined findings' own savings, which the combined saving is usually below, and
+``versus_sum`` (:func:`versus_sum`): ``less``, ``more`` or ``about`` that sum.
 
 Combined are the findings whose saving is replayed (``saving_source`` ``replay``) and
 positive, one change each (:func:`combinable`). Left out, and said in ``left_out``: a
@@ -47,12 +48,13 @@ logger = logging.getLogger(__name__)
 #: The columns of the one-row table.
 TOGETHER_COLUMNS = ["changes", "findings", "est_saving(us)", "saving_low(us)",
                     "saving_high(us)", "saving_per_step(us)", "saving_step_pctg",
-                    "sum_of_savings(us)", "left_out"]
+                    "sum_of_savings(us)", "versus_sum", "left_out"]
 
 
 def empty_together() -> pd.DataFrame:
     """The table with nothing combined."""
-    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("changes", "left_out")
+    return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("changes", "versus_sum",
+                                                                  "left_out")
                                       else "int64" if c == "findings" else "float64")
                          for c in TOGETHER_COLUMNS})
 
@@ -107,6 +109,7 @@ def together(findings: pd.DataFrame, predict_with: Predict | None,
     total = recurring_total(saved)
     low, high = saving_range(per, inferred_share, low_per)
     basis = _step_basis(rows, per)
+    parts = float(rows["est_saving(us)"].astype(float).sum())
     return pd.DataFrame([{
         "changes": " + ".join(changes),
         "findings": len(rows),
@@ -115,7 +118,8 @@ def together(findings: pd.DataFrame, predict_with: Predict | None,
         "saving_high(us)": high,
         "saving_per_step(us)": each,
         "saving_step_pctg": 100.0 * each / basis if basis > 0 else 0.0,
-        "sum_of_savings(us)": float(rows["est_saving(us)"].astype(float).sum()),
+        "sum_of_savings(us)": parts,
+        "versus_sum": versus_sum(total, parts),
         "left_out": "; ".join(left),
     }], columns=TOGETHER_COLUMNS)
 
@@ -144,6 +148,19 @@ def _variants(changes: list[str]) -> list[list[object]]:
         else []
 
 
+#: How far from the sum of the savings the saving together may be and still be "about"
+#: it (a share of the sum).
+ABOUT_SUM = 0.02
+
+
+def versus_sum(total: float, parts: float) -> str:
+    """``less`` (the fixes overlap), ``more`` (each makes room for the others) or
+    ``about`` the sum of the savings (within :data:`ABOUT_SUM` of it)."""
+    if total < (1 - ABOUT_SUM) * parts:
+        return "less"
+    return "more" if total > (1 + ABOUT_SUM) * parts else "about"
+
+
 def _common_steps(rows: pd.DataFrame) -> list[int] | None:
     """The analysed steps the combined findings share (None, every step of the replay,
     when they differ or name none)."""
@@ -163,4 +180,5 @@ def _step_basis(rows: pd.DataFrame, per: pd.DataFrame) -> float:
     return float(np.median(per["replayed"].to_numpy(dtype=float)))
 
 
-__all__ = ["TOGETHER_COLUMNS", "combinable", "empty_together", "likely_together", "together"]
+__all__ = ["TOGETHER_COLUMNS", "combinable", "empty_together", "likely_together", "together",
+           "versus_sum"]
