@@ -116,6 +116,9 @@ def test_the_saving_together_is_the_replay_of_every_change_at_once():
     assert row["sum_of_savings(us)"] == 1050.0
     assert row["saving_low(us)"] <= 750.0 <= row["saving_high(us)"]
     assert "less than the sum of their savings (1.050 ms): they overlap" in together_text(row)
+    assert row["gpu_time_findings"] == 1  # the fp64 finding's GPU time is not in it
+    assert together_text(row).endswith("Not in it: the GPU-time saving of 1 finding (fixes "
+                                       "the replay cannot model).")
 
 
 def test_an_upper_bound_and_a_fix_that_saves_nothing_are_left_out():

@@ -227,6 +227,10 @@ def together_text(together: Mapping[str, Any]) -> str:
             f"{time_text(float(together['saving_high(us)']))}. That is {versus}.")
     if together.get("left_out"):
         text += f" Not combined: {together['left_out']}."
+    gpu = int(together.get("gpu_time_findings") or 0)
+    if gpu:
+        text += (f" Not in it: the GPU-time saving{'s' if gpu > 1 else ''} of {gpu} "
+                 f"finding{'s' if gpu > 1 else ''} (fixes the replay cannot model).")
     return text
 
 

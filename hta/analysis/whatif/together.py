@@ -15,7 +15,8 @@ t_k``, ``est_saving(us)`` = ``N`` times it (at most ``sum_k t_k``),
 and a range (:func:`~hta.analysis.whatif.findings.saving_range`, its low end from the
 changes' conservative variants together). Beside it, ``sum_of_savings(us)``: the sum of
 the combined findings' own savings, which the combined saving is usually below, and
-``versus_sum`` (:func:`versus_sum`): ``less``, ``more`` or ``about`` that sum.
+``versus_sum`` (:func:`versus_sum`): ``less``, ``more`` or ``about`` that sum, and
+``gpu_time_findings``: how many findings keep a GPU-time saving, which is not in it.
 
 Combined are the findings whose saving is replayed (``saving_source`` ``replay``) and
 positive, one change each (:func:`combinable`). Left out, and said in ``left_out``: a
@@ -48,14 +49,15 @@ logger = logging.getLogger(__name__)
 #: The columns of the one-row table.
 TOGETHER_COLUMNS = ["changes", "findings", "est_saving(us)", "saving_low(us)",
                     "saving_high(us)", "saving_per_step(us)", "saving_step_pctg",
-                    "sum_of_savings(us)", "versus_sum", "left_out"]
+                    "sum_of_savings(us)", "versus_sum", "left_out", "gpu_time_findings"]
 
 
 def empty_together() -> pd.DataFrame:
     """The table with nothing combined."""
     return pd.DataFrame({c: pd.Series([], dtype="object" if c in ("changes", "versus_sum",
                                                                   "left_out")
-                                      else "int64" if c == "findings" else "float64")
+                                      else "int64" if c in ("findings", "gpu_time_findings")
+                                      else "float64")
                          for c in TOGETHER_COLUMNS})
 
 
@@ -121,6 +123,7 @@ def together(findings: pd.DataFrame, predict_with: Predict | None,
         "sum_of_savings(us)": parts,
         "versus_sum": versus_sum(total, parts),
         "left_out": "; ".join(left),
+        "gpu_time_findings": int((findings["saving_source"] == "gpu-time").sum()),
     }], columns=TOGETHER_COLUMNS)
 
 
