@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -270,13 +271,15 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
     chains = _ancestors(rt, rows)
     args = _args_rows(where, rows, chains)
     ops, sources = _operations(rt, rows, where, chains)
-    out = _table(rt, rows, args, ops, sources)
-    out["context"], out["launch_op"] = _callers(rt, rows, chains)
-    out["exposed(us)"] = _exposed_ns(ev, rows) / 1e3
+    columns = _columns(rt, rows, args, ops, sources)
+    columns["context"], columns["launch_op"] = _callers(rt, rows, chains)
+    columns["exposed(us)"] = _exposed_ns(ev, rows) / 1e3
     # send/recv: which half, and the peer (hta.analysis.p2p); the same rows in order
     k = comm_kernels(rt, iterations)
-    out["direction"], out["peer"] = k["direction"].to_numpy(), k["peer"].to_numpy()
-    return out[COLUMNS]
+    columns["direction"], columns["peer"] = k["direction"].to_numpy(), k["peer"].to_numpy()
+    # one frame, built in the table's column order (each column set on a built frame, or
+    # the columns selected afterwards, costs a copy: most of a small rank's table)
+    return pd.DataFrame({c: columns[c] for c in COLUMNS})
 
 
 def _exposed_ns(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -410,9 +413,10 @@ def _operations(rt: RankTrace, rows: np.ndarray, where: np.ndarray,
     return ops, sources
 
 
-def _table(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
-           sources: np.ndarray) -> pd.DataFrame:
-    """The performance columns from the kernels' args (module docstring)."""
+def _columns(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
+             sources: np.ndarray) -> dict[str, Any]:
+    """The performance columns from the kernels' args (module docstring), but those of
+    the launch's callers, the exposed time and the send/recv direction and peer."""
     n = rows.size
     sym = np.asarray(rt.symbols, dtype=object)
     kernel = sym[rt.column("name")[rows]]
@@ -430,18 +434,17 @@ def _table(rt: RankTrace, rows: np.ndarray, args: np.ndarray, ops: np.ndarray,
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(dur > 0, nbytes / dur, np.nan)  # bytes/ns = GB/s
     factor = bus_factors(ops, col["size"])
-    return pd.DataFrame({
+    return {
         "rank": np.full(n, rt.rank, dtype=np.int64), "collective": ops,
         "process_group": label, "group_size": col["size"], "dtype": col["dtype"],
         "msg_bytes": nbytes, "time(us)": dur / 1e3, "algbw(GB/s)": algbw,
-        "busbw(GB/s)": algbw * factor, "stream": stream, "exposed(us)": np.nan,
-        "context": "", "launch_op": "", "name": col["name"],
+        "busbw(GB/s)": algbw * factor, "stream": stream, "name": col["name"],
         "kernel": kernel, "source": sources,
         "iteration": rt.column("iteration")[rows].astype(np.int64),
         "seq": col["seq"], "start_ns": start, "end_ns": end, "in_msg_nelems": col["in"],
         "out_msg_nelems": col["out"], "send_imbalance": col["send_imb"],
         "recv_imbalance": col["recv_imb"],
-    }, columns=COLUMNS)
+    }
 
 
 def _arg_columns(rt: RankTrace, args: np.ndarray, n: int) -> dict[str, np.ndarray]:

@@ -375,12 +375,13 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     claims = _exposed_claims(calls, _compute_cover(rt, iterations))
     inference = not runs_backward(rt, (start, end))
     group_of = calls["group"].to_numpy(dtype=object)
+    told = calls[_TOLD] if len(groups) > 1 else calls  # what the evidence reads
     for row in groups.itertuples(index=False):
         saving = int(row.exposed_ns) * budget // total if total else 0
         if saving <= 0:
             continue
         in_group = group_of == row.group
-        mine = calls if in_group.all() else calls[in_group]
+        mine = told if in_group.all() else told[in_group]
         evidence = (
             f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
             f"{fmt_time(row.comm_ns)} in {steps_text(rt, row.steps)}, {fmt_time(row.exposed_ns)} "
@@ -399,6 +400,12 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
                              budget=("computation time with no communication",
                                      int(row.free_compute_ns))))
     return found
+
+
+#: The calls' columns the evidence of :func:`check_exposed` reads (:func:`_groups_text`,
+#: :func:`_named_calls`, :func:`_waits_text`): one group's calls are taken from these.
+_TOLD = ["process_group", "kernel", "launch_op", "iteration", "start_ns", "end_ns",
+         "exposed(us)", "time(us)", "waited_ns"]
 
 
 def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:

@@ -223,7 +223,7 @@ def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: De
         "input_dims": work["input_dims"], "input_types": work["input_types"],
         "peak_key": work["peak_key"], "bound": np.asarray(roof["bound"], dtype=object),
         "device": np.full(len(op), dev.name if dev is not None else "", dtype=object)}
-    out = pd.DataFrame({
+    columns = {
         "rank": np.int64(rt.rank), "index": rt.column("index")[op],
         "iteration": rt.column("iteration")[op] if "iteration" in ev else -1,
         **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
@@ -232,8 +232,9 @@ def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: De
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
                                 "roof_tflops_per_s", "pct_of_peak")},
         "matrix": work["matrix"], "captured": False,
-    })
-    return out[COLUMNS]
+    }
+    # built in the table's column order: selecting the columns afterwards copies them all
+    return pd.DataFrame({c: columns[c] for c in COLUMNS})
 
 
 def op_performance(trace: Trace, selection: Selection = EVERYTHING,

@@ -100,6 +100,9 @@ class RankGraph:
     step_work: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)))
     inferred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: :func:`comm_slots` of the rank (position 0), made with the graph: where the ranks'
+    #: graphs are built on forked workers, the coupling then reads no rank again.
+    comm: pd.DataFrame | None = None
 
     @property
     def delay(self) -> np.ndarray:
@@ -151,7 +154,8 @@ def rank_graph(rt: RankTrace) -> RankGraph:
                      type=typ,
                      measured=measured, binding=binding,
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps,
-                     step_work=step_work_ends(c, steps, end_node), inferred=inferred)
+                     step_work=step_work_ends(c, steps, end_node), inferred=inferred,
+                     comm=_comm_slots(rt, start_node, end_node))
 
 
 def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -468,9 +472,11 @@ def _steps(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray) -> pd.Da
         rows = rows[(end[rows] == t1) & (start_node[rows] >= 0)]
         s_nodes.append(int(start_node[rows[0]]) if rows.size else -1)
         e_nodes.append(int(end_node[rows[0]]) if rows.size else -1)
-    steps = steps.assign(start_node=np.asarray(s_nodes, dtype=np.int64),
-                         end_node=np.asarray(e_nodes, dtype=np.int64))
-    return steps[steps["start_node"] >= 0].reset_index(drop=True)
+    start, done = np.asarray(s_nodes, dtype=np.int64), np.asarray(e_nodes, dtype=np.int64)
+    found = start >= 0
+    # one frame of the found steps (a frame's assign, then its filter, cost a copy each)
+    return pd.DataFrame({**{c: steps[c].to_numpy()[found] for c in steps.columns},
+                         "start_node": start[found], "end_node": done[found]})
 
 
 @dataclass
@@ -665,10 +671,16 @@ def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
     """One rank's communication kernels (:func:`~hta.analysis.stragglers.comm_kernels`)
     with their event row ``_row``, the rank's position ``_pos`` and their local start /
     end nodes ``_s`` / ``_e`` (-1: not a node): what the coupling needs of a rank."""
-    k = comm_kernels(g.trace)
-    rows = np.flatnonzero(work_class(g.trace.events["kind"]) == COMM)
-    extra = {"_row": rows, "_pos": np.full(rows.size, pos, dtype=np.int64),
-             "_s": g.start_node[rows], "_e": g.end_node[rows]}
+    k = g.comm if g.comm is not None else _comm_slots(g.trace, g.start_node, g.end_node)
+    return k if pos == 0 else k.assign(_pos=np.full(len(k), pos, dtype=np.int64))
+
+
+def _comm_slots(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
+                ) -> pd.DataFrame:
+    k = comm_kernels(rt)
+    rows = np.flatnonzero(work_class(rt.events["kind"]) == COMM)
+    extra = {"_row": rows, "_pos": np.zeros(rows.size, dtype=np.int64),
+             "_s": start_node[rows], "_e": end_node[rows]}
     return pd.concat([k, pd.DataFrame(extra, index=k.index)], axis=1)
 
 
