@@ -3,6 +3,8 @@ a visit in this process answers."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 from pathlib import Path
 
@@ -226,6 +228,39 @@ def test_rank_graphs_built_on_workers_equal_those_built_here(
     ja, jb = job_graph(here), job_graph(there)
     assert np.array_equal(ja.src, jb.src) and np.array_equal(ja.delay, jb.delay)
     pd.testing.assert_frame_equal(_job(1).get_findings(), _job(2).get_findings())
+
+
+def test_the_coupling_reads_the_collectives_carried_by_the_rank_graphs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # each rank's graph carries its communication kernels with their nodes (built where
+    # the rank is, on a worker): assembling the job graph reads no rank again, and gives
+    # the graph the ranks' own tables give
+    import importlib
+
+    import numpy as np
+
+    graph = importlib.import_module("hta.analysis.whatif.graph")
+    replay = importlib.import_module("hta.analysis.whatif.replay")
+
+    job = _job(2)
+    traces = [job.t.rank(r) for r in job.t.get_ranks()]
+    monkeypatch.setattr(replay, "PARALLEL_MIN_EVENTS", 0)
+    carried = replay.rank_graphs(traces, 2)
+    assert all(g.comm is not None and len(g.comm) for g in carried)
+    for g in carried:
+        pd.testing.assert_frame_equal(
+            g.comm, graph._comm_slots(g.trace, g.start_node, g.end_node))
+    read_again = graph.job_graph([dataclasses.replace(g, comm=None) for g in carried])
+
+    def no_rank_read(*_: object, **__: object) -> None:
+        raise AssertionError("the coupling read a rank's collectives again")
+
+    monkeypatch.setattr(graph, "comm_kernels", no_rank_read)
+    jg = graph.job_graph(carried)
+    assert len(jg.collectives) and jg.collectives["_pos"].nunique() == len(carried)
+    for name in ("src", "dst", "delay", "base"):
+        assert np.array_equal(getattr(jg, name), getattr(read_again, name)), name
+    pd.testing.assert_frame_equal(jg.collectives, read_again.collectives)
 
 
 def derive_pid(rt: RankTrace, key: str) -> pd.DataFrame:
