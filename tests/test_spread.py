@@ -4,7 +4,6 @@ a visit in this process answers."""
 from __future__ import annotations
 
 import dataclasses
-
 import sys
 from pathlib import Path
 
@@ -199,7 +198,6 @@ def test_rank_graphs_built_on_workers_equal_those_built_here(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # each rank's replay graph built on a forked worker comes back without its trace and
     # is given this process's: the same arrays, the same job graph, the same savings
-    import dataclasses
     import importlib
 
     import numpy as np
