@@ -226,7 +226,12 @@ def fused_adamw(out: Path, fixed: bool) -> None:
     """AdamW over many small parameters, one kernel per tensor; fixed: fused AdamW."""
     model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(64)]).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=fixed or None)
-    x = torch.randn(64, 256, device="cuda")
+    _optimizer_training(out, model, opt, torch.randn(64, 256, device="cuda"))
+
+
+def _optimizer_training(out: Path, model: nn.Module, opt: torch.optim.Optimizer,
+                        x: torch.Tensor) -> None:
+    """Profiled steps of ``model`` on ``x`` (forward, backward, ``opt``'s step)."""
 
     def step(i: int) -> None:
         model(x).sum().backward()
@@ -383,13 +388,7 @@ def fused_sgd(out: Path, fixed: bool) -> None:
                                                            nn.LayerNorm(128))]).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False,
                           fused=fixed or None)
-    x = torch.randn(64, 128, device="cuda")
-
-    def step(i: int) -> None:
-        model(x).sum().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    _profiled(out, step)
+    _optimizer_training(out, model, opt, torch.randn(64, 128, device="cuda"))
 
 
 def cuda_graph_block(out: Path, fixed: bool) -> None:

@@ -97,11 +97,11 @@ class FindingsMixin:
         See :mod:`hta.analysis.whatif.together`.
         """
         selection = selected(self.t, ranks, iterations)
-        found = self.get_findings(selection, min_share=min_share)
         cache = self.__dict__.setdefault("_findings_together", {})
         key = id(self._findings(selection, min_share).findings)  # as get_findings keeps it
         if key not in cache:
             cache.clear()
+            found = self.get_findings(selection, min_share=min_share)
             cache[key] = self.replay().findings_together(found)  # type: ignore[attr-defined]
         return cache[key].copy()
 
