@@ -12,6 +12,7 @@ index the arrays.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from hta.model.derived import derived
 from hta.model.trace import RankTrace
@@ -31,10 +32,23 @@ def side_text(rt: RankTrace, table: str, column: str, missing: str | None = None
     return derived(rt, ("side_text", table, column, missing), convert)
 
 
+def side_codes(rt: RankTrace, table: str, column: str) -> tuple[np.ndarray, int]:
+    """Column ``column`` of side table ``table`` as one integer per distinct text
+    (:func:`side_text` with missing values as ``""``), and the code of ``""`` (a code no
+    row has when no row is empty): equal texts, equal codes; read-only, once per rank."""
+    def convert() -> tuple[np.ndarray, int]:
+        codes, uniq = pd.factorize(side_text(rt, table, column, missing=""))
+        codes.flags.writeable = False
+        found = np.flatnonzero(np.asarray(uniq, dtype=object) == "")
+        return codes, int(found[0]) if found.size else len(uniq)
+
+    return derived(rt, ("side_codes", table, column), convert)
+
+
 def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
     """Column ``column`` of side table ``table`` as float64 (missing: NaN), read-only."""
     return derived(rt, ("side_number", table, column),
                    lambda: rt.tables[table][column].to_numpy(dtype=float))
 
 
-__all__ = ["side_number", "side_text"]
+__all__ = ["side_codes", "side_number", "side_text"]

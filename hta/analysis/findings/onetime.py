@@ -89,7 +89,7 @@ from hta.analysis.grouped import group_medians, medians_at
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
-from hta.analysis.side_columns import side_text
+from hta.analysis.side_columns import side_codes
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace, thread_keys
@@ -680,10 +680,9 @@ def call_keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     if not len(table) or "input_dims" not in table:
         return names
     where = slot[rows]
-    dims = np.full(rows.size, "", dtype=object)
-    has = where >= 0
-    dims[has] = side_text(rt, "op_args", "input_dims", missing="")[where[has]]
-    dcode, uniq = pd.factorize(dims)
+    codes, empty = side_codes(rt, "op_args", "input_dims")  # an integer per distinct text
+    # numbered by first appearance among the rows, as a factorisation of the texts is
+    dcode, uniq = pd.factorize(np.where(where >= 0, codes[np.maximum(where, 0)], empty))
     return names * (len(uniq) + 1) + dcode
 
 

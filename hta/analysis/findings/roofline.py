@@ -67,26 +67,26 @@ SHAPES_NOTE = ("Operator FLOPs and % of peak need the shapes: profile with "
 _KEYS = ["op", "input_dims", "input_types"]
 
 
-def _claimed_elsewhere(rt: RankTrace) -> np.ndarray:
-    """Per event row: GPU work another kernel rule claims (module docstring)."""
-    ev = rt.events
-    claimed = np.zeros(len(ev), dtype=bool)
-    rows = gpu_rows(rt)
-    claimed[rows] = ev["dur"].to_numpy()[rows] < SMALL_NS
+def _claimed_elsewhere(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Per GPU work row of ``rows``: whether another kernel rule claims it (module
+    docstring)."""
+    claimed = rt.column("dur")[rows] < SMALL_NS
     args, pos = rt.side_rows("kernel_args")
     if len(args) and "blocks_per_sm" in args:
-        low = (args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)
-        claimed[pos[low]] = True
-    claimed[rows[fp32_claimed(rt, rows)]] = True
-    claimed[fused_away(rt)] = True
-    return claimed
+        low = np.zeros(len(rt.events), dtype=bool)
+        low[pos[(args["blocks_per_sm"].to_numpy(dtype=float) < 1) & (pos >= 0)]] = True
+        claimed |= low[rows]
+    claimed |= fp32_claimed(rt, rows)
+    fused = np.zeros(len(rt.events), dtype=bool)
+    fused[fused_away(rt)] = True
+    return claimed | fused[rows]
 
 
-def _kernels_of(rt: RankTrace) -> pd.DataFrame:
-    """GPU work rows with their owner's event index, and whether another rule claims them.
-    A graph-replayed kernel counted with its captured call (a capture merge,
-    :mod:`hta.analysis.perf.replayed`) is owned by that call, whose ``index`` in the
-    operator table is its first kernel's."""
+def _kernels_of(rt: RankTrace, owners: np.ndarray) -> pd.DataFrame:
+    """The GPU work rows launched by the calls whose event ``index`` is in ``owners``, with
+    that owner and whether another rule claims them. A graph-replayed kernel counted with
+    its captured call (a capture merge, :mod:`hta.analysis.perf.replayed`) is owned by that
+    call, whose ``index`` in the operator table is its first kernel's."""
     rows = gpu_rows(rt)
     owner = link(rt, "op_index")[rows]
     slots = replayed_slots(rt, rows)
@@ -94,8 +94,31 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
         first = first_rows(rows, slots, int(slots.max()) + 1)
         owner = np.where(slots >= 0, first[np.clip(slots, 0, None)], owner)
     ok = owner >= 0
-    return pd.DataFrame({"row": rows[ok], "owner_index": rt.column("index")[owner[ok]],
-                         "claimed": _claimed_elsewhere(rt)[rows[ok]]})
+    rows, owner_index = rows[ok], rt.column("index")[owner[ok]]
+    mine = np.isin(owner_index, owners)
+    rows, owner_index = rows[mine], owner_index[mine]
+    return pd.DataFrame({"row": rows, "owner_index": owner_index,
+                         "claimed": _claimed_elsewhere(rt, rows)})
+
+
+def _candidates(calls: pd.DataFrame) -> np.ndarray:
+    """Per call, whether its group (operator, shapes, types) can be far below its roof
+    whatever calls other rules claim: the group has a call under the bar
+    (:func:`_may_be_far_below`) and :data:`MIN_TIME_NS` of time in all its calls. Leaving
+    out a claimed call only shortens a group, and a group's pct is a time-weighted mean
+    of its calls', so no other group can be. Calls with a missing key are in no group."""
+    code = np.zeros(len(calls), np.int64)
+    ok = np.ones(len(calls), dtype=bool)
+    for k in _KEYS:
+        c, uniq = calls[k].factorize(sort=False)
+        ok &= c >= 0
+        code = code * (len(uniq) + 1) + c
+    group = pd.factorize(code)[0]
+    t = calls["kernel_time(us)"].to_numpy() * 1e3
+    maybe = np.zeros(group.max() + 1 if len(group) else 0, dtype=bool)
+    maybe[group[ok & _may_be_far_below(calls["pct_of_peak"].to_numpy())]] = True
+    enough = np.bincount(group[ok], weights=t[ok], minlength=maybe.size) >= MIN_TIME_NS
+    return ok & (maybe & enough)[group]
 
 
 #: :func:`_groups`' summed columns (name: source column) and those taken from the
@@ -206,10 +229,16 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
         calls = calls[calls["iteration"].isin(iterations)]
     if not _may_be_far_below(calls["pct_of_peak"].to_numpy()).any():
         return []  # no group can be far below its roof (most ranks)
-    kernels = _kernels_of(rt)
+    candidate = _candidates(calls)
+    if not candidate.any():
+        return []
+    index = calls["index"].to_numpy()
+    kernels = _kernels_of(rt, index[candidate])
     owner = kernels["owner_index"].to_numpy()
     claimed = np.unique(owner[kernels["claimed"].to_numpy()])
-    calls = calls[~np.isin(calls["index"].to_numpy(), claimed)]
+    calls = calls[candidate & ~np.isin(index, claimed)]
+    if not len(calls):
+        return []
     groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
     if not len(groups):
         return []

@@ -75,10 +75,21 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
     got = lut[ids]
     untested = got < 0
     if untested.any():
-        new = pd.unique(ids[untested])  # a hash, not a sort: this may run over most events
+        new = _distinct(ids[untested], lut.size)
         lut[new] = _verdicts(pattern, [rt.symbols[i] for i in new.tolist()])
         got = lut[ids]
     return got > 0
+
+
+def _distinct(ids: np.ndarray, n_symbols: int) -> np.ndarray:
+    """The distinct name ids among ``ids``: marked in a mask of the rank's names where
+    that mask is small beside the rows (no hash, no sort), else by a hash; either way
+    in an order the verdicts do not depend on."""
+    if n_symbols <= 8 * ids.size:
+        seen = np.zeros(n_symbols, dtype=bool)
+        seen[ids] = True
+        return np.flatnonzero(seen)
+    return pd.unique(ids)
 
 
 #: Per test, its verdict on each name already tested in this process: the ranks of a job
