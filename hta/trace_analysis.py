@@ -53,7 +53,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         ranks: load only these ranks.
         include_last_profiler_step: keep the events of the last ``ProfilerStep#N``.
             True by default: every event is kept (HTA drops the last step silently).
-        cache: reuse/write the Parquet cache (beside the traces, else the user cache).
+        cache: reuse/write the Arrow IPC cache (beside the traces, else the user cache).
         cache_dir: where the cache lives, instead of the default.
         strict: raise on the first bad file instead of skipping and reporting it.
         progress: show a progress bar (terminal or Jupyter).
@@ -65,7 +65,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
         client: a ``distributed.Client``: the Dask cluster's workers load the ranks, keep
             them, and run the per-rank analyses next to them (``pip install 'hta[dask]'``).
         in_memory: ``True`` reads every rank into this process; ``False`` keeps them
-            where they were loaded (Parquet entries, or Dask workers) and reads one rank
+            where they were loaded (Arrow IPC entries, or Dask workers) and reads one rank
             at a time; ``None`` decides (see :func:`hta.job.load.load_trace`).
         storage_options: options for fsspec when ``trace_dir`` is a URL (``s3://``...).
     """
@@ -104,7 +104,7 @@ class TraceAnalysis(BreakdownMixin, CountersMixin, CriticalPathMixin, FindingsMi
             self.t.add_transform(drop_last_step)
 
     def close(self) -> None:
-        """Free what the loaded ranks hold outside this process (temporary Parquet
+        """Free what the loaded ranks hold outside this process (temporary Arrow
         entries, Dask workers' memory, the what-if replay graphs kept there); nothing to
         do for an in-memory trace."""
         replay = self.__dict__.pop("_replay", None)
