@@ -39,7 +39,9 @@ def test_a_script_with_the_default_visualize_returns_and_writes_html(tmp_path: P
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     times = json.loads(done.stdout.strip().splitlines()[-1])
-    assert times["shown"] < times["quiet"] + 0.3, times
+    # a blocked renderer would wait for the 600 s "browser" (or hit the timeout); writing
+    # the HTML and plotly.js takes well under a second, more on a loaded machine
+    assert times["shown"] < times["quiet"] + 30, times
     written = sorted((tmp_path / "figs").glob("*.html"))
     assert len(written) == 1 and written[0].name.startswith("gpu-time-breakdown")
     assert (tmp_path / "figs" / "plotly.min.js").is_file()  # the file opens offline
