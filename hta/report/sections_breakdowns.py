@@ -150,8 +150,11 @@ def idle(ctx: Context, s: Section) -> None:
                               "the distribution and the table cover every rank"):
         s.notes.append(note)
     s.tables.append(ctx.table(df, "Idle time per rank, stream and cause (idle_time in µs)"))
-    stats = idle.idle_interval_stats(idle.idle_intervals(ctx.trace, ctx.selection))
-    s.tables.append(ctx.table(stats, "Idle interval statistics (µs)"))
+    # the gaps' statistics computed where each rank is: only they come back, not every gap
+    stats = idle.idle_time_breakdown_and_stats(ctx.trace, ctx.selection,
+                                               show_idle_interval_stats=True)[1]
+    if stats is not None:
+        s.tables.append(ctx.table(stats, "Idle interval statistics (µs)"))
 
 
 def kernels(ctx: Context, s: Section) -> None:
