@@ -123,3 +123,23 @@ def test_docs_example(tmp_path):
     iv = idle_intervals(load(tmp_path, b).t, consecutive_kernel_delay_ns=1_000)
     assert list(zip(iv["idle_time(ns)"], iv["idle_category"])) == [
         (50, "kernel_wait"), (120, "host_wait"), (1_500, "other")]
+
+
+def test_interval_stats_per_rank_equal_the_stats_of_every_gap():
+    """The report's table: the statistics computed where each rank is (only they come
+    back) equal those of every gap of every rank brought into one table, row for row."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from hta.trace_analysis import TraceAnalysis
+
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "synthetic_4rank"
+    a = TraceAnalysis(trace_dir=str(sample), cache=False, progress=False, max_workers=1)
+    last = int(a.t.rank(a.t.get_ranks()[0]).events["iteration"].max())
+    for selection in (Selection.of(None, None), Selection.of([1, 3], [last])):
+        every_gap = idle_interval_stats(idle_intervals(a.t, selection))
+        per_rank = idle_time_breakdown_and_stats(a.t, selection,
+                                                 show_idle_interval_stats=True)[1]
+        assert len(every_gap) > 0
+        pd.testing.assert_frame_equal(per_rank, every_gap)
