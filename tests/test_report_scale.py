@@ -247,3 +247,24 @@ def test_tables_keep_the_rows_of_the_ranks_that_stand_out() -> None:
     assert plain.note == "First 3 of 6 rows."
     whole = table_of(frame, "Per rank", max_rows=10, keep_ranks=[7])
     assert len(whole.rows) == 6 and whole.note == ""
+
+
+def test_bandwidth_statistics_where_the_ranks_are_equal_those_of_every_copy(
+        job: TraceAnalysis) -> None:
+    # the report's bandwidth section on many ranks: the statistics come back from where
+    # each rank is, and only the drawn ranks' copies travel for the figures
+    from hta.analysis import bandwidth
+    from hta.model.selection import Selection
+
+    last = int(job.t.rank(0).events["iteration"].max())
+    for steps in (None, [last]):
+        every = bandwidth.memory_copies(job.t, Selection.of(None, steps))
+        assert len(every)
+        pd.testing.assert_frame_equal(
+            bandwidth.MEMORY_BW_SUMMARY_OF_STEPS.run(job.t, Selection.of(None, steps)),
+            bandwidth.bw_summary(every))
+        drawn = bandwidth.memory_copies(job.t, Selection.of([1, 3], steps))
+        pd.testing.assert_frame_equal(
+            drawn, every[every["rank"].isin([1, 3])].reset_index(drop=True))
+        pd.testing.assert_frame_equal(bandwidth.bw_series(drawn),
+                                      bandwidth.bw_series(every[every["rank"].isin([1, 3])]))

@@ -210,6 +210,11 @@ def rank_memory_bw_summary(rt: RankTrace) -> pd.DataFrame:
 
 MEMORY_BW_SUMMARY = Analysis("Memory bandwidth summary", rank_memory_bw_summary, SUMMARY,
                              steps=WHOLE)
+#: :func:`rank_memory_bw_summary` of each rank restricted to the selected steps (the
+#: summary of :func:`memory_copies` of a selection of steps, computed where each rank
+#: is: only the statistics come back, not every copy).
+MEMORY_BW_SUMMARY_OF_STEPS = Analysis("Memory bandwidth summary", rank_memory_bw_summary,
+                                      SUMMARY)
 
 
 def bw_summary(copies: pd.DataFrame) -> pd.DataFrame:

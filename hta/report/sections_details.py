@@ -87,15 +87,19 @@ def bandwidth(ctx: Context, s: Section) -> None:
     from hta.plots.bandwidth import memory_bw_figure, memory_bw_summary_figure
 
     s.definitions, s.source = doc(bandwidth), "hta.analysis.bandwidth.memory_bw_summary"
-    copies = bandwidth.memory_copies(ctx.trace, ctx.selection)
-    if copies.empty:
+    if ctx.all_drawn:  # one visit: every copy comes back, for the figures and the table
+        copies = bandwidth.memory_copies(ctx.trace, ctx.selection)
+        summary = bandwidth.bw_summary(copies)
+    else:  # the statistics where each rank is; the copies of the drawn ranks only
+        summary = bandwidth.MEMORY_BW_SUMMARY_OF_STEPS.run(ctx.trace, ctx.selection)
+        copies = bandwidth.memory_copies(ctx.trace, ctx.drawn_selection) \
+            if len(summary) else summary
+    if summary.empty:
         s.notes.append("No memcpy or memset in the selection.")
         return
-    summary = bandwidth.memory_bw_summary(ctx.trace, ctx.selection.every_event(), copies=copies)
     # Over time: the drawn ranks' copies only.
     series = bandwidth.memory_bw_time_series(
-        ctx.trace, ctx.drawn_selection.every_event(),
-        copies=ctx.drawn_rows(copies))
+        ctx.trace, ctx.drawn_selection.every_event(), copies=copies)
     shown, note = thin(series, ["rank", "pid", "name"], ["memory_bw_gbps"])
     if note:
         s.notes.append(note)
