@@ -20,6 +20,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from hta.model.symbol_masks import symbol_ids, symbol_mask
+
 NO_LINK = -1
 
 try:  # the compiled walk (hta/model/_native/stack.c), where a C compiler built it
@@ -279,13 +281,15 @@ GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch(_v\d+)?(_ptsz)?|cuGraphLaunch(_pts
                           r"|hipGraphLaunch(_spt)?)$")
 
 
+def _graph_launch_name(name: str) -> bool:
+    return "GraphLaunch" in name and GRAPH_LAUNCH.match(name) is not None
+
+
 def graph_replayed(symbols: list[str], name: np.ndarray, launch: np.ndarray) -> np.ndarray:
     """Which rows were enqueued by a graph launch: ``launch`` holds each row's
     ``index_correlation`` as a position (-1 when unlinked), ``name`` the symbol ids of
     every row. (A graph launch's own link names its first kernel, so it is not marked.)"""
-    is_graph = np.fromiter(("GraphLaunch" in s and GRAPH_LAUNCH.match(s) is not None
-                            for s in symbols), dtype=bool,
-                           count=len(symbols))
+    is_graph = symbol_mask(symbols, _graph_launch_name)
     out = np.zeros(launch.shape[0], dtype=bool)
     linked = np.flatnonzero(launch >= 0)
     if linked.size and is_graph.any():
@@ -318,10 +322,8 @@ def step_spans(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, step number) of the ``ProfilerStep#N`` spans, sorted by start."""
     step_of_symbol = np.full(len(symbols), -1, dtype=np.int64)
-    for sid, text in enumerate(symbols):
-        match = STEP_PATTERN.match(text)
-        if match:
-            step_of_symbol[sid] = int(match.group(1))
+    for sid in symbol_ids(symbols, STEP_PATTERN.match).tolist():
+        step_of_symbol[sid] = int(STEP_PATTERN.match(symbols[sid]).group(1))  # type: ignore[union-attr]
     if not (step_of_symbol >= 0).any():
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hta.model.symbol_masks import symbol_ids
 from hta.model.trace import RankTrace
 
 #: Edge types of the critical path graph; ``EDGE_CODE`` gives each its number.
@@ -58,7 +59,9 @@ def stream_ids(values: np.ndarray) -> np.ndarray:
 
 
 def names_matching(symbols: list[str], pattern: re.Pattern[str]) -> np.ndarray:
-    return np.asarray([i for i, s in enumerate(symbols) if pattern.search(s)], dtype=np.int64)
+    """The symbol ids whose name ``pattern`` finds, ascending (each name of a table tested
+    once per process: :func:`hta.model.symbol_masks.symbol_ids`)."""
+    return symbol_ids(symbols, pattern.search)
 
 
 class Streams:

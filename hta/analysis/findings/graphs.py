@@ -42,6 +42,7 @@ from hta.analysis.gpu_work import work_class
 from hta.analysis.intervals import merge
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import CPU_KINDS, KIND_CODE, codes_in, kind_codes
+from hta.model.symbol_masks import symbol_mask
 from hta.model.trace import RankTrace
 
 #: Calls that begin a stream capture.
@@ -61,9 +62,8 @@ _ANNOTATION = KIND_CODE["user_annotation"]
 
 
 def _symbol_mask(rt: RankTrace, pattern: re.Pattern[str]) -> np.ndarray:
-    """Per symbol id: whether the name matches ``pattern``."""
-    return np.fromiter((pattern.match(s) is not None for s in rt.symbols), dtype=bool,
-                       count=len(rt.symbols))
+    """Per symbol id: whether the name matches ``pattern`` (read-only)."""
+    return symbol_mask(rt.symbols, pattern.match)
 
 
 def _calls(rt: RankTrace, pattern: re.Pattern[str], window: tuple[int, int]) -> np.ndarray:

@@ -106,6 +106,7 @@ from hta.analysis.perf.calls import gpu_rows
 from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
+from hta.model.symbol_masks import symbol_mask
 from hta.model.trace import RankTrace
 
 #: Runtime-sync names that only make a stream wait; the CPU goes on.
@@ -200,8 +201,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
     calls = np.union1d(calls, staged[codes[staged] == _LAUNCH])
     ops = np.flatnonzero(codes == _CPU_OP)
     names = ev["name"].to_numpy()
-    lut = np.zeros(len(rt.symbols) + 1, dtype=bool)
-    lut[[i for i, s in enumerate(rt.symbols) if s in SYNC_OPS]] = True
+    lut = np.r_[symbol_mask(rt.symbols, SYNC_OPS.__contains__), False]  # -1: no name
     ops = ops[lut[names[ops]]]
     if ops.size:
         # mark every ancestor of a call, one level of the parent links at a time

@@ -53,9 +53,19 @@ from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
+from hta.model.symbol_masks import symbol_ids, symbol_mask
 from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
+
+
+def _synchronize_name(name: str) -> bool:
+    """A synchronize call's name (``cudaStreamSynchronize``, ``hipDeviceSynchronize`` ...)."""
+    return "Synchronize" in name
+
+
+def _step_name(name: str) -> bool:
+    return name.startswith("ProfilerStep#")
 
 #: Edge types of the job graph: the critical path's, the collective coupling, the launch
 #: queue and the hand-off from the main thread to the others.
@@ -219,8 +229,8 @@ def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.n
     has_sync[cp.edge_dst[cp.edge_type == EDGE["sync"]]] = True
     from hta.analysis.findings.sync_sites import IMPLICIT_SYNC
 
-    names = np.asarray(["Synchronize" in s for s in rt.symbols], dtype=bool)
-    frees = np.asarray([IMPLICIT_SYNC.search(s) is not None for s in rt.symbols], dtype=bool)
+    names = symbol_mask(rt.symbols, _synchronize_name)
+    frees = symbol_mask(rt.symbols, IMPLICIT_SYNC.search)
     runtime = kind_mask(c.codes, ("runtime_sync", "runtime_other", "runtime_launch"))
     calls = np.flatnonzero((((c.codes == KIND_CODE["runtime_sync"]) & names[c.name])
                             | (runtime & frees[c.name])) & (end_node >= 0))
@@ -269,7 +279,7 @@ def thread_handoffs(rt: RankTrace, c: Cols, cp: CriticalPathGraph, start_node: n
         return empty, empty
     rows = cp.node_event[cpu_nodes]
     thread = c.pid[rows] * np.int64(1 << 32) + c.tid[rows]
-    step_ids = [i for i, n in enumerate(rt.symbols) if n.startswith("ProfilerStep#")]
+    step_ids = symbol_ids(rt.symbols, _step_name)
     is_step = np.isin(c.name[rows], step_ids)
     if is_step.any():
         main = thread[is_step][0]
@@ -328,8 +338,8 @@ def inferred_event_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph,
     it ended by the time the waiting work started; the latest candidate is taken (edge:
     its end -> the waiting work's start)."""
     empty = np.zeros(0, dtype=np.int64)
-    wait_ids = [i for i, n in enumerate(rt.symbols) if n in STREAM_WAIT_CALLS]
-    if not wait_ids:
+    wait_ids = symbol_ids(rt.symbols, STREAM_WAIT_CALLS.__contains__)
+    if not wait_ids.size:
         return empty, empty
     calls = np.flatnonzero(np.isin(c.name, wait_ids) & (start_node >= 0))
     gpu = np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS) & (c.ic >= 0) & (start_node >= 0))
