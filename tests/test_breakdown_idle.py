@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 from breakdown_cases import idle_case, load
 
@@ -12,6 +15,7 @@ from hta.analysis.idle import (
     idle_time_breakdown_and_stats,
 )
 from hta.model.selection import Selection
+from hta.trace_analysis import TraceAnalysis
 
 DELAY = 1_000  # ns
 
@@ -128,12 +132,6 @@ def test_docs_example(tmp_path):
 def test_interval_stats_per_rank_equal_the_stats_of_every_gap():
     """The report's table: the statistics computed where each rank is (only they come
     back) equal those of every gap of every rank brought into one table, row for row."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from hta.trace_analysis import TraceAnalysis
-
     sample = Path(__file__).resolve().parents[1] / "sample_traces" / "synthetic_4rank"
     a = TraceAnalysis(trace_dir=str(sample), cache=False, progress=False, max_workers=1)
     last = int(a.t.rank(a.t.get_ranks()[0]).events["iteration"].max())

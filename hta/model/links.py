@@ -323,7 +323,8 @@ def step_spans(
     """(start, end, step number) of the ``ProfilerStep#N`` spans, sorted by start."""
     step_of_symbol = np.full(len(symbols), -1, dtype=np.int64)
     for sid in symbol_ids(symbols, STEP_PATTERN.match).tolist():
-        step_of_symbol[sid] = int(STEP_PATTERN.match(symbols[sid]).group(1))  # type: ignore[union-attr]
+        if match := STEP_PATTERN.match(symbols[sid]):
+            step_of_symbol[sid] = int(match.group(1))
     if not (step_of_symbol >= 0).any():
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty

@@ -58,15 +58,6 @@ from hta.model.trace import RankTrace
 
 logger = logging.getLogger(__name__)
 
-
-def _synchronize_name(name: str) -> bool:
-    """A synchronize call's name (``cudaStreamSynchronize``, ``hipDeviceSynchronize`` ...)."""
-    return "Synchronize" in name
-
-
-def _step_name(name: str) -> bool:
-    return name.startswith("ProfilerStep#")
-
 #: Edge types of the job graph: the critical path's, the collective coupling, the launch
 #: queue and the hand-off from the main thread to the others.
 JOB_EDGE_TYPES: tuple[str, ...] = (*EDGE_TYPES, "collective", "queue", "thread")
@@ -212,6 +203,16 @@ def step_work_ends(c: Cols, steps: pd.DataFrame, end_node: np.ndarray
     gpu, k, stream = gpu[order], k[order], c.stream[gpu][order]
     last = np.r_[(k[1:] != k[:-1]) | (stream[1:] != stream[:-1]), True] if k.size else k
     return k[last].astype(np.int64), end_node[gpu[last]].astype(np.int64)
+
+
+def _synchronize_name(name: str) -> bool:
+    """A synchronize call's name (``cudaStreamSynchronize``, ``hipDeviceSynchronize`` ...)."""
+    return "Synchronize" in name
+
+
+def _step_name(name: str) -> bool:
+    """A ``ProfilerStep#`` annotation's name."""
+    return name.startswith("ProfilerStep#")
 
 
 def inferred_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph, end_node: np.ndarray
