@@ -51,6 +51,7 @@ others up.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -253,28 +254,44 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's numbers)
     and ``free_compute_ns``. Second value: the calls
     (:func:`hta.analysis.collectives.rank_collective_performance`) with their ``group``."""
+    rows, calls = _exposed_rows(rt, iterations)
+    return pd.DataFrame(rows, columns=EXPOSED_COLUMNS), calls
+
+
+#: Columns of :func:`exposed_by_operation`'s first table.
+EXPOSED_COLUMNS = ["group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
+                   "rank_overlap_ns", "free_compute_ns"]
+
+
+def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
+                  ) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    """:func:`exposed_by_operation`'s groups as row dicts (:data:`EXPOSED_COLUMNS`), with
+    the calls."""
     calls = coll.rank_collective_performance(rt, iterations)
-    columns = ["group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_comm_ns",
-               "rank_overlap_ns", "free_compute_ns"]
     if not len(calls):
-        return pd.DataFrame(columns=columns), calls
-    calls["group"] = [operation_group(c, x, s) for c, x, s in zip(
-        calls["collective"].tolist(), calls["context"].tolist(), calls["source"].tolist())]
+        return [], calls
+    group_of = np.asarray([operation_group(c, x, s) for c, x, s in zip(
+        calls["collective"].tolist(), calls["context"].tolist(), calls["source"].tolist())],
+        dtype=object)
+    calls["group"] = group_of
     w = rank_work(rt, iterations)
-    groups = sorted(calls["group"].unique())
+    groups = sorted(set(group_of.tolist()))
+    gid = {g: i for i, g in enumerate(groups)}
+    call_sets = 1 + np.asarray([gid[g] for g in group_of.tolist()], dtype=np.int64)
     # the overlap table's figures, from the kernels as they ran: set 0 computation, the
     # others communication
-    whole = _coverage(w, calls, groups)
+    whole = _coverage(w, calls, call_sets, len(groups))
     comm_bits = (len(whole) - 1) & ~1
     rank_comm = int(mask_total(whole[None, :], any_of=comm_bits)[0])
     rank_overlap = int(mask_total(whole[None, :], all_of=1, any_of=comm_bits)[0])
     # the exposed shares from the calls without their waits
     calls = trim_waits(calls)
-    table = _coverage(w, calls, groups) if calls["waited_ns"].any() else whole
+    table = _coverage(w, calls, call_sets, len(groups)) if calls["waited_ns"].any() \
+        else whole
     free_compute = int(table[1])
     exposed, comm = _shared_exposed(table, len(groups))
     rows = []
-    group_of, step_of = calls["group"].to_numpy(dtype=object), calls["iteration"].to_numpy()
+    step_of = calls["iteration"].to_numpy()
     for i, g in enumerate(groups):
         part = group_of == g
         rows.append({
@@ -284,7 +301,7 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
-    return pd.DataFrame(rows, columns=columns), calls
+    return rows, calls
 
 
 def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
@@ -312,14 +329,13 @@ def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _waits_text(calls: pd.DataFrame) -> str:
+def _waits_text(calls: Told) -> str:
     """`` 1 call ran 10x or more ...``: the waits :func:`trim_waits` cut ("" none)."""
-    waited = calls["waited_ns"].to_numpy(np.int64)
+    waited = calls["waited_ns"].astype(np.int64)
     if not (waited > 0).any():
         return ""
     longest = int(np.argmax(waited))
-    dur = int(calls["end_ns"].to_numpy(np.int64)[longest]
-              - calls["start_ns"].to_numpy(np.int64)[longest])
+    dur = int(calls["end_ns"][longest]) - int(calls["start_ns"][longest])
     return (f" {int((waited > 0).sum())} call(s) ran far longer than the median of their "
             f"like calls (same operation, group, kernel and size; the longest "
             f"{fmt_time(dur + int(waited[longest]))} against {fmt_time(dur)}): the "
@@ -329,16 +345,15 @@ def _waits_text(calls: pd.DataFrame) -> str:
             f"who was late (the stragglers finding).")
 
 
-def _coverage(w, calls: pd.DataFrame, groups: list[str]) -> np.ndarray:
+def _coverage(w, calls: pd.DataFrame, call_sets: np.ndarray, n_groups: int) -> np.ndarray:
     """Time per combination of running sets: set 0 = computation kernels, set ``1 + i``
-    = the calls of group ``i`` (:func:`hta.analysis.intervals.coverage`, one row)."""
+    = the calls of group ``i`` (``call_sets``: per call, its set;
+    :func:`hta.analysis.intervals.coverage`, one row)."""
     comp = w.cls == COMPUTE
-    gid = {g: i for i, g in enumerate(groups)}
     starts = np.concatenate([w.ts[comp], calls["start_ns"].to_numpy(np.int64)])
     ends = np.concatenate([w.end[comp], calls["end_ns"].to_numpy(np.int64)])
-    sets = np.concatenate([np.zeros(int(comp.sum()), np.int64),
-                           1 + calls["group"].map(gid).to_numpy(np.int64)])
-    return coverage(starts, ends, sets, len(groups) + 1)[0]
+    sets = np.concatenate([np.zeros(int(comp.sum()), np.int64), call_sets])
+    return coverage(starts, ends, sets, n_groups + 1)[0]
 
 
 def _shared_exposed(table: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -364,41 +379,43 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     """``comm_exposed`` on one rank: one finding per operation group with exposed time."""
     start, end = analysis_window(rt, iterations)
     window = end - start
-    groups, calls = exposed_by_operation(rt, iterations)
-    if not len(groups):
+    groups, calls = _exposed_rows(rt, iterations)
+    if not groups:
         return []
-    total = int(groups["exposed_ns"].sum())
-    budget = min(total, int(groups["free_compute_ns"].iloc[0]), window)
+    total = sum(int(g["exposed_ns"]) for g in groups)
+    budget = min(total, int(groups[0]["free_compute_ns"]), window)
     split = (" (time when several operations were exposed at once is split between them)"
              if len(groups) > 1 else "")
     found = []
     claims = _exposed_claims(calls, _compute_cover(rt, iterations))
     inference = not runs_backward(rt, (start, end))
     group_of = calls["group"].to_numpy(dtype=object)
-    told = calls[_TOLD] if len(groups) > 1 else calls  # what the evidence reads
-    for row in groups.itertuples(index=False):
-        saving = int(row.exposed_ns) * budget // total if total else 0
+    told = _told(calls)  # what the evidence reads
+    for row in groups:
+        group, exposed_ns = str(row["group"]), int(row["exposed_ns"])
+        saving = exposed_ns * budget // total if total else 0
         if saving <= 0:
             continue
-        in_group = group_of == row.group
-        mine = told if in_group.all() else told[in_group]
+        in_group = group_of == group
+        mine = told if in_group.all() else {c: v[in_group] for c, v in told.items()}
         evidence = (
-            f"{row.kernels} {row.group} kernels ({_groups_text(mine)}) ran "
-            f"{fmt_time(row.comm_ns)} in {steps_text(rt, row.steps)}, {fmt_time(row.exposed_ns)} "
-            f"of it with no computation kernel running{split}; longest exposed: "
-            f"{_named_calls(mine, start)}; {fmt_time(row.free_compute_ns)} of computation ran "
-            f"with no communication (comm/compute overlap table: comm_time "
-            f"{row.rank_comm_ns / 1e3:,.1f} µs, overlap_time {row.rank_overlap_ns / 1e3:,.1f} "
-            f"µs for the rank; collective performance table: exposed(us)).{_waits_text(mine)}"
+            f"{row['kernels']} {group} kernels ({_groups_text(mine)}) ran "
+            f"{fmt_time(row['comm_ns'])} in {steps_text(rt, row['steps'])}, "
+            f"{fmt_time(exposed_ns)} of it with no computation kernel running{split}; "
+            f"longest exposed: {_named_calls(mine, start)}; {fmt_time(row['free_compute_ns'])} "
+            f"of computation ran with no communication (comm/compute overlap table: comm_time "
+            f"{row['rank_comm_ns'] / 1e3:,.1f} µs, overlap_time "
+            f"{row['rank_overlap_ns'] / 1e3:,.1f} µs for the rank; "
+            f"collective performance table: exposed(us)).{_waits_text(mine)}"
         )
-        found.append(Finding((rt.rank,), tuple(row.steps), evidence, saving, window,
-                             subject=str(row.group),
+        found.append(Finding((rt.rank,), tuple(row["steps"]), evidence,
+                             saving, window, subject=group,
                              advice=INFERENCE_ALL_REDUCE_ADVICE
-                             if inference and row.group == coll.ALL_REDUCE
-                             else ADVICE.get(str(row.group), _DEFAULT_ADVICE),
-                             claim=claims.get(str(row.group)),
+                             if inference and group == coll.ALL_REDUCE
+                             else ADVICE.get(group, _DEFAULT_ADVICE),
+                             claim=claims.get(group),
                              budget=("computation time with no communication",
-                                     int(row.free_compute_ns))))
+                                     int(row["free_compute_ns"]))))
     return found
 
 
@@ -406,6 +423,17 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
 #: :func:`_named_calls`, :func:`_waits_text`): one group's calls are taken from these.
 _TOLD = ["process_group", "kernel", "launch_op", "iteration", "start_ns", "end_ns",
          "exposed(us)", "time(us)", "waited_ns"]
+
+#: The calls' columns as arrays (:func:`_told`): column name -> one value per call.
+Told = dict[str, np.ndarray]
+
+
+def _told(calls: pd.DataFrame) -> Told:
+    """The :data:`_TOLD` columns of the calls as arrays (text as objects): one group's
+    calls are then a mask of each, not a frame's copy."""
+    text = ("process_group", "kernel", "launch_op")
+    return {c: calls[c].to_numpy(dtype=object) if c in text else calls[c].to_numpy()
+            for c in _TOLD}
 
 
 def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:
@@ -438,18 +466,22 @@ def _exposed_claims(calls: pd.DataFrame, compute: Cover) -> dict[str, Claim]:
     return out
 
 
-def _groups_text(calls: pd.DataFrame) -> str:
-    """``process group 0 (default_pg) ×12, stream 84 ×3``: where the calls ran."""
-    counts = calls["process_group"].value_counts(sort=True)
-    return ", ".join(f"{_group_label(str(g))} ×{int(c)}" for g, c in counts.head(3).items())
+def _groups_text(calls: Told) -> str:
+    """``process group 0 (default_pg) ×12, stream 84 ×3``: where the calls ran (the three
+    with most calls; a tie in the order the calls first name them)."""
+    counts: dict[str, int] = {}
+    for g in calls["process_group"].tolist():
+        if isinstance(g, str) or not pd.isna(g):  # a missing group is counted nowhere
+            counts[str(g)] = counts.get(str(g), 0) + 1
+    top = sorted(counts.items(), key=lambda gc: -gc[1])[:3]  # stable: ties keep their order
+    return ", ".join(f"{_group_label(g)} ×{c}" for g, c in top)
 
 
-def _named_calls(calls: pd.DataFrame, window_start: int) -> str:
+def _named_calls(calls: Told, window_start: int) -> str:
     """The calls with the most exposed time: kernel, launching op, step, start, times."""
-    # most exposed first, ties in the calls' order (a stable descending sort), read as
-    # arrays: a frame's rows as dicts cost milliseconds on text columns
-    top = np.argsort(-calls["exposed(us)"].to_numpy(np.float64), kind="stable")[:NAMED_CALLS]
-    cols = [calls[c].to_numpy(dtype=object)[top] for c in
+    # most exposed first, ties in the calls' order (a stable descending sort)
+    top = np.argsort(-calls["exposed(us)"].astype(np.float64), kind="stable")[:NAMED_CALLS]
+    cols = [calls[c][top].tolist() for c in
             ("kernel", "launch_op", "iteration", "start_ns", "exposed(us)", "time(us)")]
     parts = []
     for kernel, launch_op, step, start, exposed, time_us in zip(*cols, strict=True):

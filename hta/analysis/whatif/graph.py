@@ -651,7 +651,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
                                                                   e_delay, e_bind))
     first = np.asarray([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
-    node_pos = cat([np.full(n, i, dtype=np.int64) for i, n in enumerate(sizes.tolist())],
+    node_pos = cat([np.repeat(np.arange(len(ranks), dtype=np.int64), sizes)],
                    np.full(n_bar, -1, dtype=np.int64))
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
@@ -664,7 +664,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
                                   np.zeros(n_bar, dtype=bool))),
         node_ts=ordered(all_ts), src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
         binding=e_bind,
-        base=np.where(node_pos >= 0, first[np.clip(node_pos, 0, None)], ordered(all_ts)),
+        base=ordered(cat([np.repeat(first, sizes)], b_ts)),
         collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg

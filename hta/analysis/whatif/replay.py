@@ -273,22 +273,24 @@ def assemble(parts: Sequence[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
     """:data:`COLUMNS` from per-rank ``(rank, steps, measured, replayed, predicted,
     modelled)`` step durations (ns; modelled NaN when not replayed); ``inferred``: per
     rank, the share of its binding edges that are inferred (for the range)."""
-    rows = [pd.DataFrame({
-        "rank": np.full(steps.size, rank, dtype=np.int64), "step": steps,
-        "measured(us)": measured / 1e3, "replayed(us)": rep / 1e3,
-        "predicted(us)": pred / 1e3, "_mod": mod / 1e3})
-        for rank, steps, measured, rep, pred, mod in parts if steps.size]
-    if not rows:
+    parts = [p for p in parts if p[1].size]
+    if not parts:
         return pd.DataFrame({c: [] for c in COLUMNS})
-    out = pd.concat(rows, ignore_index=True)
-    m = out["measured(us)"].to_numpy()
-    out["replay_error_pctg"] = np.where(
-        m > 0, 100 * (out["replayed(us)"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
-    out["modelled_error_pctg"] = np.where(
-        m > 0, 100 * (out["_mod"].to_numpy() - m) / np.where(m > 0, m, 1), 0.0)
+
+    def joined(k: int) -> np.ndarray:
+        return np.concatenate([p[k] for p in parts])
+
+    rank = np.concatenate([np.full(p[1].size, p[0], dtype=np.int64) for p in parts])
+    m, rep, pred, mod = (joined(k) / 1e3 for k in (2, 3, 4, 5))
+    out = pd.DataFrame({"rank": rank, "step": joined(1), "measured(us)": m,
+                        "replayed(us)": rep, "predicted(us)": pred})
+    pos = m > 0
+    safe = np.where(pos, m, 1)
+    out["replay_error_pctg"] = np.where(pos, 100 * (rep - m) / safe, 0.0)
+    out["modelled_error_pctg"] = np.where(pos, 100 * (mod - m) / safe, 0.0)
     half = _half_width(out, inferred or {})
-    out["predicted_low(us)"] = np.maximum(out["predicted(us)"].to_numpy() - half, 0.0)
-    out["predicted_high(us)"] = out["predicted(us)"].to_numpy() + half
+    out["predicted_low(us)"] = np.maximum(pred - half, 0.0)
+    out["predicted_high(us)"] = pred + half
     by_step = out.groupby("step")
     out["job_measured(us)"] = by_step["measured(us)"].transform("max")
     out["job_predicted(us)"] = by_step["predicted(us)"].transform("max")
@@ -303,14 +305,17 @@ def _half_width(out: pd.DataFrame, inferred: Mapping[int, float]) -> np.ndarray:
     deviation), plus the replay's error on the step, plus the rank's inferred share of the
     change the step predicts (``|replayed - predicted|``)."""
     measured = out["measured(us)"].to_numpy(dtype=float)
+    ranks, of_row = np.unique(out["rank"].to_numpy(np.int64), return_inverse=True)
     spread = np.zeros(len(out))
-    for _, idx in out.groupby("rank").indices.items():
+    for idx in np.split(np.argsort(of_row, kind="stable"),
+                        np.cumsum(np.bincount(of_row, minlength=ranks.size))[:-1]):
         m = measured[idx]
-        mad = float(np.median(np.abs(m - np.median(m)))) if m.size > 1 else 0.0
-        spread[idx] = SPREAD_SIGMAS * 1.4826 * mad
+        if m.size > 1:
+            spread[idx] = SPREAD_SIGMAS * 1.4826 * float(np.median(np.abs(m - np.median(m))))
     replayed = out["replayed(us)"].to_numpy(dtype=float)
     err = np.abs(replayed - measured)
-    share = out["rank"].map(lambda r: float(inferred.get(int(r), 0.0))).to_numpy(float)
+    share = np.asarray([float(inferred.get(int(r), 0.0)) for r in ranks.tolist()],
+                       dtype=float)[of_row]
     return spread + err + share * np.abs(replayed - out["predicted(us)"].to_numpy(float))
 
 
