@@ -136,6 +136,20 @@ def test_no_sync_removes_one_site(tmp_path: Path) -> None:
         a.what_if("no-sync:aten::nonzero")
 
 
+def test_a_change_that_finds_no_work_fails_alone_and_in_company(tmp_path: Path) -> None:
+    # check_targets keeps each change's verdict per graph: asked alone first or with
+    # another first, a change that finds no work fails, and one that finds work does not
+    sim = Sim().steps(4, _training(True))
+    for first_alone in (True, False):
+        a = sim.load(tmp_path / str(first_alone))
+        asks = [["no-sync:aten::nonzero"], ["no-sync:aten::item", "no-sync:aten::nonzero"]]
+        for changes in asks if first_alone else asks[::-1]:
+            with pytest.raises(ChangeMatchesNothingError, match="no-sync:aten::nonzero"):
+                a.what_if(changes)
+        both = a.what_if(["no-sync:aten::item", "no-sync:cudaDeviceSynchronize"])
+        assert len(both) and both["predicted(us)"].notna().all()
+
+
 # -- pinned-copies --------------------------------------------------------------------------
 PINNED_BW, PAGEABLE_BW = 20.0, 5.0  # bytes per ns (GB/s)
 

@@ -237,8 +237,14 @@ def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = N
     for ch in changes:
         if ch.kind not in TARGETED:
             continue
-        e = edits if edits is not None and len(changes) == 1 else apply(jg, [ch], rules)
-        if e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay):
+        # a change asked alone and then with others is applied alone once per graph
+        key = (repr(ch), None if rules is None else rules.rules)
+        found = jg.finds_work.get(key)
+        if found is None:
+            e = edits if edits is not None and len(changes) == 1 else apply(jg, [ch], rules)
+            found = jg.finds_work[key] = not (e.keep.all() and not e.add_src
+                                              and np.array_equal(e.delay, jg.delay))
+        if not found:
             raise no_work_error(ch, any(_gpu_rows(i, jg).size for i in range(len(jg.ranks))))
 
 

@@ -585,6 +585,10 @@ class JobGraph:
     order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _groups: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    #: Per change (its ``repr``) and rule table: whether it finds work in this graph
+    #: (:func:`~hta.analysis.whatif.changes.check_targets`, kept).
+    finds_work: dict[tuple[str, object], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
 
 def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> JobGraph:
