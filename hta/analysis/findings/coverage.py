@@ -285,7 +285,9 @@ class _Host:
     runtime calls (``cpu``), user annotations but ``ProfilerStep#`` (``ann``)."""
 
     rt: RankTrace
-    steps: pd.DataFrame
+    #: the steps (:func:`~hta.analysis.findings.events.step_table`) as arrays: number,
+    #: start and end (ns)
+    steps: tuple[np.ndarray, np.ndarray, np.ndarray]
     parent: np.ndarray
     slot: np.ndarray
     cpu: np.ndarray
@@ -303,7 +305,9 @@ class _Host:
         uniq, inv = np.unique(names, return_inverse=True)
         step = np.array([rt.symbols[i].startswith("ProfilerStep#") for i in uniq.tolist()],
                         dtype=bool)
-        return cls(rt, step_table(rt), link(rt, "parent"),
+        steps = step_table(rt)
+        return cls(rt, (steps["step"].to_numpy(), steps["start_ns"].to_numpy(),
+                        steps["end_ns"].to_numpy()), link(rt, "parent"),
                    np.full(len(ev), -1, dtype=np.int64),
                    np.flatnonzero(kind_mask(codes, _CPU_KINDS)),
                    ann[~step[inv.reshape(-1)]] if ann.size else ann)
@@ -338,9 +342,8 @@ def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
     in_mem = int(memory.within(np.array([a]), np.array([b]))[0])
     gpu = "idle" if idle * 2 >= length else (
         "exposed communication" if in_comm >= in_mem else "exposed memory")
-    steps = host.steps
-    at = steps["step"].to_numpy()[(steps["start_ns"].to_numpy() <= a)
-                                  & (steps["end_ns"].to_numpy() > a)]
+    step, start, end = host.steps
+    at = step[(start <= a) & (end > a)]
     return {"rank": host.rt.rank, "start_ns": a, "end_ns": b, "dur_ns": length,
             "step": int(at[0]) if len(at) else -1, "gpu": gpu,
             "cpu": _cpu_activity(host, a, b), "annotations": _annotations(host, a, b)}
