@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, COMPUTE, as_list, work_class
+from hta.analysis.gpu_work import COMM, COMPUTE, as_list, rank_work_class, work_class
 from hta.analysis.intervals import Cover
 from hta.analysis.side_columns import side_number, side_text
 from hta.analysis.stragglers import comm_kernels
@@ -261,7 +261,7 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
     ev = rt.events
     if not len(ev):
         return PERFORMANCE.empty()
-    keep = work_class(ev["kind"]) == COMM
+    keep = rank_work_class(rt) == COMM
     if iterations is not None:
         keep &= np.isin(rt.column("iteration"), as_list(iterations))
     rows = np.flatnonzero(keep)

@@ -60,8 +60,19 @@ class GpuWork:
 
 def work_class(kind: pd.Series) -> np.ndarray:
     """Class (:data:`COMPUTE`, :data:`COMM`, :data:`MEMORY`, or -1) of each row's kind."""
-    codes = kind.cat.codes.to_numpy()
+    return classes_of_codes(kind.cat.codes.to_numpy())
+
+
+def classes_of_codes(codes: np.ndarray) -> np.ndarray:
+    """:func:`work_class` of ``kind`` codes (positions in :data:`~hta.model.rules.KINDS`,
+    -1 for a missing kind)."""
     return np.where(codes >= 0, _CLASS_OF_KIND[np.clip(codes, 0, None)], -1).astype(np.int8)
+
+
+def rank_work_class(rt: RankTrace) -> np.ndarray:
+    """:func:`work_class` of every row of the rank's events (read-only; computed once per
+    rank, :func:`hta.model.derived.derived`)."""
+    return derived(rt, "work_class", lambda: classes_of_codes(rt.kind_codes()))
 
 
 def gpu_work(rank: int, events: pd.DataFrame,

@@ -60,7 +60,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work, work_class
+from hta.analysis.gpu_work import COMM, COMPUTE, rank_gpu_work, rank_work_class
 from hta.analysis.p2p import RECV, SEND
 from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.analysis.stragglers import comm_kernels
@@ -98,7 +98,7 @@ def rank_pipeline_compute(rt: RankTrace, iterations: StepList = None) -> pd.Data
     comp = np.flatnonzero(w.cls == COMPUTE)
     comm = np.flatnonzero(w.cls == COMM)
     order_c = np.where(w.launch_ts[comp] >= 0, w.launch_ts[comp], w.ts[comp])
-    rows = np.flatnonzero(work_class(rt.events["kind"]) >= 0)  # rank_gpu_work's rows
+    rows = np.flatnonzero(rank_work_class(rt) >= 0)  # rank_gpu_work's rows
     phase, mb, chunk = _annotated(rt, rt.link("index_correlation")[rows[comp]])
     p2p = k["peer"].to_numpy() >= 0
     order_p = np.where(w.launch_ts[comm] >= 0, w.launch_ts[comm], w.ts[comm])[p2p]

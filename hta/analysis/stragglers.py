@@ -74,7 +74,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, as_list, work_class
+from hta.analysis.gpu_work import COMM, as_list, rank_work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.rowmap import nearest_marked_ancestor
 from hta.analysis.side_columns import side_number, side_text
@@ -154,7 +154,7 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     ev = rt.events
     if not len(ev):
         return KERNELS.empty()
-    keep = work_class(ev["kind"]) == COMM
+    keep = rank_work_class(rt) == COMM
     if iterations is not None:
         keep &= np.isin(rt.column("iteration"), as_list(iterations))
     rows = np.flatnonzero(keep)

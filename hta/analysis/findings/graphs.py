@@ -38,7 +38,7 @@ import pandas as pd
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link, step_table
 from hta.analysis.findings.kernel_common import fmt_at
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
-from hta.analysis.gpu_work import work_class
+from hta.analysis.gpu_work import rank_work_class
 from hta.analysis.intervals import merge
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import CPU_KINDS, KIND_CODE, codes_in, kind_codes
@@ -167,8 +167,7 @@ def _annotation_around(rt: RankTrace, row: int) -> str:
 # -- gpu_mostly_idle ---------------------------------------------------------------------
 def _busy(rt: RankTrace, window: tuple[int, int]) -> tuple[np.ndarray, int, np.ndarray]:
     """(GPU work rows, busy ns inside the window, merged busy intervals in the window)."""
-    ev = rt.events
-    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
+    rows = np.flatnonzero(rank_work_class(rt) >= 0)
     lo = np.maximum(rt.column("ts")[rows], window[0])
     hi = np.minimum(rt.column("end")[rows], window[1])
     starts, ends = merge(lo, hi)

@@ -89,7 +89,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.findings.sync import blocking_rows, blocking_sites, sync_bubbles
 from hta.analysis.findings.sync_sites import FLAG_ORDER
-from hta.analysis.gpu_work import work_class
+from hta.analysis.gpu_work import rank_work_class
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.names import short_name
 from hta.analysis.perf.calls import gpu_rows
@@ -300,8 +300,7 @@ def _last_step_tail(rt: RankTrace, last_busy: int, tid: int
 def _launch_tid(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """The thread of the launch call of each of ``rows`` (positions in the rank's GPU work,
     :func:`~hta.analysis.gpu_work.gpu_work` order; -1 where unknown)."""
-    ev = rt.events
-    work = np.flatnonzero(work_class(ev["kind"]) >= 0)[rows]
+    work = np.flatnonzero(rank_work_class(rt) >= 0)[rows]
     pos = link(rt, "index_correlation")[work]
     tid = rt.column("tid")
     return np.where(pos >= 0, tid[np.maximum(pos, 0)], -1)

@@ -42,7 +42,7 @@ import numpy as np
 
 from hta.analysis.findings.base import analysis_window, link, step_table
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
-from hta.analysis.gpu_work import work_class
+from hta.analysis.gpu_work import rank_work_class
 from hta.analysis.names import short_name
 from hta.model.derived import derived
 from hta.model.links import graph_replayed
@@ -237,8 +237,7 @@ def _number_duplicates(members: list[str], label_of: dict[str, str]) -> None:
 def graph_replayed_work(rt: RankTrace) -> np.ndarray:
     """For each row of :func:`gpu_work` (the same rows, in the same order): whether a
     CUDA/HIP graph launch enqueued it (:func:`hta.model.links.graph_replayed`)."""
-    ev = rt.events
-    rows = np.flatnonzero(work_class(ev["kind"]) >= 0)
+    rows = np.flatnonzero(rank_work_class(rt) >= 0)
     launch = link(rt, "index_correlation")
     return graph_replayed(rt.symbols, rt.column("name"), launch)[rows]
 

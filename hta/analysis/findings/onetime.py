@@ -84,7 +84,7 @@ from hta.analysis.findings.rule_tools import (
     iterator_start_rows,
     name_matches,
 )
-from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.grouped import group_medians, medians_at
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
@@ -213,7 +213,7 @@ def _one_time(rt: RankTrace) -> OneTime:
     span = end[rows] - begin
     # a collective kernel waiting for a peer is no GPU work: it does not keep the GPU busy
     # through a one-time cost (a first launch while NCCL waits for another rank)
-    work = g[work_class(ev["kind"].iloc[g]) != COMM]
+    work = g[rank_work_class(rt)[g] != COMM]
     busy = idle_cover(rt, Cover(np.zeros(0, np.int64), np.zeros(0, np.int64)), work)
     idle = span - busy.within(begin, end[rows])
     keep = (idle * 2 >= span) | (reason == "autotune")  # tuning runs trial kernels

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hta.analysis.critical_path.events import names_matching
-from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
@@ -316,7 +316,7 @@ def straggler_segments(jg: JobGraph, i: int) -> tuple[np.ndarray, np.ndarray, di
     g = jg.ranks[i]
     ev = g.trace.events
     rows = _gpu_rows(i, jg)
-    rows = rows[work_class(ev["kind"].iloc[rows]) != COMM]
+    rows = rows[rank_work_class(g.trace)[rows] != COMM]
     mine = coll[coll["coupled"] & (coll["_pos"] == i)].sort_values("start_ns")
     starts = mine["start_ns"].to_numpy(np.int64)
     ids = np.r_[mine["collective"].to_numpy(np.int64), -1]
@@ -392,8 +392,7 @@ def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> Non
     gpu_start = np.zeros(jg.num_nodes, dtype=bool)
     for i, g in enumerate(jg.ranks):
         mine = jg.nodes_of(i)
-        ev = g.trace.events
-        cls = work_class(ev["kind"].iloc[jg.node_row[mine]])
+        cls = rank_work_class(g.trace)[jg.node_row[mine]]
         is_comm[mine[cls == COMM]] = True
         codes = g.trace.kind_codes()[jg.node_row[mine]]
         gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
@@ -414,7 +413,7 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
     sync = jg.edges_from(i, "sync")
     if not sync.size:
         return
-    comm = np.flatnonzero(work_class(ev["kind"]) == COMM)
+    comm = np.flatnonzero(rank_work_class(g.trace) == COMM)
     comm = comm[g.end_node[comm] >= 0]
     if not comm.size:
         return

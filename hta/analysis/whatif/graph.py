@@ -48,7 +48,7 @@ import pandas as pd
 
 from hta.analysis.critical_path.events import EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
-from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
@@ -693,7 +693,7 @@ def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
 def _comm_slots(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
                 ) -> pd.DataFrame:
     k = comm_kernels(rt)
-    rows = np.flatnonzero(work_class(rt.events["kind"]) == COMM)
+    rows = np.flatnonzero(rank_work_class(rt) == COMM)
     extra = {"_row": rows, "_pos": np.zeros(rows.size, dtype=np.int64),
              "_s": start_node[rows], "_e": end_node[rows]}
     return pd.concat([k, pd.DataFrame(extra, index=k.index)], axis=1)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.gpu_work import COMM, work_class
+from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph, driving_nodes, step_completion
 from hta.analysis.whatif.schedule import Schedule
 from hta.model.rules import RuleSet
@@ -154,7 +154,7 @@ def describe(jg: JobGraph, u: np.ndarray, v: np.ndarray, ty: np.ndarray
             names[here] = sym[g.trace.column("name")[rows]]
         mine = jg.node_pos[v] == i
         if mine.any():
-            cls = work_class(g.trace.events["kind"].iloc[jg.node_row[v[mine]]])
+            cls = rank_work_class(g.trace)[jg.node_row[v[mine]]]
             v_comm[mine] = cls == COMM
     _host_names(jg, u, v, ty, names)
     _wait_names(jg, u, v, ty, names)
