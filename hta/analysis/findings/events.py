@@ -21,6 +21,12 @@ def step_table(rt: RankTrace) -> pd.DataFrame:
     return derived(rt, "findings.step_table", lambda: _step_table(rt))
 
 
+def step_numbers(rt: RankTrace) -> np.ndarray:
+    """The ``step`` column of :func:`step_table` (read-only; an array, for the many callers
+    that need no frame)."""
+    return derived(rt, "findings.step_numbers", lambda: step_table(rt)["step"].to_numpy())
+
+
 def _step_table(rt: RankTrace) -> pd.DataFrame:
     if not len(rt.events):
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
@@ -37,4 +43,4 @@ def link(rt: RankTrace, name: str) -> np.ndarray:
     return derived(rt, ("findings.link", name), lambda: rt.link(name))
 
 
-__all__ = ["link", "step_table"]
+__all__ = ["link", "step_numbers", "step_table"]

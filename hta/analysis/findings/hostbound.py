@@ -76,6 +76,7 @@ from hta.analysis.findings.base import (
     step_table,
 )
 from hta.analysis.findings.claims import claim_outside, difference
+from hta.analysis.findings.events import step_numbers
 from hta.analysis.findings.from_python import from_python, from_python_text
 from hta.analysis.findings.gpu_cover import graph_aware, idle_cover
 from hta.analysis.findings.loops import iterations_found
@@ -390,7 +391,7 @@ def _lead_in_end(rt: RankTrace) -> int:
     first = int(rt.column("ts")[g].min())
     steps = step_table(rt)
     blocked = rt.column("iteration")[blocking_rows(rt)]
-    if not np.isin(steps["step"].to_numpy(), blocked).all():
+    if not np.isin(step_numbers(rt), blocked).all():
         return first
     step_of = rt.column("iteration")[g]
     order = np.argsort(step_of, kind="stable")  # each step's GPU work side by side

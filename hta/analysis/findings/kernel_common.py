@@ -40,7 +40,8 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from hta.analysis.findings.base import analysis_window, link, step_table
+from hta.analysis.findings.base import analysis_window, link
+from hta.analysis.findings.events import step_numbers
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.gpu_work import rank_work_class
 from hta.analysis.names import short_name
@@ -283,7 +284,7 @@ def in_steps(rt: RankTrace, iteration: np.ndarray, ts: np.ndarray,
     kernels a step launched count even when the GPU runs them after the step's span."""
     if iterations is not None:
         return np.isin(iteration, list(iterations))
-    steps = step_table(rt)["step"].to_numpy()
+    steps = step_numbers(rt)
     return np.isin(iteration, steps) | ((ts >= window[0]) & (ts < window[1]))
 
 

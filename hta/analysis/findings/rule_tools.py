@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from hta.analysis.findings.events import link, step_table
+from hta.analysis.findings.events import link, step_numbers
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import ancestor_pairs, nearest_marked_ancestor
 from hta.model.derived import derived
@@ -157,7 +157,7 @@ def fmt_steps(steps: Sequence[int] | np.ndarray) -> str:
 def steps_text(rt: RankTrace, steps: Sequence[int] | np.ndarray) -> str:
     """:func:`fmt_steps`, or ``the trace (no ProfilerStep)`` on a rank without
     ``ProfilerStep`` spans (the loader gives all its events step 0, which is no step)."""
-    if not len(step_table(rt)):
+    if not len(step_numbers(rt)):
         return "the trace (no ProfilerStep)"
     return fmt_steps(steps)
 
@@ -165,7 +165,7 @@ def steps_text(rt: RankTrace, steps: Sequence[int] | np.ndarray) -> str:
 def step_text(rt: RankTrace, step: int) -> str:
     """``step 12``, ``outside any step`` for -1, or ``no ProfilerStep`` on a rank without
     ``ProfilerStep`` spans."""
-    if not len(step_table(rt)):
+    if not len(step_numbers(rt)):
         return "no ProfilerStep"
     return step_of(step)
 
