@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hta.analysis.critical_path.events import names_matching
-from hta.analysis.gpu_work import COMM, rank_work_class
+from hta.analysis.gpu_work import COMM, classes_of_codes, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
@@ -269,43 +269,69 @@ def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
                      factor: np.ndarray | float) -> None:
     """Multiply the delays of the edges into the end nodes of rank ``i``'s ``rows``
     (GPU work: its execution edge and, when coupled, the collective's transfer edge)."""
-    g = jg.ranks[i]
-    local = g.end_node[rows]
-    ok = local >= 0
-    if not ok.any():
-        return
-    nodes = jg.global_node(i, local[ok])
-    f = np.broadcast_to(np.asarray(factor, dtype=np.float64), rows.shape)[ok]
-    # a node listed twice takes its last factor; a factor of 1 changes nothing
-    nodes, last = np.unique(nodes[::-1], return_index=True)
-    f = f[::-1][last]
-    scaled = f != 1.0
-    nodes, f = nodes[scaled], f[scaled]
-    # the job's edges are sorted by destination: the edges into ``nodes`` are ranges
-    lo = np.searchsorted(jg.dst, nodes, side="left")
-    hi = np.searchsorted(jg.dst, nodes, side="right")
-    edges = index_ranges(lo, hi)
-    f = np.repeat(f, hi - lo)
-    end = (jg.type[edges] == EDGE["gpu"]) | (jg.type[edges] == EDGE["collective"])
-    edits.delay[edges[end]] *= f[end]
+    EndScales(jg).add(i, rows, factor).apply(edits)
+
+
+class EndScales:
+    """:func:`_scale_end_edges` of several ranks at once: the end nodes and factors of
+    each rank's rows gathered (:meth:`add`), then the edges into them scaled in one
+    pass over the job's edges (:meth:`apply`). A rank's nodes are its own, so the
+    answer is that of one call per rank."""
+
+    def __init__(self, jg: JobGraph) -> None:
+        self.jg = jg
+        self.nodes: list[np.ndarray] = []
+        self.factors: list[np.ndarray] = []
+
+    def add(self, i: int, rows: np.ndarray, factor: np.ndarray | float) -> EndScales:
+        """Rank position ``i``'s ``rows`` (GPU work), each scaled by ``factor``."""
+        local = self.jg.ranks[i].end_node[rows]
+        ok = local >= 0
+        if ok.any():
+            self.nodes.append(self.jg.global_node(i, local[ok]))
+            self.factors.append(np.broadcast_to(np.asarray(factor, dtype=np.float64),
+                                                rows.shape)[ok])
+        return self
+
+    def apply(self, edits: Edits) -> None:
+        """Scale the delays in ``edits``."""
+        if not self.nodes:
+            return
+        jg = self.jg
+        nodes, f = np.concatenate(self.nodes), np.concatenate(self.factors)
+        # a node listed twice takes its last factor; a factor of 1 changes nothing
+        nodes, last = np.unique(nodes[::-1], return_index=True)
+        f = f[::-1][last]
+        scaled = f != 1.0
+        nodes, f = nodes[scaled], f[scaled]
+        # the job's edges are sorted by destination: the edges into ``nodes`` are ranges
+        lo = np.searchsorted(jg.dst, nodes, side="left")
+        hi = np.searchsorted(jg.dst, nodes, side="right")
+        edges = index_ranges(lo, hi)
+        f = np.repeat(f, hi - lo)
+        end = (jg.type[edges] == EDGE["gpu"]) | (jg.type[edges] == EDGE["collective"])
+        edits.delay[edges[end]] *= f[end]
 
 
 def _scale_kernels(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     pattern = re.compile(ch.pattern)
+    scales = EndScales(jg)
     for i, g in enumerate(jg.ranks):
         rows = _gpu_rows(i, jg)
         ids = names_matching(g.trace.symbols, pattern)
-        rows = rows[np.isin(g.trace.events["name"].to_numpy()[rows], ids)]
-        _scale_end_edges(jg, edits, i, rows, ch.factor)
+        scales.add(i, rows[np.isin(g.trace.column("name")[rows], ids)], ch.factor)
+    scales.apply(edits)
 
 
 def _scale_category(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.perf.calls import gpu_categories
 
+    scales = EndScales(jg)
     for i, g in enumerate(jg.ranks):
         rows = _gpu_rows(i, jg)
         cats = gpu_categories(g.trace, rows, rules)
-        _scale_end_edges(jg, edits, i, rows[cats == ch.pattern], ch.factor)
+        scales.add(i, rows[cats == ch.pattern], ch.factor)
+    scales.apply(edits)
 
 
 def straggler_segments(jg: JobGraph, i: int) -> tuple[np.ndarray, np.ndarray, dict[int, float]]:
@@ -346,6 +372,7 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
             for k, s in totals.items():
                 by_key.setdefault(k, []).append(s)
         medians = {k: float(np.median(v)) for k, v in by_key.items()}
+    scales = EndScales(jg)
     for i, (rows, seg, totals) in enumerate(segments):
         if ch.rank is not None and jg.ranks[i].rank != ch.rank:
             continue
@@ -354,7 +381,8 @@ def _no_stragglers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet,
         # a rank above the median comes down to it; a rank below keeps its own time
         # (evening out would slow it, and no fix of a straggler slows the others)
         factor = np.where(own > med, med / np.where(own > 0, own, 1.0), 1.0)
-        _scale_end_edges(jg, edits, i, rows, factor)
+        scales.add(i, rows, factor)
+    scales.apply(edits)
 
 
 def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
@@ -377,25 +405,32 @@ def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) 
     _zero_cpu_inside(jg, edits, [KIND_CODE["runtime_launch"]])
 
 
+def node_kind_codes(jg: JobGraph) -> np.ndarray:
+    """Per node of the job graph, the ``kind`` code of its event (-1: a barrier, or an
+    event without a kind); kept with the graph."""
+    def compute() -> np.ndarray:
+        codes = np.full(jg.num_nodes, -1, dtype=np.int64)
+        for i, g in enumerate(jg.ranks):
+            mine = jg.nodes_of(i)
+            codes[mine] = g.trace.kind_codes()[jg.node_row[mine]]
+        codes.flags.writeable = False
+        return codes
+
+    return jg.kept("node_kind_codes", compute)
+
+
 def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
     """Delay 0 on the ``cpu`` edges into the end nodes of events of ``kind_codes``."""
-    dst = jg.dst
-    for i, g in enumerate(jg.ranks):
-        m = jg.edges_into(i, "cpu")
-        m = m[~jg.node_is_start[dst[m]]]
-        codes = g.trace.events["kind"].array.codes[jg.node_row[dst[m]]]
-        edits.delay[m[codes_in(codes, kind_codes)]] = 0.0
+    m = jg.kept("cpu_edges", lambda: np.flatnonzero(jg.type == EDGE["cpu"]))
+    m = m[~jg.node_is_start[jg.dst[m]]]
+    edits.delay[m[codes_in(node_kind_codes(jg)[jg.dst[m]], kind_codes)]] = 0.0
 
 
 def _overlap_comm(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
-    is_comm = np.zeros(jg.num_nodes, dtype=bool)
-    gpu_start = np.zeros(jg.num_nodes, dtype=bool)
-    for i, g in enumerate(jg.ranks):
-        mine = jg.nodes_of(i)
-        cls = rank_work_class(g.trace)[jg.node_row[mine]]
-        is_comm[mine[cls == COMM]] = True
-        codes = g.trace.kind_codes()[jg.node_row[mine]]
-        gpu_start[mine[kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start[mine]]] = True
+    codes = node_kind_codes(jg)
+    is_comm = classes_of_codes(codes) == COMM
+    gpu_start = kind_mask(codes, GPU_WORK_KINDS) & jg.node_is_start
+    for i in range(len(jg.ranks)):
         _host_waits_for_comm(jg, edits, i)
     typ = jg.type
     hit = np.isin(typ, [EDGE["stream"], EDGE["event_wait"]]) & is_comm[jg.src] \
@@ -409,7 +444,6 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
     communication kernel that started before that work on its stream (delay: the rank's
     ``sync`` floor, or the measured gap when shorter)."""
     g = jg.ranks[i]
-    ev = g.trace.events
     sync = jg.edges_from(i, "sync")
     if not sync.size:
         return
@@ -417,8 +451,9 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
     comm = comm[g.end_node[comm] >= 0]
     if not comm.size:
         return
-    ts = ev["ts"].to_numpy()
-    stream = ev["stream"].to_numpy().astype(np.int64) * 4096 + ev["pid"].to_numpy() % 4096
+    rt = g.trace
+    ts = rt.column("ts")
+    stream = rt.column("stream").astype(np.int64) * 4096 + rt.column("pid") % 4096
     rows = jg.node_row[jg.src[sync]]
     src_new, dst_new, delay_new = [], [], []
     for s in np.unique(stream[rows]).tolist():
@@ -442,13 +477,8 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
 
 
 def _no_host_sync(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
-    waiting = np.zeros(jg.num_nodes, dtype=bool)
+    waiting = (node_kind_codes(jg) == KIND_CODE["runtime_sync"]) & ~jg.node_is_start
     waiting[jg.dst[jg.type == EDGE["sync"]]] = True
-    for i, g in enumerate(jg.ranks):
-        mine = jg.nodes_of(i)
-        mine = mine[~jg.node_is_start[mine]]
-        codes = g.trace.events["kind"].array.codes[jg.node_row[mine]]
-        waiting[mine[codes == KIND_CODE["runtime_sync"]]] = True
     unblock_nodes(jg, edits, waiting)
 
 

@@ -67,6 +67,7 @@ from hta.analysis.findings.optimizer import OPTIMIZER_STEP
 from hta.analysis.whatif.changes import (
     Change,
     Edits,
+    EndScales,
     _gpu_rows,
     _scale_end_edges,
     _zero_cpu_inside,
@@ -105,10 +106,8 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     s_glob = jg.global_node(i, s_loc[ok])
     e_glob = jg.global_node(i, e_loc[ok])
-    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    thread = _thread(pid, tid, rows[ok])
-    m = jg.edges_into(i, "cpu")
-    th = _thread(pid, tid, jg.node_row[jg.dst[m]])
+    thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), rows[ok])
+    m, th = cpu_edge_threads(jg, i)
     out = []
     for t in np.unique(thread).tolist():
         sel = thread == t
@@ -120,6 +119,17 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
         inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
         out.append(e[inside])
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def cpu_edge_threads(jg: JobGraph, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank position ``i``'s ``cpu`` edges and the thread (:func:`thread_keys`) of each
+    one's destination; kept with the graph."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        pid, tid = jg.ranks[i].trace.column("pid"), jg.ranks[i].trace.column("tid")
+        m = jg.edges_into(i, "cpu")
+        return m, _thread(pid, tid, jg.node_row[jg.dst[m]])
+
+    return jg.kept(("cpu_edge_threads", i), compute)
 
 
 def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
@@ -474,10 +484,12 @@ def dtype_factors(jg: JobGraph, i: int, dtype: str, gemm_bound: float | None = N
 
 def _dtype(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     bound = None if ch.factor == 1.0 else float(ch.factor)
+    scales = EndScales(jg)
     for i in range(len(jg.ranks)):
         rows, factor = dtype_factors(jg, i, ch.pattern, bound)
         if rows.size:
-            _scale_end_edges(jg, edits, i, rows, factor)
+            scales.add(i, rows, factor)
+    scales.apply(edits)
 
 
 FIXES = {"no-sync": _no_sync, "pinned-copies": _pinned_copies, "workers": _workers,

@@ -41,7 +41,9 @@ topological order; an edge that would go backwards is dropped and counted.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -55,6 +57,8 @@ from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
 from hta.model.symbol_masks import symbol_ids, symbol_mask
 from hta.model.trace import RankTrace
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -167,19 +171,27 @@ def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np
     :func:`hta.model.selection.rank_steps` on purpose: the what-if measures a step to its
     completion (the GPU work it launched), which is what a faster kernel changes; the
     spans it starts from are :func:`_steps`, i.e. ``rank_steps``."""
-    g = jg.ranks[i]
-    start = t[jg.global_node(i, g.steps["start_node"].to_numpy())].astype(np.int64)
-    done_node = jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64)
-    k, nodes = g.step_work
-    if k.size:
-        work = jg.global_node(i, nodes).astype(np.int64)
-        for j, n in zip(k.tolist(), work.tolist(), strict=True):
-            if t[n] > t[done_node[j]]:
-                done_node[j] = n
+    start_nodes, end_nodes, k, work = jg.kept(("step_nodes", i), lambda: _step_nodes(jg, i))
+    start = t[start_nodes].astype(np.int64)
+    done_node = end_nodes.copy()
+    for j, n in zip(k.tolist(), work.tolist(), strict=True):
+        if t[n] > t[done_node[j]]:
+            done_node[j] = n
     done = t[done_node].astype(np.int64)
     begin = start.copy()
     begin[1:] = np.maximum(start[1:], done[:-1])
     return begin, done_node
+
+
+def _step_nodes(jg: JobGraph, i: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rank position ``i``'s steps' start and end nodes, and its :func:`step_work_ends`
+    (step position, end node), as global node ids (int64)."""
+    g = jg.ranks[i]
+    k, nodes = g.step_work
+    return (jg.global_node(i, g.steps["start_node"].to_numpy()).astype(np.int64),
+            jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64),
+            k, jg.global_node(i, nodes).astype(np.int64))
 
 
 def step_work_ends(c: Cols, steps: pd.DataFrame, end_node: np.ndarray
@@ -559,6 +571,13 @@ class JobGraph:
         members, bounds = self._grouped("src", edge_type, self.src)
         return members[bounds[i]:bounds[i + 1]]
 
+    def kept(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed on the first call for ``key`` and kept with the graph
+        (what every change reads of it: the graph is never changed in place)."""
+        if key not in self._kept:
+            self._kept[key] = compute()
+        return self._kept[key]
+
     def _grouped(self, end: str, edge_type: str | None, node: np.ndarray | None
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Nodes (``node`` None) or the edges of one type by the rank position of their
@@ -585,6 +604,8 @@ class JobGraph:
     order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _groups: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _kept: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False,
+                                       compare=False)
     #: Per change (its ``repr``) and rule table: whether it finds work in this graph
     #: (:func:`~hta.analysis.whatif.changes.check_targets`, kept).
     finds_work: dict[tuple[str, object], bool] = field(

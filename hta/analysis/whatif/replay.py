@@ -208,7 +208,8 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
     g = jg.ranks[i]
     if len(g.steps):
         begin, done_node = step_completion(jg, i, t)
-        return (g.steps["step"].to_numpy(np.int64),
+        return (jg.kept(("step_numbers", i), lambda: _read_only(
+                    g.steps["step"].to_numpy(np.int64))),
                 t[done_node].astype(np.int64) - begin)
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
@@ -229,6 +230,11 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
         first = max(first, done_before)
     last = max(int(t[mine].max()), first)
     return np.asarray([-1]), np.asarray([last - first])
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
