@@ -409,7 +409,7 @@ def node_kind_codes(jg: JobGraph) -> np.ndarray:
     """Per node of the job graph, the ``kind`` code of its event (-1: a barrier, or an
     event without a kind); kept with the graph."""
     def compute() -> np.ndarray:
-        codes = np.full(jg.num_nodes, -1, dtype=np.int64)
+        codes = np.full(jg.num_nodes, -1, dtype=np.int8)  # KINDS has fewer than 127
         for i, g in enumerate(jg.ranks):
             mine = jg.nodes_of(i)
             codes[mine] = g.trace.kind_codes()[jg.node_row[mine]]
@@ -421,7 +421,7 @@ def node_kind_codes(jg: JobGraph) -> np.ndarray:
 
 def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
     """Delay 0 on the ``cpu`` edges into the end nodes of events of ``kind_codes``."""
-    m = jg.kept("cpu_edges", lambda: np.flatnonzero(jg.type == EDGE["cpu"]))
+    m = np.flatnonzero(jg.type == EDGE["cpu"])
     m = m[~jg.node_is_start[jg.dst[m]]]
     edits.delay[m[codes_in(node_kind_codes(jg)[jg.dst[m]], kind_codes)]] = 0.0
 

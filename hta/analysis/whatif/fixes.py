@@ -107,7 +107,7 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     s_glob = jg.global_node(i, s_loc[ok])
     e_glob = jg.global_node(i, e_loc[ok])
     thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), rows[ok])
-    m, th = cpu_edge_threads(jg, i)
+    m, th = jg.edges_into(i, "cpu"), cpu_edge_threads(jg, i)
     out = []
     for t in np.unique(thread).tolist():
         sel = thread == t
@@ -121,13 +121,12 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def cpu_edge_threads(jg: JobGraph, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rank position ``i``'s ``cpu`` edges and the thread (:func:`thread_keys`) of each
-    one's destination; kept with the graph."""
-    def compute() -> tuple[np.ndarray, np.ndarray]:
+def cpu_edge_threads(jg: JobGraph, i: int) -> np.ndarray:
+    """Per ``cpu`` edge into rank position ``i`` (``jg.edges_into(i, "cpu")``), the thread
+    (:func:`thread_keys`) of its destination; kept with the graph."""
+    def compute() -> np.ndarray:
         pid, tid = jg.ranks[i].trace.column("pid"), jg.ranks[i].trace.column("tid")
-        m = jg.edges_into(i, "cpu")
-        return m, _thread(pid, tid, jg.node_row[jg.dst[m]])
+        return _thread(pid, tid, jg.node_row[jg.dst[jg.edges_into(i, "cpu")]])
 
     return jg.kept(("cpu_edge_threads", i), compute)
 
