@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import shared_trace
 from kineto_builder import TraceBuilder
@@ -690,3 +691,17 @@ def test_cli_whatif_says_why_nothing_changes(tmp_path: Path) -> None:
     cpu = run_cli(["whatif", str(tmp_path / "cpu"), "kernels:mm*0.5", "--no-cache", "-q"])
     assert cpu.returncode == 2, cpu.stderr
     assert "these traces hold no GPU work (a CPU-only profile)" in cpu.stderr
+
+
+def test_step_start_nodes_are_those_of_the_last_row_of_each_step_number() -> None:
+    from hta.analysis.whatif.changes import _step_start_nodes
+
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        n = int(rng.integers(0, 6))
+        numbers, starts = rng.integers(0, 5, n), rng.integers(0, 100, n)
+        it = rng.integers(-1, 6, int(rng.integers(0, 20)))
+        last = dict(zip(numbers.tolist(), starts.tolist(), strict=True))  # a later row wins
+        expected = [last.get(k, -1) for k in it.tolist()]
+        steps = pd.DataFrame({"step": numbers, "start_node": starts})
+        assert _step_start_nodes(steps, it).tolist() == expected

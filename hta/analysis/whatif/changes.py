@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, classes_of_codes, rank_work_class
@@ -392,10 +393,8 @@ def _no_launch_overhead(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) 
         if not launch.size or not len(g.steps):
             continue  # outside a step a kernel still waits for its launch (no step to submit)
         mine = jg.dst[launch]
-        it = g.trace.events["iteration"].to_numpy()[jg.node_row[mine]]
-        step_start = dict(zip(g.steps["step"].tolist(), g.steps["start_node"].tolist(),
-                              strict=True))
-        s_local = np.asarray([step_start.get(int(k), -1) for k in it.tolist()], np.int64)
+        it = g.trace.column("iteration")[jg.node_row[mine]]
+        s_local = _step_start_nodes(g.steps, it)
         ok = s_local >= 0
         edits.keep[launch[ok]] = False
         edits.add_src.append(jg.global_node(i, s_local[ok]))
@@ -417,6 +416,20 @@ def node_kind_codes(jg: JobGraph) -> np.ndarray:
         return codes
 
     return jg.kept("node_kind_codes", compute)
+
+
+def _step_start_nodes(steps: pd.DataFrame, it: np.ndarray) -> np.ndarray:
+    """Per step number in ``it``, the start node (local) of the step of ``steps`` with
+    that number (the last such row), -1 where none has it."""
+    numbers = steps["step"].to_numpy(np.int64)
+    if not numbers.size:
+        return np.full(len(it), -1, dtype=np.int64)
+    order = np.argsort(numbers, kind="stable")
+    sorted_numbers = numbers[order]
+    at = np.searchsorted(sorted_numbers, it, side="right") - 1
+    ok = (at >= 0) & (sorted_numbers[np.clip(at, 0, None)] == it)
+    start = steps["start_node"].to_numpy(np.int64)[order]
+    return np.where(ok, start[np.clip(at, 0, None)], -1).astype(np.int64)
 
 
 def _zero_cpu_inside(jg: JobGraph, edits: Edits, kind_codes: list[int]) -> None:
