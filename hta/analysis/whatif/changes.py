@@ -408,10 +408,12 @@ def node_kind_codes(jg: JobGraph) -> np.ndarray:
     """Per node of the job graph, the ``kind`` code of its event (-1: a barrier, or an
     event without a kind); kept with the graph."""
     def compute() -> np.ndarray:
-        codes = np.full(jg.num_nodes, -1, dtype=np.int8)  # KINDS has fewer than 127
-        for i, g in enumerate(jg.ranks):
-            mine = jg.nodes_of(i)
-            codes[mine] = g.trace.kind_codes()[jg.node_row[mine]]
+        # in the graph's build order (each rank's nodes, then the barriers), then placed
+        # at the nodes' ids (``order_of``: build position -> id)
+        built = [g.trace.kind_codes()[g.cp.node_event] for g in jg.ranks]
+        built.append(np.full(jg.num_nodes - sum(b.size for b in built), -1))
+        codes = np.empty(jg.num_nodes, dtype=np.int8)  # KINDS has fewer than 127
+        codes[jg.order_of] = np.concatenate(built)
         codes.flags.writeable = False
         return codes
 
