@@ -238,14 +238,13 @@ def check_targets(jg: JobGraph, changes: list[Change], rules: RuleSet | None = N
     for ch in changes:
         if ch.kind not in TARGETED:
             continue
-        # a change asked alone and then with others is applied alone once per graph
-        key = (repr(ch), None if rules is None else rules.rules)
-        found = jg.finds_work.get(key)
-        if found is None:
+        def finds_work(ch: Change = ch) -> bool:
             e = edits if edits is not None and len(changes) == 1 else apply(jg, [ch], rules)
-            found = jg.finds_work[key] = not (e.keep.all() and not e.add_src
-                                              and np.array_equal(e.delay, jg.delay))
-        if not found:
+            return not (e.keep.all() and not e.add_src and np.array_equal(e.delay, jg.delay))
+
+        # a change asked alone and then with others is applied alone once per graph
+        if not jg.kept(("finds_work", repr(ch), None if rules is None else rules.rules),
+                       finds_work):
             raise no_work_error(ch, any(_gpu_rows(i, jg).size for i in range(len(jg.ranks))))
 
 
@@ -266,18 +265,11 @@ def _gpu_rows(i: int, jg: JobGraph) -> np.ndarray:
     return np.flatnonzero(kind_mask(jg.ranks[i].trace.kind_codes(), GPU_WORK_KINDS))
 
 
-def _scale_end_edges(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray,
-                     factor: np.ndarray | float) -> None:
-    """Multiply the delays of the edges into the end nodes of rank ``i``'s ``rows``
-    (GPU work: its execution edge and, when coupled, the collective's transfer edge)."""
-    EndScales(jg).add(i, rows, factor).apply(edits)
-
-
 class EndScales:
-    """:func:`_scale_end_edges` of several ranks at once: the end nodes and factors of
-    each rank's rows gathered (:meth:`add`), then the edges into them scaled in one
-    pass over the job's edges (:meth:`apply`). A rank's nodes are its own, so the
-    answer is that of one call per rank."""
+    """Delays of the edges into the end nodes of GPU work (its execution edge and, when
+    coupled, the collective's transfer edge), multiplied: each rank's rows and factors
+    gathered (:meth:`add`), then the edges into them scaled in one pass over the job's
+    edges (:meth:`apply`)."""
 
     def __init__(self, jg: JobGraph) -> None:
         self.jg = jg

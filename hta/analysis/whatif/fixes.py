@@ -69,7 +69,6 @@ from hta.analysis.whatif.changes import (
     Edits,
     EndScales,
     _gpu_rows,
-    _scale_end_edges,
     _zero_cpu_inside,
     cap_handoffs,
     register,
@@ -202,16 +201,17 @@ def _pinned_copies(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> No
     from hta.analysis.findings.base import link
     from hta.analysis.findings.copies import pageable_as_pinned
 
+    scales = EndScales(jg)
     for i, g in enumerate(jg.ranks):
         rows, fast = pageable_as_pinned(g.trace)
         if not rows.size:
             continue
         dur = g.trace.events["dur"].to_numpy()[rows].astype(np.float64)
-        _scale_end_edges(jg, edits, i, rows, np.where(dur > 0, fast / np.where(
-            dur > 0, dur, 1.0), 1.0))
+        scales.add(i, rows, np.where(dur > 0, fast / np.where(dur > 0, dur, 1.0), 1.0))
         calls = link(g.trace, "index_correlation")[rows]
         calls = calls[calls >= 0]
         unblock(jg, edits, i, np.union1d(calls, _syncs_beside(g.trace, calls)))
+    scales.apply(edits)  # the copies' own edges: no blocking call's edge is among them
 
 
 def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:

@@ -171,7 +171,7 @@ def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np
     :func:`hta.model.selection.rank_steps` on purpose: the what-if measures a step to its
     completion (the GPU work it launched), which is what a faster kernel changes; the
     spans it starts from are :func:`_steps`, i.e. ``rank_steps``."""
-    start_nodes, end_nodes, k, work = jg.kept(("step_nodes", i), lambda: _step_nodes(jg, i))
+    _, start_nodes, end_nodes, k, work = step_nodes(jg, i)
     start = t[start_nodes].astype(np.int64)
     done_node = end_nodes.copy()
     for j, n in zip(k.tolist(), work.tolist(), strict=True):
@@ -183,15 +183,24 @@ def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np
     return begin, done_node
 
 
-def _step_nodes(jg: JobGraph, i: int
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rank position ``i``'s steps' start and end nodes, and its :func:`step_work_ends`
-    (step position, end node), as global node ids (int64)."""
-    g = jg.ranks[i]
-    k, nodes = g.step_work
-    return (jg.global_node(i, g.steps["start_node"].to_numpy()).astype(np.int64),
-            jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64),
-            k, jg.global_node(i, nodes).astype(np.int64))
+def step_nodes(jg: JobGraph, i: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rank position ``i``'s step numbers, its steps' start and end nodes, and its
+    :func:`step_work_ends` (step position, end node), nodes as global ids; int64,
+    read-only, kept with the graph."""
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        g = jg.ranks[i]
+        k, nodes = g.step_work
+        out = (g.steps["step"].to_numpy(np.int64).copy(),
+               jg.global_node(i, g.steps["start_node"].to_numpy()).astype(np.int64),
+               jg.global_node(i, g.steps["end_node"].to_numpy()).astype(np.int64),
+               np.asarray(k, dtype=np.int64).copy(),
+               jg.global_node(i, nodes).astype(np.int64))
+        for a in out:
+            a.flags.writeable = False
+        return out
+
+    return jg.kept(("step_nodes", i), compute)
 
 
 def step_work_ends(c: Cols, steps: pd.DataFrame, end_node: np.ndarray
@@ -606,10 +615,6 @@ class JobGraph:
         default_factory=dict, init=False, repr=False, compare=False)
     _kept: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False,
                                        compare=False)
-    #: Per change (its ``repr``) and rule table: whether it finds work in this graph
-    #: (:func:`~hta.analysis.whatif.changes.check_targets`, kept).
-    finds_work: dict[tuple[str, object], bool] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
 
 
 def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> JobGraph:

@@ -65,6 +65,7 @@ from hta.analysis.whatif.graph import (
     job_graph,
     rank_graph,
     step_completion,
+    step_nodes,
 )
 from hta.analysis.whatif.schedule import Schedule, schedule
 from hta.model.rules import RuleSet
@@ -208,9 +209,7 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
     g = jg.ranks[i]
     if len(g.steps):
         begin, done_node = step_completion(jg, i, t)
-        return (jg.kept(("step_numbers", i), lambda: _read_only(
-                    g.steps["step"].to_numpy(np.int64))),
-                t[done_node].astype(np.int64) - begin)
+        return step_nodes(jg, i)[0], t[done_node].astype(np.int64) - begin
     if window is not None and len(window) and not isinstance(window[0], int | np.integer):
         return _window_durations(jg, i, t, window)  # type: ignore[arg-type]
     mine = jg.nodes_of(i)
@@ -230,11 +229,6 @@ def step_durations(jg: JobGraph, i: int, t: np.ndarray,
         first = max(first, done_before)
     last = max(int(t[mine].max()), first)
     return np.asarray([-1]), np.asarray([last - first])
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
 
 
 def _window_durations(jg: JobGraph, i: int, t: np.ndarray,
