@@ -214,15 +214,13 @@ def test_rank_graphs_built_on_workers_equal_those_built_here(
     there = replay.rank_graphs(traces, 2)
     assert pids and pids[0] >= 2
     for a, b, rt in zip(here, there, traces, strict=True):
-        assert b.trace is rt and b.cp.trace is rt
+        assert b.trace is rt
         for f in dataclasses.fields(a):
             x, y = getattr(a, f.name), getattr(b, f.name)
             if isinstance(x, np.ndarray):
                 assert np.array_equal(x, y), f.name
-        for f in dataclasses.fields(a.cp):
-            x, y = getattr(a.cp, f.name), getattr(b.cp, f.name)
-            if isinstance(x, np.ndarray):
-                assert np.array_equal(x, y), f.name
+            elif isinstance(x, int):
+                assert x == y, f.name
     ja, jb = job_graph(here), job_graph(there)
     assert np.array_equal(ja.src, jb.src) and np.array_equal(ja.delay, jb.delay)
     pd.testing.assert_frame_equal(_job(1).get_findings(), _job(2).get_findings())

@@ -94,6 +94,11 @@ class _Records:
 _Pairs = tuple[list[np.ndarray], list[np.ndarray]]
 
 
+#: The key of :attr:`CriticalPathGraph.dropped` that counts the synchronizations the graph
+#: could not tie to the GPU work they waited for.
+UNRESOLVED_SYNC = "synchronizations that could not be resolved"
+
+
 def sync_edges(rt: RankTrace, c: Cols, rows: np.ndarray, local: np.ndarray,
                end_node: np.ndarray, start_node: np.ndarray, streams: Streams,
                wait_on: WaitOn, dropped: dict[str, int]) -> None:
@@ -117,7 +122,7 @@ def sync_edges(rt: RankTrace, c: Cols, rows: np.ndarray, local: np.ndarray,
     unresolved += _unrecorded_syncs(rt, c, rec, rows, streams, pairs)
     _blocking_copies(rt, c, rows, pairs)
     if unresolved:
-        dropped["synchronizations that could not be resolved"] = unresolved
+        dropped[UNRESOLVED_SYNC] = unresolved
     if pairs[0]:
         src = np.concatenate(pairs[0])
         call = np.concatenate(pairs[1])

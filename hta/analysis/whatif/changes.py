@@ -402,7 +402,7 @@ def node_kind_codes(jg: JobGraph) -> np.ndarray:
     def compute() -> np.ndarray:
         # in the graph's build order (each rank's nodes, then the barriers), then placed
         # at the nodes' ids (``order_of``: build position -> id)
-        built = [g.trace.kind_codes()[g.cp.node_event] for g in jg.ranks]
+        built = [g.trace.kind_codes()[g.node_event] for g in jg.ranks]
         built.append(np.full(jg.num_nodes - sum(b.size for b in built), -1))
         codes = np.empty(jg.num_nodes, dtype=np.int8)  # KINDS has fewer than 127
         codes[jg.order_of] = np.concatenate(built)

@@ -50,6 +50,7 @@ import pandas as pd
 
 from hta.analysis.critical_path.events import EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
+from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.model.derived import derived
@@ -74,7 +75,11 @@ class RankGraph:
 
     Attributes:
         rank: the rank.
-        cp: the critical path graph (whole trace) it is built on.
+        node_ts, node_event, node_is_start: per node, its time (ns), event row and
+            whether it is the event's start: those of the critical path graph (whole
+            trace) the graph is built on, whose other arrays it does not keep.
+        unresolved: the synchronizations that graph could not tie to the GPU work they
+            waited for.
         trace: the rank's trace.
         queue_depth: the launch queue's depth inferred from blocked launches (0: none).
         src, dst, type: the edges (the critical path graph's and the inferred waits),
@@ -90,7 +95,10 @@ class RankGraph:
     """
 
     rank: int
-    cp: CriticalPathGraph
+    node_ts: np.ndarray
+    node_event: np.ndarray
+    node_is_start: np.ndarray
+    unresolved: int
     trace: RankTrace
     queue_depth: int
     src: np.ndarray
@@ -110,23 +118,34 @@ class RankGraph:
     comm: pd.DataFrame | None = None
 
     @property
+    def num_nodes(self) -> int:
+        """Number of nodes (two per event of the graph)."""
+        return int(self.node_ts.size)
+
+    @property
     def delay(self) -> np.ndarray:
         """Per edge, the delay of the unchanged replay (module docstring)."""
         return np.where(self.binding, self.measured,
                         np.minimum(self.floor[self.type], self.measured))
 
 
+def event_nodes(n_events: int, node_event: np.ndarray, node_is_start: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per event row, its start node and its end node (-1: not a node)."""
+    start_node = np.full(n_events, -1, dtype=np.int64)
+    end_node = np.full(n_events, -1, dtype=np.int64)
+    nodes = np.arange(node_event.size)
+    s = node_is_start
+    start_node[node_event[s]] = nodes[s]
+    end_node[node_event[~s]] = nodes[~s]
+    return start_node, end_node
+
+
 def rank_graph(rt: RankTrace) -> RankGraph:
     """The replay graph of one rank (module docstring)."""
     cp = build_graph(rt, annotation="")
     ts = cp.node_ts
-    n_ev = len(rt.events)
-    start_node = np.full(n_ev, -1, dtype=np.int64)
-    end_node = np.full(n_ev, -1, dtype=np.int64)
-    nodes = np.arange(cp.num_nodes)
-    s = cp.node_is_start
-    start_node[cp.node_event[s]] = nodes[s]
-    end_node[cp.node_event[~s]] = nodes[~s]
+    start_node, end_node = event_nodes(len(rt.events), cp.node_event, cp.node_is_start)
     c = Cols.of(rt)
     w_src, w_dst = inferred_waits(rt, c, cp, end_node)
     q_src, q_dst, depth = queue_edges(c, end_node)
@@ -155,7 +174,10 @@ def rank_graph(rt: RankTrace) -> RankGraph:
         m = measured[binding & (typ == code)]
         floor[code] = int(np.median(m)) if m.size else 0
     steps = _steps(rt, start_node, end_node)
-    return RankGraph(rank=rt.rank, cp=cp, trace=rt, queue_depth=depth, src=src, dst=dst,
+    return RankGraph(rank=rt.rank, node_ts=cp.node_ts, node_event=cp.node_event,
+                     node_is_start=cp.node_is_start,
+                     unresolved=int(cp.dropped.get(UNRESOLVED_SYNC, 0)), trace=rt,
+                     queue_depth=depth, src=src, dst=dst,
                      type=typ,
                      measured=measured, binding=binding,
                      floor=floor, start_node=start_node, end_node=end_node, steps=steps,
@@ -625,7 +647,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     predecessors, whose time a replay gives as its ``base`` (:mod:`.coupled`: one rank's
     graph, coupled to the other ranks through the barriers' times alone)."""
     dropped: dict[str, int] = {}
-    sizes = np.asarray([g.cp.num_nodes for g in ranks], dtype=np.int64)
+    sizes = np.asarray([g.num_nodes for g in ranks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     if instances is None:
         coupling = _coupling(ranks, offsets, dropped)
@@ -650,7 +672,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     def cat(parts: list[np.ndarray], barrier: np.ndarray) -> np.ndarray:
         return np.concatenate([*parts, barrier])
 
-    all_ts = cat([g.cp.node_ts for g in ranks], b_ts)
+    all_ts = cat([g.node_ts for g in ranks], b_ts)
     # each rank's nodes are in time order already: a stable sort by time keeps them so,
     # interleaves the ranks by rank at equal times, and puts barriers last at their instant
     identity = len(ranks) <= 1 and not n_bar
@@ -679,7 +701,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     if take is not None:
         e_src, e_dst, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_dst, e_typ,
                                                                   e_delay, e_bind))
-    first = np.asarray([int(g.cp.node_ts.min()) if g.cp.num_nodes else 0 for g in ranks],
+    first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     node_pos = cat([np.repeat(np.arange(len(ranks), dtype=np.int64), sizes)],
                    np.full(n_bar, -1, dtype=np.int64))
@@ -688,9 +710,9 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     node_pos = ordered(node_pos)
     jg = JobGraph(
         ranks=ranks, offsets=offsets, node_pos=node_pos,
-        node_row=ordered(cat([g.cp.node_event.astype(np.int64) for g in ranks],
+        node_row=ordered(cat([g.node_event.astype(np.int64) for g in ranks],
                              np.full(n_bar, -1, dtype=np.int64))),
-        node_is_start=ordered(cat([g.cp.node_is_start for g in ranks],
+        node_is_start=ordered(cat([g.node_is_start for g in ranks],
                                   np.zeros(n_bar, dtype=bool))),
         node_ts=ordered(all_ts), src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
         binding=e_bind,

@@ -34,7 +34,6 @@ INFERRED_SHARE = 0.05
 UNRESOLVED_SHARE = 0.05
 #: ... when the waits inferred for them bind more than this share of the schedule.
 BINDING_FLOOR = 0.001
-_UNRESOLVED = "synchronizations that could not be resolved"
 
 
 def replay_uncertainty(jg: JobGraph) -> pd.DataFrame:
@@ -55,7 +54,7 @@ def coupled_rank_uncertainty(coupled: object, _: object = None) -> dict[str, obj
 
 def rank_uncertainty(g: RankGraph) -> dict[str, object]:
     """One rank's row of :func:`replay_uncertainty`."""
-    unresolved = int(g.cp.dropped.get(_UNRESOLVED, 0))
+    unresolved = g.unresolved
     inferred = g.inferred if g.inferred.size == g.src.size else \
         np.zeros(g.src.size, dtype=bool)
     binding = int(g.binding.sum())
