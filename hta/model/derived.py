@@ -24,6 +24,7 @@ reuses them instead of computing them again.
 
 from __future__ import annotations
 
+import pickle
 import threading
 import weakref
 from collections import OrderedDict
@@ -73,6 +74,10 @@ def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
         small, used = _small()
         kept = small.get(id(events))
         if kept is not None and _current(kept, rt) and key in kept[2]:
+            value = kept[2][key]
+            if isinstance(value, _Pickled):  # adopted: unpickled on its first use
+                kept[2][key] = _frozen(pickle.loads(value.blob))  # noqa: S301 - our fork's
+                used[0] += _size(kept[2][key]) - value.size
             values[key] = kept[2][key]
         else:
             values[key] = _frozen(compute())
@@ -120,6 +125,8 @@ def _size(value: Any) -> int:
     counts 0."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
+    if isinstance(value, _Pickled):
+        return value.size
     if isinstance(value, pd.DataFrame):
         return 8 * value.shape[0] * max(value.shape[1], 1)
     if isinstance(value, pd.Series):
@@ -131,26 +138,56 @@ def _size(value: Any) -> int:
     return 0
 
 
-def small_values(rt: RankTrace) -> dict[Hashable, Any]:
-    """The small values this thread keeps for the rank's current events table: what a
-    forked worker of a spread visit sends back (:func:`adopt`), so that the process it
-    was forked from, and the workers it forks next, do not compute them again."""
+class _Pickled:
+    """A small value adopted from a forked worker (:func:`adopt`), still pickled: it is
+    unpickled where it is first used (here, or in a worker forked from here), not in
+    the process that receives every rank's values."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds (its pickle's)."""
+        return len(self.blob)
+
+
+def small_values(rt: RankTrace) -> dict[Hashable, bytes]:
+    """The small values this thread keeps for the rank's current events table, each
+    pickled (one that does not pickle is left out: the process it goes to computes it
+    when asked): what a forked worker of a spread visit sends back (:func:`adopt`), so
+    that the process it was forked from, and the workers it forks next, do not compute
+    them again."""
     small, _ = _small()
     kept = small.get(id(rt.events))
-    return dict(kept[2]) if kept is not None and _current(kept, rt) else {}
+    if kept is None or not _current(kept, rt):
+        return {}
+    out: dict[Hashable, bytes] = {}
+    for key, value in kept[2].items():
+        if isinstance(value, _Pickled):
+            out[key] = value.blob
+            continue
+        try:
+            out[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a value that does not travel is computed again
+            continue
+    return out
 
 
-def adopt(rt: RankTrace, values: dict[Hashable, Any]) -> None:
+def adopt(rt: RankTrace, values: dict[Hashable, bytes]) -> None:
     """Keep ``values`` (:func:`small_values` of the same rank, computed from the same
-    events table in a process forked from this one) as if they had been computed here;
-    a key this thread already keeps is left as it is."""
+    events table in a process forked from this one) as if they had been computed here,
+    each unpickled when first asked for; a key this thread already keeps is left as it
+    is."""
     small, _ = _small()
     kept = small.get(id(rt.events))
     have = kept[2] if kept is not None and _current(kept, rt) else {}
-    for key, value in values.items():
+    for key, blob in values.items():
         if key not in have:
-            value = _frozen(value)
-            _keep_small(rt, key, value, _size(value))
+            value = _Pickled(blob)
+            _keep_small(rt, key, value, value.size)
 
 
 def forget() -> None:

@@ -214,7 +214,24 @@ def _spread(job: RankMapper, works: Sequence[RankWork], selection: Selection,
     workers = workers_for(job, ranks)
     if workers <= 1:
         return None
-    return [spread_visit(job, ranks, visit, calls, workers, what, carry=carry)]
+    return [spread_visit(job, ranks, _joined_visit, calls, workers, what, carry=carry)]
+
+
+def _joined_visit(trace: Trace, ranks: Ranks, calls: tuple[Call, ...]
+                  ) -> list[tuple[int, list[Any]]]:
+    """:func:`visit`, its rows joined into one for the ranks visited (a worker's share of
+    a spread visit): each call's answers concatenated in rank order, as :func:`run`
+    concatenates the rows it gets, so that one table a call travels back instead of one
+    a rank. The rows as they are when a call failed on a rank, or its answers do not
+    concatenate (:func:`run` then meets the failure)."""
+    rows = visit(trace, ranks, calls)
+    if len(rows) < 2 or any(isinstance(a, Failed) for _, answers in rows for a in answers):
+        return rows
+    try:
+        joined = [concat_tables(list(answers)) for answers in zip(*(a for _, a in rows))]
+    except Exception:  # noqa: BLE001 - run concatenates them again, and says why not
+        return rows
+    return [(rows[0][0], joined)]
 
 
 def concat_tables(tables: Sequence[Any]) -> Any:

@@ -212,26 +212,14 @@ def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
 
 
 def _derived_of(trace: Trace, ranks: Sequence[int]) -> bytes:
-    """Worker side: the small derived values of these ranks, pickled (those that do not
-    pickle are left out: the process they go to computes them when asked)."""
+    """Worker side: the small derived values of these ranks, each pickled
+    (:func:`hta.model.derived.small_values`), in one pickle."""
     import pickle
 
     from hta.model.derived import small_values
 
-    values = {r: small_values(trace.rank(r)) for r in ranks}
-    try:
-        return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - a value that does not travel is computed again
-        kept: dict[int, dict[Any, Any]] = {}
-        for r, per_rank in values.items():
-            kept[r] = {}
-            for key, value in per_rank.items():
-                try:
-                    pickle.dumps((key, value))
-                except Exception:  # noqa: BLE001 - as above
-                    continue
-                kept[r][key] = value
-        return pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps({r: small_values(trace.rank(r)) for r in ranks},
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _adopt(trace: Trace, blob: bytes) -> None:
