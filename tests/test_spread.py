@@ -149,6 +149,62 @@ def test_a_share_that_cannot_come_back_is_visited_here(
     assert [f() for f in table["f"]] == trace.get_ranks()
 
 
+def fails_on_rank(rt: RankTrace, rank: int) -> pd.DataFrame:
+    """A table of the rank's events, or an error on ``rank`` (module level: a work)."""
+    if rt.rank == rank:
+        raise ValueError(f"rank {rank}")
+    return pd.DataFrame({"events": [len(rt.events)], "half": [len(rt.events) / 2]})
+
+
+def test_a_share_s_answers_travel_joined_unless_one_failed() -> None:
+    """A worker joins its ranks' answers, one table a work, concatenated in rank order as
+    the parent would; with a failure among them, the rows go back as they are."""
+    from hta.model.runner import _joined_visit, visit
+
+    trace = _job(1).t
+    ranks = trace.get_ranks()
+    calls = tuple((w.fn, tuple(w.args), dict(w.kwargs), None, True)
+                  for w in (RankWork(rank_pid, ("x",)), RankWork(fails_on_rank, (-1,))))
+    rows = visit(trace, ranks, calls)
+    joined = _joined_visit(trace, ranks, calls)
+    assert len(rows) == len(ranks) and [r for r, _ in joined] == [ranks[0]]
+    for i in range(len(calls)):
+        expected = pd.concat([answers[i] for _, answers in rows], ignore_index=True)
+        pd.testing.assert_frame_equal(joined[0][1][i], expected)
+    failing = (calls[0], (fails_on_rank, (ranks[1],), {}, None, True))
+    kept = _joined_visit(trace, ranks, failing)
+    assert [r for r, _ in kept] == ranks
+    with pytest.raises(ValueError, match=f"rank {ranks[1]}"):
+        run(trace, [RankWork(fails_on_rank, (ranks[1],))])
+
+
+def test_adopted_values_are_unpickled_when_first_asked_for() -> None:
+    """What a worker derived travels pickled: kept so, unpickled on its first use (not
+    computed again), and sent on as it came when a later worker sends it back."""
+    import pickle
+
+    import numpy as np
+
+    from hta.model import derived as derived_module
+
+    derived_module.forget()
+    rt = _job(1).t.rank(0)
+    value = pd.DataFrame({"a": [1, 2]})
+    blob = pickle.dumps(value)
+    derived_module.adopt(rt, {"k": blob, "arr": pickle.dumps(np.arange(3))})
+    assert derived_module.small_values(rt) == {"k": blob, "arr": pickle.dumps(np.arange(3))}
+    used = derived_module._small()[1][0]
+    got = derived_module.derived(rt, "k", lambda: pytest.fail("computed again"))
+    pd.testing.assert_frame_equal(got, value)
+    arr = derived_module.derived(rt, "arr", lambda: pytest.fail("computed again"))
+    assert arr.tolist() == [0, 1, 2] and not arr.flags.writeable
+    # the store counts the values' own size now, not their pickles'
+    assert derived_module._small()[1][0] == used - len(blob) - len(pickle.dumps(
+        np.arange(3))) + 8 * 2 + arr.nbytes
+    assert set(derived_module.small_values(rt)) == {"k", "arr"}
+    derived_module.forget()
+
+
 def test_the_loader_passes_max_workers_to_the_trace() -> None:
     analyzer = TraceAnalysis(trace_dir=str(SAMPLE), cache=False, max_workers=1,
                              progress=False)

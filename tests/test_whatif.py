@@ -705,3 +705,26 @@ def test_step_start_nodes_are_those_of_the_last_row_of_each_step_number() -> Non
         expected = [last.get(k, -1) for k in it.tolist()]
         steps = pd.DataFrame({"step": numbers, "start_node": starts})
         assert _step_start_nodes(steps, it).tolist() == expected
+
+
+def test_edges_into_nodes_are_those_of_their_ranks_whose_destination_is_among_them() -> None:
+    from conftest import SAMPLE_TRACES
+
+    from hta.analysis.whatif.graph import EDGE
+
+    a = TraceAnalysis(trace_dir=str(SAMPLE_TRACES / "synthetic_4rank"), cache=False,
+                      progress=False)
+    jg, _ = a.replay().graph()
+    rng = np.random.default_rng(2)
+    for edge_type in ("cpu", "sync", "launch"):
+        for i in range(len(jg.ranks)):
+            nodes = jg.nodes_of(i)
+            for k in (0, 1, 5, nodes.size // 3):
+                picked = rng.choice(nodes, size=k, replace=True)  # repeats count once
+                mask = np.zeros(jg.num_nodes, dtype=bool)
+                mask[picked] = True
+                into = jg.edges_into(i, edge_type)
+                expected = into[mask[jg.dst[into]]]
+                got = jg.edges_into_nodes(picked, edge_type)
+                assert got.tolist() == expected.tolist()
+                assert (jg.type[got] == EDGE[edge_type]).all()

@@ -98,14 +98,13 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
     one at or before its end node."""
     g = jg.ranks[i]
-    ev = g.trace.events
     s_loc, e_loc = g.start_node[rows], g.end_node[rows]
     ok = (s_loc >= 0) & (e_loc >= 0)
     if not ok.any():
         return np.zeros(0, dtype=np.int64)
     s_glob = jg.global_node(i, s_loc[ok])
     e_glob = jg.global_node(i, e_loc[ok])
-    thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), rows[ok])
+    thread = _thread(g.trace.column("pid"), g.trace.column("tid"), rows[ok])
     m, th = jg.edges_into(i, "cpu"), cpu_edge_threads(jg, i)
     out = []
     for t in np.unique(thread).tolist():
@@ -266,19 +265,16 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
 
     n = max(float(ch.factor), 1.0)
     node_wait = np.zeros(jg.num_nodes)  # per thread, its spans' end nodes (reset after it)
-    hit = np.zeros(jg.num_nodes, dtype=bool)
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         rows = np.asarray(data_loader_rows(rt))
         if not rows.size:
             continue
         rows = outermost(link(rt, "parent"), rows)
-        ev = rt.events
-        thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), rows)
-        ts, end = ev["ts"].to_numpy()[rows], ev["end"].to_numpy()[rows]
+        thread = _thread(rt.column("pid"), rt.column("tid"), rows)
+        ts, end = rt.column("ts")[rows], rt.column("end")[rows]
         edits.delay[cpu_edges_within(jg, i, rows)] = 0.0
         receive = float(g.floor[EDGE["cpu"]])
-        cpu_in = jg.edges_into(i, "cpu")
         for t in np.unique(thread).tolist():
             mine = np.flatnonzero(thread == t)
             mine = mine[np.argsort(ts[mine], kind="stable")]
@@ -290,10 +286,10 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
             ends = g.end_node[rows[mine]]
             ok = ends >= 0
             glob = jg.global_node(i, ends[ok])
-            node_wait[glob], hit[glob] = wait[ok], True
-            into = cpu_in[hit[jg.dst[cpu_in]]]
+            node_wait[glob] = wait[ok]
+            into = jg.edges_into_nodes(glob, "cpu")
             edits.delay[into] = node_wait[jg.dst[into]]
-            node_wait[glob], hit[glob] = 0.0, False
+            node_wait[glob] = 0.0
             cap_handoffs(jg, edits, i, ts[mine], end[mine], wait)
 
 

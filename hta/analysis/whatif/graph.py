@@ -596,6 +596,15 @@ class JobGraph:
         members, bounds = self._grouped("dst", edge_type, self.dst)
         return members[bounds[i]:bounds[i + 1]]
 
+    def edges_into_nodes(self, nodes: np.ndarray, edge_type: str) -> np.ndarray:
+        """Indices of the ``edge_type`` edges into ``nodes`` (global ids), ascending: read
+        from the edges' ``dst`` order, not from every edge of their ranks."""
+        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        first = np.searchsorted(self.dst, nodes, side="left")
+        count = np.searchsorted(self.dst, nodes, side="right") - first
+        edges = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+        return edges[self.type[edges] == EDGE[edge_type]]
+
     def edges_from(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,
         ascending."""
