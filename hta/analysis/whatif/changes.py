@@ -57,7 +57,6 @@ import pandas as pd
 from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, classes_of_codes, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
-from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, codes_in, kind_mask
 
@@ -297,13 +296,8 @@ class EndScales:
         f = f[::-1][last]
         scaled = f != 1.0
         nodes, f = nodes[scaled], f[scaled]
-        # the job's edges are sorted by destination: the edges into ``nodes`` are ranges
-        lo = np.searchsorted(jg.dst, nodes, side="left")
-        hi = np.searchsorted(jg.dst, nodes, side="right")
-        edges = index_ranges(lo, hi)
-        f = np.repeat(f, hi - lo)
-        end = (jg.type[edges] == EDGE["gpu"]) | (jg.type[edges] == EDGE["collective"])
-        edits.delay[edges[end]] *= f[end]
+        edges = jg.edges_into_nodes(nodes, "gpu", "collective")
+        edits.delay[edges] *= f[np.searchsorted(nodes, jg.dst[edges])]
 
 
 def _scale_kernels(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:

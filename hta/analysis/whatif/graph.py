@@ -53,6 +53,7 @@ from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
 from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
+from hta.analysis.whatif.schedule import index_ranges
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
@@ -596,14 +597,13 @@ class JobGraph:
         members, bounds = self._grouped("dst", edge_type, self.dst)
         return members[bounds[i]:bounds[i + 1]]
 
-    def edges_into_nodes(self, nodes: np.ndarray, edge_type: str) -> np.ndarray:
-        """Indices of the ``edge_type`` edges into ``nodes`` (global ids), ascending: read
-        from the edges' ``dst`` order, not from every edge of their ranks."""
+    def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str) -> np.ndarray:
+        """Indices of the edges of ``edge_types`` into ``nodes`` (global ids), ascending:
+        ranges of the edges' ``dst`` order, not a pass over every edge of their ranks."""
         nodes = np.unique(np.asarray(nodes, dtype=np.int64))
-        first = np.searchsorted(self.dst, nodes, side="left")
-        count = np.searchsorted(self.dst, nodes, side="right") - first
-        edges = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
-        return edges[self.type[edges] == EDGE[edge_type]]
+        edges = index_ranges(np.searchsorted(self.dst, nodes, side="left"),
+                             np.searchsorted(self.dst, nodes, side="right"))
+        return edges[np.isin(self.type[edges], [EDGE[t] for t in edge_types])]
 
     def edges_from(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hta.analysis.grouped import row_medians
 from hta.analysis.whatif import fixes as _fixes  # noqa: F401 - registers its changes
 from hta.analysis.whatif.changes import Change, Edits, apply, check_targets
 from hta.analysis.whatif.graph import (
@@ -325,13 +326,11 @@ def _half_width(out: pd.DataFrame, inferred: Mapping[int, float]) -> np.ndarray:
     deviation), plus the replay's error on the step, plus the rank's inferred share of the
     change the step predicts (``|replayed - predicted|``)."""
     measured = out["measured(us)"].to_numpy(dtype=float)
-    ranks, of_row = np.unique(out["rank"].to_numpy(np.int64), return_inverse=True)
-    spread = np.zeros(len(out))
-    for idx in np.split(np.argsort(of_row, kind="stable"),
-                        np.cumsum(np.bincount(of_row, minlength=ranks.size))[:-1]):
-        m = measured[idx]
-        if m.size > 1:
-            spread[idx] = SPREAD_SIGMAS * 1.4826 * float(np.median(np.abs(m - np.median(m))))
+    rank = out["rank"].to_numpy(np.int64)
+    ranks, of_row = np.unique(rank, return_inverse=True)
+    median, _ = row_medians([rank], measured)
+    mad, _ = row_medians([rank], np.abs(measured - median))  # 0 for a rank of one step
+    spread = SPREAD_SIGMAS * 1.4826 * mad
     replayed = out["replayed(us)"].to_numpy(dtype=float)
     err = np.abs(replayed - measured)
     share = np.asarray([float(inferred.get(int(r), 0.0)) for r in ranks.tolist()],
