@@ -66,6 +66,7 @@ from hta.analysis.perf.op_performance import DeviceArg, compact_json, rank_devic
 from hta.analysis.perf.registry import model_of, work_of
 from hta.analysis.perf.replayed import TABLE_COLUMNS, calls_of, empty_table, slots_in
 from hta.analysis.serving import parse_step_name
+from hta.model.arrays import distinct
 from hta.model.categories import op_category
 from hta.model.declared import Analysis, Columns
 from hta.model.devices import Device
@@ -156,7 +157,7 @@ def _replays(rt: RankTrace) -> list[tuple[int, np.ndarray]]:
     ts = ev["ts"].to_numpy(np.int64)
     stream = ev["stream"].to_numpy(np.int64)
     out = []
-    for launch in np.unique(launch_of):
+    for launch in distinct(launch_of):
         rows = gpu[launch_of == launch]
         out.append((int(launch), rows[np.lexsort((stream[rows], ts[rows]))]))
     return out

@@ -32,6 +32,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from hta.model.arrays import distinct
 from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE
@@ -98,7 +99,7 @@ def kernel_launch_rows(rt: RankTrace) -> np.ndarray:
     codes = rt.kind_codes()
     launch = codes == KIND_CODE["runtime_launch"]
     names = rt.column("name")
-    launch_names = np.unique(names[launch])
+    launch_names = distinct(names[launch])
     memory = [n for n in launch_names.tolist() if MEMORY_LAUNCH.search(rt.symbols[n])]
     return np.flatnonzero(launch & ~np.isin(names, memory))
 

@@ -37,6 +37,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import GpuWork, as_list, rank_gpu_work
 from hta.analysis.queue import _dense_pairs
+from hta.model.arrays import distinct
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.selection import EVERYTHING, Selection, StepList
 from hta.model.trace import RankMapper, RankTrace
@@ -197,7 +198,7 @@ def _collect(rt: RankTrace, streams: Iterable[int] | int | None,
     intervals = _rank_intervals(w, keep, iterations is not None, delay_ns)
     if not len(intervals):
         intervals = INTERVALS.empty()
-    return intervals, pd.DataFrame({"rank": rt.rank, "stream": np.unique(w.stream[keep])})
+    return intervals, pd.DataFrame({"rank": rt.rank, "stream": distinct(w.stream[keep])})
 
 
 def _rank_intervals(w: GpuWork, keep: np.ndarray, by_iteration: bool,

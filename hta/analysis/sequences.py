@@ -30,6 +30,7 @@ import pandas as pd
 
 from hta.analysis.launch import rank_launch_pairs
 from hta.analysis.rowmap import ancestor_pairs
+from hta.model.arrays import distinct
 from hta.model.declared import Analysis, Columns
 from hta.model.rules import KIND_CODE, codes_in
 from hta.model.selection import Selection
@@ -84,7 +85,7 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
     is_root = candidate & ~nested
     pairs = rank_launch_pairs(rt)
     # the root above each launch (at most one: roots do not nest)
-    l_row, l_anc = ancestor_pairs(parent, np.unique(pairs.launch))
+    l_row, l_anc = ancestor_pairs(parent, distinct(pairs.launch))
     hit = is_root[l_anc]
     root_of = np.full(len(ev), -1, dtype=np.int64)
     root_of[l_row[hit]] = l_anc[hit]
@@ -129,7 +130,7 @@ def _rank_patterns(rt: RankTrace, operator_name: str, min_pattern_len: int) -> p
         "GPU kernel duration (us)": np.rint(gpu_total) / 1e3,
         "CPU op duration (us)": np.rint(cpu_total) / 1e3,
         "kernels": np.array([len(key) - 1 for key in keys], dtype=np.int64),
-        "event_indices": [np.unique(m) for m in members],
+        "event_indices": [distinct(m) for m in members],
     }, columns=PATTERN_COLUMNS)
     return frame.sort_values(["count", "pattern"], ascending=[False, True],
                              ignore_index=True)

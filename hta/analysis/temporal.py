@@ -35,6 +35,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, MEMORY, as_list, gpu_work
 from hta.analysis.intervals import coverage, mask_total
+from hta.model.arrays import distinct
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -107,7 +108,7 @@ def _rank_rows(rank: int, events: pd.DataFrame, iterations: StepList,
     w = gpu_work(rank, events, iterations)
     if per_iteration or iterations is not None:
         wanted = [] if iterations is None else as_list(iterations)
-        labels = np.unique(np.concatenate([w.iteration, np.asarray(wanted, dtype=np.int64)]))
+        labels = distinct(np.concatenate([w.iteration, np.asarray(wanted, dtype=np.int64)]))
         labels = labels if labels.size else np.array([-1], dtype=np.int64)
         groups = np.searchsorted(labels, w.iteration)
     else:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.model.arrays import distinct
+
 
 def envelope_rows(ts: np.ndarray, values: list[np.ndarray], bins: int) -> np.ndarray:
     """Positions to keep of one time-sorted line: the first and last row of each of
@@ -33,7 +35,7 @@ def envelope_rows(ts: np.ndarray, values: list[np.ndarray], bins: int) -> np.nda
     for v in values:
         grouped = pd.Series(np.asarray(v)).groupby(b, sort=False)
         keep += [grouped.idxmin().to_numpy(), grouped.idxmax().to_numpy()]
-    return np.unique(np.concatenate(keep).astype(np.int64))
+    return distinct(np.concatenate(keep).astype(np.int64))
 
 
 def envelope(series: pd.DataFrame, keys: list[str], time: str, values: list[str],

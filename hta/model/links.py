@@ -20,6 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from hta.model.arrays import distinct
 from hta.model.symbol_masks import symbol_ids, symbol_mask
 
 NO_LINK = -1
@@ -215,7 +216,7 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
         return out
     a, b = lo[ok], hi[ok]
     k = np.floor(np.log2((b - a + 1).astype(np.float64))).astype(np.int64)
-    for level in np.unique(k):
+    for level in distinct(k):
         sel = k == level
         table = levels[int(level)]
         aa, bb = a[sel], b[sel]
@@ -234,7 +235,7 @@ def correlation_or_external_id(cols: dict[str, np.ndarray], runtime: np.ndarray,
     if ext is None or (corr[runtime | gpu] >= 0).any():
         return corr
     r_ext = ext[runtime & (ext >= 0)]
-    if r_ext.size == 0 or np.unique(r_ext).size != r_ext.size:
+    if r_ext.size == 0 or distinct(r_ext).size != r_ext.size:
         return corr  # ids shared by several calls: an operator's, not a launch's
     g_ext = ext[gpu & (ext >= 0)]
     if not np.isin(g_ext, r_ext).any():

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
-import numpy as np
 import pandas as pd
 
 from hta._version import __version__
+from hta.model.arrays import distinct
 from hta.model.declared import Analysis, Columns
 from hta.model.selection import Selection
 from hta.model.trace import RankTrace
@@ -77,7 +77,7 @@ def _events_and_steps(rt: RankTrace) -> pd.DataFrame:
     """One rank (next to the data): its complete events, and the steps they belong to."""
     ev = rt.events
     return pd.DataFrame([{"rank": rt.rank, "events": len(ev),
-                          "steps": [int(i) for i in np.unique(ev["iteration"]) if i > 0]}],
+                          "steps": [int(i) for i in distinct(ev["iteration"]) if i > 0]}],
                         columns=_COUNT_COLUMNS)
 
 

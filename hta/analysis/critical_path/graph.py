@@ -62,6 +62,7 @@ import pandas as pd
 from hta.analysis.critical_path.attribution import bound_summary, path_frame
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.sync import sync_edges
+from hta.model.arrays import distinct
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
 
@@ -157,7 +158,7 @@ class CriticalPathGraph:
     @property
     def critical_path_events_set(self) -> set[int]:
         """Rows of the events with a node on the critical path (HTA's attribute name)."""
-        return set(np.unique(self.node_event[self.path_nodes]).tolist())
+        return set(distinct(self.node_event[self.path_nodes]).tolist())
 
     def edges_frame(self) -> pd.DataFrame:
         """Every edge as a row: src/dst node, type, weight (ns) and whether it is critical."""

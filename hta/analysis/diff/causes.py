@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hta.model.arrays import distinct
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.rules import KIND_CODE, kind_mask
@@ -123,7 +124,7 @@ def rank_cause_rows(rt: RankTrace, iterations: list[int] | None) -> pd.DataFrame
 
     ev = rt.events
     step = _steps(rt, iterations)
-    live = np.unique(step[step >= -1])
+    live = distinct(step[step >= -1])
     parts = [pd.DataFrame({"part": "slot", "key": "", "slot": _slot(rt.rank, live),
                            "value": 0.0})]
     names = rt.column("name")

@@ -81,6 +81,7 @@ from hta.analysis.intervals import Cover, coverage, mask_total
 from hta.analysis.select import rank_numbers
 from hta.analysis.straggler_causes import profile_visit
 from hta.analysis.stragglers import straggler_summary
+from hta.model.arrays import distinct
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.runner import RankWork, recalled, run_one, visit_key
 from hta.model.selection import Selection
@@ -454,7 +455,7 @@ def _exposed_claims(calls: pd.DataFrame, compute: Cover) -> dict[str, Claim]:
     group = calls["group"].to_numpy(dtype=object)
     start, end = calls["start_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64)
     unions = {g: Cover(start[group == g], end[group == g]) for g in names}
-    cuts = np.unique(np.concatenate([np.concatenate([u.s, u.e]) for u in unions.values()]))
+    cuts = distinct(np.concatenate([np.concatenate([u.s, u.e]) for u in unions.values()]))
     s, e = cuts[:-1], cuts[1:]
     active = {g: u.within(s, e) > 0 for g, u in unions.items()}
     running = np.sum([a for a in active.values()], axis=0)

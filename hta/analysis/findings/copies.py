@@ -55,6 +55,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
+from hta.model.arrays import distinct
 from hta.model.rules import KIND_CODE, KINDS, MEMORY_KINDS, codes_in, kind_codes, kind_mask
 from hta.model.trace import RankTrace
 
@@ -115,7 +116,7 @@ def pageable_as_pinned(rt: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     nbytes = np.full(len(ev), np.nan)
     nbytes[copies] = bytes_of(rt, copies)
     out = dur[pageable].astype(np.float64)
-    for code in np.unique(codes[pageable]).tolist():
+    for code in distinct(codes[pageable]).tolist():
         mine = codes[pageable] == code
         ref = _reference(codes, pinned, nbytes, dur, code)[0]
         b = nbytes[pageable[mine]]
@@ -140,7 +141,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
     dur = rt.column("dur")
     steps = rt.column("iteration")
     findings = []
-    for code in np.unique(codes[pageable]).tolist():
+    for code in distinct(codes[pageable]).tolist():
         rows = pageable[codes[pageable] == code]
         ref, source = _reference(codes, pinned, nbytes, dur, code)
         b = nbytes[rows]
@@ -181,7 +182,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     stream = rt.column("stream")
     kernels = np.flatnonzero(codes == _COMPUTE)
     kernels = kernels[in_selection(rt, kernels, None, window)]
-    compute_streams = np.unique(stream[kernels])
+    compute_streams = distinct(stream[kernels])
     transfers = np.flatnonzero(codes_in(codes, _TRANSFER_CODES))
     transfers = transfers[np.isin(stream[transfers], compute_streams)]
     transfers = transfers[in_selection(rt, transfers, iterations, window)]
@@ -192,7 +193,7 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
     all_kernels = np.flatnonzero(codes == _COMPUTE)
     blocked = np.zeros(transfers.size, dtype=np.int64)
     held_from = np.zeros(transfers.size, dtype=np.int64)
-    for s in np.unique(stream[transfers]).tolist():
+    for s in distinct(stream[transfers]).tolist():
         mine = np.flatnonzero(stream[transfers] == s)
         ks = all_kernels[stream[all_kernels] == s]
         ks = ks[np.argsort(ts[ks], kind="stable")]
@@ -208,14 +209,14 @@ def check_copies_on_compute(rt: RankTrace, iterations: list[int] | None) -> list
         held_from[mine] = np.maximum(c0, l_end)
     steps = rt.column("iteration")
     findings = []
-    for code in np.unique(codes[transfers]).tolist():
+    for code in distinct(codes[transfers]).tolist():
         sel = codes[transfers] == code
         total = int(blocked[sel].sum())
         if total <= 0:
             continue
         rows, hit = transfers[sel], transfers[sel & (blocked > 0)]
         direction = DIRECTION[KINDS[code]]
-        streams = ", ".join(str(int(x)) for x in np.unique(stream[hit]))
+        streams = ", ".join(str(int(x)) for x in distinct(stream[hit]))
         evidence = (
             f"{rows.size} {direction} copies ran on compute stream(s) {streams} in "
             f"{steps_text(rt, steps[rows])}; {hit.size} of them held up a compute kernel already "

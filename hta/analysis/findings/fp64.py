@@ -62,6 +62,7 @@ from hta.analysis.findings.kernels import TENSOR_GEMM
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.names import short_name
 from hta.analysis.perf.inputs import DTYPES, FLOAT_KEYS
+from hta.model.arrays import distinct
 from hta.model.devices import match_device
 from hta.model.prefilter import Prefiltered
 from hta.model.rules import KIND_CODE
@@ -176,7 +177,7 @@ def fp64_kernels(rt: RankTrace, iterations: Sequence[int] | None,
     k = compute_kernels(rt, iterations, window)
     rows, ts, dur, step, ids = k.rows, k.ts, k.dur, k.step, k.ids
     verdict = np.zeros(len(rt.symbols), dtype=np.int8)
-    for i in np.unique(ids).tolist():
+    for i in distinct(ids).tolist():
         verdict[i] = name_precision(rt.symbols[i])
     said = verdict[ids]
     ops = k.ops
@@ -278,9 +279,9 @@ def check_fp64_work(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"{_found_by(n_name, int(k.hit.sum()) - n_name)}{launched_by(rt, k.ops[k.hit], dur)}"
         f"; {_rate_text(ratio, source, fraction)}."
     )
-    names = [rt.symbols[i] for i in np.unique(ids).tolist()]
+    names = [rt.symbols[i] for i in distinct(ids).tolist()]
     ops = [rt.symbols[int(n)] for n in
-           np.unique(rt.column("name")[k.ops[k.hit][k.ops[k.hit] >= 0]]).tolist()]
+           distinct(rt.column("name")[k.ops[k.hit][k.ops[k.hit] >= 0]]).tolist()]
     advice = FP64_ADVICE + (" " + COMPILED_NOTE if _compiled(names + ops) else "")
     claim = Claim(ts, ts + dur, fraction * dur)
     return [Finding((rt.rank,), step_tuple(step), evidence, int(round(fraction * fp64)),

@@ -20,6 +20,7 @@ from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sync_sites import STEP_LABEL
 from hta.analysis.intervals import Cover
 from hta.analysis.side_columns import side_text
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -85,7 +86,7 @@ def _from_python(rt: RankTrace) -> FromPython:
     rows = rows[~name_matches(rt, rows, STEP_LABEL)]
     ts, end, tids = rt.column("ts"), rt.column("end"), rt.column("tid")
     parts: list[tuple[np.ndarray, ...]] = []
-    for t in np.unique(tids[empties]).tolist():
+    for t in distinct(tids[empties]).tolist():
         mine = rows[tids[rows] == t]  # in start order: the events table is sorted by ts
         k = np.searchsorted(mine, empties[tids[empties] == t])
         k = k[k + 1 < mine.size]
@@ -114,7 +115,7 @@ def from_python_text(rt: RankTrace, fp: FromPython, a: np.ndarray, b: np.ndarray
         return 0, ""
     inside = np.zeros(a.size, dtype=np.int64)
     hit = np.zeros(fp.tid.size, dtype=bool)  # the tensors whose stretches the gaps hold
-    for t in np.unique(tids).tolist():
+    for t in distinct(tids).tolist():
         on = tids == t
         inside[on] = fp.stretches(int(t)).within(a[on], b[on])
         # the gaps are disjoint and in time order: the first one ending after a tensor's

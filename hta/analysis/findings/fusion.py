@@ -85,6 +85,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
@@ -133,7 +134,7 @@ def batchnorm_modes(rt: RankTrace, k: Kernels) -> tuple[np.ndarray, np.ndarray]:
     train_name = name_matches(rt, k.rows, BN_TRAIN)
     bn = by_op | train_name | name_matches(rt, k.rows, BN_INFER)
     # an operator that computed statistics in one of its kernels ran in training mode
-    train_ops = np.unique(k.ops[train_name & has_op])
+    train_ops = distinct(k.ops[train_name & has_op])
     train = bn & (train_name | (has_op & np.isin(k.ops, train_ops)))
     train &= ~infer_op
     return train, bn & ~train
@@ -261,7 +262,7 @@ def attention_kernels(rt: RankTrace, k: Kernels) -> Attention:
     is_sdpa[ops[name_matches(rt, ops, SDPA_OP)]] = True
     inside = nearest_marked_ancestor(parent, soft, is_sdpa)
     n_explicit, example_explicit = _mark_explicit(rt, ops, soft[inside < 0], k, explicit)
-    calls = np.unique(inside[inside >= 0])
+    calls = distinct(inside[inside >= 0])
     if calls.size:
         launcher = np.clip(k.ops, 0, None)
         under = np.isin(nearest_marked_ancestor(parent, launcher, is_sdpa), calls)

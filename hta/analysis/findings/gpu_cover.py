@@ -13,6 +13,7 @@ from hta.analysis.findings.events import link
 from hta.analysis.findings.rule_tools import name_matches, runs_compiled
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.trace import RankTrace
@@ -56,7 +57,7 @@ def graph_launches(rt: RankTrace) -> int:
 def _graph_launches(rt: RankTrace) -> int:
     launch = link(rt, "index_correlation")[gpu_rows(rt)]
     launch = launch[launch >= 0]
-    return int(np.unique(launch[name_matches(rt, launch, GRAPH_LAUNCH)]).size)
+    return int(distinct(launch[name_matches(rt, launch, GRAPH_LAUNCH)]).size)
 
 
 #: The host-side advice for a rank that already replays graphs (in place of "capture the

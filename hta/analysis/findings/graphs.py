@@ -40,6 +40,7 @@ from hta.analysis.findings.kernel_common import fmt_at
 from hta.analysis.findings.rule_tools import fmt_steps, fmt_time, step_tuple
 from hta.analysis.gpu_work import rank_work_class
 from hta.analysis.intervals import merge
+from hta.model.arrays import distinct
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import CPU_KINDS, KIND_CODE, codes_in, kind_codes
 from hta.model.symbol_masks import symbol_mask
@@ -128,7 +129,7 @@ def _launches_during_capture(rt: RankTrace, begins: np.ndarray, window: tuple[in
     ends = _calls(rt, CAPTURE_END, window)
     launches = np.flatnonzero(rt.kind_codes() == _LAUNCH)
     total = 0
-    for t in np.unique(thread[begins]).tolist():
+    for t in distinct(thread[begins]).tolist():
         b_ts = ts[begins[thread[begins] == t]]
         e_ts = np.sort(ts[ends[thread[ends] == t]])
         l_ts = np.sort(ts[launches[thread[launches] == t]])

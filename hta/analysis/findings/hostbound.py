@@ -95,6 +95,7 @@ from hta.analysis.intervals import Cover, union_length
 from hta.analysis.names import short_name
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace
@@ -147,7 +148,7 @@ def capture_blockers(rt: RankTrace, window: tuple[int, int], advice: str) -> str
     if not hit.any():
         return advice
     ops = sites.op[hit]
-    ops = np.unique(ops[ops >= 0])  # one read may make several runtime calls
+    ops = distinct(ops[ops >= 0])  # one read may make several runtime calls
     names = pd.Series([rt.symbols[int(n)] for n in
                        rt.column("name")[ops]]).value_counts()
     shown = ", ".join(f"{n} ×{int(c)}" for n, c in names.head(3).items()) or "no operator"
@@ -332,7 +333,7 @@ def _host_gaps(rt: RankTrace) -> HostGaps:
     runtime_rows, launch_rows, all_ops = (np.flatnonzero(runtime), np.flatnonzero(is_launch),
                                           np.flatnonzero(ops))
     runtime_tid, launch_tid, op_tid = tids[runtime_rows], tids[launch_rows], tids[all_ops]
-    for t in np.unique(tid).tolist():
+    for t in distinct(tid).tolist():
         g = tid == t
         calls = runtime_rows[runtime_tid == t]
         rc = Cover(ts[calls], end[calls])

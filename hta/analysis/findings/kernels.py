@@ -90,6 +90,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.gpu_work import COMPUTE
 from hta.analysis.intervals import Cover
 from hta.analysis.names import short_name
+from hta.model.arrays import distinct
 from hta.model.categories import op_category
 from hta.model.devices import match_device
 from hta.model.prefilter import Prefiltered
@@ -301,7 +302,7 @@ def check_fp32_gemm(rt: RankTrace, iterations: list[int] | None) -> list[Finding
         f"{fmt_time(int(dur[longest]))}; kernels table){_launched_by(rt, ev, ops, dur[hit])}"
         f"{_tensor_note(int(dur[tensor].sum()), int(dur[tf32].sum()))}."
     )
-    names = [rt.symbols[i] for i in np.unique(ids[hit]).tolist()]
+    names = [rt.symbols[i] for i in distinct(ids[hit]).tolist()]
     if 2 * conv_ns > fp32:
         advice = _conv_advice(names, has_tf32(rt))
     elif tf32.any():

@@ -36,6 +36,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.intervals import Cover
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import kind_mask
 from hta.model.trace import RankTrace
@@ -229,10 +230,10 @@ _STEP_LABEL = re.compile(r"^ProfilerStep#|^##\s*ProfilerStep")
 def _launching(rt: RankTrace) -> np.ndarray:
     """The rows that launched GPU work or hold a call that did (its ancestors)."""
     pos = link(rt, "index_correlation")[gpu_rows(rt)]
-    pos = np.unique(pos[pos >= 0])
+    pos = distinct(pos[pos >= 0])
     if not pos.size:
         return pos
-    return np.unique(ancestor_pairs(link(rt, "parent"), pos)[1])
+    return distinct(ancestor_pairs(link(rt, "parent"), pos)[1])
 
 
 def _period(seq: np.ndarray) -> tuple[int, int, int]:

@@ -65,6 +65,7 @@ from hta.analysis.findings.rule_tools import (
     steps_text,
 )
 from hta.analysis.intervals import merge
+from hta.model.arrays import distinct
 from hta.model.rules import KIND_CODE, codes_in
 from hta.model.trace import RankTrace
 
@@ -147,7 +148,7 @@ def _sm_counts(rt: RankTrace, device: np.ndarray, blocks: np.ndarray,
     out = np.full(device.shape[0], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(bpsm > 0, blocks / bpsm, np.nan)
-    for dev in np.unique(device).tolist():
+    for dev in distinct(device).tolist():
         on = device == dev
         known = props.get(int(dev))
         if isinstance(known, (int, float)) and known > 0:

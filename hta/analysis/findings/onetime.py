@@ -90,6 +90,7 @@ from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
 from hta.analysis.side_columns import side_codes
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace, thread_keys
@@ -342,7 +343,7 @@ def _holders(rt: RankTrace, calls: np.ndarray, inner: re.Pattern[str]) -> np.nda
     groups = calls[name_matches(rt, calls, inner)]
     if not groups.size:
         return groups
-    holders = np.unique(link(rt, "parent")[groups])
+    holders = distinct(link(rt, "parent")[groups])
     holders = holders[holders >= 0]
     return holders[~name_matches(rt, holders, inner)]
 
@@ -439,7 +440,7 @@ def _first_call_stretches(rt: RankTrace, top: np.ndarray, ts: np.ndarray, end: n
         return none, none
     groups = [spans[h:h + min(n, STRETCH_LATER + 1)]
               for h, n in zip(head[pick].tolist(), sizes[pick].tolist(), strict=True)]
-    calls = np.unique(np.concatenate(groups))
+    calls = distinct(np.concatenate(groups))
     # the recorded children of every measured call, by parent then start: one sort
     parent = link(rt, "parent")
     kids = np.flatnonzero(kind_mask(codes, ANY_KINDS) & np.isin(parent, calls))
@@ -535,7 +536,7 @@ def _first_launches(rt: RankTrace, g: np.ndarray, dur: np.ndarray) -> np.ndarray
     order = np.lexsort((ts[launch], kernel))
     launch, kernel = launch[order], kernel[order]
     head = np.r_[True, kernel[1:] != kernel[:-1]]
-    first = np.unique(launch[head])
+    first = distinct(launch[head])
     seen = np.zeros(dur.size, dtype=bool)  # each launch call once (a graph's launches many)
     seen[launch] = True
     median = float(np.median(dur[seen]))

@@ -52,6 +52,7 @@ from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.perf.op_performance import rank_op_performance
 from hta.analysis.perf.replayed import first_rows, replayed_slots
+from hta.model.arrays import distinct
 from hta.model.trace import RankTrace
 
 #: Fraction of the roof a well-tuned kernel reaches (the saving's target).
@@ -235,7 +236,7 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
     index = calls["index"].to_numpy()
     kernels = _kernels_of(rt, index[candidate])
     owner = kernels["owner_index"].to_numpy()
-    claimed = np.unique(owner[kernels["claimed"].to_numpy()])
+    claimed = distinct(owner[kernels["claimed"].to_numpy()])
     calls = calls[candidate & ~np.isin(index, claimed)]
     if not len(calls):
         return []

@@ -19,6 +19,7 @@ import pandas as pd
 from hta.analysis.findings.events import link, step_numbers
 from hta.analysis.intervals import Cover
 from hta.analysis.rowmap import ancestor_pairs, nearest_marked_ancestor
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
@@ -143,7 +144,7 @@ def fmt_time(ns: float) -> str:
 def fmt_steps(steps: Sequence[int] | np.ndarray) -> str:
     """``steps 3-10``, ``steps 3, 5, 9``, ``step 4`` or ``no ProfilerStep``."""
     values = np.asarray(steps, dtype=np.int64).ravel()
-    steps = np.unique(values[values >= 0]).tolist()
+    steps = distinct(values[values >= 0]).tolist()
     if not steps:
         return "outside any ProfilerStep"
     if len(steps) == 1:
@@ -177,7 +178,7 @@ def step_of(step: int) -> str:
 
 def step_tuple(values: np.ndarray) -> tuple[int, ...]:
     """The distinct step numbers (>= 0), sorted."""
-    return tuple(int(s) for s in np.unique(values) if s >= 0)
+    return tuple(int(s) for s in distinct(values) if s >= 0)
 
 
 def fmt_bytes(n: float) -> str:
@@ -229,7 +230,7 @@ def runs_compiled(rt: RankTrace) -> bool:
 def _runs_compiled(rt: RankTrace) -> bool:
     codes = rt.kind_codes()
     calls = np.flatnonzero(kind_mask(codes, _CALLER_KINDS))
-    names = np.unique(rt.column("name")[calls])
+    names = distinct(rt.column("name")[calls])
     return any(COMPILED_CALL.search(rt.symbols[int(n)]) for n in names.tolist())
 
 

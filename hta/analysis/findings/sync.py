@@ -103,6 +103,7 @@ from hta.analysis.findings.sync_sites import (
 )
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
@@ -209,7 +210,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
         holds = np.zeros(len(ev), dtype=bool)
         up = parent[calls]
         while (up := up[up >= 0]).size:
-            up = np.unique(up[~holds[up]])
+            up = distinct(up[~holds[up]])
             holds[up] = True
             up = parent[up]
         ops = ops[~holds[ops]]
@@ -252,7 +253,7 @@ def host_work_end(rt: RankTrace, rows: np.ndarray, dl: Cover) -> np.ndarray:
     work = np.flatnonzero(kind_mask(codes, _WORK_KINDS))
     target = link(rt, "index_correlation")
     out = end[rows].copy()
-    for th in np.unique(thread[rows]).tolist():
+    for th in distinct(thread[rows]).tolist():
         mine = np.flatnonzero(thread[rows] == th)
         w = work[thread[work] == th]  # in start order: the events table is sorted by ts
         if w.size == 0:
@@ -456,7 +457,7 @@ def _per_step(ns: float, n_steps: int) -> str:
 def _times(calls: Calls) -> int:
     """How many times the site blocked: its distinct operators, and calls without one."""
     op = calls["op"]
-    return int(np.unique(op[op >= 0]).size + np.count_nonzero(op < 0))
+    return int(distinct(op[op >= 0]).size + np.count_nonzero(op < 0))
 
 
 def _site_detail(rt: RankTrace, calls: Calls, n_steps: int,
@@ -541,7 +542,7 @@ def _site_finding(rt: RankTrace, table: Calls, n_steps: int, step_start: dict[in
     top = _take(table, code == ranked[0])
     names = rt.column("name")
     labels = [rt.symbols[names[r]] for r in
-              np.unique(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
+              distinct(np.r_[top["label"], top["outer"]]).tolist() if r >= 0]
     advice = TIMING_ADVICE if timing else site_advice(
         int(np.bitwise_or.reduce(top["flags"])), bool((top["op"] < 0).all()), labels)
     others = "; ".join(

@@ -58,6 +58,7 @@ from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, classes_of_codes, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.errors import ChangeMatchesNothingError
+from hta.model.arrays import distinct
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, codes_in, kind_mask
 
 #: Changes that take no argument.
@@ -457,7 +458,7 @@ def _host_waits_for_comm(jg: JobGraph, edits: Edits, i: int) -> None:
     stream = rt.column("stream").astype(np.int64) * 4096 + rt.column("pid") % 4096
     rows = jg.node_row[jg.src[sync]]
     src_new, dst_new, delay_new = [], [], []
-    for s in np.unique(stream[rows]).tolist():
+    for s in distinct(stream[rows]).tolist():
         c_rows = comm[stream[comm] == s]
         if not c_rows.size:
             continue
@@ -526,7 +527,7 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
         m = jg.edges_into(i, "cpu")
         rows_dst = jg.node_row[jg.dst[m]]
         th = g.trace.column("pid")[rows_dst] * (1 << 32) + g.trace.column("tid")[rows_dst]
-        for t in np.unique(thread).tolist():
+        for t in distinct(thread).tolist():
             sel = thread == t
             lo, hi = s_glob[sel], e_glob[sel]
             o = np.argsort(lo)

@@ -66,6 +66,7 @@ from hta.analysis.whatif.graph import (
 )
 from hta.analysis.whatif.replay import step_durations
 from hta.analysis.whatif.schedule import Schedule, schedule
+from hta.model.arrays import distinct
 from hta.model.rules import RuleSet
 from hta.model.runner import Kept, keep
 from hta.model.trace import RankTrace
@@ -128,7 +129,7 @@ def couple(g: RankGraph, instances: pd.DataFrame) -> CoupledRank:
     jg = job_graph([g], rows)
     n_real = int(jg.offsets[-1])
     if len(rows):
-        inst = np.unique(rows["inst"].to_numpy(np.int64))
+        inst = distinct(rows["inst"].to_numpy(np.int64))
         b_nodes = jg.order_of[n_real + np.arange(inst.size)]
         s_nodes = jg.global_node(0, rows["_s"].to_numpy(np.int64))
         s_inst = rows["inst"].to_numpy(np.int64)
@@ -257,7 +258,7 @@ class Coupling:
         measured[inst] = instances["latest_ns"].to_numpy(np.int64)
         order = np.lexsort((np.arange(k), measured))
         by_rank = instances.groupby("rank")["inst"]
-        rank_inst = {r: np.unique(by_rank.get_group(r).to_numpy(np.int64))
+        rank_inst = {r: distinct(by_rank.get_group(r).to_numpy(np.int64))
                      if r in by_rank.groups else np.zeros(0, dtype=np.int64) for r in ranks}
         return cls(rank_inst, order, measured)
 

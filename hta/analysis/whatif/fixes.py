@@ -75,6 +75,7 @@ from hta.analysis.whatif.changes import (
     unblock_nodes,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.model.arrays import distinct
 from hta.model.rules import KIND_CODE, RuleSet, codes_in
 from hta.model.trace import RankTrace, thread_keys
 
@@ -107,7 +108,7 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     thread = _thread(g.trace.column("pid"), g.trace.column("tid"), rows[ok])
     m, th = jg.edges_into(i, "cpu"), cpu_edge_threads(jg, i)
     out = []
-    for t in np.unique(thread).tolist():
+    for t in distinct(thread).tolist():
         sel = thread == t
         lo, hi = s_glob[sel], e_glob[sel]
         o = np.argsort(lo, kind="stable")
@@ -232,14 +233,14 @@ def _syncs_beside(rt: RankTrace, calls: np.ndarray) -> np.ndarray:
     thread = rt.column("pid") * (1 << 32) + rt.column("tid")
     parent = link(rt, "parent")
     out = []
-    for t in np.unique(thread[calls]).tolist():
+    for t in distinct(thread[calls]).tolist():
         mine = runtime[thread[runtime] == t]  # by start: the events table is sorted
         pos = np.searchsorted(mine, calls[thread[calls] == t], side="right")
         ok = pos < mine.size
         nxt = mine[pos[ok]]
         same = parent[nxt] == parent[calls[thread[calls] == t][ok]]
         out.append(nxt[same & (codes[nxt] == KIND_CODE["runtime_sync"])])
-    found = np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+    found = distinct(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
     return found[~name_matches(rt, found, STREAM_WAIT)]
 
 
@@ -275,7 +276,7 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
         ts, end = rt.column("ts")[rows], rt.column("end")[rows]
         edits.delay[cpu_edges_within(jg, i, rows)] = 0.0
         receive = float(g.floor[EDGE["cpu"]])
-        for t in np.unique(thread).tolist():
+        for t in distinct(thread).tolist():
             mine = np.flatnonzero(thread == t)
             mine = mine[np.argsort(ts[mine], kind="stable")]
             rest = (ts[mine][1:] - end[mine][:-1]).astype(np.float64)
@@ -308,7 +309,7 @@ def launching_ops(rt_parent: np.ndarray, codes: np.ndarray, launches: np.ndarray
         is_op = live & (codes[at] == _CPU_OP)
         top[is_op] = at[is_op]
         cur = np.where(live, rt_parent[at], -1)
-    return np.unique(top[top >= 0])
+    return distinct(top[top >= 0])
 
 
 def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
@@ -379,7 +380,7 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
     barrier_rows = barrier_rows[g.end_node[barrier_rows] >= 0]
     if barrier_rows.size:
         step_start = steps.loc[it, "ts"].to_numpy(np.int64)
-        for t in np.unique(thread[calls]).tolist():
+        for t in distinct(thread[calls]).tolist():
             mine = np.flatnonzero(thread[calls] == t)
             bars = barrier_rows[thread[barrier_rows] == t]
             if not bars.size:
@@ -438,7 +439,7 @@ def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> 
         submit_at(jg, edits, i, at[inside],
                   jg.global_node(i, g.start_node[spans[k[inside]]]))
         # no host time in their launches and dispatch
-        edits.delay[cpu_edges_within(jg, i, np.unique(calls[inside]))] = 0.0
+        edits.delay[cpu_edges_within(jg, i, distinct(calls[inside]))] = 0.0
         ops = launching_ops(parent, codes, calls[inside])
         edits.delay[cpu_edges_within(jg, i, ops[~np.isin(ops, spans)])] = 0.0
 

@@ -54,6 +54,7 @@ from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.analysis.whatif.schedule import index_ranges
+from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
@@ -402,7 +403,7 @@ def inferred_event_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph,
     pos = np.searchsorted(thread, c_thread, side="left")
     hi = np.searchsorted(thread, c_thread, side="right")
     waiting = np.full(calls.size, -1, dtype=np.int64)
-    for t in np.unique(c_thread).tolist():
+    for t in distinct(c_thread).tolist():
         m = c_thread == t
         lo_t, hi_t = int(pos[m][0]), int(hi[m][0])
         j = lo_t + np.searchsorted(key_l[1, lo_t:hi_t], c.ts[calls[m]], side="left")
@@ -417,7 +418,7 @@ def inferred_event_waits(rt: RankTrace, c: Cols, cp: CriticalPathGraph,
     streams = Streams(c, np.flatnonzero(kind_mask(c.codes, GPU_WORK_KINDS)))
     w_stream = np.where(c.stream[waiting] >= 0, c.stream[waiting], c.tid[waiting])
     best = np.full(calls.size, -1, dtype=np.int64)
-    for dev in np.unique(c.pid[waiting]).tolist():
+    for dev in distinct(c.pid[waiting]).tolist():
         m = np.flatnonzero(c.pid[waiting] == dev)
         for s in streams.streams_of(dev):
             cand = streams.last_enqueued_before(dev, s, c.ts[calls[m]])
@@ -457,7 +458,7 @@ def queue_edges(c: Cols, end_node: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     keep = (c.codes[launch] == KIND_CODE["runtime_launch"]) & (end_node[launch] >= 0)
     gpu, launch = gpu[keep], launch[keep]
     out_s, out_d, depths = [], [], []
-    for dev in np.unique(c.pid[gpu]).tolist():
+    for dev in distinct(c.pid[gpu]).tolist():
         m = c.pid[gpu] == dev
         g, lch = gpu[m], launch[m]
         o = np.lexsort((c.ts[g], c.ts[lch]))
@@ -600,7 +601,7 @@ class JobGraph:
     def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str) -> np.ndarray:
         """Indices of the edges of ``edge_types`` into ``nodes`` (global ids), ascending:
         ranges of the edges' ``dst`` order, not a pass over every edge of their ranks."""
-        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        nodes = distinct(np.asarray(nodes, dtype=np.int64))
         edges = index_ranges(np.searchsorted(self.dst, nodes, side="left"),
                              np.searchsorted(self.dst, nodes, side="right"))
         return edges[np.isin(self.type[edges], [EDGE[t] for t in edge_types])]

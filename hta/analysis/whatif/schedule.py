@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hta.model.arrays import distinct
+
 try:  # the compiled pass (hta/analysis/whatif/_native/schedule.c), where it was built
     from hta.analysis.whatif import _schedule  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the install
@@ -232,7 +234,7 @@ def _compact_anchors(multi: np.ndarray, a_of_u: np.ndarray, n: int
     the ``others`` (sources, ascending); returns the numbers and ``others``."""
     compact = np.full(n, -1, dtype=np.int64)
     compact[multi] = np.arange(multi.size)
-    others = np.unique(a_of_u[compact[a_of_u] < 0])
+    others = distinct(a_of_u[compact[a_of_u] < 0])
     compact[others] = multi.size + np.arange(others.size)
     return compact[a_of_u], others
 

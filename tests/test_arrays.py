@@ -1,0 +1,77 @@
+"""``hta.model.arrays.distinct``: ``np.unique``'s answer by a sort, and no bare
+``np.unique`` left in the package (its hash path takes seconds on a million node ids)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hta.model.arrays import distinct
+
+PACKAGE = Path(__file__).resolve().parent.parent / "hta"
+
+_CASES = {
+    "empty": np.zeros(0, dtype=np.int64),
+    "one": np.asarray([7], dtype=np.int64),
+    "repeats, unsorted": np.asarray([5, -1, 5, 3, -1, 0, 3], dtype=np.int64),
+    "int32": np.asarray([3, 1, 2, 1], dtype=np.int32),
+    "uint8": np.asarray([200, 3, 200], dtype=np.uint8),
+    "booleans": np.asarray([True, False, True]),
+    "floats with NaNs": np.asarray([np.nan, 1.5, np.nan, -2.0, 1.5]),
+    "strings": np.asarray(["b", "a", "b", "c"]),
+    "objects": np.asarray(["x", "y", "x"], dtype=object),
+    "two dimensions": np.asarray([[3, 1], [1, 2]], dtype=np.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CASES))
+def test_distinct_gives_what_np_unique_gives(name: str) -> None:
+    values = _CASES[name]
+    got = distinct(values)
+    want = np.unique(values)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_distinct_on_many_random_ids_and_leaves_its_input_alone() -> None:
+    rng = np.random.default_rng(3)
+    for high in (3, 1_000, 10**12):
+        values = rng.integers(-5, high, 50_000)
+        before = values.copy()
+        np.testing.assert_array_equal(distinct(values), np.unique(values))
+        np.testing.assert_array_equal(values, before)
+    assert distinct(np.asarray([4])).base is None  # a copy, not a view of the input
+
+
+def _bare_unique_calls(path: Path) -> list[int]:
+    """Lines of ``np.unique(...)`` calls without ``return_*`` or ``axis`` (numpy's hash
+    path), and of ``np.unique_values``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "np"):
+            continue
+        keywords = {k.arg for k in node.keywords}
+        if node.func.attr == "unique_values" or (node.func.attr == "unique" and not keywords
+                                                 & {"return_index", "return_inverse",
+                                                    "return_counts", "axis"}):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_package_has_no_bare_np_unique() -> None:
+    found = {str(p.relative_to(PACKAGE.parent)): lines for p in sorted(PACKAGE.rglob("*.py"))
+             if (lines := _bare_unique_calls(p))}
+    assert not found, f"use hta.model.arrays.distinct instead: {found}"
+
+
+def test_the_scan_sees_a_bare_np_unique(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import numpy as np\n"
+                      "a = np.unique(x)\n"
+                      "b = np.unique(x, return_inverse=True)\n"
+                      "c = np.unique_values(x)\n")
+    assert _bare_unique_calls(sample) == [2, 4]
