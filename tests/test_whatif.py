@@ -728,3 +728,43 @@ def test_edges_into_nodes_are_those_of_their_ranks_whose_destination_is_among_th
                 got = jg.edges_into_nodes(picked, edge_type)
                 assert got.tolist() == expected.tolist()
                 assert (jg.type[got] == EDGE[edge_type]).all()
+                # searched among the rank's own edges: the same edges
+                local = jg.edges_into_nodes(picked, edge_type, position=i)
+                assert local.tolist() == expected.tolist()
+                both = jg.edges_into_nodes(picked, edge_type, "gpu", position=i)
+                assert both.tolist() == jg.edges_into_nodes(picked, edge_type, "gpu").tolist()
+
+
+def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None:
+    """By the definition, span by span: a ``cpu`` edge of the rank is inside when one span
+    of its destination's thread starts at or before its source and ends at or after its
+    destination; nested, overlapping and repeated spans included."""
+    from conftest import SAMPLE_TRACES
+
+    from hta.analysis.whatif.fixes import cpu_edges_within
+    from hta.model.rules import KIND_CODE
+    from hta.model.trace import thread_keys
+
+    a = TraceAnalysis(trace_dir=str(SAMPLE_TRACES / "synthetic_4rank"), cache=False,
+                      progress=False)
+    jg, _ = a.replay().graph()
+    rng = np.random.default_rng(5)
+    for i, g in enumerate(jg.ranks):
+        rt = g.trace
+        thread = thread_keys(rt.column("pid"), rt.column("tid"))
+        edges = jg.edges_into(i, "cpu")
+        src, dst = jg.src[edges], jg.dst[edges]
+        edge_thread = thread[jg.node_row[dst]]
+        cpu = np.flatnonzero(rt.kind_codes() == KIND_CODE["cpu_op"])
+        for k in (0, 1, 3, 40, cpu.size):
+            rows = rng.choice(cpu, size=min(k, cpu.size), replace=True)
+            expected = np.zeros(edges.size, dtype=bool)
+            for r in rows.tolist():
+                s, e = g.start_node[r], g.end_node[r]
+                if s < 0 or e < 0:
+                    continue
+                lo, hi = jg.global_node(i, np.asarray([s, e]))
+                expected |= (edge_thread == thread[r]) & (src >= lo) & (dst <= hi)
+            got = cpu_edges_within(jg, i, rows)
+            assert got.tolist() == edges[expected].tolist()
+            assert k < 40 or expected.any()

@@ -72,9 +72,9 @@ from hta.analysis.whatif.changes import (
     _zero_cpu_inside,
     cap_handoffs,
     register,
-    unblock_nodes,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.analysis.whatif.schedule import index_ranges
 from hta.model.arrays import distinct
 from hta.model.rules import KIND_CODE, RuleSet, codes_in
 from hta.model.trace import RankTrace, thread_keys
@@ -97,7 +97,11 @@ def _thread(ev_pid: np.ndarray, ev_tid: np.ndarray, rows: np.ndarray) -> np.ndar
 def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     """Indices of rank position ``i``'s ``cpu`` edges that run inside the spans of
     ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
-    one at or before its end node."""
+    one at or before its end node. Ascending.
+
+    Only the edges whose destination lies in the spans' union are read: the job's edges
+    are sorted by destination, so those are ranges of the rank's ``cpu`` edges, found by
+    binary search, not a pass over every one of them."""
     g = jg.ranks[i]
     s_loc, e_loc = g.start_node[rows], g.end_node[rows]
     ok = (s_loc >= 0) & (e_loc >= 0)
@@ -105,40 +109,47 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     s_glob = jg.global_node(i, s_loc[ok])
     e_glob = jg.global_node(i, e_loc[ok])
-    thread = _thread(g.trace.column("pid"), g.trace.column("tid"), rows[ok])
-    m, th = jg.edges_into(i, "cpu"), cpu_edge_threads(jg, i)
-    out = []
+    pid, tid = g.trace.column("pid"), g.trace.column("tid")
+    thread = _thread(pid, tid, rows[ok])
+    o = np.argsort(s_glob, kind="stable")
+    lo, hi, thread = s_glob[o], e_glob[o], thread[o]
+    m = jg.edges_into(i, "cpu")
+    e = m[_within_union(jg.dst[m], lo, hi)]
+    src, dst = jg.src[e], jg.dst[e]
+    th = _thread(pid, tid, jg.node_row[dst])  # the thread of each edge's destination
+    inside = np.zeros(e.size, dtype=bool)
     for t in distinct(thread).tolist():
-        sel = thread == t
-        lo, hi = s_glob[sel], e_glob[sel]
-        o = np.argsort(lo, kind="stable")
-        lo, hi = lo[o], np.maximum.accumulate(hi[o])
-        e = m[th == t]
-        k = np.searchsorted(lo, jg.src[e], side="right") - 1
-        inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
-        out.append(e[inside])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+        mine = thread == t
+        t_lo, t_hi = lo[mine], np.maximum.accumulate(hi[mine])
+        on = np.flatnonzero(th == t)
+        k = np.searchsorted(t_lo, src[on], side="right") - 1
+        inside[on] = (k >= 0) & (dst[on] <= t_hi[np.clip(k, 0, None)])
+    return e[inside]
 
 
-def cpu_edge_threads(jg: JobGraph, i: int) -> np.ndarray:
-    """Per ``cpu`` edge into rank position ``i`` (``jg.edges_into(i, "cpu")``), the thread
-    (:func:`thread_keys`) of its destination; kept with the graph."""
-    def compute() -> np.ndarray:
-        pid, tid = jg.ranks[i].trace.column("pid"), jg.ranks[i].trace.column("tid")
-        return _thread(pid, tid, jg.node_row[jg.dst[jg.edges_into(i, "cpu")]])
-
-    return jg.kept(("cpu_edge_threads", i), compute)
+def _within_union(dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Positions in ``dst`` (edges' destinations, sorted) of those in the union of the
+    spans ``[lo, hi]`` (``lo`` ascending)."""
+    reach = np.maximum.accumulate(hi)
+    new = np.r_[True, lo[1:] > reach[:-1]]  # a span past every earlier one's end
+    starts = lo[new]
+    ends = reach[np.r_[np.flatnonzero(new)[1:] - 1, lo.size - 1]]
+    return index_ranges(np.searchsorted(dst, starts, side="left"),
+                        np.searchsorted(dst, ends, side="right"))
 
 
 def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
-    """The calls of ``rows`` (rank position ``i``) no longer wait for the GPU
-    (:func:`~.changes.unblock_nodes` on their end nodes)."""
-    local = jg.ranks[i].end_node[rows]
+    """The calls of ``rows`` (rank position ``i``) no longer wait for the GPU: what
+    :func:`~.changes.unblock_nodes` does to their end nodes, reading only the edges into
+    those nodes (a rank at a time stays linear in the job's size)."""
+    g = jg.ranks[i]
+    local = g.end_node[rows]
     local = local[local >= 0]
     if local.size:
-        waiting = np.zeros(jg.num_nodes, dtype=bool)
-        waiting[jg.global_node(i, local)] = True
-        unblock_nodes(jg, edits, waiting)
+        nodes = jg.global_node(i, local)
+        edits.keep[jg.edges_into_nodes(nodes, "sync", position=i)] = False
+        cpu = jg.edges_into_nodes(nodes, "cpu", position=i)
+        edits.delay[cpu] = np.minimum(edits.delay[cpu], float(g.floor[EDGE["cpu"]]))
 
 
 def submit_at(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray,
@@ -154,9 +165,7 @@ def submit_at(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray,
     edits.add_src.append(release)
     edits.add_dst.append(kernels)
     edits.add_delay.append(np.full(kernels.size, float(g.floor[EDGE["launch"]])))
-    released = np.zeros(jg.num_nodes, dtype=bool)
-    released[kernels] = True
-    stream = np.flatnonzero((jg.type == EDGE["stream"]) & released[jg.dst])
+    stream = jg.edges_into_nodes(kernels, "stream", position=i)
     measured = (jg.node_ts[jg.dst[stream]] - jg.node_ts[jg.src[stream]]).astype(np.float64)
     edits.delay[stream] = np.maximum(edits.delay[stream],
                                      np.minimum(GRAPH_NODE_NS, measured))
@@ -288,7 +297,7 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
             ok = ends >= 0
             glob = jg.global_node(i, ends[ok])
             node_wait[glob] = wait[ok]
-            into = jg.edges_into_nodes(glob, "cpu")
+            into = jg.edges_into_nodes(glob, "cpu", position=i)
             edits.delay[into] = node_wait[jg.dst[into]]
             node_wait[glob] = 0.0
             cap_handoffs(jg, edits, i, ts[mine], end[mine], wait)
@@ -318,9 +327,8 @@ def _cuda_graphs(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None
 
     edits.keep &= jg.type != EDGE["queue"]
     _zero_cpu_inside(jg, edits, [_LAUNCH])
-    launch = np.flatnonzero(jg.type == EDGE["launch"])
     for i, g in enumerate(jg.ranks):
-        at = launch[jg.node_pos[jg.dst[launch]] == i]
+        at = jg.edges_into(i, "launch")
         if at.size and len(g.steps):
             _release_graphed(jg, edits, i, at)
     for i, g in enumerate(jg.ranks):
@@ -414,7 +422,6 @@ def optimizer_spans(rt_parent: np.ndarray, rt_names: list[str], name_ids: np.nda
 def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
     from hta.analysis.findings.base import link
 
-    launch = np.flatnonzero(jg.type == EDGE["launch"])
     for i, g in enumerate(jg.ranks):
         rt = g.trace
         ev = rt.events
@@ -424,7 +431,7 @@ def _fused_optimizer(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> 
         spans = spans[(g.start_node[spans] >= 0) & (g.end_node[spans] >= 0)]
         if not spans.size:
             continue
-        at = launch[jg.node_pos[jg.dst[launch]] == i]
+        at = jg.edges_into(i, "launch")
         calls = jg.node_row[jg.src[at]]
         ts, end = ev["ts"].to_numpy(), ev["end"].to_numpy()
         thread = _thread(ev["pid"].to_numpy(), ev["tid"].to_numpy(), np.arange(len(ev)))

@@ -598,13 +598,25 @@ class JobGraph:
         members, bounds = self._grouped("dst", edge_type, self.dst)
         return members[bounds[i]:bounds[i + 1]]
 
-    def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str) -> np.ndarray:
+    def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str,
+                         position: int | None = None) -> np.ndarray:
         """Indices of the edges of ``edge_types`` into ``nodes`` (global ids), ascending:
-        ranges of the edges' ``dst`` order, not a pass over every edge of their ranks."""
+        ranges of the edges' ``dst`` order, not a pass over every edge of their ranks.
+        With ``position``, every node is of that rank position, and the ranges are
+        searched among its edges alone (a search over the job's edges misses the cache
+        on every step: ten times slower on 256 ranks)."""
         nodes = distinct(np.asarray(nodes, dtype=np.int64))
-        edges = index_ranges(np.searchsorted(self.dst, nodes, side="left"),
-                             np.searchsorted(self.dst, nodes, side="right"))
-        return edges[np.isin(self.type[edges], [EDGE[t] for t in edge_types])]
+        if position is None:
+            edges = index_ranges(np.searchsorted(self.dst, nodes, side="left"),
+                                 np.searchsorted(self.dst, nodes, side="right"))
+            return edges[np.isin(self.type[edges], [EDGE[t] for t in edge_types])]
+        parts = []
+        for t in edge_types:
+            into = self.edges_into(position, t)
+            dst = self.dst[into]
+            parts.append(into[index_ranges(np.searchsorted(dst, nodes, side="left"),
+                                           np.searchsorted(dst, nodes, side="right"))])
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
 
     def edges_from(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,
