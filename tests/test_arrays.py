@@ -1,5 +1,7 @@
-"""``hta.model.arrays.distinct``: ``np.unique``'s answer by a sort, and no bare
-``np.unique`` left in the package (its hash path takes seconds on a million node ids)."""
+"""``hta.model.arrays``: ``np.unique``'s and ``np.union1d``'s answers by a sort, and
+none of numpy's hash-set paths left in the package (a bare ``np.unique``, ``np.union1d``,
+``np.intersect1d``, ``np.setdiff1d`` without ``assume_unique``: seconds on a million node
+ids)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hta.model.arrays import distinct
+from hta.model.arrays import distinct, union
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hta"
 
@@ -46,18 +48,36 @@ def test_distinct_on_many_random_ids_and_leaves_its_input_alone() -> None:
     assert distinct(np.asarray([4])).base is None  # a copy, not a view of the input
 
 
+def test_union_gives_what_np_union1d_gives() -> None:
+    pairs = [(np.asarray([5, 1, 5], dtype=np.int64), np.asarray([2, 1], dtype=np.int64)),
+             (np.asarray([3, 1], dtype=np.int64), np.asarray([])),  # int and float: float
+             (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)),
+             (np.asarray([[4, 2]], dtype=np.int32), np.asarray([2, 9], dtype=np.int64))]
+    for a, b in pairs:
+        got, want = union(a, b), np.union1d(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(union([3, 1], [2], [1, 7]), [1, 2, 3, 7])
+
+
+_HASHED = {"unique_values", "union1d", "intersect1d", "setxor1d"}
+
+
 def _bare_unique_calls(path: Path) -> list[int]:
-    """Lines of ``np.unique(...)`` calls without ``return_*`` or ``axis`` (numpy's hash
-    path), and of ``np.unique_values``."""
+    """Lines of the calls that take numpy's hash path: ``np.unique(...)`` without
+    ``return_*`` or ``axis``, ``np.setdiff1d`` without ``assume_unique``, and the set
+    functions built on a bare unique."""
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "np"):
             continue
         keywords = {k.arg for k in node.keywords}
-        if node.func.attr == "unique_values" or (node.func.attr == "unique" and not keywords
-                                                 & {"return_index", "return_inverse",
-                                                    "return_counts", "axis"}):
+        name = node.func.attr
+        if (name in _HASHED
+                or (name == "setdiff1d" and "assume_unique" not in keywords)
+                or (name == "unique" and not keywords & {"return_index", "return_inverse",
+                                                          "return_counts", "axis"})):
             lines.append(node.lineno)
     return lines
 
@@ -65,7 +85,7 @@ def _bare_unique_calls(path: Path) -> list[int]:
 def test_the_package_has_no_bare_np_unique() -> None:
     found = {str(p.relative_to(PACKAGE.parent)): lines for p in sorted(PACKAGE.rglob("*.py"))
              if (lines := _bare_unique_calls(p))}
-    assert not found, f"use hta.model.arrays.distinct instead: {found}"
+    assert not found, f"use hta.model.arrays.distinct or union instead: {found}"
 
 
 def test_the_scan_sees_a_bare_np_unique(tmp_path: Path) -> None:
@@ -73,5 +93,8 @@ def test_the_scan_sees_a_bare_np_unique(tmp_path: Path) -> None:
     sample.write_text("import numpy as np\n"
                       "a = np.unique(x)\n"
                       "b = np.unique(x, return_inverse=True)\n"
-                      "c = np.unique_values(x)\n")
-    assert _bare_unique_calls(sample) == [2, 4]
+                      "c = np.unique_values(x)\n"
+                      "d = np.union1d(x, y)\n"
+                      "e = np.setdiff1d(x, y, assume_unique=True)\n"
+                      "f = np.setdiff1d(x, y)\n")
+    assert _bare_unique_calls(sample) == [2, 4, 5, 7]

@@ -55,6 +55,7 @@ from hta.analysis.findings.rule_tools import (
 from hta.analysis.findings.sync import RULE as HOST_SYNC
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
+from hta.model.arrays import union
 from hta.model.trace import RankTrace
 
 
@@ -71,7 +72,7 @@ def check_data_loading(rt: RankTrace, iterations: list[int] | None) -> list[Find
     starts = starts[in_selection(rt, starts, iterations, window)]
     steps_in = _steps_in_window(rt, iterations, window)
     once = 0 < starts.size < 2 <= steps_in  # one start-up in a window of steps: one-time
-    rows = np.union1d(fetch, starts) if not once else fetch
+    rows = union(fetch, starts) if not once else fetch
     if rows.size == 0:
         return []
     ev = rt.events

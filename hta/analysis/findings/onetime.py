@@ -90,7 +90,7 @@ from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
 from hta.analysis.side_columns import side_codes
-from hta.model.arrays import distinct
+from hta.model.arrays import distinct, union
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
 from hta.model.trace import RankTrace, thread_keys
@@ -265,7 +265,7 @@ def _candidates(rt: RankTrace, g: np.ndarray, codes: np.ndarray, ts: np.ndarray,
     top = top_level_calls(rt)
     first = _first_outliers(rt, top, ts, dur)
     if not len(step_table(rt)):  # one pass or a loop without steps: cold calls too
-        first = np.union1d(first, _cold_calls(rt, calls, dur))
+        first = union(first, _cold_calls(rt, calls, dur))
     loader = iterator_start_rows(rt)  # started once (every step: it recurs)
     if not 0 < loader.size < max(2, len(step_table(rt)) // 2):
         loader = loader[:0]
@@ -423,7 +423,7 @@ def _first_call_stretches(rt: RankTrace, top: np.ndarray, ts: np.ndarray, end: n
     stretch that runs to its end) and where it starts."""
     none = np.zeros(0, dtype=np.int64)
     codes = rt.kind_codes()
-    spans = np.union1d(top, np.flatnonzero(codes == KIND_CODE["user_annotation"]))
+    spans = union(top, np.flatnonzero(codes == KIND_CODE["user_annotation"]))
     spans = spans[end[spans] > ts[spans]]
     if spans.size < STRETCH_MIN_CALLS:
         return none, none
@@ -623,7 +623,7 @@ def _first_compiled_runs(rt: RankTrace, codes: np.ndarray, ts: np.ndarray, end: 
         if k and seen.get(int(n), 0) < k:
             first.append(r)
         seen[int(n)] = k
-    return np.union1d(np.asarray(first, dtype=np.int64), holds)
+    return union(np.asarray(first, dtype=np.int64), holds)
 
 
 #: A name needs this many top-level calls for its fast calls to be a reference.

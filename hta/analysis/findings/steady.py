@@ -31,6 +31,7 @@ from hta.analysis.findings.loops import LoopIterations, iterations_found
 from hta.analysis.findings.onetime import call_keys, in_one_time, one_time_costs, top_level_calls
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs
+from hta.model.arrays import union
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE
 from hta.model.trace import RankTrace
@@ -96,7 +97,7 @@ def _steady(rt: RankTrace) -> tuple[int, int, int] | None:
         # code the user named warm-up is cut wherever it ends, if GPU work follows it
         named = np.flatnonzero((ot.why == "warm-up") & (ot.end < int(ev["end"].max())))
         named = named[[keeps(int(ot.end[k]), True) for k in named.tolist()]]
-        lead = np.union1d(lead, named)
+        lead = union(lead, named)
         if lead.size:
             i = int(lead[np.argmax(ot.end[lead])])
             start, row = int(ot.end[i]), int(ot.rows[i])

@@ -103,7 +103,7 @@ from hta.analysis.findings.sync_sites import (
 )
 from hta.analysis.intervals import Cover, coverage, mask_total, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.model.arrays import distinct
+from hta.model.arrays import distinct, union
 from hta.model.derived import derived
 from hta.model.links import GRAPH_LAUNCH
 from hta.model.rules import KIND_CODE, MEMORY_KINDS, RUNTIME_KINDS, kind_mask
@@ -192,14 +192,14 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
     sync = np.flatnonzero(codes == _SYNC)
     sync = sync[~name_matches(rt, sync, STREAM_WAIT)]
     launch = np.flatnonzero(codes == _LAUNCH)
-    calls = np.union1d(sync, launch[name_matches(rt, launch, BLOCKING_COPY)])
+    calls = union(sync, launch[name_matches(rt, launch, BLOCKING_COPY)])
     runtime = np.flatnonzero(kind_mask(codes, RUNTIME_KINDS))
-    calls = np.union1d(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
+    calls = union(calls, runtime[name_matches(rt, runtime, IMPLICIT_SYNC)])
     copies = np.flatnonzero(kind_mask(codes, _COPY_KINDS))
     copies = copies[name_matches(rt, copies, PAGEABLE)]
     staged = link(rt, "index_correlation")[copies]
     staged = staged[staged >= 0]
-    calls = np.union1d(calls, staged[codes[staged] == _LAUNCH])
+    calls = union(calls, staged[codes[staged] == _LAUNCH])
     ops = np.flatnonzero(codes == _CPU_OP)
     names = ev["name"].to_numpy()
     lut = np.r_[symbol_mask(rt.symbols, SYNC_OPS.__contains__), False]  # -1: no name
@@ -214,7 +214,7 @@ def _blocking_rows(rt: RankTrace) -> np.ndarray:
             holds[up] = True
             up = parent[up]
         ops = ops[~holds[ops]]
-    return np.union1d(calls, ops)
+    return union(calls, ops)
 
 
 def blocking_sites(rt: RankTrace) -> Sites:

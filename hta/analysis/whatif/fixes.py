@@ -75,7 +75,7 @@ from hta.analysis.whatif.changes import (
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
 from hta.analysis.whatif.schedule import index_ranges
-from hta.model.arrays import distinct
+from hta.model.arrays import distinct, union
 from hta.model.rules import KIND_CODE, RuleSet, codes_in
 from hta.model.trace import RankTrace, thread_keys
 
@@ -219,7 +219,7 @@ def _pinned_copies(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> No
         scales.add(i, rows, np.where(dur > 0, fast / np.where(dur > 0, dur, 1.0), 1.0))
         calls = link(g.trace, "index_correlation")[rows]
         calls = calls[calls >= 0]
-        unblock(jg, edits, i, np.union1d(calls, _syncs_beside(g.trace, calls)))
+        unblock(jg, edits, i, union(calls, _syncs_beside(g.trace, calls)))
     scales.apply(edits)  # the copies' own edges: no blocking call's edge is among them
 
 
@@ -383,7 +383,7 @@ def _release_graphed(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarra
     calls, kernels, it, launch_edges = (calls[in_step], kernels[in_step], it[in_step],
                                         launch_edges[in_step])
     release = jg.global_node(i, steps.loc[it, "start_node"].to_numpy(np.int64))
-    barrier_rows = np.union1d(outermost(link(rt, "parent"), np.asarray(data_loader_rows(rt))),
+    barrier_rows = union(outermost(link(rt, "parent"), np.asarray(data_loader_rows(rt))),
                               np.asarray(blocking_rows(rt)))
     barrier_rows = barrier_rows[g.end_node[barrier_rows] >= 0]
     if barrier_rows.size:
