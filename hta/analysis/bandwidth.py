@@ -93,19 +93,39 @@ def rank_memory_copies(rt: RankTrace) -> pd.DataFrame:
 MEMORY_COPIES = Analysis("Memory copies", rank_memory_copies, COPIES)
 
 
-def _rank_copies(rt: RankTrace) -> pd.DataFrame:
-    codes = rt.kind_codes()
-    rows = np.flatnonzero(codes_in(codes, _MEMORY_CODES))
-    if rows.size == 0:
-        return pd.DataFrame(columns=COPY_COLUMNS)
+def _copy_rows(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank's copy and memset rows, their bytes and their bandwidth arg (NaN where
+    the trace has none)."""
+    rows = np.flatnonzero(codes_in(rt.kind_codes(), _MEMORY_CODES))
     nbytes = np.full(rows.size, np.nan)
     arg_bw = np.full(rows.size, np.nan)
+    if not rows.size:
+        return rows, nbytes, arg_bw
     table, slot = rt.side_row_of_event("memory_args")
     if len(table):
         where = slot[rows]
         has = where >= 0
         nbytes[has] = table["bytes"].to_numpy(dtype=np.float64)[where[has]]
         arg_bw[has] = table["bandwidth_gbps"].to_numpy(dtype=np.float64)[where[has]]
+    return rows, nbytes, arg_bw
+
+
+def copy_totals(rt: RankTrace) -> tuple[int, float, int]:
+    """The rank's copies (count and bytes, missing bytes left out) and memsets (count):
+    what :func:`rank_memory_bw_summary`'s ``count`` and ``total_bytes`` add up to, over
+    the copy directions and over ``Memset``, without the per-direction statistics."""
+    rows, nbytes, _ = _copy_rows(rt)
+    is_set = _DIRECTION_BY_CODE[rt.kind_codes()[rows]] == "Memset"
+    copies = nbytes[~is_set]
+    moved = float(np.nansum(copies)) if copies.size else 0.0
+    return int(copies.size), moved, int(is_set.sum())
+
+
+def _rank_copies(rt: RankTrace) -> pd.DataFrame:
+    rows, nbytes, arg_bw = _copy_rows(rt)
+    if rows.size == 0:
+        return pd.DataFrame(columns=COPY_COLUMNS)
+    codes = rt.kind_codes()
     dur = rt.column("dur")[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
         computed = np.where((dur > 0) & (nbytes >= 0), nbytes / np.where(dur > 0, dur, 1),

@@ -130,6 +130,32 @@ def rank_kernel_breakdown(rt: RankTrace, iterations: StepList = None,
     return _breakdown_table(rank_kernel_stats(rt, *args, kept))
 
 
+def rank_kernel_sums(rt: RankTrace, iterations: StepList = None) -> pd.DataFrame:
+    """``rank``, ``kernel_type``, ``name``, ``sum (us)`` and ``count`` of every kernel of
+    the rank, memory kernels included and nothing folded: those columns of
+    :func:`rank_kernel_breakdown` with ``num_kernels`` past every kernel, in its order
+    (``kernel_type``, ``name``, ``rank``), without the other statistics."""
+    w = rank_gpu_work(rt, iterations)
+    if not w.ts.size:
+        return rank_kernel_breakdown(rt, iterations, duration_ratio=1.0, num_kernels=2**62,
+                                     include_memory_kernels=True)[list(SUMS_COLUMNS)]
+    key = w.cls.astype(np.int64) * np.int64(len(rt.symbols) + 1) + w.name
+    first, inverse = np.unique(key, return_index=True, return_inverse=True)[1:]
+    total = np.bincount(inverse, weights=(w.end - w.ts).astype(np.float64))
+    out = pd.DataFrame({
+        "rank": np.full(first.size, rt.rank, dtype=np.int64),
+        "kernel_type": np.asarray(CLASS_NAMES, dtype=object)[w.cls[first].astype(int)],
+        "name": np.asarray(rt.symbols, dtype=object)[w.name[first]],
+        "sum (us)": total / 1e3,
+        "count": np.bincount(inverse).astype(np.int64),
+    })
+    return out.sort_values(["kernel_type", "name", "rank"], ignore_index=True)
+
+
+#: :func:`rank_kernel_sums`' columns.
+SUMS_COLUMNS = ("rank", "kernel_type", "name", "sum (us)", "count")
+
+
 def _breakdown_table(stats: pd.DataFrame) -> pd.DataFrame:
     """:data:`KERNEL_COLUMNS` from the ranks' :func:`rank_kernel_stats`, sorted as HTA does."""
     out = pd.DataFrame({

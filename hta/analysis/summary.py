@@ -21,7 +21,7 @@ import pandas as pd
 
 from hta.analysis.intervals import union_length
 from hta.model.declared import WHOLE, Analysis
-from hta.model.rules import GPU_WORK_KINDS, KINDS
+from hta.model.rules import GPU_WORK_KINDS, KINDS, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import EVENT_TABLES, RankTrace, Trace
 
@@ -36,6 +36,15 @@ def rank_summary(trace: Trace, selection: Selection = EVERYTHING) -> pd.DataFram
 def summary_of_rank(rt: RankTrace) -> pd.DataFrame:
     """One rank's row of :func:`rank_summary` (the runner's per-rank function)."""
     return pd.DataFrame([_summary_row(rt)])
+
+
+def event_counts(rt: RankTrace) -> tuple[int, int]:
+    """The rank's ``events`` and ``gpu_events`` (:func:`rank_summary`'s columns)."""
+    codes = rt.kind_codes()
+    return int(codes.size), int(np.count_nonzero(codes_in(codes, _GPU_WORK_CODES)))
+
+
+_GPU_WORK_CODES = kind_codes(GPU_WORK_KINDS)
 
 
 #: :func:`rank_summary`, declared (a rank's row is made where the rank is).

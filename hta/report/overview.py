@@ -73,7 +73,7 @@ import pandas as pd
 
 from hta.analysis import bandwidth, idle, kernels, overlap, queue, temporal
 from hta.analysis.aggregate import OTHERS
-from hta.analysis.summary import summary_of_rank
+from hta.analysis.summary import event_counts
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.job import Job
 from hta.model.runner import RankWork, restrict_rank, run_one
@@ -175,9 +175,7 @@ def overview_of_rank(rt: RankTrace, iterations: list[int] | None) -> pd.DataFram
     restricted = restrict_rank(rt, iterations)
     details: dict[str, pd.DataFrame] = {}
     row = _rank_row(rt, restricted, iterations, details)
-    details["kernel_stats"] = kernels.rank_kernel_breakdown(
-        rt, iterations, duration_ratio=1.0, num_kernels=2**62,
-        include_memory_kernels=True)[_KERNEL_STAT_COLUMNS].reset_index(drop=True)
+    details["kernel_stats"] = kernels.rank_kernel_sums(rt, iterations)
     for key, frame in details.items():
         row[key] = [frame[frame["rank"] == rt.rank].reset_index(drop=True)]
     return row
@@ -192,13 +190,19 @@ RANK_OVERVIEW = Analysis("Job overview", overview_of_rank,
 
 def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None,
               details: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    base = summary_of_rank(restricted)[["rank", "events", "gpu_events"]]
+    """The rank's row of :data:`RANK_COLUMNS`: each figure read as one number from the
+    analyses' per-rank tables (a rank missing from a table reads NaN, 0 for counts), and
+    the row made once."""
+    rank = rt.rank
+    events, gpu_events = event_counts(restricted)
     steps = rank_steps(rt)
     if iterations is not None:
         steps = steps[steps["step"].isin(iterations)]
     step_stats = steps.groupby("rank")["dur"].agg(["count", "mean"])
-    base["steps"] = base["rank"].map(step_stats["count"]).fillna(0).astype(np.int64)
-    base["step_time_mean(us)"] = base["rank"].map(step_stats["mean"] / 1e3).astype(float)
+    row: dict[str, Any] = {"rank": rank, "events": events, "gpu_events": gpu_events,
+                           "steps": np.int64(step_stats["count"].get(rank, 0)),
+                           "step_time_mean(us)": float((step_stats["mean"] / 1e3).get(
+                               rank, np.nan))}
 
     details["temporal"] = temporal.rank_breakdown_detail(rt, iterations)
     detail = details["temporal"].set_index("rank")
@@ -206,35 +210,32 @@ def _rank_row(rt: RankTrace, restricted: RankTrace, iterations: list[int] | None
                 "exposed_memory_time(us)", "idle_time(us)", "memory_time(us)",
                 "compute_time_pctg", "exposed_comm_time_pctg", "exposed_memory_time_pctg",
                 "idle_time_pctg"):
-        base[col] = base["rank"].map(detail[col]).astype(float)
-    base["busy_time(us)"] = base["kernel_time(us)"] - base["idle_time(us)"]
+        row[col] = float(detail[col].get(rank, np.nan))
+    row["busy_time(us)"] = row["kernel_time(us)"] - row["idle_time(us)"]
 
     details["overlap"] = overlap.rank_comm_comp_overlap(rt, iterations)
     ov = details["overlap"].set_index("rank")
-    base["comp_comm_overlap_pctg"] = base["rank"].map(ov["comp_comm_overlap_pctg"]).astype(
-        float)
-    base["overlap_note"] = base["rank"].map(ov["note"]).fillna("").astype(str)
+    row["comp_comm_overlap_pctg"] = float(ov["comp_comm_overlap_pctg"].get(rank, np.nan))
+    note = ov["note"].get(rank, None)
+    row["overlap_note"] = "" if note is None or pd.isna(note) else str(note)
 
     gaps = details["idle"] = idle.rank_idle_breakdown(
         rt, iterations, None, idle.DEFAULT_CONSECUTIVE_KERNEL_DELAY_NS, False)[0]
     by_cause = gaps.groupby(["rank", "idle_category"])["idle_time"].sum()
     for category, col in _IDLE_COLUMN.items():
-        value = float(by_cause.get((rt.rank, category), 0.0))
-        base[col] = base["rank"].map({rt.rank: value}).astype(float)
+        row[col] = float(by_cause.get((rank, category), 0.0))
 
     q = queue.rank_queue_summary(restricted)
-    q_stats = q.groupby("rank").agg(mean=("mean", "max"), max=("max", "max"))
-    base["queue_length_mean"] = base["rank"].map(q_stats["mean"]).astype(float)
-    base["queue_length_max"] = base["rank"].map(q_stats["max"]).astype(float)
+    mine = q[q["rank"] == rank]
+    row["queue_length_mean"] = float(mine["mean"].max()) if len(mine) else np.nan
+    row["queue_length_max"] = float(mine["max"].max()) if len(mine) else np.nan
 
-    bw = bandwidth.rank_memory_bw_summary(restricted)
-    is_set = bw["name"] == "Memset"
-    copies = bw[~is_set].groupby("rank").agg(count=("count", "sum"), nbytes=("total_bytes", "sum"))
-    sets = bw[is_set].groupby("rank")["count"].sum()
-    base["memcpy_count"] = base["rank"].map(copies["count"]).fillna(0).astype(np.int64)
-    base["memcpy_bytes"] = base["rank"].map(copies["nbytes"]).fillna(0.0).astype(float)
-    base["memset_count"] = base["rank"].map(sets).fillna(0).astype(np.int64)
-    return base[RANK_COLUMNS].reset_index(drop=True)
+    n_copies, moved, n_sets = bandwidth.copy_totals(restricted)
+    row.update({"memcpy_count": np.int64(n_copies), "memcpy_bytes": moved,
+                "memset_count": np.int64(n_sets)})
+    frame = pd.DataFrame({col: [row[col]] for col in RANK_COLUMNS})
+    frame["overlap_note"] = frame["overlap_note"].astype(str)
+    return frame
 
 
 
