@@ -216,3 +216,38 @@ def test_overview_runs_next_to_the_data_on_a_distributed_job(tmp_path: Path) -> 
         assert lazy.t.resident_ranks() == []
     finally:
         lazy.close()
+
+
+@pytest.mark.parametrize("folder", ["synthetic_4rank", "cuda_h100/pageable_copy_steps",
+                                    "cuda_h100/resnet_amp_nosched"])
+def test_the_overview_s_shortcuts_give_the_full_tables_numbers(folder: str) -> None:
+    """The kernels' sums and counts, the copies' totals and the event counts the overview
+    reads equal those of the full tables they stand in for (every kernel kept, the copy
+    statistics per direction, the rank summary), on the whole rank and on one step."""
+    import pandas as pd
+
+    from hta.analysis import bandwidth, kernels
+    from hta.analysis.summary import event_counts, summary_of_rank
+    from hta.model.runner import restrict_rank
+    from hta.model.selection import rank_steps
+
+    a = TraceAnalysis(trace_dir=str(SAMPLE_TRACES / folder), cache=False, progress=False)
+    for rank in a.t.get_ranks():
+        rt = a.t.rank(rank)
+        steps = rank_steps(rt)["step"].tolist()
+        for iterations in (None, steps[1:2] or None, [10**6]):
+            full = kernels.rank_kernel_breakdown(rt, iterations, duration_ratio=1.0,
+                                                 num_kernels=2**62)
+            pd.testing.assert_frame_equal(
+                kernels.rank_kernel_sums(rt, iterations),
+                full[list(kernels.SUMS_COLUMNS)].reset_index(drop=True), check_exact=True)
+            restricted = restrict_rank(rt, iterations)
+            bw = bandwidth.rank_memory_bw_summary(restricted)
+            is_set = bw["name"] == "Memset"
+            assert bandwidth.copy_totals(restricted) == (
+                int(bw[~is_set]["count"].sum()), float(bw[~is_set]["total_bytes"].sum()),
+                int(bw[is_set]["count"].sum()))
+            summary = summary_of_rank(restricted).iloc[0]
+            assert event_counts(restricted) == (summary["events"], summary["gpu_events"])
+    assert folder != "cuda_h100/pageable_copy_steps" or bandwidth.copy_totals(
+        a.t.rank(a.t.get_ranks()[0]))[0] > 0
