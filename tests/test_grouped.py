@@ -52,3 +52,20 @@ def test_row_medians_equal_a_groupby_transform(seed: int) -> None:
     grouped = ~np.isnan(median)
     np.testing.assert_array_equal(got_count[grouped], by.transform("size").to_numpy()[grouped])
     assert (got_count[~grouped] == 0).all()  # a missing key: in no group
+
+
+def test_group_codes_are_a_groupby_s_groups_in_its_order() -> None:
+    """By construction: missing key values are a group of their own (``dropna=False``),
+    and groups are numbered in the order they first appear (``sort=False``)."""
+    from hta.analysis.grouped import group_codes
+
+    frame = pd.DataFrame({
+        "op": ["mm", "add", "mm", None, "add", None, "mm"],
+        "dims": ["[1]", "[2]", "[1]", "[3]", "[2]", "[3]", "[9]"],
+        "rank": [0, 0, 0, 0, 1, 0, 0],
+    })
+    codes = group_codes(frame, ["op", "dims", "rank"])
+    assert codes.tolist() == [0, 1, 0, 2, 3, 2, 4]
+    expected = frame.groupby(["op", "dims", "rank"], sort=False, dropna=False).ngroup()
+    assert codes.tolist() == expected.tolist()
+    assert group_codes(frame.iloc[:0], ["op"]).tolist() == []

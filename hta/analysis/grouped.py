@@ -68,3 +68,16 @@ def row_medians(columns: Sequence[np.ndarray], values: np.ndarray
 
 
 __all__ = ["group_medians", "medians_at", "row_medians"]
+
+
+def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Per row of ``frame``, the number of its group by ``keys``: 0, 1, ... in the order
+    the groups first appear, a missing key value a value of its own. The groups and their
+    order of ``frame.groupby(keys, sort=False, dropna=False)``, as one integer key: a
+    groupby on it skips factorising each key column again for every aggregate (the key
+    columns are the groups' first rows)."""
+    code = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        part, uniques = pd.factorize(frame[key], sort=False, use_na_sentinel=False)
+        code = pd.factorize(code * np.int64(len(uniques)) + part, sort=False)[0]
+    return code.astype(np.int64, copy=False)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.analysis.grouped import group_codes
 from hta.analysis.perf.calls import op_calls
 from hta.analysis.perf.op_performance import DeviceArg, op_performance, rank_op_performance
 from hta.analysis.perf.replayed import TABLE, calls_of
@@ -52,11 +53,20 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
     frame = rows.assign(
         _w=rows["pct_of_peak"] * rows["kernel_time(us)"],
         _wt=np.where(rows["pct_of_peak"].notna(), rows["kernel_time(us)"], 0.0))
-    g = frame.groupby(keys, sort=False, dropna=False)
-    out = g.agg(calls=("op", "size"), time=("kernel_time(us)", "sum"),
-                flops=("flops", "sum"), bytes=("bytes", "sum"),
-                bound=("bound", "first"), w=("_w", "sum"), wt=("_wt", "sum"),
-                modelled=("flops", "count")).reset_index()
+    # grouped by one integer code: the groups of a groupby on the keys, in that order
+    code = group_codes(rows, keys)
+    g = frame.groupby(code, sort=False)
+    sums = g[["kernel_time(us)", "flops", "bytes", "_w", "_wt"]].sum()
+    first = np.unique(code, return_index=True)[1][sums.index.to_numpy()]
+    # the key columns as a groupby's index gives them back (an index infers their dtype)
+    out = pd.DataFrame({k: pd.Index(rows[k].to_numpy()[first]) for k in keys})
+    out["calls"] = g.size().to_numpy()
+    out["time"] = sums["kernel_time(us)"].to_numpy()
+    for col in ("flops", "bytes"):
+        out[col] = sums[col].to_numpy()
+    out["bound"] = g["bound"].first().reset_index(drop=True)  # its own dtype
+    out["w"], out["wt"] = sums["_w"].to_numpy(), sums["_wt"].to_numpy()
+    out["modelled"] = g["flops"].count().to_numpy()
     secs = out["time"] / 1e6
     none = out["modelled"] == 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -64,7 +74,8 @@ def op_performance_summary(rows: pd.DataFrame) -> pd.DataFrame:
         out["tb_per_s"] = np.where(none, np.nan, out["bytes"] / secs / 1e12)
         out["flops_per_byte"] = np.where(none, np.nan, out["flops"] / out["bytes"])
         out["pct_of_peak"] = np.where(out["wt"] > 0, out["w"] / out["wt"], np.nan)
-    out.loc[none, ["flops", "bytes"]] = np.nan
+    out["flops"] = np.where(none, np.nan, out["flops"])
+    out["bytes"] = np.where(none, np.nan, out["bytes"])
     out = out.rename(columns={"time": "kernel_time(us)"})
     if not captured:
         out["captured"] = False
