@@ -21,7 +21,7 @@ import pandas as pd
 
 from hta.analysis.intervals import union_length
 from hta.model.declared import WHOLE, Analysis
-from hta.model.rules import GPU_WORK_KINDS, KINDS, codes_in, kind_codes
+from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, KINDS, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
 from hta.model.trace import EVENT_TABLES, RankTrace, Trace
 
@@ -52,22 +52,26 @@ RANK_SUMMARY = Analysis("Rank summary", summary_of_rank, steps=WHOLE, add_rank=T
 
 
 def _summary_row(rt: RankTrace) -> dict[str, Any]:
-    ev = rt.events
-    gpu = ev[ev["kind"].isin(GPU_WORK_KINDS)]
-    counts = gpu["kind"].value_counts()
-    if len(gpu):
-        start = int(gpu["ts"].min())
-        span = int(gpu["end"].max()) - start
-        busy = union_length(gpu["ts"].to_numpy(), gpu["end"].to_numpy())
+    codes = rt.kind_codes()
+    gpu = codes_in(codes, _GPU_WORK_CODES)
+    by_kind = np.bincount(codes[gpu], minlength=len(KINDS))
+    counts = {k: by_kind[KIND_CODE[k]] for k in GPU_WORK_ORDER}
+    n_gpu = int(np.count_nonzero(gpu))
+    if n_gpu:
+        ts, end = rt.column("ts")[gpu], rt.column("end")[gpu]
+        start = int(ts.min())
+        span = int(end.max()) - start
+        busy = union_length(ts, end)
     else:
         span = busy = 0
+    ev = rt.events
     row: dict[str, Any] = {
         "rank": rt.rank,
         "events": len(ev),
         "other_events": int(sum(len(rt.tables.get(t, ())) for t in EVENT_TABLES)),
-        "gpu_events": len(gpu),
+        "gpu_events": n_gpu,
     }
-    row.update({k: int(counts.get(k, 0)) for k in GPU_WORK_ORDER})
+    row.update({k: int(counts[k]) for k in GPU_WORK_ORDER})
     row.update({
         "gpu_span(us)": span / 1e3,
         "gpu_busy(us)": busy / 1e3,
