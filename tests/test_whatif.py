@@ -768,3 +768,14 @@ def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None
             got = cpu_edges_within(jg, i, rows)
             assert got.tolist() == edges[expected].tolist()
             assert k < 40 or expected.any()
+
+
+def test_edges_within_a_union_of_spans_by_construction() -> None:
+    """Overlapping spans merge, a span ending before its start holds nothing."""
+    from hta.analysis.whatif.fixes import _within_union
+
+    dst = np.asarray([1, 2, 3, 5, 8, 9, 12])
+    assert _within_union(dst, np.asarray([2, 4, 10]), np.asarray([3, 1, 12])).tolist() == [
+        1, 2, 6]
+    assert _within_union(dst, np.asarray([2, 3]), np.asarray([5, 9])).tolist() == [
+        1, 2, 3, 4, 5]

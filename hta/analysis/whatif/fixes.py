@@ -129,8 +129,9 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
 
 def _within_union(dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Positions in ``dst`` (edges' destinations, sorted) of those in the union of the
-    spans ``[lo, hi]`` (``lo`` ascending)."""
-    reach = np.maximum.accumulate(hi)
+    spans ``[lo, hi]`` (``lo`` ascending; a span ending before its start holds
+    nothing, and reads as ``[lo, lo]``)."""
+    reach = np.maximum.accumulate(np.maximum(hi, lo))
     new = np.r_[True, lo[1:] > reach[:-1]]  # a span past every earlier one's end
     starts = lo[new]
     ends = reach[np.r_[np.flatnonzero(new)[1:] - 1, lo.size - 1]]
