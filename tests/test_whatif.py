@@ -741,7 +741,7 @@ def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None
     destination; nested, overlapping and repeated spans included."""
     from conftest import SAMPLE_TRACES
 
-    from hta.analysis.whatif.fixes import cpu_edges_within
+    from hta.analysis.whatif.changes import cpu_edges_within
     from hta.model.rules import KIND_CODE
     from hta.model.trace import thread_keys
 
@@ -772,7 +772,7 @@ def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None
 
 def test_edges_within_a_union_of_spans_by_construction() -> None:
     """Overlapping spans merge, a span ending before its start holds nothing."""
-    from hta.analysis.whatif.fixes import _within_union
+    from hta.analysis.whatif.changes import _within_union
 
     dst = np.asarray([1, 2, 3, 5, 8, 9, 12])
     assert _within_union(dst, np.asarray([2, 4, 10]), np.asarray([3, 1, 12])).tolist() == [

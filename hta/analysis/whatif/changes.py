@@ -57,9 +57,11 @@ import pandas as pd
 from hta.analysis.critical_path.events import names_matching
 from hta.analysis.gpu_work import COMM, classes_of_codes, rank_work_class
 from hta.analysis.whatif.graph import EDGE, JobGraph
+from hta.analysis.whatif.schedule import index_ranges
 from hta.errors import ChangeMatchesNothingError
 from hta.model.arrays import distinct
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RuleSet, codes_in, kind_mask
+from hta.model.trace import thread_keys
 
 #: Changes that take no argument.
 SIMPLE = ("no-stragglers", "no-launch-overhead", "overlap-comm", "no-host-sync",
@@ -519,26 +521,57 @@ def _no_data_loader(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> N
         rows = data_loader_rows(g.trace)
         if not rows.size:
             continue
-        s_loc, e_loc = g.start_node[rows], g.end_node[rows]
-        ok = (s_loc >= 0) & (e_loc >= 0)
-        s_glob = jg.global_node(i, s_loc[ok])
-        e_glob = jg.global_node(i, e_loc[ok])
-        thread = g.trace.column("pid")[rows[ok]] * (1 << 32) + g.trace.column("tid")[rows[ok]]
-        m = jg.edges_into(i, "cpu")
-        rows_dst = jg.node_row[jg.dst[m]]
-        th = g.trace.column("pid")[rows_dst] * (1 << 32) + g.trace.column("tid")[rows_dst]
-        for t in distinct(thread).tolist():
-            sel = thread == t
-            lo, hi = s_glob[sel], e_glob[sel]
-            o = np.argsort(lo)
-            lo, hi = lo[o], np.maximum.accumulate(hi[o])
-            e = m[th == t]
-            k = np.searchsorted(lo, jg.src[e], side="right") - 1
-            inside = (k >= 0) & (jg.dst[e] <= hi[np.clip(k, 0, None)])
-            edits.delay[e[inside]] = 0.0
+        edits.delay[cpu_edges_within(jg, i, rows)] = 0.0
+        ok = (g.start_node[rows] >= 0) & (g.end_node[rows] >= 0)
         spans = rows[ok][np.argsort(g.trace.column("ts")[rows[ok]], kind="stable")]
         cap_handoffs(jg, edits, i, g.trace.column("ts")[spans], g.trace.column("end")[spans],
                      np.zeros(spans.size))
+
+
+def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
+    """Indices of rank position ``i``'s ``cpu`` edges that run inside the spans of
+    ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
+    one at or before its end node. Ascending.
+
+    Only the edges whose destination lies in the spans' union are read: the job's edges
+    are sorted by destination, so those are ranges of the rank's ``cpu`` edges, found by
+    binary search, not a pass over every one of them."""
+    g = jg.ranks[i]
+    s_loc, e_loc = g.start_node[rows], g.end_node[rows]
+    ok = (s_loc >= 0) & (e_loc >= 0)
+    if not ok.any():
+        return np.zeros(0, dtype=np.int64)
+    s_glob = jg.global_node(i, s_loc[ok])
+    e_glob = jg.global_node(i, e_loc[ok])
+    pid, tid = g.trace.column("pid"), g.trace.column("tid")
+    thread = thread_keys(pid[rows[ok]], tid[rows[ok]])
+    o = np.argsort(s_glob, kind="stable")
+    lo, hi, thread = s_glob[o], e_glob[o], thread[o]
+    m = jg.edges_into(i, "cpu")
+    e = m[_within_union(jg.dst[m], lo, hi)]
+    src, dst = jg.src[e], jg.dst[e]
+    at = jg.node_row[dst]
+    th = thread_keys(pid[at], tid[at])  # the thread of each edge's destination
+    inside = np.zeros(e.size, dtype=bool)
+    for t in distinct(thread).tolist():
+        mine = thread == t
+        t_lo, t_hi = lo[mine], np.maximum.accumulate(hi[mine])
+        on = np.flatnonzero(th == t)
+        k = np.searchsorted(t_lo, src[on], side="right") - 1
+        inside[on] = (k >= 0) & (dst[on] <= t_hi[np.clip(k, 0, None)])
+    return e[inside]
+
+
+def _within_union(dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Positions in ``dst`` (edges' destinations, sorted) of those in the union of the
+    spans ``[lo, hi]`` (``lo`` ascending; a span ending before its start holds
+    nothing, and reads as ``[lo, lo]``)."""
+    reach = np.maximum.accumulate(np.maximum(hi, lo))
+    new = np.r_[True, lo[1:] > reach[:-1]]  # a span past every earlier one's end
+    starts = lo[new]
+    ends = reach[np.r_[np.flatnonzero(new)[1:] - 1, lo.size - 1]]
+    return index_ranges(np.searchsorted(dst, starts, side="left"),
+                        np.searchsorted(dst, ends, side="right"))
 
 
 def register(kind: str, edit: object) -> None:

@@ -71,10 +71,10 @@ from hta.analysis.whatif.changes import (
     _gpu_rows,
     _zero_cpu_inside,
     cap_handoffs,
+    cpu_edges_within,
     register,
 )
 from hta.analysis.whatif.graph import EDGE, JobGraph
-from hta.analysis.whatif.schedule import index_ranges
 from hta.model.arrays import distinct, union
 from hta.model.rules import KIND_CODE, RuleSet, codes_in
 from hta.model.trace import RankTrace, thread_keys
@@ -92,51 +92,6 @@ _LAUNCH = KIND_CODE["runtime_launch"]
 
 def _thread(ev_pid: np.ndarray, ev_tid: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return thread_keys(ev_pid[rows], ev_tid[rows])
-
-
-def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
-    """Indices of rank position ``i``'s ``cpu`` edges that run inside the spans of
-    ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
-    one at or before its end node. Ascending.
-
-    Only the edges whose destination lies in the spans' union are read: the job's edges
-    are sorted by destination, so those are ranges of the rank's ``cpu`` edges, found by
-    binary search, not a pass over every one of them."""
-    g = jg.ranks[i]
-    s_loc, e_loc = g.start_node[rows], g.end_node[rows]
-    ok = (s_loc >= 0) & (e_loc >= 0)
-    if not ok.any():
-        return np.zeros(0, dtype=np.int64)
-    s_glob = jg.global_node(i, s_loc[ok])
-    e_glob = jg.global_node(i, e_loc[ok])
-    pid, tid = g.trace.column("pid"), g.trace.column("tid")
-    thread = _thread(pid, tid, rows[ok])
-    o = np.argsort(s_glob, kind="stable")
-    lo, hi, thread = s_glob[o], e_glob[o], thread[o]
-    m = jg.edges_into(i, "cpu")
-    e = m[_within_union(jg.dst[m], lo, hi)]
-    src, dst = jg.src[e], jg.dst[e]
-    th = _thread(pid, tid, jg.node_row[dst])  # the thread of each edge's destination
-    inside = np.zeros(e.size, dtype=bool)
-    for t in distinct(thread).tolist():
-        mine = thread == t
-        t_lo, t_hi = lo[mine], np.maximum.accumulate(hi[mine])
-        on = np.flatnonzero(th == t)
-        k = np.searchsorted(t_lo, src[on], side="right") - 1
-        inside[on] = (k >= 0) & (dst[on] <= t_hi[np.clip(k, 0, None)])
-    return e[inside]
-
-
-def _within_union(dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Positions in ``dst`` (edges' destinations, sorted) of those in the union of the
-    spans ``[lo, hi]`` (``lo`` ascending; a span ending before its start holds
-    nothing, and reads as ``[lo, lo]``)."""
-    reach = np.maximum.accumulate(np.maximum(hi, lo))
-    new = np.r_[True, lo[1:] > reach[:-1]]  # a span past every earlier one's end
-    starts = lo[new]
-    ends = reach[np.r_[np.flatnonzero(new)[1:] - 1, lo.size - 1]]
-    return index_ranges(np.searchsorted(dst, starts, side="left"),
-                        np.searchsorted(dst, ends, side="right"))
 
 
 def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
