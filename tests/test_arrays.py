@@ -98,3 +98,19 @@ def test_the_scan_sees_a_bare_np_unique(tmp_path: Path) -> None:
                       "e = np.setdiff1d(x, y, assume_unique=True)\n"
                       "f = np.setdiff1d(x, y)\n")
     assert _bare_unique_calls(sample) == [2, 4, 5, 7]
+
+
+def test_last_row_of_answers_what_a_dict_of_the_rows_answers() -> None:
+    from hta.model.arrays import last_row_of
+
+    rng = np.random.default_rng(3)
+    keys = (rng.integers(0, 4, 400), rng.integers(0, 30, 400), rng.integers(0, 3, 400))
+    queries = (rng.integers(0, 5, 300), rng.integers(0, 30, 300), rng.integers(0, 3, 300))
+    table: dict[tuple[int, ...], int] = {}
+    for row, key in enumerate(zip(*(k.tolist() for k in keys), strict=True)):
+        table[key] = row                                   # repeated keys: the last row
+    expected = [table.get(q, -1) for q in zip(*(q.tolist() for q in queries), strict=True)]
+    got = last_row_of(keys, queries)
+    assert got.tolist() == expected and (got == -1).any() and (got >= 0).any()
+    assert last_row_of((np.zeros(0, dtype=np.int64),), (np.arange(3),)).tolist() == [-1] * 3
+    assert last_row_of((np.arange(3),), (np.zeros(0, dtype=np.int64),)).size == 0

@@ -182,6 +182,33 @@ def test_side_tables_are_converted_on_first_use_and_act_as_a_dict(cached: tuple)
     assert dict(tables).keys() == expected.keys()
 
 
+def test_to_frame_gives_what_the_written_record_restores() -> None:
+    """The plain conversion (record skipped) only where it gives the same frame."""
+    plain = pd.DataFrame({
+        "i": np.arange(4, dtype=np.int64), "j": np.arange(4, dtype=np.int32),
+        "f": [1.5, np.nan, 2.0, 0.0], "b": [True, False, True, True],
+        "s": pd.array(["a", None, "ccc", ""], dtype="str"),
+    })
+    others = {
+        "a labelled index": plain.set_index("i"),
+        "a categorical": plain.assign(c=pd.Categorical(["x", "y", "x", "z"])),
+        "a datetime": plain.assign(t=pd.to_datetime([0, 1, 2, 3], utc=True)),
+        "a nullable integer": plain.assign(n=pd.array([1, None, 3, 4], dtype="Int64")),
+    }
+    table = pa.Table.from_pandas(plain, preserve_index=False)
+    assert arrow_files._plain(table.schema.metadata[b"pandas"])
+    pd.testing.assert_frame_equal(arrow_files.to_frame(table), table.to_pandas(),
+                                  check_exact=True)
+    for what, frame in others.items():
+        table = pa.Table.from_pandas(frame, preserve_index=what == "a labelled index")
+        assert not arrow_files._plain(table.schema.metadata[b"pandas"]), what
+        pd.testing.assert_frame_equal(arrow_files.to_frame(table), table.to_pandas(),
+                                      check_exact=True)
+    assert not arrow_files._plain(None) and not arrow_files._plain(b"not json")
+    bare = pa.table({"x": [1, 2]})
+    pd.testing.assert_frame_equal(arrow_files.to_frame(bare), bare.to_pandas())
+
+
 def test_an_entry_with_kinds_out_of_range_is_rebuilt(cached: tuple,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     folder, cache, first = cached

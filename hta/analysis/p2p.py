@@ -65,7 +65,8 @@ def p2p_peers(rt: RankTrace, rows: np.ndarray, names: np.ndarray, kernels: np.nd
     n = rows.size
     direction = np.array([_DIRECTION.get(str(c).lower(), "") for c in names], dtype=object)
     peer = np.full(n, NO_PEER, dtype=np.int64)
-    p2p_kernel = np.array([bool(_P2P_KERNEL.search(str(k))) for k in kernels], dtype=bool)
+    is_p2p = {k: bool(_P2P_KERNEL.search(k)) for k in set(map(str, kernels))}  # few names
+    p2p_kernel = np.array([is_p2p[str(k)] for k in kernels], dtype=bool)
     batched = p2p_kernel & (direction == "") & np.array(
         [str(c).lower() in _BATCHED for c in names], dtype=bool)
     direction[batched] = BATCH

@@ -38,3 +38,32 @@ def union(*arrays: ArrayLike) -> np.ndarray:
     """The distinct values of all of ``arrays`` (flattened), ascending: what
     ``np.union1d`` gives for two (the same dtype promotion), by :func:`distinct`."""
     return distinct(np.concatenate([np.ravel(a) for a in arrays]))
+
+
+def last_row_of(keys: tuple[np.ndarray, ...], queries: tuple[np.ndarray, ...]
+                ) -> np.ndarray:
+    """Per query (the i-th values of the ``queries`` columns), the last row of ``keys``
+    (columns of equal length, compared column by column) holding the same values; -1
+    where none does. What a ``dict`` from ``zip(*keys)`` to the row numbers answers,
+    by one sort of keys and queries together instead of a Python tuple per row."""
+    n = len(keys[0]) if keys else 0
+    m = len(queries[0]) if queries else 0
+    out = np.full(m, -1, dtype=np.int64)
+    if not n or not m:
+        return out
+    cols = [np.concatenate([np.asarray(k), np.asarray(q)]) for k, q in zip(keys, queries,
+                                                                           strict=True)]
+    is_query = np.r_[np.zeros(n, dtype=bool), np.ones(m, dtype=bool)]
+    # equal values: the key rows first, in row order, then the queries
+    order = np.lexsort((is_query, *reversed(cols)))
+    at_key = np.where(is_query[order], -1, np.arange(order.size))
+    last = np.maximum.accumulate(at_key)  # per position, the last key row's at or before
+    q = np.flatnonzero(is_query[order])
+    ok = last[q] >= 0
+    found = np.where(ok, order[np.maximum(last[q], 0)], -1)
+    same = np.ones(q.size, dtype=bool)
+    for c in cols:
+        same[ok] &= c[found[ok]] == c[order[q[ok]]]
+    hit = ok & same
+    out[order[q[hit]] - n] = found[hit]
+    return out

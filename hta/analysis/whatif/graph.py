@@ -54,7 +54,7 @@ from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.analysis.whatif.schedule import index_ranges
-from hta.model.arrays import distinct
+from hta.model.arrays import distinct, last_row_of
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
@@ -730,15 +730,17 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
     node_pos = ordered(node_pos)
+    node_ts = ordered(all_ts)
+    # a rank's nodes start from its first timestamp, a barrier from its own time
+    base = np.where(node_pos >= 0, np.r_[first, 0][node_pos], node_ts)
     jg = JobGraph(
         ranks=ranks, offsets=offsets, node_pos=node_pos,
         node_row=ordered(cat([g.node_event.astype(np.int64) for g in ranks],
                              np.full(n_bar, -1, dtype=np.int64))),
         node_is_start=ordered(cat([g.node_is_start for g in ranks],
                                   np.zeros(n_bar, dtype=bool))),
-        node_ts=ordered(all_ts), src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
-        binding=e_bind,
-        base=ordered(cat([np.repeat(first, sizes)], b_ts)),
+        node_ts=node_ts, src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
+        binding=e_bind, base=base,
         collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
@@ -782,17 +784,15 @@ def match_slots(frames: list[pd.DataFrame], dropped: dict[str, int] | None = Non
     if len(frames) < 2:
         return pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
-    where = {(int(r), int(s), int(e)): (int(p), int(a), int(b)) for r, s, e, p, a, b in zip(
-        kernels["rank"], kernels["start_ns"], kernels["end_ns"], kernels["_pos"],
-        kernels["_s"], kernels["_e"], strict=True)}
     arr = match_collectives(kernels.drop(columns=["_row", "_pos", "_s", "_e"]))
     arr = arr[arr["participants"] >= 2]
     if not len(arr):
         return arr
-    key = zip(arr["rank"].tolist(), arr["start_ns"].tolist(), arr["end_ns"].tolist(),
-              strict=True)
-    found = np.asarray([where[k] for k in key], dtype=np.int64).reshape(-1, 3)
-    arr = arr.assign(_pos=found[:, 0], _s=found[:, 1], _e=found[:, 2])
+    # each matched kernel's own row (the last of a repeated rank, start and end)
+    key = ("rank", "start_ns", "end_ns")
+    row = last_row_of(tuple(kernels[c].to_numpy(np.int64) for c in key),
+                      tuple(arr[c].to_numpy(np.int64) for c in key))
+    arr = arr.assign(**{c: kernels[c].to_numpy(np.int64)[row] for c in ("_pos", "_s", "_e")})
     arr = arr[(arr["_s"] >= 0) & (arr["_e"] >= 0)]
     _, inst = np.unique(arr["collective"].to_numpy(), return_inverse=True)
     start = arr["start_ns"].to_numpy(np.int64)
