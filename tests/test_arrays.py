@@ -114,3 +114,17 @@ def test_last_row_of_answers_what_a_dict_of_the_rows_answers() -> None:
     assert got.tolist() == expected and (got == -1).any() and (got >= 0).any()
     assert last_row_of((np.zeros(0, dtype=np.int64),), (np.arange(3),)).tolist() == [-1] * 3
     assert last_row_of((np.arange(3),), (np.zeros(0, dtype=np.int64),)).size == 0
+
+
+@pytest.mark.parametrize("distinct_values", [3, 50, 10_000])
+def test_lexsort_gives_what_np_lexsort_gives(distinct_values: int) -> None:
+    from hta.model.arrays import lexsort
+
+    rng = np.random.default_rng(distinct_values)
+    n = 5_000
+    keys = (rng.integers(0, 2, n).astype(bool), rng.integers(-3, 3, n),
+            rng.integers(0, 4, n).astype(np.int8), rng.integers(0, distinct_values, n))
+    assert lexsort(keys).tolist() == np.lexsort(keys).tolist()      # full ties: stable
+    assert lexsort(keys[-1:]).tolist() == np.lexsort(keys[-1:]).tolist()
+    assert lexsort((np.arange(1), np.zeros(1))).tolist() == [0]
+    assert lexsort((np.zeros(0), np.zeros(0))).size == 0

@@ -366,9 +366,23 @@ def test_workers_are_forked_with_this_process_s_objects_frozen_and_nothing_stays
         calls: list[str] = []
         monkeypatch.setattr(spread.gc, "freeze", lambda: calls.append("freeze"))
         monkeypatch.setattr(spread.gc, "unfreeze", lambda: calls.append("unfreeze"))
-        with spread.frozen_for_fork():
+        with spread.gc_frozen():
             pass
         assert calls == []
     finally:
         monkeypatch.undo()
         gc.unfreeze()
+
+
+def test_a_visit_here_runs_with_the_objects_it_found_frozen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from hta.model import runner
+
+    seen: list[int] = []
+    monkeypatch.setattr(runner, "_visit", lambda *a: seen.append(gc.get_freeze_count()) or [])
+    assert gc.get_freeze_count() == 0
+    assert runner.visit(None, None, ()) == []  # type: ignore[arg-type]
+    assert seen and seen[0] > 0              # the collector skips what the visit found
+    assert gc.get_freeze_count() == 0        # and collects it again afterwards

@@ -67,3 +67,23 @@ def last_row_of(keys: tuple[np.ndarray, ...], queries: tuple[np.ndarray, ...]
     hit = ok & same
     out[order[q[hit]] - n] = found[hit]
     return out
+
+
+def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key primary, stable), faster when the primary key
+    is mostly distinct (timestamps): one stable sort by it, then the full comparison only
+    among the rows that tie on it (np.lexsort sorts once per key, over every row)."""
+    primary = np.asarray(keys[-1])
+    if len(keys) < 2 or primary.size < 2:
+        return np.lexsort(keys)
+    order = np.argsort(primary, kind="stable")
+    sorted_primary = primary[order]
+    equal = sorted_primary[1:] == sorted_primary[:-1]
+    tied = np.r_[equal, False] | np.r_[False, equal]
+    if tied.any():
+        # tied rows lie in runs of one primary value: sorting them together by every key
+        # keeps each run in its place, and keeps the first sort's order of full ties
+        at = np.flatnonzero(tied)
+        sub = order[at]
+        order[at] = sub[np.lexsort([np.asarray(k)[sub] for k in keys])]
+    return order

@@ -258,7 +258,17 @@ def visit(trace: Trace, ranks: Ranks, calls: tuple[Call, ...]
 
     One work on a trace over every event of several ranks held here (an in-memory job)
     is one call over them: its answer is by contract the concatenation of its per-rank
-    answers, and the fixed cost of each call is paid once."""
+    answers, and the fixed cost of each call is paid once. The objects held before the
+    visit are out of the garbage collector's walks while it runs
+    (:func:`hta.model.spread.gc_frozen`)."""
+    from hta.model.spread import gc_frozen
+
+    with gc_frozen():
+        return _visit(trace, ranks, calls)
+
+
+def _visit(trace: Trace, ranks: Ranks, calls: tuple[Call, ...]
+           ) -> list[tuple[int, list[Any]]]:
     selected = trace.selected_ranks(ranks)
     if len(calls) == 1 and len(selected) > 1 and isinstance(calls[0][0], OnTrace) \
             and calls[0][3] is None:
