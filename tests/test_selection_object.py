@@ -47,7 +47,7 @@ NOT_A_SELECTION = {
     # A filter of one events table (a per-rank frame).
     "hta.analysis.select": {"select_iterations"},
     # The runner's far side: the rank numbers the transport hands it.
-    "hta.model.runner": {"visit", "_joined_visit", "_items"},
+    "hta.model.runner": {"visit", "_visit", "_joined_visit", "_items"},
 }
 
 
