@@ -9,6 +9,10 @@ grow (measured with numpy 2.4 on int64 event rows and node ids: 1M distinct valu
 sort is what fits them. ``np.union1d``, ``np.intersect1d`` and ``np.setdiff1d`` (unless
 told ``assume_unique``) take the same path: :func:`union` stands in for the first.
 ``tests/test_arrays.py`` keeps these calls out of ``hta``.
+
+Two sorts the hot paths share: :func:`lexsort` (``np.lexsort``'s order, faster when the
+primary key is mostly distinct, as times are) and :func:`last_row_of` (the rows of a
+table holding given key tuples, what a ``dict`` of tuples answers, by one sort).
 """
 
 from __future__ import annotations
