@@ -706,8 +706,16 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     def ordered(a: np.ndarray) -> np.ndarray:
         return a if identity else a[order]
 
-    e_src = pos[cat([g.src + offsets[i] for i, g in enumerate(ranks)], b_src)]
-    e_dst = pos[cat([g.dst + offsets[i] for i, g in enumerate(ranks)], b_dst)]
+    def node_ids(local: list[np.ndarray], barrier: np.ndarray) -> np.ndarray:
+        """The ranks' local node ids (then the barriers' global ones) as ids of the job
+        graph: offset in place, one array of the job's size (each one touched costs)."""
+        ids = cat(local, barrier)
+        for i, at in enumerate(np.cumsum([0, *(a.size for a in local)])[:-1]):
+            ids[at:at + local[i].size] += offsets[i]
+        return pos[ids]
+
+    e_src = node_ids([g.src for g in ranks], b_src)
+    e_dst = node_ids([g.dst for g in ranks], b_dst)
     e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
     e_delay = cat(delay, b_delay.astype(np.int64))
     e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
@@ -725,17 +733,19 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
                                                                   e_delay, e_bind))
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
-    node_pos = cat([np.repeat(np.arange(len(ranks), dtype=np.int64), sizes)],
-                   np.full(n_bar, -1, dtype=np.int64))
+    # each node's rank position, -1 for a barrier (the barriers come after the ranks)
+    node_pos = ordered(np.repeat(np.r_[np.arange(len(ranks), dtype=np.int64), -1],
+                                 np.r_[sizes, n_bar]))
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
-    node_pos = ordered(node_pos)
     node_ts = ordered(all_ts)
     # a rank's nodes start from its first timestamp, a barrier from its own time
-    base = np.where(node_pos >= 0, np.r_[first, 0][node_pos], node_ts)
+    base = np.r_[first, 0][node_pos]
+    barrier = node_pos < 0
+    base[barrier] = node_ts[barrier]
     jg = JobGraph(
         ranks=ranks, offsets=offsets, node_pos=node_pos,
-        node_row=ordered(cat([g.node_event.astype(np.int64) for g in ranks],
+        node_row=ordered(cat([g.node_event.astype(np.int64, copy=False) for g in ranks],
                              np.full(n_bar, -1, dtype=np.int64))),
         node_is_start=ordered(cat([g.node_is_start for g in ranks],
                                   np.zeros(n_bar, dtype=bool))),
@@ -748,7 +758,8 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
 
 def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | None:
     """The order sorting edges by ``dst``, then ``src``; None when they are sorted."""
-    key = dst * np.int64(max(n, 1)) + src
+    key = dst * np.int64(max(n, 1))
+    key += src
     if key.size < 2 or (key[1:] > key[:-1]).all():
         return None
     return np.argsort(key, kind="stable")
