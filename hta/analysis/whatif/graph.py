@@ -706,16 +706,8 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     def ordered(a: np.ndarray) -> np.ndarray:
         return a if identity else a[order]
 
-    def node_ids(local: list[np.ndarray], barrier: np.ndarray) -> np.ndarray:
-        """The ranks' local node ids (then the barriers' global ones) as ids of the job
-        graph: offset in place, one array of the job's size (each one touched costs)."""
-        ids = cat(local, barrier)
-        for i, at in enumerate(np.cumsum([0, *(a.size for a in local)])[:-1]):
-            ids[at:at + local[i].size] += offsets[i]
-        return pos[ids]
-
-    e_src = node_ids([g.src for g in ranks], b_src)
-    e_dst = node_ids([g.dst for g in ranks], b_dst)
+    e_src = _job_node_ids([g.src for g in ranks], b_src, offsets, pos)
+    e_dst = _job_node_ids([g.dst for g in ranks], b_dst, offsets, pos)
     e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
     e_delay = cat(delay, b_delay.astype(np.int64))
     e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
@@ -754,6 +746,17 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
+
+
+def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndarray,
+                  pos: np.ndarray) -> np.ndarray:
+    """The ranks' local node ids (each rank's ``offsets`` apart, then the barriers' global
+    ids) as ids of the job graph (``pos``: a node's place in time order): offset in place
+    in one array of the job's size, as each new one costs its pages."""
+    ids = np.concatenate([*local, barrier])
+    for i, at in enumerate(np.cumsum([0, *(a.size for a in local)])[:-1]):
+        ids[at:at + local[i].size] += offsets[i]
+    return pos[ids]
 
 
 def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | None:
