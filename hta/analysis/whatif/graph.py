@@ -753,7 +753,7 @@ def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndar
     """The ranks' local node ids (each rank's ``offsets`` apart, then the barriers' global
     ids) as ids of the job graph (``pos``: a node's place in time order): offset in place
     in one array of the job's size, as each new one costs its pages."""
-    ids = np.concatenate([*local, barrier])
+    ids = np.concatenate([*local, barrier], dtype=np.int64)
     for i, at in enumerate(np.cumsum([0, *(a.size for a in local)])[:-1]):
         ids[at:at + local[i].size] += offsets[i]
     return pos[ids]
