@@ -53,7 +53,7 @@ from hta.analysis.critical_path.graph import CriticalPathGraph, build_graph
 from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
-from hta.analysis.whatif.schedule import index_ranges
+from hta.analysis.whatif.schedule import edge_offsets, index_ranges
 from hta.model.arrays import distinct, last_row_of
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
@@ -623,6 +623,12 @@ class JobGraph:
         ascending."""
         members, bounds = self._grouped("src", edge_type, self.src)
         return members[bounds[i]:bounds[i + 1]]
+
+    def edge_offsets(self) -> np.ndarray:
+        """:func:`~.schedule.edge_offsets` of the graph's edges (checked once, kept): what
+        every replay that keeps the edges as they are schedules them with."""
+        return self.kept("edge_offsets", lambda: edge_offsets(self.num_nodes, self.src,
+                                                              self.dst))
 
     def kept(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, computed on the first call for ``key`` and kept with the graph

@@ -161,9 +161,12 @@ def with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
 def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
     """Schedule the job graph as ``edits`` leave it (None: unchanged)."""
     if edits is None:
-        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of)
+        return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of,
+                        indptr=jg.edge_offsets())
     src, dst, delay = edits.edges(jg)
-    return schedule(jg.num_nodes, src, dst, np.maximum(delay, 0), jg.base, jg.order_of)
+    delay = np.maximum(delay, 0, out=delay if delay is not jg.delay else None)
+    return schedule(jg.num_nodes, src, dst, delay, jg.base, jg.order_of,
+                    indptr=jg.edge_offsets() if src is jg.src and dst is jg.dst else None)
 
 
 def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list[Change]:

@@ -54,7 +54,7 @@ class Schedule:
 
 def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
              base: np.ndarray, chain_order: np.ndarray | None = None,
-             roots: bool = False) -> Schedule:
+             roots: bool = False, indptr: np.ndarray | None = None) -> Schedule:
     """Earliest-start times of a DAG given with ``src < dst`` on every edge.
 
     Args:
@@ -67,23 +67,23 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
             nodes mostly follow one another (each rank's nodes together, for a job graph
             whose ids interleave the ranks by time); None: the ids' order. Only how fast.
         roots: also give each node's ``root``, the source its binding edges lead back to.
+        indptr: :func:`edge_offsets` of these very ``src`` and ``dst`` (checked when it
+            was made), for a caller that schedules the same edges again with other
+            delays; None: made here.
     """
     n = int(num_nodes)
     src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
     delay = np.asarray(delay, dtype=np.int64)
-    if src.size and not (src < dst).all():
-        raise ValueError("schedule needs every edge to go from a lower to a higher node id")
-    if src.size > 1 and (np.diff(dst) < 0).any():
-        raise ValueError("schedule needs the edges sorted by destination")
+    if indptr is None:
+        _check_edges(src, dst)
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
         return Schedule(z, z.copy(), z.copy() if roots else None)
-    indeg = np.bincount(dst, minlength=n)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(indeg, out=indptr[1:])
+    if indptr is None:
+        indptr = _offsets(n, dst)
     if native_schedule_available():
         return _native(indptr, src, delay, base, roots)
+    indeg = np.diff(indptr)
     single = indeg == 1
     multi = np.flatnonzero(indeg >= 2)
     del indeg  # each n-sized temporary goes as soon as it is used: a job graph has millions
@@ -96,6 +96,32 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     t = anchor_t[anchor]
     t += total
     return Schedule(t=t, via=via, root=root_of[anchor] if root_of is not None else None)
+
+
+def edge_offsets(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Where each node's incoming edges start among edges sorted by destination (``n +
+    1`` offsets: node ``v``'s are ``indptr[v]:indptr[v + 1]``), once the edges are checked
+    to be what :func:`schedule` needs: each from a lower to a higher node id, sorted by
+    ``dst``."""
+    _check_edges(src, dst)
+    return _offsets(int(num_nodes), dst)
+
+
+def _check_edges(src: np.ndarray, dst: np.ndarray) -> None:
+    """Raise ValueError unless every edge goes from a lower to a higher node id and the
+    edges are sorted by ``dst``."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if src.size and not (src < dst).all():
+        raise ValueError("schedule needs every edge to go from a lower to a higher node id")
+    if src.size > 1 and (dst[1:] < dst[:-1]).any():
+        raise ValueError("schedule needs the edges sorted by destination")
+
+
+def _offsets(n: int, dst: np.ndarray) -> np.ndarray:
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(np.asarray(dst, dtype=np.int64), minlength=n), out=indptr[1:])
+    return indptr
 
 
 def _chains(single: np.ndarray, indptr: np.ndarray, src: np.ndarray, delay: np.ndarray,
