@@ -22,7 +22,7 @@ from conftest import shared_trace
 from kineto_builder import TraceBuilder
 
 from hta.analysis.whatif import Change
-from hta.analysis.whatif.schedule import native_schedule_available, schedule
+from hta.analysis.whatif.schedule import edge_offsets, native_schedule_available, schedule
 from hta.trace_analysis import TraceAnalysis
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -73,6 +73,30 @@ def test_schedule_matches_a_plain_loop_on_random_dags() -> None:
 def test_schedule_rejects_backward_edges() -> None:
     with pytest.raises(ValueError):
         schedule(2, np.array([1]), np.array([0]), np.array([1]), np.zeros(2, np.int64))
+
+
+@pytest.mark.usefixtures("scheduler")
+def test_schedule_rejects_edges_out_of_order_and_their_offsets_too() -> None:
+    # edges 0->2 then 0->1 are not sorted by destination: both refuse them
+    src, dst = np.array([0, 0]), np.array([2, 1])
+    with pytest.raises(ValueError, match="sorted by destination"):
+        schedule(3, src, dst, np.array([1, 1]), np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="sorted by destination"):
+        edge_offsets(3, src, dst)
+    with pytest.raises(ValueError, match="lower to a higher"):
+        edge_offsets(2, np.array([1]), np.array([0]))
+
+
+@pytest.mark.usefixtures("scheduler")
+def test_schedule_with_offsets_made_ahead_matches() -> None:
+    # edge_offsets made once and given back: the same times, binding edges and roots
+    for n, src, dst, delay, base, chain in _random_graphs(17):
+        offsets = edge_offsets(n, src, dst)
+        assert offsets.tolist() == [0, *np.cumsum(np.bincount(dst, minlength=n)).tolist()]
+        a = schedule(n, src, dst, delay, base, chain, roots=True)
+        b = schedule(n, src, dst, delay, base, chain, roots=True, indptr=offsets)
+        assert (a.t.tolist(), a.via.tolist(), a.root.tolist()) == (
+            b.t.tolist(), b.via.tolist(), b.root.tolist())
 
 
 def _random_graphs(seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
@@ -779,3 +803,22 @@ def test_edges_within_a_union_of_spans_by_construction() -> None:
         1, 2, 6]
     assert _within_union(dst, np.asarray([2, 3]), np.asarray([5, 9])).tolist() == [
         1, 2, 3, 4, 5]
+
+
+def test_replays_that_keep_the_edges_reuse_the_graphs_offsets(tmp_path: Path) -> None:
+    # the job graph's edge offsets are made once; a replay whose change keeps every edge
+    # (a kernel scaled) schedules with them, as a schedule made from scratch would
+    from hta.analysis.whatif.changes import apply
+    from hta.analysis.whatif.replay import parse_changes, replay
+
+    a = TraceAnalysis(trace_dir=str(simulate(GPU_BOUND, tmp_path)), cache=False,
+                      progress=False)
+    jg, _ = a.replay().graph()
+    assert jg.edge_offsets() is jg.edge_offsets()
+    edits = apply(jg, parse_changes("kernels:gemm*0.5"))
+    assert edits.keep.all() and not edits.add_src
+    src, dst, delay = edits.edges(jg)
+    fresh = schedule(jg.num_nodes, src.copy(), dst.copy(), np.maximum(delay, 0), jg.base)
+    assert replay(jg, edits).t.tolist() == fresh.t.tolist()
+    assert replay(jg).t.tolist() == schedule(jg.num_nodes, jg.src, jg.dst, jg.delay,
+                                             jg.base).t.tolist()
