@@ -177,7 +177,8 @@ class Edits:
         return cls(delay=jg.delay.astype(np.float64), keep=np.ones(jg.src.size, dtype=bool))
 
     def edges(self, jg: JobGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(src, dst, delay)`` of the kept and added edges, sorted by ``dst``."""
+        """``(src, dst, delay)`` of the kept and added edges, sorted by ``dst``; ``delay``
+        is a new array, the caller's to change."""
         if not self.add_src:  # the kept edges are still in order
             if self.keep.all():
                 return jg.src, jg.dst, _rounded(self.delay)

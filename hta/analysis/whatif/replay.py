@@ -164,7 +164,7 @@ def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
         return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of,
                         indptr=jg.edge_offsets())
     src, dst, delay = edits.edges(jg)
-    delay = np.maximum(delay, 0, out=delay if delay is not jg.delay else None)
+    np.maximum(delay, 0, out=delay)  # a new array, the edits' own
     return schedule(jg.num_nodes, src, dst, delay, jg.base, jg.order_of,
                     indptr=jg.edge_offsets() if src is jg.src and dst is jg.dst else None)
 

@@ -75,12 +75,10 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     src = np.asarray(src, dtype=np.int64)
     delay = np.asarray(delay, dtype=np.int64)
     if indptr is None:
-        _check_edges(src, dst)
+        indptr = edge_offsets(n, src, dst)
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
         return Schedule(z, z.copy(), z.copy() if roots else None)
-    if indptr is None:
-        indptr = _offsets(n, dst)
     if native_schedule_available():
         return _native(indptr, src, delay, base, roots)
     indeg = np.diff(indptr)
@@ -103,24 +101,14 @@ def edge_offsets(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray
     1`` offsets: node ``v``'s are ``indptr[v]:indptr[v + 1]``), once the edges are checked
     to be what :func:`schedule` needs: each from a lower to a higher node id, sorted by
     ``dst``."""
-    _check_edges(src, dst)
-    return _offsets(int(num_nodes), dst)
-
-
-def _check_edges(src: np.ndarray, dst: np.ndarray) -> None:
-    """Raise ValueError unless every edge goes from a lower to a higher node id and the
-    edges are sorted by ``dst``."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     if src.size and not (src < dst).all():
         raise ValueError("schedule needs every edge to go from a lower to a higher node id")
     if src.size > 1 and (dst[1:] < dst[:-1]).any():
         raise ValueError("schedule needs the edges sorted by destination")
-
-
-def _offsets(n: int, dst: np.ndarray) -> np.ndarray:
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(np.asarray(dst, dtype=np.int64), minlength=n), out=indptr[1:])
+    indptr = np.zeros(int(num_nodes) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=int(num_nodes)), out=indptr[1:])
     return indptr
 
 
