@@ -128,3 +128,31 @@ def test_lexsort_gives_what_np_lexsort_gives(distinct_values: int) -> None:
     assert lexsort(keys[-1:]).tolist() == np.lexsort(keys[-1:]).tolist()
     assert lexsort((np.arange(1), np.zeros(1))).tolist() == [0]
     assert lexsort((np.zeros(0), np.zeros(0))).size == 0
+
+
+@pytest.mark.parametrize("case", ["narrow range, many ties", "negative and int32",
+                                  "wide range, distinct", "wide range, ties", "small",
+                                  "floats"])
+def test_stable_argsort_gives_numpys_stable_order(case: str) -> None:
+    """Every path of ``stable_argsort`` (packed keys, the unstable sort of distinct keys,
+    NumPy's stable sort) gives ``np.argsort(kind="stable")``'s order, ties in position
+    order."""
+    from hta.model.arrays import PACKED_SORT_MIN, stable_argsort
+
+    rng = np.random.default_rng(len(case))
+    n = 2 * PACKED_SORT_MIN + 3
+    keys = {
+        "narrow range, many ties": rng.integers(0, 1_000, n),
+        "negative and int32": rng.integers(-50_000, 50_000, n).astype(np.int32),
+        # a range past the positions' room: the keys cannot be packed with them
+        "wide range, distinct": rng.permutation(n).astype(np.int64) * (1 << 44) - (1 << 62),
+        "wide range, ties": np.repeat(rng.integers(-(1 << 62), 1 << 62, n // 3 + 1), 3)[:n],
+        "small": rng.integers(0, 5, 100),
+        "floats": rng.integers(0, 100, n).astype(np.float64),
+    }[case]
+    got = stable_argsort(keys)
+    assert got.dtype == np.int64 or case in ("small", "floats")
+    assert got.tolist() == np.argsort(keys, kind="stable").tolist()
+    if case == "narrow range, many ties":  # sorted runs stay in order, as a merge keeps them
+        runs = np.concatenate([np.sort(rng.integers(0, 10**9, n // 4)) for _ in range(4)])
+        assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()

@@ -54,7 +54,7 @@ from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.analysis.whatif.schedule import edge_offsets, index_ranges
-from hta.model.arrays import distinct, last_row_of
+from hta.model.arrays import distinct, last_row_of, stable_argsort
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
@@ -704,7 +704,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     # each rank's nodes are in time order already: a stable sort by time keeps them so,
     # interleaves the ranks by rank at equal times, and puts barriers last at their instant
     identity = len(ranks) <= 1 and not n_bar
-    order = np.arange(all_ts.size) if identity else np.argsort(all_ts, kind="stable")
+    order = np.arange(all_ts.size) if identity else stable_argsort(all_ts)
     pos = order if identity else np.empty(order.size, dtype=np.int64)
     if not identity:
         pos[order] = np.arange(order.size)
@@ -771,7 +771,7 @@ def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | N
     key += src
     if key.size < 2 or (key[1:] > key[:-1]).all():
         return None
-    return np.argsort(key, kind="stable")
+    return stable_argsort(key)
 
 
 def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
