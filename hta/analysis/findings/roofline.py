@@ -50,7 +50,7 @@ from hta.analysis.findings.kernels import SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.perf.op_performance import rank_op_performance
+from hta.analysis.perf.op_performance import rank_op_columns, rank_op_performance
 from hta.analysis.perf.replayed import first_rows, replayed_slots
 from hta.model.arrays import distinct
 from hta.model.trace import RankTrace
@@ -102,22 +102,38 @@ def _kernels_of(rt: RankTrace, owners: np.ndarray) -> pd.DataFrame:
                          "claimed": _claimed_elsewhere(rt, rows)})
 
 
-def _candidates(calls: pd.DataFrame) -> np.ndarray:
+#: The columns of the operator table that :func:`_candidates` reads, the steps and the
+#: calls' event ``index``.
+_CANDIDATE_COLUMNS = [*_KEYS, "kernel_time(us)", "pct_of_peak", "iteration", "index"]
+
+
+def _analysed(columns: dict[str, np.ndarray], iterations: list[int] | None
+              ) -> dict[str, np.ndarray]:
+    """The calls of ``columns`` the rule judges: with a % of roof, launched in the
+    analysed steps."""
+    keep = ~np.isnan(columns["pct_of_peak"].astype(np.float64))
+    if iterations is not None:
+        keep &= np.isin(columns["iteration"], iterations)
+    return {k: v[keep] for k, v in columns.items()}
+
+
+def _candidates(calls: pd.DataFrame | dict[str, np.ndarray]) -> np.ndarray:
     """Per call, whether its group (operator, shapes, types) can be far below its roof
     whatever calls other rules claim: the group has a call under the bar
     (:func:`_may_be_far_below`) and :data:`MIN_TIME_NS` of time in all its calls. Leaving
     out a claimed call only shortens a group, and a group's pct is a time-weighted mean
     of its calls', so no other group can be. Calls with a missing key are in no group."""
-    code = np.zeros(len(calls), np.int64)
-    ok = np.ones(len(calls), dtype=bool)
+    n = len(calls["pct_of_peak"])
+    code = np.zeros(n, np.int64)
+    ok = np.ones(n, dtype=bool)
     for k in _KEYS:
-        c, uniq = calls[k].factorize(sort=False)
+        c, uniq = pd.factorize(np.asarray(calls[k]), sort=False)
         ok &= c >= 0
         code = code * (len(uniq) + 1) + c
     group = pd.factorize(code)[0]
-    t = calls["kernel_time(us)"].to_numpy() * 1e3
+    t = np.asarray(calls["kernel_time(us)"]) * 1e3
     maybe = np.zeros(group.max() + 1 if len(group) else 0, dtype=bool)
-    maybe[group[ok & _may_be_far_below(calls["pct_of_peak"].to_numpy())]] = True
+    maybe[group[ok & _may_be_far_below(np.asarray(calls["pct_of_peak"]))]] = True
     enough = np.bincount(group[ok], weights=t[ok], minlength=maybe.size) >= MIN_TIME_NS
     return ok & (maybe & enough)[group]
 
@@ -224,22 +240,23 @@ def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
 
 def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``ops_below_roof`` findings of one rank (module docstring)."""
-    calls = rank_op_performance(rt)
-    calls = calls[calls["pct_of_peak"].notna()]
-    if iterations is not None:
-        calls = calls[calls["iteration"].isin(iterations)]
-    if not _may_be_far_below(calls["pct_of_peak"].to_numpy()).any():
-        return []  # no group can be far below its roof (most ranks)
-    candidate = _candidates(calls)
+    # the calls' columns before their table: most ranks end before it is made
+    columns = _analysed(rank_op_columns(rt, _CANDIDATE_COLUMNS), iterations)
+    candidate = _candidates(columns)
     if not candidate.any():
-        return []
-    index = calls["index"].to_numpy()
+        return []  # no group can be far below its roof (most ranks)
+    index = columns["index"]
     kernels = _kernels_of(rt, index[candidate])
     owner = kernels["owner_index"].to_numpy()
     claimed = distinct(owner[kernels["claimed"].to_numpy()])
-    calls = calls[candidate & ~np.isin(index, claimed)]
-    if not len(calls):
+    judged = candidate & ~np.isin(index, claimed)
+    if not judged.any():
         return []
+    calls = rank_op_performance(rt)  # the same calls, in the same order, as ``columns``
+    calls = calls[calls["pct_of_peak"].notna()]
+    if iterations is not None:
+        calls = calls[calls["iteration"].isin(iterations)]
+    calls = calls[judged]
     groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
     if not len(groups):
         return []

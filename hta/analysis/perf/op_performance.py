@@ -27,6 +27,7 @@ Definitions and derivations: ``docs/analyses/performance.md``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -137,23 +138,57 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
     per rank, device and rules: the roofline finding and the operator summary share it,
     :func:`hta.model.derived.derived`)."""
     rules = rules or RuleSet()
-    key = ("op_performance", device if isinstance(device, (str, type(None))) else
-           repr(device), rules.fingerprint())
-    return derived(rt, key, lambda: _rank_op_performance(rt, device, rules))
+    return derived(rt, _key("op_performance", device, rules),
+                   lambda: _rank_op_performance(rt, device, rules))
+
+
+def rank_op_columns(rt: RankTrace, names: list[str], device: DeviceArg = None,
+                    rules: RuleSet | None = None) -> dict[str, np.ndarray]:
+    """Columns ``names`` of :func:`rank_op_performance`, as arrays (the same values, in
+    its row order), read before its table is made: on a rank without a capture merge the
+    table is built only when asked for (the roofline finding reads these first, and most
+    ranks have no group of calls far enough below its roof to need more)."""
+    rules = rules or RuleSet()
+    parts = _rank_parts(rt, device, rules)
+    if parts is None:
+        table = rank_op_performance(rt, device, rules)
+        return {n: table[n].to_numpy() for n in names}
+    if not parts:
+        return {n: np.zeros(0) for n in names}
+    columns = _trace_columns(rt, parts)
+    size = len(columns["op"])
+    return {n: np.full(size, columns[n]) if np.ndim(columns[n]) == 0 else np.asarray(columns[n])
+            for n in names}
+
+
+def _key(name: str, device: DeviceArg, rules: RuleSet) -> tuple[object, ...]:
+    return (name, device if isinstance(device, (str, type(None))) else repr(device),
+            rules.fingerprint())
+
+
+def _rank_parts(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> dict[str, Any] | None:
+    """:func:`_trace_parts` of the rank's calls (kept for the rank, as its table is);
+    None on a rank with a capture merge, whose table is made whole."""
+    def compute() -> dict[str, Any] | None:
+        calls, gpu_work = op_calls(rt, rules)
+        return None if "replayed" in gpu_work else _trace_parts(rt, calls, gpu_work, device)
+    return derived(rt, _key("op_performance_parts", device, rules), compute)
 
 
 def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd.DataFrame:
+    parts = _rank_parts(rt, device, rules)
+    if parts is not None:  # no capture merge on this rank
+        return _trace_table(rt, parts)
     calls, gpu_work = op_calls(rt, rules)
-    if "replayed" not in gpu_work:  # no capture merge on this rank
-        return _trace_calls(rt, calls, gpu_work, device)
     slots = gpu_work["replayed"].to_numpy()
     hit = slots >= 0
     replayed = replayed_op_rows(rt, gpu_work["row"].to_numpy()[hit], slots[hit],
                                 calls_of(rt.tables[TABLE]), rank_device(rt, device),
                                 gpu_work["kernel_category"].to_numpy(dtype=object)[hit],
                                 gpu_work["dur"].to_numpy()[hit])
-    out = pd.concat([f for f in (_trace_calls(rt, calls, gpu_work, device), replayed)
-                     if len(f)] or [replayed], ignore_index=True)
+    trace_calls = _trace_table(rt, _trace_parts(rt, calls, gpu_work, device))
+    out = pd.concat([f for f in (trace_calls, replayed) if len(f)] or [replayed],
+                    ignore_index=True)
     return out.sort_values("index", kind="stable", ignore_index=True)[COLUMNS]
 
 
@@ -205,36 +240,54 @@ def replayed_op_rows(rt: RankTrace, rows: np.ndarray, slots: np.ndarray,
     return out[COLUMNS]
 
 
-def _trace_calls(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: DeviceArg
-                 ) -> pd.DataFrame:
-    """The rows of the operator calls the trace itself links to their GPU work."""
+def _trace_parts(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: DeviceArg
+                 ) -> dict[str, Any]:
+    """The columns of the operator calls the trace itself links to their GPU work, before
+    they make a table (:func:`_trace_table`): the calls, their models and roofline
+    columns, and the device (empty without calls)."""
     if not calls:
-        return pd.DataFrame({c: [] for c in COLUMNS})
+        return {}
     calls = attach_shapes(rt, calls)
     work = _kernel_peaks(rt, calls, gpu_work, _models(calls))
     dev = rank_device(rt, device)
-    time_ns = calls["time_ns"]
-    roof = roofline_columns(work["flops"], work["bytes"], time_ns, work["peak_key"],
-                            work["matrix"], dev)
-    ev = rt.events
+    roof = roofline_columns(work["flops"], work["bytes"], calls["time_ns"],
+                            work["peak_key"], work["matrix"], dev)
+    return {"calls": calls, "work": work, "roof": roof, "device": dev}
+
+
+def _trace_table(rt: RankTrace, parts: dict[str, Any]) -> pd.DataFrame:
+    """The rows (:data:`COLUMNS`) of :func:`_trace_parts`' calls."""
+    if not parts:
+        return pd.DataFrame({c: [] for c in COLUMNS})
+    columns = _trace_columns(rt, parts)
+    for name in _TEXT:  # text columns stay object arrays: no conversion of long strings
+        columns[name] = pd.Series(columns[name], dtype=object, copy=False)
+    # built in the table's column order: selecting the columns afterwards copies them all
+    return pd.DataFrame({c: columns[c] for c in COLUMNS})
+
+
+#: The text columns of :data:`COLUMNS`.
+_TEXT = ("op", "category", "input_dims", "input_types", "peak_key", "bound", "device")
+
+
+def _trace_columns(rt: RankTrace, parts: dict[str, Any]) -> dict[str, Any]:
+    """:data:`COLUMNS` of :func:`_trace_parts`' calls (arrays, and scalars for columns
+    of one value)."""
+    calls, work, roof, dev = parts["calls"], parts["work"], parts["roof"], parts["device"]
     op = calls["op"]
-    text = {  # text columns stay object arrays: no conversion of long shape strings
+    return {
+        "rank": np.int64(rt.rank), "index": rt.column("index")[op],
+        "iteration": rt.column("iteration")[op] if "iteration" in rt.events else -1,
         "op": calls["name"], "category": calls["category"],
         "input_dims": work["input_dims"], "input_types": work["input_types"],
         "peak_key": work["peak_key"], "bound": np.asarray(roof["bound"], dtype=object),
-        "device": np.full(len(op), dev.name if dev is not None else "", dtype=object)}
-    columns = {
-        "rank": np.int64(rt.rank), "index": rt.column("index")[op],
-        "iteration": rt.column("iteration")[op] if "iteration" in ev else -1,
-        **{k: pd.Series(v, dtype=object, copy=False) for k, v in text.items()},
-        "kernels": calls["kernels"], "kernel_time(us)": time_ns / 1e3,
+        "device": np.full(len(op), dev.name if dev is not None else "", dtype=object),
+        "kernels": calls["kernels"], "kernel_time(us)": calls["time_ns"] / 1e3,
         "flops": work["flops"], "bytes": work["bytes"],
         **{k: roof[k] for k in ("tflops_per_s", "tb_per_s", "flops_per_byte",
                                 "roof_tflops_per_s", "pct_of_peak")},
         "matrix": work["matrix"], "captured": False,
     }
-    # built in the table's column order: selecting the columns afterwards copies them all
-    return pd.DataFrame({c: columns[c] for c in COLUMNS})
 
 
 def op_performance(trace: Trace, selection: Selection = EVERYTHING,
