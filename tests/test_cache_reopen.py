@@ -199,6 +199,19 @@ def test_to_frame_gives_what_the_written_record_restores() -> None:
     assert arrow_files._plain(table.schema.metadata[b"pandas"])
     pd.testing.assert_frame_equal(arrow_files.to_frame(table), table.to_pandas(),
                                   check_exact=True)
+    # made column by column (pandas 3: its strings are Arrow's), the dtypes Arrow gives
+    column_wise = arrow_files._plain_frame(table)
+    assert (column_wise is not None) == (arrow_files._arrow_strings() is not None)
+    if column_wise is not None:
+        pd.testing.assert_frame_equal(column_wise, table.to_pandas(), check_exact=True)
+        assert list(column_wise.dtypes) == list(table.to_pandas().dtypes)
+        column_wise.loc[0, "i"] = 7  # its own, writable memory
+        assert table.column("i")[0].as_py() == 0
+    # an integer column with a missing value: Arrow's conversion makes it floats
+    holed = pa.table({"i": pa.array([1, None], pa.int64()), "f": pa.array([None, 2.5])})
+    assert arrow_files._plain_frame(holed) is None
+    floats = arrow_files._plain_frame(holed.drop_columns(["i"]))  # a missing float: NaN
+    assert floats is not None and floats["f"].isna().tolist() == [True, False]
     for what, frame in others.items():
         table = pa.Table.from_pandas(frame, preserve_index=what == "a labelled index")
         assert not arrow_files._plain(table.schema.metadata[b"pandas"]), what
