@@ -336,14 +336,20 @@ def _kernel_blocks(rt: RankTrace) -> np.ndarray:
 
 def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
                     window: tuple[int, int]) -> Kernels:
-    """The compute kernels (kind ``computation``) of the analysis (:func:`in_steps`)."""
-    rows = np.flatnonzero(rt.kind_codes() == _COMPUTATION)
-    ts, end = rt.column("ts")[rows], rt.column("end")[rows]
-    step = rt.column("iteration")[rows]
-    sel = in_steps(rt, step, ts, iterations, window)
-    rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
-    return Kernels(rows, ts, dur, step, rt.column("name")[rows],
-                   link(rt, "op_index")[rows], int(dur.sum()))
+    """The compute kernels (kind ``computation``) of the analysis (:func:`in_steps`),
+    found once per rank, steps and window (a dozen rules read them; the arrays are
+    read-only)."""
+    def find() -> tuple[np.ndarray, ...]:
+        rows = np.flatnonzero(rt.kind_codes() == _COMPUTATION)
+        ts, end = rt.column("ts")[rows], rt.column("end")[rows]
+        step = rt.column("iteration")[rows]
+        sel = in_steps(rt, step, ts, iterations, window)
+        rows, ts, dur, step = rows[sel], ts[sel], (end - ts)[sel], step[sel]
+        return rows, ts, dur, step, rt.column("name")[rows], link(rt, "op_index")[rows]
+
+    steps = None if iterations is None else tuple(iterations)
+    found = derived(rt, ("findings.compute_kernels", steps, tuple(window)), find)
+    return Kernels(*found, int(found[2].sum()))
 
 
 def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,

@@ -10,6 +10,8 @@ __next__``, or a ``record_function`` labelled ``data``, ``data_loading``, ``data
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -60,19 +62,19 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
     """Whether each row's name matches ``pattern`` (a compiled pattern, searched, or a
     predicate on the name, which must depend on the name alone): each distinct name is
     tested once per process and test (the verdicts are kept per name id for the rank's
-    next call, :func:`hta.model.derived.derived`, and per name text for the other ranks,
-    which number names their own way)."""
+    symbol table, which the ranks of a job share, :func:`_verdict_tables`, and per name
+    text for the ranks that number names their own way)."""
     ids = rt.column("name")[rows]
     if ids.size == 0:
         return np.zeros(0, dtype=bool)
-    tests = derived(rt, "findings.name_tests", _NameTests)
-    lut = tests.verdicts.get(pattern)
+    verdicts = _verdict_tables(rt.symbols)
+    lut = verdicts.get(pattern)
     need = max(len(rt.symbols), int(ids.max()) + 1)
     if lut is None or lut.size < need:
         grown = np.full(need, -1, dtype=np.int8)  # -1: not tested yet
         if lut is not None:
             grown[:lut.size] = lut
-        lut = tests.verdicts[pattern] = grown
+        lut = verdicts[pattern] = grown
     got = lut[ids]
     untested = got < 0
     if untested.any():
@@ -80,6 +82,28 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
         lut[new] = _verdicts(pattern, [rt.symbols[i] for i in new.tolist()])
         got = lut[ids]
     return got > 0
+
+
+#: Per symbol table (by identity: the ranks of a job loaded together share one), each
+#: test's verdict on each of its name ids (1, 0, or -1: not tested), for the
+#: :data:`MAX_TABLES` tables used last. A table is a list no one changes once a rank
+#: holds it (a rank given new names gets a new list).
+_TABLES: OrderedDict[int, tuple[object, dict[NameTest, np.ndarray]]] = OrderedDict()
+_TABLES_LOCK = threading.Lock()
+MAX_TABLES = 4
+
+
+def _verdict_tables(symbols: object) -> dict[NameTest, np.ndarray]:
+    """The verdicts kept for ``symbols`` (:data:`_TABLES`), made the most recent."""
+    key = id(symbols)
+    with _TABLES_LOCK:
+        entry = _TABLES.get(key)
+        if entry is None or entry[0] is not symbols:
+            entry = _TABLES[key] = (symbols, {})
+            while len(_TABLES) > MAX_TABLES:
+                _TABLES.popitem(last=False)
+        _TABLES.move_to_end(key)
+        return entry[1]
 
 
 def _distinct(ids: np.ndarray, n_symbols: int) -> np.ndarray:
@@ -117,13 +141,6 @@ def _verdicts(pattern: NameTest, names: list[str]) -> list[bool]:
             verdict = known[name] = bool(test(name))
         out.append(verdict)
     return out
-
-
-class _NameTests:
-    """Per pattern, the verdict on each name id of a rank (1, 0, or -1: not tested)."""
-
-    def __init__(self) -> None:
-        self.verdicts: dict[NameTest, np.ndarray] = {}
 
 
 def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | None,
