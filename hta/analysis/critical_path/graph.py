@@ -62,7 +62,7 @@ import pandas as pd
 from hta.analysis.critical_path.attribution import bound_summary, path_frame
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.sync import sync_edges
-from hta.model.arrays import distinct, lexsort
+from hta.model.arrays import distinct, lexsort, stable_argsort
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
 
@@ -460,8 +460,10 @@ def _enforce_order(src: np.ndarray, dst: np.ndarray, typ: np.ndarray, node_ts: n
         if n_tie:
             dropped["edges between equal times that would close a cycle"] = n_tie
         src, dst, typ = src[forward], dst[forward], typ[forward]
-    # one edge per (src, dst) pair; the first type added wins
-    order = np.lexsort((np.arange(src.size), src, dst))
+    # one edge per (src, dst) pair; the first type added wins: sorted by (dst, src), ties
+    # in the order added, by one stable sort of one key (node ids are below the count)
+    n = np.int64(max(node_ts.size, 1))
+    order = stable_argsort(dst.astype(np.int64) * n + src)
     src, dst, typ = src[order], dst[order], typ[order]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
