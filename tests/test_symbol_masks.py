@@ -63,3 +63,40 @@ def test_the_kept_verdicts_are_bounded(monkeypatch) -> None:  # type: ignore[no-
     big = [f"x{i}" for i in range(9)]  # larger than the bound: answered, not kept
     assert symbol_mask(big, str.isalpha).tolist() == [False] * 9
     assert symbol_masks._KEPT[0] <= 5
+
+
+def test_lazy_verdicts_test_only_the_names_asked_for_once_per_table() -> None:
+    """symbol_verdicts: the same verdicts as symbol_mask at the ids asked for; a name is
+    tested when an id first asks for it, once per table and key (the ranks sharing the
+    table share the verdicts), again after growth only for new names, and all again when
+    the table is rewritten in place."""
+    from hta.model.symbol_masks import symbol_verdicts
+
+    batches: list[list[str]] = []
+
+    def test_names(names: list[str]) -> list[bool]:
+        batches.append(list(names))
+        return [n.startswith("a") for n in names]
+
+    table = ["a1", "b1", "a2", "b2"]
+    ids = np.asarray([2, 2, 0, 2], dtype=np.int32)
+    assert symbol_verdicts(table, "starts-a", ids, test_names).tolist() == [
+        True, True, True, True]
+    assert batches == [["a1", "a2"]]  # each asked name once; ids 1 and 3 untested
+    got = symbol_verdicts(table, "starts-a", np.arange(4), test_names)
+    assert got.tolist() == symbol_mask(table, lambda n: n.startswith("a")).tolist()
+    assert batches[1:] == [["b1", "b2"]]
+    assert symbol_verdicts(table, "starts-a", np.arange(4), test_names).tolist() == \
+        got.tolist() and len(batches) == 2  # all kept: nothing tested
+    assert symbol_verdicts(table, "starts-a", np.zeros(0, np.int64), test_names).size == 0
+    table.append("a3")  # grows by appends: only the new name is tested
+    assert symbol_verdicts(table, "starts-a", np.asarray([4, 0]), test_names).tolist() == [
+        True, True]
+    assert batches[2:] == [["a3"]]
+    table[4] = "b9"  # rewritten in place (its last name): every name tested again
+    assert symbol_verdicts(table, "starts-a", np.asarray([4, 0]), test_names).tolist() == [
+        False, True]
+    assert batches[3:] == [["a1", "b9"]]
+    other = list(table)  # an equal table is another table
+    symbol_verdicts(other, "starts-a", np.asarray([0]), test_names)
+    assert batches[4:] == [["a1"]]

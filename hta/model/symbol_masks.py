@@ -6,7 +6,9 @@ HTA's), so a per-rank analysis that tests every name of the table (is it a
 once per rank: on a job whose ranks name things their own way, time that grows with the
 number of ranks. :func:`symbol_mask` tests each name once per table and test, and when
 the table has grown since (a table only grows, by appending the names of a rank that
-joins the job), only the new names.
+joins the job), only the new names. :func:`symbol_verdicts` keeps the verdicts the same
+way but tests a name only when a row asks for it (a rule that looks at the names of a few
+rows of each rank, on a table of many long kernel names).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import threading
 from collections.abc import Callable, Hashable
 
 import numpy as np
+
+from hta.model.arrays import distinct
 
 #: A test of a name: a predicate, or a compiled pattern's bound ``search``/``match``.
 NameTest = Callable[[str], object]
@@ -77,8 +81,56 @@ def symbol_ids(symbols: list[str], test: NameTest) -> np.ndarray:
     return np.flatnonzero(symbol_mask(symbols, test)).astype(np.int64)
 
 
+#: Per (table, test key), :func:`symbol_verdicts`' verdicts: 1, 0, or -1 (not tested).
+_LAZY: dict[tuple[int, object], _Kept] = {}
+_LAZY_KEPT = [0]  # verdicts held in _LAZY
+
+
+def symbol_verdicts(symbols: list[str], key: object, ids: np.ndarray,
+                    test_names: Callable[[list[str]], list[bool]]) -> np.ndarray:
+    """Per symbol id of ``ids``, whether the test ``key`` (hashable) names passes on its
+    name in ``symbols``: the ids never tested for this table and key are tested now, by one call
+    of ``test_names`` (their names in, one verdict each out; it must depend on the names
+    alone), and their verdicts kept with the table's (as :func:`symbol_mask` keeps them,
+    :data:`MAX_VERDICTS` in all)."""
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return np.zeros(0, dtype=bool)
+    need = len(symbols)
+    slot = (id(symbols), key)
+    with _LOCK:
+        kept = _LAZY.get(slot)
+        if kept is None or not kept.holds(symbols) or kept.mask.size < need:
+            lut = np.full(need, -1, dtype=np.int8)
+            if kept is not None and kept.holds(symbols):  # the table grew: keep what is known
+                lut[:kept.mask.size] = kept.mask
+            _LAZY_KEPT[0] += need - (kept.mask.size if kept is not None else 0)
+            if _LAZY_KEPT[0] > MAX_VERDICTS:
+                _LAZY.clear()
+                _LAZY_KEPT[0] = need
+            kept = _LAZY[slot] = _Kept(symbols, lut)
+    lut = kept.mask
+    got = lut[ids]
+    untested = got < 0
+    if untested.any():
+        new = _distinct_ids(ids[untested], lut.size)
+        lut[new] = test_names([symbols[i] for i in new.tolist()])
+        got = lut[ids]
+    return got > 0
+
+
+def _distinct_ids(ids: np.ndarray, n_symbols: int) -> np.ndarray:
+    """The distinct ids among ``ids``, ascending: marked in a mask of the table's ids
+    where that mask is small beside the ids (no sort), else sorted."""
+    if n_symbols <= 8 * ids.size:
+        seen = np.zeros(n_symbols, dtype=bool)
+        seen[ids] = True
+        return np.flatnonzero(seen)
+    return distinct(ids)
+
+
 def _tested(names: list[str], test: NameTest) -> np.ndarray:
     return np.fromiter((bool(test(s)) for s in names), dtype=bool, count=len(names))
 
 
-__all__ = ["MAX_VERDICTS", "NameTest", "symbol_ids", "symbol_mask"]
+__all__ = ["MAX_VERDICTS", "NameTest", "symbol_ids", "symbol_mask", "symbol_verdicts"]

@@ -348,8 +348,9 @@ def compute_kernels(rt: RankTrace, iterations: Sequence[int] | None,
         return rows, ts, dur, step, rt.column("name")[rows], link(rt, "op_index")[rows]
 
     steps = None if iterations is None else tuple(iterations)
-    found = derived(rt, ("findings.compute_kernels", steps, tuple(window)), find)
-    return Kernels(*found, int(found[2].sum()))
+    rows, ts, dur, step, ids, ops = derived(
+        rt, ("findings.compute_kernels", steps, tuple(window)), find)
+    return Kernels(rows, ts, dur, step, ids, ops, int(dur.sum()))
 
 
 def top_names(rt: RankTrace, ids: np.ndarray, weights: np.ndarray, n: int = 3,

@@ -107,13 +107,13 @@ def _kernels_of(rt: RankTrace, owners: np.ndarray) -> pd.DataFrame:
 _CANDIDATE_COLUMNS = [*_KEYS, "kernel_time(us)", "pct_of_peak", "iteration", "index"]
 
 
-def _analysed(columns: dict[str, np.ndarray], iterations: list[int] | None
+def _analysed(columns: dict[str, np.ndarray], steps: list[int] | None
               ) -> dict[str, np.ndarray]:
-    """The calls of ``columns`` the rule judges: with a % of roof, launched in the
-    analysed steps."""
+    """The calls of ``columns`` the rule judges: with a % of roof, launched in ``steps``
+    (the analysed steps; every call with None)."""
     keep = ~np.isnan(columns["pct_of_peak"].astype(np.float64))
-    if iterations is not None:
-        keep &= np.isin(columns["iteration"], iterations)
+    if steps is not None:
+        keep &= np.isin(columns["iteration"], steps)
     return {k: v[keep] for k, v in columns.items()}
 
 

@@ -10,13 +10,10 @@ __next__``, or a ``record_function`` labelled ``data``, ``data_loading``, ``data
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-import pandas as pd
 
 from hta.analysis.findings.events import link, step_numbers
 from hta.analysis.intervals import Cover
@@ -24,6 +21,7 @@ from hta.analysis.rowmap import ancestor_pairs, nearest_marked_ancestor
 from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
+from hta.model.symbol_masks import symbol_verdicts
 from hta.model.trace import RankTrace
 
 #: A DataLoader that runs worker processes (``num_workers > 0``).
@@ -62,59 +60,11 @@ def name_matches(rt: RankTrace, rows: np.ndarray, pattern: NameTest) -> np.ndarr
     """Whether each row's name matches ``pattern`` (a compiled pattern, searched, or a
     predicate on the name, which must depend on the name alone): each distinct name is
     tested once per process and test (the verdicts are kept per name id for the rank's
-    symbol table, which the ranks of a job share, :func:`_verdict_tables`, and per name
-    text for the ranks that number names their own way)."""
-    ids = rt.column("name")[rows]
-    if ids.size == 0:
-        return np.zeros(0, dtype=bool)
-    verdicts = _verdict_tables(rt.symbols)
-    lut = verdicts.get(pattern)
-    need = max(len(rt.symbols), int(ids.max()) + 1)
-    if lut is None or lut.size < need:
-        grown = np.full(need, -1, dtype=np.int8)  # -1: not tested yet
-        if lut is not None:
-            grown[:lut.size] = lut
-        lut = verdicts[pattern] = grown
-    got = lut[ids]
-    untested = got < 0
-    if untested.any():
-        new = _distinct(ids[untested], lut.size)
-        lut[new] = _verdicts(pattern, [rt.symbols[i] for i in new.tolist()])
-        got = lut[ids]
-    return got > 0
-
-
-#: Per symbol table (by identity: the ranks of a job loaded together share one), each
-#: test's verdict on each of its name ids (1, 0, or -1: not tested), for the
-#: :data:`MAX_TABLES` tables used last. A table is a list no one changes once a rank
-#: holds it (a rank given new names gets a new list).
-_TABLES: OrderedDict[int, tuple[object, dict[NameTest, np.ndarray]]] = OrderedDict()
-_TABLES_LOCK = threading.Lock()
-MAX_TABLES = 4
-
-
-def _verdict_tables(symbols: object) -> dict[NameTest, np.ndarray]:
-    """The verdicts kept for ``symbols`` (:data:`_TABLES`), made the most recent."""
-    key = id(symbols)
-    with _TABLES_LOCK:
-        entry = _TABLES.get(key)
-        if entry is None or entry[0] is not symbols:
-            entry = _TABLES[key] = (symbols, {})
-            while len(_TABLES) > MAX_TABLES:
-                _TABLES.popitem(last=False)
-        _TABLES.move_to_end(key)
-        return entry[1]
-
-
-def _distinct(ids: np.ndarray, n_symbols: int) -> np.ndarray:
-    """The distinct name ids among ``ids``: marked in a mask of the rank's names where
-    that mask is small beside the rows (no hash, no sort), else by a hash; either way
-    in an order the verdicts do not depend on."""
-    if n_symbols <= 8 * ids.size:
-        seen = np.zeros(n_symbols, dtype=bool)
-        seen[ids] = True
-        return np.flatnonzero(seen)
-    return pd.unique(ids)
+    symbol table, which the ranks of a job share,
+    :func:`hta.model.symbol_masks.symbol_verdicts`, and per name text for the ranks that
+    number names their own way)."""
+    return symbol_verdicts(rt.symbols, pattern, rt.column("name")[rows],
+                           lambda names: _verdicts(pattern, names))
 
 
 #: Per test, its verdict on each name already tested in this process: the ranks of a job
