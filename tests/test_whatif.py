@@ -99,6 +99,22 @@ def test_schedule_with_offsets_made_ahead_matches() -> None:
             b.t.tolist(), b.via.tolist(), b.root.tolist())
 
 
+@pytest.mark.usefixtures("scheduler")
+def test_schedule_without_binding_edges_gives_the_same_times_and_roots() -> None:
+    # binding=False (a prediction reads the times alone): no via, the same times, and the
+    # roots still follow the binding edges when asked for
+    for n, src, dst, delay, base, chain in _random_graphs(19):
+        whole = schedule(n, src, dst, delay, base, chain, roots=True)
+        times = schedule(n, src, dst, delay, base, chain, binding=False)
+        rooted = schedule(n, src, dst, delay, base, chain, roots=True, binding=False)
+        assert times.via is None and times.root is None and rooted.via is None
+        assert times.t.tolist() == rooted.t.tolist() == whole.t.tolist()
+        assert rooted.root.tolist() == whole.root.tolist()
+    empty = schedule(0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), binding=False)
+    assert empty.t.size == 0 and empty.via is None
+
+
 def _random_graphs(seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
                                                  np.ndarray, np.ndarray]]:
     """30 random DAGs of up to 80 nodes with delays of 0-2 (many ties): ``(n, src, dst,

@@ -204,7 +204,10 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
     else:
         src, dst, delay = edits.edges(jg)
         delay = np.maximum(delay, 0)
-    sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of, roots=True)
+    # a changed replay is read for its times and roots; the unchanged one is kept, and
+    # the critical path's walks follow its binding edges
+    sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of, roots=True,
+                     binding=edits is None)
     if edits is None:  # the unchanged replay: the critical path's walks start from it
         cr.base = (np.asarray(req.release, dtype=np.int64).tobytes(), sched)
     t = sched.t

@@ -89,6 +89,8 @@ def binding_edges(jg: JobGraph, sched: Schedule) -> tuple[np.ndarray, np.ndarray
     """Per node, the source and the type of its binding edge in ``sched`` (-1: none)."""
     src_of = np.full(jg.num_nodes, -1, dtype=np.int64)
     typ_of = np.full(jg.num_nodes, -1, dtype=np.int64)
+    if sched.via is None:
+        raise ValueError("binding_edges: the schedule was made without its binding edges")
     has = sched.via >= 0
     # via indexes the edges the schedule saw; the unchanged replay uses the job's edges
     src_of[has] = jg.src[sched.via[has]]

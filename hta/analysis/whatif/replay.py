@@ -158,15 +158,17 @@ def with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
                      start_node=start_node, end_node=end_node, trace=rt)
 
 
-def replay(jg: JobGraph, edits: Edits | None = None) -> Schedule:
-    """Schedule the job graph as ``edits`` leave it (None: unchanged)."""
+def replay(jg: JobGraph, edits: Edits | None = None, binding: bool = True) -> Schedule:
+    """Schedule the job graph as ``edits`` leave it (None: unchanged); ``binding``: with
+    each node's binding edge (False: the times alone, :func:`schedule`)."""
     if edits is None:
         return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of,
-                        indptr=jg.edge_offsets())
+                        indptr=jg.edge_offsets(), binding=binding)
     src, dst, delay = edits.edges(jg)
     np.maximum(delay, 0, out=delay)  # a new array, the edits' own
     return schedule(jg.num_nodes, src, dst, delay, jg.base, jg.order_of,
-                    indptr=jg.edge_offsets() if src is jg.src and dst is jg.dst else None)
+                    indptr=jg.edge_offsets() if src is jg.src and dst is jg.dst else None,
+                    binding=binding)
 
 
 def parse_changes(changes: Iterable[str | Change] | str | Change | None) -> list[Change]:
@@ -195,8 +197,9 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
     if check:
         check_targets(jg, parsed, rules, edits if len(parsed) == 1 else None)
     base = base or replay(jg)
-    changed = replay(jg, edits) if edits is not None else base
-    strict = replay(jg, modelled_edits(jg)) if modelled else None
+    # the changed replays are read for their times alone
+    changed = replay(jg, edits, binding=False) if edits is not None else base
+    strict = replay(jg, modelled_edits(jg), binding=False) if modelled else None
     parts = []
     for i, g in enumerate(jg.ranks):
         w = (windows or {}).get(g.rank)

@@ -44,17 +44,19 @@ def native_schedule_available() -> bool:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Per node: its scheduled time ``t`` (ns) and binding edge ``via`` (-1: source);
-    ``root`` (when asked for): the source its chain of binding edges starts from."""
+    """Per node: its scheduled time ``t`` (ns); its binding edge ``via`` (-1: source; when
+    asked for, as by default); ``root`` (when asked for): the source its chain of binding
+    edges starts from."""
 
     t: np.ndarray
-    via: np.ndarray
+    via: np.ndarray | None
     root: np.ndarray | None = None
 
 
 def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray,
              base: np.ndarray, chain_order: np.ndarray | None = None,
-             roots: bool = False, indptr: np.ndarray | None = None) -> Schedule:
+             roots: bool = False, indptr: np.ndarray | None = None,
+             binding: bool = True) -> Schedule:
     """Earliest-start times of a DAG given with ``src < dst`` on every edge.
 
     Args:
@@ -70,6 +72,9 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
         indptr: :func:`edge_offsets` of these very ``src`` and ``dst`` (checked when it
             was made), for a caller that schedules the same edges again with other
             delays; None: made here.
+        binding: give each node's binding edge ``via`` (False: ``via`` is None, for a
+            caller that reads the times alone, as a prediction does: the compiled pass
+            then neither allocates nor fills it, a node-sized array spared).
     """
     n = int(num_nodes)
     src = np.asarray(src, dtype=np.int64)
@@ -78,9 +83,9 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
         indptr = edge_offsets(n, src, dst)
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
-        return Schedule(z, z.copy(), z.copy() if roots else None)
+        return Schedule(z, z.copy() if binding else None, z.copy() if roots else None)
     if native_schedule_available():
-        return _native(indptr, src, delay, base, roots)
+        return _native(indptr, src, delay, base, roots, binding)
     indeg = np.diff(indptr)
     single = indeg == 1
     multi = np.flatnonzero(indeg >= 2)
@@ -93,7 +98,8 @@ def schedule(num_nodes: int, src: np.ndarray, dst: np.ndarray, delay: np.ndarray
     del single, multi, indptr
     t = anchor_t[anchor]
     t += total
-    return Schedule(t=t, via=via, root=root_of[anchor] if root_of is not None else None)
+    return Schedule(t=t, via=via if binding else None,
+                    root=root_of[anchor] if root_of is not None else None)
 
 
 def edge_offsets(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -185,16 +191,17 @@ def _jumps(is_chain: np.ndarray, pred: np.ndarray, d_in: np.ndarray, head: np.nd
 
 
 def _native(indptr: np.ndarray, src: np.ndarray, delay: np.ndarray, base: np.ndarray,
-            roots: bool) -> Schedule:
-    """:func:`schedule` by the compiled pass (same answer)."""
+            roots: bool, binding: bool = True) -> Schedule:
+    """:func:`schedule` by the compiled pass (same answer); the binding edges and roots
+    it is not asked for are not allocated (an empty array: the pass leaves them)."""
     n = indptr.size - 1
     t = np.empty(n, dtype=np.int64)
-    via = np.empty(n, dtype=np.int64)
-    root = np.empty(n, dtype=np.int64)
+    via = np.empty(n if binding else 0, dtype=np.int64)
+    root = np.empty(n if roots else 0, dtype=np.int64)
     _schedule.run(np.ascontiguousarray(indptr), np.ascontiguousarray(src),
                   np.ascontiguousarray(delay), np.ascontiguousarray(base, dtype=np.int64),
                   t, via, root)
-    return Schedule(t=t, via=via, root=root if roots else None)
+    return Schedule(t=t, via=via if binding else None, root=root if roots else None)
 
 
 #: Multi-predecessor nodes whose edges :func:`_multi_loop` turns into Python lists at a

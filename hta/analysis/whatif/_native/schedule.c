@@ -8,7 +8,8 @@
  * and base are int64 arrays; t, via and root (int64, n each) are filled in place:
  * a node without predecessor starts at base[v] (via -1, root itself); another at the
  * largest t[src] + delay of its edges, ties going to the later edge, with via that edge
- * and root the root of its source.
+ * and root the root of its source. An empty via or root is not filled (a caller that
+ * reads the times alone spares their memory).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,12 +24,14 @@ static PyObject *run(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t n = base.len / 8;
     Py_ssize_t m = src.len / 8;
+    int want_via = via.len != 0, want_root = root.len != 0;
     if (base.len != n * 8 || indptr.len != (n + 1) * 8 || src.len != m * 8 ||
-        delay.len != src.len || t.len != base.len || via.len != base.len ||
-        root.len != base.len) {
+        delay.len != src.len || t.len != base.len || (want_via && via.len != base.len) ||
+        (want_root && root.len != base.len)) {
         PyErr_SetString(PyExc_ValueError,
-                        "run: indptr (n + 1), base, t, via, root (n) and src, delay (one per "
-                        "edge) must be int64 arrays of matching sizes");
+                        "run: indptr (n + 1), base, t, via, root (n, or via and root empty) "
+                        "and src, delay (one per edge) must be int64 arrays of matching "
+                        "sizes");
         goto done;
     }
     const int64_t *ip = (const int64_t *)indptr.buf;
@@ -48,8 +51,12 @@ static PyObject *run(PyObject *self, PyObject *args) {
         int64_t lo = ip[v], hi = ip[v + 1];
         if (hi == lo) {
             tt[v] = b[v];
-            vv[v] = -1;
-            rr[v] = v;
+            if (want_via) {
+                vv[v] = -1;
+            }
+            if (want_root) {
+                rr[v] = v;
+            }
             continue;
         }
         if (lo > hi || hi > m) {
@@ -73,8 +80,12 @@ static PyObject *run(PyObject *self, PyObject *args) {
             break;
         }
         tt[v] = best;
-        vv[v] = chosen;
-        rr[v] = rr[s[chosen]];
+        if (want_via) {
+            vv[v] = chosen;
+        }
+        if (want_root) {
+            rr[v] = rr[s[chosen]];
+        }
     }
     Py_END_ALLOW_THREADS
     if (bad) {
