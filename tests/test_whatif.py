@@ -838,3 +838,23 @@ def test_replays_that_keep_the_edges_reuse_the_graphs_offsets(tmp_path: Path) ->
     assert replay(jg, edits).t.tolist() == fresh.t.tolist()
     assert replay(jg).t.tolist() == schedule(jg.num_nodes, jg.src, jg.dst, jg.delay,
                                              jg.base).t.tolist()
+
+
+def test_rank_graph_steps_are_the_step_events_nodes(tmp_path: Path) -> None:
+    # each step's nodes are those of its ProfilerStep event, not of an operator starting
+    # with it (found for all steps at once)
+    from hta.analysis.whatif.graph import rank_graph
+
+    b = TraceBuilder()
+    for i, (t0, dur) in enumerate([(0, 1_000), (1_000, 1_500)]):
+        b.cpu_op("aten::early", t0, 400)  # starts with the step, ends before it
+        b.annotation(f"ProfilerStep#{i + 1}", t0, dur)
+        b.launch_kernel(f"k{i}", cpu_ts=t0 + 100, cpu_dur=50, gpu_ts=t0 + 200, gpu_dur=300)
+    b.write(tmp_path / "rank-0.json")
+    rt = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False).t.rank(0)
+    g = rank_graph(rt)
+    names = [rt.symbols[i] for i in rt.column("name")[g.node_event[g.steps["start_node"]]]]
+    assert names == ["ProfilerStep#1", "ProfilerStep#2"]
+    ends = g.node_event[g.steps["end_node"]]
+    assert (g.node_event[g.steps["start_node"]] == ends).all()
+    assert not g.node_is_start[g.steps["end_node"]].any()

@@ -520,16 +520,21 @@ def _steps(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray) -> pd.Da
     """``ProfilerStep`` spans with the nodes of the step event."""
     steps = rank_steps(rt)
     ts = rt.column("ts")
-    end = rt.column("end")
-    s_nodes, e_nodes = [], []
-    for t0, t1 in zip(steps["ts"].tolist(), steps["end"].tolist(), strict=True):
-        lo, hi = np.searchsorted(ts, [t0, t0 + 1])
-        rows = np.arange(lo, hi)
-        rows = rows[(end[rows] == t1) & (start_node[rows] >= 0)]
-        s_nodes.append(int(start_node[rows[0]]) if rows.size else -1)
-        e_nodes.append(int(end_node[rows[0]]) if rows.size else -1)
-    start, done = np.asarray(s_nodes, dtype=np.int64), np.asarray(e_nodes, dtype=np.int64)
-    found = start >= 0
+    t0 = steps["ts"].to_numpy(np.int64)
+    t1 = steps["end"].to_numpy(np.int64)
+    # per step, the first event (rows in time order) that starts and ends with it and has
+    # nodes: the rows starting at its start, then a mask, all steps at once
+    lo = np.searchsorted(ts, t0)
+    hi = np.searchsorted(ts, t0 + 1)
+    rows = index_ranges(lo, hi)
+    owner = np.repeat(np.arange(t0.size), hi - lo)
+    ok = (rt.column("end")[rows] == t1[owner]) & (start_node[rows] >= 0)
+    firsts, at = np.unique(owner[ok], return_index=True)
+    event = np.full(t0.size, -1, dtype=np.int64)
+    event[firsts] = rows[ok][at]
+    found = event >= 0
+    start = np.where(found, start_node[event], -1).astype(np.int64)
+    done = np.where(found, end_node[event], -1).astype(np.int64)
     # one frame of the found steps (a frame's assign, then its filter, cost a copy each)
     return pd.DataFrame({**{c: steps[c].to_numpy()[found] for c in steps.columns},
                          "start_node": start[found], "end_node": done[found]})
