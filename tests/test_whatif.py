@@ -858,3 +858,29 @@ def test_rank_graph_steps_are_the_step_events_nodes(tmp_path: Path) -> None:
     ends = g.node_event[g.steps["end_node"]]
     assert (g.node_event[g.steps["start_node"]] == ends).all()
     assert not g.node_is_start[g.steps["end_node"]].any()
+
+
+def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> None:
+    # one sort by destination, then the groups whose sources came out of order sorted
+    # again: the order of a stable sort of the (dst, src) key, duplicates in position
+    # order; None where the edges are sorted already
+    from hta.analysis.whatif.graph import _by_dst_then_src
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.integers(1, 400))
+        m = int(rng.integers(0, 3_000))
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        if trial % 3 == 0:  # a rank's sorted edges, then a tail of others (barrier edges)
+            o = np.lexsort((src, dst))
+            src = np.r_[src[o], rng.integers(0, n, m // 10)]
+            dst = np.r_[dst[o], rng.integers(0, n, m // 10)]
+        if trial % 4 == 0:  # repeated edges
+            src, dst = np.r_[src, src[:7]], np.r_[dst, dst[:7]]
+        key = dst * n + src
+        expected = None if key.size < 2 or (key[1:] > key[:-1]).all() else \
+            np.argsort(key, kind="stable").tolist()
+        got = _by_dst_then_src(src, dst, n)
+        assert (None if got is None else got.tolist()) == expected
+    assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3]), 4) is None
+    assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2]), 3).tolist() == [0, 1]

@@ -762,21 +762,43 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
 def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndarray,
                   pos: np.ndarray) -> np.ndarray:
     """The ranks' local node ids (each rank's ``offsets`` apart, then the barriers' global
-    ids) as ids of the job graph (``pos``: a node's place in time order): offset in place
-    in one array of the job's size, as each new one costs its pages."""
-    ids = np.concatenate([*local, barrier], dtype=np.int64)
-    for i, at in enumerate(np.cumsum([0, *(a.size for a in local)])[:-1]):
-        ids[at:at + local[i].size] += offsets[i]
-    return pos[ids]
+    ids) as ids of the job graph (``pos``: a node's place in time order), looked up rank
+    by rank in its slice of ``pos`` straight into one array of the job's size (each new
+    one costs its pages)."""
+    ids = np.empty(sum(a.size for a in local) + barrier.size, dtype=np.int64)
+    at = 0
+    for i, rank_ids in enumerate(local):
+        ids[at:at + rank_ids.size] = pos[offsets[i]:offsets[i + 1]][rank_ids]
+        at += rank_ids.size
+    ids[at:] = pos[barrier]
+    return ids
 
 
 def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | None:
-    """The order sorting edges by ``dst``, then ``src``; None when they are sorted."""
-    key = dst * np.int64(max(n, 1))
-    key += src
-    if key.size < 2 or (key[1:] > key[:-1]).all():
+    """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
+    sort); None when they are sorted. One sort by ``dst`` alone (its values fit a packed
+    sort with the positions, :func:`~hta.model.arrays.stable_argsort`), then the edges of
+    the few destinations whose sources came out of order (edges added after a rank's
+    own: the collectives' barrier edges) sorted again among themselves."""
+    if dst.size < 2:
         return None
-    return stable_argsort(key)
+    step = dst[1:] >= dst[:-1]
+    if step.all():
+        step &= (dst[1:] > dst[:-1]) | (src[1:] > src[:-1])
+        if step.all():
+            return None
+    del step
+    order = stable_argsort(dst)
+    d, s = dst[order], src[order]
+    wrong = np.flatnonzero((d[1:] == d[:-1]) & (s[1:] < s[:-1]))
+    del s
+    if wrong.size:
+        starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+        groups = distinct(np.searchsorted(starts, wrong, side="right") - 1)
+        at = index_ranges(starts[groups], np.r_[starts, d.size][groups + 1])
+        sub = order[at]  # whole groups, ascending: each sorted by source, then position
+        order[at] = sub[np.lexsort((sub, src[sub], dst[sub]))]
+    return order
 
 
 def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
