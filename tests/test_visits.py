@@ -134,6 +134,28 @@ def test_derived_keeps_small_values_of_every_rank_within_its_budget(
     assert calls == ["small"]
 
 
+def test_derived_values_marked_not_small_are_neither_kept_nor_carried() -> None:
+    # small=False (a side table's columns, steps on the way to a rank's tables): kept for
+    # the ranks being visited only, so they leave the budget to what later visits read
+    derived_module.forget()
+    ranks = [_rank() for _ in range(KEPT_RANKS + 2)]
+    calls: list[str] = []
+
+    def step() -> np.ndarray:
+        calls.append("step")
+        return np.zeros(4)
+
+    for _ in range(2):
+        for rt in ranks:
+            derived(rt, "step", step, small=False)
+            derived(rt, "kept", lambda: np.ones(2))
+    assert calls.count("step") == 2 * len(ranks)
+    assert [list(derived_module.small_values(rt)) for rt in ranks] == [["kept"]] * len(ranks)
+    calls.clear()
+    derived(ranks[-1], "step", step, small=False)  # the rank visited last: still kept
+    assert calls == []
+
+
 # -- visits ---------------------------------------------------------------------------------
 def visited(trace: Trace, selection: Selection, log: list[int]) -> pd.DataFrame:
     """A per-rank analysis that records which ranks it saw in one call."""

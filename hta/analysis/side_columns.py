@@ -5,8 +5,9 @@ by several analyses, each for a few columns of the rows of its events (the colle
 table, the communication kernels, the operator calls, the one-time costs). Taking those
 rows out of the table (a ``take`` per Arrow column) and turning each text column into
 Python strings cost more than the rest of each reader; here each column is converted once
-per rank (:func:`hta.model.derived.derived`, within its memory budget) and the readers
-index the arrays.
+per rank (:func:`hta.model.derived.derived`) and the readers index the arrays. They are
+steps on the way to a rank's tables, not kept beyond the ranks being visited nor carried
+back from workers (``small=False``): the tables made from them are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def side_text(rt: RankTrace, table: str, column: str, missing: str | None = None
             return values.astype(str).to_numpy(dtype=object)
         return values.to_numpy(dtype=object, na_value=missing)
 
-    return derived(rt, ("side_text", table, column, missing), convert)
+    return derived(rt, ("side_text", table, column, missing), convert, small=False)
 
 
 def side_codes(rt: RankTrace, table: str, column: str) -> tuple[np.ndarray, int]:
@@ -42,13 +43,13 @@ def side_codes(rt: RankTrace, table: str, column: str) -> tuple[np.ndarray, int]
         found = np.flatnonzero(np.asarray(uniq, dtype=object) == "")
         return codes, int(found[0]) if found.size else len(uniq)
 
-    return derived(rt, ("side_codes", table, column), convert)
+    return derived(rt, ("side_codes", table, column), convert, small=False)
 
 
 def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
     """Column ``column`` of side table ``table`` as float64 (missing: NaN), read-only."""
     return derived(rt, ("side_number", table, column),
-                   lambda: rt.tables[table][column].to_numpy(dtype=float))
+                   lambda: rt.tables[table][column].to_numpy(dtype=float), small=False)
 
 
 __all__ = ["side_codes", "side_number", "side_text"]

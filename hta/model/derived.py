@@ -17,7 +17,9 @@ next one gets.
 
 Small values (at most :data:`SMALL_BYTES` each: a rank's collective table, its analysis
 window, its step table) are also kept for ranks visited longer ago, up to
-:data:`SMALL_BUDGET` bytes a thread (the ranks visited first are dropped first). The
+:data:`SMALL_BUDGET` bytes a thread (the ranks visited first are dropped first), except
+the steps on the way to them that their callers mark (``small=False``: a side table's
+columns, which would fill the budget: about 275 kB a rank of job256's 370). The
 findings visit every rank twice (the job rules, then the rank rules): the second visit
 reuses them instead of computing them again.
 """
@@ -42,8 +44,9 @@ KEPT_RANKS = 2
 #: A value this small (bytes, as :func:`_size` counts them) is also kept beyond
 #: :data:`KEPT_RANKS` ...
 SMALL_BYTES = 256 * 1024
-#: ... within this many bytes a thread.
-SMALL_BUDGET = 64 * 1024 * 1024
+#: ... within this many bytes a thread (a rank of job256 keeps about 80 kB: some 1,600
+#: ranks).
+SMALL_BUDGET = 128 * 1024 * 1024
 
 _Entries = OrderedDict[int, tuple[weakref.ref, int, dict[Hashable, Any]]]
 _LOCAL = threading.local()  # one memo a thread: a Dask worker runs ranks in threads
@@ -64,15 +67,19 @@ def _small() -> tuple[_Entries, list[int]]:
     return store
 
 
-def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
+def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T], *,
+            small: bool = True) -> T:
     """``compute()`` for this rank and ``key``, computed on the first call only (while
     the rank's events table is the same object, unchanged by the model's in-place
-    changes: ``RankTrace.generation``)."""
+    changes: ``RankTrace.generation``). ``small=False``: a value that is not kept beyond
+    :data:`KEPT_RANKS` nor carried back from a worker however small it is (a step on the
+    way to other values, such as a side table's column: the budget of small values is
+    kept for the values later visits read)."""
     events = rt.events
     values = _slot(_entries(), rt, KEPT_RANKS)
     if key not in values:
-        small, used = _small()
-        kept = small.get(id(events))
+        store, used = _small()
+        kept = store.get(id(events))
         if kept is not None and _current(kept, rt) and key in kept[2]:
             value = kept[2][key]
             if isinstance(value, _Pickled):  # adopted: unpickled on its first use
@@ -82,7 +89,7 @@ def derived(rt: RankTrace, key: Hashable, compute: Callable[[], T]) -> T:
         else:
             values[key] = _frozen(compute())
             size = _size(values[key])
-            if size <= SMALL_BYTES:
+            if small and size <= SMALL_BYTES:
                 _keep_small(rt, key, values[key], size)
     return _handed_out(values[key])
 
