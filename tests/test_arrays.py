@@ -133,7 +133,8 @@ def test_lexsort_gives_what_np_lexsort_gives(distinct_values: int) -> None:
 @pytest.mark.parametrize("case", ["narrow range, many ties", "negative and int32",
                                   "wide range, distinct", "wide range, ties", "small",
                                   "floats"])
-def test_stable_argsort_gives_numpys_stable_order(case: str) -> None:
+def test_stable_argsort_gives_numpys_stable_order(case: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every path of ``stable_argsort`` (packed keys, the unstable sort of distinct keys,
     NumPy's stable sort) gives ``np.argsort(kind="stable")``'s order, ties in position
     order."""
@@ -153,6 +154,10 @@ def test_stable_argsort_gives_numpys_stable_order(case: str) -> None:
     got = stable_argsort(keys)
     assert got.dtype == np.int64 or case in ("small", "floats")
     assert got.tolist() == np.argsort(keys, kind="stable").tolist()
+    from hta.model import arrays
+
+    monkeypatch.setattr(arrays, "_CHUNK", 1_000)  # positions packed in many chunks
+    assert stable_argsort(keys).tolist() == got.tolist()
     if case == "narrow range, many ties":  # sorted runs stay in order, as a merge keeps them
         runs = np.concatenate([np.sort(rng.integers(0, 10**9, n // 4)) for _ in range(4)])
         assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()

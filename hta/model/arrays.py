@@ -78,6 +78,8 @@ def last_row_of(keys: tuple[np.ndarray, ...], queries: tuple[np.ndarray, ...]
 #: Least size at which :func:`stable_argsort` packs or checks (below it NumPy's stable
 #: sort is as fast).
 PACKED_SORT_MIN = 1 << 16
+#: Positions written into the packed keys this many at a time.
+_CHUNK = 1 << 20
 
 
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
@@ -100,7 +102,8 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
         packed = keys.astype(np.int64)  # a copy, changed in place from here
         packed -= lo
         packed <<= bits
-        packed |= np.arange(n, dtype=np.int64)
+        for at in range(0, n, _CHUNK):  # the positions a chunk at a time: no second array
+            packed[at:at + _CHUNK] |= np.arange(at, min(at + _CHUNK, n), dtype=np.int64)
         packed.sort()
         packed &= (1 << bits) - 1
         return packed
