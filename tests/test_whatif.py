@@ -880,7 +880,7 @@ def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> N
         key = dst * n + src
         expected = None if key.size < 2 or (key[1:] > key[:-1]).all() else \
             np.argsort(key, kind="stable").tolist()
-        got = _by_dst_then_src(src, dst, n)
+        got = _by_dst_then_src(src, dst)
         assert (None if got is None else got.tolist()) == expected
-    assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3]), 4) is None
-    assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2]), 3).tolist() == [0, 1]
+    assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3])) is None
+    assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2])).tolist() == [0, 1]

@@ -117,23 +117,24 @@ def _analysed(columns: dict[str, np.ndarray], steps: list[int] | None
     return {k: v[keep] for k, v in columns.items()}
 
 
-def _candidates(calls: pd.DataFrame | dict[str, np.ndarray]) -> np.ndarray:
+def _candidates(calls: dict[str, np.ndarray]) -> np.ndarray:
     """Per call, whether its group (operator, shapes, types) can be far below its roof
     whatever calls other rules claim: the group has a call under the bar
     (:func:`_may_be_far_below`) and :data:`MIN_TIME_NS` of time in all its calls. Leaving
     out a claimed call only shortens a group, and a group's pct is a time-weighted mean
-    of its calls', so no other group can be. Calls with a missing key are in no group."""
+    of its calls', so no other group can be. Calls with a missing key are in no group.
+    ``calls``: the operator table's columns as arrays (:func:`_analysed`)."""
     n = len(calls["pct_of_peak"])
     code = np.zeros(n, np.int64)
     ok = np.ones(n, dtype=bool)
     for k in _KEYS:
-        c, uniq = pd.factorize(np.asarray(calls[k]), sort=False)
+        c, uniq = pd.factorize(calls[k], sort=False)
         ok &= c >= 0
         code = code * (len(uniq) + 1) + c
     group = pd.factorize(code)[0]
-    t = np.asarray(calls["kernel_time(us)"]) * 1e3
+    t = calls["kernel_time(us)"] * 1e3
     maybe = np.zeros(group.max() + 1 if len(group) else 0, dtype=bool)
-    maybe[group[ok & _may_be_far_below(np.asarray(calls["pct_of_peak"]))]] = True
+    maybe[group[ok & _may_be_far_below(calls["pct_of_peak"])]] = True
     enough = np.bincount(group[ok], weights=t[ok], minlength=maybe.size) >= MIN_TIME_NS
     return ok & (maybe & enough)[group]
 

@@ -203,7 +203,7 @@ def replay_rank(cr: CoupledRank, req: Request) -> Answer:
         src, dst, delay = jg.src, jg.dst, jg.delay
     else:
         src, dst, delay = edits.edges(jg)
-        delay = np.maximum(delay, 0)
+        np.maximum(delay, 0, out=delay)  # a new array, the edits' own
     # a changed replay is read for its times and roots; the unchanged one is kept, and
     # the critical path's walks follow its binding edges
     sched = schedule(jg.num_nodes, src, dst, delay, base, jg.order_of, roots=True,

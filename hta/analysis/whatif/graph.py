@@ -163,7 +163,7 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     inferred = np.r_[np.zeros(cp.edge_src.size, dtype=bool), np.ones(w_src.size, dtype=bool),
                      np.zeros(q_src.size, dtype=bool), np.ones(v_src.size, dtype=bool),
                      np.zeros(h_src.size, dtype=bool)]
-    o = _by_dst_then_src(src, dst, cp.num_nodes)
+    o = _by_dst_then_src(src, dst)
     if o is not None:
         src, dst, typ, inferred = src[o], dst[o], typ[o], inferred[o]
     if src.size:
@@ -729,7 +729,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         keep = np.flatnonzero(fwd)
     # the kept edges sorted by (dst, src): one gather of each column, both steps at once
     o = _by_dst_then_src(e_src if keep is None else e_src[keep],
-                         e_dst if keep is None else e_dst[keep], all_ts.size)
+                         e_dst if keep is None else e_dst[keep])
     take = keep if o is None else (o if keep is None else keep[o])
     if take is not None:
         e_src, e_dst, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_dst, e_typ,
@@ -774,7 +774,7 @@ def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndar
     return ids
 
 
-def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray | None:
+def _by_dst_then_src(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
     sort); None when they are sorted. One sort by ``dst`` alone (its values fit a packed
     sort with the positions, :func:`~hta.model.arrays.stable_argsort`), then the edges of
