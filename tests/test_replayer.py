@@ -71,7 +71,6 @@ def test_a_single_rank_graph_built_ahead_equals_the_one_built_here(monkeypatch) 
     import importlib
     import sys
 
-    import numpy as np
     import pytest
 
     from hta.model import spread
@@ -97,12 +96,64 @@ def test_a_single_rank_graph_built_ahead_equals_the_one_built_here(monkeypatch) 
     got = ahead.get_findings()
     assert len(started) == 1 and ahead.replay()._ahead_graphs is None  # taken
     pd.testing.assert_frame_equal(got, want)
-    a, b = here.replay().graph()[0], ahead.replay().graph()[0]
-    for name in ("src", "dst", "delay", "node_ts", "base"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    _graphs_equal(here.replay().graph()[0], ahead.replay().graph()[0])
     assert not ahead.replay().build_ahead()  # built already
     several = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
-    assert not several.replay().build_ahead()
+    assert several.replay().build_ahead() and len(started) == 1  # left to this process
+    several.replay().graph()  # taken back
+
+
+def _graphs_equal(a, b) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    for name in ("src", "dst", "delay", "node_ts", "base"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_a_job_graph_built_meanwhile_equals_the_one_built_here(monkeypatch) -> None:
+    """Several ranks, several workers: the rank graphs, then the job graph, are built in
+    this process while the rank rules' workers run (``build_ahead``). Whole, or a part of
+    it with the rest built when asked: the graph, the savings and the findings are those
+    built here."""
+    import importlib
+    import sys
+
+    import pytest
+
+    from hta.analysis.whatif.replayer import Replay
+    from hta.model import spread
+
+    if sys.platform != "linux":
+        pytest.skip("spread visits fork (Linux)")
+    replay_module = importlib.import_module("hta.analysis.whatif.replay")
+    here = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=1)
+    want = here.get_findings()
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    calls: list[int] = []
+    real = Replay._build_meanwhile
+
+    def counted(self, busy):  # type: ignore[no-untyped-def]
+        calls.append(len(self._meanwhile))
+        return real(self, busy)
+
+    monkeypatch.setattr(Replay, "_build_meanwhile", counted)
+    whole = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
+    got = whole.get_findings()
+    assert calls and calls[0] == 0  # it ran, from the first rank
+    pd.testing.assert_frame_equal(got, want)
+    _graphs_equal(here.replay().graph()[0], whole.replay().graph()[0])
+    assert whole.replay()._meanwhile is None and not spread._MEANWHILE
+
+    # the workers finish after two rank graphs: the other two are built when asked
+    part = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
+    answers = iter([True, True, False])
+    assert part.replay().build_ahead()
+    assert not part.replay()._build_meanwhile(lambda: next(answers, False))
+    assert len(part.replay()._meanwhile) == 2 and part.replay()._graph is None
+    _graphs_equal(here.replay().graph()[0], part.replay().graph()[0])
+    assert not spread._MEANWHILE and part.replay()._meanwhile is None
+    pd.testing.assert_frame_equal(part.get_findings(), want)
 
 
 def test_the_summary_s_answers_build_a_single_rank_graph_ahead(monkeypatch) -> None:

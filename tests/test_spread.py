@@ -386,3 +386,65 @@ def test_a_visit_here_runs_with_the_objects_it_found_frozen(
     assert runner.visit(None, None, ()) == []  # type: ignore[arg-type]
     assert seen and seen[0] > 0              # the collector skips what the visit found
     assert gc.get_freeze_count() == 0        # and collects it again afterwards
+
+
+class _Left:
+    """Work left to this process (:func:`spread.meanwhile`): ``pieces`` pieces, one per
+    call of ``busy()`` that says the workers still run; ``fail`` raises instead."""
+
+    def __init__(self, pieces: int, fail: bool = False) -> None:
+        self.pieces, self.fail = pieces, fail
+        self.done: list[tuple[int, bool]] = []  # (pid, whether it might fork)
+
+    def task(self, busy) -> bool:  # type: ignore[no-untyped-def]
+        import os
+
+        if self.fail:
+            raise RuntimeError("broken")
+        while len(self.done) < self.pieces and busy():
+            self.done.append((os.getpid(), spread.can_fork()))
+        return len(self.done) == self.pieces
+
+
+def test_work_left_to_this_process_runs_while_the_workers_of_a_visit_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task left with :func:`spread.meanwhile` runs here, during a hosting visit, never
+    forking; finished, it is dropped; taken back, or its owner gone, it never runs. A
+    carrying visit hosts nothing; a task that raises is dropped, the visit answers."""
+    import os
+    import time
+
+    monkeypatch.setattr(spread, "MIN_EVENTS", 0)
+    trace = _job(2).t
+    left = _Left(pieces=10**9)  # more than any visit lasts
+    spread.meanwhile(left.task)
+    slow = RankWork(sleep_then_pid, (0.2,), spread=True)
+    run(trace, [slow], carry=True)
+    assert left.done == [] and len(spread._MEANWHILE) == 1  # a carrying visit: not hosted
+    t = time.perf_counter()
+    pids = set(run(trace, [slow])[0]["pid"])
+    assert time.perf_counter() - t < 30  # it stopped when the workers were done
+    assert left.done and {d[0] for d in left.done} == {os.getpid()} and os.getpid() not in pids
+    assert not any(d[1] for d in left.done)  # nothing forked meanwhile
+    assert len(spread._MEANWHILE) == 1  # not finished: kept for the next visit
+    spread.take_back(left.task)
+    assert spread._MEANWHILE == []
+
+    few = _Left(pieces=1)
+    broken = _Left(pieces=1, fail=True)
+    spread.meanwhile(few.task)
+    spread.meanwhile(broken.task)
+    gone = _Left(pieces=1)
+    spread.meanwhile(gone.task)
+    del gone  # its owner went away: nothing keeps it
+    assert len(run(trace, [slow])[0]) == len(trace.get_ranks())
+    assert len(few.done) == 1 and spread._MEANWHILE == []
+
+
+def sleep_then_pid(rt: RankTrace, seconds: float) -> pd.DataFrame:
+    """Which process visited the rank, after ``seconds`` (module level: a work)."""
+    import os
+    import time
+
+    time.sleep(seconds)
+    return pd.DataFrame({"pid": [os.getpid()]})

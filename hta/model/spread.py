@@ -36,6 +36,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -125,11 +126,13 @@ def workers_for(trace: Trace, ranks: Sequence[int]) -> int:
 
 
 def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
-               progress: bool = False, description: str = "") -> list[Forked]:
+               progress: bool = False, description: str = "",
+               host: bool = False) -> list[Forked]:
     """``fn(item)`` for every item, on ``workers`` processes forked from this one: ``fn``
     (a closure is fine) and what it reads are inherited, not sent; only the items and
     the answers travel. Per item, in order, a :class:`Forked` (a worker that died fails
-    the items it had not answered: the caller computes them again)."""
+    the items it had not answered: the caller computes them again). ``host``: this
+    process does the work left to it (:func:`meanwhile`) while the workers run."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from hta.progress import progress_bar
@@ -143,15 +146,64 @@ def forked_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *,
                                     mp_context=multiprocessing.get_context("fork")) as pool:
             with gc_frozen():  # a fork pool starts every worker at the first submit
                 futures = {pool.submit(_call_forked, item): i for i, item in enumerate(items)}
+            running = set(futures)
+
+            def busy() -> bool:
+                done = [f for f in running if f.done()]
+                running.difference_update(done)
+                bar.update(len(done))
+                return bool(running)
+
+            if host and _MEANWHILE:
+                _run_meanwhile(busy)
             for future in as_completed(futures):
                 try:
                     out[futures[future]] = Forked(value=future.result())
                 except Exception as exc:  # noqa: BLE001 - handed back, redone by the caller
                     out[futures[future]] = Forked(error=exc)
-                bar.update(1)
+                if future in running:
+                    running.discard(future)
+                    bar.update(1)
     finally:
         _STATE = None
     return out
+
+
+#: Work left to this process while the workers of a visit run (:func:`meanwhile`): weak
+#: references to bound methods, so that a task never keeps its object alive.
+_MEANWHILE: list[weakref.WeakMethod] = []
+
+
+def meanwhile(task: Callable[[Callable[[], bool]], bool]) -> None:
+    """Leave ``task`` (a bound method) to this process while the workers of the next
+    spread visits run, where it would otherwise wait for them: each such visit calls
+    ``task(busy)``, where ``busy()`` says whether the workers still run; the task works
+    in small pieces while it is true, and returns whether it is finished (then it is
+    dropped; else the next visit calls it again). A task that raises is logged and
+    dropped. Nothing is forked meanwhile (:func:`can_fork` is false). The task's owner
+    takes it back with :func:`take_back` before it needs the task's answer, and
+    finishes what is left itself."""
+    _MEANWHILE.append(weakref.WeakMethod(task))
+
+
+def take_back(task: Callable[..., Any]) -> None:
+    """Drop ``task`` from the work left to this process (:func:`meanwhile`), if there."""
+    _MEANWHILE[:] = [ref for ref in _MEANWHILE if ref() not in (None, task)]
+
+
+def _run_meanwhile(busy: Callable[[], bool]) -> None:
+    """Call the tasks left to this process (:func:`meanwhile`) while ``busy()``."""
+    with gc_frozen():
+        for ref in list(_MEANWHILE):
+            task = ref()
+            finished = True
+            if task is not None and busy():
+                try:
+                    finished = bool(task(busy))
+                except Exception as exc:  # noqa: BLE001 - its owner finishes the work itself
+                    logger.info("work left to this process failed: %s", exc, exc_info=True)
+            if finished:
+                _MEANWHILE[:] = [r for r in _MEANWHILE if r is not ref]
 
 
 class Ahead:
@@ -200,9 +252,12 @@ def spread_visit(trace: Trace, ranks: Sequence[int], visit: Visit, calls: Any,
         rows = visit(trace, share, calls)
         return (rows, _derived_of(trace, share)) if carry else rows
 
+    # a visit that carries values back does not host the work left to this process: that
+    # work would compute again what the visit is about to bring
     outcomes = forked_map(
         share_visit, shares, workers, progress=trace.progress,
-        description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)")
+        description=f"{description or 'Ranks'} ({len(ranks)} ranks in {n_shares} shares)",
+        host=not carry)
     rows: list[tuple[int, list[Any]]] = []
     for share, outcome in zip(shares, outcomes, strict=True):
         if outcome.ok:
@@ -245,4 +300,5 @@ def _call_forked(item: Any) -> Any:
 
 
 __all__ = ["MIN_EVENTS", "SHARES_PER_WORKER", "Ahead", "Forked", "can_fork", "forked_map",
-           "gc_frozen", "job_workers", "spread_visit", "workers_for"]
+           "gc_frozen", "job_workers", "meanwhile", "spread_visit", "take_back",
+           "workers_for"]

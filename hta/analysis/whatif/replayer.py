@@ -54,6 +54,9 @@ class Replay:
         self.remote = bool(getattr(job, "keeps_remotely", False))
         self._graph: tuple[JobGraph, Schedule] | None = None
         self._ahead_graphs: tuple[Ahead, list[RankTrace]] | None = None
+        #: The rank graphs built so far while a spread visit's workers ran (in rank
+        #: order; :meth:`build_ahead`), or None when none are being built so.
+        self._meanwhile: list[RankGraph] | None = None
         self._coupled: tuple[Kept, Coupling] | None = None
         self._uncertainty: pd.DataFrame | None = None
         self._bounds: dict[Any, tuple[bool, Any]] = {}
@@ -79,40 +82,91 @@ class Replay:
 
         if self._graph is None:
             graphs = self._graphs_built_ahead()
-            jg = job_graph(graphs) if graphs is not None else build_job(
-                self._shifted_ranks(), job_workers(self.job))
-            self._graph = (jg, replay(jg))
+            if graphs is None:
+                graphs = self._graphs_built_meanwhile()
+            if self._graph is None:  # (built meanwhile, whole)
+                jg = job_graph(graphs) if graphs is not None else build_job(
+                    self._shifted_ranks(), job_workers(self.job))
+                self._graph = (jg, replay(jg))
         return self._graph
 
     def build_ahead(self, max_events: int | None = None) -> bool:
-        """Start building the rank graphs on one process forked now, for :meth:`graph` to
-        take, when this process would otherwise leave a core idle meanwhile: a job of one
-        rank of :data:`~hta.analysis.whatif.replay.PARALLEL_MIN_EVENTS` events or more
-        (and at most ``max_events``: a job the caller will not replay above it), in
-        memory, allowed several workers, on Linux (the findings' rules then run here
-        while the graph is built there). False when nothing was started; the answers
-        are those of :meth:`graph` built here."""
+        """Start building the job graph where a core would otherwise idle, for
+        :meth:`graph` to take: a job in memory of
+        :data:`~hta.analysis.whatif.replay.PARALLEL_MIN_EVENTS` events or more (and at most
+        ``max_events``: a job the caller will not replay above it), allowed several
+        workers, on Linux.
+
+        * One rank: its graph is built on one process forked now, while the findings'
+          rules run here.
+        * Several ranks: the rank graphs, then the job graph and its replay, are built
+          here while the workers of the next visits spread over forked processes run
+          (the findings' rank rules), rank graph after rank graph as long as they run
+          (:func:`hta.model.spread.meanwhile`); :meth:`graph` builds what is left.
+
+        False when nothing was started; the answers are those of :meth:`graph` built
+        here."""
         from hta.analysis.whatif.graph import rank_graph
         from hta.analysis.whatif.replay import PARALLEL_MIN_EVENTS, without_trace
-        from hta.model.spread import Ahead, can_fork, job_workers
+        from hta.model.spread import Ahead, can_fork, job_workers, meanwhile
 
-        if self._graph is not None or self._ahead_graphs is not None or self.remote or \
-                len(self.job.get_ranks()) != 1 or job_workers(self.job) < 2 or \
+        if self._graph is not None or self._ahead_graphs is not None or \
+                self._meanwhile is not None or self.remote or job_workers(self.job) < 2 or \
                 not can_fork():
             return False
-        traces = self._shifted_ranks()
-        events = sum(len(rt.events) for rt in traces)
+        ranks = self.job.get_ranks()
+        events = sum(len(self.job.rank(r).events) for r in ranks)
         if events < PARALLEL_MIN_EVENTS or (max_events is not None and events > max_events):
             return False
+        if len(ranks) > 1:
+            self._meanwhile = []
+            meanwhile(self._build_meanwhile)
+            return True
+        traces = self._shifted_ranks()
         self._ahead_graphs = (Ahead(lambda: [without_trace(rank_graph(rt)) for rt in traces]),
                               traces)
         return True
 
-    def _shifted_ranks(self) -> list[RankTrace]:
+    def _build_meanwhile(self, busy: Callable[[], bool]) -> bool:
+        """The job graph, built here a rank graph at a time while ``busy()``
+        (:meth:`build_ahead`); then, if still busy, the job graph and its unchanged
+        replay. Whether it is finished."""
+        from hta.analysis.whatif.graph import rank_graph
+        from hta.analysis.whatif.replay import job_graph, replay
+
+        graphs = self._meanwhile
+        if graphs is None:  # taken back meanwhile
+            return True
+        ranks = self.job.get_ranks()
+        while len(graphs) < len(ranks) and busy():
+            graphs.append(rank_graph(self._shifted_rank(ranks[len(graphs)])))
+        if len(graphs) < len(ranks) or not busy():
+            return False
+        jg = job_graph(graphs)
+        self._graph = (jg, replay(jg))
+        self._meanwhile = None
+        return True
+
+    def _graphs_built_meanwhile(self) -> list[RankGraph] | None:
+        """Every rank graph, those :meth:`build_ahead` left to this process and not built
+        yet built now (on forked workers when worth it); None when none was left."""
+        from hta.analysis.whatif.replay import rank_graphs
+        from hta.model.spread import job_workers, take_back
+
+        take_back(self._build_meanwhile)
+        graphs, self._meanwhile = self._meanwhile, None
+        if graphs is None or self._graph is not None:
+            return None
+        return graphs + rank_graphs(self._shifted_ranks(len(graphs)), job_workers(self.job))
+
+    def _shifted_ranks(self, first: int = 0) -> list[RankTrace]:
+        """The loaded ranks (from the ``first``-th), each on the reference clock."""
+        return [self._shifted_rank(r) for r in self.job.get_ranks()[first:]]
+
+    def _shifted_rank(self, rank: int) -> RankTrace:
         from hta.analysis.clock import shift_rank
 
-        return [shift_rank(self.job.rank(r), self.shifts.get(r, 0))
-                for r in self.job.get_ranks()]
+        return shift_rank(self.job.rank(rank), self.shifts.get(rank, 0))
 
     def _graphs_built_ahead(self) -> list[RankGraph] | None:
         """The rank graphs :meth:`build_ahead` started, or None (none started, or they
