@@ -34,6 +34,7 @@ setup(
             "hta.analysis.whatif._schedule",
             sources=["hta/analysis/whatif/_native/schedule.c"],
             extra_compile_args=["-O2"],
+            libraries=["m"],  # llrint
             optional=True,
         ),
     ]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_trace
+from conftest import SAMPLE_TRACES, shared_trace
 from kineto_builder import TraceBuilder
 
 from hta.analysis.whatif import Change
@@ -113,6 +113,69 @@ def test_schedule_without_binding_edges_gives_the_same_times_and_roots() -> None
     empty = schedule(0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                      np.zeros(0, np.int64), binding=False)
     assert empty.t.size == 0 and empty.via is None
+
+
+def _edited(rng: np.random.Generator, n: int, src: np.ndarray, dst: np.ndarray):  # type: ignore[no-untyped-def]
+    """A change's edits of a random graph: float delays (some ending in .5, some
+    negative), about a third of the edges dropped, and added edges in two lists (some
+    backward, left out), with the graph they apply to."""
+    from types import SimpleNamespace
+
+    from hta.analysis.whatif.changes import Edits
+
+    delay = rng.normal(1.0, 1.5, src.size)
+    delay[::4] = np.floor(delay[::4]) + 0.5  # ties, rounded to even
+    adds = [rng.integers(0, n, size=(2, int(rng.integers(0, 6)))) for _ in range(2)]
+    edits = Edits(delay=delay, keep=rng.random(src.size) < 0.7,
+                  add_src=[a[0] for a in adds], add_dst=[a[1] for a in adds],
+                  add_delay=[rng.normal(1.0, 1.5, a.shape[1]) for a in adds])
+    return edits, SimpleNamespace(src=src, dst=dst, node_ts=np.zeros(n, np.int64))
+
+
+def test_edited_times_equal_the_schedule_of_the_edited_edge_list() -> None:
+    """The compiled pass over a change's edits (kept edges, added ones, float delays)
+    gives the times of the schedule of the edge list the edits make, without it."""
+    from hta.analysis.whatif.schedule import edited_times
+
+    if not native_schedule_available():
+        pytest.skip("the optional extension hta.analysis.whatif._schedule is not built")
+    rng = np.random.default_rng(23)
+    for n, src, dst, _, base, _ in _random_graphs(23):
+        edits, jg = _edited(rng, n, src, dst)
+        e_src, e_dst, e_delay = edits.edges(jg)  # type: ignore[arg-type]
+        np.maximum(e_delay, 0, out=e_delay)
+        want = schedule(n, e_src, e_dst, e_delay, base, binding=False).t
+        got = edited_times(edge_offsets(n, src, dst), src, edits.delay, edits.keep,
+                           edits.added(jg), base)  # type: ignore[arg-type]
+        assert got.tolist() == want.tolist()
+    with pytest.raises(ValueError, match="sorted by destination"):  # added, out of order
+        edited_times(np.array([0, 0, 0, 0]), np.zeros(0, np.int64), np.zeros(0),
+                     np.zeros(0, bool), (np.array([0, 0]), np.array([2, 1]), np.zeros(2)),
+                     np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="lower to a higher"):  # added, backward
+        edited_times(np.array([0, 0, 0]), np.zeros(0, np.int64), np.zeros(0),
+                     np.zeros(0, bool), (np.array([1]), np.array([1]), np.zeros(1)),
+                     np.zeros(2, np.int64))
+
+
+def test_a_changed_replay_without_binding_edges_has_the_times_of_one_with() -> None:
+    """A changed replay read for its times alone (a prediction's) schedules the edits
+    without making their edge list; the times equal those of the replay with binding
+    edges, which makes it, for changes that drop, add and scale edges."""
+    from hta.analysis.whatif.changes import apply
+    from hta.analysis.whatif.replay import parse_changes, replay
+
+    jg, _ = TraceAnalysis(trace_dir=str(SAMPLE_TRACES / "synthetic_4rank"), progress=False,
+                          cache=False).replay().graph()
+    kinds = set()
+    for change in ("overlap-comm", "no-host-sync", "no-launch-overhead", "no-stragglers",
+                   "kernels:nccl*0.5"):
+        edits = apply(jg, parse_changes(change))
+        kinds |= {"added"} if edits.added(jg)[0].size else set()
+        kinds |= {"dropped"} if not edits.keep.all() else set()
+        kinds |= {"scaled"} if not np.array_equal(edits.delay, jg.delay) else set()
+        assert np.array_equal(replay(jg, edits, binding=False).t, replay(jg, edits).t), change
+    assert kinds == {"added", "dropped", "scaled"}
 
 
 def _random_graphs(seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray,
@@ -702,7 +765,6 @@ def test_no_stragglers_never_slows_the_job() -> None:
     """On the bundled 4-rank sample, host-bound ranks whose GPU work is shorter than the
     median sit on the critical path: setting every rank to the median (the former model)
     predicted the job 15% slower; capping at the median never lengthens it."""
-    from conftest import SAMPLE_TRACES
 
     a = TraceAnalysis(trace_dir=str(SAMPLE_TRACES / "synthetic_4rank"), cache=False,
                       progress=False)
@@ -748,7 +810,6 @@ def test_step_start_nodes_are_those_of_the_last_row_of_each_step_number() -> Non
 
 
 def test_edges_into_nodes_are_those_of_their_ranks_whose_destination_is_among_them() -> None:
-    from conftest import SAMPLE_TRACES
 
     from hta.analysis.whatif.graph import EDGE
 
@@ -779,7 +840,6 @@ def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None
     """By the definition, span by span: a ``cpu`` edge of the rank is inside when one span
     of its destination's thread starts at or before its source and ends at or after its
     destination; nested, overlapping and repeated spans included."""
-    from conftest import SAMPLE_TRACES
 
     from hta.analysis.whatif.changes import cpu_edges_within
     from hta.model.rules import KIND_CODE

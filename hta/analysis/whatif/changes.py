@@ -186,19 +186,30 @@ class Edits:
             return jg.src[k], jg.dst[k], _rounded(self.delay[k])
         k = self.keep & (jg.src < jg.dst)
         src, dst, delay = jg.src[k], jg.dst[k], self.delay[k]
-        a_src, a_dst = np.concatenate(self.add_src), np.concatenate(self.add_dst)
-        a_delay = np.concatenate(self.add_delay)
-        ok = a_src < a_dst
-        a_src, a_dst, a_delay = a_src[ok], a_dst[ok], a_delay[ok]
-        # The kept edges are sorted by (dst, src) already: the few added ones are sorted
-        # and inserted after their equals, as a stable sort of both would place them.
+        a_src, a_dst, a_delay = self.added(jg)
+        # The kept edges are sorted by (dst, src) already: the few added ones are
+        # inserted after their equals, as a stable sort of both would place them.
         n = np.int64(max(jg.node_ts.size, int(a_src.max(initial=0)) + 1,
                          int(a_dst.max(initial=0)) + 1))
-        a_key = a_dst * n + a_src
-        o = np.argsort(a_key, kind="stable")
-        at = np.searchsorted(dst * n + src, a_key[o], side="right")
-        return (np.insert(src, at, a_src[o]), np.insert(dst, at, a_dst[o]),
-                _rounded(np.insert(delay, at, a_delay[o])))
+        at = np.searchsorted(dst * n + src, a_dst * n + a_src, side="right")
+        return (np.insert(src, at, a_src), np.insert(dst, at, a_dst),
+                _rounded(np.insert(delay, at, a_delay)))
+
+    def added(self, jg: JobGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(src, dst, delay)`` of the added edges that go from a lower to a higher node
+        id (the others cannot be scheduled: left out), sorted by ``(dst, src)`` (stable;
+        ``delay`` float ns, as added)."""
+        if not self.add_src:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, np.zeros(0, dtype=np.float64)
+        a_src, a_dst = np.concatenate(self.add_src), np.concatenate(self.add_dst)
+        a_delay = np.concatenate(self.add_delay).astype(np.float64, copy=False)
+        ok = a_src < a_dst
+        a_src, a_dst, a_delay = a_src[ok], a_dst[ok], a_delay[ok]
+        n = np.int64(max(jg.node_ts.size, int(a_src.max(initial=0)) + 1,
+                         int(a_dst.max(initial=0)) + 1))
+        o = np.argsort(a_dst * n + a_src, kind="stable")
+        return a_src[o], a_dst[o], a_delay[o]
 
 
 def _rounded(delay: np.ndarray) -> np.ndarray:

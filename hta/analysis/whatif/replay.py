@@ -69,7 +69,12 @@ from hta.analysis.whatif.graph import (
     step_completion,
     step_nodes,
 )
-from hta.analysis.whatif.schedule import Schedule, schedule
+from hta.analysis.whatif.schedule import (
+    Schedule,
+    edited_times,
+    native_schedule_available,
+    schedule,
+)
 from hta.model.rules import RuleSet
 from hta.model.trace import RankTrace
 
@@ -164,6 +169,9 @@ def replay(jg: JobGraph, edits: Edits | None = None, binding: bool = True) -> Sc
     if edits is None:
         return schedule(jg.num_nodes, jg.src, jg.dst, jg.delay, jg.base, jg.order_of,
                         indptr=jg.edge_offsets(), binding=binding)
+    if not binding and native_schedule_available():  # no edited edge list made
+        return Schedule(t=edited_times(jg.edge_offsets(), jg.src, edits.delay, edits.keep,
+                                       edits.added(jg), jg.base), via=None)
     src, dst, delay = edits.edges(jg)
     np.maximum(delay, 0, out=delay)  # a new array, the edits' own
     return schedule(jg.num_nodes, src, dst, delay, jg.base, jg.order_of,

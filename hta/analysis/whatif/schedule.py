@@ -204,6 +204,29 @@ def _native(indptr: np.ndarray, src: np.ndarray, delay: np.ndarray, base: np.nda
     return Schedule(t=t, via=via if binding else None, root=root if roots else None)
 
 
+def edited_times(indptr: np.ndarray, src: np.ndarray, delay: np.ndarray, keep: np.ndarray,
+                 added: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 base: np.ndarray) -> np.ndarray:
+    """The times :func:`schedule` gives the edges as a change leaves them (those of
+    ``indptr`` and ``src`` where ``keep``, plus the ``added`` ``(src, dst, delay)``
+    sorted by destination; every float ``delay`` rounded to the nearest integer, at
+    least 0), by the compiled pass, without making that edge list: a job graph's
+    edge-sized copies spared (:func:`native_schedule_available` must be true)."""
+    if _schedule is None:  # pragma: no cover - callers ask native_schedule_available
+        raise RuntimeError("the compiled schedule is not built")
+    a_src, a_dst, a_delay = added
+    t = np.empty(indptr.size - 1, dtype=np.int64)
+    _schedule.edited(np.ascontiguousarray(indptr, dtype=np.int64),
+                     np.ascontiguousarray(src, dtype=np.int64),
+                     np.ascontiguousarray(delay, dtype=np.float64),
+                     np.ascontiguousarray(keep, dtype=np.bool_).view(np.uint8),
+                     np.ascontiguousarray(a_src, dtype=np.int64),
+                     np.ascontiguousarray(a_dst, dtype=np.int64),
+                     np.ascontiguousarray(a_delay, dtype=np.float64),
+                     np.ascontiguousarray(base, dtype=np.int64), t)
+    return t
+
+
 #: Multi-predecessor nodes whose edges :func:`_multi_loop` turns into Python lists at a
 #: time (the lists cost about 40 bytes an item: a job graph's millions at once would
 #: hold hundreds of MB).
