@@ -148,6 +148,21 @@ def test_roofline_finding_covers_replayed_calls(tmp_path: Path) -> None:
     assert not (bare["rule"] == "ops_below_roof").any()
 
 
+def test_rows_of_some_calls_on_a_capture_merge(tmp_path: Path) -> None:
+    """With a capture merge, the rows of some calls (``rank_op_rows``) are the table's
+    rows of those calls, captured ones included."""
+    from hta.analysis.perf.op_performance import rank_op_performance, rank_op_rows
+
+    a = analyzer(replay_job(tmp_path / "m"))
+    a.merge_capture_traces()
+    rt = a.t.rank(0)
+    table = rank_op_performance(rt)
+    picked = table.iloc[[0, int(np.argmax(table["captured"].to_numpy()))]]
+    assert picked["captured"].tolist() == [False, True]
+    pd.testing.assert_frame_equal(rank_op_rows(rt, picked["index"].to_numpy()),
+                                  picked.reset_index(drop=True))
+
+
 def test_restricted_to_steps(tmp_path: Path) -> None:
     """The table is keyed by start and stream, so a rank restricted to some steps (row
     numbers change) keeps its replayed calls."""

@@ -50,7 +50,7 @@ from hta.analysis.findings.kernels import SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.perf.op_performance import rank_op_columns, rank_op_performance
+from hta.analysis.perf.op_performance import rank_op_rows
 from hta.analysis.perf.replayed import first_rows, replayed_slots
 from hta.model.arrays import distinct
 from hta.model.trace import RankTrace
@@ -83,11 +83,12 @@ def _claimed_elsewhere(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     return claimed | fused[rows]
 
 
-def _kernels_of(rt: RankTrace, owners: np.ndarray) -> pd.DataFrame:
-    """The GPU work rows launched by the calls whose event ``index`` is in ``owners``, with
-    that owner and whether another rule claims them. A graph-replayed kernel counted with
-    its captured call (a capture merge, :mod:`hta.analysis.perf.replayed`) is owned by that
-    call, whose ``index`` in the operator table is its first kernel's."""
+def _kernels_of(rt: RankTrace) -> pd.DataFrame:
+    """The GPU work rows launched by an operator call, with that call's event ``index``
+    and whether another rule claims them. A graph-replayed kernel counted with its
+    captured call (a capture merge, :mod:`hta.analysis.perf.replayed`) is owned by that
+    call, whose ``index`` in the operator table is its first kernel's: so every call of
+    the table owns some of these rows."""
     rows = gpu_rows(rt)
     owner = link(rt, "op_index")[rows]
     slots = replayed_slots(rt, rows)
@@ -96,47 +97,8 @@ def _kernels_of(rt: RankTrace, owners: np.ndarray) -> pd.DataFrame:
         owner = np.where(slots >= 0, first[np.clip(slots, 0, None)], owner)
     ok = owner >= 0
     rows, owner_index = rows[ok], rt.column("index")[owner[ok]]
-    mine = np.isin(owner_index, owners)
-    rows, owner_index = rows[mine], owner_index[mine]
     return pd.DataFrame({"row": rows, "owner_index": owner_index,
                          "claimed": _claimed_elsewhere(rt, rows)})
-
-
-#: The columns of the operator table that :func:`_candidates` reads, the steps and the
-#: calls' event ``index``.
-_CANDIDATE_COLUMNS = [*_KEYS, "kernel_time(us)", "pct_of_peak", "iteration", "index"]
-
-
-def _analysed(columns: dict[str, np.ndarray], steps: list[int] | None
-              ) -> dict[str, np.ndarray]:
-    """The calls of ``columns`` the rule judges: with a % of roof, launched in ``steps``
-    (the analysed steps; every call with None)."""
-    keep = ~np.isnan(columns["pct_of_peak"].astype(np.float64))
-    if steps is not None:
-        keep &= np.isin(columns["iteration"], steps)
-    return {k: v[keep] for k, v in columns.items()}
-
-
-def _candidates(calls: dict[str, np.ndarray]) -> np.ndarray:
-    """Per call, whether its group (operator, shapes, types) can be far below its roof
-    whatever calls other rules claim: the group has a call under the bar
-    (:func:`_may_be_far_below`) and :data:`MIN_TIME_NS` of time in all its calls. Leaving
-    out a claimed call only shortens a group, and a group's pct is a time-weighted mean
-    of its calls', so no other group can be. Calls with a missing key are in no group.
-    ``calls``: the operator table's columns as arrays (:func:`_analysed`)."""
-    n = len(calls["pct_of_peak"])
-    code = np.zeros(n, np.int64)
-    ok = np.ones(n, dtype=bool)
-    for k in _KEYS:
-        c, uniq = pd.factorize(calls[k], sort=False)
-        ok &= c >= 0
-        code = code * (len(uniq) + 1) + c
-    group = pd.factorize(code)[0]
-    t = calls["kernel_time(us)"] * 1e3
-    maybe = np.zeros(group.max() + 1 if len(group) else 0, dtype=bool)
-    maybe[group[ok & _may_be_far_below(calls["pct_of_peak"])]] = True
-    enough = np.bincount(group[ok], weights=t[ok], minlength=maybe.size) >= MIN_TIME_NS
-    return ok & (maybe & enough)[group]
 
 
 #: :func:`_groups`' summed columns (name: source column) and those taken from the
@@ -241,22 +203,21 @@ def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
 
 def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``ops_below_roof`` findings of one rank (module docstring)."""
-    # the calls' columns before their table: most ranks end before it is made
-    columns = _analysed(rank_op_columns(rt, _CANDIDATE_COLUMNS), iterations)
-    candidate = _candidates(columns)
-    if not candidate.any():
-        return []  # no group can be far below its roof (most ranks)
-    index = columns["index"]
-    kernels = _kernels_of(rt, index[candidate])
+    kernels = _kernels_of(rt)
     owner = kernels["owner_index"].to_numpy()
     claimed = distinct(owner[kernels["claimed"].to_numpy()])
-    judged = candidate & ~np.isin(index, claimed)
+    free = np.setdiff1d(distinct(owner), claimed, assume_unique=True)
+    if not free.size:
+        return []  # every call has a kernel another rule claims
+    # only the calls no other rule claims are modelled (most ranks have few): leaving
+    # out a claimed call only shortens its group, whose pct is a time-weighted mean of its
+    # calls', so the groups far below their roof are found among these calls alone
+    calls = rank_op_rows(rt, free)
+    judged = calls["pct_of_peak"].notna().to_numpy()
+    if iterations is not None:
+        judged = judged & calls["iteration"].isin(iterations).to_numpy()
     if not judged.any():
         return []
-    calls = rank_op_performance(rt)  # the same calls, in the same order, as ``columns``
-    calls = calls[calls["pct_of_peak"].notna()]
-    if iterations is not None:
-        calls = calls[calls["iteration"].isin(iterations)]
     calls = calls[judged]
     groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
     if not len(groups):

@@ -142,23 +142,22 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
                    lambda: _rank_op_performance(rt, device, rules))
 
 
-def rank_op_columns(rt: RankTrace, names: list[str], device: DeviceArg = None,
-                    rules: RuleSet | None = None) -> dict[str, np.ndarray]:
-    """Columns ``names`` of :func:`rank_op_performance`, as arrays (the same values, in
-    its row order), read before its table is made: on a rank without a capture merge the
-    table is built only when asked for (the roofline finding reads these first, and most
-    ranks have no group of calls far enough below its roof to need more)."""
+def rank_op_rows(rt: RankTrace, indices: np.ndarray, device: DeviceArg = None,
+                 rules: RuleSet | None = None) -> pd.DataFrame:
+    """The rows of :func:`rank_op_performance` whose event ``index`` is in ``indices``
+    (the same values, in its row order). On a rank without a capture merge only these
+    calls are modelled (each call's row depends on the call alone), so a caller that
+    needs a few calls does not pay for all; else the table's rows."""
     rules = rules or RuleSet()
-    parts = _rank_parts(rt, device, rules)
-    if parts is None:
+    calls, gpu_work = op_calls(rt, rules)
+    if "replayed" in gpu_work:
         table = rank_op_performance(rt, device, rules)
-        return {n: table[n].to_numpy() for n in names}
-    if not parts:
-        return {n: np.zeros(0) for n in names}
-    columns = _trace_columns(rt, parts)
-    size = len(columns["op"])
-    return {n: np.full(size, columns[n]) if np.ndim(columns[n]) == 0 else np.asarray(columns[n])
-            for n in names}
+        return table[np.isin(table["index"].to_numpy(), indices)].reset_index(drop=True)
+    if calls:
+        mine = np.isin(rt.column("index")[calls["op"]], indices)
+        calls = {k: v[mine] for k, v in calls.items()}
+    return _trace_table(rt, _trace_parts(rt, calls, gpu_work, device)
+                        if calls and len(calls["op"]) else {})
 
 
 def _key(name: str, device: DeviceArg, rules: RuleSet) -> tuple[object, ...]:
