@@ -64,22 +64,22 @@ def test_rows_at_innermost_operator(tmp_path: Path) -> None:
     assert relu["pct_of_peak"] == pytest.approx(100 * (4 * M * N / 5e-4 / 1e12) / 3.35)
 
 
-def test_rows_of_some_calls_equal_the_table_s(tmp_path: Path) -> None:
-    """``rank_op_rows`` models only the calls asked for (what the roofline finding
+def test_columns_of_some_calls_equal_the_table_s(tmp_path: Path) -> None:
+    """``rank_op_columns`` models only the calls asked for (what the roofline finding
     reads of the calls no other rule claims): their rows, in order, equal the whole
     table's; none asked, none given."""
     import pandas as pd
 
-    from hta.analysis.perf.op_performance import rank_op_performance, rank_op_rows
+    from hta.analysis.perf.op_performance import op_frame, rank_op_columns, rank_op_performance
 
     rt = _job(tmp_path).t.rank(0)
     table = rank_op_performance(rt)
     assert len(table) == 2
     for picked in ([0], [1], [0, 1], [1, 0]):
         want = table.iloc[sorted(picked)].reset_index(drop=True)
-        got = rank_op_rows(rt, table["index"].to_numpy()[picked])
-        pd.testing.assert_frame_equal(got, want, check_dtype=False)
-    assert len(rank_op_rows(rt, np.array([-5]))) == 0
+        got = op_frame(rank_op_columns(rt, table["index"].to_numpy()[picked]))
+        pd.testing.assert_frame_equal(got, want)
+    assert len(op_frame(rank_op_columns(rt, np.array([-5])))) == 0
 
 
 def test_no_shapes_no_model(tmp_path: Path) -> None:

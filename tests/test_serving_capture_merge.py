@@ -149,9 +149,9 @@ def test_roofline_finding_covers_replayed_calls(tmp_path: Path) -> None:
 
 
 def test_rows_of_some_calls_on_a_capture_merge(tmp_path: Path) -> None:
-    """With a capture merge, the rows of some calls (``rank_op_rows``) are the table's
-    rows of those calls, captured ones included."""
-    from hta.analysis.perf.op_performance import rank_op_performance, rank_op_rows
+    """With a capture merge, the rows of some calls (``rank_op_columns``) are the
+    table's rows of those calls, captured ones included."""
+    from hta.analysis.perf.op_performance import op_frame, rank_op_columns, rank_op_performance
 
     a = analyzer(replay_job(tmp_path / "m"))
     a.merge_capture_traces()
@@ -159,7 +159,7 @@ def test_rows_of_some_calls_on_a_capture_merge(tmp_path: Path) -> None:
     table = rank_op_performance(rt)
     picked = table.iloc[[0, int(np.argmax(table["captured"].to_numpy()))]]
     assert picked["captured"].tolist() == [False, True]
-    pd.testing.assert_frame_equal(rank_op_rows(rt, picked["index"].to_numpy()),
+    pd.testing.assert_frame_equal(op_frame(rank_op_columns(rt, picked["index"].to_numpy())),
                                   picked.reset_index(drop=True))
 
 

@@ -50,7 +50,7 @@ from hta.analysis.findings.kernels import SMALL_NS
 from hta.analysis.findings.rule_tools import fmt_time, step_tuple, steps_text
 from hta.analysis.intervals import Cover, merge
 from hta.analysis.perf.calls import gpu_rows
-from hta.analysis.perf.op_performance import rank_op_rows
+from hta.analysis.perf.op_performance import op_frame, rank_op_columns
 from hta.analysis.perf.replayed import first_rows, replayed_slots
 from hta.model.arrays import distinct
 from hta.model.trace import RankTrace
@@ -99,6 +99,27 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
     rows, owner_index = rows[ok], rt.column("index")[owner[ok]]
     return pd.DataFrame({"row": rows, "owner_index": owner_index,
                          "claimed": _claimed_elsewhere(rt, rows)})
+
+
+def _candidates(calls: dict[str, np.ndarray]) -> np.ndarray:
+    """Per call, whether its group (operator, shapes, types) can be far below its roof:
+    the group has a call under the bar (:func:`_may_be_far_below`) and
+    :data:`MIN_TIME_NS` of time in its calls (the group's pct is a time-weighted mean of
+    its calls', so no other group can be). Calls with a missing key are in no group.
+    ``calls``: operator table columns as arrays."""
+    n = len(calls["pct_of_peak"])
+    code = np.zeros(n, np.int64)
+    ok = np.ones(n, dtype=bool)
+    for k in _KEYS:
+        c, uniq = pd.factorize(calls[k], sort=False)
+        ok &= c >= 0
+        code = code * (len(uniq) + 1) + c
+    group = pd.factorize(code)[0]
+    t = calls["kernel_time(us)"].astype(np.float64) * 1e3
+    maybe = np.zeros(group.max() + 1 if len(group) else 0, dtype=bool)
+    maybe[group[ok & _may_be_far_below(calls["pct_of_peak"].astype(np.float64))]] = True
+    enough = np.bincount(group[ok], weights=t[ok], minlength=maybe.size) >= MIN_TIME_NS
+    return ok & (maybe & enough)[group]
 
 
 #: :func:`_groups`' summed columns (name: source column) and those taken from the
@@ -212,13 +233,15 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
     # only the calls no other rule claims are modelled (most ranks have few): leaving
     # out a claimed call only shortens its group, whose pct is a time-weighted mean of its
     # calls', so the groups far below their roof are found among these calls alone
-    calls = rank_op_rows(rt, free)
-    judged = calls["pct_of_peak"].notna().to_numpy()
+    columns = rank_op_columns(rt, free)
+    judged = ~np.isnan(columns["pct_of_peak"].astype(np.float64))
     if iterations is not None:
-        judged = judged & calls["iteration"].isin(iterations).to_numpy()
+        judged &= np.isin(columns["iteration"], iterations)
+    columns = {k: v[judged] for k, v in columns.items()}
+    judged = _candidates(columns)  # a table only for the groups that may be far below
     if not judged.any():
-        return []
-    calls = calls[judged]
+        return []  # most ranks
+    calls = op_frame({k: v[judged] for k, v in columns.items()})
     groups = _groups(calls).sort_values("saving", ascending=False).head(MAX_FINDINGS)
     if not len(groups):
         return []

@@ -142,22 +142,39 @@ def rank_op_performance(rt: RankTrace, device: DeviceArg = None,
                    lambda: _rank_op_performance(rt, device, rules))
 
 
-def rank_op_rows(rt: RankTrace, indices: np.ndarray, device: DeviceArg = None,
-                 rules: RuleSet | None = None) -> pd.DataFrame:
-    """The rows of :func:`rank_op_performance` whose event ``index`` is in ``indices``
-    (the same values, in its row order). On a rank without a capture merge only these
+def rank_op_columns(rt: RankTrace, indices: np.ndarray, device: DeviceArg = None,
+                    rules: RuleSet | None = None) -> dict[str, np.ndarray]:
+    """The rows of :func:`rank_op_performance` whose event ``index`` is in ``indices``, as
+    one array per column of :data:`COLUMNS` (the same values, in its row order;
+    :func:`op_frame` makes them its table). On a rank without a capture merge only these
     calls are modelled (each call's row depends on the call alone), so a caller that
-    needs a few calls does not pay for all; else the table's rows."""
+    needs a few calls does not pay for all; else they are read from the table."""
     rules = rules or RuleSet()
     calls, gpu_work = op_calls(rt, rules)
     if "replayed" in gpu_work:
         table = rank_op_performance(rt, device, rules)
-        return table[np.isin(table["index"].to_numpy(), indices)].reset_index(drop=True)
+        mine = np.isin(table["index"].to_numpy(), indices)
+        return {c: table[c].to_numpy()[mine] for c in COLUMNS}
     if calls:
         mine = np.isin(rt.column("index")[calls["op"]], indices)
         calls = {k: v[mine] for k, v in calls.items()}
-    return _trace_table(rt, _trace_parts(rt, calls, gpu_work, device)
-                        if calls and len(calls["op"]) else {})
+    if not calls or not len(calls["op"]):
+        return {c: np.zeros(0, dtype=object if c in _TEXT else np.float64) for c in COLUMNS}
+    columns = _trace_columns(rt, _trace_parts(rt, calls, gpu_work, device))
+    size = len(calls["op"])
+    return {c: np.full(size, columns[c]) if np.ndim(columns[c]) == 0 else
+            np.asarray(columns[c]) for c in COLUMNS}
+
+
+def op_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """The operator table (:data:`COLUMNS`) of its columns (arrays, or scalars for a
+    column of one value); text columns stay object arrays (no conversion of long
+    strings), and it is built in the table's column order (selecting the columns
+    afterwards would copy them all)."""
+    columns = dict(columns)
+    for name in _TEXT:
+        columns[name] = pd.Series(columns[name], dtype=object, copy=False)
+    return pd.DataFrame({c: columns[c] for c in COLUMNS})
 
 
 def _key(name: str, device: DeviceArg, rules: RuleSet) -> tuple[object, ...]:
@@ -258,11 +275,7 @@ def _trace_table(rt: RankTrace, parts: dict[str, Any]) -> pd.DataFrame:
     """The rows (:data:`COLUMNS`) of :func:`_trace_parts`' calls."""
     if not parts:
         return pd.DataFrame({c: [] for c in COLUMNS})
-    columns = _trace_columns(rt, parts)
-    for name in _TEXT:  # text columns stay object arrays: no conversion of long strings
-        columns[name] = pd.Series(columns[name], dtype=object, copy=False)
-    # built in the table's column order: selecting the columns afterwards copies them all
-    return pd.DataFrame({c: columns[c] for c in COLUMNS})
+    return op_frame(_trace_columns(rt, parts))
 
 
 #: The text columns of :data:`COLUMNS`.
