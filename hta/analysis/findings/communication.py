@@ -255,7 +255,12 @@ def exposed_by_operation(rt: RankTrace, iterations: Sequence[int] | None = None
     plus the rank-wide ``rank_comm_ns``, ``rank_overlap_ns`` (the overlap table's numbers)
     and ``free_compute_ns``. Second value: the calls
     (:func:`hta.analysis.collectives.rank_collective_performance`) with their ``group``."""
-    rows, calls = _exposed_rows(rt, iterations)
+    rows, told = _exposed_rows(rt, iterations)
+    calls = coll.rank_collective_performance(rt, iterations)
+    if len(calls):  # as the rows read them: with their group, and their waits cut
+        calls["group"] = told["group"]
+        for c in ("start_ns", "waited_ns", "exposed(us)"):
+            calls[c] = told[c]
     return pd.DataFrame(rows, columns=EXPOSED_COLUMNS), calls
 
 
@@ -265,34 +270,43 @@ EXPOSED_COLUMNS = ["group", "kernels", "comm_ns", "exposed_ns", "steps", "rank_c
 
 
 def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
-                  ) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+                  ) -> tuple[list[dict[str, Any]], Told]:
     """:func:`exposed_by_operation`'s groups as row dicts (:data:`EXPOSED_COLUMNS`), with
-    the calls."""
+    the calls' columns the finding reads (:data:`_TOLD`, their ``group``; the waits cut,
+    :func:`trim_waits`) as arrays (none without calls)."""
     calls = coll.rank_collective_performance(rt, iterations)
     if not len(calls):
-        return [], calls
+        return [], {}
     group_of = np.asarray([operation_group(c, x, s) for c, x, s in zip(
         calls["collective"].tolist(), calls["context"].tolist(), calls["source"].tolist())],
         dtype=object)
-    calls["group"] = group_of
+    text = ("process_group", "kernel", "launch_op")
+    told = {c: calls[c].to_numpy(dtype=object) if c in text else calls[c].to_numpy()
+            for c in _TOLD if c != "waited_ns"}  # (the waits: made below)
+    start, end = told["start_ns"].astype(np.int64), told["end_ns"].astype(np.int64)
     w = rank_work(rt, iterations)
     groups = sorted(set(group_of.tolist()))
     gid = {g: i for i, g in enumerate(groups)}
     call_sets = 1 + np.asarray([gid[g] for g in group_of.tolist()], dtype=np.int64)
     # the overlap table's figures, from the kernels as they ran: set 0 computation, the
     # others communication
-    whole = _coverage(w, calls, call_sets, len(groups))
+    whole = _coverage(w, start, end, call_sets, len(groups))
     comm_bits = (len(whole) - 1) & ~1
     rank_comm = int(mask_total(whole[None, :], any_of=comm_bits)[0])
     rank_overlap = int(mask_total(whole[None, :], all_of=1, any_of=comm_bits)[0])
     # the exposed shares from the calls without their waits
-    calls = trim_waits(calls)
-    table = _coverage(w, calls, call_sets, len(groups)) if calls["waited_ns"].any() \
+    waited = _waits(calls, start, end)
+    told["start_ns"] = start + waited
+    told["waited_ns"] = waited
+    told["exposed(us)"] = np.maximum(told["exposed(us)"].astype(np.float64) - waited / 1e3,
+                                     0.0)
+    told["group"] = group_of
+    table = _coverage(w, told["start_ns"], end, call_sets, len(groups)) if waited.any() \
         else whole
     free_compute = int(table[1])
     exposed, comm = _shared_exposed(table, len(groups))
     rows = []
-    step_of = calls["iteration"].to_numpy()
+    step_of = told["iteration"]
     for i, g in enumerate(groups):
         part = group_of == g
         rows.append({
@@ -302,7 +316,7 @@ def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
             "rank_comm_ns": rank_comm, "rank_overlap_ns": rank_overlap,
             "free_compute_ns": free_compute,
         })
-    return rows, calls
+    return rows, told
 
 
 def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
@@ -314,7 +328,16 @@ def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
     communicator's first connection), not moving data: it starts ``median`` before its
     end. ``waited_ns`` holds what was cut, ``exposed(us)`` loses it."""
     start = calls["start_ns"].to_numpy(np.int64)
-    end = calls["end_ns"].to_numpy(np.int64)
+    waited = _waits(calls, start, calls["end_ns"].to_numpy(np.int64))
+    out = calls.copy()
+    out["start_ns"] = start + waited
+    out["waited_ns"] = waited
+    out["exposed(us)"] = np.maximum(out["exposed(us)"].to_numpy(np.float64) - waited / 1e3, 0.0)
+    return out
+
+
+def _waits(calls: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call, the wait :func:`trim_waits` cuts from its start (ns, 0 for most)."""
     size = calls["msg_bytes"].to_numpy(np.float64)
     median, count = row_medians(
         [calls["collective"].to_numpy(), calls["process_group"].astype(str).to_numpy(),
@@ -322,12 +345,7 @@ def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
         end - start)
     factor = np.where(np.isfinite(size), WAIT_FACTOR_SIZED, WAIT_FACTOR)
     outlier = (count >= MIN_LIKE_CALLS) & (median > 0) & (end - start >= factor * median)
-    waited = np.where(outlier, (end - start) - median.astype(np.int64), 0)
-    out = calls.copy()
-    out["start_ns"] = start + waited
-    out["waited_ns"] = waited
-    out["exposed(us)"] = np.maximum(out["exposed(us)"].to_numpy(np.float64) - waited / 1e3, 0.0)
-    return out
+    return np.where(outlier, (end - start) - median.astype(np.int64), 0)
 
 
 def _waits_text(calls: Told) -> str:
@@ -346,13 +364,14 @@ def _waits_text(calls: Told) -> str:
             f"who was late (the stragglers finding).")
 
 
-def _coverage(w, calls: pd.DataFrame, call_sets: np.ndarray, n_groups: int) -> np.ndarray:
+def _coverage(w, start: np.ndarray, end: np.ndarray, call_sets: np.ndarray,
+              n_groups: int) -> np.ndarray:
     """Time per combination of running sets: set 0 = computation kernels, set ``1 + i``
-    = the calls of group ``i`` (``call_sets``: per call, its set;
-    :func:`hta.analysis.intervals.coverage`, one row)."""
+    = the calls of group ``i`` (``start``, ``end``: the calls'; ``call_sets``: per call,
+    its set; :func:`hta.analysis.intervals.coverage`, one row)."""
     comp = w.cls == COMPUTE
-    starts = np.concatenate([w.ts[comp], calls["start_ns"].to_numpy(np.int64)])
-    ends = np.concatenate([w.end[comp], calls["end_ns"].to_numpy(np.int64)])
+    starts = np.concatenate([w.ts[comp], start])
+    ends = np.concatenate([w.end[comp], end])
     sets = np.concatenate([np.zeros(int(comp.sum()), np.int64), call_sets])
     return coverage(starts, ends, sets, n_groups + 1)[0]
 
@@ -380,7 +399,7 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     """``comm_exposed`` on one rank: one finding per operation group with exposed time."""
     start, end = analysis_window(rt, iterations)
     window = end - start
-    groups, calls = _exposed_rows(rt, iterations)
+    groups, told = _exposed_rows(rt, iterations)
     if not groups:
         return []
     total = sum(int(g["exposed_ns"]) for g in groups)
@@ -388,10 +407,9 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
     split = (" (time when several operations were exposed at once is split between them)"
              if len(groups) > 1 else "")
     found = []
-    claims = _exposed_claims(calls, _compute_cover(rt, iterations))
+    claims = _exposed_claims(told, _compute_cover(rt, iterations))
     inference = not runs_backward(rt, (start, end))
-    group_of = calls["group"].to_numpy(dtype=object)
-    told = _told(calls)  # what the evidence reads
+    group_of = told["group"]
     for row in groups:
         group, exposed_ns = str(row["group"]), int(row["exposed_ns"])
         saving = exposed_ns * budget // total if total else 0
@@ -425,16 +443,9 @@ def check_exposed(rt: RankTrace, iterations: Sequence[int] | None) -> list[Findi
 _TOLD = ["process_group", "kernel", "launch_op", "iteration", "start_ns", "end_ns",
          "exposed(us)", "time(us)", "waited_ns"]
 
-#: The calls' columns as arrays (:func:`_told`): column name -> one value per call.
+#: The calls' columns as arrays (:func:`_exposed_rows`): column name -> one value per
+#: call (text as objects), so one group's calls are a mask of each, not a frame's copy.
 Told = dict[str, np.ndarray]
-
-
-def _told(calls: pd.DataFrame) -> Told:
-    """The :data:`_TOLD` columns of the calls as arrays (text as objects): one group's
-    calls are then a mask of each, not a frame's copy."""
-    text = ("process_group", "kernel", "launch_op")
-    return {c: calls[c].to_numpy(dtype=object) if c in text else calls[c].to_numpy()
-            for c in _TOLD}
 
 
 def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:
@@ -443,17 +454,17 @@ def _compute_cover(rt: RankTrace, iterations: Sequence[int] | None) -> Cover:
     return Cover(w.ts[w.cls == COMPUTE], w.end[w.cls == COMPUTE])
 
 
-def _exposed_claims(calls: pd.DataFrame, compute: Cover) -> dict[str, Claim]:
+def _exposed_claims(calls: Told, compute: Cover) -> dict[str, Claim]:
     """Per operation group: the time its finding claims, as its saving counts it. The
     timeline is cut at every call's start and end; in each piece, the time with no
     computation kernel is shared equally between the groups with a call running there
     (:func:`_shared_exposed`'s split, as intervals the engine can check against the other
     findings' claims)."""
-    if not len(calls):
+    group = calls.get("group")
+    if group is None or not len(group):
         return {}
-    names = [str(g) for g in pd.unique(calls["group"])]
-    group = calls["group"].to_numpy(dtype=object)
-    start, end = calls["start_ns"].to_numpy(np.int64), calls["end_ns"].to_numpy(np.int64)
+    names = [str(g) for g in pd.unique(group)]
+    start, end = calls["start_ns"].astype(np.int64), calls["end_ns"].astype(np.int64)
     unions = {g: Cover(start[group == g], end[group == g]) for g in names}
     cuts = distinct(np.concatenate([np.concatenate([u.s, u.e]) for u in unions.values()]))
     s, e = cuts[:-1], cuts[1:]
