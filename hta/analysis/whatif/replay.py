@@ -218,7 +218,9 @@ def predict(jg: JobGraph, changes: Iterable[str | Change] | str | Change | None 
                else np.full(steps.size, np.nan))
         parts.append((g.rank, steps, measured, step_durations(jg, i, base.t, w)[1],
                       step_durations(jg, i, changed.t, w)[1], mod))
-    return assemble(parts, {g.rank: inferred_fraction(g) for g in jg.ranks})
+    # the same for every prediction on the graph: kept with it
+    return assemble(parts, jg.kept("inferred_fractions", lambda: {
+        g.rank: inferred_fraction(g) for g in jg.ranks}))
 
 
 def inferred_fraction(g: RankGraph) -> float:
