@@ -229,19 +229,21 @@ def test_the_report_notes_it_under_the_findings(tmp_path):
 
 
 def test_predicted_ahead_on_forked_workers_with_the_findings_changes(tmp_path, monkeypatch):
-    """On a large graph the findings' changes are replayed ahead on forked workers; the
-    fixes together are too, so this process replays none of them, and the answer is the
-    one replayed here."""
+    """On a large graph the findings' changes are replayed ahead on forked workers. The
+    fixes together are too where they will be asked for next (the summary and the report,
+    :func:`hta.report.answers.job_answers`): this process replays none of them. After
+    ``get_findings`` alone only the fixes together are replayed here, when asked. The
+    answers are those replayed here."""
     from hta.analysis.whatif import replayer
+    from hta.model.selection import Selection
     from hta.model.spread import can_fork
+    from hta.report.answers import job_answers
 
     if not can_fork():
         pytest.skip("forked workers need Linux")
     folder = launches_then_sync(tmp_path / "job")
     here = analysis(folder).get_findings_together()
     monkeypatch.setattr(replayer, "PARALLEL_MIN_NODES", 0)
-    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False, max_workers=2)
-    a.get_findings()
     asked: list[object] = []
     real = replayer.Replay.predict
 
@@ -249,6 +251,17 @@ def test_predicted_ahead_on_forked_workers_with_the_findings_changes(tmp_path, m
         asked.append(changes)
         return real(self, changes, *args, **kwargs)
 
+    a = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False, max_workers=2)
+    a.get_findings()
     monkeypatch.setattr(replayer.Replay, "predict", counted)
     pd.testing.assert_frame_equal(a.get_findings_together(), here)
+    assert asked and all(isinstance(c, list) for c in asked)  # only the fixes together
+
+    monkeypatch.setattr(replayer.Replay, "predict", real)
+    summary = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False,
+                            max_workers=2)
+    monkeypatch.setattr(replayer.Replay, "predict", counted)
+    asked.clear()
+    got = job_answers(summary, Selection.of(None, None)).together
+    pd.testing.assert_frame_equal(got, here)
     assert asked == []  # every table was predicted ahead

@@ -65,10 +65,12 @@ class WhatIfMixin:
         return self.get_findings(  # type: ignore[attr-defined]
             selected(self.t, ranks, iterations), min_share=min_share)
 
-    def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
+    def replay_findings(self, findings: pd.DataFrame, together: bool = False
+                        ) -> pd.DataFrame:
         """``findings`` (the rules' table) with each fix's replayed saving and its range
-        (:meth:`~hta.analysis.whatif.replayer.Replay.findings_savings`)."""
-        return self.replay().findings_savings(findings)
+        (:meth:`~hta.analysis.whatif.replayer.Replay.findings_savings`; ``together``: the
+        fixes at once will be asked for next)."""
+        return self.replay().findings_savings(findings, together)
 
     def get_replay_uncertainty(self) -> pd.DataFrame:
         """Per rank, what the trace leaves the replay to guess: unresolved synchronizations,

@@ -92,7 +92,8 @@ class Analyzer(Protocol):
     def replay(self) -> Replay:
         """The job's replay (:class:`~hta.analysis.whatif.replayer.Replay`)."""
 
-    def replay_findings(self, findings: pd.DataFrame) -> pd.DataFrame:
+    def replay_findings(self, findings: pd.DataFrame, together: bool = False
+                        ) -> pd.DataFrame:
         """The findings with each fix's replayed saving (:mod:`hta.analysis.whatif.findings`)."""
 
     def get_replay_uncertainty(self) -> pd.DataFrame:

@@ -134,7 +134,7 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         replay, note = replay_fits(analyzer, answers[0])
     if replay and isinstance(found, FindingsResult) and len(found.findings):
         # the savings users see are the replay's (hta.analysis.whatif.findings)
-        replayed = analyzer.replay_findings(found.findings)
+        replayed = analyzer.replay_findings(found.findings, together=True)
         answers[1] = replace(found, findings=replayed)
         together = analyzer.replay().findings_together(replayed)
     elif isinstance(found, FindingsResult):

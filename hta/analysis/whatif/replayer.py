@@ -306,10 +306,13 @@ class Replay:
                 out[r] = found if len(found) > 1 else found[0]
         return out
 
-    def findings_savings(self, findings: pd.DataFrame) -> pd.DataFrame:
+    def findings_savings(self, findings: pd.DataFrame, together: bool = False
+                         ) -> pd.DataFrame:
         """``findings`` (the rules' table) with each fix's replayed saving and its range
         (:mod:`hta.analysis.whatif.findings`); when the job cannot be replayed, the rules'
-        estimates labelled ``gpu-time`` (logged)."""
+        estimates labelled ``gpu-time`` (logged). ``together``: the caller will ask for
+        :meth:`findings_together` next, whose replays are then predicted ahead with the
+        findings' own."""
         from hta.analysis.whatif.findings import findings_with_changes
         from hta.analysis.whatif.uncertainty import inferred_share
 
@@ -320,7 +323,8 @@ class Replay:
             def predict(change: Any) -> pd.DataFrame:
                 return self.predict(change, modelled=False, windows=windows)
 
-            return findings_with_changes(findings, self._ahead(findings, predict), share)
+            return findings_with_changes(findings, self._ahead(findings, predict, together),
+                                         share)
         except Exception as exc:  # noqa: BLE001 - the rules' estimates are still an answer
             logger.warning("the findings' savings could not be replayed (%s); they are the "
                            "rules' GPU-time estimates", exc, exc_info=True)
@@ -349,13 +353,14 @@ class Replay:
                            exc_info=True)
             return empty_together()
 
-    def _ahead(self, findings: pd.DataFrame, predict: Callable[[Any], pd.DataFrame]
-               ) -> Callable[[Any], pd.DataFrame]:
+    def _ahead(self, findings: pd.DataFrame, predict: Callable[[Any], pd.DataFrame],
+               together: bool = False) -> Callable[[Any], pd.DataFrame]:
         """``predict``, with the findings' changes predicted ahead on worker processes
         forked from this one (they inherit the job graph; only the tables come back) when
         the graph is large (:data:`PARALLEL_MIN_NODES`) and the job may use several
         workers; a change whose prediction failed there is predicted here again (its
-        error raised here)."""
+        error raised here). ``together``: the changes :meth:`findings_together` will most
+        likely replay too."""
         from hta.analysis.whatif.findings import change_key, changes_to_replay
         from hta.analysis.whatif.together import likely_together
         from hta.model.spread import forked_map, job_workers
@@ -364,8 +369,8 @@ class Replay:
         workers = min(job_workers(self.job), len(changes))
         if workers < 2 or not self._worth_forking():
             return predict
-        # the fixes at once too (findings_together), as they will most likely be asked
-        changes += likely_together(findings)
+        if together:  # the fixes at once too, as findings_together will ask
+            changes += likely_together(findings)
         outcomes = forked_map(predict, changes, workers)
         done = {change_key(c): o.value for c, o in zip(changes, outcomes, strict=True)
                 if o.ok}
