@@ -26,7 +26,10 @@ items, on forked workers): the what-if replay predicts the findings' changes wit
 workers that inherit the job graph (:meth:`hta.analysis.whatif.replayer.Replay.findings_savings`).
 :class:`Ahead` computes one function on one forked process while this one goes on: the
 replay builds a single large rank's graph with it while the findings' rules run here
-(:meth:`hta.analysis.whatif.replayer.Replay.build_ahead`).
+(:meth:`hta.analysis.whatif.replayer.Replay.build_ahead`). The other way round,
+:func:`meanwhile` leaves work to this process while the workers of a visit run (it would
+otherwise wait for them): the replay builds the job graph of several ranks so, rank graph
+after rank graph, while the findings' rank rules run on the workers.
 """
 
 from __future__ import annotations
