@@ -182,20 +182,10 @@ def _key(name: str, device: DeviceArg, rules: RuleSet) -> tuple[object, ...]:
             rules.fingerprint())
 
 
-def _rank_parts(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> dict[str, Any] | None:
-    """:func:`_trace_parts` of the rank's calls (kept for the rank, as its table is);
-    None on a rank with a capture merge, whose table is made whole."""
-    def compute() -> dict[str, Any] | None:
-        calls, gpu_work = op_calls(rt, rules)
-        return None if "replayed" in gpu_work else _trace_parts(rt, calls, gpu_work, device)
-    return derived(rt, _key("op_performance_parts", device, rules), compute)
-
-
 def _rank_op_performance(rt: RankTrace, device: DeviceArg, rules: RuleSet) -> pd.DataFrame:
-    parts = _rank_parts(rt, device, rules)
-    if parts is not None:  # no capture merge on this rank
-        return _trace_table(rt, parts)
     calls, gpu_work = op_calls(rt, rules)
+    if "replayed" not in gpu_work:  # no capture merge on this rank
+        return _trace_table(rt, _trace_parts(rt, calls, gpu_work, device))
     slots = gpu_work["replayed"].to_numpy()
     hit = slots >= 0
     replayed = replayed_op_rows(rt, gpu_work["row"].to_numpy()[hit], slots[hit],
