@@ -430,8 +430,8 @@ def coupled_ranks(job: Job, shifts: Mapping[int, int] | None = None,
     wanted = list(ranks) if ranks is not None else job.get_ranks()
     graphs = keep(job, build_rank, {r: int(shifts.get(r, 0)) for r in wanted},
                   summary=slots, description="What-if: rank graphs")
-    frames = [graphs.summaries[r].assign(_pos=i) for i, r in enumerate(graphs.ranks)]
-    instances = match_slots(frames)
+    frames = [graphs.summaries[r] for r in graphs.ranks]
+    instances = match_slots(frames, positions=list(range(len(frames))))
     empty = frames[0].iloc[:0] if frames else pd.DataFrame()
     mine = {r: instances[instances["rank"] == r] if len(instances) else empty
             for r in graphs.ranks}

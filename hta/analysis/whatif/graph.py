@@ -819,19 +819,26 @@ def _comm_slots(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
     return pd.concat([k, pd.DataFrame(extra, index=k.index)], axis=1)
 
 
-def match_slots(frames: list[pd.DataFrame], dropped: dict[str, int] | None = None
-                ) -> pd.DataFrame:
+def match_slots(frames: list[pd.DataFrame], dropped: dict[str, int] | None = None,
+                positions: list[int] | None = None) -> pd.DataFrame:
     """The coupled collective kernels of the ranks' :func:`comm_slots` (two ranks or more
     with communication kernels): one row per kernel of an instance with two participants
     or more and with nodes, the straggler matching's columns plus ``_pos``, ``_s``,
     ``_e``, ``inst`` (the instance's barrier number, 0 ..), ``latest_ns`` (its last
     rank's start), ``transfer_ns`` (``end - latest``) and ``coupled`` (transfer >= 0).
     Instances are numbered by collective id; barriers are ordered by (``latest_ns``,
-    ``inst``). Empty without two frames."""
+    ``inst``). Empty without two frames. ``positions``: each frame's rank position, set
+    as its ``_pos`` here (one column of the joined frame, not a copy of each frame);
+    None: the frames carry it."""
+    if positions is not None:
+        positions = [p for p, f in zip(positions, frames, strict=True) if len(f)]
     frames = [f for f in frames if len(f)]
     if len(frames) < 2:
         return pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
+    if positions is not None:
+        kernels["_pos"] = np.repeat(np.asarray(positions, dtype=np.int64),
+                                    [len(f) for f in frames])
     arr = match_collectives(kernels.drop(columns=["_row", "_pos", "_s", "_e"]))
     arr = arr[arr["participants"] >= 2]
     if not len(arr):
@@ -864,7 +871,7 @@ def _coupling(ranks: list[RankGraph], offsets: np.ndarray, dropped: dict[str, in
     """
     empty = np.zeros(0, dtype=np.int64)
     none: list = [None] * len(ranks)
-    arr = match_slots([comm_slots(g, i) for i, g in enumerate(ranks)], dropped)
+    arr = match_slots([comm_slots(g) for g in ranks], dropped, list(range(len(ranks))))
     if not len(arr):
         return arr, empty, empty, empty, empty, none
     return _barriers(arr, ranks, offsets, external=False)
