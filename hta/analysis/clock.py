@@ -184,8 +184,7 @@ def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
     # residuals against the final (per-host) offsets
     resid = _residuals(shared, offset) if len(shared) else None
     # the agreement a shift is judged by: over every row of the rank's host (its clock)
-    errs = {r: (resid[resid["rank"] == r]["residual_ns"].abs().to_numpy()
-                if resid is not None else np.zeros(0)) for r in selected}
+    errs = _per_rank(resid, selected)
     clock_err: dict[str, list[np.ndarray]] = {}
     for r in selected:
         clock_err.setdefault(host_of.get(r) or f"rank {r}", []).append(errs[r])
@@ -209,6 +208,19 @@ def offsets_from_kernels(kernels: pd.DataFrame, host_of: Mapping[int, str],
     out = pd.DataFrame(rows, columns=COLUMNS)
     logger.debug("clock offsets: %s", out.to_dict("records"))
     return out
+
+
+def _per_rank(resid: pd.DataFrame | None, selected: list[int]) -> dict[int, np.ndarray]:
+    """Per selected rank, the absolute residuals of its rows, in their order (one sort of
+    the rows by rank, not a pass over them per rank)."""
+    if resid is None:
+        return {r: np.zeros(0) for r in selected}
+    rank = resid["rank"].to_numpy()
+    order = np.argsort(rank, kind="stable")
+    rank, err = rank[order], np.abs(resid["residual_ns"].to_numpy(np.float64))[order]
+    lo = np.searchsorted(rank, selected, side="left")
+    hi = np.searchsorted(rank, selected, side="right")
+    return {r: err[a:b] for r, a, b in zip(selected, lo.tolist(), hi.tolist(), strict=True)}
 
 
 def _residuals(ends: pd.DataFrame, offset: Mapping[int, float]) -> pd.DataFrame:

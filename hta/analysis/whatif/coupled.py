@@ -433,8 +433,11 @@ def coupled_ranks(job: Job, shifts: Mapping[int, int] | None = None,
     frames = [graphs.summaries[r] for r in graphs.ranks]
     instances = match_slots(frames, positions=list(range(len(frames))))
     empty = frames[0].iloc[:0] if frames else pd.DataFrame()
-    mine = {r: instances[instances["rank"] == r] if len(instances) else empty
-            for r in graphs.ranks}
+    if len(instances):  # each rank's rows, in one pass over them (not one pass a rank)
+        by_rank = {int(r): rows for r, rows in instances.groupby("rank", sort=False)}
+        mine = {r: by_rank.get(r, instances.iloc[:0]) for r in graphs.ranks}
+    else:
+        mine = {r: empty for r in graphs.ranks}
     coupled = graphs.then(couple, mine, description="What-if: coupling")
     graphs.release()
     return coupled, Coupling.of(instances, coupled.ranks)
