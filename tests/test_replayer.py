@@ -155,6 +155,17 @@ def test_a_job_graph_built_meanwhile_equals_the_one_built_here(monkeypatch) -> N
     assert not spread._MEANWHILE and part.replay()._meanwhile is None
     pd.testing.assert_frame_equal(part.get_findings(), want)
 
+    # findings that fail take the work back: no later visit builds that graph
+    failing = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False, max_workers=2)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("broken rules")
+
+    monkeypatch.setattr(failing, "_findings", broken)
+    with pytest.raises(RuntimeError, match="broken rules"):
+        failing.get_findings()
+    assert not spread._MEANWHILE and failing.replay()._meanwhile is None
+
 
 def test_the_summary_s_answers_build_a_single_rank_graph_ahead(monkeypatch) -> None:
     """``hta summary`` and the report read the findings from their shared visit

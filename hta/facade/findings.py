@@ -66,9 +66,14 @@ class FindingsMixin:
         (default 0.5%) before the replay. What they leave unexplained:
         :meth:`get_findings_coverage`.
         """
-        if replay:  # a graph the replay can build meanwhile, where a core would idle
-            self.replay().build_ahead()  # type: ignore[attr-defined]
-        found = self._findings(selected(self.t, ranks, iterations), min_share).findings
+        # a graph the replay can build meanwhile, where a core would idle
+        ahead = replay and self.replay().build_ahead()  # type: ignore[attr-defined]
+        try:
+            found = self._findings(selected(self.t, ranks, iterations), min_share).findings
+        except BaseException:
+            if ahead:
+                self.replay().forget_ahead()  # type: ignore[attr-defined]
+            raise
         cache = self.__dict__.setdefault("_replayed_findings", {})
         key = (id(found), replay)
         if key not in cache:

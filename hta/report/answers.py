@@ -117,8 +117,9 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     job = analyzer.t
     iterations = selection.iteration_list
     rules = analyzer.rules
-    if replay is not False:  # a graph the replay can build meanwhile, where a core would idle
-        analyzer.replay().build_ahead(None if replay else REPLAY_MAX_EVENTS)
+    # a graph the replay can build meanwhile, where a core would idle
+    ahead = replay is not False and analyzer.replay().build_ahead(
+        None if replay else REPLAY_MAX_EVENTS)
     plans = [
         overview_plan(job, selection, top),
         findings_plan(job, selection),
@@ -128,7 +129,13 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
         RANK_SUMMARY.work(),
     ]
     # each plan takes its steps itself: the visit reads the selected ranks whole
-    answers = run(job, plans, selection.every_event(), description="Summary", errors=errors)
+    try:
+        answers = run(job, plans, selection.every_event(), description="Summary",
+                      errors=errors)
+    except BaseException:
+        if ahead:  # no later visit builds a graph nobody asks for
+            analyzer.replay().forget_ahead()
+        raise
     found, note, together = answers[1], "", None
     if replay is None:
         replay, note = replay_fits(analyzer, answers[0])

@@ -127,6 +127,15 @@ class Replay:
                               traces)
         return True
 
+    def forget_ahead(self) -> None:
+        """Take back the work :meth:`build_ahead` left to this process and drop what it
+        built (a caller whose findings failed: no later visit builds a graph nobody
+        asks for)."""
+        from hta.model.spread import take_back
+
+        take_back(self._build_meanwhile)
+        self._meanwhile = None
+
     def _build_meanwhile(self, busy: Callable[[], bool]) -> bool:
         """The job graph, built here a rank graph at a time while ``busy()``
         (:meth:`build_ahead`); then, if still busy, the job graph and its unchanged
