@@ -365,7 +365,7 @@ def test_real_traces_exposed_time_is_shared_out_once(name: str) -> None:
         comm, both = overlap.loc[rt.rank, ["comm_time(us)", "overlap_time(us)"]]
         assert groups["rank_comm_ns"].iloc[0] == pytest.approx(comm * 1e3, abs=1)
         assert groups["rank_overlap_ns"].iloc[0] == pytest.approx(both * 1e3, abs=1)
-        # waits cut from their calls (trim_waits) are no exposed communication
+        # waits cut from their calls (waits_cut) are no exposed communication
         exposed = groups["exposed_ns"].sum()
         if calls["waited_ns"].any():
             assert exposed < (comm - both) * 1e3

@@ -3,6 +3,7 @@ unexplained."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -67,13 +68,8 @@ class FindingsMixin:
         :meth:`get_findings_coverage`.
         """
         # a graph the replay can build meanwhile, where a core would idle
-        ahead = replay and self.replay().build_ahead()  # type: ignore[attr-defined]
-        try:
+        with self.replay().building_ahead() if replay else nullcontext():  # type: ignore[attr-defined]
             found = self._findings(selected(self.t, ranks, iterations), min_share).findings
-        except BaseException:
-            if ahead:
-                self.replay().forget_ahead()  # type: ignore[attr-defined]
-            raise
         cache = self.__dict__.setdefault("_replayed_findings", {})
         key = (id(found), replay)
         if key not in cache:

@@ -15,6 +15,7 @@ travel back. Each answer equals its ``TraceAnalysis`` method's on the same selec
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -118,24 +119,19 @@ def job_answers(analyzer: Analyzer, selection: Selection, top: int = 10,
     iterations = selection.iteration_list
     rules = analyzer.rules
     # a graph the replay can build meanwhile, where a core would idle
-    ahead = replay is not False and analyzer.replay().build_ahead(
-        None if replay else REPLAY_MAX_EVENTS)
-    plans = [
-        overview_plan(job, selection, top),
-        findings_plan(job, selection),
-        CATEGORY_TIME.work(rules).on_steps(iterations),
-        OP_SUMMARY.work(device=device, rules=rules).on_steps(iterations),
-        UNCLASSIFIED_KERNELS.work(),
-        RANK_SUMMARY.work(),
-    ]
-    # each plan takes its steps itself: the visit reads the selected ranks whole
-    try:
+    with analyzer.replay().building_ahead(None if replay else REPLAY_MAX_EVENTS) \
+            if replay is not False else nullcontext():
+        plans = [
+            overview_plan(job, selection, top),
+            findings_plan(job, selection),
+            CATEGORY_TIME.work(rules).on_steps(iterations),
+            OP_SUMMARY.work(device=device, rules=rules).on_steps(iterations),
+            UNCLASSIFIED_KERNELS.work(),
+            RANK_SUMMARY.work(),
+        ]
+        # each plan takes its steps itself: the visit reads the selected ranks whole
         answers = run(job, plans, selection.every_event(), description="Summary",
                       errors=errors)
-    except BaseException:
-        if ahead:  # no later visit builds a graph nobody asks for
-            analyzer.replay().forget_ahead()
-        raise
     found, note, together = answers[1], "", None
     if replay is None:
         replay, note = replay_fits(analyzer, answers[0])

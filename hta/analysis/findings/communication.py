@@ -18,7 +18,7 @@ others up.
     are exposed at once is split equally between them. The groups' exposed times thus
     add up to the rank's exposed communication (the overlap table's ``comm_time`` minus
     ``overlap_time``).
-    *Waits cut out* (:func:`trim_waits`): a call at least 10x (20x without a recorded
+    *Waits cut out* (:func:`waits_cut`): a call at least 10x (20x without a recorded
     message size) the median duration of its like calls (same operation, process group,
     kernel and message size, at least 3 of them) spent the time beyond that median
     waiting, for a late peer or a one-time set-up; it counts as starting one median before
@@ -273,7 +273,7 @@ def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
                   ) -> tuple[list[dict[str, Any]], Told]:
     """:func:`exposed_by_operation`'s groups as row dicts (:data:`EXPOSED_COLUMNS`), with
     the calls' columns the finding reads (:data:`_TOLD`, their ``group``; the waits cut,
-    :func:`trim_waits`) as arrays (none without calls)."""
+    :func:`waits_cut`) as arrays (none without calls)."""
     calls = coll.rank_collective_performance(rt, iterations)
     if not len(calls):
         return [], {}
@@ -295,7 +295,7 @@ def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
     rank_comm = int(mask_total(whole[None, :], any_of=comm_bits)[0])
     rank_overlap = int(mask_total(whole[None, :], all_of=1, any_of=comm_bits)[0])
     # the exposed shares from the calls without their waits
-    waited = _waits(calls, start, end)
+    waited = waits_cut(calls, start, end)
     told["start_ns"] = start + waited
     told["waited_ns"] = waited
     told["exposed(us)"] = np.maximum(told["exposed(us)"].astype(np.float64) - waited / 1e3,
@@ -319,25 +319,14 @@ def _exposed_rows(rt: RankTrace, iterations: Sequence[int] | None
     return rows, told
 
 
-def trim_waits(calls: pd.DataFrame) -> pd.DataFrame:
-    """The calls with the wait of each outlier cut from its start (module docstring): a
-    call at least :data:`WAIT_FACTOR` (:data:`WAIT_FACTOR_SIZED` when its message size is
+def waits_cut(calls: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call, the wait cut from its start (ns, 0 for most; module docstring): a call
+    at least :data:`WAIT_FACTOR` (:data:`WAIT_FACTOR_SIZED` when its message size is
     known) times the median duration of its like calls (same operation, process group,
     kernel and message size; at least :data:`MIN_LIKE_CALLS` of them) spent the time
     beyond that median waiting (for a late peer, or a one-time set-up such as a
     communicator's first connection), not moving data: it starts ``median`` before its
-    end. ``waited_ns`` holds what was cut, ``exposed(us)`` loses it."""
-    start = calls["start_ns"].to_numpy(np.int64)
-    waited = _waits(calls, start, calls["end_ns"].to_numpy(np.int64))
-    out = calls.copy()
-    out["start_ns"] = start + waited
-    out["waited_ns"] = waited
-    out["exposed(us)"] = np.maximum(out["exposed(us)"].to_numpy(np.float64) - waited / 1e3, 0.0)
-    return out
-
-
-def _waits(calls: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per call, the wait :func:`trim_waits` cuts from its start (ns, 0 for most)."""
+    end. ``start``, ``end``: the calls' as they ran."""
     size = calls["msg_bytes"].to_numpy(np.float64)
     median, count = row_medians(
         [calls["collective"].to_numpy(), calls["process_group"].astype(str).to_numpy(),
@@ -349,7 +338,7 @@ def _waits(calls: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarra
 
 
 def _waits_text(calls: Told) -> str:
-    """`` 1 call ran 10x or more ...``: the waits :func:`trim_waits` cut ("" none)."""
+    """`` 1 call ran 10x or more ...``: the waits :func:`waits_cut` cut ("" none)."""
     waited = calls["waited_ns"].astype(np.int64)
     if not (waited > 0).any():
         return ""

@@ -83,9 +83,9 @@ def _claimed_elsewhere(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     return claimed | fused[rows]
 
 
-def _kernels_of(rt: RankTrace) -> pd.DataFrame:
-    """The GPU work rows launched by an operator call, with that call's event ``index``
-    and whether another rule claims them. A graph-replayed kernel counted with its
+def _kernels_of(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The GPU work rows launched by an operator call, that call's event ``index`` for
+    each, and whether another rule claims it. A graph-replayed kernel counted with its
     captured call (a capture merge, :mod:`hta.analysis.perf.replayed`) is owned by that
     call, whose ``index`` in the operator table is its first kernel's: so every call of
     the table owns some of these rows."""
@@ -97,8 +97,7 @@ def _kernels_of(rt: RankTrace) -> pd.DataFrame:
         owner = np.where(slots >= 0, first[np.clip(slots, 0, None)], owner)
     ok = owner >= 0
     rows, owner_index = rows[ok], rt.column("index")[owner[ok]]
-    return pd.DataFrame({"row": rows, "owner_index": owner_index,
-                         "claimed": _claimed_elsewhere(rt, rows)})
+    return rows, owner_index, _claimed_elsewhere(rt, rows)
 
 
 def _candidates(calls: dict[str, np.ndarray]) -> np.ndarray:
@@ -224,9 +223,8 @@ def _exposed(rt: RankTrace, rows: np.ndarray, others: Cover) -> int:
 
 def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``ops_below_roof`` findings of one rank (module docstring)."""
-    kernels = _kernels_of(rt)
-    owner = kernels["owner_index"].to_numpy()
-    claimed = distinct(owner[kernels["claimed"].to_numpy()])
+    kernel_rows, owner, is_claimed = _kernels_of(rt)
+    claimed = distinct(owner[is_claimed])
     free = np.setdiff1d(distinct(owner), claimed, assume_unique=True)
     if not free.size:
         return []  # every call has a kernel another rule claims
@@ -247,7 +245,6 @@ def check_ops_below_roof(rt: RankTrace, iterations: list[int] | None) -> list[Fi
         return []
     window = analysis_window(rt, iterations)
     all_gpu = gpu_rows(rt)
-    kernel_rows = kernels["row"].to_numpy()
     keys = [calls[k].to_numpy() for k in _KEYS]
     # what a group's evidence reads of its calls
     slim = calls[[c for c in ("index", "iteration", "captured") if c in calls]]

@@ -20,7 +20,8 @@ and asks it; nothing reaches it as a callback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -127,10 +128,22 @@ class Replay:
                               traces)
         return True
 
+    @contextmanager
+    def building_ahead(self, max_events: int | None = None) -> Iterator[bool]:
+        """:meth:`build_ahead` for the block (it yields whether something was started);
+        a block that raises takes the work back (:meth:`forget_ahead`), so that no later
+        visit builds a graph nobody asks for."""
+        started = self.build_ahead(max_events)
+        try:
+            yield started
+        except BaseException:
+            if started:
+                self.forget_ahead()
+            raise
+
     def forget_ahead(self) -> None:
         """Take back the work :meth:`build_ahead` left to this process and drop what it
-        built (a caller whose findings failed: no later visit builds a graph nobody
-        asks for)."""
+        built."""
         from hta.model.spread import take_back
 
         take_back(self._build_meanwhile)
@@ -160,10 +173,10 @@ class Replay:
         """Every rank graph, those :meth:`build_ahead` left to this process and not built
         yet built now (on forked workers when worth it); None when none was left."""
         from hta.analysis.whatif.replay import rank_graphs
-        from hta.model.spread import job_workers, take_back
+        from hta.model.spread import job_workers
 
-        take_back(self._build_meanwhile)
-        graphs, self._meanwhile = self._meanwhile, None
+        graphs = self._meanwhile
+        self.forget_ahead()
         if graphs is None or self._graph is not None:
             return None
         return graphs + rank_graphs(self._shifted_ranks(len(graphs)), job_workers(self.job))
