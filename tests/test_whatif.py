@@ -820,20 +820,22 @@ def test_edges_into_nodes_are_those_of_their_ranks_whose_destination_is_among_th
     for edge_type in ("cpu", "sync", "launch"):
         for i in range(len(jg.ranks)):
             nodes = jg.nodes_of(i)
+            assert nodes.tolist() == np.flatnonzero(jg.node_pos == i).tolist()
+            into = jg.edges_into(i, edge_type)  # by the definition, over every edge
+            expected_into = np.flatnonzero((jg.type == EDGE[edge_type])
+                                           & (jg.node_pos[jg.dst] == i))
+            assert into.tolist() == expected_into.tolist()
             for k in (0, 1, 5, nodes.size // 3):
                 picked = rng.choice(nodes, size=k, replace=True)  # repeats count once
                 mask = np.zeros(jg.num_nodes, dtype=bool)
                 mask[picked] = True
-                into = jg.edges_into(i, edge_type)
                 expected = into[mask[jg.dst[into]]]
                 got = jg.edges_into_nodes(picked, edge_type)
                 assert got.tolist() == expected.tolist()
                 assert (jg.type[got] == EDGE[edge_type]).all()
-                # searched among the rank's own edges: the same edges
-                local = jg.edges_into_nodes(picked, edge_type, position=i)
-                assert local.tolist() == expected.tolist()
-                both = jg.edges_into_nodes(picked, edge_type, "gpu", position=i)
-                assert both.tolist() == jg.edges_into_nodes(picked, edge_type, "gpu").tolist()
+                both = jg.edges_into_nodes(picked, edge_type, "gpu")
+                gpu = np.flatnonzero(jg.type == EDGE["gpu"])
+                assert both.tolist() == np.union1d(expected, gpu[mask[jg.dst[gpu]]]).tolist()
 
 
 def test_cpu_edges_within_spans_are_those_a_span_of_their_thread_holds() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hta.model.derived import derived
 from hta.model.trace import RankTrace
@@ -35,15 +37,35 @@ def side_text(rt: RankTrace, table: str, column: str, missing: str | None = None
 
 def side_codes(rt: RankTrace, table: str, column: str) -> tuple[np.ndarray, int]:
     """Column ``column`` of side table ``table`` as one integer per distinct text
-    (:func:`side_text` with missing values as ``""``), and the code of ``""`` (a code no
-    row has when no row is empty): equal texts, equal codes; read-only, once per rank."""
+    (:func:`side_text` with missing values as ``""``), numbered by first appearance, and
+    the code of ``""`` (a code no row has when no row is empty): equal texts, equal codes;
+    read-only, once per rank. Texts held by Arrow are encoded there, without a Python
+    string each."""
     def convert() -> tuple[np.ndarray, int]:
-        codes, uniq = pd.factorize(side_text(rt, table, column, missing=""))
+        values = rt.tables[table][column].array
+        if isinstance(values, pd.arrays.ArrowStringArray):
+            arrow = pa.array(values)
+            if isinstance(arrow, pa.ChunkedArray):
+                arrow = arrow.combine_chunks()
+            encoded = pc.dictionary_encode(pc.fill_null(arrow, ""))
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            uniq = encoded.dictionary.to_numpy(zero_copy_only=False)
+        else:
+            codes, uniq = pd.factorize(side_text(rt, table, column, missing=""))
         codes.flags.writeable = False
         found = np.flatnonzero(np.asarray(uniq, dtype=object) == "")
         return codes, int(found[0]) if found.size else len(uniq)
 
     return derived(rt, ("side_codes", table, column), convert, small=False)
+
+
+def side_text_of(rt: RankTrace, table: str, column: str, rows: np.ndarray,
+                 missing: str) -> np.ndarray:
+    """:func:`side_text` of some rows of the table only (``rows``), converted alone: for a
+    reader of a few rows, where the whole column's strings would cost more than the
+    reader."""
+    values = rt.tables[table][column].array.take(np.asarray(rows, dtype=np.int64))
+    return values.to_numpy(dtype=object, na_value=missing)
 
 
 def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
@@ -52,4 +74,4 @@ def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
                    lambda: rt.tables[table][column].to_numpy(dtype=float), small=False)
 
 
-__all__ = ["side_codes", "side_number", "side_text"]
+__all__ = ["side_codes", "side_number", "side_text", "side_text_of"]

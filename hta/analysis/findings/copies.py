@@ -39,7 +39,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from hta.analysis.bandwidth import DIRECTION
 from hta.analysis.findings.base import Finding, FindingRule, analysis_window, link
@@ -48,6 +47,7 @@ from hta.analysis.findings.rule_tools import (
     bytes_of,
     fmt_bytes,
     fmt_time,
+    heaviest_name,
     in_selection,
     name_matches,
     step_tuple,
@@ -154,8 +154,7 @@ def check_pageable(rt: RankTrace, iterations: list[int] | None) -> list[Finding]
         if total <= 0:
             continue
         direction = DIRECTION[KINDS[code]]
-        names = rt.column("name")[rows]
-        top = rt.symbols[int(pd.Series(dur[rows]).groupby(names).sum().idxmax())]
+        top = heaviest_name(rt, rows, dur[rows])
         moved = float(b[known].sum())
         took = int(dur[rows][known].sum())
         slow = saving > 0

@@ -46,6 +46,7 @@ from hta.analysis.findings.rule_tools import (
     MULTI_PROCESS_LOADER,
     data_loader_rows,
     fmt_time,
+    heaviest_name,
     in_selection,
     iterator_start_rows,
     name_matches,
@@ -137,9 +138,7 @@ def _loader_text(rt: RankTrace, fetch: np.ndarray, starts: np.ndarray, once: boo
     ev = rt.events
     parts = []
     if fetch.size:
-        names = rt.column("name")[fetch]
-        dur = rt.column("end")[fetch] - rt.column("ts")[fetch]
-        top = rt.symbols[int(pd.Series(dur).groupby(names).sum().idxmax())]
+        top = heaviest_name(rt, fetch, rt.column("end")[fetch] - rt.column("ts")[fetch])
         outer = int(np.count_nonzero(~np.isin(link(rt, "parent")[fetch], fetch)))
         _, _, idle = _idle_in(ev, fetch, window, busy)
         parts.append(f"{outer} data-loader span(s) ({top}) in "

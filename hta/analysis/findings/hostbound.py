@@ -536,9 +536,8 @@ def _top_three(rt: RankTrace, weight: dict[int, int]) -> str:
     """``name time, ...`` for the three names (symbol ids) with the most time."""
     if not weight:
         return ""
-    top = pd.Series(weight).sort_values(ascending=False, kind="stable").head(3)
-    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in top.items()
-                     if t > 0)
+    top = sorted(weight.items(), key=lambda item: -item[1])[:3]  # stable: ties in order
+    return ", ".join(f"{rt.symbols[int(n)]} {fmt_time(int(t))}" for n, t in top if t > 0)
 
 
 #: Kinds whose time is not a Python frame's own time (a frame's children).

@@ -328,8 +328,9 @@ def _kernel_blocks(rt: RankTrace) -> np.ndarray:
     args, pos = rt.side_rows("kernel_args")
     if len(args):
         ok = pos >= 0
-        grid = args[["grid_x", "grid_y", "grid_z"]].to_numpy(dtype=float)[ok]
-        blocks[pos[ok]] = np.where((grid > 0).all(axis=1), grid.prod(axis=1), np.nan)
+        # each column read alone: selecting the three makes a frame first
+        x, y, z = (args[c].to_numpy(dtype=float)[ok] for c in ("grid_x", "grid_y", "grid_z"))
+        blocks[pos[ok]] = np.where((x > 0) & (y > 0) & (z > 0), x * y * z, np.nan)
     blocks.setflags(write=False)
     return blocks
 

@@ -103,6 +103,15 @@ def in_selection(rt: RankTrace, rows: np.ndarray, iterations: Sequence[int] | No
     return keep
 
 
+def heaviest_name(rt: RankTrace, rows: np.ndarray, weights: np.ndarray) -> str:
+    """The name of ``rows`` whose rows weigh the most in all (integer ``weights``, one a
+    row; ties: the lowest symbol id)."""
+    ids, inverse = np.unique(rt.column("name")[rows], return_inverse=True)
+    total = np.zeros(ids.size, dtype=np.int64)
+    np.add.at(total, inverse.reshape(-1), np.asarray(weights, dtype=np.int64))
+    return rt.symbols[int(ids[np.argmax(total)])]
+
+
 def fmt_time(ns: float) -> str:
     """``12.3 µs`` below a millisecond, ``4.567 ms`` above (``1,234.567 ms``)."""
     return f"{ns / 1e3:,.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:,.3f} ms"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.replayed import replayed_slots
-from hta.analysis.side_columns import side_text
+from hta.analysis.side_columns import side_text_of
 from hta.model.categories import op_category
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
@@ -119,6 +119,6 @@ def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
         has = where >= 0
         for c in cols:
             if c in table:  # convert only the rows of these calls
-                cols[c][has] = side_text(rt, "op_args", c, missing="")[where[has]]
+                cols[c][has] = side_text_of(rt, "op_args", c, where[has], missing="")
     return {**calls, "input_dims": cols["input_dims"], "input_types": cols["input_type"],
             "concrete_inputs": cols["concrete_inputs"]}

@@ -553,9 +553,8 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     ``rows`` (CPU events) on their thread: from a node at or after a span's start node to
     one at or before its end node. Ascending.
 
-    Only the edges whose destination lies in the spans' union are read: the job's edges
-    are sorted by destination, so those are ranges of the rank's ``cpu`` edges, found by
-    binary search, not a pass over every one of them."""
+    Only the edges into the rank's nodes in the spans' union are read (each node's range
+    of the edges sorted by destination), not a pass over every one of them."""
     g = jg.ranks[i]
     s_loc, e_loc = g.start_node[rows], g.end_node[rows]
     ok = (s_loc >= 0) & (e_loc >= 0)
@@ -567,8 +566,8 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
     thread = thread_keys(pid[rows[ok]], tid[rows[ok]])
     o = np.argsort(s_glob, kind="stable")
     lo, hi, thread = s_glob[o], e_glob[o], thread[o]
-    m = jg.edges_into(i, "cpu")
-    e = m[_within_union(jg.dst[m], lo, hi)]
+    nodes = jg.nodes_of(i)
+    e = jg.edges_into_nodes(nodes[_within_union(nodes, lo, hi)], "cpu")
     src, dst = jg.src[e], jg.dst[e]
     at = jg.node_row[dst]
     th = thread_keys(pid[at], tid[at])  # the thread of each edge's destination
@@ -583,7 +582,7 @@ def cpu_edges_within(jg: JobGraph, i: int, rows: np.ndarray) -> np.ndarray:
 
 
 def _within_union(dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Positions in ``dst`` (edges' destinations, sorted) of those in the union of the
+    """Positions in ``dst`` (node ids, sorted) of those in the union of the
     spans ``[lo, hi]`` (``lo`` ascending; a span ending before its start holds
     nothing, and reads as ``[lo, lo]``)."""
     reach = np.maximum.accumulate(np.maximum(hi, lo))

@@ -103,8 +103,8 @@ def unblock(jg: JobGraph, edits: Edits, i: int, rows: np.ndarray) -> None:
     local = local[local >= 0]
     if local.size:
         nodes = jg.global_node(i, local)
-        edits.keep[jg.edges_into_nodes(nodes, "sync", position=i)] = False
-        cpu = jg.edges_into_nodes(nodes, "cpu", position=i)
+        edits.keep[jg.edges_into_nodes(nodes, "sync")] = False
+        cpu = jg.edges_into_nodes(nodes, "cpu")
         edits.delay[cpu] = np.minimum(edits.delay[cpu], float(g.floor[EDGE["cpu"]]))
 
 
@@ -121,7 +121,7 @@ def submit_at(jg: JobGraph, edits: Edits, i: int, launch_edges: np.ndarray,
     edits.add_src.append(release)
     edits.add_dst.append(kernels)
     edits.add_delay.append(np.full(kernels.size, float(g.floor[EDGE["launch"]])))
-    stream = jg.edges_into_nodes(kernels, "stream", position=i)
+    stream = jg.edges_into_nodes(kernels, "stream")
     measured = (jg.node_ts[jg.dst[stream]] - jg.node_ts[jg.src[stream]]).astype(np.float64)
     edits.delay[stream] = np.maximum(edits.delay[stream],
                                      np.minimum(GRAPH_NODE_NS, measured))
@@ -253,7 +253,7 @@ def _workers(jg: JobGraph, edits: Edits, ch: Change, rules: RuleSet) -> None:
             ok = ends >= 0
             glob = jg.global_node(i, ends[ok])
             node_wait[glob] = wait[ok]
-            into = jg.edges_into_nodes(glob, "cpu", position=i)
+            into = jg.edges_into_nodes(glob, "cpu")
             edits.delay[into] = node_wait[jg.dst[into]]
             node_wait[glob] = 0.0
             cap_handoffs(jg, edits, i, ts[mine], end[mine], wait)

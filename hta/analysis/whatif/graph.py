@@ -506,9 +506,12 @@ def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> n
     if not src.size:
         return out
     t = ts[src]
-    starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+    first = np.empty(src.size, dtype=bool)  # an edge that starts its destination's group
+    first[0] = True
+    np.not_equal(dst[1:], dst[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
     latest = np.maximum.reduceat(t, starts)
-    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, src.size]))
+    group = np.cumsum(first) - 1  # (a repeat by group sizes costs a copy per group)
     cand = np.flatnonzero(t == latest[group])
     # the last candidate of each group (edges are sorted by src within a destination)
     last = np.r_[group[cand][1:] != group[cand][:-1], True]
@@ -592,37 +595,37 @@ class JobGraph:
 
     def nodes_of(self, i: int) -> np.ndarray:
         """Rank position ``i``'s global node ids, ascending (``flatnonzero(node_pos ==
-        i)``; every rank's are grouped in one pass, so a loop over the ranks stays linear
-        in the job's size)."""
+        i)``): the slice of :attr:`order_of` of its local nodes, which :func:`job_graph`
+        numbers in time order as the rank does (a read-only view); on a graph made
+        without it, every rank's are grouped in one pass, so a loop over the ranks stays
+        linear in the job's size."""
+        if self.order_of.size:
+            mine = self.order_of[self.offsets[i]:self.offsets[i + 1]]
+            mine.flags.writeable = False
+            return mine
         members, bounds = self._grouped("nodes", None, None)
         return members[bounds[i]:bounds[i + 1]]
 
     def edges_into(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``dst`` is on rank position ``i``,
-        ascending (grouped once, as :meth:`nodes_of`)."""
-        members, bounds = self._grouped("dst", edge_type, self.dst)
-        return members[bounds[i]:bounds[i + 1]]
+        ascending: the ranges of the edge offsets of its nodes (:meth:`nodes_of`), read
+        for that rank alone (a grouping of the job's edges would cost each forked
+        prediction a pass over all of them)."""
+        nodes = self.nodes_of(i)
+        indptr = self.edge_offsets()
+        edges = index_ranges(indptr[nodes], indptr[nodes + 1])
+        return edges[self.type[edges] == EDGE[edge_type]]
 
-    def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str,
-                         position: int | None = None) -> np.ndarray:
+    def edges_into_nodes(self, nodes: np.ndarray, *edge_types: str) -> np.ndarray:
         """Indices of the edges of ``edge_types`` into ``nodes`` (global ids), ascending:
         ranges of the edges' ``dst`` order (each node's, from :meth:`edge_offsets`), not
-        a pass over every edge of their ranks.
-        With ``position``, every node is of that rank position, and the ranges are
-        searched among its edges alone (a search over the job's edges misses the cache
-        on every step: ten times slower on 256 ranks)."""
+        a pass over every edge of their ranks."""
         nodes = distinct(np.asarray(nodes, dtype=np.int64))
-        if position is None:  # each node's edges: its range of the edge offsets
-            indptr = self.edge_offsets()
-            edges = index_ranges(indptr[nodes], indptr[nodes + 1])
-            return edges[np.isin(self.type[edges], [EDGE[t] for t in edge_types])]
-        parts = []
-        for t in edge_types:
-            into = self.edges_into(position, t)
-            dst = self.dst[into]
-            parts.append(into[index_ranges(np.searchsorted(dst, nodes, side="left"),
-                                           np.searchsorted(dst, nodes, side="right"))])
-        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        indptr = self.edge_offsets()
+        edges = index_ranges(indptr[nodes], indptr[nodes + 1])
+        types = [EDGE[t] for t in edge_types]
+        return edges[self.type[edges] == types[0] if len(types) == 1 else
+                     np.isin(self.type[edges], types)]
 
     def edges_from(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,
