@@ -47,11 +47,25 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
     (:mod:`hta.analysis.perf.replayed`), also ``replayed``: the event's captured call
     (-1: none), and such an event has no owner here. Computed once per rank and rules (the operator
     performance and the category split share it: :func:`hta.model.derived.derived`)."""
-    return derived(rt, ("op_calls", rules.fingerprint()), lambda: _op_calls(rt, rules))
+    return derived(rt, ("op_calls", rules.fingerprint()),
+                   lambda: _op_calls(rt, rules, gpu_rows(rt)))
 
 
-def _op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
+def op_calls_of(rt: RankTrace, rules: RuleSet, indices: np.ndarray
+                ) -> tuple[Calls, pd.DataFrame]:
+    """:func:`op_calls` of the calls whose event ``index`` is in ``indices`` alone, on a
+    rank without a capture merge (:func:`~hta.analysis.perf.replayed.replayed_slots` is
+    None): the rows of those calls, in the same order with the same values (a call's
+    columns read its own GPU work only), and the GPU work they launched; not kept."""
     rows = gpu_rows(rt)
+    owner = rt.link("op_index")[rows]
+    mine = owner >= 0
+    mine[mine] = np.isin(rt.column("index")[owner[mine]], indices)
+    return _op_calls(rt, rules, rows[mine])
+
+
+def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray
+              ) -> tuple[Calls, pd.DataFrame]:
     owner = rt.link("op_index")[rows]
     dur = rt.column("dur")[rows]
     kcat = gpu_categories(rt, rows, rules)

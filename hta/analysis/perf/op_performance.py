@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hta.analysis.perf.calls import Calls, attach_shapes, op_calls
+from hta.analysis.perf.calls import Calls, attach_shapes, op_calls, op_calls_of
 from hta.analysis.perf.inputs import parse_inputs
 from hta.analysis.perf.kernel_math import PEAK_OF, call_math, row_math
 from hta.analysis.perf.registry import work_of
-from hta.analysis.perf.replayed import TABLE, calls_of, first_rows
+from hta.analysis.perf.replayed import TABLE, calls_of, first_rows, has_capture_merge
 from hta.analysis.perf.roofline import roofline_columns
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.derived import derived
@@ -150,14 +150,11 @@ def rank_op_columns(rt: RankTrace, indices: np.ndarray, device: DeviceArg = None
     calls are modelled (each call's row depends on the call alone), so a caller that
     needs a few calls does not pay for all; else they are read from the table."""
     rules = rules or RuleSet()
-    calls, gpu_work = op_calls(rt, rules)
-    if "replayed" in gpu_work:
+    if has_capture_merge(rt):
         table = rank_op_performance(rt, device, rules)
         mine = np.isin(table["index"].to_numpy(), indices)
         return {c: table[c].to_numpy()[mine] for c in COLUMNS}
-    if calls:
-        mine = np.isin(rt.column("index")[calls["op"]], indices)
-        calls = {k: v[mine] for k, v in calls.items()}
+    calls, gpu_work = op_calls_of(rt, rules, indices)
     if not calls or not len(calls["op"]):
         return {c: np.zeros(0, dtype=object if c in _TEXT else np.float64) for c in COLUMNS}
     columns = _trace_columns(rt, _trace_parts(rt, calls, gpu_work, device))

@@ -64,13 +64,19 @@ class AttachReplayed:
         rt.generation += 1  # values derived from the rank are computed again
 
 
+def has_capture_merge(rt: RankTrace) -> bool:
+    """Whether the rank holds a capture merge's table (:data:`TABLE`, not empty)."""
+    table = rt.tables.get(TABLE)
+    return table is not None and bool(len(table))
+
+
 def replayed_slots(rt: RankTrace, rows: np.ndarray) -> np.ndarray | None:
     """Per GPU event at the positions ``rows``: its captured call (``call`` of
     :data:`TABLE`), -1 where it has none; ``None`` when the rank has no table (nothing
-    looked at)."""
-    table = rt.tables.get(TABLE)
-    if table is None or not len(table):
+    looked at, :func:`has_capture_merge`)."""
+    if not has_capture_merge(rt):
         return None
+    table = rt.tables[TABLE]
     return slots_in(table, rt.column("ts")[rows],
                     rt.column("stream")[rows])
 
@@ -107,4 +113,4 @@ def first_rows(rows: np.ndarray, slots: np.ndarray, n_calls: int) -> np.ndarray:
 
 
 __all__ = ["TABLE", "TABLE_COLUMNS", "AttachReplayed", "calls_of", "empty_table",
-           "first_rows", "replayed_slots", "slots_in"]
+           "first_rows", "has_capture_merge", "replayed_slots", "slots_in"]
