@@ -69,23 +69,24 @@ def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray
     owner = rt.link("op_index")[rows]
     dur = rt.column("dur")[rows]
     kcat = gpu_categories(rt, rows, rules)
-    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
-                         "kernel_category": pd.Series(kcat, dtype=object, copy=False)})
     slots = replayed_slots(rt, rows)  # None (nothing done) without a capture merge
     if slots is not None:  # a replayed kernel counts with its captured call, not here
-        work["owner"] = np.where(slots >= 0, -1, owner)
-        work["replayed"] = slots
-    is_linked = work["owner"].to_numpy() >= 0
+        owner = np.where(slots >= 0, -1, owner)
+    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
+                         "kernel_category": pd.Series(kcat, dtype=object, copy=False),
+                         **({"replayed": slots} if slots is not None else {})})
+    is_linked = owner >= 0
     if not is_linked.any():
         return {}, work
-    owners = work["owner"].to_numpy()[is_linked]
+    owners = owner[is_linked]
     linked_dur = dur[is_linked]
     op, slot, kernels = np.unique(owners, return_inverse=True, return_counts=True)
     link = kind_mask(rt.kind_codes()[rows[is_linked]], LINK_COPY_KINDS)
     calls: Calls = {"op": op, "kernels": kernels.astype(np.int64),
                     "time_ns": np.bincount(slot, weights=linked_dur).astype(np.int64),
                     "link_copy": np.bincount(slot, weights=link, minlength=len(op)) > 0}
-    names = np.asarray(rt.symbols, dtype=object)[rt.column("name")[calls["op"]]]
+    symbols = rt.symbols
+    names = np.array([symbols[i] for i in rt.column("name")[op].tolist()], dtype=object)
     calls["name"] = names
     code, uniq = pd.factorize(names)
     named = np.array([op_category(n) or "" for n in uniq], dtype=object)[code]
