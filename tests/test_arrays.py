@@ -161,28 +161,3 @@ def test_stable_argsort_gives_numpys_stable_order(case: str,
     if case == "narrow range, many ties":  # sorted runs stay in order, as a merge keeps them
         runs = np.concatenate([np.sort(rng.integers(0, 10**9, n // 4)) for _ in range(4)])
         assert stable_argsort(runs).tolist() == np.argsort(runs, kind="stable").tolist()
-
-
-def test_without_huge_page_hint_turns_numpys_hint_off_for_the_block_only() -> None:
-    """Off inside (nested blocks too), as it was after, also when the block raises."""
-    from hta.model.arrays import without_huge_page_hint
-
-    core = getattr(np, "_core", None) or np.core
-    getter = getattr(core.multiarray, "_get_madvise_hugepage", None)
-    setter = getattr(core.multiarray, "_set_madvise_hugepage", None)
-    if getter is None or setter is None:
-        pytest.skip("this NumPy has no huge-page hint setting")
-    for start in (True, False):
-        previous = setter(start)
-        try:
-            with without_huge_page_hint():
-                assert getter() is False
-                with without_huge_page_hint():
-                    assert getter() is False
-                assert getter() is False
-            assert getter() is start
-            with pytest.raises(RuntimeError), without_huge_page_hint():
-                raise RuntimeError("inside")
-            assert getter() is start
-        finally:
-            setter(previous)

@@ -15,15 +15,9 @@ order of a large integer array, by NumPy's vectorised sort of plain values),
 :func:`lexsort` (``np.lexsort``'s order, faster when the primary key is mostly distinct,
 as times are) and :func:`last_row_of` (the rows of a table holding given key tuples, what
 a ``dict`` of tuples answers, by one sort).
-
-:func:`without_huge_page_hint` turns off, for a block, NumPy's hint that its large arrays
-may use transparent huge pages: the replay builds its job graph so (see there).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -138,28 +132,3 @@ def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
         sub = order[at]
         order[at] = sub[np.lexsort([np.asarray(k)[sub] for k in keys])]
     return order
-
-
-@contextmanager
-def without_huge_page_hint() -> Iterator[None]:
-    """NumPy's hint that its large arrays may use transparent huge pages off for the block
-    (on Linux NumPy marks each allocation of 4 MB or more ``MADV_HUGEPAGE``; its
-    ``NUMPY_MADVISE_HUGEPAGE=0`` does the same for a whole process), as it was after.
-
-    For code that allocates and frees many large arrays while it builds one structure
-    (the replay's job graph: hundreds of MB in arrays of 4-60 MB, and the temporaries of
-    each rank's graph): the hint stays on the memory the allocator hands out again, whose
-    later first touches then fault whole 2 MB pages in (NumPy issue 31590). Measured on
-    job256 (``docs/performance.md``): the process building the graph spent 0.85-1.0 s in
-    the kernel instead of 1.5-1.7 s, its findings 6.95 s instead of 7.6 s. NumPy without the
-    setting (another platform, a release without it): nothing changes."""
-    core = getattr(np, "_core", None) or getattr(np, "core", None)  # NumPy 2, NumPy 1
-    setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
-    if setter is None:
-        yield
-        return
-    before = setter(False)
-    try:
-        yield
-    finally:
-        setter(before)

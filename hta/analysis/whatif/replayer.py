@@ -79,18 +79,16 @@ class Replay:
         unchanged replay (built once; in this process, or taken from
         :meth:`build_ahead`)."""
         from hta.analysis.whatif.replay import build_job, job_graph, replay
-        from hta.model.arrays import without_huge_page_hint
         from hta.model.spread import job_workers
 
         if self._graph is None:
-            with without_huge_page_hint():  # (see there: a graph's many large arrays)
-                graphs = self._graphs_built_ahead()
-                if graphs is None:
-                    graphs = self._graphs_built_meanwhile()
-                if self._graph is None:  # (built meanwhile, whole)
-                    jg = job_graph(graphs) if graphs is not None else build_job(
-                        self._shifted_ranks(), job_workers(self.job))
-                    self._graph = (jg, replay(jg))
+            graphs = self._graphs_built_ahead()
+            if graphs is None:
+                graphs = self._graphs_built_meanwhile()
+            if self._graph is None:  # (built meanwhile, whole)
+                jg = job_graph(graphs) if graphs is not None else build_job(
+                    self._shifted_ranks(), job_workers(self.job))
+                self._graph = (jg, replay(jg))
         return self._graph
 
     def build_ahead(self, max_events: int | None = None) -> bool:
@@ -157,19 +155,17 @@ class Replay:
         replay. Whether it is finished."""
         from hta.analysis.whatif.graph import rank_graph
         from hta.analysis.whatif.replay import job_graph, replay
-        from hta.model.arrays import without_huge_page_hint
 
         graphs = self._meanwhile
         if graphs is None:  # taken back meanwhile
             return True
         ranks = self.job.get_ranks()
-        with without_huge_page_hint():  # as graph() builds it
-            while len(graphs) < len(ranks) and busy():
-                graphs.append(rank_graph(self._shifted_rank(ranks[len(graphs)])))
-            if len(graphs) < len(ranks) or not busy():
-                return False
-            jg = job_graph(graphs)
-            self._graph = (jg, replay(jg))
+        while len(graphs) < len(ranks) and busy():
+            graphs.append(rank_graph(self._shifted_rank(ranks[len(graphs)])))
+        if len(graphs) < len(ranks) or not busy():
+            return False
+        jg = job_graph(graphs)
+        self._graph = (jg, replay(jg))
         self._meanwhile = None
         return True
 
