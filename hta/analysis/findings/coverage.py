@@ -153,10 +153,13 @@ def rank_coverage(rt: RankTrace, iterations: list[int] | None, window: tuple[int
     runtime = np.flatnonzero(kind_mask(rt.kind_codes(), RUNTIME_KINDS))
     row["dependency_calls"] = int(name_matches(rt, runtime, DEPENDENCY_CALLS).sum())
     row["window_text"] = window_text(rt, iterations)
-    order = np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES]
-    host = _Host.of(rt) if order.size else None
-    pieces = [_piece(host, int(u_s[i]), int(u_e[i]), busy, comm, memory)  # type: ignore[arg-type]
-              for i in np.sort(order).tolist()]
+    chosen = np.sort(np.argsort(-(u_e - u_s), kind="stable")[:TOP_PIECES])
+    host = _Host.of(rt) if chosen.size else None
+    a, b = u_s[chosen], u_e[chosen]  # each cover read once for every piece
+    pieces = [_piece(host, int(a[k]), int(b[k]), *within)  # type: ignore[arg-type]
+              for k, within in enumerate(zip(busy.within(a, b).tolist(),
+                                             comm.within(a, b).tolist(),
+                                             memory.within(a, b).tolist(), strict=True))]
     pieces.sort(key=lambda p: -p["dur_ns"])
     row["note"] = _note(row, pieces)
     return row, pieces
@@ -333,13 +336,13 @@ class _Host:
         return part[end[part] > a]
 
 
-def _piece(host: _Host, a: int, b: int, busy: Cover, comm: Cover, memory: Cover
+def _piece(host: _Host, a: int, b: int, in_busy: int, in_comm: int, in_mem: int
            ) -> dict[str, Any]:
-    """One unexplained piece ``[a, b)``: its step, what the GPU and the CPU did."""
+    """One unexplained piece ``[a, b)``: its step, what the GPU and the CPU did (the GPU
+    busy ``in_busy`` ns of it, communicating ``in_comm`` and copying ``in_mem``)."""
     length = b - a
-    idle = length - int(busy.within(np.array([a]), np.array([b]))[0])
-    in_comm = int(comm.within(np.array([a]), np.array([b]))[0])
-    in_mem = int(memory.within(np.array([a]), np.array([b]))[0])
+    idle = length - int(in_busy)
+    in_comm, in_mem = int(in_comm), int(in_mem)
     gpu = "idle" if idle * 2 >= length else (
         "exposed communication" if in_comm >= in_mem else "exposed memory")
     step, start, end = host.steps
