@@ -721,17 +721,6 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     def ordered(a: np.ndarray) -> np.ndarray:
         return a if identity else a[order]
 
-    def placed(parts: list[np.ndarray] | list[int], barrier: np.ndarray | int,
-               dtype: Any) -> np.ndarray:
-        """``ordered(cat(parts, barrier))`` (a part or the barrier may be one value for
-        its nodes), each rank's values written at its nodes' places (``pos``): no array
-        of the job's size in between."""
-        out = np.empty(all_ts.size, dtype=dtype)
-        for i, part in enumerate(parts):
-            out[pos[offsets[i]:offsets[i + 1]]] = part
-        out[pos[offsets[-1]:]] = barrier
-        return out
-
     e_src = _job_node_ids([g.src for g in ranks], b_src, offsets, pos)
     e_dst = _job_node_ids([g.dst for g in ranks], b_dst, offsets, pos)
     e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
@@ -752,7 +741,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     # each node's rank position, -1 for a barrier (the barriers come after the ranks)
-    node_pos = placed(list(range(len(ranks))), -1, np.int64)
+    node_pos = _placed(list(range(len(ranks))), -1, pos, offsets, np.int64)
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
     node_ts = ordered(all_ts)
@@ -762,13 +751,27 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     base[barrier] = node_ts[barrier]
     jg = JobGraph(
         ranks=ranks, offsets=offsets, node_pos=node_pos,
-        node_row=placed([g.node_event for g in ranks], -1, np.int64),
-        node_is_start=placed([g.node_is_start for g in ranks], False, bool),
+        node_row=_placed([g.node_event for g in ranks], -1, pos, offsets, np.int64),
+        node_is_start=_placed([g.node_is_start for g in ranks], False, pos, offsets, bool),
         node_ts=node_ts, src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
         binding=e_bind, base=base,
         collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
+
+
+def _placed(parts: list[np.ndarray] | list[int], barrier: np.ndarray | int,
+            pos: np.ndarray, offsets: np.ndarray, dtype: Any) -> np.ndarray:
+    """The ranks' node values (``parts``, each rank's ``offsets`` apart, then the
+    barriers'; a part may be one value for all its nodes) in the job graph's node order
+    (``pos``: a node's place in time order), each rank's written at its nodes' places:
+    the concatenation then a gather by the time order, without the concatenated array of
+    the job's size."""
+    out = np.empty(pos.size, dtype=dtype)
+    for i, part in enumerate(parts):
+        out[pos[offsets[i]:offsets[i + 1]]] = part
+    out[pos[offsets[-1]:]] = barrier
+    return out
 
 
 def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndarray,
