@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.intervals import union_length
+from hta.analysis.side_columns import side_slots
 from hta.model.declared import WHOLE, Analysis, Columns, check_whole_ranks
 from hta.model.rules import KINDS, MEMORY_KINDS, codes_in, kind_codes
 from hta.model.selection import EVERYTHING, Selection
@@ -101,7 +102,7 @@ def _copy_rows(rt: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     arg_bw = np.full(rows.size, np.nan)
     if not rows.size:
         return rows, nbytes, arg_bw
-    table, slot = rt.side_row_of_event("memory_args")
+    table, slot = side_slots(rt, "memory_args")
     if len(table):
         where = slot[rows]
         has = where >= 0

@@ -71,7 +71,7 @@ import pandas as pd
 
 from hta.analysis.gpu_work import COMM, COMPUTE, as_list, rank_work_class, work_class
 from hta.analysis.intervals import Cover
-from hta.analysis.side_columns import side_number, side_text
+from hta.analysis.side_columns import side_number, side_slots, side_text
 from hta.analysis.stragglers import comm_kernels
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
@@ -267,7 +267,7 @@ def _rank_collective_performance(rt: RankTrace, iterations: StepList
     rows = np.flatnonzero(keep)
     if not rows.size:
         return PERFORMANCE.empty()
-    _, where = rt.side_row_of_event("collective_args")  # per event: its args row, -1
+    _, where = side_slots(rt, "collective_args")  # per event: its args row, -1
     chains = _ancestors(rt, rows)
     args = _args_rows(where, rows, chains)
     ops, sources = _operations(rt, rows, where, chains)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hta.analysis.side_columns import side_slots
 from hta.model.declared import WHOLE, Analysis, Columns
 from hta.model.links import enclosing_ops
 from hta.model.rules import CPU_KINDS, GPU_WORK_KINDS, KIND_CODE, codes_in, kind_codes
@@ -200,7 +201,7 @@ def _union_per_owner(owner: np.ndarray, start: np.ndarray, end: np.ndarray, n: i
 
 def _input_shapes(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     out = np.full(ops.size, "", dtype=object)
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     if len(table) == 0 or "input_dims" not in table:
         return out
     where = slot[ops]

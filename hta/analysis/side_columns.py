@@ -21,6 +21,15 @@ from hta.model.derived import derived
 from hta.model.trace import RankTrace
 
 
+def side_slots(rt: RankTrace, table: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """:meth:`~hta.model.trace.RankTrace.side_row_of_event` (the table, and per event its
+    row of it, -1 for none), the slots read-only and made once per rank: a rank's rules
+    ask for them several times."""
+    frame, _ = rt.side_rows(table)
+    return frame, derived(rt, ("side_slots", table), lambda: rt.side_row_of_event(table)[1],
+                          small=False)
+
+
 def side_text(rt: RankTrace, table: str, column: str, missing: str | None = None
               ) -> np.ndarray:
     """Column ``column`` of side table ``table``, one Python string per row, read-only. A
@@ -74,4 +83,4 @@ def side_number(rt: RankTrace, table: str, column: str) -> np.ndarray:
                    lambda: rt.tables[table][column].to_numpy(dtype=float), small=False)
 
 
-__all__ = ["side_codes", "side_number", "side_text", "side_text_of"]
+__all__ = ["side_codes", "side_number", "side_slots", "side_text", "side_text_of"]

@@ -77,7 +77,7 @@ import pandas as pd
 from hta.analysis.gpu_work import COMM, as_list, rank_work_class
 from hta.analysis.p2p import NO_PEER, P2P_NAMES, p2p_pairs, p2p_peers
 from hta.analysis.rowmap import nearest_marked_ancestor
-from hta.analysis.side_columns import side_number, side_text
+from hta.analysis.side_columns import side_number, side_slots, side_text
 from hta.model.declared import PER_STEP, Analysis, Columns
 from hta.model.derived import derived
 from hta.model.selection import EVERYTHING, Selection, StepList
@@ -168,7 +168,7 @@ def _comm_kernels(rt: RankTrace, iterations: StepList) -> pd.DataFrame:
     seq = np.full(n, NO_SEQ, dtype=np.int64)
     nelems = np.full(n, np.nan)
     pg_ranks = np.full(n, "", dtype=object)
-    coll, where = rt.side_row_of_event("collective_args")
+    coll, where = side_slots(rt, "collective_args")
     if n and len(coll):
         arg = where[rows]
         has = arg >= 0

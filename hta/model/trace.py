@@ -146,20 +146,12 @@ class RankTrace:
 
     def side_row_of_event(self, table: str) -> tuple[pd.DataFrame, np.ndarray]:
         """Side table ``table`` and, per ``events`` row, the row of the table that
-        describes it (-1: none; the last one when several do), read-only: made once per
-        table while the events are the same (:func:`hta.model.derived.derived`; a
-        rank's rules ask for it several times)."""
-        from hta.model.derived import derived
-
+        describes it (-1: none; the last one when several do)."""
         frame, rows = self.side_rows(table)
-
-        def slots() -> np.ndarray:
-            out = np.full(len(self.events), -1, dtype=np.int64)
-            ok = rows >= 0
-            out[rows[ok]] = np.flatnonzero(ok)
-            return out
-
-        return frame, derived(self, ("side_row_of_event", table), slots, small=False)
+        out = np.full(len(self.events), -1, dtype=np.int64)
+        ok = rows >= 0
+        out[rows[ok]] = np.flatnonzero(ok)
+        return frame, out
 
     def classify(self, rules: RuleSet) -> None:
         """(Re)compute the ``kind`` column from a rule table; ``unclassified`` follows

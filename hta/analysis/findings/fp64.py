@@ -62,6 +62,7 @@ from hta.analysis.findings.kernels import TENSOR_GEMM
 from hta.analysis.findings.rule_tools import fmt_time, step_text, step_tuple, steps_text
 from hta.analysis.names import short_name
 from hta.analysis.perf.inputs import DTYPES, FLOAT_KEYS
+from hta.analysis.side_columns import side_slots
 from hta.model.arrays import distinct
 from hta.model.devices import match_device
 from hta.model.prefilter import Prefiltered
@@ -191,7 +192,7 @@ def double_ops(rt: RankTrace, ops: np.ndarray) -> np.ndarray:
     """Whether each operator row (a launcher, :data:`_LAUNCHER_OP`) computes in double
     by its recorded inputs (:func:`inputs_double`); False without recorded types."""
     out = np.zeros(ops.size, dtype=bool)
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     if not len(table) or "input_type" not in table or ops.size == 0:
         return out
     where = slot[ops]
@@ -329,7 +330,7 @@ def launched_by(rt: RankTrace, ops: np.ndarray, weights: np.ndarray, n: int = 3)
 def _inputs_text(rt: RankTrace, op: int) -> str:
     """``; inputs [[8, 3, 64, 64], []] of double, Scalar`` from ``op_args`` ("" when the
     trace recorded none)."""
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     if not len(table) or slot[op] < 0:
         return ""
     row = table.iloc[int(slot[op])]

@@ -19,7 +19,7 @@ from hta.analysis.findings.events import link
 from hta.analysis.findings.rule_tools import fmt_time, name_matches
 from hta.analysis.findings.sync_sites import STEP_LABEL
 from hta.analysis.intervals import Cover
-from hta.analysis.side_columns import side_text
+from hta.analysis.side_columns import side_slots, side_text
 from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
@@ -140,7 +140,7 @@ def from_python_text(rt: RankTrace, fp: FromPython, a: np.ndarray, b: np.ndarray
 def _dims_text(rt: RankTrace, rows: np.ndarray) -> str:
     """`` of [1307783] (long int)``: the first recorded input's shape and type of the
     largest of ``rows`` (operators), or ""."""
-    table, pos = rt.side_row_of_event("op_args")
+    table, pos = side_slots(rt, "op_args")
     if not len(table) or "input_dims" not in table:
         return ""
     have = rows[pos[rows] >= 0]

@@ -85,6 +85,7 @@ from hta.analysis.findings.rule_tools import (
 )
 from hta.analysis.names import short_name
 from hta.analysis.rowmap import nearest_marked_ancestor
+from hta.analysis.side_columns import side_slots
 from hta.model.arrays import distinct
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE
@@ -336,7 +337,7 @@ def _batched_scores(dims: list) -> bool:
 def _input_dims_of(rt: RankTrace) -> Callable[[int], list]:
     """The recorded ``Input Dims`` of an operator row ([] when none), with the side
     table looked up once."""
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     column = table["input_dims"] if len(table) and "input_dims" in table else None
 
     def dims(row: int) -> list:

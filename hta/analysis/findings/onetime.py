@@ -89,7 +89,7 @@ from hta.analysis.grouped import group_medians, medians_at
 from hta.analysis.intervals import Cover, union_length
 from hta.analysis.perf.calls import gpu_rows
 from hta.analysis.rowmap import ancestor_pairs, has_marked_ancestor
-from hta.analysis.side_columns import side_codes
+from hta.analysis.side_columns import side_codes, side_slots
 from hta.model.arrays import distinct, union
 from hta.model.derived import derived
 from hta.model.rules import KIND_CODE, RUNTIME_KINDS, kind_mask
@@ -677,7 +677,7 @@ def _first_runtime_calls(rt: RankTrace, codes: np.ndarray, dur: np.ndarray) -> n
 def call_keys(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
     """One integer per distinct (name, recorded input shapes) of ``rows``."""
     names = rt.column("name")[rows].astype(np.int64)
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     if not len(table) or "input_dims" not in table:
         return names
     where = slot[rows]

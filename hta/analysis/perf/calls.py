@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from hta.analysis.perf.replayed import replayed_slots
-from hta.analysis.side_columns import side_text_of
+from hta.analysis.side_columns import side_slots, side_text_of
 from hta.model.categories import op_category
 from hta.model.derived import derived
 from hta.model.rules import GPU_WORK_KINDS, RuleSet, categories, kind_mask
@@ -27,7 +27,7 @@ def gpu_categories(rt: RankTrace, rows: np.ndarray, rules: RuleSet) -> np.ndarra
     args are ``communication``)."""
     cats = categories(rt.symbols, rt.column("cat")[rows], rt.column("name")[rows],
                       rules)
-    coll, args_row = rt.side_row_of_event("collective_args")
+    coll, args_row = side_slots(rt, "collective_args")
     if len(coll):
         hit = (args_row[rows] >= 0) & (cats != "copy/memset")
         cats[hit] = "communication"
@@ -128,7 +128,7 @@ def attach_shapes(rt: RankTrace, calls: Calls) -> Calls:
     n = len(calls["op"])
     cols = {c: np.full(n, "", dtype=object) for c in ("input_dims", "input_type",
                                                       "concrete_inputs")}
-    table, slot = rt.side_row_of_event("op_args")
+    table, slot = side_slots(rt, "op_args")
     if len(table) and n:
         where = slot[calls["op"]]
         has = where >= 0
