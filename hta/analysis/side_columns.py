@@ -23,8 +23,10 @@ from hta.model.trace import RankTrace
 
 def side_slots(rt: RankTrace, table: str) -> tuple[pd.DataFrame, np.ndarray]:
     """:meth:`~hta.model.trace.RankTrace.side_row_of_event` (the table, and per event its
-    row of it, -1 for none), the slots read-only and made once per rank: a rank's rules
-    ask for them several times."""
+    row of it, -1 for none), the slots read-only and made once per rank while its events
+    table is the same (:func:`hta.model.derived.derived`; a side table is replaced only
+    with the events, as :meth:`~hta.model.trace.RankTrace.filter_rows` does, or with a new
+    generation): a rank's rules ask for them several times."""
     frame, _ = rt.side_rows(table)
     return frame, derived(rt, ("side_slots", table), lambda: rt.side_row_of_event(table)[1],
                           small=False)

@@ -54,8 +54,8 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
 def op_calls_of(rt: RankTrace, rules: RuleSet, indices: np.ndarray
                 ) -> tuple[Calls, pd.DataFrame]:
     """:func:`op_calls` of the calls whose event ``index`` is in ``indices`` alone, on a
-    rank without a capture merge (:func:`~hta.analysis.perf.replayed.replayed_slots` is
-    None): the rows of those calls, in the same order with the same values (a call's
+    rank without a capture merge (:func:`~hta.analysis.perf.replayed.has_capture_merge`
+    false): the rows of those calls, in the same order with the same values (a call's
     columns read its own GPU work only), and the GPU work they launched; not kept."""
     rows = gpu_rows(rt)
     owner = rt.link("op_index")[rows]
