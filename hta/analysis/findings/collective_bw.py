@@ -216,7 +216,8 @@ def slow_calls(perf: pd.DataFrame, info: pd.DataFrame,
         p["link_gbps"] = p["rank"].map(i["link_gbps"]).astype(float)
         pg = p["process_group"].astype(str).str.split(" ", n=1).str[0]
         allowed = p["rank"].map(i["node_local"]).fillna("").astype(str)
-        local = np.array([a == "*" or g in a.split(",") for g, a in zip(pg, allowed)])
+        groups, allows = pg.tolist(), allowed.tolist()  # (a Series yields item by item)
+        local = np.array([a == "*" or g in a.split(",") for g, a in zip(groups, allows)])
     seen = p["peers_seen"].to_numpy() >= 2
     slow = (local & seen & (p["msg_bytes"] >= MIN_MSG_BYTES) & (p["bus_bytes"] > 0)
             & (p["transfer_busbw"] < FAR_BELOW * p["link_gbps"]))
