@@ -92,10 +92,24 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
     their low bits are the order. Where the keys' range leaves no room for the positions'
     bits, the unstable sort of the indices is taken when it finds the keys distinct (the
     order is then the only one), else NumPy's stable sort."""
+    return _stable_order(np.asarray(keys), False)[0]
+
+
+def sorted_with_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`stable_argsort` of ``keys``, ``keys`` in that order): where the packed sort
+    is taken, the sorted keys are read off the packed values (a pass in order), not
+    gathered by the order (a random read of every key)."""
     keys = np.asarray(keys)
+    order, values = _stable_order(keys, True)
+    return order, keys[order] if values is None else values
+
+
+def _stable_order(keys: np.ndarray, values: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`stable_argsort`'s order, and with ``values`` the sorted keys when the packed
+    sort gives them (else None)."""
     n = keys.size
     if n < PACKED_SORT_MIN or keys.dtype.kind != "i":
-        return np.argsort(keys, kind="stable")
+        return np.argsort(keys, kind="stable"), None
     lo, hi = int(keys.min()), int(keys.max())
     bits = (n - 1).bit_length()
     if hi - lo < 1 << (63 - bits):
@@ -105,13 +119,18 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
         for at in range(0, n, _CHUNK):  # the positions a chunk at a time: no second array
             packed[at:at + _CHUNK] |= np.arange(at, min(at + _CHUNK, n), dtype=np.int64)
         packed.sort()
+        ranked = None
+        if values:  # the high bits: each key less the smallest
+            ranked = packed >> bits
+            ranked += lo
+            ranked = ranked.astype(keys.dtype, copy=False)
         packed &= (1 << bits) - 1
-        return packed
+        return packed, ranked
     order = np.argsort(keys)
     ranked = keys[order]
     if (ranked[1:] != ranked[:-1]).all():
-        return order
-    return np.argsort(keys, kind="stable")
+        return order, ranked if values else None
+    return np.argsort(keys, kind="stable"), None
 
 
 def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:

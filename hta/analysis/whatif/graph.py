@@ -54,7 +54,7 @@ from hta.analysis.critical_path.sync import UNRESOLVED_SYNC
 from hta.analysis.gpu_work import COMM, rank_work_class
 from hta.analysis.stragglers import comm_kernels, match_collectives
 from hta.analysis.whatif.schedule import edge_offsets, index_ranges
-from hta.model.arrays import distinct, last_row_of, stable_argsort
+from hta.model.arrays import distinct, last_row_of, sorted_with_order
 from hta.model.derived import derived
 from hta.model.rules import GPU_KINDS, GPU_WORK_KINDS, KIND_CODE, kind_mask
 from hta.model.selection import rank_steps
@@ -713,14 +713,12 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     # each rank's nodes are in time order already: a stable sort by time keeps them so,
     # interleaves the ranks by rank at equal times, and puts barriers last at their instant
     identity = len(ranks) <= 1 and not n_bar
-    order = np.arange(all_ts.size) if identity else stable_argsort(all_ts)
+    order, ts_sorted = (np.arange(all_ts.size), all_ts) if identity else \
+        sorted_with_order(all_ts)
     pos = order if identity else np.empty(order.size, dtype=np.int64)
     if not identity:
         pos[order] = np.arange(order.size)
-
-    def ordered(a: np.ndarray) -> np.ndarray:
-        return a if identity else a[order]
-
+    del all_ts  # (the times come sorted: ts_sorted)
     e_src = _job_node_ids([g.src for g in ranks], b_src, offsets, pos)
     e_dst = _job_node_ids([g.dst for g in ranks], b_dst, offsets, pos)
     e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
@@ -732,19 +730,18 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         dropped["collective edges against the time order"] = int((~fwd).sum())
         keep = np.flatnonzero(fwd)
     # the kept edges sorted by (dst, src): one gather of each column, both steps at once
-    o = _by_dst_then_src(e_src if keep is None else e_src[keep],
-                         e_dst if keep is None else e_dst[keep])
+    o, e_dst = _sorted_by_dst_then_src(e_src if keep is None else e_src[keep],
+                                       e_dst if keep is None else e_dst[keep])
     take = keep if o is None else (o if keep is None else keep[o])
-    if take is not None:
-        e_src, e_dst, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_dst, e_typ,
-                                                                  e_delay, e_bind))
+    if take is not None:  # (the destinations came sorted)
+        e_src, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_typ, e_delay, e_bind))
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     # each node's rank position, -1 for a barrier (the barriers come after the ranks)
     node_pos = _placed(list(range(len(ranks))), -1, pos, offsets, np.int64)
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
-    node_ts = ordered(all_ts)
+    node_ts = ts_sorted
     # a rank's nodes start from its first timestamp, a barrier from its own time
     base = np.r_[first, 0][node_pos]
     barrier = node_pos < 0
@@ -791,20 +788,29 @@ def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndar
 
 def _by_dst_then_src(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
-    sort); None when they are sorted. One sort by ``dst`` alone (its values fit a packed
-    sort with the positions, :func:`~hta.model.arrays.stable_argsort`), then the edges of
-    the few destinations whose sources came out of order (edges added after a rank's
-    own: the collectives' barrier edges) sorted again among themselves."""
+    sort); None when they are sorted (:func:`_sorted_by_dst_then_src`)."""
+    return _sorted_by_dst_then_src(src, dst)[0]
+
+
+def _sorted_by_dst_then_src(src: np.ndarray, dst: np.ndarray
+                            ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
+    sort; None when they are sorted), and ``dst`` in that order. One sort by ``dst`` alone
+    (its values fit a packed sort with the positions, which gives them sorted too,
+    :func:`~hta.model.arrays.sorted_with_order`), then the edges of the few destinations
+    whose sources came out of order (edges added after a rank's own: the collectives'
+    barrier edges) sorted again among themselves: within a destination, so the sorted
+    ``dst`` stays as it is."""
     if dst.size < 2:
-        return None
+        return None, dst
     step = dst[1:] >= dst[:-1]
     if step.all():
         step &= (dst[1:] > dst[:-1]) | (src[1:] > src[:-1])
         if step.all():
-            return None
+            return None, dst
     del step
-    order = stable_argsort(dst)
-    d, s = dst[order], src[order]
+    order, d = sorted_with_order(dst)
+    s = src[order]
     wrong = np.flatnonzero((d[1:] == d[:-1]) & (s[1:] < s[:-1]))
     del s
     if wrong.size:
@@ -813,7 +819,7 @@ def _by_dst_then_src(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
         at = index_ranges(starts[groups], np.r_[starts, d.size][groups + 1])
         sub = order[at]  # whole groups, ascending: each sorted by source, then position
         order[at] = sub[np.lexsort((sub, src[sub], dst[sub]))]
-    return order
+    return order, d
 
 
 def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
