@@ -138,7 +138,7 @@ def test_stable_argsort_gives_numpys_stable_order(case: str,
     """Every path of ``stable_argsort`` (packed keys, the unstable sort of distinct keys,
     NumPy's stable sort) gives ``np.argsort(kind="stable")``'s order, ties in position
     order."""
-    from hta.model.arrays import PACKED_SORT_MIN, stable_argsort
+    from hta.model.arrays import PACKED_SORT_MIN, sorted_with_order, stable_argsort
 
     rng = np.random.default_rng(len(case))
     n = 2 * PACKED_SORT_MIN + 3
@@ -154,6 +154,9 @@ def test_stable_argsort_gives_numpys_stable_order(case: str,
     got = stable_argsort(keys)
     assert got.dtype == np.int64 or case in ("small", "floats")
     assert got.tolist() == np.argsort(keys, kind="stable").tolist()
+    order, ranked = sorted_with_order(keys)  # the keys in that order come with it
+    assert order.tolist() == got.tolist()
+    assert ranked.dtype == keys.dtype and ranked.tolist() == keys[got].tolist()
     from hta.model import arrays
 
     monkeypatch.setattr(arrays, "_CHUNK", 1_000)  # positions packed in many chunks
