@@ -942,7 +942,9 @@ def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> N
         key = dst * n + src
         expected = None if key.size < 2 or (key[1:] > key[:-1]).all() else \
             np.argsort(key, kind="stable").tolist()
-        got = _by_dst_then_src(src, dst)
+        got, sorted_dst = _by_dst_then_src(src, dst)
         assert (None if got is None else got.tolist()) == expected
-    assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3])) is None
-    assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2])).tolist() == [0, 1]
+        # the destinations in that order come with it
+        assert sorted_dst.tolist() == (dst if got is None else dst[got]).tolist()
+    assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3]))[0] is None
+    assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2]))[0].tolist() == [0, 1]

@@ -163,9 +163,9 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     inferred = np.r_[np.zeros(cp.edge_src.size, dtype=bool), np.ones(w_src.size, dtype=bool),
                      np.zeros(q_src.size, dtype=bool), np.ones(v_src.size, dtype=bool),
                      np.zeros(h_src.size, dtype=bool)]
-    o = _by_dst_then_src(src, dst)
+    o, dst = _by_dst_then_src(src, dst)
     if o is not None:
-        src, dst, typ, inferred = src[o], dst[o], typ[o], inferred[o]
+        src, typ, inferred = src[o], typ[o], inferred[o]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
         src, dst, typ, inferred = src[first], dst[first], typ[first], inferred[first]
@@ -596,15 +596,10 @@ class JobGraph:
     def nodes_of(self, i: int) -> np.ndarray:
         """Rank position ``i``'s global node ids, ascending (``flatnonzero(node_pos ==
         i)``): the slice of :attr:`order_of` of its local nodes, which :func:`job_graph`
-        numbers in time order as the rank does (a read-only view); on a graph made
-        without it, every rank's are grouped in one pass, so a loop over the ranks stays
-        linear in the job's size."""
-        if self.order_of.size:
-            mine = self.order_of[self.offsets[i]:self.offsets[i + 1]]
-            mine.flags.writeable = False
-            return mine
-        members, bounds = self._grouped("nodes", None, None)
-        return members[bounds[i]:bounds[i + 1]]
+        numbers in time order as the rank does (a read-only view)."""
+        mine = self.order_of[self.offsets[i]:self.offsets[i + 1]]
+        mine.flags.writeable = False
+        return mine
 
     def edges_into(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``dst`` is on rank position ``i``,
@@ -630,7 +625,7 @@ class JobGraph:
     def edges_from(self, i: int, edge_type: str) -> np.ndarray:
         """Indices of the ``edge_type`` edges whose ``src`` is on rank position ``i``,
         ascending."""
-        members, bounds = self._grouped("src", edge_type, self.src)
+        members, bounds = self._grouped_by_src(edge_type)
         return members[bounds[i]:bounds[i + 1]]
 
     def edge_offsets(self) -> np.ndarray:
@@ -646,31 +641,26 @@ class JobGraph:
             self._kept[key] = compute()
         return self._kept[key]
 
-    def _grouped(self, end: str, edge_type: str | None, node: np.ndarray | None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Nodes (``node`` None) or the edges of one type by the rank position of their
-        ``node`` end: the ids grouped by position (ascending within a group) and each
-        position's bounds in them; computed on first use and kept."""
-        key = (end, edge_type)
-        got = self._groups.get(key)
+    def _grouped_by_src(self, edge_type: str) -> tuple[np.ndarray, np.ndarray]:
+        """The edges of one type by the rank position of their ``src``: the ids grouped by
+        position (ascending within a group) and each position's bounds in them; computed
+        on first use and kept (the edges are sorted by ``dst``, so a rank's sources are no
+        ranges of them)."""
+        got = self._groups.get(edge_type)
         if got is None:
-            if node is None:
-                members = np.arange(self.num_nodes, dtype=np.int64)
-                pos = self.node_pos
-            else:
-                members = np.flatnonzero(self.type == EDGE[str(edge_type)])
-                pos = self.node_pos[node[members]]
+            members = np.flatnonzero(self.type == EDGE[edge_type])
+            pos = self.node_pos[self.src[members]]
             # positions fit 16 bits on most jobs: numpy sorts those stably by radix
             small = len(self.ranks) < np.iinfo(np.int16).max
             order = np.argsort(pos.astype(np.int16) if small else pos, kind="stable")
             bounds = np.searchsorted(pos[order], np.arange(len(self.ranks) + 1))
             members = members[order]
             members.flags.writeable = False  # handed out as views: no caller changes them
-            got = self._groups[key] = (members, bounds)
+            got = self._groups[edge_type] = (members, bounds)
         return got
 
     order_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    _groups: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = field(
+    _groups: dict[str, tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _kept: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False,
                                        compare=False)
@@ -730,8 +720,8 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         dropped["collective edges against the time order"] = int((~fwd).sum())
         keep = np.flatnonzero(fwd)
     # the kept edges sorted by (dst, src): one gather of each column, both steps at once
-    o, e_dst = _sorted_by_dst_then_src(e_src if keep is None else e_src[keep],
-                                       e_dst if keep is None else e_dst[keep])
+    o, e_dst = _by_dst_then_src(e_src if keep is None else e_src[keep],
+                                e_dst if keep is None else e_dst[keep])
     take = keep if o is None else (o if keep is None else keep[o])
     if take is not None:  # (the destinations came sorted)
         e_src, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_typ, e_delay, e_bind))
@@ -786,14 +776,8 @@ def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndar
     return ids
 
 
-def _by_dst_then_src(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-    """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
-    sort); None when they are sorted (:func:`_sorted_by_dst_then_src`)."""
-    return _sorted_by_dst_then_src(src, dst)[0]
-
-
-def _sorted_by_dst_then_src(src: np.ndarray, dst: np.ndarray
-                            ) -> tuple[np.ndarray | None, np.ndarray]:
+def _by_dst_then_src(src: np.ndarray, dst: np.ndarray
+                     ) -> tuple[np.ndarray | None, np.ndarray]:
     """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
     sort; None when they are sorted), and ``dst`` in that order. One sort by ``dst`` alone
     (its values fit a packed sort with the positions, which gives them sorted too,
