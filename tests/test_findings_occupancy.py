@@ -269,3 +269,58 @@ def test_library_convolutions_get_convolution_advice_not_your_own_kernels(tmp_pa
     row = _rows(_load(b, tmp_path)).iloc[0]
     assert "cudnn.benchmark" in row["advice"] and "library kernels" in row["advice"]
     assert DEFAULT_ADVICE not in row["advice"]
+
+
+def _bound_time(rt: Any) -> tuple[int, int]:
+    """The rule's grid-bound time and the kept kernels' time, from the whole table (with
+    the SMs held by others), as :func:`check_low_occupancy` computes them before its
+    threshold."""
+    from hta.analysis.findings.kernel_common import fp32_claimed
+    from hta.analysis.findings.occupancy import (
+        FILL,
+        MIN_KERNEL_NS,
+        _library_gemm,
+        sized_to_share,
+    )
+
+    t = sm_table(rt, None, (0, 10 * STEP_NS))
+    if t is None:
+        return 0, 0
+    bound = (t.blocks < FILL * t.available) & ~sized_to_share(t) & (t.dur >= MIN_KERNEL_NS) \
+        & ~_library_gemm(rt, t.pos) & ~fp32_claimed(rt, t.pos)
+    return int(t.dur[bound].sum()), int(t.dur.sum())
+
+
+@pytest.mark.parametrize("make,early", [("low_grid", False), ("moe_persistent", True),
+                                        ("shared_gpu", False), ("under_share", True)])
+def test_the_early_exit_never_drops_a_finding(tmp_path, make, early):
+    """Without the SMs held by others, ``blocks < FILL x S``, the kernels' length and
+    names (library and fp32 GEMMs are left to others) bound the grid-bound time from
+    above (held SMs only lower what is available): the rule stops early exactly when
+    even that bound is under :data:`MIN_LOW_SHARE` of the time, and then its full
+    computation finds nothing either. ``moe_persistent``: its GEMMs are CUTLASS's;
+    ``under_share``: 5 kernels of 33 blocks beside 60 full ones, 7.7% of the time."""
+    from hta.analysis.findings.occupancy import MIN_LOW_SHARE, _grid_rows
+
+    if make == "under_share":
+        b = _builder()
+        with b.step(1, ts=0, dur=STEP_NS - 1_000):
+            g = 50_000
+            for k in range(65):
+                _kernel(b, SMALL_GRID if k < 5 else FULL_GRID, 0, g, 50_000, 33 if k < 5
+                        else 264)
+                g += 51_000
+        trace = _load(b, tmp_path)
+    else:
+        made = globals()[make](tmp_path)
+        trace = made[0] if isinstance(made, tuple) else made
+    rt = trace.rank(0)
+    bound, total = _bound_time(rt)
+    grid = _grid_rows(rt, None, (0, 10 * STEP_NS))
+    assert grid is not None
+    assert (not grid.may_be_grid_bound(rt)) == early
+    if early:
+        assert bound < MIN_LOW_SHARE * total
+        assert not len(_rows(trace))
+    else:
+        assert len(_rows(trace)) == (bound >= MIN_LOW_SHARE * total)

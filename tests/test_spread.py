@@ -374,6 +374,28 @@ def test_workers_are_forked_with_this_process_s_objects_frozen_and_nothing_stays
         gc.unfreeze()
 
 
+def test_a_worker_forked_inside_the_block_neither_counts_nor_freezes_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a worker the objects are frozen already (the flag is inherited): its own
+    blocks (a visit of its share) do not walk them to count them, nor freeze again."""
+    import gc
+
+    def inside_worker(_: object) -> tuple[bool, list[str], int]:
+        calls: list[str] = []
+        monkeypatch.setattr(spread.gc, "get_freeze_count", lambda: calls.append("count") or 1)
+        monkeypatch.setattr(spread.gc, "freeze", lambda: calls.append("freeze"))
+        with spread.gc_frozen():
+            pass
+        monkeypatch.undo()
+        return spread._FROZEN, calls, gc.get_freeze_count()
+
+    got = spread.forked_map(inside_worker, [0], 1)
+    assert got[0].ok, got[0].error
+    flag, calls, frozen = got[0].value
+    assert flag and calls == [] and frozen > 0
+    assert not spread._FROZEN and gc.get_freeze_count() == 0  # here, as before
+
+
 def test_a_visit_here_runs_with_the_objects_it_found_frozen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import gc

@@ -117,6 +117,57 @@ class SmTable:
 def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
              window: tuple[int, int]) -> SmTable | None:
     """:class:`SmTable` of the rank, ``None`` without ``blocks per SM`` args."""
+    grid = _grid_rows(rt, iterations, window)
+    return None if grid is None else grid.table(rt)
+
+
+@dataclass(frozen=True)
+class _GridRows:
+    """:func:`sm_table`'s kernels before the SMs held by others (the costly part) are
+    known: the kernel args' rows, their blocks, SMs and devices, and which are kept."""
+
+    pos: np.ndarray
+    blocks: np.ndarray
+    sms: np.ndarray
+    device: np.ndarray
+    keep: np.ndarray
+
+    def may_be_grid_bound(self, rt: RankTrace) -> bool:
+        """Whether grid-bound kernels can take :data:`MIN_LOW_SHARE` of the kept
+        kernels' time: SMs held by others only lower what is available (``available <=
+        S``), so only kernels of at least :data:`MIN_KERNEL_NS` with ``blocks < FILL x
+        S``, neither library GEMMs nor fp32 GEMMs, can be grid-bound; the rule's answer
+        is empty when their time is under the share (most ranks)."""
+        pos = self.pos[self.keep]
+        dur = rt.column("end")[pos] - rt.column("ts")[pos]
+        total = int(dur.sum())
+        if total <= 0:
+            return False
+        can = (self.blocks[self.keep] < FILL * self.sms[self.keep]) & (dur >= MIN_KERNEL_NS)
+        can[can] = ~_library_gemm(rt, pos[can])
+        if int(dur[can].sum()) < MIN_LOW_SHARE * total:
+            return False
+        can[can] = ~fp32_claimed(rt, pos[can])
+        return int(dur[can].sum()) >= MIN_LOW_SHARE * total
+
+    def table(self, rt: RankTrace) -> SmTable:
+        """The :class:`SmTable` of the kept kernels."""
+        held = _held_by_others(rt.events, rt.kind_codes(), self.pos, self.blocks,
+                               self.device, self.sms)
+        pos, keep = self.pos, self.keep
+        return SmTable(pos=pos[keep], name=rt.column("name")[pos[keep]],
+                       ts=rt.column("ts")[pos[keep]], end=rt.column("end")[pos[keep]],
+                       step=rt.column("iteration")[pos[keep]], blocks=self.blocks[keep],
+                       sms=self.sms[keep], held=held[keep])
+
+
+def _library_gemm(rt: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Whether each kernel of ``rows`` is a vendor library's GEMM (not a convolution)."""
+    return name_matches(rt, rows, LIBRARY_GEMM) & ~name_matches(rt, rows, CONVOLUTION)
+
+
+def _grid_rows(rt: RankTrace, iterations: Sequence[int] | None,
+               window: tuple[int, int]) -> _GridRows | None:
     ev = rt.events
     args, pos = rt.side_rows("kernel_args")
     if not len(args) or not len(ev):
@@ -126,17 +177,14 @@ def sm_table(rt: RankTrace, iterations: Sequence[int] | None,
     blocks = kernel_blocks(rt)[pos]
     bpsm = args["blocks_per_sm"].to_numpy(dtype=float)[ok]
     kind = rt.kind_codes()
-    device = rt.column("device")
-    sms = _sm_counts(rt, device[pos], blocks, bpsm)
+    device = rt.column("device")[pos]
+    sms = _sm_counts(rt, device, blocks, bpsm)
     if not np.isfinite(sms).any():
         return None
-    held = _held_by_others(ev, kind, pos, blocks, device[pos], sms)
-    ts, end = rt.column("ts")[pos], rt.column("end")[pos]
+    ts = rt.column("ts")[pos]
     keep = (kind[pos] == _COMPUTATION) & np.isfinite(blocks) & np.isfinite(sms) & (bpsm > 0)
     keep &= in_steps(rt, rt.column("iteration")[pos], ts, iterations, window)
-    return SmTable(pos=pos[keep], name=rt.column("name")[pos[keep]], ts=ts[keep],
-                   end=end[keep], step=rt.column("iteration")[pos[keep]],
-                   blocks=blocks[keep], sms=sms[keep], held=held[keep])
+    return _GridRows(pos=pos, blocks=blocks, sms=sms, device=device, keep=keep)
 
 
 def _sm_counts(rt: RankTrace, device: np.ndarray, blocks: np.ndarray,
@@ -209,13 +257,14 @@ def sized_to_share(t: SmTable) -> np.ndarray:
 def check_low_occupancy(rt: RankTrace, iterations: list[int] | None) -> list[Finding]:
     """The ``low_occupancy`` finding of one rank (module docstring)."""
     window = analysis_window(rt, iterations)
-    t = sm_table(rt, iterations, window)
-    if t is None or t.pos.size == 0:
+    grid = _grid_rows(rt, iterations, window)
+    if grid is None or not grid.keep.any() or not grid.may_be_grid_bound(rt):
         return []
+    t = grid.table(rt)
     dur = t.dur
     avail = t.available
     shared = sized_to_share(t)
-    library = name_matches(rt, t.pos, LIBRARY_GEMM) & ~name_matches(rt, t.pos, CONVOLUTION)
+    library = _library_gemm(rt, t.pos)
     short_of = (t.blocks < FILL * avail) & ~shared & (dur >= MIN_KERNEL_NS)
     lib = short_of & library
     bound = short_of & ~fp32_claimed(rt, t.pos) & ~library
