@@ -247,3 +247,45 @@ def test_random_traces_always_give_a_dag(tmp_path, seed):
     for annotation in ("", "ProfilerStep"):
         g, df = critical_path_analysis(rt, annotation)
         check_graph(g, df)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_node_numbering_is_one_sort_by_every_key(seed: int) -> None:
+    """:meth:`_Nodes.of` sorts by time, then only the runs of equal times by the other
+    keys: the same numbering as one sort of all nodes by every key (the module
+    docstring's total order), on events whose times collide often (zero durations,
+    back-to-back kernels, nested calls sharing a start)."""
+    from hta.analysis.critical_path.events import Cols
+    from hta.analysis.critical_path.graph import _Nodes
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    ts = rng.integers(0, 60, n)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 8, n))
+    z = np.zeros(n, dtype=np.int64)
+    c = Cols(ts=ts, end=ts + dur, dur=dur, pid=z, tid=z, stream=z - 1, corr=z, ic=z - 1,
+             parent=z - 1, depth=rng.integers(0, 4, n), codes=z.astype(np.int16), name=z)
+    rows = np.sort(rng.choice(n, size=300, replace=False))
+    is_gpu = rng.random(rows.size) < 0.3
+    got = _Nodes.of(c, rows, is_gpu)
+
+    m = rows.size
+    t_s, t_e, d = ts[rows], ts[rows] + dur[rows], dur[rows]
+    depth = np.where(is_gpu, 0, c.depth[rows])
+    k2 = np.r_[np.arange(m), np.arange(m)]
+    is_end = np.r_[np.zeros(m, dtype=bool), np.ones(m, dtype=bool)]
+    g2 = np.r_[is_gpu, is_gpu]
+    group = np.where(np.r_[d == 0, d == 0], 1, np.where(is_end, 0, 2))
+    lane = np.where(group == 0, ~g2, g2).astype(np.int8)
+    tb1 = np.where(group == 0, -np.r_[t_s, t_s], np.where(group == 2, -np.r_[t_e, t_e], k2))
+    tb2 = np.where(group == 0, -np.r_[depth, depth],
+                   np.where(group == 2, np.r_[depth, depth], is_end))
+    order = np.lexsort((is_end, k2, tb2, tb1, lane, group, np.r_[t_s, t_e]))
+    assert got.node_event.tolist() == rows[k2[order]].tolist()
+    assert got.node_is_start.tolist() == (~is_end[order]).tolist()
+    assert got.node_ts.tolist() == np.r_[t_s, t_e][order].tolist()
+    position = np.empty(2 * m, dtype=np.int64)
+    position[order] = np.arange(2 * m)
+    assert got.start_node.tolist() == position[:m].tolist()
+    assert got.end_node.tolist() == position[m:].tolist()
+    assert got.cpu_nodes.tolist() == np.flatnonzero(~is_gpu[k2[order]]).tolist()

@@ -108,8 +108,10 @@ def test_op_calls_of_some_calls_are_their_rows_of_op_calls(folder: str) -> None:
             # the GPU work of those calls alone, in the same order
             owners = work["owner"].to_numpy()
             own = (owners >= 0) & np.isin(rt.column("index")[np.maximum(owners, 0)], pick)
-            assert got_work["row"].tolist() == work["row"].to_numpy()[own].tolist()
-            assert list(got_work.columns) == list(work.columns)
+            assert list(got_work) == list(work.columns)  # the frame's columns, as arrays
+            for column in work.columns:
+                assert np.asarray(got_work[column]).tolist() == \
+                    work[column].to_numpy()[own].tolist(), column
 
 
 def test_heaviest_name_weighs_every_row_of_a_name_ties_to_the_lowest_id() -> None:

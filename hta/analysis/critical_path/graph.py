@@ -347,26 +347,53 @@ class _Nodes:
 
     @classmethod
     def of(cls, c: Cols, rows: np.ndarray, is_gpu: np.ndarray) -> _Nodes:
-        """Number the start and end of each of ``rows`` (see the module docstring)."""
+        """Number the start and end of each of ``rows`` (see the module docstring).
+
+        Node ``k`` of the ``2m`` is the start of ``rows[k]``, node ``m + k`` its end; they
+        are ordered by time, then (:func:`_tie_keys`) group, lane, the two tie-breakers,
+        the event and the end flag. Times are mostly distinct: one sort by time, then
+        the nodes of each run of equal times sorted by the other keys among themselves
+        (the order of a sort by every key, at a fraction of its cost)."""
         m = rows.size
-        ts, end, dur = c.ts[rows], c.end[rows], c.dur[rows]
-        depth = np.where(is_gpu, 0, c.depth[rows])
-        k2 = np.r_[np.arange(m), np.arange(m)]
-        is_end = np.r_[np.zeros(m, dtype=bool), np.ones(m, dtype=bool)]
+        ts, end = c.ts[rows], c.end[rows]
         t = np.r_[ts, end]
-        g2 = np.r_[is_gpu, is_gpu]
-        zero = np.r_[dur == 0, dur == 0]
-        group = np.where(zero, 1, np.where(is_end, 0, 2))
-        lane = np.where(group == 0, ~g2, g2).astype(np.int8)
-        tb1 = np.where(group == 0, -np.r_[ts, ts], np.where(group == 2, -np.r_[end, end], k2))
-        tb2 = np.where(group == 0, -np.r_[depth, depth],
-                       np.where(group == 2, np.r_[depth, depth], is_end))
-        order = lexsort((is_end, k2, tb2, tb1, lane, group, t))  # t is mostly distinct
+        order = np.argsort(t, kind="stable")
+        node_ts = t[order]
+        same = node_ts[1:] == node_ts[:-1]
+        if same.any():
+            at = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
+            run = np.cumsum(np.r_[True, ~same])[at]  # the run of equal times of each
+            members = order[at]
+            order[at] = members[lexsort((*_tie_keys(c, rows, is_gpu, members), run))]
+        k = np.where(order >= m, order - m, order)
         position = np.empty(2 * m, dtype=np.int64)
         position[order] = np.arange(2 * m)
-        return cls(is_gpu=is_gpu, node_event=rows[k2[order]], node_is_start=~is_end[order],
-                   node_ts=t[order], start_node=position[:m], end_node=position[m:],
-                   cpu_nodes=np.flatnonzero(~is_gpu[k2[order]]))
+        return cls(is_gpu=is_gpu, node_event=rows[k], node_is_start=order < m,
+                   node_ts=node_ts, start_node=position[:m], end_node=position[m:],
+                   cpu_nodes=np.flatnonzero(~is_gpu[k]))
+
+
+def _tie_keys(c: Cols, rows: np.ndarray, is_gpu: np.ndarray, nodes: np.ndarray
+              ) -> tuple[np.ndarray, ...]:
+    """The sort keys after the time of ``nodes`` (of :meth:`_Nodes.of`: ``k`` the start
+    of ``rows[k]``, ``m + k`` its end), least significant first as :func:`lexsort` takes
+    them: the end flag, the event, two tie-breakers, the lane, the group (the module
+    docstring's order). Group 0 holds the ends of events with a duration (lane: GPU ends
+    first; then the later start, then the deeper event: inner before outer), 1 the nodes
+    of zero-duration events (by event, its start before its end), 2 the starts (lane:
+    CPU starts first; then the later end, then the shallower event: outer before
+    inner)."""
+    m = rows.size
+    is_end = nodes >= m
+    k = np.where(is_end, nodes - m, nodes)
+    gpu = is_gpu[k]
+    r = rows[k]
+    depth = np.where(gpu, 0, c.depth[r])
+    group = np.where(c.dur[r] == 0, 1, np.where(is_end, 0, 2))
+    lane = np.where(group == 0, ~gpu, gpu).astype(np.int8)
+    tb1 = np.where(group == 0, -c.ts[r], np.where(group == 2, -c.end[r], k))
+    tb2 = np.where(group == 0, -depth, np.where(group == 2, depth, is_end))
+    return is_end, k, tb2, tb1, lane, group
 
 
 def _thread_and_launch_edges(c: Cols, rows: np.ndarray, local: np.ndarray, nodes: _Nodes,

@@ -52,29 +52,35 @@ def op_calls(rt: RankTrace, rules: RuleSet) -> tuple[Calls, pd.DataFrame]:
 
 
 def op_calls_of(rt: RankTrace, rules: RuleSet, indices: np.ndarray
-                ) -> tuple[Calls, pd.DataFrame]:
+                ) -> tuple[Calls, Calls]:
     """:func:`op_calls` of the calls whose event ``index`` is in ``indices`` alone, on a
     rank without a capture merge (:func:`~hta.analysis.perf.replayed.has_capture_merge`
     false): the rows of those calls, in the same order with the same values (a call's
-    columns read its own GPU work only), and the GPU work they launched; not kept."""
+    columns read its own GPU work only), and the GPU work they launched, as arrays (the
+    frame's columns: a frame would cost more than the few calls asked for); not kept."""
     rows = gpu_rows(rt)
     owner = rt.link("op_index")[rows]
     mine = owner >= 0
     mine[mine] = np.isin(rt.column("index")[owner[mine]], indices)
-    return _op_calls(rt, rules, rows[mine])
+    calls, work = _op_calls(rt, rules, rows[mine], frame=False)
+    return calls, work  # type: ignore[return-value]
 
 
-def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray
-              ) -> tuple[Calls, pd.DataFrame]:
+def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray, frame: bool = True
+              ) -> tuple[Calls, pd.DataFrame | Calls]:
     owner = rt.link("op_index")[rows]
     dur = rt.column("dur")[rows]
     kcat = gpu_categories(rt, rows, rules)
     slots = replayed_slots(rt, rows)  # None (nothing done) without a capture merge
     if slots is not None:  # a replayed kernel counts with its captured call, not here
         owner = np.where(slots >= 0, -1, owner)
-    work = pd.DataFrame({"row": rows, "owner": owner, "dur": dur,
-                         "kernel_category": pd.Series(kcat, dtype=object, copy=False),
-                         **({"replayed": slots} if slots is not None else {})})
+    columns: Calls = {"row": rows, "owner": owner, "dur": dur,
+                      "kernel_category": np.asarray(kcat, dtype=object),
+                      **({"replayed": slots} if slots is not None else {})}
+    work: pd.DataFrame | Calls = columns
+    if frame:
+        work = pd.DataFrame({**columns, "kernel_category": pd.Series(
+            kcat, dtype=object, copy=False)})
     is_linked = owner >= 0
     if not is_linked.any():
         return {}, work

@@ -96,7 +96,8 @@ def _models(calls: Calls) -> Calls:
             "input_dims": per[:, 4], "input_types": per[:, 5]}
 
 
-def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: Calls) -> Calls:
+def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame | Calls,
+                  model: Calls) -> Calls:
     """``model`` with the peak key and matrix flag of the math the calls' kernels ran
     where it differs from the model's (:mod:`hta.analysis.perf.kernel_math`): matrix ops
     on fp32 inputs whose GEMM time went mostly to SIMT fp32 or AMD fp32 matrix-core
@@ -104,15 +105,15 @@ def _kernel_peaks(rt: RankTrace, calls: Calls, work: pd.DataFrame, model: Calls)
     fp32_matrix = model["matrix"] & np.isin(model["peak_key"], ("tf32", "fp32"))
     if not fp32_matrix.any():
         return model
-    owner = work["owner"].to_numpy()
+    owner = np.asarray(work["owner"])
     wanted = np.zeros(len(rt.events) + 1, dtype=bool)  # the last slot: owner -1
     wanted[calls["op"][fp32_matrix]] = True
     sel = np.flatnonzero(wanted[owner])
-    rows = work["row"].to_numpy()[sel]
-    category = work["kernel_category"].take(sel).to_numpy(dtype=object)
+    rows = np.asarray(work["row"])[sel]
+    category = np.asarray(work["kernel_category"], dtype=object)[sel]
     math = row_math(rt.symbols, rt.column("name")[rows], category)
     slot = np.searchsorted(calls["op"], owner[sel])
-    per_call = call_math(slot, work["dur"].to_numpy()[sel].astype(np.float64), math,
+    per_call = call_math(slot, np.asarray(work["dur"])[sel].astype(np.float64), math,
                          len(calls["op"]))
     key, matrix = model["peak_key"].copy(), model["matrix"].copy()
     for cls, (k, m) in PEAK_OF.items():
@@ -243,7 +244,8 @@ def replayed_op_rows(rt: RankTrace, rows: np.ndarray, slots: np.ndarray,
     return out[COLUMNS]
 
 
-def _trace_parts(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame, device: DeviceArg
+def _trace_parts(rt: RankTrace, calls: Calls, gpu_work: pd.DataFrame | Calls,
+                 device: DeviceArg
                  ) -> dict[str, Any]:
     """The columns of the operator calls the trace itself links to their GPU work, before
     they make a table (:func:`_trace_table`): the calls, their models and roofline
