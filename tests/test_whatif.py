@@ -948,3 +948,19 @@ def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> N
         assert sorted_dst.tolist() == (dst if got is None else dst[got]).tolist()
     assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3]))[0] is None
     assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2]))[0].tolist() == [0, 1]
+
+
+def test_binding_medians_are_each_type_s_median_of_its_edges() -> None:
+    """The floors of a rank graph: per edge type ``int(np.median(...))`` of its binding
+    edges' measured delays (0 for a type without any), from one sort of them all, on
+    random delays up to 10^14 ns, odd and even counts."""
+    from hta.analysis.whatif.graph import JOB_EDGE_TYPES, binding_medians
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(0, 40))
+        measured = rng.integers(-5, 10 ** int(rng.integers(1, 15)), n)
+        typ = rng.integers(0, len(JOB_EDGE_TYPES), n).astype(np.int8)
+        want = [int(np.median(measured[typ == code])) if (typ == code).any() else 0
+                for code in range(len(JOB_EDGE_TYPES))]
+        assert binding_medians(measured, typ).tolist() == want

@@ -171,10 +171,7 @@ def rank_graph(rt: RankTrace) -> RankGraph:
         src, dst, typ, inferred = src[first], dst[first], typ[first], inferred[first]
     measured = ts[dst] - ts[src]
     binding = binding_edges(cp.num_nodes, src, dst, ts)
-    floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
-    for code in range(len(JOB_EDGE_TYPES)):
-        m = measured[binding & (typ == code)]
-        floor[code] = int(np.median(m)) if m.size else 0
+    floor = binding_medians(measured[binding], typ[binding])
     steps = _steps(rt, start_node, end_node)
     return RankGraph(rank=rt.rank, node_ts=cp.node_ts, node_event=cp.node_event,
                      node_is_start=cp.node_is_start,
@@ -497,6 +494,24 @@ def _unfinished_before(ends: np.ndarray, at: np.ndarray, window: int = 8) -> np.
         ok = j < n
         later[ok] += ends[j[ok]] <= at[ok]
     return np.arange(n) - done_all + later
+
+
+def binding_medians(measured: np.ndarray, typ: np.ndarray) -> np.ndarray:
+    """Per edge type (:data:`JOB_EDGE_TYPES`), ``int(np.median(...))`` of the measured
+    delays of its edges (``measured``, ``typ``: the binding edges'), 0 for a type
+    without any: one sort by type then delay, the middle one or two of each type."""
+    floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
+    if not measured.size:
+        return floor
+    order = np.lexsort((measured, typ))
+    v, t = measured[order], typ[order]
+    starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+    counts = np.diff(np.r_[starts, t.size])
+    low, high = starts + (counts - 1) // 2, starts + counts // 2
+    # np.median's mean of the middle values, in float64, then int() as before
+    middle = (v[low].astype(np.float64) + v[high].astype(np.float64)) / 2
+    floor[t[starts].astype(np.int64)] = [int(x) for x in middle.tolist()]
+    return floor
 
 
 def binding_edges(n: int, src: np.ndarray, dst: np.ndarray, ts: np.ndarray) -> np.ndarray:
