@@ -157,6 +157,12 @@ def test_stable_argsort_gives_numpys_stable_order(case: str,
     order, ranked = sorted_with_order(keys)  # the keys in that order come with it
     assert order.tolist() == got.tolist()
     assert ranked.dtype == keys.dtype and ranked.tolist() == keys[got].tolist()
+    # keys given up (consume): the same answer, the int64 keys reused for the order
+    given = keys.copy()
+    order, ranked = sorted_with_order(given, consume=True)
+    assert order.tolist() == got.tolist() and ranked.tolist() == keys[got].tolist()
+    if case == "narrow range, many ties":
+        assert np.shares_memory(order, given)
     from hta.model import arrays
 
     monkeypatch.setattr(arrays, "_CHUNK", 1_000)  # positions packed in many chunks

@@ -95,25 +95,31 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
     return _stable_order(np.asarray(keys), False)[0]
 
 
-def sorted_with_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_with_order(keys: np.ndarray, consume: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`stable_argsort` of ``keys``, ``keys`` in that order): where the packed sort
     is taken, the sorted keys are read off the packed values (a pass in order), not
-    gathered by the order (a random read of every key)."""
+    gathered by the order (a random read of every key). ``consume``: ``keys`` (int64)
+    is the caller's to lose, and may become the order (no copy of the job's size)."""
     keys = np.asarray(keys)
-    order, values = _stable_order(keys, True)
+    order, values = _stable_order(keys, True, consume)
     return order, keys[order] if values is None else values
 
 
-def _stable_order(keys: np.ndarray, values: bool) -> tuple[np.ndarray, np.ndarray | None]:
+def _stable_order(keys: np.ndarray, values: bool, consume: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`stable_argsort`'s order, and with ``values`` the sorted keys when the packed
-    sort gives them (else None)."""
+    sort gives them (else None); ``consume``: see :func:`sorted_with_order`."""
     n = keys.size
     if n < PACKED_SORT_MIN or keys.dtype.kind != "i":
         return np.argsort(keys, kind="stable"), None
     lo, hi = int(keys.min()), int(keys.max())
     bits = (n - 1).bit_length()
     if hi - lo < 1 << (63 - bits):
-        packed = keys.astype(np.int64)  # a copy, changed in place from here
+        in_place = consume and keys.dtype == np.int64 and keys.flags.c_contiguous and \
+            keys.flags.writeable
+        # changed in place from here: the keys themselves when the caller gave them up
+        packed = keys if in_place else keys.astype(np.int64)
         packed -= lo
         packed <<= bits
         for at in range(0, n, _CHUNK):  # the positions a chunk at a time: no second array
