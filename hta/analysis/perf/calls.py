@@ -63,7 +63,7 @@ def op_calls_of(rt: RankTrace, rules: RuleSet, indices: np.ndarray
     mine = owner >= 0
     mine[mine] = np.isin(rt.column("index")[owner[mine]], indices)
     calls, work = _op_calls(rt, rules, rows[mine], frame=False)
-    return calls, work  # type: ignore[return-value]
+    return calls, work
 
 
 def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray, frame: bool = True
