@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from cli_runner import run_cli
 from kineto_builder import TraceBuilder
 from test_cache import entries
@@ -186,3 +187,37 @@ def test_leftover_temporary_entries_are_removed(tmp_path: Path) -> None:
     assert np.array_equal(analyzer.t.rank(0).events["ts"],
                           TraceAnalysis(trace_dir=folder, cache=False,
                                         progress=False).t.rank(0).events["ts"])
+
+
+def test_a_killed_load_s_temporary_ranks_are_removed_by_the_next_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load whose worker was killed while storing a rank without a cache entry leaves a
+    half-written ``.rank.tmp-HOST-PID-*`` in a ``hta-load-*`` folder of the system's
+    temporary folder. The next load removes it (its writer is gone) and the folder left
+    empty; a live writer's, a whole entry (maybe a lazily held rank) and another
+    folder's stay."""
+    import tempfile
+
+    from hta.job.rank_load import TEMPORARY_PREFIX
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    folder = tmp_path / "job"
+    TraceBuilder(rank=0).write(folder / "rank-0.json")
+    host = socket.gethostname().replace("-", "_") or "host"
+    dead_pid = 2**22 + 12345  # above Linux's pid_max default: no such process
+    killed = temp / f"{TEMPORARY_PREFIX}a1"
+    (killed / f".rank.tmp-{host}-{dead_pid}-x1").mkdir(parents=True)
+    (killed / f".rank.tmp-{host}-{dead_pid}-x1" / "events.arrow").write_bytes(b"partial")
+    empty = temp / f"{TEMPORARY_PREFIX}a2"
+    empty.mkdir()
+    writing = temp / f"{TEMPORARY_PREFIX}a3" / f".rank.tmp-{host}-{os.getpid()}-x3"
+    whole = temp / f"{TEMPORARY_PREFIX}a4" / "rank"
+    other = temp / "someone-else" / f".rank.tmp-{host}-{dead_pid}-x5"
+    for kept in (writing, whole, other):
+        kept.mkdir(parents=True)
+        (kept / "events.arrow").write_bytes(b"data")
+    TraceAnalysis(trace_dir=folder, cache=False, progress=False)
+    assert not killed.exists() and not empty.exists()
+    assert writing.exists() and whole.exists() and other.exists()

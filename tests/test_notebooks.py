@@ -55,19 +55,24 @@ def execute(path: Path, workdir: Path, executed: dict[Path, object]) -> object:
         book = nbformat.read(path, as_version=4)
         assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), (
             "commit notebooks without outputs")
-        env = os.pathsep.join([str(ROOT)] + [
-            p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-        before = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = env
+        # the kernel's temporary folders (a notebook's own output folder) in the test's
+        temp = workdir.parent / "tmp"
+        temp.mkdir(exist_ok=True)
+        env = {"PYTHONPATH": os.pathsep.join([str(ROOT)] + [
+            p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+               "TMPDIR": str(temp)}
+        before = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             client = nbclient.NotebookClient(book, timeout=300, kernel_name="python3",
                                              resources={"metadata": {"path": str(workdir)}})
             client.execute()  # raises CellExecutionError on the first failing cell
         finally:
-            if before is None:
-                del os.environ["PYTHONPATH"]
-            else:
-                os.environ["PYTHONPATH"] = before
+            for key, value in before.items():
+                if value is None:
+                    del os.environ[key]
+                else:
+                    os.environ[key] = value
         executed[path] = book
     return executed[path]
 

@@ -42,6 +42,7 @@ from hta.job.rank_load import (
     load_rank_file,
     load_rank_in_process,
     load_rank_kept,
+    remove_temporary_leftovers,
 )
 from hta.kineto.discovery import TracePath, discover
 from hta.kineto.files import trace_location
@@ -119,6 +120,8 @@ def load_trace(
     root = _cache_root(files[0].parent, cache_dir) if cache else None
     if root is not None and not runner.remote:
         remove_leftovers(user_cache_root() if root == USER_CACHE else Path(root))
+    if not runner.remote:  # a killed load's half-written temporary ranks
+        remove_temporary_leftovers()
     tasks = _load_tasks(files, explicit, tuple(rules), runner, root, max_workers,
                         storage_options)
     listed = rank_list(ranks)

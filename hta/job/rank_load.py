@@ -21,6 +21,7 @@ from hta.job.cache import (
     entry_path,
     fingerprint,
     read_entry,
+    remove_leftovers,
     stored_meta,
     user_cache_root,
     write_entry,
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: ``LoadTask.cache_dir`` meaning "the user cache folder of the machine that loads it".
 USER_CACHE = "@user-cache"
+#: Prefix of the temporary folder a rank loaded without a cache entry is stored in.
+TEMPORARY_PREFIX = "hta-load-"
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
             logger.warning("could not write the cache for %s (%s); continuing without it",
                            task.path, exc)
     if not written and store:
-        folder = Path(tempfile.mkdtemp(prefix="hta-load-", dir=task.temp_dir)) / "rank"
+        folder = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX, dir=task.temp_dir)) / "rank"
         try:
             write_entry(folder, rank_trace)
         except BaseException:  # a full disk: leave no empty temporary folder behind
@@ -169,6 +172,30 @@ def load_rank(task: LoadTask, store: bool = True) -> tuple[RankTrace, LoadResult
     _tell(rank_trace, task, problems)
     return rank_trace, _result(task, rank_trace, folder if written or store else None, False,
                                not written and store)
+
+
+def remove_temporary_leftovers(temp_dir: str | Path | None = None) -> int:
+    """Remove what killed loads left in the temporary folders (``temp_dir``, default the
+    system's): the half-written entries (``.rank.tmp-HOST-PID-*``) of processes of this
+    machine that are gone (:func:`~hta.job.cache.remove_leftovers`), then the
+    temporary folders left empty. A folder holding a whole entry may be a lazily held
+    rank of a live process, and is kept; an empty one being filled right now is made
+    again by its writer (:func:`~hta.job.cache.write_entry` makes its parent).
+    Returns how many entries and folders were removed."""
+    root = Path(temp_dir or tempfile.gettempdir())
+    removed = 0
+    try:
+        folders = [p for p in root.iterdir() if p.name.startswith(TEMPORARY_PREFIX)]
+    except OSError:
+        return 0
+    for folder in folders:
+        removed += remove_leftovers(folder)
+        try:
+            folder.rmdir()  # only when empty
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def _result(task: LoadTask, rank_trace: RankTrace, folder: Path | None, from_cache: bool,
