@@ -1018,3 +1018,21 @@ def test_job_edges_are_the_stable_sort_by_destination_then_source(seed: int) -> 
     for got, column in zip((typ, d, bind), cols, strict=True):
         assert got.tolist() == column[want].tolist()
     assert indptr.tolist() == edge_offsets(all_ts.size, src, dst).tolist()
+
+
+def test_the_job_graph_keeps_node_positions_and_rows_in_32_bits_where_they_fit() -> None:
+    """``node_pos`` and ``node_row`` (one value per node of the job) are int32 below 2^31
+    ranks or event rows, int64 beyond; their values as the int64 ones."""
+    from hta.analysis.whatif.graph import _index_type
+
+    assert _index_type(0) is np.int32 and _index_type(2**31 - 2) is np.int32
+    assert _index_type(2**31 - 1) is np.int64 and _index_type(2**40) is np.int64
+    folder = SAMPLE_TRACES / "synthetic_4rank"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not bundled")
+    jg, _ = TraceAnalysis(trace_dir=str(folder), cache=False, progress=False).replay().graph()
+    assert jg.node_pos.dtype == np.int32 and jg.node_row.dtype == np.int32
+    for i, g in enumerate(jg.ranks):
+        nodes = jg.nodes_of(i)
+        assert (jg.node_pos[nodes] == i).all()
+        assert jg.node_row[nodes].tolist() == g.node_event.tolist()

@@ -561,7 +561,8 @@ class JobGraph:
     """All ranks' replay graphs in one DAG, coupled at collectives (module docstring).
 
     Per global node: ``node_pos`` (position in :attr:`ranks`, -1 for barriers),
-    ``node_row`` (the event's row on its rank, -1 for barriers), ``node_is_start``,
+    ``node_row`` (the event's row on its rank, -1 for barriers; both int32 where they
+    fit), ``node_is_start``,
     ``node_ts`` (measured, ns). Per edge (sorted by ``dst``): ``src``, ``dst``, ``type``
     (index into :data:`JOB_EDGE_TYPES`), ``delay`` (the unchanged replay's), ``binding``.
     ``base`` per node: where a node without predecessors starts (its rank's first
@@ -724,8 +725,10 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         ranks, delay, b_src, b_dst, b_delay.astype(np.int64), offsets, pos, dropped)
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
-    # each node's rank position, -1 for a barrier (the barriers come after the ranks)
-    node_pos = _placed(list(range(len(ranks))), -1, pos, offsets, np.int64)
+    # each node's rank position, -1 for a barrier (the barriers come after the ranks), and
+    # event row, in 32 bits where they fit (each array is of the job's size)
+    node_pos = _placed(list(range(len(ranks))), -1, pos, offsets, _index_type(len(ranks)))
+    rows = max((int(g.node_event.max()) + 1 for g in ranks if g.node_event.size), default=0)
     if dropped:
         logger.info("what-if job graph: %s", "; ".join(f"{v} {k}" for k, v in dropped.items()))
     node_ts = ts_sorted
@@ -735,7 +738,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     base[barrier] = node_ts[barrier]
     jg = JobGraph(
         ranks=ranks, offsets=offsets, node_pos=node_pos,
-        node_row=_placed([g.node_event for g in ranks], -1, pos, offsets, np.int64),
+        node_row=_placed([g.node_event for g in ranks], -1, pos, offsets, _index_type(rows)),
         node_is_start=_placed([g.node_is_start for g in ranks], False, pos, offsets, bool),
         node_ts=node_ts, src=e_src, dst=e_dst, type=e_typ, delay=e_delay,
         binding=e_bind, base=base,
@@ -743,6 +746,12 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     jg.order_of = pos
     jg._kept["edge_offsets"] = indptr  # (what edge_offsets() would count again)
     return jg
+
+
+def _index_type(count: int) -> type:
+    """int32 for indices below ``count`` when it fits 32 bits (half the memory of int64
+    for the job graph's per-node positions and rows), else int64."""
+    return np.int32 if count < np.iinfo(np.int32).max else np.int64
 
 
 def _inverse(order: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
