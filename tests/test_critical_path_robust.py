@@ -249,8 +249,8 @@ def test_random_traces_always_give_a_dag(tmp_path, seed):
         check_graph(g, df)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_node_numbering_is_one_sort_by_every_key(seed: int) -> None:
+@pytest.mark.parametrize("seed,n", [(s, 400) for s in range(6)] + [(6, 50_000)])
+def test_node_numbering_is_one_sort_by_every_key(seed: int, n: int) -> None:
     """:meth:`_Nodes.of` sorts by time, then only the runs of equal times by the other
     keys: the same numbering as one sort of all nodes by every key (the module
     docstring's total order), on events whose times collide often (zero durations,
@@ -259,13 +259,12 @@ def test_node_numbering_is_one_sort_by_every_key(seed: int) -> None:
     from hta.analysis.critical_path.graph import _Nodes
 
     rng = np.random.default_rng(seed)
-    n = 400
-    ts = rng.integers(0, 60, n)
+    ts = rng.integers(0, n // 7, n)  # (50,000 events: the packed sort of the times)
     dur = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 8, n))
     z = np.zeros(n, dtype=np.int64)
     c = Cols(ts=ts, end=ts + dur, dur=dur, pid=z, tid=z, stream=z - 1, corr=z, ic=z - 1,
              parent=z - 1, depth=rng.integers(0, 4, n), codes=z.astype(np.int16), name=z)
-    rows = np.sort(rng.choice(n, size=300, replace=False))
+    rows = np.sort(rng.choice(n, size=3 * n // 4, replace=False))
     is_gpu = rng.random(rows.size) < 0.3
     got = _Nodes.of(c, rows, is_gpu)
 

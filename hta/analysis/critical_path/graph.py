@@ -62,7 +62,7 @@ import pandas as pd
 from hta.analysis.critical_path.attribution import bound_summary, path_frame
 from hta.analysis.critical_path.events import EDGE_CODE, EDGE_TYPES, Cols, Streams
 from hta.analysis.critical_path.sync import sync_edges
-from hta.model.arrays import distinct, lexsort, stable_argsort
+from hta.model.arrays import distinct, lexsort, sorted_with_order, stable_argsort
 from hta.model.rules import GPU_WORK_KINDS, KIND_CODE, RUNTIME_KINDS, codes_in, kind_mask
 from hta.model.trace import RankTrace
 
@@ -356,9 +356,7 @@ class _Nodes:
         (the order of a sort by every key, at a fraction of its cost)."""
         m = rows.size
         ts, end = c.ts[rows], c.end[rows]
-        t = np.r_[ts, end]
-        order = np.argsort(t, kind="stable")
-        node_ts = t[order]
+        order, node_ts = sorted_with_order(np.r_[ts, end], consume=True)
         same = node_ts[1:] == node_ts[:-1]
         if same.any():
             at = np.flatnonzero(np.r_[same, False] | np.r_[False, same])
