@@ -985,7 +985,7 @@ def test_job_edges_are_the_stable_sort_by_destination_then_source(seed: int) -> 
         times.append(np.sort(rng.integers(0, 30, n)))
         pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, (3 * n, 2)) if a < b}
         e = np.array(sorted(pairs, key=lambda p: (p[1], p[0])), dtype=np.int64).reshape(-1, 2)
-        ranks.append(SimpleNamespace(src=e[:, 0], dst=e[:, 1],
+        ranks.append(SimpleNamespace(rank=len(ranks), src=e[:, 0], dst=e[:, 1],
                                      type=rng.integers(0, 6, len(e)).astype(np.int8),
                                      binding=rng.random(len(e)) < 0.5))
     offsets = np.r_[0, np.cumsum([t.size for t in times])].astype(np.int64)

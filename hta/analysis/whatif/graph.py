@@ -793,6 +793,8 @@ def _job_edges(ranks: list[RankGraph], delay: list[np.ndarray], b_src: np.ndarra
         if not fwd.all():
             backward += int((~fwd).sum())
             src, dst, cols = src[fwd], dst[fwd], tuple(c[fwd] for c in cols)
+        if dst.size > 1 and (dst[1:] < dst[:-1]).any():
+            raise ValueError(f"rank {g.rank}: its graph's edges are not sorted by destination")
         starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if dst.size else dst
         runs = np.diff(np.r_[starts, dst.size])
         count[dst[starts]] = runs  # a node's edges all come from its own rank
