@@ -32,7 +32,7 @@ NOT_A_SELECTION = {
     # The what-if replay's per-rank objects (graphs, kept replays), not rank numbers.
     "hta.analysis.whatif.coupled": {"coupled_predict", "coupled_critical_path", "solve",
                                     "_settled", "coupled_ranks", "of"},
-    "hta.analysis.whatif.graph": {"job_graph", "_coupling", "_barriers", "_job_edges"},
+    "hta.analysis.whatif.graph": {"job_graph", "_coupling", "_barriers"},
     # The diff's rule for its default step (FIRST when None), on ranks it resolved.
     "hta.analysis.diff.scope": {"resolve_iterations"},
     # A table of histograms labelled with the ranks they came from.

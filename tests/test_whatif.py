@@ -966,60 +966,6 @@ def test_binding_medians_are_each_type_s_median_of_its_edges() -> None:
         assert binding_medians(measured, typ).tolist() == want
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_job_edges_are_the_stable_sort_by_destination_then_source(seed: int) -> None:
-    """:func:`_job_edges` places each edge by counting (a rank's edges into a node are
-    consecutive), then sorts the nodes barrier edges go into by source: the same edges,
-    order and offsets as a stable sort of all the edges by (destination, source), the
-    backward barrier edges left out and counted. Random ranks whose times tie across
-    ranks, barrier edges into rank nodes and barrier nodes, some backwards."""
-    from types import SimpleNamespace
-
-    from hta.analysis.whatif.graph import EDGE, _inverse, _job_edges
-    from hta.analysis.whatif.schedule import edge_offsets
-
-    rng = np.random.default_rng(seed)
-    ranks, times = [], []
-    for _ in range(int(rng.integers(1, 5))):
-        n = int(rng.integers(1, 40))
-        times.append(np.sort(rng.integers(0, 30, n)))
-        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, (3 * n, 2)) if a < b}
-        e = np.array(sorted(pairs, key=lambda p: (p[1], p[0])), dtype=np.int64).reshape(-1, 2)
-        ranks.append(SimpleNamespace(rank=len(ranks), src=e[:, 0], dst=e[:, 1],
-                                     type=rng.integers(0, 6, len(e)).astype(np.int8),
-                                     binding=rng.random(len(e)) < 0.5))
-    offsets = np.r_[0, np.cumsum([t.size for t in times])].astype(np.int64)
-    n_bar = int(rng.integers(0, 6))
-    all_ts = np.concatenate([*times, rng.integers(0, 30, n_bar)])
-    order = np.argsort(all_ts, kind="stable")
-    pos = _inverse(order)
-    k = int(rng.integers(0, 30))
-    b_src = rng.integers(0, all_ts.size, k)
-    b_dst = rng.integers(0, all_ts.size, k)
-    b_delay = rng.integers(0, 100, k)
-    delay = [rng.integers(0, 100, len(g.src)) for g in ranks]
-    dropped: dict[str, int] = {}
-    src, dst, typ, d, bind, indptr = _job_edges(ranks, delay, b_src, b_dst, b_delay,
-                                                offsets, pos, dropped)
-
-    all_src = np.concatenate([pos[offsets[i] + g.src] for i, g in enumerate(ranks)]
-                             + [pos[b_src]])
-    all_dst = np.concatenate([pos[offsets[i] + g.dst] for i, g in enumerate(ranks)]
-                             + [pos[b_dst]])
-    cols = [np.concatenate([*(g.type for g in ranks),
-                            np.full(k, EDGE["collective"], dtype=np.int8)]),
-            np.concatenate([*delay, b_delay]),
-            np.concatenate([*(g.binding for g in ranks), np.zeros(k, dtype=bool)])]
-    fwd = all_src < all_dst
-    assert dropped.get("collective edges against the time order", 0) == int((~fwd).sum())
-    keep = np.flatnonzero(fwd)
-    want = keep[np.lexsort((keep, all_src[keep], all_dst[keep]))]
-    assert src.tolist() == all_src[want].tolist() and dst.tolist() == all_dst[want].tolist()
-    for got, column in zip((typ, d, bind), cols, strict=True):
-        assert got.tolist() == column[want].tolist()
-    assert indptr.tolist() == edge_offsets(all_ts.size, src, dst).tolist()
-
-
 def test_the_job_graph_keeps_node_positions_and_rows_in_32_bits_where_they_fit() -> None:
     """``node_pos`` and ``node_row`` (one value per node of the job) are int32 below 2^31
     ranks or event rows, int64 beyond; their values as the int64 ones."""

@@ -721,8 +721,22 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         sorted_with_order(all_ts, consume=True)
     del all_ts  # (given up to the sort: the times come sorted, ts_sorted)
     pos = order if identity else _inverse(order)
-    e_src, e_dst, e_typ, e_delay, e_bind, indptr = _job_edges(
-        ranks, delay, b_src, b_dst, b_delay.astype(np.int64), offsets, pos, dropped)
+    e_src = _job_node_ids([g.src for g in ranks], b_src, offsets, pos)
+    e_dst = _job_node_ids([g.dst for g in ranks], b_dst, offsets, pos)
+    e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
+    e_delay = cat(delay, b_delay.astype(np.int64))
+    e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
+    fwd = e_src < e_dst
+    keep = None
+    if not fwd.all():
+        dropped["collective edges against the time order"] = int((~fwd).sum())
+        keep = np.flatnonzero(fwd)
+    # the kept edges sorted by (dst, src): one gather of each column, both steps at once
+    o, e_dst = _by_dst_then_src(e_src if keep is None else e_src[keep],
+                                e_dst if keep is None else e_dst[keep])
+    take = keep if o is None else (o if keep is None else keep[o])
+    if take is not None:  # (the destinations came sorted)
+        e_src, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_typ, e_delay, e_bind))
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     # each node's rank position, -1 for a barrier (the barriers come after the ranks), and
@@ -744,7 +758,6 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         binding=e_bind, base=base,
         collectives=coll, dropped=dropped)
     jg.order_of = pos
-    jg._kept["edge_offsets"] = indptr  # (what edge_offsets() would count again)
     return jg
 
 
@@ -763,74 +776,6 @@ def _inverse(order: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
     return pos
 
 
-def _job_edges(ranks: list[RankGraph], delay: list[np.ndarray], b_src: np.ndarray,
-               b_dst: np.ndarray, b_delay: np.ndarray, offsets: np.ndarray, pos: np.ndarray,
-               dropped: dict[str, int]
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                          np.ndarray]:
-    """The job graph's edges, sorted by ``dst`` then ``src`` (ties in the order of the
-    ranks' edges, then the barrier edges), and their offsets by destination
-    (:func:`~.schedule.edge_offsets`): ``src``, ``dst``, ``type``, ``delay``,
-    ``binding``, ``indptr``. An edge that does not go forward in the job's node order
-    (``pos``: a node's place in time order) is left out and counted.
-
-    A rank's edges are sorted by ``(dst, src)`` already, and ``pos`` keeps a rank's
-    nodes in their order, so the edges into one node are consecutive in its rank's
-    list: each edge's place is its destination's offset plus its rank among them (a
-    count, not a sort of the job's edges), and the barrier edges come after the ranks'
-    into the same node. Only the nodes a barrier edge goes into are sorted again by
-    source. Each column is written once, straight into its array of the job's size."""
-    n = int(pos.size)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    count = indptr[1:]  # per node, then (cumulated in place) where its edges end
-    backward = 0
-    parts = []
-    for i, g in enumerate(ranks):
-        mine = pos[offsets[i]:offsets[i + 1]]
-        src, dst = mine[g.src], mine[g.dst]
-        cols = (g.type, delay[i], g.binding)
-        fwd = src < dst
-        if not fwd.all():
-            backward += int((~fwd).sum())
-            src, dst, cols = src[fwd], dst[fwd], tuple(c[fwd] for c in cols)
-        if dst.size > 1 and (dst[1:] < dst[:-1]).any():
-            raise ValueError(f"rank {g.rank}: its graph's edges are not sorted by destination")
-        starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if dst.size else dst
-        runs = np.diff(np.r_[starts, dst.size])
-        count[dst[starts]] = runs  # a node's edges all come from its own rank
-        parts.append((src, dst, np.arange(dst.size) - np.repeat(starts, runs), cols))
-    bs, bd = pos[b_src], pos[b_dst]
-    fwd = bs < bd
-    backward += int((~fwd).sum())
-    if backward:
-        dropped["collective edges against the time order"] = backward
-    o = np.argsort(bd[fwd], kind="stable")
-    bs, bd, bdelay = bs[fwd][o], bd[fwd][o], b_delay[fwd][o]
-    b_starts = np.flatnonzero(np.r_[True, bd[1:] != bd[:-1]]) if bd.size else bd
-    b_runs = np.diff(np.r_[b_starts, bd.size])
-    # after the ranks' edges into the same node, in their order
-    b_after = count[bd] + np.arange(bd.size) - np.repeat(b_starts, b_runs)
-    count[bd[b_starts]] += b_runs
-    np.cumsum(count, out=count)
-    m = int(indptr[-1])
-    e_src, e_dst = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-    e_typ, e_delay = np.empty(m, dtype=np.int8), np.empty(m, dtype=np.int64)
-    e_bind = np.empty(m, dtype=bool)
-    for src, dst, within, (typ, d, bind) in parts:
-        at = indptr[dst] + within
-        e_src[at], e_dst[at], e_typ[at], e_delay[at], e_bind[at] = src, dst, typ, d, bind
-    at = indptr[bd] + b_after
-    e_src[at], e_dst[at], e_typ[at], e_delay[at], e_bind[at] = \
-        bs, bd, EDGE["collective"], bdelay, False
-    if bd.size:  # the nodes barrier edges go into: by source, ties in their order
-        nodes = bd[b_starts]
-        at = index_ranges(indptr[nodes], indptr[nodes + 1])
-        by_source = at[np.lexsort((at, e_src[at], e_dst[at]))]
-        for column in (e_src, e_typ, e_delay, e_bind):
-            column[at] = column[by_source]
-    return e_src, e_dst, e_typ, e_delay, e_bind, indptr
-
-
 def _placed(parts: list[np.ndarray] | list[int], barrier: np.ndarray | int,
             pos: np.ndarray, offsets: np.ndarray, dtype: Any) -> np.ndarray:
     """The ranks' node values (``parts``, each rank's ``offsets`` apart, then the
@@ -845,15 +790,30 @@ def _placed(parts: list[np.ndarray] | list[int], barrier: np.ndarray | int,
     return out
 
 
+def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndarray,
+                  pos: np.ndarray) -> np.ndarray:
+    """The ranks' local node ids (each rank's ``offsets`` apart, then the barriers' global
+    ids) as ids of the job graph (``pos``: a node's place in time order), looked up rank
+    by rank in its slice of ``pos`` straight into one array of the job's size (each new
+    one costs its pages)."""
+    ids = np.empty(sum(a.size for a in local) + barrier.size, dtype=np.int64)
+    at = 0
+    for i, rank_ids in enumerate(local):
+        ids[at:at + rank_ids.size] = pos[offsets[i]:offsets[i + 1]][rank_ids]
+        at += rank_ids.size
+    ids[at:] = pos[barrier]
+    return ids
+
+
 def _by_dst_then_src(src: np.ndarray, dst: np.ndarray
                      ) -> tuple[np.ndarray | None, np.ndarray]:
     """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
     sort; None when they are sorted), and ``dst`` in that order. One sort by ``dst`` alone
     (its values fit a packed sort with the positions, which gives them sorted too,
-    :func:`~hta.model.arrays.sorted_with_order`), then the edges of the destinations whose
-    sources came out of order (a rank graph's edge kinds are listed one after the other)
-    sorted again among themselves: within a destination, so the sorted ``dst`` stays as
-    it is. (The job graph places its edges by counting instead: :func:`_job_edges`.)"""
+    :func:`~hta.model.arrays.sorted_with_order`), then the edges of the few destinations
+    whose sources came out of order (edges added after a rank's own: the collectives'
+    barrier edges) sorted again among themselves: within a destination, so the sorted
+    ``dst`` stays as it is."""
     if dst.size < 2:
         return None, dst
     step = dst[1:] >= dst[:-1]
