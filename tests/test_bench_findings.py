@@ -27,6 +27,9 @@ def test_bench_findings_reports_findings_summary_and_report(tmp_path: Path) -> N
     assert "summary" in done.stdout and "report" in done.stdout
     (row,) = json.loads(out.read_text())
     assert row["trace_events"] > 0 and row["findings_median_s"] > 0
+    # the loaded rows are fewer than the trace events (flow arrows and metadata are none)
+    assert 0 < row["rows"] < row["trace_events"]
+    assert row["findings_s_per_M_rows"] > row["findings_s_per_M_events"] > 0
     for key in ("summary_s", "summary_peak_MiB", "report_s", "report_peak_MiB",
                 "report_MB"):
         assert row[key] > 0, key
