@@ -925,13 +925,19 @@ def test_rank_graph_steps_are_the_step_events_nodes(tmp_path: Path) -> None:
 def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> None:
     # one sort by destination, then the groups whose sources came out of order sorted
     # again: the order of a stable sort of the (dst, src) key, duplicates in position
-    # order; None where the edges are sorted already
+    # order; None where the edges are sorted already. The sources and destinations come
+    # in that order, whether the destinations are given up to the sort or not, and on
+    # edge lists long enough for the packed sort (PACKED_SORT_MIN) too.
     from hta.analysis.whatif.graph import _by_dst_then_src
+    from hta.model.arrays import PACKED_SORT_MIN
 
     rng = np.random.default_rng(5)
-    for trial in range(60):
+    for trial in range(66):
         n = int(rng.integers(1, 400))
         m = int(rng.integers(0, 3_000))
+        if trial >= 60:  # the packed sort's sizes, many nodes
+            n, m = int(rng.integers(1_000, 200_000)), PACKED_SORT_MIN + int(
+                rng.integers(0, 50_000))
         src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
         if trial % 3 == 0:  # a rank's sorted edges, then a tail of others (barrier edges)
             o = np.lexsort((src, dst))
@@ -942,10 +948,15 @@ def test_job_graph_edge_order_is_a_stable_sort_by_destination_then_source() -> N
         key = dst * n + src
         expected = None if key.size < 2 or (key[1:] > key[:-1]).all() else \
             np.argsort(key, kind="stable").tolist()
-        got, sorted_dst = _by_dst_then_src(src, dst)
-        assert (None if got is None else got.tolist()) == expected
-        # the destinations in that order come with it
-        assert sorted_dst.tolist() == (dst if got is None else dst[got]).tolist()
+        for consume in (False, True):
+            given = dst.copy()
+            got, sorted_src, sorted_dst = _by_dst_then_src(src, given, consume=consume)
+            assert (None if got is None else got.tolist()) == expected
+            in_order = slice(None) if got is None else got
+            assert sorted_dst.tolist() == dst[in_order].tolist()
+            assert sorted_src.tolist() == src[in_order].tolist()
+            if not consume:
+                assert (given == dst).all()
     assert _by_dst_then_src(np.array([0, 1, 0]), np.array([1, 2, 3]))[0] is None
     assert _by_dst_then_src(np.array([1, 1]), np.array([2, 2]))[0].tolist() == [0, 1]
 

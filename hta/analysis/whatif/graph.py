@@ -163,9 +163,9 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     inferred = np.r_[np.zeros(cp.edge_src.size, dtype=bool), np.ones(w_src.size, dtype=bool),
                      np.zeros(q_src.size, dtype=bool), np.ones(v_src.size, dtype=bool),
                      np.zeros(h_src.size, dtype=bool)]
-    o, dst = _by_dst_then_src(src, dst)
+    o, src, dst = _by_dst_then_src(src, dst, consume=True)
     if o is not None:
-        src, typ, inferred = src[o], typ[o], inferred[o]
+        typ, inferred = typ[o], inferred[o]
     if src.size:
         first = np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
         src, dst, typ, inferred = src[first], dst[first], typ[first], inferred[first]
@@ -701,16 +701,6 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         coupling = (instances, empty, empty, empty, empty, [None] * len(ranks))
     coll, b_ts, b_src, b_dst, b_delay, transfer_of = coupling
     n_bar = b_ts.size
-    delay = [g.delay for g in ranks]
-    # the coupled kernels' own start -> end edge takes the transfer time
-    for i, g in enumerate(ranks):
-        tr = transfer_of[i]
-        if tr is None:
-            continue
-        ends, transfer = tr
-        hit = np.isin(g.dst, ends) & (g.type == EDGE["gpu"])
-        delay[i] = delay[i].copy()
-        delay[i][hit] = transfer[np.searchsorted(ends, g.dst[hit])]
 
     def cat(parts: list[np.ndarray], barrier: np.ndarray) -> np.ndarray:
         return np.concatenate([*parts, barrier])
@@ -726,7 +716,7 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     e_src = _job_node_ids([g.src for g in ranks], b_src, offsets, pos)
     e_dst = _job_node_ids([g.dst for g in ranks], b_dst, offsets, pos)
     e_typ = cat([g.type for g in ranks], np.full(b_src.size, EDGE["collective"], np.int8))
-    e_delay = cat(delay, b_delay.astype(np.int64))
+    e_delay = _job_delays(ranks, transfer_of, b_delay)
     e_bind = cat([g.binding for g in ranks], np.zeros(b_src.size, dtype=bool))
     fwd = e_src < e_dst
     keep = None
@@ -734,11 +724,11 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         dropped["collective edges against the time order"] = int((~fwd).sum())
         keep = np.flatnonzero(fwd)
     # the kept edges sorted by (dst, src): one gather of each column, both steps at once
-    o, e_dst = _by_dst_then_src(e_src if keep is None else e_src[keep],
-                                e_dst if keep is None else e_dst[keep])
+    o, e_src, e_dst = _by_dst_then_src(e_src if keep is None else e_src[keep],
+                                       e_dst if keep is None else e_dst[keep], consume=True)
     take = keep if o is None else (o if keep is None else keep[o])
-    if take is not None:  # (the destinations came sorted)
-        e_src, e_typ, e_delay, e_bind = (x[take] for x in (e_src, e_typ, e_delay, e_bind))
+    if take is not None:  # (the sources and destinations came sorted)
+        e_typ, e_delay, e_bind = (x[take] for x in (e_typ, e_delay, e_bind))
     first = np.asarray([int(g.node_ts.min()) if g.num_nodes else 0 for g in ranks],
                        dtype=np.int64)
     # each node's rank position, -1 for a barrier (the barriers come after the ranks), and
@@ -761,6 +751,27 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
         collectives=coll, dropped=dropped)
     jg.order_of = pos
     return jg
+
+
+def _job_delays(ranks: list[RankGraph], transfer_of: list[Any], barrier: np.ndarray
+                ) -> np.ndarray:
+    """The ranks' edge delays (:attr:`RankGraph.delay`), then the barriers', in one array
+    written rank by rank (no array of each rank's delays kept until they are joined); a
+    coupled kernel's own start -> end edge takes its transfer time (``transfer_of[i]``:
+    the rank's coupled end nodes, sorted, and their transfer times, or None)."""
+    out = np.empty(sum(g.src.size for g in ranks) + barrier.size, dtype=np.int64)
+    at = 0
+    for g, tr in zip(ranks, transfer_of, strict=True):
+        part = out[at:at + g.src.size]
+        np.minimum(g.floor[g.type], g.measured, out=part)
+        np.copyto(part, g.measured, where=g.binding)
+        if tr is not None:
+            ends, transfer = tr
+            hit = np.isin(g.dst, ends) & (g.type == EDGE["gpu"])
+            part[hit] = transfer[np.searchsorted(ends, g.dst[hit])]
+        at += g.src.size
+    out[at:] = barrier
+    return out
 
 
 def _index_type(count: int) -> type:
@@ -807,34 +818,36 @@ def _job_node_ids(local: list[np.ndarray], barrier: np.ndarray, offsets: np.ndar
     return ids
 
 
-def _by_dst_then_src(src: np.ndarray, dst: np.ndarray
-                     ) -> tuple[np.ndarray | None, np.ndarray]:
+def _by_dst_then_src(src: np.ndarray, dst: np.ndarray, consume: bool = False
+                     ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """The order sorting edges by ``dst``, then ``src``, ties in position order (a stable
-    sort; None when they are sorted), and ``dst`` in that order. One sort by ``dst`` alone
-    (its values fit a packed sort with the positions, which gives them sorted too,
-    :func:`~hta.model.arrays.sorted_with_order`), then the edges of the few destinations
-    whose sources came out of order (edges added after a rank's own: the collectives'
-    barrier edges) sorted again among themselves: within a destination, so the sorted
-    ``dst`` stays as it is."""
+    sort; None when they are sorted), and ``src`` and ``dst`` in that order. One sort by
+    ``dst`` alone (its values fit a packed sort with the positions, which gives them
+    sorted too, :func:`~hta.model.arrays.sorted_with_order`), then the edges of the few
+    destinations whose sources came out of order (edges added after a rank's own: the
+    collectives' barrier edges) sorted again among themselves: within a destination, so
+    the sorted ``dst`` stays as it is. ``consume``: ``dst`` is the caller's to lose (the
+    sort may take it in place: one array of the edges' size fewer)."""
     if dst.size < 2:
-        return None, dst
+        return None, src, dst
     step = dst[1:] >= dst[:-1]
     if step.all():
         step &= (dst[1:] > dst[:-1]) | (src[1:] > src[:-1])
         if step.all():
-            return None, dst
+            return None, src, dst
     del step
-    order, d = sorted_with_order(dst)
+    order, d = sorted_with_order(dst, consume=consume)
+    del dst  # (given up to the sort when consumed: read d from here)
     s = src[order]
     wrong = np.flatnonzero((d[1:] == d[:-1]) & (s[1:] < s[:-1]))
-    del s
     if wrong.size:
         starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
         groups = distinct(np.searchsorted(starts, wrong, side="right") - 1)
         at = index_ranges(starts[groups], np.r_[starts, d.size][groups + 1])
         sub = order[at]  # whole groups, ascending: each sorted by source, then position
-        order[at] = sub[np.lexsort((sub, src[sub], dst[sub]))]
-    return order, d
+        order[at] = sub[np.lexsort((sub, s[at], d[at]))]
+        s[at] = src[order[at]]
+    return order, s, d
 
 
 def comm_slots(g: RankGraph, pos: int = 0) -> pd.DataFrame:
