@@ -753,15 +753,15 @@ def job_graph(ranks: list[RankGraph], instances: pd.DataFrame | None = None) -> 
     return jg
 
 
-def _job_delays(ranks: list[RankGraph], transfer_of: list[Any], barrier: np.ndarray
+def _job_delays(graphs: list[RankGraph], transfer_of: list[Any], barrier: np.ndarray
                 ) -> np.ndarray:
-    """The ranks' edge delays (:attr:`RankGraph.delay`), then the barriers', in one array
+    """The rank graphs' edge delays (:attr:`RankGraph.delay`), then the barriers', in one array
     written rank by rank (no array of each rank's delays kept until they are joined); a
     coupled kernel's own start -> end edge takes its transfer time (``transfer_of[i]``:
     the rank's coupled end nodes, sorted, and their transfer times, or None)."""
-    out = np.empty(sum(g.src.size for g in ranks) + barrier.size, dtype=np.int64)
+    out = np.empty(sum(g.src.size for g in graphs) + barrier.size, dtype=np.int64)
     at = 0
-    for g, tr in zip(ranks, transfer_of, strict=True):
+    for g, tr in zip(graphs, transfer_of, strict=True):
         part = out[at:at + g.src.size]
         np.minimum(g.floor[g.type], g.measured, out=part)
         np.copyto(part, g.measured, where=g.binding)
