@@ -14,6 +14,10 @@ of each, and findings / load. Issue 42 counts its events as rows (a generated 25
 job of 20,000 trace events a rank is "3.1M events"): its target, 1 s per million events,
 is ``s/M row``. On generated jobs a rank holds about 0.61 rows a trace event.
 
+With ``--without-replay``, each folder also gets as many runs of
+``get_findings(replay=False)`` (the rules' own estimates: no replay graph, no replayed
+changes), and the replay's share of the findings' median.
+
 With ``--whole``, each folder also gets ``hta summary`` and ``hta report`` timed as whole
 processes (interpreter, imports, load from the cache, filled beforehand, everything), with
 each one's peak resident memory (its own, and the largest of the worker processes it
@@ -60,7 +64,7 @@ from hta.trace_analysis import TraceAnalysis
 t0 = time.perf_counter()
 ta = TraceAnalysis(trace_dir=sys.argv[1], cache=False)
 t1 = time.perf_counter()
-ta.get_findings()
+ta.get_findings(replay=sys.argv[2] == "replay")
 ta.get_findings_coverage()
 t2 = time.perf_counter()
 print(json.dumps({"load_s": t1 - t0, "findings_s": t2 - t1,
@@ -82,16 +86,22 @@ def trace_events(folder: Path) -> int:
     return total
 
 
-def one_run(folder: Path, root: Path = REPO_ROOT) -> dict[str, float]:
+def one_run(folder: Path, root: Path = REPO_ROOT, replay: bool = True) -> dict[str, float]:
     """Load and first findings in a fresh interpreter, with the ``hta`` package of
-    ``root`` (the working folder of the run, first on its path)."""
-    out = subprocess.run([sys.executable, "-c", _WORKER, str(folder.resolve())], cwd=root,
+    ``root`` (the working folder of the run, first on its path); ``replay=False``: the
+    rules' own estimates (``get_findings(replay=False)``: no replay graph, no replayed
+    changes)."""
+    out = subprocess.run([sys.executable, "-c", _WORKER, str(folder.resolve()),
+                          "replay" if replay else "rules"], cwd=root,
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench(folder: Path, repeat: int, root: Path = REPO_ROOT) -> dict[str, Any]:
-    """``repeat`` fresh-process runs on ``folder``: minimum and median of each time."""
+def bench(folder: Path, repeat: int, root: Path = REPO_ROOT,
+          without_replay: bool = False) -> dict[str, Any]:
+    """``repeat`` fresh-process runs on ``folder``: minimum and median of each time;
+    ``without_replay``: as many runs again without the replay (``rules_*`` keys, and
+    ``replay_share``: the replay's share of the findings' median)."""
     runs = [one_run(folder, root) for _ in range(repeat)]
     events = trace_events(folder)
     row: dict[str, Any] = {"trace": str(folder), "trace_events": events,
@@ -104,6 +114,12 @@ def bench(folder: Path, repeat: int, root: Path = REPO_ROOT) -> dict[str, Any]:
     row["findings_s_per_M_rows"] = row["findings_median_s"] / row["rows"] * 1e6 \
         if row["rows"] else 0
     row["findings_over_load"] = row["findings_median_s"] / row["load_median_s"]
+    if without_replay:
+        rules = [one_run(folder, root, replay=False)["findings_s"] for _ in range(repeat)]
+        row["rules_min_s"], row["rules_median_s"] = min(rules), statistics.median(rules)
+        row["rules_s_per_M_rows"] = row["rules_median_s"] / row["rows"] * 1e6 \
+            if row["rows"] else 0
+        row["replay_share"] = 1 - row["rules_median_s"] / row["findings_median_s"]
     return row
 
 
@@ -179,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole", action="store_true",
                         help="also time hta summary and hta report as whole processes, "
                         "with their peak memory and the report's size")
+    parser.add_argument("--without-replay", action="store_true",
+                        help="also time the findings without the replay "
+                        "(get_findings(replay=False): the rules' own estimates), and "
+                        "report the replay's share")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp-dir", type=Path, help="where the generated job goes (kept)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -201,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'trace':<42} {'events':>9} {'rows':>9} {'load s':>15} {'findings s':>15} "
           f"{'s/M ev':>7} {'s/M row':>7} {'f/load':>6}")
     for folder in folders:
-        r = bench(folder, args.repeat, args.root.resolve())
+        r = bench(folder, args.repeat, args.root.resolve(), args.without_replay)
         rows.append(r)
         name = str(folder.relative_to(SHARED)) if folder.is_relative_to(SHARED) else \
             folder.name
@@ -210,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['findings_min_s']:>6.3f} / {r['findings_median_s']:<6.3f} "
               f"{r['findings_s_per_M_events']:>7.2f} {r['findings_s_per_M_rows']:>7.2f} "
               f"{r['findings_over_load']:>6.2f}")
+        if args.without_replay:
+            print(f"{'':<42} without the replay {r['rules_min_s']:.3f} / "
+                  f"{r['rules_median_s']:.3f} s, {r['rules_s_per_M_rows']:.2f} s/M row; "
+                  f"the replay {100 * r['replay_share']:.0f} % of the findings")
         if args.whole:
             fill_cache(folder, args.root.resolve())
             for command in ("summary", "report"):
