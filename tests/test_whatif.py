@@ -980,10 +980,10 @@ def test_binding_medians_are_each_type_s_median_of_its_edges() -> None:
 def test_the_job_graph_keeps_node_positions_and_rows_in_32_bits_where_they_fit() -> None:
     """``node_pos`` and ``node_row`` (one value per node of the job) are int32 below 2^31
     ranks or event rows, int64 beyond; their values as the int64 ones."""
-    from hta.analysis.whatif.graph import _index_type
+    from hta.analysis.whatif.graph import index_type
 
-    assert _index_type(0) is np.int32 and _index_type(2**31 - 2) is np.int32
-    assert _index_type(2**31 - 1) is np.int64 and _index_type(2**40) is np.int64
+    assert index_type(0) is np.int32 and index_type(2**31 - 2) is np.int32
+    assert index_type(2**31 - 1) is np.int64 and index_type(2**40) is np.int64
     folder = SAMPLE_TRACES / "synthetic_4rank"
     if not folder.is_dir():
         pytest.skip(f"{folder} is not bundled")

@@ -132,11 +132,11 @@ class RankGraph:
                         np.minimum(self.floor[self.type], self.measured))
 
 
-def event_nodes(n_events: int, node_event: np.ndarray, node_is_start: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Per event row, its start node and its end node (-1: not a node)."""
-    start_node = np.full(n_events, -1, dtype=np.int64)
-    end_node = np.full(n_events, -1, dtype=np.int64)
+def event_nodes(n_events: int, node_event: np.ndarray, node_is_start: np.ndarray,
+                dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Per event row, its start node and its end node (-1: not a node), of ``dtype``."""
+    start_node = np.full(n_events, -1, dtype=dtype)
+    end_node = np.full(n_events, -1, dtype=dtype)
     nodes = np.arange(node_event.size)
     s = node_is_start
     start_node[node_event[s]] = nodes[s]
@@ -174,15 +174,21 @@ def rank_graph(rt: RankTrace) -> RankGraph:
     binding = binding_edges(cp.num_nodes, src, dst, ts)
     floor = binding_medians(measured[binding], typ[binding])
     steps = _steps(rt, start_node, end_node)
-    return RankGraph(rank=rt.rank, node_ts=cp.node_ts, node_event=cp.node_event,
+    step_work = step_work_ends(c, steps, end_node)
+    comm = _comm_slots(rt, start_node, end_node)
+    # kept: node ids and event rows in 32 bits where they fit (the graphs of a job's ranks
+    # are kept until its job graph is made: on job256 130 MB fewer)
+    ids = index_type(cp.num_nodes)
+    return RankGraph(rank=rt.rank, node_ts=cp.node_ts,
+                     node_event=cp.node_event.astype(index_type(len(rt.events))),
                      node_is_start=cp.node_is_start,
                      unresolved=int(cp.dropped.get(UNRESOLVED_SYNC, 0)), trace=rt,
-                     queue_depth=depth, src=src, dst=dst,
+                     queue_depth=depth, src=src.astype(ids), dst=dst.astype(ids),
                      type=typ,
                      measured=measured, binding=binding,
-                     floor=floor, start_node=start_node, end_node=end_node, steps=steps,
-                     step_work=step_work_ends(c, steps, end_node), inferred=inferred,
-                     comm=_comm_slots(rt, start_node, end_node))
+                     floor=floor, start_node=start_node.astype(ids),
+                     end_node=end_node.astype(ids), steps=steps,
+                     step_work=step_work, inferred=inferred, comm=comm)
 
 
 def step_completion(jg: JobGraph, i: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -778,8 +784,8 @@ def _node_columns(graphs: list[RankGraph], pos: np.ndarray, offsets: np.ndarray
     event row (-1 for a barrier), both in 32 bits where they fit (each array is of the
     job's size), and whether it is its event's start."""
     rows = max((int(g.node_event.max()) + 1 for g in graphs if g.node_event.size), default=0)
-    return (_placed(list(range(len(graphs))), -1, pos, offsets, _index_type(len(graphs))),
-            _placed([g.node_event for g in graphs], -1, pos, offsets, _index_type(rows)),
+    return (_placed(list(range(len(graphs))), -1, pos, offsets, index_type(len(graphs))),
+            _placed([g.node_event for g in graphs], -1, pos, offsets, index_type(rows)),
             _placed([g.node_is_start for g in graphs], False, pos, offsets, bool))
 
 
@@ -804,9 +810,10 @@ def _job_delays(graphs: list[RankGraph], transfer_of: list[Any], barrier: np.nda
     return out
 
 
-def _index_type(count: int) -> type:
-    """int32 for indices below ``count`` when it fits 32 bits (half the memory of int64
-    for the job graph's per-node positions and rows), else int64."""
+def index_type(count: int) -> type:
+    """int32 for indices below ``count`` when it fits 32 bits (half the memory of int64:
+    the rank graphs' node ids and event rows, the job graph's per-node positions and
+    rows), else int64."""
     return np.int32 if count < np.iinfo(np.int32).max else np.int64
 
 

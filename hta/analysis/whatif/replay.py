@@ -64,6 +64,7 @@ from hta.analysis.whatif.graph import (
     RankGraph,
     driving_nodes,
     event_nodes,
+    index_type,
     job_graph,
     rank_graph,
     step_completion,
@@ -131,34 +132,24 @@ def rank_graphs(traces: Sequence[RankTrace], workers: int = 1) -> list[RankGraph
     return graphs
 
 
-#: A rank graph's arrays of node ids and event rows: sent as 32-bit integers when they fit.
-_NARROWED = ("node_event", "src", "dst")
-#: Its fields made again from the others where it is given back its trace.
+#: A rank graph's fields made again from the others where it is given back its trace.
 _REMADE = ("measured", "start_node", "end_node")
 
 
 def without_trace(g: RankGraph) -> dict[str, Any]:
     """``g``'s fields but its trace and those :func:`with_trace` makes again from the
-    others, its node ids and event rows in 32 bits when they fit (what a forked worker
-    sends back: about 55 bytes an event)."""
-    out = {f.name: getattr(g, f.name) for f in dataclasses.fields(g)
-           if f.name != "trace" and f.name not in _REMADE}
-    if max(g.num_nodes, len(g.start_node)) < np.iinfo(np.int32).max:
-        out["narrowed"] = [name for name in _NARROWED if out[name].dtype == np.int64]
-        for name in out["narrowed"]:
-            out[name] = out[name].astype(np.int32)
-    return out
+    others (what a forked worker sends back: about 55 bytes an event, its node ids and
+    event rows being 32-bit where they fit, as :func:`~.graph.rank_graph` keeps them)."""
+    return {f.name: getattr(g, f.name) for f in dataclasses.fields(g)
+            if f.name != "trace" and f.name not in _REMADE}
 
 
 def with_trace(fields: dict[str, Any], rt: RankTrace) -> RankGraph:
     """The graph of :func:`without_trace`'s fields, given back its trace (the same
     arrays, dtypes included, as the graph built here)."""
-    fields = dict(fields)
-    for name in fields.pop("narrowed", []):
-        fields[name] = fields[name].astype(np.int64)
     ts = fields["node_ts"]
     start_node, end_node = event_nodes(len(rt.events), fields["node_event"],
-                                       fields["node_is_start"])
+                                       fields["node_is_start"], index_type(ts.size))
     return RankGraph(**fields, measured=ts[fields["dst"]] - ts[fields["src"]],
                      start_node=start_node, end_node=end_node, trace=rt)
 
