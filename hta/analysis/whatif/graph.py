@@ -900,7 +900,8 @@ def _comm_slots(rt: RankTrace, start_node: np.ndarray, end_node: np.ndarray
     k = comm_kernels(rt)
     rows = np.flatnonzero(rank_work_class(rt) == COMM)
     extra = {"_row": rows, "_pos": np.zeros(rows.size, dtype=np.int64),
-             "_s": start_node[rows], "_e": end_node[rows]}
+             "_s": start_node[rows].astype(np.int64),
+             "_e": end_node[rows].astype(np.int64)}
     return pd.concat([k, pd.DataFrame(extra, index=k.index)], axis=1)
 
 
