@@ -91,6 +91,8 @@ class RankGraph:
         binding: per edge, whether it is its destination's binding edge.
         floor: per edge type code, the median binding delay of that type (ns).
         start_node, end_node: per event row, its start / end node (-1: not a node).
+            Node ids (``src``, ``dst``, ``start_node``, ``end_node``) and event rows
+            (``node_event``) are int32 where they fit (:func:`index_type`), else int64.
         steps: the rank's ``ProfilerStep`` spans with their ``start_node``/``end_node``.
         step_work: ``(step position, node)``: per step (its position in ``steps``) and
             stream, the end node of the GPU work launched inside the step's span that
@@ -791,10 +793,11 @@ def _node_columns(graphs: list[RankGraph], pos: np.ndarray, offsets: np.ndarray
 
 def _job_delays(graphs: list[RankGraph], transfer_of: list[Any], barrier: np.ndarray
                 ) -> np.ndarray:
-    """The rank graphs' edge delays (:attr:`RankGraph.delay`), then the barriers', in one array
-    written rank by rank (no array of each rank's delays kept until they are joined); a
-    coupled kernel's own start -> end edge takes its transfer time (``transfer_of[i]``:
-    the rank's coupled end nodes, sorted, and their transfer times, or None)."""
+    """The rank graphs' edge delays (:attr:`RankGraph.delay`), then the barriers', in one
+    array written rank by rank (no array of each rank's delays kept until they are
+    joined); a coupled kernel's own start -> end edge takes its transfer time
+    (``transfer_of[i]``: the rank's coupled end nodes, sorted, and their transfer times,
+    or None)."""
     out = np.empty(sum(g.src.size for g in graphs) + barrier.size, dtype=np.int64)
     at = 0
     for g, tr in zip(graphs, transfer_of, strict=True):
