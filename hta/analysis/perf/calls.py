@@ -62,8 +62,7 @@ def op_calls_of(rt: RankTrace, rules: RuleSet, indices: np.ndarray
     owner = rt.link("op_index")[rows]
     mine = owner >= 0
     mine[mine] = np.isin(rt.column("index")[owner[mine]], indices)
-    calls, work = _op_calls(rt, rules, rows[mine], frame=False)
-    return calls, work
+    return _op_calls(rt, rules, rows[mine], frame=False)
 
 
 def _op_calls(rt: RankTrace, rules: RuleSet, rows: np.ndarray, frame: bool = True
