@@ -130,8 +130,15 @@ class RankGraph:
     @property
     def delay(self) -> np.ndarray:
         """Per edge, the delay of the unchanged replay (module docstring)."""
-        return np.where(self.binding, self.measured,
-                        np.minimum(self.floor[self.type], self.measured))
+        out = np.empty(self.measured.size, dtype=np.int64)
+        self.delay_into(out)
+        return out
+
+    def delay_into(self, out: np.ndarray) -> None:
+        """:attr:`delay` written into ``out`` (int64, one per edge): a binding edge keeps
+        its measured delay, another takes the lesser of it and its type's floor."""
+        np.minimum(self.floor[self.type], self.measured, out=out)
+        np.copyto(out, self.measured, where=self.binding)
 
 
 def event_nodes(n_events: int, node_event: np.ndarray, node_is_start: np.ndarray,
@@ -802,7 +809,7 @@ def _job_delays(graphs: list[RankGraph], transfer_of: list[Any], barrier: np.nda
     at = 0
     for g, tr in zip(graphs, transfer_of, strict=True):
         part = out[at:at + g.src.size]
-        part[:] = g.delay  # (one rank's at a time)
+        g.delay_into(part)
         if tr is not None:
             ends, transfer = tr
             hit = np.isin(g.dst, ends) & (g.type == EDGE["gpu"])
