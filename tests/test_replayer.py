@@ -25,6 +25,20 @@ def test_the_facade_keeps_one_replay_and_asks_it() -> None:
     assert "_replay" not in a.__dict__
 
 
+def test_a_dropped_graph_is_built_again_with_the_same_answers() -> None:
+    a = TraceAnalysis(trace_dir=str(JOB), progress=False, cache=False)
+    replay = a.replay()
+    before, graph = replay.predict("no-stragglers"), replay.graph()
+    uncertainty = replay.uncertainty()
+    replay.drop_graph()
+    assert replay._graph is None
+    pd.testing.assert_frame_equal(replay.uncertainty(), uncertainty)
+    pd.testing.assert_frame_equal(replay.predict("no-stragglers"), before)
+    again = replay.graph()
+    assert again is not graph and again[0].num_nodes == graph[0].num_nodes
+    assert (again[1].t == graph[1].t).all()
+
+
 def test_a_replay_without_the_facade() -> None:
     """The analysis layer's object alone, on a trace loaded in memory, gives the facade's
     tables."""

@@ -268,3 +268,47 @@ def test_bandwidth_statistics_where_the_ranks_are_equal_those_of_every_copy(
             drawn, every[every["rank"].isin([1, 3])].reset_index(drop=True))
         pd.testing.assert_frame_equal(bandwidth.bw_series(drawn),
                                       bandwidth.bw_series(every[every["rank"].isin([1, 3])]))
+
+
+@pytest.mark.slow  # builds the report twice (seconds)
+def test_a_report_that_frees_the_replay_builds_its_graph_once_and_reads_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # keep_replay=False (hta report): the job graph is freed once the sections that replay
+    # are built, so no later section is built beside it; none of them builds it again,
+    # and the page is the one a report keeping the graph writes
+    from hta.analysis.whatif.replayer import Replay
+    from hta.report.builder import build_report
+
+    generate_job(tmp_path, ranks=4, steps=2, kernels_per_step=17)
+    built: list[bool] = []
+    graph = Replay.graph
+
+    def counted(self: Replay):  # type: ignore[no-untyped-def]
+        if self._graph is None:
+            built.append(True)
+        return graph(self)
+
+    monkeypatch.setattr(Replay, "graph", counted)
+    pages = {}
+    for keep in (True, False):
+        ta = TraceAnalysis(trace_dir=tmp_path, cache=False, progress=False)
+        built.clear()
+        html = build_report(ta, keep_replay=keep)
+        pages[keep] = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "", html)
+        assert len(built) == 1
+        assert (ta.replay()._graph is None) is (not keep)
+    assert pages[True] == pages[False]
+
+
+def test_hta_report_frees_the_replay_graph(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # the command ends with the report: it has no use for the graph afterwards
+    from hta.cli import main
+    from hta.report import builder
+
+    generate_job(tmp_path / "job", ranks=2, steps=2, kernels_per_step=17)
+    asked: dict = {}
+    monkeypatch.setattr(builder, "build_report", lambda *a, **k: asked.update(k) or "<html>")
+    assert main(["report", str(tmp_path / "job"), "-o", str(tmp_path / "r.html"),
+                 "--no-cache", "--quiet"]) == 0
+    assert asked["keep_replay"] is False

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.critical_path_rank is not None:
         analyzer.t.rank(args.critical_path_rank)  # a clear error for a rank not loaded
     write_report(analyzer, out, force=True, iterations=iterations, title=args.title,
-                 critical_path_rank=args.critical_path_rank, plotlyjs=args.plotlyjs)
+                 critical_path_rank=args.critical_path_rank, plotlyjs=args.plotlyjs,
+                 keep_replay=False)  # the process ends with the report
     report_skipped(analyzer)
     report_missing_ranks(analyzer, quiet=args.quiet)
     print(f"Wrote {out.resolve()} ({out.stat().st_size / 1e6:,.1f} MB)", file=sys.stdout)

@@ -118,13 +118,13 @@ def _context(analyzer: Analyzer, ranks: Iterable[int] | None, iterations: Iterab
 
 
 #: Sections built before the others, in this order (the page keeps :data:`SECTIONS`'
-#: order): the findings and the step bound replay the job as ``hta summary`` does, one
-#: after the other, before the other sections' tables are held, so that the report's
-#: peak memory is the summary's.
-BUILT_FIRST = ("findings", "step-bound")
+#: order): those that replay the job (the findings, the step bound, why ranks are late),
+#: as ``hta summary`` does, one after the other, before the other sections' tables are
+#: held, so that the report's peak memory is the summary's.
+BUILT_FIRST = ("findings", "step-bound", "straggler-causes")
 
 
-def _sections(ctx: Context) -> list[Section]:
+def _sections(ctx: Context, keep_replay: bool = True) -> list[Section]:
     order = sorted(range(len(SECTIONS)), key=lambda i: (
         BUILT_FIRST.index(SECTIONS[i][0]) if SECTIONS[i][0] in BUILT_FIRST
         else len(BUILT_FIRST), i))
@@ -138,6 +138,8 @@ def _sections(ctx: Context) -> list[Section]:
             logger.warning("report section %r failed: %s", title, exc, exc_info=True)
             section.error = f"{type(exc).__name__}: {exc}"
         sections[i] = section
+        if not keep_replay and sid == BUILT_FIRST[-1]:
+            ctx.analyzer.replay().drop_graph()  # no later section replays
     return [sections[i] for i in range(len(SECTIONS))]
 
 
@@ -150,11 +152,15 @@ def build_sections(analyzer: Analyzer, ranks: Iterable[int] | None = None,
 
 def build_report(analyzer: Analyzer, ranks: Iterable[int] | None = None,
                  iterations: Iterable[int] | None = None, title: str | None = None,
-                 critical_path_rank: int | None = None, plotlyjs: str = "embed") -> str:
+                 critical_path_rank: int | None = None, plotlyjs: str = "embed",
+                 keep_replay: bool = True) -> str:
     """The report of a loaded job (a ``TraceAnalysis``) as HTML text; ``plotlyjs``: how
-    it carries plotly.js (:data:`hta.report.render.PLOTLYJS_MODES`)."""
+    it carries plotly.js (:data:`hta.report.render.PLOTLYJS_MODES`). ``keep_replay=False``
+    frees the replay's job graph once the sections that replay are built
+    (:meth:`~hta.analysis.whatif.replayer.Replay.drop_graph`; a later what-if builds it
+    again), so that the other sections are not built beside it: ``hta report`` does."""
     ctx = _context(analyzer, ranks, iterations, critical_path_rank)
-    sections = _sections(ctx)
+    sections = _sections(ctx, keep_replay)
     try:
         summary = sections_findings.job_sentence(ctx)
     except Exception as exc:  # noqa: BLE001 - the sentence is a convenience

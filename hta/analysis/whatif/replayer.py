@@ -215,6 +215,12 @@ class Replay:
             self._coupled = coupled_ranks(self.job, self.shifts)
         return self._coupled
 
+    def drop_graph(self) -> None:
+        """Free the job graph kept in this process (every rank's replay graph, the job's
+        and its unchanged replay: about 0.75 kB an event); the next question that needs
+        it builds it again. The answers already kept (uncertainty, step bounds) stay."""
+        self._graph = None
+
     def release(self) -> None:
         """Free the replay graphs kept on the workers (nothing in memory to free)."""
         if self._coupled is not None:
