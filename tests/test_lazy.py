@@ -137,6 +137,29 @@ def test_lazy_trace_holds_at_most_its_budget(job: Path, eager_job: TraceAnalysis
     lazy.close()
 
 
+def test_a_rank_s_events_are_counted_without_reading_it(job: Path) -> None:
+    # as loaded (before the transforms: here none, the last step kept)
+    eager = TraceAnalysis(trace_dir=job, cache=False, progress=False,
+                          include_last_profiler_step=True)
+    lazy = _lazy(job, include_last_profiler_step=True)
+    counts = [lazy.t.rank_events(r) for r in lazy.ranks]
+    assert lazy.t.resident_ranks() == []
+    assert counts == [eager.t.rank_events(r) for r in eager.ranks] == \
+        [len(eager.t.get_trace(r)) for r in eager.ranks]
+    lazy.close()
+
+
+def test_the_replay_decides_to_build_ahead_without_reading_a_rank(job: Path) -> None:
+    # hta summary on a job of more events than it replays here (max_events) read every
+    # rank into this process only to count its events
+    from hta.analysis.whatif.replayer import Replay
+
+    lazy = _lazy(job)
+    assert not Replay(lazy.t).build_ahead(max_events=0)
+    assert lazy.t.resident_ranks() == []
+    lazy.close()
+
+
 def test_in_memory_is_chosen_from_the_ranks_size(job: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # the rule for jobs over SMALL_JOB_BYTES (smaller ones load in this process)

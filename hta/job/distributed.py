@@ -293,6 +293,12 @@ class DistributedJob:
         self.selected_ranks(rank)
         return self._meta[rank]
 
+    def rank_events(self, rank: int) -> int:
+        """How many events one rank held when it was loaded (before the transforms;
+        the rank is not read)."""
+        self.selected_ranks(rank)
+        return self.handles[rank].events
+
     @property
     def symbol_table(self) -> SymbolView:
         """HTA-style view: ``sym_table`` (id -> name) and ``sym_index`` (name -> id)."""

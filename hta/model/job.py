@@ -68,6 +68,11 @@ class Job(RankMapper, Protocol):
         """One rank's metadata, without reading its events."""
         ...
 
+    def rank_events(self, rank: int) -> int:
+        """How many events one rank holds, without reading it (a distributed job counted
+        them when it loaded the rank, before any transform)."""
+        ...
+
     def get_trace(self, rank: int) -> pd.DataFrame:
         """One rank's events table (HTA's ``analyzer.t.get_trace``); reads the rank."""
         ...

@@ -280,6 +280,10 @@ class Trace:
         """The loaded ranks, ascending."""
         return sorted(self.ranks)
 
+    def rank_events(self, rank: int) -> int:
+        """How many events one rank holds."""
+        return len(self.rank(rank).events)
+
     @property
     def symbol_table(self) -> SymbolView:
         """HTA-style view: ``sym_table`` (id -> name) and ``sym_index`` (name -> id)."""

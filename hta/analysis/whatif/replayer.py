@@ -116,7 +116,7 @@ class Replay:
                 not can_fork():
             return False
         ranks = self.job.get_ranks()
-        events = sum(len(self.job.rank(r).events) for r in ranks)
+        events = sum(self.job.rank_events(r) for r in ranks)  # no rank read here
         if events < PARALLEL_MIN_EVENTS or (max_events is not None and events > max_events):
             return False
         if len(ranks) > 1:
