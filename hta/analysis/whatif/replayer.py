@@ -78,7 +78,8 @@ class Replay:
         """The job graph of every loaded rank, each on the reference clock, and its
         unchanged replay (built once; in this process, or taken from
         :meth:`build_ahead`)."""
-        from hta.analysis.whatif.replay import build_job, job_graph, replay
+        from hta.analysis.whatif.replay import job_graph, rank_graphs, replay
+        from hta.model.pages import small_pages
         from hta.model.spread import job_workers
 
         if self._graph is None:
@@ -86,9 +87,11 @@ class Replay:
             if graphs is None:
                 graphs = self._graphs_built_meanwhile()
             if self._graph is None:  # (built meanwhile, whole)
-                jg = job_graph(graphs) if graphs is not None else build_job(
-                    self._shifted_ranks(), job_workers(self.job))
-                self._graph = (jg, replay(jg))
+                if graphs is None:
+                    graphs = rank_graphs(self._shifted_ranks(), job_workers(self.job))
+                with small_pages():  # arrays written once (hta.model.pages)
+                    jg = job_graph(graphs)
+                    self._graph = (jg, replay(jg))
         return self._graph
 
     def build_ahead(self, max_events: int | None = None) -> bool:
@@ -155,6 +158,7 @@ class Replay:
         replay. Whether it is finished."""
         from hta.analysis.whatif.graph import rank_graph
         from hta.analysis.whatif.replay import job_graph, replay
+        from hta.model.pages import small_pages
 
         graphs = self._meanwhile
         if graphs is None:  # taken back meanwhile
@@ -164,8 +168,9 @@ class Replay:
             graphs.append(rank_graph(self._shifted_rank(ranks[len(graphs)])))
         if len(graphs) < len(ranks) or not busy():
             return False
-        jg = job_graph(graphs)
-        self._graph = (jg, replay(jg))
+        with small_pages():  # arrays written once (hta.model.pages)
+            jg = job_graph(graphs)
+            self._graph = (jg, replay(jg))
         self._meanwhile = None
         return True
 
