@@ -36,6 +36,37 @@ def test_the_hint_is_off_inside_and_as_it_was_after(before: bool) -> None:
 
 
 @needs_hint
+def test_blocks_in_two_threads_leave_the_hint_as_it_was() -> None:
+    # the first block to start saves the hint and the last to end restores it, whatever
+    # the order in which they end
+    import threading
+
+    was = pages._SET_HINT(True)
+    try:
+        first_in, second_in, first_may_end = (threading.Event() for _ in range(3))
+        inside: list[bool] = []
+
+        def first() -> None:
+            with small_pages():
+                first_in.set()
+                second_in.wait(5)
+                first_may_end.wait(5)
+            inside.append(get_hint())  # the second block still runs
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        first_in.wait(5)
+        with small_pages():
+            second_in.set()
+            first_may_end.set()
+            thread.join(5)
+            assert inside == [False]
+        assert get_hint() is True
+    finally:
+        pages._SET_HINT(was)
+
+
+@needs_hint
 def test_the_replay_builds_its_job_graph_on_small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     from hta.trace_analysis import TraceAnalysis
 

@@ -14,6 +14,7 @@ dropped only around work that writes large arrays once: :func:`small_pages`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -25,21 +26,33 @@ except ImportError:  # numpy 1.26
 #: NumPy's switch of the hint (its value before is returned); None where it has none.
 _SET_HINT: Callable[[bool], bool] | None = getattr(_multiarray, "_set_madvise_hugepage", None)
 
+_LOCK = threading.Lock()
+#: Blocks of :func:`small_pages` running now (in any thread), and the hint before the
+#: first of them.
+_INSIDE = [0, True]
+
 
 @contextmanager
 def small_pages() -> Iterator[None]:
     """Inside the block, NumPy's new large arrays do not ask for huge pages (module
-    docstring); the hint is as it was afterwards. The switch is NumPy's, for the whole
-    process: an array another thread makes meanwhile gets 4 KB pages too, which changes
-    its speed, never its values."""
+    docstring); the hint is as it was once the last block running ends (blocks may nest
+    or run in several threads at once). The switch is NumPy's, for the whole process:
+    an array another thread makes meanwhile gets 4 KB pages too, which changes its
+    speed, never its values."""
     if _SET_HINT is None:
         yield
         return
-    before = _SET_HINT(False)
+    with _LOCK:
+        if _INSIDE[0] == 0:
+            _INSIDE[1] = _SET_HINT(False)
+        _INSIDE[0] += 1
     try:
         yield
     finally:
-        _SET_HINT(before)
+        with _LOCK:
+            _INSIDE[0] -= 1
+            if _INSIDE[0] == 0:
+                _SET_HINT(bool(_INSIDE[1]))
 
 
 __all__ = ["small_pages"]
