@@ -136,7 +136,7 @@ def workers_for(trace: Trace, ranks: Sequence[int]) -> int:
     workers = job_workers(trace)
     if workers <= 1:
         return 1
-    events = sum(len(trace.rank(r).events) for r in ranks)
+    events = sum(trace.rank_events(r) for r in ranks)
     return min(workers, len(ranks)) if events >= MIN_EVENTS else 1
 
 

@@ -78,8 +78,7 @@ class Replay:
         """The job graph of every loaded rank, each on the reference clock, and its
         unchanged replay (built once; in this process, or taken from
         :meth:`build_ahead`)."""
-        from hta.analysis.whatif.replay import job_graph, rank_graphs, replay
-        from hta.model.pages import small_pages
+        from hta.analysis.whatif.replay import rank_graphs
         from hta.model.spread import job_workers
 
         if self._graph is None:
@@ -89,9 +88,7 @@ class Replay:
             if self._graph is None:  # (built meanwhile, whole)
                 if graphs is None:
                     graphs = rank_graphs(self._shifted_ranks(), job_workers(self.job))
-                with small_pages():  # arrays written once (hta.model.pages)
-                    jg = job_graph(graphs)
-                    self._graph = (jg, replay(jg))
+                self._graph = _joined(graphs)
         return self._graph
 
     def build_ahead(self, max_events: int | None = None) -> bool:
@@ -157,8 +154,6 @@ class Replay:
         (:meth:`build_ahead`); then, if still busy, the job graph and its unchanged
         replay. Whether it is finished."""
         from hta.analysis.whatif.graph import rank_graph
-        from hta.analysis.whatif.replay import job_graph, replay
-        from hta.model.pages import small_pages
 
         graphs = self._meanwhile
         if graphs is None:  # taken back meanwhile
@@ -168,9 +163,7 @@ class Replay:
             graphs.append(rank_graph(self._shifted_rank(ranks[len(graphs)])))
         if len(graphs) < len(ranks) or not busy():
             return False
-        with small_pages():  # arrays written once (hta.model.pages)
-            jg = job_graph(graphs)
-            self._graph = (jg, replay(jg))
+        self._graph = _joined(graphs)
         self._meanwhile = None
         return True
 
@@ -414,6 +407,17 @@ class Replay:
             return table if table is not None else predict(change)
 
         return ahead
+
+
+def _joined(graphs: list[RankGraph]) -> tuple[JobGraph, Schedule]:
+    """The job graph of the rank graphs and its unchanged replay, their arrays (written
+    once) on small pages (:func:`hta.model.pages.small_pages`)."""
+    from hta.analysis.whatif.replay import job_graph, replay
+    from hta.model.pages import small_pages
+
+    with small_pages():
+        jg = job_graph(graphs)
+        return jg, replay(jg)
 
 
 __all__ = ["PARALLEL_MIN_NODES", "Replay"]
